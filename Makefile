@@ -1,0 +1,28 @@
+# Two commands do all the set-up on a fresh clone: `make demo` and `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.dpaudit-installed
+
+.PHONY: demo test lint bench clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+# torch==2.13.0 first when torch is missing, so pip never resolves a multi-GB CUDA build.
+$(STAMP): pyproject.toml | $(PY)
+	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/dpaudit demo
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check dpaudit defenses attacks reports tests benchmarks
+
+clean:
+	rm -rf $(VENV) demo-out demo-report.html demo-report.json

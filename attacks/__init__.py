@@ -1,0 +1,1 @@
+"""Attacks on released models (filled in by the attacks issue)."""

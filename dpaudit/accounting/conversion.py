@@ -1,0 +1,58 @@
+r"""Conversions between privacy notions.
+
+* RDP → (ε, δ): the improved conversion of Balle et al. (2020), Theorem 21,
+  :math:`\varepsilon = \min_\alpha\, \varepsilon(\alpha) + \ln\frac{\alpha-1}{\alpha}
+  - \frac{\ln\delta + \ln\alpha}{\alpha-1}` (computed by opacus).
+* Amplification by subsampling for an (ε, δ)-DP mechanism run on a Poisson subsample of
+  rate q: :math:`(\ln(1 + q(e^\varepsilon - 1)),\; q\delta)` (Balle, Barthe & Gaboardi 2018,
+  Thm 8). Never the linear :math:`q\varepsilon`, which is not a bound.
+* Group privacy: an (ε, δ)-DP mechanism is :math:`(k\varepsilon,\;
+  k e^{(k-1)\varepsilon}\delta)`-DP for groups of k (Vadhan 2017, Lemma 2.2).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from dpaudit.accounting.mechanisms import orders_array
+from dpaudit.errors import PrivacyParameterError
+
+
+def rdp_to_epsilon(rdp, delta: float, orders=None) -> tuple[float, float]:
+    """Smallest ε over the orders for the given δ; returns ``(epsilon, best_order)``."""
+    from opacus.accountants.analysis.rdp import get_privacy_spent
+
+    if not 0.0 < delta < 1.0:
+        raise PrivacyParameterError(f"delta must lie in (0, 1), got {delta}")
+    a = orders_array(orders)
+    rdp = np.asarray(rdp, dtype=np.float64)
+    if rdp.shape != a.shape:
+        raise ValueError("rdp and orders differ in length")
+    if np.all(rdp == 0):
+        return 0.0, float(a[0])
+    finite = np.isfinite(rdp)
+    if not finite.any():
+        return math.inf, float("nan")
+    eps, order = get_privacy_spent(orders=list(a[finite]), rdp=list(rdp[finite]), delta=delta)
+    return max(0.0, float(eps)), float(order)
+
+
+def amplify_by_subsampling(epsilon: float, delta: float, sample_rate: float) -> tuple[float, float]:
+    """(ε, δ) of an (ε, δ)-DP mechanism applied to a Poisson subsample of rate q."""
+    if not 0.0 < sample_rate <= 1.0:
+        raise PrivacyParameterError(f"sample_rate must lie in (0, 1], got {sample_rate}")
+    if math.isinf(epsilon):
+        return math.inf, sample_rate * delta
+    return math.log1p(sample_rate * math.expm1(epsilon)), sample_rate * delta
+
+
+def group_privacy(epsilon: float, delta: float, group_size: int) -> tuple[float, float]:
+    """(ε, δ) for neighbours that differ in ``group_size`` units."""
+    if group_size < 1:
+        raise PrivacyParameterError("group_size must be >= 1")
+    k = int(group_size)
+    if math.isinf(epsilon):
+        return math.inf, min(1.0, k * delta)
+    return k * epsilon, min(1.0, k * math.exp((k - 1) * epsilon) * delta)

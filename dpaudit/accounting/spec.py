@@ -1,0 +1,140 @@
+"""The privacy specification every released model carries, and input validation for (ε, δ)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from dpaudit.errors import PrivacyParameterError
+
+Unit = Literal["node", "edge"]
+UNITS = ("node", "edge")
+
+
+def validate_epsilon(epsilon: float | str | None) -> float:
+    """Parse and check a target ε: a positive number or ``inf`` (non-private)."""
+    if epsilon is None:
+        return math.inf
+    if isinstance(epsilon, str):
+        text = epsilon.strip().lower()
+        if text in {"inf", "infinity", "none"}:
+            return math.inf
+        try:
+            epsilon = float(text)
+        except ValueError:
+            raise PrivacyParameterError(f"epsilon must be a positive number or 'inf', got {epsilon!r}") from None
+    epsilon = float(epsilon)
+    if math.isnan(epsilon) or epsilon <= 0:
+        raise PrivacyParameterError(f"epsilon must be > 0 (or inf for no privacy), got {epsilon}")
+    return epsilon
+
+
+def auto_delta(population: int) -> float:
+    """δ "auto": the largest power of ten strictly below ``1 / population``.
+
+    The population is the number of protected units (nodes for node-level DP, undirected
+    edges for edge-level DP). δ < 1/n is the usual requirement that a mechanism which
+    publishes one random unit in the clear is not called private.
+    """
+    if population < 1:
+        raise PrivacyParameterError("cannot choose delta automatically for an empty graph")
+    return 10.0 ** (-(math.floor(math.log10(population)) + 1))
+
+
+def validate_delta(delta: float | str | None, population: int | None = None) -> float:
+    """Parse and check δ ∈ (0, 1); ``"auto"`` needs ``population`` (see :func:`auto_delta`)."""
+    if delta is None or (isinstance(delta, str) and delta.strip().lower() == "auto"):
+        if population is None:
+            raise PrivacyParameterError("delta='auto' needs the number of protected units")
+        return auto_delta(population)
+    try:
+        value = float(delta)
+    except (TypeError, ValueError):
+        raise PrivacyParameterError(f"delta must be a number in (0, 1) or 'auto', got {delta!r}") from None
+    if not 0.0 < value < 1.0:
+        raise PrivacyParameterError(f"delta must lie strictly between 0 and 1, got {value}")
+    return value
+
+
+@dataclass
+class PrivacySpec:
+    """What a model's privacy guarantee is and how it was proven.
+
+    Attributes:
+        epsilon: the spent ε (``math.inf`` for a non-private model).
+        delta: the δ at which ``epsilon`` was computed (0 for pure DP or non-private).
+        unit: ``"node"`` or ``"edge"`` — what a neighbouring graph differs in; ``None`` for a
+            non-private model.
+        mechanisms: every mechanism composed, as plain dicts (name, σ, sampling, steps, ...).
+        accountant: how the mechanisms were composed and converted (e.g. ``"rdp"``).
+        sound: ``False`` when the number follows a paper's own analysis that is not a valid
+            bound (kept so the paper's tables can be reproduced, never hidden).
+        target_epsilon: the ε the noise was calibrated for (spent ≤ target).
+        gdp_mu: μ of a μ-GDP guarantee when the accountant can state one.
+        notes: free-form remarks (e.g. how δ was chosen, which inference is private).
+    """
+
+    epsilon: float
+    delta: float
+    unit: Unit | None
+    mechanisms: list[dict[str, Any]] = field(default_factory=list)
+    accountant: str = "none"
+    sound: bool = True
+    target_epsilon: float | None = None
+    gdp_mu: float | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @classmethod
+    def non_private(cls, note: str = "trained without any privacy mechanism") -> PrivacySpec:
+        return cls(epsilon=math.inf, delta=0.0, unit=None, accountant="none", sound=True, notes=[note])
+
+    @property
+    def is_private(self) -> bool:
+        return math.isfinite(self.epsilon)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict; ε = ∞ is written as ``null``."""
+        return {
+            "epsilon": self.epsilon if math.isfinite(self.epsilon) else None,
+            "delta": self.delta,
+            "unit": self.unit,
+            "mechanisms": self.mechanisms,
+            "accountant": self.accountant,
+            "sound": self.sound,
+            "target_epsilon": (
+                self.target_epsilon if self.target_epsilon is not None and math.isfinite(self.target_epsilon) else None
+            ),
+            "gdp_mu": self.gdp_mu,
+            "notes": list(self.notes),
+        }
+
+    @classmethod
+    def from_dict(cls, payload: dict[str, Any]) -> PrivacySpec:
+        if not isinstance(payload, dict):
+            raise PrivacyParameterError("privacy spec must be a JSON object")
+        eps = payload.get("epsilon")
+        unit = payload.get("unit")
+        if unit not in (None, *UNITS):
+            raise PrivacyParameterError(f"privacy unit must be 'node', 'edge' or null, got {unit!r}")
+        delta = float(payload.get("delta", 0.0))
+        if not 0.0 <= delta < 1.0:
+            raise PrivacyParameterError(f"privacy delta must lie in [0, 1), got {delta}")
+        target = payload.get("target_epsilon")
+        return cls(
+            epsilon=math.inf if eps is None else float(eps),
+            delta=delta,
+            unit=unit,
+            mechanisms=list(payload.get("mechanisms", [])),
+            accountant=str(payload.get("accountant", "none")),
+            sound=bool(payload.get("sound", True)),
+            target_epsilon=None if target is None else float(target),
+            gdp_mu=None if payload.get("gdp_mu") is None else float(payload["gdp_mu"]),
+            notes=[str(n) for n in payload.get("notes", [])],
+        )
+
+    def summary(self) -> str:
+        if not self.is_private:
+            return "non-private (ε = ∞)"
+        tag = "" if self.sound else " [paper accounting, NOT a sound bound]"
+        return f"({self.epsilon:.4g}, {self.delta:.3g})-DP at the {self.unit} level via {self.accountant}{tag}"

@@ -1,0 +1,473 @@
+"""Graph datasets: PyG loaders behind one name, an embedded synthetic default, and the
+preprocessing every loader applies.
+
+Every dataset comes out as a :class:`GraphDataset`: a PyG ``Data`` with undirected,
+deduplicated edges and no self loops, ``y = -1`` and ``label_mask = False`` on unlabeled
+nodes, finite float features, plus its name, number of classes and a content fingerprint.
+
+Where data lives (first match wins): the ``root`` argument (``--data-root``), the
+``DPAUDIT_DATA`` environment variable, ``~/.cache/dpaudit/datasets``. The root holds raw
+files in the layout PyG expects (``ROOT/Cora/raw/ind.cora.x`` ...). The root is only ever
+read: PyG processes into a cache (``DPAUDIT_CACHE`` or ``~/.cache/dpaudit/processed``) whose
+``raw/`` folders link to the source files, so a read-only or shared folder is never touched.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch_geometric.data import Data
+from torch_geometric.utils import coalesce, remove_self_loops, subgraph, to_undirected
+
+from dpaudit.errors import DatasetError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class GraphDataset:
+    """One node-classification graph.
+
+    Attributes:
+        data: PyG ``Data`` with ``x`` [N, F] float32, ``y`` [N] long (-1 = unlabeled),
+            ``edge_index`` [2, E] (both directions of every undirected edge), ``label_mask``
+            [N] bool, and optionally ``public_split`` [N] long (0 train, 1 val, 2 test, -1 none).
+        name: the dataset's registry name (or the user's label).
+        num_classes: number of classes among labeled nodes (labels are 0..C-1).
+        fingerprint: SHA-256 (16 hex digits) of features, labels and edges.
+        info: provenance (loader, source folder, generator parameters, preprocessing).
+    """
+
+    data: Data
+    name: str
+    num_classes: int
+    fingerprint: str
+    info: dict = field(default_factory=dict)
+
+    @property
+    def num_nodes(self) -> int:
+        return int(self.data.num_nodes)
+
+    @property
+    def num_edges(self) -> int:
+        """Number of undirected edges."""
+        return int(self.data.edge_index.size(1)) // 2
+
+    @property
+    def num_features(self) -> int:
+        return int(self.data.x.size(1))
+
+    @property
+    def labeled_nodes(self) -> torch.Tensor:
+        return self.data.label_mask.nonzero().view(-1)
+
+    @property
+    def has_public_split(self) -> bool:
+        return "public_split" in self.data
+
+    def __repr__(self) -> str:
+        return (
+            f"GraphDataset({self.name!r}, nodes={self.num_nodes}, edges={self.num_edges}, "
+            f"features={self.num_features}, classes={self.num_classes}, labeled={int(self.data.label_mask.sum())})"
+        )
+
+
+# --------------------------------------------------------------------------- preprocessing
+
+
+def fingerprint(data: Data) -> str:
+    h = hashlib.sha256()
+    for t in (data.x, data.y, data.edge_index):
+        t = t.detach().cpu().contiguous()
+        h.update(str(tuple(t.shape)).encode())
+        h.update(t.numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+def prepare(
+    data: Data,
+    name: str,
+    min_class_size: int | None = None,
+    remove_unlabeled: bool = False,
+    info: dict | None = None,
+) -> GraphDataset:
+    """Validate and normalise a raw graph into a :class:`GraphDataset`.
+
+    Steps: check shapes and finiteness; make edges undirected, deduplicated and free of self
+    loops; mark ``y < 0`` as unlabeled; optionally drop classes with fewer than
+    ``min_class_size`` labeled nodes (their nodes become unlabeled, as GAP does) and, with
+    ``remove_unlabeled``, drop unlabeled nodes from the graph; relabel classes to 0..C-1.
+
+    Raises:
+        DatasetError: empty graph, malformed ``edge_index``, non-finite features, missing or
+            non-integer labels, or no labeled node left.
+    """
+    x, y, edge_index = getattr(data, "x", None), getattr(data, "y", None), getattr(data, "edge_index", None)
+    if x is None or y is None or edge_index is None:
+        raise DatasetError(f"{name}: a graph needs node features x, labels y and an edge_index")
+    if not torch.is_tensor(x) or x.dim() != 2 or x.size(0) == 0 or x.size(1) == 0:
+        raise DatasetError(f"{name}: x must be a non-empty [num_nodes, num_features] tensor")
+    n = x.size(0)
+    x = x.to(torch.float32)
+    if not torch.isfinite(x).all():
+        bad = (~torch.isfinite(x)).any(dim=1).nonzero().view(-1)
+        raise DatasetError(
+            f"{name}: node features contain NaN or infinite values in {bad.numel()} nodes (first: {bad[:5].tolist()})"
+        )
+    y = torch.as_tensor(y)
+    if y.dim() == 2 and y.size(1) == 1:
+        y = y.view(-1)
+    if y.dim() != 1 or y.size(0) != n:
+        raise DatasetError(f"{name}: y must be a vector with one label per node ({n}), got shape {tuple(y.shape)}")
+    if y.is_floating_point():
+        if not torch.isfinite(y).all() or not torch.equal(y, y.round()):
+            raise DatasetError(f"{name}: labels must be integers (use -1 for unlabeled nodes)")
+    y = y.to(torch.long)
+    edge_index = torch.as_tensor(edge_index)
+    if edge_index.dim() != 2 or edge_index.size(0) != 2:
+        raise DatasetError(f"{name}: edge_index must have shape [2, num_edges], got {tuple(edge_index.shape)}")
+    if edge_index.is_floating_point():
+        raise DatasetError(f"{name}: edge_index must hold integer node indices")
+    edge_index = edge_index.to(torch.long)
+    if edge_index.numel() and (edge_index.min() < 0 or edge_index.max() >= n):
+        raise DatasetError(f"{name}: edge_index refers to nodes outside 0..{n - 1}")
+    edge_index, _ = remove_self_loops(edge_index)
+    edge_index = coalesce(to_undirected(edge_index, num_nodes=n), num_nodes=n)
+
+    label_mask = y >= 0
+    public_split = getattr(data, "public_split", None)
+    steps = ["undirected", "deduplicated", "no self loops"]
+
+    if min_class_size is not None and min_class_size > 0:
+        counts = torch.bincount(y[label_mask], minlength=int(y.max().item()) + 1 if label_mask.any() else 0)
+        small = (counts < min_class_size).nonzero().view(-1)
+        if small.numel():
+            drop = label_mask & torch.isin(y, small)
+            label_mask = label_mask & ~drop
+            steps.append(f"classes with < {min_class_size} nodes unlabeled: {small.tolist()}")
+    if remove_unlabeled:
+        keep = label_mask.nonzero().view(-1)
+        edge_index, _ = subgraph(keep, edge_index, relabel_nodes=True, num_nodes=n)
+        x, y, label_mask = x[keep], y[keep], label_mask[keep]
+        if public_split is not None:
+            public_split = public_split[keep]
+        n = keep.numel()
+        steps.append("unlabeled nodes removed")
+    if not label_mask.any():
+        raise DatasetError(f"{name}: no labeled node (labels must be >= 0 for at least one node)")
+    classes = torch.unique(y[label_mask])
+    remap = torch.full((int(y.max().item()) + 1,), -1, dtype=torch.long)
+    remap[classes] = torch.arange(classes.numel())
+    y = torch.where(label_mask, remap[y.clamp(min=0)], torch.full_like(y, -1))
+    if classes.numel() < 2:
+        raise DatasetError(f"{name}: node classification needs at least 2 classes, found {classes.numel()}")
+
+    out = Data(x=x.contiguous(), y=y, edge_index=edge_index, label_mask=label_mask, num_nodes=n)
+    if public_split is not None:
+        out.public_split = torch.where(label_mask, public_split, torch.full_like(public_split, -1))
+    meta = dict(info or {})
+    meta["preprocessing"] = steps
+    return GraphDataset(out, name, int(classes.numel()), fingerprint(out), meta)
+
+
+def from_data(data: Data, name: str = "custom", **kwargs) -> GraphDataset:
+    """Wrap a user's own PyG graph (validated and preprocessed like every loader's)."""
+    return prepare(data, name, info={"loader": "user-supplied"}, **kwargs)
+
+
+# --------------------------------------------------------------------------- synthetic default
+
+
+def csbm(
+    num_nodes: int = 1000,
+    num_classes: int = 4,
+    num_features: int = 32,
+    avg_degree: float = 8.0,
+    homophily: float = 0.8,
+    feature_signal: float = 0.6,
+    seed: int = 0,
+) -> GraphDataset:
+    r"""Contextual stochastic block model (Deshpande et al. 2018), generated on the spot.
+
+    Labels are balanced over ``num_classes``. Features are
+    :math:`x_v = \mu_{y_v} + \mathcal{N}(0, I)` with random class means whose root-mean-square
+    coordinate is ``feature_signal`` (the per-coordinate signal-to-noise ratio). About ``num_nodes·avg_degree/2`` undirected edges are drawn; a fraction
+    ``homophily`` of them join nodes of the same class (edge homophily), the rest join nodes of
+    different classes, endpoints uniform within the chosen classes.
+    """
+    if num_nodes < 2 or num_classes < 2 or num_classes > num_nodes or num_features < 1:
+        raise DatasetError("csbm needs num_nodes >= 2, 2 <= num_classes <= num_nodes and num_features >= 1")
+    if not 0.0 <= homophily <= 1.0:
+        raise DatasetError(f"csbm homophily must lie in [0, 1], got {homophily}")
+    if avg_degree <= 0 or avg_degree >= num_nodes:
+        raise DatasetError(f"csbm avg_degree must lie in (0, num_nodes), got {avg_degree}")
+    rng = np.random.default_rng(seed)
+    y = rng.permutation(np.arange(num_nodes) % num_classes)
+    means = rng.normal(size=(num_classes, num_features))
+    means *= feature_signal / np.sqrt((means**2).mean(axis=1, keepdims=True))
+    x = means[y] + rng.normal(size=(num_nodes, num_features))
+
+    members = [np.flatnonzero(y == c) for c in range(num_classes)]
+    num_edges = int(round(num_nodes * avg_degree / 2))
+    src = rng.integers(0, num_nodes, size=num_edges)
+    same = rng.random(num_edges) < homophily
+    src_class = y[src]
+    offset = rng.integers(1, num_classes, size=num_edges)
+    dst_class = np.where(same, src_class, (src_class + offset) % num_classes)
+    sizes = np.array([len(m) for m in members])
+    pick = (rng.random(num_edges) * sizes[dst_class]).astype(np.int64)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    order = np.concatenate(members)
+    dst = order[starts[dst_class] + pick]
+
+    data = Data(
+        x=torch.tensor(x, dtype=torch.float32),
+        y=torch.tensor(y, dtype=torch.long),
+        edge_index=torch.tensor(np.stack([src, dst]), dtype=torch.long),
+    )
+    params = dict(
+        num_nodes=num_nodes,
+        num_classes=num_classes,
+        num_features=num_features,
+        avg_degree=avg_degree,
+        homophily=homophily,
+        feature_signal=feature_signal,
+        seed=seed,
+    )
+    return prepare(data, "csbm", info={"loader": "dpaudit.datasets.csbm", "parameters": params})
+
+
+# --------------------------------------------------------------------------- real datasets
+
+
+@dataclass(frozen=True)
+class _Source:
+    loader: str  # PyG class (or "ogb")
+    pyg_name: str | None  # name argument of the PyG class
+    folder: str  # folder under the data root that holds raw/
+    raw_files: tuple[str, ...]
+    public: str | None = None  # "planetoid" (masks), "geom-gcn" (10 mask columns), "ogb"
+
+    def class_root(self, root: Path) -> Path:
+        """The root argument the PyG class needs so that its raw_dir is root/folder/raw."""
+        return root / self.folder if self.loader in {"Actor", "Reddit"} else root
+
+
+def _planetoid(name: str, pyg: str) -> _Source:
+    return _Source(
+        "Planetoid",
+        pyg,
+        pyg,
+        tuple(f"ind.{name}.{s}" for s in ("x", "tx", "allx", "y", "ty", "ally", "graph", "test.index")),
+        "planetoid",
+    )
+
+
+def _webkb(name: str) -> _Source:
+    splits = tuple(f"{name}_split_0.6_0.2_{i}.npz" for i in range(10))
+    return _Source(
+        "WebKB", name.capitalize(), name, ("out1_node_feature_label.txt", "out1_graph_edges.txt", *splits), "geom-gcn"
+    )
+
+
+SOURCES: dict[str, _Source] = {
+    "cora": _planetoid("cora", "Cora"),
+    "citeseer": _planetoid("citeseer", "CiteSeer"),
+    "pubmed": _planetoid("pubmed", "PubMed"),
+    "cora_ml": _Source("CitationFull", "Cora_ML", "cora_ml", ("cora_ml.npz",)),
+    "actor": _Source(
+        "Actor",
+        None,
+        "Actor",
+        ("out1_node_feature_label.txt", "out1_graph_edges.txt", *(f"film_split_0.6_0.2_{i}.npz" for i in range(10))),
+        "geom-gcn",
+    ),
+    "cornell": _webkb("cornell"),
+    "texas": _webkb("texas"),
+    "wisconsin": _webkb("wisconsin"),
+    **{
+        school: _Source("LINKXDataset", school, school, ("data.mat",))
+        for school in ("reed98", "amherst41", "cornell5", "johnshopkins55", "penn94")
+    },
+    "reddit": _Source("Reddit", None, "Reddit", ("reddit_data.npz", "reddit_graph.npz")),
+    "ogbn-arxiv": _Source(
+        "ogb",
+        "ogbn-arxiv",
+        "ogbn_arxiv",
+        ("edge.csv.gz", "node-feat.csv.gz", "node-label.csv.gz", "num-edge-list.csv.gz", "num-node-list.csv.gz"),
+        "ogb",
+    ),
+}
+
+SYNTHETIC = ("csbm",)
+
+
+def available_datasets() -> list[str]:
+    return [*SYNTHETIC, *SOURCES]
+
+
+def data_root(root: str | os.PathLike | None = None) -> Path:
+    """The data root: ``root``, else ``$DPAUDIT_DATA``, else ``~/.cache/dpaudit/datasets``."""
+    if root is not None:
+        return Path(root).expanduser()
+    env = os.environ.get("DPAUDIT_DATA")
+    if env:
+        return Path(env).expanduser()
+    return Path.home() / ".cache" / "dpaudit" / "datasets"
+
+
+def cache_root() -> Path:
+    env = os.environ.get("DPAUDIT_CACHE")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "dpaudit" / "processed"
+
+
+def missing_raw_files(name: str, root: str | os.PathLike | None = None) -> list[str]:
+    source = SOURCES[name]
+    raw = data_root(root) / source.folder / "raw"
+    return [f for f in source.raw_files if not (raw / f).is_file()]
+
+
+def _try_download(source: _Source, name: str, root: Path) -> bool:
+    """Let PyG download into ``root`` (or the cache when root is not writable); False offline."""
+    target = root if os.access(root if root.exists() else root.parent, os.W_OK) else cache_root() / "downloads"
+    old = socket.getdefaulttimeout()
+    socket.setdefaulttimeout(10)
+    try:
+        _instantiate(source, target)
+        return True
+    except Exception as exc:  # any network failure means "not downloadable here"
+        log.info("download of %s failed: %s", name, exc)
+        return False
+    finally:
+        socket.setdefaulttimeout(old)
+
+
+def _instantiate(source: _Source, root: Path):
+    import torch_geometric.datasets as pyg_datasets
+
+    class_root = str(source.class_root(root))
+    if source.loader == "ogb":
+        try:
+            from ogb.nodeproppred import PygNodePropPredDataset
+        except ImportError as exc:
+            raise DatasetError("ogbn-arxiv needs the 'ogb' package: pip install ogb") from exc
+        return PygNodePropPredDataset(name=source.pyg_name, root=str(root))
+    cls = getattr(pyg_datasets, source.loader)
+    if source.pyg_name is None:
+        return cls(class_root)
+    return cls(class_root, source.pyg_name)
+
+
+def _processing_root(source: _Source, root: Path) -> Path:
+    """A writable mirror of the source folder whose raw/ links to the original files."""
+    src_raw = (root / source.folder / "raw").resolve()
+    key = hashlib.sha1(str(src_raw).encode()).hexdigest()[:12]
+    mirror = cache_root() / key
+    raw = mirror / source.folder / "raw"
+    raw.mkdir(parents=True, exist_ok=True)
+    for f in source.raw_files:
+        link = raw / f
+        if not link.exists():
+            link.parent.mkdir(parents=True, exist_ok=True)
+            tmp = link.with_name(link.name + f".tmp{os.getpid()}")
+            tmp.symlink_to(src_raw / f)
+            os.replace(tmp, link)
+    return mirror
+
+
+def _public_split(source: _Source, data: Data, pyg_dataset) -> torch.Tensor | None:
+    n = data.num_nodes
+    split = torch.full((n,), -1, dtype=torch.long)
+    if source.public in {"planetoid", "geom-gcn"}:
+        masks = [getattr(data, k, None) for k in ("train_mask", "val_mask", "test_mask")]
+        if any(m is None for m in masks):
+            return None
+        for code, m in enumerate(masks):
+            m = m[:, 0] if m.dim() == 2 else m
+            split[m] = code
+        return split
+    if source.public == "ogb":
+        idx = pyg_dataset.get_idx_split()
+        for code, key in enumerate(("train", "valid", "test")):
+            split[idx[key]] = code
+        return split
+    return None
+
+
+def load_dataset(
+    name: str,
+    root: str | os.PathLike | None = None,
+    min_class_size: int | None = None,
+    remove_unlabeled: bool = False,
+    **generator_kwargs,
+) -> GraphDataset:
+    """Load a dataset by name (see :func:`available_datasets`).
+
+    ``csbm`` is generated from ``generator_kwargs`` (see :func:`csbm`); every other name is
+    loaded through its PyG class from the data root (see the module docstring).
+
+    Raises:
+        DatasetError: unknown name, or raw files neither present nor downloadable — the
+            message names the files and the folder they must go in.
+    """
+    key = name.strip().lower().replace("-", "_") if name != "ogbn-arxiv" else name
+    key = {"ogbn_arxiv": "ogbn-arxiv", "coraml": "cora_ml", "film": "actor"}.get(key, key)
+    if key == "csbm":
+        ds = csbm(**generator_kwargs)
+        if min_class_size or remove_unlabeled:
+            ds = prepare(ds.data, "csbm", min_class_size, remove_unlabeled, ds.info)
+        return ds
+    if generator_kwargs:
+        raise DatasetError(f"unexpected options for {name}: {sorted(generator_kwargs)}")
+    if key not in SOURCES:
+        raise DatasetError(f"unknown dataset {name!r}; available: {', '.join(available_datasets())}")
+    source = SOURCES[key]
+    base = data_root(root)
+    missing = missing_raw_files(key, base)
+    if missing and not _try_download(source, key, base):
+        raise DatasetError(
+            f"dataset {key!r} is not available offline: put {', '.join(missing)} in {base / source.folder / 'raw'} "
+            f"(or point --data-root / DPAUDIT_DATA at a folder that has {source.folder}/raw/)"
+        )
+    if missing:  # downloaded by PyG into a writable root or the download cache
+        base = base if not missing_raw_files(key, base) else cache_root() / "downloads"
+    try:
+        pyg_dataset = _instantiate(source, _processing_root(source, base))
+    except DatasetError:
+        raise
+    except Exception as exc:
+        raise DatasetError(f"could not process {key!r} from {base / source.folder / 'raw'}: {exc}") from exc
+    data = pyg_dataset[0]
+    raw = Data(x=data.x, y=data.y.view(-1), edge_index=data.edge_index, num_nodes=data.num_nodes)
+    public = _public_split(source, data, pyg_dataset)
+    if public is not None:
+        raw.public_split = public
+    return prepare(
+        raw,
+        key,
+        min_class_size=min_class_size,
+        remove_unlabeled=remove_unlabeled,
+        info={"loader": f"torch_geometric.datasets.{source.loader}", "source": str(base / source.folder / "raw")},
+    )
+
+
+def describe_availability(root: str | os.PathLike | None = None) -> list[dict]:
+    """For ``dpaudit datasets``: each dataset, whether it is present, and what it needs."""
+    rows = [{"name": "csbm", "available": True, "needs": "nothing (generated on the spot)", "folder": "-"}]
+    base = data_root(root)
+    for name, source in SOURCES.items():
+        missing = missing_raw_files(name, base)
+        needs = "present" if not missing else ", ".join(missing[:3]) + (" ..." if len(missing) > 3 else "")
+        if source.loader == "ogb":
+            needs += " (needs the ogb package)"
+        rows.append(
+            {"name": name, "available": not missing, "needs": needs, "folder": str(base / source.folder / "raw")}
+        )
+    return rows

@@ -1,0 +1,196 @@
+"""The defense contract (scikit-learn style): configure, then ``fit`` returns a released model.
+
+>>> defense = get_defense("mlp-dp")(epsilon=8, seed=0, epochs=5)    # doctest: +SKIP
+>>> model = defense.fit(dataset, split)                             # doctest: +SKIP
+>>> model.predict_proba(dataset.data, split.test)                   # doctest: +SKIP
+
+A defense declares its privacy ``unit`` (``"node"``, ``"edge"`` or ``None`` for a
+non-private baseline) and its hyperparameters as a dataclass. :meth:`Defense.fit` validates
+input up front, seeds everything, times training and fills the model card; subclasses
+implement :meth:`Defense._fit`. Private defenses accept ε = ∞ (train the same pipeline with
+no noise, reported as non-private); non-private baselines accept only ε = ∞.
+
+Private models never select an epoch or a hyperparameter on validation data: that choice
+would depend on private data and spend privacy nobody accounted for.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import time
+import typing
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar
+
+import torch
+
+import dpaudit
+from dpaudit.accounting.spec import validate_delta, validate_epsilon
+from dpaudit.datasets import GraphDataset
+from dpaudit.errors import ConfigurationError, DPAuditError, PrivacyParameterError
+from dpaudit.model import ReleasedModel
+from dpaudit.runtime import library_versions, resolve_device, seed_everything
+from dpaudit.splits import Split
+
+log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass
+class Hyperparameters:
+    """Base of every defense's hyperparameter dataclass (each field needs a default)."""
+
+
+def _field_types(hp_class: type) -> dict[str, Any]:
+    return typing.get_type_hints(hp_class)
+
+
+def parse_value(name: str, text: str, annotation: Any) -> Any:
+    """Parse ``--set name=text`` into the field's declared type."""
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin is typing.Union or (origin is not None and str(origin) == "<class 'types.UnionType'>"):
+        non_none = [a for a in args if a is not type(None)]
+        if text.lower() in {"none", "null"} and type(None) in args:
+            return None
+        annotation = non_none[0]
+        origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    try:
+        if annotation is bool:
+            if text.lower() in {"1", "true", "yes", "on"}:
+                return True
+            if text.lower() in {"0", "false", "no", "off"}:
+                return False
+            raise ValueError
+        if annotation is int:
+            return int(text)
+        if annotation is float:
+            return float(text)
+        if annotation is str:
+            return text
+        if origin is typing.Literal:
+            if text not in [str(a) for a in args]:
+                raise ValueError
+            return next(a for a in args if str(a) == text)
+        if origin in (list, tuple):
+            item = args[0] if args else str
+            return [parse_value(name, t.strip(), item) for t in text.split(",") if t.strip()]
+    except ValueError:
+        raise ConfigurationError(f"hyperparameter {name}={text!r}: expected {annotation}") from None
+    raise ConfigurationError(f"hyperparameter {name} of type {annotation} cannot be set from the command line")
+
+
+def parse_overrides(hp_class: type, assignments: list[str]) -> dict[str, Any]:
+    """Turn ``["epochs=10", "lr=0.01"]`` into typed overrides, rejecting unknown names."""
+    types = _field_types(hp_class)
+    out: dict[str, Any] = {}
+    for item in assignments:
+        key, sep, value = item.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep or not key:
+            raise ConfigurationError(f"--set expects KEY=VALUE, got {item!r}")
+        if key not in types:
+            raise ConfigurationError(f"unknown hyperparameter {key!r}; known: {', '.join(sorted(types))}")
+        out[key] = parse_value(key, value.strip(), types[key])
+    return out
+
+
+class Defense(ABC):
+    """A training recipe; ``fit(dataset, split)`` returns a :class:`ReleasedModel`."""
+
+    name: ClassVar[str]
+    unit: ClassVar[str | None] = None
+    summary: ClassVar[str] = ""
+    hyperparameters_class: ClassVar[type[Hyperparameters]] = Hyperparameters
+
+    def __init__(
+        self,
+        epsilon: float | str | None = math.inf,
+        delta: float | str | None = "auto",
+        seed: int = 0,
+        device: str | torch.device = "auto",
+        **hyperparameters: Any,
+    ):
+        self.epsilon = validate_epsilon(epsilon)
+        if self.unit is None and math.isfinite(self.epsilon):
+            raise PrivacyParameterError(f"{self.name} is not a private defense; its epsilon must be inf")
+        self.delta_option = delta
+        if delta is not None and not (isinstance(delta, str) and delta.strip().lower() == "auto"):
+            validate_delta(delta)
+        self.seed = int(seed)
+        self.device = resolve_device(device)
+        known = {f.name for f in dataclasses.fields(self.hyperparameters_class)}
+        unknown = set(hyperparameters) - known
+        if unknown:
+            raise ConfigurationError(f"{self.name}: unknown hyperparameters {sorted(unknown)}; known: {sorted(known)}")
+        self.hp = self.hyperparameters_class(**hyperparameters)
+
+    @property
+    def private(self) -> bool:
+        return self.unit is not None and math.isfinite(self.epsilon)
+
+    @classmethod
+    def describe_hyperparameters(cls) -> list[tuple[str, str, Any]]:
+        types = _field_types(cls.hyperparameters_class)
+        return [
+            (f.name, getattr(types[f.name], "__name__", str(types[f.name])), f.default)
+            for f in dataclasses.fields(cls.hyperparameters_class)
+        ]
+
+    def population(self, dataset: GraphDataset, split: Split) -> int:
+        """Number of protected units in the training graph (for δ = auto)."""
+        if self.unit == "edge":
+            return max(1, int(split.edge_index_for(dataset, "train").size(1)) // 2)
+        return int(dataset.num_nodes if not split.inductive else len(split.train))
+
+    def resolve_delta(self, dataset: GraphDataset, split: Split) -> float:
+        if not self.private:
+            return 0.0
+        return validate_delta(self.delta_option, self.population(dataset, split))
+
+    def fit(self, dataset: GraphDataset, split: Split) -> ReleasedModel:
+        """Train on ``split.train`` of ``dataset`` and return the released model."""
+        if not isinstance(dataset, GraphDataset):
+            raise DPAuditError("fit expects a dpaudit GraphDataset (see dpaudit.datasets.load_dataset / from_data)")
+        if len(split.train) == 0:
+            raise DPAuditError("the split has no training node")
+        if not dataset.data.label_mask[split.train].all():
+            raise DPAuditError("the split's training nodes must all be labeled")
+        seed_everything(self.seed)
+        delta = self.resolve_delta(dataset, split)
+        start = time.perf_counter()
+        model = self._fit(dataset, split, delta)
+        seconds = time.perf_counter() - start
+        if self.private:
+            spent = model.privacy.epsilon
+            if model.privacy.sound and not spent <= self.epsilon * (1 + 1e-9):
+                raise AssertionError(f"{self.name}: accounted epsilon {spent} exceeds the target {self.epsilon}")
+        model.card.update(self.card(dataset, split, seconds))
+        return model
+
+    def card(self, dataset: GraphDataset, split: Split, seconds: float) -> dict[str, Any]:
+        return {
+            "method": self.name,
+            "hyperparameters": dataclasses.asdict(self.hp),
+            "target_epsilon": None if math.isinf(self.epsilon) else self.epsilon,
+            "delta_option": str(self.delta_option),
+            "dataset": {
+                "name": dataset.name,
+                "fingerprint": dataset.fingerprint,
+                "num_nodes": dataset.num_nodes,
+                "num_edges": dataset.num_edges,
+                "num_classes": dataset.num_classes,
+                "info": dataset.info,
+            },
+            "split": split.to_dict(),
+            "seed": self.seed,
+            "device": str(self.device),
+            "dpaudit_version": dpaudit.__version__,
+            "library_versions": library_versions(),
+            "timings": {"train_seconds": seconds},
+        }
+
+    @abstractmethod
+    def _fit(self, dataset: GraphDataset, split: Split, delta: float) -> ReleasedModel:
+        """Train and return the model with its privacy spec and the ``inference`` card entry."""

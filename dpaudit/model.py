@@ -1,0 +1,291 @@
+"""The released model: the one interface every defense returns and every attack consumes.
+
+A released model answers black-box queries (:meth:`ReleasedModel.predict_proba`), exposes
+its penultimate representation (:meth:`ReleasedModel.embed`), and carries its privacy
+guarantee (:attr:`privacy`) and a model card (:attr:`card`).
+
+On disk it is data, never code: ``model.safetensors`` (tensors) + ``model.json`` (schema,
+model kind, architecture config, privacy spec, card, tensor manifest and the SHA-256 of the
+weights). :func:`load` never unpickles; it checks the schema, the model kind, the weights'
+hash, and every tensor name, shape and dtype against the manifest and against the
+architecture rebuilt from the config, and refuses anything else with a clear error.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+from abc import ABC, abstractmethod
+from importlib import metadata
+from pathlib import Path
+from typing import Any, ClassVar
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load as load_safetensors
+from safetensors.torch import save as save_safetensors
+from torch_geometric.data import Data
+
+from dpaudit.accounting.spec import PrivacySpec
+from dpaudit.errors import DPAuditError, ModelFormatError
+from dpaudit.nn import build_architecture
+from dpaudit.runtime import atomic_write_bytes, atomic_write_json
+
+log = logging.getLogger(__name__)
+
+SCHEMA = "dpaudit.released-model"
+SCHEMA_VERSION = 1
+WEIGHTS_FILE = "model.safetensors"
+META_FILE = "model.json"
+MAX_META_BYTES = 32 * 1024 * 1024
+PLUGIN_GROUP = "dpaudit.plugins"
+
+_MODEL_KINDS: dict[str, type[ReleasedModel]] = {}
+_REQUIRED_CARD_KEYS = ("method", "hyperparameters", "dataset", "split", "seed", "dpaudit_version")
+
+
+def register_model_kind(kind: str):
+    """Class decorator: make a :class:`ReleasedModel` subclass loadable under ``kind``."""
+
+    def decorate(cls):
+        existing = _MODEL_KINDS.get(kind)
+        if existing is not None and existing.__qualname__ != cls.__qualname__:
+            raise RuntimeError(f"model kind {kind!r} registered twice ({existing} and {cls})")
+        cls.kind = kind
+        _MODEL_KINDS[kind] = cls
+        return cls
+
+    return decorate
+
+
+def load_plugins() -> None:
+    """Import the packages that register defenses, model kinds and attacks (entry points)."""
+    for entry in metadata.entry_points(group=PLUGIN_GROUP):
+        entry.load()
+
+
+def model_kind(kind: str) -> type[ReleasedModel]:
+    if kind not in _MODEL_KINDS:
+        load_plugins()
+    try:
+        return _MODEL_KINDS[kind]
+    except KeyError:
+        raise ModelFormatError(f"unknown model kind {kind!r}; known: {', '.join(sorted(_MODEL_KINDS))}") from None
+
+
+def _node_index(graph: Data, nodes) -> torch.Tensor:
+    n = int(graph.num_nodes)
+    if nodes is None:
+        return torch.arange(n)
+    idx = torch.as_tensor(nodes, dtype=torch.long).view(-1)
+    if idx.numel() and (idx.min() < 0 or idx.max() >= n):
+        raise DPAuditError(f"query nodes must lie in 0..{n - 1}")
+    return idx
+
+
+class ReleasedModel(ABC):
+    """Base class of every released model.
+
+    Subclasses implement the two queries and the three persistence hooks
+    (:meth:`config`, :meth:`state_tensors`, :meth:`from_state`) and register themselves with
+    :func:`register_model_kind`.
+    """
+
+    kind: ClassVar[str] = ""
+
+    def __init__(self, privacy: PrivacySpec, card: dict[str, Any]):
+        self.privacy = privacy
+        self.card = dict(card)
+
+    # -- queries ----------------------------------------------------------------------------
+    @abstractmethod
+    def predict_proba(self, graph: Data, nodes=None) -> torch.Tensor:
+        """Class posteriors [len(nodes), C] for ``nodes`` of ``graph`` (all nodes if None)."""
+
+    @abstractmethod
+    def embed(self, graph: Data, nodes=None) -> torch.Tensor:
+        """Penultimate representation [len(nodes), H]."""
+
+    def predict(self, graph: Data, nodes=None) -> torch.Tensor:
+        return self.predict_proba(graph, nodes).argmax(dim=1)
+
+    def accuracy(self, graph: Data, nodes) -> float:
+        nodes = _node_index(graph, nodes)
+        if nodes.numel() == 0:
+            return float("nan")
+        pred = self.predict(graph, nodes).cpu()
+        return float((pred == graph.y[nodes].cpu()).float().mean())
+
+    @property
+    def method(self) -> str:
+        return self.card.get("method", self.kind)
+
+    @property
+    def inference_private(self) -> bool:
+        return bool(self.card.get("inference", {}).get("private", False))
+
+    # -- persistence hooks -------------------------------------------------------------------
+    @abstractmethod
+    def config(self) -> dict[str, Any]:
+        """JSON-able description from which :meth:`from_state` rebuilds the model."""
+
+    @abstractmethod
+    def state_tensors(self) -> dict[str, torch.Tensor]:
+        """Every tensor the model needs, by name."""
+
+    @classmethod
+    @abstractmethod
+    def from_state(
+        cls, config: dict[str, Any], tensors: dict[str, torch.Tensor], privacy: PrivacySpec, card: dict[str, Any]
+    ) -> ReleasedModel:
+        """Rebuild from :meth:`config` and :meth:`state_tensors`; raise on any mismatch."""
+
+    # -- save / load -------------------------------------------------------------------------
+    def save(self, directory: str | Path) -> Path:
+        """Write ``model.safetensors`` and ``model.json`` (each atomically) into ``directory``."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        tensors = {k: v.detach().cpu().contiguous() for k, v in self.state_tensors().items()}
+        blob = save_safetensors(tensors) if tensors else save_safetensors({"_empty": torch.zeros(0)})
+        meta = {
+            "schema": SCHEMA,
+            "schema_version": SCHEMA_VERSION,
+            "kind": self.kind,
+            "config": self.config(),
+            "privacy": self.privacy.to_dict(),
+            "card": self.card,
+            "tensors": {
+                k: {"shape": list(v.shape), "dtype": str(v.dtype).removeprefix("torch.")} for k, v in tensors.items()
+            },
+            "weights_sha256": hashlib.sha256(blob).hexdigest(),
+        }
+        atomic_write_bytes(directory / WEIGHTS_FILE, blob)
+        atomic_write_json(directory / META_FILE, meta)
+        return directory
+
+    @classmethod
+    def load(cls, directory: str | Path) -> ReleasedModel:
+        return load(directory)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.method} on {self.card.get('dataset', {}).get('name')}: {self.privacy.summary()}>"
+
+
+def load(directory: str | Path, device: str | torch.device = "cpu") -> ReleasedModel:
+    """Load and validate a released model directory (never unpickles anything)."""
+    directory = Path(directory)
+    meta_path, weights_path = directory / META_FILE, directory / WEIGHTS_FILE
+    if not directory.is_dir():
+        raise ModelFormatError(f"{directory} is not a released-model directory")
+    for path in (meta_path, weights_path):
+        if not path.is_file():
+            raise ModelFormatError(
+                f"{directory}: missing {path.name} (a released model is {META_FILE} + {WEIGHTS_FILE})"
+            )
+    if meta_path.stat().st_size > MAX_META_BYTES:
+        raise ModelFormatError(f"{meta_path}: implausibly large ({meta_path.stat().st_size} bytes)")
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ModelFormatError(f"{meta_path}: not valid JSON ({exc})") from None
+    if not isinstance(meta, dict) or meta.get("schema") != SCHEMA:
+        raise ModelFormatError(f"{meta_path}: not a dpaudit released model (schema {SCHEMA!r} expected)")
+    if meta.get("schema_version") != SCHEMA_VERSION:
+        raise ModelFormatError(f"{meta_path}: unsupported schema version {meta.get('schema_version')!r}")
+    for key, typ in (("kind", str), ("config", dict), ("privacy", dict), ("card", dict), ("tensors", dict)):
+        if not isinstance(meta.get(key), typ):
+            raise ModelFormatError(f"{meta_path}: field {key!r} missing or of the wrong type")
+    missing = [k for k in _REQUIRED_CARD_KEYS if k not in meta["card"]]
+    if missing:
+        raise ModelFormatError(f"{meta_path}: model card lacks {missing}")
+    cls = model_kind(meta["kind"])
+
+    blob = weights_path.read_bytes()
+    if hashlib.sha256(blob).hexdigest() != meta.get("weights_sha256"):
+        raise ModelFormatError(f"{weights_path}: weights do not match the hash in {META_FILE} (tampered or corrupt)")
+    try:
+        tensors = load_safetensors(blob)
+    except (SafetensorError, ValueError, RuntimeError) as exc:
+        raise ModelFormatError(f"{weights_path}: not a valid safetensors file ({exc})") from None
+    tensors.pop("_empty", None)
+    manifest = meta["tensors"]
+    if set(manifest) != set(tensors):
+        raise ModelFormatError(
+            f"{directory}: tensor names differ from the manifest "
+            f"(unexpected {sorted(set(tensors) - set(manifest))}, missing {sorted(set(manifest) - set(tensors))})"
+        )
+    for name, spec in manifest.items():
+        t = tensors[name]
+        if list(t.shape) != spec.get("shape") or str(t.dtype).removeprefix("torch.") != spec.get("dtype"):
+            raise ModelFormatError(
+                f"{directory}: tensor {name!r} has shape/dtype {tuple(t.shape)}/{t.dtype}, manifest says {spec}"
+            )
+        if t.is_floating_point() and not torch.isfinite(t).all():
+            raise ModelFormatError(f"{directory}: tensor {name!r} contains NaN or infinite values")
+    try:
+        privacy = PrivacySpec.from_dict(meta["privacy"])
+    except DPAuditError as exc:
+        raise ModelFormatError(f"{meta_path}: invalid privacy spec: {exc}") from None
+    if privacy.is_private and (
+        privacy.unit is None or not privacy.delta < 1 or privacy.epsilon <= 0 or math.isnan(privacy.epsilon)
+    ):
+        raise ModelFormatError(f"{meta_path}: inconsistent privacy spec {meta['privacy']}")
+    tensors = {k: v.to(device) for k, v in tensors.items()}
+    try:
+        return cls.from_state(meta["config"], tensors, privacy, meta["card"])
+    except DPAuditError:
+        raise
+    except (KeyError, TypeError, ValueError, RuntimeError) as exc:
+        raise ModelFormatError(f"{directory}: tensors do not fit the {meta['kind']!r} architecture: {exc}") from None
+
+
+@register_model_kind("module")
+class ModuleModel(ReleasedModel):
+    """A released model that is one :mod:`dpaudit.nn` architecture over ``(x, edge_index)``.
+
+    Inference runs the module on whatever graph is queried (transductive or inductive); it
+    reads the queried nodes' neighbourhoods, so it is private only for what training saw,
+    never for the query graph itself.
+    """
+
+    def __init__(self, module: torch.nn.Module, architecture: dict, privacy: PrivacySpec, card: dict):
+        super().__init__(privacy, card)
+        self.module = module.eval()
+        self.architecture = dict(architecture)
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.module.parameters()).device
+
+    @torch.no_grad()
+    def _forward(self, graph: Data, nodes, embed: bool) -> torch.Tensor:
+        idx = _node_index(graph, nodes)
+        self.module.eval()
+        x, edge_index = graph.x.to(self.device), graph.edge_index.to(self.device)
+        if self.architecture["type"] == "mlp":
+            x = x[idx.to(self.device)]
+            out = self.module.embed(x) if embed else self.module(x)
+            return out if embed else torch.softmax(out, dim=1)
+        out = self.module.embed(x, edge_index) if embed else self.module(x, edge_index)
+        out = out[idx.to(self.device)]
+        return out if embed else torch.softmax(out, dim=1)
+
+    def predict_proba(self, graph: Data, nodes=None) -> torch.Tensor:
+        return self._forward(graph, nodes, embed=False)
+
+    def embed(self, graph: Data, nodes=None) -> torch.Tensor:
+        return self._forward(graph, nodes, embed=True)
+
+    def config(self) -> dict:
+        return {"architecture": self.architecture}
+
+    def state_tensors(self) -> dict[str, torch.Tensor]:
+        return dict(self.module.state_dict())
+
+    @classmethod
+    def from_state(cls, config, tensors, privacy, card):
+        module = build_architecture(config["architecture"])
+        module.load_state_dict(tensors, strict=True)
+        return cls(module.to(next(iter(tensors.values())).device), config["architecture"], privacy, card)

@@ -1,0 +1,92 @@
+"""Run-time plumbing: devices, seeds, atomic writes, library versions."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import tempfile
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from dpaudit.errors import ConfigurationError
+
+DEVICE_CHOICES = ("auto", "cpu", "cuda")
+
+
+def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
+    """``auto`` picks CUDA when available; ``cuda`` without a GPU is a clear error."""
+    if isinstance(device, torch.device):
+        return device
+    name = (device or "auto").lower()
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise ConfigurationError("device 'cuda' requested but no CUDA GPU is available")
+        return torch.device(name)
+    if name == "cpu":
+        return torch.device("cpu")
+    raise ConfigurationError(f"unknown device {device!r}; use auto, cpu or cuda")
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python, NumPy and torch (CPU and CUDA) so a run is reproducible on CPU."""
+    random.seed(seed)
+    np.random.seed(seed % (2**32))
+    torch.manual_seed(seed)
+
+
+def atomic_write_bytes(path: str | os.PathLike, payload: bytes) -> None:
+    """Write ``payload`` so that ``path`` is either the old file or the complete new one."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(payload)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def _json_default(obj: Any):
+    if isinstance(obj, (np.floating, np.integer)):
+        return obj.item()
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if torch.is_tensor(obj):
+        return obj.tolist()
+    if isinstance(obj, Path):
+        return str(obj)
+    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
+
+
+def to_json(payload: Any) -> str:
+    return json.dumps(payload, indent=2, sort_keys=False, default=_json_default, allow_nan=False)
+
+
+def atomic_write_json(path: str | os.PathLike, payload: Any) -> None:
+    atomic_write_text(path, to_json(payload) + "\n")
+
+
+def library_versions() -> dict[str, str]:
+    versions = {}
+    for dist in ("dpaudit", "torch", "torch_geometric", "opacus", "autodp", "dp-accounting", "scikit-learn", "numpy"):
+        try:
+            versions[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    return versions
