@@ -190,6 +190,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     p.set_defaults(func=cmd_demo)
+
+    from dpaudit.commands import register_all
+
+    register_all(sub)
     return parser
 
 

@@ -190,30 +190,31 @@ def membership_partition(
 
     Target members are (up to ``max_members`` of) the split's training nodes; target
     non-members are as many labeled nodes outside the training set, preferring test nodes.
-    The shadow part is drawn from the remaining labeled nodes — disjoint from everything in
-    the target part — with up to ``shadow_per_class`` nodes per class (GAP Section 7.4.2),
-    split in half into shadow members and shadow non-members within each class.
+    At most a quarter of the labeled nodes go to each side so that at least half remain for
+    the shadow part. The shadow part is drawn from the labeled nodes outside the target part
+    (it may include training nodes that are not target members: the attacker does not know
+    them), with up to ``shadow_per_class`` nodes per class (GAP Section 7.4.2), split in half
+    into shadow members and shadow non-members within each class.
     """
     g = _generator(seed)
-    members = split.train[torch.randperm(len(split.train), generator=g)]
-    if max_members is not None:
-        members = members[:max_members]
     labeled = dataset.labeled_nodes
+    members = split.train[torch.randperm(len(split.train), generator=g)]
     outside = labeled[~torch.isin(labeled, split.train)]
     others = outside[~torch.isin(outside, split.test)]
-    preferred = torch.cat(
+    non_members = torch.cat(
         [
             split.test[torch.randperm(len(split.test), generator=g)],
             others[torch.randperm(len(others), generator=g)],
         ]
     )
-    k = min(len(members), len(preferred))
+    k = min(len(members), len(non_members), len(labeled) // 4)
+    if max_members is not None:
+        k = min(k, max_members)
     if k == 0:
         raise ConfigurationError("membership partition needs training nodes and nodes outside the training set")
-    target = MembershipSet(members[:k].sort().values, preferred[:k].sort().values)
+    target = MembershipSet(members[:k].sort().values, non_members[:k].sort().values)
 
-    used = torch.cat([split.train, target.non_members])
-    pool = labeled[~torch.isin(labeled, used)]
+    pool = labeled[~torch.isin(labeled, torch.cat([target.members, target.non_members]))]
     pool = pool[torch.randperm(len(pool), generator=g)]
     y = dataset.data.y[pool]
     shadow_in, shadow_out = [], []

@@ -138,17 +138,23 @@ class FixedSizeSubsampledGaussian(Mechanism):
     r"""Gaussian step on a batch of exactly ``batch_size`` of ``population`` examples drawn
     without replacement, ``steps`` times; replace-one neighbouring relation.
 
-    RDP from Wang, Balle & Kasiviswanathan (2019), Theorem 27, via dp-accounting.
+    ``sigma`` is the noise std divided by the clipping norm C (as for DP-SGD). Under
+    replace-one, swapping one example moves a sum of clipped terms by up to 2C, so
+    ``sensitivity`` (in units of C) defaults to 2 and the analysis runs with the effective
+    noise multiplier σ/2. RDP from Wang, Balle & Kasiviswanathan (2019), Theorem 27, via
+    dp-accounting.
     """
 
     sigma: float
     batch_size: int
     population: int
     steps: int
+    sensitivity: float = 2.0
     name: str = "dp-sgd (fixed-size, without replacement)"
 
     def __post_init__(self):
         _check_positive("sigma", self.sigma)
+        _check_positive("sensitivity", self.sensitivity)
         _check_count("steps", self.steps)
         if not 0 < self.batch_size <= self.population:
             raise PrivacyParameterError("batch_size must lie in (0, population]")
@@ -156,7 +162,7 @@ class FixedSizeSubsampledGaussian(Mechanism):
     def rdp(self, orders=None) -> np.ndarray:
         a = tuple(float(x) for x in orders_array(orders))
         q = self.batch_size / self.population
-        return self.steps * np.asarray(_wor_rdp_cached(q, float(self.sigma), a))
+        return self.steps * np.asarray(_wor_rdp_cached(q, float(self.sigma / self.sensitivity), a))
 
 
 @dataclass(frozen=True)
