@@ -1,0 +1,62 @@
+"""Shared benchmark plumbing: run one configuration in a fresh child process and measure it.
+
+Each run is forked so that its peak resident memory (``ru_maxrss``) is its own, not the
+maximum over everything the script did before.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import resource
+import statistics
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+
+def _child(fn, args, queue):
+    try:
+        start = time.perf_counter()
+        value = fn(*args)
+        seconds = time.perf_counter() - start
+        peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+        queue.put(("ok", value, seconds, peak_mb))
+    except BaseException:  # report, don't hang the parent
+        queue.put(("error", traceback.format_exc(), 0.0, 0.0))
+
+
+def measure(fn: Callable[..., Any], *args) -> tuple[Any, float, float]:
+    """Run ``fn(*args)`` in a forked child; return (value, wall seconds, peak RSS in MiB)."""
+    ctx = mp.get_context("fork")
+    queue = ctx.Queue()
+    proc = ctx.Process(target=_child, args=(fn, args, queue))
+    proc.start()
+    status, value, seconds, peak = queue.get()
+    proc.join()
+    if status != "ok":
+        raise RuntimeError(f"benchmark run failed:\n{value}")
+    return value, seconds, peak
+
+
+def mean_std(values: list[float]) -> str:
+    values = [v for v in values if v is not None]
+    if not values:
+        return "-"
+    if len(values) == 1:
+        return f"{values[0]:.3f}"
+    return f"{statistics.mean(values):.3f} ± {statistics.stdev(values):.3f}"
+
+
+def markdown_table(rows: list[dict], columns: list[str]) -> str:
+    lines = ["| " + " | ".join(columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
+    lines += ["| " + " | ".join(str(r.get(c, "")) for c in columns) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def write_result(name: str, header: str, table: str) -> Path:
+    path = Path(__file__).resolve().parent / "results" / f"{name}.md"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"{header}\n\n{table}\n", encoding="utf-8")
+    return path
