@@ -1,0 +1,267 @@
+"""``dpaudit audit | compare | report``: the audit and compare workflows from the command line.
+
+    dpaudit audit --model runs/gcn --attacks mia-threshold,link-steal --out audit.html
+    dpaudit compare --dataset csbm --defenses mlp-dp,gcn --epsilons 1,4,inf --seeds 2 \\
+        --set mlp-dp.epochs=10 --attack-set runs=2 --jobs 2 --out studies/demo
+    dpaudit report studies/demo --out report.html
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+from dpaudit.errors import ConfigurationError
+
+
+def parse_literal(text: str) -> Any:
+    """``3`` → 3, ``0.5`` → 0.5, ``true`` → True, ``none`` → None, ``[1,2]`` → list, else the string."""
+    low = text.strip().lower()
+    if low in {"true", "yes", "on"}:
+        return True
+    if low in {"false", "no", "off"}:
+        return False
+    if low in {"none", "null"}:
+        return None
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    if text.strip().startswith(("[", "{")):
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError:
+            pass
+    return text
+
+
+def _split_assignment(item: str, flag: str) -> tuple[str | None, str, str]:
+    key, sep, value = item.partition("=")
+    if not sep or not key.strip():
+        raise ConfigurationError(f"{flag} expects [NAME.]KEY=VALUE, got {item!r}")
+    scope, dot, key = key.strip().rpartition(".") if "." in key else ("", "", key.strip())
+    return (scope or None), key.strip().replace("-", "_"), value.strip()
+
+
+def defense_overrides(assignments: list[str], defenses: list[str]) -> dict[str, dict[str, Any]]:
+    """``--set DEFENSE.KEY=VALUE`` (one defense) or ``--set KEY=VALUE`` (every defense that has KEY),
+    typed by each defense's hyperparameter dataclass."""
+    from dpaudit.defense import parse_overrides
+    from dpaudit.registry import get_defense
+
+    out: dict[str, dict[str, Any]] = {}
+    for item in assignments or []:
+        scope, key, value = _split_assignment(item, "--set")
+        targets = [scope] if scope else defenses
+        if scope and scope not in defenses:
+            raise ConfigurationError(f"--set {item}: defense {scope!r} is not in --defenses")
+        applied = False
+        for defense in targets:
+            cls = get_defense(defense)
+            if key in cls.hyperparameters_class.__dataclass_fields__ or scope:
+                out.setdefault(defense, {}).update(parse_overrides(cls.hyperparameters_class, [f"{key}={value}"]))
+                applied = True
+        if not applied:
+            raise ConfigurationError(f"--set {item}: no defense in the study has a hyperparameter {key!r}")
+    return out
+
+
+def attack_overrides(assignments: list[str], attacks: list[str]) -> dict[str, dict[str, Any]]:
+    """``--attack-set ATTACK.KEY=VALUE`` or ``--attack-set KEY=VALUE`` (every attack that accepts KEY)."""
+    import attacks as attack_registry
+
+    out: dict[str, dict[str, Any]] = {}
+    for item in assignments or []:
+        scope, key, value = _split_assignment(item, "--attack-set")
+        if scope and scope not in attacks:
+            raise ConfigurationError(f"--attack-set {item}: attack {scope!r} is not being run")
+        targets = [scope] if scope else attacks
+        applied = False
+        for name in targets:
+            known = attack_registry.attack_settings(name)
+            if key in known:
+                out.setdefault(name, {})[key] = parse_literal(value)
+                applied = True
+            elif scope:
+                raise ConfigurationError(f"attack {name!r} has no setting {key!r}; known: {', '.join(sorted(known))}")
+        if not applied:
+            raise ConfigurationError(f"--attack-set {item}: no attack being run accepts {key!r}")
+    return out
+
+
+def _list(text: str | None) -> list[str] | None:
+    if text is None:
+        return None
+    items = [t.strip() for t in text.split(",") if t.strip()]
+    if not items:
+        raise ConfigurationError("an empty list was given")
+    return items
+
+
+def _attack_names(text: str | None) -> list[str]:
+    import attacks as attack_registry
+
+    names = _list(text) or attack_registry.available_attacks()
+    for name in names:
+        attack_registry.get_attack(name)
+    return names
+
+
+def _command_line() -> str:
+    return shlex.join(["dpaudit", *sys.argv[1:]])
+
+
+def _fmt(value, digits: int = 3) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return "inf" if math.isinf(value) else f"{value:.{digits}f}"
+    return str(value)
+
+
+def print_table(rows: list[dict]) -> None:
+    if not rows:
+        return
+    columns = list(dict.fromkeys(k for r in rows for k in r))
+    cells = [[_fmt(r.get(c)) for c in columns] for r in rows]
+    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
+    print("  ".join(c.ljust(w) for c, w in zip(columns, widths)))
+    print("  ".join("-" * w for w in widths))
+    for row in cells:
+        print("  ".join(v.ljust(w) for v, w in zip(row, widths)))
+
+
+# --------------------------------------------------------------------------- commands
+
+
+def cmd_audit(args) -> int:
+    from dpaudit.model import load
+    from dpaudit.workflows import audit
+
+    model = load(args.model, device="cpu")
+    names = _attack_names(args.attacks)
+    result = audit(
+        model,
+        dataset=args.dataset,
+        attacks=names,
+        settings=attack_overrides(args.attack_set, names),
+        data_root=args.data_root,
+        device=args.device,
+        command=_command_line(),
+    )
+    rows = [
+        {"attack": n, "AUC": r.auc, "TPR@1%FPR": (r.tpr_at_fpr or {}).get("0.01"), "ε lower bound": r.epsilon_lower_bound,
+         "covered": "yes" if r.covered_by_guarantee else "no"}
+        for n, r in result.results.items()
+    ]  # fmt: skip
+    print(f"audit of {model.method} ({model.privacy.summary()}) on {result.dataset.name}")
+    print_table(rows)
+    for name, err in result.errors.items():
+        print(f"{name}: not run: {err}")
+    path = result.to_html(args.out)
+    print(f"report: {Path(path).resolve()}")
+    return 0
+
+
+def run_compare(args, command: str | None = None):
+    """Build and run the study described by ``compare``-style arguments; returns the StudyResult."""
+    from dpaudit.study import Study, StudyConfig
+
+    defenses = _list(args.defenses)
+    names = _attack_names(args.attacks)
+    options = {}
+    for item in args.dataset_option or []:
+        _, key, value = _split_assignment(item, "--dataset-option")
+        options[key] = parse_literal(value)
+    config = StudyConfig(
+        dataset=args.dataset,
+        defenses=defenses,
+        epsilons=_list(args.epsilons),
+        seeds=args.seeds,
+        attacks=names,
+        dataset_options=options,
+        split=args.split,
+        delta=args.delta,
+        overrides=defense_overrides(args.set, defenses),
+        attack_settings=attack_overrides(args.attack_set, names),
+        device=args.device,
+        data_root=args.data_root,
+        title=args.title,
+    )
+    study = Study(config, args.out, command=command or _command_line())
+    return study.run(jobs=args.jobs, executor=args.executor, retry_failed=not args.keep_failed)
+
+
+def cmd_compare(args) -> int:
+    result = run_compare(args)
+    print_table(result.table())
+    print(f"{len(result.done)} cells done, {len(result.failed)} failed -> {Path(args.out).resolve()}")
+    for rec in result.failed:
+        err = rec.get("error") or {}
+        print(f"failed: {rec['cell_id']}: {err.get('type')}: {err.get('message')}")
+    if not args.no_report:
+        path = result.to_html(args.report)
+        print(f"report: {Path(path).resolve()}")
+    return 0 if not result.failed else 1
+
+
+def cmd_report(args) -> int:
+    from dpaudit.study import StudyResult
+
+    result = StudyResult.load(args.study_dir)
+    path = result.to_html(args.out)
+    print(f"{len(result.done)} cells done, {len(result.failed)} failed, {len(result.missing)} not run yet")
+    print(f"report: {Path(path).resolve()}")
+    return 0
+
+
+# --------------------------------------------------------------------------- parsers
+
+
+def add_study_arguments(p) -> None:
+    """Options shared by ``compare`` and ``demo``-like commands."""
+    p.add_argument("--attacks", default=None, help="comma-separated attack names (default: every attack)")
+    p.add_argument("--seeds", type=int, default=1, help="number of seeds per (defense, ε) (seeds 0..N-1)")
+    p.add_argument("--jobs", type=int, default=1, help="cells run in parallel (worker processes or Ray tasks)")
+    p.add_argument("--executor", default="local", choices=["local", "ray"])
+    p.add_argument("--split", default=None, help="public | random:TR,VA,TE | per-class:K,VA,TE | inductive:TR,TE")
+    p.add_argument("--delta", default="auto")
+    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    p.add_argument("--data-root", default=None)
+    p.add_argument("--set", action="append", metavar="[DEFENSE.]KEY=VALUE", help="defense hyperparameter (repeatable)")
+    p.add_argument("--attack-set", action="append", metavar="[ATTACK.]KEY=VALUE", help="attack setting (repeatable)")
+    p.add_argument("--dataset-option", action="append", metavar="KEY=VALUE", help="dataset option, e.g. num_nodes=500")
+    p.add_argument("--keep-failed", action="store_true", help="do not retry cells that failed in an earlier run")
+    p.add_argument("--title", default=None, help="report title")
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser("audit", help="run every applicable attack against one released model, then report")
+    p.add_argument("--model", required=True, help="released-model folder")
+    p.add_argument("--dataset", default=None, help="dataset name (default: the one in the model card)")
+    p.add_argument("--attacks", default=None, help="comma-separated attack names (default: every attack)")
+    p.add_argument("--attack-set", action="append", metavar="[ATTACK.]KEY=VALUE", help="attack setting (repeatable)")
+    p.add_argument("--data-root", default=None)
+    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    p.add_argument("--out", default="audit-report.html", help="HTML report path (a .json sidecar goes next to it)")
+    p.set_defaults(func=cmd_audit)
+
+    p = subparsers.add_parser("compare", help="train and attack a defense × ε × seed grid (resumable)")
+    p.add_argument("--dataset", required=True)
+    p.add_argument("--defenses", required=True, help="comma-separated defense names")
+    p.add_argument("--epsilons", required=True, help="comma-separated target ε values (inf allowed)")
+    p.add_argument("--out", required=True, help="study folder (rerun the same command to resume)")
+    p.add_argument("--report", default=None, help="HTML report path (default STUDY_DIR/report.html)")
+    p.add_argument("--no-report", action="store_true", help="do not render the report at the end")
+    add_study_arguments(p)
+    p.set_defaults(func=cmd_compare)
+
+    p = subparsers.add_parser("report", help="re-render a study's report from its saved results")
+    p.add_argument("study_dir")
+    p.add_argument("--out", default=None, help="HTML report path (default STUDY_DIR/report.html)")
+    p.set_defaults(func=cmd_report)

@@ -1,0 +1,485 @@
+r"""From cell records to the numbers a report shows (the JSON sidecar is exactly this data).
+
+A *cell record* is one trained model and the attacks run against it (one line of a study's
+``results.jsonl``; see :mod:`dpaudit.study`). :func:`build_report_data` groups records by
+(defense, target ε), aggregates over seeds and returns plain JSON-able data: every number
+the HTML shows is in it, and nothing else is computed at render time.
+
+Intervals:
+
+* test accuracy — with ≥ 2 seeds a 95 % Student-t interval over seeds; with one seed the
+  Clopper–Pearson interval of the test-set proportion (n = number of test nodes);
+* attack AUC — with ≥ 2 seeds a 95 % Student-t interval over the per-seed mean AUCs; with
+  one seed the attack's own interval over its repetitions.
+
+The ceiling :math:`\mathrm{AUC}_{\max}(\varepsilon,\delta)` is the area under the most
+powerful ROC curve any test can reach against an (ε, δ)-DP mechanism: by the hypothesis
+testing characterisation of DP (Kairouz, Oh & Viswanath 2015; Dong, Roth & Su 2022,
+Prop. 2.5) every test's type-II error obeys
+:math:`\beta(\alpha) \ge f_{\varepsilon,\delta}(\alpha) = \max(0,\, 1-\delta-e^{\varepsilon}\alpha,\,
+e^{-\varepsilon}(1-\delta-\alpha))`, so
+:math:`\mathrm{AUC} = \int_0^1 (1-\beta(\alpha))\,d\alpha \le 1 - \int_0^1 f_{\varepsilon,\delta}`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+CONFIDENCE = 0.95
+TPR_KEY = "0.01"  # the summary table's TPR at 1 % FPR
+
+
+# --------------------------------------------------------------------------- small statistics
+
+
+def auc_ceiling(epsilon: float | None, delta: float) -> float:
+    r"""Largest AUC any attack can reach against an (ε, δ)-DP mechanism (module docstring):
+    :math:`1 - \int_0^1 f_{\varepsilon,\delta} = 1 - (1-\delta)^2 / (1 + e^{\varepsilon})`."""
+    if epsilon is None or not math.isfinite(epsilon):
+        return 1.0
+    return float(min(1.0, 1.0 - (1.0 - delta) ** 2 / (1.0 + math.exp(epsilon))))
+
+
+def _finite(values) -> list[float]:
+    return [float(v) for v in values if v is not None and isinstance(v, (int, float)) and math.isfinite(v)]
+
+
+def mean_ci_over_seeds(values) -> tuple[float | None, float | None, float | None]:
+    """Mean and 95 % Student-t interval over seeds (interval None with fewer than 2 values)."""
+    vals = _finite(values)
+    if not vals:
+        return None, None, None
+    mean = float(np.mean(vals))
+    if len(vals) < 2:
+        return mean, None, None
+    sem = float(np.std(vals, ddof=1)) / math.sqrt(len(vals))
+    half = float(stats.t.ppf(0.5 + CONFIDENCE / 2, len(vals) - 1)) * sem
+    return mean, mean - half, mean + half
+
+
+def clopper_pearson(successes: int, trials: int) -> tuple[float | None, float | None]:
+    """Exact 95 % interval for a binomial proportion."""
+    if trials <= 0:
+        return None, None
+    a = (1 - CONFIDENCE) / 2
+    lo = 0.0 if successes == 0 else float(stats.beta.ppf(a, successes, trials - successes + 1))
+    hi = 1.0 if successes == trials else float(stats.beta.ppf(1 - a, successes + 1, trials - successes))
+    return lo, hi
+
+
+def _max_or_none(values) -> float | None:
+    vals = _finite(values)
+    return max(vals) if vals else None
+
+
+# --------------------------------------------------------------------------- audit validity
+
+RANDOM_SPLITS = ("random", "per-class", "inductive")
+EDGE_CAVEAT = (
+    "edges and non-edges are different node pairs, not units assigned at random: the attack also measures how "
+    "predictable edges are from features (homophily), which DP does not hide; its AUC may exceed the DP ceiling "
+    "and its ε lower bound the claim without any guarantee being broken"
+)
+
+
+def audit_validity(record: dict, result: dict) -> tuple[bool, str]:
+    """Whether an attack's AUC and ε lower bound can be held against the model's DP guarantee.
+
+    The DP inequalities (ceiling, lower bound) concern one unit included or not *at random*:
+    they apply to attack data whose members and non-members were assigned at random — node
+    membership on a random split. Edge attacks compare edges with other pairs (non-edges),
+    which differ in the data itself, and a fixed public split was chosen by people; both can
+    exceed the DP bounds on a perfectly private model.
+    """
+    unit = (result.get("ceiling") or {}).get("attack_unit") or "node"
+    if unit == "edge":
+        return False, EDGE_CAVEAT
+    spec = str((record.get("split") or {}).get("spec") or "")
+    if not spec.startswith(RANDOM_SPLITS):
+        return False, f"the split {spec or '(unknown)'!r} did not assign members at random"
+    return True, ""
+
+
+# --------------------------------------------------------------------------- grouping
+
+
+def epsilon_key(epsilon: float | None) -> float:
+    """Sort key: ε = ∞ (stored as None) last."""
+    return math.inf if epsilon is None else float(epsilon)
+
+
+def epsilon_label(epsilon: float | None) -> str:
+    if epsilon is None or not math.isfinite(epsilon):
+        return "∞"
+    return f"{epsilon:g}"
+
+
+def _ordered_unique(items) -> list:
+    return list(OrderedDict.fromkeys(items))
+
+
+def _attack_names(records: list[dict]) -> list[str]:
+    names = []
+    for rec in records:
+        names.extend(rec.get("attacks", {}).keys())
+        names.extend(rec.get("attack_errors", {}).keys())
+    return _ordered_unique(names)
+
+
+def _summarise_attack(results: list[dict], valid: bool) -> dict[str, Any]:
+    """Aggregate one attack's results over the seeds of one (defense, ε)."""
+    aucs = [r.get("auc") for r in results]
+    mean, lo, hi = mean_ci_over_seeds(aucs)
+    interval = "t over seeds"
+    if len(_finite(aucs)) == 1:
+        ci = results[0].get("auc_ci") or [None, None]
+        lo, hi = ci[0], ci[1]
+        interval = "attack's own interval"
+    tprs = [(r.get("tpr_at_fpr") or {}).get(TPR_KEY) for r in results]
+    bounds = [r.get("epsilon_lower_bound") for r in results]
+    ceilings = [r.get("ceiling_auc") for r in results]
+    return {
+        "auc": mean,
+        "auc_ci": [lo, hi],
+        "auc_interval": interval,
+        "auc_per_seed": aucs,
+        "tpr_at_1pct_fpr": mean_ci_over_seeds(tprs)[0],
+        "epsilon_lower_bound_max": _max_or_none(bounds),
+        "epsilon_lower_bound_delta": next((r.get("epsilon_lower_bound_delta") for r in results), None),
+        "covered_by_guarantee": any(bool(r.get("covered_by_guarantee")) for r in results),
+        "ceiling_auc": _max_or_none(ceilings),
+        "valid_audit": valid,
+        "n": len(results),
+    }
+
+
+def _summary_rows(done: list[dict], attacks: list[str], defenses: list[str]) -> list[dict]:
+    groups: dict[tuple, list[dict]] = OrderedDict()
+    for rec in sorted(done, key=lambda r: (defenses.index(r["defense"]), epsilon_key(r.get("epsilon")), r["seed"])):
+        groups.setdefault((rec["defense"], rec.get("epsilon")), []).append(rec)
+    rows = []
+    for (defense, eps), recs in groups.items():
+        accs = [r.get("metrics", {}).get("test_accuracy") for r in recs]
+        acc, lo, hi = mean_ci_over_seeds(accs)
+        acc_interval = "t over seeds"
+        if len(_finite(accs)) == 1:
+            n_test = int(recs[0].get("metrics", {}).get("n_test") or 0)
+            lo, hi = clopper_pearson(round(acc * n_test), n_test) if n_test else (None, None)
+            acc_interval = f"Clopper–Pearson over {n_test} test nodes"
+        privacy = recs[0].get("privacy") or {}
+        spent = _max_or_none([(r.get("privacy") or {}).get("epsilon") for r in recs])
+        row = {
+            "defense": defense,
+            "unit": privacy.get("unit"),
+            "epsilon": eps,
+            "epsilon_label": epsilon_label(eps),
+            "epsilon_spent": spent,
+            "delta": privacy.get("delta"),
+            "sound": all(bool((r.get("privacy") or {}).get("sound", True)) for r in recs),
+            "accountant": privacy.get("accountant"),
+            "seeds": [r["seed"] for r in recs],
+            "test_accuracy": acc,
+            "test_accuracy_ci": [lo, hi],
+            "test_accuracy_interval": acc_interval,
+            "test_accuracy_per_seed": accs,
+            "attacks": {},
+        }
+        for name in attacks:
+            pairs = [(r, r["attacks"][name]) for r in recs if name in r.get("attacks", {})]
+            if pairs:
+                valid = all(audit_validity(r, res)[0] for r, res in pairs)
+                row["attacks"][name] = _summarise_attack([res for _, res in pairs], valid)
+        rows.append(row)
+    return rows
+
+
+def _panel_series(rows: list[dict], attack: str, defenses: list[str]) -> list[dict]:
+    series = []
+    for defense in defenses:
+        points = []
+        for row in rows:
+            if row["defense"] != defense or attack not in row["attacks"]:
+                continue
+            s = row["attacks"][attack]
+            points.append(
+                {
+                    "epsilon": row["epsilon"],
+                    "auc": s["auc"],
+                    "auc_ci": s["auc_ci"],
+                    "covered": s["covered_by_guarantee"],
+                    "private": row["epsilon"] is not None and row["unit"] is not None,
+                }
+            )
+        if points:
+            # A line is "not covered" when the guarantee at its finite ε does not cover the attack.
+            private_points = [p for p in points if p["private"]]
+            covered = all(p["covered"] for p in private_points) if private_points else None
+            series.append({"defense": defense, "points": points, "covered": covered})
+    return series
+
+
+def _ceiling_curve(rows: list[dict], attack: str) -> dict | None:
+    """AUC_max(ε, δ) on a grid, with the largest δ among covered private results (the loosest
+    ceiling); None when no covered result is a valid audit (:func:`audit_validity`)."""
+    deltas = [
+        row["delta"]
+        for row in rows
+        if attack in row["attacks"]
+        and row["attacks"][attack]["covered_by_guarantee"]
+        and row["attacks"][attack]["valid_audit"]
+        and row["epsilon"] is not None
+        and row["delta"] is not None
+    ]
+    finite = [row["epsilon"] for row in rows if row["epsilon"] is not None]
+    if not deltas or not finite:
+        return None
+    delta = max(deltas)
+    # up to where ε = ∞ is drawn (reports.figures.INF_FACTOR), so the region spans the panel
+    lo, hi = min(finite) / 2, max(finite) * 8
+    grid = np.geomspace(lo, hi, 60)
+    return {"delta": delta, "epsilon": grid.tolist(), "auc_max": [auc_ceiling(float(e), delta) for e in grid]}
+
+
+def _roc_strongest(done: list[dict], attack: str, defenses: list[str]) -> list[dict]:
+    """For each defense, the ROC of the cell where this attack reached its highest AUC."""
+    curves = []
+    for defense in defenses:
+        best = None
+        for rec in done:
+            res = rec.get("attacks", {}).get(attack)
+            if rec["defense"] != defense or not res or res.get("auc") is None:
+                continue
+            roc = res.get("roc") or {}
+            if not roc.get("fpr"):
+                continue
+            if best is None or res["auc"] > best[1]["auc"]:
+                best = (rec, res)
+        if best:
+            rec, res = best
+            curves.append(
+                {
+                    "defense": defense,
+                    "epsilon": rec.get("epsilon"),
+                    "seed": rec["seed"],
+                    "auc": res["auc"],
+                    "fpr": list(res["roc"]["fpr"]),
+                    "tpr": list(res["roc"]["tpr"]),
+                }
+            )
+    return curves
+
+
+def _lower_bounds(done: list[dict]) -> list[dict]:
+    """Every (cell, attack) ε lower bound next to the claimed (accounted) ε. Above the diagonal is
+    a broken guarantee when the attack covers the guarantee's unit and is a valid audit
+    (:func:`audit_validity`); otherwise it is only reported as exceeding the claim."""
+    points = []
+    for rec in done:
+        privacy = rec.get("privacy") or {}
+        claimed = privacy.get("epsilon")
+        for name, res in rec.get("attacks", {}).items():
+            bound = res.get("epsilon_lower_bound")
+            if bound is None:
+                continue
+            covered = bool(res.get("covered_by_guarantee"))
+            valid, caveat = audit_validity(rec, res)
+            exceeds = bool(claimed is not None and covered and bound > claimed * (1 + 1e-9))
+            points.append(
+                {
+                    "defense": rec["defense"],
+                    "epsilon_target": rec.get("epsilon"),
+                    "seed": rec["seed"],
+                    "attack": name,
+                    "claimed_epsilon": claimed,
+                    "claimed_delta": privacy.get("delta"),
+                    "epsilon_lower_bound": bound,
+                    "lower_bound_delta": res.get("epsilon_lower_bound_delta"),
+                    "covered": covered,
+                    "sound": bool(privacy.get("sound", True)),
+                    "valid_audit": valid,
+                    "caveat": caveat,
+                    "exceeds_claim": exceeds,
+                    "broken": exceeds and valid,
+                }
+            )
+    return points
+
+
+def _embeddings(done: list[dict], defenses: list[str], epsilons: list) -> dict:
+    """The defense × ε grid of embedding panels (first seed), from the attacks' image artifacts."""
+    grid = []
+    for defense in defenses:
+        row = []
+        for eps in epsilons:
+            recs = [r for r in done if r["defense"] == defense and r.get("epsilon") == eps]
+            cell = None
+            for rec in sorted(recs, key=lambda r: r["seed"]):
+                for name, res in rec.get("attacks", {}).items():
+                    images = res.get("artifacts") or {}
+                    if images:
+                        cell = {
+                            "attack": name,
+                            "seed": rec["seed"],
+                            "images": dict(images),
+                            "scores": {k: v for k, v in (res.get("extra") or {}).items() if _is_number(v)},
+                        }
+                        break
+                if cell:
+                    break
+            row.append(cell)
+        grid.append({"defense": defense, "cells": row})
+    return {"epsilons": epsilons, "epsilon_labels": [epsilon_label(e) for e in epsilons], "rows": grid}
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _ledgers(done: list[dict], defenses: list[str]) -> list[dict]:
+    out = []
+    seen = set()
+    for rec in sorted(done, key=lambda r: (defenses.index(r["defense"]), epsilon_key(r.get("epsilon")), r["seed"])):
+        key = (rec["defense"], rec.get("epsilon"))
+        if key in seen:
+            continue
+        seen.add(key)
+        privacy = rec.get("privacy") or {}
+        out.append(
+            {
+                "defense": rec["defense"],
+                "epsilon_target": rec.get("epsilon"),
+                "epsilon_label": epsilon_label(rec.get("epsilon")),
+                "seed": rec["seed"],
+                "epsilon_spent": privacy.get("epsilon"),
+                "delta": privacy.get("delta"),
+                "unit": privacy.get("unit"),
+                "accountant": privacy.get("accountant"),
+                "sound": privacy.get("sound", True),
+                "gdp_mu": privacy.get("gdp_mu"),
+                "mechanisms": privacy.get("mechanisms") or [],
+                "notes": privacy.get("notes") or [],
+                "inference": (rec.get("card") or {}).get("inference"),
+                "hyperparameters": (rec.get("card") or {}).get("hyperparameters"),
+            }
+        )
+    return out
+
+
+def strip_artifacts(data: Any) -> Any:
+    """The sidecar keeps numbers, not images: drop base64 payloads, keep their names."""
+    if isinstance(data, dict):
+        out = {}
+        for k, v in data.items():
+            if k in ("images", "artifacts") and isinstance(v, dict):
+                out[k] = sorted(v)
+            else:
+                out[k] = strip_artifacts(v)
+        return out
+    if isinstance(data, list):
+        return [strip_artifacts(v) for v in data]
+    return data
+
+
+def build_report_data(records: list[dict], meta: dict[str, Any]) -> dict[str, Any]:
+    """Everything the report shows, from cell records (see the module docstring).
+
+    ``meta`` carries the title, dataset description, the study configuration, the command and
+    library versions; it is copied into the reproducibility section as is.
+    """
+    done = [r for r in records if r.get("status") == "done"]
+    failed = [r for r in records if r.get("status") != "done"]
+    defenses = _ordered_unique([*(meta.get("defenses") or []), *(r["defense"] for r in records)])
+    defenses = [d for d in defenses if any(r["defense"] == d for r in records)]
+    attacks = _ordered_unique([*(meta.get("attacks") or []), *_attack_names(done)])
+    attacks = [a for a in attacks if any(a in r.get("attacks", {}) or a in r.get("attack_errors", {}) for r in done)]
+    epsilons = sorted(_ordered_unique(r.get("epsilon") for r in done), key=epsilon_key)
+    rows = _summary_rows(done, attacks, defenses)
+    headline = [
+        {
+            "attack": a,
+            "series": _panel_series(rows, a, defenses),
+            "ceiling": _ceiling_curve(rows, a),
+            "covered_anywhere": any(a in row["attacks"] and row["attacks"][a]["covered_by_guarantee"] for row in rows),
+            "valid_audit": all(row["attacks"][a]["valid_audit"] for row in rows if a in row["attacks"]),
+        }
+        for a in attacks
+    ]
+    utility = [
+        {
+            "defense": d,
+            "points": [
+                {"epsilon": row["epsilon"], "accuracy": row["test_accuracy"], "ci": row["test_accuracy_ci"]}
+                for row in rows
+                if row["defense"] == d
+            ],
+        }
+        for d in defenses
+    ]
+    attack_errors = [
+        {"cell_id": r.get("cell_id"), "defense": r["defense"], "epsilon": r.get("epsilon"), "seed": r["seed"],
+         "attack": name, "error": msg}
+        for r in done
+        for name, msg in (r.get("attack_errors") or {}).items()
+    ]  # fmt: skip
+    failures = [
+        {"cell_id": r.get("cell_id"), "defense": r["defense"], "epsilon": r.get("epsilon"), "seed": r["seed"],
+         "error": (r.get("error") or {}).get("message", "unknown error"),
+         "error_type": (r.get("error") or {}).get("type")}
+        for r in failed
+    ]  # fmt: skip
+    dataset = dict(meta.get("dataset") or {})
+    if not dataset and done:
+        dataset = dict(done[0].get("dataset") or {})
+    lower = _lower_bounds(done)
+    return {
+        "schema": "dpaudit.report-data",
+        "version": 1,
+        "title": meta.get("title") or "dpaudit privacy report",
+        "kind": meta.get("kind", "compare"),
+        "dataset": dataset,
+        "defenses": defenses,
+        "attacks": attacks,
+        "epsilons": epsilons,
+        "counts": {"cells": len(records), "done": len(done), "failed": len(failed)},
+        "summary": rows,
+        "headline": headline,
+        "utility": utility,
+        "roc": [{"attack": a, "curves": _roc_strongest(done, a, defenses)} for a in attacks],
+        "embeddings": _embeddings(done, defenses, epsilons),
+        "lower_bounds": lower,
+        "broken": [p for p in lower if p["broken"]],
+        "exceeds_not_valid": [p for p in lower if p["exceeds_claim"] and not p["broken"]],
+        "ledgers": _ledgers(done, defenses),
+        "failures": failures,
+        "attack_errors": attack_errors,
+        "notes": _attack_notes(done),
+        "reproducibility": {
+            **(meta.get("reproducibility") or {}),
+            "cells": [
+                {
+                    "cell_id": r.get("cell_id"),
+                    "defense": r["defense"],
+                    "epsilon": r.get("epsilon"),
+                    "seed": r["seed"],
+                    "status": r.get("status"),
+                    "config_hash": r.get("config_hash"),
+                    "seconds": r.get("seconds"),
+                }
+                for r in records
+            ],
+        },  # fmt: skip
+    }
+
+
+def _attack_notes(done: list[dict]) -> list[dict]:
+    notes = OrderedDict()
+    for rec in done:
+        for name, res in rec.get("attacks", {}).items():
+            for note in res.get("notes") or []:
+                notes.setdefault((name, str(note)), None)
+    return [{"attack": a, "note": n} for a, n in notes]

@@ -1,0 +1,194 @@
+"""Render a self-contained HTML privacy report (and its JSON sidecar) from cell records.
+
+>>> write_report(records, meta, "report.html")   # doctest: +SKIP
+(PosixPath('report.html'), PosixPath('report.json'))
+
+The HTML is one file: CSS inline, figures as inline SVG, image artifacts as ``data:`` URIs, a
+Content-Security-Policy that forbids fetching anything, responsive and print CSS. Jinja2
+autoescapes every value; the only unescaped inserts are the SVGs made by
+:mod:`reports.figures` (matplotlib escapes text) and base64 payloads validated by
+:func:`data_uri`.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import math
+import os
+import re
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from jinja2 import ChainableUndefined, Environment, PackageLoader, select_autoescape
+
+from reports import figures as figs
+from reports.aggregate import build_report_data, epsilon_label, strip_artifacts
+
+_BASE64 = re.compile(r"^[A-Za-z0-9+/]+={0,2}$")
+_MAGIC = {b"\x89PNG\r\n\x1a\n": "image/png", b"\xff\xd8\xff": "image/jpeg"}
+
+
+def data_uri(payload: Any) -> str | None:
+    """``data:`` URI for a base64 PNG/JPEG artifact; None for anything else (never embedded)."""
+    if not isinstance(payload, str):
+        return None
+    text = "".join(payload.split())
+    if text.startswith("data:"):
+        head, _, text = text.partition(",")
+        if not head.endswith(";base64"):
+            return None
+    if not _BASE64.match(text):
+        return None
+    try:
+        head = base64.b64decode(text[:24] + "=" * (-len(text[:24]) % 4))
+    except (binascii.Error, ValueError):
+        return None
+    for magic, mime in _MAGIC.items():
+        if head.startswith(magic):
+            return f"data:{mime};base64,{text}"
+    return None
+
+
+def _num(value, digits: int = 3) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, (int, float)):
+        if isinstance(value, float) and math.isinf(value):
+            return "∞"
+        if isinstance(value, float) and math.isnan(value):
+            return "—"
+        return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
+    return str(value)
+
+
+def _sci(value) -> str:
+    if value is None:
+        return "—"
+    if value == 0:
+        return "0"
+    return f"{value:.1e}" if value < 1e-2 else f"{value:g}"
+
+
+def _ci(pair) -> str:
+    if not pair or pair[0] is None or pair[1] is None:
+        return ""
+    return f"[{pair[0]:.3f}, {pair[1]:.3f}]"
+
+
+def _value(v) -> str:
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    if isinstance(v, (dict, list)):
+        return json.dumps(v, ensure_ascii=False, default=str)
+    return "—" if v is None else str(v)
+
+
+def _mech_keys(mechanisms: list[dict]) -> list[str]:
+    keys: list[str] = []
+    for m in mechanisms:
+        for k in m:
+            if k not in keys:
+                keys.append(k)
+    # name first, then the mechanism class, then the parameters as recorded
+    order = {"name": 0, "mechanism": 1}
+    return sorted(keys, key=lambda k: (order.get(k, 2), keys.index(k)))
+
+
+def _environment() -> Environment:
+    env = Environment(
+        loader=PackageLoader("reports", "templates"),
+        autoescape=select_autoescape(enabled_extensions=("html", "j2", "htm"), default_for_string=True, default=True),
+        undefined=ChainableUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    return env
+
+
+def _broken_row(data: dict):
+    broken = {(p["defense"], p["epsilon_target"]) for p in data["broken"]}
+    broken_attacks = {(p["defense"], p["epsilon_target"], p["attack"]) for p in data["broken"]}
+
+    def row_broken(row) -> bool:
+        return (row["defense"], row["epsilon"]) in broken
+
+    exceeds = {(p["defense"], p["epsilon_target"], p["attack"]) for p in data.get("exceeds_not_valid", [])}
+
+    def lb_broken(row, attack) -> bool:
+        return (row["defense"], row["epsilon"], attack) in broken_attacks
+
+    def lb_exceeds(row, attack) -> bool:
+        return (row["defense"], row["epsilon"], attack) in exceeds
+
+    return row_broken, lb_broken, lb_exceeds
+
+
+def render_html(data: dict[str, Any], sidecar_name: str | None = None) -> str:
+    """The report as one HTML string, from :func:`reports.aggregate.build_report_data` output."""
+    from dpaudit import __version__
+
+    env = _environment()
+    template = env.get_template("report.html.j2")
+    row_broken, lb_broken, lb_exceeds = _broken_row(data)
+    repro = data.get("reproducibility") or {}
+    repro_items = [
+        (k, repro[k])
+        for k in ("dpaudit_version", "config_hash", "dataset_fingerprint", "seeds", "split", "delta", "device",
+                  "executor", "study_dir", "created")
+        if repro.get(k) is not None
+    ]  # fmt: skip
+    has_embeddings = any(cell for row in data["embeddings"]["rows"] for cell in row["cells"])
+    return template.render(
+        d=data,
+        figures=figs.render_all(data),
+        version=__version__,
+        generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        multi_seed=any(len(r["seeds"]) > 1 for r in data["summary"]),
+        unsound=sorted({r["defense"] for r in data["summary"] if r["unit"] and not r["sound"]}),
+        has_embeddings=has_embeddings,
+        repro_items=repro_items,
+        sidecar_name=sidecar_name,
+        num=_num,
+        sci=_sci,
+        ci=_ci,
+        eps=epsilon_label,
+        value=_value,
+        mech_keys=_mech_keys,
+        pretty=lambda v: json.dumps(v, indent=2, ensure_ascii=False, default=str),
+        data_uri=data_uri,
+        row_broken=row_broken,
+        lb_broken=lb_broken,
+        lb_exceeds=lb_exceeds,
+    )
+
+
+def sidecar_path(html_path: str | Path) -> Path:
+    html_path = Path(html_path)
+    return html_path.with_suffix(".json") if html_path.suffix else html_path.with_name(html_path.name + ".json")
+
+
+def write_report(records: list[dict], meta: dict[str, Any], path: str | Path) -> tuple[Path, Path]:
+    """Write ``path`` (HTML) and its JSON sidecar (same name, ``.json``), each atomically."""
+    from dpaudit.runtime import atomic_write_json, atomic_write_text
+
+    path = Path(path)
+    if path.suffix.lower() == ".json":
+        from dpaudit.errors import ConfigurationError
+
+        raise ConfigurationError("the report path must not end in .json (that name is used by the JSON sidecar)")
+    data = build_report_data(records, meta)
+    sidecar = sidecar_path(path)
+    html = render_html(data, sidecar.name)
+    atomic_write_text(path, html)
+    atomic_write_json(sidecar, strip_artifacts(data))
+    # atomic writes create private (0600) files; a report is meant to be shared: honour the umask
+    umask = os.umask(0)
+    os.umask(umask)
+    for written in (path, sidecar):
+        os.chmod(written, 0o666 & ~umask)
+    return path, sidecar

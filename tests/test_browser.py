@@ -1,0 +1,131 @@
+"""The report in a real browser: headless Chromium (Debian's ``chromium``) loads it with no console
+error, shows the headline figure and the summary table, fits a phone's width, and leaves
+screenshots under ``test-artifacts/``."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import dpaudit
+
+ROOT = Path(__file__).resolve().parents[1]
+ARTIFACTS = ROOT / "test-artifacts"
+CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
+
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None, reason="chromium is not installed (Debian: apt-get install chromium; .ci/run installs it)"
+)
+
+# Runs in a copy of the report (the report itself carries no script and its CSP forbids any).
+PROBE = """<script>
+(function () {
+  function box(sel) {
+    var el = document.querySelector(sel);
+    if (!el) return null;
+    var r = el.getBoundingClientRect(), s = getComputedStyle(el);
+    return {w: r.width, h: r.height, top: r.top + scrollY, display: s.display, visibility: s.visibility,
+            opacity: s.opacity};
+  }
+  var out = {headline: box('#headline-figure svg'), table: box('#summary-table'),
+             rows: document.querySelectorAll('#summary-table tbody tr').length,
+             viewport: innerWidth, page: document.documentElement.scrollWidth,
+             widest_figure: Math.max.apply(null, Array.prototype.map.call(
+                 document.querySelectorAll('figure svg'), function (e) { return e.getBoundingClientRect().width; }))};
+  var pre = document.createElement('pre'); pre.id = 'probe-result'; pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+})();
+</script>"""
+
+
+def chromium(
+    url: str, tmp_path: Path, *extra: str, width: int = 1280, height: int = 2000
+) -> subprocess.CompletedProcess:
+    profile = tmp_path / f"profile-{len(list(tmp_path.glob('profile-*')))}"
+    argv = [
+        CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={profile}",
+        "--enable-logging=stderr", "--v=0", "--hide-scrollbars", f"--window-size={width},{height}",
+        "--virtual-time-budget=5000", *extra, url,
+    ]  # fmt: skip
+    return subprocess.run(argv, capture_output=True, text=True, timeout=120)
+
+
+def console_messages(stderr: str) -> list[str]:
+    """Console output of the page (errors, CSP violations, failed loads): Chromium logs each
+    as ``...:CONSOLE(...)] "message", source: ...`` on stderr."""
+    return [line for line in stderr.splitlines() if re.search(r":CONSOLE(\(\d+\)|:\d+)\]", line)]
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("browser")
+    result = dpaudit.compare(
+        "csbm",
+        defenses=["mlp-dp", "gcn"],
+        epsilons=[1, "inf"],
+        attacks=["mia-threshold", "link-steal", "embedding-probe"],
+        dataset_options={"num_nodes": 160, "num_classes": 3, "num_features": 8, "avg_degree": 5.0, "seed": 2},
+        overrides={"mlp-dp": {"epochs": 3}, "gcn": {"epochs": 30}},
+        attack_settings={"mia-threshold": {"n_boot": 50}, "link-steal": {"runs": 1, "max_pairs": 150, "n_boot": 50},
+                         "embedding-probe": {"projections": ["tsne"], "max_plot_nodes": 80, "n_boot": 50}},
+        out=out / "study",
+        progress=False,
+    )  # fmt: skip
+    assert len(result.done) == 3
+    return result.to_html(out / "report.html")
+
+
+def test_console_detection_catches_errors(tmp_path):
+    """The check below can fail: a page with a console error and a blocked fetch is caught."""
+    page = tmp_path / "bad.html"
+    page.write_text('<!DOCTYPE html><meta http-equiv="Content-Security-Policy" content="default-src \'none\'">'
+                    '<p>x</p><img src="https://example.invalid/a.png"><script>console.error("boom")</script>')  # fmt: skip
+    proc = chromium(page.as_uri(), tmp_path, "--dump-dom")
+    assert len(console_messages(proc.stderr)) >= 2, proc.stderr[-2000:]
+
+
+def test_report_loads_cleanly_and_shows_its_content(report, tmp_path):
+    ARTIFACTS.mkdir(exist_ok=True)
+    proc = chromium(report.as_uri(), tmp_path, "--dump-dom")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert console_messages(proc.stderr) == []
+    dom = proc.stdout
+    assert 'id="headline-figure"' in dom and "<svg" in dom[dom.index('id="headline-figure"') :]
+    assert 'id="summary-table"' in dom
+
+    for name, width, height in (("desktop", 1280, 1000), ("phone", 390, 844)):
+        # visibility and layout, measured by the browser on a copy with a probe script
+        html = report.read_text(encoding="utf-8")
+        html = re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", html).replace(
+            "</body>", PROBE + "</body>"
+        )
+        probe_page = tmp_path / f"probe-{name}.html"
+        probe_page.write_text(html, encoding="utf-8")
+        probed = chromium(probe_page.as_uri(), tmp_path, "--dump-dom", width=width, height=height)
+        assert console_messages(probed.stderr) == []
+        match = re.search(r'<pre id="probe-result">(.*?)</pre>', probed.stdout, flags=re.S)
+        assert match, probed.stdout[-1000:]
+        m = json.loads(match.group(1).replace("&quot;", '"').replace("&amp;", "&"))
+        for key in ("headline", "table"):
+            box = m[key]
+            assert box and box["w"] > 100 and box["h"] > 50, (name, key, box)
+            assert box["display"] != "none" and box["visibility"] == "visible" and float(box["opacity"]) > 0.5
+        assert m["rows"] == 3
+        assert m["page"] <= m["viewport"] + 1, f"{name}: the page scrolls sideways ({m['page']} > {m['viewport']})"
+        assert m["widest_figure"] <= m["viewport"]
+
+        shot = ARTIFACTS / f"report-{name}.png"
+        shot.unlink(missing_ok=True)
+        shooting = chromium(report.as_uri(), tmp_path, f"--screenshot={shot}", width=width, height=height)
+        assert console_messages(shooting.stderr) == []
+        assert shot.exists() and shot.stat().st_size > 10_000
+        import matplotlib.image as mpimg
+
+        pixels = mpimg.imread(shot)
+        assert pixels.shape[1] == width and pixels[..., :3].std() > 0.05  # not a blank page

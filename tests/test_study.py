@@ -1,0 +1,192 @@
+"""Studies: results.jsonl schema, atomic cells, resume after SIGKILL, failing cells, executors."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import dpaudit
+from dpaudit.errors import ConfigurationError
+from dpaudit.model import load
+from dpaudit.results import AttackResult
+from dpaudit.study import CELL_SCHEMA, RECORD_KEYS, RESULTS_FILE, StudyResult, read_results
+
+ROOT = Path(__file__).resolve().parents[1]
+DPAUDIT = [sys.executable, "-m", "dpaudit.cli"]
+TINY = {"num_nodes": 150, "num_classes": 3, "num_features": 8, "avg_degree": 5.0, "seed": 3}
+THRESHOLD = {"n_boot": 50}
+
+
+def _lines(study: Path) -> list[dict]:
+    return [json.loads(line) for line in (study / RESULTS_FILE).read_text().splitlines() if line.strip()]
+
+
+def _env() -> dict:
+    env = dict(os.environ)
+    env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    return env
+
+
+def test_schema_failing_cell_and_retry(tmp_path):
+    """A cell that raises is recorded with its error and the other cells still finish; every
+    line follows the schema; the finished cell's folder holds a loadable model and results."""
+    study = tmp_path / "study"
+    result = dpaudit.compare(
+        "csbm",
+        defenses=["gcn", "mlp-dp"],
+        epsilons=[1, "inf"],
+        seeds=1,
+        attacks=["mia-threshold"],
+        dataset_options=TINY,
+        # an optimizer mlp-dp rejects at fit time: both mlp-dp cells must fail, gcn must not
+        overrides={"gcn": {"epochs": 20}, "mlp-dp": {"epochs": 2, "optimizer": "bogus"}},
+        attack_settings={"mia-threshold": THRESHOLD},
+        out=study,
+        progress=False,
+    )
+    lines = _lines(study)
+    assert len(lines) == 3 and len({r["cell_id"] for r in lines}) == 3
+    for rec in lines:
+        assert set(rec) == set(RECORD_KEYS)
+        assert rec["schema"] == CELL_SCHEMA and rec["version"] == 1
+        assert rec["status"] in ("done", "failed")
+    by_defense = {}
+    for rec in lines:
+        by_defense.setdefault(rec["defense"], []).append(rec)
+    assert sorted(r["epsilon"] for r in by_defense["mlp-dp"] if r["epsilon"]) == [1.0]
+    assert [r["epsilon"] for r in by_defense["gcn"]] == [None]  # non-private: ε = ∞ only
+    for rec in by_defense["mlp-dp"]:
+        assert rec["status"] == "failed"
+        assert rec["error"]["type"] == "ConfigurationError" and "optimizer" in rec["error"]["message"]
+        assert not (study / "cells" / rec["cell_id"]).exists()
+    (gcn,) = by_defense["gcn"]
+    assert gcn["status"] == "done" and gcn["error"] is None
+    assert 0.0 <= gcn["metrics"]["test_accuracy"] <= 1.0 and gcn["metrics"]["n_test"] > 0
+    assert gcn["privacy"]["unit"] is None and gcn["privacy"]["epsilon"] is None
+    res = gcn["attacks"]["mia-threshold"]
+    assert 0.0 <= res["auc"] <= 1.0 and "artifacts" not in res
+    folder = study / "cells" / gcn["cell_id"]
+    model = load(folder / "model")
+    assert model.method == "gcn"
+    saved = AttackResult.from_dict(json.loads((folder / "attacks" / "mia-threshold.json").read_text()))
+    assert saved.auc == pytest.approx(res["auc"])
+    assert json.loads((folder / "cell.json").read_text()) == gcn
+    assert len(result.done) == 1 and len(result.failed) == 2 and not result.missing
+
+    # keep_failed: nothing runs again; retry (default): failures rerun, still one line per cell
+    again = dpaudit.compare("csbm", ["gcn", "mlp-dp"], [1, "inf"], attacks=["mia-threshold"], dataset_options=TINY,
+                            overrides={"gcn": {"epochs": 20}, "mlp-dp": {"epochs": 2, "optimizer": "bogus"}},
+                            attack_settings={"mia-threshold": THRESHOLD}, out=study, progress=False,
+                            retry_failed=False)  # fmt: skip
+    assert _lines(study) == lines and len(again.records) == 3
+    dpaudit.compare("csbm", ["gcn", "mlp-dp"], [1, "inf"], attacks=["mia-threshold"], dataset_options=TINY,
+                    overrides={"gcn": {"epochs": 20}, "mlp-dp": {"epochs": 2, "optimizer": "bogus"}},
+                    attack_settings={"mia-threshold": THRESHOLD}, out=study, progress=False)  # fmt: skip
+    retried = _lines(study)
+    assert len(retried) == 3 and len({r["cell_id"] for r in retried}) == 3
+    assert [r for r in retried if r["defense"] == "gcn"] == [gcn]  # the finished cell was not recomputed
+    assert all(r["run_id"] != lines[0]["run_id"] for r in retried if r["defense"] == "mlp-dp")
+
+
+def test_resume_after_sigkill(tmp_path):
+    """Kill a running study with SIGKILL, damage its folder the ways a crash can, rerun the same
+    command: finished cells are kept as they were, the rest are computed, one line per cell."""
+    study = tmp_path / "killed"
+    argv = [
+        *DPAUDIT, "compare", "--dataset", "csbm", "--defenses", "mlp,gcn,sage,mlp-dp", "--epsilons", "2,inf",
+        "--attacks", "mia-threshold", "--set", "epochs=30", "--set", "mlp-dp.epochs=3",
+        "--attack-set", "n_boot=50", "--out", str(study), "--no-report",
+        *[a for k, v in TINY.items() for a in ("--dataset-option", f"{k}={v}")],
+    ]  # fmt: skip
+    proc = subprocess.Popen(argv, cwd=ROOT, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            start_new_session=True)  # fmt: skip
+    deadline = time.monotonic() + 150
+    try:
+        while time.monotonic() < deadline:
+            if (study / RESULTS_FILE).exists() and len(read_results(study)) >= 2:
+                break
+            if proc.poll() is not None:
+                pytest.fail(f"the study ended before it could be killed: {proc.stderr.read().decode()[-2000:]}")
+            time.sleep(0.05)
+        else:
+            pytest.fail("no cell finished within 150 s")
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    cells = json.loads((study / "study.json").read_text())["cells"]
+    assert len(cells) == 5  # mlp, gcn, sage at ∞; mlp-dp at 2 and ∞
+    before = _lines(study)
+    assert 2 <= len(before) < len(cells), "the kill must land mid-way"
+    assert all(r["status"] == "done" for r in before)
+
+    # a crash between "folder renamed into place" and "line appended": drop the last line;
+    # a crash mid-append: a torn line; a crash mid-write of a cell: a leftover temporary folder
+    lost = before[-1]
+    text = "".join(json.dumps(r) + "\n" for r in before[:-1]) + '{"schema": "dpaudit.study-cell", "cell_id": "torn'
+    (study / RESULTS_FILE).write_text(text)
+    (study / "cells" / ".tmp-half-written").mkdir()
+    ((study / "cells" / ".tmp-half-written") / "cell.json").write_text("{")
+
+    rerun = subprocess.run([*argv, "--jobs", "2"], cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=200)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    after = _lines(study)
+    ids = [r["cell_id"] for r in after]
+    assert sorted(ids) == sorted(cells) and len(ids) == len(set(ids))  # nothing lost, nothing duplicated
+    assert all(r["status"] == "done" for r in after)
+    by_id = {r["cell_id"]: r for r in after}
+    for rec in before:  # finished before the kill: identical record, same run → not recomputed
+        assert by_id[rec["cell_id"]] == rec
+    new_runs = {r["run_id"] for r in after if r["cell_id"] not in {b["cell_id"] for b in before}}
+    assert new_runs and before[0]["run_id"] not in new_runs
+    assert by_id[lost["cell_id"]]["run_id"] == lost["run_id"]  # recovered from its folder
+    assert not list((study / "cells").glob(".tmp-*"))
+    for cid in cells:
+        assert json.loads((study / "cells" / cid / "cell.json").read_text()) == by_id[cid]
+    # a third run (in-process: the same CLI) has nothing to do
+    from dpaudit.cli import main
+
+    assert main(argv[len(DPAUDIT) :]) == 0 and _lines(study) == after
+    assert len(StudyResult.load(study).done) == 5
+
+
+def test_ray_missing_is_a_clear_error(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # as if the optional extra were not installed
+    with pytest.raises(ConfigurationError, match=r"dpaudit\[ray\]"):
+        dpaudit.compare("csbm", ["gcn"], ["inf"], attacks=["mia-threshold"], dataset_options=TINY,
+                        executor="ray", out=tmp_path / "s", progress=False)  # fmt: skip
+
+
+def test_ray_executor(tmp_path):
+    pytest.importorskip("ray", reason="Ray is an optional extra (pip install 'dpaudit[ray]'); not installed here")
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False, ignore_reinit_error=True)
+    try:
+        result = dpaudit.compare("csbm", ["gcn", "mlp-dp"], [2, "inf"], attacks=["mia-threshold"],
+                                 dataset_options=TINY, overrides={"gcn": {"epochs": 10}, "mlp-dp": {"epochs": 2}},
+                                 attack_settings={"mia-threshold": THRESHOLD}, executor="ray", jobs=2,
+                                 out=tmp_path / "ray", progress=False)  # fmt: skip
+    finally:
+        ray.shutdown()
+    assert len(result.done) == 3 and not result.failed
+    assert {r["worker"]["pid"] for r in result.done} != {os.getpid()}  # ran in Ray workers
+
+
+def test_cli_input_errors(tmp_path, capsys):
+    from dpaudit.cli import main
+
+    base = ["compare", "--dataset", "csbm", "--epsilons", "1", "--out", str(tmp_path / "x")]
+    assert main([*base, "--defenses", "no-such-defense"]) == 2
+    assert main([*base, "--defenses", "gcn", "--attacks", "mia-threshold", "--set", "gcn.nope=1"]) == 2
+    assert main([*base, "--defenses", "gcn", "--attacks", "mia-threshold", "--attack-set", "nope=1"]) == 2
+    assert main(["report", str(tmp_path / "not-a-study")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 4 and all(line.startswith("dpaudit: error: ") for line in err)
+    assert "no-such-defense" in err[0] and "nope" in err[1] and "nope" in err[2] and "not a study" in err[3]
