@@ -1,0 +1,291 @@
+"""DP-GNN (defenses/dpgnn.py): occurrence bound, sampler, accountant, sensitivity, persistence."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import mpmath
+import numpy as np
+import pytest
+import torch
+
+from defenses._dpgnn_sampling import (
+    build_subgraphs,
+    occurrence_bound,
+    pad_batch,
+    sample_batch,
+    sample_edgelists,
+)
+from defenses.dpgnn import (
+    DPGCNNet,
+    clip_groups,
+    clipped_gradient_sum,
+    clipped_sum,
+    dpgnn_mechanism,
+    per_subgraph_gradients,
+)
+from dpaudit.accounting import GaussianMechanism, PrivacyLedger
+from dpaudit.accounting.mechanisms import DEFAULT_ORDERS
+from dpaudit.errors import ConfigurationError, ModelFormatError, PrivacyParameterError
+from dpaudit.model import load
+from dpaudit.registry import get_defense
+from dpaudit.splits import make_split
+
+
+def _train_mask(num_nodes: int, train: torch.Tensor) -> torch.Tensor:
+    mask = torch.zeros(num_nodes, dtype=torch.bool)
+    mask[train] = True
+    return mask
+
+
+# ----------------------------------------------------------------------------- Lemma 1
+@pytest.mark.parametrize("layers,k", [(1, 3), (2, 3), (2, 5)])
+def test_occurrence_bound_holds_on_cora_after_sampling(load_real, layers, k):
+    ds = load_real("cora")
+    split = make_split(ds, "random:0.75,0.1,0.15", 0)
+    n = ds.num_nodes
+    mask = _train_mask(n, split.train)
+    bound = occurrence_bound(k, layers)
+    assert bound == sum(k**i for i in range(layers + 1))
+    for seed in range(3):
+        sampled = sample_edgelists(ds.data.edge_index, n, mask, k, torch.Generator().manual_seed(seed))
+        # Every node is read by at most K training nodes; only training nodes read.
+        assert int(torch.bincount(sampled[0], minlength=n).max()) <= k
+        assert bool(mask[sampled[1]].all())
+        index = build_subgraphs(sampled, split.train, n, layers, k)
+        # Independent recount: distinct roots whose r-hop (message) ball contains each node.
+        adjacency = torch.zeros(n, n)
+        adjacency[sampled[1], sampled[0]] = 1.0  # row = reader, column = read node
+        reach = torch.eye(n)[split.train]
+        ball = reach.clone()
+        for _ in range(layers):
+            reach = (reach @ adjacency).clamp(max=1.0)
+            ball = (ball + reach).clamp(max=1.0)
+        counts = ball.sum(0).long()
+        assert torch.equal(counts, index.occurrences)
+        assert int(counts.max()) <= bound
+        assert int(counts.max()) > k  # the bound is exercised, not vacuous
+        for i in (0, 7, len(split.train) - 1):
+            expected = set(ball[i].nonzero().view(-1).tolist())
+            assert set(index.nodes_of(i).tolist()) == expected
+            assert int(index.nodes_of(i)[0]) == int(split.train[i])  # root first
+    # Without Algorithm 1 the raw graph violates the bound, and construction refuses it.
+    raw = ds.data.edge_index[:, mask[ds.data.edge_index[1]]]
+    with pytest.raises(RuntimeError, match="Lemma 1"):
+        build_subgraphs(raw, split.train, n, layers, k)
+
+
+def test_dense_subgraph_forward_matches_full_graph(small_graph):
+    n = small_graph.num_nodes
+    train = torch.arange(0, n, 2)
+    sampled = sample_edgelists(
+        small_graph.data.edge_index, n, _train_mask(n, train), 4, torch.Generator().manual_seed(0)
+    )
+    for layers in (1, 2):
+        index = build_subgraphs(sampled, train, n, layers, 4)
+        net = DPGCNNet(small_graph.num_features, 8, 3, layers=layers, encoder_layers=2, decoder_layers=2)
+        feats, adj, roots = pad_batch(index, torch.arange(index.num_subgraphs), small_graph.data.x)
+        dense = torch.stack([net(feats[i], adj[i], dense=True) for i in range(len(roots))])
+        full = net(small_graph.data.x, sampled)[roots]
+        assert torch.allclose(dense, full, atol=1e-5)
+
+
+# ----------------------------------------------------------------------------- batch sampler
+def test_batch_sampler_without_replacement_and_uniform():
+    g = torch.Generator().manual_seed(0)
+    n, m, draws = 50, 20, 3000
+    hits = torch.zeros(n)
+    for _ in range(draws):
+        batch = sample_batch(n, m, g)
+        assert batch.numel() == m
+        assert batch.unique().numel() == m  # never repeats within a step
+        assert int(batch.min()) >= 0 and int(batch.max()) < n
+        hits[batch] += 1
+    # Each subgraph is included with probability m/n; 5-sigma binomial band.
+    p = m / n
+    sd = math.sqrt(draws * p * (1 - p))
+    assert float((hits - draws * p).abs().max()) < 5 * sd
+    with pytest.raises(ValueError):
+        sample_batch(n, n + 1, g)
+
+
+# ----------------------------------------------------------------------------- accountant
+def _independent_rdp(alpha: float, sigma: float, clip: float, population: int, occ: int, m: int, steps: int) -> float:
+    """Theorem 1 evaluated with exact binomial coefficients and mpmath (no scipy, no logsumexp)."""
+    mpmath.mp.dps = 60
+    a = mpmath.mpf(alpha)
+    total = mpmath.mpf(0)
+    denom = math.comb(population, m)
+    for i in range(0, min(occ, m) + 1):
+        p = mpmath.mpf(math.comb(occ, i) * math.comb(population - occ, m - i)) / mpmath.mpf(denom)
+        total += p * mpmath.e ** (a * (a - 1) * 2 * i**2 * mpmath.mpf(clip) ** 2 / mpmath.mpf(sigma) ** 2)
+    return float(steps * mpmath.log(total) / (a - 1))
+
+
+@pytest.mark.parametrize(
+    "sigma,clip,population,k,layers,m,steps",
+    [(8.0, 1.0, 400, 3, 1, 100, 50), (30.0, 0.5, 1000, 3, 2, 250, 20), (4.0, 2.0, 200, 5, 1, 200, 3)],
+)
+def test_accountant_matches_independent_evaluation(sigma, clip, population, k, layers, m, steps):
+    mech = dpgnn_mechanism(sigma, clip, population, m, k, layers, steps)
+    occ = occurrence_bound(k, layers)
+    orders = [1.5, 2.0, 3.0, 8.0, 32.0]
+    ours = mech.rdp(orders)
+    theirs = [_independent_rdp(a, sigma, clip, population, occ, m, steps) for a in orders]
+    np.testing.assert_allclose(ours, theirs, rtol=1e-8)
+    # Independent (ε, δ): Mironov's conversion is looser than the Balle et al. one we use.
+    delta = 1e-5
+    ours_eps = PrivacyLedger().step(mech).get_epsilon(delta)
+    grid = list(DEFAULT_ORDERS)
+    mironov = min(steps_rdp + math.log(1 / delta) / (a - 1) for a, steps_rdp in zip(grid, mech.rdp(grid)))
+    assert 0 < ours_eps <= mironov
+    assert ours_eps >= 0.8 * mironov - 1.0
+
+
+def test_accountant_full_batch_is_the_plain_gaussian():
+    # m = N: every affected subgraph is in every batch, ρ = N(K, r) deterministically, so
+    # Theorem 1 reduces to Lemma 3's Gaussian with sensitivity 2C·N(K, r).
+    occ = occurrence_bound(4, 2)
+    mech = dpgnn_mechanism(50.0, 1.5, 300, 300, 4, 2, 10)
+    gauss = GaussianMechanism(sigma=50.0, sensitivity=2 * 1.5 * occ, count=10)
+    np.testing.assert_allclose(mech.rdp(), gauss.rdp(), rtol=1e-10)
+    # Subsampling strictly helps.
+    sub = dpgnn_mechanism(50.0, 1.5, 300, 60, 4, 2, 10)
+    assert np.all(sub.rdp() < mech.rdp())
+
+
+def test_calibrated_model_spends_at_most_target(small_graph):
+    split = make_split(small_graph, "random:0.6,0.2,0.2", 0)
+    model = get_defense("dpgnn")(epsilon=4.0, seed=0, steps=5, batch_size=64, latent=16).fit(small_graph, split)
+    spec = model.privacy
+    assert spec.unit == "node" and spec.sound
+    assert 0.9 * 4.0 < spec.epsilon <= 4.0
+    stats = model.card["dpgnn"]
+    # Recompute from what the code did: the recorded noise, batch, population and steps.
+    mech = dpgnn_mechanism(stats["noise_std"], 1.0, stats["num_subgraphs"], stats["batch_size"], 5, 1, 5)
+    assert abs(PrivacyLedger().step(mech).get_epsilon(spec.delta) - spec.epsilon) < 1e-9
+    assert spec.mechanisms[0]["sensitivity_per_term"] == 2.0
+    assert model.card["inference"]["private"] is False
+    assert stats["max_occurrences"] <= stats["occurrence_bound"] == 6
+
+
+# ----------------------------------------------------------------------------- sensitivity
+@pytest.mark.parametrize("layers", [1, 2])
+def test_removing_a_node_changes_at_most_bound_gradient_terms(small_graph, layers):
+    k = 3
+    data = small_graph.data
+    n = small_graph.num_nodes
+    train = torch.arange(0, n, 3)
+    mask = _train_mask(n, train)
+    edge_index = data.edge_index
+    coins = torch.rand(edge_index.size(1), generator=torch.Generator().manual_seed(1))
+    sampled = sample_edgelists(edge_index, n, mask, k, uniforms=coins)
+    index = build_subgraphs(sampled, train, n, layers, k)
+    bound = occurrence_bound(k, layers)
+    torch.manual_seed(0)
+    net = DPGCNNet(small_graph.num_features, 8, 3, layers=layers)
+    params = {name: p.detach() for name, p in net.named_parameters()}
+
+    def gradients(idx, x):
+        feats, adj, roots = pad_batch(idx, torch.arange(idx.num_subgraphs), x)
+        grads = per_subgraph_gradients(net, params, feats, adj, data.y[roots])
+        return torch.cat([g.flatten(1) for g in grads.values()], 1)
+
+    before = gradients(index, data.x)
+    # The most frequent training node: its removal hurts the most subgraphs.
+    occ = index.occurrences.clone()
+    occ[~mask] = -1
+    victim = int(occ.argmax())
+    # Remove the victim's data (Remark 2): features, label and incoming edgelist (its messages),
+    # with the same coins for every other edge.
+    keep = edge_index[0] != victim
+    sampled_after = sample_edgelists(edge_index[:, keep], n, mask, k, uniforms=coins[keep])
+    index_after = build_subgraphs(sampled_after, train, n, layers, k)
+    x_after = data.x.clone()
+    x_after[victim] = 0.0
+    after = gradients(index_after, x_after)
+    victim_root = int((train == victim).nonzero())
+    changed = ~torch.isclose(before, after, atol=1e-7, rtol=1e-5).all(1)
+    changed[victim_root] = True  # its own term is removed (zero gradient) in the neighbour
+    containing = torch.tensor([victim in set(index.nodes_of(i).tolist()) for i in range(index.num_subgraphs)])
+    assert int(changed.sum()) <= bound
+    assert bool((changed <= containing).all())  # only subgraphs the victim occurs in change
+    assert int(changed.sum()) >= 2  # and the check is not vacuous
+    # Every other node's edgelist is untouched by the coupled sampler.
+    other = sampled[:, sampled[0] != victim]
+    assert torch.equal(other, sampled_after)
+
+
+def test_fast_clipped_sum_equals_materialised(small_graph):
+    n = small_graph.num_nodes
+    train = torch.arange(n // 2)
+    sampled = sample_edgelists(
+        small_graph.data.edge_index, n, _train_mask(n, train), 3, torch.Generator().manual_seed(2)
+    )
+    for layers, clipping in [(1, "flat"), (2, "layerwise")]:
+        index = build_subgraphs(sampled, train, n, layers, 3)
+        net = DPGCNNet(small_graph.num_features, 8, 3, layers=layers, encoder_layers=2, decoder_layers=2)
+        params = {k: v.detach() for k, v in net.named_parameters()}
+        feats, adj, roots = pad_batch(index, torch.arange(40), small_graph.data.x)
+        groups = clip_groups(net, clipping)
+        y = small_graph.data.y[roots]
+        ref = clipped_sum(per_subgraph_gradients(net, params, feats, adj, y), groups, 0.05)
+        fast = clipped_gradient_sum(net, params, feats, adj, y, groups, 0.05)
+        for name in ref:
+            assert torch.allclose(ref[name], fast[name], atol=1e-6), name
+        # Each clipped term has norm ≤ C per group, so the sum is ≤ B·C·sqrt(G).
+        total = math.sqrt(sum(float(v.pow(2).sum()) for v in fast.values()))
+        assert total <= 40 * 0.05 * math.sqrt(len(groups)) + 1e-6
+
+
+# ----------------------------------------------------------------------------- persistence, errors
+def test_save_load_round_trip(tmp_path, small_graph):
+    split = make_split(small_graph, "random:0.6,0.2,0.2", 0)
+    model = get_defense("dpgnn")(epsilon=8.0, seed=3, layers=2, steps=3, batch_size=50, latent=8).fit(
+        small_graph, split
+    )
+    model.save(tmp_path / "m")
+    loaded = load(tmp_path / "m")
+    assert loaded.kind == "dpgnn"
+    assert torch.allclose(loaded.predict_proba(small_graph.data), model.predict_proba(small_graph.data))
+    assert torch.allclose(loaded.embed(small_graph.data, split.test), model.embed(small_graph.data, split.test))
+    assert loaded.privacy.epsilon == model.privacy.epsilon and loaded.card["inference"]["private"] is False
+    meta_path = tmp_path / "m" / "model.json"
+    meta = json.loads(meta_path.read_text())
+    meta["config"]["architecture"]["layers"] = 1
+    meta_path.write_text(json.dumps(meta))
+    with pytest.raises(ModelFormatError):
+        load(tmp_path / "m")
+
+
+def test_non_private_run_is_labelled(small_graph):
+    split = make_split(small_graph, "random:0.6,0.2,0.2", 0)
+    model = get_defense("dpgnn")(seed=0, steps=30, batch_size=100, lr=0.02, latent=16).fit(small_graph, split)
+    assert not model.privacy.is_private and model.privacy.unit is None
+    assert model.accuracy(small_graph.data, split.test) > 0.8  # the pipeline learns
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"layers": 0},
+        {"max_in_degree": 0},
+        {"optimizer": "rmsprop"},
+        {"clipping": "per-tensor"},
+        {"clip_norm": -1.0},
+        {"batch_size": 0},
+        {"act": "sigmoid"},
+    ],
+)
+def test_bad_hyperparameters_raise_configuration_error(small_graph, overrides):
+    split = make_split(small_graph, "random:0.6,0.2,0.2", 0)
+    with pytest.raises(ConfigurationError):
+        get_defense("dpgnn")(epsilon=4.0, steps=1, **overrides).fit(small_graph, split)
+
+
+def test_bad_privacy_inputs(small_graph):
+    with pytest.raises(PrivacyParameterError):
+        get_defense("dpgnn")(epsilon=-1.0)
+    with pytest.raises(ConfigurationError):
+        get_defense("dpgnn")(epsilon=1.0, no_such_knob=3)
