@@ -1,0 +1,483 @@
+"""Tests of the GCON defense (issue 5): Lemma 2 on real graphs, the propagation matrices, the
+noise sampler (Algorithm 2), the loss-derivative suprema (Appendix F), Theorem 1's parameters
+against hand-worked examples and against an exact privacy-loss computation on Cora, the exact
+minimiser, the released model's save/load and inference locality, and input validation."""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import numpy as np
+import pytest
+import torch
+from scipy import stats
+
+import dpaudit.model
+from defenses._gcon_math import (
+    MultiLabelSoftMargin,
+    PseudoHuber,
+    erlang_tail_quantile,
+    gcon_features,
+    normalized_adjacency,
+    one_hop_features,
+    parse_steps,
+    perturbed_objective,
+    ppr_iterations,
+    propagate,
+    psi_metric,
+    sample_objective_noise,
+    sensitivity_psi,
+    solve_perturbed_objective,
+    theorem1_parameters,
+)
+from defenses.gcon import GCON
+from dpaudit.errors import ConfigurationError, DPAuditError, ModelFormatError
+from dpaudit.registry import get_defense
+from dpaudit.splits import make_split
+
+STEPS = [1, 2, 5, 10, math.inf]
+
+
+def _unit_rows(n: int, dim: int, seed: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return torch.nn.functional.normalize(torch.randn(n, dim, generator=g, dtype=torch.float64), dim=1)
+
+
+def _remove_edge(edge_index: torch.Tensor, u: int, v: int) -> torch.Tensor:
+    keep = ~(((edge_index[0] == u) & (edge_index[1] == v)) | ((edge_index[0] == v) & (edge_index[1] == u)))
+    return edge_index[:, keep]
+
+
+# ------------------------------------------------------------------------------ Lemma 2
+
+
+def test_lemma2_psi_bound_on_cora_random_edge_removals(load_real):
+    """ψ(Z_m) ≤ Ψ(Z_m) = 2(1−α)/α·[1 − (1−α)^m] for removed random edges of Cora, m ∈ {1,2,5,10,∞}.
+
+    Features are unit vectors in 2 dimensions (strongly coherent/opposed neighbours make ψ
+    large) and the removed edges include ones between low-degree nodes, where the bound is tightest."""
+    data = load_real("cora").data
+    n, edge_index = data.num_nodes, data.edge_index
+    x = _unit_rows(n, 2, seed=0)
+    adj = normalized_adjacency(edge_index, n)
+    degree = torch.bincount(edge_index[0], minlength=n)
+    g = torch.Generator().manual_seed(0)
+    upper = edge_index[:, edge_index[0] < edge_index[1]]
+    low = upper[:, (degree[upper[0]] <= 2) & (degree[upper[1]] <= 2)]
+    chosen = torch.cat([upper[:, torch.randperm(upper.size(1), generator=g)[:4]], low[:, :4]], dim=1)
+    worst_ratio = 0.0
+    for u, v in chosen.t().tolist():
+        adj_prime = normalized_adjacency(_remove_edge(edge_index, u, v), n)
+        for alpha in (0.2, 0.6):
+            for m in STEPS:
+                psi = psi_metric(propagate(adj, x, alpha, m), propagate(adj_prime, x, alpha, m))
+                bound = sensitivity_psi(alpha, [m])
+                assert psi <= bound * (1 + 1e-9), (u, v, alpha, m, psi, bound)
+                worst_ratio = max(worst_ratio, psi / bound)
+        # Eq. (26): the concatenation (1/s)(Z_1 ⊕ Z_∞) obeys the averaged bound
+        steps = [1, math.inf]
+        psi_cat = psi_metric(gcon_features(adj, x, 0.4, steps), gcon_features(adj_prime, x, 0.4, steps))
+        assert psi_cat <= sensitivity_psi(0.4, steps) * (1 + 1e-9)
+    assert worst_ratio > 0.05  # the removals really moved Z (the check is not vacuous)
+
+
+def test_lemma2_is_tight_for_one_step_and_formula_values():
+    """On an isolated edge with opposite unit features, removing the edge moves Z_1 by exactly
+    Ψ(Z_1) = 2(1−α): the bound is attained, so a constant-factor error in Ψ would be caught."""
+    edge_index = torch.tensor([[0, 1], [1, 0]])
+    x = torch.tensor([[1.0, 0.0], [-1.0, 0.0]], dtype=torch.float64)
+    adj, adj_prime = normalized_adjacency(edge_index, 2), normalized_adjacency(torch.zeros(2, 0, dtype=torch.long), 2)
+    for alpha in (0.2, 0.5, 0.9):
+        psi = psi_metric(propagate(adj, x, alpha, 1), propagate(adj_prime, x, alpha, 1))
+        assert psi == pytest.approx(2 * (1 - alpha), rel=1e-12)
+        assert sensitivity_psi(alpha, [1]) == pytest.approx(2 * (1 - alpha), rel=1e-12)
+    # hand values: α = 0.6, m = 2: 2·0.4/0.6·(1 − 0.16) = 1.12; m = ∞: 2·0.4/0.6 = 4/3; m = 0: 0
+    assert sensitivity_psi(0.6, [2]) == pytest.approx(1.12)
+    assert sensitivity_psi(0.6, [math.inf]) == pytest.approx(4 / 3)
+    assert sensitivity_psi(0.6, [0]) == 0.0
+    assert sensitivity_psi(0.6, [0, 2]) == pytest.approx(0.56)
+
+
+# ------------------------------------------------------------------------------ propagation
+
+
+def test_propagation_rows_sum_to_one_and_ppr_matches_dense_inverse(small_graph):
+    data = small_graph.data
+    n = data.num_nodes
+    adj = normalized_adjacency(data.edge_index, n)
+    dense = adj.to_dense()
+    assert torch.allclose(dense.sum(1), torch.ones(n, dtype=torch.float64))
+    ones = torch.ones(n, 1, dtype=torch.float64)
+    identity = torch.eye(n, dtype=torch.float64)
+    alpha = 0.3
+    for m in STEPS:
+        assert torch.allclose(propagate(adj, ones, alpha, m), ones, atol=1e-12)  # R_m 1 = 1
+        r_m = propagate(adj, identity, alpha, m)
+        assert r_m.min() >= 0  # Lemma 1: non-negative entries
+    # Eq. (6) closed form for m = 3, and R_∞ = α(I − (1−α)Ã)^{-1} against a dense inverse
+    closed = sum(alpha * (1 - alpha) ** i * torch.linalg.matrix_power(dense, i) for i in range(3))
+    closed = closed + (1 - alpha) ** 3 * torch.linalg.matrix_power(dense, 3)
+    assert torch.allclose(propagate(adj, identity, alpha, 3), closed, atol=1e-12)
+    r_inf = alpha * torch.linalg.inv(identity - (1 - alpha) * dense)
+    x = _unit_rows(n, 4, seed=1)
+    assert (propagate(adj, x, alpha, math.inf) - r_inf @ x).norm(dim=1).max() <= 1e-12
+    assert ppr_iterations(0.5, 1e-12) == math.ceil(math.log(0.5e-12) / math.log(0.5))
+
+
+def test_one_hop_inference_reads_only_the_query_nodes_edges(small_graph):
+    """Eq. (16): node v's features change only when an edge incident to v changes."""
+    data = small_graph.data
+    n = data.num_nodes
+    x = _unit_rows(n, 3, seed=2)
+    u, v = data.edge_index[:, 0].tolist()
+    adj, adj_prime = (
+        normalized_adjacency(data.edge_index, n),
+        normalized_adjacency(_remove_edge(data.edge_index, u, v), n),
+    )
+    before, after = one_hop_features(adj, x, 0.6, [2]), one_hop_features(adj_prime, x, 0.6, [2])
+    moved = (before - after).norm(dim=1) > 1e-14
+    assert set(moved.nonzero().view(-1).tolist()) == {u, v}
+    full_moved = (gcon_features(adj, x, 0.6, [2]) - gcon_features(adj_prime, x, 0.6, [2])).norm(dim=1) > 1e-14
+    assert full_moved.sum() > 2  # the multi-hop training features do depend on farther edges
+
+
+# ------------------------------------------------------------------------------ noise (Algorithm 2)
+
+
+def test_noise_radius_is_erlang_and_direction_uniform():
+    d, beta, count = 6, 0.7, 4000
+    b = sample_objective_noise(d, count, beta, np.random.default_rng(0))
+    assert b.shape == (d, count)
+    radius = np.linalg.norm(b, axis=0)
+    assert stats.kstest(radius, stats.gamma(a=d, scale=1 / beta).cdf).pvalue > 1e-3
+    # power check: the test rejects a wrong shape or rate
+    assert stats.kstest(radius, stats.gamma(a=d + 1, scale=1 / beta).cdf).pvalue < 1e-6
+    assert stats.kstest(radius, stats.gamma(a=d, scale=1.2 / beta).cdf).pvalue < 1e-6
+    # uniform direction on S^{d-1}: u_k^2 ~ Beta(1/2, (d-1)/2) for every axis, mean ≈ 0, E[uu^T] = I/d
+    u = b / radius
+    for k in range(d):
+        assert stats.kstest(u[k] ** 2, stats.beta(0.5, (d - 1) / 2).cdf).pvalue > 1e-3
+    assert np.abs(u.mean(axis=1)).max() < 4 / math.sqrt(count)
+    assert np.abs(u @ u.T / count - np.eye(d) / d).max() < 0.02
+    assert np.all(sample_objective_noise(d, 3, math.inf, np.random.default_rng(0)) == 0)
+
+
+# ------------------------------------------------------------------------------ losses (Appendix F)
+
+
+@pytest.mark.parametrize("loss", [MultiLabelSoftMargin(3), PseudoHuber(3, 0.2), PseudoHuber(5, 1.0)])
+def test_loss_derivatives_and_suprema_match_autograd_maxima(loss):
+    """ℓ', ℓ'', ℓ''' by autograd of the loss itself (independent of the closed forms) on a fine grid:
+    they match the closed forms, and their maxima approach (and never exceed) c₁, c₂, c₃."""
+    c1, c2, c3 = loss.suprema()
+    x = torch.linspace(-40, 40, 400001, dtype=torch.float64, requires_grad=True)
+    for y in (0.0, 1.0):
+        value = loss.torch_value(x, torch.full_like(x, y))
+        (g1,) = torch.autograd.grad(value.sum(), x, create_graph=True)
+        (g2,) = torch.autograd.grad(g1.sum(), x, create_graph=True)
+        (g3,) = torch.autograd.grad(g2.sum(), x)
+        xs, ys = x.detach().numpy(), np.full(x.shape, y)
+        for auto, closed, sup in ((g1, loss.d1, c1), (g2, loss.d2, c2), (g3, loss.d3, c3)):
+            auto = auto.detach().numpy()
+            assert np.allclose(auto, closed(xs, ys), atol=1e-12)
+            assert np.abs(auto).max() <= sup * (1 + 1e-9)
+            assert np.abs(auto).max() >= sup * (1 - 2e-3)  # grid maximum reaches the supremum
+        assert np.allclose(value.detach().numpy(), loss.value(xs, ys), atol=1e-12)
+
+
+def test_loss_suprema_closed_forms():
+    assert MultiLabelSoftMargin(4).suprema() == pytest.approx((1 / 4, 1 / 16, 1 / (6 * math.sqrt(3) * 4)))
+    assert PseudoHuber(2, 0.5).suprema() == pytest.approx((0.25, 0.5, 48 * math.sqrt(5) / (125 * 2 * 0.5)))
+
+
+# ------------------------------------------------------------------------------ Theorem 1
+
+
+def test_theorem1_hand_worked_example_without_lambda_prime():
+    """MSL, c = 2, d = 1, n₁ = 10, ε = 1, ω = 0.5, δ = 2e⁻⁵, α = 0.5, m = 1, Λ = 1, ξ = 0.1.
+
+    c₁ = 1/2, c₂ = 1/8, c₃ = 1/(12√3).  Ψ = 2·0.5/0.5·(1 − 0.5) = 1.
+    c_sf: Gamma(1, 1) = Exp(1), tail δ/c = e⁻⁵  ⇒  c_sf = 5.   n₁ωε = 5.
+    Eq. 22: c·c₂·Ψ·c_sf/(n₁ωε) + ξ = 2·(1/8)·5/5 + 0.1 = 0.35 < 1  ⇒  Λ = 1.
+    Eq. 23: c_θ = (5·0.5 + 2·0.5·1·5)/(5·1 − 2·(1/8)·5) = 7.5/3.75 = 2.
+    Eq. 24: ε_Λ = 2·ln(1 + (2/8 + 2/(12√3))·1/10) = 2·ln(1.0346225) = 0.0680733.
+    ε_Λ ≤ (1 − ω)ε = 0.5  ⇒  Λ′ = 0.
+    Eq. 18: β = max(1 − 0.0680733, 0.5)/(2·(0.5 + (1/8)·2)·1) = 0.9319267/1.5 = 0.6212845.
+    """
+    p = theorem1_parameters(1.0, 2 * math.exp(-5), 2, 1, 10, 1.0, 0.5, MultiLabelSoftMargin(2).suprema(), 1.0, 0.1)
+    assert p.c_sf == pytest.approx(5.0, rel=1e-9)
+    assert p.regularization == 1.0
+    assert p.c_theta == pytest.approx(2.0, rel=1e-9)
+    assert p.epsilon_lambda == pytest.approx(0.0680733, abs=1e-7)
+    assert p.lambda_prime == 0.0
+    assert p.beta == pytest.approx(0.6212845, abs=1e-7)
+    eps, delta = p.guarantee()
+    assert 1.0 - 1e-9 <= eps <= 1.0  # Λ′ = 0: ε_Λ + (ε − ε_Λ) = ε (β shrunk by 1e-12 for rounding)
+    assert delta <= 2 * math.exp(-5) * (1 + 1e-9)
+
+
+def test_theorem1_hand_worked_example_with_raised_lambda_and_lambda_prime():
+    """pseudo-Huber δ_l = 1, c = 1, d = 1, n₁ = 4, ε = 1, ω = 0.5, δ = e⁻³, α = 0.5, m = ∞, Λ = 0.5, ξ = 1.
+
+    c₁ = 1, c₂ = 1, c₃ = 48√5/125 = 0.8586501.  Ψ = 2·0.5/0.5 = 2.  c_sf = 3.  n₁ωε = 2.
+    Eq. 22: 1·1·2·3/2 + 1 = 4 > 0.5  ⇒  Λ = 4 (raised).
+    Eq. 23: c_θ = (2·1 + 1·1·2·3)/(2·4 − 1·1·2·3) = 8/2 = 4.
+    2c₂ + c₃c_θ = 2 + 3.4346004 = 5.4346004.
+    Eq. 24: ε_Λ = ln(1 + 5.4346004·2/(1·4·4)) = ln(1.6793251) = 0.5183920 > (1 − ω)ε = 0.5.
+    Eq. 17: Λ′ = 1·5.4346004·2/(4·0.5·1) − 4 = 5.4346004 − 4 = 1.4346004.
+    Eq. 18: β = max(1 − 0.5183920, 0.5)/(1·(1 + 1·4)·2) = 0.5/10 = 0.05.
+    Re-derived: ε_J = ln(1 + 5.4346004·2/(4·5.4346004)) = ln 1.5 = 0.4054651, ε_B = 0.05·5·2 = 0.5.
+    """
+    p = theorem1_parameters(1.0, math.exp(-3), 1, 1, 4, 0.5, 0.5, PseudoHuber(1, 1.0).suprema(), 2.0, 1.0)
+    assert p.c_sf == pytest.approx(3.0, rel=1e-9)
+    assert p.regularization == pytest.approx(4.0, rel=1e-9)
+    assert p.c_theta == pytest.approx(4.0, rel=1e-9)
+    assert p.epsilon_lambda == pytest.approx(0.5183920, abs=1e-7)
+    assert p.lambda_prime == pytest.approx(1.4346004, abs=1e-7)
+    assert p.beta == pytest.approx(0.05, rel=1e-9)
+    eps, delta = p.guarantee()
+    assert eps == pytest.approx(math.log(1.5) + 0.5, abs=1e-7)
+    assert delta <= math.exp(-3) * (1 + 1e-9)
+
+
+def test_theorem1_rederived_guarantee_never_exceeds_target():
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        c, d = int(rng.integers(2, 10)), int(rng.integers(1, 65))
+        eps = float(rng.choice([0.1, 0.5, 1, 4, 16]))
+        delta = float(10 ** -rng.uniform(3, 10))
+        loss = MultiLabelSoftMargin(c) if rng.random() < 0.5 else PseudoHuber(c, float(rng.choice([0.1, 0.5])))
+        p = theorem1_parameters(
+            eps, delta, c, d, int(rng.integers(10, 20000)), float(rng.choice([0.01, 0.2, 2])),
+            float(rng.uniform(0.5, 0.95)), loss.suprema(), float(rng.uniform(0.1, 8)), float(rng.choice([1e-3, 0.1])),
+        )  # fmt: skip
+        spent_eps, spent_delta = p.guarantee()
+        assert spent_eps <= eps and spent_delta <= delta * (1 + 1e-9)
+        assert p.lambda_prime >= 0 and p.beta > 0 and p.regularization >= p.regularization_requested
+    assert stats.gamma.sf(erlang_tail_quantile(16, 1e-7), 16) <= 1e-7
+
+
+def test_theorem1_privacy_loss_on_cora_edge_removal(load_real):
+    """The exact privacy loss of Θ_priv for Cora and Cora minus one edge stays within ε.
+
+    For the released Θ (on D), the noise that would produce the same Θ on D′ is
+    B′ = −n₁∇(L_Λ + Λ′/2‖Θ‖²)(Θ; Z′) (Eq. 40); the log density ratio is
+    Σ_j [β(‖b′_j‖ − ‖b_j‖) + log|det J_j(D)| − log|det J_j(D′)|], J_j = ∂b_j/∂θ_j (Lemmas 7–8)."""
+    data = load_real("cora").data
+    n, c, d, eps = data.num_nodes, 7, 4, 1.0
+    x = _unit_rows(n, d, seed=3)
+    y = torch.nn.functional.one_hot(data.y, c).double().numpy()
+    alpha, steps = 0.4, [2]
+    loss = MultiLabelSoftMargin(c)
+    psi = sensitivity_psi(alpha, steps)
+    p = theorem1_parameters(eps, 1e-5, c, d, n, 0.2, 0.9, loss.suprema(), psi, 0.1)
+    reg = p.regularization + p.lambda_prime
+    z = gcon_features(normalized_adjacency(data.edge_index, n), x, alpha, steps).numpy()
+    rng = np.random.default_rng(0)
+    edges = data.edge_index[:, data.edge_index[0] < data.edge_index[1]]
+    worst = 0.0
+    for _ in range(6):
+        u, v = edges[:, int(rng.integers(edges.size(1)))].tolist()
+        z_prime = gcon_features(normalized_adjacency(_remove_edge(data.edge_index, u, v), n), x, alpha, steps).numpy()
+        noise = sample_objective_noise(d, c, p.beta, rng)
+        theta, info = solve_perturbed_objective(z, y, loss, reg, noise, tol=1e-10)
+        assert info.converged
+        assert np.linalg.norm(theta, axis=0).max() <= p.c_theta  # the good event of Lemma 9
+        # recovered noise on D (sanity: equals the sampled B) and on D′
+        _, grad = perturbed_objective(theta, z, y, loss, reg, np.zeros_like(noise))
+        _, grad_prime = perturbed_objective(theta, z_prime, y, loss, reg, np.zeros_like(noise))
+        b, b_prime = -n * grad, -n * grad_prime
+        assert np.allclose(b, noise, atol=1e-6 * np.abs(noise).max())
+        # Lemma 8: ‖b′_j − b_j‖ ≤ (c₁ + c₂c_θ)Ψ
+        assert np.linalg.norm(b_prime - b, axis=0).max() <= (p.c1 + p.c2 * p.c_theta) * psi
+        log_ratio = p.beta * float(np.sum(np.linalg.norm(b_prime, axis=0) - np.linalg.norm(b, axis=0)))
+        for j in range(c):
+            for zz, sign in ((z, 1.0), (z_prime, -1.0)):
+                curvature = loss.d2(zz @ theta[:, j], y[:, j])
+                jac = (zz * curvature[:, None]).T @ zz + n * reg * np.eye(d)
+                log_ratio += sign * np.linalg.slogdet(jac)[1]
+        assert abs(log_ratio) <= eps
+        worst = max(worst, abs(log_ratio))
+    assert worst > 0  # the edge changes the output density at all
+
+
+def _privacy_loss(theta, z, z_prime, y, loss, p, beta):
+    """log g(Θ|D) − log g(Θ|D′) of Eq. (41) with the correct change of variables (see _gcon_math)."""
+    n, (d, c) = z.shape[0], theta.shape
+    reg = p.regularization + p.lambda_prime
+    _, grad = perturbed_objective(theta, z, y, loss, reg, np.zeros((d, c)))
+    _, grad_prime = perturbed_objective(theta, z_prime, y, loss, reg, np.zeros((d, c)))
+    out = beta * float(np.sum(np.linalg.norm(-n * grad_prime, axis=0) - np.linalg.norm(-n * grad, axis=0)))
+    for j in range(c):
+        for zz, sign in ((z, 1.0), (z_prime, -1.0)):
+            curvature = loss.d2(zz @ theta[:, j], y[:, j])
+            out += sign * np.linalg.slogdet((zz * curvature[:, None]).T @ zz + n * reg * np.eye(d))[1]
+    return out
+
+
+def test_theorem1_worst_case_privacy_loss_on_a_tight_instance():
+    """Where Lemma 2 is tight (an isolated edge between opposite unit features, m = 1), maximise the
+    privacy loss over Θ in Lemma 9's good set {‖θ_j‖ ≤ c_θ}: it must stay ≤ ε, and be a sizeable
+    fraction of ε (so an underestimated Ψ or β would push it over — checked with 3β)."""
+    from scipy import optimize
+
+    n, d, c, eps = 40, 2, 2, 1.0
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((n, d))
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    x[1] = -x[0]
+    pairs = torch.arange(n).view(-1, 2).t()
+    edge_index = torch.cat([pairs, pairs.flip(0)], dim=1)
+    y = np.eye(c)[np.arange(n) % 2]
+    loss, alpha, steps = MultiLabelSoftMargin(c), 0.5, [1]
+    psi = sensitivity_psi(alpha, steps)
+    p = theorem1_parameters(eps, 1e-3, c, d, n, 0.2, 0.9, loss.suprema(), psi, 0.1)
+    xt = torch.tensor(x)
+    z = gcon_features(normalized_adjacency(edge_index, n), xt, alpha, steps).numpy()
+    z_prime = gcon_features(normalized_adjacency(_remove_edge(edge_index, 0, 1), n), xt, alpha, steps).numpy()
+    assert psi_metric(torch.tensor(z), torch.tensor(z_prime)) == pytest.approx(psi)  # Lemma 2 attained
+
+    def inside(flat):
+        return np.linalg.norm(flat.reshape(d, c), axis=0).max() <= p.c_theta
+
+    worst, worst_theta = 0.0, None
+    for _ in range(30):
+        start = rng.standard_normal(d * c) * p.c_theta / 2
+        for sign in (1.0, -1.0):
+
+            def objective(flat, sign=sign):
+                excess = max(0.0, np.linalg.norm(flat.reshape(d, c), axis=0).max() - p.c_theta)
+                return -sign * _privacy_loss(flat.reshape(d, c), z, z_prime, y, loss, p, p.beta) + 1e3 * excess**2
+
+            result = optimize.minimize(objective, start, method="Nelder-Mead")
+            if inside(result.x):
+                value = abs(_privacy_loss(result.x.reshape(d, c), z, z_prime, y, loss, p, p.beta))
+                if value > worst:
+                    worst, worst_theta = value, result.x.reshape(d, c)
+    assert 0.2 * eps <= worst <= eps
+    assert abs(_privacy_loss(worst_theta, z, z_prime, y, loss, p, 3 * p.beta)) > eps
+
+
+# ------------------------------------------------------------------------------ optimisation
+
+
+def test_solver_reaches_tolerance_checked_by_autograd():
+    rng = np.random.default_rng(1)
+    n1, d, c = 200, 6, 3
+    z = rng.standard_normal((n1, d))
+    z /= np.linalg.norm(z, axis=1, keepdims=True)
+    y = np.eye(c)[rng.integers(0, c, n1)]
+    for loss in (MultiLabelSoftMargin(c), PseudoHuber(c, 0.2)):
+        noise = sample_objective_noise(d, c, 0.5, rng)
+        theta, info = solve_perturbed_objective(z, y, loss, 0.05, noise, tol=1e-6)
+        t = torch.tensor(theta, requires_grad=True)
+        zt, yt = torch.tensor(z), torch.tensor(y)
+        objective = (
+            loss.torch_value(zt @ t, yt).sum() / n1 + 0.025 * (t * t).sum() + (torch.tensor(noise) * t).sum() / n1
+        )
+        (grad,) = torch.autograd.grad(objective, t)
+        _, grad0 = perturbed_objective(np.zeros((d, c)), z, y, loss, 0.05, noise)
+        assert info.converged
+        assert float(grad.norm()) <= 1e-6 * np.linalg.norm(grad0)
+        assert info.relative_grad_norm <= 1e-6
+
+
+def test_solver_warns_loudly_when_not_converged(caplog):
+    rng = np.random.default_rng(2)
+    z = rng.standard_normal((50, 4))
+    z /= np.linalg.norm(z, axis=1, keepdims=True)
+    y = np.eye(2)[rng.integers(0, 2, 50)]
+    with caplog.at_level(logging.WARNING):
+        _, info = solve_perturbed_objective(z, y, MultiLabelSoftMargin(2), 1e-4, np.zeros((4, 2)), 1e-14, 1, 0, 0)
+    assert not info.converged
+    assert any("did NOT reach the tolerance" in r.message for r in caplog.records)
+
+
+# ------------------------------------------------------------------------------ the defense
+
+
+def test_gcon_fit_spec_card_and_reproducibility(small_graph, tmp_path):
+    split = make_split(small_graph, "random:0.5,0.2,0.3", seed=0)
+    defense = get_defense("gcon")
+    model = defense(epsilon=1.0, seed=0, encoder_epochs=50).fit(small_graph, split)
+    spec = model.privacy
+    assert spec.unit == "edge" and spec.sound and spec.epsilon <= 1.0
+    assert spec.delta < 1 / small_graph.num_edges
+    recorded = spec.mechanisms[0]
+    assert recorded["name"] == "gcon objective perturbation (Theorem 1)"
+    for key in ("psi", "lambda_prime", "beta", "omega", "c_theta", "epsilon_lambda", "c_sf"):
+        assert key in recorded["details"]
+    assert recorded["details"]["psi"] == pytest.approx(1.12)
+    gcon = model.card["gcon"]
+    assert gcon["solver"]["converged"] and gcon["solver"]["relative_grad_norm"] <= 1e-6
+    assert gcon["n1"] == small_graph.num_nodes  # pseudo-labels: n₁ = n
+    assert model.card["inference"]["private"] is False
+    acc = model.accuracy(small_graph.data, split.test)
+    assert acc > 1.5 / small_graph.num_classes
+    again = defense(epsilon=1.0, seed=0, encoder_epochs=50).fit(small_graph, split)
+    assert torch.equal(again.theta, model.theta)
+    other = defense(epsilon=1.0, seed=1, encoder_epochs=50).fit(small_graph, split)
+    assert not torch.equal(other.theta, model.theta)
+    # ε = ∞ runs the same pipeline without noise and says so
+    plain = defense(seed=0, encoder_epochs=50).fit(small_graph, split)
+    assert not plain.privacy.is_private and "theorem1" not in plain.card["gcon"]
+    # a tiny ε raises Λ by Eq. (22) and still meets its target
+    tight = defense(epsilon=0.01, seed=0, encoder_epochs=5, pseudo_labels=False, regularization=0.01).fit(
+        small_graph, split
+    )
+    details = tight.privacy.mechanisms[0]["details"]
+    assert details["regularization"] > details["regularization_requested"]
+    assert tight.privacy.epsilon <= 0.01 * (1 + 1e-9)
+
+
+def test_gcon_save_load_round_trip(small_graph, tmp_path):
+    split = make_split(small_graph, "random:0.5,0.2,0.3", seed=0)
+    model = get_defense("gcon")(epsilon=2.0, seed=0, encoder_epochs=20, steps="1,inf").fit(small_graph, split)
+    loaded = dpaudit.model.load(model.save(tmp_path / "m"))
+    assert loaded.kind == "gcon" and loaded.privacy.to_dict() == model.privacy.to_dict()
+    assert torch.allclose(loaded.predict_proba(small_graph.data), model.predict_proba(small_graph.data))
+    assert torch.allclose(loaded.embed(small_graph.data, [0, 5]), model.embed(small_graph.data, [0, 5]))
+    assert loaded.embed(small_graph.data, [0]).shape == (1, 2 * 8)
+    # a config that does not fit the tensors is refused
+    from defenses.gcon import GCONModel
+
+    config = {**model.config(), "num_classes": small_graph.num_classes + 1}
+    with pytest.raises(ModelFormatError):
+        GCONModel.from_state(config, model.state_tensors(), model.privacy, model.card)
+    public = GCONModel.from_state({**model.config(), "inference": "public"}, model.state_tensors(), model.privacy, {})
+    assert public.predict_proba(small_graph.data, [1, 2]).shape == (2, small_graph.num_classes)
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"alpha": 0.0},
+        {"alpha": 1.5},
+        {"steps": "-1"},
+        {"steps": "two"},
+        {"steps": ""},
+        {"omega": 1.0},
+        {"loss": "cross-entropy"},
+        {"loss": "huber", "huber_delta": 0.0},
+        {"regularization": 0.0},
+        {"xi": -1.0},
+        {"inference": "oracle"},
+        {"encoder_hidden": 0},
+        {"alpha_inference": 2.0},
+        {"no_such_hyperparameter": 1},
+    ],
+)
+def test_bad_hyperparameters_raise_configuration_errors(overrides):
+    with pytest.raises(ConfigurationError):
+        GCON(epsilon=1.0, **overrides)
+
+
+def test_bad_privacy_parameters_and_steps_parsing():
+    with pytest.raises(DPAuditError):
+        GCON(epsilon=-1.0)
+    with pytest.raises(DPAuditError):
+        GCON(epsilon=1.0, delta=2.0)
+    assert parse_steps("1, 5,inf") == [1.0, 5.0, math.inf]
+    with pytest.raises(ConfigurationError):
+        parse_steps("2.5")
