@@ -1,1 +1,91 @@
-"""Attacks on released models (filled in by the attacks issue)."""
+"""Attacks on released models, by name.
+
+>>> from attacks import run, available_attacks
+>>> available_attacks()
+['embedding-probe', 'link-steal', 'linkteller', 'mia-lira', 'mia-threshold', 'mia-tstf']
+>>> result = run("link-steal", model, dataset, runs=3)          # doctest: +SKIP
+
+Every attack consumes only the released-model interface (``predict_proba``, ``embed``,
+``privacy``, ``card``) plus what its threat model gives the attacker, and returns a
+:class:`dpaudit.results.AttackResult` with the statistics of :mod:`dpaudit.statistics`.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+
+from dpaudit.datasets import GraphDataset
+from dpaudit.errors import ConfigurationError
+from dpaudit.model import ReleasedModel
+from dpaudit.results import AttackResult
+
+_ATTACKS: dict[str, Callable[..., AttackResult]] = {}
+
+
+def register_attack(name: str):
+    """Decorator: make ``fn(model, dataset=None, **settings) -> AttackResult`` available as ``name``."""
+
+    def decorate(fn):
+        if name in _ATTACKS and _ATTACKS[name] is not fn:
+            raise RuntimeError(f"attack {name!r} registered twice")
+        _ATTACKS[name] = fn
+        return fn
+
+    return decorate
+
+
+def available_attacks() -> list[str]:
+    return sorted(_ATTACKS)
+
+
+def get_attack(name: str) -> Callable[..., AttackResult]:
+    try:
+        return _ATTACKS[name]
+    except KeyError:
+        raise ConfigurationError(f"unknown attack {name!r}; available: {', '.join(available_attacks())}") from None
+
+
+def attack_settings(name: str) -> dict[str, object]:
+    """The settings ``name`` accepts, with their defaults."""
+    fn = get_attack(name)
+    return {
+        p.name: p.default for p in inspect.signature(fn).parameters.values() if p.kind is inspect.Parameter.KEYWORD_ONLY
+    }
+
+
+def run(name: str, model: ReleasedModel, dataset: GraphDataset | None = None, **settings) -> AttackResult:
+    """Run attack ``name`` against ``model``; ``dataset`` defaults to the one named in its card.
+
+    Unknown settings are a :class:`~dpaudit.errors.ConfigurationError`.
+    """
+    fn = get_attack(name)
+    known = attack_settings(name)
+    unknown = sorted(set(settings) - set(known))
+    if unknown:
+        raise ConfigurationError(f"attack {name!r}: unknown settings {unknown}; known: {sorted(known)}")
+    if not isinstance(model, ReleasedModel):
+        raise ConfigurationError("attacks need a dpaudit ReleasedModel (wrap your module with dpaudit.adapters.adapt)")
+    return fn(model, dataset, **settings)
+
+
+def _register_builtin() -> None:
+    from attacks.embedding import embedding_probe
+    from attacks.link_stealing import link_steal
+    from attacks.linkteller import linkteller
+    from attacks.membership import mia_lira, mia_threshold, mia_tstf
+
+    for name, fn in (
+        ("mia-tstf", mia_tstf),
+        ("mia-threshold", mia_threshold),
+        ("mia-lira", mia_lira),
+        ("link-steal", link_steal),
+        ("linkteller", linkteller),
+        ("embedding-probe", embedding_probe),
+    ):
+        register_attack(name)(fn)
+
+
+_register_builtin()
+
+__all__ = ["attack_settings", "available_attacks", "get_attack", "register_attack", "run"]

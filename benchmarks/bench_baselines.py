@@ -1,7 +1,7 @@
 """Baselines on a real graph: test accuracy, ε spent, train seconds and peak memory.
 
-    python benchmarks/bench_baselines.py                      # cora_ml, 3 seeds
-    python benchmarks/bench_baselines.py --dataset cora --seeds 5 --data-root ../shared/datasets
+python benchmarks/bench_baselines.py                      # cora_ml, 3 seeds
+python benchmarks/bench_baselines.py --dataset cora --seeds 5 --data-root ../shared/datasets
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import tempfile
 from pathlib import Path
 
 import torch
-
 from _harness import markdown_table, mean_std, measure, write_result
+
 from dpaudit.datasets import load_dataset
 from dpaudit.pipeline import train
 

@@ -82,7 +82,7 @@ from dpaudit.accounting import PrivacyLedger, PrivacySpec, SensitivityMixtureGau
 from dpaudit.datasets import GraphDataset
 from dpaudit.defense import Defense, Hyperparameters
 from dpaudit.errors import ConfigurationError, ModelFormatError
-from dpaudit.model import ReleasedModel, _node_index, register_model_kind
+from dpaudit.model import ModuleModel, _node_index, register_model_kind
 from dpaudit.nn import activation
 from dpaudit.registry import register_defense
 from dpaudit.splits import Split
@@ -179,18 +179,9 @@ def build_dpgcn(config: dict) -> DPGCNNet:
 
 
 @register_model_kind("dpgnn")
-class DPGNNModel(ReleasedModel):
+class DPGNNModel(ModuleModel):
     """A DP-GCN released model. Inference reads the queried nodes' full neighbourhoods in the
     query graph, so it is not private (``card["inference"]["private"] is False``)."""
-
-    def __init__(self, module: DPGCNNet, architecture: dict, privacy: PrivacySpec, card: dict):
-        super().__init__(privacy, card)
-        self.module = module.eval()
-        self.architecture = dict(architecture)
-
-    @property
-    def device(self) -> torch.device:
-        return next(self.module.parameters()).device
 
     @torch.no_grad()
     def _forward(self, graph: Data, nodes, embed: bool) -> torch.Tensor:
@@ -200,18 +191,6 @@ class DPGNNModel(ReleasedModel):
         out = self.module.embed(x, edge_index) if embed else self.module(x, edge_index)
         out = out[idx]
         return out if embed else torch.softmax(out, dim=1)
-
-    def predict_proba(self, graph: Data, nodes=None) -> torch.Tensor:
-        return self._forward(graph, nodes, embed=False)
-
-    def embed(self, graph: Data, nodes=None) -> torch.Tensor:
-        return self._forward(graph, nodes, embed=True)
-
-    def config(self) -> dict:
-        return {"architecture": self.architecture}
-
-    def state_tensors(self) -> dict[str, torch.Tensor]:
-        return dict(self.module.state_dict())
 
     @classmethod
     def from_state(cls, config, tensors, privacy, card):

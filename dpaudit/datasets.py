@@ -72,6 +72,17 @@ class GraphDataset:
     def has_public_split(self) -> bool:
         return "public_split" in self.data
 
+    def card(self) -> dict:
+        """What a model card records about its training data."""
+        return {
+            "name": self.name,
+            "fingerprint": self.fingerprint,
+            "num_nodes": self.num_nodes,
+            "num_edges": self.num_edges,
+            "num_classes": self.num_classes,
+            "info": self.info,
+        }
+
     def __repr__(self) -> str:
         return (
             f"GraphDataset({self.name!r}, nodes={self.num_nodes}, edges={self.num_edges}, "

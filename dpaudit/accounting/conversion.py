@@ -39,7 +39,7 @@ def rdp_to_epsilon(rdp, delta: float, orders=None) -> tuple[float, float]:
     with warnings.catch_warnings():
         # At the largest order the curve is flat for (near-)pure mechanisms; the ledger then
         # also composes their pure ε, so the warning carries no information here.
-        warnings.filterwarnings("ignore", message="Optimal order is the largest alpha")
+        warnings.filterwarnings("ignore", message="Optimal order is the (largest|smallest) alpha")
         eps, order = get_privacy_spent(orders=list(a[finite]), rdp=list(rdp[finite]), delta=delta)
     return max(0.0, float(eps)), float(order)
 

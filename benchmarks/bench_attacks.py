@@ -1,0 +1,207 @@
+"""Attack benchmark: strength on undefended Cora models and the attacks × defenses table on cora_ml.
+
+Usage::
+
+    OMP_NUM_THREADS=1 python benchmarks/bench_attacks.py --data-root DIR [--part strength|table|all]
+        [--defenses gcn,mlp-dp,...] [--epsilons 1,8,inf] [--tstf-runs N] [--seeds 0]
+
+Part ``strength`` (Cora, public split, default recipes, mean over ``--strength-runs`` runs):
+link stealing attack-0 (correlation) and TSTF against ``gcn``; TSTF and the loss threshold
+attack against ``mlp-dp`` at ε = 1. Part ``table`` (cora_ml, split ``--split``): every attack
+against every registered defense at ε ∈ ``--epsilons`` (non-private baselines at ε = ∞ only).
+Each table row reports AUC (95 % bootstrap CI), TPR at FPR 1 %, the ε lower bound with its δ,
+coverage and the AUC ceiling, attack seconds and peak RSS. Tables are printed and written to
+``benchmarks/results/attacks.md`` (+ ``attacks.json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import resource
+import sys
+import time
+from pathlib import Path
+
+import attacks
+from dpaudit.datasets import load_dataset
+from dpaudit.pipeline import train
+from dpaudit.registry import available_defenses, get_defense
+
+OUT = Path(__file__).resolve().parent / "results"
+
+
+def peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def fmt(v, d=3):
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return "inf" if math.isinf(v) else f"{v:.{d}f}"
+    return str(v)
+
+
+def row_for(defense, eps, name, result, seconds, test_acc):
+    ci = result.auc_ci
+    return {
+        "defense": defense,
+        "ε": fmt(eps, 0),
+        "test acc": fmt(test_acc),
+        "attack": name,
+        "AUC": fmt(result.auc),
+        "95% CI": f"[{fmt(ci[0])}, {fmt(ci[1])}]",
+        "TPR@1%": fmt(result.tpr_at_fpr.get("0.01")),
+        "ε_LB (δ)": f"{fmt(result.epsilon_lower_bound, 2)} ({result.epsilon_lower_bound_delta:.0e})"
+        if result.epsilon_lower_bound_delta
+        else f"{fmt(result.epsilon_lower_bound, 2)} (0)",
+        "covered": "yes" if result.covered_by_guarantee else "no",
+        "AUC ceiling": fmt(result.ceiling_auc),
+        "runs": str(len(result.runs)),
+        "seconds": f"{seconds:.1f}",
+        "peak MB": f"{peak_mb():.0f}",
+    }
+
+
+def markdown(rows, columns) -> str:
+    lines = ["| " + " | ".join(columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
+    lines += ["| " + " | ".join(str(r.get(c, "")) for c in columns) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+COLUMNS = [
+    "defense",
+    "ε",
+    "test acc",
+    "attack",
+    "AUC",
+    "95% CI",
+    "TPR@1%",
+    "ε_LB (δ)",
+    "covered",
+    "AUC ceiling",
+    "runs",
+    "seconds",
+    "peak MB",
+]
+
+
+def write(report: dict, path: Path) -> None:
+    parts = ["# Attack benchmark", "", report["header"], ""]
+    if report["strength"]:
+        parts += ["## Strength on Cora (public split, default recipes)", "", markdown(report["strength"], COLUMNS), ""]
+    if report["table"]:
+        parts += [
+            f"## All attacks × defenses on cora_ml ({report['split']})",
+            "",
+            report["table_note"],
+            "",
+            markdown(report["table"], COLUMNS),
+            "",
+        ]
+    path.write_text("\n".join(parts) + "\n", encoding="utf-8")
+    (path.with_suffix(".json")).write_text(json.dumps(report, indent=2, default=str), encoding="utf-8")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data-root", default=None)
+    ap.add_argument("--part", default="all", choices=["strength", "table", "all"])
+    ap.add_argument("--defenses", default=None, help="comma list (default: every registered defense)")
+    ap.add_argument("--epsilons", default="1,8,inf")
+    ap.add_argument("--split", default="random:0.3,0.1,0.3")
+    ap.add_argument("--strength-runs", type=int, default=3)
+    ap.add_argument("--tstf-runs", type=int, default=2)
+    ap.add_argument("--lira-shadows", type=int, default=2)
+    ap.add_argument("--linkteller-pairs", type=int, default=100)
+    ap.add_argument("--attacks", default=None, help="comma list (default: all)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", default=str(OUT / "attacks.md"))
+    ap.add_argument("--append", action="store_true", help="add rows to the tables already in --out (.json)")
+    args = ap.parse_args(argv)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    report = {
+        "header": f"Command: `{' '.join(['python', *sys.argv])}`. Machine: shared 2-core CPU (torch CPU). "
+        "AUC = mean over runs; CI = stratified percentile bootstrap of the mean (1000 draws); ε_LB on run 0 "
+        "(held-out threshold, Clopper-Pearson 95 %).",
+        "strength": [],
+        "table": [],
+        "split": args.split,
+        "table_note": "",
+    }
+    if args.append and out.with_suffix(".json").is_file():
+        previous = json.loads(out.with_suffix(".json").read_text(encoding="utf-8"))
+        report["strength"], report["table"] = previous.get("strength", []), previous.get("table", [])
+        report["header"] = previous.get("header", "") + f" Appended: `{' '.join(['python', *sys.argv])}`."
+        report["table_note"] = previous.get("table_note", "")
+    if args.part in ("strength", "all"):
+        ds = load_dataset("cora", root=args.data_root)
+        n = args.strength_runs
+        for defense, eps, plan in (
+            ("gcn", math.inf, [("link-steal", {"runs": n}), ("mia-tstf", {"runs": n}), ("mia-threshold", {})]),
+            ("mlp-dp", 1.0, [("mia-tstf", {"runs": n}), ("mia-threshold", {}), ("link-steal", {"runs": n})]),
+        ):
+            res = train(defense, ds, epsilon=eps, seed=args.seed)
+            for name, settings in plan:
+                start = time.perf_counter()
+                result = attacks.run(name, res.model, ds, seed=args.seed, **settings)
+                row = row_for(defense, eps, name, result, time.perf_counter() - start, res.metrics["test_accuracy"])
+                if name == "link-steal":
+                    row["attack"] = "link-steal attack-0 (correlation)"
+                report["strength"].append(row)
+                print(row, flush=True)
+                write(report, out)
+    if args.part in ("table", "all"):
+        ds = load_dataset("cora_ml", root=args.data_root)
+        names = args.defenses.split(",") if args.defenses else available_defenses()
+        epsilons = [float(e) for e in args.epsilons.split(",")]
+        plan = {
+            "mia-tstf": {"runs": args.tstf_runs},
+            "mia-threshold": {},
+            "mia-lira": {"num_shadows": args.lira_shadows},
+            "link-steal": {"runs": 3},
+            "linkteller": {"num_pairs": args.linkteller_pairs},
+            "embedding-probe": {},
+        }
+        if args.attacks:
+            plan = {k: v for k, v in plan.items() if k in args.attacks.split(",")}
+        note = (
+            f"Reduced settings for the shared CPU: mia-tstf {args.tstf_runs} runs, mia-lira {args.lira_shadows} "
+            f"shadows, link-steal 3 runs × ≤1000 edges, linkteller {args.linkteller_pairs} edges + as many non-edges, "
+            "embedding-probe 1 run. Defenses with default hyperparameters, seed "
+            f"{args.seed}. Non-private baselines only at ε = ∞. Attacks in this pass: {', '.join(plan)}."
+        )
+        report["table_note"] = (report["table_note"] + " " + note).strip() if args.append else note
+        for defense in names:
+            cls = get_defense(defense)
+            for eps in epsilons if cls.unit is not None else [math.inf]:
+                start = time.perf_counter()
+                try:
+                    res = train(defense, ds, epsilon=eps, seed=args.seed, split=args.split)
+                except Exception as exc:  # noqa: BLE001 - record, keep benchmarking the others
+                    report["table"].append({"defense": defense, "ε": fmt(eps, 0), "attack": f"training failed: {exc}"})
+                    continue
+                print(f"{defense} ε={eps}: trained in {time.perf_counter() - start:.0f}s", flush=True)
+                for name, settings in plan.items():
+                    start = time.perf_counter()
+                    try:
+                        result = attacks.run(name, res.model, ds, seed=args.seed, **settings)
+                    except Exception as exc:  # noqa: BLE001
+                        report["table"].append(
+                            {"defense": defense, "ε": fmt(eps, 0), "attack": f"{name} failed: {exc}"}
+                        )
+                        continue
+                    row = row_for(defense, eps, name, result, time.perf_counter() - start, res.metrics["test_accuracy"])
+                    report["table"].append(row)
+                    print(row, flush=True)
+                    write(report, out)
+    write(report, out)
+    print(markdown(report["strength"] + report["table"], COLUMNS))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,92 @@
+"""``dpaudit attack``: run one attack against a released model and write its result as JSON.
+
+dpaudit attack --model DIR --attack NAME [--runs N] [--seed S] [--data-root DIR]
+               [--device auto|cpu|cuda] [--set KEY=VALUE ...] --out FILE.json
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+from dpaudit.errors import ConfigurationError, DPAuditError
+
+
+def _parse_setting(text: str):
+    key, sep, value = text.partition("=")
+    key = key.strip().replace("-", "_")
+    if not sep or not key:
+        raise ConfigurationError(f"--set expects KEY=VALUE, got {text!r}")
+    value = value.strip()
+    lowered = value.lower()
+    if lowered in ("true", "false"):
+        return key, lowered == "true"
+    if lowered in ("none", "null"):
+        return key, None
+    try:
+        return key, json.loads(value)
+    except json.JSONDecodeError:
+        return key, value
+
+
+def _fmt(value) -> str:
+    if value is None:
+        return "-"
+    return "inf" if isinstance(value, float) and math.isinf(value) else f"{value:.3f}"
+
+
+def cmd_attack(args) -> int:
+    import attacks
+    from dpaudit.model import load
+    from dpaudit.runtime import resolve_device
+
+    for required in ("model", "attack", "out"):
+        if getattr(args, required) is None:
+            raise DPAuditError(f"attack needs --{required}")
+    attacks.get_attack(args.attack)  # unknown names fail before the model is loaded
+    settings = dict(_parse_setting(s) for s in args.set or [])
+    if args.runs is not None:
+        if args.runs < 1:
+            raise ConfigurationError("--runs must be >= 1")
+        settings["runs"] = args.runs
+    settings["seed"] = args.seed
+    known = attacks.attack_settings(args.attack)
+    if "data_root" in known:
+        settings["data_root"] = args.data_root
+    if "device" in known:
+        settings["device"] = args.device
+    device = resolve_device(args.device)
+    model = load(args.model, device=device)
+    result = attacks.run(args.attack, model, None, **settings)
+    result.settings["model_dir"] = str(args.model)
+    result.save(args.out)
+    ceiling = (
+        f"ceiling AUC {_fmt(result.ceiling_auc)}" if result.covered_by_guarantee else "not covered by the guarantee"
+    )
+    if result.epsilon_lower_bound is None:
+        bound = "no ε lower bound (edges and non-edges are not neighbouring graphs)"
+        if result.covered_by_guarantee:
+            ceiling = "edges covered by the guarantee, no applicable AUC ceiling"
+    else:
+        bound = f"ε lower bound {_fmt(result.epsilon_lower_bound)} (δ = {result.epsilon_lower_bound_delta:g})"
+    lo, hi = result.auc_ci
+    print(
+        f"{args.attack} vs {model.method}: AUC {_fmt(result.auc)} [{_fmt(lo)}, {_fmt(hi)}], {bound}, {ceiling} -> {args.out}"
+    )
+    return 0
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser("attack", help="attack a released model and write the result (JSON)")
+    p.add_argument("--model", help="released-model directory")
+    p.add_argument(
+        "--attack",
+        help="mia-tstf | mia-threshold | mia-lira | link-steal | linkteller | embedding-probe",
+    )
+    p.add_argument("--runs", type=int, default=None, help="repetitions (default: the attack's own)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--data-root", default=None)
+    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="an attack setting (repeatable)")
+    p.add_argument("--out", help="where to write the result JSON")
+    p.set_defaults(func=cmd_attack)
