@@ -11,8 +11,10 @@ from __future__ import annotations
 import io
 import math
 import re
+from xml.etree import ElementTree
 
 import matplotlib
+from markupsafe import Markup
 
 matplotlib.use("Agg")
 
@@ -33,10 +35,29 @@ def _label(text) -> str:
 
 
 _ID = re.compile(r'(id="|url\(#|href="#)([^")]+)')
+# Matplotlib XML-escapes every text it writes; an active element or attribute in its output
+# would mean a label slipped through unescaped, so such an SVG is refused rather than embedded.
+_ACTIVE_TAGS = {"script", "foreignobject", "iframe", "object", "embed"}
 
 
-def to_svg(fig, prefix: str) -> str:
-    """Serialise ``fig`` to an SVG element for inline HTML (see the module docstring)."""
+def _assert_inert(svg: str, prefix: str) -> None:
+    for element in ElementTree.fromstring(svg).iter():
+        tag = str(element.tag).rsplit("}", 1)[-1].lower()
+        attributes = {k.rsplit("}", 1)[-1].lower(): v for k, v in element.attrib.items()}
+        if (
+            tag in _ACTIVE_TAGS
+            or any(k.startswith("on") for k in attributes)
+            or any("javascript:" in v.lower() for v in attributes.values())
+        ):
+            raise ValueError(f"figure {prefix}: SVG output contains active content; refusing to embed it")
+
+
+def to_svg(fig, prefix: str) -> Markup:
+    """Serialise ``fig`` to an SVG element for inline HTML (see the module docstring).
+
+    The result is :class:`~markupsafe.Markup`: the one place where the report trusts markup it
+    did not escape itself, after checking that it holds nothing active.
+    """
     buf = io.StringIO()
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "dpaudit"}):
         fig.savefig(
@@ -49,9 +70,10 @@ def to_svg(fig, prefix: str) -> str:
     svg = buf.getvalue()
     svg = svg[svg.index("<svg") :]
     svg = re.sub(r"<metadata>.*?</metadata>", "", svg, flags=re.S)
+    _assert_inert(svg, prefix)  # while the namespaces are still declared, so it parses as XML
     svg = re.sub(r'\s+xmlns(:\w+)?="[^"]*"', "", svg)
     svg = _ID.sub(lambda m: f"{m.group(1)}{prefix}-{m.group(2)}", svg)
-    return svg.replace("<svg ", f'<svg role="img" class="figure-svg" id="{prefix}" ', 1)
+    return Markup(svg.replace("<svg ", f'<svg role="img" class="figure-svg" id="{prefix}" ', 1))
 
 
 def _x_positions(epsilons: list) -> tuple[dict, float | None, list[float]]:

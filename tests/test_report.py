@@ -234,3 +234,20 @@ def test_report_path_must_not_be_the_sidecar(study, tmp_path):
     with pytest.raises(ConfigurationError):
         result.to_html(tmp_path / "report.json")
     assert Path(result.to_html(tmp_path / "r.html")).exists() and (tmp_path / "r.json").exists()
+
+
+@pytest.mark.parametrize(
+    "svg",
+    [
+        '<svg xmlns="http://www.w3.org/2000/svg"><script>alert(1)</script></svg>',
+        '<svg xmlns="http://www.w3.org/2000/svg"><g onload="alert(1)"/></svg>',
+        '<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink">'
+        '<a xlink:href="javascript:alert(1)"/></svg>',
+        '<svg xmlns="http://www.w3.org/2000/svg"><foreignObject/></svg>',
+    ],
+)
+def test_active_svg_is_never_embedded(svg):
+    from reports.figures import _assert_inert
+
+    with pytest.raises(ValueError, match="active content"):
+        _assert_inert(svg, "fig-test")

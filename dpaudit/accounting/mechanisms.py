@@ -17,6 +17,7 @@ The accountant must match the sampler the code uses:
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 
@@ -52,11 +53,12 @@ def _check_count(name: str, value: int) -> int:
 
 
 @dataclass(frozen=True)
-class Mechanism:
-    """A mechanism applied ``count`` times; subclasses give the RDP of one application."""
+class Mechanism(ABC):
+    """A mechanism applied ``count`` times; subclasses give its RDP curve."""
 
-    def rdp(self, orders=None) -> np.ndarray:  # pragma: no cover - interface
-        raise NotImplementedError
+    @abstractmethod
+    def rdp(self, orders=None) -> np.ndarray:
+        """RDP ε(α) at every order (all applications composed)."""
 
     def pure_epsilon(self) -> float | None:
         """ε of a pure ε-DP mechanism (all applications composed), else ``None``."""
