@@ -63,7 +63,9 @@ for node-adjacent graphs **that satisfy the degree bound**, i.e. with respect to
 degree-bounded graph; the neighbour sampling is a preprocessing step whose own dependence on
 the graph is not accounted for (as in the paper and its reference [7]), and, as in Lemma 3,
 only the rows of the nodes present in both graphs are compared (the removed node's own row
-disappears with it). Both points are recorded in the privacy spec's notes.
+disappears with it). Both points are recorded in the privacy spec's notes, and because the
+first leaves the mechanism actually run on real graphs unanalysed, ``gap-ndp`` reports its ε
+with ``sound: false`` (the paper's number, not a proven node-level bound).
 
 Inference (Section 4.5/5.1). A query on the training graph (same node count and identical
 ``edge_index``) uses the cached private aggregations — post-processing, no extra cost; hop 0
@@ -645,7 +647,16 @@ class _GAP(Defense):
             "for disjoint graphs)"
         )
         ledger = PrivacyLedger().extend(spent)
-        return ledger.spec(delta, self.unit, target_epsilon=self.epsilon, notes=notes)
+        # Node level: the proof (Theorem 2) covers graphs that already satisfy the degree bound;
+        # on real graphs the random degree-bounding step is part of the mechanism and is not
+        # analysed, so the ε is the paper's number, not a proven node-level bound.
+        sound = self.level != "node"
+        if not sound:
+            notes.append(
+                "sound: false — not a proven node-level bound for arbitrary graphs: removing a node also changes "
+                "which of its neighbours' edges survive degree bounding, which Theorem 2 does not account for"
+            )
+        return ledger.spec(delta, self.unit, target_epsilon=self.epsilon, sound=sound, notes=notes)
 
     def _inference_card(self) -> dict[str, Any]:
         if not self.private:
