@@ -41,6 +41,13 @@ def _tstf_features(probs: np.ndarray, labels: np.ndarray, variant: str, top_k: i
     return -np.sort(-probs, axis=1)[:, :k]
 
 
+def _check_shadow_settings(attack: str, shadow_size: str, runs: int) -> None:
+    if shadow_size not in ("match", "full"):
+        raise ConfigurationError(f"{attack} shadow_size must be 'match' or 'full'")
+    if runs < 1:
+        raise ConfigurationError("runs must be >= 1")
+
+
 def _setup(model, dataset, data_root):
     if not isinstance(model, ReleasedModel):
         raise ConfigurationError("attacks need a dpaudit ReleasedModel (see dpaudit.adapters for your own module)")
@@ -89,10 +96,7 @@ def mia_tstf(
     if variant == "auto":
         variant = "topk" if model.card.get("surrogate") else "posterior-label"
         settings["variant_used"] = variant
-    if shadow_size not in ("match", "full"):
-        raise ConfigurationError("mia-tstf shadow_size must be 'match' or 'full'")
-    if runs < 1:
-        raise ConfigurationError("runs must be >= 1")
+    _check_shadow_settings("mia-tstf", shadow_size, runs)
     ds, split = _setup(model, dataset, data_root)
     seed_everything(seed)
     graph = ds.data
@@ -252,10 +256,7 @@ def mia_lira(
     settings = locals_settings(locals())
     if num_shadows < 2:
         raise ConfigurationError("mia-lira needs num_shadows >= 2")
-    if shadow_size not in ("match", "full"):
-        raise ConfigurationError("mia-lira shadow_size must be 'match' or 'full'")
-    if runs < 1:
-        raise ConfigurationError("runs must be >= 1")
+    _check_shadow_settings("mia-lira", shadow_size, runs)
     ds, split = _setup(model, dataset, data_root)
     seed_everything(seed)
     graph = ds.data
