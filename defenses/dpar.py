@@ -387,10 +387,10 @@ def plan_paper(
         accountant="DPAR paper (Theorems 1-3, strong composition per row, q'*(eps_pr + eps_sgd))",
         sound=False,
         target_epsilon=epsilon,
-        notes=[
+        notes=[INFERENCE_NOTE],
+        unaccounted=[
             "paper accounting, NOT a valid bound: linear q' scaling, tau*C sensitivity for clipped non-linear "
             "per-node gradients, GM sensitivity C1 instead of sqrt(2)*C1 (see dpar module docstring)",
-            INFERENCE_NOTE,
         ],
     )
     return plan

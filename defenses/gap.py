@@ -650,13 +650,13 @@ class _GAP(Defense):
         # Node level: the proof (Theorem 2) covers graphs that already satisfy the degree bound;
         # on real graphs the random degree-bounding step is part of the mechanism and is not
         # analysed, so the ε is the paper's number, not a proven node-level bound.
-        sound = self.level != "node"
-        if not sound:
-            notes.append(
-                "sound: false — not a proven node-level bound for arbitrary graphs: removing a node also changes "
+        unaccounted = []
+        if self.level == "node":
+            unaccounted.append(
+                "not a proven node-level bound for arbitrary graphs: removing a node also changes "
                 "which of its neighbours' edges survive degree bounding, which Theorem 2 does not account for"
             )
-        return ledger.spec(delta, self.unit, target_epsilon=self.epsilon, sound=sound, notes=notes)
+        return ledger.spec(delta, self.unit, target_epsilon=self.epsilon, notes=notes, unaccounted=unaccounted)
 
     def _inference_card(self) -> dict[str, Any]:
         if not self.private:

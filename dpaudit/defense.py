@@ -10,8 +10,19 @@ input up front, seeds everything, times training and fills the model card; subcl
 implement :meth:`Defense._fit`. Private defenses accept ε = ∞ (train the same pipeline with
 no noise, reported as non-private); non-private baselines accept only ε = ∞.
 
-Private models never select an epoch or a hyperparameter on validation data: that choice
-would depend on private data and spend privacy nobody accounted for.
+Every private defense has two protocols (hyperparameter ``protocol``, see
+:class:`PrivateHyperparameters`):
+
+* ``sound`` (default): the paper's method with every step proven by the accountant and no
+  choice read from private data — no epoch or hyperparameter is selected on validation data,
+  no clipping norm is read from private gradients.
+* ``paper``: the method as its authors ran it — their accounting, training set, architecture,
+  selection on validation data and checkpointing — so their tables can be reproduced. Its
+  privacy spec is ``sound: false`` and lists every unaccounted step
+  (:attr:`~dpaudit.accounting.PrivacySpec.unaccounted`); it is never a guarantee.
+
+The two differ only where soundness needs: whatever of ``paper`` is sound (architecture,
+training set, split support) ``sound`` keeps.
 """
 
 from __future__ import annotations
@@ -40,6 +51,20 @@ log = logging.getLogger(__name__)
 @dataclasses.dataclass
 class Hyperparameters:
     """Base of every defense's hyperparameter dataclass (each field needs a default)."""
+
+
+PROTOCOLS = ("sound", "paper")
+
+
+@dataclasses.dataclass
+class PrivateHyperparameters(Hyperparameters):
+    """Base of a private defense's hyperparameters: adds the ``protocol`` choice.
+
+    ``protocol="sound"`` proves every step; ``protocol="paper"`` reproduces the authors' run
+    (selection on validation data, their accounting, ...) and is recorded ``sound: false``.
+    """
+
+    protocol: str = "sound"
 
 
 def _field_types(hp_class: type) -> dict[str, Any]:
@@ -125,6 +150,18 @@ class Defense(ABC):
         if unknown:
             raise ConfigurationError(f"{self.name}: unknown hyperparameters {sorted(unknown)}; known: {sorted(known)}")
         self.hp = self.hyperparameters_class(**hyperparameters)
+        protocol = getattr(self.hp, "protocol", None)
+        if protocol is not None and protocol not in PROTOCOLS:
+            raise ConfigurationError(f"{self.name}: protocol must be one of {PROTOCOLS}, got {protocol!r}")
+
+    @property
+    def protocol(self) -> str | None:
+        """``"sound"`` or ``"paper"`` for private defenses, ``None`` for baselines."""
+        return getattr(self.hp, "protocol", None)
+
+    @property
+    def paper_protocol(self) -> bool:
+        return self.protocol == "paper"
 
     @property
     def private(self) -> bool:
@@ -162,17 +199,29 @@ class Defense(ABC):
         start = time.perf_counter()
         model = self._fit(dataset, split, delta)
         seconds = time.perf_counter() - start
-        if self.private:
-            spent = model.privacy.epsilon
-            if model.privacy.sound and not spent <= self.epsilon * (1 + 1e-9):
-                raise AssertionError(f"{self.name}: accounted epsilon {spent} exceeds the target {self.epsilon}")
+        self._check_privacy(model)
         model.card.update(self.card(dataset, split, seconds))
         return model
+
+    def _check_privacy(self, model: ReleasedModel) -> None:
+        """The engine never lies: spent ≤ target, and a paper run is never reported as sound."""
+        spec = model.privacy
+        if self.protocol is not None and spec.protocol is None:
+            spec.protocol = self.protocol
+        if not self.private:
+            return
+        if not spec.epsilon <= self.epsilon * (1 + 1e-9):
+            raise AssertionError(f"{self.name}: accounted epsilon {spec.epsilon} exceeds the target {self.epsilon}")
+        if self.paper_protocol and spec.sound:
+            raise AssertionError(f"{self.name}: protocol=paper must list its unaccounted steps (sound: false)")
+        if not spec.sound and not spec.unaccounted:
+            raise AssertionError(f"{self.name}: a sound: false spec must list what is unaccounted")
 
     def card(self, dataset: GraphDataset, split: Split, seconds: float) -> dict[str, Any]:
         return {
             "method": self.name,
             "hyperparameters": dataclasses.asdict(self.hp),
+            "protocol": self.protocol,
             "target_epsilon": None if math.isinf(self.epsilon) else self.epsilon,
             "delta_option": str(self.delta_option),
             "dataset": dataset.card(),

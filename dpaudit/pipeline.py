@@ -69,6 +69,8 @@ def train(
             "delta": model.privacy.delta,
             "unit": model.privacy.unit,
             "sound": model.privacy.sound,
+            "protocol": model.privacy.protocol,
+            "unaccounted": list(model.privacy.unaccounted),
             "target_epsilon": None if math.isinf(instance.epsilon) else instance.epsilon,
         },
         "split": sp.to_dict(),

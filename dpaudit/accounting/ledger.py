@@ -90,10 +90,15 @@ class PrivacyLedger:
         sound: bool = True,
         notes: list[str] | None = None,
         accountant: str = "rdp (Balle et al. 2020 conversion)",
+        unaccounted: list[str] | None = None,
     ) -> PrivacySpec:
-        """The :class:`PrivacySpec` for everything recorded so far."""
+        """The :class:`PrivacySpec` for everything recorded so far.
+
+        ``unaccounted`` lists steps that read private data outside this ledger; any entry
+        makes the spec ``sound: false``.
+        """
         eps = self.get_epsilon(delta)
-        return PrivacySpec(
+        spec = PrivacySpec(
             epsilon=eps,
             delta=delta,
             unit=unit,
@@ -104,3 +109,4 @@ class PrivacyLedger:
             gdp_mu=self.gdp_mu(),
             notes=list(notes or []),
         )
+        return spec.mark_unaccounted(*(unaccounted or []))

@@ -73,6 +73,11 @@ class PrivacySpec:
         target_epsilon: the ε the noise was calibrated for (spent ≤ target).
         gdp_mu: μ of a μ-GDP guarantee when the accountant can state one.
         notes: free-form remarks (e.g. how δ was chosen, which inference is private).
+        unaccounted: every step that read private data and is not covered by ``epsilon``
+            (selection on validation data, clipping norms from private gradients, a paper's
+            invalid bound, ...). Non-empty exactly when ``sound`` is ``False``.
+        protocol: ``"sound"`` or ``"paper"`` (see :mod:`dpaudit.defense`); ``None`` for
+            models that have no protocol choice (baselines, adapted models).
     """
 
     epsilon: float
@@ -84,6 +89,21 @@ class PrivacySpec:
     target_epsilon: float | None = None
     gdp_mu: float | None = None
     notes: list[str] = field(default_factory=list)
+    unaccounted: list[str] = field(default_factory=list)
+    protocol: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.unaccounted and self.sound:
+            raise PrivacyParameterError("a privacy spec that lists unaccounted steps cannot be sound")
+
+    def mark_unaccounted(self, *steps: str) -> PrivacySpec:
+        """Record steps outside the accounting; the spec is then ``sound: false``."""
+        for step in steps:
+            if step not in self.unaccounted:
+                self.unaccounted.append(step)
+        if self.unaccounted:
+            self.sound = False
+        return self
 
     @classmethod
     def non_private(cls, note: str = "trained without any privacy mechanism") -> PrivacySpec:
@@ -107,6 +127,8 @@ class PrivacySpec:
             ),
             "gdp_mu": self.gdp_mu,
             "notes": list(self.notes),
+            "unaccounted": list(self.unaccounted),
+            "protocol": self.protocol,
         }
 
     @classmethod
@@ -131,10 +153,12 @@ class PrivacySpec:
             target_epsilon=None if target is None else float(target),
             gdp_mu=None if payload.get("gdp_mu") is None else float(payload["gdp_mu"]),
             notes=[str(n) for n in payload.get("notes", [])],
+            unaccounted=[str(n) for n in payload.get("unaccounted", [])],
+            protocol=None if payload.get("protocol") is None else str(payload["protocol"]),
         )
 
     def summary(self) -> str:
         if not self.is_private:
             return "non-private (ε = ∞)"
-        tag = "" if self.sound else " [paper accounting, NOT a sound bound]"
+        tag = "" if self.sound else f" [NOT a sound bound: {len(self.unaccounted)} unaccounted step(s)]"
         return f"({self.epsilon:.4g}, {self.delta:.3g})-DP at the {self.unit} level via {self.accountant}{tag}"
