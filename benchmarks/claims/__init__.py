@@ -1,0 +1,1 @@
+"""Headline claims of each paper, one module per defense (see ``benchmarks/reproduce.py``)."""
