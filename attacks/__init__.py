@@ -54,6 +54,30 @@ def attack_settings(name: str) -> dict[str, object]:
     }
 
 
+def check_setting_types(name: str, settings: dict) -> None:
+    """Each setting must have the type of its default (ints for ints, numbers for floats ...)."""
+    defaults = attack_settings(name)
+    for key, value in settings.items():
+        default = defaults.get(key)
+        if value is None or default is None or key in ("data_root", "device", "seed"):
+            continue
+        if isinstance(default, bool):
+            ok = isinstance(value, bool)
+        elif isinstance(default, int):
+            ok = isinstance(value, int) and not isinstance(value, bool)
+        elif isinstance(default, float):
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        elif isinstance(default, (list, tuple)):
+            ok = isinstance(value, (list, tuple, str))
+        else:
+            ok = isinstance(value, type(default))
+        if not ok:
+            kind = "a list" if isinstance(default, (list, tuple)) else f"a {type(default).__name__}"
+            raise ConfigurationError(f"attack {name!r}: setting {key}={value!r} must be {kind} (default {default!r})")
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0:
+            raise ConfigurationError(f"attack {name!r}: setting {key}={value!r} must not be negative")
+
+
 def run(name: str, model: ReleasedModel, dataset: GraphDataset | None = None, **settings) -> AttackResult:
     """Run attack ``name`` against ``model``; ``dataset`` defaults to the one named in its card.
 
@@ -64,6 +88,7 @@ def run(name: str, model: ReleasedModel, dataset: GraphDataset | None = None, **
     unknown = sorted(set(settings) - set(known))
     if unknown:
         raise ConfigurationError(f"attack {name!r}: unknown settings {unknown}; known: {sorted(known)}")
+    check_setting_types(name, settings)
     if not isinstance(model, ReleasedModel):
         raise ConfigurationError("attacks need a dpaudit ReleasedModel (wrap your module with dpaudit.adapters.adapt)")
     return fn(model, dataset, **settings)
@@ -88,4 +113,4 @@ def _register_builtin() -> None:
 
 _register_builtin()
 
-__all__ = ["attack_settings", "available_attacks", "get_attack", "register_attack", "run"]
+__all__ = ["attack_settings", "check_setting_types", "available_attacks", "get_attack", "register_attack", "run"]

@@ -75,9 +75,14 @@ def cmd_train(args) -> int:
     from dpaudit.pipeline import train
     from dpaudit.registry import get_defense
 
+    from dpaudit.outputs import check_output_dir
+    from dpaudit.registry import available_defenses
+
     if args.help_defense:
         if not args.defense:
-            raise DPAuditError("--help with train needs --defense NAME")
+            args.parser.print_help()
+            print("\ndefenses (see `dpaudit train --defense NAME --help`): " + ", ".join(available_defenses()))
+            return 0
         print(_defense_help(args.defense))
         return 0
     for required in ("defense", "dataset", "out"):
@@ -85,6 +90,8 @@ def cmd_train(args) -> int:
             raise DPAuditError(f"train needs --{required}")
     cls = get_defense(args.defense)
     overrides = parse_overrides(cls.hyperparameters_class, args.set or [])
+    cls(epsilon=args.epsilon, delta=args.delta, seed=args.seed, device=args.device, **overrides)  # validate first
+    check_output_dir(args.out, "model", force=args.force)
     result = train(
         args.defense,
         args.dataset,
@@ -171,8 +178,12 @@ def demo_plan() -> tuple[list[str], dict, list[str], dict]:
 
 
 def cmd_demo(args) -> int:
+    from dpaudit.outputs import check_output_dir, check_output_file
     from dpaudit.study import Study, StudyConfig
 
+    check_output_dir(args.out, "study", what="--out")
+    check_output_file(args.report, what="--report")
+    args.jobs = cap_jobs(args.jobs)
     defenses, overrides, names, settings = demo_plan()
     config = StudyConfig(
         dataset="csbm",
@@ -191,7 +202,8 @@ def cmd_demo(args) -> int:
         f"({DEMO_DATASET_OPTIONS['num_nodes']} nodes), {args.jobs} worker(s); study folder {args.out}/"
     )
     start = time.perf_counter()
-    result = Study(config, args.out, command="dpaudit " + " ".join(sys.argv[1:])).run(jobs=args.jobs)
+    # the demo folder is ours: a newer demo configuration may re-configure it
+    result = Study(config, args.out, command="dpaudit " + " ".join(sys.argv[1:]), force=True).run(jobs=args.jobs)
     rows = result.table()
     columns = list(dict.fromkeys(k for r in rows for k in r))
     print(_table([{k: _fmt(r.get(k)) for k in columns} for r in rows], columns))
@@ -202,6 +214,18 @@ def cmd_demo(args) -> int:
     print(f"{len(result.done)} cells done, {len(result.failed)} failed in {time.perf_counter() - start:.0f}s")
     print(f"report: {Path(path).resolve()}")
     return 0
+
+
+def cap_jobs(jobs: int) -> int:
+    """``--jobs`` ≥ 1, and no more worker processes than cores (more only thrash)."""
+    import os
+
+    if jobs < 1:
+        raise DPAuditError(f"--jobs must be >= 1, got {jobs}")
+    cores = os.cpu_count() or 1
+    if jobs > cores:
+        log.warning("--jobs %d capped at the %d cores of this machine", jobs, cores)
+    return min(jobs, cores)
 
 
 # --------------------------------------------------------------------------- parser
@@ -232,8 +256,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     p.add_argument("--data-root", default=None)
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a hyperparameter (repeatable)")
-    p.add_argument("--out")
-    p.set_defaults(func=cmd_train)
+    p.add_argument("--out", help="released-model folder to write")
+    p.add_argument("--force", action="store_true", help="write into --out even if it holds something else")
+    p.set_defaults(func=cmd_train, parser=p)
 
     p = sub.add_parser("inspect", help="validate a released model and print its card and privacy spec")
     p.add_argument("model")

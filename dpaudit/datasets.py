@@ -15,6 +15,7 @@ read: PyG processes into a cache (``DPAUDIT_CACHE`` or ``~/.cache/dpaudit/proces
 from __future__ import annotations
 
 import hashlib
+import inspect
 import logging
 import os
 import socket
@@ -489,6 +490,19 @@ def load_dataset(
     """
     key, target = parse_dataset_name(name)
     if key == "csbm":
+        known = set(inspect.signature(csbm).parameters)
+        unknown = sorted(set(generator_kwargs) - known)
+        if unknown:
+            raise DatasetError(f"unknown csbm options {unknown}; known: {', '.join(sorted(known))}")
+        for option, value in generator_kwargs.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise DatasetError(f"csbm option {option}={value!r} must be a number")
+            if option in ("num_nodes", "num_classes", "num_features", "seed") and value != int(value):
+                raise DatasetError(f"csbm option {option}={value!r} must be an integer")
+        generator_kwargs = {
+            k: int(v) if k in ("num_nodes", "num_classes", "num_features", "seed") else float(v)
+            for k, v in generator_kwargs.items()
+        }
         ds = csbm(**generator_kwargs)
         if min_class_size or remove_unlabeled:
             ds = prepare(ds.data, "csbm", min_class_size, remove_unlabeled, ds.info)

@@ -102,8 +102,42 @@ def parse_value(name: str, text: str, annotation: Any) -> Any:
             item = args[0] if args else str
             return [parse_value(name, t.strip(), item) for t in text.split(",") if t.strip()]
     except ValueError:
-        raise ConfigurationError(f"hyperparameter {name}={text!r}: expected {annotation}") from None
+        expected = getattr(annotation, "__name__", str(annotation))
+        if origin is typing.Literal:
+            expected = "one of " + ", ".join(str(a) for a in args)
+        elif origin in (list, tuple):
+            expected = f"a comma-separated list of {getattr(args[0], '__name__', args[0]) if args else 'str'}"
+        raise ConfigurationError(f"hyperparameter {name}={text!r}: expected {expected}") from None
     raise ConfigurationError(f"hyperparameter {name} of type {annotation} cannot be set from the command line")
+
+
+# Counts that make no sense below 1 (a model trained for 0 epochs is not a released model).
+_AT_LEAST_ONE = {"epochs", "steps", "hidden", "layers", "batch_size", "latent", "max_iter", "hops", "iterations"}
+
+
+def check_hyperparameter_ranges(defense: str, hp: Hyperparameters) -> None:
+    """Public sanity rules every defense shares, checked before any work.
+
+    Numbers must be finite; counts (epochs, steps, widths ...) ≥ 1 and every other integer
+    ≥ 0; learning rates and norms > 0; dropout in [0, 1).
+    """
+    for f in dataclasses.fields(hp):
+        value = getattr(hp, f.name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        bad = None
+        if not math.isfinite(value):
+            bad = "must be finite"
+        elif f.name in _AT_LEAST_ONE and value < 1:
+            bad = "must be >= 1"
+        elif isinstance(value, int) and value < 0:
+            bad = "must be >= 0"
+        elif (f.name == "lr" or f.name.endswith("_lr") or f.name.endswith("norm")) and value <= 0:
+            bad = "must be > 0"
+        elif "dropout" in f.name and not 0.0 <= value < 1.0:
+            bad = "must lie in [0, 1)"
+        if bad:
+            raise ConfigurationError(f"{defense}: hyperparameter {f.name}={value!r} {bad}")
 
 
 def parse_overrides(hp_class: type, assignments: list[str]) -> dict[str, Any]:
@@ -150,6 +184,7 @@ class Defense(ABC):
         if unknown:
             raise ConfigurationError(f"{self.name}: unknown hyperparameters {sorted(unknown)}; known: {sorted(known)}")
         self.hp = self.hyperparameters_class(**hyperparameters)
+        check_hyperparameter_ranges(self.name, self.hp)
         protocol = getattr(self.hp, "protocol", None)
         if protocol is not None and protocol not in PROTOCOLS:
             raise ConfigurationError(f"{self.name}: protocol must be one of {PROTOCOLS}, got {protocol!r}")

@@ -41,12 +41,19 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+def _umask() -> int:
+    current = os.umask(0)
+    os.umask(current)
+    return current
+
+
 def atomic_write_bytes(path: str | os.PathLike, payload: bytes) -> None:
     """Write ``payload`` so that ``path`` is either the old file or the complete new one."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp's 0600 would make shared results unreadable
         with os.fdopen(fd, "wb") as fh:
             fh.write(payload)
             fh.flush()

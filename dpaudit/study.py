@@ -186,6 +186,7 @@ def validate_config(config: StudyConfig) -> StudyConfig:
         unknown = set(overrides) - known
         if unknown:
             raise ConfigurationError(f"{defense}: unknown hyperparameters {sorted(unknown)}; known: {sorted(known)}")
+        cls(epsilon=math.inf, delta=config.delta, device="cpu", **overrides)  # ranges and protocol, before work
     extra = set(config.overrides) - set(config.defenses)
     if extra:
         raise ConfigurationError(f"overrides given for defenses not in the study: {sorted(extra)}")
@@ -686,8 +687,11 @@ def _execute_ray(tasks: list[dict], jobs: int, on_result, progress: _Progress) -
 class Study:
     """A study folder and its configuration. ``Study(config, out).run(jobs=2)``."""
 
-    def __init__(self, config: StudyConfig, out: str | Path, dataset=None, command: str | None = None):
+    def __init__(
+        self, config: StudyConfig, out: str | Path, dataset=None, command: str | None = None, force: bool = False
+    ):
         self.config = config
+        self.force = force
         self.dir = Path(out)
         self.command = command
         self._dataset = dataset
@@ -696,23 +700,33 @@ class Study:
     def _prepare(self) -> tuple[dict, list[Cell]]:
         from dpaudit.datasets import GraphDataset
 
-        self.dir.mkdir(parents=True, exist_ok=True)
         if isinstance(self._dataset, GraphDataset):
+            validate_config(self.config)
+            self.dir.mkdir(parents=True, exist_ok=True)
             save_dataset(self._dataset, self.dir / DATASET_DIR)
             self.config.dataset = "study:dataset"
             dataset = self._dataset
-        else:
+        else:  # a bad dataset or option fails before the folder exists
             dataset = load_study_dataset(self.config, self.dir)
-        validate_config(self.config)
+            validate_config(self.config)
+            self.dir.mkdir(parents=True, exist_ok=True)
         summary = dataset_summary(dataset)
         cells = grid(self.config, dataset.fingerprint)
         previous = self.dir / STUDY_FILE
         created = _now()
         if previous.exists():
             try:
-                created = json.loads(previous.read_text()).get("created") or created
+                old = json.loads(previous.read_text())
             except (OSError, json.JSONDecodeError):
-                pass
+                old = {}
+            created = old.get("created") or created
+            new_hash = _hash(self.config.to_dict(), 16)
+            if old.get("config_hash") not in (None, new_hash) and not self.force:
+                raise ConfigurationError(
+                    f"{self.dir} holds a study with another configuration (config hash {old.get('config_hash')}, "
+                    f"this one {new_hash}); rerun with the same options to resume it, choose another --out, "
+                    "or pass --force to re-configure it"
+                )
         from dpaudit import __version__
         from dpaudit.runtime import library_versions
 
@@ -761,9 +775,15 @@ class Study:
                     "--executor ray needs Ray, which is not installed: pip install 'dpaudit[ray]' "
                     "(or use --executor local)"
                 ) from None
+        fresh = not self.dir.exists()
         self.dir.mkdir(parents=True, exist_ok=True)
         with _StudyLock(self.dir):
-            meta, cells = self._prepare()
+            try:
+                meta, cells = self._prepare()
+            except BaseException:
+                if fresh:  # a configuration error leaves no half-made study folder behind
+                    shutil.rmtree(self.dir, ignore_errors=True)
+                raise
             run_id = uuid.uuid4().hex[:12]
             cells_dir = self.dir / CELLS_DIR
             cells_dir.mkdir(exist_ok=True)

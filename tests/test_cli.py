@@ -76,3 +76,75 @@ def test_datasets_command(capsys, data_root):
     assert main(["datasets", "--data-root", str(data_root)]) == 0
     out = capsys.readouterr().out
     assert "csbm" in out and "cora_ml" in out
+
+
+# --------------------------------------------------------------------------- checked before any work
+
+
+def _one_line_error(capsys, fragment: str) -> None:
+    err = capsys.readouterr().err
+    lines = [line for line in err.strip().splitlines() if line.strip()]
+    assert len(lines) == 1 and fragment in lines[0] and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize(
+    "argv,fragment",
+    [
+        (["train", "--defense", "gcn", "--dataset", "csbm", "--set", "epochs=-5", "--out", "NEW"], "epochs=-5"),
+        (["train", "--defense", "mlp-dp", "--dataset", "csbm", "--epsilon", "1", "--set", "lr=0", "--out", "NEW"],
+         "lr=0.0"),
+        (["train", "--defense", "mlp-dp", "--dataset", "csbm", "--epsilon", "1", "--set", "dropout=1.5", "--out",
+          "NEW"], "dropout"),
+        (["train", "--defense", "gcn", "--dataset", "csbm", "--out", "FILE"], "existing file"),
+        (["train", "--defense", "gcn", "--dataset", "csbm", "--out", "FOREIGN"], "already holds other files"),
+        (["attack", "--model", "/not/here", "--attack", "mia-threshold", "--out", "DIR"], "is a directory"),
+        (["attack", "--model", "/not/here", "--attack", "mia-tstf", "--set", "runs=abc", "--out", "NEW"],
+         "must be a int"),
+        (["audit", "--model", "/not/here", "--out", "DIR"], "is a directory"),
+        (["report", "STUDY", "--out", "DIR"], "is a directory"),
+        (["compare", "--dataset", "csbm", "--defenses", "gcn", "--epsilons", "inf", "--out", "FILE"],
+         "existing file"),
+        (["compare", "--dataset", "csbm", "--defenses", "gcn", "--epsilons", "inf", "--out", "MODEL"],
+         "already holds a released model"),
+        (["compare", "--dataset", "csbm", "--defenses", "gcn", "--epsilons", "inf", "--dataset-option",
+          "num_nodez=50", "--out", "NEW"], "unknown csbm options"),
+    ],
+)  # fmt: skip
+def test_bad_input_is_refused_before_work(argv, fragment, tmp_path, capsys):
+    paths = {"NEW": tmp_path / "new", "FILE": tmp_path / "file.txt", "DIR": tmp_path / "dir",
+             "FOREIGN": tmp_path / "foreign", "MODEL": tmp_path / "model", "STUDY": tmp_path / "study"}  # fmt: skip
+    paths["FILE"].write_text("keep me")
+    paths["DIR"].mkdir()
+    paths["FOREIGN"].mkdir()
+    (paths["FOREIGN"] / "notes.txt").write_text("mine")
+    paths["MODEL"].mkdir()
+    (paths["MODEL"] / "model.json").write_text("{}")
+    assert main([str(paths.get(a, a)) for a in argv]) == 2
+    _one_line_error(capsys, fragment)
+    assert paths["FILE"].read_text() == "keep me" and (paths["FOREIGN"] / "notes.txt").read_text() == "mine"
+    assert not paths["NEW"].exists()
+
+
+def test_train_help_without_defense_prints_usage(capsys):
+    assert main(["train", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "--defense" in out and "mlp-dp" in out and "gcn" in out
+
+
+def test_outputs_are_world_readable(tmp_path):
+    out = tmp_path / "model"
+    assert main(["train", "--defense", "mlp", "--dataset", "csbm", "--set", "epochs=2", "--device", "cpu",
+                 "--out", str(out)]) == 0  # fmt: skip
+    for name in ("model.json", "model.safetensors", "metrics.json"):
+        assert (out / name).stat().st_mode & 0o044 == 0o044, name
+
+
+def test_compare_refuses_a_study_with_another_configuration(tmp_path, capsys):
+    base = ["compare", "--dataset", "csbm", "--dataset-option", "num_nodes=120", "--defenses", "mlp",
+            "--attacks", "mia-threshold", "--set", "epochs=2", "--no-report", "--out", str(tmp_path / "s")]  # fmt: skip
+    assert main([*base, "--epsilons", "inf"]) == 0
+    before = (tmp_path / "s" / "study.json").read_text()
+    capsys.readouterr()
+    assert main([*base, "--epsilons", "inf", "--seeds", "2"]) == 2
+    _one_line_error(capsys, "another configuration")
+    assert (tmp_path / "s" / "study.json").read_text() == before

@@ -43,7 +43,10 @@ def cmd_attack(args) -> int:
     for required in ("model", "attack", "out"):
         if getattr(args, required) is None:
             raise DPAuditError(f"attack needs --{required}")
+    from dpaudit.outputs import check_output_file
+
     attacks.get_attack(args.attack)  # unknown names fail before the model is loaded
+    check_output_file(args.out, what="--out")
     settings = dict(_parse_setting(s) for s in args.set or [])
     if args.runs is not None:
         if args.runs < 1:
@@ -55,6 +58,11 @@ def cmd_attack(args) -> int:
         settings["data_root"] = args.data_root
     if "device" in known:
         settings["device"] = args.device
+    known_now = attacks.attack_settings(args.attack)
+    unknown = sorted(set(settings) - set(known_now))
+    if unknown:
+        raise ConfigurationError(f"attack {args.attack!r}: unknown settings {unknown}; known: {sorted(known_now)}")
+    attacks.check_setting_types(args.attack, settings)
     device = resolve_device(args.device)
     model = load(args.model, device=device)
     result = attacks.run(args.attack, model, None, **settings)
@@ -87,6 +95,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--data-root", default=None)
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
-    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="an attack setting (repeatable)")
+    p.add_argument("--set", "--attack-set", dest="set", action="append", metavar="KEY=VALUE",
+                   help="an attack setting (repeatable; the same spelling as audit/compare's --attack-set)")
     p.add_argument("--out", help="where to write the result JSON")
     p.set_defaults(func=cmd_attack)

@@ -86,6 +86,7 @@ def attack_overrides(assignments: list[str], attacks: list[str]) -> dict[str, di
             known = attack_registry.attack_settings(name)
             if key in known:
                 out.setdefault(name, {})[key] = parse_literal(value)
+                attack_registry.check_setting_types(name, {key: out[name][key]})
                 applied = True
             elif scope:
                 raise ConfigurationError(f"attack {name!r} has no setting {key!r}; known: {', '.join(sorted(known))}")
@@ -139,17 +140,28 @@ def print_table(rows: list[dict]) -> None:
 # --------------------------------------------------------------------------- commands
 
 
+def _check_report_paths(html: str | Path | None) -> None:
+    from dpaudit.outputs import check_output_file
+
+    if html is None:
+        return
+    check_output_file(html, what="report")
+    check_output_file(Path(html).with_suffix(".json"), what="report sidecar")
+
+
 def cmd_audit(args) -> int:
     from dpaudit.model import load
     from dpaudit.workflows import audit
 
+    _check_report_paths(args.out)
     model = load(args.model, device="cpu")
     names = _attack_names(args.attacks)
+    settings = attack_overrides(args.attack_set, names)
     result = audit(
         model,
         dataset=args.dataset,
         attacks=names,
-        settings=attack_overrides(args.attack_set, names),
+        settings=settings,
         data_root=args.data_root,
         device=args.device,
         command=_command_line(),
@@ -170,8 +182,13 @@ def cmd_audit(args) -> int:
 
 def run_compare(args, command: str | None = None):
     """Build and run the study described by ``compare``-style arguments; returns the StudyResult."""
+    from dpaudit.cli import cap_jobs
+    from dpaudit.outputs import check_output_dir
     from dpaudit.study import Study, StudyConfig
 
+    check_output_dir(args.out, "study", force=getattr(args, "force", False), what="--out")
+    _check_report_paths(getattr(args, "report", None))
+    args.jobs = cap_jobs(args.jobs)
     defenses = _list(args.defenses)
     names = _attack_names(args.attacks)
     options = {}
@@ -193,7 +210,7 @@ def run_compare(args, command: str | None = None):
         data_root=args.data_root,
         title=args.title,
     )
-    study = Study(config, args.out, command=command or _command_line())
+    study = Study(config, args.out, command=command or _command_line(), force=getattr(args, "force", False))
     return study.run(jobs=args.jobs, executor=args.executor, retry_failed=not args.keep_failed)
 
 
@@ -213,6 +230,7 @@ def cmd_compare(args) -> int:
 def cmd_report(args) -> int:
     from dpaudit.study import StudyResult
 
+    _check_report_paths(args.out)
     result = StudyResult.load(args.study_dir)
     path = result.to_html(args.out)
     print(f"{len(result.done)} cells done, {len(result.failed)} failed, {len(result.missing)} not run yet")
@@ -238,6 +256,8 @@ def add_study_arguments(p) -> None:
     p.add_argument("--dataset-option", action="append", metavar="KEY=VALUE", help="dataset option, e.g. num_nodes=500")
     p.add_argument("--keep-failed", action="store_true", help="do not retry cells that failed in an earlier run")
     p.add_argument("--title", default=None, help="report title")
+    p.add_argument("--force", action="store_true", help="write into --out even if it holds something else "
+                   "(another kind of output, or a study with another configuration)")
 
 
 def add_parser(subparsers) -> None:
