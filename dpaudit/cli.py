@@ -72,11 +72,9 @@ def _defense_help(name: str) -> str:
 
 def cmd_train(args) -> int:
     from dpaudit.defense import parse_overrides
-    from dpaudit.pipeline import train
-    from dpaudit.registry import get_defense
-
     from dpaudit.outputs import check_output_dir
-    from dpaudit.registry import available_defenses
+    from dpaudit.pipeline import train
+    from dpaudit.registry import available_defenses, get_defense
 
     if args.help_defense:
         if not args.defense:

@@ -201,6 +201,7 @@ def load(directory: str | Path, device: str | torch.device = "cpu") -> ReleasedM
     if missing:
         raise ModelFormatError(f"{meta_path}: model card lacks {missing}")
     cls = model_kind(meta["kind"])
+    _check_architecture_fits_manifest(cls, meta, directory)
 
     blob = weights_path.read_bytes()
     if hashlib.sha256(blob).hexdigest() != meta.get("weights_sha256"):
@@ -239,6 +240,39 @@ def load(directory: str | Path, device: str | torch.device = "cpu") -> ReleasedM
         raise
     except (KeyError, TypeError, ValueError, RuntimeError) as exc:
         raise ModelFormatError(f"{directory}: tensors do not fit the {meta['kind']!r} architecture: {exc}") from None
+
+
+def _check_architecture_fits_manifest(cls: type[ReleasedModel], meta: dict, directory: Path) -> None:
+    """Rebuild the architecture on PyTorch's ``meta`` device (no memory) against the manifest.
+
+    A ``model.json`` whose config asks for sizes its tensors do not have (an edited
+    ``hidden: 300000``) is refused here, before gigabytes are allocated for it. Kinds whose
+    rebuild needs real data ops the meta device lacks are checked by the real rebuild instead.
+    """
+    shapes = {}
+    for name, spec in meta["tensors"].items():
+        dtype = getattr(torch, str(spec.get("dtype")), None) if isinstance(spec, dict) else None
+        shape = spec.get("shape") if isinstance(spec, dict) else None
+        if not isinstance(dtype, torch.dtype) or not isinstance(shape, list) or not all(
+            isinstance(d, int) and d >= 0 for d in shape
+        ):
+            raise ModelFormatError(f"{directory}: manifest entry {name!r} is malformed: {spec!r}")
+        shapes[name] = (shape, dtype)
+    if "_empty" in shapes:
+        shapes.pop("_empty")
+    try:
+        with torch.device("meta"):
+            fake = {k: torch.empty(shape, dtype=dtype) for k, (shape, dtype) in shapes.items()}
+            cls.from_state(meta["config"], fake, PrivacySpec.non_private(), meta["card"])
+    except DPAuditError:
+        raise
+    except RuntimeError as exc:
+        if "size mismatch" in str(exc) or "Missing key" in str(exc) or "Unexpected key" in str(exc):
+            lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+            detail = next((line for line in lines if "size mismatch" in line or "key" in line), lines[0])
+            raise ModelFormatError(f"{directory}: the architecture in {META_FILE} does not fit its tensor manifest: {detail}") from None
+    except Exception:  # noqa: BLE001 - not checkable on the meta device; the real rebuild checks it
+        return
 
 
 @register_model_kind("module")

@@ -103,3 +103,25 @@ def test_missing_or_garbage_directory(tmp_path):
     (tmp_path / "model.safetensors").write_bytes(b"")
     with pytest.raises(ModelFormatError, match="JSON"):
         load(tmp_path)
+
+
+def test_edited_architecture_is_refused_before_allocating(tmp_path):
+    """hidden = 300,000 in model.json would allocate gigabytes; the meta-device check refuses it first."""
+    import json
+    import shutil
+    import time
+
+    from dpaudit.errors import ModelFormatError
+    from dpaudit.model import load
+    from dpaudit.pipeline import train
+
+    train("mlp", "csbm", overrides={"epochs": 1}, split="random:0.5,0.25,0.25", out=tmp_path / "m")
+    shutil.copytree(tmp_path / "m", tmp_path / "edited")
+    meta = json.loads((tmp_path / "edited" / "model.json").read_text())
+    meta["config"]["architecture"]["hidden"] = [300_000]
+    (tmp_path / "edited" / "model.json").write_text(json.dumps(meta))
+    start = time.perf_counter()
+    with pytest.raises(ModelFormatError, match="size mismatch"):
+        load(tmp_path / "edited")
+    assert time.perf_counter() - start < 5.0
+    assert load(tmp_path / "m").method == "mlp"
