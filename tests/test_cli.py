@@ -148,3 +148,12 @@ def test_compare_refuses_a_study_with_another_configuration(tmp_path, capsys):
     assert main([*base, "--epsilons", "inf", "--seeds", "2"]) == 2
     _one_line_error(capsys, "another configuration")
     assert (tmp_path / "s" / "study.json").read_text() == before
+
+
+def test_attack_help_lists_every_attack_setting(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["attack", "--help"])
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    assert "mia-tstf:" in out and "runs=" in out and "shadow_nodes_per_class=" in out
+    assert "link-steal:" in out and "max_pairs=" in out and "--attack-set" in out

@@ -6,6 +6,7 @@ dpaudit attack --model DIR --attack NAME [--runs N] [--seed S] [--data-root DIR]
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 
@@ -84,8 +85,32 @@ def cmd_attack(args) -> int:
     return 0
 
 
+def attack_settings_help() -> str:
+    """Every attack's settings with their defaults (imported only when help is asked for)."""
+    import attacks
+
+    lines = ["attack settings (--set KEY=VALUE; device, data_root and seed come from their own flags):"]
+    for name in attacks.available_attacks():
+        settings = {k: v for k, v in attacks.attack_settings(name).items() if k not in ("device", "data_root", "seed")}
+        lines.append(f"  {name}:")
+        lines += [f"    {key}={value!r}" for key, value in settings.items()]
+    return "\n".join(lines)
+
+
+class _HelpWithSettings(argparse.Action):
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        parser.print_help()
+        print()
+        print(attack_settings_help())
+        parser.exit()
+
+
 def add_parser(subparsers) -> None:
-    p = subparsers.add_parser("attack", help="attack a released model and write the result (JSON)")
+    p = subparsers.add_parser("attack", help="attack a released model and write the result (JSON)", add_help=False)
+    p.add_argument("-h", "--help", action=_HelpWithSettings, help="show this help and every attack's settings")
     p.add_argument("--model", help="released-model directory")
     p.add_argument(
         "--attack",
