@@ -64,7 +64,7 @@ class PrivateHyperparameters(Hyperparameters):
     (selection on validation data, their accounting, ...) and is recorded ``sound: false``.
     """
 
-    protocol: str = "sound"
+    protocol: str = "sound"  # sound: every step proven (default); paper: as the authors ran it, sound: false
 
 
 def _field_types(hp_class: type) -> dict[str, Any]:
@@ -109,6 +109,33 @@ def parse_value(name: str, text: str, annotation: Any) -> Any:
             expected = f"a comma-separated list of {getattr(args[0], '__name__', args[0]) if args else 'str'}"
         raise ConfigurationError(f"hyperparameter {name}={text!r}: expected {expected}") from None
     raise ConfigurationError(f"hyperparameter {name} of type {annotation} cannot be set from the command line")
+
+
+def hyperparameter_help(hp_class: type) -> dict[str, str]:
+    """One line per field: ``field(metadata={"help": ...})``, else the comment on its line.
+
+    Comments are read from the source of the class and each of its bases, so a dataclass
+    written as ``lr: float = 0.01  # Adam learning rate`` documents itself in ``--help``.
+    """
+    import inspect
+    import re
+
+    found: dict[str, str] = {}
+    for klass in reversed(hp_class.__mro__):
+        if not dataclasses.is_dataclass(klass):
+            continue
+        try:
+            source = inspect.getsource(klass)
+        except (OSError, TypeError):
+            continue
+        for match in re.finditer(r"^\s+(\w+)\s*:[^=\n]+=[^#\n]*#\s*(.+)$", source, flags=re.MULTILINE):
+            found[match.group(1)] = match.group(2).strip()
+    for f in dataclasses.fields(hp_class):
+        if f.metadata.get("help"):
+            found[f.name] = str(f.metadata["help"])
+    if "protocol" in {f.name for f in dataclasses.fields(hp_class)}:
+        found.setdefault("protocol", "sound: every step proven (default); paper: the authors' run, sound: false")
+    return found
 
 
 # Counts that make no sense below 1 (a model trained for 0 epochs is not a released model).
@@ -203,10 +230,12 @@ class Defense(ABC):
         return self.unit is not None and math.isfinite(self.epsilon)
 
     @classmethod
-    def describe_hyperparameters(cls) -> list[tuple[str, str, Any]]:
+    def describe_hyperparameters(cls) -> list[tuple[str, str, Any, str]]:
+        """``(name, type, default, one-line description)`` for every hyperparameter."""
         types = _field_types(cls.hyperparameters_class)
+        helps = hyperparameter_help(cls.hyperparameters_class)
         return [
-            (f.name, getattr(types[f.name], "__name__", str(types[f.name])), f.default)
+            (f.name, getattr(types[f.name], "__name__", str(types[f.name])), f.default, helps.get(f.name, ""))
             for f in dataclasses.fields(cls.hyperparameters_class)
         ]
 
