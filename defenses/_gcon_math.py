@@ -575,9 +575,35 @@ def amp_sensitivity(grad_tol: float, reg_total: float) -> float:
     return 2.0 * float(grad_tol) / float(reg_total)
 
 
-def amp_noise_multiplier(epsilon: float, delta: float) -> float:
-    r"""The Gaussian noise multiplier z (σ₂ = z · sensitivity) whose RDP, converted at δ₂ = ``delta``
-    (Balle et al. 2020 via :class:`~dpaudit.accounting.GaussianMechanism`), spends ε₂ ≤ ``epsilon``."""
-    from dpaudit.accounting import GaussianMechanism, calibrate_noise
+def gaussian_delta(multiplier: float, epsilon: float) -> float:
+    r"""δ(ε) of the Gaussian mechanism with noise σ = multiplier · Δ (Balle & Wang 2018, Theorem 8,
+    the exact "analytic Gaussian mechanism"; μ = 1/multiplier):
+    :math:`\delta = \Phi(\tfrac{\mu}{2} - \tfrac{\epsilon}{\mu}) - e^{\epsilon}\Phi(-\tfrac{\mu}{2} - \tfrac{\epsilon}{\mu})`."""
+    mu = 1.0 / float(multiplier)
+    first = float(stats.norm.cdf(mu / 2.0 - epsilon / mu))
+    second = math.exp(epsilon + float(stats.norm.logcdf(-mu / 2.0 - epsilon / mu)))
+    return max(0.0, first - second)
 
-    return calibrate_noise(epsilon, delta, lambda s: GaussianMechanism(s, 1.0), sigma_max=1e7)
+
+def amp_noise_multiplier(epsilon: float, delta: float) -> float:
+    r"""The smallest Gaussian noise multiplier z (σ₂ = z · sensitivity, up to a 1e-6 relative
+    bisection tolerance) that is (ε₂, δ₂) = (``epsilon``, ``delta``)-DP by the exact analytic
+    Gaussian bound (:func:`gaussian_delta`). The RDP conversion would floor at small ε₂ (AMP's
+    share is ~1 % of ε), so this one mechanism is recorded directly in (ε, δ).
+
+    Raises:
+        PrivacyParameterError: on ε₂ ≤ 0 or δ₂ ∉ (0, 1).
+    """
+    if not (math.isfinite(epsilon) and epsilon > 0) or not 0.0 < delta < 1.0:
+        raise PrivacyParameterError(f"AMP needs ε₂ > 0 and 0 < δ₂ < 1, got ({epsilon}, {delta})")
+    lo, hi = 1e-3, 1.0
+    while gaussian_delta(hi, epsilon) > delta:
+        lo, hi = hi, hi * 4.0
+    while hi / lo - 1.0 > 1e-6:
+        mid = math.sqrt(lo * hi)
+        if gaussian_delta(mid, epsilon) <= delta:
+            hi = mid
+        else:
+            lo = mid
+    assert gaussian_delta(hi, epsilon) <= delta
+    return hi

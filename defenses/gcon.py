@@ -28,8 +28,8 @@ Privacy: Theorem 1 gives (ε, δ)-edge-DP for the *exact* minimiser :math:`\Thet
 one undirected edge). Theorem 1 is calibrated to ((1 − s)ε, (1 − s)δ) and AMP's Gaussian to
 (sε, sδ) with s = ``amp_share`` (default 0.01); the ledger records a :class:`RecordedGuarantee`
 whose (ε, δ) is *re-derived* from the computed Λ, Λ′, β, c_θ through Lemmas 7–9
-(:meth:`TheoremOneParameters.guarantee`) and a :class:`GaussianMechanism` for AMP, composed by
-adding ε's and δ's; the total is checked to be ≤ the target. The encoder and the pseudo-labels
+(:meth:`TheoremOneParameters.guarantee`) and one for AMP's Gaussian (exact analytic bound,
+Balle & Wang 2018, Theorem 8), composed by adding ε's and δ's; the total is checked to be ≤ the target. The encoder and the pseudo-labels
 read no edge. See :mod:`defenses._gcon_math` for the check of the paper's algebra and the
 readings chosen where it is loose (Λ raised by Eq. 22 is the Λ used in the objective; PPR
 computed as R_M; 1/s kept at inference; the exact-minimiser assumption, closed by AMP).
@@ -68,6 +68,7 @@ from defenses._gcon_math import (
     amp_noise_multiplier,
     amp_sensitivity,
     check_alpha,
+    gaussian_delta,
     gcon_features,
     make_loss,
     normalized_adjacency,
@@ -78,7 +79,7 @@ from defenses._gcon_math import (
     solve_perturbed_objective,
     theorem1_parameters,
 )
-from dpaudit.accounting import GaussianMechanism, PrivacyLedger, PrivacySpec, RecordedGuarantee
+from dpaudit.accounting import PrivacyLedger, PrivacySpec, RecordedGuarantee
 from dpaudit.datasets import GraphDataset
 from dpaudit.defense import Defense, PrivateHyperparameters
 from dpaudit.errors import ConfigurationError, ModelFormatError
@@ -413,7 +414,9 @@ class GCON(Defense):
     * the solver returns Θ̂ with ‖∇L_priv(Θ̂)‖_F ≤ γ (else :class:`GCONConvergenceError`), and
       Θ̂ + N(0, σ₂²I) with σ₂ = z·2γ/(Λ+Λ′) is released, z calibrated so that the Gaussian spends
       ≤ sε at δ₂ = sδ (Iyengar et al. 2019, AMP; :func:`~defenses._gcon_math.amp_sensitivity`);
-    * the ledger composes both (ε's and δ's add), spent ≤ target.
+    * the ledger composes both (ε's and δ's add), spent ≤ target. The Gaussian is recorded in
+      (ε, δ) by the exact analytic bound (Balle & Wang 2018), since the RDP conversion floors at
+      the small ε₂ = sε.
     """
 
     name = "gcon"
@@ -511,7 +514,7 @@ class GCON(Defense):
                 "noise_multiplier": multiplier,
                 "sigma": sigma,
                 "epsilon": hp.amp_share * self.epsilon,
-                "delta": hp.amp_share * delta,
+                "delta": gaussian_delta(multiplier, hp.amp_share * self.epsilon),
             }
         return _Trained(theta, info, params, amp, n1, d, psi, reg_total)
 
@@ -537,7 +540,9 @@ class GCON(Defense):
         encoders: dict[int, tuple] = {}
         features: dict[tuple, torch.Tensor] = {}
         trained_cache: dict[tuple, _Trained] = {}
-        for index, config in enumerate(tqdm(configs, desc="gcon grid", leave=False, disable=True if len(configs) == 1 else None)):
+        for index, config in enumerate(
+            tqdm(configs, desc="gcon grid", leave=False, disable=True if len(configs) == 1 else None)
+        ):
             # 1–2. encoder (public data only) and L2-normalised encoded features, once per width
             if config.encoder_hidden not in encoders:
                 encoders.clear()
@@ -650,7 +655,12 @@ class GCON(Defense):
                                       details=details)
                 )  # fmt: skip
                 ledger.step(
-                    GaussianMechanism(amp["sigma"], amp["sensitivity"], name="gcon AMP output noise (Iyengar et al.)")
+                    RecordedGuarantee(
+                        amp["epsilon"],
+                        amp["delta"],
+                        name="gcon AMP output noise (Iyengar et al. 2019; analytic Gaussian)",
+                        details={k: amp[k] for k in ("sigma", "sensitivity", "noise_multiplier", "grad_tol")},
+                    )
                 )
                 gcon_card["theorem1"] = details
                 gcon_card["theorem1_rederived"] = {"epsilon": spent_eps, "delta": spent_delta}
@@ -660,7 +670,7 @@ class GCON(Defense):
                 "edge",
                 target_epsilon=self.epsilon,
                 notes=notes,
-                accountant="GCON Theorem 1 ((ε, δ) proven directly) + AMP Gaussian (RDP), basic composition",
+                accountant="GCON Theorem 1 + AMP analytic Gaussian, both (ε, δ) proven directly, basic composition",
                 unaccounted=unaccounted,
             )
         settings = {
