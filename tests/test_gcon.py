@@ -13,7 +13,8 @@ import torch
 from scipy import stats
 
 import dpaudit.model
-from defenses._gcon_math import (
+from defenses.gcon import GCON, PAPER_GRID, parse_grid
+from defenses.gcon.mechanism import (
     GCONConvergenceError,
     MultiLabelSoftMargin,
     PseudoHuber,
@@ -34,7 +35,7 @@ from defenses._gcon_math import (
     solve_perturbed_objective,
     theorem1_parameters,
 )
-from defenses.gcon import GCON, PAPER_GRID, parse_grid
+from defenses.gcon.protocols import grid_configs
 from dpaudit.errors import ConfigurationError, DPAuditError, ModelFormatError
 from dpaudit.registry import get_defense
 from dpaudit.splits import make_split
@@ -306,7 +307,7 @@ def test_theorem1_privacy_loss_on_cora_edge_removal(load_real):
 
 
 def _privacy_loss(theta, z, z_prime, y, loss, p, beta):
-    """log g(Θ|D) − log g(Θ|D′) of Eq. (41) with the correct change of variables (see _gcon_math)."""
+    """log g(Θ|D) − log g(Θ|D′) of Eq. (41) with the correct change of variables (see defenses.gcon.mechanism)."""
     n, (d, c) = z.shape[0], theta.shape
     reg = p.regularization + p.lambda_prime
     _, grad = perturbed_objective(theta, z, y, loss, reg, np.zeros((d, c)))
@@ -552,9 +553,8 @@ def test_paper_grid_parsing():
     assert grid["encoder_hidden"] == [8, 16, 64] and grid["regularization"] == [0.01, 0.2, 1.0, 2.0]
     assert grid["loss"] == [("msl", None), ("huber", 0.1), ("huber", 0.2), ("huber", 0.5)]
     assert grid["steps"] == ["1", "2", "5", "10", "inf"] and grid["alpha_inference"] == [None, 0.1, 0.9]
-    configs = GCON(epsilon=1.0, protocol="paper")._grid_configs(
-        {"grid": grid, "alpha": 0.6, "steps": [2.0], "alpha_inference": 0.6}
-    )
+    hp = GCON(epsilon=1.0, protocol="paper").hp
+    configs = grid_configs(hp, {"grid": grid, "alpha": 0.6, "steps": [2.0], "alpha_inference": 0.6})
     assert len(configs) == 3 * 4 * 5 * 2 * 4 * 4 * 3
     assert parse_grid("steps=1+5,inf")["steps"] == ["1,5", "inf"]
 

@@ -18,11 +18,11 @@ Training (Algorithm 1):
    + \frac1{n_1}B\odot\Theta + \frac{\Lambda'}2\|\Theta\|_F^2` with Λ′, β from Theorem 1
    (Eqs. 17–24) and the columns of B drawn by Algorithm 2, to :math:`\|\nabla L_{priv}\|_F \le \gamma`
    (L-BFGS + Newton polish in float64; a fit that does not get there fails with
-   :class:`~defenses._gcon_math.GCONConvergenceError` and releases nothing).
+   :class:`~defenses.gcon.mechanism.GCONConvergenceError` and releases nothing).
 5. **Approximate Minima Perturbation** (Iyengar et al., "Towards Practical Differentially Private
    Convex Optimization", IEEE S&P 2019, Algorithm 1): release :math:`\hat\Theta + \mathcal N(0, \sigma_2^2 I)`
    with :math:`\sigma_2` covering the residual sensitivity :math:`2\gamma/(\Lambda+\Lambda')`
-   (:func:`~defenses._gcon_math.amp_sensitivity` says why 2).
+   (:func:`~defenses.gcon.mechanism.amp_sensitivity` says why 2).
 
 Privacy: Theorem 1 gives (ε, δ)-edge-DP for the *exact* minimiser :math:`\Theta_{priv}` (add/remove
 one undirected edge). Theorem 1 is calibrated to ((1 − s)ε, (1 − s)δ) and AMP's Gaussian to
@@ -30,7 +30,7 @@ one undirected edge). Theorem 1 is calibrated to ((1 − s)ε, (1 − s)δ) and 
 whose (ε, δ) is *re-derived* from the computed Λ, Λ′, β, c_θ through Lemmas 7–9
 (:meth:`TheoremOneParameters.guarantee`) and one for AMP's Gaussian (exact analytic bound,
 Balle & Wang 2018, Theorem 8), composed by adding ε's and δ's; the total is checked to be ≤ the target. The encoder and the pseudo-labels
-read no edge. See :mod:`defenses._gcon_math` for the check of the paper's algebra and the
+read no edge. See :mod:`defenses.gcon.mechanism` for the check of the paper's algebra and the
 readings chosen where it is loose (Λ raised by Eq. 22 is the Λ used in the objective; PPR
 computed as R_M; 1/s kept at inference; the exact-minimiser assumption, closed by AMP).
 
@@ -53,7 +53,6 @@ graph is public.
 
 from __future__ import annotations
 
-import itertools
 import logging
 import math
 from dataclasses import dataclass
@@ -61,10 +60,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 import torch.nn.functional as F
-from torch_geometric.data import Data
 from tqdm.auto import tqdm
 
-from defenses._gcon_math import (
+from defenses.gcon.mechanism import (
+    GCONConvergenceError,
     amp_noise_multiplier,
     amp_sensitivity,
     check_alpha,
@@ -72,52 +71,51 @@ from defenses._gcon_math import (
     gcon_features,
     make_loss,
     normalized_adjacency,
-    one_hop_features,
     parse_steps,
     sample_objective_noise,
     sensitivity_psi,
     solve_perturbed_objective,
     theorem1_parameters,
 )
+from defenses.gcon.model import (
+    INFERENCE_MODES,
+    INFERENCE_NOTES,
+    GCONModel,
+    encode_features,
+    json_float,
+    query_features,
+    steps_to_json,
+)
+from defenses.gcon.protocols import (
+    GRID_KEYS,
+    PAPER_GRID,
+    Config,
+    default_config,
+    grid_configs,
+    parse_grid,
+    selection_unaccounted,
+)
 from dpaudit.accounting import PrivacyLedger, PrivacySpec, RecordedGuarantee
 from dpaudit.datasets import GraphDataset
 from dpaudit.defense import Defense, PrivateHyperparameters
-from dpaudit.errors import ConfigurationError, ModelFormatError
-from dpaudit.model import ReleasedModel, _node_index, register_model_kind
+from dpaudit.errors import ConfigurationError
 from dpaudit.nn import MLP
 from dpaudit.registry import register_defense
 from dpaudit.runtime import seed_everything
 from dpaudit.splits import Split
 
+__all__ = [
+    "GCON",
+    "GCONConvergenceError",
+    "GCONHyperparameters",
+    "GCONModel",
+    "GRID_KEYS",
+    "PAPER_GRID",
+    "encode_features",
+    "parse_grid",
+]
+
 log = logging.getLogger(__name__)
-
-INFERENCE_MODES = ("private", "public")
-
-_INFERENCE_NOTES = {
-    "private": (
-        "Θ and the encoder are (ε, δ)-edge-DP (GCON Theorem 1). Predictions use Eq. (16): node v's answer "
-        "aggregates v's direct neighbours in the clear (restart α_I), so it reveals v's own edges; it is "
-        "edge-DP only toward v itself (the paper's threat model), not toward a third party querying v."
-    ),
-    "public": (
-        "Θ and the encoder are (ε, δ)-edge-DP (GCON Theorem 1). Predictions use Algorithm 4's public-graph "
-        "mode: Z of Eq. (11) is recomputed on the queried graph, which is treated as public; answers reveal "
-        "that graph's edges (multi-hop)."
-    ),
-}
-
-
-PAPER_GRID = (
-    "encoder_hidden=8,16,64; alpha=0.2,0.4,0.6,0.8; steps=1,2,5,10,inf; pseudo_labels=false,true; "
-    "loss=msl,huber:0.1,huber:0.2,huber:0.5; regularization=0.01,0.2,1,2; alpha_inference=alpha,0.1,0.9"
-)
-"""Appendix Q's grid for s = 1 (Cora-ML, CiteSeer, PubMed), everything but Adam's learning rate:
-d₁ × α × m₁ × n₁ × loss (MSL, pseudo-Huber δ_l ∈ {0.1, 0.2, 0.5}) × Λ × α_I =
-3·4·5·2·4·4·3 = 5,760 configurations, 1,920 solves (α_I only changes inference, so one trained Θ
-serves its three α_I values). ω stays 0.9 as in the paper. The Adam learning rates {0.001, 0.01}
-have no counterpart: we solve to a gradient tolerance instead of running Adam."""
-
-GRID_KEYS = ("encoder_hidden", "alpha", "steps", "pseudo_labels", "loss", "regularization", "alpha_inference")
 
 
 @dataclass
@@ -185,153 +183,6 @@ class GCONHyperparameters(PrivateHyperparameters):
     grid: str = PAPER_GRID
 
 
-def _steps_to_json(steps: list[float]) -> list:
-    return ["inf" if math.isinf(m) else int(m) for m in steps]
-
-
-def _json_float(value: float):
-    return None if isinstance(value, float) and not math.isfinite(value) else value
-
-
-@register_model_kind("gcon")
-class GCONModel(ReleasedModel):
-    r"""A released GCON model: the feature encoder (an :class:`~dpaudit.nn.MLP` whose hidden layer
-    gives :math:`\bar X`) and the linear map :math:`\Theta \in \mathbb R^{sd_1\times c}`.
-
-    ``predict_proba`` returns softmax of the scores :math:`\hat Z\Theta` (a monotone map: the
-    argmax is the model's prediction); ``embed`` returns :math:`\hat Z`, the propagated encoded
-    features that enter Θ. :math:`\hat Z` is Eq. (16) (``inference="private"``) or Eq. (11) on the
-    queried graph (``"public"``), see the module docstring for what each reveals.
-    """
-
-    def __init__(self, encoder: MLP, theta: torch.Tensor, settings: dict, privacy: PrivacySpec, card: dict):
-        super().__init__(privacy, card)
-        self.encoder = encoder.eval()
-        self.theta = theta
-        self.settings = dict(settings)
-        self.steps = parse_steps(self.settings["steps"])
-        self.alpha = check_alpha(self.settings["alpha"])
-        self.alpha_inference = check_alpha(self.settings["alpha_inference"], "alpha_inference")
-        if self.settings["inference"] not in INFERENCE_MODES:
-            raise ModelFormatError(f"gcon inference mode must be one of {INFERENCE_MODES}")
-        expected = (len(self.steps) * int(self.settings["encoder"]["hidden"][0]), int(self.settings["num_classes"]))
-        if tuple(theta.shape) != expected:
-            raise ModelFormatError(f"gcon theta has shape {tuple(theta.shape)}, expected {expected}")
-
-    @property
-    def device(self) -> torch.device:
-        return self.theta.device
-
-    @torch.no_grad()
-    def features(self, graph: Data) -> torch.Tensor:
-        """The propagated features :math:`\\hat Z` of every node of ``graph`` (float64)."""
-        x = encode_features(self.encoder, graph.x.to(self.device))
-        adj = normalized_adjacency(graph.edge_index.to(self.device), int(graph.num_nodes))
-        if self.settings["inference"] == "public":
-            return gcon_features(adj, x, self.alpha, self.steps)
-        return one_hop_features(adj, x, self.alpha_inference, self.steps)
-
-    def predict_proba(self, graph: Data, nodes=None) -> torch.Tensor:
-        idx = _node_index(graph, nodes).to(self.device)
-        scores = self.features(graph)[idx] @ self.theta.double()
-        return torch.softmax(scores, dim=1).float()
-
-    def embed(self, graph: Data, nodes=None) -> torch.Tensor:
-        idx = _node_index(graph, nodes).to(self.device)
-        return self.features(graph)[idx].float()
-
-    def config(self) -> dict:
-        return dict(self.settings)
-
-    def state_tensors(self) -> dict[str, torch.Tensor]:
-        tensors = {f"encoder.{k}": v for k, v in self.encoder.state_dict().items()}
-        tensors["theta"] = self.theta
-        return tensors
-
-    @classmethod
-    def from_state(cls, config, tensors, privacy, card):
-        arch = config["encoder"]
-        encoder = MLP(int(arch["in_dim"]), [int(h) for h in arch["hidden"]], int(arch["out_dim"]), 0.0, arch["act"])
-        encoder_state = {k.removeprefix("encoder."): v for k, v in tensors.items() if k.startswith("encoder.")}
-        unexpected = set(tensors) - {f"encoder.{k}" for k in encoder_state} - {"theta"}
-        if "theta" not in tensors or unexpected:
-            raise ModelFormatError(f"gcon model needs 'theta' and encoder tensors; unexpected {sorted(unexpected)}")
-        encoder.load_state_dict(encoder_state, strict=True)
-        theta = tensors["theta"]
-        return cls(encoder.to(theta.device), theta, config, privacy, card)
-
-
-@torch.no_grad()
-def encode_features(encoder: MLP, x: torch.Tensor) -> torch.Tensor:
-    r""":math:`\bar X = H_{mlp}(\mathrm{MLP}(X; W_1^\star))` (Algorithm 3 line 5), rows L2-normalised
-    (Algorithm 1 line 2), in float64."""
-    encoder.eval()
-    return F.normalize(encoder.embed(x.float()).double(), p=2.0, dim=1)
-
-
-def _parse_bool(text: str) -> bool:
-    low = text.strip().lower()
-    if low in ("true", "1", "yes"):
-        return True
-    if low in ("false", "0", "no"):
-        return False
-    raise ConfigurationError(f"gcon grid: pseudo_labels values must be true/false, got {text!r}")
-
-
-def parse_grid(text: str) -> dict[str, list]:
-    """Parse the ``grid`` hyperparameter (see :class:`GCONHyperparameters`) into key → values.
-
-    >>> parse_grid("alpha=0.2,0.8; steps=1,inf; loss=msl,huber:0.2")["loss"]
-    [('msl', None), ('huber', 0.2)]
-    """
-    out: dict[str, list] = {}
-    for part in str(text).split(";"):
-        if not part.strip():
-            continue
-        key, sep, values = part.partition("=")
-        key = key.strip()
-        items = [v.strip() for v in values.split(",") if v.strip()]
-        if not sep or key not in GRID_KEYS or not items:
-            raise ConfigurationError(
-                f"gcon grid: expected 'key=v1,v2; ...' with keys among {GRID_KEYS}, got {part.strip()!r}"
-            )
-        if key in out:
-            raise ConfigurationError(f"gcon grid: {key!r} given twice")
-        try:
-            if key == "encoder_hidden":
-                parsed = [int(v) for v in items]
-                if min(parsed) < 1:
-                    raise ValueError
-            elif key == "alpha":
-                parsed = [check_alpha(float(v)) for v in items]
-            elif key == "steps":
-                parsed = [v.replace("+", ",") for v in items]
-                for v in parsed:
-                    parse_steps(v)
-            elif key == "pseudo_labels":
-                parsed = [_parse_bool(v) for v in items]
-            elif key == "loss":
-                parsed = []
-                for v in items:
-                    name, _, arg = v.partition(":")
-                    if name == "msl" and not arg:
-                        parsed.append(("msl", None))
-                    elif name == "huber" and arg and float(arg) > 0:
-                        parsed.append(("huber", float(arg)))
-                    else:
-                        raise ValueError
-            elif key == "regularization":
-                parsed = [float(v) for v in items]
-                if not all(math.isfinite(v) and v > 0 for v in parsed):
-                    raise ValueError
-            else:  # alpha_inference
-                parsed = [None if v == "alpha" else check_alpha(float(v), "alpha_inference") for v in items]
-        except ValueError:
-            raise ConfigurationError(f"gcon grid: bad values for {key!r}: {values.strip()!r}") from None
-        out[key] = parsed
-    return out
-
-
 def _validate(hp: GCONHyperparameters) -> dict:
     if hp.encoder_hidden < 1 or hp.encoder_epochs < 0:
         raise ConfigurationError("gcon encoder_hidden must be ≥ 1 and encoder_epochs ≥ 0")
@@ -363,32 +214,6 @@ def _validate(hp: GCONHyperparameters) -> dict:
 
 
 @dataclass
-class _Config:
-    """One GCON configuration (the defaults, or one point of the paper's grid)."""
-
-    encoder_hidden: int
-    alpha: float
-    steps: list[float]
-    pseudo_labels: bool
-    loss: str
-    huber_delta: float
-    regularization: float
-    alpha_inference: float
-
-    def to_dict(self) -> dict:
-        return {
-            "encoder_hidden": self.encoder_hidden,
-            "alpha": self.alpha,
-            "steps": _steps_to_json(self.steps),
-            "pseudo_labels": self.pseudo_labels,
-            "loss": self.loss,
-            "huber_delta": self.huber_delta,
-            "regularization": self.regularization,
-            "alpha_inference": self.alpha_inference,
-        }
-
-
-@dataclass
 class _Trained:
     """Θ released for one configuration, with everything its privacy spec and card need."""
 
@@ -413,7 +238,7 @@ class GCON(Defense):
       (Λ′, β calibrated to (1−s)ε, (1−s)δ; the (ε, δ) is re-derived through Lemmas 7–9);
     * the solver returns Θ̂ with ‖∇L_priv(Θ̂)‖_F ≤ γ (else :class:`GCONConvergenceError`), and
       Θ̂ + N(0, σ₂²I) with σ₂ = z·2γ/(Λ+Λ′) is released, z calibrated so that the Gaussian spends
-      ≤ sε at δ₂ = sδ (Iyengar et al. 2019, AMP; :func:`~defenses._gcon_math.amp_sensitivity`);
+      ≤ sε at δ₂ = sδ (Iyengar et al. 2019, AMP; :func:`~defenses.gcon.mechanism.amp_sensitivity`);
     * the ledger composes both (ε's and δ's add), spent ≤ target. The Gaussian is recorded in
       (ε, δ) by the exact analytic bound (Balle & Wang 2018), since the RDP conversion floors at
       the small ε₂ = sε.
@@ -445,35 +270,8 @@ class GCON(Defense):
             opt.step()
         return encoder.eval()
 
-    def _default_config(self, checked: dict) -> _Config:
-        hp = self.hp
-        return _Config(
-            hp.encoder_hidden, checked["alpha"], checked["steps"], hp.pseudo_labels, hp.loss, hp.huber_delta,
-            hp.regularization, checked["alpha_inference"],
-        )  # fmt: skip
-
-    def _grid_configs(self, checked: dict) -> list[_Config]:
-        """Every configuration of the paper's grid, in grid order (keys left out keep the field's value)."""
-        hp, grid = self.hp, checked["grid"]
-        values = {
-            "encoder_hidden": grid.get("encoder_hidden", [hp.encoder_hidden]),
-            "alpha": grid.get("alpha", [checked["alpha"]]),
-            "steps": [parse_steps(v) for v in grid["steps"]] if "steps" in grid else [checked["steps"]],
-            "pseudo_labels": grid.get("pseudo_labels", [hp.pseudo_labels]),
-            "loss": grid.get("loss", [(hp.loss, hp.huber_delta if hp.loss == "huber" else None)]),
-            "regularization": grid.get("regularization", [hp.regularization]),
-            "alpha_inference": grid.get("alpha_inference", [hp.alpha_inference]),
-        }
-        configs = []
-        for hidden, alpha, steps, pseudo, (loss, hd), lam, a_inf in itertools.product(*values.values()):
-            configs.append(
-                _Config(hidden, alpha, steps, pseudo, loss, hp.huber_delta if hd is None else hd, lam,
-                        alpha if a_inf is None else a_inf)
-            )  # fmt: skip
-        return configs
-
     def _train_theta(
-        self, z: torch.Tensor, y_rows: torch.Tensor, config: _Config, c: int, delta: float, stream: tuple[int, ...]
+        self, z: torch.Tensor, y_rows: torch.Tensor, config: Config, c: int, delta: float, stream: tuple[int, ...]
     ) -> _Trained:
         r"""Steps 4–5 of Algorithm 1 for one configuration, plus AMP.
 
@@ -528,7 +326,7 @@ class GCON(Defense):
         y_all = data.y.to(self.device)
         # 3. propagation on the graph training may see (Eqs. 9–11)
         adj = normalized_adjacency(split.edge_index_for(dataset, "train").to(self.device), n)
-        configs = self._grid_configs(checked) if self.paper_protocol else [self._default_config(checked)]
+        configs = grid_configs(hp, checked) if self.paper_protocol else [default_config(hp, checked)]
         val = split.val.to(self.device)
         adj_val = None
         if self.paper_protocol:
@@ -578,7 +376,7 @@ class GCON(Defense):
             if not self.paper_protocol:
                 best = (None, config, encoder, trained)
                 break
-            z_val = _query_features(adj_val, x_enc, config, hp.inference)[val]
+            z_val = query_features(adj_val, x_enc, config, hp.inference)[val]
             pred = (z_val @ torch.as_tensor(trained.theta, device=self.device)).argmax(dim=1)
             accuracy = float((pred == y_all[val]).double().mean())
             if best is None or accuracy > best[0]:
@@ -586,7 +384,7 @@ class GCON(Defense):
         val_accuracy, config, encoder, trained = best
         return self._release(dataset, split, delta, config, encoder, trained, val_accuracy, len(configs))
 
-    def _release(self, dataset, split, delta, config: _Config, encoder: MLP, trained: _Trained, val_accuracy,
+    def _release(self, dataset, split, delta, config: Config, encoder: MLP, trained: _Trained, val_accuracy,
                  num_candidates: int) -> GCONModel:  # fmt: skip
         hp = self.hp
         c = dataset.num_classes
@@ -596,7 +394,7 @@ class GCON(Defense):
             "d": trained.d,
             "c": c,
             "psi": trained.psi,
-            "steps": _steps_to_json(config.steps),
+            "steps": steps_to_json(config.steps),
             "regularization_total": trained.reg_total,
             "solver": {
                 "method": "scipy L-BFGS-B + Newton polish, float64",
@@ -619,12 +417,7 @@ class GCON(Defense):
                 "chosen": config.to_dict(),
                 "val_accuracy": val_accuracy,
             }
-            unaccounted.append(
-                f"hyperparameter selection (GCON Appendix Q): {num_candidates} configurations of the grid "
-                f"'{hp.grid}' were each trained on the private graph and the one with the best validation "
-                "accuracy was released; the validation predictions read private edges and the selection's "
-                "privacy cost is not accounted (as in the paper)"
-            )
+            unaccounted.append(selection_unaccounted(hp.grid, num_candidates))
         if not self.private:
             privacy = PrivacySpec.non_private("gcon at ε = ∞: the same pipeline without B, Λ′ and AMP noise")
             if unaccounted:
@@ -642,7 +435,7 @@ class GCON(Defense):
                 ledger.step(RecordedGuarantee(self.epsilon, 0.0, name="gcon objective perturbation (Theorem 1)"))
             else:
                 spent_eps, spent_delta = params.guarantee()
-                details = {k: _json_float(v) for k, v in params.to_dict().items()}
+                details = {k: json_float(v) for k, v in params.to_dict().items()}
                 amp = trained.amp
                 notes.append(
                     f"Theorem 1 covers the exact minimiser; the solver reached ‖∇L_priv‖_F = {info.grad_norm:.3e} ≤ "
@@ -683,18 +476,10 @@ class GCON(Defense):
             "num_classes": c,
             "alpha": config.alpha,
             "alpha_inference": config.alpha_inference,
-            "steps": _steps_to_json(config.steps),
+            "steps": steps_to_json(config.steps),
             "inference": hp.inference,
             "loss": config.loss,
         }
-        card = {"inference": {"private": False, "note": _INFERENCE_NOTES[hp.inference]}, "gcon": gcon_card}
+        card = {"inference": {"private": False, "note": INFERENCE_NOTES[hp.inference]}, "gcon": gcon_card}
         theta_t = torch.as_tensor(trained.theta, dtype=torch.float64, device=self.device)
         return GCONModel(encoder, theta_t, settings, privacy, card)
-
-
-def _query_features(adj: torch.Tensor, x_enc: torch.Tensor, config: _Config, inference: str) -> torch.Tensor:
-    """:math:`\\hat Z` for queries: Eq. (16) (``private``) or Eq. (11) on the queried graph (``public``)."""
-    with torch.no_grad():
-        if inference == "public":
-            return gcon_features(adj, x_enc, config.alpha, config.steps)
-        return one_hop_features(adj, x_enc, config.alpha_inference, config.steps)
