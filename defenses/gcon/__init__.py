@@ -29,8 +29,8 @@ one undirected edge). Theorem 1 is calibrated to ((1 − s)ε, (1 − s)δ) and 
 (sε, sδ) with s = ``amp_share`` (default 0.01); the ledger records a :class:`RecordedGuarantee`
 whose (ε, δ) is *re-derived* from the computed Λ, Λ′, β, c_θ through Lemmas 7–9
 (:meth:`TheoremOneParameters.guarantee`) and one for AMP's Gaussian (exact analytic bound,
-Balle & Wang 2018, Theorem 8), composed by adding ε's and δ's; the total is checked to be ≤ the target. The encoder and the pseudo-labels
-read no edge. See :mod:`defenses.gcon.mechanism` for the check of the paper's algebra and the
+Balle & Wang 2018, Theorem 8), composed by adding ε's and δ's; the total is checked to be ≤
+the target. The encoder and the pseudo-labels read no edge. See :mod:`defenses.gcon.mechanism` for the check of the paper's algebra and the
 readings chosen where it is loose (Λ raised by Eq. 22 is the Λ used in the objective; PPR
 computed as R_M; 1/s kept at inference; the exact-minimiser assumption, closed by AMP).
 
@@ -38,7 +38,12 @@ computed as R_M; 1/s kept at inference; the exact-minimiser assumption, closed b
 choice read from private data; ``sound: true``. ``paper``: Appendix Q's protocol — every
 configuration of ``grid`` (default :data:`PAPER_GRID`) is trained with the same mechanism and
 the best by validation accuracy is released; that selection is not accounted, so the spec is
-``sound: false`` and lists it (each candidate alone spends ≤ the target, as the paper reports).
+``sound: false`` and lists it (each candidate alone spends ≤ the target, as the paper reports). What each protocol changes is laid out in :mod:`defenses.gcon.protocols`.
+
+Package layout: :mod:`~defenses.gcon.mechanism` (the math: losses, propagation, Lemma 2,
+Theorem 1, Algorithm 2, the solver, AMP — pure functions), :mod:`~defenses.gcon.model` (the
+released-model kind and inference features), :mod:`~defenses.gcon.protocols` (``sound`` vs
+``paper``, the grid), and this module (hyperparameters and the registered defense).
 
 **What inference reveals.** The released parameters (encoder + Θ) are edge-DP; predictions
 are not automatically. ``inference="private"`` (default, Eq. 16 / Algorithm 4 lines 1–4)
