@@ -79,99 +79,37 @@ def run_one(dataset_name: str, method: str, seeds: list[int], epsilons: list[flo
 
 
 def run_paper_protocol(dataset_name: str, seeds: list[int], data_root: str) -> list[dict]:
-    """The paper's protocol (Section VI / Appendix Q): per (seed, ε), pick the configuration with the best
-    *validation* accuracy from a grid and report its test accuracy. The selection reads private
-    edges (through validation predictions) and its privacy cost is NOT accounted — exactly as in
-    the paper ("we do not account for the privacy cost of hyperparameter tuning"). Each grid point
-    is the pipeline of ``defenses.gcon`` (same encoder, Z, Theorem 1, Algorithm 2, solver)."""
+    """``gcon`` with ``protocol=paper`` (Section VI / Appendix Q): inside ``fit``, every configuration
+    of :data:`defenses.gcon.PAPER_GRID` is trained (Theorem 1 + AMP) and the best by *validation*
+    accuracy is released. The selection reads private edges (through validation predictions) and its
+    privacy cost is NOT accounted — exactly as in the paper ("we do not account for the privacy cost of
+    hyperparameter tuning") — so every such model says ``sound: false``."""
     sys.path.insert(0, str(ROOT))
-    import itertools
-
-    import torch
-    import torch.nn.functional as F
-
-    from defenses._gcon_math import (
-        gcon_features,
-        make_loss,
-        normalized_adjacency,
-        one_hop_features,
-        sample_objective_noise,
-        sensitivity_psi,
-        solve_perturbed_objective,
-        theorem1_parameters,
-    )
-    from defenses.gcon import GCON, encode_features
-    from dpaudit.accounting.spec import auto_delta
     from dpaudit.datasets import load_dataset
-    from dpaudit.runtime import seed_everything
+    from dpaudit.registry import get_defense
     from dpaudit.splits import make_split
 
     dataset = load_dataset(dataset_name, root=data_root)
-    n, c = dataset.num_nodes, dataset.num_classes
-    adj = normalized_adjacency(dataset.data.edge_index, n)
-    delta = auto_delta(dataset.num_edges)
-    y_true = dataset.data.y.numpy()
+    cls = get_defense("gcon")
     rows_out = []
     for seed in seeds:
         split = make_split(dataset, SPLIT, seed=seed)
-        best: dict = {}
-        for hidden in (8, 16, 64):
-            seed_everything(seed)
-            encoder = GCON(epsilon=1.0, seed=seed, encoder_hidden=hidden)._train_encoder(dataset, split)
-            x = encode_features(encoder, dataset.data.x)
-            with torch.no_grad():
-                pseudo = encoder(dataset.data.x).argmax(1)
-            pseudo[split.train] = dataset.data.y[split.train]
-            for alpha, m in itertools.product((0.2, 0.4, 0.6, 0.8), (1, 2, 5, 10, math.inf)):
-                z_all = gcon_features(adj, x, alpha, [m])
-                z_query = one_hop_features(adj, x, alpha, [m]).numpy()
-                psi = sensitivity_psi(alpha, [m])
-                for use_pseudo, loss_name, lam in itertools.product((True, False), ("msl", "huber"), (0.01, 0.2, 1, 2)):
-                    rows = torch.arange(n) if use_pseudo else split.train
-                    labels = pseudo if use_pseudo else dataset.data.y
-                    z = z_all[rows].numpy()
-                    y = F.one_hot(labels[rows], c).double().numpy()
-                    loss = make_loss(loss_name, c, 0.2)
-                    for eps in EPSILONS + [math.inf]:
-                        if math.isinf(eps):
-                            noise, reg = np.zeros((z.shape[1], c)), lam
-                        else:
-                            p = theorem1_parameters(
-                                eps, delta, c, z.shape[1], z.shape[0], lam, 0.9, loss.suprema(), psi, 0.1
-                            )
-                            rng = np.random.default_rng(np.random.SeedSequence([seed, 0x6C0]))
-                            noise = sample_objective_noise(z.shape[1], c, p.beta, rng)
-                            reg = p.regularization + p.lambda_prime
-                        theta, _ = solve_perturbed_objective(z, y, loss, reg, noise)
-                        pred = (z_query @ theta).argmax(1)
-                        val = float((pred[split.val.numpy()] == y_true[split.val.numpy()]).mean())
-                        test = float((pred[split.test.numpy()] == y_true[split.test.numpy()]).mean())
-                        key = None if math.isinf(eps) else eps
-                        if key not in best or val > best[key][0]:
-                            best[key] = (
-                                val,
-                                test,
-                                dict(
-                                    hidden=hidden,
-                                    alpha=alpha,
-                                    m=str(m),
-                                    pseudo=use_pseudo,
-                                    loss=loss_name,
-                                    regularization=lam,
-                                ),
-                            )
-        for eps, (val, test, config) in best.items():
+        for eps in EPSILONS + [math.inf]:
+            start = time.perf_counter()
+            model = cls(epsilon=eps, seed=seed, device="cpu", protocol="paper").fit(dataset, split)
+            selection = model.card["gcon"]["selection"]
             row = {
                 "dataset": dataset_name,
                 "method": "gcon-paper-protocol",
-                "epsilon": eps,
+                "epsilon": None if math.isinf(eps) else eps,
                 "seed": seed,
-                "accuracy": test,
-                "val_accuracy": val,
-                "config": config,
-                "spent_epsilon": eps,
-                "delta": delta,
-                "seconds": float("nan"),
+                "accuracy": model.accuracy(dataset.data, split.test),
+                "val_accuracy": selection["val_accuracy"],
+                "config": selection["chosen"],
+                "spent_epsilon": model.privacy.epsilon if model.privacy.is_private else None,
+                "sound": model.privacy.sound,
+                "delta": model.privacy.delta,
+                "seconds": time.perf_counter() - start,
             }
             rows_out.append(row)
             print(json.dumps(row), file=sys.stderr, flush=True)

@@ -15,7 +15,8 @@ tested on its own.
   of Eqs. (17)–(24), and :meth:`TheoremOneParameters.guarantee`, which re-derives the
   (ε, δ) the parameters actually give from the proof's inequalities (Lemmas 7–9).
 * :func:`sample_objective_noise` — Algorithm 2.
-* :func:`solve_perturbed_objective` — the exact minimisation of :math:`L_{priv}` (Eq. 13, 15).
+* :func:`solve_perturbed_objective` — the minimisation of :math:`L_{priv}` (Eq. 13, 15) to a gradient
+  norm ≤ γ; :func:`amp_sensitivity`, :func:`amp_noise_multiplier` — Approximate Minima Perturbation.
 
 Checks of the paper's algebra (all hold; they are re-verified numerically in the tests):
 
@@ -46,11 +47,13 @@ Readings chosen where the paper is loose (each keeps the proof valid):
   which a Krylov solver (a data-dependent non-linear map) would not.
 * Eq. (16) omits the 1/s of Eq. (11); inference keeps it so that training and inference
   features have the same scale (argmax is unchanged either way).
-* The guarantee is for the exact minimiser (Eq. 15). :func:`solve_perturbed_objective` drives
-  the gradient to a tight relative tolerance in float64 and reports the final gradient norm;
-  the residual optimisation error is *not* accounted (as in the paper and in DPERM). The paper's
-  experiments run Adam for a fixed number of steps (Appendix Q), which does not return the
-  minimiser the proof is about; we solve to tolerance instead (L-BFGS, then Newton steps).
+* Theorem 1 is for the exact minimiser (Eq. 15), which no solver returns. We close the gap with
+  Approximate Minima Perturbation (Iyengar et al., S&P 2019; :func:`amp_sensitivity`): the
+  solver must reach ‖∇L_priv‖_F ≤ γ (a fixed, public tolerance; otherwise the fit fails with
+  :class:`GCONConvergenceError` and releases nothing), and Gaussian noise covering the residual
+  sensitivity 2γ/(Λ + Λ′) is added to Θ̂ at a small fixed share of (ε, δ), recorded in the ledger.
+  The paper's experiments run Adam for a fixed number of steps (Appendix Q), which is covered by
+  neither; we solve to γ instead (L-BFGS, then Newton steps).
 * β is shrunk by a factor 1 − 1e-12 and c_sf enlarged by 1 + 1e-10 so that floating-point
   rounding never makes the re-derived (ε, δ) exceed the target.
 """
@@ -65,7 +68,7 @@ import numpy as np
 import torch
 from scipy import optimize, stats
 
-from dpaudit.errors import ConfigurationError, PrivacyParameterError
+from dpaudit.errors import ConfigurationError, DPAuditError, PrivacyParameterError
 
 log = logging.getLogger(__name__)
 
@@ -215,7 +218,9 @@ def normalized_adjacency(edge_index: torch.Tensor, num_nodes: int, dtype=torch.f
 
 def appr_propagate(adj: torch.Tensor, x: torch.Tensor, alpha: float, steps: int) -> torch.Tensor:
     r""":math:`Z_m = R_m X` for finite m by Eq. (4): :math:`Z_0 = X`,
-    :math:`Z_t = (1-\alpha)\tilde A Z_{t-1} + \alpha X` (equal to Eq. 6/9, no dense matrix)."""
+    :math:`Z_t = (1-\alpha)\tilde A Z_{t-1} + \alpha X` (equal to Eq. 6/9, no dense matrix).
+
+    Shapes: adj sparse [n, n], x [n, d] → [n, d]."""
     z = x
     for _ in range(int(steps)):
         z = (1.0 - alpha) * (adj @ z) + alpha * x
@@ -246,14 +251,18 @@ def propagate(adj: torch.Tensor, x: torch.Tensor, alpha: float, m: float, tol: f
 
 
 def gcon_features(adj: torch.Tensor, x: torch.Tensor, alpha: float, steps: list[float]) -> torch.Tensor:
-    r""":math:`Z = \frac1s(Z_{m_1} \oplus \dots \oplus Z_{m_s})` (Eq. 11), features concatenated."""
+    r""":math:`Z = \frac1s(Z_{m_1} \oplus \dots \oplus Z_{m_s})` (Eq. 11), features concatenated.
+
+    Shapes: adj sparse [n, n], x [n, d] → [n, s·d]."""
     return torch.cat([propagate(adj, x, alpha, m) for m in steps], dim=1) / len(steps)
 
 
 def one_hop_features(adj: torch.Tensor, x: torch.Tensor, alpha_inference: float, steps: list[float]) -> torch.Tensor:
     r"""Private inference features of Eq. (16): :math:`\hat R_{m_i} = I` if :math:`m_i = 0`, else
     :math:`(1-\alpha_I)\tilde A + \alpha_I I`; row v reads only v's own adjacency. Scaled by 1/s
-    like Eq. (11) (Eq. 16 omits it; the argmax is the same)."""
+    like Eq. (11) (Eq. 16 omits it; the argmax is the same).
+
+    Shapes: adj sparse [n, n], x [n, d] → [n, s·d]."""
     one_hop = (1.0 - alpha_inference) * (adj @ x) + alpha_inference * x
     return torch.cat([x if m == 0 else one_hop for m in steps], dim=1) / len(steps)
 
@@ -433,12 +442,20 @@ class SolveInfo:
     restarts: int
     converged: bool
     objective: float
+    grad_tol: float
+
+
+class GCONConvergenceError(DPAuditError):
+    """The solver did not reach the gradient tolerance γ that the privacy proof needs
+    (Theorem 1 + AMP cover only an approximate minimiser with ‖∇L_priv‖_F ≤ γ); nothing is released."""
 
 
 def perturbed_objective(theta: np.ndarray, z: np.ndarray, y: np.ndarray, loss, reg_total: float, noise: np.ndarray):
     r""":math:`L_{priv}` of Eq. (13) and its gradient, float64:
     :math:`\frac1{n_1}\sum_i\sum_j \ell(z_i^T\theta_j; y_{ij}) + \frac{\Lambda+\Lambda'}2\|\Theta\|_F^2
-    + \frac1{n_1}B\odot\Theta`."""
+    + \frac1{n_1}B\odot\Theta`.
+
+    Shapes: θ [d, c], z [n₁, d], y [n₁, c], noise [d, c]; returns (float, [d, c])."""
     n1 = z.shape[0]
     scores = z @ theta
     value = loss.value(scores, y).sum() / n1 + 0.5 * reg_total * np.sum(theta * theta) + np.sum(noise * theta) / n1
@@ -452,19 +469,33 @@ def solve_perturbed_objective(
     loss,
     reg_total: float,
     noise: np.ndarray,
-    tol: float = 1e-6,
+    grad_tol: float = 1e-8,
     max_iter: int = 5000,
     max_restarts: int = 3,
     max_newton: int = 50,
+    raise_on_failure: bool = True,
 ) -> tuple[np.ndarray, SolveInfo]:
-    r""":math:`\Theta_{priv} = \arg\min L_{priv}` (Eq. 15) by L-BFGS (SciPy, float64), polished by
-    Newton steps (block-diagonal Hessian) if L-BFGS stalls above the tolerance.
+    r"""An approximate minimiser :math:`\hat\Theta` of :math:`L_{priv}` (Eq. 13/15) with
+    :math:`\|\nabla L_{priv}(\hat\Theta)\|_F \le \gamma` = ``grad_tol`` (an *absolute*, public
+    tolerance: AMP's sensitivity is computed from it, so it must not depend on the data).
 
-    :math:`L_{priv}` is (Λ + Λ′)-strongly convex, so the minimiser is unique and
-    :math:`\|\hat\Theta - \Theta_{priv}\|_F \le \|\nabla L_{priv}(\hat\Theta)\|_F/(\Lambda+\Lambda')`.
-    Runs until :math:`\|\nabla L_{priv}\|_F \le` tol · :math:`\|\nabla L_{priv}(0)\|_F`
-    (restarting L-BFGS from its last iterate if it stalls); logs a warning if it never gets there.
+    L-BFGS (SciPy, float64) from Θ = 0, restarted from its last iterate if it stalls, then
+    Newton steps (the Hessian is block diagonal: one d×d block per class) if L-BFGS stops on
+    floating-point noise above γ. Deterministic given (z, y, noise): AMP's analysis conditions on
+    the exact minimiser and needs the returned point to be a function of the inputs.
+
+    :math:`L_{priv}` is (Λ + Λ′)-strongly convex, so
+    :math:`\|\hat\Theta - \Theta_{priv}\|_F \le \|\nabla L_{priv}(\hat\Theta)\|_F/(\Lambda+\Lambda') \le
+    \gamma/(\Lambda+\Lambda')` (see :func:`amp_sensitivity`).
+
+    Raises:
+        GCONConvergenceError: when ‖∇L_priv‖_F > γ at the end (unless ``raise_on_failure=False``,
+            used only by diagnostics, which then get ``info.converged = False``).
+
+    Shapes: z [n₁, d], y [n₁, c] (one-hot), noise [d, c]; returns Θ̂ [d, c].
     """
+    if not (math.isfinite(grad_tol) and grad_tol > 0):
+        raise ConfigurationError(f"gcon grad_tol (γ) must be > 0, got {grad_tol}")
     d, c = z.shape[1], y.shape[1]
     theta = np.zeros((d, c))
 
@@ -473,11 +504,11 @@ def solve_perturbed_objective(
         return value, grad.ravel()
 
     g0 = float(np.linalg.norm(fun(theta.ravel())[1]))
-    target = tol * max(g0, 1e-300)
+    target = float(grad_tol)
     iterations, restarts = 0, 0
     grad_norm = g0
     while grad_norm > target and restarts <= max_restarts:
-        # ‖g‖_∞ ≤ target/√(dc) implies ‖g‖_2 ≤ target; ftol = 0 stops L-BFGS-B from quitting early
+        # ‖g‖_∞ ≤ γ/√(dc) implies ‖g‖_2 ≤ γ; ftol = 0 stops L-BFGS-B from quitting early
         result = optimize.minimize(
             fun,
             theta.ravel(),
@@ -492,8 +523,6 @@ def solve_perturbed_objective(
             restarts += 1
     newton_steps = 0
     while grad_norm > target and newton_steps < max_newton:
-        # Newton polish (the Hessian is block diagonal: one d×d block per class) for when L-BFGS
-        # stalls on floating-point noise in the line search
         _, grad = perturbed_objective(theta, z, y, loss, reg_total, noise)
         curvature = loss.d2(z @ theta, y)
         step = np.empty_like(theta)
@@ -509,14 +538,83 @@ def solve_perturbed_objective(
     iterations += newton_steps
     value = fun(theta.ravel())[0]
     converged = grad_norm <= target
-    info = SolveInfo(grad_norm, g0, grad_norm / max(g0, 1e-300), iterations, restarts, converged, value)
-    if not converged:
-        log.warning(
-            "GCON: L-BFGS did NOT reach the tolerance: ‖∇L_priv‖ = %.3e > %.1e × ‖∇L_priv(0)‖ = %.3e after %d "
-            "iterations. Theorem 1 covers the exact minimiser only; the released model is approximate.",
-            grad_norm,
-            tol,
-            target,
-            iterations,
+    info = SolveInfo(grad_norm, g0, grad_norm / max(g0, 1e-300), iterations, restarts, converged, value, target)
+    if not converged and raise_on_failure:
+        raise GCONConvergenceError(
+            f"gcon: the solver stopped at ‖∇L_priv‖_F = {grad_norm:.3e} > γ = {target:.1e} after {iterations} "
+            "iterations; the privacy proof (Theorem 1 + AMP) needs ‖∇L_priv‖_F ≤ γ, so nothing is released "
+            "(raise max_iter or grad_tol)"
         )
     return theta, info
+
+
+# ---------------------------------------------------------------------------- AMP
+
+
+def amp_sensitivity(grad_tol: float, reg_total: float) -> float:
+    r"""L2 sensitivity of the residual :math:`\hat\Theta - \Theta_{priv}` that AMP's Gaussian covers.
+
+    Approximate Minima Perturbation (Iyengar, Near, Song, Thakkar, Thakurta & Wang, "Towards
+    Practical Differentially Private Convex Optimization", IEEE S&P 2019, Algorithm 1 and
+    its privacy theorem): solve the perturbed objective only to :math:`\|\nabla L_{priv}(\hat\theta)\| \le \gamma`,
+    then release :math:`\hat\theta + \mathcal N(0, \sigma_2^2 I)`; objective perturbation pays
+    (ε₁, δ₁) for the exact minimiser and the Gaussian (ε₂, δ₂) for the residual, composed basically.
+    With the (Λ + Λ′)-strongly convex :math:`L_{priv}` of Eq. (13) (average form),
+
+    .. math::
+        \|\hat\Theta - \Theta_{priv}\|_F \le \frac{\|\nabla L_{priv}(\hat\Theta)\|_F}{\Lambda+\Lambda'}
+        \le \frac{\gamma}{\Lambda+\Lambda'}.
+
+    **Why 2γ/(Λ+Λ′) and not the paper's γ/(Λ+Λ′).** Algorithm 1 of Iyengar et al. sets
+    :math:`\sigma_2 = \frac{n\gamma}{\Lambda}\cdot\frac{1+\sqrt{2\log(1/\delta_2)}}{\epsilon_2}` (sum-form
+    objective; nγ/Λ = γ/strong convexity), i.e. a sensitivity of γ/(Λ+Λ′) here. The argument we
+    can write down conditions on the exact minimiser :math:`t = \Theta_{priv}` (released by
+    Theorem 1): given t and the data D, the noise B is determined (first-order condition), so the
+    deterministic solver's residual :math:`g(D, t) = \hat\Theta - t` is a function of (D, t) with
+    ‖g‖ ≤ γ/(Λ+Λ′); for neighbouring D, D′ and the same t,
+    :math:`\|g(D,t) - g(D',t)\| \le 2\gamma/(\Lambda+\Lambda')`, which the Gaussian mechanism covers
+    (adaptive basic composition). Redberg, Koskela & Wang (2023) use the same 2τ/λ. The factor
+    2 costs nothing measurable: γ is ~1e-8.
+
+    The analysis (like Iyengar et al.'s) assumes the solver always reaches γ. When it does not,
+    the fit raises :class:`GCONConvergenceError` and releases nothing; that a fit failed is itself
+    data-dependent and not covered. In every run measured (the 15 Cora-ML claim fits, 9,600
+    candidate solves of ``protocol=paper``, the tests) L-BFGS + Newton reached γ = 1e-8.
+    """
+    if not (grad_tol > 0 and reg_total > 0):
+        raise ConfigurationError("AMP needs a gradient tolerance γ > 0 and a strong-convexity constant Λ + Λ′ > 0")
+    return 2.0 * float(grad_tol) / float(reg_total)
+
+
+def gaussian_delta(multiplier: float, epsilon: float) -> float:
+    r"""δ(ε) of the Gaussian mechanism with noise σ = multiplier · Δ (Balle & Wang 2018, Theorem 8,
+    the exact "analytic Gaussian mechanism"; μ = 1/multiplier):
+    :math:`\delta = \Phi(\tfrac{\mu}{2} - \tfrac{\epsilon}{\mu}) - e^{\epsilon}\Phi(-\tfrac{\mu}{2} - \tfrac{\epsilon}{\mu})`."""
+    mu = 1.0 / float(multiplier)
+    first = float(stats.norm.cdf(mu / 2.0 - epsilon / mu))
+    second = math.exp(epsilon + float(stats.norm.logcdf(-mu / 2.0 - epsilon / mu)))
+    return max(0.0, first - second)
+
+
+def amp_noise_multiplier(epsilon: float, delta: float) -> float:
+    r"""The smallest Gaussian noise multiplier z (σ₂ = z · sensitivity, up to a 1e-6 relative
+    bisection tolerance) that is (ε₂, δ₂) = (``epsilon``, ``delta``)-DP by the exact analytic
+    Gaussian bound (:func:`gaussian_delta`). The RDP conversion would floor at small ε₂ (AMP's
+    share is ~1 % of ε), so this one mechanism is recorded directly in (ε, δ).
+
+    Raises:
+        PrivacyParameterError: on ε₂ ≤ 0 or δ₂ ∉ (0, 1).
+    """
+    if not (math.isfinite(epsilon) and epsilon > 0) or not 0.0 < delta < 1.0:
+        raise PrivacyParameterError(f"AMP needs ε₂ > 0 and 0 < δ₂ < 1, got ({epsilon}, {delta})")
+    lo, hi = 1e-3, 1.0
+    while gaussian_delta(hi, epsilon) > delta:
+        lo, hi = hi, hi * 4.0
+    while hi / lo - 1.0 > 1e-6:
+        mid = math.sqrt(lo * hi)
+        if gaussian_delta(mid, epsilon) <= delta:
+            hi = mid
+        else:
+            lo = mid
+    assert gaussian_delta(hi, epsilon) <= delta
+    return hi
