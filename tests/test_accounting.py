@@ -345,8 +345,8 @@ def test_mixture_of_gaussians_against_brute_force_hockey_stick(sigma, s, support
         # The Rényi integrands are unit-curvature bumps centred within ±α·s·max(ρ).
         hi = a * s * max(support) + 12 * sigma
         lo = -hi
-        remove, _ = integrate.quad(lambda x: math.exp(a * math.log(q(x)) + (1 - a) * math.log(p(x))), lo, hi)
-        add, _ = integrate.quad(lambda x: math.exp(a * math.log(p(x)) + (1 - a) * math.log(q(x))), lo, hi)
+        remove, _ = integrate.quad(lambda x, a=a: math.exp(a * math.log(q(x)) + (1 - a) * math.log(p(x))), lo, hi)
+        add, _ = integrate.quad(lambda x, a=a: math.exp(a * math.log(p(x)) + (1 - a) * math.log(q(x))), lo, hi)
         assert ours_rdp == pytest.approx(max(math.log(remove), math.log(add)) / (a - 1), rel=1e-6)
 
 
