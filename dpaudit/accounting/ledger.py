@@ -8,7 +8,13 @@ Like opacus' accountants, :class:`PrivacyLedger` has ``step`` (record what the c
 * ``pld`` — privacy loss distributions of dominating pairs convolve (dp-accounting,
   pessimistic discretisation; see :mod:`dpaudit.accounting.pld`);
 * ``gaussian`` — when every mechanism is an un-subsampled Gaussian the ledger is exactly μ-GDP
-  and the exact Gaussian curve (Balle & Wang 2018) is inverted.
+  and the exact Gaussian curve (Balle & Wang 2018) is inverted;
+* ``rdp+pld`` — per part, for mixed ledgers whose mechanisms prefer different analyses (e.g.
+  DPAR: exponential mechanisms are tightest in RDP through bounded range, the DP-SGD mixture
+  in PLD): the mechanisms that are tighter alone under RDP form one part, the others a PLD
+  part, and the parts compose by the basic theorem, :math:`\varepsilon = \varepsilon_{rdp}
+  (\\delta_1) + \varepsilon_{pld}(\\delta - \\delta_1)`, with δ₁ the best of a fixed grid of
+  shares (valid for every share: adaptive basic composition of two (ε, δ) guarantees).
 
 ``accountant="auto"`` (the default) reports the smallest of those that apply — the minimum
 of valid upper bounds is a valid upper bound; ``"rdp"`` and ``"pld"`` force one analysis.
@@ -25,7 +31,7 @@ import numpy as np
 
 from dpaudit.accounting.conversion import rdp_to_epsilon
 from dpaudit.accounting.mechanisms import EXTENDED_ORDERS, Mechanism, RecordedGuarantee, orders_array
-from dpaudit.accounting.pld import DEFAULT_DISCRETIZATION, gaussian_epsilon, pld_epsilon
+from dpaudit.accounting.pld import DEFAULT_DISCRETIZATION, composed_pld, gaussian_epsilon, pld_epsilon
 from dpaudit.accounting.spec import PrivacySpec, Unit
 from dpaudit.errors import PrivacyParameterError
 
@@ -39,7 +45,12 @@ LABELS = {
     "rdp": "rdp (Balle et al. 2020 conversion)",
     "pld": "pld (dp-accounting privacy loss distributions, pessimistic, grid {grid:g})",
     "gaussian": "exact gaussian curve (mu-GDP, Balle & Wang 2018)",
+    "rdp+pld": "per part: rdp (Balle et al. 2020) for {rdp_part}, pld (dp-accounting, grid {grid:g}) for the "
+    "rest, basic composition between the parts",
 }
+
+#: Shares δ₁/δ of the RDP part tried by the per-part analysis.
+DELTA_SHARES = (0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 0.65, 0.8, 0.9, 0.95, 0.98)
 
 
 def check_accountant(accountant: str) -> str:
@@ -134,11 +145,13 @@ class PrivacyLedger:
         small ε, where a fixed grid's pessimistic rounding would dominate the answer."""
         return min(self.value_discretization_interval, max(1e-5, rdp_epsilon / 100.0))
 
-    def epsilon_by_accountant(self, delta: float, only_rdp: bool = False) -> dict[str, float]:
+    def epsilon_by_accountant(self, delta: float, only: str | None = None) -> dict[str, float]:
         """ε at δ under every analysis that applies (recorded guarantees added to each).
 
         Keys: ``"rdp"`` always; ``"pld"`` when every mechanism has a PLD and the RDP ε is at
-        most :data:`PLD_MAX_EPSILON`; ``"gaussian"`` when the composed part is exactly μ-GDP.
+        most :data:`PLD_MAX_EPSILON`; ``"rdp+pld"`` when some mechanisms are tighter alone under
+        RDP and others under PLD; ``"gaussian"`` when the composed part is exactly μ-GDP.
+        ``only="rdp"`` / ``"pld"`` skips the other analyses (RDP is always computed).
         """
         if not 0.0 < delta < 1.0:
             raise PrivacyParameterError(f"delta must lie in (0, 1), got {delta}")
@@ -148,19 +161,55 @@ class PrivacyLedger:
             return {"rdp": rec_eps}
         rdp_eps, _ = self._rdp_epsilon(composable, remaining)
         out = {"rdp": rec_eps + rdp_eps}
-        if only_rdp:
+        if only == "rdp":
             return out
         if rdp_eps <= PLD_MAX_EPSILON and all(type(m).pld is not Mechanism.pld for m in composable):
             out["pld"] = rec_eps + pld_epsilon(composable, remaining, self.pld_grid(rdp_eps))
+        if only == "pld":
+            return out
+        if "pld" in out:
+            split = self._per_part_epsilon(composable, remaining)
+            if split is not None:
+                out["rdp+pld"] = rec_eps + split
         mus = [m.gdp_mu() for m in composable]
         if all(mu is not None for mu in mus):
             out["gaussian"] = rec_eps + gaussian_epsilon(math.sqrt(sum(mu * mu for mu in mus)), remaining)
         return out
 
+    def _part_preferences(self, composable: list[Mechanism], delta: float) -> tuple[list, list]:
+        """Mechanisms that are tighter alone under RDP, and the others."""
+        by_rdp, by_pld = [], []
+        for m in composable:
+            alone_rdp, _ = self._rdp_epsilon([m], delta)
+            grid = self.pld_grid(alone_rdp)
+            alone_pld = pld_epsilon([m], delta, grid) if alone_rdp <= PLD_MAX_EPSILON else math.inf
+            (by_rdp if alone_rdp < alone_pld else by_pld).append(m)
+        return by_rdp, by_pld
+
+    def _per_part_epsilon(self, composable: list[Mechanism], delta: float) -> float | None:
+        """ε of the RDP part at δ₁ plus ε of the PLD part at δ − δ₁ (best share), or ``None``
+        when every mechanism prefers the same analysis."""
+        by_rdp, by_pld = self._part_preferences(composable, delta)
+        if not by_rdp or not by_pld:
+            return None
+        total = np.zeros_like(self.orders)
+        for m in by_rdp:
+            total = total + m.rdp(self.orders)
+        pld = composed_pld(by_pld, self.pld_grid(self._rdp_epsilon(by_pld, delta)[0]))
+        best = math.inf
+        for share in DELTA_SHARES:
+            eps_rdp, _ = rdp_to_epsilon(total, share * delta, self.orders)
+            pure = [m.pure_epsilon() for m in by_rdp]
+            if all(p is not None for p in pure):
+                eps_rdp = min(eps_rdp, float(sum(pure)))
+            eps_pld = max(0.0, float(pld.get_epsilon_for_delta((1.0 - share) * delta)))
+            best = min(best, eps_rdp + eps_pld)
+        return best
+
     def explain_epsilon(self, delta: float, full: bool = True) -> tuple[float, str, dict[str, float]]:
         """(ε reported under this ledger's accountant, the analysis that produced it, the values
         of the analyses computed — all of them when ``full``)."""
-        values = self.epsilon_by_accountant(delta, only_rdp=self.accountant == "rdp" and not full)
+        values = self.epsilon_by_accountant(delta, only=None if full or self.accountant == "auto" else self.accountant)
         if self.accountant == "rdp" or len(values) == 1:
             return values["rdp"], "rdp", values
         if self.accountant == "pld":
@@ -212,7 +261,9 @@ class PrivacyLedger:
         """
         eps, used, values = self.explain_epsilon(delta)
         composable, recorded = self._split()
-        label = LABELS[used].format(grid=self.value_discretization_interval)
+        rdp_part = ", ".join(type(m).__name__ for m in self._part_preferences(composable, delta)[0]) if (
+            used == "rdp+pld") else ""
+        label = LABELS[used].format(grid=self.value_discretization_interval, rdp_part=rdp_part)
         if not composable:
             label = "basic composition of (ε, δ) guarantees"
         elif recorded:

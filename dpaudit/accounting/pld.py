@@ -241,12 +241,26 @@ def mechanism_pld(mechanism, interval: float):
         return mechanism.pld(interval)
 
 
-@lru_cache(maxsize=2048)
-def _composed_epsilon(mechanisms: tuple, delta: float, interval: float) -> float:
+@lru_cache(maxsize=64)
+def _composed_pld(mechanisms: tuple, interval: float):
     total = None
     for m in mechanisms:
         part = mechanism_pld(m, interval)
         total = part if total is None else total.compose(part)
+    return total
+
+
+def composed_pld(mechanisms: Sequence, interval: float = DEFAULT_DISCRETIZATION):
+    """The composed PLD of ``mechanisms`` (cached), ``None`` for an empty sequence."""
+    try:
+        return _composed_pld(tuple(mechanisms), float(interval))
+    except TypeError:
+        return _composed_pld.__wrapped__(tuple(mechanisms), float(interval))
+
+
+@lru_cache(maxsize=4096)
+def _composed_epsilon(mechanisms: tuple, delta: float, interval: float) -> float:
+    total = composed_pld(mechanisms, interval)
     if total is None:
         return 0.0
     return max(0.0, float(total.get_epsilon_for_delta(delta)))
