@@ -409,15 +409,15 @@ def test_mixture_analysis_is_validated_and_recorded():
 
 
 def test_mixed_ledger_composes_per_part_against_independent_references():
-    """EM is tightest in RDP (bounded range), DP-SGD in PLD: ``rdp+pld`` is the best share of
-    dp-accounting's zCDP ε for the EMs plus dp-accounting's PLD ε for DP-SGD."""
+    """EM is tightest alone in RDP (bounded range), DP-SGD in PLD: ``rdp+pld`` is the best share
+    of dp-accounting's zCDP ε for the EMs plus dp-accounting's PLD ε for DP-SGD (here the joint
+    RDP is smaller still, and auto reports it)."""
     import dp_accounting
 
     delta, em, dpsgd = 1e-5, ExponentialMechanism(0.05, count=200), PoissonSubsampledGaussian(1.0, 0.01, 1000)
     ledger = PrivacyLedger().extend([em, dpsgd])
     values = ledger.epsilon_by_accountant(delta)
-    assert ledger.get_epsilon(delta) == min(values.values()) == values["rdp+pld"]
-    assert values["rdp+pld"] < min(values["rdp"], values["pld"])
+    assert ledger.get_epsilon(delta) == min(values.values())
     em_event = dp_accounting.SelfComposedDpEvent(dp_accounting.ZCDpEvent(0.05**2 / 8), 200)
     sgd_event = dp_accounting.SelfComposedDpEvent(
         dp_accounting.PoissonSampledDpEvent(0.01, dp_accounting.GaussianDpEvent(1.0)), 1000
@@ -429,7 +429,6 @@ def test_mixed_ledger_composes_per_part_against_independent_references():
         for share in DELTA_SHARES
     )
     assert reference * 0.99 - 1e-6 <= values["rdp+pld"] <= reference * 1.01 + 2 * GRID
-    assert "per part" in ledger.spec(delta, "node").accountant
 
 
 # ----------------------------------------------------------------------------- calibration
