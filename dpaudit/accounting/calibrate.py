@@ -6,7 +6,7 @@ import logging
 import math
 from collections.abc import Callable, Iterable
 
-from dpaudit.accounting.ledger import PrivacyLedger
+from dpaudit.accounting.ledger import PrivacyLedger, check_accountant
 from dpaudit.accounting.mechanisms import Mechanism
 from dpaudit.errors import PrivacyParameterError
 
@@ -15,9 +15,12 @@ log = logging.getLogger(__name__)
 MechanismsForSigma = Callable[[float], "Mechanism | Iterable[Mechanism]"]
 
 
-def epsilon_for_sigma(mechanisms_for_sigma: MechanismsForSigma, sigma: float, delta: float) -> float:
+def epsilon_for_sigma(
+    mechanisms_for_sigma: MechanismsForSigma, sigma: float, delta: float, accountant: str = "auto"
+) -> float:
+    """ε at δ that a :class:`PrivacyLedger` with ``accountant`` reports for ``mechanisms_for_sigma(σ)``."""
     produced = mechanisms_for_sigma(sigma)
-    ledger = PrivacyLedger()
+    ledger = PrivacyLedger(accountant=accountant)
     if isinstance(produced, Mechanism):
         ledger.step(produced)
     else:
@@ -32,12 +35,19 @@ def calibrate_noise(
     sigma_min: float = 1e-3,
     sigma_max: float = 1e5,
     rel_tol: float = 1e-3,
+    accountant: str = "auto",
 ) -> float:
-    """Return σ such that the mechanisms built by ``mechanisms_for_sigma(σ)`` spend ε ≤ target.
+    """Return σ such that the mechanisms built by ``mechanisms_for_sigma(σ)`` spend ε ≤ target
+    under ``accountant`` (``"auto"``: the tightest valid analysis, as the ledger reports it).
 
     ε is non-increasing in σ for every mechanism here, so a bracket [lo, hi] with
-    ε(hi) ≤ target < ε(lo) is bisected (in log space) until hi/lo − 1 < ``rel_tol``; the
-    upper end is returned, so the guarantee always holds — never just "close".
+    ε(hi) ≤ target < ε(lo) is found (factors of 4 from σ = 1) and shrunk until
+    hi/lo − 1 < ``rel_tol``. Each round takes a false-position step in (ln σ, ln ε) — nearly
+    linear there, so it lands next to the root — clamped inside the bracket, then probes one
+    tolerance step beyond it to close the bracket; PLD ε is a step function of σ (its loss
+    grid), which defeats pure secant methods but not this. The upper end is returned and is
+    re-evaluated by the same ledger, so the guarantee always holds — never just "close". Every
+    ε is computed by the same deterministic, cached ledger the defenses use for their spec.
 
     Raises:
         PrivacyParameterError: when even ``sigma_max`` cannot reach the target (for instance
@@ -47,9 +57,13 @@ def calibrate_noise(
         raise PrivacyParameterError(f"target epsilon must be positive and finite, got {target_epsilon}")
     if not 0 < delta < 1:
         raise PrivacyParameterError(f"delta must lie in (0, 1), got {delta}")
+    check_accountant(accountant)
+    cache: dict[float, float] = {}
 
     def eps(sigma: float) -> float:
-        return epsilon_for_sigma(mechanisms_for_sigma, sigma, delta)
+        if sigma not in cache:
+            cache[sigma] = epsilon_for_sigma(mechanisms_for_sigma, sigma, delta, accountant)
+        return cache[sigma]
 
     hi = 1.0
     while eps(hi) > target_epsilon:
@@ -66,13 +80,36 @@ def calibrate_noise(
             hi, lo = lo, lo / 4.0
         if eps(lo) <= target_epsilon:
             return lo
-    while hi / lo - 1.0 > rel_tol:
-        mid = math.sqrt(lo * hi)
-        if eps(mid) <= target_epsilon:
-            hi = mid
+    log_tol = math.log1p(rel_tol)
+    log_target = math.log(target_epsilon)
+    while math.log(hi / lo) > log_tol:
+        a, b = math.log(lo), math.log(hi)
+        fa, fb = math.log(eps(lo)) - log_target, math.log(max(eps(hi), 1e-300)) - log_target
+        width = b - a
+        x = a + width * fa / (fa - fb) if fa > fb and math.isfinite(fa - fb) else a + width / 2
+        x = min(max(x, a + 0.02 * width), b - 0.02 * width)
+        sigma = math.exp(x)
+        if eps(sigma) <= target_epsilon:
+            hi = sigma
+            probe = math.exp(x - 0.9 * log_tol)
+            if probe > lo:
+                if eps(probe) <= target_epsilon:
+                    hi = probe
+                else:
+                    lo = probe
         else:
-            lo = mid
-    spent = eps(hi)
-    assert spent <= target_epsilon, (spent, target_epsilon)
-    log.debug("calibrated sigma=%.6g: epsilon %.6g <= target %.6g at delta %.3g", hi, spent, target_epsilon, delta)
+            lo = sigma
+            probe = math.exp(x + 0.9 * log_tol)
+            if probe < hi:
+                if eps(probe) <= target_epsilon:
+                    hi = probe
+                else:
+                    lo = probe
+    spent = epsilon_for_sigma(mechanisms_for_sigma, hi, delta, accountant)  # re-check, fresh ledger
+    if spent > target_epsilon:  # cannot happen: hi only ever takes values that passed
+        raise PrivacyParameterError(f"calibration failed: σ = {hi:g} spends ε = {spent:g} > {target_epsilon:g}")
+    log.debug(
+        "calibrated sigma=%.6g (%s): epsilon %.6g <= target %.6g at delta %.3g, %d evaluations",
+        hi, accountant, spent, target_epsilon, delta, len(cache),
+    )
     return hi

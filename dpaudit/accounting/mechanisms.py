@@ -1,10 +1,12 @@
-r"""Privacy mechanisms as Rényi-DP curves.
+r"""Privacy mechanisms as Rényi-DP curves and privacy loss distributions.
 
 Each mechanism knows its RDP curve :math:`\varepsilon(\alpha)` over a grid of orders
-(Mironov 2017) and, when it is pure ε-DP, its ε. Curves of composed mechanisms add up
-(RDP composition, Mironov Prop. 1). The closed forms and the subsampling analyses come from
-opacus, dp-accounting and autodp; the graph-specific term (a Gaussian whose sensitivity is
-random, :class:`SensitivityMixtureGaussian`) is ours.
+(Mironov 2017), its privacy loss distribution (PLD, :meth:`Mechanism.pld`, a dominating pair
+discretised pessimistically by dp-accounting, see :mod:`dpaudit.accounting.pld`) and, when it
+is pure ε-DP, its ε. Curves of composed mechanisms add up (RDP composition, Mironov Prop. 1);
+PLDs convolve. The closed forms and the subsampling analyses come from opacus, dp-accounting
+and autodp; the graph-specific term (a Gaussian whose sensitivity is random,
+:class:`SensitivityMixtureGaussian`) is ours.
 
 The accountant must match the sampler the code uses:
 
@@ -12,6 +14,9 @@ The accountant must match the sampler the code uses:
   probability q (opacus' ``DPDataLoader``); add/remove-one neighbours (Mironov et al. 2019).
 * :class:`FixedSizeSubsampledGaussian` — a batch of exactly m of n examples drawn without
   replacement; replace-one neighbours (Wang, Balle & Kasiviswanathan 2019, Thm 27).
+
+Both analyses are kept for every mechanism: :class:`~dpaudit.accounting.PrivacyLedger`
+reports the tightest valid one and the others beside it.
 """
 
 from __future__ import annotations
@@ -26,13 +31,17 @@ from scipy.special import logsumexp
 
 from dpaudit.errors import PrivacyParameterError
 
-#: Default RDP orders: dense near 1 (small ε), sparse far out (large ε, tiny δ).
+#: Default RDP orders: dense near 1 (large ε), sparse far out (small ε, tiny δ).
 DEFAULT_ORDERS: tuple[float, ...] = tuple(
     [1.0 + x / 20.0 for x in range(1, 40)]
     + [3.0 + x / 4.0 for x in range(0, 28)]
     + [float(a) for a in range(10, 64)]
-    + [64.0, 80.0, 96.0, 128.0, 160.0, 192.0, 256.0, 384.0, 512.0, 1024.0]
+    + [64.0, 80.0, 96.0, 128.0, 160.0, 192.0, 256.0, 384.0, 512.0, 768.0, 1024.0]
 )
+
+#: Orders beyond 1024, used by the ledger only when the optimum sits at the end of
+#: :data:`DEFAULT_ORDERS` (ε below ≈ 0.02): they are expensive for subsampled mechanisms.
+EXTENDED_ORDERS: tuple[float, ...] = (1536.0, 2048.0, 3072.0, 4096.0, 6144.0, 8192.0, 12288.0, 16384.0)
 
 
 def orders_array(orders=None) -> np.ndarray:
@@ -68,6 +77,11 @@ class Mechanism(ABC):
         """μ when the mechanism is exactly μ-GDP (un-subsampled Gaussian), else ``None``."""
         return None
 
+    def pld(self, value_discretization_interval: float):
+        """dp-accounting ``PrivacyLossDistribution`` of a dominating pair (all applications
+        composed), or ``None`` when the mechanism has none (then the ledger uses RDP)."""
+        return None
+
     def describe(self) -> dict:
         record = {"mechanism": type(self).__name__}
         record.update({k: v for k, v in asdict(self).items() if not k.startswith("_")})
@@ -99,13 +113,21 @@ class GaussianMechanism(Mechanism):
     def gdp_mu(self) -> float:
         return math.sqrt(self.count) * self.sensitivity / self.sigma
 
+    def pld(self, value_discretization_interval: float):
+        from dpaudit.accounting.pld import gaussian_pld
+
+        return gaussian_pld(self.sigma, self.sensitivity, value_discretization_interval, 1.0, self.count)
+
 
 @dataclass(frozen=True)
 class PoissonSubsampledGaussian(Mechanism):
     r"""DP-SGD step with Poisson sampling at rate q and noise multiplier σ, ``steps`` times.
 
     RDP of the sampled Gaussian mechanism (Mironov, Talwar & Zhang 2019), computed by opacus'
-    ``compute_rdp``; sensitivity is folded into σ (σ = noise std / clipping norm).
+    ``compute_rdp`` (dp-accounting beyond order 1024, where opacus overflows); sensitivity is
+    folded into σ (σ = noise std / clipping norm). PLD of the add/remove dominating pair
+    :math:`(\mathcal N(0,\sigma^2), (1-q)\mathcal N(0,\sigma^2) + q\mathcal N(1,\sigma^2))` and
+    its reverse (Zhu, Dong & Wang 2022; Koskela et al. 2020), composed ``steps`` times.
     """
 
     sigma: float
@@ -123,9 +145,26 @@ class PoissonSubsampledGaussian(Mechanism):
         from opacus.accountants.analysis.rdp import compute_rdp
 
         a = orders_array(orders)
-        return np.asarray(
-            compute_rdp(q=self.sample_rate, noise_multiplier=self.sigma, steps=self.steps, orders=list(a))
-        )
+        out = np.empty_like(a)
+        small = a <= 1024.0
+        if small.any():
+            out[small] = compute_rdp(q=self.sample_rate, noise_multiplier=self.sigma, steps=1, orders=list(a[small]))
+        if (~small).any():
+            large = tuple(float(x) for x in a[~small])
+            out[~small] = _poisson_rdp_large_orders(float(self.sample_rate), float(self.sigma), large)
+        return self.steps * out
+
+    def pld(self, value_discretization_interval: float):
+        from dpaudit.accounting.pld import gaussian_pld
+
+        return gaussian_pld(self.sigma, 1.0, value_discretization_interval, self.sample_rate, self.steps)
+
+
+@lru_cache(maxsize=256)
+def _poisson_rdp_large_orders(q: float, sigma: float, orders: tuple[float, ...]) -> tuple[float, ...]:
+    from dp_accounting.rdp.rdp_privacy_accountant import _compute_rdp_poisson_subsampled_gaussian
+
+    return tuple(float(v) for v in _compute_rdp_poisson_subsampled_gaussian(q, sigma, list(orders)))
 
 
 @lru_cache(maxsize=256)
@@ -145,6 +184,14 @@ class FixedSizeSubsampledGaussian(Mechanism):
     ``sensitivity`` (in units of C) defaults to 2 and the analysis runs with the effective
     noise multiplier σ/2. RDP from Wang, Balle & Kasiviswanathan (2019), Theorem 27, via
     dp-accounting.
+
+    PLD: if :math:`(P, Q)` dominates the base mechanism under replace-one, then
+    :math:`((1-\gamma)P + \gamma Q,\ P)` and its reverse dominate the mechanism run on a
+    without-replacement sample of rate :math:`\gamma = m/n` under replace-one (Zhu, Dong &
+    Wang 2022, subsampling without replacement; its privacy profile is Balle, Barthe &
+    Gaboardi 2018, Thm 10). With the Gaussian pair :math:`P = \mathcal N(0, \sigma^2)`,
+    :math:`Q = \mathcal N(\text{sensitivity}, \sigma^2)` this is dp-accounting's Poisson
+    add/remove pair at rate γ with noise σ/sensitivity — the same σ/2 convention as the RDP.
     """
 
     sigma: float
@@ -166,22 +213,96 @@ class FixedSizeSubsampledGaussian(Mechanism):
         q = self.batch_size / self.population
         return self.steps * np.asarray(_wor_rdp_cached(q, float(self.sigma / self.sensitivity), a))
 
+    def pld(self, value_discretization_interval: float):
+        from dpaudit.accounting.pld import gaussian_pld
+
+        gamma = self.batch_size / self.population
+        return gaussian_pld(self.sigma, self.sensitivity, value_discretization_interval, gamma, self.steps)
+
+
+MIXTURE_ANALYSES = ("convexity", "mixture-of-gaussians")
+
+#: Largest order at which the mixture-of-Gaussians RDP is integrated numerically (∞ above:
+#: a valid RDP bound that the conversion simply never picks).
+MOG_RDP_MAX_ORDER = 256.0
+
+
+@lru_cache(maxsize=256)
+def _mog_rdp_per_step(
+    sigma: float, sensitivities: tuple[float, ...], probabilities: tuple[float, ...], orders: tuple[float, ...]
+) -> tuple[float, ...]:
+    r"""RDP of one mixture-of-Gaussians step, both directions, by quadrature.
+
+    With :math:`c_\rho = s_\rho/\sigma`, :math:`p = \mathcal N(0,1)`, :math:`q = \sum_\rho
+    p_\rho \mathcal N(c_\rho,1)`: :math:`\max\{D_\alpha(q\|p), D_\alpha(p\|q)\}`, where
+    :math:`(\alpha-1)D_\alpha(a\|b) = \ln\int a^\alpha b^{1-\alpha}`. Each integrand is a
+    smooth bump of unit curvature (its log is :math:`-x^2/2` plus a function of slope at most
+    :math:`\alpha c_{\max}`) lying within :math:`\pm\alpha c_{\max}`; the trapezoid rule
+    with step 0.05 over that range plus 14 standard deviations is exact to far below 1e-10."""
+    c = np.asarray(sensitivities, dtype=np.float64) / sigma
+    logw = np.log(np.asarray(probabilities, dtype=np.float64))
+    cmax = float(c.max())
+    a = np.asarray(orders, dtype=np.float64)
+    usable = a <= MOG_RDP_MAX_ORDER
+    out = np.full(a.shape, math.inf)
+    if not usable.any():
+        return tuple(out)
+    reach = float(a[usable].max()) * cmax + 14.0
+    h = 0.05
+    x = np.arange(-reach, reach + cmax + h, h)
+    log_p = -0.5 * x * x
+    log_q = logsumexp(logw[:, None] - 0.5 * (x[None, :] - c[:, None]) ** 2, axis=0)
+    au = a[usable][:, None]
+    norm = math.log(h) - 0.5 * math.log(2 * math.pi)
+    remove = logsumexp(au * log_q[None, :] + (1.0 - au) * log_p[None, :], axis=1) + norm
+    add = logsumexp(au * log_p[None, :] + (1.0 - au) * log_q[None, :], axis=1) + norm
+    out[usable] = np.maximum(np.maximum(remove, add), 0.0) / (a[usable] - 1.0)
+    return tuple(float(v) for v in out)
+
 
 @dataclass(frozen=True)
 class SensitivityMixtureGaussian(Mechanism):
     r"""Gaussian mechanism whose sensitivity is itself random ("multi-term" sensitivity).
 
-    When one node can affect a random number ρ of the terms summed in a noisy gradient (ρ is
-    the number of affected subgraphs that land in the batch), each term clipped to norm C, the
-    per-step guarantee is (DP-GNN, Daigavane et al. 2022, Theorem 1):
+    One protected unit can affect a random number ρ of the terms summed in a noisy gradient
+    (ρ = the number of its affected terms that land in the batch), each term moving the sum
+    by at most ``sensitivity_per_term`` = s; Gaussian noise of std σ; ``steps`` repetitions.
+    ``support`` and ``probabilities`` give ρ's law (hypergeometric for fixed-size batches,
+    binomial for Poisson slots). Two analyses (``analysis``), recorded in :meth:`describe`:
+
+    ``"convexity"`` (default; DP-GNN, Daigavane et al. 2022, Theorem 1). Conditioned on the
+    sampler's coins the release is a Gaussian whose mean moves by at most :math:`s\rho`. By
+    joint convexity of the hockey-stick divergence,
+    :math:`H_\gamma(\mathbb E_B P_B \| \mathbb E_B Q_B) \le \mathbb E_B H_\gamma(P_B\|Q_B)`, the
+    *ρ-revealed* pair :math:`P^* = \sum_\rho p_\rho[\rho]\otimes\mathcal N(0,\sigma^2)`,
+    :math:`Q^* = \sum_\rho p_\rho[\rho]\otimes\mathcal N(s\rho,\sigma^2)` dominates for every
+    γ, so it composes (Zhu, Dong & Wang 2022, Thm 10). Valid for **any** sampler whose law
+    does not depend on the data (with or without replacement) and any neighbouring relation
+    under which each of the ρ terms moves by ≤ s (replace-type changes: s = 2C). Its RDP is
+    Theorem 1 exactly,
 
     .. math::
         \varepsilon(\alpha) = \frac{1}{\alpha-1}
-            \ln \mathbb{E}_\rho\!\left[\exp\!\left(\alpha(\alpha-1)\frac{s(\rho)^2}{2\sigma^2}\right)\right]
+            \ln \mathbb{E}_\rho\!\left[\exp\!\left(\alpha(\alpha-1)\frac{s^2\rho^2}{2\sigma^2}\right)\right],
 
-    with ``s(ρ) = sensitivity_per_term · ρ``. For replace-one neighbours sensitivity_per_term
-    is 2C (one clipped gradient leaves, another arrives), giving the paper's 2ρ²C²/σ².
-    ``support`` and ``probabilities`` give ρ's distribution (e.g. a hypergeometric law).
+    and its PLD is the p-mixture of Gaussian PLDs (a tighter conversion of the *same* pair).
+    It is loose: the adversary is told ρ, so the ε-amplification of subsampling (the q² in
+    RDP) is lost — only δ scales with the sampling rate.
+
+    ``"mixture-of-gaussians"`` (Choquette-Choo et al. 2023, the MoG mechanism): the pair
+    :math:`(\mathcal N(0,\sigma^2),\ \sum_\rho p_\rho\mathcal N(s\rho,\sigma^2))` and its
+    reverse. It dominates only when (a) neighbours differ by **adding/removing** the unit, whose
+    contribution is :math:`\sum_{j\in S}x_j` with :math:`\|x_j\|\le s` while every other term is
+    identical, and (b) the set S of its terms that enter the sum is drawn **independently** of
+    the other terms (e.g. every term Poisson-sampled on its own). Then the rest of the sum is
+    independent common noise (post-processing removes it) and aligning all :math:`x_j` at
+    norm s is the worst case (their dominating-pair theorem). It does **not** apply to (1)
+    fixed-size batches drawn without replacement — which other terms fill the batch depends
+    on ρ, so the rest of the sum is correlated with ρ — nor to (2) replace-type changes
+    (terms :math:`g_j \to g'_j` present on both sides): neither side is then the bare noise
+    and we know no proof that the pair with s = 2C dominates for more than one term. Callers
+    must choose it only under (a) and (b); the default stays ``"convexity"``. RDP of the pair
+    is integrated numerically (orders ≤ 256) and its PLD built by dp-accounting.
     """
 
     sigma: float
@@ -190,6 +311,7 @@ class SensitivityMixtureGaussian(Mechanism):
     probabilities: tuple[float, ...]
     steps: int
     name: str = "gaussian with random sensitivity"
+    analysis: str = "convexity"
 
     def __post_init__(self):
         _check_positive("sigma", self.sigma)
@@ -200,9 +322,29 @@ class SensitivityMixtureGaussian(Mechanism):
             raise PrivacyParameterError("support and probabilities must be non-empty and of equal length")
         if np.any(p < 0) or abs(p.sum() - 1.0) > 1e-9:
             raise PrivacyParameterError("probabilities must be non-negative and sum to 1")
+        if np.any(np.asarray(self.support, dtype=np.float64) < 0):
+            raise PrivacyParameterError("support (numbers of affected terms) must be non-negative")
+        if self.analysis not in MIXTURE_ANALYSES:
+            raise PrivacyParameterError(f"analysis must be one of {MIXTURE_ANALYSES}, got {self.analysis!r}")
+
+    def _sensitivities(self) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        """(s·ρ, p_ρ) over the support points with positive probability."""
+        pairs = [
+            (float(self.sensitivity_per_term * r), float(p))
+            for r, p in zip(self.support, self.probabilities)
+            if p > 0
+        ]
+        return tuple(s for s, _ in pairs), tuple(p for _, p in pairs)
 
     def rdp(self, orders=None) -> np.ndarray:
-        a = orders_array(orders)[:, None]
+        a = orders_array(orders)
+        if self.analysis == "mixture-of-gaussians":
+            sens, probs = self._sensitivities()
+            if max(sens) == 0.0:
+                return np.zeros_like(a)
+            key = tuple(float(x) for x in a)
+            return self.steps * np.asarray(_mog_rdp_per_step(float(self.sigma), sens, probs, key))
+        a = a[:, None]
         rho = np.asarray(self.support, dtype=np.float64)[None, :]
         p = np.asarray(self.probabilities, dtype=np.float64)[None, :]
         keep = p > 0
@@ -210,11 +352,23 @@ class SensitivityMixtureGaussian(Mechanism):
         log_mgf = logsumexp(np.where(keep, exponent, -np.inf), b=np.where(keep, p, 1.0), axis=1)
         return self.steps * log_mgf / (a[:, 0] - 1.0)
 
+    def pld(self, value_discretization_interval: float):
+        from dpaudit.accounting.pld import mixture_of_gaussians_pld, revealed_mixture_pld
+
+        sens, probs = self._sensitivities()
+        build = mixture_of_gaussians_pld if self.analysis == "mixture-of-gaussians" else revealed_mixture_pld
+        return build(self.sigma, sens, probs, value_discretization_interval, self.steps)
+
     def describe(self) -> dict:
         record = super().describe()
         # The support can be long; keep the record readable.
         record["support"] = [float(s) for s in self.support][:64]
         record["probabilities"] = [float(s) for s in self.probabilities][:64]
+        record["analysis_reference"] = (
+            "mixture-of-Gaussians dominating pair (Choquette-Choo et al. 2023): add/remove, independently sampled terms"
+            if self.analysis == "mixture-of-gaussians"
+            else "joint convexity, rho revealed (DP-GNN Theorem 1): any sampler, any relation"
+        )
         return record
 
 
@@ -244,12 +398,19 @@ class LaplaceMechanism(Mechanism):
     def pure_epsilon(self) -> float:
         return self.count * self.sensitivity / self.scale
 
+    def pld(self, value_discretization_interval: float):
+        from dpaudit.accounting.pld import laplace_pld
+
+        return laplace_pld(self.scale, self.sensitivity, value_discretization_interval, self.count)
+
 
 @dataclass(frozen=True)
 class PureDPMechanism(Mechanism):
     r"""Any ε-DP mechanism applied ``count`` times.
 
-    RDP from Bun & Steinke (2016), Lemma 4 (via autodp's ``RDP_pureDP``), capped at ε.
+    RDP from Bun & Steinke (2016), Lemma 4 (via autodp's ``RDP_pureDP``), capped at ε. PLD of
+    the randomized-response pair, which dominates every ε-DP mechanism (Kairouz, Oh &
+    Viswanath 2015), so its composition is the optimal one for pure-DP parts.
     """
 
     epsilon: float
@@ -268,6 +429,11 @@ class PureDPMechanism(Mechanism):
     def pure_epsilon(self) -> float:
         return self.count * self.epsilon
 
+    def pld(self, value_discretization_interval: float):
+        from dpaudit.accounting.pld import pure_dp_pld
+
+        return pure_dp_pld(self.epsilon, value_discretization_interval, self.count)
+
 
 @dataclass(frozen=True)
 class ExponentialMechanism(Mechanism):
@@ -278,6 +444,10 @@ class ExponentialMechanism(Mechanism):
     2021, Lemma 3.2), i.e. RDP α·ε²/8; we take the pointwise minimum with the pure-DP curve.
     Releasing the top-k of one-shot Gumbel-noised scores is exactly k peeling exponential
     mechanisms (Durfee & Rogers 2019), so use ``count = k``.
+
+    PLD: the randomized-response pair of ε-DP (valid for any ε-DP mechanism, not specific to
+    the bounded-range property; the ledger also keeps the bounded-range RDP and reports the
+    smaller ε).
     """
 
     epsilon: float
@@ -296,6 +466,11 @@ class ExponentialMechanism(Mechanism):
 
     def pure_epsilon(self) -> float:
         return self.count * self.epsilon
+
+    def pld(self, value_discretization_interval: float):
+        from dpaudit.accounting.pld import pure_dp_pld
+
+        return pure_dp_pld(self.epsilon, value_discretization_interval, self.count)
 
 
 @dataclass(frozen=True)

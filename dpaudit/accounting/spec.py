@@ -78,6 +78,9 @@ class PrivacySpec:
             invalid bound, ...). Non-empty exactly when ``sound`` is ``False``.
         protocol: ``"sound"`` or ``"paper"`` (see :mod:`dpaudit.defense`); ``None`` for
             models that have no protocol choice (baselines, adapted models).
+        epsilon_by_accountant: ε at the same δ under every analysis the ledger could apply
+            (``"rdp"``, ``"pld"``, ``"gaussian"``); ``epsilon`` is the one ``accountant`` names
+            (the smallest under the default ``auto`` accountant). Empty when not computed.
     """
 
     epsilon: float
@@ -91,6 +94,7 @@ class PrivacySpec:
     notes: list[str] = field(default_factory=list)
     unaccounted: list[str] = field(default_factory=list)
     protocol: str | None = None
+    epsilon_by_accountant: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.unaccounted and self.sound:
@@ -129,6 +133,7 @@ class PrivacySpec:
             "notes": list(self.notes),
             "unaccounted": list(self.unaccounted),
             "protocol": self.protocol,
+            "epsilon_by_accountant": {k: (v if math.isfinite(v) else None) for k, v in self.epsilon_by_accountant.items()},
         }
 
     @classmethod
@@ -155,6 +160,10 @@ class PrivacySpec:
             notes=[str(n) for n in payload.get("notes", [])],
             unaccounted=[str(n) for n in payload.get("unaccounted", [])],
             protocol=None if payload.get("protocol") is None else str(payload["protocol"]),
+            epsilon_by_accountant={
+                str(k): (math.inf if v is None else float(v))
+                for k, v in dict(payload.get("epsilon_by_accountant") or {}).items()
+            },
         )
 
     def summary(self) -> str:
