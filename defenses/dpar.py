@@ -88,8 +88,11 @@ and proves a guarantee for the exact sampling and noise the code performs:
   at most d = D + K + 2 per-row clipped gradients: the paired row (label y_u → y_w, position in
   row order), w's identity row (present in G only), the ≤ D rows holding u after the cap (u's
   entries dropped), and the ≤ K rows whose cap status the paired row's changed position flips
-  (one per column of that row). If u is not a source the sources are unchanged and only u's
-  identity row and the ≤ D rows holding u change (d = D + 1). Each changes the sum by ≤ 2C.
+  (one per column of that row). If there is no w (|S| ≤ M) u's row is simply absent from G′
+  (d ≤ D + K + 1). If u is not a source the sources are unchanged and only u's identity row and
+  the ≤ D rows holding u change (d = D + 1). Each changes the sum by ≤ 2C (a changed row) or ≤ C
+  (an absent row). ``tests/test_dpar.py`` rebuilds both training matrices and measures the
+  changed clipped gradients; the bound D + K + 2 is attained there.
 * DP-SGD: each row joins a batch independently with probability q, so the number ρ of affected
   rows in a batch is dominated by Binomial(d, q); conditioned on ρ the step is a Gaussian
   mechanism with sensitivity 2Cρ and, by the joint convexity of exp((α−1)D_α) (DP-GNN's
