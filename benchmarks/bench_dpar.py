@@ -7,7 +7,7 @@ Usage (from the repository root)::
 Accuracy: inductive 80/20 split (cross edges removed), the split re-drawn per seed, test accuracy of
 the released model on the test graph (power-iteration inference for DPAR, own features for mlp-dp),
 mean ± std over seeds. Every DPAR variant is run under both accountants; ``paper`` numbers are NOT
-sound bounds (see ``defenses/dpar.py``). Timing: one fit per configuration in a fresh subprocess;
+sound bounds (see ``defenses/dpar/``). Timing: one fit per configuration in a fresh subprocess;
 peak memory is the maximum resident set size during ``fit`` minus the size before it (sampled every 5 ms).
 Writes ``benchmarks/results/dpar.md``.
 """

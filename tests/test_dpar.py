@@ -11,7 +11,6 @@ from scipy.special import logsumexp
 from scipy.stats import binom
 
 import defenses  # noqa: F401  (registers the defenses)
-from defenses._dpar_appr import appr_ista, dp_appr_em, dp_appr_gm, exact_top_k, paper_em_epsilon, paper_top_k_epsilon
 from defenses.dpar import (
     DPARHyperparameters,
     DPARNet,
@@ -30,6 +29,7 @@ from defenses.dpar import (
     power_iteration,
     sgd_step_mechanism,
 )
+from defenses.dpar.appr import appr_ista, dp_appr_em, dp_appr_gm, exact_top_k, paper_em_epsilon, paper_top_k_epsilon
 from dpaudit.accounting import PrivacyLedger, amplify_by_subsampling
 from dpaudit.datasets import csbm
 from dpaudit.errors import ConfigurationError, DPAuditError, ModelFormatError, PrivacyParameterError

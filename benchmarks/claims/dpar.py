@@ -1,6 +1,6 @@
 """DPAR (Zhang et al., WWW 2024) headline claims: Table 1, cora_ml, ε = 8 (δ = 2e-3), METIS split.
 
-The reference code's setup (see ``defenses/dpar.py``): METIS into 9 parts (seed 0), test = part 4,
+The reference code's setup (see ``defenses/dpar/``): METIS into 9 parts (seed 0), test = part 4,
 validation = part 5, training pool = the other 7, edges between parts removed; q′ = 0.09 node
 sampling, M = 70 DP-APPR rows plus identity rows for the other sampled nodes.
 """
