@@ -7,7 +7,7 @@ Usage (from the repository root)::
 Accuracy: inductive 80/20 split (cross edges removed), the split re-drawn per seed, test accuracy of
 the released model on the test graph (power-iteration inference for DPAR, own features for mlp-dp),
 mean ± std over seeds. Every DPAR variant is run under both accountants; ``paper`` numbers are NOT
-sound bounds (see ``defenses/dpar.py``). Timing: one fit per configuration in a fresh subprocess;
+sound bounds (see ``defenses/dpar/``). Timing: one fit per configuration in a fresh subprocess;
 peak memory is the maximum resident set size during ``fit`` minus the size before it (sampled every 5 ms).
 Writes ``benchmarks/results/dpar.md``.
 """
@@ -118,13 +118,13 @@ def accuracy_table(
     configs = [("dpar-nodp", None, None)]
     for eps in epsilons:
         for name in ("dpar-em0", "dpar-em1", "dpar-gm"):
-            for accounting in ("paper", "sound"):
-                configs.append((name, eps, accounting))
+            for protocol in ("paper", "sound"):
+                configs.append((name, eps, protocol))
         configs.append(("mlp-dp", eps, None))
     if methods:
         configs = [c for c in configs if c[0] in methods]
-    for name, eps, accounting in configs:
-        overrides = {"accounting": accounting} if accounting else {}
+    for name, eps, protocol in configs:
+        overrides = {"protocol": protocol} if protocol else {}
         n_seeds = mlp_seeds if (name == "mlp-dp" and mlp_seeds) else seeds
         results = [fit_once(name, eps, seed, data_root, **overrides) for seed in range(n_seeds)]
         accs = [r["accuracy"] for r in results]
@@ -132,7 +132,7 @@ def accuracy_table(
         spent = max(r["epsilon"] for r in results)
         paper = PAPER.get((name, eps))
         row = (
-            f"| {name} | {'∞' if eps is None else f'{eps:g}'} | {accounting or ('rdp' if eps else '-')} | "
+            f"| {name} | {'∞' if eps is None else f'{eps:g}'} | {protocol or ('rdp' if eps else '-')} | "
             f"{statistics.mean(accs):.4f} ± {std:.4f} | {'' if paper is None else f'{paper:.4f}'} | "
             f"{'∞' if eps is None else f'{spent:.4f}'} | {results[0]['sound']} | "
             f"{statistics.mean(r['seconds'] for r in results):.1f} | {n_seeds} |"
@@ -143,13 +143,13 @@ def accuracy_table(
 
 
 TIMING = [
-    ("cora_ml", "dpar-em1", {"accounting": "sound"}),
-    ("cora_ml", "dpar-gm", {"accounting": "sound"}),
-    ("cora_ml", "dpar-em1", {"accounting": "sound", "node_sample_rate": 1.0}),
-    ("cornell5", "dpar-em1", {"accounting": "sound"}),
-    ("cornell5", "dpar-gm", {"accounting": "sound"}),
-    ("cornell5", "dpar-em1", {"accounting": "sound", "node_sample_rate": 1.0}),
-    ("cornell5", "dpar-gm", {"accounting": "sound", "node_sample_rate": 1.0, "num_sources": 700}),
+    ("cora_ml", "dpar-em1", {"protocol": "sound"}),
+    ("cora_ml", "dpar-gm", {"protocol": "sound"}),
+    ("cora_ml", "dpar-em1", {"protocol": "sound", "node_sample_rate": 1.0}),
+    ("cornell5", "dpar-em1", {"protocol": "sound"}),
+    ("cornell5", "dpar-gm", {"protocol": "sound"}),
+    ("cornell5", "dpar-em1", {"protocol": "sound", "node_sample_rate": 1.0}),
+    ("cornell5", "dpar-gm", {"protocol": "sound", "node_sample_rate": 1.0, "num_sources": 700}),
 ]
 
 
@@ -235,10 +235,10 @@ def main() -> None:
             f"## cora_ml, inductive 80/20, δ = 2e-3, mean ± std over {args.seeds} seeds (split re-drawn per seed)",
             "",
             "Defaults of the paper (q′ = 0.09, M = 70, K = 2, B = 60, 200 epochs, lr 0.005, C = 1, C₁ = 0.01, "
-            "C₂ = 0.001, ratio 0.5; τ = 1 and D = 4 are ours). `paper` = the paper's accounting (not a valid bound), "
+            "C₂ = 0.001, ratio 0.5; τ = 1 and D = 4 are ours). `paper` = the paper's protocol (not a valid bound), "
             "`sound` = ours. mlp-dp = the repository's Features baseline (all training nodes, its own defaults).",
             "",
-            "| method | ε | accounting | test accuracy | paper Table 1 | ε spent (max) | sound | train s | seeds |",
+            "| method | ε | protocol | test accuracy | paper Table 1 | ε spent (max) | sound | train s | seeds |",
             "|---|---|---|---|---|---|---|---|---|",
             *accuracy_table(args.data_root, args.seeds, args.epsilons, args.mlp_seeds, args.methods),
             "",

@@ -6,6 +6,10 @@
 * inductive — disjoint node sets with every edge between them removed
   (``inductive:0.8,0.2``, DPAR's setup): training sees only edges among training nodes,
   evaluation only edges among evaluation nodes;
+* graph partition — ``metis:K`` (the DPAR authors' setup, K = 9): METIS (pymetis, seed 0)
+  cuts the graph into K parts; test = part 4, validation = part 5, training = the other
+  parts; inductive, and every edge between two parts is removed (also between two training
+  parts), so each part keeps only its internal edges;
 * membership partitions for attacks (:func:`membership_partition`).
 
 Only labeled nodes are ever put in a split.
@@ -21,7 +25,7 @@ from torch_geometric.utils import subgraph
 from dpaudit.datasets import GraphDataset
 from dpaudit.errors import ConfigurationError
 
-SPLIT_KINDS = ("public", "random", "per-class", "inductive")
+SPLIT_KINDS = ("public", "random", "per-class", "inductive", "metis")
 
 
 def _generator(seed: int) -> torch.Generator:
@@ -39,6 +43,8 @@ class Split:
     seed: int
     inductive: bool = False
     info: dict = field(default_factory=dict)
+    #: part id of every node (``metis:K`` only): edges between different parts are never visible
+    node_part: torch.Tensor | None = None
 
     def edge_index_for(self, dataset: GraphDataset, part: str) -> torch.Tensor:
         """Edges visible in a phase: all edges (transductive), or, inductively, only edges with
@@ -47,6 +53,9 @@ class Split:
             return dataset.data.edge_index
         nodes = getattr(self, part)
         edge_index, _ = subgraph(nodes, dataset.data.edge_index, num_nodes=dataset.num_nodes)
+        if self.node_part is not None:  # graph partition: only edges inside one part
+            same = self.node_part[edge_index[0]] == self.node_part[edge_index[1]]
+            edge_index = edge_index[:, same]
         return edge_index
 
     def graph_for(self, dataset: GraphDataset, part: str):
@@ -127,6 +136,46 @@ def public_split(dataset: GraphDataset, seed: int = 0) -> Split:
     return Split(*parts, "public", seed, info={"note": "the dataset's own split; the seed does not change it"})
 
 
+METIS_TEST_PART, METIS_VAL_PART = 4, 5
+
+
+def metis_split(dataset: GraphDataset, parts: int, seed: int = 0) -> Split:
+    """``metis:K``: METIS partition into ``parts`` parts (pymetis, METIS seed 0, so the split is
+    the same for every ``seed``); test = part 4, validation = part 5, training = the rest (labeled
+    nodes only). Inductive, and edges between different parts are removed in every phase."""
+    spec = f"metis:{parts}"
+    n = dataset.num_nodes
+    if parts < METIS_VAL_PART + 1:
+        raise ConfigurationError(
+            f"split {spec!r}: need K >= {METIS_VAL_PART + 1} parts (test = part 4, validation = part 5)"
+        )
+    if parts > n:
+        raise ConfigurationError(f"split {spec!r}: K = {parts} parts exceeds the {n} nodes of the graph")
+    try:
+        import pymetis
+    except ImportError:  # pragma: no cover - a declared dependency
+        raise ConfigurationError("split 'metis:K' needs pymetis (pip install pymetis)") from None
+    row, col = dataset.data.edge_index
+    keep = row != col
+    row, col = row[keep], col[keep]
+    order = torch.argsort(row * n + col)
+    row, col = row[order], col[order]
+    xadj = torch.zeros(n + 1, dtype=torch.long)
+    xadj[1:] = torch.cumsum(torch.bincount(row, minlength=n), 0)
+    options = pymetis.Options(seed=0)
+    _, membership = pymetis.part_graph(parts, xadj=xadj.tolist(), adjncy=col.tolist(), options=options)
+    node_part = torch.as_tensor(list(membership), dtype=torch.long)
+    labeled = dataset.data.label_mask.bool()
+    test = ((node_part == METIS_TEST_PART) & labeled).nonzero().view(-1)
+    val = ((node_part == METIS_VAL_PART) & labeled).nonzero().view(-1)
+    train = ((node_part != METIS_TEST_PART) & (node_part != METIS_VAL_PART) & labeled).nonzero().view(-1)
+    if len(train) == 0 or len(test) == 0:
+        raise ConfigurationError(f"split {spec!r}: the partition leaves no labeled training or test node")
+    sizes = torch.bincount(node_part, minlength=parts).tolist()
+    info = {"note": "METIS partition (pymetis, METIS seed 0); the split seed does not change it", "part_sizes": sizes}
+    return Split(train, val, test, spec, seed, inductive=True, info=info, node_part=node_part)
+
+
 def default_split_spec(dataset: GraphDataset) -> str:
     return "public" if dataset.has_public_split else "random:0.75,0.1,0.15"
 
@@ -146,10 +195,13 @@ def make_split(dataset: GraphDataset, spec: str | None = None, seed: int = 0) ->
         return random_split(dataset, *values, seed=seed)
     if kind == "per-class" and len(values) == 3 and all(v == int(v) and v >= 0 for v in values):
         return per_class_split(dataset, *(int(v) for v in values), seed=seed)
+    if kind == "metis" and len(values) == 1 and values[0] == int(values[0]):
+        return metis_split(dataset, int(values[0]), seed=seed)
     if kind == "inductive" and len(values) in (2, 3):
         return inductive_split(dataset, values[0], values[1], seed=seed, val=values[2] if len(values) == 3 else 0.0)
     raise ConfigurationError(
-        f"unknown split {spec!r}; use public, random:TRAIN,VAL,TEST, per-class:K,VAL,TEST or inductive:TRAIN,TEST"
+        f"unknown split {spec!r}; use public, random:TRAIN,VAL,TEST, per-class:K,VAL,TEST, inductive:TRAIN,TEST "
+        "or metis:K"
     )
 
 

@@ -11,26 +11,29 @@ from scipy.special import logsumexp
 from scipy.stats import binom
 
 import defenses  # noqa: F401  (registers the defenses)
-from defenses._dpar_appr import appr_ista, dp_appr_em, dp_appr_gm, exact_top_k, paper_em_epsilon, paper_top_k_epsilon
 from defenses.dpar import (
     DPARHyperparameters,
+    DPARNet,
     affected_slots_bound,
-    bound_columns_sound,
+    assemble_rows,
     cap_column_occurrences,
     clip_and_sum,
-    clip_columns_l1,
     clipped_gradient_sum,
+    column_l1_norms,
+    dropout_masks,
+    normalize_columns_l1,
     per_row_gradients,
     plan_paper,
     plan_sound,
     poisson_sample,
+    power_iteration,
     sgd_step_mechanism,
 )
+from defenses.dpar.appr import appr_ista, dp_appr_em, dp_appr_gm, exact_top_k, paper_em_epsilon, paper_top_k_epsilon
 from dpaudit.accounting import PrivacyLedger, amplify_by_subsampling
 from dpaudit.datasets import csbm
 from dpaudit.errors import ConfigurationError, DPAuditError, ModelFormatError, PrivacyParameterError
 from dpaudit.model import load
-from dpaudit.nn import MLP
 from dpaudit.registry import get_defense
 from dpaudit.splits import make_split
 
@@ -165,29 +168,59 @@ def test_paper_formulas_invert():
 # --------------------------------------------------------------------------- Π column bounds
 
 
-def test_column_l1_clip_and_sound_bound():
+def test_column_rescaling_is_exact_up_and_down():
     gen = torch.Generator().manual_seed(0)
     cols = torch.randint(-1, 6, (50, 3), generator=gen)
-    vals = torch.rand(50, 3, generator=gen, dtype=torch.float64) * (cols >= 0)
+    vals = torch.rand(50, 3, generator=gen, dtype=torch.float64) * 1e-3 * (cols >= 0)  # C₂-sized entries
+    vals[0, 0] = 5.0 if cols[0, 0] >= 0 else 0.0  # and one large one
     tau = 0.7
+    out = normalize_columns_l1(cols, vals, tau, 8)
+    norms = column_l1_norms(cols, out, 8)
+    before = column_l1_norms(cols, vals, 8)
+    assert torch.allclose(norms[before > 0], torch.full_like(norms[before > 0], tau), rtol=1e-12)
+    assert (before[before > 0] < tau).any() and norms[6:].eq(0).all()  # small columns were scaled UP; empty stay 0
+    assert torch.all(out[cols < 0] == 0)
+    # within a column the ratios are kept
+    ok = cols >= 0
+    col0 = cols[ok] == cols[ok][0]
+    ratio = vals[ok][col0] / out[ok][col0]
+    assert torch.allclose(ratio, ratio[0].expand_as(ratio))
 
-    def column_norms(c, v):
-        out = torch.zeros(6, dtype=torch.float64)
-        ok = c >= 0
-        return out.scatter_add_(0, c[ok], v[ok].abs())
 
-    assert column_norms(cols, vals).max() > tau  # the clip has work to do
-    clipped = clip_columns_l1(cols, vals, tau, 6)
-    assert column_norms(cols, clipped).max() <= tau + 1e-12
-    small = column_norms(cols, vals) <= tau  # columns under the bound are untouched
-    untouched = (cols >= 0) & small[cols.clamp(min=0)]
-    assert torch.equal(clipped[untouched], vals[untouched])
-
-    d = 4
-    capped_cols, capped_vals = bound_columns_sound(cols, vals, tau, d)
-    assert column_norms(capped_cols, capped_vals).max() <= tau + 1e-12
-    counts = torch.bincount(capped_cols[capped_cols >= 0], minlength=6)
-    assert counts.max() <= d
+def test_assemble_rows_identity_rows_and_column_handling():
+    """Both protocols: M source rows then one identity row per non-source sampled node. ``paper``:
+    every non-empty column of the whole matrix has ℓ₁ = 1 exactly. ``sound``: the released rows'
+    columns are rescaled to 1 before the cap (≤ D entries per column), identity rows stay 1."""
+    gen = torch.Generator().manual_seed(2)
+    universe, m, k, d = 12, 9, 2, 2
+    src_cols = torch.stack([torch.randperm(universe, generator=gen)[:k] for _ in range(m)])
+    src_cols[0, 1] = -1
+    src_vals = torch.rand(m, k, generator=gen, dtype=torch.float64) * 1e-3 * (src_cols >= 0)
+    in_graph = torch.ones(universe, dtype=torch.bool)
+    in_graph[11] = False  # a non-sampled candidate
+    identity = torch.tensor([3, 7, 9])
+    for protocol in ("paper", "sound"):
+        cols, vals = assemble_rows(
+            src_cols, src_vals, identity, in_graph, protocol=protocol, bound=1.0, max_occurrences=d
+        )
+        assert cols.shape == (m + len(identity), k)
+        assert torch.equal(cols[m:, 0], identity) and (cols[m:, 1] == -1).all()
+        assert not (cols == 11).any()  # candidates outside the graph are dropped
+        norms = column_l1_norms(cols, vals, universe)
+        if protocol == "paper":
+            present = torch.zeros(universe, dtype=torch.bool)
+            present[cols[cols >= 0]] = True
+            assert torch.allclose(norms[present], torch.ones(int(present.sum()), dtype=torch.float64))
+        else:
+            assert torch.equal(vals[m:, 0], torch.ones(len(identity), dtype=torch.float64))
+            src_norms = column_l1_norms(cols[:m], vals[:m], universe)
+            assert src_norms.max() <= 1.0 + 1e-12
+            counts_before = torch.bincount(src_cols[src_cols >= 0], minlength=universe)
+            counts_after = torch.bincount(cols[:m][cols[:m] >= 0], minlength=universe)
+            assert counts_after.max() <= d
+            full = (counts_before <= d) & (counts_before > 0) & in_graph  # not hit by the cap: exactly 1
+            assert full.any() and torch.allclose(src_norms[full], torch.ones(int(full.sum()), dtype=torch.float64))
+            assert (src_norms[counts_before > d] < 1).any()  # the cap removes mass, never adds
 
 
 def test_cap_keeps_the_first_rows_of_each_column():
@@ -248,73 +281,111 @@ def test_batch_sampler_matches_the_binomial_law():
     assert np.abs(counts / trials - binom.pmf(np.arange(d + 1), d, q)).max() < 0.02
 
 
+def _row_gradients(module, x, cols, vals, labels, c):
+    grads = per_row_gradients(module, x, cols, vals, labels)
+    out = []
+    for i in range(len(labels)):
+        one = clip_and_sum({name: g[i : i + 1] for name, g in grads.items()}, c)
+        out.append(torch.cat([g.reshape(-1) for g in one.values()]))
+    return out
+
+
 def test_removing_a_node_changes_at_most_d_clipped_gradients():
-    """Empirical sensitivity: Π with a hub column; node u is removed (its entries dropped, its own
-    slot replaced by the next source). Changed per-row clipped gradients ≤ D + K + 1, sum ≤ 2C each."""
+    """Empirical sensitivity of the sound training matrix, identity rows included. Fix the released
+    DP-APPR rows Z (the proof conditions on them). G: source u at rank 1 holds columns 20, 21 (each
+    already holding D later entries, so u's row displaces one row per column), u appears in D other
+    rows; w is the first non-source (identity row). G′ = G − u: w is promoted and pairs with u's
+    released row (placed last), u's column disappears. Changed per-row clipped gradients
+    ≤ D + K + 2, each by ≤ 2C; the worst case is attained."""
     torch.manual_seed(0)
-    n_nodes, k, d_cap, c = 30, 2, 3, 0.5
-    u = 5
-    module = MLP(8, [6], 3).double()
-    x = torch.randn(n_nodes, 8, dtype=torch.float64)
-    common = torch.stack([torch.randint(13, n_nodes, (12,)), torch.arange(12) + 13], dim=1)
-    common[:7, 0] = u  # u is in 7 rows before the cap
-    common[7:11, 1] = 9  # column 9 is full: u's own row (which holds 9) displaces one of these
-    row_u = torch.tensor([[u, 9]])  # u's own row (a source) ...
-    row_w = torch.tensor([[11, 12]])  # ... replaced by the next source's row when u is removed
-    labels_common = torch.randint(0, 3, (12,))
-
-    def slots(first_rows, last_row, removed):
-        cols = (
-            torch.cat([first_rows[:1], last_row, first_rows[1:]])
-            if last_row is row_u
-            else torch.cat([first_rows, last_row])
-        )
-        vals = torch.full(cols.shape, 0.5, dtype=torch.float64)
-        cols, vals = bound_columns_sound(cols, vals, 1.0, d_cap)
-        if removed is not None:
-            keep = cols != removed
-            cols, vals = torch.where(keep, cols, -1), torch.where(keep, vals, 0.0)
-        return cols, vals
-
-    # G: u is a source at rank 1; G': u removed, next source w appended (public order)
-    cols_g, vals_g = slots(common, row_u, None)
-    cols_h, vals_h = slots(common, row_w, u)
-    labels_g = torch.cat([labels_common[:1], torch.tensor([1]), labels_common[1:]])
-    labels_h = torch.cat([labels_common, torch.tensor([2])])
-    grads_g = per_row_gradients(module, x, cols_g, vals_g, labels_g)
-    grads_h = per_row_gradients(module, x, cols_h, vals_h, labels_h)
-
-    def clipped(grads, i):
-        return clip_and_sum({k_: g[i : i + 1] for k_, g in grads.items()}, c)
-
-    # align slots: common rows by identity; u's slot ↔ w's slot
-    pairs = [(0, 0)] + [(i + 2, i + 1) for i in range(11)] + [(1, 12)]
+    universe, k, d_cap, c = 40, 2, 3, 0.5
+    u, w = 5, 30
+    module = DPARNet(8, 6, 3, bias=True).double().eval()
+    x = torch.randn(universe, 8, dtype=torch.float64)
+    # released rows of the common sources (rank order), and u's row
+    common = torch.stack([torch.arange(10, 19), torch.arange(22, 31)], dim=1)  # 9 rows
+    common[1 : 1 + d_cap, 1] = u  # rows 1..D hold u
+    common[4 : 4 + d_cap, 0] = 20  # column 20 full with D rows after u's rank (rows 4-6)
+    common[5 : 5 + d_cap, 1] = 21  # column 21 as well (rows 5-7): u's row displaces rows 6 and 7
+    common[:, 1] = torch.where(common[:, 1] == w, torch.tensor(29), common[:, 1])
+    row_u = torch.tensor([[20, 21]])
+    z_cols = torch.cat([common[:1], row_u, common[1:]])  # G: u at rank 1
+    z_vals = torch.rand(z_cols.shape, dtype=torch.float64) * 1e-3 + 1e-4
+    val_u = z_vals[1:2]
+    z_vals_h = torch.cat([z_vals[:1], z_vals[2:], val_u])  # G′: the paired row is last
+    z_cols_h = torch.cat([common, row_u])
+    y = torch.randint(0, 3, (universe,))
+    others = torch.tensor([31, 32])  # further non-sources, identity rows in both
+    in_g = torch.ones(universe, dtype=torch.bool)
+    in_h = in_g.clone()
+    in_h[u] = False
+    sources_g = torch.cat([torch.tensor([10, u]), torch.arange(11, 19)])
+    sources_h = torch.cat([torch.arange(10, 19), torch.tensor([w])])
+    ident_g, ident_h = torch.cat([torch.tensor([w]), others]), others
+    kw = {"protocol": "sound", "bound": 1.0, "max_occurrences": d_cap}
+    cols_g, vals_g = assemble_rows(z_cols, z_vals, ident_g, in_g, **kw)
+    cols_h, vals_h = assemble_rows(z_cols_h, z_vals_h, ident_h, in_h, **kw)
+    labels_g = y[torch.cat([sources_g, ident_g])]
+    labels_h = y[torch.cat([sources_h, ident_h])]
+    labels_h[len(sources_h) - 1] = (y[u] + 1) % 3  # y_w ≠ y_u so the paired row's label changes
+    y[w] = labels_h[len(sources_h) - 1]
+    labels_g = y[torch.cat([sources_g, ident_g])]
+    grads_g = _row_gradients(module, x, cols_g, vals_g.double(), labels_g, c)
+    grads_h = _row_gradients(module, x, cols_h, vals_h.double(), labels_h, c)
+    # examples keyed as in the proof: released row index (source rows) or ("id", node)
+    key_g = {("z", 0): 0, ("z", "u"): 1, **{("z", i): i + 1 for i in range(1, 9)}}
+    key_h = {**{("z", i): i for i in range(9)}, ("z", "u"): 9}
+    for j, v in enumerate(ident_g.tolist()):
+        key_g[("id", v)] = 10 + j
+    for j, v in enumerate(ident_h.tolist()):
+        key_h[("id", v)] = 10 + j
+    zero = torch.zeros_like(grads_g[0])
     changed = 0
-    total_gap = 0.0
-    for i, j in pairs:
-        a, b = clipped(grads_g, i), clipped(grads_h, j)
-        gap = math.sqrt(sum((a[name] - b[name]).pow(2).sum().item() for name in a))
+    for key in set(key_g) | set(key_h):
+        a = grads_g[key_g[key]] if key in key_g else zero
+        b = grads_h[key_h[key]] if key in key_h else zero
+        gap = float((a - b).norm())
         assert gap <= 2 * c + 1e-9
         changed += gap > 1e-12
-        total_gap += gap
     assert changed <= affected_slots_bound(d_cap, k)
-    # u's slot + the D−1 other rows that keep u + the row displaced in column 9: the bound is attained
-    assert changed == d_cap + 1
-    assert (cols_g == u).sum() <= d_cap + 1  # ≤ D common rows + its own row
+    assert changed == d_cap + k + 2  # paired row + w's identity row + D rows holding u + K displaced rows
 
 
-def test_closed_form_gradients_equal_vmap():
+@pytest.mark.parametrize("bias", [False, True])
+def test_closed_form_gradients_equal_autograd(bias):
     torch.manual_seed(1)
-    module = MLP(7, [5], 3).double()
+    module = DPARNet(7, 5, 3, dropout=0.3, bias=bias).double()
     x = torch.randn(20, 7, dtype=torch.float64)
     cols = torch.randint(-1, 20, (9, 2))
     vals = torch.rand(9, 2, dtype=torch.float64) * (cols >= 0)
     labels = torch.randint(0, 3, (9,))
-    for bound in (None, 0.2):
+    module.eval()
+    for bound in (None, 0.2):  # no dropout: against vmap
         reference = clip_and_sum(per_row_gradients(module, x, cols, vals, labels), bound)
         fast = clipped_gradient_sum(module, x, cols, vals, labels, bound)
+        assert set(reference) == set(fast)
         for name in reference:
             assert torch.allclose(reference[name], fast[name], atol=1e-12)
+    # with dropout masks: against autograd row by row with the same masks
+    masks = dropout_masks((9, 2, 7), (9, 2, 5), 0.3, torch.Generator().manual_seed(3), "cpu")
+    masks = (masks[0].double(), masks[1].double())
+    assert (masks[0] == 0).any() and torch.allclose(masks[0].max(), torch.tensor(1 / 0.7, dtype=torch.float64))
+    for bound in (None, 0.2):
+        total = {name: torch.zeros_like(p) for name, p in module.named_parameters()}
+        for i in range(9):
+            module.zero_grad()
+            feats = x[cols[i].clamp(min=0)] * masks[0][i]
+            pre = module.lin1(feats)
+            out = module.lin2(torch.relu(pre) * masks[1][i])
+            logits = (vals[i].unsqueeze(1) * out).sum(0)
+            torch.nn.functional.cross_entropy(logits.unsqueeze(0), labels[i : i + 1]).backward()
+            norm = math.sqrt(sum(float(p.grad.pow(2).sum()) for p in module.parameters()))
+            factor = 1.0 if bound is None else min(1.0, bound / (norm + 1e-12))
+            for name, p in module.named_parameters():
+                total[name] += factor * p.grad
+        fast = clipped_gradient_sum(module, x, cols, vals, labels, bound, masks)
+        for name in total:
+            assert torch.allclose(total[name], fast[name], atol=1e-10)
 
 
 @pytest.mark.parametrize("variant", ["em0", "em1", "gm"])
@@ -337,7 +408,7 @@ def test_sound_plan_is_calibrated_and_recomputable(variant):
         if variant == "em1":
             mechs.append(LaplaceMechanism(plan.laplace_scale, hp.clip_em, hp.top_k * hp.num_sources))
     mechs.append(
-        sgd_step_mechanism(plan.sgd_noise_std, hp.max_grad_norm, hp.max_occurrences + hp.top_k + 1, rate, steps)
+        sgd_step_mechanism(plan.sgd_noise_std, hp.max_grad_norm, hp.max_occurrences + hp.top_k + 2, rate, steps)
     )
     inner = PrivacyLedger().extend(mechs).get_epsilon(1e-3 / 0.2)
     eps, delta = amplify_by_subsampling(inner, 1e-3 / 0.2, 0.2)
@@ -345,10 +416,15 @@ def test_sound_plan_is_calibrated_and_recomputable(variant):
 
 
 def test_paper_plan_is_marked_unsound():
-    hp = DPARHyperparameters()
-    plan = plan_paper("em1", hp, 8.0, 2e-3, 400, 60 / 70)
-    assert plan.privacy.sound is False and plan.privacy.epsilon <= 8.0
+    variant = "em1"
+    hp = DPARHyperparameters(protocol="paper")
+    plan = plan_paper(variant, hp, 8.0, 2e-3, 40, 60 / 210)
+    assert plan.privacy.sound is False and 7.9 < plan.privacy.epsilon <= 8.0
     assert plan.privacy.delta == pytest.approx(2e-3)
+    unaccounted = " | ".join(plan.privacy.unaccounted)
+    for step in ("q' * (eps_APPR + eps_SGD)", "tau*C", "column normalisation", "|S|", "universe"):
+        assert step in unaccounted
+    assert "sqrt(2)*C1" not in unaccounted  # GM only (checked in test_paper_protocol_fit_and_nodp_learns)
     assert plan.laplace_scale > 0 and plan.gumbel_scale > 0
 
 
@@ -382,9 +458,42 @@ def test_private_fit_spends_at_most_target_and_round_trips(graph, split, tmp_pat
     assert torch.equal(again.predict_proba(test_graph, split.test), probs)
 
 
-def test_paper_accounting_fit_and_nodp_learns(graph, split):
-    paper = get_defense("dpar-gm")(epsilon=8.0, delta=1e-3, seed=0, accounting="paper", **FAST).fit(graph, split)
+def test_both_protocols_spend_at_most_the_target(graph, split):
+    for variant, protocol in (("dpar-em0", "sound"), ("dpar-em0", "paper"), ("dpar-gm", "sound")):
+        model = get_defense(variant)(epsilon=8.0, delta=1e-3, seed=0, protocol=protocol, **FAST).fit(graph, split)
+        spec = model.privacy
+        assert spec.epsilon <= 8.0 and spec.protocol == protocol
+        assert spec.sound is (protocol == "sound")
+        assert bool(spec.unaccounted) is (protocol == "paper")
+
+
+def test_identity_rows_are_present_and_trained(graph, split):
+    model = get_defense("dpar-em1")(epsilon=4.0, delta=1e-3, seed=0, **FAST).fit(graph, split)
+    info = model.card["dpar"]
+    assert info["appr_rows"] == FAST["num_sources"] and info["identity_rows"] > 0
+    assert info["trained_rows"] == info["sampled_nodes"] == info["appr_rows"] + info["identity_rows"]
+    # one APPR row only: the identity rows alone carry the training signal
+    nodp = get_defense("dpar-nodp")(seed=0, epochs=40, node_sample_rate=1.0, num_sources=1, batch_size=25)
+    model = nodp.fit(graph, split)
+    assert model.card["dpar"]["identity_rows"] == len(split.train) - 1
+    assert model.accuracy(split.graph_for(graph, "test"), split.test) > 0.6  # 3 classes: chance ≈ 0.33
+
+
+def test_inference_adds_self_loops():
+    h = torch.tensor([[1.0, 0.0], [0.0, 1.0], [2.0, 2.0]])
+    edges = torch.tensor([[0, 1], [1, 0]])  # node 2 isolated
+    plain = power_iteration(h, edges, 0.25, 2)
+    looped = power_iteration(h, edges, 0.25, 2, self_loops=True)
+    assert torch.allclose(looped[2], h[2]) and torch.allclose(plain[2], 0.25 * h[2])
+    step1 = 0.75 * (h[0] + h[1]) / 2 + 0.25 * h  # row-normalised (A + I) on nodes 0, 1
+    step2 = 0.75 * (step1[0] + step1[1]) / 2 + 0.25 * h
+    assert torch.allclose(looped[:2], step2[:2])
+
+
+def test_paper_protocol_fit_and_nodp_learns(graph, split):
+    paper = get_defense("dpar-gm")(epsilon=8.0, delta=1e-3, seed=0, protocol="paper", **FAST).fit(graph, split)
     assert paper.privacy.sound is False and paper.privacy.epsilon <= 8.0
+    assert any("sqrt(2)*C1" in step for step in paper.privacy.unaccounted)
     nodp = get_defense("dpar-nodp")(seed=0, epochs=40, node_sample_rate=1.0, num_sources=100, batch_size=25)
     model = nodp.fit(graph, split)
     assert not model.privacy.is_private
@@ -393,13 +502,17 @@ def test_paper_accounting_fit_and_nodp_learns(graph, split):
 
 def test_bad_inputs_raise_clear_errors(graph, split, tmp_path):
     with pytest.raises(ConfigurationError):
-        get_defense("dpar-em0")(epsilon=1.0, accounting="bogus").fit(graph, split)
+        get_defense("dpar-em0")(epsilon=1.0, protocol="bogus").fit(graph, split)
     with pytest.raises(ConfigurationError):
         get_defense("dpar-em0")(epsilon=1.0, top_k=0).fit(graph, split)
     with pytest.raises(ConfigurationError):
         get_defense("dpar-gm")(epsilon=1.0, node_sample_rate=1.5).fit(graph, split)
     with pytest.raises(ConfigurationError):
         get_defense("dpar-gm")(epsilon=1.0, no_such_field=3)
+    with pytest.raises(ConfigurationError):  # the old name of protocol
+        get_defense("dpar-gm")(epsilon=1.0, accounting="paper")
+    with pytest.raises(ConfigurationError):
+        get_defense("dpar-gm")(epsilon=1.0, dropout=1.0).fit(graph, split)
     with pytest.raises(PrivacyParameterError):  # δ must be below q′ (δ/q′ is the inner δ)
         get_defense("dpar-em0")(epsilon=1.0, delta=0.2, **{**FAST, "node_sample_rate": 0.1}).fit(graph, split)
     with pytest.raises(PrivacyParameterError):

@@ -82,3 +82,33 @@ def test_membership_partition_is_balanced_and_disjoint(small_graph):
     assert torch.equal(torch.bincount(y[s.members], minlength=3), torch.bincount(y[s.non_members], minlength=3))
     again = membership_partition(small_graph, split, seed=0, shadow_per_class=20)
     assert torch.equal(again.shadow.members, s.members)
+
+
+def test_metis_split_is_deterministic_disjoint_and_inductive(small_graph):
+    a = make_split(small_graph, "metis:9", seed=0)
+    b = make_split(small_graph, "metis:9", seed=3)  # METIS seed 0: the split seed does not change it
+    assert torch.equal(a.train, b.train) and torch.equal(a.test, b.test) and torch.equal(a.node_part, b.node_part)
+    assert a.inductive and _disjoint(a.train, a.val, a.test)
+    covered = torch.cat([a.train, a.val, a.test]).sort().values
+    assert torch.equal(covered, small_graph.labeled_nodes.sort().values)  # the parts cover every labeled node
+    assert set(a.node_part.tolist()) == set(range(9))
+    assert torch.equal(a.test, (a.node_part == 4).nonzero().view(-1))
+    assert torch.equal(a.val, (a.node_part == 5).nonzero().view(-1))
+    edges = small_graph.data.edge_index
+    cut = a.node_part[edges[0]] != a.node_part[edges[1]]
+    assert cut.any()  # the partition cuts edges, also between two training parts
+    between_train = cut & torch.isin(edges[0], a.train) & torch.isin(edges[1], a.train)
+    assert between_train.any()
+    for phase in ("train", "val", "test"):
+        visible = a.edge_index_for(small_graph, phase)
+        assert (a.node_part[visible[0]] == a.node_part[visible[1]]).all()
+        nodes = set(getattr(a, phase).tolist())
+        assert all(u in nodes and v in nodes for u, v in visible.t().tolist())
+    inside = ~cut & torch.isin(edges[0], a.train)
+    assert a.edge_index_for(small_graph, "train").size(1) == int(inside.sum())  # every internal edge is kept
+
+
+@pytest.mark.parametrize("spec", ["metis:3", "metis:0", "metis:x", "metis:9.5", "metis:301"])
+def test_bad_metis_specs(small_graph, spec):
+    with pytest.raises(ConfigurationError, match="metis|split"):
+        make_split(small_graph, spec, 0)

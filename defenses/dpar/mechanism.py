@@ -1,0 +1,127 @@
+"""DPAR's pure building blocks for Π and the DP-SGD accountant: Poisson sampling, the per-column
+occurrence cap, ℓ₁ column rescaling, the training matrix (DP-APPR rows + identity rows) and the
+affected-row mixture mechanism. The proofs are in the package docstring (:mod:`defenses.dpar`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from scipy.stats import binom
+
+from dpaudit.accounting import SensitivityMixtureGaussian
+
+
+def poisson_sample(num: int, rate: float, generator: torch.Generator) -> torch.Tensor:
+    """Indices of ``range(num)`` kept independently with probability ``rate`` (Poisson sampling).
+
+    Both DPAR samplers use it — q′ node sampling and the DP-SGD batches — because the
+    accountants (amplification by Poisson subsampling; the binomial law of affected slots)
+    assume exactly this."""
+    if rate >= 1.0:
+        return torch.arange(num)
+    return (torch.rand(num, generator=generator) < rate).nonzero().view(-1)
+
+
+def affected_slots_bound(max_occurrences: int, top_k: int) -> int:
+    """d = D + K + 2: per-row clipped gradients that removing one node can change under the
+    ``sound`` protocol — the paired source row, the promoted node's identity row, ≤ D rows holding
+    the node and ≤ K rows displaced from the cap (module docstring)."""
+    return int(max_occurrences) + int(top_k) + 2
+
+
+def sgd_step_mechanism(
+    noise_std: float, max_grad_norm: float, affected: int, sample_rate: float, steps: int
+) -> SensitivityMixtureGaussian:
+    """The sound DP-SGD accountant: ρ ~ Binomial(d, q) affected slots per Poisson batch, each
+    changing the gradient sum by ≤ 2C (DP-GNN Theorem 1 with this sampler's law)."""
+    support = tuple(float(i) for i in range(affected + 1))
+    probabilities = binom.pmf(np.arange(affected + 1), affected, sample_rate)
+    probabilities = tuple(float(p) for p in probabilities / probabilities.sum())
+    return SensitivityMixtureGaussian(
+        sigma=noise_std,
+        sensitivity_per_term=2.0 * max_grad_norm,
+        support=support,
+        probabilities=probabilities,
+        steps=steps,
+        name="dpar dp-sgd (poisson slots, binomial affected-row mixture)",
+    )
+
+
+def cap_column_occurrences(columns: torch.Tensor, max_occurrences: int) -> torch.Tensor:
+    """Mask [rows, K]: keep, in every column, only its first ``max_occurrences`` entries in row
+    order (entries with column −1 are empty). Vectorised: sort by (column, row), rank in group."""
+    flat = columns.reshape(-1)
+    rows = torch.arange(columns.size(0), device=columns.device).repeat_interleave(columns.size(1))
+    valid = flat >= 0
+    key = torch.where(valid, flat, flat.new_full((), torch.iinfo(torch.long).max // 4))
+    # stable sort by row first, then by column → entries of a column ordered by row
+    order = torch.sort(rows, stable=True).indices
+    order = order[torch.sort(key[order], stable=True).indices]
+    sorted_key = key[order]
+    position = torch.arange(len(order), device=columns.device)
+    is_start = torch.ones_like(sorted_key, dtype=torch.bool)
+    is_start[1:] = sorted_key[1:] != sorted_key[:-1]
+    group_start = torch.cummax(torch.where(is_start, position, torch.zeros_like(position)), dim=0).values
+    rank = torch.empty_like(position)
+    rank[order] = position - group_start
+    return ((rank < max_occurrences) & valid).view_as(columns)
+
+
+def column_l1_norms(columns: torch.Tensor, values: torch.Tensor, num_columns: int) -> torch.Tensor:
+    """ℓ₁ norm of every column of the row-sparse Π ([rows, K] columns/values) → [num_columns]."""
+    valid = columns >= 0
+    norms = torch.zeros(num_columns, dtype=values.dtype, device=values.device)
+    return norms.scatter_add_(0, columns[valid], values[valid].abs())
+
+
+def normalize_columns_l1(columns: torch.Tensor, values: torch.Tensor, bound: float, num_columns: int) -> torch.Tensor:
+    r"""Rescale every non-empty column of Π to ℓ₁ norm exactly ``bound`` (τ), up as well as down:
+    :math:`\Pi_{:,j} \leftarrow \tau\,\Pi_{:,j}/\lVert\Pi_{:,j}\rVert_1` (the reference code's
+    normalisation; Algorithm 2, line 3 only clips down). Empty slots and all-zero columns stay 0."""
+    valid = columns >= 0
+    col = torch.where(valid, columns, 0)
+    norms = column_l1_norms(columns, values, num_columns)
+    scale = torch.where(norms > 0, bound / norms.clamp(min=torch.finfo(values.dtype).tiny), torch.zeros_like(norms))
+    return torch.where(valid, values * scale[col], torch.zeros_like(values))
+
+
+def assemble_rows(
+    source_columns: torch.Tensor,
+    source_values: torch.Tensor,
+    identity_nodes: torch.Tensor,
+    in_graph: torch.Tensor,
+    *,
+    protocol: str,
+    bound: float,
+    max_occurrences: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The training matrix Π: the M released source rows (in row order) then one identity row per
+    node of ``identity_nodes``, with the protocol's column handling (module docstring).
+
+    * ``sound``: rescale the columns of the released rows to ℓ₁ = τ (a function of the released
+      rows alone: post-processing), keep the first D entries of every column in row order, drop
+      candidates outside the graph (``in_graph`` False), append identity rows (value 1).
+    * ``paper``: drop candidates outside the graph, append identity rows, rescale every non-empty
+      column of the whole matrix to ℓ₁ = τ (the reference code).
+
+    Shapes: ``source_columns``/``source_values`` [M, K] (node ids over the universe, −1 = empty);
+    ``identity_nodes`` [I]; ``in_graph`` [universe] bool. Returns columns/values [M + I, K].
+    """
+    universe = in_graph.numel()
+    k = source_columns.size(1)
+    cols, vals = source_columns, source_values
+    if protocol == "sound":
+        vals = normalize_columns_l1(cols, vals, bound, universe)
+        keep = cap_column_occurrences(cols, max_occurrences)
+        cols, vals = torch.where(keep, cols, -1), torch.where(keep, vals, torch.zeros_like(vals))
+    keep = (cols >= 0) & in_graph[cols.clamp(min=0)]
+    cols, vals = torch.where(keep, cols, -1), torch.where(keep, vals, torch.zeros_like(vals))
+    id_cols = torch.full((len(identity_nodes), k), -1, dtype=cols.dtype, device=cols.device)
+    id_vals = torch.zeros(len(identity_nodes), k, dtype=vals.dtype, device=vals.device)
+    id_cols[:, 0] = identity_nodes.to(cols.device)
+    id_vals[:, 0] = 1.0
+    cols, vals = torch.cat([cols, id_cols]), torch.cat([vals, id_vals])
+    if protocol == "paper":
+        vals = normalize_columns_l1(cols, vals, bound, universe)
+    return cols, vals
