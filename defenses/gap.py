@@ -117,7 +117,7 @@ import hashlib
 import logging
 import math
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import torch
@@ -716,7 +716,7 @@ class GAPHyperparameters(PrivateHyperparameters):
     lr: float = 0.01
     encoder_epochs: int = 100
     epochs: int = 100
-    hop_grid: list[int] = field(default_factory=lambda: [1, 2, 3, 4, 5])
+    hop_grid: tuple[int, ...] = (1, 2, 3, 4, 5)
 
 
 @dataclass
@@ -731,7 +731,7 @@ class GAPNodeHyperparameters(GAPHyperparameters):
     batch_size: int = 256
     max_grad_norm: float = 1.0
     max_degree: int = 100
-    degree_grid: list[int] = field(default_factory=lambda: [100, 200, 300, 400])
+    degree_grid: tuple[int, ...] = (100, 200, 300, 400)
 
 
 @dataclass
