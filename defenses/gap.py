@@ -751,6 +751,10 @@ class _Candidate:
     kept_edges: int
 
 
+#: calibrated noise multipliers by mechanism parameters (see ``_GAP._calibrate``).
+_SIGMA_MEMO: dict[tuple, float] = {}
+
+
 class _GAP(Defense):
     """Algorithm 2 for the three privacy levels and both protocols."""
 
@@ -824,6 +828,26 @@ class _GAP(Defense):
             PoissonSubsampledGaussian(noise_multiplier, q, steps_for(num_train, hp.batch_size, hp.epochs)),
         ]
 
+    def _calibrate(self, delta: float, num_train: int, hops: int) -> float:
+        """σ for ε at δ with K hops (:func:`calibrate_noise`), memoised per process: σ is a
+        deterministic function of the mechanisms' parameters, which repeat across seeds of a
+        split shape (the opacus RDP of a Poisson-sampled Gaussian is slow to evaluate)."""
+        hp = self.hp
+        key = (
+            self.level,
+            self.protocol,
+            self.epsilon,
+            delta,
+            num_train,
+            hops,
+            getattr(hp, "batch_size", None),
+            hp.encoder_epochs,
+            hp.epochs,
+        )
+        if key not in _SIGMA_MEMO:
+            _SIGMA_MEMO[key] = calibrate_noise(self.epsilon, delta, lambda s: self.mechanisms_for(s, num_train, hops))
+        return _SIGMA_MEMO[key]
+
     # -- training -----------------------------------------------------------------------------
     def _train_module(
         self, module, inputs, targets, sigma, epochs, desc, seed, val
@@ -886,7 +910,7 @@ class _GAP(Defense):
         for hops in hop_grid:
             sigma = 0.0
             if self.private:
-                sigma = calibrate_noise(self.epsilon, delta, lambda s, k=hops: self.mechanisms_for(s, num_train, k))
+                sigma = self._calibrate(delta, num_train, hops)
                 log.info(
                     "%s: K = %d, calibrated σ = %.4g for ε = %g, δ = %g", self.name, hops, sigma, self.epsilon, delta
                 )
