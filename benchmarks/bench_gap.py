@@ -111,10 +111,11 @@ def run_one(method, dataset, split, epsilon, seed, overrides):
 
 def plan(args):
     """(method, epsilon, overrides) for the utility sweep."""
-    jobs = [("gcn", math.inf, {}), ("mlp", math.inf, {}), ("gap-inf", math.inf, {})]
+    proto = {"protocol": args.protocol}
+    jobs = [("gcn", math.inf, {}), ("mlp", math.inf, {}), ("gap-inf", math.inf, dict(proto))]
     jobs += [("mlp-dp", e, {"epochs": args.mlp_dp_epochs}) for e in args.baseline_epsilons]
-    jobs += [("gap-edp", e, {}) for e in args.epsilons]
-    jobs += [("gap-ndp", e, {"max_degree": args.max_degree}) for e in args.epsilons]
+    jobs += [("gap-edp", e, dict(proto)) for e in args.epsilons]
+    jobs += [("gap-ndp", e, {"max_degree": args.max_degree, **proto}) for e in args.epsilons]
     return [job for job in jobs if args.methods is None or job[0] in args.methods]
 
 
@@ -142,9 +143,13 @@ def sweep(args, records: list) -> list[dict]:
         dataset = load_dataset(args.scale, root=args.data_root)
         split = make_split(dataset, args.split, 0)
         for method, eps, overrides in [
-            ("gap-inf", math.inf, {}),
-            ("gap-edp", 4.0, {}),
-            ("gap-ndp", 8.0, {"max_degree": args.max_degree, "batch_size": args.scale_batch_size}),
+            ("gap-inf", math.inf, {"protocol": args.protocol}),
+            ("gap-edp", 4.0, {"protocol": args.protocol}),
+            (
+                "gap-ndp",
+                8.0,
+                {"max_degree": args.max_degree, "batch_size": args.scale_batch_size, "protocol": args.protocol},
+            ),
         ]:
             rec = run_one(method, dataset, split, eps, 0, overrides)
             rec["scale_run"] = True
@@ -293,7 +298,18 @@ def main(argv=None):
     p.add_argument("--methods", nargs="*", default=None, help="restrict the sweep to these methods")
     p.add_argument("--baseline-epsilons", nargs="*", type=float, default=[8.0], help="ε values for mlp-dp")
     p.add_argument("--mlp-dp-epochs", type=int, default=10, help="mlp-dp epochs (GAP paper: 10)")
-    p.add_argument("--max-degree", type=int, default=100, help="gap-ndp degree bound D")
+    p.add_argument(
+        "--max-degree",
+        type=int,
+        default=100,
+        help="gap-ndp degree bound D (protocol=sound refuses graphs whose maximum degree exceeds it)",
+    )
+    p.add_argument(
+        "--protocol",
+        choices=["sound", "paper"],
+        default="sound",
+        help="GAP protocol: sound (fixed K and D, last iterate) or paper (selection on validation, sound: false)",
+    )
     p.add_argument("--split", default="random:0.75,0.1,0.15")
     p.add_argument("--scale", default="cornell5", help="dataset for the scaling run, or 'none'")
     p.add_argument("--scale-batch-size", type=int, default=1024, help="gap-ndp batch size on the scaling run")

@@ -1,5 +1,6 @@
-"""GAP (gap-inf, gap-edp, gap-ndp): sensitivities measured empirically, accountants against
-independent computations, calibration, inference paths and save/load round trips."""
+"""GAP (gap-inf, gap-edp, gap-ndp; protocols sound and paper): sensitivities measured
+empirically, accountants against independent computations, calibration, the canonical query
+key and the ledgered foreign-graph releases, save/load round trips."""
 
 from __future__ import annotations
 
@@ -16,7 +17,11 @@ from defenses.gap import (
     EDGE_SENSITIVITY,
     GAPModel,
     bound_out_degree,
+    canonical_edges,
+    check_degree_promise,
     graph_key,
+    max_degree_of,
+    node_sensitivity,
     private_multi_hop_aggregation,
     row_normalize,
     sum_aggregate,
@@ -28,6 +33,7 @@ from dpaudit.registry import get_defense
 from dpaudit.splits import make_split
 
 SPLIT = "random:0.5,0.25,0.25"
+NDP = {"max_degree": 20}  # the small graph's maximum degree is 15 ≤ 20; batch 256 ≥ n: q = 1 (fast accounting)
 
 
 @pytest.fixture(scope="module")
@@ -37,13 +43,18 @@ def split(small_graph):
 
 @pytest.fixture(scope="module")
 def fitted(small_graph, split):
-    """One model per variant (small: few epochs), shared by the tests below."""
-    models = {
+    """One model per variant (small: few epochs), shared by the tests below (never queried on
+    foreign graphs here: that grows their ε; see ``_copy``)."""
+    return {
         "gap-inf": get_defense("gap-inf")(seed=0, encoder_epochs=30, epochs=30).fit(small_graph, split),
         "gap-edp": get_defense("gap-edp")(epsilon=4.0, seed=0, encoder_epochs=30, epochs=30).fit(small_graph, split),
-        "gap-ndp": get_defense("gap-ndp")(epsilon=8.0, seed=0, max_degree=5, batch_size=64).fit(small_graph, split),
+        "gap-ndp": get_defense("gap-ndp")(epsilon=8.0, seed=0, **NDP).fit(small_graph, split),
     }
-    return models
+
+
+def _copy(model, tmp_path, name="copy"):
+    """A fresh copy (save + load) that a test may query on foreign graphs."""
+    return load(model.save(tmp_path / name))
 
 
 def _hub_graph(num_nodes: int = 60, hub_degree: int = 40, extra_edges: int = 120, seed: int = 0):
@@ -65,7 +76,7 @@ def _remove_node(edge_index: torch.Tensor, node: int) -> torch.Tensor:
 
 def test_edge_sensitivity_empirical(small_graph):
     """Lemma 1: removing one directed entry of A moves A^T X (row-normalised X) by exactly 1 in
-    Frobenius norm; removing one undirected edge moves it by √2 = the Δ we account for."""
+    Frobenius norm (the paper protocol's Δ); removing one undirected edge moves it by √2 (sound Δ)."""
     data = small_graph.data
     x = row_normalize(torch.randn(data.num_nodes, 8, generator=torch.Generator().manual_seed(0)))
     base = sum_aggregate(x, data.edge_index, data.num_nodes)
@@ -82,46 +93,60 @@ def test_edge_sensitivity_empirical(small_graph):
     assert min(undirected) >= EDGE_SENSITIVITY - 1e-5  # the paper's Δ = 1 would be too small
 
 
-def test_node_sensitivity_empirical_under_degree_bound():
-    """Lemmas 2–3: after bounding out-degrees to D, removing a node changes the other nodes'
-    aggregated rows by ≤ √D in Frobenius norm; without the bound a hub exceeds √D."""
+def test_sound_node_sensitivity_empirical():
+    """Sound gap-ndp: on a graph of maximum degree ≤ D (no trimming), removing any node changes
+    the whole aggregation — the other rows *and* its own row — by ≤ √(D(D+1)); a node of degree D
+    whose neighbours carry aligned features reaches the bound, and the paper's √D is exceeded."""
+    num_nodes = 60
+    edge_index = _hub_graph(num_nodes, hub_degree=12, extra_edges=60)
+    max_degree = max_degree_of(edge_index, num_nodes)
+    bound = node_sensitivity(max_degree, "sound")
+    assert bound == pytest.approx(math.sqrt(max_degree * (max_degree + 1)))
+    for features in ("random", "aligned"):
+        if features == "random":
+            x = row_normalize(torch.randn(num_nodes, 8, generator=torch.Generator().manual_seed(0)))
+        else:
+            x = row_normalize(torch.ones(num_nodes, 8))  # worst case: the removed row has norm = degree
+        full = sum_aggregate(x, edge_index, num_nodes)
+        changes = []
+        for q in range(num_nodes):
+            removed = sum_aggregate(x, _remove_node(edge_index, q), num_nodes)  # q isolated: its row is 0
+            changes.append(float(torch.linalg.norm(full - removed)))
+        assert max(changes) <= bound + 1e-4
+        if features == "aligned":
+            assert max(changes) == pytest.approx(bound, abs=1e-4)  # the hub (degree D) attains it
+            assert max(changes) > math.sqrt(max_degree) + 1  # the paper's √D misses the own row
+
+
+def test_paper_degree_sampling_changes_other_nodes_edges():
+    """Why the paper's random out-degree sampling is unanalysed: with the same random stream,
+    removing one node changes which edges *other* nodes keep, so the other rows move by more
+    than the √D that Lemma 3 allows."""
     num_nodes, max_degree = 60, 6
     edge_index = _hub_graph(num_nodes)
     x = row_normalize(torch.randn(num_nodes, 8, generator=torch.Generator().manual_seed(0)))
-    bounded = bound_out_degree(edge_index, num_nodes, max_degree, torch.Generator().manual_seed(3))
-    out_degree = torch.bincount(bounded[0], minlength=num_nodes)
-    assert int(out_degree.max()) <= max_degree
-    assert bounded.size(1) < edge_index.size(1)
-    changes = []
+    worst = 0.0
     for q in range(num_nodes):
         others = torch.arange(num_nodes) != q
-        full = sum_aggregate(x, bounded, num_nodes)[others]
-        removed = sum_aggregate(x, _remove_node(bounded, q), num_nodes)[others]
-        change = float(torch.linalg.norm(full - removed))
-        # Each affected row moves by the unit vector x_q: the change is √(out-degree of q).
-        assert change == pytest.approx(math.sqrt(int(out_degree[q])), abs=1e-4)
-        changes.append(change)
-    assert max(changes) <= math.sqrt(max_degree) + 1e-5
-    assert max(changes) == pytest.approx(math.sqrt(max_degree), abs=1e-4)  # the hub hits the bound
-    # Without the degree bound the hub's removal exceeds √D: the bound is what the proof needs.
-    others = torch.arange(num_nodes) != 0
-    unbounded_change = torch.linalg.norm(
-        sum_aggregate(x, edge_index, num_nodes)[others]
-        - sum_aggregate(x, _remove_node(edge_index, 0), num_nodes)[others]
-    )
-    assert float(unbounded_change) > math.sqrt(max_degree) + 1
+        a = bound_out_degree(edge_index, num_nodes, max_degree, torch.Generator().manual_seed(3))
+        b = bound_out_degree(_remove_node(edge_index, q), num_nodes, max_degree, torch.Generator().manual_seed(3))
+        diff = sum_aggregate(x, a, num_nodes)[others] - sum_aggregate(x, b, num_nodes)[others]
+        worst = max(worst, float(torch.linalg.norm(diff)))
+    assert worst > math.sqrt(max_degree)
 
 
-def test_bound_out_degree_keeps_low_degree_nodes_and_is_random():
+def test_degree_promise_and_bound_out_degree():
     edge_index = _hub_graph(60)
+    assert max_degree_of(edge_index, 60) >= 40
+    check_degree_promise(edge_index, 60, 60, "graph")
+    with pytest.raises(ConfigurationError, match="maximum degree"):
+        check_degree_promise(edge_index, 60, 10, "graph")
     a = bound_out_degree(edge_index, 60, 6, torch.Generator().manual_seed(0))
     b = bound_out_degree(edge_index, 60, 6, torch.Generator().manual_seed(1))
     degree = torch.bincount(edge_index[0], minlength=60)
-    kept = torch.bincount(a[0], minlength=60)
-    assert torch.equal(kept, degree.clamp(max=6))
+    assert torch.equal(torch.bincount(a[0], minlength=60), degree.clamp(max=6))
     assert not torch.equal(a, b)  # a random sample, not a deterministic truncation
-    original = set(map(tuple, edge_index.t().tolist()))
-    assert set(map(tuple, a.t().tolist())) <= original
+    assert set(map(tuple, a.t().tolist())) <= set(map(tuple, edge_index.t().tolist()))
     with pytest.raises(ConfigurationError):
         bound_out_degree(edge_index, 60, 0)
 
@@ -142,6 +167,20 @@ def test_pma_rows_are_unit_norm_and_noise_free_pma_matches_dense(small_graph):
     assert not torch.allclose(noisy[0], hops[0], atol=1e-2)
     with pytest.raises(DPAuditError):
         private_multi_hop_aggregation(x0, data.edge_index, 1, -1.0)
+
+
+def test_graph_key_is_canonical_and_reads_features(small_graph):
+    data = small_graph.data
+    n, e = data.num_nodes, data.edge_index
+    perm = torch.randperm(e.size(1), generator=torch.Generator().manual_seed(0))
+    key = graph_key(n, e, data.x)
+    assert graph_key(n, e[:, perm], data.x) == key
+    assert graph_key(n, torch.cat([e, e[:, :10]], dim=1), data.x) == key  # duplicates do not matter
+    assert torch.equal(canonical_edges(e[:, perm], n), canonical_edges(e, n))
+    assert graph_key(n, e[:, 1:], data.x) != key
+    x = data.x.clone()
+    x[5] = 0
+    assert graph_key(n, e, x) != key
 
 
 # --------------------------------------------------------------------------- accountants
@@ -188,34 +227,30 @@ def test_node_level_composition_matches_dp_accounting():
 
 
 @pytest.mark.parametrize("name,target", [("gap-edp", 1.0), ("gap-ndp", 4.0)])
-def test_calibrated_spent_epsilon_within_target(small_graph, split, name, target):
+def test_sound_calibrated_spent_epsilon_within_target(small_graph, split, name, target):
     defense = get_defense(name)(
-        epsilon=target,
-        seed=0,
-        encoder_epochs=3,
-        epochs=3,
-        **({"batch_size": 64, "max_degree": 5} if name == "gap-ndp" else {}),
+        epsilon=target, seed=0, encoder_epochs=3, epochs=3, **(NDP if name == "gap-ndp" else {})
     )
     model = defense.fit(small_graph, split)
-    spent = model.privacy.epsilon
-    assert spent <= target and spent > 0.98 * target  # calibrated, not merely bounded
-    # Re-account from the recorded mechanisms, independently of the training code path.
-    delta = model.privacy.delta
-    assert delta == pytest.approx(1e-3 if name == "gap-edp" else 1e-3)
-    pma = [m for m in model.privacy.mechanisms if m["name"].startswith("pma")]
+    spec = model.privacy
+    assert spec.sound and spec.unaccounted == [] and spec.protocol == "sound"
+    assert target * 0.98 < spec.epsilon <= target  # calibrated, not merely bounded
+    delta = spec.delta
+    pma = [m for m in spec.mechanisms if m["name"].startswith("pma")]
     assert len(pma) == 1 and pma[0]["count"] == defense.hp.hops
     assert pma[0]["sigma"] == pytest.approx(model.config()["noise_std"])
     if name == "gap-edp":
+        assert pma[0]["sensitivity"] == pytest.approx(math.sqrt(2))
         z = pma[0]["sigma"] / pma[0]["sensitivity"]
         closed = defense.hp.hops / (2 * z**2) + math.sqrt(2 * defense.hp.hops * math.log(1 / delta)) / z
-        assert spent <= closed
-        assert pma[0]["sensitivity"] == pytest.approx(math.sqrt(2))
+        assert spec.epsilon <= closed
     else:
-        dpsgd = [m for m in model.privacy.mechanisms if m["mechanism"] == "PoissonSubsampledGaussian"]
+        d = NDP["max_degree"]
+        assert pma[0]["sensitivity"] == pytest.approx(math.sqrt(d * (d + 1)))
+        dpsgd = [m for m in spec.mechanisms if m["mechanism"] == "PoissonSubsampledGaussian"]
         assert len(dpsgd) == 2  # encoder and classifier
-        assert pma[0]["sensitivity"] == pytest.approx(math.sqrt(5))
         sigma = dpsgd[0]["sigma"]
-        assert dpsgd[1]["sigma"] == sigma and pma[0]["sigma"] == pytest.approx(sigma * math.sqrt(5))
+        assert dpsgd[1]["sigma"] == sigma and pma[0]["sigma"] == pytest.approx(sigma * math.sqrt(d * (d + 1)))
         ledger = PrivacyLedger().extend(
             [
                 PoissonSubsampledGaussian(sigma, dpsgd[0]["sample_rate"], dpsgd[0]["steps"]),
@@ -223,7 +258,53 @@ def test_calibrated_spent_epsilon_within_target(small_graph, split, name, target
                 PoissonSubsampledGaussian(sigma, dpsgd[1]["sample_rate"], dpsgd[1]["steps"]),
             ]
         )
-        assert ledger.get_epsilon(delta) == pytest.approx(spent, rel=1e-9)
+        assert ledger.get_epsilon(delta) == pytest.approx(spec.epsilon, rel=1e-9)
+
+
+def test_paper_protocol_specs_are_unsound_and_list_their_steps(small_graph, split):
+    edp = get_defense("gap-edp")(epsilon=2.0, seed=0, encoder_epochs=5, epochs=5, protocol="paper", hop_grid=[1, 2])
+    model = edp.fit(small_graph, split)
+    spec = model.privacy
+    assert not spec.sound and spec.protocol == "paper" and spec.epsilon <= 2.0
+    assert any("sensitivity 1" in s for s in spec.unaccounted)
+    assert any("2 configurations" in s for s in spec.unaccounted)
+    pma = [m for m in spec.mechanisms if m["name"].startswith("pma")]
+    assert pma[0]["sensitivity"] == 1.0 and pma[0]["count"] == model.config()["hops"] in (1, 2)
+    ndp = get_defense("gap-ndp")(
+        epsilon=8.0,
+        seed=0,
+        encoder_epochs=2,
+        epochs=2,
+        protocol="paper",
+        hop_grid=[2],
+        degree_grid=[3, 5],
+    )
+    model = ndp.fit(small_graph, split)  # the paper protocol samples degrees: no promise needed
+    spec = model.privacy
+    assert not spec.sound and spec.epsilon <= 8.0 and model.config()["max_degree"] in (3, 5)
+    text = " ".join(spec.unaccounted)
+    for step in ("degree bounding", "√D", "best-validation", "2 configurations"):
+        assert step in text
+    pma = [m for m in spec.mechanisms if m["name"].startswith("pma")][0]
+    assert pma["sensitivity"] == pytest.approx(math.sqrt(model.config()["max_degree"]))
+
+
+def test_paper_selection_uses_validation_and_best_checkpoint(small_graph, split):
+    """With one hop choice and the same seed, the paper's best-validation checkpoint is at least
+    as good on validation as the sound last iterate (the last epoch is one of its candidates)."""
+    kwargs = {"seed": 0, "encoder_epochs": 20, "epochs": 20, "hop_grid": [2]}
+    paper = get_defense("gap-inf")(protocol="paper", **kwargs).fit(small_graph, split)
+    sound = get_defense("gap-inf")(protocol="sound", **kwargs).fit(small_graph, split)
+    assert paper.card["selection"]["val_accuracy"] >= sound.card["selection"]["val_accuracy"]
+    assert paper.accuracy(small_graph.data, split.val) == pytest.approx(paper.card["selection"]["val_accuracy"])
+    grid = get_defense("gap-inf")(protocol="paper", seed=0, encoder_epochs=5, epochs=5, hop_grid=[1, 3])
+    model = grid.fit(small_graph, split)
+    assert model.card["selection"]["grid_size"] == 2 and model.config()["hops"] in (1, 3)
+
+
+def test_sound_ndp_refuses_graphs_above_the_degree_bound(small_graph, split):
+    with pytest.raises(ConfigurationError, match="maximum degree"):
+        get_defense("gap-ndp")(epsilon=8.0, seed=0, max_degree=5, encoder_epochs=1, epochs=1).fit(small_graph, split)
 
 
 def test_more_epsilon_means_less_noise(small_graph, split):
@@ -246,7 +327,8 @@ def test_variants_train_and_report_levels(fitted, small_graph, split):
     assert fitted["gap-ndp"].config()["batch_norm"] is False  # never under node-level DP-SGD
     assert fitted["gap-edp"].config()["batch_norm"] is True
     assert not any(isinstance(m, torch.nn.BatchNorm1d) for m in fitted["gap-ndp"].classifier.modules())
-    # Non-private GAP learns the (easy, homophilous) CSBM task.
+    assert any(isinstance(m, torch.nn.BatchNorm1d) for m in fitted["gap-edp"].encoder.modules())
+    assert fitted["gap-ndp"].privacy.sound and fitted["gap-ndp"].privacy.epsilon <= 8.0
     assert fitted["gap-inf"].accuracy(small_graph.data, split.test) > 0.8
     for model in fitted.values():
         proba = model.predict_proba(small_graph.data, split.test)
@@ -259,41 +341,82 @@ def test_transductive_queries_use_the_cache(fitted, small_graph):
     model = fitted["gap-edp"]
     assert model.cached_aggregations.shape == (small_graph.num_nodes, 2 * 16)
     first = model.predict_proba(small_graph.data)
-    again = model.predict_proba(small_graph.data.clone())
-    assert torch.equal(first, again)  # no fresh noise on the training graph
-    assert model._other_graphs == {}
-    # The cache is noisy: it differs from the noise-free aggregation of the same encoder output.
-    x0 = row_normalize(model.encoder.encode(small_graph.data.x))
+    assert torch.equal(first, model.predict_proba(small_graph.data.clone()))  # no fresh noise
+    assert model._other_graphs == {} and model.config()["query_releases"] == 0
+    x0 = model.encoder.encode(small_graph.data.x)
     clean = private_multi_hop_aggregation(x0, small_graph.data.edge_index, 2, 0.0)
-    assert not torch.allclose(model.cached_aggregations[:, :16], clean[0], atol=1e-2)
-    # gap-inf's cache is exactly the noise-free PMA.
+    assert not torch.allclose(model.cached_aggregations[:, :16], clean[0], atol=1e-2)  # the cache is noisy
     inf = fitted["gap-inf"]
-    x0 = row_normalize(inf.encoder.encode(small_graph.data.x))
+    x0 = inf.encoder.encode(small_graph.data.x)
     clean = torch.cat(private_multi_hop_aggregation(x0, small_graph.data.edge_index, 2, 0.0), dim=1)
     assert torch.allclose(inf.cached_aggregations, clean, atol=1e-5)
 
 
-def test_inductive_query_reruns_pma_on_the_new_graph(fitted, small_graph):
-    model = fitted["gap-edp"]
+@pytest.mark.parametrize("name", ["gap-edp", "gap-ndp"])
+def test_permuted_training_graph_gives_identical_posteriors(fitted, small_graph, name):
+    model = fitted[name]
+    eps = model.privacy.epsilon
+    permuted = small_graph.data.clone()
+    e = permuted.edge_index
+    permuted.edge_index = e[:, torch.randperm(e.size(1), generator=torch.Generator().manual_seed(7))]
+    assert torch.equal(model.predict_proba(permuted), model.predict_proba(small_graph.data))
+    assert model._other_graphs == {} and model.privacy.epsilon == eps
+
+
+def test_zeroing_a_neighbours_features_changes_the_answer(fitted, small_graph, tmp_path):
+    """The key reads the features: zeroing a neighbour's features is a new query graph, so its
+    (exact, non-private) aggregation changes the target's posterior — LinkTeller has a signal."""
+    data = small_graph.data
+    target = int(data.edge_index[1, 0])
+    neighbours = data.edge_index[0, data.edge_index[1] == target]
+    model = _copy(fitted["gap-inf"], tmp_path)
+    base = model.predict_proba(data, [target])
+    poked = data.clone()
+    poked.x = data.x.clone()
+    poked.x[neighbours] = 0
+    changed = model.predict_proba(poked, [target])
+    assert not torch.allclose(base, changed, atol=1e-6)
+    x0 = model.encoder.encode(poked.x)
+    z = torch.cat([x0, *private_multi_hop_aggregation(x0, poked.edge_index, 2, 0.0)], dim=1)[[target]]
+    assert torch.allclose(changed, torch.softmax(model.classifier(z), 1), atol=1e-5)
+
+
+def test_foreign_queries_grow_the_spent_epsilon(fitted, small_graph, tmp_path):
+    model = _copy(fitted["gap-edp"], tmp_path)
+    trained_eps = model.privacy.epsilon
     other = small_graph.data.clone()
     other.edge_index = small_graph.data.edge_index[:, : small_graph.data.edge_index.size(1) // 2]
-    assert graph_key(other.num_nodes, other.edge_index) != model.config()["graph"]["key"]
     a = model.predict_proba(other)
-    assert len(model._other_graphs) == 1
-    assert torch.equal(a, model.predict_proba(other))  # memoised: no averaging of fresh noise
-    assert not torch.equal(a, model.predict_proba(small_graph.data))
-    # gap-inf on a new graph equals the noise-free pipeline run on that graph.
-    inf = fitted["gap-inf"]
-    x0 = row_normalize(inf.encoder.encode(other.x))
-    z = torch.cat([x0, *private_multi_hop_aggregation(x0, other.edge_index, 2, 0.0)], dim=1)
-    assert torch.allclose(inf.predict_proba(other), torch.softmax(inf.classifier(z), 1), atol=1e-5)
+    eps_one = model.privacy.epsilon
+    assert eps_one > trained_eps and model.config()["query_releases"] == 1
+    assert torch.equal(a, model.predict_proba(other))  # memoised: same answer, no new release
+    assert model.privacy.epsilon == eps_one
+    third = small_graph.data.clone()
+    third.edge_index = small_graph.data.edge_index[:, 1:]
+    model.predict_proba(third)
+    assert model.privacy.epsilon > eps_one and model.config()["query_releases"] == 2
+    ledger = PrivacyLedger().step(GaussianMechanism(model.config()["noise_std"], math.sqrt(2), 2 * 3))
+    assert model.privacy.epsilon == pytest.approx(ledger.get_epsilon(model.privacy.delta), rel=1e-9)
+    reloaded = _copy(model, tmp_path, "again")
+    assert reloaded.privacy.epsilon == model.privacy.epsilon and reloaded.config()["query_releases"] == 2
+    reloaded.predict_proba(other)  # a fresh object has no memo: it pays again
+    assert reloaded.privacy.epsilon > model.privacy.epsilon and reloaded.config()["query_releases"] == 3
+
+
+def test_sound_ndp_refuses_foreign_query_graphs_above_the_bound(fitted, small_graph, tmp_path):
+    model = _copy(fitted["gap-ndp"], tmp_path)
+    dense = small_graph.data.clone()
+    extra = torch.stack([torch.zeros(40, dtype=torch.long), torch.arange(1, 41)])
+    dense.edge_index = to_undirected(torch.cat([dense.edge_index, extra], dim=1), num_nodes=dense.num_nodes)
+    with pytest.raises(ConfigurationError, match="maximum degree"):
+        model.predict_proba(dense)
+    assert model.config()["query_releases"] == 0
 
 
 @pytest.mark.parametrize("name", ["gap-inf", "gap-edp", "gap-ndp"])
 def test_save_load_round_trip(fitted, small_graph, tmp_path, name):
     model = fitted[name]
-    model.save(tmp_path / name)
-    loaded = load(tmp_path / name)
+    loaded = load(model.save(tmp_path / name))
     assert isinstance(loaded, GAPModel)
     assert torch.equal(loaded.predict_proba(small_graph.data), model.predict_proba(small_graph.data))
     assert torch.equal(loaded.embed(small_graph.data), model.embed(small_graph.data))
@@ -305,14 +428,12 @@ def test_save_load_round_trip(fitted, small_graph, tmp_path, name):
 def test_tampered_config_is_refused(fitted, tmp_path):
     path = fitted["gap-edp"].save(tmp_path / "m")
     meta = json.loads((path / "model.json").read_text())
-    meta["config"]["hops"] = 3
-    (path / "model.json").write_text(json.dumps(meta))
-    with pytest.raises(ModelFormatError):
-        load(path)
-    meta["config"]["hops"] = 9
-    (path / "model.json").write_text(json.dumps(meta))
-    with pytest.raises(ModelFormatError):
-        load(path)
+    for key, value in (("hops", 3), ("hops", 9), ("protocol", "loose")):
+        bad = json.loads(json.dumps(meta))
+        bad["config"][key] = value
+        (path / "model.json").write_text(json.dumps(bad))
+        with pytest.raises(ModelFormatError):
+            load(path)
 
 
 # --------------------------------------------------------------------------- bad input
@@ -323,7 +444,10 @@ def test_tampered_config_is_refused(fitted, tmp_path):
     [
         ("gap-edp", {"hops": 0}, ConfigurationError),
         ("gap-edp", {"hops": 6}, ConfigurationError),
+        ("gap-edp", {"hop_grid": [0, 2]}, ConfigurationError),
+        ("gap-edp", {"protocol": "loose"}, ConfigurationError),
         ("gap-ndp", {"max_degree": 0}, ConfigurationError),
+        ("gap-ndp", {"degree_grid": []}, ConfigurationError),
         ("gap-ndp", {"batch_size": 0}, ConfigurationError),
         ("gap-ndp", {"batch_norm": True}, ConfigurationError),  # not a node-level option
         ("gap-edp", {"lr": -1.0}, ConfigurationError),
