@@ -101,7 +101,7 @@ def gcn_propagation(edge_index: torch.Tensor, num_nodes: int, dtype: torch.dtype
 
 
 def _propagate(adjacency: tuple[torch.Tensor, ...], h: torch.Tensor) -> torch.Tensor:
-    """:math:`\hat A h` by one gather and one scatter-add (fast forward and backward on CPU)."""
+    r""":math:`\hat A h` by one gather and one scatter-add (fast forward and backward on CPU)."""
     src, dst, weight = adjacency
     return h.new_zeros(h.shape).index_add_(0, dst, h[src] * weight.unsqueeze(1))
 
@@ -127,7 +127,7 @@ class KipfGCN(nn.Module):
         return (row_normalize(x) if self.normalize else x).to_sparse().coalesce()
 
     def _first(self, x: torch.Tensor) -> torch.Tensor:
-        """:math:`\mathrm{drop}(X) W_1^\top` over the non-zeros of X (gather + scatter-add)."""
+        r""":math:`\mathrm{drop}(X) W_1^\top` over the non-zeros of X (gather + scatter-add)."""
         xs = x if x.is_sparse else self.prepare(x)
         rows, cols = xs.indices()
         values = xs.values()
@@ -462,7 +462,9 @@ def train_mlp_dp(
     device = next(module.parameters()).device
     n = x.size(0)
     generator = torch.Generator().manual_seed(seed)
-    loader = DataLoader(TensorDataset(x.cpu(), y.cpu()), batch_size=min(batch_size, n), shuffle=True, generator=generator)
+    loader = DataLoader(
+        TensorDataset(x.cpu(), y.cpu()), batch_size=min(batch_size, n), shuffle=True, generator=generator
+    )
     opt = make_optimizer(optimizer, module.parameters(), lr)
     module.train()
     if noise_multiplier == 0:
@@ -579,7 +581,9 @@ class MLPDP(Defense):
         }
         unaccounted = [BEST_VAL_STEP] if self.paper_protocol and len(split.val) else []
         if self.paper_protocol and not unaccounted:
-            raise ConfigurationError("mlp-dp protocol=paper keeps the best-validation epoch: the split needs validation nodes")
+            raise ConfigurationError(
+                "mlp-dp protocol=paper keeps the best-validation epoch: the split needs validation nodes"
+            )
         if mechanism is None:
             privacy = PrivacySpec.non_private("mlp-dp at ε = ∞: the same training loop without clipping or noise")
         else:
@@ -588,7 +592,9 @@ class MLPDP(Defense):
                 f"configuration: preset {hp.preset!r} → {config['layers']} layer(s), hidden {config['hidden']}, "
                 f"batch {config['batch_size']}, {config['epochs']} epochs, lr {config['lr']}",
             ]
-            privacy = PrivacyLedger().step(mechanism).spec(
-                delta, "node", target_epsilon=self.epsilon, notes=notes, unaccounted=unaccounted
+            privacy = (
+                PrivacyLedger()
+                .step(mechanism)
+                .spec(delta, "node", target_epsilon=self.epsilon, notes=notes, unaccounted=unaccounted)
             )
         return BaselineModel(module, arch, privacy, card)
