@@ -1,7 +1,8 @@
 r"""Baselines: non-private ``gcn``, ``sage`` and ``mlp``, and node-level private ``mlp-dp``.
 
 ``gcn`` is Kipf & Welling (ICLR 2017) in their published setup: features row-normalised
-(:math:`x_v \leftarrow x_v / \sum_j x_{vj}`), two layers
+(:math:`x_v \leftarrow x_v / \lVert x_v\rVert_1`, i.e. :math:`x_v / \sum_j x_{vj}` on their
+non-negative features), two layers
 :math:`Z = \hat A\,\mathrm{drop}(\mathrm{ReLU}(\hat A\,\mathrm{drop}(X) W_1)) W_2` with
 :math:`\hat A = \tilde D^{-1/2}(A + I)\tilde D^{-1/2}`, 16 hidden units, dropout 0.5 on both
 layer inputs (on the non-zeros of the sparse input features, as their ``sparse_dropout``),
@@ -83,10 +84,11 @@ log = logging.getLogger(__name__)
 
 # --------------------------------------------------------------------------------- architectures
 def row_normalize(x: torch.Tensor) -> torch.Tensor:
-    r"""Kipf & Welling's feature preprocessing :math:`x_v / \sum_j x_{vj}`; rows summing to 0 are
-    left unchanged. Acts on each node's own features only (no information crosses nodes)."""
-    total = x.sum(dim=1, keepdim=True)
-    return torch.where(total != 0, x / torch.where(total != 0, total, torch.ones_like(total)), x)
+    r"""Kipf & Welling's feature preprocessing :math:`x_v / \lVert x_v \rVert_1` (their
+    :math:`x_v / \sum_j x_{vj}` on non-negative features; the ℓ₁ norm keeps it bounded on signed
+    ones); all-zero rows are left unchanged. Acts on each node's own features only."""
+    total = x.abs().sum(dim=1, keepdim=True)
+    return torch.where(total > 0, x / torch.where(total > 0, total, torch.ones_like(total)), x)
 
 
 def gcn_propagation(edge_index: torch.Tensor, num_nodes: int, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
