@@ -1,11 +1,53 @@
-"""Baselines: non-private ``gcn``, ``sage`` and ``mlp``, and node-level private ``mlp-dp``.
+r"""Baselines: non-private ``gcn``, ``sage`` and ``mlp``, and node-level private ``mlp-dp``.
+
+``gcn`` is Kipf & Welling (ICLR 2017) in their published setup: features row-normalised
+(:math:`x_v \leftarrow x_v / \lVert x_v\rVert_1`, i.e. :math:`x_v / \sum_j x_{vj}` on their
+non-negative features), two layers
+:math:`Z = \hat A\,\mathrm{drop}(\mathrm{ReLU}(\hat A\,\mathrm{drop}(X) W_1)) W_2` with
+:math:`\hat A = \tilde D^{-1/2}(A + I)\tilde D^{-1/2}`, 16 hidden units, dropout 0.5 on both
+layer inputs (on the non-zeros of the sparse input features, as their ``sparse_dropout``),
+Adam lr 0.01, weight decay 5·10⁻⁴ on the first layer only, no biases, 200 full-batch epochs and
+the last iterate (their early stopping on validation loss is a selection on validation data;
+it is not used — a fixed schedule, like every model here). Input dropout runs on the
+non-zero entries only: a dense dropout mask over cora_ml's 2995 × 2879 feature matrix cost
+0.24 s per call on one core (55–130 s per fit), the sparse one costs ~1 ms and is the same
+random function on the non-zeros (dropping a zero changes nothing).
 
 ``mlp-dp`` is the "Features" baseline of DPAR and "MLP-DP" of GAP: an MLP on node features
-alone, trained with DP-Adam (or DP-SGD) through opacus — Poisson sampling, per-node gradient
-clipping, Gaussian noise calibrated so the accounted ε ≤ target. Because the MLP never reads
-the graph, each node influences exactly one per-example gradient, so example-level DP-SGD is
-node-level DP (and, a fortiori, edge-level DP: edges are not used at all). Inference on a
-node reads only that node's own features.
+alone, trained with DP-Adam (or DP-SGD) through opacus — Poisson sampling with rate
+q = 1/⌈n/B⌉, per-node gradient clipping to C, Gaussian noise N(0, z²C²I) with z calibrated
+so that the accounted ε ≤ target (:class:`~dpaudit.accounting.PoissonSubsampledGaussian`,
+Mironov et al. 2019, add/remove). Because the MLP never reads the graph, each node influences
+exactly one per-example gradient, so example-level DP-SGD is node-level DP (and edge-level
+DP: edges are not used at all). Inference on a node reads only its own features.
+
+``mlp-dp`` configurations (hyperparameter ``preset``; any field set explicitly wins):
+
+* ``auto`` (default) — a fixed public rule of the training-set size n = |V_tr| and the
+  feature dimension F, never of labels or accuracies. With Poisson rate q = B/n, T steps and
+  noise multiplier z, the accountant needs z ≈ q√T/ε for small q, so the per-step noise on
+  the *mean* clipped gradient is zC/B ≈ C√T/(nε): the noise-to-signal ratio falls like 1/n,
+  and its norm grows like √d with the number of parameters d. Small training sets therefore
+  get the smallest model that can fit the classes: a multinomial logistic regression
+  (``layers = 1``, d = F·c) when n < 1000 or n < F, trained full batch (B = n, q = 1,
+  deterministic batches) for 100 steps with Adam lr 0.05 and no dropout; larger sets get the
+  2 × 64 MLP (dropout 0.5, Adam lr 0.01) with B = max(256, ⌈n/16⌉) (≤ n) and 30 epochs.
+* ``gap`` — GAP's MLP-DP (Sajadmanesh et al. 2023, §6): 3 layers, 16 hidden, SELU, DP-Adam
+  with C = 1, lr 0.01, 10 epochs, batch 256. The paper (§6, "Model implementation details")
+  uses BatchNorm for every method *except* the node-private ones, MLP-DP included, "for which
+  batch-normalization is not supported": BatchNorm normalises with batch statistics, so one
+  node's features would enter every other example's gradient and per-example clipping would
+  no longer bound a node's influence. So this preset has no BatchNorm, as in the paper.
+* ``dpar`` — DPAR's "Features" baseline (Zhang et al. 2024, §5: DPAR's own training with a
+  one-hot APPR row per node, i.e. an MLP on the node's own features): 2 layers of width 32
+  (hidden 32), no biases, dropout 0.1, DP-Adam lr 5·10⁻³, C = 1, batch 60, 200 epochs. DPAR
+  additionally trains on a q′ = 0.09 node sample of the training pool and amplifies by it;
+  that sample is not reproduced here (the baseline trains on every training node).
+
+``protocol=paper`` keeps the epoch with the best validation accuracy (GAP's reported numbers
+do; evaluated after every epoch) — a choice read from private validation labels that the
+accountant does not cover, listed in ``spec.unaccounted`` (``sound: false``). ``sound`` keeps
+the last iterate.
 
 Non-private baselines train full-batch for a fixed number of epochs and keep the last
 iterate — the same protocol as the private models, which may not select epochs on
@@ -14,26 +56,190 @@ validation data (that would spend privacy nobody accounted for).
 
 from __future__ import annotations
 
+import copy
 import logging
+import math
+import warnings
 from dataclasses import dataclass
 
+import torch
 import torch.nn.functional as F
+from torch import nn
+from torch_geometric.utils import add_remaining_self_loops, remove_self_loops
 from tqdm.auto import tqdm
 
 from dpaudit.accounting import PrivacyLedger, PrivacySpec, calibrate_noise
 from dpaudit.accounting.mechanisms import PoissonSubsampledGaussian
 from dpaudit.datasets import GraphDataset
-from dpaudit.defense import Defense, Hyperparameters
-from dpaudit.dpsgd import make_optimizer, poisson_sample_rate, steps_for, train_dp_sgd
-from dpaudit.errors import ConfigurationError
-from dpaudit.model import ModuleModel
-from dpaudit.nn import build_architecture
+from dpaudit.defense import Defense, Hyperparameters, PrivateHyperparameters
+from dpaudit.dpsgd import make_optimizer, poisson_sample_rate, steps_for
+from dpaudit.errors import ConfigurationError, ModelFormatError
+from dpaudit.model import ModuleModel, _node_index, register_model_kind
+from dpaudit.nn import activation, build_architecture
 from dpaudit.registry import register_defense
 from dpaudit.splits import Split
 
 log = logging.getLogger(__name__)
 
 
+# --------------------------------------------------------------------------------- architectures
+def row_normalize(x: torch.Tensor) -> torch.Tensor:
+    r"""Kipf & Welling's feature preprocessing :math:`x_v / \lVert x_v \rVert_1` (their
+    :math:`x_v / \sum_j x_{vj}` on non-negative features; the ℓ₁ norm keeps it bounded on signed
+    ones); all-zero rows are left unchanged. Acts on each node's own features only."""
+    total = x.abs().sum(dim=1, keepdim=True)
+    return torch.where(total > 0, x / torch.where(total > 0, total, torch.ones_like(total)), x)
+
+
+def gcn_propagation(edge_index: torch.Tensor, num_nodes: int, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
+    r""":math:`\hat A = \tilde D^{-1/2}(A + I)\tilde D^{-1/2}` as ``(src, dst, weight)`` messages
+    (``dst`` receives ``weight · h[src]``)."""
+    edge_index, _ = remove_self_loops(edge_index)
+    edge_index, _ = add_remaining_self_loops(edge_index, num_nodes=num_nodes)
+    src, dst = edge_index
+    degree = torch.bincount(dst, minlength=num_nodes).to(dtype)
+    inv_sqrt = degree.clamp(min=1).pow(-0.5)
+    return src, dst, inv_sqrt[src] * inv_sqrt[dst]
+
+
+def _propagate(adjacency: tuple[torch.Tensor, ...], h: torch.Tensor) -> torch.Tensor:
+    r""":math:`\hat A h` by one gather and one scatter-add (fast forward and backward on CPU)."""
+    src, dst, weight = adjacency
+    return h.new_zeros(h.shape).index_add_(0, dst, h[src] * weight.unsqueeze(1))
+
+
+class KipfGCN(nn.Module):
+    r"""Kipf & Welling's 2-layer GCN (see the module docstring).
+
+    Shapes:
+        ``forward(x [N, F], edge_index [2, E]) -> logits [N, C]``; ``embed`` returns the hidden
+        layer ``[N, hidden]``. ``x`` may be dense (it is row-normalised here when
+        ``row_normalize``) or an already row-normalised sparse COO tensor (training passes one).
+    """
+
+    def __init__(self, in_dim: int, hidden: int, out_dim: int, dropout: float = 0.5, normalize: bool = True):
+        super().__init__()
+        self.lin1 = nn.Linear(in_dim, hidden, bias=False)
+        self.lin2 = nn.Linear(hidden, out_dim, bias=False)
+        self.dropout = float(dropout)
+        self.normalize = bool(normalize)
+
+    def prepare(self, x: torch.Tensor) -> torch.Tensor:
+        """Row-normalise (when configured) and convert to sparse COO."""
+        return (row_normalize(x) if self.normalize else x).to_sparse().coalesce()
+
+    def _first(self, x: torch.Tensor) -> torch.Tensor:
+        r""":math:`\mathrm{drop}(X) W_1^\top` over the non-zeros of X (gather + scatter-add)."""
+        xs = x if x.is_sparse else self.prepare(x)
+        rows, cols = xs.indices()
+        values = xs.values()
+        if self.training and self.dropout > 0:
+            values = F.dropout(values, self.dropout, True)
+        weight = self.lin1.weight.T  # [F, hidden]
+        out = weight.new_zeros(xs.size(0), weight.size(1))
+        return out.index_add_(0, rows, weight[cols] * values.unsqueeze(1))
+
+    def embed(self, x: torch.Tensor, edge_index: torch.Tensor, adjacency: tuple | None = None) -> torch.Tensor:
+        adjacency = gcn_propagation(edge_index, x.size(0), self.lin1.weight.dtype) if adjacency is None else adjacency
+        return F.relu(_propagate(adjacency, self._first(x)))
+
+    def forward(self, x: torch.Tensor, edge_index: torch.Tensor, adjacency: tuple | None = None) -> torch.Tensor:
+        adjacency = gcn_propagation(edge_index, x.size(0), self.lin1.weight.dtype) if adjacency is None else adjacency
+        h = F.dropout(self.embed(x, edge_index, adjacency), self.dropout, self.training)
+        return _propagate(adjacency, self.lin2(h))
+
+
+class FeatureMLP(nn.Module):
+    """MLP on node features (``layers`` linear maps, ``hidden`` units each, optional biases and
+    row normalisation). ``layers = 1`` is multinomial logistic regression.
+
+    Shapes: ``forward(x [B, F]) -> logits [B, C]``; ``embed(x) -> [B, hidden]`` (the input
+    features themselves when ``layers = 1``)."""
+
+    def __init__(
+        self,
+        in_dim: int,
+        hidden: int,
+        out_dim: int,
+        layers: int,
+        dropout: float = 0.0,
+        act: str = "relu",
+        bias: bool = True,
+        normalize: bool = False,
+    ):
+        super().__init__()
+        dims = [in_dim] + [hidden] * (layers - 1)
+        self.hidden_layers = nn.ModuleList(nn.Linear(a, b, bias=bias) for a, b in zip(dims[:-1], dims[1:]))
+        self.out = nn.Linear(dims[-1], out_dim, bias=bias)
+        self.dropout = nn.Dropout(dropout)
+        self.act = activation(act)
+        self.normalize = bool(normalize)
+
+    def embed(self, x: torch.Tensor, edge_index: torch.Tensor | None = None) -> torch.Tensor:
+        if self.normalize:
+            x = row_normalize(x)
+        for layer in self.hidden_layers:
+            x = self.act(layer(self.dropout(x)))
+        return x
+
+    def forward(self, x: torch.Tensor, edge_index: torch.Tensor | None = None) -> torch.Tensor:
+        return self.out(self.dropout(self.embed(x)))
+
+
+def build_baseline_architecture(config: dict) -> nn.Module:
+    """Build ``gcn-kipf`` / ``mlp-features`` configs; anything else goes to :mod:`dpaudit.nn`."""
+    kind = config.get("type")
+    try:
+        if kind == "gcn-kipf":
+            return KipfGCN(
+                int(config["in_dim"]),
+                int(config["hidden"]),
+                int(config["out_dim"]),
+                float(config["dropout"]),
+                bool(config["normalize"]),
+            )
+        if kind == "mlp-features":
+            return FeatureMLP(
+                int(config["in_dim"]),
+                int(config["hidden"]),
+                int(config["out_dim"]),
+                int(config["layers"]),
+                float(config["dropout"]),
+                str(config["act"]),
+                bool(config["bias"]),
+                bool(config["normalize"]),
+            )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ModelFormatError(f"malformed {kind} architecture config: {exc}") from None
+    return build_architecture(config)
+
+
+@register_model_kind("baseline")
+class BaselineModel(ModuleModel):
+    """A released ``gcn-kipf`` or ``mlp-features`` module (rebuilt by
+    :func:`build_baseline_architecture`). An ``mlp-features`` model reads only the queried
+    nodes' own features; a GCN reads the query graph."""
+
+    @torch.no_grad()
+    def _forward(self, graph, nodes, embed: bool) -> torch.Tensor:
+        if self.architecture["type"] != "mlp-features":
+            return super()._forward(graph, nodes, embed)
+        self.module.eval()
+        idx = _node_index(graph, nodes).to(self.device)
+        x = graph.x.to(self.device)[idx]
+        return self.module.embed(x) if embed else torch.softmax(self.module(x), dim=1)
+
+    @classmethod
+    def from_state(cls, config, tensors, privacy, card):
+        if not isinstance(config.get("architecture"), dict):
+            raise ModelFormatError("baseline model config lacks its architecture")
+        module = build_baseline_architecture(config["architecture"])
+        module.load_state_dict(tensors, strict=True)
+        device = next(iter(tensors.values())).device if tensors else torch.device("cpu")
+        return cls(module.to(device), config["architecture"], privacy, card)
+
+
+# --------------------------------------------------------------------------------- non-private
 @dataclass
 class GNNHyperparameters(Hyperparameters):
     hidden: int = 64
@@ -42,6 +248,18 @@ class GNNHyperparameters(Hyperparameters):
     lr: float = 0.01
     weight_decay: float = 5e-4
     epochs: int = 200
+
+
+@dataclass
+class KipfGCNHyperparameters(Hyperparameters):
+    """Kipf & Welling (2017), Section 5.2 / their public code: the published Cora setup."""
+
+    hidden: int = 16
+    dropout: float = 0.5
+    lr: float = 0.01
+    weight_decay: float = 5e-4  # first layer only
+    epochs: int = 200
+    row_normalize: bool = True
 
 
 def _architecture(kind: str, dataset: GraphDataset, hidden: int, layers: int, dropout: float) -> dict:
@@ -53,6 +271,9 @@ def _architecture(kind: str, dataset: GraphDataset, hidden: int, layers: int, dr
         "dropout": dropout,
         "act": "relu",
     }
+
+
+NON_PRIVATE_CARD = {"inference": {"private": False, "note": "non-private model: nothing is protected"}}
 
 
 class _FullBatchBaseline(Defense):
@@ -78,15 +299,50 @@ class _FullBatchBaseline(Defense):
             F.cross_entropy(logits, y[train]).backward()
             opt.step()
         module.eval()
-        card = {"inference": {"private": False, "note": "non-private model: nothing is protected"}}
-        return ModuleModel(module, arch, PrivacySpec.non_private(), card)
+        return ModuleModel(module, arch, PrivacySpec.non_private(), copy.deepcopy(NON_PRIVATE_CARD))
 
 
 @register_defense
-class GCN(_FullBatchBaseline):
+class GCN(Defense):
+    """Kipf & Welling's GCN in its published setup (module docstring); fixed schedule, last iterate."""
+
     name = "gcn"
-    summary = "2-layer GCN (Kipf & Welling 2017), non-private"
-    architecture_type = "gcn"
+    unit = None
+    summary = "2-layer GCN (Kipf & Welling 2017) in the published setup, non-private"
+    hyperparameters_class = KipfGCNHyperparameters
+
+    def _fit(self, dataset: GraphDataset, split: Split, delta: float) -> BaselineModel:
+        hp = self.hp
+        if hp.hidden < 1 or hp.epochs < 0 or not 0 <= hp.dropout < 1 or not hp.lr > 0:
+            raise ConfigurationError("gcn needs hidden >= 1, epochs >= 0, 0 <= dropout < 1 and lr > 0")
+        arch = {
+            "type": "gcn-kipf",
+            "in_dim": dataset.num_features,
+            "hidden": hp.hidden,
+            "out_dim": dataset.num_classes,
+            "dropout": hp.dropout,
+            "normalize": hp.row_normalize,
+        }
+        module = build_baseline_architecture(arch).to(self.device)
+        x = module.prepare(dataset.data.x.to(self.device))
+        y = dataset.data.y.to(self.device)
+        edge_index = split.edge_index_for(dataset, "train").to(self.device)
+        adjacency = gcn_propagation(edge_index, dataset.num_nodes, module.lin1.weight.dtype)
+        train = split.train.to(self.device)
+        opt = torch.optim.Adam(
+            [
+                {"params": module.lin1.parameters(), "weight_decay": hp.weight_decay},
+                {"params": module.lin2.parameters(), "weight_decay": 0.0},
+            ],
+            lr=hp.lr,
+        )
+        module.train()
+        for _ in tqdm(range(hp.epochs), desc=self.name, leave=False, disable=None):
+            opt.zero_grad()
+            F.cross_entropy(module(x, edge_index, adjacency)[train], y[train]).backward()
+            opt.step()
+        module.eval()
+        return BaselineModel(module, arch, PrivacySpec.non_private(), copy.deepcopy(NON_PRIVATE_CARD))
 
 
 @register_defense
@@ -109,16 +365,155 @@ class MLPBaseline(_FullBatchBaseline):
     hyperparameters_class = MLPHyperparameters
 
 
+# --------------------------------------------------------------------------------- mlp-dp
+PRESETS: dict[str, dict] = {
+    # GAP §6: 3 layers, 16 hidden, SELU, DP-Adam C = 1, lr 0.01, 10 epochs, batch 256 (Facebook).
+    "gap": dict(layers=3, hidden=16, act="selu", dropout=0.0, lr=0.01, epochs=10, batch_size=256, bias=True),
+    # DPAR §5 / its Algorithm 2 settings: 2 × 32, no biases, dropout 0.1, lr 5e-3, batch 60, 200 epochs.
+    "dpar": dict(layers=2, hidden=32, act="relu", dropout=0.1, lr=0.005, epochs=200, batch_size=60, bias=False),
+}
+SMALL_TRAINING_SET = 1000
+
+
+def auto_configuration(num_train: int, num_features: int) -> dict:
+    """The ``auto`` preset: a fixed public rule of n = |V_tr| and F (see the module docstring)."""
+    if num_train < SMALL_TRAINING_SET or num_train < num_features:
+        return dict(layers=1, hidden=64, act="relu", dropout=0.0, lr=0.05, epochs=100, batch_size=num_train, bias=True)
+    batch = min(num_train, max(256, math.ceil(num_train / 16)))
+    return dict(layers=2, hidden=64, act="relu", dropout=0.5, lr=0.01, epochs=30, batch_size=batch, bias=True)
+
+
 @dataclass
-class MLPDPHyperparameters(Hyperparameters):
-    hidden: int = 64
-    layers: int = 2
-    dropout: float = 0.5
-    lr: float = 0.01
-    epochs: int = 30
-    batch_size: int = 256
+class MLPDPHyperparameters(PrivateHyperparameters):
+    """``preset`` picks the configuration (``auto`` | ``gap`` | ``dpar``); a field left at
+    ``None`` takes the preset's value, a field set explicitly overrides it."""
+
+    preset: str = "auto"
+    hidden: int | None = None
+    layers: int | None = None
+    dropout: float | None = None
+    lr: float | None = None
+    epochs: int | None = None
+    batch_size: int | None = None
+    act: str | None = None
+    bias: bool | None = None
+    row_normalize: bool = False
     max_grad_norm: float = 1.0
     optimizer: str = "adam"
+
+
+def resolve_mlp_dp(hp: MLPDPHyperparameters, num_train: int, num_features: int) -> dict:
+    """The configuration that runs: the preset's values overridden by every field set."""
+    if hp.preset == "auto":
+        config = auto_configuration(num_train, num_features)
+    elif hp.preset in PRESETS:
+        config = dict(PRESETS[hp.preset])
+    else:
+        raise ConfigurationError(f"mlp-dp preset must be auto, {', '.join(PRESETS)}; got {hp.preset!r}")
+    for key in ("hidden", "layers", "dropout", "lr", "epochs", "batch_size", "act", "bias"):
+        value = getattr(hp, key)
+        if value is not None:
+            config[key] = value
+    if hp.optimizer not in ("adam", "sgd"):
+        raise ConfigurationError("mlp-dp optimizer must be adam or sgd")
+    if config["layers"] < 1 or config["hidden"] < 1 or config["epochs"] < 1 or config["batch_size"] < 1:
+        raise ConfigurationError("mlp-dp layers, hidden, epochs and batch_size must be >= 1")
+    if not (0 <= config["dropout"] < 1 and config["lr"] > 0 and hp.max_grad_norm > 0):
+        raise ConfigurationError("mlp-dp needs 0 <= dropout < 1, lr > 0 and max_grad_norm > 0")
+    try:
+        activation(config["act"])
+    except ModelFormatError:
+        raise ConfigurationError(f"mlp-dp act must be one of relu, selu, tanh, elu, got {config['act']!r}") from None
+    config["batch_size"] = min(int(config["batch_size"]), num_train)
+    return config
+
+
+def _accuracy(module: nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
+    was_training = module.training
+    module.eval()
+    with torch.no_grad():
+        acc = float((module(x).argmax(1) == y).float().mean()) if len(y) else 0.0
+    module.train(was_training)
+    return acc
+
+
+def train_mlp_dp(
+    module: nn.Module,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    *,
+    noise_multiplier: float,
+    max_grad_norm: float,
+    batch_size: int,
+    epochs: int,
+    lr: float,
+    optimizer: str,
+    seed: int,
+    on_epoch=None,
+    progress: str | None = None,
+) -> PoissonSubsampledGaussian | None:
+    r"""DP-Adam/DP-SGD (Abadi et al. 2016) through opacus with Poisson sampling, rate
+    q = 1/⌈n/B⌉ (q = 1: every step uses every example). ``on_epoch(module)`` is called after
+    each epoch (the ``paper`` protocol's validation checkpointing). Returns the mechanism
+    spent (``None`` without noise: the same loop without clipping or noise).
+
+    Shapes: ``x [n, F]``, ``y [n]`` — one row per protected node.
+    """
+    from torch.utils.data import DataLoader, TensorDataset
+
+    device = next(module.parameters()).device
+    n = x.size(0)
+    generator = torch.Generator().manual_seed(seed)
+    loader = DataLoader(
+        TensorDataset(x.cpu(), y.cpu()), batch_size=min(batch_size, n), shuffle=True, generator=generator
+    )
+    opt = make_optimizer(optimizer, module.parameters(), lr)
+    module.train()
+    if noise_multiplier == 0:
+        for _ in tqdm(range(epochs), desc=progress, disable=None if progress else True, leave=False):
+            for xb, yb in loader:
+                opt.zero_grad()
+                F.cross_entropy(module(xb.to(device)), yb.to(device)).backward()
+                opt.step()
+            if on_epoch is not None:
+                on_epoch(module)
+        module.eval()
+        return None
+
+    from opacus import PrivacyEngine
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*[Ss]ecure RNG.*")
+        warnings.filterwarnings("ignore", message=".*[Ff]ull backward hook.*")
+        engine = PrivacyEngine(accountant="rdp", secure_mode=False)
+        dp_module, dp_opt, dp_loader = engine.make_private(
+            module=module,
+            optimizer=opt,
+            data_loader=loader,
+            noise_multiplier=noise_multiplier,
+            max_grad_norm=max_grad_norm,
+            poisson_sampling=True,
+            noise_generator=torch.Generator(device=device).manual_seed(seed + 1),
+        )
+        steps = 0
+        for _ in tqdm(range(epochs), desc=progress, disable=None if progress else True, leave=False):
+            for xb, yb in dp_loader:
+                dp_opt.zero_grad()
+                # An empty Poisson batch still takes a noise-only step (skipping it would leak).
+                F.cross_entropy(dp_module(xb.to(device)), yb.to(device)).backward()
+                dp_opt.step()
+                steps += 1
+            if on_epoch is not None:
+                on_epoch(module)
+        dp_module.remove_hooks()
+    module.eval()
+    return PoissonSubsampledGaussian(sigma=noise_multiplier, sample_rate=1.0 / len(loader), steps=steps)
+
+
+BEST_VAL_STEP = (
+    "best-validation checkpoint: the epoch with the highest validation accuracy is released "
+    "(validation labels and features read after every epoch, outside the accountant)"
+)
 
 
 @register_defense
@@ -128,41 +523,80 @@ class MLPDP(Defense):
     summary = "MLP on node features with node-level DP-Adam/DP-SGD (opacus), noise calibrated to ε"
     hyperparameters_class = MLPDPHyperparameters
 
-    def _fit(self, dataset: GraphDataset, split: Split, delta: float) -> ModuleModel:
+    def _fit(self, dataset: GraphDataset, split: Split, delta: float) -> BaselineModel:
         hp = self.hp
-        if hp.optimizer not in ("adam", "sgd"):
-            raise ConfigurationError("mlp-dp optimizer must be adam or sgd")
-        arch = _architecture("mlp", dataset, hp.hidden, hp.layers, hp.dropout)
-        module = build_architecture(arch).to(self.device)
         n = len(split.train)
-        q = poisson_sample_rate(n, hp.batch_size)
-        steps = steps_for(n, hp.batch_size, hp.epochs)
+        config = resolve_mlp_dp(hp, n, dataset.num_features)
+        arch = {
+            "type": "mlp-features",
+            "in_dim": dataset.num_features,
+            "hidden": config["hidden"],
+            "out_dim": dataset.num_classes,
+            "layers": config["layers"],
+            "dropout": config["dropout"],
+            "act": config["act"],
+            "bias": config["bias"],
+            "normalize": hp.row_normalize,
+        }
+        module = build_baseline_architecture(arch).to(self.device)
+        q = poisson_sample_rate(n, config["batch_size"])
+        steps = steps_for(n, config["batch_size"], config["epochs"])
         if self.private:
             sigma = calibrate_noise(self.epsilon, delta, lambda s: PoissonSubsampledGaussian(s, q, steps))
         else:
             sigma = 0.0
-        mechanism = train_dp_sgd(
+        best: dict = {"accuracy": -1.0, "state": None, "epoch": None, "epochs": 0}
+        on_epoch = None
+        if self.paper_protocol:
+            val = split.val
+            x_val = dataset.data.x[val].to(self.device)
+            y_val = dataset.data.y[val].to(self.device)
+
+            def on_epoch(trained: nn.Module) -> None:
+                best["epochs"] += 1
+                acc = _accuracy(trained, x_val, y_val)
+                if acc > best["accuracy"]:
+                    best.update(accuracy=acc, epoch=best["epochs"], state=copy.deepcopy(trained.state_dict()))
+
+        mechanism = train_mlp_dp(
             module,
             dataset.data.x[split.train],
             dataset.data.y[split.train],
             noise_multiplier=sigma,
             max_grad_norm=hp.max_grad_norm,
-            batch_size=hp.batch_size,
-            epochs=hp.epochs,
-            lr=hp.lr,
+            batch_size=config["batch_size"],
+            epochs=config["epochs"],
+            lr=config["lr"],
             optimizer=hp.optimizer,
             seed=self.seed,
+            on_epoch=on_epoch,
             progress=self.name,
         )
+        if best["state"] is not None:
+            module.load_state_dict(best["state"])
         card = {
             "inference": {
                 "private": True,
                 "note": "inference reads only the queried node's own features; the graph is never used",
-            }
+            },
+            "mlp_dp": {**config, "preset": hp.preset, "noise_multiplier": sigma, "best_val_epoch": best["epoch"]},
         }
+        unaccounted = [BEST_VAL_STEP] if self.paper_protocol and len(split.val) else []
+        if self.paper_protocol and not unaccounted:
+            raise ConfigurationError(
+                "mlp-dp protocol=paper keeps the best-validation epoch: the split needs validation nodes"
+            )
         if mechanism is None:
             privacy = PrivacySpec.non_private("mlp-dp at ε = ∞: the same training loop without clipping or noise")
         else:
-            notes = [f"δ = {delta:g} ({'auto: below 1/#nodes' if str(self.delta_option) == 'auto' else 'given'})"]
-            privacy = PrivacyLedger().step(mechanism).spec(delta, "node", target_epsilon=self.epsilon, notes=notes)
-        return ModuleModel(module, arch, privacy, card)
+            notes = [
+                f"δ = {delta:g} ({'auto: below 1/#nodes' if str(self.delta_option) == 'auto' else 'given'})",
+                f"configuration: preset {hp.preset!r} → {config['layers']} layer(s), hidden {config['hidden']}, "
+                f"batch {config['batch_size']}, {config['epochs']} epochs, lr {config['lr']}",
+            ]
+            privacy = (
+                PrivacyLedger()
+                .step(mechanism)
+                .spec(delta, "node", target_epsilon=self.epsilon, notes=notes, unaccounted=unaccounted)
+            )
+        return BaselineModel(module, arch, privacy, card)

@@ -26,11 +26,29 @@ Implements Daigavane et al., "Node-Level Differentially Private Graph Neural Net
    layer-wise clipping (``clipping="layerwise"``: encoder, each GCN layer and decoder clipped
    separately to C, each with noise z·C — Section 6) one term's norm is at most
    :math:`C\sqrt{G}` for G groups, and the accountant uses ``sensitivity_per_term = 2C√G``.
-   The clipping threshold is a fixed hyperparameter, never estimated from the private
-   gradients (the paper's percentile-at-initialisation rule is not accounted, so it is not used).
+   With per-tensor thresholds :math:`C_p` (``protocol=paper``) one term's norm is at most
+   :math:`C = (\sum_p C_p^2)^{1/2}`; the noise is z·C on every coordinate and the accountant
+   uses ``sensitivity_per_term = 2C`` — exact for the given thresholds.
+
+Protocols (:class:`DPGNNHyperparameters`), side by side — they share the sampler, the model,
+the schedule and the accountant:
+
+* schedule (both): the reference runs batch 10,000 of ogbn-arxiv's 90,941 training nodes for
+  3,000 steps; :func:`reference_schedule` keeps that sampling fraction (m ≈ 0.11·N, at most
+  10,000) and the 3,000 steps for any graph — a public rule of |V_tr| only. Batches are drawn
+  **without replacement** in both protocols (the reference draws with replacement while its
+  accountant assumes without; we keep the sampling the theorem covers).
+* ``paper``: every parameter tensor is clipped to the 75th percentile of its per-subgraph
+  gradient norms at initialisation over ≤ 10,000 training subgraphs (the reference's rule;
+  the paper's §6 states it per layer). Those thresholds are read from private gradients
+  outside the accountant: listed in ``spec.unaccounted``.
+* ``sound``: one fixed threshold ``clip_norm`` (flat, or per layer group), never read from
+  data.
 
 The model is a GCN with an MLP encoder and decoder: ``enc`` (Linear+act) → r × [mean
-aggregation with self loop :math:`(D+I)^{-1}(A+I)` (Appendix E), Linear, act] → ``dec``. The
+aggregation with self loop :math:`\hat A = (D+I)^{-1}(A+I)` (Appendix E), then the reference's
+residual layer :math:`h' = \tanh(W\hat A h + b) + \hat A h` (latent 100)] → ``dec``; Adam, lr
+3·10⁻³, K = 5, as in the reference. The
 row (target-side) normalisation matters for soundness: symmetric normalisation would make a
 root's output depend on the degrees of its leaves, i.e. on nodes outside its subgraph.
 
@@ -46,9 +64,16 @@ fixed draw of the coins the T-step run satisfies the composed bound, and Rényi 
 jointly quasi-convex (van Erven & Harremoës 2014, Thm. 13), so the bound also holds for the
 mixture over the coins (the paper leaves this step implicit). On an undirected dataset, each edge sits in both endpoints' incoming
 lists, so an edge {v̂, w} is protected as part of v̂'s data only in the direction "w reads v̂".
-Removing a node *with all its undirected edges* would also change |RE_w| of every neighbour w
-and hence the keep probability K/(2|RE_w|) of other edges and the drop rule — Lemma 2 does not
-cover that, and we do not claim it.
+Removing a node *with all its undirected edges* also changes |RE_w| of every node w it reads,
+hence the keep probability K/(2|RE_w|) of w's other edges and the drop rule, and so subgraphs
+the removed node never occurs in. Lemma 2 does not cover that, and no local degree-bounding
+rule that refills a node's K slots (or un-drops it) when one neighbour disappears can: a node
+of unbounded degree touches unboundedly many such neighbourhoods. Measured on Cora (K = 5,
+r = 1, coupled coins): removing the highest-degree training node with all its edges changes
+60 training subgraphs against N(K, r) = 6 (``tests/test_dpgnn.py``); the directed removal of
+the same node changes ≤ 6. dpaudit's ``node`` unit means removing a node with all its edges
+(what the membership attacks test), so both protocols list this in ``spec.unaccounted`` and
+report ``sound: false``; the printed ε is a proven bound for the directed relation only.
 
 Inference is **not private**: predictions use each queried node's full neighbourhood in the
 query graph (as in the paper, Section 4), so the card says ``inference.private = False``.
@@ -80,7 +105,7 @@ from defenses._dpgnn_sampling import (
 )
 from dpaudit.accounting import PrivacyLedger, PrivacySpec, SensitivityMixtureGaussian, calibrate_noise
 from dpaudit.datasets import GraphDataset
-from dpaudit.defense import Defense, Hyperparameters
+from dpaudit.defense import Defense, PrivateHyperparameters
 from dpaudit.errors import ConfigurationError, ModelFormatError
 from dpaudit.model import ModuleModel, _node_index, register_model_kind
 from dpaudit.nn import activation
@@ -97,7 +122,14 @@ INFERENCE_NOTE = (
 
 # --------------------------------------------------------------------------------- model
 class DPGCNNet(nn.Module):
-    r"""GCN with MLP encoder/decoder and mean aggregation :math:`(D+I)^{-1}(A+I)`.
+    r"""GCN with MLP encoder/decoder and mean aggregation :math:`\hat A = (D+I)^{-1}(A+I)`.
+
+    Each graph layer is :math:`h' = \sigma(W\hat A h + b)`, or with ``residual`` the reference
+    implementation's layer :math:`h' = \sigma(W\hat A h + b) + \hat A h` (latent width kept).
+
+    Shapes:
+        ``x [N, F] -> logits [N, C]`` on a whole graph; ``x [L, F], adjacency [L, L] -> [C]``
+        on one padded subgraph (dense).
 
     ``forward(x, edge_index)`` runs on a whole graph (messages src → dst);
     ``forward(x, adjacency, dense=True)`` runs on one padded subgraph (``x [L, F]``,
@@ -113,8 +145,10 @@ class DPGCNNet(nn.Module):
         encoder_layers: int = 1,
         decoder_layers: int = 1,
         act: str = "tanh",
+        residual: bool = False,
     ):
         super().__init__()
+        self.residual = bool(residual)
         enc_dims = [in_dim] + [latent] * encoder_layers
         self.encoder = nn.ModuleList(nn.Linear(a, b) for a, b in zip(enc_dims[:-1], enc_dims[1:]))
         self.convs = nn.ModuleList(nn.Linear(latent, latent) for _ in range(layers))
@@ -152,7 +186,10 @@ class DPGCNNet(nn.Module):
         else:
             h = self._encode(x)
         for conv in self.convs:
-            h = self.act(conv(graph @ h if dense else self.mean_aggregate(h, graph)))
+            aggregated = graph @ h if dense else self.mean_aggregate(h, graph)
+            h = self.act(conv(aggregated))
+            if self.residual:  # the reference layer: h' = act(Dense(Â h)) + Â h
+                h = h + aggregated
         if dense:
             h = h[0]
         return self._decode_hidden(h)
@@ -173,6 +210,7 @@ def build_dpgcn(config: dict) -> DPGCNNet:
             encoder_layers=int(config["encoder_layers"]),
             decoder_layers=int(config["decoder_layers"]),
             act=str(config["act"]),
+            residual=bool(config.get("residual", False)),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise ModelFormatError(f"malformed dpgnn architecture config: {exc}") from None
@@ -238,21 +276,45 @@ def dpgnn_mechanism(
 
 
 # --------------------------------------------------------------------------------- defense
+# The reference schedule (google-research ``differentially_private_gnns`` on ogbn-arxiv):
+# batch 10,000 of 90,941 training nodes (q ≈ 0.11) for 3,000 steps (≈ 330 passes).
+REFERENCE_TRAIN_NODES = 90_941
+REFERENCE_BATCH = 10_000
+REFERENCE_STEPS = 3_000
+
+
+def reference_schedule(num_train: int) -> tuple[int, int]:
+    """(batch m, steps T) scaled to the graph by a fixed public rule of |V_tr| only: the
+    reference's sampling fraction m/N = 10,000/90,941 and its 3,000 steps (so ≈ 330 passes
+    over the training subgraphs whatever the graph size), the batch capped at 10,000."""
+    batch = min(REFERENCE_BATCH, max(1, round(num_train * REFERENCE_BATCH / REFERENCE_TRAIN_NODES)))
+    return min(batch, max(1, num_train)), REFERENCE_STEPS
+
+
 @dataclass
-class DPGNNHyperparameters(Hyperparameters):
+class DPGNNHyperparameters(PrivateHyperparameters):
+    """``batch_size`` / ``steps`` left at ``None`` follow :func:`reference_schedule`.
+    ``protocol=sound`` clips with the fixed ``clip_norm`` (``clipping`` flat or layerwise);
+    ``protocol=paper`` clips every parameter tensor to the ``clip_percentile``-th percentile of
+    its per-subgraph gradient norms at initialisation over ≤ ``clip_estimate_nodes`` training
+    subgraphs (the reference's rule, read from private data and not accounted)."""
+
     layers: int = 1
     max_in_degree: int = 5
     latent: int = 100
     encoder_layers: int = 1
     decoder_layers: int = 1
     act: str = "tanh"
-    batch_size: int = 1000
-    steps: int = 100
+    residual: bool = True
+    batch_size: int | None = None
+    steps: int | None = None
     lr: float = 3e-3
     optimizer: str = "adam"
     clip_norm: float = 1.0
     clipping: str = "flat"
-    microbatch: int = 128
+    clip_percentile: float = 75.0
+    clip_estimate_nodes: int = 10_000
+    microbatch: int = 256
 
 
 def _check_hyperparameters(hp: DPGNNHyperparameters) -> None:
@@ -262,8 +324,12 @@ def _check_hyperparameters(hp: DPGNNHyperparameters) -> None:
         raise ConfigurationError(f"dpgnn max_in_degree (K) must be >= 1, got {hp.max_in_degree}")
     if hp.latent < 1 or hp.encoder_layers < 1 or hp.decoder_layers < 1:
         raise ConfigurationError("dpgnn latent, encoder_layers and decoder_layers must be >= 1")
-    if hp.batch_size < 1 or hp.steps < 1 or hp.microbatch < 1:
-        raise ConfigurationError("dpgnn batch_size, steps and microbatch must be >= 1")
+    if (hp.batch_size is not None and hp.batch_size < 1) or (hp.steps is not None and hp.steps < 1):
+        raise ConfigurationError("dpgnn batch_size and steps must be >= 1")
+    if hp.microbatch < 1 or hp.clip_estimate_nodes < 1:
+        raise ConfigurationError("dpgnn microbatch and clip_estimate_nodes must be >= 1")
+    if not 0 < hp.clip_percentile <= 100:
+        raise ConfigurationError(f"dpgnn clip_percentile must lie in (0, 100], got {hp.clip_percentile}")
     if not (hp.lr > 0 and math.isfinite(hp.lr)):
         raise ConfigurationError(f"dpgnn lr must be positive, got {hp.lr}")
     if not (hp.clip_norm > 0 and math.isfinite(hp.clip_norm)):
@@ -279,14 +345,26 @@ def _check_hyperparameters(hp: DPGNNHyperparameters) -> None:
 
 
 def clip_groups(module: DPGCNNet, clipping: str) -> list[list[str]]:
-    """Parameter-name groups clipped separately (one group for flat clipping)."""
+    """Parameter-name groups clipped separately: one group (``flat``), encoder / each graph
+    layer / decoder (``layerwise``), or one per parameter tensor (``per-tensor``, the
+    reference's per-parameter clipping)."""
     names = [n for n, _ in module.named_parameters()]
     if clipping == "flat":
         return [names]
+    if clipping == "per-tensor":
+        return [[n] for n in names]
     prefixes = ["encoder."] + [f"convs.{i}." for i in range(len(module.convs))] + ["decoder_hidden.", "out."]
     groups = [[n for n in names if n.startswith(p)] for p in prefixes]
     decoder = groups[-2] + groups[-1]
     return [g for g in groups[:-2] if g] + [decoder]
+
+
+def _thresholds(clip_norm: float | list[float], groups: list[list[str]]) -> list[float]:
+    if isinstance(clip_norm, (int, float)):
+        return [float(clip_norm)] * len(groups)
+    if len(clip_norm) != len(groups):
+        raise ValueError("one clipping threshold per group is needed")
+    return [float(c) for c in clip_norm]
 
 
 def per_subgraph_gradients(
@@ -301,13 +379,16 @@ def per_subgraph_gradients(
     return vmap(grad(loss), in_dims=(None, 0, 0, 0))(params, features, adjacency, labels)
 
 
-def clipped_sum(grads: dict[str, torch.Tensor], groups: list[list[str]], clip_norm: float) -> dict[str, torch.Tensor]:
+def clipped_sum(
+    grads: dict[str, torch.Tensor], groups: list[list[str]], clip_norm: float | list[float]
+) -> dict[str, torch.Tensor]:
     """:math:`\\sum_s \\mathrm{Clip}_C(g_s)` from materialised per-subgraph gradients (reference
-    implementation; training uses :func:`clipped_gradient_sum`)."""
+    implementation; training uses :func:`clipped_gradient_sum`). ``clip_norm``: one threshold,
+    or one per group."""
     out = {}
-    for group in groups:
+    for group, threshold in zip(groups, _thresholds(clip_norm, groups)):
         sq = sum(grads[n].flatten(1).pow(2).sum(1) for n in group)
-        factor = torch.clamp(clip_norm / (sq.sqrt() + 1e-12), max=1.0)
+        factor = torch.clamp(threshold / (sq.sqrt() + 1e-12), max=1.0)
         for n in group:
             g = grads[n]
             out[n] = (g * factor.view(-1, *([1] * (g.dim() - 1)))).sum(0)
@@ -324,7 +405,7 @@ def clipped_gradient_sum(
     adjacency: torch.Tensor,
     labels: torch.Tensor,
     groups: list[list[str]],
-    clip_norm: float,
+    clip_norm: float | list[float],
 ) -> dict[str, torch.Tensor]:
     r""":math:`\sum_s \mathrm{Clip}_C(\nabla_\Theta \ell_s)` without materialising the first
     layer's per-subgraph gradients (they are [B, F, H], the bulk of the cost).
@@ -355,9 +436,9 @@ def clipped_gradient_sum(
     for k, g in rest_grads.items():
         sq[k] = g.flatten(1).pow(2).sum(1)
     out = {}
-    for group in groups:
+    for group, threshold in zip(groups, _thresholds(clip_norm, groups)):
         norm = sum(sq[n] for n in group).sqrt()
-        factor = torch.clamp(clip_norm / (norm + 1e-12), max=1.0)
+        factor = torch.clamp(threshold / (norm + 1e-12), max=1.0)
         for n in group:
             if n == FIRST_WEIGHT:
                 scaled = delta * factor.view(-1, 1, 1)
@@ -370,15 +451,60 @@ def clipped_gradient_sum(
     return out
 
 
+def percentile_thresholds(
+    module: DPGCNNet,
+    index: SubgraphIndex,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    percentile: float,
+    max_subgraphs: int,
+    generator: torch.Generator,
+    microbatch: int = 256,
+) -> dict[str, float]:
+    """The reference's clipping rule (``protocol=paper`` only; reads private gradients and is
+    NOT accounted): for every parameter tensor, the ``percentile``-th percentile of the
+    per-subgraph gradient norms at the current (initial) parameters over a uniform sample of
+    at most ``max_subgraphs`` training subgraphs."""
+    device = x.device
+    params = {k: v.detach() for k, v in module.named_parameters()}
+    chosen = torch.randperm(index.num_subgraphs, generator=generator)[: min(max_subgraphs, index.num_subgraphs)]
+    norms: dict[str, list[torch.Tensor]] = {k: [] for k in params}
+    for chunk in chosen.split(microbatch):
+        feats, adj, roots = pad_batch(index, chunk, x)
+        grads = per_subgraph_gradients(module, params, feats, adj, y.to(device)[roots])
+        for k, g in grads.items():
+            norms[k].append(g.flatten(1).norm(dim=1).cpu())
+    out = {}
+    for k, parts in norms.items():
+        value = float(np.percentile(torch.cat(parts).double().numpy(), percentile))
+        out[k] = max(value, 1e-8)  # a tensor whose gradients are all zero still gets a positive threshold
+    return out
+
+
+CLIPPING_STEP = (
+    "clipping thresholds read from private data: each parameter tensor is clipped to the {p:g}th percentile of "
+    "its per-subgraph gradient norms at initialisation over {n} training subgraphs (the reference's rule)"
+)
+UNDIRECTED_STEP = (
+    "undirected node removal is not covered: Theorem 1 (via Lemma 2) is proven for the directed relation of "
+    "Remark 2 — a node's features, label and incoming edgelist (who reads it), public training set — under "
+    "which at most N(K, r) = {bound} training subgraphs change. Removing a node together with all its undirected "
+    "edges also removes it from the incoming edgelists of the nodes it reads, which changes Algorithm 1's keep "
+    "probability K/(2|RE_w|) and its drop rule at each of them, and so subgraphs it never occurs in: the number "
+    "of changed subgraphs is unbounded in the worst case (tests/test_dpgnn.py measures it on Cora), so the "
+    "spent ε is a proven bound for the directed relation only"
+)
+
+
 @register_defense
 class DPGNN(Defense):
     """Node-level DP-GCN (Daigavane et al.): occurrence-bounded subgraphs + DP-SGD/DP-Adam
-    with Theorem 1 accounting. See the module docstring for the neighbouring relation proven
-    and why inference is not private."""
+    with Theorem 1 accounting. See the module docstring for the neighbouring relation proven,
+    the two protocols and why inference is not private."""
 
     name = "dpgnn"
     unit = "node"
-    summary = "DP-GNN (Daigavane et al.): r-layer GCN, bounded occurrences, DP-SGD/DP-Adam, Theorem 1 RDP"
+    summary = "DP-GNN (Daigavane et al.): r-layer residual GCN, bounded occurrences, DP-Adam, Theorem 1 RDP"
     hyperparameters_class = DPGNNHyperparameters
 
     def _fit(self, dataset: GraphDataset, split: Split, delta: float) -> DPGNNModel:
@@ -396,7 +522,9 @@ class DPGNN(Defense):
         sampled = sample_edgelists(graph, num_nodes, train_mask, hp.max_in_degree, generator=coins)
         index = build_subgraphs(sampled, train, num_nodes, hp.layers, hp.max_in_degree)
         n = index.num_subgraphs
-        m = min(hp.batch_size, n)
+        rule_batch, rule_steps = reference_schedule(n)
+        m = min(hp.batch_size if hp.batch_size is not None else rule_batch, n)
+        steps = hp.steps if hp.steps is not None else rule_steps
         bound = occurrence_bound(hp.max_in_degree, hp.layers)
 
         arch = {
@@ -408,46 +536,81 @@ class DPGNN(Defense):
             "encoder_layers": hp.encoder_layers,
             "decoder_layers": hp.decoder_layers,
             "act": hp.act,
+            "residual": hp.residual,
         }
         module = build_dpgcn(arch).to(device)
-        groups = clip_groups(module, hp.clipping)
+        unaccounted = []
+        if self.paper_protocol:
+            # Per-parameter clipping at private percentiles: C_p per tensor; a clipped term's
+            # norm is at most C = sqrt(sum_p C_p^2), which is what the accountant uses.
+            groups = clip_groups(module, "per-tensor")
+            estimator = torch.Generator().manual_seed(self.seed + 3)
+            per_tensor = percentile_thresholds(
+                module,
+                index,
+                data.x.to(device),
+                data.y,
+                hp.clip_percentile,
+                hp.clip_estimate_nodes,
+                estimator,
+                hp.microbatch,
+            )
+            thresholds: float | list[float] = [per_tensor[g[0]] for g in groups]
+            term_norm = math.sqrt(sum(c * c for c in thresholds))
+            accounted_groups = 1
+            unaccounted.append(CLIPPING_STEP.format(p=hp.clip_percentile, n=min(hp.clip_estimate_nodes, n)))
+        else:
+            groups = clip_groups(module, hp.clipping)
+            thresholds = hp.clip_norm
+            term_norm = hp.clip_norm  # per group; layer-wise groups enter as sqrt(G) in the accountant
+            accounted_groups = len(groups)
+            per_tensor = None
+        unaccounted.append(UNDIRECTED_STEP.format(bound=bound))
 
         if self.private:
 
             def mechanism_for(z: float):
-                return dpgnn_mechanism(z, 1.0, n, m, hp.max_in_degree, hp.layers, hp.steps, len(groups))
+                return dpgnn_mechanism(z, 1.0, n, m, hp.max_in_degree, hp.layers, steps, accounted_groups)
 
             multiplier = calibrate_noise(self.epsilon, delta, mechanism_for)
-            noise_std = multiplier * hp.clip_norm
+            noise_std = multiplier * term_norm
         else:
             multiplier, noise_std = 0.0, 0.0
 
-        self._train(module, index, data.x, data.y, groups, m, noise_std)
+        self._train(module, index, data.x, data.y, groups, m, steps, thresholds, noise_std)
 
         stats = {
             "num_subgraphs": n,
             "batch_size": m,
+            "steps": steps,
             "occurrence_bound": bound,
             "max_occurrences": int(index.occurrences.max()),
             "sampled_messages": int(sampled.size(1)),
             "mean_subgraph_size": float(index.sizes().float().mean()),
             "noise_multiplier": multiplier,
             "noise_std": noise_std,
+            "clip_term_norm": term_norm,
+            "clip_thresholds": per_tensor,
         }
         card = {"inference": {"private": False, "note": INFERENCE_NOTE}, "dpgnn": stats}
         if self.private:
             mechanism = dpgnn_mechanism(
-                noise_std, hp.clip_norm, n, m, hp.max_in_degree, hp.layers, hp.steps, len(groups)
+                noise_std, term_norm, n, m, hp.max_in_degree, hp.layers, steps, accounted_groups
             )
             notes = [
                 f"δ = {delta:g} ({'auto: below 1/#nodes' if str(self.delta_option) == 'auto' else 'given'})",
-                "node-level adjacency of Remark 2: a node's features, label and incoming edgelist (who reads it) "
-                "on the graph treated as directed; the training set is public",
+                "the ε is proven for the node-level adjacency of Remark 2: a node's features, label and incoming "
+                "edgelist (who reads it) on the graph treated as directed; the training set is public",
                 f"each node occurs in <= N(K={hp.max_in_degree}, r={hp.layers}) = {bound} of {n} training subgraphs "
                 f"(Lemma 1, checked; observed max {stats['max_occurrences']})",
+                f"schedule: batch {m} of {n} subgraphs without replacement, {steps} steps",
                 INFERENCE_NOTE,
             ]
-            privacy = PrivacyLedger().step(mechanism).spec(delta, "node", target_epsilon=self.epsilon, notes=notes)
+            privacy = (
+                PrivacyLedger()
+                .step(mechanism)
+                .spec(delta, "node", target_epsilon=self.epsilon, notes=notes, unaccounted=unaccounted)
+            )
         else:
             privacy = PrivacySpec.non_private("dpgnn at ε = ∞: the same sampling, clipping and training without noise")
         return DPGNNModel(module.eval(), arch, privacy, card)
@@ -460,6 +623,8 @@ class DPGNN(Defense):
         y: torch.Tensor,
         groups: list[list[str]],
         batch_size: int,
+        steps: int,
+        thresholds: float | list[float],
         noise_std: float,
     ) -> None:
         hp, device = self.hp, self.device
@@ -473,7 +638,7 @@ class DPGNN(Defense):
         noise = torch.Generator(device=device).manual_seed(self.seed + 2)
         sizes = index.sizes()
         module.train()
-        for _ in tqdm(range(hp.steps), desc=self.name, leave=False, disable=None):
+        for _ in tqdm(range(steps), desc=self.name, leave=False, disable=None):
             batch = sample_batch(index.num_subgraphs, batch_size, batches)
             # Sorting by size only reduces padding; the sum over the batch is unchanged.
             batch = batch[torch.argsort(sizes[batch], stable=True)]
@@ -481,7 +646,7 @@ class DPGNN(Defense):
             total = {k: torch.zeros_like(v) for k, v in params.items()}
             for chunk in batch.split(hp.microbatch):
                 feats, adj, roots = pad_batch(index, chunk, x)
-                summed = clipped_gradient_sum(module, detached, feats, adj, y[roots], groups, hp.clip_norm)
+                summed = clipped_gradient_sum(module, detached, feats, adj, y[roots], groups, thresholds)
                 for k, v in summed.items():
                     total[k] += v
             for k, p in params.items():
