@@ -59,7 +59,7 @@ QUICK_SETTINGS: dict[str, dict[str, Any]] = {
 _COST = {
     "tstf_attack_model": 2.0,  # per run: the attack MLP on the shadow nodes' posteriors
     "threshold": 0.5,  # per run: one query + bootstrap
-    "link_steal_per_pair": 0.004,  # per sampled pair and run (8 distances + attack-2/3 MLP)
+    "link_steal_per_pair": 0.0015,  # per sampled pair and run (8 distances + attack-2/3 MLP)
     "linkteller_per_pair": 0.02,  # per sampled pair and run (finite-difference influence)
     "tsne_per_node": 0.02,
     "umap": 15.0,  # including numba's first compilation
@@ -232,7 +232,9 @@ def node_risk(
     An :class:`~dpaudit.results.AttackResult` keeps aggregate statistics and a down-sampled ROC,
     not per-node scores, so the per-node view is recomputed here from the one attack whose
     scores are a deterministic function of the released model: the score of node v is
-    :math:`\\log p_{y_v}(v)` on one full-graph query, over the same members and non-members as
+    :math:`\\operatorname{logit} p_{y_v}(v)` on one full-graph query (a monotone transform of the
+    loss score :math:`\\log p_{y_v}(v)`, so every ranking and AUC is the same, but spread out near
+    :math:`p = 1` where members pile up), over the same members and non-members as
     ``mia-threshold``'s run 0 (:func:`dpaudit.splits.membership_partition` with ``seed``).
 
     Returns score histograms (members vs non-members), the ``top`` members with the highest
@@ -253,7 +255,8 @@ def node_risk(
     nodes, labels = nodes.numpy(), labels.numpy().astype(int)
     y = dataset.data.y.numpy()
     probs = C.posteriors(model, dataset.data)
-    scores = threshold_scores(probs[nodes], y[nodes])["loss"]
+    p_true = np.clip(np.exp(threshold_scores(probs[nodes], y[nodes])["loss"]), 1e-12, 1 - 1e-12)
+    scores = np.log(p_true) - np.log1p(-p_true)  # logit p_y: monotone in the loss score, spread out near p = 1
     degree = np.bincount(dataset.data.edge_index[0].cpu().numpy(), minlength=dataset.num_nodes)[nodes]
     members, others = scores[labels == 1], scores[labels == 0]
     lo, hi = float(np.min(scores)), float(np.max(scores))
@@ -283,7 +286,7 @@ def node_risk(
     ]  # fmt: skip
     return {
         "attack": "mia-threshold",
-        "score": "loss: log p_y(v), higher = member",
+        "score": "logit p_y(v) (monotone in the loss score log p_y(v)), higher = member",
         "seed": seed,
         "source": "recomputed from the released model (attack results keep no per-node scores)",
         "members": int(len(members)),

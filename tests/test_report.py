@@ -204,7 +204,7 @@ def test_broken_guarantee_is_flagged(study):
     data = build_report_data(records, result.report_meta())
     assert [(p["defense"], p["attack"]) for p in data["broken"]] == [(HOSTILE_DEFENSE, "mia-threshold")]
     html = render_html(data)
-    assert 'id="broken-banner"' in html and '<tr class="broken">' in html
+    assert 'id="broken-banner"' in html and '<tr class="broken ' in html
     attack["covered_by_guarantee"] = False  # an uncovered attack never breaks the guarantee
     assert build_report_data(records, result.report_meta())["broken"] == []
     # edges against non-edges are not units assigned at random: above the claim, but not "broken"
