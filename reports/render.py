@@ -101,7 +101,7 @@ def _mech_keys(mechanisms: list[dict]) -> list[str]:
 
 VERDICT_WORDS = {
     "broken": "guarantee broken",
-    "consistent": "consistent with the claim",
+    "consistent": "consistent",
     "not-auditable": "no valid audit",
     "none": "no guarantee",
 }
