@@ -197,6 +197,6 @@ def test_overflow_check_can_fail(tmp_path):
     page.write_text('<!DOCTYPE html><meta name="viewport" content="width=device-width"><main>'
                     '<details id="verdict-1"><summary>v</summary>x</details>'
                     f'<div class="table-wrap" style="overflow-x:auto"><table id="summary-table"><tr>{cells}</tr></table></div>'
-                    '<figure id="headline-figure"><svg width="100" height="100"></svg></figure></main>')  # fmt: skip
+                    '<figure id="headline-figure"><svg width="100" height="100"></svg></figure></main></body></html>')  # fmt: skip
     m = probe(page, tmp_path, "wide", 390, 844)
     assert [t["id"] for t in overflowing(m)] == ["summary-table"]
