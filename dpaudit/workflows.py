@@ -62,7 +62,7 @@ _COST = {
     "link_steal_per_pair": 0.0015,  # per sampled pair and run (8 distances + attack-2/3 MLP)
     "linkteller_per_pair": 0.02,  # per sampled pair and run (finite-difference influence)
     "tsne_per_node": 0.02,
-    "umap": 15.0,  # including numba's first compilation
+    "umap": 20.0,  # including numba's first compilation
     "fixed": 1.0,  # per attack: dataset checks, posteriors, bootstrap
 }
 
