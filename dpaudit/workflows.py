@@ -36,12 +36,6 @@ log = logging.getLogger(__name__)
 
 # --------------------------------------------------------------------------- the audit plan
 
-# Strongest first: if the audit is stopped, what finished is what matters most. LiRA and TSTF
-# (shadow models trained by the target's own recipe) are the most powerful membership attacks
-# at low FPR; LinkTeller and link stealing test edges; the shadow-free threshold attack and the
-# embedding probe are cheap diagnostics. Attacks not listed here (plug-ins) run last, by name.
-ATTACK_ORDER = ("mia-lira", "mia-tstf", "linkteller", "link-steal", "mia-threshold", "embedding-probe")
-
 # ``audit(..., quick=True)``: a first look in about a minute on a Cora-sized graph. Settings the
 # caller gives explicitly always win over these.
 QUICK_SETTINGS: dict[str, dict[str, Any]] = {
@@ -105,7 +99,16 @@ def _attack_cost(name: str, settings: dict[str, Any], shadow: float, dataset) ->
 
 
 def order_attacks(names: list[str]) -> list[str]:
-    """``names`` strongest first (:data:`ATTACK_ORDER`), unknown names last in the given order."""
+    """``names`` strongest first, unknown names (plug-ins) last in the given order.
+
+    If the audit is stopped, what finished is what matters most: LiRA and TSTF (shadow models
+    trained by the target's own recipe) are the most powerful membership attacks at low FPR;
+    LinkTeller and link stealing test edges; the shadow-free threshold attack and the embedding
+    probe are cheap diagnostics. The order is :data:`reports.aggregate.ATTACK_ORDER`, the one
+    reports show attacks in.
+    """
+    from reports.aggregate import ATTACK_ORDER
+
     rank = {n: i for i, n in enumerate(ATTACK_ORDER)}
     return sorted(names, key=lambda n: (rank.get(n, len(rank)), names.index(n)))
 
@@ -453,6 +456,7 @@ def audit(
     command: str | None = None,
     quick: bool = False,
     progress: bool | None = None,
+    on_plan=None,
     **common: Any,
 ) -> AuditResult:
     """Run every applicable attack (or ``attacks``) against ``model`` (a ReleasedModel or its folder).
@@ -464,8 +468,9 @@ def audit(
     model (a :class:`~dpaudit.errors.DPAuditError`) is recorded in ``errors``; unknown attack
     names or settings raise :class:`~dpaudit.errors.ConfigurationError`.
 
-    Attacks run strongest first (:data:`ATTACK_ORDER`). The plan (:func:`audit_plan`) is logged
-    at INFO before any work and returned in ``result.plan``; ``progress`` shows one bar over
+    Attacks run strongest first (:func:`order_attacks`). The plan (:func:`audit_plan`) is logged
+    at INFO before any work, handed to ``on_plan(plan)`` when given (e.g. the CLI printing
+    :func:`format_plan`), and returned in ``result.plan``; ``progress`` shows one bar over
     every attack × run (default: when stderr is a terminal). Ctrl-C stops within a fraction of
     a second and returns what finished, with ``result.interrupted`` set.
     """
@@ -510,6 +515,8 @@ def audit(
         plans[name] = plan
     plan = audit_plan(model, dataset, names, plans, quick=quick)
     log.info("%s", format_plan(plan))
+    if on_plan is not None:
+        on_plan(plan)
     try:
         split = target_split(model, dataset)
         metrics = {**evaluate(model, dataset, split), "n_train": len(split.train), "n_val": len(split.val),

@@ -31,6 +31,9 @@ import numpy as np
 from scipy import stats
 
 CONFIDENCE = 0.95
+# Strongest first (shadow-model membership attacks, then edge attacks, then cheap diagnostics):
+# the order audits run attacks in and reports show them; other attacks follow in their own order.
+ATTACK_ORDER = ("mia-lira", "mia-tstf", "linkteller", "link-steal", "mia-threshold", "embedding-probe")
 TPR_KEY = "0.01"  # the summary table's TPR at 1 % FPR
 
 
@@ -549,6 +552,8 @@ def build_report_data(records: list[dict], meta: dict[str, Any]) -> dict[str, An
     defenses = [d for d in defenses if any(r["defense"] == d for r in records)]
     attacks = _ordered_unique([*(meta.get("attacks") or []), *_attack_names(done)])
     attacks = [a for a in attacks if any(a in r.get("attacks", {}) or a in r.get("attack_errors", {}) for r in done)]
+    rank = {a: i for i, a in enumerate(ATTACK_ORDER)}
+    attacks = sorted(attacks, key=lambda a: (rank.get(a, len(rank)), attacks.index(a)))
     epsilons = sorted(_ordered_unique(r.get("epsilon") for r in done), key=epsilon_key)
     rows = _summary_rows(done, attacks, defenses)
     headline = [

@@ -304,8 +304,9 @@ def privacy_utility(data: dict) -> list[dict]:
 
 
 def roc_curves(data: dict) -> list[dict]:
-    """Log–log ROC: per attack, each defense at its strongest setting; a single model gets one
-    panel with a curve per attack."""
+    """Log–log ROC: per attack and defense family, each defense at its strongest setting
+    (non-private baselines dotted in every panel); a single model gets one panel with a curve per
+    attack. Returns ``[{"attack", "panels": [{"family", "svg"}]}]``."""
     panels = [p for p in data["roc"] if p["curves"]]
     if not panels:
         return []
@@ -336,20 +337,23 @@ def roc_curves(data: dict) -> list[dict]:
                         label=f"{_label(p['attack'])} (AUC {c['auc']:.3f})")  # fmt: skip
             axes_setup(ax, "ROC of every attack")
             fig.tight_layout()
-        return [{"attack": "all", "svg": to_svg(fig, "fig-roc-0")}]
+        return [{"attack": "all", "panels": [{"family": None, "svg": to_svg(fig, "fig-roc-0")}]}]
     out = []
     for k, panel in enumerate(panels):
-        with matplotlib.rc_context(FONT):
-            fig, ax = _panel((4.0, 3.4))
-            for c in panel["curves"]:
-                st = styles[c["defense"]]
-                fpr = np.clip(np.asarray(c["fpr"], dtype=float), floor, 1)
-                tpr = np.clip(np.asarray(c["tpr"], dtype=float), floor, 1)
-                ax.plot(fpr, tpr, color=st["color"], lw=1.3, drawstyle="steps-post",
-                        label=f"{_label(c['defense'])} ε={epsilon_label(c['epsilon'])}")  # fmt: skip
-            axes_setup(ax, _label(panel["attack"]))
-            fig.tight_layout()
-        out.append({"attack": panel["attack"], "svg": to_svg(fig, f"fig-roc-{k}")})
+        figures = []
+        for j, (family, group) in enumerate(_by_family(panel["curves"], styles)):
+            with matplotlib.rc_context(FONT):
+                fig, ax = _panel((4.0, 3.4))
+                for c in group:
+                    st = styles[c["defense"]]
+                    fpr = np.clip(np.asarray(c["fpr"], dtype=float), floor, 1)
+                    tpr = np.clip(np.asarray(c["tpr"], dtype=float), floor, 1)
+                    ax.plot(fpr, tpr, color=st["color"], lw=1.3, drawstyle="steps-post", ls=":" if c.get("reference") else "-",
+                            label=f"{_label(c['defense'])} ε={epsilon_label(c['epsilon'])}")  # fmt: skip
+                axes_setup(ax, f"{_label(panel['attack'])} — {_label(family)}")
+                fig.tight_layout()
+            figures.append({"family": family, "svg": to_svg(fig, f"fig-roc-{k}-{j}")})
+        out.append({"attack": panel["attack"], "panels": figures})
     return out
 
 

@@ -338,6 +338,7 @@ def single_audit(tmp_path_factory):
     out = tmp_path_factory.mktemp("audit")
     ds = csbm(num_nodes=200, num_classes=3, num_features=8, avg_degree=5, homophily=0.85, feature_signal=1.0, seed=3)
     trained = train("gcn", ds, epsilon="inf", seed=0, overrides={"epochs": 30}, out=out / "model")
+    plans = []
     result = dpaudit.audit(
         trained.model,
         dataset=ds,
@@ -345,7 +346,9 @@ def single_audit(tmp_path_factory):
         quick=True,
         settings={"embedding-probe": {"max_plot_nodes": 60}, "link-steal": {"max_pairs": 100}},
         progress=False,
+        on_plan=plans.append,
     )
+    assert plans == [result.plan]
     return result, result.to_html(out / "audit.html")
 
 
@@ -401,7 +404,11 @@ def test_interrupted_audit_keeps_what_finished(tmp_path):
     finally:
         attack_registry._ATTACKS.pop("zz-interrupt", None)
         attack_registry._ATTACKS.pop("zz-never", None)
-    assert result.interrupted and list(result.results) == ["mia-threshold"] and result.skipped == ["zz-interrupt", "zz-never"]
+    assert (
+        result.interrupted
+        and list(result.results) == ["mia-threshold"]
+        and result.skipped == ["zz-interrupt", "zz-never"]
+    )
     html = result.to_html(tmp_path / "a.html").read_text(encoding="utf-8")
     assert 'id="interrupted-banner"' in html and "zz-never" in html
 
@@ -447,3 +454,23 @@ def test_ctrl_c_stops_an_audit_within_two_seconds(tmp_path):
     out = result_line
     payload = json.loads(out.split("RESULT ", 1)[1])
     assert payload == {"interrupted": True, "done": ["mia-threshold"]}
+
+
+def test_default_plan_is_sized_from_the_models_training_time(single_audit):
+    """The estimate repeats the target's recorded training time once per shadow model; the
+    defaults run LiRA with 4 shadows and TSTF with 3 runs, strongest first."""
+    from dpaudit.workflows import audit_plan, format_plan
+
+    result, _ = single_audit
+    names = ["mia-threshold", "mia-tstf", "mia-lira", "link-steal"]
+    plan = audit_plan(result.model, result.dataset, names, {})
+    steps = {s["attack"]: s for s in plan["attacks"]}
+    assert [s["attack"] for s in plan["attacks"]] == ["mia-lira", "mia-tstf", "link-steal", "mia-threshold"]
+    assert steps["mia-lira"]["settings"]["num_shadows"] == 4 and steps["mia-lira"]["units"] == 4
+    assert steps["mia-tstf"]["settings"]["runs"] == 3
+    shadow = plan["shadow_seconds"]
+    assert shadow == pytest.approx(result.model.card["timings"]["train_seconds"], abs=0.05)
+    assert steps["mia-lira"]["estimated_seconds"] >= 4 * shadow - 0.1
+    assert plan["estimated_seconds"] == pytest.approx(sum(s["estimated_seconds"] for s in plan["attacks"]), abs=0.5)
+    text = format_plan(plan)
+    assert text.splitlines()[0].startswith("audit plan: 4 attack(s)") and "1. mia-lira" in text
