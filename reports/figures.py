@@ -255,7 +255,7 @@ def attack_overview(data: dict) -> str | None:
         ax.set_yticks(range(len(attacks)))
         ax.set_yticklabels([_label(a) for a in attacks])
         ax.invert_yaxis()
-        ax.set_xlim(0.3, 1.0)
+        ax.set_xlim(0.3, 1.02)
         ax.set_xlabel("attack AUC (95 % interval)\ndashed: chance; red bar: DP ceiling where valid")
         if n > 1:
             ax.legend(loc="lower right", frameon=False)

@@ -431,7 +431,7 @@ def test_ctrl_c_stops_an_audit_within_two_seconds(tmp_path):
         "from dpaudit.pipeline import train\n"
         "def slow(model, dataset=None, *, runs: int = 1):\n"
         "    print('SLOW', flush=True)\n"
-        "    np.linalg.svd(np.random.default_rng(0).normal(size=(3000, 3000)))\n"
+        "    np.linalg.svd(np.random.default_rng(0).normal(size=(2200, 2200)))\n"
         "    raise AssertionError('not interrupted')\n"
         "attacks.register_attack('zz-slow')(slow)\n"
         "ds = csbm(num_nodes=120, num_classes=3, num_features=8, avg_degree=5, seed=4)\n"
