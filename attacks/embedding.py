@@ -82,7 +82,7 @@ def embedding_probe(
     runs: int = 1,
     seed: int = 0,
     projections: tuple[str, ...] | list[str] | str = PROJECTIONS,
-    max_plot_nodes: int = 1000,
+    max_plot_nodes: int = 500,
     knn_k: int = 5,
     max_members: int | None = None,
     device: str = "auto",

@@ -11,9 +11,11 @@ Both produce the same kind of report (:mod:`reports`): an audit is a one-cell st
 
 from __future__ import annotations
 
+import logging
 import math
 import shlex
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -30,6 +32,282 @@ from dpaudit.study import (
     dataset_summary,
 )
 
+log = logging.getLogger(__name__)
+
+# --------------------------------------------------------------------------- the audit plan
+
+# ``audit(..., quick=True)``: a first look in about a minute on a Cora-sized graph. Settings the
+# caller gives explicitly always win over these.
+QUICK_SETTINGS: dict[str, dict[str, Any]] = {
+    "*": {"n_boot": 200},
+    "mia-lira": {"num_shadows": 2},
+    "mia-tstf": {"runs": 1},
+    "link-steal": {"runs": 1, "max_pairs": 400},
+    "linkteller": {"num_pairs": 100},
+    "embedding-probe": {"projections": ["tsne"], "max_plot_nodes": 300},
+}
+
+# Cost model of the plan's time estimate, in seconds of one idle core (measured on Cora with a
+# 2-layer GCN; see the report of issue 17): a shadow model costs what the target's training
+# cost (its card's ``timings.train_seconds``), everything else scales with what it touches.
+_COST = {
+    "tstf_attack_model": 2.0,  # per run: the attack MLP on the shadow nodes' posteriors
+    "threshold": 0.5,  # per run: one query + bootstrap
+    "link_steal_per_pair": 0.0015,  # per sampled pair and run (8 distances + attack-2/3 MLP)
+    "linkteller_per_pair": 0.02,  # per sampled pair and run (finite-difference influence)
+    "tsne_per_node": 0.02,
+    "umap": 20.0,  # including numba's first compilation
+    "fixed": 1.0,  # per attack: dataset checks, posteriors, bootstrap
+}
+
+
+def _shadow_seconds(model, dataset) -> float:
+    """Seconds one shadow model takes: the target's recorded training time, else a size guess."""
+    timings = model.card.get("timings") or {}
+    seconds = timings.get("train_seconds")
+    if isinstance(seconds, (int, float)) and math.isfinite(seconds) and seconds > 0:
+        return float(seconds)
+    return 5.0 + 2e-6 * dataset.num_nodes * max(dataset.num_features, 1)
+
+
+def _attack_cost(name: str, settings: dict[str, Any], shadow: float, dataset) -> tuple[int, float]:
+    """(work units shown on the progress bar, estimated seconds) of one attack with ``settings``."""
+    runs = int(settings.get("runs", 1) or 1)
+    c = _COST
+    if name == "mia-tstf":
+        return runs, runs * (shadow + c["tstf_attack_model"]) + c["fixed"]
+    if name == "mia-lira":
+        shadows = int(settings.get("num_shadows", 4) or 4)
+        return runs * shadows, runs * shadows * shadow + c["fixed"]
+    if name == "mia-threshold":
+        return runs, runs * c["threshold"] + c["fixed"]
+    if name == "link-steal":
+        pairs = min(int(settings.get("max_pairs", 1000) or 1000), dataset.num_edges // 2 or 1)
+        return runs, runs * 2 * pairs * c["link_steal_per_pair"] + c["fixed"]
+    if name == "linkteller":
+        pairs = min(int(settings.get("num_pairs", 250) or 250), dataset.num_edges // 2 or 1)
+        return runs, runs * 2 * pairs * c["linkteller_per_pair"] + c["fixed"]
+    if name == "embedding-probe":
+        projections = settings.get("projections", ("tsne", "umap"))
+        if isinstance(projections, str):
+            projections = [p for p in projections.split(",") if p.strip()]
+        nodes = min(int(settings.get("max_plot_nodes", 1000) or 1000), dataset.num_nodes)
+        seconds = c["fixed"] + (nodes * c["tsne_per_node"] if "tsne" in projections else 0.0)
+        seconds += c["umap"] if "umap" in projections else 0.0
+        return runs, runs * seconds
+    return runs, runs * 5.0 + c["fixed"]
+
+
+def order_attacks(names: list[str]) -> list[str]:
+    """``names`` strongest first, unknown names (plug-ins) last in the given order.
+
+    If the audit is stopped, what finished is what matters most: LiRA and TSTF (shadow models
+    trained by the target's own recipe) are the most powerful membership attacks at low FPR;
+    LinkTeller and link stealing test edges; the shadow-free threshold attack and the embedding
+    probe are cheap diagnostics. The order is :data:`reports.aggregate.ATTACK_ORDER`, the one
+    reports show attacks in.
+    """
+    from reports.aggregate import ATTACK_ORDER
+
+    rank = {n: i for i, n in enumerate(ATTACK_ORDER)}
+    return sorted(names, key=lambda n: (rank.get(n, len(rank)), names.index(n)))
+
+
+def audit_plan(model, dataset, names: list[str], settings: dict[str, dict[str, Any]], quick: bool = False) -> dict:
+    """What an audit will run, in which order, and how long it should take.
+
+    ``settings`` are the complete per-attack settings (defaults filled in by the caller).
+    Returns ``{"attacks": [{"attack", "settings", "units", "estimated_seconds"}, ...],
+    "estimated_seconds", "units", "quick", "shadow_seconds"}``; the estimate scales the
+    target's own recorded training time (every shadow model repeats it) and is printed before
+    any work starts.
+    """
+    import attacks as attack_registry
+
+    shadow = _shadow_seconds(model, dataset)
+    steps = []
+    for name in order_attacks(list(names)):
+        full = {**attack_registry.attack_settings(name), **settings.get(name, {})}
+        units, seconds = _attack_cost(name, full, shadow, dataset)
+        shown = {k: full[k] for k in ("runs", "num_shadows", "max_pairs", "num_pairs", "projections") if k in full}
+        steps.append({"attack": name, "settings": shown, "units": units, "estimated_seconds": round(seconds, 1)})
+    return {
+        "attacks": steps,
+        "units": sum(s["units"] for s in steps),
+        "estimated_seconds": round(sum(s["estimated_seconds"] for s in steps), 1),
+        "shadow_seconds": round(shadow, 1),
+        "quick": bool(quick),
+    }
+
+
+def format_seconds(seconds: float) -> str:
+    seconds = max(0.0, float(seconds))
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def format_plan(plan: dict) -> str:
+    """The plan as a few lines of text (what ``audit`` logs and the CLI can print)."""
+    lines = [
+        f"audit plan: {len(plan['attacks'])} attack(s), {plan['units']} run(s), about "
+        f"{format_seconds(plan['estimated_seconds'])} (one shadow model ≈ {format_seconds(plan['shadow_seconds'])})"
+        + (" [quick preset]" if plan.get("quick") else "")
+    ]
+    for i, step in enumerate(plan["attacks"], 1):
+        opts = ", ".join(f"{k}={v}" for k, v in step["settings"].items())
+        lines.append(f"  {i}. {step['attack']} ({opts}): ~{format_seconds(step['estimated_seconds'])}")
+    return "\n".join(lines)
+
+
+class _AuditProgress:
+    """One bar over every attack × run, with an ETA; log lines instead when there is no terminal.
+
+    The ETA is the plan's estimate of what is left, scaled by how fast the finished part went
+    compared with its estimate (so a loaded machine gets a longer, honest ETA).
+    """
+
+    def __init__(self, plan: dict, enabled: bool | None):
+        from tqdm.auto import tqdm
+
+        self.plan = plan
+        self.start = time.perf_counter()
+        self.done_estimate = 0.0
+        self.tty = bool(getattr(sys.stderr, "isatty", lambda: False)())
+        show = self.tty if enabled is None else enabled
+        self.bar = tqdm(total=plan["units"], desc="audit", unit="run", disable=not show, leave=True,
+                        bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} runs [{elapsed}{postfix}]")  # fmt: skip
+
+    def eta(self) -> float:
+        elapsed = time.perf_counter() - self.start
+        left = self.plan["estimated_seconds"] - self.done_estimate
+        if self.done_estimate <= 0:
+            return left
+        return left * elapsed / self.done_estimate
+
+    def starting(self, step: dict, index: int) -> None:
+        self.bar.set_postfix_str(f"eta {format_seconds(self.eta())}, {step['attack']}", refresh=True)
+        log.info("audit: %d/%d %s starting (~%s); about %s left", index + 1, len(self.plan["attacks"]),
+                 step["attack"], format_seconds(step["estimated_seconds"]), format_seconds(self.eta()))  # fmt: skip
+
+    def finished(self, step: dict, index: int, seconds: float, ok: bool) -> None:
+        self.done_estimate += step["estimated_seconds"]
+        self.bar.update(step["units"])
+        self.bar.set_postfix_str(f"eta {format_seconds(self.eta())}", refresh=True)
+        log.info("audit: %d/%d %s %s in %s; about %s left", index + 1, len(self.plan["attacks"]), step["attack"],
+                 "done" if ok else "not run", format_seconds(seconds), format_seconds(self.eta()))  # fmt: skip
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def _run_interruptibly(fn, *args, **kwargs):
+    """Run ``fn`` in a daemon thread and wait for it in short slices, so that Ctrl-C reaches the
+    caller within a fraction of a second even while the attack is inside compiled code (t-SNE,
+    UMAP, a BLAS call) that checks no signal. The abandoned thread dies with the process."""
+    box: dict[str, Any] = {}
+
+    def target():
+        try:
+            box["value"] = fn(*args, **kwargs)
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
+            box["error"] = exc
+
+    worker = threading.Thread(target=target, name="dpaudit-attack", daemon=True)
+    worker.start()
+    while worker.is_alive():
+        worker.join(0.1)
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+# --------------------------------------------------------------------------- per-node risk
+
+
+def node_risk(
+    model, dataset, split, seed: int = 0, max_members: int | None = None, top: int = 10, bins: int = 30
+) -> dict[str, Any] | None:
+    """Per-node membership risk from the loss-threshold attack (``mia-threshold``, run 0).
+
+    An :class:`~dpaudit.results.AttackResult` keeps aggregate statistics and a down-sampled ROC,
+    not per-node scores, so the per-node view is recomputed here from the one attack whose
+    scores are a deterministic function of the released model: the score of node v is
+    :math:`\\operatorname{logit} p_{y_v}(v)` on one full-graph query (a monotone transform of the
+    loss score :math:`\\log p_{y_v}(v)`, so every ranking and AUC is the same, but spread out near
+    :math:`p = 1` where members pile up), over the same members and non-members as
+    ``mia-threshold``'s run 0 (:func:`dpaudit.splits.membership_partition` with ``seed``).
+
+    Returns score histograms (members vs non-members), the ``top`` members with the highest
+    scores (the nodes most exposed) and, per degree bucket, the AUC and the TPR at the
+    threshold that gives 10 % FPR over all non-members. None when no membership set exists.
+    """
+    import numpy as np
+
+    from attacks import _common as C
+    from attacks.membership import threshold_scores
+    from dpaudit.statistics import auc
+
+    try:
+        part = C.partition(dataset, split, seed, max_members, 1)
+    except DPAuditError:
+        return None
+    nodes, labels = part.target.nodes_and_labels()
+    nodes, labels = nodes.numpy(), labels.numpy().astype(int)
+    y = dataset.data.y.numpy()
+    probs = C.posteriors(model, dataset.data)
+    p_true = np.clip(np.exp(threshold_scores(probs[nodes], y[nodes])["loss"]), 1e-12, 1 - 1e-12)
+    scores = np.log(p_true) - np.log1p(-p_true)  # logit p_y: monotone in the loss score, spread out near p = 1
+    degree = np.bincount(dataset.data.edge_index[0].cpu().numpy(), minlength=dataset.num_nodes)[nodes]
+    members, others = scores[labels == 1], scores[labels == 0]
+    lo, hi = float(np.min(scores)), float(np.max(scores))
+    if hi <= lo:
+        hi = lo + 1.0
+    edges = np.linspace(lo, hi, bins + 1)
+    threshold = float(np.quantile(others, 0.9)) if len(others) else math.inf  # 10 % of non-members above it
+    buckets = []
+    bounds = [(0, 1), (2, 3), (4, 7), (8, 15), (16, 31), (32, None)]
+    for low, high in bounds:
+        inside = (degree >= low) & (degree <= (high if high is not None else np.inf))
+        m, o = int(np.sum(inside & (labels == 1))), int(np.sum(inside & (labels == 0)))
+        if m + o == 0:
+            continue
+        bucket_auc = auc(scores[inside], labels[inside]) if m and o else None
+        tpr = float(np.mean(scores[inside & (labels == 1)] > threshold)) if m else None
+        buckets.append({"degree": f"{low}–{high}" if high is not None else f"≥ {low}", "members": m,
+                        "non_members": o, "auc": bucket_auc, "tpr_at_10pct_fpr": tpr})  # fmt: skip
+    order = np.argsort(-members)[:top]
+    member_nodes, member_degree = nodes[labels == 1], degree[labels == 1]
+    above = float(np.max(others)) if len(others) else math.inf
+    exposed = [
+        {"node": int(member_nodes[i]), "degree": int(member_degree[i]), "label": int(y[member_nodes[i]]),
+         "score": float(members[i]), "above_every_non_member": bool(members[i] > above),
+         "fraction_of_non_members_below": float(np.mean(others < members[i])) if len(others) else None}
+        for i in order
+    ]  # fmt: skip
+    return {
+        "attack": "mia-threshold",
+        "score": "logit p_y(v) (monotone in the loss score log p_y(v)), higher = member",
+        "seed": seed,
+        "source": "recomputed from the released model (attack results keep no per-node scores)",
+        "members": int(len(members)),
+        "non_members": int(len(others)),
+        "auc": auc(scores, labels),
+        "histogram": {
+            "edges": edges.tolist(),
+            "members": np.histogram(members, edges)[0].tolist(),
+            "non_members": np.histogram(others, edges)[0].tolist(),
+        },  # fmt: skip
+        "threshold_10pct_fpr": threshold,
+        "most_exposed": exposed,
+        "by_degree": buckets,
+    }
+
+
+# --------------------------------------------------------------------------- the audit
+
 
 class AuditResult:
     """Every attack run against one released model.
@@ -40,9 +318,13 @@ class AuditResult:
         results: attack name → :class:`~dpaudit.results.AttackResult`.
         errors: attack name → why it could not run on this model.
         seconds: attack name → wall-clock seconds.
+        plan: what was planned (:func:`audit_plan`), with the estimate made before any work.
+        interrupted: True when Ctrl-C stopped the audit; ``results`` holds what finished.
+        node_risk: per-node membership diagnostics (:func:`node_risk`) or None.
     """
 
-    def __init__(self, model, dataset, results: dict, errors: dict, seconds: dict, metrics: dict, command=None):
+    def __init__(self, model, dataset, results: dict, errors: dict, seconds: dict, metrics: dict, command=None,
+                 plan: dict | None = None, interrupted: bool = False, node_risk: dict | None = None):  # fmt: skip
         self.model = model
         self.dataset = dataset
         self.results = results
@@ -50,6 +332,15 @@ class AuditResult:
         self.seconds = seconds
         self.metrics = metrics
         self.command = command
+        self.plan = plan
+        self.interrupted = interrupted
+        self.node_risk = node_risk
+
+    @property
+    def skipped(self) -> list[str]:
+        """Planned attacks that never ran (the audit was interrupted first)."""
+        ran = set(self.results) | set(self.errors)
+        return [s["attack"] for s in (self.plan or {}).get("attacks", []) if s["attack"] not in ran]
 
     def record(self, with_artifacts: bool = True) -> dict[str, Any]:
         """The audit as one study cell record (see :mod:`dpaudit.study`)."""
@@ -75,11 +366,18 @@ class AuditResult:
             "split": card.get("split"),
             "privacy": privacy.to_dict(),
             "metrics": self.metrics,
-            "card": {k: card.get(k) for k in ("method", "hyperparameters", "inference", "target_epsilon", "device")},
+            "card": {
+                k: card.get(k)
+                for k in ("method", "hyperparameters", "inference", "target_epsilon", "device", "surrogate")
+            },  # fmt: skip
             "overrides": card.get("overrides") or {},
             "attacks": attacks,
             "attack_errors": dict(self.errors),
             "attack_seconds": dict(self.seconds),
+            "interrupted": self.interrupted,
+            "skipped_attacks": self.skipped,
+            "plan": self.plan,
+            "node_risk": self.node_risk,
             "error": None,
             "seconds": sum(self.seconds.values()),
             "started_at": None,
@@ -99,6 +397,7 @@ class AuditResult:
             "dataset": dataset_summary(self.dataset),
             "defenses": [str(card.get("method") or self.model.kind)],
             "attacks": list(self.results) + list(self.errors),
+            "train_command": train_command(card),
             "reproducibility": {
                 "dpaudit_version": __version__,
                 "config_hash": self.record(with_artifacts=False)["cell_id"],
@@ -110,7 +409,8 @@ class AuditResult:
                 "command": self.command,
                 "versions": card.get("library_versions") or library_versions(),
                 "config": {"model_card": {k: v for k, v in card.items() if k not in ("library_versions",)},
-                           "attack_settings": {n: r.settings for n, r in self.results.items()}},
+                           "attack_settings": {n: r.settings for n, r in self.results.items()},
+                           "plan": self.plan},
             },
         }  # fmt: skip
 
@@ -126,7 +426,24 @@ class AuditResult:
 
     def __repr__(self) -> str:
         aucs = ", ".join(f"{n}: AUC {r.auc:.3f}" for n, r in self.results.items() if r.auc is not None)
-        return f"AuditResult({self.model.method}, {aucs or 'no result'}{', errors: ' + str(len(self.errors)) if self.errors else ''})"
+        extra = f", errors: {len(self.errors)}" if self.errors else ""
+        extra += ", interrupted" if self.interrupted else ""
+        return f"AuditResult({self.model.method}, {aucs or 'no result'}{extra})"
+
+
+def train_command(card: dict, split: str = "random:0.75,0.1,0.15") -> str | None:
+    """The ``dpaudit train`` command that retrains this card's recipe on a random split (the
+    split that makes membership ε lower bounds valid audits); None for models without a recipe."""
+    method = card.get("method")
+    dataset = (card.get("dataset") or {}).get("name")
+    if not method or not dataset or card.get("surrogate"):
+        return None
+    target = card.get("target_epsilon")
+    parts = ["dpaudit", "train", "--defense", str(method), "--dataset", str(dataset)]
+    if target is not None:
+        parts += ["--epsilon", f"{target:g}" if isinstance(target, (int, float)) else str(target)]
+    parts += ["--split", split, "--seed", str(card.get("seed", 0)), "--out", f"{method}-random-split"]
+    return shlex.join(parts)
 
 
 def audit(
@@ -137,15 +454,25 @@ def audit(
     data_root: str | None = None,
     device: str = "auto",
     command: str | None = None,
+    quick: bool = False,
+    progress: bool | None = None,
+    on_plan=None,
     **common: Any,
 ) -> AuditResult:
     """Run every applicable attack (or ``attacks``) against ``model`` (a ReleasedModel or its folder).
 
     ``dataset`` defaults to the one named in the model card (its fingerprint is checked).
     Settings: ``settings={"mia-tstf": {"runs": 2}}`` per attack; any other keyword (e.g.
-    ``runs=2``) goes to every attack that accepts it. An attack that does not apply to the
+    ``runs=2``) goes to every attack that accepts it. ``quick=True`` starts from
+    :data:`QUICK_SETTINGS` (explicit settings still win). An attack that does not apply to the
     model (a :class:`~dpaudit.errors.DPAuditError`) is recorded in ``errors``; unknown attack
     names or settings raise :class:`~dpaudit.errors.ConfigurationError`.
+
+    Attacks run strongest first (:func:`order_attacks`). The plan (:func:`audit_plan`) is logged
+    at INFO before any work, handed to ``on_plan(plan)`` when given (e.g. the CLI printing
+    :func:`format_plan`), and returned in ``result.plan``; ``progress`` shows one bar over
+    every attack × run (default: when stderr is a terminal). Ctrl-C stops within a fraction of
+    a second and returns what finished, with ``result.interrupted`` set.
     """
     import attacks as attack_registry
     from attacks._common import resolve_dataset, target_split
@@ -163,41 +490,82 @@ def audit(
         dataset = load_dataset(dataset, root=data_root, **(params if dataset == "csbm" else {}))
     dataset = resolve_dataset(model, dataset, data_root)
     names = attacks.split(",") if isinstance(attacks, str) else list(attacks or attack_registry.available_attacks())
-    names = [n.strip() for n in names if n.strip()]
+    names = order_attacks(list(dict.fromkeys(n.strip() for n in names if n.strip())))
     settings = {k: dict(v) for k, v in (settings or {}).items()}
     for name in names:
         attack_registry.get_attack(name)
     for name in settings:
         if name not in names:
             raise ConfigurationError(f"settings given for attack {name!r}, which is not being run")
-    plans = {}
-    for name in names:
-        known = attack_registry.attack_settings(name)
-        plan = {k: v for k, v in common.items() if k in known}
-        defaults = {"device": device, "data_root": data_root}
-        plan.update({k: v for k, v in defaults.items() if k in known and v is not None and k not in plan})
-        plan.update(settings.get(name, {}))
-        plans[name] = plan
     unused = set(common) - {k for name in names for k in attack_registry.attack_settings(name)}
     if unused:
         raise ConfigurationError(f"no attack accepts the settings {sorted(unused)}")
+    plans = {}
+    for name in names:
+        known = attack_registry.attack_settings(name)
+        plan = {}
+        if quick:
+            preset = {**QUICK_SETTINGS.get("*", {}), **QUICK_SETTINGS.get(name, {})}
+            plan.update({k: v for k, v in preset.items() if k in known})
+        plan.update({k: v for k, v in common.items() if k in known})
+        defaults = {"device": device, "data_root": data_root}
+        plan.update({k: v for k, v in defaults.items() if k in known and v is not None and k not in plan})
+        plan.update(settings.get(name, {}))
+        attack_registry.check_setting_types(name, plan)
+        plans[name] = plan
+    plan = audit_plan(model, dataset, names, plans, quick=quick)
+    log.info("%s", format_plan(plan))
+    if on_plan is not None:
+        on_plan(plan)
     try:
         split = target_split(model, dataset)
         metrics = {**evaluate(model, dataset, split), "n_train": len(split.train), "n_val": len(split.val),
                    "n_test": len(split.test)}  # fmt: skip
     except DPAuditError:
-        metrics = {}
+        split, metrics = None, {}
     results, errors, seconds = {}, {}, {}
-    for name in names:
-        start = time.perf_counter()
+    interrupted = False
+    bar = _AuditProgress(plan, progress)
+    try:
+        for index, step in enumerate(plan["attacks"]):
+            name = step["attack"]
+            bar.starting(step, index)
+            start = time.perf_counter()
+            ok = False
+            try:
+                results[name] = _run_interruptibly(attack_registry.run, name, model, dataset, **plans[name])
+                ok = True
+            except ConfigurationError:
+                raise
+            except DPAuditError as exc:
+                errors[name] = f"{type(exc).__name__}: {exc}"
+            except (KeyboardInterrupt, SystemExit):
+                raise
+            except Exception as exc:  # a bug in one attack must not cost the others' results
+                log.exception("attack %s failed", name)
+                errors[name] = f"{type(exc).__name__}: {exc}"
+            seconds[name] = time.perf_counter() - start
+            bar.finished(step, index, seconds[name], ok)
+    except KeyboardInterrupt:
+        interrupted = True
+        log.warning("audit interrupted: keeping %d finished attack(s) (%s)", len(results),
+                    ", ".join(results) or "none")  # fmt: skip
+    finally:
+        bar.close()
+    risk = None
+    if split is not None and not interrupted:
         try:
-            results[name] = attack_registry.run(name, model, dataset, **plans[name])
-        except ConfigurationError:
-            raise
+            risk = node_risk(
+                model,
+                dataset,
+                split,
+                seed=int(plans.get("mia-threshold", {}).get("seed", 0)),
+                max_members=plans.get("mia-threshold", {}).get("max_members"),
+            )
         except DPAuditError as exc:
-            errors[name] = f"{type(exc).__name__}: {exc}"
-        seconds[name] = time.perf_counter() - start
-    return AuditResult(model, dataset, results, errors, seconds, metrics, command=command)
+            log.info("no per-node risk: %s", exc)
+    return AuditResult(model, dataset, results, errors, seconds, metrics, command=command, plan=plan,
+                       interrupted=interrupted, node_risk=risk)  # fmt: skip
 
 
 def compare(

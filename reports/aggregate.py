@@ -31,6 +31,9 @@ import numpy as np
 from scipy import stats
 
 CONFIDENCE = 0.95
+# Strongest first (shadow-model membership attacks, then edge attacks, then cheap diagnostics):
+# the order audits run attacks in and reports show them; other attacks follow in their own order.
+ATTACK_ORDER = ("mia-lira", "mia-tstf", "linkteller", "link-steal", "mia-threshold", "embedding-probe")
 TPR_KEY = "0.01"  # the summary table's TPR at 1 % FPR
 
 
@@ -103,6 +106,143 @@ def audit_validity(record: dict, result: dict) -> tuple[bool, str]:
     if not spec.startswith(RANDOM_SPLITS):
         return False, f"the split {spec or '(unknown)'!r} did not assign members at random"
     return True, ""
+
+
+# --------------------------------------------------------------------------- families, verdicts
+
+FAMILIES = ("GAP", "DPAR", "DP-GNN", "GCON", "MLP-DP", "non-private baselines", "other")
+
+
+def defense_family(name: str) -> str:
+    """The family a defense belongs to (figures colour and group by it)."""
+    name = str(name)
+    if name.startswith("gap-"):
+        return "GAP"
+    if name.startswith("dpar-"):
+        return "DPAR"
+    if name == "dpgnn" or name.startswith("dpgnn-"):
+        return "DP-GNN"
+    if name == "gcon" or name.startswith("gcon-"):
+        return "GCON"
+    if name == "mlp-dp":
+        return "MLP-DP"
+    if name in ("gcn", "sage", "mlp"):
+        return "non-private baselines"
+    return "other"
+
+
+def _coverage_reason(result: dict) -> str:
+    return str((result.get("ceiling") or {}).get("reason") or "")
+
+
+def _headline_attack(attacks: dict[str, dict]) -> str | None:
+    """The attack shown in the summary row: the highest AUC (ties: first in order)."""
+    best = None
+    for name, s in attacks.items():
+        if s.get("auc") is not None and (best is None or s["auc"] > attacks[best]["auc"]):
+            best = name
+    return best
+
+
+RANDOM_SPLIT_HINT = "random:0.75,0.1,0.15"
+
+UNIT_COVERS = {
+    "node": "one node with its features, label and edges: node membership, and edges through group privacy "
+    "(two node changes) as far as inference is private",
+    "edge": "one edge's presence: edge inference as far as inference is private; not node membership",
+}
+
+
+def _verdict(row: dict, rec: dict) -> dict[str, Any]:
+    """The plain-language verdict of one model (one summary row): what leaked, what was proven."""
+    attacks = row["attacks"]
+    privacy = rec.get("privacy") or {}
+    claimed = privacy.get("epsilon")
+    private = row["unit"] is not None and claimed is not None
+    best_auc = _headline_attack(attacks)
+    tprs = {n: s["tpr_at_1pct_fpr"] for n, s in attacks.items() if s.get("tpr_at_1pct_fpr") is not None}
+    best_tpr = max(tprs, key=tprs.get) if tprs else None
+    bounds = [(n, s) for n, s in attacks.items() if s.get("epsilon_lower_bound_max") is not None]
+    valid = [(n, s) for n, s in bounds if s["valid_audit"] and s["covered_by_guarantee"]]
+    pick = max(valid or bounds, key=lambda p: p[1]["epsilon_lower_bound_max"]) if bounds else None
+    lb = None
+    if pick:
+        name, s = pick
+        value = s["epsilon_lower_bound_max"]
+        if not private:
+            why = "the model claims no guarantee, so there is nothing to test it against"
+        elif not s["covered_by_guarantee"]:
+            why = s.get("coverage") or "the guarantee does not cover this attack's unit"
+        elif not s["valid_audit"]:
+            why = s.get("why_not_valid") or "members were not assigned at random"
+        else:
+            why = "members were assigned at random and the guarantee covers the attack"
+        lb = {"attack": name, "value": value, "delta": s.get("epsilon_lower_bound_delta"),
+              "valid": bool(s["valid_audit"] and s["covered_by_guarantee"] and private), "why": why}  # fmt: skip
+    if not private:
+        status, headline = "none", "No privacy guarantee: the numbers below are the leakage of an unprotected model."
+    elif lb and lb["valid"] and claimed is not None and lb["value"] > claimed * (1 + 1e-9):
+        status = "broken"
+        headline = (f"Guarantee broken: a valid audit proves ε ≥ {lb['value']:.2f}, above the claimed "
+                    f"ε = {claimed:.2f}.")  # fmt: skip
+    elif lb and lb["valid"]:
+        status = "consistent"
+        headline = (f"Consistent with the claim: the strongest valid audit proves only ε ≥ {lb['value']:.2f} "
+                    f"(claimed ε = {claimed:.2f}).")  # fmt: skip
+    else:
+        status = "not-auditable"
+        headline = "No valid ε lower bound here: the leakage is measured, but it cannot be held against the claim."
+    if private and not row["sound"]:
+        headline += " The claimed ε itself is not a sound bound (paper accounting)."
+    inference = (rec.get("card") or {}).get("inference") or {}
+    return {
+        "defense": row["defense"],
+        "epsilon": row["epsilon"],
+        "epsilon_label": row["epsilon_label"],
+        "status": status,
+        "headline": headline,
+        "best_auc": {"attack": best_auc, "auc": attacks[best_auc]["auc"], "auc_ci": attacks[best_auc]["auc_ci"]}
+        if best_auc
+        else None,
+        "best_tpr_at_1pct_fpr": {"attack": best_tpr, "tpr": tprs[best_tpr]} if best_tpr else None,
+        "lower_bound": lb,
+        "claimed": {
+            "epsilon": claimed,
+            "delta": privacy.get("delta"),
+            "unit": row["unit"],
+            "target_epsilon": row["epsilon"],
+            "accountant": privacy.get("accountant"),
+        },  # fmt: skip
+        "covers": UNIT_COVERS.get(row["unit"] or "", None),
+        "covered_attacks": [n for n, s in attacks.items() if s["covered_by_guarantee"]],
+        "uncovered_attacks": {n: s.get("coverage") for n, s in attacks.items() if not s["covered_by_guarantee"]},
+        "inference_private": inference.get("private"),
+        "inference_note": inference.get("note"),
+        "sound": row["sound"],
+        "protocol": row.get("protocol"),
+        "unaccounted": row.get("unaccounted") or [],
+        "test_accuracy": row["test_accuracy"],
+    }
+
+
+def _split_banner(done: list[dict], meta: dict) -> dict[str, Any] | None:
+    """When some model's members were not assigned at random (a fixed public split), its ε lower
+    bounds and ceilings are not valid audits: say so once, and how to get valid ones."""
+    fixed = _ordered_unique(
+        str((r.get("split") or {}).get("spec") or "unknown")
+        for r in done
+        if not str((r.get("split") or {}).get("spec") or "").startswith(RANDOM_SPLITS)
+    )
+    if not fixed:
+        return None
+    command = meta.get("train_command")
+    return {
+        "splits": fixed,
+        "defenses": _ordered_unique(r["defense"] for r in done
+                                    if not str((r.get("split") or {}).get("spec") or "").startswith(RANDOM_SPLITS)),
+        "hint": RANDOM_SPLIT_HINT,
+        "command": command,
+    }  # fmt: skip
 
 
 # --------------------------------------------------------------------------- grouping
@@ -181,6 +321,11 @@ def _summary_rows(done: list[dict], attacks: list[str], defenses: list[str]) -> 
             "epsilon_spent": spent,
             "delta": privacy.get("delta"),
             "sound": all(bool((r.get("privacy") or {}).get("sound", True)) for r in recs),
+            "protocol": privacy.get("protocol"),
+            "unaccounted": _ordered_unique(
+                u for r in recs for u in ((r.get("privacy") or {}).get("unaccounted") or [])
+            ),
+            "family": defense_family(defense),
             "accountant": privacy.get("accountant"),
             "seeds": [r["seed"] for r in recs],
             "test_accuracy": acc,
@@ -194,6 +339,14 @@ def _summary_rows(done: list[dict], attacks: list[str], defenses: list[str]) -> 
             if pairs:
                 valid = all(audit_validity(r, res)[0] for r, res in pairs)
                 row["attacks"][name] = _summarise_attack([res for _, res in pairs], valid)
+                row["attacks"][name]["seconds"] = mean_ci_over_seeds(
+                    [(r.get("attack_seconds") or {}).get(name) for r, _ in pairs]
+                )[0]
+                row["attacks"][name]["why_not_valid"] = next(
+                    (audit_validity(r, res)[1] for r, res in pairs if not audit_validity(r, res)[0]), ""
+                )
+                row["attacks"][name]["coverage"] = _coverage_reason(pairs[0][1])
+        row["headline_attack"] = _headline_attack(row["attacks"])
         rows.append(row)
     return rows
 
@@ -360,6 +513,8 @@ def _ledgers(done: list[dict], defenses: list[str]) -> list[dict]:
                 "unit": privacy.get("unit"),
                 "accountant": privacy.get("accountant"),
                 "sound": privacy.get("sound", True),
+                "protocol": privacy.get("protocol"),
+                "unaccounted": privacy.get("unaccounted") or [],
                 "gdp_mu": privacy.get("gdp_mu"),
                 "mechanisms": privacy.get("mechanisms") or [],
                 "notes": privacy.get("notes") or [],
@@ -397,6 +552,8 @@ def build_report_data(records: list[dict], meta: dict[str, Any]) -> dict[str, An
     defenses = [d for d in defenses if any(r["defense"] == d for r in records)]
     attacks = _ordered_unique([*(meta.get("attacks") or []), *_attack_names(done)])
     attacks = [a for a in attacks if any(a in r.get("attacks", {}) or a in r.get("attack_errors", {}) for r in done)]
+    rank = {a: i for i, a in enumerate(ATTACK_ORDER)}
+    attacks = sorted(attacks, key=lambda a: (rank.get(a, len(rank)), attacks.index(a)))
     epsilons = sorted(_ordered_unique(r.get("epsilon") for r in done), key=epsilon_key)
     rows = _summary_rows(done, attacks, defenses)
     headline = [
@@ -436,6 +593,15 @@ def build_report_data(records: list[dict], meta: dict[str, Any]) -> dict[str, An
     if not dataset and done:
         dataset = dict(done[0].get("dataset") or {})
     lower = _lower_bounds(done)
+    first = {}
+    for rec in done:
+        first.setdefault((rec["defense"], rec.get("epsilon")), rec)
+    verdicts = [_verdict(row, first[(row["defense"], row["epsilon"])]) for row in rows]
+    kind = meta.get("kind", "compare")
+    risk = [{"defense": r["defense"], "epsilon": r.get("epsilon"), "seed": r["seed"], **r["node_risk"]}
+            for r in done if r.get("node_risk")]  # fmt: skip
+    interrupted = [{"defense": r["defense"], "skipped": r.get("skipped_attacks") or []} for r in done
+                   if r.get("interrupted")]  # fmt: skip
     return {
         "schema": "dpaudit.report-data",
         "version": 1,
@@ -446,6 +612,13 @@ def build_report_data(records: list[dict], meta: dict[str, Any]) -> dict[str, An
         "attacks": attacks,
         "epsilons": epsilons,
         "counts": {"cells": len(records), "done": len(done), "failed": len(failed)},
+        "families": {d: defense_family(d) for d in defenses},
+        "single_model": kind == "audit" or len(rows) == 1,
+        "verdicts": verdicts,
+        "split_banner": _split_banner(done, meta),
+        "node_risk": risk,
+        "interrupted": interrupted,
+        "plans": [r["plan"] for r in done if r.get("plan")],
         "summary": rows,
         "headline": headline,
         "utility": utility,

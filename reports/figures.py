@@ -20,8 +20,6 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
-from matplotlib.lines import Line2D  # noqa: E402
-from matplotlib.patches import Patch  # noqa: E402
 
 from reports.aggregate import epsilon_label  # noqa: E402
 
@@ -99,124 +97,223 @@ def _epsilon_axis(ax, epsilons: list) -> None:
     ax.set_xlabel("theoretical ε (target)")
 
 
-def _grid(n: int, max_cols: int = 3, size=(4.2, 3.3)):
-    cols = max(1, min(max_cols, n))
-    rows = max(1, math.ceil(n / cols))
-    fig, axes = plt.subplots(rows, cols, figsize=(size[0] * cols, size[1] * rows), squeeze=False)
-    for ax in axes.flat[n:]:
-        ax.set_visible(False)
-    return fig, list(axes.flat[:n])
+PANEL = (4.0, 3.0)  # inches: about 384 px wide at 1:1, so one panel fills a phone with legible 9 pt text
+FONT = {"font.size": 9, "axes.titlesize": 10, "axes.labelsize": 9, "xtick.labelsize": 8.5, "ytick.labelsize": 8.5,
+        "legend.fontsize": 8}  # fmt: skip
+
+# One hue per defense family, shades within it; markers separate defenses of one family.
+FAMILY_CMAPS = {
+    "GAP": "Blues",
+    "DPAR": "Oranges",
+    "DP-GNN": "Greens",
+    "GCON": "Purples",
+    "MLP-DP": "RdPu",
+    "non-private baselines": "Greys",
+    "other": "YlOrBr",
+}
+MARKERS = "osD^vP"
 
 
-def auc_vs_epsilon(data: dict) -> str | None:
-    """Headline figure: empirical AUC against theoretical ε, one panel per attack."""
-    panels = data["headline"]
-    if not panels:
-        return None
+def family_styles(families: dict[str, str]) -> dict[str, dict]:
+    """defense → {"color", "marker", "family"}: a family's defenses share a hue (dark to light)."""
+    styles = {}
+    for family in dict.fromkeys(families.values()):
+        members = [d for d, f in families.items() if f == family]
+        cmap = plt.get_cmap(FAMILY_CMAPS.get(family, "YlOrBr"))
+        shades = np.linspace(0.85, 0.5, len(members)) if len(members) > 1 else [0.75]
+        for i, (d, shade) in enumerate(zip(members, shades)):
+            styles[d] = {"color": cmap(float(shade)), "marker": MARKERS[i % len(MARKERS)], "family": family}
+    return styles
+
+
+def _styles(data: dict) -> dict[str, dict]:
+    from reports.aggregate import defense_family
+
+    families = data.get("families") or {d: defense_family(d) for d in data["defenses"]}
+    return family_styles({d: families.get(d, "other") for d in data["defenses"]})
+
+
+BASELINES = "non-private baselines"
+
+
+def _by_family(series_list: list[dict], styles: dict) -> list[tuple[str, list[dict]]]:
+    """Group series into one panel per family. Non-private baselines have a point at ε = ∞ only,
+    so instead of a one-dot panel of their own they join every other panel as a reference."""
+    groups: dict[str, list] = {}
+    for series in series_list:
+        groups.setdefault(styles[series["defense"]]["family"], []).append(series)
+    if BASELINES in groups and len(groups) > 1:
+        refs = groups.pop(BASELINES)
+        for family in groups:
+            groups[family] = groups[family] + [{**r, "reference": True} for r in refs]
+    return list(groups.items())
+
+
+def _reference_line(ax, series: dict, ys: list[float], st: dict) -> None:
+    if series.get("reference") and ys:
+        ax.axhline(ys[-1], color=st["color"], lw=0.8, ls=":", zorder=1)
+
+
+def _panel(size=PANEL):
+    with matplotlib.rc_context(FONT):
+        fig, ax = plt.subplots(figsize=size)
+    return fig, ax
+
+
+def _ceiling(ax, ceiling) -> None:
+    if not ceiling:
+        return
+    xs = np.asarray(ceiling["epsilon"])
+    ys = np.asarray(ceiling["auc_max"])
+    ax.fill_between(xs, ys, 1.02, color="0.85", hatch="//", edgecolor="0.7", lw=0, zorder=0)
+    ax.plot(xs, ys, color="0.45", lw=1, zorder=1)
+    ax.text(xs[0], 0.99, f"impossible under (ε, δ={ceiling['delta']:.0e})-DP", fontsize=7.5, va="top", color="0.3")
+
+
+def auc_vs_epsilon(data: dict) -> list[dict]:
+    """Small multiples of attack AUC against target ε: per attack, one panel per defense family.
+
+    Returns ``[{"attack", "note", "panels": [{"family", "svg"}]}]``; empty when the study has
+    fewer than two ε values (then :func:`attack_overview` shows the results instead).
+    """
     epsilons = data["epsilons"]
-    pos, inf_x, finite = _x_positions(epsilons)
-    fig, axes = _grid(len(panels))
-    colors = {d: COLORS[i % len(COLORS)] for i, d in enumerate(data["defenses"])}
-    for ax, panel in zip(axes, panels):
-        _epsilon_axis(ax, epsilons)
-        ceiling = panel["ceiling"]
-        if ceiling:
-            xs = np.asarray(ceiling["epsilon"])
-            ys = np.asarray(ceiling["auc_max"])
-            ax.fill_between(xs, ys, 1.02, color="0.85", hatch="//", edgecolor="0.7", lw=0, zorder=0)
-            ax.plot(xs, ys, color="0.45", lw=1, zorder=1)
-            ax.text(xs[0], 0.99, f"impossible under (ε, δ={ceiling['delta']:.0e})-DP", fontsize=6.5, va="top",
-                    color="0.3")  # fmt: skip
-        ax.axhline(0.5, color="0.3", lw=0.8, ls="--", zorder=1)
-        for series in panel["series"]:
-            pts = sorted(series["points"], key=lambda p: pos[p["epsilon"]])
-            pts = [p for p in pts if p["auc"] is not None]
-            if not pts:
-                continue
-            xs = [pos[p["epsilon"]] for p in pts]
-            ys = [p["auc"] for p in pts]
-            lo = [p["auc_ci"][0] if p["auc_ci"][0] is not None else p["auc"] for p in pts]
-            hi = [p["auc_ci"][1] if p["auc_ci"][1] is not None else p["auc"] for p in pts]
-            uncovered = series["covered"] is False
-            label = _label(series["defense"])
-            color = colors[series["defense"]]
-            ax.fill_between(xs, lo, hi, color=color, alpha=0.18, lw=0, zorder=2)
-            ax.plot(xs, ys, marker="o" if not uncovered else "x", ls="--" if uncovered else "-", color=color,
-                    lw=1.6, ms=5, zorder=3, label=label)  # fmt: skip
-        title = _label(panel["attack"])
+    if len(epsilons) < 2:
+        return []
+    pos, _, _ = _x_positions(epsilons)
+    styles = _styles(data)
+    out = []
+    for k, panel in enumerate(data["headline"]):
+        by_family = _by_family(panel["series"], styles)
+        note = ""
         if not panel["covered_anywhere"]:
-            title += "\n(not covered by any guarantee shown)"
+            note = "not covered by any guarantee shown"
         elif not panel["valid_audit"]:
-            title += "\n(pairs not randomly assigned: no DP ceiling applies)"
-        ax.set_title(title, fontsize=10)
-        ax.set_ylim(0.35, 1.02)
-        ax.set_ylabel("attack AUC")
-    fig.suptitle("Empirical attack AUC against theoretical ε", fontsize=12)
-    fig.tight_layout()
-    _shared_legend(fig, axes, [
-        Line2D([], [], color="0.3", ls="--", lw=0.8, label="chance (0.5)"),
-        Patch(facecolor="0.85", edgecolor="0.7", hatch="//", label="above AUC_max(ε, δ): impossible"),
-        Line2D([], [], color="0.4", ls="--", marker="x", label="dashed ×: attack not covered by that guarantee"),
-    ])  # fmt: skip
-    return to_svg(fig, "fig-headline")
+            note = "members not assigned at random: no DP ceiling applies"
+        panels = []
+        for j, (family, group) in enumerate(by_family):
+            with matplotlib.rc_context(FONT):
+                fig, ax = _panel()
+                _epsilon_axis(ax, epsilons)
+                _ceiling(ax, panel["ceiling"])
+                ax.axhline(0.5, color="0.3", lw=0.8, ls="--", zorder=1)
+                for series in group:
+                    pts = sorted([p for p in series["points"] if p["auc"] is not None], key=lambda p: pos[p["epsilon"]])
+                    if not pts:
+                        continue
+                    st = styles[series["defense"]]
+                    xs = [pos[p["epsilon"]] for p in pts]
+                    ys = [p["auc"] for p in pts]
+                    lo = [p["auc_ci"][0] if p["auc_ci"][0] is not None else p["auc"] for p in pts]
+                    hi = [p["auc_ci"][1] if p["auc_ci"][1] is not None else p["auc"] for p in pts]
+                    uncovered = series["covered"] is False
+                    _reference_line(ax, series, ys, st)
+                    ax.fill_between(xs, lo, hi, color=st["color"], alpha=0.18, lw=0, zorder=2)
+                    ax.plot(xs, ys, marker="x" if uncovered else st["marker"], ls="--" if uncovered else "-",
+                            color=st["color"], lw=1.6, ms=5, zorder=3,
+                            label=_label(series["defense"]) + (" (not covered)" if uncovered else ""))  # fmt: skip
+                ax.set_title(f"{_label(panel['attack'])} — {_label(family)}")
+                ax.set_ylim(0.35, 1.02)
+                ax.set_ylabel("attack AUC")
+                ax.legend(loc="lower right", frameon=False)
+                fig.tight_layout()
+            panels.append({"family": family, "svg": to_svg(fig, f"fig-auc-{k}-{j}")})
+        out.append({"attack": panel["attack"], "note": note, "panels": panels})
+    return out
 
 
-def _shared_legend(fig, axes, extra_handles) -> None:
-    """One legend under the figure: each defense once (colour), then the style keys."""
-    seen: dict[str, object] = {}
-    for ax in axes:
-        for handle, label in zip(*ax.get_legend_handles_labels()):
-            if not label.startswith("_") and label not in seen:
-                seen[label] = Line2D([], [], color=handle.get_color(), marker="o", lw=1.6, label=label)
-    handles = [*seen.values(), *extra_handles]
-    fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(4, len(handles)),
-               fontsize=8, frameon=False)  # fmt: skip
-
-
-def privacy_utility(data: dict) -> str | None:
-    """Test accuracy against ε per defense, with intervals."""
-    if not data["utility"]:
+def attack_overview(data: dict) -> str | None:
+    """One model (or one ε): every attack's AUC with its interval and, where it applies, the DP
+    ceiling — one row per attack instead of one-dot panels."""
+    rows = data["summary"]
+    if not rows or len(data["epsilons"]) >= 2:
         return None
+    attacks = [a for a in data["attacks"] if any(a in r["attacks"] for r in rows)]
+    if not attacks:
+        return None
+    styles = _styles(data)
+    n = len(rows)
+    with matplotlib.rc_context(FONT):
+        fig, ax = _panel((4.4, 1.0 + 0.42 * len(attacks) * max(1, min(n, 4))))
+        step = 0.8 / max(n, 1)
+        for i, row in enumerate(rows):
+            st = styles[row["defense"]]
+            for j, a in enumerate(attacks):
+                s = row["attacks"].get(a)
+                if not s or s["auc"] is None:
+                    continue
+                y = j + (i - (n - 1) / 2) * step
+                lo, hi = s["auc_ci"]
+                err = [
+                    [s["auc"] - (lo if lo is not None else s["auc"])],
+                    [(hi if hi is not None else s["auc"]) - s["auc"]],
+                ]
+                ax.errorbar([s["auc"]], [y], xerr=err, fmt=st["marker"], color=st["color"], ms=6, capsize=3,
+                            label=_label(f"{row['defense']} ε={row['epsilon_label']}") if j == 0 else None)  # fmt: skip
+                if s["ceiling_auc"] is not None and s["valid_audit"] and s["covered_by_guarantee"]:
+                    ax.plot([s["ceiling_auc"]] * 2, [y - 0.3, y + 0.3], color="#b00020", lw=2)
+        ax.axvline(0.5, color="0.3", lw=0.8, ls="--")
+        ax.set_yticks(range(len(attacks)))
+        ax.set_yticklabels([_label(a) for a in attacks])
+        ax.invert_yaxis()
+        ax.set_xlim(0.3, 1.02)
+        ax.set_xlabel("attack AUC (95 % interval)\ndashed: chance; red bar: DP ceiling where valid")
+        if n > 1:
+            ax.legend(loc="lower right", frameon=False)
+        fig.tight_layout()
+    return to_svg(fig, "fig-overview")
+
+
+def privacy_utility(data: dict) -> list[dict]:
+    """Test accuracy against ε, one panel per defense family (nothing for a single ε, or when no
+    model has a test accuracy, e.g. adapted models)."""
+    if len(data["epsilons"]) < 2:
+        return []
+    if not any(p["accuracy"] is not None for s in data["utility"] for p in s["points"]):
+        return []
     epsilons = data["epsilons"]
     pos, _, _ = _x_positions(epsilons)
-    fig, ax = plt.subplots(figsize=(6.4, 3.8))
-    _epsilon_axis(ax, epsilons)
-    for i, series in enumerate(data["utility"]):
-        pts = sorted([p for p in series["points"] if p["accuracy"] is not None], key=lambda p: pos[p["epsilon"]])
-        if not pts:
-            continue
-        xs = [pos[p["epsilon"]] for p in pts]
-        ys = [p["accuracy"] for p in pts]
-        err = np.array(
-            [[y - (p["ci"][0] if p["ci"][0] is not None else y), (p["ci"][1] if p["ci"][1] is not None else y) - y]
-             for y, p in zip(ys, pts)]
-        ).T  # fmt: skip
-        ax.errorbar(
-            xs, ys, yerr=err, marker="o", capsize=3, color=COLORS[i % len(COLORS)], label=_label(series["defense"])
-        )
-    ax.set_ylabel("test accuracy")
-    ax.set_ylim(0, 1.02)
-    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
-    ax.set_title("Privacy–utility", fontsize=11)
-    fig.tight_layout()
-    return to_svg(fig, "fig-utility")
+    styles = _styles(data)
+    panels = []
+    for j, (family, group) in enumerate(_by_family(data["utility"], styles)):
+        with matplotlib.rc_context(FONT):
+            fig, ax = _panel()
+            _epsilon_axis(ax, epsilons)
+            for series in group:
+                pts = sorted(
+                    [p for p in series["points"] if p["accuracy"] is not None], key=lambda p: pos[p["epsilon"]]
+                )
+                if not pts:
+                    continue
+                st = styles[series["defense"]]
+                xs = [pos[p["epsilon"]] for p in pts]
+                ys = [p["accuracy"] for p in pts]
+                err = np.array(
+                    [[y - (p["ci"][0] if p["ci"][0] is not None else y), (p["ci"][1] if p["ci"][1] is not None else y) - y]
+                     for y, p in zip(ys, pts)]
+                ).T  # fmt: skip
+                _reference_line(ax, series, ys, st)
+                ax.errorbar(xs, ys, yerr=err, marker=st["marker"], capsize=3, color=st["color"],
+                            label=_label(series["defense"]))  # fmt: skip
+            ax.set_ylabel("test accuracy")
+            ax.set_ylim(0, 1.02)
+            ax.set_title(f"Privacy–utility — {_label(family)}")
+            ax.legend(loc="lower right", frameon=False)
+            fig.tight_layout()
+        panels.append({"family": family, "svg": to_svg(fig, f"fig-utility-{j}")})
+    return panels
 
 
-def roc_curves(data: dict) -> str | None:
-    """Log–log ROC per attack: each defense at the setting where the attack was strongest."""
+def roc_curves(data: dict) -> list[dict]:
+    """Log–log ROC: per attack and defense family, each defense at its strongest setting
+    (non-private baselines dotted in every panel); a single model gets one panel with a curve per
+    attack. Returns ``[{"attack", "panels": [{"family", "svg"}]}]``."""
     panels = [p for p in data["roc"] if p["curves"]]
     if not panels:
-        return None
-    most = max(len(p["curves"]) for p in panels) + 1
-    fig, axes = _grid(len(panels), size=(4.2, 3.6 + 0.16 * most))
-    colors = {d: COLORS[i % len(COLORS)] for i, d in enumerate(data["defenses"])}
-    for ax, panel in zip(axes, panels):
-        floor = 1e-4
-        for c in panel["curves"]:
-            fpr = np.clip(np.asarray(c["fpr"], dtype=float), floor, 1)
-            tpr = np.clip(np.asarray(c["tpr"], dtype=float), floor, 1)
-            label = f"{_label(c['defense'])} ε={epsilon_label(c['epsilon'])} (AUC {c['auc']:.3f})"
-            ax.plot(fpr, tpr, color=colors[c["defense"]], lw=1.4, label=label, drawstyle="steps-post")
+        return []
+    styles = _styles(data)
+    floor = 1e-4
+
+    def axes_setup(ax, title):
         grid = np.geomspace(floor, 1, 50)
         ax.plot(grid, grid, color="0.4", lw=0.8, ls="--", label="chance")
         ax.set_xscale("log")
@@ -225,52 +322,128 @@ def roc_curves(data: dict) -> str | None:
         ax.set_ylim(floor, 1.05)
         ax.set_xlabel("false positive rate")
         ax.set_ylabel("true positive rate")
-        ax.set_title(_label(panel["attack"]), fontsize=10)
-        ax.legend(fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)
-    fig.tight_layout()
-    return to_svg(fig, "fig-roc")
+        ax.set_title(title)
+        ax.legend(loc="lower right", frameon=False, fontsize=7.5)
+
+    if data.get("single_model") and len(data["summary"]) == 1:
+        cmap = plt.get_cmap("tab10")
+        with matplotlib.rc_context(FONT):
+            fig, ax = _panel((4.6, 3.6))
+            for i, p in enumerate(panels):
+                c = p["curves"][0]
+                fpr = np.clip(np.asarray(c["fpr"], dtype=float), floor, 1)
+                tpr = np.clip(np.asarray(c["tpr"], dtype=float), floor, 1)
+                ax.plot(fpr, tpr, color=cmap(i % 10), lw=1.4, drawstyle="steps-post",
+                        label=f"{_label(p['attack'])} (AUC {c['auc']:.3f})")  # fmt: skip
+            axes_setup(ax, "ROC of every attack")
+            fig.tight_layout()
+        return [{"attack": "all", "panels": [{"family": None, "svg": to_svg(fig, "fig-roc-0")}]}]
+    out = []
+    for k, panel in enumerate(panels):
+        figures = []
+        for j, (family, group) in enumerate(_by_family(panel["curves"], styles)):
+            with matplotlib.rc_context(FONT):
+                fig, ax = _panel((4.0, 3.4))
+                for c in group:
+                    st = styles[c["defense"]]
+                    fpr = np.clip(np.asarray(c["fpr"], dtype=float), floor, 1)
+                    tpr = np.clip(np.asarray(c["tpr"], dtype=float), floor, 1)
+                    ax.plot(fpr, tpr, color=st["color"], lw=1.3, drawstyle="steps-post", ls=":" if c.get("reference") else "-",
+                            label=f"{_label(c['defense'])} ε={epsilon_label(c['epsilon'])}")  # fmt: skip
+                axes_setup(ax, f"{_label(panel['attack'])} — {_label(family)}")
+                fig.tight_layout()
+            figures.append({"family": family, "svg": to_svg(fig, f"fig-roc-{k}-{j}")})
+        out.append({"attack": panel["attack"], "panels": figures})
+    return out
 
 
 def lower_bounds(data: dict) -> str | None:
-    """Empirical ε lower bound against the accounted ε; points above the diagonal in red."""
+    """Empirical ε lower bound against the accounted ε.
+
+    Filled red: above the claim in a valid audit (a broken guarantee). Hollow orange: above the
+    claim, but not a valid audit (members not assigned at random). Hollow grey: at or below
+    the claim. Grey ×: the guarantee does not cover the attack's unit (no claim to test).
+    """
     pts = [p for p in data["lower_bounds"] if p["claimed_epsilon"] is not None]
     if not pts:
         return None
-    fig, ax = plt.subplots(figsize=(5.6, 4.4))
-    top = max(max(p["claimed_epsilon"] for p in pts), max(p["epsilon_lower_bound"] for p in pts), 1.0) * 1.15
-    ax.plot([0, top], [0, top], color="0.3", lw=1, ls="--", label="lower bound = claimed ε")
-    ax.fill_between([0, top], [0, top], top, color="#fde0e0", lw=0, zorder=0, label="guarantee broken")
-    markers = "osD^v<>ph*"
-    for i, attack in enumerate(sorted({p["attack"] for p in pts})):
-        sub = [p for p in pts if p["attack"] == attack]
-        ok = [p for p in sub if not p["exceeds_claim"]]
-        bad = [p for p in sub if p["broken"]]
-        caveat = [p for p in sub if p["exceeds_claim"] and not p["broken"]]
-        marker = markers[i % len(markers)]
-        if caveat:
-            ax.scatter([p["claimed_epsilon"] for p in caveat], [p["epsilon_lower_bound"] for p in caveat],
-                       marker=marker, facecolor="none", edgecolor="#c77700", linewidths=1.5,
-                       label=_label(attack) + " (above, but not a valid audit)")  # fmt: skip
-        if ok:
-            ax.scatter([p["claimed_epsilon"] for p in ok], [p["epsilon_lower_bound"] for p in ok], marker=marker,
-                       facecolor="none", edgecolor="0.25", label=_label(attack))  # fmt: skip
-        if bad:
-            ax.scatter([p["claimed_epsilon"] for p in bad], [p["epsilon_lower_bound"] for p in bad], marker=marker,
-                       color="#d00000", label=_label(attack) + " — BROKEN")  # fmt: skip
-    ax.set_xlim(0, top)
-    ax.set_ylim(0, top)
-    ax.set_xlabel("claimed (accounted) ε")
-    ax.set_ylabel("empirical ε lower bound")
-    ax.set_title("Empirical ε lower bounds against claimed ε", fontsize=11)
-    ax.legend(fontsize=7, loc="upper left")
-    fig.tight_layout()
+    with matplotlib.rc_context(FONT):
+        fig, ax = _panel((4.6, 4.0))
+        top = max(max(p["claimed_epsilon"] for p in pts), max(p["epsilon_lower_bound"] for p in pts), 1.0) * 1.15
+        ax.plot([0, top], [0, top], color="0.3", lw=1, ls="--", label="lower bound = claimed ε")
+        ax.fill_between([0, top], [0, top], top, color="#fde0e0", lw=0, zorder=0,
+                        label="above the claim (broken if the audit is valid)")  # fmt: skip
+        groups = [
+            ([p for p in pts if p["broken"]], {"color": "#d00000"}, "valid audit above the claim — BROKEN"),
+            ([p for p in pts if p["exceeds_claim"] and not p["broken"]],
+             {"facecolor": "none", "edgecolor": "#c77700", "linewidths": 1.5}, "above, but not a valid audit"),
+            ([p for p in pts if p["covered"] and not p["exceeds_claim"]],
+             {"facecolor": "none", "edgecolor": "0.25"}, "at or below the claim"),
+            ([p for p in pts if not p["covered"]], {"color": "0.55", "marker": "x"},
+             "unit not covered (no claim to test)"),
+        ]  # fmt: skip
+        for sub, style, label in groups:
+            if sub:
+                style = {"marker": "o", **style}
+                ax.scatter([p["claimed_epsilon"] for p in sub], [p["epsilon_lower_bound"] for p in sub], s=28,
+                           label=label, zorder=3, **style)  # fmt: skip
+        ax.set_xlim(0, top)
+        ax.set_ylim(0, top)
+        ax.set_xlabel("claimed (accounted) ε")
+        ax.set_ylabel("empirical ε lower bound")
+        ax.set_title("ε lower bounds against claimed ε")
+        ax.legend(loc="upper left", fontsize=7.5, frameon=False)
+        fig.tight_layout()
     return to_svg(fig, "fig-lower-bounds")
 
 
-def render_all(data: dict) -> dict[str, str | None]:
+def risk_figures(risk: dict, index: int) -> dict[str, str]:
+    """Score histogram (members vs non-members) and AUC / TPR by degree bucket of one model."""
+    out = {}
+    hist = risk["histogram"]
+    edges = np.asarray(hist["edges"])
+    width = np.diff(edges)
+    with matplotlib.rc_context(FONT):
+        fig, ax = _panel()
+        ax.bar(edges[:-1], hist["non_members"], width=width, align="edge", color="#4c78a8", alpha=0.6,
+               label=f"non-members ({risk['non_members']})")  # fmt: skip
+        ax.bar(edges[:-1], hist["members"], width=width, align="edge", color="#e45756", alpha=0.6,
+               label=f"members ({risk['members']})")  # fmt: skip
+        if risk.get("threshold_10pct_fpr") is not None and math.isfinite(risk["threshold_10pct_fpr"]):
+            ax.axvline(risk["threshold_10pct_fpr"], color="0.2", ls="--", lw=0.9, label="threshold at 10 % FPR")
+        ax.set_xlabel("score: logit p_y(v) (higher = member)")
+        ax.set_ylabel("nodes")
+        ax.set_title("Membership scores (mia-threshold)")
+        ax.legend(loc="upper left", frameon=False)
+        fig.tight_layout()
+    out["histogram"] = to_svg(fig, f"fig-risk-hist-{index}")
+    buckets = [b for b in risk["by_degree"] if b["auc"] is not None or b["tpr_at_10pct_fpr"] is not None]
+    if buckets:
+        with matplotlib.rc_context(FONT):
+            fig, ax = _panel()
+            x = np.arange(len(buckets))
+            aucs = [b["auc"] if b["auc"] is not None else np.nan for b in buckets]
+            tprs = [b["tpr_at_10pct_fpr"] if b["tpr_at_10pct_fpr"] is not None else np.nan for b in buckets]
+            ax.bar(x - 0.2, aucs, width=0.4, color="#e45756", label="AUC in bucket")
+            ax.bar(x + 0.2, tprs, width=0.4, color="#72b7b2", label="TPR at 10 % FPR")
+            ax.axhline(0.5, color="0.3", lw=0.8, ls="--")
+            ax.set_xticks(x)
+            ax.set_xticklabels([f"{b['degree']}\n({b['members']}/{b['non_members']})" for b in buckets])
+            ax.set_xlabel("degree (members/non-members)")
+            ax.set_ylim(0, 1.05)
+            ax.set_title("Risk by degree")
+            ax.legend(loc="upper left", frameon=False)
+            fig.tight_layout()
+        out["degree"] = to_svg(fig, f"fig-risk-degree-{index}")
+    return out
+
+
+def render_all(data: dict) -> dict:
     return {
-        "headline": auc_vs_epsilon(data),
+        "auc": auc_vs_epsilon(data),
+        "overview": attack_overview(data),
         "utility": privacy_utility(data),
         "roc": roc_curves(data),
         "lower_bounds": lower_bounds(data),
+        "risk": [risk_figures(r, i) for i, r in enumerate(data.get("node_risk") or [])],
     }

@@ -99,6 +99,22 @@ def _mech_keys(mechanisms: list[dict]) -> list[str]:
     return sorted(keys, key=lambda k: (order.get(k, 2), keys.index(k)))
 
 
+VERDICT_WORDS = {
+    "broken": "guarantee broken",
+    "consistent": "consistent",
+    "not-auditable": "no valid audit",
+    "none": "no guarantee",
+}
+
+
+def _css_colour(rgba) -> str:
+    """A matplotlib RGBA tuple as a CSS colour (grey when unknown); numbers only, never user text."""
+    if not rgba:
+        return "#999999"
+    r, g, b = (max(0, min(255, round(float(c) * 255))) for c in rgba[:3])
+    return f"#{r:02x}{g:02x}{b:02x}"
+
+
 def _environment() -> Environment:
     env = Environment(
         loader=PackageLoader("reports", "templates"),
@@ -143,6 +159,7 @@ def render_html(data: dict[str, Any], sidecar_name: str | None = None) -> str:
         if repro.get(k) is not None
     ]  # fmt: skip
     has_embeddings = any(cell for row in data["embeddings"]["rows"] for cell in row["cells"])
+    styles = figs.family_styles(data.get("families") or {})
     return template.render(
         d=data,
         figures=figs.render_all(data),
@@ -150,6 +167,10 @@ def render_html(data: dict[str, Any], sidecar_name: str | None = None) -> str:
         generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         multi_seed=any(len(r["seeds"]) > 1 for r in data["summary"]),
         unsound=sorted({r["defense"] for r in data["summary"] if r["unit"] and not r["sound"]}),
+        paper_protocol=any(r.get("protocol") == "paper" for r in data["summary"]),
+        verdict_word=VERDICT_WORDS.get,
+        slug=lambda text: re.sub(r"[^a-z0-9]+", "-", str(text).lower()).strip("-"),
+        colour=lambda defense: _css_colour((styles.get(defense) or {}).get("color")),
         has_embeddings=has_embeddings,
         repro_items=repro_items,
         sidecar_name=sidecar_name,

@@ -1,5 +1,6 @@
 """The report in a real browser: headless Chromium (Debian's ``chromium``) loads it with no console
-error, shows the headline figure and the summary table, fits a phone's width, and leaves
+error, shows the verdict, the headline figure and the summary table, fits a phone's width (no
+table overflows at 390 px, every <details> opened), fits a 1280 px container, and leaves
 screenshots under ``test-artifacts/``."""
 
 from __future__ import annotations
@@ -32,9 +33,19 @@ PROBE = """<script>
     return {w: r.width, h: r.height, top: r.top + scrollY, display: s.display, visibility: s.visibility,
             opacity: s.opacity};
   }
-  var out = {headline: box('#headline-figure svg'), table: box('#summary-table'),
+  var verdict = box('#verdict-1');
+  // open every <details> so that folded tables are laid out and measured too
+  Array.prototype.forEach.call(document.querySelectorAll('details'), function (d) { d.open = true; });
+  var tables = Array.prototype.map.call(document.querySelectorAll('table'), function (t) {
+    var wrap = t.parentElement, r = t.getBoundingClientRect();
+    return {id: t.id || t.className, right: r.right, width: r.width, scroll: wrap.scrollWidth,
+            client: wrap.clientWidth, own: t.scrollWidth};
+  });
+  var main = document.querySelector('main').getBoundingClientRect();
+  var out = {verdict: verdict, headline: box('#headline-figure svg'), table: box('#summary-table'),
              rows: document.querySelectorAll('#summary-table tbody tr').length,
-             viewport: innerWidth, page: document.documentElement.scrollWidth,
+             viewport: innerWidth, page: document.documentElement.scrollWidth, tables: tables,
+             container: main.width,
              widest_figure: Math.max.apply(null, Array.prototype.map.call(
                  document.querySelectorAll('figure svg'), function (e) { return e.getBoundingClientRect().width; }))};
   var pre = document.createElement('pre'); pre.id = 'probe-result'; pre.textContent = JSON.stringify(out);
@@ -90,42 +101,102 @@ def test_console_detection_catches_errors(tmp_path):
     assert len(console_messages(proc.stderr)) >= 2, proc.stderr[-2000:]
 
 
-def test_report_loads_cleanly_and_shows_its_content(report, tmp_path):
+@pytest.fixture(scope="module")
+def audit_report(tmp_path_factory) -> Path:
+    """A single-model audit (the verdict box first, no per-ε panels)."""
+    from dpaudit.datasets import csbm
+    from dpaudit.pipeline import train
+
+    out = tmp_path_factory.mktemp("browser-audit")
+    ds = csbm(num_nodes=160, num_classes=3, num_features=8, avg_degree=5.0, seed=2)
+    model = train("gcn", ds, epsilon="inf", seed=0, overrides={"epochs": 30}).model
+    result = dpaudit.audit(model, dataset=ds, attacks=["mia-threshold", "link-steal"], quick=True,
+                           settings={"link-steal": {"max_pairs": 100}}, progress=False)  # fmt: skip
+    return result.to_html(out / "audit.html")
+
+
+def probe(report: Path, tmp_path: Path, name: str, width: int, height: int) -> dict:
+    """Layout numbers measured by the browser on a copy of the report with a probe script."""
+    html = report.read_text(encoding="utf-8")
+    html = re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", html).replace("</body>", PROBE + "</body>")
+    page = tmp_path / f"probe-{name}.html"
+    page.write_text(html, encoding="utf-8")
+    probed = chromium(page.as_uri(), tmp_path, "--dump-dom", width=width, height=height)
+    assert console_messages(probed.stderr) == []
+    match = re.search(r'<pre id="probe-result">(.*?)</pre>', probed.stdout, flags=re.S)
+    assert match, probed.stdout[-1000:]
+    return json.loads(match.group(1).replace("&quot;", '"').replace("&amp;", "&"))
+
+
+def screenshot(report: Path, tmp_path: Path, name: str, width: int, height: int) -> Path:
     ARTIFACTS.mkdir(exist_ok=True)
+    shot = ARTIFACTS / f"{name}.png"
+    shot.unlink(missing_ok=True)
+    shooting = chromium(report.as_uri(), tmp_path, f"--screenshot={shot}", width=width, height=height)
+    assert console_messages(shooting.stderr) == []
+    assert shot.exists() and shot.stat().st_size > 10_000
+    import matplotlib.image as mpimg
+
+    pixels = mpimg.imread(shot)
+    assert pixels.shape[1] == width and pixels[..., :3].std() > 0.05  # not a blank page
+    return shot
+
+
+def check_layout(m: dict, name: str, rows: int) -> None:
+    for key in ("verdict", "headline", "table"):
+        box = m[key]
+        assert box and box["w"] > 100 and box["h"] > 30, (name, key, box)
+        assert box["display"] != "none" and box["visibility"] == "visible" and float(box["opacity"]) > 0.5
+    assert m["verdict"]["top"] < m["table"]["top"]  # the verdict comes first
+    assert m["rows"] == rows
+    assert m["page"] <= m["viewport"] + 1, f"{name}: the page scrolls sideways ({m['page']} > {m['viewport']})"
+    assert m["widest_figure"] <= m["viewport"]
+    assert len(m["tables"]) >= 3
+    assert overflowing(m) == [], name
+
+
+def overflowing(m: dict) -> list[dict]:
+    """Tables wider than their box (they would scroll sideways) or sticking out of the window."""
+    return [
+        t
+        for t in m["tables"]
+        if t["scroll"] > t["client"] + 1 or t["own"] > t["width"] + 1 or t["right"] > m["viewport"] + 1
+    ]
+
+
+def test_report_loads_cleanly_and_shows_its_content(report, tmp_path):
     proc = chromium(report.as_uri(), tmp_path, "--dump-dom")
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert console_messages(proc.stderr) == []
     dom = proc.stdout
     assert 'id="headline-figure"' in dom and "<svg" in dom[dom.index('id="headline-figure"') :]
-    assert 'id="summary-table"' in dom
+    assert 'id="summary-table"' in dom and 'id="verdict-1"' in dom
 
     for name, width, height in (("desktop", 1280, 1000), ("phone", 390, 844)):
-        # visibility and layout, measured by the browser on a copy with a probe script
-        html = report.read_text(encoding="utf-8")
-        html = re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", html).replace(
-            "</body>", PROBE + "</body>"
-        )
-        probe_page = tmp_path / f"probe-{name}.html"
-        probe_page.write_text(html, encoding="utf-8")
-        probed = chromium(probe_page.as_uri(), tmp_path, "--dump-dom", width=width, height=height)
-        assert console_messages(probed.stderr) == []
-        match = re.search(r'<pre id="probe-result">(.*?)</pre>', probed.stdout, flags=re.S)
-        assert match, probed.stdout[-1000:]
-        m = json.loads(match.group(1).replace("&quot;", '"').replace("&amp;", "&"))
-        for key in ("headline", "table"):
-            box = m[key]
-            assert box and box["w"] > 100 and box["h"] > 50, (name, key, box)
-            assert box["display"] != "none" and box["visibility"] == "visible" and float(box["opacity"]) > 0.5
-        assert m["rows"] == 3
-        assert m["page"] <= m["viewport"] + 1, f"{name}: the page scrolls sideways ({m['page']} > {m['viewport']})"
-        assert m["widest_figure"] <= m["viewport"]
+        m = probe(report, tmp_path, name, width, height)
+        check_layout(m, name, rows=3)
+        if name == "desktop":  # the summary fits the 1280 px container: no sideways scrolling
+            assert m["table"]["w"] <= m["container"] + 1
+        screenshot(report, tmp_path, f"report-{name}", width, height)
 
-        shot = ARTIFACTS / f"report-{name}.png"
-        shot.unlink(missing_ok=True)
-        shooting = chromium(report.as_uri(), tmp_path, f"--screenshot={shot}", width=width, height=height)
-        assert console_messages(shooting.stderr) == []
-        assert shot.exists() and shot.stat().st_size > 10_000
-        import matplotlib.image as mpimg
 
-        pixels = mpimg.imread(shot)
-        assert pixels.shape[1] == width and pixels[..., :3].std() > 0.05  # not a blank page
+def test_single_model_audit_at_390_px(audit_report, tmp_path):
+    dom = chromium(audit_report.as_uri(), tmp_path, "--dump-dom").stdout
+    assert 'id="verdict-1" open' in dom and 'id="fig-overview"' in dom
+    for name, width, height in (("audit-desktop", 1280, 1000), ("audit-phone", 390, 844)):
+        m = probe(audit_report, tmp_path, name, width, height)
+        check_layout(m, name, rows=1)
+        assert m["verdict"]["top"] < 844  # the verdict box is on the first screen of a phone
+        screenshot(audit_report, tmp_path, f"report-{name}", width, height)
+
+
+def test_overflow_check_can_fail(tmp_path):
+    """The table measurement catches a table wider than a phone."""
+    page = tmp_path / "wide.html"
+    cells = "".join(f"<td>column-{i}-wide-content</td>" for i in range(12))
+    page.write_text('<!DOCTYPE html><meta name="viewport" content="width=device-width"><main>'
+                    '<details id="verdict-1"><summary>v</summary>x</details>'
+                    f'<div class="table-wrap" style="overflow-x:auto"><table id="summary-table"><tr>{cells}</tr></table></div>'
+                    '<figure id="headline-figure"><svg width="100" height="100"></svg></figure></main></body></html>')  # fmt: skip
+    m = probe(page, tmp_path, "wide", 390, 844)
+    assert [t["id"] for t in overflowing(m)] == ["summary-table"]

@@ -204,7 +204,7 @@ def test_broken_guarantee_is_flagged(study):
     data = build_report_data(records, result.report_meta())
     assert [(p["defense"], p["attack"]) for p in data["broken"]] == [(HOSTILE_DEFENSE, "mia-threshold")]
     html = render_html(data)
-    assert 'id="broken-banner"' in html and '<tr class="broken">' in html
+    assert 'id="broken-banner"' in html and '<tr class="broken ' in html
     attack["covered_by_guarantee"] = False  # an uncovered attack never breaks the guarantee
     assert build_report_data(records, result.report_meta())["broken"] == []
     # edges against non-edges are not units assigned at random: above the claim, but not "broken"
@@ -251,3 +251,226 @@ def test_active_svg_is_never_embedded(svg):
 
     with pytest.raises(ValueError, match="active content"):
         _assert_inert(svg, "fig-test")
+
+
+# --------------------------------------------------------------------------- verdict, banner, single-model audits
+
+
+def _verdict_block(html: str, index: int = 1) -> str:
+    start = html.index(f'id="verdict-{index}"')
+    return html[start : html.index("</details>", start)]
+
+
+def test_verdict_box_opens_the_report_with_the_right_numbers(study):
+    result, html_path = study
+    html = html_path.read_text(encoding="utf-8")
+    sidecar = json.loads(html_path.with_suffix(".json").read_text())
+    assert html.index('<section id="verdict">') < html.index('<section id="summary">')
+    assert len(sidecar["verdicts"]) == len(sidecar["summary"]) == 3
+    for i, (row, verdict) in enumerate(zip(sidecar["summary"], sidecar["verdicts"]), start=1):
+        box = parse(_verdict_block(html, i)).text
+        aucs = {a: s["auc"] for a, s in row["attacks"].items()}
+        best = max(aucs, key=aucs.get)
+        assert verdict["best_auc"]["attack"] == best and verdict["best_auc"]["auc"] == aucs[best]
+        assert f"{aucs[best]:.3f} AUC by {best}" in box
+        tprs = [s["tpr_at_1pct_fpr"] for s in row["attacks"].values() if s["tpr_at_1pct_fpr"] is not None]
+        assert f"{max(tprs):.3f} by" in box
+        if row["unit"] is None:
+            assert verdict["status"] == "none" and "no guarantee" in box
+            continue
+        # the private model on a random csbm split: its node attacks are covered and valid audits
+        valid = {a: s["epsilon_lower_bound_max"] for a, s in row["attacks"].items()
+                 if s["valid_audit"] and s["covered_by_guarantee"] and s["epsilon_lower_bound_max"] is not None}  # fmt: skip
+        assert "mia-threshold" in valid
+        attack = max(valid, key=valid.get)
+        lb = valid[attack]
+        assert (verdict["lower_bound"]["attack"], verdict["lower_bound"]["value"]) == (attack, lb)
+        assert verdict["lower_bound"]["valid"] is True
+        assert f"{lb:.3f} ({attack}) — a valid audit" in box
+        claimed = row["epsilon_spent"]
+        assert f"({claimed:.3f}, {row['delta']:.1e})-DP at the node level" in box
+        assert verdict["status"] == ("broken" if lb > claimed else "consistent")
+        assert "what it covers" in box and "node membership" in box and "sound: true" in box
+        assert 'id="split-banner"' not in html  # a random split: bounds are valid, no banner
+
+
+def test_public_split_banner_and_invalid_bounds(study):
+    """Members fixed in advance (e.g. Cora's public split): every bound is flagged as not a valid
+    audit, the banner says how to get valid ones, and nothing is called broken."""
+    result, _ = study
+    records = copy.deepcopy(result.done)
+    for rec in records:
+        rec["split"] = {**(rec.get("split") or {}), "spec": "public"}
+        for res in rec["attacks"].values():
+            res["epsilon_lower_bound"] = 50.0  # far above any claim
+            res["covered_by_guarantee"] = True
+    data = build_report_data(records, result.report_meta())
+    assert data["split_banner"]["splits"] == ["public"] and data["broken"] == []
+    private = next(v for v in data["verdicts"] if v["claimed"]["unit"] == "node")
+    assert private["status"] == "not-auditable" and private["lower_bound"]["valid"] is False
+    assert "'public' did not assign members at random" in private["lower_bound"]["why"]
+    html = render_html(data)
+    banner = html[html.index('id="split-banner"') :]
+    banner = parse(banner[: banner.index("</div>")]).text
+    assert "not valid audits" in banner and "--split random:0.75,0.1,0.15" in banner and "public" in banner
+    assert "not a valid audit" in parse(_verdict_block(html, 1)).text
+    assert 'id="broken-banner"' not in html
+
+
+def test_unsound_paper_protocol_is_flagged_with_its_unaccounted_steps(study):
+    result, _ = study
+    records = copy.deepcopy(result.done)
+    private = next(r for r in records if r["privacy"]["unit"] == "node")
+    private["privacy"].update(sound=False, protocol="paper", unaccounted=["best-val checkpointing <on private data>"])
+    html = render_html(build_report_data(records, result.report_meta()))
+    assert 'id="unsound-banner"' in html and "protocol=paper" in html
+    box = parse(_verdict_block(html, 1)).text
+    assert "sound: false" in box and "protocol=paper" in box
+    assert "best-val checkpointing <on private data>" in box  # listed, as escaped text
+    assert "&lt;on private data&gt;" in html
+
+
+@pytest.fixture(scope="module")
+def single_audit(tmp_path_factory):
+    """One released gcn audited on its own: the report a single-model audit gets."""
+    from dpaudit.pipeline import train
+
+    out = tmp_path_factory.mktemp("audit")
+    ds = csbm(num_nodes=200, num_classes=3, num_features=8, avg_degree=5, homophily=0.85, feature_signal=1.0, seed=3)
+    trained = train("gcn", ds, epsilon="inf", seed=0, overrides={"epochs": 30}, out=out / "model")
+    plans = []
+    result = dpaudit.audit(
+        trained.model,
+        dataset=ds,
+        attacks=["embedding-probe", "mia-threshold", "link-steal"],
+        quick=True,
+        settings={"embedding-probe": {"max_plot_nodes": 60}, "link-steal": {"max_pairs": 100}},
+        progress=False,
+        on_plan=plans.append,
+    )
+    assert plans == [result.plan]
+    return result, result.to_html(out / "audit.html")
+
+
+def test_single_model_audit_has_no_empty_panels(single_audit):
+    result, html_path = single_audit
+    html = html_path.read_text(encoding="utf-8")
+    # strongest first, the plan made before any work, and its estimate
+    assert [s["attack"] for s in result.plan["attacks"]] == ["link-steal", "mia-threshold", "embedding-probe"]
+    assert result.plan["estimated_seconds"] > 0 and result.plan["quick"] is True
+    assert result.results["link-steal"].settings["runs"] == 1  # the quick preset applied
+    assert "of 1 models" not in html and "1 of 1 cells" not in html
+    assert 'id="fig-overview"' in html  # one panel: a row per attack
+    assert "fig-auc-" not in html  # no per-attack one-dot panels against ε
+    assert 'id="utility-figure"' not in html and "fig-utility" not in html  # no one-dot utility plot
+    assert html.count('class="figure-svg" id="fig-roc-') == 1  # one ROC panel, a curve per attack
+    assert 'id="verdict-1" open' in html and 'id="attack-table"' in html
+    sidecar = json.loads(html_path.with_suffix(".json").read_text())
+    assert sidecar["single_model"] is True and len(sidecar["verdicts"]) == 1
+
+
+def test_node_risk_matches_the_threshold_attack(single_audit):
+    """The per-node view reproduces mia-threshold's run 0 exactly (same nodes, same AUC)."""
+    result, html_path = single_audit
+    risk = result.node_risk
+    assert risk["auc"] == pytest.approx(result.results["mia-threshold"].runs[0]["auc"], abs=1e-9)
+    hist = risk["histogram"]
+    assert sum(hist["members"]) == risk["members"] and sum(hist["non_members"]) == risk["non_members"]
+    assert sum(b["members"] for b in risk["by_degree"]) == risk["members"]
+    scores = [n["score"] for n in risk["most_exposed"]]
+    assert scores == sorted(scores, reverse=True) and len(scores) == 10
+    html = html_path.read_text(encoding="utf-8")
+    assert '<section id="node-risk">' in html and 'id="fig-risk-hist-0"' in html
+    assert str(risk["most_exposed"][0]["node"]) in parse(html[html.index('id="node-risk"') :]).text
+
+
+def test_interrupted_audit_keeps_what_finished(tmp_path):
+    """Ctrl-C during an attack: the finished attacks are kept; the interrupted one and the rest are
+    listed as not run."""
+    import attacks as attack_registry
+
+    def interrupt(model, dataset=None, *, runs: int = 1):
+        raise KeyboardInterrupt
+
+    def never(model, dataset=None, *, runs: int = 1):
+        raise AssertionError("ran after the interrupt")
+
+    attack_registry.register_attack("zz-interrupt")(interrupt)
+    attack_registry.register_attack("zz-never")(never)
+    try:
+        ds = csbm(num_nodes=120, num_classes=3, num_features=8, avg_degree=5, seed=4)
+        model = dpaudit.pipeline.train("mlp", ds, epsilon="inf", seed=0, overrides={"epochs": 5}).model
+        result = dpaudit.audit(model, dataset=ds, attacks=["zz-interrupt", "mia-threshold", "zz-never"], progress=False)
+    finally:
+        attack_registry._ATTACKS.pop("zz-interrupt", None)
+        attack_registry._ATTACKS.pop("zz-never", None)
+    assert (
+        result.interrupted
+        and list(result.results) == ["mia-threshold"]
+        and result.skipped == ["zz-interrupt", "zz-never"]
+    )
+    html = result.to_html(tmp_path / "a.html").read_text(encoding="utf-8")
+    assert 'id="interrupted-banner"' in html and "zz-never" in html
+
+
+def test_ctrl_c_stops_an_audit_within_two_seconds(tmp_path):
+    """A real SIGINT while an attack sits in compiled code (a long LAPACK call that checks no
+    signal): the audit returns within 2 s with the attack that had finished (so the caller can
+    write it at once; the abandoned call ends with the process)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = tmp_path / "slow_audit.py"
+    script.write_text(
+        "import sys, json, numpy as np\n"
+        "import attacks, dpaudit\n"
+        "from dpaudit.datasets import csbm\n"
+        "from dpaudit.pipeline import train\n"
+        "def slow(model, dataset=None, *, runs: int = 1):\n"
+        "    print('SLOW', flush=True)\n"
+        "    np.linalg.svd(np.random.default_rng(0).normal(size=(2200, 2200)))\n"
+        "    raise AssertionError('not interrupted')\n"
+        "attacks.register_attack('zz-slow')(slow)\n"
+        "ds = csbm(num_nodes=120, num_classes=3, num_features=8, avg_degree=5, seed=4)\n"
+        "model = train('mlp', ds, epsilon='inf', seed=0, overrides={'epochs': 5}).model\n"
+        "r = dpaudit.audit(model, dataset=ds, attacks=['mia-threshold', 'zz-slow'], progress=False)\n"
+        "print('RESULT', json.dumps({'interrupted': r.interrupted, 'done': list(r.results)}), flush=True)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True, env=env)
+    for line in proc.stdout:
+        if line.startswith("SLOW"):
+            break
+    time.sleep(0.5)
+    sent = time.perf_counter()
+    proc.send_signal(signal.SIGINT)
+    result_line = next(line for line in proc.stdout if line.startswith("RESULT"))
+    elapsed = time.perf_counter() - sent
+    proc.communicate(timeout=120)  # the abandoned LAPACK call may finish before the process exits
+    assert elapsed < 2.0, elapsed
+    out = result_line
+    payload = json.loads(out.split("RESULT ", 1)[1])
+    assert payload == {"interrupted": True, "done": ["mia-threshold"]}
+
+
+def test_default_plan_is_sized_from_the_models_training_time(single_audit):
+    """The estimate repeats the target's recorded training time once per shadow model; the
+    defaults run LiRA with 4 shadows and TSTF with 3 runs, strongest first."""
+    from dpaudit.workflows import audit_plan, format_plan
+
+    result, _ = single_audit
+    names = ["mia-threshold", "mia-tstf", "mia-lira", "link-steal"]
+    plan = audit_plan(result.model, result.dataset, names, {})
+    steps = {s["attack"]: s for s in plan["attacks"]}
+    assert [s["attack"] for s in plan["attacks"]] == ["mia-lira", "mia-tstf", "link-steal", "mia-threshold"]
+    assert steps["mia-lira"]["settings"]["num_shadows"] == 4 and steps["mia-lira"]["units"] == 4
+    assert steps["mia-tstf"]["settings"]["runs"] == 3
+    shadow = plan["shadow_seconds"]
+    assert shadow == pytest.approx(result.model.card["timings"]["train_seconds"], abs=0.05)
+    assert steps["mia-lira"]["estimated_seconds"] >= 4 * shadow - 0.1
+    assert plan["estimated_seconds"] == pytest.approx(sum(s["estimated_seconds"] for s in plan["attacks"]), abs=0.5)
+    text = format_plan(plan)
+    assert text.splitlines()[0].startswith("audit plan: 4 attack(s)") and "1. mia-lira" in text
