@@ -151,7 +151,7 @@ def _check_report_paths(html: str | Path | None) -> None:
 
 def cmd_audit(args) -> int:
     from dpaudit.model import load
-    from dpaudit.workflows import audit
+    from dpaudit.workflows import audit, format_plan
 
     _check_report_paths(args.out)
     model = load(args.model, device="cpu")
@@ -162,6 +162,8 @@ def cmd_audit(args) -> int:
         dataset=args.dataset,
         attacks=names,
         settings=settings,
+        quick=args.quick,
+        on_plan=lambda plan: print(format_plan(plan), flush=True),
         data_root=args.data_root,
         device=args.device,
         command=_command_line(),
@@ -177,6 +179,9 @@ def cmd_audit(args) -> int:
         print(f"{name}: not run: {err}")
     path = result.to_html(args.out)
     print(f"report: {Path(path).resolve()}")
+    if result.interrupted:
+        print("audit interrupted: the report holds the attacks that finished", file=sys.stderr)
+        return 130
     return 0
 
 
@@ -269,6 +274,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--data-root", default=None)
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     p.add_argument("--out", default="audit-report.html", help="HTML report path (a .json sidecar goes next to it)")
+    p.add_argument("--quick", action="store_true", help="smaller settings: a first look in about a minute")
     p.set_defaults(func=cmd_audit)
 
     p = subparsers.add_parser("compare", help="train and attack a defense × ε × seed grid (resumable)")
