@@ -199,9 +199,12 @@ def plan_paper(
         if variant == "em1":
             plan.laplace_scale = k * hp.clip_em / (share * row_eps)
             appr_record["value_epsilon"] = share * row_eps
-    z = calibrate_noise(eps_sgd, delta_sgd, lambda s: PoissonSubsampledGaussian(s, sample_rate, steps))
+    # The paper's SGD budget is an RDP (moments) computation; keep it RDP so its Table 1 reproduces.
+    z = calibrate_noise(
+        eps_sgd, delta_sgd, lambda s: PoissonSubsampledGaussian(s, sample_rate, steps), accountant="rdp"
+    )
     sgd = PoissonSubsampledGaussian(z, sample_rate, steps, name="dp-sgd, Theorem 2 read with sensitivity tau*C")
-    sgd_spent = PrivacyLedger().step(sgd).get_epsilon(delta_sgd)
+    sgd_spent = PrivacyLedger(accountant="rdp").step(sgd).get_epsilon(delta_sgd)
     plan.sgd_noise_std = z * hp.column_l1_bound * hp.max_grad_norm
     reported = q_node * (eps_pr + sgd_spent)
     plan.details = {"epsilon_pr": eps_pr, "epsilon_sgd": sgd_spent, "noise_multiplier": z}
