@@ -59,7 +59,6 @@ from __future__ import annotations
 import copy
 import logging
 import math
-import warnings
 from dataclasses import dataclass
 
 import torch
@@ -72,7 +71,7 @@ from dpaudit.accounting import PrivacyLedger, PrivacySpec, calibrate_noise
 from dpaudit.accounting.mechanisms import PoissonSubsampledGaussian
 from dpaudit.datasets import GraphDataset
 from dpaudit.defense import Defense, Hyperparameters, PrivateHyperparameters
-from dpaudit.dpsgd import make_optimizer, poisson_sample_rate, steps_for
+from dpaudit.dpsgd import make_optimizer, poisson_sample_rate, steps_for, train_dp_sgd
 from dpaudit.errors import ConfigurationError, ModelFormatError
 from dpaudit.model import ModuleModel, _node_index, register_model_kind
 from dpaudit.nn import activation, build_architecture
@@ -459,55 +458,10 @@ def train_mlp_dp(
 
     Shapes: ``x [n, F]``, ``y [n]`` — one row per protected node.
     """
-    from torch.utils.data import DataLoader, TensorDataset
-
-    device = next(module.parameters()).device
-    n = x.size(0)
-    generator = torch.Generator().manual_seed(seed)
-    loader = DataLoader(
-        TensorDataset(x.cpu(), y.cpu()), batch_size=min(batch_size, n), shuffle=True, generator=generator
-    )
-    opt = make_optimizer(optimizer, module.parameters(), lr)
-    module.train()
-    if noise_multiplier == 0:
-        for _ in tqdm(range(epochs), desc=progress, disable=None if progress else True, leave=False):
-            for xb, yb in loader:
-                opt.zero_grad()
-                F.cross_entropy(module(xb.to(device)), yb.to(device)).backward()
-                opt.step()
-            if on_epoch is not None:
-                on_epoch(module)
-        module.eval()
-        return None
-
-    from opacus import PrivacyEngine
-
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*[Ss]ecure RNG.*")
-        warnings.filterwarnings("ignore", message=".*[Ff]ull backward hook.*")
-        engine = PrivacyEngine(accountant="rdp", secure_mode=False)
-        dp_module, dp_opt, dp_loader = engine.make_private(
-            module=module,
-            optimizer=opt,
-            data_loader=loader,
-            noise_multiplier=noise_multiplier,
-            max_grad_norm=max_grad_norm,
-            poisson_sampling=True,
-            noise_generator=torch.Generator(device=device).manual_seed(seed + 1),
-        )
-        steps = 0
-        for _ in tqdm(range(epochs), desc=progress, disable=None if progress else True, leave=False):
-            for xb, yb in dp_loader:
-                dp_opt.zero_grad()
-                # An empty Poisson batch still takes a noise-only step (skipping it would leak).
-                F.cross_entropy(dp_module(xb.to(device)), yb.to(device)).backward()
-                dp_opt.step()
-                steps += 1
-            if on_epoch is not None:
-                on_epoch(module)
-        dp_module.remove_hooks()
-    module.eval()
-    return PoissonSubsampledGaussian(sigma=noise_multiplier, sample_rate=1.0 / len(loader), steps=steps)
+    return train_dp_sgd(
+        module, x, y, noise_multiplier=noise_multiplier, max_grad_norm=max_grad_norm, batch_size=batch_size,
+        epochs=epochs, lr=lr, optimizer=optimizer, seed=seed, progress=progress, on_epoch=on_epoch,
+    )  # fmt: skip
 
 
 BEST_VAL_STEP = (

@@ -60,10 +60,13 @@ def train_dp_sgd(
     loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
     seed: int = 0,
     progress: str | None = None,
+    on_epoch: Callable[[nn.Module], None] | None = None,
 ) -> PoissonSubsampledGaussian | None:
     """Train ``module`` in place on (inputs[i], targets[i]) pairs; return the mechanism spent.
 
     ``inputs`` is indexed along its first dimension (one row per protected example).
+    ``on_epoch(module)`` runs after every epoch (e.g. a ``paper`` protocol's best-validation
+    checkpoint, which reads data outside the accountant and must be listed as unaccounted).
     """
     device = next(module.parameters()).device
     loss_fn = loss_fn or nn.CrossEntropyLoss()
@@ -81,6 +84,8 @@ def train_dp_sgd(
                 opt.zero_grad()
                 loss_fn(module(xb.to(device)), yb.to(device)).backward()
                 opt.step()
+            if on_epoch is not None:
+                on_epoch(module)
         module.eval()
         return None
 
@@ -91,7 +96,8 @@ def train_dp_sgd(
         warnings.filterwarnings("ignore", message=".*[Ff]ull backward hook.*")
         engine = PrivacyEngine(accountant="rdp", secure_mode=False)
         mechanism = _private_loop(
-            engine, module, opt, loader, noise_multiplier, max_grad_norm, epochs, loss_fn, seed, progress, device
+            engine, module, opt, loader, noise_multiplier, max_grad_norm, epochs, loss_fn, seed, progress, device,
+            on_epoch,
         )
     module.eval()
     opacus_steps = sum(n for (_, _, n) in engine.accountant.history)
@@ -101,7 +107,7 @@ def train_dp_sgd(
 
 
 def _private_loop(
-    engine, module, opt, loader, noise_multiplier, max_grad_norm, epochs, loss_fn, seed, progress, device
+    engine, module, opt, loader, noise_multiplier, max_grad_norm, epochs, loss_fn, seed, progress, device, on_epoch
 ):
     dp_module, dp_opt, dp_loader = engine.make_private(
         module=module,
@@ -122,5 +128,7 @@ def _private_loop(
             loss_fn(dp_module(xb.to(device)), yb.to(device)).backward()
             dp_opt.step()
             steps += 1
+        if on_epoch is not None:
+            on_epoch(module)
     dp_module.remove_hooks()
     return PoissonSubsampledGaussian(sigma=noise_multiplier, sample_rate=sample_rate, steps=steps)
