@@ -172,6 +172,11 @@ def render(claims: list[Claim]) -> str:
         "accounting and selection on validation data, `sound: false`: not a guarantee); `sound` = the same",
         "method with every step proven. ε is the largest spent ε over seeds.",
         "",
+        "Cached runs are keyed by command, not by code version. The private runs below were made before",
+        "the PLD accountant (issue 14) became the default, so their noise was calibrated under RDP: 6-10 %",
+        "more noise than the current code adds at the same ε (the printed ε is still a valid bound for the",
+        "noise that ran). Delete a claim's cache files and rerun `--only ID` to refresh it.",
+        "",
         "| claim | paper reports | dpaudit `paper` | dpaudit `sound` | comparisons | rule | holds | seeds |",
         "|---|---|---|---|---|---|---|---|",
     ]
