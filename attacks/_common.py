@@ -16,12 +16,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from dpaudit.datasets import GraphDataset, load_dataset
-from dpaudit.errors import ConfigurationError, DatasetError, DPAuditError
+from dpaudit.datasets import GraphDataset
+from dpaudit.errors import ConfigurationError, DPAuditError
 from dpaudit.model import ReleasedModel
 from dpaudit.registry import get_defense
 from dpaudit.results import AttackResult
-from dpaudit.splits import Split, make_split, membership_partition
+from dpaudit.splits import Split, membership_partition
 from dpaudit.statistics import Coverage, coverage, summarize_runs
 
 log = logging.getLogger(__name__)
@@ -40,50 +40,6 @@ NOT_NEIGHBOURING = (
 
 
 # --------------------------------------------------------------------------- the target
-
-
-def resolve_dataset(model: ReleasedModel, dataset: GraphDataset | None = None, data_root=None) -> GraphDataset:
-    """The attacked model's dataset: the caller's, or reloaded from the card; its fingerprint
-    must equal the card's (otherwise membership would be reconstructed on different data)."""
-    info = model.card.get("dataset") or {}
-    expected = info.get("fingerprint")
-    if dataset is None:
-        name = info.get("name")
-        if not name:
-            raise DatasetError("the model card names no dataset; pass the dataset explicitly")
-        params = (info.get("info") or {}).get("parameters") or {}
-        dataset = load_dataset(name, root=data_root, **params) if name == "csbm" else load_dataset(name, root=data_root)
-    if not isinstance(dataset, GraphDataset):
-        raise DPAuditError("attacks expect a dpaudit GraphDataset")
-    if expected is not None and dataset.fingerprint != expected:
-        raise DatasetError(
-            f"dataset {dataset.name!r} has fingerprint {dataset.fingerprint}, but the model was trained on data with "
-            f"fingerprint {expected}: not the same graph"
-        )
-    return dataset
-
-
-def target_split(model: ReleasedModel, dataset: GraphDataset) -> Split:
-    """The target's split, rebuilt deterministically from its card (``split.spec`` + seed), or
-    read from explicit node lists (``split.nodes``, as written by :mod:`dpaudit.adapters`)."""
-    info = model.card.get("split") or {}
-    nodes = info.get("nodes")
-    if nodes is not None:
-        parts = [torch.as_tensor(nodes.get(p, []), dtype=torch.long) for p in ("train", "val", "test")]
-        return Split(
-            *parts,
-            spec=str(info.get("spec", "explicit")),
-            seed=int(info.get("seed", 0)),
-            inductive=bool(info.get("inductive", False)),
-        )
-    if "spec" not in info:
-        raise DPAuditError("the model card has no split specification; membership cannot be reconstructed")
-    seed = int(info.get("seed", model.card.get("seed", 0)))
-    split = make_split(dataset, info["spec"], seed)
-    sizes = info.get("sizes")
-    if sizes and int(sizes.get("train", len(split.train))) != len(split.train):
-        raise DPAuditError(f"rebuilt split has {len(split.train)} training nodes, the card says {sizes['train']}")
-    return split
 
 
 def partition(dataset: GraphDataset, split: Split, seed: int, max_members: int | None, shadow_per_class: int):

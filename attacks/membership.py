@@ -19,6 +19,7 @@ from attacks import _common as C
 from dpaudit.datasets import GraphDataset
 from dpaudit.errors import ConfigurationError
 from dpaudit.model import ReleasedModel
+from dpaudit.provenance import resolve_dataset, target_split
 from dpaudit.results import AttackResult
 from dpaudit.runtime import seed_everything
 
@@ -51,8 +52,8 @@ def _check_shadow_settings(attack: str, shadow_size: str, runs: int) -> None:
 def _setup(model, dataset, data_root):
     if not isinstance(model, ReleasedModel):
         raise ConfigurationError("attacks need a dpaudit ReleasedModel (see dpaudit.adapters for your own module)")
-    ds = C.resolve_dataset(model, dataset, data_root)
-    split = C.target_split(model, ds)
+    ds = resolve_dataset(model, dataset, data_root)
+    split = target_split(model, ds)
     return ds, split
 
 

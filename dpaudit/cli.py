@@ -177,7 +177,7 @@ def demo_plan() -> tuple[list[str], dict, list[str], dict]:
 
 def cmd_demo(args) -> int:
     from dpaudit.outputs import check_output_dir, check_output_file
-    from dpaudit.study import Study, StudyConfig
+    from dpaudit.workflows import Study, StudyConfig
 
     check_output_dir(args.out, "study", what="--out")
     check_output_file(args.report, what="--report")

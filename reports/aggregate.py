@@ -1,7 +1,7 @@
 r"""From cell records to the numbers a report shows (the JSON sidecar is exactly this data).
 
 A *cell record* is one trained model and the attacks run against it (one line of a study's
-``results.jsonl``; see :mod:`dpaudit.study`). :func:`build_report_data` groups records by
+``results.jsonl``; see :mod:`dpaudit.workflows.study`). :func:`build_report_data` groups records by
 (defense, target ε), aggregates over seeds and returns plain JSON-able data: every number
 the HTML shows is in it, and nothing else is computed at render time.
 

@@ -16,7 +16,8 @@ import dpaudit
 from dpaudit.errors import ConfigurationError
 from dpaudit.model import load
 from dpaudit.results import AttackResult
-from dpaudit.study import CELL_SCHEMA, RECORD_KEYS, RESULTS_FILE, StudyResult, read_results
+from dpaudit.workflows.store import CELL_SCHEMA, RECORD_KEYS, RESULTS_FILE, read_results
+from dpaudit.workflows.study import StudyResult
 
 ROOT = Path(__file__).resolve().parents[1]
 DPAUDIT = [sys.executable, "-m", "dpaudit.cli"]

@@ -189,7 +189,7 @@ def run_compare(args, command: str | None = None):
     """Build and run the study described by ``compare``-style arguments; returns the StudyResult."""
     from dpaudit.cli import cap_jobs
     from dpaudit.outputs import check_output_dir
-    from dpaudit.study import Study, StudyConfig
+    from dpaudit.workflows import Study, StudyConfig
 
     check_output_dir(args.out, "study", force=getattr(args, "force", False), what="--out")
     _check_report_paths(getattr(args, "report", None))
@@ -233,7 +233,7 @@ def cmd_compare(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from dpaudit.study import StudyResult
+    from dpaudit.workflows.study import StudyResult
 
     _check_report_paths(args.out)
     result = StudyResult.load(args.study_dir)

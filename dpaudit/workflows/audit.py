@@ -1,12 +1,10 @@
-"""The two front-door workflows: audit one released model, or compare defenses on a grid.
+"""Audit one released model: the plan, progress, per-node risk and the audit result.
 
 >>> import dpaudit
 >>> report = dpaudit.audit("runs/gcn", attacks=["mia-threshold"])        # doctest: +SKIP
 >>> report.to_html("audit.html")                                        # doctest: +SKIP
->>> study = dpaudit.compare("csbm", ["mlp-dp", "gcn"], [1, 4, "inf"])    # doctest: +SKIP
->>> study.to_html("compare.html")                                       # doctest: +SKIP
 
-Both produce the same kind of report (:mod:`reports`): an audit is a one-cell study.
+An audit is a one-cell study: the same report (:mod:`reports`) as a comparison.
 """
 
 from __future__ import annotations
@@ -21,18 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from dpaudit.errors import ConfigurationError, DPAuditError
-from dpaudit.study import (
-    CELL_SCHEMA,
-    CELL_SCHEMA_VERSION,
-    Study,
-    StudyConfig,
-    StudyResult,
-    _hash,
-    _now,
-    dataset_summary,
-)
+from dpaudit.workflows.config import content_hash, dataset_summary, now_iso
+from dpaudit.workflows.store import CELL_SCHEMA, CELL_SCHEMA_VERSION
 
 log = logging.getLogger(__name__)
+
 
 # --------------------------------------------------------------------------- the audit plan
 
@@ -343,7 +334,7 @@ class AuditResult:
         return [s["attack"] for s in (self.plan or {}).get("attacks", []) if s["attack"] not in ran]
 
     def record(self, with_artifacts: bool = True) -> dict[str, Any]:
-        """The audit as one study cell record (see :mod:`dpaudit.study`)."""
+        """The audit as one study cell record (see :mod:`dpaudit.workflows.study`)."""
         card = self.model.card
         privacy = self.model.privacy
         target = card.get("target_epsilon")
@@ -356,7 +347,7 @@ class AuditResult:
         return {
             "schema": CELL_SCHEMA,
             "version": CELL_SCHEMA_VERSION,
-            "cell_id": f"audit-{_hash({'card': card, 'privacy': privacy.to_dict()})}",
+            "cell_id": f"audit-{content_hash({'card': card, 'privacy': privacy.to_dict()})}",
             "config_hash": None,
             "status": "done",
             "defense": str(card.get("method") or self.model.kind),
@@ -381,7 +372,7 @@ class AuditResult:
             "error": None,
             "seconds": sum(self.seconds.values()),
             "started_at": None,
-            "finished_at": _now(),
+            "finished_at": now_iso(),
             "run_id": None,
             "worker": None,
         }
@@ -405,7 +396,7 @@ class AuditResult:
                 "seeds": [card.get("seed")],
                 "split": (card.get("split") or {}).get("spec"),
                 "delta": self.model.privacy.delta,
-                "created": _now(),
+                "created": now_iso(),
                 "command": self.command,
                 "versions": card.get("library_versions") or library_versions(),
                 "config": {"model_card": {k: v for k, v in card.items() if k not in ("library_versions",)},
@@ -475,9 +466,9 @@ def audit(
     a second and returns what finished, with ``result.interrupted`` set.
     """
     import attacks as attack_registry
-    from attacks._common import resolve_dataset, target_split
     from dpaudit.model import ReleasedModel, load
     from dpaudit.pipeline import evaluate
+    from dpaudit.provenance import resolve_dataset, target_split
 
     if isinstance(model, (str, Path)):
         model = load(model)
@@ -568,72 +559,7 @@ def audit(
                        interrupted=interrupted, node_risk=risk)  # fmt: skip
 
 
-def compare(
-    dataset,
-    defenses: list[str] | str,
-    epsilons: list[float | str] | str,
-    seeds: int | list[int] = 1,
-    attacks: list[str] | str | None = None,
-    jobs: int = 1,
-    executor: str = "local",
-    out: str | Path | None = None,
-    overrides: dict[str, dict[str, Any]] | None = None,
-    attack_settings: dict[str, dict[str, Any]] | None = None,
-    split: str | None = None,
-    delta: float | str = "auto",
-    device: str = "auto",
-    data_root: str | None = None,
-    dataset_options: dict[str, Any] | None = None,
-    title: str | None = None,
-    progress: bool | None = None,
-    retry_failed: bool = True,
-    command: str | None = None,
-) -> StudyResult:
-    """Train every defense at every ε and seed, attack each model, and collect the results.
-
-    ``dataset`` is a name (``"csbm"``, ``"cora"``, ...) or a
-    :class:`~dpaudit.datasets.GraphDataset`. ``seeds`` is a count (seeds 0..n-1) or a list.
-    ``out`` is the study folder (default ``studies/<hash of the configuration>``): rerunning
-    the same call resumes it (see :mod:`dpaudit.study`). Returns a
-    :class:`~dpaudit.study.StudyResult` (``.records``, ``.table()``, ``.to_html(path)``).
-    """
-    from dpaudit.datasets import GraphDataset
-
-    split_list = lambda v: [t.strip() for t in v.split(",") if t.strip()] if isinstance(v, str) else list(v)  # noqa: E731
-    given = dataset if isinstance(dataset, GraphDataset) else None
-    name = dataset.name if given is not None else str(dataset)
-    config = StudyConfig(
-        dataset=name,
-        defenses=split_list(defenses),
-        epsilons=split_list(epsilons),
-        seeds=seeds,
-        attacks=None if attacks is None else split_list(attacks),
-        dataset_options=dict(dataset_options or {}),
-        split=split,
-        delta=delta,
-        overrides={k: dict(v) for k, v in (overrides or {}).items()},
-        attack_settings={k: dict(v) for k, v in (attack_settings or {}).items()},
-        device=device,
-        data_root=None if data_root is None else str(data_root),
-        title=title,
-    )
-    if out is None:
-        ident = config.to_dict()
-        if given is not None:
-            ident["fingerprint"] = given.fingerprint
-        out = Path("studies") / f"{_slug_name(name)}-{_hash(ident, 12)}"
-    if command is None:
-        command = "python: dpaudit.compare(...) from " + shlex.join(sys.argv[:1] or ["python"])
-    study = Study(config, out, dataset=given, command=command)
-    return study.run(jobs=jobs, executor=executor, progress=progress, retry_failed=retry_failed)
-
-
-def report(study_dir: str | Path, out: str | Path | None = None) -> Path:
-    """Re-render a study's report from its saved results (no retraining)."""
-    return StudyResult.load(study_dir).to_html(out)
-
-
-def _slug_name(text: str) -> str:
+def slug_name(text: str) -> str:
     import re
 
     return re.sub(r"[^A-Za-z0-9.-]+", "-", text).strip("-")[:30] or "dataset"

@@ -1,0 +1,186 @@
+"""One study cell — train a defense, attack the released model — run inside a worker."""
+
+from __future__ import annotations
+
+import base64
+import logging
+import math
+import os
+import socket
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from dpaudit.errors import DatasetError, DPAuditError
+from dpaudit.runtime import atomic_write_json
+from dpaudit.workflows.config import StudyConfig, now_iso
+from dpaudit.workflows.store import CELL_SCHEMA, CELL_SCHEMA_VERSION, load_study_dataset
+
+log = logging.getLogger(__name__)
+
+
+# --------------------------------------------------------------------------- one cell (runs in a worker)
+
+
+def _attack_kwargs(name: str, config: StudyConfig, seed: int) -> dict[str, Any]:
+    import attacks as attack_registry
+
+    known = attack_registry.attack_settings(name)
+    settings = dict(config.attack_settings.get(name) or {})
+    defaults = {"seed": seed, "device": config.device, "data_root": config.data_root}
+    for key, value in defaults.items():
+        if key in known and key not in settings and value is not None:
+            settings[key] = value
+    return settings
+
+
+def _without_artifacts(result: dict) -> dict:
+    return {k: v for k, v in result.items() if k != "artifacts"}
+
+
+def _collect_files(root: Path) -> dict[str, str]:
+    """Every file under ``root`` as relative path → base64 (JSON-able, so any executor can ship it)."""
+    return {
+        str(p.relative_to(root)): base64.b64encode(p.read_bytes()).decode("ascii")
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+def run_cell(task: dict[str, Any]) -> dict[str, Any]:
+    """Train and attack one cell; returns ``{"record": ..., "files": {...}}`` and never raises.
+
+    ``task`` is plain data (config dict, cell fields, study folder), so it travels to spawn
+    workers and Ray tasks alike. Files are returned, not written into the study folder: the
+    coordinator writes them atomically (module docstring).
+    """
+    if task.get("threads"):  # a Ray task: use the CPUs it was given, not every core of the node
+        worker_init(int(task["threads"]))
+    started = time.perf_counter()
+    started_at = now_iso()
+    config = StudyConfig.from_dict(task["config"])
+    cell = task["cell"]
+    epsilon = math.inf if cell["epsilon"] is None else float(cell["epsilon"])
+    record: dict[str, Any] = {
+        "schema": CELL_SCHEMA,
+        "version": CELL_SCHEMA_VERSION,
+        "cell_id": cell["cell_id"],
+        "config_hash": cell["config_hash"],
+        "status": "failed",
+        "defense": cell["defense"],
+        "epsilon": cell["epsilon"],
+        "seed": cell["seed"],
+        "dataset": task.get("dataset_summary_short"),
+        "split": None,
+        "privacy": None,
+        "metrics": {},
+        "card": {},
+        "overrides": config.overrides.get(cell["defense"]) or {},
+        "attacks": {},
+        "attack_errors": {},
+        "attack_seconds": {},
+        "error": None,
+        "seconds": None,
+        "started_at": started_at,
+        "finished_at": None,
+        "run_id": task["run_id"],
+        "worker": {"host": socket.gethostname(), "pid": os.getpid()},
+    }
+    files: dict[str, str] = {}
+    with tempfile.TemporaryDirectory(prefix="dpaudit-cell-") as tmp:
+        work = Path(tmp)
+        try:
+            import attacks as attack_registry
+            from dpaudit.pipeline import train
+
+            dataset = load_study_dataset(config, task["study_dir"])
+            if dataset.fingerprint != task["fingerprint"]:
+                raise DatasetError(
+                    f"dataset fingerprint {dataset.fingerprint} differs from the study's {task['fingerprint']}"
+                )
+            trained = train(
+                cell["defense"],
+                dataset,
+                epsilon=epsilon,
+                delta=config.delta,
+                seed=cell["seed"],
+                split=config.split,
+                device=config.device,
+                data_root=config.data_root,
+                overrides=record["overrides"],
+                out=work / "model",
+            )
+            split = trained.split
+            record["split"] = trained.metrics.get("split")
+            record["privacy"] = trained.model.privacy.to_dict()
+            record["metrics"] = {
+                "train_accuracy": trained.metrics.get("train_accuracy"),
+                "val_accuracy": trained.metrics.get("val_accuracy"),
+                "test_accuracy": trained.metrics.get("test_accuracy"),
+                "n_train": len(split.train),
+                "n_val": len(split.val),
+                "n_test": len(split.test),
+                "train_seconds": trained.metrics.get("train_seconds"),
+            }
+            card = trained.model.card
+            record["card"] = {
+                "method": card.get("method"),
+                "hyperparameters": card.get("hyperparameters"),
+                "inference": card.get("inference"),
+                "target_epsilon": card.get("target_epsilon"),
+                "device": card.get("device"),
+            }
+            for name in config.attacks or []:
+                attack_start = time.perf_counter()
+                try:
+                    result = attack_registry.run(
+                        name, trained.model, dataset, **_attack_kwargs(name, config, cell["seed"])
+                    )
+                except DPAuditError as exc:  # not applicable to this model / setting
+                    record["attack_errors"][name] = f"{type(exc).__name__}: {exc}"
+                    continue
+                except Exception as exc:  # a bug in one attack must not cost the other attacks
+                    log.exception("attack %s failed on cell %s", name, cell["cell_id"])
+                    record["attack_errors"][name] = f"{type(exc).__name__}: {exc}"
+                    continue
+                finally:
+                    record["attack_seconds"][name] = time.perf_counter() - attack_start
+                result.save(work / "attacks" / f"{name}.json")
+                record["attacks"][name] = _without_artifacts(result.to_dict())
+            record["status"] = "done"
+        except Exception as exc:
+            if not isinstance(exc, DPAuditError):
+                log.exception("cell %s failed", cell["cell_id"])
+            record["error"] = {
+                "type": type(exc).__name__,
+                "message": str(exc) or type(exc).__name__,
+                "traceback": traceback.format_exc(limit=20),
+            }
+        record["seconds"] = time.perf_counter() - started
+        record["finished_at"] = now_iso()
+        if record["status"] == "done":
+            atomic_write_json(work / "cell.json", record)
+            files = _collect_files(work)
+    return {"record": record, "files": files}
+
+
+# Library warnings that repeat once per cell and say nothing about the study's validity.
+_QUIET_WARNINGS = (
+    "Optimal order is the smallest alpha",  # opacus: the RDP bound might be tightened with orders < 1.x
+    "Sparse CSR tensor support is in beta",
+    "Sparse invariant checks are implicitly disabled",
+)
+
+
+def worker_init(threads: int) -> None:
+    """Set-up of a worker process: share the CPU cores between workers, keep the log readable."""
+    import warnings
+
+    import torch
+
+    torch.set_num_threads(max(1, threads))
+    logging.basicConfig(level=logging.WARNING)
+    for message in _QUIET_WARNINGS:
+        warnings.filterwarnings("ignore", message=message)

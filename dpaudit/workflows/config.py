@@ -1,0 +1,201 @@
+"""What a study computes: its configuration, validation and the grid of cells."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import re
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from dpaudit.errors import ConfigurationError
+
+log = logging.getLogger(__name__)
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _slug(text: str, limit: int = 40) -> str:
+    return re.sub(r"[^A-Za-z0-9.-]+", "-", str(text)).strip("-")[:limit] or "x"
+
+
+def _eps_value(epsilon) -> float:
+    from dpaudit.accounting.spec import validate_epsilon
+
+    return validate_epsilon(epsilon)
+
+
+def epsilon_json(epsilon: float) -> float | None:
+    return None if math.isinf(epsilon) else float(epsilon)
+
+
+def _canonical(payload: Any) -> str:
+    return json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str, allow_nan=False)
+
+
+def content_hash(payload: Any, length: int = 10) -> str:
+    return hashlib.sha256(_canonical(payload).encode()).hexdigest()[:length]
+
+
+# --------------------------------------------------------------------------- configuration
+
+
+@dataclass
+class StudyConfig:
+    """What a study computes.
+
+    Attributes:
+        dataset: a dataset name (see :func:`dpaudit.datasets.load_dataset`), or ``"study:dataset"``
+            for a dataset saved in the study folder (set by :meth:`Study.__init__` when given a
+            :class:`~dpaudit.datasets.GraphDataset`).
+        defenses: registered defense names. Non-private defenses (unit ``None``) run at ε = ∞ only.
+        epsilons: target ε values (``math.inf`` / ``"inf"`` for no privacy).
+        seeds: training seeds; each (defense, ε) runs once per seed.
+        attacks: attack names; ``None`` means every available attack.
+        dataset_options: keyword arguments of :func:`~dpaudit.datasets.load_dataset` (e.g. csbm's
+            ``num_nodes``).
+        split: split specification (None: the dataset's default).
+        delta: δ, or ``"auto"``.
+        overrides: defense name → hyperparameter overrides.
+        attack_settings: attack name → settings (see :func:`attacks.attack_settings`). ``seed``
+            defaults to the cell's seed, ``device`` and ``data_root`` to the study's.
+        device: ``auto``, ``cpu`` or ``cuda``.
+        data_root: folder of real datasets (never written).
+        title: report title.
+    """
+
+    dataset: str
+    defenses: list[str]
+    epsilons: list[float]
+    seeds: list[int] = field(default_factory=lambda: [0])
+    attacks: list[str] | None = None
+    dataset_options: dict[str, Any] = field(default_factory=dict)
+    split: str | None = None
+    delta: float | str = "auto"
+    overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
+    attack_settings: dict[str, dict[str, Any]] = field(default_factory=dict)
+    device: str = "auto"
+    data_root: str | None = None
+    title: str | None = None
+
+    def __post_init__(self):
+        if not self.defenses:
+            raise ConfigurationError("a study needs at least one defense")
+        if not self.epsilons:
+            raise ConfigurationError("a study needs at least one epsilon")
+        self.epsilons = [_eps_value(e) for e in self.epsilons]
+        if isinstance(self.seeds, int):
+            if self.seeds < 1:
+                raise ConfigurationError(f"seeds must be >= 1, got {self.seeds}")
+            self.seeds = list(range(self.seeds))
+        self.seeds = [int(s) for s in self.seeds]
+        if not self.seeds:
+            raise ConfigurationError("a study needs at least one seed")
+        self.defenses = list(dict.fromkeys(self.defenses))
+        if self.attacks is not None:
+            self.attacks = list(dict.fromkeys(self.attacks))
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["epsilons"] = [epsilon_json(e) for e in self.epsilons]
+        return out
+
+    @classmethod
+    def from_dict(cls, payload: dict[str, Any]) -> StudyConfig:
+        data = dict(payload)
+        data["epsilons"] = [math.inf if e is None else e for e in data.get("epsilons", [])]
+        known = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def validate_config(config: StudyConfig) -> StudyConfig:
+    """Resolve and check names, overrides and attack settings up front (before any training)."""
+    import attacks as attack_registry
+    from dpaudit.registry import get_defense
+
+    for defense in config.defenses:
+        cls = get_defense(defense)
+        overrides = config.overrides.get(defense) or {}
+        known = {f for f in cls.hyperparameters_class.__dataclass_fields__}
+        unknown = set(overrides) - known
+        if unknown:
+            raise ConfigurationError(f"{defense}: unknown hyperparameters {sorted(unknown)}; known: {sorted(known)}")
+        cls(epsilon=math.inf, delta=config.delta, device="cpu", **overrides)  # ranges and protocol, before work
+    extra = set(config.overrides) - set(config.defenses)
+    if extra:
+        raise ConfigurationError(f"overrides given for defenses not in the study: {sorted(extra)}")
+    if config.attacks is None:
+        config.attacks = attack_registry.available_attacks()
+    for name in config.attacks:
+        attack_registry.get_attack(name)
+    for name, settings in config.attack_settings.items():
+        if name not in config.attacks:
+            raise ConfigurationError(f"settings given for attack {name!r}, which is not in the study")
+        known = attack_registry.attack_settings(name)
+        unknown = set(settings) - set(known)
+        if unknown:
+            raise ConfigurationError(f"attack {name!r}: unknown settings {sorted(unknown)}; known: {sorted(known)}")
+    return config
+
+
+@dataclass(frozen=True)
+class Cell:
+    defense: str
+    epsilon: float
+    seed: int
+    cell_id: str
+    config_hash: str
+
+
+def grid(config: StudyConfig, dataset_fingerprint: str) -> list[Cell]:
+    """Every cell of the study, in a stable order (defense, ε, seed)."""
+    from dpaudit.registry import get_defense
+
+    cells = []
+    for defense in config.defenses:
+        private = get_defense(defense).unit is not None
+        epsilons = sorted(set(config.epsilons)) if private else [math.inf]
+        for eps in epsilons:
+            for seed in config.seeds:
+                identity = {
+                    "dataset": config.dataset,
+                    "dataset_options": config.dataset_options,
+                    "fingerprint": dataset_fingerprint,
+                    "split": config.split,
+                    "delta": str(config.delta),
+                    "defense": defense,
+                    "epsilon": epsilon_json(eps),
+                    "seed": seed,
+                    "overrides": config.overrides.get(defense) or {},
+                    "attacks": sorted(config.attacks or []),
+                    "attack_settings": {a: config.attack_settings.get(a) or {} for a in sorted(config.attacks or [])},
+                }
+                digest = content_hash(identity)
+                label = "inf" if math.isinf(eps) else f"{eps:g}"
+                cells.append(Cell(defense, eps, seed, f"{_slug(defense)}_eps-{label}_seed-{seed}_{digest}", digest))
+    return cells
+
+
+def dataset_summary(dataset) -> dict[str, Any]:
+    return {
+        "name": dataset.name,
+        "fingerprint": dataset.fingerprint,
+        "num_nodes": dataset.num_nodes,
+        "num_edges": dataset.num_edges,
+        "num_classes": dataset.num_classes,
+        "num_features": dataset.num_features,
+        "info": dataset.info,
+    }
+
+
+def parse_list(text: str | Iterable, what: str) -> list[str]:
+    items = [t.strip() for t in (text.split(",") if isinstance(text, str) else text) if str(t).strip()]
+    if not items:
+        raise ConfigurationError(f"{what} must name at least one value")
+    return items

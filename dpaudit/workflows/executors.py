@@ -1,0 +1,119 @@
+"""Executors that run study cells: local worker processes or Ray tasks."""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from tqdm.auto import tqdm
+
+from dpaudit.errors import ConfigurationError
+from dpaudit.workflows.cell import run_cell, worker_init
+from dpaudit.workflows.config import now_iso
+from dpaudit.workflows.store import CELL_SCHEMA, CELL_SCHEMA_VERSION
+
+log = logging.getLogger(__name__)
+
+EXECUTORS = ("local", "ray")
+
+
+# --------------------------------------------------------------------------- executors
+
+
+class CellProgress:
+    def __init__(self, total: int, done: int, failed: int, disable: bool | None):
+        self.done, self.failed, self.running = done, failed, 0
+        self.bar = tqdm(total=total, initial=done + failed, desc="cells", unit="cell", disable=disable, leave=True)
+        self.refresh()
+
+    def refresh(self):
+        self.bar.set_postfix_str(f"done={self.done} running={self.running} failed={self.failed}", refresh=True)
+
+    def finished(self, ok: bool):
+        if ok:
+            self.done += 1
+        else:
+            self.failed += 1
+        self.bar.update(1)
+        self.refresh()
+
+    def close(self):
+        self.bar.close()
+
+
+def failed_record(task: dict, exc: BaseException | str) -> dict:
+    cell = task["cell"]
+    message = exc if isinstance(exc, str) else (str(exc) or type(exc).__name__)
+    return {
+        "schema": CELL_SCHEMA, "version": CELL_SCHEMA_VERSION, "cell_id": cell["cell_id"],
+        "config_hash": cell["config_hash"], "status": "failed", "defense": cell["defense"],
+        "epsilon": cell["epsilon"], "seed": cell["seed"], "dataset": task.get("dataset_summary_short"),
+        "split": None, "privacy": None, "metrics": {}, "card": {}, "overrides": {}, "attacks": {},
+        "attack_errors": {}, "attack_seconds": {},
+        "error": {"type": "WorkerError" if isinstance(exc, str) else type(exc).__name__, "message": message,
+                  "traceback": None},
+        "seconds": None, "started_at": None, "finished_at": now_iso(), "run_id": task["run_id"], "worker": None,
+    }  # fmt: skip
+
+
+def execute_local(tasks: list[dict], jobs: int, on_result, progress: CellProgress) -> None:
+    if jobs <= 1:
+        for task in tasks:
+            progress.running = 1
+            progress.refresh()
+            on_result(task, run_cell(task))
+        progress.running = 0
+        return
+    import multiprocessing
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+    from concurrent.futures.process import BrokenProcessPool
+
+    threads = max(1, (os.cpu_count() or 1) // jobs)
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(
+        max_workers=jobs, mp_context=context, initializer=worker_init, initargs=(threads,)
+    ) as pool:
+        pending = {pool.submit(run_cell, task): task for task in tasks}
+        while pending:
+            progress.running = min(jobs, len(pending))
+            progress.refresh()
+            finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for future in finished:
+                task = pending.pop(future)
+                try:
+                    outcome = future.result()
+                except BrokenProcessPool:
+                    outcome = {"record": failed_record(task, "the worker process died (out of memory?)"), "files": {}}
+                except Exception as exc:  # pickling / transport errors
+                    outcome = {"record": failed_record(task, exc), "files": {}}
+                on_result(task, outcome)
+    progress.running = 0
+
+
+def execute_ray(tasks: list[dict], jobs: int, on_result, progress: CellProgress) -> None:
+    try:
+        import ray
+    except ImportError:
+        raise ConfigurationError(
+            "--executor ray needs Ray, which is not installed: pip install 'dpaudit[ray]' (or use --executor local)"
+        ) from None
+    if not ray.is_initialized():
+        address = os.environ.get("RAY_ADDRESS")
+        ray.init(address=address, ignore_reinit_error=True, include_dashboard=False, log_to_driver=False,
+                 **({} if address else {"num_cpus": max(1, jobs)}))  # fmt: skip
+    gpus = 1 if ray.cluster_resources().get("GPU", 0) >= 1 else 0
+    remote = ray.remote(num_cpus=1, num_gpus=gpus, max_retries=0)(run_cell)
+    refs = {remote.remote({**task, "threads": 1}): task for task in tasks}
+    log.info("submitted %d cells to Ray (%s GPU per task)", len(refs), gpus)
+    while refs:
+        progress.running = len(refs)
+        progress.refresh()
+        ready, _ = ray.wait(list(refs), num_returns=1)
+        for ref in ready:
+            task = refs.pop(ref)
+            try:
+                outcome = ray.get(ref)
+            except Exception as exc:  # the task's worker died
+                outcome = {"record": failed_record(task, exc), "files": {}}
+            on_result(task, outcome)
+    progress.running = 0

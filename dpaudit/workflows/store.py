@@ -1,0 +1,191 @@
+"""The study folder on disk (layout and guarantees: :mod:`dpaudit.workflows.study`): saved
+dataset, lock, ``results.jsonl`` and atomically materialised cell folders."""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import os
+import uuid
+from pathlib import Path
+from typing import Any
+
+from dpaudit.errors import DatasetError, DPAuditError
+from dpaudit.runtime import atomic_write_bytes, atomic_write_json
+from dpaudit.workflows.config import StudyConfig
+
+log = logging.getLogger(__name__)
+
+
+CELL_SCHEMA = "dpaudit.study-cell"
+CELL_SCHEMA_VERSION = 1
+STUDY_FILE = "study.json"
+RESULTS_FILE = "results.jsonl"
+CELLS_DIR = "cells"
+DATASET_DIR = "dataset"
+RECORD_KEYS = (
+    "schema", "version", "cell_id", "config_hash", "status", "defense", "epsilon", "seed", "dataset", "split",
+    "privacy", "metrics", "card", "overrides", "attacks", "attack_errors", "attack_seconds", "error", "seconds",
+    "started_at", "finished_at", "run_id", "worker",
+)  # fmt: skip
+
+
+# --------------------------------------------------------------------------- datasets
+
+
+def save_dataset(dataset, directory: str | Path) -> None:
+    """Write a :class:`~dpaudit.datasets.GraphDataset` as tensors (safetensors) + JSON, never pickle."""
+    from safetensors.torch import save as save_safetensors
+
+    directory = Path(directory)
+    data = dataset.data
+    tensors = {k: getattr(data, k).detach().cpu().contiguous() for k in ("x", "y", "edge_index", "label_mask")}
+    if "public_split" in data:
+        tensors["public_split"] = data.public_split.detach().cpu().contiguous()
+    atomic_write_bytes(directory / "graph.safetensors", save_safetensors(tensors))
+    meta = {"name": dataset.name, "num_classes": dataset.num_classes, "fingerprint": dataset.fingerprint,
+            "info": dataset.info}  # fmt: skip
+    atomic_write_json(directory / "dataset.json", meta)
+
+
+def load_saved_dataset(directory: str | Path):
+    from safetensors.torch import load as load_safetensors
+    from torch_geometric.data import Data
+
+    from dpaudit.datasets import GraphDataset, fingerprint
+
+    directory = Path(directory)
+    try:
+        meta = json.loads((directory / "dataset.json").read_text())
+        tensors = load_safetensors((directory / "graph.safetensors").read_bytes())
+    except (OSError, ValueError) as exc:
+        raise DatasetError(f"cannot read the study's saved dataset in {directory}: {exc}") from None
+    data = Data(**tensors, num_nodes=int(tensors["x"].size(0)))
+    if fingerprint(data) != meta["fingerprint"]:
+        raise DatasetError(f"the study's saved dataset in {directory} does not match its fingerprint")
+    return GraphDataset(data, meta["name"], int(meta["num_classes"]), meta["fingerprint"], meta.get("info") or {})
+
+
+def load_study_dataset(config: StudyConfig, study_dir: str | Path):
+    from dpaudit.datasets import load_dataset
+
+    if config.dataset == "study:dataset":
+        return load_saved_dataset(Path(study_dir) / DATASET_DIR)
+    return load_dataset(config.dataset, root=config.data_root, **config.dataset_options)
+
+
+# --------------------------------------------------------------------------- the study folder
+
+
+class StudyLock:
+    """Exclusive lock on ``STUDY_DIR/.lock`` (released by the OS even on SIGKILL)."""
+
+    def __init__(self, directory: Path):
+        self.path = directory / ".lock"
+        self.fh = None
+
+    def __enter__(self):
+        import fcntl
+
+        self.fh = open(self.path, "a+")
+        try:
+            fcntl.flock(self.fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self.fh.close()
+            raise DPAuditError(f"{self.path.parent} is being run by another process") from None
+        return self
+
+    def __exit__(self, *exc):
+        import fcntl
+
+        fcntl.flock(self.fh, fcntl.LOCK_UN)
+        self.fh.close()
+
+
+def read_results(study_dir: str | Path) -> list[dict[str, Any]]:
+    """Every well-formed line of ``results.jsonl`` (a torn last line is ignored)."""
+    path = Path(study_dir) / RESULTS_FILE
+    if not path.exists():
+        return []
+    records = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            log.warning("ignoring a malformed line in %s (an interrupted write)", path)
+            continue
+        if isinstance(rec, dict) and rec.get("schema") == CELL_SCHEMA:
+            records.append(rec)
+    return records
+
+
+def rewrite_results(study_dir: Path, records: list[dict]) -> None:
+    text = "".join(json.dumps(r, separators=(",", ":"), allow_nan=False) + "\n" for r in records)
+    atomic_write_bytes(study_dir / RESULTS_FILE, text.encode("utf-8"))
+
+
+def append_result(study_dir: Path, record: dict) -> None:
+    line = (json.dumps(record, separators=(",", ":"), allow_nan=False) + "\n").encode("utf-8")
+    fd = os.open(study_dir / RESULTS_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def materialise_cell(study_dir: Path, cell_id: str, files: dict[str, str]) -> None:
+    """Write a finished cell's files under ``cells/.tmp-*`` and rename the folder into place."""
+    cells = study_dir / CELLS_DIR
+    final = cells / cell_id
+    if final.exists():  # finished before (and recovered): keep the first result
+        return
+    tmp = cells / f".tmp-{cell_id}-{uuid.uuid4().hex[:8]}"
+    for rel, payload in files.items():
+        target = (tmp / rel).resolve()
+        if tmp.resolve() not in target.parents:
+            raise RuntimeError(f"refusing to write {rel!r} outside the cell folder")
+        atomic_write_bytes(target, base64.b64decode(payload))
+    _fsync_dir(tmp)
+    os.replace(tmp, final)
+    _fsync_dir(cells)
+
+
+def load_cell_record(study_dir: Path, cell_id: str) -> dict | None:
+    path = study_dir / CELLS_DIR / cell_id / "cell.json"
+    try:
+        rec = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+    return rec if rec.get("status") == "done" and rec.get("cell_id") == cell_id else None
+
+
+def load_cell_artifacts(study_dir: str | Path, record: dict) -> dict:
+    """The record with each attack's image artifacts read back from ``cells/<id>/attacks/``."""
+    rec = dict(record)
+    folder = Path(study_dir) / CELLS_DIR / str(record.get("cell_id")) / "attacks"
+    attacks = {}
+    for name, result in (record.get("attacks") or {}).items():
+        result = dict(result)
+        try:
+            full = json.loads((folder / f"{name}.json").read_text(encoding="utf-8"))
+            result["artifacts"] = full.get("artifacts") or {}
+        except (OSError, json.JSONDecodeError):
+            result["artifacts"] = {}
+        attacks[name] = result
+    rec["attacks"] = attacks
+    return rec
