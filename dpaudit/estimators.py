@@ -168,6 +168,28 @@ def _tie_break_order(s: np.ndarray, seed: int) -> np.ndarray:
 # --------------------------------------------------------------------------- binomial tails
 
 
+def _check_int(name: str, value, allow_negative: bool = False) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise EstimatorInputError(f"{name} must be an integer, got {value!r}")
+    if value < 0 and not allow_negative:
+        raise EstimatorInputError(f"{name} must be >= 0, got {value}")
+    return int(value)
+
+
+def _check_counts(m, r, v) -> tuple[int, int, int]:
+    m, r, v = _check_int("m", m), _check_int("r", r), _check_int("v", v)
+    if not v <= r <= m:
+        raise EstimatorInputError(f"need 0 <= v <= r <= m, got v={v}, r={r}, m={m}")
+    return m, r, v
+
+
+def _check_epsilon(epsilon) -> None:
+    if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float, np.floating, np.integer)) or not (
+        0.0 <= float(epsilon) < math.inf
+    ):
+        raise EstimatorInputError(f"epsilon must be a finite number >= 0, got {epsilon!r}")
+
+
 def _logsumexp(x: np.ndarray) -> float:
     """log Σ exp(x) for a 1-D array (scipy's version costs ~0.5 ms of overhead per call)."""
     top = float(np.max(x))
@@ -202,7 +224,8 @@ def binomial_tail(v: int, r: int, epsilon: float) -> float:
     The probability that an ε-DP randomized response guesses correctly is e^ε/(1+e^ε); this is
     the pure-DP part of the one-run test (Steinke et al. 2023). Cross-checked against
     ``scipy.stats.binom.sf`` and brute-force enumeration in the tests."""
-    v, r = int(v), int(r)
+    v, r = _check_int("v", v, allow_negative=True), _check_int("r", r)
+    _check_epsilon(epsilon)
     if v <= 0:
         return 1.0
     if v > r:
@@ -228,9 +251,9 @@ def one_run_p_value(m: int, r: int, v: int, epsilon: float, delta: float, *, _lo
     (W' ~ Binomial(r − 1, q)), dA_i/dq ≥ r·P[W' = v − 1](1 − c/i) ≥ 0 whenever c ≤ 1. So the
     p-value is non-decreasing in ε when 2mδ ≤ 1.
     """
-    m, r, v = int(m), int(r), int(v)
-    if not 0 <= v <= r <= m:
-        raise EstimatorInputError(f"need 0 <= v <= r <= m, got v={v}, r={r}, m={m}")
+    m, r, v = _check_counts(m, r, v)
+    _check_epsilon(epsilon)
+    _check_delta_confidence(delta, 0.5)
     if v == 0:
         return 1.0
     logp = _log_pmf(r, epsilon, _log_coef)
@@ -249,10 +272,21 @@ def one_run_epsilon(m: int, r: int, v: int, delta: float, level: float) -> tuple
     Returns (ε_LB, p-value at ε_LB); ε_LB = 0.0 when even ε = 0 is not rejected. When
     2mδ ≤ 1 the p-value is non-decreasing in ε (see :func:`one_run_p_value`), so every
     ε ≤ ε_LB is rejected too and bisection is exact (to 1e-6; the lower end — the side that
-    is rejected — is returned). When 2mδ > 1 a conservative scan in steps of 0.01 from 0
-    stops at the first non-rejected ε.
+    is rejected — is returned). When 2mδ > 1 the p-value need not be monotone; a scan in steps
+    of 0.01 from 0 returns the last grid point before the first non-rejected one. That is
+    still valid: for the true ε* let ε' be the smallest grid point ≥ ε* (a fixed number); the
+    mechanism is (ε', δ)-DP, so P[p(ε') ≤ level] ≤ level, and reporting more than ε* requires
+    every grid point up to the report, ε' included, to be rejected.
+
+    Args:
+        m: canaries (all of them, abstentions included); r: guesses; v: correct guesses.
+        delta: δ of the tested (ε, δ) hypothesis; level: rejection level (β after any split).
     """
-    coef = _log_binom_coefficients(int(r))
+    m, r, v = _check_counts(m, r, v)
+    _check_delta_confidence(delta, 0.5)
+    if isinstance(level, bool) or not isinstance(level, (int, float, np.floating)) or not 0.0 < level < 1.0:
+        raise EstimatorInputError(f"level must lie in (0, 1), got {level!r}")
+    coef = _log_binom_coefficients(r)
 
     def p(eps: float) -> float:
         return one_run_p_value(m, r, v, eps, delta, _log_coef=coef)
@@ -267,9 +301,9 @@ def one_run_epsilon(m: int, r: int, v: int, delta: float, level: float) -> tuple
         return eps, p(eps)
     lo, hi = 0.0, 1.0
     while p(hi) <= level:
-        lo, hi = hi, hi * 2.0
-        if hi > EPSILON_SEARCH_MAX:
+        if hi >= EPSILON_SEARCH_MAX:
             return EPSILON_SEARCH_MAX, p(EPSILON_SEARCH_MAX)
+        lo, hi = hi, min(2.0 * hi, EPSILON_SEARCH_MAX)
     while hi - lo > 1e-6:
         mid = 0.5 * (lo + hi)
         if p(mid) <= level:
@@ -282,7 +316,7 @@ def one_run_epsilon(m: int, r: int, v: int, delta: float, level: float) -> tuple
 # --------------------------------------------------------------------------- Clopper–Pearson
 
 
-def clopper_pearson_upper(successes, trials, alpha: float) -> np.ndarray:
+def _cp_upper(successes, trials, alpha: float) -> np.ndarray:
     """One-sided (1 − α) Clopper–Pearson upper bound: the p with P[Bin(n, p) ≤ k] = α."""
     k, n = np.asarray(successes, dtype=float), np.asarray(trials, dtype=float)
     with np.errstate(invalid="ignore"):
@@ -290,7 +324,7 @@ def clopper_pearson_upper(successes, trials, alpha: float) -> np.ndarray:
     return np.where(k >= n, 1.0, hi)
 
 
-def clopper_pearson_lower(successes, trials, alpha: float) -> np.ndarray:
+def _cp_lower(successes, trials, alpha: float) -> np.ndarray:
     """One-sided (1 − α) Clopper–Pearson lower bound: the p with P[Bin(n, p) ≥ k] = α."""
     k, n = np.asarray(successes, dtype=float), np.asarray(trials, dtype=float)
     with np.errstate(invalid="ignore"):
@@ -315,8 +349,8 @@ def _dp_epsilon_forms(pos, neg, thresholds, delta, alpha):
     tp, fp = _counts(pos, neg, thresholds)
     n_pos, n_neg = pos.size, neg.size
     fn = n_pos - tp
-    fpr_ub = clopper_pearson_upper(fp, n_neg, alpha / 2.0)
-    fnr_ub = clopper_pearson_upper(fn, n_pos, alpha / 2.0)
+    fpr_ub = _cp_upper(fp, n_neg, alpha / 2.0)
+    fnr_ub = _cp_upper(fn, n_pos, alpha / 2.0)
     with np.errstate(divide="ignore", invalid="ignore"):
         num_a = 1.0 - delta - fnr_ub
         num_b = 1.0 - delta - fpr_ub
@@ -637,8 +671,8 @@ def gdp_estimate(
     alpha = 1.0 - float(confidence)
     level = alpha / (2.0 * t.size)
     tp, fp = _counts(pos, neg, t)
-    tpr_lb = clopper_pearson_lower(tp, pos.size, level)
-    fpr_ub = clopper_pearson_upper(fp, neg.size, level)
+    tpr_lb = _cp_lower(tp, pos.size, level)
+    fpr_ub = _cp_upper(fp, neg.size, level)
     with np.errstate(divide="ignore"):
         mus = stats.norm.ppf(tpr_lb) - stats.norm.ppf(fpr_ub)
     mus = np.where(np.isfinite(mus), mus, -np.inf)

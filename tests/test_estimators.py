@@ -281,3 +281,40 @@ def test_bad_estimator_specific_input():
         audit_epsilon(s, y, delta=DELTA, estimators=("lira",))
     with pytest.raises(EstimatorInputError, match="both coin values"):
         gdp_estimate(s, np.ones(100, bool), delta=DELTA)
+
+
+def test_one_run_epsilon_scan_when_two_m_delta_exceeds_one():
+    m, r, v, delta, level = 100_000, 2000, 1990, 1e-5, 0.05  # 2mδ = 2: p-value not provably monotone
+    eps, p = one_run_epsilon(m, r, v, delta, level)
+    assert eps > 0 and p <= level
+    assert one_run_p_value(m, r, v, eps + 0.01, delta) > level
+    grid = np.arange(0.0, eps, 0.01)
+    assert all(one_run_p_value(m, r, v, float(e), delta) <= level for e in grid)
+
+
+def test_one_run_delta_term_absorbs_leaks():
+    """Per canary: with probability δ the coin is published outright (score ±10), otherwise the
+    output is pure noise — a (0, δ)-DP mechanism. The δ term keeps the bound at 0; the same test
+    analysed as pure DP (δ = 0) is fooled whenever 8 canaries leak."""
+    delta, m, trials = 0.01, 1000, 60
+    fooled = over = 0
+    for seed in range(trials):
+        rng = np.random.default_rng(seed)
+        y = rng.random(m) < 0.5
+        leak = rng.random(m) < delta
+        s = np.where(leak, np.where(y, 10.0, -10.0), rng.normal(0.0, 1.0, m))
+        over += one_run_lower_bound(s, y, delta=delta, guesses=[(8, 0)]).epsilon_lower_bound > 0
+        fooled += one_run_lower_bound(s, y, delta=0.0, guesses=[(8, 0)]).epsilon_lower_bound > 0
+    assert over <= 3
+    assert fooled >= trials // 3
+
+
+def test_public_helpers_validate_their_arguments():
+    with pytest.raises(EstimatorInputError):
+        one_run_p_value(10, 20, 5, 1.0, 1e-5)  # r > m
+    with pytest.raises(EstimatorInputError):
+        one_run_p_value(10, 5, 2, -1.0, 1e-5)
+    with pytest.raises(EstimatorInputError):
+        one_run_epsilon(10, 5, 2, 1e-5, 1.5)
+    with pytest.raises(EstimatorInputError):
+        binomial_tail(2, 5.5, 1.0)
