@@ -106,12 +106,19 @@ def _jsonable(value: Any) -> Any:
 # --------------------------------------------------------------------------- input validation
 
 
+def _host_array(x) -> np.ndarray:
+    """numpy view of a list, numpy array or (any-device) torch tensor, without importing torch."""
+    if hasattr(x, "detach") and hasattr(x, "cpu"):
+        x = x.detach().cpu().numpy()
+    return np.asarray(x)
+
+
 def _check_common(scores, included, delta, confidence) -> tuple[np.ndarray, np.ndarray]:
     try:
-        s = np.asarray(scores, dtype=np.float64).reshape(-1)
+        s = _host_array(scores).astype(np.float64).reshape(-1)
     except (TypeError, ValueError) as exc:
         raise EstimatorInputError(f"scores must be numbers: {exc}") from None
-    raw = np.asarray(included).reshape(-1)
+    raw = _host_array(included).reshape(-1)
     if raw.size != s.size:
         raise EstimatorInputError(f"scores ({s.size}) and included ({raw.size}) differ in length")
     if s.size == 0:
@@ -144,7 +151,7 @@ def _check_runs(run_ids, n: int) -> np.ndarray | None:
     """Integer run index per score (0..R-1), or None when ``run_ids`` is None."""
     if run_ids is None:
         return None
-    r = np.asarray(run_ids)
+    r = _host_array(run_ids)
     if r.ndim != 1 or r.size != n:
         raise EstimatorInputError(f"run_ids must be a 1-D array of length {n} (one per score), got shape {r.shape}")
     if np.issubdtype(r.dtype, np.floating) and not np.isfinite(r).all():
@@ -359,6 +366,34 @@ def _dp_epsilon_forms(pos, neg, thresholds, delta, alpha):
     return eps_a, eps_b, tp, fp, fpr_ub, fnr_ub
 
 
+# --------------------------------------------------------------------------- pooling runs
+
+
+def standardize_per_run(scores, run_ids) -> np.ndarray:
+    """Scores centred on their run's median and scaled by its interquartile range.
+
+    Pooling the canaries of several trainings ranks scores across models whose score scales
+    differ (one model's margins may all be larger); a per-run robust z-score removes that.
+    It reads only the outputs (scores, never the coins), so every estimator stays valid on the
+    result: the one-run guesses remain a function of the released outputs, and with one score
+    kept per run each run's standardized score is still a function of that run alone.
+
+    Shapes:
+        scores: [n]; run_ids: [n]; returns [n] float64.
+    """
+    s = _host_array(scores).astype(np.float64).reshape(-1)
+    runs = _check_runs(run_ids, s.size)
+    if runs is None or not np.isfinite(s).all():
+        raise EstimatorInputError("standardize_per_run needs finite scores and one run id per score")
+    out = np.empty_like(s)
+    for run in range(int(runs.max()) + 1):
+        idx = runs == run
+        q25, q50, q75 = np.quantile(s[idx], [0.25, 0.5, 0.75])
+        scale = q75 - q25
+        out[idx] = (s[idx] - q50) / (scale if scale > 0 else 1.0)
+    return out
+
+
 # --------------------------------------------------------------------------- one-run
 
 
@@ -422,10 +457,19 @@ def one_run_lower_bound(
         confidence: 1 − β.
         guesses: iterable of (k_plus, k_minus) pairs, each with k_plus + k_minus ≤ m.
         seed: tie-breaking seed.
+
+    Shapes:
+        scores: [m] float; included: [m] bool; ``details["tried"]``: one row per grid pair.
     """
     s, y = _check_common(scores, included, delta, confidence)
     m = s.size
-    grid = default_guess_grid(m) if guesses is None else [tuple(int(x) for x in g) for g in guesses]
+    if guesses is None:
+        grid = default_guess_grid(m)
+    else:
+        try:
+            grid = [(int(kp), int(km)) for kp, km in guesses]
+        except (TypeError, ValueError):
+            raise EstimatorInputError("guesses must be (k_plus, k_minus) pairs of integers") from None
     if not grid:
         raise EstimatorInputError("guesses must name at least one (k_plus, k_minus) pair")
     for kp, km in grid:
@@ -540,6 +584,9 @@ def multi_run_lower_bound(
         per_run: "error" (default) or "sample".
         seed: seed of the split (and of the per-run sampling).
         max_candidates: at most this many candidate thresholds on the selection half.
+
+    Shapes:
+        scores, included, run_ids: [n] each (n scores from R ≥ 2 runs).
     """
     s, y = _check_common(scores, included, delta, confidence)
     if run_ids is None:
@@ -652,6 +699,9 @@ def gdp_estimate(
         scores: [n] scores; included: [n] bool coins.
         thresholds: optional pre-registered thresholds (replace the quantiles).
         quantiles: quantile levels of the pooled scores used as thresholds (default 0.1..0.9).
+
+    Shapes:
+        scores: [n] float; included: [n] bool; thresholds / quantiles: [T].
     """
     s, y = _check_common(scores, included, delta, confidence)
     pos, neg = s[y], s[~y]
@@ -717,6 +767,7 @@ def audit_epsilon(
     claimed_epsilon: float | None = None,
     seed: int = 0,
     per_run: str = "error",
+    standardize: bool = False,
 ) -> dict:
     """Run several estimators with a Bonferroni split and report each and the maximum.
 
@@ -731,6 +782,13 @@ def audit_epsilon(
     ``per_run="sample"``); the skipped ones are listed with the reason. An explicit tuple must
     be applicable, else :class:`EstimatorInputError`.
 
+    ``standardize=True`` (needs ``run_ids``) first replaces each score by its per-run robust
+    z-score (:func:`standardize_per_run`) — label-free, so the bounds stay valid; it helps when
+    canaries of several trainings are pooled and the models' score scales differ.
+
+    Shapes:
+        scores: [n]; included: [n] bool; run_ids: [n] or None.
+
     Returns a JSON-able dict: ``estimates`` {name: EpsilonEstimate.to_dict()},
     ``epsilon_lower_bound`` {name: x, "overall": max}, ``certified_epsilon_lower_bound``,
     ``confidence``, ``delta``, ``multiple_testing``, ``skipped`` and, with a claim,
@@ -738,6 +796,10 @@ def audit_epsilon(
     """
     s, y = _check_common(scores, included, delta, confidence)
     runs = _check_runs(run_ids, s.size)
+    if standardize:
+        if runs is None:
+            raise EstimatorInputError("standardize=True needs run_ids (scores are standardized within each run)")
+        s = standardize_per_run(s, run_ids)
     skipped: dict[str, str] = {}
     if estimators is None:
         chosen = ["one-run"]
@@ -781,6 +843,7 @@ def audit_epsilon(
         "delta": float(delta),
         "multiple_testing": f"Bonferroni over the m = {m} estimators: each at 1-(1-c)/m = {each:.6g}",
         "skipped": skipped,
+        "standardized_per_run": bool(standardize),
     }
     if claimed_epsilon is not None:
         out["claimed_epsilon"] = float(claimed_epsilon)

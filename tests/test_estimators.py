@@ -27,6 +27,7 @@ from dpaudit.estimators import (
     one_run_epsilon,
     one_run_lower_bound,
     one_run_p_value,
+    standardize_per_run,
 )
 
 CLAIM, DELTA = 4.0, 1e-5
@@ -273,6 +274,8 @@ def test_bad_estimator_specific_input():
         multi_run_lower_bound(s, y, delta=DELTA, run_ids=np.arange(99))
     with pytest.raises(EstimatorInputError, match="per_run"):
         multi_run_lower_bound(s, y, delta=DELTA, run_ids=np.arange(100), per_run="all")
+    with pytest.raises(EstimatorInputError, match="pairs"):
+        one_run_lower_bound(s, y, delta=DELTA, guesses=[(1, 2, 3)])
     with pytest.raises(EstimatorInputError, match="guess counts"):
         one_run_lower_bound(s, y, delta=DELTA, guesses=[(80, 30)])
     with pytest.raises(EstimatorInputError, match="quantiles"):
@@ -318,3 +321,31 @@ def test_public_helpers_validate_their_arguments():
         one_run_epsilon(10, 5, 2, 1e-5, 1.5)
     with pytest.raises(EstimatorInputError):
         binomial_tail(2, 5.5, 1.0)
+
+
+def test_standardize_per_run_removes_run_offsets(sigma):
+    """Five 'models' whose scores are shifted by very different offsets: pooled raw scores mostly
+    rank the runs, per-run standardized scores rank the canaries."""
+    parts = [gaussian_canaries(400, sigma, seed=20 + k) for k in range(5)]
+    offsets = np.array([0.0, 5.0, -5.0, 10.0, -10.0])
+    s = np.concatenate([p[0] + off for p, off in zip(parts, offsets)])
+    y = np.concatenate([p[1] for p in parts])
+    runs = np.repeat(np.arange(5), 400)
+    raw = audit_epsilon(s, y, delta=DELTA, run_ids=runs)
+    std = audit_epsilon(s, y, delta=DELTA, run_ids=runs, standardize=True)
+    assert std["standardized_per_run"] is True and raw["standardized_per_run"] is False
+    assert std["epsilon_lower_bound"]["one-run"] > raw["epsilon_lower_bound"]["one-run"] + 0.3
+    assert std["epsilon_lower_bound"]["overall"] <= CLAIM
+    z = standardize_per_run(s, runs)
+    for k in range(5):
+        assert np.median(z[runs == k]) == pytest.approx(0.0, abs=1e-12)
+    with pytest.raises(EstimatorInputError, match="run_ids"):
+        audit_epsilon(s, y, delta=DELTA, standardize=True)
+
+
+def test_torch_tensors_are_accepted():
+    torch = pytest.importorskip("torch")
+    s, y = gaussian_canaries(300, 1.0, seed=11)
+    a = one_run_lower_bound(torch.tensor(s), torch.tensor(y), delta=DELTA)
+    b = one_run_lower_bound(s, y, delta=DELTA)
+    assert a.epsilon_lower_bound == b.epsilon_lower_bound
