@@ -147,6 +147,23 @@ def _check_delta_confidence(delta, confidence) -> None:
         raise EstimatorInputError(f"confidence must lie in (0, 1), got {confidence}")
 
 
+def _float_list(name: str, values) -> np.ndarray:
+    """A non-empty 1-D array of finite floats (thresholds, quantile levels)."""
+    try:
+        arr = _host_array(values).astype(np.float64).reshape(-1)
+    except (TypeError, ValueError):
+        raise EstimatorInputError(f"{name} must be a list of numbers, got {values!r}") from None
+    if arr.size == 0 or not np.isfinite(arr).all():
+        raise EstimatorInputError(f"{name} must be a non-empty list of finite numbers")
+    return arr
+
+
+def _check_seed(seed) -> int:
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise EstimatorInputError(f"seed must be a non-negative integer, got {seed!r}")
+    return int(seed)
+
+
 def _check_runs(run_ids, n: int) -> np.ndarray | None:
     """Integer run index per score (0..R-1), or None when ``run_ids`` is None."""
     if run_ids is None:
@@ -403,8 +420,9 @@ ONE_RUN_ASSUMPTIONS = (
     "coins, and the scores are computed from the released output(s) only; each canary is one unit of the "
     "privacy guarantee (a node canary for node-level DP, an edge canary for edge-level DP). Scores pooled "
     "from several independent runs are allowed (each coin still affects one run by one unit). The bound is "
-    "loose: it caps at roughly ln(r) for r guesses and ignores the shape of the trade-off curve, and the "
-    "union bound over the guess counts costs a factor |grid| in the error budget."
+    "loose: it caps at roughly ln(r) for r guesses, its delta term caps it further (about 3 at delta = 1e-5 "
+    "in simulations), it ignores the shape of the trade-off curve, and the union bound over the guess counts "
+    "costs a factor |grid| in the error budget."
 )
 
 
@@ -457,10 +475,12 @@ def one_run_lower_bound(
     the grid is reported — valid at 1 − β jointly. Pass a single pre-registered pair to spend
     the whole budget on it.
 
-    Where it is loose: abstention discards score magnitudes; with r guesses ε_LB cannot exceed
-    about ln(r) (all correct); the δ term grows with m; and the Bonferroni split costs
-    ln(|grid|) in the tail. Typical values are far below the true ε unless the canaries are
-    very strong (the paper's own Gaussian experiments show the same gap).
+    Where it is loose: abstention discards score magnitudes; with r guesses, all correct, ε_LB
+    is about ln(r / ln(|grid|/β)); the δ term grows with m and caps the bound further (measured
+    on Gaussian scores at δ = 1e-5: ≤ 3.2 for m = 1e3..1e5 although the true ε was 9.1 — the
+    one-run test alone cannot catch a σ-halved ε = 4 mechanism); and the Bonferroni split costs
+    ln(|grid|) in the tail. Typical values are far below the true ε (1.3 median for a sound
+    ε = 4 Gaussian with m = 1000), as in the paper's own Gaussian experiments.
 
     Args:
         scores: [m] attack scores, higher = "more likely included".
@@ -474,6 +494,7 @@ def one_run_lower_bound(
         scores: [m] float; included: [m] bool; ``details["tried"]``: one row per grid pair.
     """
     s, y = _check_common(scores, included, delta, confidence)
+    seed = _check_seed(seed)
     m = s.size
     if guesses is None:
         grid = default_guess_grid(m)
@@ -577,8 +598,9 @@ def multi_run_lower_bound(
     either ``thresholds`` is a pre-registered list (each tested at α/|list|, Bonferroni, the
     maximum reported) or, by default, the runs are split at random (stratified by coin, seed
     ``seed``) into a selection half — every score there is a candidate threshold; the
-    (threshold, form) with the largest bound there wins — and an evaluation half on which the
-    bound is computed once at α.
+    (threshold, form) with the largest bound there, computed at the stricter level
+    α·:data:`SELECTION_LEVEL_FACTOR` to favour thresholds with enough counts, wins — and an
+    evaluation half on which the bound is computed once at α.
 
     Independence. Trials are runs: every run id must carry exactly one score. Several canaries
     of one run are *not* independent trials and are refused unless ``per_run="sample"``, which
@@ -601,6 +623,9 @@ def multi_run_lower_bound(
         scores, included, run_ids: [n] each (n scores from R ≥ 2 runs).
     """
     s, y = _check_common(scores, included, delta, confidence)
+    seed = _check_seed(seed)
+    if isinstance(max_candidates, bool) or not isinstance(max_candidates, (int, np.integer)) or max_candidates < 2:
+        raise EstimatorInputError(f"max_candidates must be an integer >= 2, got {max_candidates!r}")
     if run_ids is None:
         raise EstimatorInputError("multi-run needs run_ids (which independent training run produced each score)")
     if per_run not in MULTI_RUN_PER_RUN:
@@ -617,9 +642,7 @@ def multi_run_lower_bound(
     details: dict[str, Any] = {"runs": n_runs, "trials": int(s.size), "included": int(y.sum()),
                                "per_run": per_run}
     if thresholds is not None:
-        t = np.asarray(thresholds, dtype=np.float64).reshape(-1)
-        if t.size == 0 or not np.isfinite(t).all():
-            raise EstimatorInputError("thresholds must be a non-empty list of finite numbers")
+        t = _float_list("thresholds", thresholds)
         if pos.size == 0 or neg.size == 0:
             raise EstimatorInputError("multi-run needs runs with the canary included and runs without")
         level = alpha / t.size
@@ -720,16 +743,14 @@ def gdp_estimate(
     if pos.size == 0 or neg.size == 0:
         raise EstimatorInputError("the GDP estimate needs canaries with both coin values")
     if thresholds is not None:
-        t = np.asarray(thresholds, dtype=np.float64).reshape(-1)
+        t = _float_list("thresholds", thresholds)
         mode = "pre-registered thresholds"
     else:
-        qs = np.linspace(0.1, 0.9, 9) if quantiles is None else np.asarray(quantiles, dtype=np.float64).reshape(-1)
-        if qs.size == 0 or not ((qs > 0) & (qs < 1)).all():
+        qs = np.linspace(0.1, 0.9, 9) if quantiles is None else _float_list("quantiles", quantiles)
+        if not ((qs > 0) & (qs < 1)).all():
             raise EstimatorInputError("quantiles must be a non-empty list of levels in (0, 1)")
         t = np.quantile(s, qs)
         mode = "quantiles of pooled scores"
-    if t.size == 0 or not np.isfinite(t).all():
-        raise EstimatorInputError("thresholds must be a non-empty list of finite numbers")
     alpha = 1.0 - float(confidence)
     level = alpha / (2.0 * t.size)
     tp, fp = _counts(pos, neg, t)
@@ -807,6 +828,7 @@ def audit_epsilon(
     ``claimed_epsilon``, ``claim_refuted``, ``estimate_exceeds_claim``.
     """
     s, y = _check_common(scores, included, delta, confidence)
+    seed = _check_seed(seed)
     runs = _check_runs(run_ids, s.size)
     if standardize:
         if runs is None:
@@ -845,6 +867,8 @@ def audit_epsilon(
         else:
             results[name] = gdp_estimate(s, y, delta=delta, confidence=each)
     bounds = {name: float(est.epsilon_lower_bound) for name, est in results.items()}
+    log.debug("audit_epsilon: %d scores, delta=%g, each estimator at %.6g: %s (skipped: %s)",
+              s.size, delta, each, bounds, skipped)
     certified = max([bounds[n] for n in bounds if n in RIGOROUS_ESTIMATORS], default=0.0)
     out = {
         "estimates": {name: est.to_dict() for name, est in results.items()},

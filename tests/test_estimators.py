@@ -282,6 +282,14 @@ def test_bad_estimator_specific_input():
         gdp_estimate(s, y, delta=DELTA, quantiles=[0.0, 0.5])
     with pytest.raises(EstimatorInputError, match="estimators"):
         audit_epsilon(s, y, delta=DELTA, estimators=("lira",))
+    with pytest.raises(EstimatorInputError, match="thresholds"):
+        multi_run_lower_bound(s, y, delta=DELTA, run_ids=np.arange(100), thresholds=["x"])
+    with pytest.raises(EstimatorInputError, match="thresholds"):
+        gdp_estimate(s, y, delta=DELTA, thresholds=[])
+    with pytest.raises(EstimatorInputError, match="seed"):
+        one_run_lower_bound(s, y, delta=DELTA, seed=-1)
+    with pytest.raises(EstimatorInputError, match="max_candidates"):
+        multi_run_lower_bound(s, y, delta=DELTA, run_ids=np.arange(100), max_candidates=1)
     with pytest.raises(EstimatorInputError, match="both coin values"):
         gdp_estimate(s, np.ones(100, bool), delta=DELTA)
 
