@@ -290,6 +290,23 @@ def one_run_p_value(m: int, r: int, v: int, epsilon: float, delta: float, *, _lo
     return min(1.0, tail + 2.0 * m * delta * alpha)
 
 
+def _one_run_p_values(m: int, r: int, v: int, epsilons: np.ndarray, delta: float, log_coef: np.ndarray) -> np.ndarray:
+    """:func:`one_run_p_value` for many ε at once (rows of a [E, r + 1] log-pmf matrix)."""
+    eps = np.asarray(epsilons, dtype=np.float64)
+    log_q = -np.log1p(np.exp(-eps))
+    log_1mq = -eps + log_q
+    k = np.arange(r + 1, dtype=np.float64)
+    logp = log_coef[None, :] + k[None, :] * log_q[:, None] + (r - k)[None, :] * log_1mq[:, None]
+    upper = logp[:, v:]
+    top = upper.max(axis=1)
+    tail = np.exp(top) * np.exp(upper - top[:, None]).sum(axis=1)
+    if delta <= 0:
+        return np.minimum(1.0, tail)
+    window = np.cumsum(np.exp(logp[:, :v][:, ::-1]), axis=1)  # P[v-i <= W <= v-1], i = 1..v
+    alpha = (window / np.arange(1, v + 1)[None, :]).max(axis=1)
+    return np.minimum(1.0, tail + 2.0 * m * delta * alpha)
+
+
 def one_run_epsilon(m: int, r: int, v: int, delta: float, level: float) -> tuple[float, float]:
     """Largest ε whose one-run test (:func:`one_run_p_value`) rejects at ``level``.
 
@@ -319,10 +336,17 @@ def one_run_epsilon(m: int, r: int, v: int, delta: float, level: float) -> tuple
     if p0 > level:
         return 0.0, p0
     if 2.0 * m * delta > 1.0:
-        eps = 0.0
-        while eps + 0.01 <= EPSILON_SEARCH_MAX and p(eps + 0.01) <= level:
-            eps += 0.01
-        return eps, p(eps)
+        steps = np.arange(1, int(round(EPSILON_SEARCH_MAX / 0.01)) + 1)
+        chunk = max(1, min(256, 4_000_000 // (r + 1)))
+        last = 0  # index of the last rejected grid point (0 = ε 0, rejected above)
+        for start in range(0, steps.size, chunk):
+            js = steps[start:start + chunk]
+            rejected = _one_run_p_values(m, r, v, js * 0.01, float(delta), coef) <= level
+            if not rejected.all():
+                last = int(js[int(np.argmin(rejected))]) - 1
+                break
+            last = int(js[-1])
+        return last * 0.01, p(last * 0.01)
     lo, hi = 0.0, 1.0
     while p(hi) <= level:
         if hi >= EPSILON_SEARCH_MAX:
@@ -749,7 +773,7 @@ def gdp_estimate(
         qs = np.linspace(0.1, 0.9, 9) if quantiles is None else _float_list("quantiles", quantiles)
         if not ((qs > 0) & (qs < 1)).all():
             raise EstimatorInputError("quantiles must be a non-empty list of levels in (0, 1)")
-        t = np.quantile(s, qs)
+        t = np.unique(np.quantile(s, qs))  # tied scores can repeat a quantile: test it once
         mode = "quantiles of pooled scores"
     alpha = 1.0 - float(confidence)
     level = alpha / (2.0 * t.size)

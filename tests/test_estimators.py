@@ -357,3 +357,14 @@ def test_torch_tensors_are_accepted():
     a = one_run_lower_bound(torch.tensor(s), torch.tensor(y), delta=DELTA)
     b = one_run_lower_bound(s, y, delta=DELTA)
     assert a.epsilon_lower_bound == b.epsilon_lower_bound
+
+
+def test_vectorized_p_values_match_the_scalar_ones():
+    from dpaudit.estimators import _log_binom_coefficients, _one_run_p_values
+
+    m, r, v = 5000, 300, 270
+    eps = np.linspace(0.0, 6.0, 37)
+    for delta in (0.0, 1e-5, 1e-3):
+        vec = _one_run_p_values(m, r, v, eps, delta, _log_binom_coefficients(r))
+        scalar = [one_run_p_value(m, r, v, float(e), delta) for e in eps]
+        np.testing.assert_allclose(vec, scalar, rtol=1e-9, atol=1e-300)
