@@ -368,3 +368,14 @@ def test_vectorized_p_values_match_the_scalar_ones():
         vec = _one_run_p_values(m, r, v, eps, delta, _log_binom_coefficients(r))
         scalar = [one_run_p_value(m, r, v, float(e), delta) for e in eps]
         np.testing.assert_allclose(vec, scalar, rtol=1e-9, atol=1e-300)
+
+
+def test_gdp_is_only_an_estimate_it_overstates_randomized_response():
+    """ε-DP randomized response is not Gaussian-shaped: its single ROC corner maps to a large μ,
+    so the GDP 'estimate' exceeds the true ε = 2 while the certified one-run bound does not.
+    This is why audit_epsilon's claim_refuted uses only the rigorous estimators."""
+    s, y = randomized_response(2.0, 4000, seed=12)
+    out = audit_epsilon(s, y, delta=DELTA, claimed_epsilon=2.0)
+    assert out["epsilon_lower_bound"]["gdp"] > 2.0
+    assert out["epsilon_lower_bound"]["one-run"] <= 2.0
+    assert out["estimate_exceeds_claim"] is True and out["claim_refuted"] is False
