@@ -751,10 +751,11 @@ def gdp_estimate(
     This is an **estimate**: the step "mechanism is μ-GDP for some μ" is an assumption about
     the shape of the trade-off curve, not something the data certify. It can be badly wrong
     for other shapes: ε = 2 randomized response over 4000 canaries gives a GDP "estimate"
-    ≈ 11 (its one ROC corner maps to a large μ) while the one-run bound is 1.7–1.9 (tests). Where it is loose or
-    optimistic: the best single threshold is used (no curve fit); thresholds default to nine
-    label-free quantiles (10 %..90 %) of the pooled scores, which are data-dependent; and the
-    many canaries of one run are treated as independent trials.
+    ≈ 11 (its one ROC corner maps to a large μ) while the one-run bound is 1.7–1.9 (tests).
+
+    Where it is loose or optimistic: the best single threshold is used (no curve fit);
+    thresholds default to nine label-free quantiles (10 %..90 %) of the pooled scores, which
+    are data-dependent; and the many canaries of one run are treated as independent trials.
 
     Args:
         scores: [n] scores; included: [n] bool coins.
