@@ -450,6 +450,26 @@ ONE_RUN_ASSUMPTIONS = (
 )
 
 
+def one_run_ceiling(m: int, r: int, delta: float, level: float) -> float:
+    """The one-run bound if all r guesses were correct (v = r): no attack can exceed it.
+
+    (A perfect ranking need not reach it: with r = m guesses split evenly, v = r needs exactly
+    m/2 included canaries.) An audit whose ceiling is at most the claimed ε cannot refute the
+    claim whatever the attack;
+    with perfect guesses more guesses is more evidence (the δ term depends on m, not r), so
+    the largest r of the grid gives the ceiling. When 2mδ > 1 the scan uses steps of 0.05
+    (valid by the same argument as :func:`one_run_epsilon`, slightly below the 0.01 scan)."""
+    m, r, _ = _check_counts(m, r, r)
+    if 2.0 * m * delta <= 1.0:
+        return one_run_epsilon(m, r, r, delta, level)[0]
+    coef = _log_binom_coefficients(r)
+    grid = np.arange(0.0, EPSILON_SEARCH_MAX + 1e-9, 0.05)
+    rejected = _one_run_p_values(m, r, r, grid, float(delta), coef) <= level
+    if not rejected[0]:
+        return 0.0
+    return float(grid[-1] if rejected.all() else grid[int(np.argmin(rejected)) - 1])
+
+
 def default_guess_grid(m: int) -> list[tuple[int, int]]:
     """Guess counts (k₊, k₋) tried by default (12 pairs for m ≥ 40).
 
@@ -558,6 +578,7 @@ def one_run_lower_bound(
         "chosen": best if best["epsilon"] > 0 else None,
         "tried": tried,
         "hit_search_cap": bool(best["epsilon"] >= EPSILON_SEARCH_MAX),
+        "max_possible": one_run_ceiling(m, max(kp + km for kp, km in grid), float(delta), level),
         "method": "Steinke, Nasr & Jagielski 2023, (eps, delta) guess-count test with abstention",
     }
     return EpsilonEstimate("one-run", float(best["epsilon"]), float(confidence), float(delta), details,
@@ -669,7 +690,7 @@ def multi_run_lower_bound(
         t = _float_list("thresholds", thresholds)
         if pos.size == 0 or neg.size == 0:
             raise EstimatorInputError("multi-run needs runs with the canary included and runs without")
-        level = alpha / t.size
+        level = level_used = alpha / t.size
         eps_a, eps_b, tp, fp, fpr_ub, fnr_ub = _dp_epsilon_forms(pos, neg, t, delta, level)
         both = np.maximum(eps_a, eps_b)
         i = int(np.argmax(both))
@@ -682,6 +703,7 @@ def multi_run_lower_bound(
             "fpr_ub": float(fpr_ub[i]), "fnr_ub": float(fnr_ub[i]), "thresholds_tried": int(t.size),
         })
     else:
+        level_used = alpha
         rng = np.random.default_rng(seed + 1)
         pidx, nidx = rng.permutation(np.flatnonzero(y)), rng.permutation(np.flatnonzero(~y))
         if pidx.size < 2 or nidx.size < 2:
@@ -708,11 +730,22 @@ def multi_run_lower_bound(
             "fpr_ub": float(fpr_ub[0]), "fnr_ub": float(fnr_ub[0]), "candidates": int(cand.size),
         })
     eps = max(0.0, value) if math.isfinite(value) else 0.0
+    n_in, n_out = details["members"], details["non_members"]
+    perfect = _dp_epsilon_forms(np.ones(n_in), np.zeros(n_out), np.array([0.5]), delta, level_used)[0][0]
+    details["max_possible"] = float(max(0.0, perfect)) if math.isfinite(perfect) else 0.0
     details["method"] = "Jagielski, Ullman & Oprea 2020: Clopper-Pearson on FPR/FNR of independent runs"
     return EpsilonEstimate("multi-run", eps, float(confidence), delta, details, MULTI_RUN_ASSUMPTIONS)
 
 
 # --------------------------------------------------------------------------- GDP estimate
+
+
+def _gdp_ceiling(n_in: int, n_out: int, level: float, delta: float) -> float:
+    """The GDP estimate of a perfect attack (TP = n_in, FP = 0) at the same per-test level."""
+    mu = float(stats.norm.ppf(_cp_lower(n_in, n_in, level)) - stats.norm.ppf(_cp_upper(0, n_out, level)))
+    if not mu > 0:
+        return 0.0
+    return min(gaussian_epsilon(mu, delta), EPSILON_SEARCH_MAX) if delta > 0 else EPSILON_SEARCH_MAX
 
 
 GDP_ASSUMPTIONS = (
@@ -806,6 +839,7 @@ def gdp_estimate(
         "tpr_lb": float(tpr_lb[i]), "fpr_ub": float(fpr_ub[i]),
         "members": int(pos.size), "non_members": int(neg.size), "thresholds_tried": int(t.size),
         "mode": mode, "capped_at": EPSILON_SEARCH_MAX if capped else None,
+        "max_possible": _gdp_ceiling(pos.size, neg.size, level, float(delta)),
         "multiple_testing": f"Bonferroni over {t.size} thresholds x 2 binomial bounds (each at alpha/{2 * t.size})",
         "method": "estimate: mu-GDP lower confidence bound from the empirical trade-off curve, exact GDP "
         "conversion (Dong, Roth & Su 2019)",
@@ -851,8 +885,11 @@ def audit_epsilon(
 
     Returns a JSON-able dict: ``estimates`` {name: EpsilonEstimate.to_dict()},
     ``epsilon_lower_bound`` {name: x, "overall": max}, ``certified_epsilon_lower_bound``,
-    ``confidence``, ``delta``, ``multiple_testing``, ``skipped`` and, with a claim,
-    ``claimed_epsilon``, ``claim_refuted``, ``estimate_exceeds_claim``.
+    ``confidence``, ``delta``, ``multiple_testing``, ``skipped``, ``max_possible`` {name: the
+    most this estimator could report on this many canaries/runs, for any attack} and, with a claim,
+    ``claimed_epsilon``, ``claim_refuted``, ``estimate_exceeds_claim`` and ``can_refute_claim``
+    (whether a certified estimator's ``max_possible`` exceeds the claim at all: when it is
+    False the audit had no power to refute the claim, whatever the attack).
     """
     s, y = _check_common(scores, included, delta, confidence)
     seed = _check_seed(seed)
@@ -907,9 +944,12 @@ def audit_epsilon(
         "multiple_testing": f"Bonferroni over the m = {m} estimators: each at 1-(1-c)/m = {each:.6g}",
         "skipped": skipped,
         "standardized_per_run": bool(standardize),
+        "max_possible": {name: est.details.get("max_possible") for name, est in results.items()},
     }
     if claimed_epsilon is not None:
         out["claimed_epsilon"] = float(claimed_epsilon)
         out["claim_refuted"] = bool(certified > float(claimed_epsilon))
         out["estimate_exceeds_claim"] = bool(out["epsilon_lower_bound"]["overall"] > float(claimed_epsilon))
+        ceilings = [results[n].details["max_possible"] for n in results if n in RIGOROUS_ESTIMATORS]
+        out["can_refute_claim"] = bool(max(ceilings, default=0.0) > float(claimed_epsilon))
     return out

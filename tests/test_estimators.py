@@ -379,3 +379,31 @@ def test_gdp_is_only_an_estimate_it_overstates_randomized_response():
     assert out["epsilon_lower_bound"]["gdp"] > 2.0
     assert out["epsilon_lower_bound"]["one-run"] <= 2.0
     assert out["estimate_exceeds_claim"] is True and out["claim_refuted"] is False
+
+
+def test_max_possible_is_what_a_perfect_attack_gets(sigma):
+    m = 1000
+    y = np.random.default_rng(13).random(m) < 0.5
+    perfect = y.astype(float)  # scores that separate the coins exactly
+    one = one_run_lower_bound(perfect, y, delta=DELTA)
+    assert 0.8 * one.details["max_possible"] < one.epsilon_lower_bound <= one.details["max_possible"]
+    k = int(y.sum())  # guessing exactly the included ones "in" reaches the ceiling of r = k guesses
+    exact = one_run_lower_bound(perfect, y, delta=DELTA, guesses=[(k, 0)])
+    assert exact.epsilon_lower_bound == pytest.approx(exact.details["max_possible"], abs=1e-6)
+    gdp = gdp_estimate(perfect, y, delta=DELTA)
+    assert gdp.epsilon_lower_bound == pytest.approx(gdp.details["max_possible"], rel=1e-9)
+    n = 2000
+    yr = np.random.default_rng(14).random(n) < 0.5
+    mr = multi_run_lower_bound(yr.astype(float), yr, delta=DELTA, run_ids=np.arange(n))
+    assert mr.epsilon_lower_bound == pytest.approx(mr.details["max_possible"], rel=1e-9)
+    # a real attack stays below its ceiling
+    s, y = gaussian_canaries(m, sigma, seed=15)
+    out = audit_epsilon(s, y, delta=DELTA, claimed_epsilon=CLAIM)
+    for name, ceiling in out["max_possible"].items():
+        assert out["epsilon_lower_bound"][name] <= ceiling + 1e-9
+    assert out["can_refute_claim"] is True  # one-run ceiling 4.85 > 4 with 1000 canaries
+    # 200 canaries cannot certify ε = 4 whatever the attack: the audit says so
+    s, y = gaussian_canaries(200, sigma / 10, seed=16)
+    out = audit_epsilon(s, y, delta=DELTA, claimed_epsilon=CLAIM)
+    assert out["max_possible"]["one-run"] < CLAIM and out["can_refute_claim"] is False
+    assert out["claim_refuted"] is False and out["estimate_exceeds_claim"] is True
