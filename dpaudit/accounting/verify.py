@@ -335,7 +335,7 @@ def verify_spec(
         )
     if not spec.sound:
         not_checked.append(f"{len(spec.unaccounted)} unaccounted step(s) (sound: false)")
-    tag = "" if spec.sound else " (the paper's accounting; NOT a sound bound)"
+    tag = "" if spec.sound else f" (sound: false, {len(spec.unaccounted)} unaccounted step(s): NOT a bound)"
     return Verification(
         "recomputed",
         f"ε = {eps:.4g} at δ = {spec.delta:.3g} recomputed from {len(spec.mechanisms)} recorded mechanism(s) "
