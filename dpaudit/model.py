@@ -168,7 +168,7 @@ class ReleasedModel(ABC):
         Raises:
             IntegrityError: the spec does not match (one line).
         """
-        return verify_spec(privacy, expected_unit(card), card.get("protocol"))
+        return verify_spec(privacy, expected_unit(card), card_protocol(card))
 
     # -- save / load -------------------------------------------------------------------------
     def save(self, directory: str | Path) -> Path:
@@ -288,6 +288,18 @@ def expected_unit(card: dict[str, Any]) -> str | None:
         return get_defense(method).unit
     except DPAuditError:
         return None
+
+
+def card_protocol(card: dict[str, Any]) -> str | None:
+    """The protocol the model card records (``card["protocol"]``, else the hyperparameters');
+    two different values are refused."""
+    from dpaudit.accounting.verify import refuse
+
+    top = card.get("protocol")
+    hp = (card.get("hyperparameters") or {}).get("protocol") if isinstance(card.get("hyperparameters"), dict) else None
+    if top is not None and hp is not None and top != hp:
+        raise refuse(f"the model card names protocol {top!r} and hyperparameter protocol {hp!r}")
+    return top if top is not None else hp
 
 
 def verify_model_privacy(

@@ -255,15 +255,16 @@ def verify_privacy(privacy: PrivacySpec, card: dict[str, Any]) -> Verification:
         IntegrityError: on any mismatch (one line).
     """
     from dpaudit.accounting.verify import check_claims, check_ledger_epsilon, close, refuse, verify_spec
+    from dpaudit.model import card_protocol
 
-    check_claims(privacy, "node", card.get("protocol"))
+    check_claims(privacy, "node", card_protocol(card))
     if not privacy.is_private:
-        return verify_spec(privacy, "node", card.get("protocol"))
+        return verify_spec(privacy, "node", card_protocol(card))
     hp = card.get("hyperparameters") or {}
     q_node = float(hp.get("node_sample_rate", 0.09))
     records = list(privacy.mechanisms)
     if not records:
-        return verify_spec(privacy, "node", card.get("protocol"))
+        return verify_spec(privacy, "node", card_protocol(card))
     if records[-1].get("mechanism") == AMPLIFICATION:
         if privacy.protocol == "paper":
             raise refuse("a protocol=paper DPAR spec with the sound protocol's amplification record")

@@ -315,6 +315,7 @@ class GAPModel(ReleasedModel):
             IntegrityError: on any mismatch (one line).
         """
         from dpaudit.accounting.verify import refuse, verify_spec
+        from dpaudit.model import card_protocol
 
         level_unit = {"edge": "edge", "node": "node"}.get(config.get("level"))
         try:
@@ -329,7 +330,7 @@ class GAPModel(ReleasedModel):
                 f"the spec records {len(privacy.mechanisms)} mechanism(s) that differ from the model's ledger "
                 f"({len(config.get('ledger', []))} training mechanism(s) + {releases} foreign-graph release(s))"
             )
-        return verify_spec(privacy, level_unit, card.get("protocol"), allow_above_target=releases > 0)
+        return verify_spec(privacy, level_unit, card_protocol(card), allow_above_target=releases > 0)
 
     @classmethod
     def from_state(cls, config, tensors, privacy, card) -> GAPModel:

@@ -94,10 +94,11 @@ class GCONModel(ReleasedModel):
             theorem1_parameters,
         )
         from dpaudit.accounting.verify import check_claims, close, refuse, verify_spec
+        from dpaudit.model import card_protocol
 
-        check_claims(privacy, "edge", card.get("protocol"))
+        check_claims(privacy, "edge", card_protocol(card))
         if not privacy.is_private:
-            return verify_spec(privacy, "edge", card.get("protocol"))
+            return verify_spec(privacy, "edge", card_protocol(card))
         info = card.get("gcon") or {}
         share = float((card.get("hyperparameters") or {}).get("amp_share", 0.01))
         target = privacy.target_epsilon
@@ -113,7 +114,7 @@ class GCONModel(ReleasedModel):
         if not details:  # Ψ = 0: the model reads no edge
             if amp or info.get("psi", 0.0) != 0.0 or record.get("delta") != 0.0 or not close(record["epsilon"], target):
                 raise refuse("the no-edge (Ψ = 0) record is valid only with Ψ = 0, δ = 0, ε = target and no AMP")
-            return verify_spec(privacy, "edge", card.get("protocol"), verified_records={theorem[0]})
+            return verify_spec(privacy, "edge", card_protocol(card), verified_records={theorem[0]})
         try:
             params = TheoremOneParameters(**{k: math.inf if v is None else v for k, v in details.items()})
         except TypeError as exc:
@@ -165,7 +166,7 @@ class GCONModel(ReleasedModel):
                 raise refuse(f"AMP δ = {record['delta']:.3g} recorded, the analytic Gaussian gives {amp_delta:.3g} "
                              f"(≤ amp_share × δ = {share * privacy.delta:.3g} required)")  # fmt: skip
             verified.add(amp[0])
-        return verify_spec(privacy, "edge", card.get("protocol"), verified_records=verified)
+        return verify_spec(privacy, "edge", card_protocol(card), verified_records=verified)
 
     @property
     def device(self) -> torch.device:

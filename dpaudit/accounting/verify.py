@@ -17,8 +17,10 @@ a spec whose ε, δ, μ, unit, protocol or ``sound`` flag does not match:
   defense's hook checks the split, see GCON);
 * μ (GDP): recomputed from the Gaussian records;
 * unit / protocol: against what the model card says the defense is (``expected_unit``,
-  ``card["protocol"]``); ``protocol = paper`` must be ``sound: false``; ``sound: false`` must list
-  its unaccounted steps; a private ``sound: true`` spec must record at least one mechanism;
+  ``card["protocol"]``); ``protocol = sound`` must be ``sound: true`` and ``paper`` ``sound: false``
+  (DP-GNN: always false); ``sound: false`` must list its unaccounted steps; a private spec must
+  record at least one mechanism (every defense does; only in-memory adapted models carry a
+  guarantee merely stated by the user);
 * spent ε ≤ target ε (unless a hook allows more, e.g. GAP's foreign-graph releases).
 
 What it cannot do: this is a *consistency* check, not a signature. Someone who edits ε *and*
@@ -72,7 +74,7 @@ class Verification:
 
     Attributes:
         status: ``"recomputed"`` (ε re-derived from the records and matches), ``"non-private"``,
-            or ``"stated"`` (a ``sound: false`` claim without mechanisms: shown, not proven).
+            or ``"stated"`` (a user's claim on an adapted model: shown, not proven).
         summary: one line for ``dpaudit inspect``.
         checked: what was compared.
         not_checked: what could not be verified from the file (old format, recorded guarantees
@@ -257,14 +259,23 @@ def check_ledger_epsilon(
 # ----------------------------------------------------------------------------- the spec check
 
 
+def expected_soundness(protocol: str | None) -> bool | None:
+    """``sound`` that a defense's protocol implies: ``sound`` → true, ``paper`` → false, else
+    unknown (defenses that are never sound, like DP-GNN, pass ``False`` themselves)."""
+    return {"sound": True, "paper": False}.get(protocol)
+
+
 def check_claims(
     spec: PrivacySpec,
     expected_unit: str | None = None,
     expected_protocol: str | None = None,
     allow_above_target: bool = False,
+    expected_sound: bool | None = None,
 ) -> None:
     """The checks that need no recomputation: unit, protocol vs ``sound``, unaccounted steps,
-    δ range, spent ≤ target.
+    δ range, spent ≤ target, and that mechanisms are recorded at all.
+
+    ``expected_sound`` defaults to what ``expected_protocol`` implies (:func:`expected_soundness`).
 
     Raises:
         IntegrityError: on any mismatch.
@@ -281,14 +292,26 @@ def check_claims(
         raise refuse(f"unit {spec.unit!r} stated, but the defense protects {expected_unit!r}s")
     if not 0.0 < spec.delta < 1.0:
         raise refuse(f"δ must lie in (0, 1), got {spec.delta}")
-    if expected_protocol is not None and spec.protocol is not None and spec.protocol != expected_protocol:
+    if expected_protocol is not None and spec.protocol != expected_protocol:
         raise refuse(f"protocol {spec.protocol!r} stated, the model card says {expected_protocol!r}")
+    if expected_unit is not None and expected_protocol is None and spec.protocol is None:
+        raise refuse("a private defense's spec and card must name its protocol (sound or paper); neither does")
     if "paper" in (spec.protocol, expected_protocol) and spec.sound:
         raise refuse("protocol=paper follows the paper's own accounting and cannot be sound: true")
     if not spec.sound and not spec.unaccounted:
         raise refuse("sound: false without the unaccounted steps listed")
-    if spec.sound and not spec.mechanisms:
-        raise refuse("sound: true is stated but no mechanism is recorded, so ε cannot be recomputed")
+    if expected_sound is None:
+        expected_sound = expected_soundness(expected_protocol or spec.protocol)
+    if expected_sound is not None and spec.sound != expected_sound:
+        raise refuse(
+            f"sound: {str(spec.sound).lower()} stated, but this defense and protocol "
+            f"({expected_protocol or spec.protocol}) give sound: {str(expected_sound).lower()}"
+        )
+    if not spec.mechanisms:
+        raise refuse(
+            f"sound: {str(spec.sound).lower()} private spec (ε = {spec.epsilon:.4g}) records no mechanism, so ε "
+            "cannot be recomputed"
+        )
     if spec.target_epsilon is not None and not allow_above_target:
         if not spec.epsilon <= spec.target_epsilon * (1 + RTOL) + ATOL:
             raise refuse(f"spent ε = {spec.epsilon:.6g} exceeds the target ε = {spec.target_epsilon:.6g}")
@@ -300,25 +323,21 @@ def verify_spec(
     expected_protocol: str | None = None,
     allow_above_target: bool = False,
     verified_records: set[int] | None = None,
+    expected_sound: bool | None = None,
 ) -> Verification:
     """Check ``spec`` (see the module docstring); ``verified_records`` are indices of recorded
-    guarantees whose (ε, δ) a defense hook has already re-derived.
+    guarantees whose (ε, δ) a defense hook has already re-derived. A private spec must record
+    its mechanisms (every dpaudit defense does; a guarantee merely stated by a user is an
+    adapted model's, which never comes from disk).
 
     Raises:
         IntegrityError: one line, on any mismatch.
     """
     import time
 
-    check_claims(spec, expected_unit, expected_protocol, allow_above_target)
+    check_claims(spec, expected_unit, expected_protocol, allow_above_target, expected_sound)
     if not spec.is_private:
         return Verification("non-private", "non-private (ε = ∞): nothing to recompute", ["no mechanism recorded"])
-    if not spec.mechanisms:
-        return Verification(
-            "stated",
-            "stated, not proven: sound: false and no mechanism recorded; ε is shown as claimed",
-            ["sound: false with its unaccounted steps listed"],
-            ["ε (no mechanism recorded)"],
-        )
     start = time.perf_counter()
     eps, used, mu, notes = check_ledger_epsilon(
         spec.mechanisms, spec.epsilon, spec.delta, spec.accounting, spec.epsilon_by_accountant
