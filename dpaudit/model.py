@@ -37,7 +37,7 @@ from dpaudit.accounting.spec import PrivacySpec
 from dpaudit.accounting.verify import Verification, verify_spec
 from dpaudit.errors import DPAuditError, IntegrityError, ModelFormatError
 from dpaudit.nn import build_architecture
-from dpaudit.runtime import atomic_write_bytes, atomic_write_json
+from dpaudit.runtime import atomic_write_bytes, atomic_write_json, to_json
 
 log = logging.getLogger(__name__)
 
@@ -172,8 +172,23 @@ class ReleasedModel(ABC):
 
     # -- save / load -------------------------------------------------------------------------
     def save(self, directory: str | Path) -> Path:
-        """Write ``model.safetensors`` and ``model.json`` (each atomically) into ``directory``."""
+        """Write ``model.safetensors`` and ``model.json`` (each atomically) into ``directory``.
+
+        The privacy spec is verified first, exactly as :func:`load` will (on the JSON form), so
+        a file that could not be loaded back is never written.
+
+        Raises:
+            IntegrityError: the spec does not match its recorded mechanisms (a bug in the
+                defense, or a spec edited in memory).
+        """
         directory = Path(directory)
+        written = json.loads(to_json({"privacy": self.privacy.to_dict(), "config": self.config(), "card": self.card}))
+        try:
+            self.verification = type(self).verify_privacy(
+                PrivacySpec.from_dict(written["privacy"]), written["config"], written["card"]
+            )
+        except DPAuditError as exc:
+            raise IntegrityError(f"refusing to save {directory}: {exc}") from None
         directory.mkdir(parents=True, exist_ok=True)
         tensors = {k: v.detach().cpu().contiguous() for k, v in self.state_tensors().items()}
         blob = save_safetensors(tensors) if tensors else save_safetensors({"_empty": torch.zeros(0)})

@@ -338,3 +338,12 @@ def test_architecture_size_is_still_checked_before_allocating(saved, tmp_path, k
     with pytest.raises(ModelFormatError, match="size mismatch|architecture|shape|config"):
         load(_edited(saved[key], tmp_path / "m", edit))
     assert time.perf_counter() - start < 5.0
+
+
+def test_save_refuses_a_spec_edited_in_memory(saved, tmp_path):
+    """save() runs the same check as load(), so a file that could not be loaded is never written."""
+    model = load(saved["mlp-dp-sound"])
+    model.privacy.epsilon = 0.5
+    with pytest.raises(IntegrityError, match="refusing to save"):
+        model.save(tmp_path / "never")
+    assert not (tmp_path / "never").exists()
