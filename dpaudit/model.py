@@ -273,7 +273,7 @@ def load(directory: str | Path, device: str | torch.device = "cpu") -> ReleasedM
             raise ModelFormatError(f"{directory}: tensor {name!r} contains NaN or infinite values")
     try:
         privacy = PrivacySpec.from_dict(meta["privacy"])
-    except DPAuditError as exc:
+    except (DPAuditError, TypeError, ValueError) as exc:
         raise ModelFormatError(f"{meta_path}: invalid privacy spec: {exc}") from None
     if privacy.is_private and (
         privacy.unit is None or not privacy.delta < 1 or privacy.epsilon <= 0 or math.isnan(privacy.epsilon)

@@ -3,6 +3,7 @@ and an edited ε, δ, unit, ``sound`` flag or mechanism parameter is refused wit
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import shutil
@@ -347,3 +348,39 @@ def test_save_refuses_a_spec_edited_in_memory(saved, tmp_path):
     with pytest.raises(IntegrityError, match="refusing to save"):
         model.save(tmp_path / "never")
     assert not (tmp_path / "never").exists()
+
+
+def test_recorded_accountant_choice_is_used():
+    """A spec made under accountant='rdp' verifies under RDP; relabelled to the (smaller) PLD
+    value it is refused, and under 'auto' a value above the smallest analysis is refused."""
+    from dpaudit.accounting import PoissonSubsampledGaussian, PrivacyLedger
+    from dpaudit.accounting.verify import verify_spec
+
+    mechanism = PoissonSubsampledGaussian(1.1, 0.05, 200)
+    rdp_spec = PrivacyLedger(accountant="rdp").step(mechanism).spec(1e-5, "node")
+    assert rdp_spec.accounting["accountant"] == "rdp" and rdp_spec.accounting["analysis"] == "rdp"
+    assert verify_spec(rdp_spec).epsilon == pytest.approx(rdp_spec.epsilon)
+    auto_spec = PrivacyLedger().step(mechanism).spec(1e-5, "node")
+    assert auto_spec.epsilon < rdp_spec.epsilon and auto_spec.accounting["analysis"] == "pld"
+    relabelled = copy.deepcopy(rdp_spec)
+    relabelled.epsilon, relabelled.accounting["analysis"] = auto_spec.epsilon, "pld"
+    with pytest.raises(IntegrityError, match="accountant 'rdp'"):
+        verify_spec(relabelled)
+    loose = copy.deepcopy(auto_spec)
+    loose.epsilon, loose.accounting["analysis"] = auto_spec.epsilon_by_accountant["rdp"], "rdp"
+    with pytest.raises(IntegrityError, match="smallest"):
+        verify_spec(loose)
+
+
+def test_garbage_privacy_fields_are_one_line_errors(saved, tmp_path):
+    for i, edit in enumerate(
+        [
+            lambda m: m["privacy"].update(delta="abc"),
+            lambda m: m["privacy"].update(mechanisms=["not a record"]),
+            lambda m: m["privacy"]["mechanisms"][0].update(sigma="big"),
+            lambda m: m["privacy"]["mechanisms"][0].update(mechanism="Imaginary"),
+            lambda m: m["privacy"].update(accounting={"accountant": "oracle", "analysis": "rdp"}),
+        ]
+    ):
+        with pytest.raises(ModelFormatError):
+            load(_edited(saved["mlp-dp-sound"], tmp_path / f"m{i}", edit))

@@ -249,7 +249,12 @@ def check_ledger_epsilon(
             raise refuse(f"epsilon_by_accountant[{key!r}] = {value:.6g}, recomputed {values[key]:.6g}")
         if key not in values:
             notes.append(f"epsilon_by_accountant[{key!r}] not recomputed (the analysis does not apply)")
-    if accounting.get("accountant") == "auto" and used != "basic":
+    choice = accounting.get("accountant")
+    if choice == "rdp" and used not in ("rdp", "basic"):
+        raise refuse(f"accountant 'rdp' was chosen, but ε is attributed to the {used} analysis")
+    if choice == "pld" and used not in ("pld", "basic") and "pld" in values:
+        raise refuse(f"accountant 'pld' was chosen, but ε is attributed to the {used} analysis")
+    if choice == "auto" and used != "basic":
         smallest = min(values.values())
         if not close(epsilon, smallest):
             raise refuse(f"accountant 'auto' reports the smallest analysis ({smallest:.6g}), the spec states {epsilon:.6g}")
