@@ -142,13 +142,12 @@ class PoissonSubsampledGaussian(Mechanism):
         _check_count("steps", self.steps)
 
     def rdp(self, orders=None) -> np.ndarray:
-        from opacus.accountants.analysis.rdp import compute_rdp
-
         a = orders_array(orders)
         out = np.empty_like(a)
         small = a <= 1024.0
         if small.any():
-            out[small] = compute_rdp(q=self.sample_rate, noise_multiplier=self.sigma, steps=1, orders=list(a[small]))
+            key = tuple(float(x) for x in a[small])
+            out[small] = _poisson_rdp_cached(float(self.sample_rate), float(self.sigma), key)
         if (~small).any():
             large = tuple(float(x) for x in a[~small])
             out[~small] = _poisson_rdp_large_orders(float(self.sample_rate), float(self.sigma), large)
@@ -158,6 +157,15 @@ class PoissonSubsampledGaussian(Mechanism):
         from dpaudit.accounting.pld import gaussian_pld
 
         return gaussian_pld(self.sigma, 1.0, value_discretization_interval, self.sample_rate, self.steps)
+
+
+@lru_cache(maxsize=256)
+def _poisson_rdp_cached(q: float, sigma: float, orders: tuple[float, ...]) -> tuple[float, ...]:
+    """One step of opacus' sampled-Gaussian RDP (cached: a ledger often holds the same (q, σ)
+    twice, e.g. GAP's encoder and classifier, and load-time verification recomputes it)."""
+    from opacus.accountants.analysis.rdp import compute_rdp
+
+    return tuple(float(v) for v in compute_rdp(q=q, noise_multiplier=sigma, steps=1, orders=list(orders)))
 
 
 @lru_cache(maxsize=256)

@@ -171,18 +171,15 @@ def _recompute_cached(records_json: str, delta: float, accounting_json: str, ana
         if not composable:
             rec_eps, _ = ledger._recorded_part(delta)
             return {"basic": rec_eps}, ledger.gdp_mu()
-        values: dict[str, float] = {}
-        cheap = {a for a in analyses if a in ("rdp", "gaussian")}
-        if "rdp" in cheap or not analyses:
-            values.update(ledger.epsilon_by_accountant(delta, only="rdp"))
-        if "gaussian" in cheap:
+        # One ledger evaluation with the widest analysis needed (RDP is always part of it).
+        if "rdp+pld" in analyses:
+            values = ledger.epsilon_by_accountant(delta)
+        else:
+            values = ledger.epsilon_by_accountant(delta, only="pld" if "pld" in analyses else "rdp")
+        if "gaussian" in analyses and "gaussian" not in values:
             g = _gaussian_value(ledger, delta)
             if g is not None:
                 values["gaussian"] = g
-        if "rdp+pld" in analyses:
-            values.update(ledger.epsilon_by_accountant(delta))
-        elif "pld" in analyses:
-            values.update(ledger.epsilon_by_accountant(delta, only="pld"))
     except DPAuditError as exc:
         raise refuse(str(exc)) from None
     return values, ledger.gdp_mu()
