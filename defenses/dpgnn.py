@@ -221,6 +221,16 @@ class DPGNNModel(ModuleModel):
     """A DP-GCN released model. Inference reads the queried nodes' full neighbourhoods in the
     query graph, so it is not private (``card["inference"]["private"] is False``)."""
 
+    @classmethod
+    def verify_privacy(cls, privacy, config, card):
+        """Generic recomputation (:func:`dpaudit.accounting.verify.verify_spec`) with
+        ``sound: false`` required in both protocols: Theorem 1 covers the directed replace-one
+        relation of Remark 2, not removing a node with all its edges (module docstring)."""
+        from dpaudit.accounting.verify import verify_spec
+        from dpaudit.model import card_protocol
+
+        return verify_spec(privacy, "node", card_protocol(card), expected_sound=False)
+
     @torch.no_grad()
     def _forward(self, graph: Data, nodes, embed: bool) -> torch.Tensor:
         idx = _node_index(graph, nodes).to(self.device)

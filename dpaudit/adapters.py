@@ -12,7 +12,9 @@ when the module has one, else the logits (said in the card).
 What the adapter cannot know — and therefore states:
 
 * the privacy guarantee is the user's **claim** (a :class:`PrivacySpec`, a dict in its JSON
-  form, or ``None`` for a non-private model); dpaudit does not verify it;
+  form, or ``None`` for a non-private model); dpaudit does not verify it: a private claim is
+  marked ``sound: false`` with the unaccounted step :data:`USER_STATED`, and the model's
+  ``verification`` says "stated by the user, not recomputed";
 * the training recipe is unknown, so attacks that need shadow models train them with a
   stated **surrogate** recipe (a registered defense, ``gcn`` by default) and say so in
   their result notes;
@@ -32,11 +34,18 @@ from torch_geometric.data import Data
 
 import dpaudit
 from dpaudit.accounting.spec import PrivacySpec
+from dpaudit.accounting.verify import Verification
 from dpaudit.datasets import GraphDataset
 from dpaudit.errors import ConfigurationError, ModelFormatError
 from dpaudit.model import ReleasedModel, _node_index
 from dpaudit.registry import get_defense
 from dpaudit.splits import Split
+
+#: The unaccounted step every private user claim carries (``sound: false``).
+USER_STATED = (
+    "the guarantee is stated by the user, not proven: dpaudit ran none of the mechanisms behind it and cannot "
+    "recompute its epsilon"
+)
 
 
 class AdaptedModel(ReleasedModel):
@@ -60,6 +69,13 @@ class AdaptedModel(ReleasedModel):
         self.module = module.eval()
         self.input = input
         self.output = output
+        self.verification = Verification(
+            "stated" if privacy.is_private else "non-private",
+            "stated by the user, not recomputed: dpaudit recorded no mechanism for this guarantee"
+            if privacy.is_private
+            else "non-private (no privacy claim)",
+            not_checked=["ε, δ and unit are the user's claim"] if privacy.is_private else [],
+        )
 
     @property
     def device(self) -> torch.device:
@@ -113,6 +129,9 @@ def _privacy(claim) -> PrivacySpec:
     if spec.is_private and (spec.unit is None or not 0.0 <= spec.delta < 1.0 or not spec.epsilon > 0):
         raise ConfigurationError(f"inconsistent privacy claim {spec.to_dict()}")
     spec.notes = [*spec.notes, "claimed by the user; not verified by dpaudit"]
+    if spec.is_private:
+        # No mechanism dpaudit ran is behind it: shown as stated, never as a proven bound.
+        spec.mark_unaccounted(USER_STATED)
     return spec
 
 

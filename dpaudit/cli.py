@@ -119,6 +119,10 @@ def cmd_inspect(args) -> int:
     print(f"model: {args.model}")
     print(f"kind: {model.kind}   method: {model.method}")
     print(f"privacy: {model.privacy.summary()}")
+    if model.verification is not None:
+        print(f"privacy check: {model.verification.summary}")
+        for item in model.verification.not_checked:
+            print(f"  not verified: {item}")
     print(json.dumps({"privacy": model.privacy.to_dict(), "card": model.card}, indent=2, default=str))
     return 0
 

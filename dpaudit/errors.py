@@ -27,3 +27,7 @@ class ModelFormatError(DPAuditError):
 
 class ConfigurationError(DPAuditError, ValueError):
     """An unknown defense, attack, hyperparameter or split specification."""
+
+
+class IntegrityError(ModelFormatError):
+    """A released model's stated privacy guarantee does not match what its recorded mechanisms prove."""

@@ -8,7 +8,12 @@ On disk it is data, never code: ``model.safetensors`` (tensors) + ``model.json``
 model kind, architecture config, privacy spec, card, tensor manifest and the SHA-256 of the
 weights). :func:`load` never unpickles; it checks the schema, the model kind, the weights'
 hash, and every tensor name, shape and dtype against the manifest and against the
-architecture rebuilt from the config, and refuses anything else with a clear error.
+architecture rebuilt from the config, and refuses anything else with a clear error. It also
+recomputes the privacy guarantee from the mechanisms recorded in the spec (the model kind's
+:meth:`ReleasedModel.verify_privacy`, :mod:`dpaudit.accounting.verify`) and refuses a spec whose
+ε, δ, μ, unit or ``sound`` flag those mechanisms do not prove (:class:`~dpaudit.errors.IntegrityError`);
+the outcome is the loaded model's ``verification``. That is a consistency check, not a
+signature: a file whose ε and mechanism parameters are edited to agree still loads.
 """
 
 from __future__ import annotations
@@ -29,14 +34,19 @@ from safetensors.torch import save as save_safetensors
 from torch_geometric.data import Data
 
 from dpaudit.accounting.spec import PrivacySpec
-from dpaudit.errors import DPAuditError, ModelFormatError
+from dpaudit.accounting.verify import Verification, verify_spec
+from dpaudit.errors import DPAuditError, IntegrityError, ModelFormatError
 from dpaudit.nn import build_architecture
-from dpaudit.runtime import atomic_write_bytes, atomic_write_json
+from dpaudit.runtime import atomic_write_bytes, atomic_write_json, to_json
 
 log = logging.getLogger(__name__)
 
 SCHEMA = "dpaudit.released-model"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+#: Versions :func:`load` still reads. Version 1 lacks ``privacy.accounting`` (which analysis
+#: produced ε) and truncated long sensitivity laws; what that leaves unverified is said in the
+#: model's ``verification``.
+READABLE_SCHEMA_VERSIONS = (1, 2)
 WEIGHTS_FILE = "model.safetensors"
 META_FILE = "model.json"
 MAX_META_BYTES = 32 * 1024 * 1024
@@ -98,6 +108,9 @@ class ReleasedModel(ABC):
     def __init__(self, privacy: PrivacySpec, card: dict[str, Any]):
         self.privacy = privacy
         self.card = dict(card)
+        #: Outcome of the load-time privacy check (:func:`load`); ``None`` for a model built in
+        #: this process, whose spec came straight from the accountant.
+        self.verification: Verification | None = None
 
     # -- queries ----------------------------------------------------------------------------
     @abstractmethod
@@ -142,10 +155,40 @@ class ReleasedModel(ABC):
     ) -> ReleasedModel:
         """Rebuild from :meth:`config` and :meth:`state_tensors`; raise on any mismatch."""
 
+    @classmethod
+    def verify_privacy(cls, privacy: PrivacySpec, config: dict[str, Any], card: dict[str, Any]) -> Verification:
+        """Recompute ``privacy`` from its recorded mechanisms before the model is rebuilt
+        (:func:`dpaudit.accounting.verify.verify_spec`): ε under the recorded accountant at the
+        stated δ, μ, the unit against the card's defense, protocol vs ``sound``, spent ≤ target.
+
+        Kinds whose ledger holds records the core cannot rebuild (amplification by node
+        sampling, a paper's own arithmetic, recorded (ε, δ) guarantees proven by a theorem)
+        override this and re-derive those first.
+
+        Raises:
+            IntegrityError: the spec does not match (one line).
+        """
+        return verify_spec(privacy, expected_unit(card), card_protocol(card))
+
     # -- save / load -------------------------------------------------------------------------
     def save(self, directory: str | Path) -> Path:
-        """Write ``model.safetensors`` and ``model.json`` (each atomically) into ``directory``."""
+        """Write ``model.safetensors`` and ``model.json`` (each atomically) into ``directory``.
+
+        The privacy spec is verified first, exactly as :func:`load` will (on the JSON form), so
+        a file that could not be loaded back is never written.
+
+        Raises:
+            IntegrityError: the spec does not match its recorded mechanisms (a bug in the
+                defense, or a spec edited in memory).
+        """
         directory = Path(directory)
+        written = json.loads(to_json({"privacy": self.privacy.to_dict(), "config": self.config(), "card": self.card}))
+        try:
+            self.verification = type(self).verify_privacy(
+                PrivacySpec.from_dict(written["privacy"]), written["config"], written["card"]
+            )
+        except DPAuditError as exc:
+            raise IntegrityError(f"refusing to save {directory}: {exc}") from None
         directory.mkdir(parents=True, exist_ok=True)
         tensors = {k: v.detach().cpu().contiguous() for k, v in self.state_tensors().items()}
         blob = save_safetensors(tensors) if tensors else save_safetensors({"_empty": torch.zeros(0)})
@@ -192,8 +235,11 @@ def load(directory: str | Path, device: str | torch.device = "cpu") -> ReleasedM
         raise ModelFormatError(f"{meta_path}: not valid JSON ({exc})") from None
     if not isinstance(meta, dict) or meta.get("schema") != SCHEMA:
         raise ModelFormatError(f"{meta_path}: not a dpaudit released model (schema {SCHEMA!r} expected)")
-    if meta.get("schema_version") != SCHEMA_VERSION:
-        raise ModelFormatError(f"{meta_path}: unsupported schema version {meta.get('schema_version')!r}")
+    if meta.get("schema_version") not in READABLE_SCHEMA_VERSIONS:
+        raise ModelFormatError(
+            f"{meta_path}: unsupported schema version {meta.get('schema_version')!r} "
+            f"(this dpaudit reads {', '.join(map(str, READABLE_SCHEMA_VERSIONS))})"
+        )
     for key, typ in (("kind", str), ("config", dict), ("privacy", dict), ("card", dict), ("tensors", dict)):
         if not isinstance(meta.get(key), typ):
             raise ModelFormatError(f"{meta_path}: field {key!r} missing or of the wrong type")
@@ -227,19 +273,70 @@ def load(directory: str | Path, device: str | torch.device = "cpu") -> ReleasedM
             raise ModelFormatError(f"{directory}: tensor {name!r} contains NaN or infinite values")
     try:
         privacy = PrivacySpec.from_dict(meta["privacy"])
-    except DPAuditError as exc:
+    except (DPAuditError, TypeError, ValueError) as exc:
         raise ModelFormatError(f"{meta_path}: invalid privacy spec: {exc}") from None
     if privacy.is_private and (
         privacy.unit is None or not privacy.delta < 1 or privacy.epsilon <= 0 or math.isnan(privacy.epsilon)
     ):
         raise ModelFormatError(f"{meta_path}: inconsistent privacy spec {meta['privacy']}")
+    verification = verify_model_privacy(cls, privacy, meta, meta_path)
     tensors = {k: v.to(device) for k, v in tensors.items()}
     try:
-        return cls.from_state(meta["config"], tensors, privacy, meta["card"])
+        model = cls.from_state(meta["config"], tensors, privacy, meta["card"])
     except DPAuditError:
         raise
     except (KeyError, TypeError, ValueError, RuntimeError) as exc:
         raise ModelFormatError(f"{directory}: tensors do not fit the {meta['kind']!r} architecture: {exc}") from None
+    model.verification = verification
+    return model
+
+
+def expected_unit(card: dict[str, Any]) -> str | None:
+    """The unit the card's defense protects (``None`` when the method is not a registered
+    defense, e.g. a model kind from a plugin without one)."""
+    from dpaudit.registry import get_defense
+
+    method = card.get("method")
+    if not isinstance(method, str):
+        return None
+    try:
+        return get_defense(method).unit
+    except DPAuditError:
+        return None
+
+
+def card_protocol(card: dict[str, Any]) -> str | None:
+    """The protocol the model card records (``card["protocol"]``, else the hyperparameters');
+    two different values are refused."""
+    from dpaudit.accounting.verify import refuse
+
+    top = card.get("protocol")
+    hp = (card.get("hyperparameters") or {}).get("protocol") if isinstance(card.get("hyperparameters"), dict) else None
+    if top is not None and hp is not None and top != hp:
+        raise refuse(f"the model card names protocol {top!r} and hyperparameter protocol {hp!r}")
+    return top if top is not None else hp
+
+
+def verify_model_privacy(
+    cls: type[ReleasedModel], privacy: PrivacySpec, meta: dict[str, Any], meta_path: Path
+) -> Verification:
+    """Run the model kind's :meth:`ReleasedModel.verify_privacy` hook; a mismatch is one line
+    naming the file (:class:`~dpaudit.errors.IntegrityError`)."""
+    try:
+        verification = cls.verify_privacy(privacy, meta["config"], meta["card"])
+    except IntegrityError as exc:
+        raise IntegrityError(f"{meta_path}: {exc}") from None
+    except DPAuditError as exc:
+        raise IntegrityError(f"{meta_path}: privacy spec cannot be verified: {exc}") from None
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise IntegrityError(f"{meta_path}: privacy spec cannot be verified: {type(exc).__name__}: {exc}") from None
+    if meta.get("schema_version") == 1:
+        verification.not_checked.insert(
+            0, "format 1 file: the analysis that produced ε is not recorded (matched against every analysis)"
+        )
+    if verification.seconds > 0:
+        log.debug("%s: privacy recomputed in %.3f s", meta_path, verification.seconds)
+    return verification
 
 
 def _check_architecture_fits_manifest(cls: type[ReleasedModel], meta: dict, directory: Path) -> None:

@@ -111,6 +111,14 @@ class DPARModel(ReleasedModel):
     def embed(self, graph: Data, nodes=None) -> torch.Tensor:
         return self._propagate(graph, nodes, embed=True)
 
+    @classmethod
+    def verify_privacy(cls, privacy, config, card):
+        """DPAR's records (amplification by q′, the paper's theorems) are re-derived by
+        :func:`defenses.dpar.protocols.verify_privacy`."""
+        from defenses.dpar.protocols import verify_privacy
+
+        return verify_privacy(privacy, card)
+
     def config(self) -> dict:
         return {
             "architecture": self.architecture,

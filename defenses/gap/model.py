@@ -151,6 +151,14 @@ def _mechanism_from(record: dict[str, Any]):
     raise ModelFormatError(f"gap model ledger entry has unknown type {record.get('type')!r}")
 
 
+def _full_ledger(cfg: dict[str, Any]) -> PrivacyLedger:
+    """The training ledger plus one PMA release per recorded foreign-graph query."""
+    ledger = PrivacyLedger().extend(_mechanism_from(r) for r in cfg["ledger"])
+    if cfg.get("query_mechanism") is not None:
+        ledger.extend([_mechanism_from(cfg["query_mechanism"])] * int(cfg["query_releases"]))
+    return ledger
+
+
 # --------------------------------------------------------------------------- released model
 
 
@@ -220,13 +228,15 @@ class GAPModel(ReleasedModel):
         self.cfg["query_releases"] = int(self.cfg["query_releases"]) + 1
         if self.cfg["query_mechanism"] is None:
             return
-        ledger = PrivacyLedger().extend(_mechanism_from(r) for r in self.cfg["ledger"])
-        query = _mechanism_from(self.cfg["query_mechanism"])
-        ledger.extend([query] * int(self.cfg["query_releases"]))
+        ledger = _full_ledger(self.cfg)
         spec = self.privacy
-        spec.epsilon = ledger.get_epsilon(spec.delta)
-        spec.mechanisms = [m.describe() for m in ledger.mechanisms]
-        spec.gdp_mu = ledger.gdp_mu()
+        fresh = ledger.spec(spec.delta, spec.unit)
+        spec.epsilon = fresh.epsilon
+        spec.mechanisms = fresh.mechanisms
+        spec.gdp_mu = fresh.gdp_mu
+        spec.accountant = fresh.accountant
+        spec.epsilon_by_accountant = fresh.epsilon_by_accountant
+        spec.accounting = fresh.accounting
         note = "PMA releases on foreign query graphs composed into ε: "
         spec.notes = [n for n in spec.notes if not n.startswith(note)] + [f"{note}{self.cfg['query_releases']}"]
         log.warning(
@@ -293,6 +303,34 @@ class GAPModel(ReleasedModel):
         tensors.update({f"classifier.{k}": v for k, v in self.classifier.state_dict().items()})
         tensors["cache.aggregations"] = self.cached_aggregations
         return tensors
+
+    @classmethod
+    def verify_privacy(cls, privacy, config, card):
+        """The spec's mechanisms must be the config's training ledger followed by one PMA
+        release per recorded foreign-graph query (``query_releases``), the unit the config's
+        level; then the generic recomputation (:func:`dpaudit.accounting.verify.verify_spec`).
+        Spent ε may exceed the target only by those recorded releases.
+
+        Raises:
+            IntegrityError: on any mismatch (one line).
+        """
+        from dpaudit.accounting.verify import refuse, verify_spec
+        from dpaudit.model import card_protocol
+
+        level_unit = {"edge": "edge", "node": "node"}.get(config.get("level"))
+        try:
+            releases = int(config.get("query_releases", 0))
+            expected = [m.describe() for m in _full_ledger(config).mechanisms] if privacy.is_private else []
+        except (KeyError, TypeError, ValueError, ModelFormatError) as exc:
+            raise refuse(f"gap config ledger is unreadable: {exc}") from None
+        if releases < 0:
+            raise refuse(f"query_releases must be >= 0, got {releases}")
+        if privacy.is_private and privacy.mechanisms != expected:
+            raise refuse(
+                f"the spec records {len(privacy.mechanisms)} mechanism(s) that differ from the model's ledger "
+                f"({len(config.get('ledger', []))} training mechanism(s) + {releases} foreign-graph release(s))"
+            )
+        return verify_spec(privacy, level_unit, card_protocol(card), allow_above_target=releases > 0)
 
     @classmethod
     def from_state(cls, config, tensors, privacy, card) -> GAPModel:

@@ -67,6 +67,107 @@ class GCONModel(ReleasedModel):
         if tuple(theta.shape) != expected:
             raise ModelFormatError(f"gcon theta has shape {tuple(theta.shape)}, expected {expected}")
 
+    @classmethod
+    def verify_privacy(cls, privacy, config, card):
+        r"""Re-derive GCON's recorded (ε, δ) guarantees before the generic check
+        (:func:`dpaudit.accounting.verify.verify_spec`, basic composition of the records).
+
+        * Theorem 1: every quantity (c_sf, Λ, c_θ, ε_Λ, Λ′, β) is recomputed from the record's
+          inputs (target (1 − s)(ε, δ), c, d, n₁, Λ requested, ω, the loss suprema, Ψ, ξ) by
+          :func:`~defenses.gcon.mechanism.theorem1_parameters`, and the guarantee re-derived
+          through Lemmas 7–9 (:meth:`TheoremOneParameters.guarantee`) must be the recorded (ε, δ)
+          and at most Theorem 1's target; Ψ must be the one of the card's (α, steps); the target
+          must be (1 − s) times the spec's target ε and δ (s = ``amp_share``).
+        * AMP: the noise multiplier must give the recorded δ at ε = s·ε_target by the analytic
+          Gaussian (Balle & Wang 2018), σ = multiplier × sensitivity, sensitivity = 2γ/(Λ + Λ′).
+        * Ψ = 0 (no edge read): a single record at the target ε with δ = 0; the card's Ψ must be 0.
+
+        Raises:
+            IntegrityError: on any mismatch (one line).
+        """
+        from defenses.gcon.mechanism import (
+            TheoremOneParameters,
+            amp_sensitivity,
+            gaussian_delta,
+            make_loss,
+            sensitivity_psi,
+            theorem1_parameters,
+        )
+        from dpaudit.accounting.verify import check_claims, close, refuse, verify_spec
+        from dpaudit.model import card_protocol
+
+        check_claims(privacy, "edge", card_protocol(card))
+        if not privacy.is_private:
+            return verify_spec(privacy, "edge", card_protocol(card))
+        info = card.get("gcon") or {}
+        share = float((card.get("hyperparameters") or {}).get("amp_share", 0.01))
+        target = privacy.target_epsilon
+        if target is None:
+            raise refuse("a private GCON spec must record its target ε (Theorem 1 is calibrated to it)")
+        verified = set()
+        theorem = [i for i, r in enumerate(privacy.mechanisms) if str(r.get("name", "")).startswith("gcon objective")]
+        amp = [i for i, r in enumerate(privacy.mechanisms) if str(r.get("name", "")).startswith("gcon AMP")]
+        if len(theorem) != 1 or len(amp) > 1 or len(privacy.mechanisms) != len(theorem) + len(amp):
+            raise refuse("a GCON spec records one Theorem 1 guarantee and at most one AMP Gaussian")
+        record = privacy.mechanisms[theorem[0]]
+        details = dict(record.get("details") or {})
+        if not details:  # Ψ = 0: the model reads no edge
+            if amp or info.get("psi", 0.0) != 0.0 or record.get("delta") != 0.0 or not close(record["epsilon"], target):
+                raise refuse("the no-edge (Ψ = 0) record is valid only with Ψ = 0, δ = 0, ε = target and no AMP")
+            return verify_spec(privacy, "edge", card_protocol(card), verified_records={theorem[0]})
+        try:
+            params = TheoremOneParameters(**{k: math.inf if v is None else v for k, v in details.items()})
+        except TypeError as exc:
+            raise refuse(f"Theorem 1 record: {exc}") from None
+        if not (close(params.epsilon, (1 - share) * target) and close(params.delta, (1 - share) * privacy.delta)):
+            raise refuse(f"Theorem 1 was run at ({params.epsilon:.6g}, {params.delta:.3g}), (1 − amp_share) × the "
+                         f"stated target is ({(1 - share) * target:.6g}, {(1 - share) * privacy.delta:.3g})")  # fmt: skip
+        settings = info.get("config") or {}
+        if "alpha" in settings and "steps" in settings:
+            psi = sensitivity_psi(float(settings["alpha"]), parse_steps(settings["steps"]))
+            if not close(params.psi, psi):
+                raise refuse(f"Theorem 1 record has Ψ = {params.psi:.6g}, the card's (α, steps) give {psi:.6g}")
+        if "loss" in settings:
+            suprema = make_loss(settings["loss"], params.num_classes, float(settings.get("huber_delta", 0.0))).suprema()
+            if not all(close(a, b) for a, b in zip((params.c1, params.c2, params.c3), suprema)):
+                raise refuse(f"Theorem 1 record has loss suprema {(params.c1, params.c2, params.c3)}, "
+                             f"the card's loss {settings['loss']!r} has {suprema}")  # fmt: skip
+        again = theorem1_parameters(
+            params.epsilon, params.delta, params.num_classes, params.dim, params.n1, params.regularization_requested,
+            params.omega, (params.c1, params.c2, params.c3), params.psi, params.xi,
+        )  # fmt: skip
+        for name, value in vars(again).items():
+            if isinstance(value, float) and not close(float(getattr(params, name)), value, 1e-9):
+                raise refuse(f"Theorem 1 parameter {name} = {getattr(params, name)!r} recorded, Eqs. (17)-(24) "
+                             f"give {value!r}")  # fmt: skip
+        eps, delta = params.guarantee()
+        if not (close(record["epsilon"], eps) and close(record["delta"], delta)):
+            raise refuse(f"Theorem 1 record states ({record['epsilon']:.6g}, {record['delta']:.3g}), Lemmas 7-9 give "
+                         f"({eps:.6g}, {delta:.3g})")  # fmt: skip
+        if not (eps <= params.epsilon * (1 + 1e-9) and delta <= params.delta * (1 + 1e-9)):
+            raise refuse("Theorem 1's re-derived guarantee exceeds its target")
+        verified.add(theorem[0])
+        if amp:
+            record = privacy.mechanisms[amp[0]]
+            d = dict(record.get("details") or {})
+            try:
+                multiplier, sigma, sens, tol = (float(d[k]) for k in ("noise_multiplier", "sigma", "sensitivity", "grad_tol"))
+            except (KeyError, TypeError, ValueError) as exc:
+                raise refuse(f"AMP record lacks {exc}") from None
+            if not close(sens, amp_sensitivity(tol, params.regularization + params.lambda_prime)):
+                raise refuse(f"AMP sensitivity {sens:.6g} recorded, 2γ/(Λ + Λ′) = "
+                             f"{amp_sensitivity(tol, params.regularization + params.lambda_prime):.6g}")  # fmt: skip
+            if not close(sigma, multiplier * sens):
+                raise refuse(f"AMP σ = {sigma:.6g} recorded, noise multiplier × sensitivity = {multiplier * sens:.6g}")
+            if not close(record["epsilon"], share * target):
+                raise refuse(f"AMP ε = {record['epsilon']:.6g} recorded, amp_share × target = {share * target:.6g}")
+            amp_delta = gaussian_delta(multiplier, float(record["epsilon"]))
+            if not close(record["delta"], amp_delta) or amp_delta > share * privacy.delta * (1 + 1e-6):
+                raise refuse(f"AMP δ = {record['delta']:.3g} recorded, the analytic Gaussian gives {amp_delta:.3g} "
+                             f"(≤ amp_share × δ = {share * privacy.delta:.3g} required)")  # fmt: skip
+            verified.add(amp[0])
+        return verify_spec(privacy, "edge", card_protocol(card), verified_records=verified)
+
     @property
     def device(self) -> torch.device:
         return self.theta.device

@@ -242,6 +242,17 @@ class PrivacyLedger:
             return None
         return math.sqrt(sum(mu * mu for mu in mus))
 
+    def accounting_record(self, analysis: str) -> dict:
+        """What :mod:`dpaudit.accounting.verify` needs to redo this ledger's computation."""
+        record = {
+            "accountant": self.accountant,
+            "analysis": analysis,
+            "value_discretization_interval": self.value_discretization_interval,
+        }
+        if not np.array_equal(self.orders, orders_array()):
+            record["orders"] = [float(a) for a in self.orders]
+        return record
+
     def spec(
         self,
         delta: float,
@@ -281,5 +292,6 @@ class PrivacyLedger:
             gdp_mu=self.gdp_mu(),
             notes=list(notes or []),
             epsilon_by_accountant=dict(values) if composable else {},
+            accounting=self.accounting_record(used if composable else "basic"),
         )
         return spec.mark_unaccounted(*(unaccounted or []))

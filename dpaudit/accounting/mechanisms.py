@@ -142,13 +142,12 @@ class PoissonSubsampledGaussian(Mechanism):
         _check_count("steps", self.steps)
 
     def rdp(self, orders=None) -> np.ndarray:
-        from opacus.accountants.analysis.rdp import compute_rdp
-
         a = orders_array(orders)
         out = np.empty_like(a)
         small = a <= 1024.0
         if small.any():
-            out[small] = compute_rdp(q=self.sample_rate, noise_multiplier=self.sigma, steps=1, orders=list(a[small]))
+            key = tuple(float(x) for x in a[small])
+            out[small] = _poisson_rdp_cached(float(self.sample_rate), float(self.sigma), key)
         if (~small).any():
             large = tuple(float(x) for x in a[~small])
             out[~small] = _poisson_rdp_large_orders(float(self.sample_rate), float(self.sigma), large)
@@ -158,6 +157,15 @@ class PoissonSubsampledGaussian(Mechanism):
         from dpaudit.accounting.pld import gaussian_pld
 
         return gaussian_pld(self.sigma, 1.0, value_discretization_interval, self.sample_rate, self.steps)
+
+
+@lru_cache(maxsize=256)
+def _poisson_rdp_cached(q: float, sigma: float, orders: tuple[float, ...]) -> tuple[float, ...]:
+    """One step of opacus' sampled-Gaussian RDP (cached: a ledger often holds the same (q, σ)
+    twice, e.g. GAP's encoder and classifier, and load-time verification recomputes it)."""
+    from opacus.accountants.analysis.rdp import compute_rdp
+
+    return tuple(float(v) for v in compute_rdp(q=q, noise_multiplier=sigma, steps=1, orders=list(orders)))
 
 
 @lru_cache(maxsize=256)
@@ -361,9 +369,9 @@ class SensitivityMixtureGaussian(Mechanism):
 
     def describe(self) -> dict:
         record = super().describe()
-        # The support can be long; keep the record readable.
-        record["support"] = [float(s) for s in self.support][:64]
-        record["probabilities"] = [float(s) for s in self.probabilities][:64]
+        # The whole law is kept: load-time verification rebuilds the mechanism from it.
+        record["support"] = [float(s) for s in self.support]
+        record["probabilities"] = [float(s) for s in self.probabilities]
         record["analysis_reference"] = (
             "mixture-of-Gaussians dominating pair (Choquette-Choo et al. 2023): add/remove, independently sampled terms"
             if self.analysis == "mixture-of-gaussians"
@@ -485,3 +493,57 @@ class RecordedGuarantee(Mechanism):
 
     def rdp(self, orders=None) -> np.ndarray:
         raise PrivacyParameterError(f"{self.name}: an (ε, δ) guarantee has no RDP curve; compose it in (ε, δ)")
+
+
+#: Every mechanism class a ledger record can name (``record["mechanism"]``), for
+#: :func:`mechanism_from_record`.
+MECHANISM_CLASSES: dict[str, type[Mechanism]] = {
+    cls.__name__: cls
+    for cls in (
+        GaussianMechanism,
+        PoissonSubsampledGaussian,
+        FixedSizeSubsampledGaussian,
+        SensitivityMixtureGaussian,
+        LaplaceMechanism,
+        PureDPMechanism,
+        ExponentialMechanism,
+        RecordedGuarantee,
+    )
+}
+
+
+def mechanism_from_record(record: dict) -> Mechanism:
+    """Rebuild a mechanism from its :meth:`Mechanism.describe` record (the inverse of describe).
+
+    Every dataclass field must be present; keys that are not fields (``analysis_reference``)
+    are ignored. Lists become tuples (``support``, ``probabilities``).
+
+    Raises:
+        PrivacyParameterError: unknown mechanism name, missing or invalid parameters.
+    """
+    from dataclasses import MISSING, fields
+
+    if not isinstance(record, dict):
+        raise PrivacyParameterError(f"a mechanism record must be a JSON object, got {type(record).__name__}")
+    name = record.get("mechanism")
+    cls = MECHANISM_CLASSES.get(name) if isinstance(name, str) else None
+    if cls is None:
+        raise PrivacyParameterError(f"unknown mechanism {name!r} in the privacy ledger")
+    kwargs = {}
+    for f in fields(cls):
+        if f.name not in record:
+            if f.default is MISSING and f.default_factory is MISSING:
+                raise PrivacyParameterError(f"mechanism record {name} lacks {f.name!r}")
+            continue
+        value = record[f.name]
+        kwargs[f.name] = tuple(value) if isinstance(value, list) else value
+    for key in ("sigma", "sensitivity", "sample_rate", "scale", "epsilon", "delta", "sensitivity_per_term"):
+        if key in kwargs and (isinstance(kwargs[key], bool) or not isinstance(kwargs[key], (int, float))):
+            raise PrivacyParameterError(f"mechanism record {name}: {key} must be a number, got {kwargs[key]!r}")
+    for key in ("count", "steps", "batch_size", "population"):
+        if key in kwargs and (isinstance(kwargs[key], bool) or not isinstance(kwargs[key], int)):
+            raise PrivacyParameterError(f"mechanism record {name}: {key} must be an integer, got {kwargs[key]!r}")
+    try:
+        return cls(**kwargs)
+    except (TypeError, ValueError) as exc:
+        raise PrivacyParameterError(f"mechanism record {name} is invalid: {exc}") from None

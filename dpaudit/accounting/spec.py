@@ -81,6 +81,12 @@ class PrivacySpec:
         epsilon_by_accountant: ε at the same δ under every analysis the ledger could apply
             (``"rdp"``, ``"pld"``, ``"gaussian"``); ``epsilon`` is the one ``accountant`` names
             (the smallest under the default ``auto`` accountant). Empty when not computed.
+        accounting: how to recompute ``epsilon`` from ``mechanisms``, written by
+            :meth:`~dpaudit.accounting.PrivacyLedger.spec`: the ledger's accountant choice
+            (``"auto"``, ``"rdp"``, ``"pld"``), the analysis that produced ε (a key of
+            ``epsilon_by_accountant``), the PLD grid and, when not the default, the RDP orders.
+            :mod:`dpaudit.accounting.verify` uses it on load. Empty for specs not built by a
+            ledger (then the analysis is read from the ``accountant`` label).
     """
 
     epsilon: float
@@ -95,6 +101,7 @@ class PrivacySpec:
     unaccounted: list[str] = field(default_factory=list)
     protocol: str | None = None
     epsilon_by_accountant: dict[str, float] = field(default_factory=dict)
+    accounting: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.unaccounted and self.sound:
@@ -134,6 +141,7 @@ class PrivacySpec:
             "unaccounted": list(self.unaccounted),
             "protocol": self.protocol,
             "epsilon_by_accountant": {k: (v if math.isfinite(v) else None) for k, v in self.epsilon_by_accountant.items()},
+            "accounting": dict(self.accounting),
         }
 
     @classmethod
@@ -164,6 +172,7 @@ class PrivacySpec:
                 str(k): (math.inf if v is None else float(v))
                 for k, v in dict(payload.get("epsilon_by_accountant") or {}).items()
             },
+            accounting=dict(payload.get("accounting") or {}),
         )
 
     def summary(self) -> str:
