@@ -296,6 +296,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("dpaudit: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `dpaudit inspect DIR | head`: the reader left, which is not an error
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # Python's final flush of stdout must not raise again
+        return 0
 
 
 if __name__ == "__main__":
