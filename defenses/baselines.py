@@ -74,7 +74,7 @@ from dpaudit.defense import Defense, Hyperparameters, PrivateHyperparameters
 from dpaudit.dpsgd import make_optimizer, poisson_sample_rate, steps_for, train_dp_sgd
 from dpaudit.errors import ConfigurationError, ModelFormatError
 from dpaudit.model import ModuleModel, _node_index, register_model_kind
-from dpaudit.nn import activation, build_architecture
+from dpaudit.nn import InputLinear, SparseFeatures, activation, build_architecture, feature_dropout, features
 from dpaudit.registry import register_defense
 from dpaudit.splits import Split
 
@@ -168,21 +168,23 @@ class FeatureMLP(nn.Module):
     ):
         super().__init__()
         dims = [in_dim] + [hidden] * (layers - 1)
-        self.hidden_layers = nn.ModuleList(nn.Linear(a, b, bias=bias) for a, b in zip(dims[:-1], dims[1:]))
-        self.out = nn.Linear(dims[-1], out_dim, bias=bias)
+        self.hidden_layers = nn.ModuleList(InputLinear(a, b, bias=bias) for a, b in zip(dims[:-1], dims[1:]))
+        self.out = InputLinear(dims[-1], out_dim, bias=bias)
         self.dropout = nn.Dropout(dropout)
         self.act = activation(act)
         self.normalize = bool(normalize)
 
-    def embed(self, x: torch.Tensor, edge_index: torch.Tensor | None = None) -> torch.Tensor:
+    def embed(self, x, edge_index: torch.Tensor | None = None):
+        """``x`` dense or :class:`~dpaudit.nn.SparseFeatures` (the first layer is then a sparse ×
+        dense product; with ``layers = 1`` the returned input stays sparse)."""
         if self.normalize:
-            x = row_normalize(x)
+            x = x.row_normalize() if isinstance(x, SparseFeatures) else row_normalize(x)
         for layer in self.hidden_layers:
-            x = self.act(layer(self.dropout(x)))
+            x = self.act(layer(feature_dropout(x, self.dropout.p, self.training)))
         return x
 
-    def forward(self, x: torch.Tensor, edge_index: torch.Tensor | None = None) -> torch.Tensor:
-        return self.out(self.dropout(self.embed(x)))
+    def forward(self, x, edge_index: torch.Tensor | None = None) -> torch.Tensor:
+        return self.out(feature_dropout(self.embed(x), self.dropout.p, self.training))
 
 
 def build_baseline_architecture(config: dict) -> nn.Module:
