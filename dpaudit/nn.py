@@ -185,9 +185,10 @@ class _SparseLinearFunction(torch.autograd.Function):
         return ctx.x.t_matmul(grad.contiguous()).t(), None
 
 
-def features(x: torch.Tensor, density: float = SPARSE_DENSITY) -> torch.Tensor | SparseFeatures:
-    """``x`` as :class:`SparseFeatures` when at most ``density`` of it is non-zero (cora_ml's
-    bag-of-words: 1.75 %), else unchanged. Shapes: ``[n, F]`` → ``[n, F]``."""
+def features(x: torch.Tensor, density: float | None = None) -> torch.Tensor | SparseFeatures:
+    """``x`` as :class:`SparseFeatures` when at most ``density`` (default :data:`SPARSE_DENSITY`)
+    of it is non-zero (cora_ml's bag-of-words: 1.75 %), else unchanged. Shapes: ``[n, F]`` → ``[n, F]``."""
+    density = SPARSE_DENSITY if density is None else density
     if isinstance(x, SparseFeatures):
         return x
     if x.layout != torch.strided:

@@ -147,6 +147,7 @@ from dpaudit.datasets import GraphDataset
 from dpaudit.defense import Defense, PrivateHyperparameters
 from dpaudit.dpsgd import poisson_sample_rate, steps_for
 from dpaudit.errors import ConfigurationError
+from dpaudit.nn import features as sparse_features
 from dpaudit.registry import register_defense
 from dpaudit.splits import Split
 
@@ -309,7 +310,7 @@ class _GAP(Defense):
         if self.level == "node":
             return _train_minibatch(
                 module,
-                inputs.float(),
+                inputs,
                 targets,
                 noise_multiplier=sigma,
                 max_grad_norm=hp.max_grad_norm,
@@ -349,7 +350,8 @@ class _GAP(Defense):
             "dropout": hp.dropout,
             "batch_norm": bool(hp.batch_norm),
         }
-        x = data.x.float().to(device)
+        # Raw features stay sparse where they are (the encoder's first layer is CSR × dense).
+        x = sparse_features(data.x.float().to(device))
         y = data.y.to(device)
         train_d, val_d = train.to(device), val.to(device)
         best_val = protocols.keeps_best_validation(self.protocol)
