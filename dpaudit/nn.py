@@ -103,9 +103,7 @@ class SparseFeatures:
         return True
 
     def _with_values(self, values: torch.Tensor) -> SparseFeatures:
-        return SparseFeatures(
-            self.crow, self.col, values, self.row, self.t_crow, self.t_col, self.perm, self.shape
-        )
+        return SparseFeatures(self.crow, self.col, values, self.row, self.t_crow, self.t_col, self.perm, self.shape)
 
     def to(self, device=None, dtype=None) -> SparseFeatures:
         move = [t.to(device) for t in (self.crow, self.col, self.row, self.t_crow, self.t_col, self.perm)]

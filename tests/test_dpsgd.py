@@ -120,9 +120,7 @@ def test_empty_poisson_batches_still_take_noise_steps():
     assert 0 in sizes
     module = _mlp()
     before = [p.detach().clone() for p in module.parameters()]
-    mech = train_dp_sgd(
-        module, x, y, noise_multiplier=2.0, max_grad_norm=1.0, batch_size=1, epochs=5, lr=0.01, seed=3
-    )
+    mech = train_dp_sgd(module, x, y, noise_multiplier=2.0, max_grad_norm=1.0, batch_size=1, epochs=5, lr=0.01, seed=3)
     assert mech.steps == len(sizes) == 20 and mech.sample_rate == 0.25
     assert all(not torch.equal(a, b) for a, b in zip(before, module.parameters()))
 
