@@ -635,7 +635,7 @@ class DPGNN(Defense):
         else:
             opt = torch.optim.SGD(params.values(), lr=hp.lr)  # plain SGD, Algorithm 4
         batches = torch.Generator().manual_seed(self.seed + 1)
-        noise = torch.Generator(device=device).manual_seed(self.seed + 2)
+        noise = torch.Generator().manual_seed(self.seed + 2)  # CPU: CUDA runs draw the same noise
         sizes = index.sizes()
         module.train()
         for _ in tqdm(range(steps), desc=self.name, leave=False, disable=None):
@@ -652,7 +652,7 @@ class DPGNN(Defense):
             for k, p in params.items():
                 noisy = total[k]
                 if noise_std > 0:
-                    noisy = noisy + torch.normal(0.0, noise_std, size=p.shape, generator=noise, device=device)
+                    noisy = noisy + torch.normal(0.0, noise_std, size=tuple(p.shape), generator=noise).to(device)
                 p.grad = noisy / batch_size
             opt.step()
             opt.zero_grad(set_to_none=True)

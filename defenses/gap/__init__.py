@@ -398,7 +398,7 @@ class _GAP(Defense):
                             )
                         cache = free_hops[:, : hops * hp.hidden].contiguous()
                     else:
-                        gen = torch.Generator(device=device).manual_seed(self.seed + 2_000_003 + 7919 * hops)
+                        gen = torch.Generator().manual_seed(self.seed + 2_000_003 + 7919 * hops)  # CPU: same on CUDA
                         cache = torch.cat(private_multi_hop_aggregation(x0, ei.to(device), hops, noise_std, gen), dim=1)
                     features = torch.cat([x0, cache], dim=1)
                 # Step 5: the classification module on the cached representations.

@@ -262,7 +262,7 @@ class GAPModel(ReleasedModel):
                 edge_index = bound_out_degree(
                     edge_index, graph.num_nodes, self.cfg["max_degree"], torch.Generator().manual_seed(seed)
                 )
-            gen = torch.Generator(device=self.device).manual_seed(seed + 1)
+            gen = torch.Generator().manual_seed(seed + 1)
             hops = private_multi_hop_aggregation(
                 x0, edge_index.to(self.device), self.cfg["hops"], self.cfg["noise_std"], gen
             )
