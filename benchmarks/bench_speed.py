@@ -158,9 +158,11 @@ def _median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
-def time_pairs(dataset, split, repeats: int, quick: bool) -> list[dict]:
+def time_pairs(dataset, split, repeats: int, quick: bool, only: list[str] | None = None) -> list[dict]:
     rows = []
     for pair in defense_pairs(dataset, quick):
+        if only and pair["defense"].split()[0] not in only:
+            continue
         configs = {"twin": pair["twin"]}
         if pair["private"] is not None:
             configs["private"] = pair["private"]
@@ -297,6 +299,7 @@ def main() -> None:
     parser.add_argument("--scaling", action="store_true", help="also cora_ml → johnshopkins55:year → cornell5:year")
     parser.add_argument("--data-root", default=str(Path(__file__).resolve().parents[2] / "shared" / "datasets"))
     parser.add_argument("--out", default="speed")
+    parser.add_argument("--only", default="", help="comma-separated defenses for the twin table (default: all)")
     args = parser.parse_args()
 
     started = time.perf_counter()
@@ -305,7 +308,7 @@ def main() -> None:
     print(f"{args.dataset}: {dataset.num_nodes} nodes, {len(split.train)} training nodes", flush=True)
     layer_rows = first_layer(dataset, max(args.repeats, 10))
     print(layer_rows, flush=True)
-    pair_rows = time_pairs(dataset, split, args.repeats, args.quick)
+    pair_rows = time_pairs(dataset, split, args.repeats, args.quick, [o for o in args.only.split(",") if o])
     scale_rows = (
         scaling(["cora_ml", "johnshopkins55:year", "cornell5:year"], args.data_root, args.repeats, args.quick)
         if args.scaling

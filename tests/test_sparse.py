@@ -104,15 +104,54 @@ def _sparse_dataset():
     return from_data(Data(x=x, edge_index=torch.stack([src, dst]), y=y), name="sparse-toy")
 
 
-@pytest.mark.parametrize("name,overrides", [("mlp", {}), ("sage", {"dropout": 0.0}), ("mlp-dp", {"epochs": 3})])
+@pytest.mark.parametrize(
+    "name,overrides",
+    [
+        ("mlp", {"epochs": 20}),
+        ("sage", {"epochs": 20, "dropout": 0.0}),
+        ("mlp-dp", {"epochs": 3}),
+        ("dpgnn", {"steps": 3, "batch_size": 30, "latent": 8}),
+        ("gap-ndp", {"encoder_epochs": 2, "epochs": 2, "max_degree": 40, "batch_size": 256}),
+    ],
+)
 def test_fit_on_sparse_features_equals_dense_fit(name, overrides, monkeypatch):
     dataset = _sparse_dataset()
     assert isinstance(features(dataset.data.x.float()), SparseFeatures)
     split = make_split(dataset, "random:0.6,0.2,0.2", 0)
-    eps = 4.0 if name == "mlp-dp" else math.inf
+    eps = math.inf if name in ("mlp", "sage") else 8.0
     probs = []
     for density in (dnn.SPARSE_DENSITY, 0.0):  # 0.0: nothing counts as sparse, dense path
         monkeypatch.setattr(dnn, "SPARSE_DENSITY", density)
-        model = get_defense(name)(epsilon=eps, seed=0, **({"epochs": 20} | overrides)).fit(dataset, split)
+        model = get_defense(name)(epsilon=eps, seed=0, **overrides).fit(dataset, split)
         probs.append(model.predict_proba(dataset.data))
     torch.testing.assert_close(probs[0], probs[1], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("layers,clipping", [(1, "flat"), (2, "layerwise")])
+def test_dpgnn_sparse_clipped_sum_equals_dense_and_materialised(layers, clipping):
+    from defenses._dpgnn_sampling import PaddedRows, build_subgraphs, pad_batch, sample_edgelists
+    from defenses.dpgnn import DPGCNNet, clip_groups, clipped_gradient_sum, clipped_sum, per_subgraph_gradients
+
+    dataset = _sparse_dataset()
+    n, x = dataset.num_nodes, dataset.data.x.float()
+    train = torch.arange(n // 2)
+    mask = torch.zeros(n, dtype=torch.bool)
+    mask[train] = True
+    sampled = sample_edgelists(dataset.data.edge_index, n, mask, 3, torch.Generator().manual_seed(2))
+    index = build_subgraphs(sampled, train, n, layers, 3)
+    torch.manual_seed(0)
+    net = DPGCNNet(x.size(1), 8, 3, layers=layers, encoder_layers=2, decoder_layers=2)
+    params = {k: v.detach() for k, v in net.named_parameters()}
+    batch = torch.arange(40)
+    dense, adj, roots = pad_batch(index, batch, x)
+    sparse, adj_s, roots_s = pad_batch(index, batch, SparseFeatures.from_tensor(x))
+    assert isinstance(sparse, PaddedRows) and torch.equal(sparse.to_dense(), dense)
+    assert torch.equal(adj, adj_s) and torch.equal(roots, roots_s)
+    groups = clip_groups(net, clipping)
+    y = dataset.data.y[roots]
+    ref = clipped_sum(per_subgraph_gradients(net, params, dense, adj, y), groups, 0.05)
+    fast_dense = clipped_gradient_sum(net, params, dense, adj, y, groups, 0.05)
+    fast_sparse = clipped_gradient_sum(net, params, sparse, adj, y, groups, 0.05)
+    for name in ref:
+        torch.testing.assert_close(fast_sparse[name], fast_dense[name], rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(fast_sparse[name], ref[name], rtol=1e-5, atol=1e-6)
