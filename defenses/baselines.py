@@ -14,8 +14,8 @@ non-zero entries only: a dense dropout mask over cora_ml's 2995 × 2879 feature 
 random function on the non-zeros (dropping a zero changes nothing).
 
 ``mlp-dp`` is the "Features" baseline of DPAR and "MLP-DP" of GAP: an MLP on node features
-alone, trained with DP-Adam (or DP-SGD) through opacus — Poisson sampling with rate
-q = 1/⌈n/B⌉, per-node gradient clipping to C, Gaussian noise N(0, z²C²I) with z calibrated
+alone, trained with DP-Adam (or DP-SGD) by :func:`dpaudit.dpsgd.train_dp_sgd` (ghost
+clipping; opacus' sampling, clipping and noise, bit for bit) — Poisson sampling with rate q = 1/⌈n/B⌉, per-node gradient clipping to C, Gaussian noise N(0, z²C²I) with z calibrated
 so that the accounted ε ≤ target (:class:`~dpaudit.accounting.PoissonSubsampledGaussian`,
 Mironov et al. 2019, add/remove). Because the MLP never reads the graph, each node influences
 exactly one per-example gradient, so example-level DP-SGD is node-level DP (and edge-level
@@ -455,7 +455,7 @@ def train_mlp_dp(
     on_epoch=None,
     progress: str | None = None,
 ) -> PoissonSubsampledGaussian | None:
-    r"""DP-Adam/DP-SGD (Abadi et al. 2016) through opacus with Poisson sampling, rate
+    r"""DP-Adam/DP-SGD (Abadi et al. 2016) by :func:`~dpaudit.dpsgd.train_dp_sgd` (ghost clipping) with Poisson sampling, rate
     q = 1/⌈n/B⌉ (q = 1: every step uses every example). ``on_epoch(module)`` is called after
     each epoch (the ``paper`` protocol's validation checkpointing). Returns the mechanism
     spent (``None`` without noise: the same loop without clipping or noise).
@@ -478,7 +478,7 @@ BEST_VAL_STEP = (
 class MLPDP(Defense):
     name = "mlp-dp"
     unit = "node"
-    summary = "MLP on node features with node-level DP-Adam/DP-SGD (opacus), noise calibrated to ε"
+    summary = "MLP on node features with node-level DP-Adam/DP-SGD (ghost clipping), noise calibrated to ε"
     hyperparameters_class = MLPDPHyperparameters
 
     def _fit(self, dataset: GraphDataset, split: Split, delta: float) -> BaselineModel:

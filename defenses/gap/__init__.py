@@ -89,8 +89,8 @@ promise fails. The cost is honest noise: Δ grows like D, so D must cover the la
 
 *Node level, paper* (``protocol=paper``): out-degree sampling to D (random keys, keep the D
 smallest per source), per-hop sensitivity √D as the authors account it (the "D^K" of Theorem
-2's statement is D·K, as its proof shows), encoder/classifier DP-Adam (opacus, Poisson
-sampling, clipping 1), best-validation checkpoints and (K, D) chosen on validation accuracy.
+2's statement is D·K, as its proof shows), encoder/classifier DP-Adam (``train_dp_sgd``:
+Poisson sampling, ghost clipping to 1), best-validation checkpoints and (K, D) chosen on validation accuracy.
 
 Inference (Section 4.5/5.1) — no query may average PMA's noise away
 -------------------------------------------------------------------
