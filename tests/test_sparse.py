@@ -112,6 +112,7 @@ def _sparse_dataset():
         ("mlp-dp", {"epochs": 3}),
         ("dpgnn", {"steps": 3, "batch_size": 30, "latent": 8}),
         ("gap-ndp", {"encoder_epochs": 2, "epochs": 2, "max_degree": 40, "batch_size": 256}),
+        ("gcon", {"encoder_epochs": 5, "encoder_dropout": 0.0}),
     ],
 )
 def test_fit_on_sparse_features_equals_dense_fit(name, overrides, monkeypatch):
