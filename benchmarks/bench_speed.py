@@ -52,15 +52,20 @@ DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
 
 # --------------------------------------------------------------------------- timed training runs
+def _clock() -> float:
+    """Seconds on the clock that is compared: this process's CPU time on a CPU run (robust to
+    other jobs on a shared machine; runs are single-threaded), wall time on CUDA (synchronised)."""
+    if DEVICE == "cuda":
+        torch.cuda.synchronize()
+        return time.perf_counter()
+    return time.process_time()
+
+
 def _timer(store: list[float], fn):
     def wrapped(*args, **kwargs):
-        if DEVICE == "cuda":
-            torch.cuda.synchronize()
-        start = time.perf_counter()
+        start, wall = _clock(), time.perf_counter()
         out = fn(*args, **kwargs)
-        if DEVICE == "cuda":
-            torch.cuda.synchronize()
-        store.append(time.perf_counter() - start)
+        store.append((_clock() - start, time.perf_counter() - wall))
         return out
 
     return wrapped
@@ -89,7 +94,7 @@ def run_training(name: str, epsilon: float, hp: dict, dataset, split, variant: s
     import defenses.gap as gap
     from dpaudit import dpsgd
 
-    times: list[float] = []
+    times: list[tuple[float, float]] = []
     if variant == "per-sample":
         original = dpsgd.train_dp_sgd
 
@@ -112,7 +117,8 @@ def run_training(name: str, epsilon: float, hp: dict, dataset, split, variant: s
     model = get_defense(name)(epsilon=epsilon, seed=0, device=DEVICE, **hp).fit(dataset, split)
     fit_seconds = time.perf_counter() - start
     return {
-        "train_seconds": sum(times) if times else fit_seconds,
+        "train_seconds": sum(t for t, _ in times) if times else fit_seconds,
+        "train_wall_seconds": sum(w for _, w in times) if times else fit_seconds,
         "fit_seconds": fit_seconds,
         "epsilon": model.privacy.epsilon,
         "gpu_peak_mb": torch.cuda.max_memory_allocated() / 2**20 if DEVICE == "cuda" else None,
@@ -168,12 +174,14 @@ def time_pairs(dataset, split, repeats: int, quick: bool, only: list[str] | None
             configs["private"] = pair["private"]
         configs.update({label: cfg for label, cfg in pair["extra"]})
         seconds: dict[str, list[float]] = {k: [] for k in configs}
+        wall: dict[str, list[float]] = {k: [] for k in configs}
         peaks: dict[str, list[float]] = {k: [] for k in configs}
         eps: dict[str, float] = {}
         for _ in range(repeats):
             for key, (name, epsilon, hp, variant) in configs.items():
                 result, _, peak = measure(run_training, name, epsilon, hp, dataset, split, variant)
                 seconds[key].append(result["train_seconds"] / pair["units"])
+                wall[key].append(result["train_wall_seconds"] / pair["units"])
                 peaks[key].append(result["gpu_peak_mb"] if result["gpu_peak_mb"] is not None else peak)
                 eps[key] = result["epsilon"]
             print(pair["defense"], {k: round(v[-1], 4) for k, v in seconds.items()}, flush=True)
@@ -184,6 +192,8 @@ def time_pairs(dataset, split, repeats: int, quick: bool, only: list[str] | None
             "twin s/unit": f"{twin:.4f}",
             "private s/unit": f"{_median(seconds['private']):.4f}" if "private" in seconds else "-",
             "private / twin": f"{_median(seconds['private']) / twin:.2f}×" if "private" in seconds else "-",
+            "wall: twin / private": f"{_median(wall['twin']):.3f} / "
+            + (f"{_median(wall['private']):.3f}" if "private" in wall else "-"),
             "ε spent": f"{eps['private']:.3f}" if "private" in eps else "∞",
             "peak MiB (twin / private)": f"{_median(peaks['twin']):.0f} / "
             + (f"{_median(peaks['private']):.0f}" if "private" in peaks else "-"),
@@ -196,6 +206,7 @@ def time_pairs(dataset, split, repeats: int, quick: bool, only: list[str] | None
                     "unit": pair["unit"],
                     "private s/unit": f"{_median(seconds[label]):.4f}",
                     "private / twin": f"{_median(seconds[label]) / twin:.2f}×",
+                    "wall: twin / private": f"- / {_median(wall[label]):.3f}",
                     "ε spent": f"{eps[label]:.3f}" if math.isfinite(eps[label]) else "∞",
                     "peak MiB (twin / private)": f"- / {_median(peaks[label]):.0f}",
                 }
@@ -218,14 +229,10 @@ def first_layer(dataset, repeats: int, hidden: int = 64, batch: int = 256) -> li
         for kind, inputs in (("dense", dense_in), ("sparse", sparse_in)):
             times = []
             for _ in range(max(repeats, 5)):
-                if DEVICE == "cuda":
-                    torch.cuda.synchronize()
-                start = time.perf_counter()
+                start = _clock()
                 layer.zero_grad()
                 layer(inputs).sum().backward()
-                if DEVICE == "cuda":
-                    torch.cuda.synchronize()
-                times.append(time.perf_counter() - start)
+                times.append(_clock() - start)
             out[kind] = _median(times[1:])  # first call warms up
         with torch.no_grad():
             diff = float((layer(dense_in) - layer(sparse_in)).abs().max())
@@ -320,13 +327,14 @@ def main() -> None:
         f"`{command}` — {environment()}; medians of {args.repeats} repeat(s); total "
         f"{time.perf_counter() - started:.0f} s.\n\n"
         "## Private vs non-private twin (seconds per unit of training; same data, same batch)\n\n"
+        f"Clock: {'wall time (CUDA synchronised)' if DEVICE == 'cuda' else 'CPU time of the single-threaded run (time.process_time: robust to the other jobs on the shared machine); wall-clock medians beside it'}. "
         "Only the training call is timed (accounting, calibration, data preparation excluded). Peak "
         "memory: the forked child's peak RSS (CPU, includes the loaded dataset) or "
         "`torch.cuda.max_memory_allocated` (CUDA). See the script's docstring for each twin.\n\n"
         + markdown_table(
             pair_rows,
-            ["defense", "unit", "twin s/unit", "private s/unit", "private / twin", "ε spent",
-             "peak MiB (twin / private)"],
+            ["defense", "unit", "twin s/unit", "private s/unit", "private / twin", "wall: twin / private",
+             "ε spent", "peak MiB (twin / private)"],
         )  # fmt: skip
         + "\n\n## First layer: dense vs sparse forward + backward (F → 64)\n\n"
         + markdown_table(layer_rows, ["dataset", "input", "dense ms", "sparse ms", "speed-up", "max |Δ output|"])
