@@ -104,9 +104,12 @@ class GhostClipper:
         if any(id(p) not in covered for p in params):
             raise GhostClippingUnsupported("a trainable parameter does not belong to an nn.Linear layer")
         self._records: list[tuple[nn.Linear, object, torch.Tensor]] = []
+        self._active = False  # record only inside clipped_sum (not in e.g. on_epoch's evaluations)
         self._handles = [m.register_forward_hook(self._record) for m in self.layers]
 
     def _record(self, layer, inputs, output) -> None:
+        if not self._active:
+            return
         a = inputs[0]
         if any(layer is r[0] for r in self._records):
             raise GhostClippingUnsupported(f"{type(layer).__name__} is applied twice in one forward")
@@ -119,13 +122,13 @@ class GhostClipper:
             h.remove()
 
     def clipped_sum(self, x, y: torch.Tensor, loss_fn: Loss, max_norm: float) -> dict[nn.Parameter, torch.Tensor]:
-        self._records = []
+        self._records, self._active = [], True
         try:
             loss = _per_example_loss_sum(loss_fn, self.module(x), y)
-            records, self._records = self._records, []
+            records = self._records
             grads = torch.autograd.grad(loss, [r[2] for r in records])
         finally:
-            self._records = []
+            self._records, self._active = [], False
         with torch.no_grad():
             sq = torch.zeros(y.size(0), dtype=loss.dtype, device=loss.device)
             for (layer, a, _), g in zip(records, grads):

@@ -136,3 +136,22 @@ def test_non_linear_parameters_fall_back_and_batchnorm_is_refused():
     assert mech.steps == 4
     with pytest.raises(ConfigurationError):
         make_clipper(nn.Sequential(nn.Linear(30, 8), nn.BatchNorm1d(8)))
+
+
+def test_on_epoch_evaluations_do_not_disturb_ghost_clipping():
+    x, y = _data()
+    calls = []
+
+    def evaluate(module):
+        with torch.no_grad():
+            module(x)
+            module(x)  # two forwards outside a training step
+        calls.append(1)
+
+    settings = dict(noise_multiplier=1.0, max_grad_norm=0.5, batch_size=8, epochs=2, lr=0.01, seed=1)
+    module, reference = _mlp(), _mlp()
+    mech = train_dp_sgd(module, x, y, on_epoch=evaluate, **settings)
+    train_dp_sgd(reference, x, y, clipping="per-sample", **settings)
+    assert len(calls) == 2 and mech.steps == 10
+    for a, b in zip(module.parameters(), reference.parameters()):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
