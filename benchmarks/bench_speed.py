@@ -72,16 +72,28 @@ def _timer(store: list[float], fn):
 
 
 def _plain_dpgnn_sum(module, params, features, adjacency, labels, groups, clip_norm):
-    """DP-GNN's non-private twin: ordinary backprop of Σ_s ℓ_s over the same padded subgraphs."""
+    """DP-GNN's non-private twin: ordinary backprop of Σ_s ℓ_s over the same padded subgraphs
+    (sparse first layer too, when the features are sparse)."""
     import torch.nn.functional as F
     from torch.func import functional_call, vmap
 
+    from defenses._dpgnn_sampling import PaddedRows
+    from defenses.dpgnn import FIRST_BIAS, FIRST_WEIGHT
+
     live = {k: v.detach().requires_grad_(True) for k, v in params.items()}
+    rest = {k: v for k, v in live.items() if k not in (FIRST_WEIGHT, FIRST_BIAS)}
+    weight, bias = live[FIRST_WEIGHT], live[FIRST_BIAS]
+    if isinstance(features, PaddedRows):
+        b, width, _ = features.shape
+        flat = features.rows.linear(weight)
+        pre = flat.new_zeros(b, width, flat.size(1)).index_put((features.batch, features.pos), flat) + bias
+    else:
+        pre = features @ weight.T + bias
 
-    def logits(x, a):
-        return functional_call(module, live, (x, a), {"dense": True})
+    def logits(z, a):
+        return functional_call(module, rest, (z, a), {"dense": True, "pre_activation": True}, strict=False)
 
-    loss = F.cross_entropy(vmap(logits)(features, adjacency), labels, reduction="sum")
+    loss = F.cross_entropy(vmap(logits)(pre, adjacency), labels, reduction="sum")
     grads = torch.autograd.grad(loss, list(live.values()))
     return dict(zip(live, grads))
 
