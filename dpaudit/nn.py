@@ -51,6 +51,7 @@ class SparseFeatures:
         self.crow, self.col, self.values, self.row = crow, col, values, row
         self.t_crow, self.t_col, self.perm = t_crow, t_col, perm
         self.shape = torch.Size(shape)
+        self._csr_t: torch.Tensor | None = None  # built on first use (values never change in place)
 
     # -- construction -----------------------------------------------------------------------
     @classmethod
@@ -123,7 +124,9 @@ class SparseFeatures:
         return _csr(self.crow, self.col, self.values, self.shape)
 
     def csr_t(self) -> torch.Tensor:
-        return _csr(self.t_crow, self.t_col, self.values[self.perm], (self.shape[1], self.shape[0]))
+        if self._csr_t is None:
+            self._csr_t = _csr(self.t_crow, self.t_col, self.values[self.perm], (self.shape[1], self.shape[0]))
+        return self._csr_t
 
     def rows(self, index: torch.Tensor) -> SparseFeatures:
         """The sub-matrix of rows ``index`` (in that order; a row may repeat). O(nnz of the rows)."""
@@ -176,7 +179,7 @@ class _SparseLinearFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, weight: torch.Tensor, x: SparseFeatures) -> torch.Tensor:
         ctx.x = x
-        return x.csr() @ weight.t()
+        return x.csr() @ weight.t().contiguous()
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
