@@ -35,6 +35,8 @@ from dataclasses import dataclass
 import torch
 from torch_geometric.utils import remove_self_loops
 
+from dpaudit.nn import SparseFeatures
+
 
 def occurrence_bound(max_in_degree: int, num_layers: int) -> int:
     r"""Lemma 1: :math:`N(K, r) = \sum_{i=0}^{r} K^i`."""
@@ -222,14 +224,33 @@ def sample_batch(num_subgraphs: int, batch_size: int, generator: torch.Generator
     return torch.randperm(num_subgraphs, generator=generator)[:batch_size]
 
 
+@dataclass
+class PaddedRows:
+    """Sparse stand-in for padded ``features [B, L, F]``: only the R real rows, as
+    :class:`~dpaudit.nn.SparseFeatures` ``rows [R, F]`` placed at ``(batch[r], pos[r])``; every
+    other (padding) row is zero."""
+
+    rows: SparseFeatures
+    batch: torch.Tensor  # [R]
+    pos: torch.Tensor  # [R]
+    shape: tuple[int, int, int]
+
+    def to_dense(self) -> torch.Tensor:
+        out = torch.zeros(self.shape, dtype=self.rows.dtype, device=self.rows.device)
+        out[self.batch, self.pos] = self.rows.to_dense()
+        return out
+
+
 def pad_batch(
-    index: SubgraphIndex, batch: torch.Tensor, x: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    r"""Dense padded tensors for the subgraphs ``batch``.
+    index: SubgraphIndex, batch: torch.Tensor, x
+) -> tuple[torch.Tensor | PaddedRows, torch.Tensor, torch.Tensor]:
+    r"""Padded tensors for the subgraphs ``batch``.
 
     Returns ``features [B, L, F]``, ``adjacency [B, L, L]`` with rows
     :math:`(D + I)^{-1}(A + I)` restricted to the subgraph (padding rows and columns are zero)
-    and ``roots [B]`` (global ids). The root of each subgraph is at position 0.
+    and ``roots [B]`` (global ids). The root of each subgraph is at position 0. With
+    :class:`~dpaudit.nn.SparseFeatures` ``x`` the features come as :class:`PaddedRows` (nothing
+    of size B × L × F is built).
     """
     device = x.device
     batch = batch.to(index.node_ptr.device)
@@ -240,15 +261,19 @@ def pad_batch(
     offsets = torch.repeat_interleave(torch.cumsum(sizes, 0) - sizes, sizes)
     pos = torch.arange(int(sizes.sum()), device=sizes.device) - offsets
     global_ids = index.node_ids[torch.repeat_interleave(starts, sizes) + pos]
-    features = x.new_zeros(batch.numel(), width, x.size(1))
-    features[b.to(device), pos.to(device)] = x[global_ids.to(device)]
+    if isinstance(x, SparseFeatures):
+        shape = (batch.numel(), width, x.size(1))
+        features = PaddedRows(x.rows(global_ids.to(device)), b.to(device), pos.to(device), shape)
+    else:
+        features = x.new_zeros(batch.numel(), width, x.size(1))
+        features[b.to(device), pos.to(device)] = x[global_ids.to(device)]
 
     e_starts, e_ends = index.edge_ptr[batch], index.edge_ptr[batch + 1]
     e_sizes = e_ends - e_starts
     eb = torch.repeat_interleave(torch.arange(batch.numel(), device=sizes.device), e_sizes)
     e_off = torch.repeat_interleave(torch.cumsum(e_sizes, 0) - e_sizes, e_sizes)
     e_pos = torch.repeat_interleave(e_starts, e_sizes) + torch.arange(int(e_sizes.sum()), device=sizes.device) - e_off
-    adjacency = x.new_zeros(batch.numel(), width, width)
+    adjacency = torch.zeros(batch.numel(), width, width, dtype=x.dtype, device=device)
     adjacency[b.to(device), pos.to(device), pos.to(device)] = 1.0  # self loops (A + I)
     adjacency.index_put_(
         (eb.to(device), index.edge_dst[e_pos].to(device), index.edge_src[e_pos].to(device)),

@@ -96,6 +96,7 @@ from torch_geometric.utils import remove_self_loops
 from tqdm.auto import tqdm
 
 from defenses._dpgnn_sampling import (
+    PaddedRows,
     SubgraphIndex,
     build_subgraphs,
     occurrence_bound,
@@ -109,6 +110,7 @@ from dpaudit.defense import Defense, PrivateHyperparameters
 from dpaudit.errors import ConfigurationError, ModelFormatError
 from dpaudit.model import ModuleModel, _node_index, register_model_kind
 from dpaudit.nn import activation
+from dpaudit.nn import features as sparse_features
 from dpaudit.registry import register_defense
 from dpaudit.splits import Split
 
@@ -427,22 +429,44 @@ def clipped_gradient_sum(
     :math:`\sum_s c_s X_s^\top\Delta_s`. The remaining (small) parameters get per-subgraph
     gradients from ``vmap``. Exactly equal to :func:`clipped_sum` of
     :func:`per_subgraph_gradients` (checked in the tests).
+
+    Sparse features (:class:`~defenses._dpgnn_sampling.PaddedRows`, R real rows with ν stored
+    values in all): :math:`Z = XW^\top` is one CSR × dense product over the real rows, the
+    norm :math:`\lVert X_s^\top\Delta_s\rVert_F^2 = \sum_f \lVert\sum_{i} x_{if}\delta_i\rVert^2`
+    is summed over the stored values (grouped by (subgraph, feature); O(ν·H), no Gram) and
+    :math:`\sum_s c_s X_s^\top\Delta_s = X^\top(c \odot \Delta)` is one CSR × dense product.
+
+    Shapes: features [B, L, F] or PaddedRows; adjacency [B, L, L]; labels [B].
     """
     weight, bias = params[FIRST_WEIGHT], params[FIRST_BIAS]
     rest = {k: v for k, v in params.items() if k not in (FIRST_WEIGHT, FIRST_BIAS)}
-    pre = features @ weight.T + bias  # [B, L, H]
+    sparse = isinstance(features, PaddedRows)
+    if sparse:
+        batch_size, width, num_features = features.shape
+        pre = bias.expand(batch_size, width, bias.numel()).clone()
+        pre[features.batch, features.pos] += features.rows.csr() @ weight.T
+    else:
+        pre = features @ weight.T + bias  # [B, L, H]
 
     def loss(p, z, a, y):
         logits = functional_call(module, p, (z, a), {"dense": True, "pre_activation": True})
         return F.cross_entropy(logits.unsqueeze(0), y.unsqueeze(0))
 
     rest_grads, delta = vmap(grad(loss, argnums=(0, 1)), in_dims=(None, 0, 0, 0))(rest, pre, adjacency, labels)
-    gram = features @ features.transpose(1, 2)  # [B, L, L]
     bias_grad = delta.sum(1)  # [B, H]
-    sq = {
-        FIRST_WEIGHT: (gram * (delta @ delta.transpose(1, 2))).sum((1, 2)).clamp(min=0.0),
-        FIRST_BIAS: bias_grad.pow(2).sum(1),
-    }
+    if sparse:
+        rows = features.rows
+        row_delta = delta[features.batch, features.pos]  # [R, H]
+        owner = features.batch[rows.row]  # subgraph of every stored value
+        keys, group = torch.unique(owner * num_features + rows.col, return_inverse=True)
+        per_feature = torch.zeros(len(keys), delta.size(2), dtype=delta.dtype, device=delta.device)
+        per_feature.index_add_(0, group, rows.values.unsqueeze(1) * row_delta[rows.row])
+        weight_sq = torch.zeros(batch_size, dtype=delta.dtype, device=delta.device)
+        weight_sq.index_add_(0, keys // num_features, per_feature.pow(2).sum(1))
+    else:
+        gram = features @ features.transpose(1, 2)  # [B, L, L]
+        weight_sq = (gram * (delta @ delta.transpose(1, 2))).sum((1, 2)).clamp(min=0.0)
+    sq = {FIRST_WEIGHT: weight_sq, FIRST_BIAS: bias_grad.pow(2).sum(1)}
     for k, g in rest_grads.items():
         sq[k] = g.flatten(1).pow(2).sum(1)
     out = {}
@@ -450,7 +474,9 @@ def clipped_gradient_sum(
         norm = sum(sq[n] for n in group).sqrt()
         factor = torch.clamp(threshold / (norm + 1e-12), max=1.0)
         for n in group:
-            if n == FIRST_WEIGHT:
+            if n == FIRST_WEIGHT and sparse:
+                out[n] = features.rows.t_matmul(row_delta * factor[features.batch].unsqueeze(1)).T
+            elif n == FIRST_WEIGHT:
                 scaled = delta * factor.view(-1, 1, 1)
                 out[n] = scaled.reshape(-1, scaled.size(-1)).T @ features.reshape(-1, features.size(-1))
             elif n == FIRST_BIAS:
@@ -638,14 +664,15 @@ class DPGNN(Defense):
         noise_std: float,
     ) -> None:
         hp, device = self.hp, self.device
-        x, y = x.to(device), y.to(device)
+        # Sparse raw features stay sparse: the first layer runs over the stored values only.
+        x, y = sparse_features(x.to(device, torch.float32)), y.to(device)
         params = dict(module.named_parameters())
         if hp.optimizer == "adam":
             opt = torch.optim.Adam(params.values(), lr=hp.lr)
         else:
             opt = torch.optim.SGD(params.values(), lr=hp.lr)  # plain SGD, Algorithm 4
         batches = torch.Generator().manual_seed(self.seed + 1)
-        noise = torch.Generator(device=device).manual_seed(self.seed + 2)
+        noise = torch.Generator().manual_seed(self.seed + 2)  # CPU: CUDA runs draw the same noise
         sizes = index.sizes()
         module.train()
         for _ in tqdm(range(steps), desc=self.name, leave=False, disable=None):
@@ -662,7 +689,7 @@ class DPGNN(Defense):
             for k, p in params.items():
                 noisy = total[k]
                 if noise_std > 0:
-                    noisy = noisy + torch.normal(0.0, noise_std, size=p.shape, generator=noise, device=device)
+                    noisy = noisy + torch.normal(0.0, noise_std, size=tuple(p.shape), generator=noise).to(device)
                 p.grad = noisy / batch_size
             opt.step()
             opt.zero_grad(set_to_none=True)

@@ -1,14 +1,31 @@
-r"""DP-SGD / DP-Adam on per-example tensors through opacus (Abadi et al. 2016).
+r"""DP-SGD / DP-Adam on per-example tensors (Abadi et al. 2016) with ghost clipping.
 
 Each step draws a Poisson batch (every example independently with probability
-q = 1/⌈n/B⌉, opacus' ``DPDataLoader``), clips every per-example gradient to L2 norm C, sums,
-adds N(0, σ²C²I) and takes an optimiser step. The privacy cost is exactly
-:class:`~dpaudit.accounting.PoissonSubsampledGaussian` (σ, q, steps); the function returns
-that mechanism with the number of steps actually taken, and cross-checks it against the
-privacy engine's own RDP accountant.
+q = 1/⌈n/B⌉, exactly opacus' ``UniformWithReplacementSampler``: ``rand(n) < q``, ⌈n/B⌉ steps per
+epoch), clips every per-example gradient to L2 norm C (factor min(1, C/(‖g_i‖ + 10⁻⁶)), as
+opacus), sums, adds N(0, σ²C²I) per parameter (drawn in parameter order from a CPU generator
+seeded ``seed + 1``, so CPU and CUDA runs draw the same noise) and divides by opacus' expected
+batch size ⌊nq⌋ before the optimiser step. An empty batch still takes a noise-only step. The
+privacy cost is exactly :class:`~dpaudit.accounting.PoissonSubsampledGaussian` (σ, q, steps).
 
-With ``noise_multiplier = 0`` the same loop runs without clipping or noise (the non-private
-variant of a private recipe); nothing is then accounted.
+How the per-example norms are obtained does not change any of that (``clipping``):
+
+* ``"ghost"`` (default) — ghost clipping / book-keeping (Goodfellow 2015; Li et al. 2022; Bu
+  et al. 2023): for a linear layer z_i = W a_i + b applied once to example i's own input
+  a_i ∈ ℝ^d, the per-example gradient is ∇W_i = g_i a_iᵀ with g_i = ∂L_i/∂z_i, so
+  ‖∇W_i‖²_F = ‖g_i‖²·‖a_i‖² and ‖∇b_i‖² = ‖g_i‖² — no per-example gradient is materialised.
+  One backward pass to the layer outputs (not to the weights) gives every g_i; the clipped sum
+  is then Σ_i c_i g_i a_iᵀ = (c ⊙ G)ᵀA, one matmul per layer (sparse × dense for
+  :class:`~dpaudit.nn.SparseFeatures` inputs). Applies when every trainable parameter belongs
+  to an ``nn.Linear`` called at most once per forward on 2-D input (MLPs, GAP's modules).
+* ``"per-sample"`` — opacus' ``GradSampleModule`` materialises per-example gradients (any
+  layer opacus supports); used automatically when ghost clipping does not apply, and as the
+  reference the ghost path is tested against.
+
+Modules that mix examples (BatchNorm) are refused: per-example clipping would not bound one
+example's influence. With ``noise_multiplier = 0`` the same model trains on shuffled
+minibatches of the same size without clipping or noise (the non-private variant of a private
+recipe); nothing is then accounted.
 """
 
 from __future__ import annotations
@@ -20,10 +37,11 @@ from collections.abc import Callable
 
 import torch
 from torch import nn
-from torch.utils.data import DataLoader, TensorDataset
 from tqdm.auto import tqdm
 
 from dpaudit.accounting.mechanisms import PoissonSubsampledGaussian
+from dpaudit.errors import ConfigurationError
+from dpaudit.nn import SparseFeatures
 
 log = logging.getLogger(__name__)
 
@@ -45,9 +63,165 @@ def make_optimizer(name: str, params, lr: float, weight_decay: float = 0.0) -> t
     raise ValueError(f"unknown optimizer {name!r}; use adam or sgd")
 
 
+Loss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+CLIP_EPS = 1e-6  # opacus' clip factor C / (‖g‖ + 1e-6)
+
+
+class GhostClippingUnsupported(Exception):
+    """The module has a layer ghost clipping cannot handle (the caller falls back)."""
+
+
+def _rows(inputs, index: torch.Tensor):
+    return inputs.rows(index) if isinstance(inputs, SparseFeatures) else inputs[index]
+
+
+def _per_example_loss_sum(loss_fn: Loss, out: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Σ_i L_i for a mean-reduced ``loss_fn`` (opacus' ``loss_reduction="mean"``)."""
+    return loss_fn(out, targets) * targets.size(0)
+
+
+def _check_module(module: nn.Module) -> None:
+    for sub in module.modules():
+        if isinstance(sub, nn.modules.batchnorm._BatchNorm):
+            raise ConfigurationError(
+                f"DP-SGD cannot train a module with {type(sub).__name__}: it mixes the examples of a batch, so "
+                "per-example clipping would not bound one example's influence"
+            )
+
+
+class GhostClipper:
+    r"""Clipped per-example gradient sums by ghost norms (module docstring, ``"ghost"``).
+
+    Shapes: ``clipped_sum(x [B, F] or SparseFeatures, y [B])`` → {parameter: summed clipped
+    gradient of the parameter's shape}.
+    """
+
+    def __init__(self, module: nn.Module):
+        self.module = module
+        params = [p for p in module.parameters() if p.requires_grad]
+        self.layers = [m for m in module.modules() if isinstance(m, nn.Linear) and m.weight.requires_grad]
+        covered = {id(m.weight) for m in self.layers} | {id(m.bias) for m in self.layers if m.bias is not None}
+        if any(id(p) not in covered for p in params):
+            raise GhostClippingUnsupported("a trainable parameter does not belong to an nn.Linear layer")
+        self._records: list[tuple[nn.Linear, object, torch.Tensor]] = []
+        self._active = False  # record only inside clipped_sum (not in e.g. on_epoch's evaluations)
+        self._handles = [m.register_forward_hook(self._record) for m in self.layers]
+
+    def _record(self, layer, inputs, output) -> None:
+        if not self._active:
+            return
+        a = inputs[0]
+        if any(layer is r[0] for r in self._records):
+            raise GhostClippingUnsupported(f"{type(layer).__name__} is applied twice in one forward")
+        if not isinstance(a, SparseFeatures) and a.dim() != 2:
+            raise GhostClippingUnsupported("a linear layer sees non-2-D input (weights shared inside an example)")
+        self._records.append((layer, a, output))
+
+    def remove(self) -> None:
+        for h in self._handles:
+            h.remove()
+
+    def clipped_sum(self, x, y: torch.Tensor, loss_fn: Loss, max_norm: float) -> dict[nn.Parameter, torch.Tensor]:
+        self._records, self._active = [], True
+        try:
+            loss = _per_example_loss_sum(loss_fn, self.module(x), y)
+            records = self._records
+            grads = torch.autograd.grad(loss, [r[2] for r in records])
+        finally:
+            self._records, self._active = [], False
+        with torch.no_grad():
+            sq = torch.zeros(y.size(0), dtype=loss.dtype, device=loss.device)
+            for (layer, a, _), g in zip(records, grads):
+                g_sq = g.pow(2).sum(1)
+                a_sq = a.row_sq_norms() if isinstance(a, SparseFeatures) else a.detach().pow(2).sum(1)
+                sq += g_sq * a_sq
+                if layer.bias is not None and layer.bias.requires_grad:
+                    sq += g_sq
+            factor = (max_norm / (sq.sqrt() + CLIP_EPS)).clamp(max=1.0)
+            summed: dict[nn.Parameter, torch.Tensor] = {}
+            for (layer, a, _), g in zip(records, grads):
+                scaled = g * factor.unsqueeze(1)
+                if isinstance(a, SparseFeatures):
+                    summed[layer.weight] = a.t_matmul(scaled).t()
+                else:
+                    summed[layer.weight] = scaled.t() @ a.detach()
+                if layer.bias is not None and layer.bias.requires_grad:
+                    summed[layer.bias] = scaled.sum(0)
+        return summed
+
+
+class PerSampleClipper:
+    """Clipped per-example gradient sums from opacus' materialised per-example gradients."""
+
+    def __init__(self, module: nn.Module):
+        from opacus import GradSampleModule
+        from opacus.grad_sample import register_grad_sampler
+        from opacus.grad_sample.linear import compute_linear_grad_sample
+
+        from dpaudit.nn import InputLinear
+
+        # InputLinear is an nn.Linear (dense inputs reach this path); opacus looks layers up by exact type.
+        if InputLinear not in GradSampleModule.GRAD_SAMPLERS:
+            register_grad_sampler(InputLinear)(compute_linear_grad_sample)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*[Ff]ull backward hook.*")
+            self.wrapped = GradSampleModule(module, batch_first=True, loss_reduction="mean")
+        self.params = [p for p in module.parameters() if p.requires_grad]
+
+    def remove(self) -> None:
+        self.wrapped._close()
+
+    def clipped_sum(self, x, y: torch.Tensor, loss_fn: Loss, max_norm: float) -> dict[nn.Parameter, torch.Tensor]:
+        if isinstance(x, SparseFeatures):
+            x = x.to_dense()
+        for p in self.params:
+            p.grad_sample, p.grad = None, None
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*[Ff]ull backward hook.*")
+            loss_fn(self.wrapped(x), y).backward()
+        with torch.no_grad():
+            samples = [p.grad_sample for p in self.params]
+            norms = torch.stack([g.reshape(len(g), -1).norm(2, dim=1) for g in samples], dim=1).norm(2, dim=1)
+            factor = (max_norm / (norms + CLIP_EPS)).clamp(max=1.0)
+            summed = {p: torch.einsum("i,i...", factor, g) for p, g in zip(self.params, samples)}
+        for p in self.params:
+            p.grad_sample, p.grad = None, None
+        return summed
+
+
+def make_clipper(module: nn.Module, clipping: str = "ghost"):
+    """A :class:`GhostClipper` when it applies (and ``clipping == "ghost"``), else opacus'."""
+    _check_module(module)
+    if clipping not in ("ghost", "per-sample"):
+        raise ConfigurationError(f"clipping must be ghost or per-sample, got {clipping!r}")
+    if clipping == "ghost":
+        try:
+            return GhostClipper(module)
+        except GhostClippingUnsupported as exc:
+            log.info("ghost clipping does not apply (%s); using opacus per-sample gradients", exc)
+    return PerSampleClipper(module)
+
+
+def noisy_gradients(
+    summed: dict[nn.Parameter, torch.Tensor],
+    params: list[nn.Parameter],
+    std: float,
+    expected_batch_size: int,
+    generator: torch.Generator,
+) -> None:
+    """``p.grad = (Σ clipped + N(0, std²)) / expected_batch_size`` for every parameter, in order;
+    the noise is drawn on the CPU ``generator`` (identical on every device). A parameter with no
+    entry in ``summed`` (empty batch) gets noise only."""
+    for p in params:
+        noise = torch.normal(0.0, std, size=tuple(p.shape), generator=generator).to(p.device, p.dtype)
+        total = summed.get(p)
+        total = noise if total is None else total.to(p.dtype) + noise
+        p.grad = (total / expected_batch_size).view_as(p)
+
+
 def train_dp_sgd(
     module: nn.Module,
-    inputs: torch.Tensor,
+    inputs,
     targets: torch.Tensor,
     *,
     noise_multiplier: float,
@@ -57,78 +231,75 @@ def train_dp_sgd(
     lr: float,
     optimizer: str = "adam",
     weight_decay: float = 0.0,
-    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
+    loss_fn: Loss | None = None,
     seed: int = 0,
     progress: str | None = None,
     on_epoch: Callable[[nn.Module], None] | None = None,
+    clipping: str = "ghost",
 ) -> PoissonSubsampledGaussian | None:
     """Train ``module`` in place on (inputs[i], targets[i]) pairs; return the mechanism spent.
 
-    ``inputs`` is indexed along its first dimension (one row per protected example).
-    ``on_epoch(module)`` runs after every epoch (e.g. a ``paper`` protocol's best-validation
-    checkpoint, which reads data outside the accountant and must be listed as unaccounted).
+    ``inputs`` ([n, F] tensor or :class:`~dpaudit.nn.SparseFeatures`) is indexed along its
+    first dimension (one row per protected example), on the module's device. ``loss_fn`` is
+    mean-reduced (default cross-entropy). ``on_epoch(module)`` runs after every epoch (e.g. a
+    ``paper`` protocol's best-validation checkpoint, which reads data outside the accountant
+    and must be listed as unaccounted). ``clipping``: see the module docstring.
     """
     device = next(module.parameters()).device
     loss_fn = loss_fn or nn.CrossEntropyLoss()
-    n = inputs.size(0)
+    inputs = inputs.to(device)
+    targets = targets.to(device)
+    n = int(targets.size(0))
     batch_size = min(batch_size, n)
+    per_epoch = math.ceil(n / batch_size)
     generator = torch.Generator().manual_seed(seed)
-    dataset = TensorDataset(inputs.cpu(), targets.cpu())
-    loader = DataLoader(dataset, batch_size=batch_size, shuffle=True, generator=generator)
     opt = make_optimizer(optimizer, module.parameters(), lr, weight_decay)
-    module.train()
+    epochs_bar = tqdm(range(epochs), desc=progress, disable=None if progress else True, leave=False)
 
     if noise_multiplier == 0:
-        for _ in tqdm(range(epochs), desc=progress, disable=None if progress else True, leave=False):
-            for xb, yb in loader:
+        for _ in epochs_bar:
+            module.train()
+            # torch's RandomSampler: one randperm per epoch from the seeded generator.
+            order = torch.randperm(n, generator=generator).to(device)
+            for start in range(0, n, batch_size):
+                index = order[start : start + batch_size]
                 opt.zero_grad()
-                loss_fn(module(xb.to(device)), yb.to(device)).backward()
+                loss_fn(module(_rows(inputs, index)), targets[index]).backward()
                 opt.step()
             if on_epoch is not None:
                 on_epoch(module)
         module.eval()
         return None
 
-    from opacus import PrivacyEngine
-
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*[Ss]ecure RNG.*")
-        warnings.filterwarnings("ignore", message=".*[Ff]ull backward hook.*")
-        engine = PrivacyEngine(accountant="rdp", secure_mode=False)
-        mechanism = _private_loop(
-            engine, module, opt, loader, noise_multiplier, max_grad_norm, epochs, loss_fn, seed, progress, device,
-            on_epoch,
-        )
-    module.eval()
-    opacus_steps = sum(n for (_, _, n) in engine.accountant.history)
-    if opacus_steps != mechanism.steps:
-        log.warning("opacus accounted %d steps, dpaudit counted %d", opacus_steps, mechanism.steps)
-    return mechanism
-
-
-def _private_loop(
-    engine, module, opt, loader, noise_multiplier, max_grad_norm, epochs, loss_fn, seed, progress, device, on_epoch
-):
-    dp_module, dp_opt, dp_loader = engine.make_private(
-        module=module,
-        optimizer=opt,
-        data_loader=loader,
-        noise_multiplier=noise_multiplier,
-        max_grad_norm=max_grad_norm,
-        poisson_sampling=True,
-        noise_generator=torch.Generator(device=device).manual_seed(seed + 1),
-    )
-    sample_rate = 1.0 / len(loader)
+    sample_rate = poisson_sample_rate(n, batch_size)
+    expected_batch_size = int(n * sample_rate)  # opacus' make_private
+    noise_generator = torch.Generator().manual_seed(seed + 1)
+    params = [p for p in module.parameters() if p.requires_grad]
+    clipper = make_clipper(module, clipping)
     steps = 0
-    for _ in tqdm(range(epochs), desc=progress, disable=None if progress else True, leave=False):
-        for xb, yb in dp_loader:
-            dp_opt.zero_grad()
-            # An empty Poisson batch still takes a noise-only step: skipping it would reveal
-            # that the batch was empty, which the accountant does not cover.
-            loss_fn(dp_module(xb.to(device)), yb.to(device)).backward()
-            dp_opt.step()
-            steps += 1
-        if on_epoch is not None:
-            on_epoch(module)
-    dp_module.remove_hooks()
+    try:
+        for _ in epochs_bar:
+            module.train()
+            for _ in range(per_epoch):
+                index = (torch.rand(n, generator=generator) < sample_rate).nonzero().view(-1).to(device)
+                opt.zero_grad()
+                # An empty Poisson batch still takes a noise-only step: skipping it would reveal
+                # that the batch was empty, which the accountant does not cover.
+                summed = {}
+                if index.numel():
+                    try:
+                        summed = clipper.clipped_sum(_rows(inputs, index), targets[index], loss_fn, max_grad_norm)
+                    except GhostClippingUnsupported as exc:
+                        log.info("ghost clipping does not apply (%s); using opacus per-sample gradients", exc)
+                        clipper.remove()
+                        clipper = PerSampleClipper(module)
+                        summed = clipper.clipped_sum(_rows(inputs, index), targets[index], loss_fn, max_grad_norm)
+                noisy_gradients(summed, params, noise_multiplier * max_grad_norm, expected_batch_size, noise_generator)
+                opt.step()
+                steps += 1
+            if on_epoch is not None:
+                on_epoch(module)
+    finally:
+        clipper.remove()
+    module.eval()
     return PoissonSubsampledGaussian(sigma=noise_multiplier, sample_rate=sample_rate, steps=steps)

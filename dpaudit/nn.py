@@ -8,13 +8,216 @@ its ``model.json`` without running any code stored with it.
 
 from __future__ import annotations
 
+import warnings
+
 import torch
+import torch.nn.functional as F
 from torch import nn
 from torch_geometric.nn import GCNConv, SAGEConv
+from torch_geometric.nn.conv.gcn_conv import gcn_norm
 
 from dpaudit.errors import ModelFormatError
 
 _ACTIVATIONS = {"relu": nn.ReLU, "selu": nn.SELU, "tanh": nn.Tanh, "elu": nn.ELU}
+
+
+# --------------------------------------------------------------------------------- sparse input
+SPARSE_DENSITY = 0.1
+"""Feature matrices with at most this fraction of non-zeros are kept sparse (:func:`features`)."""
+
+
+def _csr(crow: torch.Tensor, col: torch.Tensor, values: torch.Tensor, size) -> torch.Tensor:
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*[Ss]parse CSR tensor support is in beta.*")
+        warnings.filterwarnings("ignore", message=".*[Ss]parse invariant checks are implicitly disabled.*")
+        return torch.sparse_csr_tensor(crow, col, values, size=size, check_invariants=False)
+
+
+class SparseFeatures:
+    r"""A sparse feature matrix :math:`X \in \mathbb R^{n \times F}` kept for first layers.
+
+    Holds X in CSR and :math:`X^\top` in CSR (same values, permuted by ``perm``), so that the
+    forward :math:`XW^\top` and the weight gradient :math:`G^\top X = (X^\top G)^\top` are both
+    CSR × dense products (one row-parallel kernel each, CPU and CUDA; nothing of size n × F is
+    ever materialised). Dropout acts on the stored values only — the same random function as
+    dense dropout restricted to the non-zeros (dropping a zero changes nothing) — and reuses
+    the transpose pattern (``values[perm]``), so it costs O(nnz).
+
+    Shapes: ``shape == (n, F)``; ``row`` [nnz] (row of every stored value, CSR order);
+    ``values`` [nnz]; ``perm`` [nnz] with ``xt.values() == values[perm]``.
+    """
+
+    def __init__(self, crow, col, values, row, t_crow, t_col, perm, shape):
+        self.crow, self.col, self.values, self.row = crow, col, values, row
+        self.t_crow, self.t_col, self.perm = t_crow, t_col, perm
+        self.shape = torch.Size(shape)
+        self._csr_t: torch.Tensor | None = None  # built on first use (values never change in place)
+
+    # -- construction -----------------------------------------------------------------------
+    @classmethod
+    def from_tensor(cls, x: torch.Tensor) -> SparseFeatures:
+        """From a dense, COO or CSR ``[n, F]`` tensor (values keep their dtype and device)."""
+        if x.dim() != 2:
+            raise ValueError(f"features must be a matrix, got shape {tuple(x.shape)}")
+        coo = (x if x.layout == torch.sparse_coo else x.to_sparse()).coalesce()
+        rows, cols = coo.indices()
+        values = coo.values()
+        n, f = coo.shape
+        return cls._from_coo(rows, cols, values, (n, f))
+
+    @classmethod
+    def _from_coo(cls, rows, cols, values, shape) -> SparseFeatures:
+        """``rows``/``cols`` sorted by (row, col) (a coalesced COO)."""
+        n, f = shape
+        crow = torch.zeros(n + 1, dtype=torch.long, device=values.device)
+        crow[1:] = torch.bincount(rows, minlength=n).cumsum(0)
+        # Transpose: stable sort by column keeps rows ascending inside a column.
+        perm = torch.sort(cols, stable=True).indices
+        t_crow = torch.zeros(f + 1, dtype=torch.long, device=values.device)
+        t_crow[1:] = torch.bincount(cols, minlength=f).cumsum(0)
+        return cls(crow, cols, values, rows, t_crow, rows[perm], perm, shape)
+
+    # -- tensor-like helpers ----------------------------------------------------------------
+    def size(self, dim: int | None = None):
+        return self.shape if dim is None else self.shape[dim]
+
+    def dim(self) -> int:
+        return 2
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    @property
+    def device(self) -> torch.device:
+        return self.values.device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.values.dtype
+
+    @property
+    def nnz(self) -> int:
+        return int(self.values.numel())
+
+    @property
+    def is_sparse(self) -> bool:
+        return True
+
+    def _with_values(self, values: torch.Tensor) -> SparseFeatures:
+        return SparseFeatures(self.crow, self.col, values, self.row, self.t_crow, self.t_col, self.perm, self.shape)
+
+    def to(self, device=None, dtype=None) -> SparseFeatures:
+        move = [t.to(device) for t in (self.crow, self.col, self.row, self.t_crow, self.t_col, self.perm)]
+        values = self.values.to(device=device, dtype=dtype)
+        crow, col, row, t_crow, t_col, perm = move
+        return SparseFeatures(crow, col, values, row, t_crow, t_col, perm, self.shape)
+
+    def float(self) -> SparseFeatures:
+        return self.to(dtype=torch.float32)
+
+    def to_dense(self) -> torch.Tensor:
+        out = self.values.new_zeros(self.shape)
+        out[self.row, self.col] = self.values
+        return out
+
+    def csr(self) -> torch.Tensor:
+        return _csr(self.crow, self.col, self.values, self.shape)
+
+    def csr_t(self) -> torch.Tensor:
+        if self._csr_t is None:
+            self._csr_t = _csr(self.t_crow, self.t_col, self.values[self.perm], (self.shape[1], self.shape[0]))
+        return self._csr_t
+
+    def rows(self, index: torch.Tensor) -> SparseFeatures:
+        """The sub-matrix of rows ``index`` (in that order; a row may repeat). O(nnz of the rows)."""
+        index = index.to(self.device)
+        counts = (self.crow[1:] - self.crow[:-1])[index]
+        new_rows = torch.repeat_interleave(torch.arange(len(index), device=self.device), counts)
+        starts = torch.repeat_interleave(self.crow[index], counts)
+        offsets = torch.arange(int(counts.sum()), device=self.device) - torch.repeat_interleave(
+            counts.cumsum(0) - counts, counts
+        )
+        take = starts + offsets
+        return SparseFeatures._from_coo(new_rows, self.col[take], self.values[take], (len(index), self.shape[1]))
+
+    def __getitem__(self, index) -> SparseFeatures:
+        if isinstance(index, torch.Tensor) and index.dtype == torch.bool:
+            index = index.nonzero().view(-1)
+        if not isinstance(index, torch.Tensor):
+            raise TypeError("SparseFeatures supports row indexing by an index or mask tensor only")
+        return self.rows(index)
+
+    # -- operations -------------------------------------------------------------------------
+    def dropout(self, p: float, training: bool = True) -> SparseFeatures:
+        """Inverted dropout on the stored values (see the class docstring)."""
+        if not training or p == 0:
+            return self
+        return self._with_values(F.dropout(self.values, p, True))
+
+    def row_normalize(self) -> SparseFeatures:
+        r""":math:`x_v / \lVert x_v\rVert_1` per row; all-zero rows stay zero."""
+        total = torch.zeros(self.shape[0], dtype=self.dtype, device=self.device).index_add_(
+            0, self.row, self.values.abs()
+        )
+        return self._with_values(self.values / total.clamp(min=torch.finfo(self.dtype).tiny)[self.row])
+
+    def row_sq_norms(self) -> torch.Tensor:
+        r""":math:`\lVert x_v\rVert_2^2` for every row, [n]."""
+        out = torch.zeros(self.shape[0], dtype=self.dtype, device=self.device)
+        return out.index_add_(0, self.row, self.values.pow(2))
+
+    def t_matmul(self, g: torch.Tensor) -> torch.Tensor:
+        r""":math:`X^\top G` for dense G [n, k] → [F, k] (no autograd)."""
+        return self.csr_t() @ g
+
+    def linear(self, weight: torch.Tensor) -> torch.Tensor:
+        r""":math:`X W^\top`, differentiable in ``weight`` [out, F] → [n, out]."""
+        return _SparseLinearFunction.apply(weight, self)
+
+
+class _SparseLinearFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, weight: torch.Tensor, x: SparseFeatures) -> torch.Tensor:
+        ctx.x = x
+        return x.csr() @ weight.t().contiguous()
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        return ctx.x.t_matmul(grad.contiguous()).t(), None
+
+
+def features(x: torch.Tensor, density: float | None = None) -> torch.Tensor | SparseFeatures:
+    """``x`` as :class:`SparseFeatures` when at most ``density`` (default :data:`SPARSE_DENSITY`)
+    of it is non-zero (cora_ml's bag-of-words: 1.75 %), else unchanged. Shapes: ``[n, F]`` → ``[n, F]``."""
+    density = SPARSE_DENSITY if density is None else density
+    if isinstance(x, SparseFeatures):
+        return x
+    if x.layout != torch.strided:
+        return SparseFeatures.from_tensor(x)
+    if x.dim() != 2 or x.numel() == 0 or not x.is_floating_point():
+        return x
+    if float((x != 0).sum()) <= density * x.numel():
+        return SparseFeatures.from_tensor(x)
+    return x
+
+
+def feature_dropout(x, p: float, training: bool):
+    """Dropout on dense or :class:`SparseFeatures` input (sparse: on the non-zeros only)."""
+    if isinstance(x, SparseFeatures):
+        return x.dropout(p, training)
+    return F.dropout(x, p, training)
+
+
+class InputLinear(nn.Linear):
+    r"""``nn.Linear`` (same parameters and state-dict keys) that also accepts
+    :class:`SparseFeatures`: then :math:`y = XW^\top + b` is a CSR × dense product, forward and
+    backward. Dense input takes the ordinary path. Shapes: ``[n, in] → [n, out]``."""
+
+    def forward(self, x):
+        if isinstance(x, SparseFeatures):
+            out = x.linear(self.weight)
+            return out if self.bias is None else out + self.bias
+        return super().forward(x)
 
 
 def activation(name: str) -> nn.Module:
@@ -30,18 +233,19 @@ class MLP(nn.Module):
     def __init__(self, in_dim: int, hidden: list[int], out_dim: int, dropout: float = 0.0, act: str = "relu"):
         super().__init__()
         dims = [in_dim, *hidden]
-        self.hidden_layers = nn.ModuleList(nn.Linear(a, b) for a, b in zip(dims[:-1], dims[1:]))
-        self.out = nn.Linear(dims[-1], out_dim)
+        self.hidden_layers = nn.ModuleList(InputLinear(a, b) for a, b in zip(dims[:-1], dims[1:]))
+        self.out = InputLinear(dims[-1], out_dim)
         self.dropout = nn.Dropout(dropout)
         self.act = activation(act)
 
-    def embed(self, x: torch.Tensor, edge_index: torch.Tensor | None = None) -> torch.Tensor:
+    def embed(self, x, edge_index: torch.Tensor | None = None) -> torch.Tensor:
+        """``x`` dense ``[n, F]`` or :class:`SparseFeatures` (first layer sparse × dense)."""
         for layer in self.hidden_layers:
-            x = self.act(layer(self.dropout(x)))
+            x = self.act(layer(feature_dropout(x, self.dropout.p, self.training)))
         return x
 
-    def forward(self, x: torch.Tensor, edge_index: torch.Tensor | None = None) -> torch.Tensor:
-        return self.out(self.dropout(self.embed(x)))
+    def forward(self, x, edge_index: torch.Tensor | None = None) -> torch.Tensor:
+        return self.out(feature_dropout(self.embed(x), self.dropout.p, self.training))
 
 
 class GNN(nn.Module):
@@ -58,13 +262,42 @@ class GNN(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.act = activation(act)
 
-    def embed(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+    def embed(self, x, edge_index: torch.Tensor) -> torch.Tensor:
+        """``x`` dense ``[n, F]`` or :class:`SparseFeatures`; edge_index ``[2, E]`` → ``[n, hidden]``."""
         for conv in self.hidden_layers:
-            x = self.act(conv(self.dropout(x), edge_index))
+            x = self.act(_conv(conv, feature_dropout(x, self.dropout.p, self.training), edge_index))
         return x
 
-    def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+    def forward(self, x, edge_index: torch.Tensor) -> torch.Tensor:
+        if not self.hidden_layers:
+            return _conv(self.out, feature_dropout(x, self.dropout.p, self.training), edge_index)
         return self.out(self.dropout(self.embed(x, edge_index)), edge_index)
+
+
+def _conv(conv: nn.Module, x, edge_index: torch.Tensor) -> torch.Tensor:
+    r"""``conv(x, edge_index)``; for :class:`SparseFeatures` the layer's linear maps run first
+    as one CSR × dense product and the (linear) aggregation after — the same function, since
+    aggregation and the linear map commute:
+
+    * SAGE-mean: :math:`W_l\,\mathrm{mean}_{j\in N(i)} x_j + b_l + W_r x_i
+      = \mathrm{mean}_{j\in N(i)}(W_l x_j) + b_l + W_r x_i` (PyG's own ``propagate`` does the mean);
+    * GCN: :math:`\hat A (X W^\top) + b` with PyG's ``gcn_norm`` weights.
+    """
+    if not isinstance(x, SparseFeatures):
+        return conv(x, edge_index)
+    if isinstance(conv, SAGEConv) and conv.root_weight and not conv.project and not conv.normalize:
+        out_dim = conv.lin_l.weight.size(0)
+        both = x.linear(torch.cat([conv.lin_l.weight, conv.lin_r.weight], dim=0))
+        xl, xr = both[:, :out_dim], both[:, out_dim:]
+        out = conv.propagate(edge_index, x=(xl, xl), size=None)
+        if conv.lin_l.bias is not None:
+            out = out + conv.lin_l.bias
+        return out + xr
+    if isinstance(conv, GCNConv) and conv.normalize and not conv.cached:
+        ei, ew = gcn_norm(edge_index, None, x.size(0), conv.improved, conv.add_self_loops, conv.flow, x.dtype)
+        out = conv.propagate(ei, x=x.linear(conv.lin.weight), edge_weight=ew)
+        return out if conv.bias is None else out + conv.bias
+    return conv(x.to_dense(), edge_index)
 
 
 def build_architecture(config: dict) -> nn.Module:

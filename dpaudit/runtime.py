@@ -97,3 +97,23 @@ def library_versions() -> dict[str, str]:
         except metadata.PackageNotFoundError:
             continue
     return versions
+
+
+def _draw(fn, shape, generator: torch.Generator | None, device, dtype) -> torch.Tensor:
+    source = generator.device if generator is not None else device
+    out = fn(tuple(shape), generator=generator, device=source, dtype=dtype)
+    return out.to(device)
+
+
+def randn_on(shape, generator: torch.Generator | None, device, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """Standard normal draws made on ``generator``'s device and moved to ``device``.
+
+    Defenses keep their noise generators on the CPU, so a CUDA run draws exactly the numbers a
+    CPU run with the same seed draws (the CPU and CUDA generators are different streams); the
+    cost is one host → device copy. Without a generator the global RNG of ``device`` is used."""
+    return _draw(torch.randn, shape, generator, device, dtype)
+
+
+def rand_on(shape, generator: torch.Generator | None, device, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """Uniform [0, 1) draws on ``generator``'s device, moved to ``device`` (see :func:`randn_on`)."""
+    return _draw(torch.rand, shape, generator, device, dtype)

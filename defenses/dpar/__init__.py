@@ -261,7 +261,7 @@ class _DPAR(Defense):
         protocol = "paper" if self.paper_protocol else "sound"
         device = self.device
         generator = torch.Generator().manual_seed(self.seed)
-        noise_generator = torch.Generator(device=device).manual_seed(self.seed + 1)
+        noise_generator = torch.Generator().manual_seed(self.seed + 1)  # CPU: CUDA runs draw the same numbers
 
         # 1. Poisson node sampling of the training graph (train-local ids 0..n_train-1).
         train = split.train

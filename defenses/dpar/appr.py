@@ -40,6 +40,8 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
+from dpaudit.runtime import rand_on, randn_on
+
 log = logging.getLogger(__name__)
 
 #: Dense (rows × universe) blocks are processed in chunks of at most this many entries.
@@ -145,13 +147,13 @@ def _row_chunks(num_rows: int, universe_size: int):
 
 
 def _gumbel(shape, generator: torch.Generator, device) -> torch.Tensor:
-    u = torch.rand(shape, generator=generator, device=device, dtype=torch.float64)
+    u = rand_on(shape, generator, device, torch.float64)
     u = u.clamp_(min=torch.finfo(torch.float64).tiny, max=1.0 - 1e-16)
     return -torch.log(-torch.log(u))
 
 
 def _laplace(shape, scale: float, generator: torch.Generator, device) -> torch.Tensor:
-    u = torch.rand(shape, generator=generator, device=device, dtype=torch.float64) - 0.5
+    u = rand_on(shape, generator, device, torch.float64) - 0.5
     return -scale * torch.sign(u) * torch.log1p(-2.0 * u.abs().clamp(max=0.5 - 1e-16))
 
 
@@ -235,7 +237,7 @@ def dp_appr_gm(
         norms = dense.norm(dim=1, keepdim=True)
         dense = dense / torch.clamp(norms / clip, min=1.0)
         if sigma > 0:
-            noise = torch.randn(dense.shape, generator=generator, device=device, dtype=torch.float64)
+            noise = randn_on(dense.shape, generator, device, torch.float64)
             dense = dense + sigma * noise
         top = dense.topk(k, dim=1)
         cols, values = top.indices, top.values

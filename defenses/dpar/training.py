@@ -10,6 +10,7 @@ from tqdm.auto import tqdm
 
 from defenses.dpar.mechanism import poisson_sample
 from defenses.dpar.model import DPARNet
+from dpaudit.runtime import rand_on, randn_on
 
 
 def _row_loss(params, buffers, module, features, weights, label):
@@ -47,8 +48,8 @@ def dropout_masks(
     if p <= 0:
         return None
     keep = 1.0 - p
-    m_in = (torch.rand(shape_in, generator=generator, device=device) < keep).float() / keep
-    m_h = (torch.rand(shape_hidden, generator=generator, device=device) < keep).float() / keep
+    m_in = (rand_on(shape_in, generator, device) < keep).float() / keep
+    m_h = (rand_on(shape_hidden, generator, device) < keep).float() / keep
     return m_in, m_h
 
 
@@ -153,7 +154,7 @@ def train_rows(
         for name, param in module.named_parameters():
             g = summed[name]
             if noise_std > 0:
-                g = g + noise_std * torch.randn(g.shape, generator=noise_generator, device=device, dtype=g.dtype)
+                g = g + noise_std * randn_on(g.shape, noise_generator, device, g.dtype)
             param.grad = g / expected_batch
         optimizer.step()
     module.eval()

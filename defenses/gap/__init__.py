@@ -89,8 +89,8 @@ promise fails. The cost is honest noise: Δ grows like D, so D must cover the la
 
 *Node level, paper* (``protocol=paper``): out-degree sampling to D (random keys, keep the D
 smallest per source), per-hop sensitivity √D as the authors account it (the "D^K" of Theorem
-2's statement is D·K, as its proof shows), encoder/classifier DP-Adam (opacus, Poisson
-sampling, clipping 1), best-validation checkpoints and (K, D) chosen on validation accuracy.
+2's statement is D·K, as its proof shows), encoder/classifier DP-Adam (``train_dp_sgd``:
+Poisson sampling, ghost clipping to 1), best-validation checkpoints and (K, D) chosen on validation accuracy.
 
 Inference (Section 4.5/5.1) — no query may average PMA's noise away
 -------------------------------------------------------------------
@@ -147,6 +147,7 @@ from dpaudit.datasets import GraphDataset
 from dpaudit.defense import Defense, PrivateHyperparameters
 from dpaudit.dpsgd import poisson_sample_rate, steps_for
 from dpaudit.errors import ConfigurationError
+from dpaudit.nn import features as sparse_features
 from dpaudit.registry import register_defense
 from dpaudit.splits import Split
 
@@ -309,7 +310,7 @@ class _GAP(Defense):
         if self.level == "node":
             return _train_minibatch(
                 module,
-                inputs.float(),
+                inputs,
                 targets,
                 noise_multiplier=sigma,
                 max_grad_norm=hp.max_grad_norm,
@@ -349,7 +350,8 @@ class _GAP(Defense):
             "dropout": hp.dropout,
             "batch_norm": bool(hp.batch_norm),
         }
-        x = data.x.float().to(device)
+        # Raw features stay sparse where they are (the encoder's first layer is CSR × dense).
+        x = sparse_features(data.x.float().to(device))
         y = data.y.to(device)
         train_d, val_d = train.to(device), val.to(device)
         best_val = protocols.keeps_best_validation(self.protocol)
@@ -396,7 +398,7 @@ class _GAP(Defense):
                             )
                         cache = free_hops[:, : hops * hp.hidden].contiguous()
                     else:
-                        gen = torch.Generator(device=device).manual_seed(self.seed + 2_000_003 + 7919 * hops)
+                        gen = torch.Generator().manual_seed(self.seed + 2_000_003 + 7919 * hops)  # CPU: same on CUDA
                         cache = torch.cat(private_multi_hop_aggregation(x0, ei.to(device), hops, noise_std, gen), dim=1)
                     features = torch.cat([x0, cache], dim=1)
                 # Step 5: the classification module on the cached representations.

@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from dpaudit.errors import ConfigurationError, DPAuditError
+from dpaudit.runtime import randn_on
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +81,7 @@ def private_multi_hop_aggregation(
     for _ in range(hops):
         aggregated = sum_aggregate(current, edge_index, num_nodes)
         if noise_std > 0:
-            noise = torch.randn(aggregated.shape, generator=generator, device=aggregated.device, dtype=aggregated.dtype)
+            noise = randn_on(aggregated.shape, generator, aggregated.device, aggregated.dtype)
             aggregated = aggregated + noise_std * noise
         current = row_normalize(aggregated)
         out.append(current)
@@ -150,7 +151,7 @@ def graph_key(num_nodes: int, edge_index: torch.Tensor, x: torch.Tensor) -> str:
     h.update(str(int(num_nodes)).encode())
     e = canonical_edges(edge_index, num_nodes).contiguous()
     h.update(str(tuple(e.shape)).encode())
-    h.update(e.numpy().tobytes())
+    h.update(e.cpu().numpy().tobytes())
     feats = x.detach().to("cpu", torch.float32).contiguous()
     h.update(str(tuple(feats.shape)).encode())
     h.update(feats.numpy().tobytes())

@@ -25,6 +25,7 @@ from defenses.gap.mechanism import (
 from dpaudit.accounting import GaussianMechanism, PoissonSubsampledGaussian, PrivacyLedger, PrivacySpec
 from dpaudit.errors import DPAuditError, ModelFormatError
 from dpaudit.model import ReleasedModel, _node_index, register_model_kind
+from dpaudit.nn import InputLinear
 
 log = logging.getLogger(__name__)
 
@@ -33,11 +34,13 @@ log = logging.getLogger(__name__)
 
 def mlp_stack(in_dim: int, hidden: int, layers: int, out_dim: int, dropout: float, batch_norm: bool) -> nn.Sequential:
     """``layers`` linear layers; between two of them [BatchNorm] → [Dropout] → SELU (the
-    reference MLP's order); the last layer stays linear."""
+    reference MLP's order); the last layer stays linear. The first layer is an
+    :class:`~dpaudit.nn.InputLinear` (accepts :class:`~dpaudit.nn.SparseFeatures`: a sparse ×
+    dense product on sparse raw features; same parameters as ``nn.Linear``)."""
     dims = [in_dim] + [hidden] * (layers - 1) + [out_dim]
     modules: list[nn.Module] = []
     for i, (a, b) in enumerate(zip(dims[:-1], dims[1:])):
-        modules.append(nn.Linear(a, b))
+        modules.append(InputLinear(a, b) if i == 0 else nn.Linear(a, b))
         if i == layers - 1:
             break
         if batch_norm:
@@ -269,7 +272,7 @@ class GAPModel(ReleasedModel):
                 edge_index = bound_out_degree(
                     edge_index, graph.num_nodes, self.cfg["max_degree"], torch.Generator().manual_seed(seed)
                 )
-            gen = torch.Generator(device=self.device).manual_seed(seed + 1)
+            gen = torch.Generator().manual_seed(seed + 1)
             hops = private_multi_hop_aggregation(
                 x0, edge_index.to(self.device), self.cfg["hops"], self.cfg["noise_std"], gen
             )

@@ -105,6 +105,7 @@ from dpaudit.datasets import GraphDataset
 from dpaudit.defense import Defense, PrivateHyperparameters
 from dpaudit.errors import ConfigurationError
 from dpaudit.nn import MLP
+from dpaudit.nn import features as sparse_features
 from dpaudit.registry import register_defense
 from dpaudit.runtime import seed_everything
 from dpaudit.splits import Split
@@ -265,7 +266,8 @@ class GCON(Defense):
         width = hp.encoder_hidden if hidden is None else int(hidden)
         encoder = MLP(dataset.num_features, [width], dataset.num_classes, hp.encoder_dropout, hp.encoder_act)
         encoder = encoder.to(self.device)
-        x = data.x[split.train].to(self.device)
+        # Sparse raw features stay sparse (first layer CSR × dense, input dropout on the non-zeros).
+        x = sparse_features(data.x[split.train].float().to(self.device))
         y = data.y[split.train].to(self.device)
         opt = torch.optim.Adam(encoder.parameters(), lr=hp.encoder_lr, weight_decay=hp.encoder_weight_decay)
         encoder.train()

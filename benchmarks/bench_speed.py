@@ -1,0 +1,365 @@
+"""Speed: DP training vs its non-private twin, sparse vs dense first layers, peak memory, scaling.
+
+python benchmarks/bench_speed.py                 # cora_ml, 3 repeats (+ scaling if --scaling)
+python benchmarks/bench_speed.py --quick         # fewer epochs/steps, cora_ml only
+python benchmarks/bench_speed.py --scaling       # also johnshopkins55:year and cornell5:year
+
+Writes ``benchmarks/results/speed.md``. Every configuration runs in a forked child (its own
+peak RSS; on CUDA ``torch.cuda.max_memory_allocated``); the private run and its twin
+alternate repeat by repeat, so a busy shared machine slows both alike, and the table reports
+medians and the ratio of medians.
+
+What is timed (the training call inside ``fit``; setup, accounting and calibration excluded):
+
+* ``mlp-dp`` — :func:`dpaudit.dpsgd.train_dp_sgd`, 2 × 64 MLP, batch 256. Twin: the same
+  call with σ = 0 (same module, same batch size, no clipping or noise). Also the opacus
+  per-sample path (``clipping="per-sample"``) and dense inputs, for reference.
+* ``gap-ndp`` — its encoder and classifier DP-Adam runs (both through ``train_dp_sgd``).
+  Twin: gap-ndp at ε = ∞ (same loop, σ = 0).
+* ``dpgnn`` — ``DPGNN._train`` (per-subgraph clipping by ghost norms, Poisson-free batches of
+  subgraphs). Twin: the same batches with ordinary backprop of the summed loss (no per-subgraph
+  gradients, no clipping, no noise).
+* ``dpar-gm`` — Algorithm 2's loop (closed-form per-row ghost clipping). Twin: ``dpar-nodp``
+  with the same schedule (same closed form without clipping or noise).
+* ``mlp``, ``sage``, ``gcn`` — non-private full-batch fits, per epoch (no private twin).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from _harness import markdown_table, measure, write_result  # noqa: E402
+
+import dpaudit.nn as dnn  # noqa: E402
+from dpaudit.datasets import load_dataset  # noqa: E402
+from dpaudit.nn import InputLinear, SparseFeatures  # noqa: E402
+from dpaudit.registry import get_defense  # noqa: E402
+from dpaudit.splits import make_split  # noqa: E402
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+# --------------------------------------------------------------------------- timed training runs
+def _clock() -> float:
+    """Seconds on the clock that is compared: this process's CPU time on a CPU run (robust to
+    other jobs on a shared machine; runs are single-threaded), wall time on CUDA (synchronised)."""
+    if DEVICE == "cuda":
+        torch.cuda.synchronize()
+        return time.perf_counter()
+    return time.process_time()
+
+
+def _timer(store: list[float], fn):
+    def wrapped(*args, **kwargs):
+        start, wall = _clock(), time.perf_counter()
+        out = fn(*args, **kwargs)
+        store.append((_clock() - start, time.perf_counter() - wall))
+        return out
+
+    return wrapped
+
+
+def _plain_dpgnn_sum(module, params, features, adjacency, labels, groups, clip_norm):
+    """DP-GNN's non-private twin: ordinary backprop of Σ_s ℓ_s over the same padded subgraphs
+    (sparse first layer too, when the features are sparse)."""
+    import torch.nn.functional as F
+    from torch.func import functional_call, vmap
+
+    from defenses._dpgnn_sampling import PaddedRows
+    from defenses.dpgnn import FIRST_BIAS, FIRST_WEIGHT
+
+    live = {k: v.detach().requires_grad_(True) for k, v in params.items()}
+    rest = {k: v for k, v in live.items() if k not in (FIRST_WEIGHT, FIRST_BIAS)}
+    weight, bias = live[FIRST_WEIGHT], live[FIRST_BIAS]
+    if isinstance(features, PaddedRows):
+        b, width, _ = features.shape
+        flat = features.rows.linear(weight)
+        pre = flat.new_zeros(b, width, flat.size(1)).index_put((features.batch, features.pos), flat) + bias
+    else:
+        pre = features @ weight.T + bias
+
+    def logits(z, a):
+        return functional_call(module, rest, (z, a), {"dense": True, "pre_activation": True}, strict=False)
+
+    loss = F.cross_entropy(vmap(logits)(pre, adjacency), labels, reduction="sum")
+    grads = torch.autograd.grad(loss, list(live.values()))
+    return dict(zip(live, grads))
+
+
+def run_training(name: str, epsilon: float, hp: dict, dataset, split, variant: str = "") -> dict:
+    """Fit ``name`` with the training call wrapped by a timer; returns seconds and units."""
+    import defenses.baselines as baselines
+    import defenses.dpar as dpar
+    import defenses.dpgnn as dpgnn
+    import defenses.gap as gap
+    from dpaudit import dpsgd
+
+    times: list[tuple[float, float]] = []
+    if variant == "per-sample":
+        original = dpsgd.train_dp_sgd
+
+        def per_sample(*args, **kwargs):
+            return original(*args, **kwargs, clipping="per-sample")
+
+        baselines.train_dp_sgd = _timer(times, per_sample)
+    else:
+        baselines.train_dp_sgd = _timer(times, baselines.train_dp_sgd)
+    if variant == "dense":
+        dnn.SPARSE_DENSITY = 0.0
+    gap._train_minibatch = _timer(times, gap._train_minibatch)
+    dpar.train_rows = _timer(times, dpar.train_rows)
+    dpgnn.DPGNN._train = _timer(times, dpgnn.DPGNN._train)
+    if variant == "plain-backprop":
+        dpgnn.clipped_gradient_sum = _plain_dpgnn_sum
+    if DEVICE == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    start = time.perf_counter()
+    model = get_defense(name)(epsilon=epsilon, seed=0, device=DEVICE, **hp).fit(dataset, split)
+    fit_seconds = time.perf_counter() - start
+    return {
+        "train_seconds": sum(t for t, _ in times) if times else fit_seconds,
+        "train_wall_seconds": sum(w for _, w in times) if times else fit_seconds,
+        "fit_seconds": fit_seconds,
+        "epsilon": model.privacy.epsilon,
+        "gpu_peak_mb": torch.cuda.max_memory_allocated() / 2**20 if DEVICE == "cuda" else None,
+    }
+
+
+def defense_pairs(dataset, quick: bool) -> list[dict]:
+    """(label, unit count, private config, twin config) per defense."""
+    from defenses.gap.mechanism import max_degree_of
+
+    e = 1 if quick else 3
+    n_train = len(make_split(dataset, None, 0).train)
+    mlp_dp = {"layers": 2, "hidden": 64, "dropout": 0.0, "batch_size": 256, "epochs": e, "lr": 0.01}
+    degree = max_degree_of(dataset.data.edge_index, dataset.num_nodes)
+    gap_hp = {"encoder_epochs": e, "epochs": e, "max_degree": max(degree, 1), "batch_size": 256}
+    dpgnn_steps = 3 if quick else 10
+    dpgnn_hp = {"steps": dpgnn_steps, "batch_size": 256}
+    dpar_hp = {"epochs": e, "node_sample_rate": 0.5, "num_sources": 100}
+    return [
+        {"defense": "mlp-dp", "unit": f"{e} epoch(s)", "units": e,
+         "private": ("mlp-dp", 8.0, mlp_dp, ""), "twin": ("mlp-dp", math.inf, mlp_dp, ""),
+         "extra": [("opacus per-sample", ("mlp-dp", 8.0, mlp_dp, "per-sample")),
+                   ("dense input", ("mlp-dp", 8.0, mlp_dp, "dense")),
+                   ("twin, dense input", ("mlp-dp", math.inf, mlp_dp, "dense"))]},
+        {"defense": "gap-ndp (encoder + classifier)", "unit": f"{e} epoch(s) each", "units": e,
+         "private": ("gap-ndp", 8.0, gap_hp, ""), "twin": ("gap-ndp", math.inf, gap_hp, ""),
+         "extra": [("dense input", ("gap-ndp", 8.0, gap_hp, "dense"))]},
+        {"defense": "dpgnn", "unit": f"{dpgnn_steps} steps", "units": dpgnn_steps,
+         "private": ("dpgnn", 8.0, dpgnn_hp, ""), "twin": ("dpgnn", math.inf, dpgnn_hp, "plain-backprop"),
+         "extra": [("dense input", ("dpgnn", 8.0, dpgnn_hp, "dense"))]},
+        {"defense": "dpar-gm", "unit": f"{e} epoch(s)", "units": e,
+         "private": ("dpar-gm", 8.0, dpar_hp, ""), "twin": ("dpar-nodp", math.inf, dpar_hp, ""), "extra": []},
+        {"defense": "mlp", "unit": "full-batch epochs", "units": 200 if not quick else 50,
+         "private": None, "twin": ("mlp", math.inf, {"epochs": 200 if not quick else 50}, ""), "extra": [],
+         "n_train": n_train},
+        {"defense": "sage", "unit": "full-batch epochs", "units": 200 if not quick else 50,
+         "private": None, "twin": ("sage", math.inf, {"epochs": 200 if not quick else 50}, ""), "extra": []},
+        {"defense": "gcn", "unit": "full-batch epochs", "units": 200 if not quick else 50,
+         "private": None, "twin": ("gcn", math.inf, {"epochs": 200 if not quick else 50}, ""), "extra": []},
+    ]  # fmt: skip
+
+
+def _median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def time_pairs(dataset, split, repeats: int, quick: bool, only: list[str] | None = None) -> list[dict]:
+    rows = []
+    for pair in defense_pairs(dataset, quick):
+        if only and pair["defense"].split()[0] not in only:
+            continue
+        configs = {"twin": pair["twin"]}
+        if pair["private"] is not None:
+            configs["private"] = pair["private"]
+        configs.update({label: cfg for label, cfg in pair["extra"]})
+        seconds: dict[str, list[float]] = {k: [] for k in configs}
+        wall: dict[str, list[float]] = {k: [] for k in configs}
+        peaks: dict[str, list[float]] = {k: [] for k in configs}
+        eps: dict[str, float] = {}
+        for _ in range(repeats):
+            for key, (name, epsilon, hp, variant) in configs.items():
+                result, _, peak = measure(run_training, name, epsilon, hp, dataset, split, variant)
+                seconds[key].append(result["train_seconds"] / pair["units"])
+                wall[key].append(result["train_wall_seconds"] / pair["units"])
+                peaks[key].append(result["gpu_peak_mb"] if result["gpu_peak_mb"] is not None else peak)
+                eps[key] = result["epsilon"]
+            print(pair["defense"], {k: round(v[-1], 4) for k, v in seconds.items()}, flush=True)
+        twin = _median(seconds["twin"])
+        row = {
+            "defense": pair["defense"],
+            "unit": pair["unit"],
+            "twin s/unit": f"{twin:.4f}",
+            "private s/unit": f"{_median(seconds['private']):.4f}" if "private" in seconds else "-",
+            "private / twin": f"{_median(seconds['private']) / twin:.2f}×" if "private" in seconds else "-",
+            "wall: twin / private": f"{_median(wall['twin']):.3f} / "
+            + (f"{_median(wall['private']):.3f}" if "private" in wall else "-"),
+            "ε spent": f"{eps['private']:.3f}" if "private" in eps else "∞",
+            "peak MiB (twin / private)": f"{_median(peaks['twin']):.0f} / "
+            + (f"{_median(peaks['private']):.0f}" if "private" in peaks else "-"),
+        }
+        rows.append(row)
+        for label, _cfg in pair["extra"]:
+            rows.append(
+                {
+                    "defense": f"  {pair['defense']}: {label}",
+                    "unit": pair["unit"],
+                    "private s/unit": f"{_median(seconds[label]):.4f}",
+                    "private / twin": f"{_median(seconds[label]) / twin:.2f}×",
+                    "wall: twin / private": f"- / {_median(wall[label]):.3f}",
+                    "ε spent": f"{eps[label]:.3f}" if math.isfinite(eps[label]) else "∞",
+                    "peak MiB (twin / private)": f"- / {_median(peaks[label]):.0f}",
+                }
+            )
+    return rows
+
+
+# --------------------------------------------------------------------------- first layer
+def first_layer(dataset, repeats: int, hidden: int = 64, batch: int = 256) -> list[dict]:
+    """Forward + backward of ``x W^T`` (F → hidden), dense vs sparse, full matrix and one batch."""
+    device = torch.device(DEVICE)
+    x = dataset.data.x.float().to(device)
+    sparse = SparseFeatures.from_tensor(x)
+    layer = InputLinear(x.size(1), hidden).to(device)
+    gen = torch.Generator().manual_seed(0)
+    index = torch.randperm(x.size(0), generator=gen)[:batch].to(device)
+    rows = []
+    for label, dense_in, sparse_in in (("all nodes", x, sparse), (f"batch {batch}", x[index], sparse[index])):
+        out = {}
+        for kind, inputs in (("dense", dense_in), ("sparse", sparse_in)):
+            times = []
+            for _ in range(max(repeats, 5)):
+                start = _clock()
+                layer.zero_grad()
+                layer(inputs).sum().backward()
+                times.append(_clock() - start)
+            out[kind] = _median(times[1:])  # first call warms up
+        with torch.no_grad():
+            diff = float((layer(dense_in) - layer(sparse_in)).abs().max())
+        rows.append(
+            {
+                "dataset": dataset.name,
+                "input": f"{label} [{dense_in.size(0)} × {x.size(1)}], {sparse.nnz / x.numel():.2%} non-zero",
+                "dense ms": f"{out['dense'] * 1e3:.2f}",
+                "sparse ms": f"{out['sparse'] * 1e3:.2f}",
+                "speed-up": f"{out['dense'] / out['sparse']:.1f}×",
+                "max |Δ output|": f"{diff:.1e}",
+            }
+        )
+    return rows
+
+
+# --------------------------------------------------------------------------- scaling
+def scaling(names: list[str], root, repeats: int, quick: bool) -> list[dict]:
+    rows = []
+    for name in names:
+        dataset = load_dataset(name, root=root)
+        split = make_split(dataset, None, 0)
+        e = 1
+        hp = {"layers": 2, "hidden": 64, "dropout": 0.0, "batch_size": 256, "epochs": e, "lr": 0.01}
+        res = {}
+        for key, (eps, variant) in {"twin": (math.inf, ""), "private": (8.0, ""), "dense": (8.0, "dense")}.items():
+            secs, peaks = [], []
+            for _ in range(repeats):
+                result, _, peak = measure(run_training, "mlp-dp", eps, hp, dataset, split, variant)
+                secs.append(result["train_seconds"] / e)
+                peaks.append(result["gpu_peak_mb"] if result["gpu_peak_mb"] is not None else peak)
+            res[key] = (_median(secs), _median(peaks))
+        sage, _, sage_peak = measure(run_training, "sage", math.inf, {"epochs": 20}, dataset, split, "")
+        layer = first_layer(dataset, repeats)[0]
+        rows.append(
+            {
+                "dataset": name,
+                "nodes": dataset.num_nodes,
+                "edges": int(dataset.data.edge_index.size(1)),
+                "features": dataset.num_features,
+                "train nodes": len(split.train),
+                "mlp-dp twin s/epoch": f"{res['twin'][0]:.3f}",
+                "mlp-dp private s/epoch": f"{res['private'][0]:.3f}",
+                "ratio": f"{res['private'][0] / res['twin'][0]:.2f}×",
+                "private, dense input": f"{res['dense'][0]:.3f}",
+                "sage s/epoch": f"{sage['train_seconds'] / 20:.3f}",
+                "first layer sparse speed-up": layer["speed-up"],
+                "peak MiB (mlp-dp / sage)": f"{res['private'][1]:.0f} / {sage_peak:.0f}",
+            }
+        )
+        print(rows[-1], flush=True)
+    return rows
+
+
+def environment() -> str:
+    if DEVICE == "cuda":
+        device = f"CUDA: {torch.cuda.get_device_name(0)}"
+    else:
+        device = f"CPU: {platform.processor() or platform.machine()}, {os.cpu_count()} cores visible"
+    return (
+        f"device **{device}**; torch {torch.__version__}, {torch.get_num_threads()} thread(s) "
+        f"(OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}); python {platform.python_version()}"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dataset", default="cora_ml")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="fewer epochs/steps (the ratios stay comparable)")
+    parser.add_argument("--scaling", action="store_true", help="also cora_ml → johnshopkins55:year → cornell5:year")
+    parser.add_argument("--data-root", default=str(Path(__file__).resolve().parents[2] / "shared" / "datasets"))
+    parser.add_argument("--out", default="speed")
+    parser.add_argument("--only", default="", help="comma-separated defenses for the twin table (default: all)")
+    args = parser.parse_args()
+
+    started = time.perf_counter()
+    dataset = load_dataset(args.dataset, root=args.data_root)
+    split = make_split(dataset, None, 0)
+    print(f"{args.dataset}: {dataset.num_nodes} nodes, {len(split.train)} training nodes", flush=True)
+    layer_rows = first_layer(dataset, max(args.repeats, 10))
+    print(layer_rows, flush=True)
+    pair_rows = time_pairs(dataset, split, args.repeats, args.quick, [o for o in args.only.split(",") if o])
+    scale_rows = (
+        scaling(["cora_ml", "johnshopkins55:year", "cornell5:year"], args.data_root, args.repeats, args.quick)
+        if args.scaling
+        else []
+    )
+    command = "python benchmarks/bench_speed.py " + " ".join(sys.argv[1:])
+    header = (
+        f"# Training speed ({args.dataset}{', quick' if args.quick else ''})\n\n"
+        f"`{command}` — {environment()}; medians of {args.repeats} repeat(s); total "
+        f"{time.perf_counter() - started:.0f} s.\n\n"
+        "## Private vs non-private twin (seconds per unit of training; same data, same batch)\n\n"
+        f"Clock: {'wall time (CUDA synchronised)' if DEVICE == 'cuda' else 'CPU time of the single-threaded run (time.process_time: robust to the other jobs on the shared machine); wall-clock medians beside it'}. "
+        "Only the training call is timed (accounting, calibration, data preparation excluded). Peak "
+        "memory: the forked child's peak RSS (CPU, includes the loaded dataset) or "
+        "`torch.cuda.max_memory_allocated` (CUDA). See the script's docstring for each twin.\n\n"
+        + markdown_table(
+            pair_rows,
+            ["defense", "unit", "twin s/unit", "private s/unit", "private / twin", "wall: twin / private",
+             "ε spent", "peak MiB (twin / private)"],
+        )  # fmt: skip
+        + "\n\n## First layer: dense vs sparse forward + backward (F → 64)\n\n"
+        + markdown_table(layer_rows, ["dataset", "input", "dense ms", "sparse ms", "speed-up", "max |Δ output|"])
+    )
+    table = ""
+    if scale_rows:
+        table = "## Scaling (mlp-dp batch 256, 1 epoch; sage 20 full-batch epochs)\n\n" + markdown_table(
+            scale_rows, list(scale_rows[0])
+        )
+    path = write_result(args.out, header, table)
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
