@@ -288,7 +288,7 @@ def mia_threshold(
     ds, split = _setup(model, dataset, data_root)
     probs = C.posteriors(model, ds.data)
     y = ds.data.y.numpy()
-    run_scores, run_nodes, uncalibrated = [], [], []
+    run_scores, run_nodes, uncalibrated, run_extra = [], [], [], []
     by_score: dict[str, list] = {k: [] for k in THRESHOLD_SCORES}
     for r in range(runs):
         part = C.partition(ds, split, seed + 7919 * r, max_members, 1)
@@ -300,6 +300,7 @@ def mia_threshold(
         for k, v in all_scores.items():
             by_score[k].append(_auc_safe(v, labels))
         uncalibrated.append(_auc_safe(threshold_scores(probs[nodes], y[nodes])[score], labels))
+        run_extra.append({"seed": seed + 7919 * r, "auc_uncalibrated": uncalibrated[-1]})
         run_scores.append((all_scores[score], labels))
         run_nodes.append(nodes)
     extra = {
@@ -312,7 +313,16 @@ def mia_threshold(
     if calibration == "class":
         notes.append("scores standardised within each class over the audited nodes (label-free)")
     return C.make_result(
-        "mia-threshold", model, run_scores, "node", settings, extra=extra, notes=notes, nodes=run_nodes, dataset=ds
+        "mia-threshold",
+        model,
+        run_scores,
+        "node",
+        settings,
+        extra=extra,
+        notes=notes,
+        run_extra=run_extra,
+        nodes=run_nodes,
+        dataset=ds,
     )
 
 
