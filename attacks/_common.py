@@ -22,7 +22,7 @@ from dpaudit.model import ReleasedModel
 from dpaudit.registry import get_defense
 from dpaudit.results import AttackResult
 from dpaudit.splits import Split, membership_partition, split_is_random
-from dpaudit.statistics import Coverage, auc, coverage, summarize_runs
+from dpaudit.statistics import Coverage, auc, coverage, epsilon_lower_bound, summarize_runs
 
 log = logging.getLogger(__name__)
 
@@ -327,11 +327,20 @@ def make_result(
         ceiling["applies"] = False
         ceiling["ceiling_auc_if_neighbouring"] = ceiling.pop("ceiling_auc")
         ceiling["why_not"] = NOT_NEIGHBOURING
-        extra["pair_distinguishability"] = extra.pop("lower_bound")
+        # a distinguishability statistic (held-out threshold, Clopper-Pearson on the pairs as
+        # independent trials), never a bound: natural edges and non-edges are not neighbours
+        extra.pop("lower_bound")
+        dist_delta = lower_bound_delta(cov, model)
+        stats_by_run = [
+            epsilon_lower_bound(sc, lab, dist_delta, seed=int(settings.get("seed", 0)) + i)
+            for i, (sc, lab) in enumerate(runs)
+        ]
+        extra["pair_distinguishability"] = stats_by_run[0]
         ceiling_auc = lower_bound = lower_bound_delta_used = None
         all_notes.append(NOT_NEIGHBOURING)
-        for r in per_run:
+        for r, st in zip(per_run, stats_by_run):
             r.pop("epsilon_lower_bound", None)
+            r["pair_distinguishability"] = st["epsilon"]
     elif not valid:
         ceiling["applies"] = False
         ceiling["ceiling_auc_not_a_valid_bound"] = ceiling.pop("ceiling_auc")
