@@ -353,9 +353,9 @@ def make_result(
         }
         ceiling_auc = lower_bound = lower_bound_delta_used = None
         all_notes.append(f"NOT A VALID BOUND: {validity}; no ε lower bound or ceiling is compared with the guarantee")
-        for r in per_run:
-            if "epsilon_lower_bound" in r:
-                r["epsilon_lower_bound_not_valid"] = r.pop("epsilon_lower_bound")
+        for r in per_run:  # the per-run key stays (None) for callers that read it
+            r["epsilon_lower_bound_not_valid"] = r.get("epsilon_lower_bound")
+            r["epsilon_lower_bound"] = None
     else:
         ceiling["applies"] = cov.covered
         all_notes.append(LOWER_BOUND_CAVEAT)
