@@ -10,6 +10,7 @@ import argparse
 import json
 import logging
 import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -214,13 +215,14 @@ def cmd_demo(args) -> int:
     return 0
 
 
-def cap_jobs(jobs: int) -> int:
-    """``--jobs`` ≥ 1, and no more worker processes than cores (more only thrash)."""
-    import os
-
+def cap_jobs(jobs: int | None) -> int:
+    """``--jobs`` ≥ 1, and no more worker processes than cores (more only thrash); ``None``
+    (the default) uses every core, since a study's cells are independent."""
+    cores = os.cpu_count() or 1
+    if jobs is None:
+        return cores
     if jobs < 1:
         raise DPAuditError(f"--jobs must be >= 1, got {jobs}")
-    cores = os.cpu_count() or 1
     if jobs > cores:
         log.warning("--jobs %d capped at the %d cores of this machine", jobs, cores)
     return min(jobs, cores)
@@ -265,7 +267,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("demo", help="the end-to-end demo on the embedded synthetic graph (writes demo-report.html)")
     p.add_argument("--out", default="demo-out", help="study folder (rerunning resumes it)")
     p.add_argument("--report", default="demo-report.html")
-    p.add_argument("--jobs", type=int, default=2, help="cells run in parallel (worker processes)")
+    p.add_argument("--jobs", type=int, default=None, help="cells run in parallel (default: one per core)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     p.set_defaults(func=cmd_demo)

@@ -191,3 +191,64 @@ def test_cli_input_errors(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 4 and all(line.startswith("dpaudit: error: ") for line in err)
     assert "no-such-defense" in err[0] and "nope" in err[1] and "nope" in err[2] and "not a study" in err[3]
+
+
+_COORDINATOR = """
+import multiprocessing, os, sys, time
+from concurrent.futures import ProcessPoolExecutor
+from dpaudit.workflows.cell import worker_init
+
+if __name__ == "__main__":
+    pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"), initializer=worker_init,
+                               initargs=(1,))
+    print(pool.submit(os.getpid).result(), flush=True)
+    pool.submit(time.sleep, 600)
+    time.sleep(600)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie waiting for a reaper is dead for our purpose
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except OSError:
+        return True
+
+
+def test_workers_die_with_a_killed_coordinator(tmp_path):
+    """SIGKILL on the coordinating process (no clean-up runs) must not leave a worker
+    computing for nobody: it exits within seconds."""
+    script = tmp_path / "coordinator.py"
+    script.write_text(_COORDINATOR)
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True, env=_env(), cwd=ROOT)
+    try:
+        worker = int(proc.stdout.readline())
+        assert _alive(worker)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while _alive(worker) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _alive(worker), "the worker outlived its killed coordinator"
+    finally:
+        proc.kill()
+
+
+def test_longest_cells_start_first_and_progress_logs_without_a_terminal(caplog):
+    from dpaudit.workflows.executors import CellProgress, longest_first
+
+    tasks = [{"cell": {"defense": d}} for d in ("mlp", "gap-ndp", "gcn", "unknown-defense", "dpgnn")]
+    assert [t["cell"]["defense"] for t in longest_first(tasks)] == ["gap-ndp", "dpgnn", "unknown-defense", "mlp", "gcn"]
+
+    progress = CellProgress(total=4, done=0, failed=0, disable=None)
+    progress.log_lines = True  # as without a terminal (pytest captures stderr, so tqdm is silent)
+    with caplog.at_level("WARNING", logger="dpaudit.workflows.executors"):
+        progress.finished(True)
+        progress.finished(False)
+    progress.close()
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines[-1].startswith("cells: 2/4 finished (1 failed)") and "ETA" in lines[-1]
+    assert progress.eta_seconds() is not None

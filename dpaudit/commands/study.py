@@ -251,7 +251,8 @@ def add_study_arguments(p) -> None:
     """Options shared by ``compare`` and ``demo``-like commands."""
     p.add_argument("--attacks", default=None, help="comma-separated attack names (default: every attack)")
     p.add_argument("--seeds", type=int, default=1, help="number of seeds per (defense, ε) (seeds 0..N-1)")
-    p.add_argument("--jobs", type=int, default=1, help="cells run in parallel (worker processes or Ray tasks)")
+    p.add_argument("--jobs", type=int, default=None,
+                   help="cells run in parallel (worker processes or Ray tasks; default: one per core)")
     p.add_argument("--executor", default="local", choices=["local", "ray"])
     p.add_argument("--split", default=None, help="public | random:TR,VA,TE | per-class:K,VA,TE | inductive:TR,TE")
     p.add_argument("--delta", default="auto")

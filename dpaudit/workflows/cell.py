@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import base64
+import copy
+import dataclasses
+import json
 import logging
 import math
 import os
@@ -36,6 +39,21 @@ def _attack_kwargs(name: str, config: StudyConfig, seed: int) -> dict[str, Any]:
     return settings
 
 
+_DATASETS: dict[str, Any] = {}
+
+
+def _cached_dataset(config: StudyConfig, study_dir: str):
+    """The study's dataset, loaded once per worker process (a worker runs many cells)."""
+    key = json.dumps([config.dataset, config.dataset_options, config.data_root, str(study_dir)], sort_keys=True,
+                     default=str)  # fmt: skip
+    if key not in _DATASETS:
+        _DATASETS.clear()  # one study per worker at a time: keep one graph in memory, not many
+        _DATASETS[key] = load_study_dataset(config, study_dir)
+    cached = _DATASETS[key]
+    # each cell gets its own tensors: nothing a defense or attack does to them reaches the next cell
+    return dataclasses.replace(cached, data=cached.data.clone(), info=copy.deepcopy(cached.info))
+
+
 def _without_artifacts(result: dict) -> dict:
     return {k: v for k, v in result.items() if k != "artifacts"}
 
@@ -57,7 +75,7 @@ def run_cell(task: dict[str, Any]) -> dict[str, Any]:
     coordinator writes them atomically (module docstring).
     """
     if task.get("threads"):  # a Ray task: use the CPUs it was given, not every core of the node
-        worker_init(int(task["threads"]))
+        worker_init(int(task["threads"]), die_with_parent=False)  # Ray supervises its own workers
     started = time.perf_counter()
     started_at = now_iso()
     config = StudyConfig.from_dict(task["config"])
@@ -95,7 +113,7 @@ def run_cell(task: dict[str, Any]) -> dict[str, Any]:
             import attacks as attack_registry
             from dpaudit.pipeline import train
 
-            dataset = load_study_dataset(config, task["study_dir"])
+            dataset = _cached_dataset(config, task["study_dir"])
             if dataset.fingerprint != task["fingerprint"]:
                 raise DatasetError(
                     f"dataset fingerprint {dataset.fingerprint} differs from the study's {task['fingerprint']}"
@@ -174,8 +192,9 @@ _QUIET_WARNINGS = (
 )
 
 
-def worker_init(threads: int) -> None:
-    """Set-up of a worker process: share the CPU cores between workers, keep the log readable."""
+def worker_init(threads: int, die_with_parent: bool = True) -> None:
+    """Set-up of a worker process: share the CPU cores between workers, keep the log readable,
+    and exit when the coordinator dies (even by SIGKILL, which runs none of its clean-up)."""
     import warnings
 
     import torch
@@ -184,3 +203,37 @@ def worker_init(threads: int) -> None:
     logging.basicConfig(level=logging.WARNING)
     for message in _QUIET_WARNINGS:
         warnings.filterwarnings("ignore", message=message)
+    if die_with_parent:
+        _exit_with_parent()
+
+
+def _exit_with_parent(poll_seconds: float = 1.0) -> None:
+    """A killed coordinator must not leave workers computing for nobody.
+
+    On Linux the kernel signals us when the parent dies (``PR_SET_PDEATHSIG``); everywhere a
+    daemon thread also polls ``getppid()`` — a worker re-parented to init has lost its
+    coordinator — and exits within ``poll_seconds``.
+    """
+    import signal
+    import sys
+    import threading
+
+    parent = os.getppid()
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != parent:  # the parent died before the signal was armed
+        os._exit(1)
+
+    def watch() -> None:
+        while True:
+            time.sleep(poll_seconds)
+            if os.getppid() != parent:
+                os._exit(1)
+
+    threading.Thread(target=watch, name="dpaudit-parent-watch", daemon=True).start()

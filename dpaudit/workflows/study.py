@@ -56,7 +56,14 @@ from dpaudit.workflows.config import (
     now_iso,
     validate_config,
 )
-from dpaudit.workflows.executors import EXECUTORS, CellProgress, execute_local, execute_ray, failed_record
+from dpaudit.workflows.executors import (
+    EXECUTORS,
+    CellProgress,
+    execute_local,
+    execute_ray,
+    failed_record,
+    longest_first,
+)
 from dpaudit.workflows.store import (
     CELLS_DIR,
     DATASET_DIR,
@@ -235,7 +242,7 @@ class Study:
                 append_result(self.dir, record)
                 bar.finished(record["status"] == "done")
 
-            tasks = [self._task(c, meta, run_id) for c in pending]
+            tasks = longest_first([self._task(c, meta, run_id) for c in pending])
             try:
                 if executor == "local":
                     execute_local(tasks, int(jobs), on_result, bar)
