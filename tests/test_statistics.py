@@ -194,6 +194,13 @@ def test_one_run_p_value_is_the_binomial_tail_under_pure_dp_and_grows_with_delta
     assert one_run_p_value(4, 3, 4, 0.7, 1e-3) == pytest.approx(pmf[3] + pmf[4] + 2 * 4 * 1e-3 * alpha, rel=1e-9)
     with pytest.raises(DPAuditError):
         one_run_p_value(3, 4, 5, 1.0, 0.0)
+    # the independent implementation in dpaudit.estimators (log-space, canary audits) agrees
+    from dpaudit import estimators
+
+    for m, r, v, eps, delta in ((100, 50, 40, 1.0, 1e-5), (1000, 300, 250, 0.5, 1e-4), (20, 20, 18, 2.0, 1e-3)):
+        assert one_run_p_value(r, v, m, eps, delta) == pytest.approx(
+            estimators.one_run_p_value(m, r, v, eps, delta), rel=1e-9
+        )
 
 
 def test_pair_test_is_sound_on_an_exactly_dp_coin():
