@@ -337,7 +337,11 @@ def audit_game(
     total = sum(len(m) for m, _ in per_class)
     if max_members is not None and total > max_members:
         scale = max_members / total
-        per_class = [(m[: int(len(m) * scale)], n[: int(len(n) * scale)]) for m, n in per_class]
+        scaled = [(m[: int(len(m) * scale)], n[: int(len(n) * scale)]) for m, n in per_class]
+        if not any(len(m) for m, _ in scaled):  # a cap below the number of classes: the largest classes
+            order = sorted(range(len(per_class)), key=lambda c: -len(per_class[c][0]))[:max_members]
+            scaled = [(m[:1], n[:1]) if c in order else (m[:0], n[:0]) for c, (m, n) in enumerate(per_class)]
+        per_class = scaled
     kept = [(m, n) for m, n in per_class if len(m)]
     if not kept:
         raise ConfigurationError(

@@ -109,6 +109,7 @@ def test_audit_game_pairs_members_and_non_members_of_one_class(small_graph, spec
     assert torch.equal(nodes[labels == 1], pairs[:, 0]) and torch.equal(nodes[labels == 0], pairs[:, 1])
     capped = audit_game(small_graph, split, seed=3, max_members=10)
     assert 0 < len(capped.members) <= 10
+    assert len(audit_game(small_graph, split, seed=3, max_members=1).members) == 1  # below the number of classes
     reserved = audit_game(small_graph, split, seed=3, reserve_for_shadows=True)
     assert len(reserved.members) <= len(game.members)
 
