@@ -21,15 +21,22 @@ from dpaudit.errors import ConfigurationError, DPAuditError
 from dpaudit.model import ReleasedModel
 from dpaudit.registry import get_defense
 from dpaudit.results import AttackResult
-from dpaudit.splits import Split, membership_partition
-from dpaudit.statistics import Coverage, coverage, summarize_runs
+from dpaudit.splits import Split, membership_partition, split_is_random
+from dpaudit.statistics import Coverage, auc, coverage, epsilon_lower_bound, summarize_runs
 
 log = logging.getLogger(__name__)
 
 LOWER_BOUND_CAVEAT = (
-    "ε lower bound: threshold chosen on a held-out half, Clopper-Pearson at 95 % on the other half; it bounds the "
-    "model's ε only insofar as membership was assigned at random (random splits do that)"
+    "ε lower bound: one-run pair test (Steinke, Nasr & Jagielski 2023) on the class-stratified (member, "
+    "non-member) pairs of the randomized audit game, 95 % with Bonferroni over its grid of guess counts; one "
+    "pair's coin is a group of node changes (group privacy), so it is deliberately conservative"
 )
+
+#: recipes that never read a non-training node in training (their non-members are absent)
+FEATURE_ONLY_METHODS = ("mlp", "mlp-dp")
+#: attacks whose scores are fitted on the target's own membership labels (cross-fitted): their
+#: AUC is a diagnostic, never an ε lower bound
+TRAINS_ON_TARGET_MEMBERSHIP = ("embedding-probe",)
 
 NOT_NEIGHBOURING = (
     "no DP ceiling or ε lower bound: edges and non-edges are different node pairs whose features differ "
@@ -42,8 +49,66 @@ NOT_NEIGHBOURING = (
 # --------------------------------------------------------------------------- the target
 
 
-def partition(dataset: GraphDataset, split: Split, seed: int, max_members: int | None, shadow_per_class: int):
-    return membership_partition(dataset, split, seed=seed, max_members=max_members, shadow_per_class=shadow_per_class)
+def partition(
+    dataset: GraphDataset,
+    split: Split,
+    seed: int,
+    max_members: int | None,
+    shadow_per_class: int,
+    shadow_pool: str = "disjoint",
+):
+    """The randomized audit game's pairs and a shadow part (:func:`dpaudit.splits.membership_partition`)."""
+    return membership_partition(
+        dataset, split, seed=seed, max_members=max_members, shadow_per_class=shadow_per_class, shadow_pool=shadow_pool
+    )
+
+
+def keeps_non_members_in_training_graph(model: ReleasedModel) -> tuple[bool, str]:
+    """Whether the model's recipe reads non-training nodes (features, edges) in training, so a
+    non-member is still in its training graph (then member vs non-member is two node changes).
+
+    False for an inductive split (only training nodes are in the training graph) and for
+    feature-only recipes (``mlp``, ``mlp-dp``, adapted models with ``input="features"``); True
+    for every other recipe (GAP, DPAR, DP-GNN, GCON, GCN/SAGE read the whole transductive
+    graph) and, conservatively, for unknown ones."""
+    card = model.card
+    if (card.get("split") or {}).get("inductive"):
+        return False, "inductive split: non-members are not in the training graph"
+    adapter = card.get("adapter") or {}
+    method = str(card.get("method") or "")
+    if adapter:
+        if adapter.get("input") == "features":
+            return False, "the adapted model reads node features only"
+        return True, "an adapted model that reads the graph: assumed to keep non-members in its training graph"
+    if method in FEATURE_ONLY_METHODS:
+        return False, f"{method!r} reads only the training nodes' features"
+    return True, f"{method!r} reads the whole transductive graph in training: non-members stay in it"
+
+
+def bound_validity(
+    model: ReleasedModel, attack: str, *, neighbouring: bool, audit_game: bool, uses_target_membership: bool
+) -> tuple[bool, str]:
+    """``(bound_valid, why)`` of an attack result: whether its ε lower bound and DP ceiling are a
+    valid comparison with a guarantee. Valid only when membership was decided at random by a
+    process the defense never saw — a ``random:``/``per-class:``/``inductive:`` split drawn by
+    dpaudit's seeded RNG — and the audit set is the randomized game's class-stratified pairs."""
+    if not neighbouring:
+        return False, NOT_NEIGHBOURING
+    if uses_target_membership:
+        return False, (
+            f"{attack} fits its scores on the target's own membership labels (cross-fitted): a diagnostic, not a "
+            "test of a randomly included unit"
+        )
+    if not audit_game:
+        return False, "the audit set was not drawn by the randomized audit game (class-stratified pairs)"
+    card_split = model.card.get("split") or {}
+    random, why = split_is_random(card_split.get("spec"), card_split)
+    if not random:
+        return False, why
+    return True, (
+        f"{why}; the audit set is class-stratified (member, non-member) pairs, so which node of a pair is the member "
+        "is a fair coin the defense never chose"
+    )
 
 
 def posteriors(model: ReleasedModel, graph, nodes=None) -> np.ndarray:
@@ -185,20 +250,55 @@ def make_result(
     run_extra: list[dict[str, Any]] | None = None,
     artifacts: dict[str, str] | None = None,
     neighbouring: bool = True,
+    nodes: list[np.ndarray] | None = None,
+    dataset: GraphDataset | None = None,
+    audit_game: bool = True,
+    uses_target_membership: bool | None = None,
 ) -> AttackResult:
-    """Statistics (:func:`dpaudit.statistics.summarize_runs`) + coverage + ceiling → result.
+    """Statistics (:func:`dpaudit.statistics.summarize_runs`) + coverage + ceiling + validity → result.
+
+    Node-membership ``runs`` are expected in the order of
+    :meth:`dpaudit.splits.MembershipSet.nodes_and_labels` on a :func:`C.partition` target
+    (``audit_game=True``): the i-th member and i-th non-member score are pair i of the
+    randomized audit game, which the one-run ε lower bound needs. ``nodes`` (one array per run,
+    aligned with that run's scores) and ``dataset`` add per-node risk slices
+    (``extra["risk_slices"]``: :func:`risk_slices`).
+
+    Every result says ``bound_valid`` and ``bound_validity`` (:func:`bound_validity`). When the
+    bound is not valid, ``epsilon_lower_bound`` and ``ceiling_auc`` are None and the numbers are
+    kept under ``extra["not_a_valid_bound"]``, never shown as a comparison with the guarantee.
 
     ``neighbouring=False`` marks an attack whose two classes are not neighbouring datasets
     (natural edges versus non-edges: different pairs, whose features differ by homophily).
     The guarantee still protects each edge (``covered_by_guarantee``), but the DP ceiling and
     the ε lower bound describe a test of one unit's presence, not this comparison — a
-    feature-only MLP that never sees an edge scores link-stealing AUC 0.80 on cora_ml. Then
-    ``ceiling_auc`` and ``epsilon_lower_bound`` are None; the would-be ceiling is kept in
-    ``ceiling["ceiling_auc_if_neighbouring"]`` and the statistic in ``extra["pair_distinguishability"]``.
+    feature-only MLP that never sees an edge scores link-stealing AUC 0.80 on cora_ml. The
+    would-be ceiling is kept in ``ceiling["ceiling_auc_if_neighbouring"]`` and the statistic in
+    ``extra["pair_distinguishability"]``.
+
+    Group size (node membership): when the recipe keeps non-members in its training graph
+    (:func:`keeps_non_members_in_training_graph`), a member and a non-member differ by two node
+    changes, so the ceiling uses group privacy with k = 2; one pair's coin in the ε lower bound
+    is twice that many changes (remove the member, add the non-member).
     """
-    cov = coverage(model.privacy, attack_unit, queries_private_graph, model.inference_private)
+    if uses_target_membership is None:
+        uses_target_membership = attack in TRAINS_ON_TARGET_MEMBERSHIP
+    group, group_why = 1, ""
+    if attack_unit == "node":
+        keeps, group_why = keeps_non_members_in_training_graph(model)
+        group = 2 if keeps else 1
+    cov = coverage(model.privacy, attack_unit, queries_private_graph, model.inference_private, node_group_size=group)
+    paired = attack_unit == "node" and neighbouring and audit_game
+    base_delta = float(model.privacy.delta) if model.privacy.is_private else 0.0
     summary = summarize_runs(
-        runs, lower_bound_delta(cov, model), n_boot=int(settings.get("n_boot", 1000)), seed=int(settings.get("seed", 0))
+        runs,
+        base_delta if attack_unit == "node" else lower_bound_delta(cov, model),
+        n_boot=int(settings.get("n_boot", 1000)),
+        seed=int(settings.get("seed", 0)),
+        pair_group_size=2 * group if paired else None,
+    )
+    valid, validity = bound_validity(
+        model, attack, neighbouring=neighbouring, audit_game=audit_game, uses_target_membership=uses_target_membership
     )
     per_run = summary["runs"]
     for i, r in enumerate(per_run):
@@ -208,15 +308,15 @@ def make_result(
     all_notes = list(notes or [])
     all_notes.append(cov.reason)
     all_notes.extend(cov.notes)
-    all_notes.append(LOWER_BOUND_CAVEAT)
-    if not model.inference_private and model.privacy.is_private:
-        note = (model.card.get("inference") or {}).get("note")
-        if note:
-            all_notes.append(f"inference: {note}")
+    if attack_unit == "node":
+        all_notes.append(f"group size {group}: {group_why}")
     extra = dict(extra or {})
     extra["lower_bound"] = summary["lower_bound"]
     extra["auc_std"] = summary["auc_std"]
+    extra["auc_ci_components"] = summary["auc_ci_components"]
     extra["attack_unit"] = attack_unit
+    if nodes is not None and dataset is not None and attack_unit == "node":
+        extra["risk_slices"] = risk_slices(dataset, nodes, runs)
     ceiling = cov.describe()
     ceiling_auc, lower_bound, lower_bound_delta_used = (
         cov.ceiling_auc,
@@ -227,14 +327,42 @@ def make_result(
         ceiling["applies"] = False
         ceiling["ceiling_auc_if_neighbouring"] = ceiling.pop("ceiling_auc")
         ceiling["why_not"] = NOT_NEIGHBOURING
-        extra["pair_distinguishability"] = extra.pop("lower_bound")
+        # a distinguishability statistic (held-out threshold, Clopper-Pearson on the pairs as
+        # independent trials), never a bound: natural edges and non-edges are not neighbours
+        extra.pop("lower_bound")
+        dist_delta = lower_bound_delta(cov, model)
+        stats_by_run = [
+            epsilon_lower_bound(sc, lab, dist_delta, seed=int(settings.get("seed", 0)) + i)
+            for i, (sc, lab) in enumerate(runs)
+        ]
+        extra["pair_distinguishability"] = stats_by_run[0]
         ceiling_auc = lower_bound = lower_bound_delta_used = None
-        all_notes.remove(LOWER_BOUND_CAVEAT)
         all_notes.append(NOT_NEIGHBOURING)
-        for r in per_run:
-            r["pair_distinguishability"] = r.pop("epsilon_lower_bound")
+        for r, st in zip(per_run, stats_by_run):
+            r.pop("epsilon_lower_bound", None)
+            r["pair_distinguishability"] = st["epsilon"]
+    elif not valid:
+        ceiling["applies"] = False
+        ceiling["ceiling_auc_not_a_valid_bound"] = ceiling.pop("ceiling_auc")
+        ceiling["why_not"] = validity
+        extra["not_a_valid_bound"] = {
+            "why": validity,
+            "epsilon_lower_bound": lower_bound,
+            "epsilon_lower_bound_delta": lower_bound_delta_used,
+            "ceiling_auc": ceiling_auc,
+        }
+        ceiling_auc = lower_bound = lower_bound_delta_used = None
+        all_notes.append(f"NOT A VALID BOUND: {validity}; no ε lower bound or ceiling is compared with the guarantee")
+        for r in per_run:  # the per-run key stays (None) for callers that read it
+            r["epsilon_lower_bound_not_valid"] = r.get("epsilon_lower_bound")
+            r["epsilon_lower_bound"] = None
     else:
         ceiling["applies"] = cov.covered
+        all_notes.append(LOWER_BOUND_CAVEAT)
+    if not model.inference_private and model.privacy.is_private:
+        note = (model.card.get("inference") or {}).get("note")
+        if note:
+            all_notes.append(f"inference: {note}")
     return AttackResult(
         attack=attack,
         auc=summary["auc"],
@@ -253,7 +381,109 @@ def make_result(
         artifacts=dict(artifacts or {}),
         notes=all_notes,
         model=model_summary(model),
+        bound_valid=valid,
+        bound_validity=validity,
     )
+
+
+# --------------------------------------------------------------------------- per-node risk slices
+
+DEGREE_BUCKETS = ((0, 1), (2, 3), (4, 7), (8, 15), (16, 31), (32, None))
+HOMOPHILY_BUCKETS = ((0.0, 0.25), (0.25, 0.5), (0.5, 0.75), (0.75, 1.0))
+SLICE_FPR = 0.01
+
+
+def node_degree_and_homophily(dataset: GraphDataset) -> tuple[np.ndarray, np.ndarray]:
+    """Degree (full graph) and homophily of every node: the fraction of its labeled neighbours
+    that share its label (NaN without a labeled neighbour or without a label)."""
+    ei = dataset.data.edge_index.cpu().numpy()
+    n = dataset.num_nodes
+    y = dataset.data.y.cpu().numpy()
+    degree = np.bincount(ei[0], minlength=n)
+    labeled = (y[ei[0]] >= 0) & (y[ei[1]] >= 0)
+    same = np.bincount(ei[0][labeled], weights=(y[ei[0]] == y[ei[1]])[labeled].astype(float), minlength=n)
+    count = np.bincount(ei[0][labeled], minlength=n)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        homophily = np.where(count > 0, same / np.maximum(count, 1), np.nan)
+    return degree, homophily
+
+
+def _slice_stats(scores, labels, inside, threshold) -> dict[str, Any]:
+    m, o = int(np.sum(inside & (labels == 1))), int(np.sum(inside & (labels == 0)))
+    out = {"members": m, "non_members": o, "auc": None, "tpr_at_1pct_fpr": None}
+    if m and o:
+        out["auc"] = auc(scores[inside], labels[inside])
+    if m:
+        out["tpr_at_1pct_fpr"] = float(np.mean(scores[inside & (labels == 1)] > threshold))
+    return out
+
+
+def risk_slices(dataset: GraphDataset, nodes: list[np.ndarray], runs: list[tuple[np.ndarray, np.ndarray]]) -> dict:
+    """Attack success by degree bucket, class and homophily bucket (which nodes leak most).
+
+    Per run and slice: the AUC of the slice's members against the slice's non-members, and the
+    TPR of the slice's members at the run's global threshold of 1 % FPR (over all its
+    non-members) — "how many of these members would an attacker flag at 1 % FPR". Averaged over
+    runs (counts are per run, averaged); None where a slice lacks members or non-members."""
+    degree, homophily = node_degree_and_homophily(dataset)
+    y = dataset.data.y.cpu().numpy()
+    defs: list[tuple[str, str, Any]] = []
+    for low, high in DEGREE_BUCKETS:
+        label = f"{low}–{high}" if high is not None else f"≥ {low}"
+        defs.append(
+            (
+                "degree",
+                label,
+                lambda v, lo=low, hi=high: (degree[v] >= lo) & (degree[v] <= (hi if hi is not None else np.inf)),
+            )
+        )
+    for c in range(dataset.num_classes):
+        defs.append(("class", str(c), lambda v, c=c: y[v] == c))
+    for low, high in HOMOPHILY_BUCKETS:
+        last = high >= 1.0
+        defs.append(
+            (
+                "homophily",
+                f"[{low:g}, {high:g}{']' if last else ')'}",
+                lambda v, lo=low, hi=high, last=last: (
+                    (homophily[v] >= lo) & ((homophily[v] <= hi) if last else (homophily[v] < hi))
+                ),
+            )
+        )
+    defs.append(("homophily", "no labeled neighbour", lambda v: np.isnan(homophily[v])))
+    acc: dict[tuple[str, str], list[dict]] = {}
+    for node_ids, (scores, labels) in zip(nodes, runs):
+        v = np.asarray(node_ids, dtype=np.int64).reshape(-1)
+        s = np.asarray(scores, dtype=float).reshape(-1)
+        lab = np.asarray(labels).reshape(-1).astype(int)
+        neg = np.sort(s[lab == 0])[::-1]
+        k = int(np.floor(SLICE_FPR * neg.size))
+        threshold = float(neg[k]) if neg.size else np.inf
+        for kind, label, fn in defs:
+            acc.setdefault((kind, label), []).append(_slice_stats(s, lab, fn(v), threshold))
+    out: dict[str, list[dict]] = {"degree": [], "class": [], "homophily": []}
+    for (kind, label), rows in acc.items():
+        members = float(np.mean([r["members"] for r in rows]))
+        non = float(np.mean([r["non_members"] for r in rows]))
+        if members + non == 0:
+            continue
+        aucs = [r["auc"] for r in rows if r["auc"] is not None]
+        tprs = [r["tpr_at_1pct_fpr"] for r in rows if r["tpr_at_1pct_fpr"] is not None]
+        out[kind].append(
+            {
+                "slice": label,
+                "members": members,
+                "non_members": non,
+                "auc": float(np.mean(aucs)) if aucs else None,
+                "tpr_at_1pct_fpr": float(np.mean(tprs)) if tprs else None,
+            }
+        )
+    out["method"] = (
+        "per run: slice AUC (slice members vs slice non-members) and the slice members' TPR at the run's global "
+        "1 % FPR threshold; averaged over runs. Degree in the full graph; homophily = share of labeled neighbours "
+        "with the node's label"
+    )
+    return out
 
 
 # --------------------------------------------------------------------------- attack classifiers

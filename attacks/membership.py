@@ -1,8 +1,17 @@
 r"""Node membership inference: TSTF with a shadow model, threshold attacks, offline LiRA.
 
-Every attack scores the target's members (its training nodes) and an equal number of
-non-members (preferably test nodes), all queried **in the same way**: one query of the model
-on the full graph, the context the model is deployed on. (Olatunji et al.'s code queries
+Every attack scores the randomized audit game's audit set (:func:`dpaudit.splits.audit_game`:
+class-stratified pairs of one training node and one labeled non-member outside training and
+validation), all queried **in the same way**: one query of the model on the full graph, the
+context the model is deployed on. Shadow models train on nodes disjoint from the target's
+training set and the audit set where the graph allows (``shadow_pool="disjoint"``).
+
+Class calibration (``calibration="class"``, the default of TSTF and the threshold attacks):
+scores are standardised within each class over the audited nodes of that class (label-free:
+the audit set has as many members as non-members per class, and the standardisation does not
+depend on which node of a pair is the member, so the pair test stays valid). A pooled
+threshold otherwise mixes classes whose typical confidence differs (Cora GCN loss: pooled AUC
+0.79 vs 0.86 within classes). (Olatunji et al.'s code queries
 members on the training subgraph and non-members on the full graph, so the attack partly
 learns the graph context instead of membership; we never do that.)
 """
@@ -42,6 +51,24 @@ def _tstf_features(probs: np.ndarray, labels: np.ndarray, variant: str, top_k: i
     return -np.sort(-probs, axis=1)[:, :k]
 
 
+CALIBRATIONS = ("class", "none")
+
+
+def class_calibrate(scores: np.ndarray, classes: np.ndarray) -> np.ndarray:
+    """Standardise ``scores`` within each class (mean 0, standard deviation 1 over the nodes of
+    that class; a class with one node or constant scores is only centred)."""
+    s = np.asarray(scores, dtype=np.float64).copy()
+    for c in np.unique(classes):
+        idx = classes == c
+        sd = float(np.std(s[idx]))
+        s[idx] = (s[idx] - float(np.mean(s[idx]))) / (sd if sd > 1e-12 else 1.0)
+    return s
+
+
+def _calibrated(scores: np.ndarray, classes: np.ndarray, calibration: str) -> np.ndarray:
+    return class_calibrate(scores, classes) if calibration == "class" else np.asarray(scores, dtype=np.float64)
+
+
 def _check_shadow_settings(attack: str, shadow_size: str, runs: int) -> None:
     if shadow_size not in ("match", "full"):
         raise ConfigurationError(f"{attack} shadow_size must be 'match' or 'full'")
@@ -69,19 +96,24 @@ def mia_tstf(
     shadow_size: str = "match",
     max_members: int | None = None,
     hidden: int = 64,
+    calibration: str = "class",
+    shadow_pool: str = "disjoint",
     device: str = "auto",
     data_root: str | None = None,
     n_boot: int = 1000,
 ) -> AttackResult:
     """TSTF node membership inference (Olatunji et al. 2021; GAP Section 7.4.2).
 
-    Per run: draw a shadow set from the same dataset, disjoint from the target's members
-    and non-members (``shadow_nodes_per_class`` nodes per class when available, halved into
+    Per run: draw the audit set (randomized audit game) and a shadow set disjoint from it and,
+    with ``shadow_pool="disjoint"`` (default, where the graph allows), from the target's
+    training set (``shadow_nodes_per_class`` nodes per class when available, halved into
     shadow members / non-members); train a shadow model with the target's own recipe (its
     card → the defense registry) on the shadow members; query the shadow model on the full
     graph; train a 3-layer MLP (``hidden`` units per hidden layer) on the shadow nodes'
     features → known membership; score the target's members and non-members, queried on
-    the full graph. ``variant`` ``"posterior-label"`` uses posteriors + one-hot label;
+    the full graph; with ``calibration="class"`` the scores are standardised within each class
+    (module docstring). ``shadow_heldout_auc`` (per run) is the attack model's AUC on a quarter
+    of the shadow nodes it was not fitted on. ``variant`` ``"posterior-label"`` uses posteriors + one-hot label;
     ``"topk"`` the sorted ``top_k`` posteriors (architecture- and label-agnostic); ``"auto"``
     picks ``"topk"`` when the target's recipe is unknown (a user model audited through a
     surrogate recipe) and ``"posterior-label"`` otherwise.
@@ -95,6 +127,8 @@ def mia_tstf(
     settings = locals_settings(locals())
     if variant not in ("auto", "posterior-label", "topk"):
         raise ConfigurationError("mia-tstf variant must be 'auto', 'posterior-label' or 'topk'")
+    if calibration not in CALIBRATIONS:
+        raise ConfigurationError(f"mia-tstf calibration must be one of {CALIBRATIONS}")
     if variant == "auto":
         variant = "topk" if model.card.get("surrogate") else "posterior-label"
         settings["variant_used"] = variant
@@ -106,9 +140,10 @@ def mia_tstf(
     _, _, _, _, recipe_notes = C.shadow_recipe(model)
     run_scores, run_extra = [], []
     target_probs_cache = C.posteriors(model, graph)
+    run_nodes = []
     for r in tqdm(range(runs), desc="mia-tstf", leave=False, disable=None):
         run_seed = seed + 7919 * r
-        part = C.partition(ds, split, run_seed, max_members, max(1, shadow_nodes_per_class // 2))
+        part = C.partition(ds, split, run_seed, max_members, max(1, shadow_nodes_per_class // 2), shadow_pool)
         s_in, s_out = part.shadow.members, part.shadow.non_members
         if len(s_in) < 2 or len(s_out) < 2:
             raise ConfigurationError("not enough labeled nodes outside the target's split for a shadow set")
@@ -119,29 +154,67 @@ def mia_tstf(
         shadow_nodes = torch.cat([s_in, s_out]).numpy()
         shadow_labels = np.concatenate([np.ones(len(s_in)), np.zeros(len(s_out))])
         features = _tstf_features(shadow_probs[shadow_nodes], y[shadow_nodes], variant, top_k)
-        score_fn = C.fit_attack_mlp(features, shadow_labels, hidden=(hidden, hidden), seed=run_seed)
+        fit_idx, held_idx = _holdout(shadow_labels, run_seed)
+        score_fn = C.fit_attack_mlp(features[fit_idx], shadow_labels[fit_idx], hidden=(hidden, hidden), seed=run_seed)
         nodes, labels = part.target.nodes_and_labels()
         nodes = nodes.numpy()
-        scores = score_fn(_tstf_features(target_probs_cache[nodes], y[nodes], variant, top_k))
+        raw = score_fn(_tstf_features(target_probs_cache[nodes], y[nodes], variant, top_k))
+        scores = _calibrated(raw, y[nodes], calibration)
         run_scores.append((scores, labels.numpy()))
-        shadow_auc = _auc_safe(score_fn(features), shadow_labels)
+        run_nodes.append(nodes)
+        held = held_idx if len(held_idx) else fit_idx
+        held_scores = _calibrated(score_fn(features[held]), y[shadow_nodes[held]], calibration)
         run_extra.append(
             {
                 "seed": run_seed,
                 "shadow_members": len(s_in),
                 "shadow_non_members": len(s_out),
-                "shadow_train_auc": shadow_auc,
+                "shadow_pool": part.info["shadow_pool"],
+                "shadow_nodes_in_target_training_set": int(np.isin(shadow_nodes, split.train.numpy()).sum()),
+                "shadow_heldout_auc": _auc_safe(held_scores, shadow_labels[held]),
+                "shadow_heldout_nodes": int(len(held_idx)),
+                "auc_uncalibrated": _auc_safe(raw, labels.numpy()),
                 "shadow_train_accuracy": shadow.accuracy(graph, s_in),
                 "shadow_test_accuracy": shadow.accuracy(graph, s_out),
             }
         )
     extra = {
         "variant": variant,
+        "calibration": calibration,
+        "auc_uncalibrated": float(
+            np.mean([e["auc_uncalibrated"] for e in run_extra if e["auc_uncalibrated"] is not None])
+        ),
         "target_train_accuracy": model.accuracy(graph, split.train),
         "target_test_accuracy": model.accuracy(graph, split.test) if len(split.test) else None,
     }
     notes = recipe_notes + ["members and non-members (target and shadow) are all queried on the full graph"]
-    return C.make_result("mia-tstf", model, run_scores, "node", settings, extra=extra, notes=notes, run_extra=run_extra)
+    if any(e["shadow_pool"] != "disjoint" for e in run_extra):
+        notes.append("shadow pool fell back to 'any': too few labeled nodes outside the target's training set")
+    return C.make_result(
+        "mia-tstf",
+        model,
+        run_scores,
+        "node",
+        settings,
+        extra=extra,
+        notes=notes,
+        run_extra=run_extra,
+        nodes=run_nodes,
+        dataset=ds,
+    )
+
+
+def _holdout(labels: np.ndarray, seed: int, fraction: float = 0.25) -> tuple[np.ndarray, np.ndarray]:
+    """Stratified (fit, held-out) indices: ``fraction`` of each label held out (none when a label
+    has fewer than 4 rows)."""
+    rng = np.random.default_rng(seed)
+    fit, held = [], []
+    for value in (0, 1):
+        idx = rng.permutation(np.flatnonzero(labels == value))
+        k = int(len(idx) * fraction) if len(idx) >= 4 else 0
+        held.append(idx[:k])
+        fit.append(idx[k:])
+    return np.sort(np.concatenate(fit)), np.sort(np.concatenate(held))
 
 
 def _match_size(s_in, s_out, size: int, seed: int):
@@ -193,6 +266,7 @@ def mia_threshold(
     seed: int = 0,
     score: str = "loss",
     max_members: int | None = None,
+    calibration: str = "class",
     data_root: str | None = None,
     device: str = "auto",
     n_boot: int = 1000,
@@ -200,29 +274,56 @@ def mia_threshold(
     """Threshold membership attacks without shadow models.
 
     The headline uses ``score`` (``loss``, ``confidence`` or ``entropy``, see
-    :func:`threshold_scores`); the AUC of all three is in ``extra["auc_by_score"]``. Each run
-    draws a new set of non-members (and of members when ``max_members`` is set).
+    :func:`threshold_scores`), standardised within each class when ``calibration="class"``
+    (module docstring; the pooled AUC is in ``extra["auc_uncalibrated"]``); the AUC of all
+    three is in ``extra["auc_by_score"]``. Each run draws a new audit set (randomized audit game).
     """
     settings = locals_settings(locals())
     if score not in THRESHOLD_SCORES:
         raise ConfigurationError(f"mia-threshold score must be one of {THRESHOLD_SCORES}")
+    if calibration not in CALIBRATIONS:
+        raise ConfigurationError(f"mia-threshold calibration must be one of {CALIBRATIONS}")
     if runs < 1:
         raise ConfigurationError("runs must be >= 1")
     ds, split = _setup(model, dataset, data_root)
     probs = C.posteriors(model, ds.data)
     y = ds.data.y.numpy()
-    run_scores, by_score = [], {k: [] for k in THRESHOLD_SCORES}
+    run_scores, run_nodes, uncalibrated, run_extra = [], [], [], []
+    by_score: dict[str, list] = {k: [] for k in THRESHOLD_SCORES}
     for r in range(runs):
         part = C.partition(ds, split, seed + 7919 * r, max_members, 1)
         nodes, labels = part.target.nodes_and_labels()
         nodes, labels = nodes.numpy(), labels.numpy()
-        all_scores = threshold_scores(probs[nodes], y[nodes])
+        all_scores = {
+            k: _calibrated(v, y[nodes], calibration) for k, v in threshold_scores(probs[nodes], y[nodes]).items()
+        }
         for k, v in all_scores.items():
             by_score[k].append(_auc_safe(v, labels))
+        uncalibrated.append(_auc_safe(threshold_scores(probs[nodes], y[nodes])[score], labels))
+        run_extra.append({"seed": seed + 7919 * r, "auc_uncalibrated": uncalibrated[-1]})
         run_scores.append((all_scores[score], labels))
-    extra = {"auc_by_score": {k: float(np.mean(v)) for k, v in by_score.items()}, "score": score}
+        run_nodes.append(nodes)
+    extra = {
+        "auc_by_score": {k: float(np.mean(v)) for k, v in by_score.items()},
+        "score": score,
+        "calibration": calibration,
+        "auc_uncalibrated": float(np.mean(uncalibrated)),
+    }
     notes = ["no shadow model: fixed-direction scores on one full-graph query"]
-    return C.make_result("mia-threshold", model, run_scores, "node", settings, extra=extra, notes=notes)
+    if calibration == "class":
+        notes.append("scores standardised within each class over the audited nodes (label-free)")
+    return C.make_result(
+        "mia-threshold",
+        model,
+        run_scores,
+        "node",
+        settings,
+        extra=extra,
+        notes=notes,
+        run_extra=run_extra,
+        nodes=run_nodes,
+        dataset=ds,
+    )
 
 
 def _logit_confidence(probs: np.ndarray, labels: np.ndarray) -> np.ndarray:

@@ -38,7 +38,9 @@ class AttackResult:
         auc_ci: (low, high) 95 % interval for the AUC.
         tpr_at_fpr: TPR at FPR 10 %, 1 %, 0.1 % (keys ``"0.1"``, ``"0.01"``, ``"0.001"``).
         advantage: max over thresholds of TPR − FPR.
-        epsilon_lower_bound: empirical ε lower bound (held-out threshold, Clopper–Pearson).
+        epsilon_lower_bound: empirical ε lower bound (one-run pair test on the randomized audit
+            game, :func:`dpaudit.statistics.pair_test_lower_bound`); None when not
+            ``bound_valid`` (the number then sits in ``extra["not_a_valid_bound"]``).
         epsilon_lower_bound_delta: the δ used for the lower bound.
         covered_by_guarantee: whether the model's DP guarantee covers this attack's unit.
         ceiling_auc: the AUC no attack can exceed under the guarantee (None when uncovered or
@@ -51,6 +53,11 @@ class AttackResult:
         artifacts: name → base64 PNG (e.g. t-SNE / UMAP panels) for inline embedding.
         notes: caveats (surrogate recipe used, inference not private, ...).
         model: summary of the attacked model (method, dataset, ε, δ, unit).
+        bound_valid: whether the ε lower bound and the ceiling may be compared with the DP
+            guarantee: membership decided at random by a process the defense never saw
+            (a ``random:``/``per-class:``/``inductive:`` split and the randomized audit game),
+            and an attack on neighbouring inputs.
+        bound_validity: why (or why not), in plain words.
     """
 
     attack: str
@@ -70,6 +77,8 @@ class AttackResult:
     artifacts: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     model: dict[str, Any] = field(default_factory=dict)
+    bound_valid: bool = False
+    bound_validity: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return _clean(asdict(self))

@@ -207,28 +207,162 @@ def make_split(dataset: GraphDataset, spec: str | None = None, seed: int = 0) ->
 
 # --------------------------------------------------------------------------- attack partitions
 
+#: split kinds whose training set dpaudit drew with its own seeded RNG (uniform over the labeled
+#: nodes, or uniform within each class for ``per-class``): membership is a coin the defense never
+#: chose, so the randomized audit game below is valid on them
+RANDOM_SPLIT_KINDS = ("random", "per-class", "inductive")
+
+
+def split_is_random(spec: str | None, card_split: dict | None = None) -> tuple[bool, str]:
+    """Whether a split's training set was drawn at random by a process the defense never saw.
+
+    ``random:``, ``per-class:`` and ``inductive:`` splits are drawn by dpaudit's seeded RNG:
+    a uniformly random training set (uniform within each class for ``per-class``), so for a
+    member ``a`` and a non-member ``b`` of the same class, the split with ``a`` and ``b``
+    swapped is exactly as likely. ``public`` (chosen by people: on Cora the training nodes are
+    node ids 0–139), ``metis:`` (a deterministic graph partition) and explicit node lists
+    (:mod:`dpaudit.adapters`) are not, unless the card's split says ``"drawn_at_random": true``
+    (the adapter's caller asserts it). Returns ``(random, why)``.
+    """
+    spec = str(spec or "")
+    kind = spec.partition(":")[0].strip().lower()
+    card_split = card_split or {}
+    if card_split.get("nodes") is not None:
+        if card_split.get("drawn_at_random") is True:
+            return True, "explicit node lists that the model card declares drawn uniformly at random"
+        return False, (
+            "membership comes from explicit node lists (an adapted model) that are not declared drawn at random: "
+            "members and non-members may differ by more than membership"
+        )
+    if kind in RANDOM_SPLIT_KINDS:
+        return True, f"the split {spec!r} was drawn by dpaudit's seeded RNG (uniform training set)"
+    if kind == "public":
+        return False, (
+            "the public split was fixed by people, not drawn at random (on Cora the training nodes are node ids "
+            "0-139: a model-free score separates them perfectly)"
+        )
+    if kind == "metis":
+        return False, f"the split {spec!r} is a deterministic graph partition, not a random draw"
+    return False, f"the split {spec or '(unknown)'!r} is not known to be drawn at random"
+
 
 @dataclass
 class MembershipSet:
-    """Nodes with known membership: ``members`` were trained on, ``non_members`` were not."""
+    """Nodes with known membership: ``members`` were trained on, ``non_members`` were not.
+
+    In an audit set (:func:`audit_game`) the two are paired by position: ``members[i]`` and
+    ``non_members[i]`` have the same class and form pair ``i`` of the one-run pair test
+    (:func:`dpaudit.statistics.pair_test_lower_bound`); :meth:`nodes_and_labels` keeps that
+    order (all members, then all non-members), so the i-th member score and the i-th
+    non-member score of an attack are a pair.
+    """
 
     members: torch.Tensor
     non_members: torch.Tensor
+    info: dict = field(default_factory=dict)
 
     def nodes_and_labels(self) -> tuple[torch.Tensor, torch.Tensor]:
         nodes = torch.cat([self.members, self.non_members])
         labels = torch.cat([torch.ones(len(self.members)), torch.zeros(len(self.non_members))])
         return nodes, labels
 
+    @property
+    def pairs(self) -> torch.Tensor:
+        """[P, 2]: (member, non-member) of every pair (only meaningful for paired sets)."""
+        k = min(len(self.members), len(self.non_members))
+        return torch.stack([self.members[:k], self.non_members[:k]], dim=1)
+
 
 @dataclass
 class MembershipPartition:
-    """A target part (the audited model's members and an equal number of non-members) and a
-    disjoint shadow part the attacker uses to train shadow models."""
+    """A target part (the audited model's members and as many non-members, paired by class) and
+    a disjoint shadow part the attacker uses to train shadow models."""
 
     target: MembershipSet
     shadow: MembershipSet
     seed: int
+    info: dict = field(default_factory=dict)
+
+
+def audit_candidates(dataset: GraphDataset, split: Split) -> tuple[torch.Tensor, torch.Tensor]:
+    """(members, non-member candidates) of the audit game: the training nodes, and the labeled
+    nodes that are neither training nor validation nodes (validation nodes are read by
+    selection under ``protocol=paper``, so the recipe does not treat them like the others)."""
+    labeled = dataset.labeled_nodes
+    outside = labeled[~torch.isin(labeled, split.train)]
+    return split.train, outside[~torch.isin(outside, split.val)]
+
+
+def audit_game(
+    dataset: GraphDataset,
+    split: Split,
+    seed: int = 0,
+    max_members: int | None = None,
+    reserve_for_shadows: bool = False,
+) -> MembershipSet:
+    r"""The randomized audit game's audit set: class-stratified (member, non-member) pairs.
+
+        For every class c, the members of c (training nodes) and the non-member candidates of c
+        (:func:`audit_candidates`: labeled nodes outside training and validation) are each put in
+        a uniformly random order (seeded), and the first :math:`m_c` of each are paired, with
+        :math:`m_c = \min(|M_c|, |N_c|)` (:math:`\lfloor |N_c|/2
+    floor` for :math:`|N_c|` when
+        ``reserve_for_shadows``, so that half the candidates remain for a shadow pool disjoint from
+        the training set). Equal members and non-members per class: the class prior carries no
+        signal. ``max_members`` caps the number of pairs (classes shrink in proportion).
+
+        Why this is a fair coin per pair. When the training set is uniform over the labeled nodes
+        (``random:``, ``inductive:``) or uniform within each class (``per-class:``), swapping a
+        member ``a`` and a non-member ``b`` of the same class gives a split of equal probability,
+        and the drawing above (independent random orders, then zip) is symmetric under that swap.
+        So, conditionally on the unordered pairs and on every node outside them, which node of each
+        pair is the member is an independent fair coin — the setting of Steinke, Nasr & Jagielski
+        (2023) with one "canary" per pair. Both nodes of a pair sit in the same place of the recipe
+        (labeled, outside validation, in the training graph exactly when the recipe keeps non-training
+        nodes there). The argument fails when the split itself was not drawn at random
+        (:func:`split_is_random`); the set is still drawn the same way, and results say the bound
+        is not valid.
+    """
+    g = _generator(seed)
+    members, candidates = audit_candidates(dataset, split)
+    y = dataset.data.y
+    per_class = []
+    for c in range(dataset.num_classes):
+        mc, nc = members[y[members] == c], candidates[y[candidates] == c]
+        mc = mc[torch.randperm(len(mc), generator=g)]
+        nc = nc[torch.randperm(len(nc), generator=g)]
+        limit = len(nc) // 2 if reserve_for_shadows else len(nc)
+        k = min(len(mc), limit)
+        per_class.append((mc[:k], nc[:k]))
+    total = sum(len(m) for m, _ in per_class)
+    if max_members is not None and total > max_members:
+        scale = max_members / total
+        scaled = [(m[: int(len(m) * scale)], n[: int(len(n) * scale)]) for m, n in per_class]
+        if not any(len(m) for m, _ in scaled):  # a cap below the number of classes: the largest classes
+            order = sorted(range(len(per_class)), key=lambda c: -len(per_class[c][0]))[:max_members]
+            scaled = [(m[:1], n[:1]) if c in order else (m[:0], n[:0]) for c, (m, n) in enumerate(per_class)]
+        per_class = scaled
+    kept = [(m, n) for m, n in per_class if len(m)]
+    if not kept:
+        raise ConfigurationError(
+            "the audit game needs, in some class, a training node and a labeled node outside training and validation"
+        )
+    mem = torch.cat([m for m, _ in kept])
+    non = torch.cat([n for _, n in kept])
+    order = torch.randperm(len(mem), generator=g)  # pairs in random order across classes
+    return MembershipSet(
+        mem[order],
+        non[order],
+        info={
+            "game": "class-stratified pairs",
+            "pairs": int(len(mem)),
+            "pairs_per_class": {int(c): int(len(m)) for c, (m, _) in enumerate(per_class)},
+            "non_member_candidates": "labeled nodes outside training and validation",
+        },
+    )
+
+
+SHADOW_POOLS = ("disjoint", "any")
 
 
 def membership_partition(
@@ -237,38 +371,42 @@ def membership_partition(
     seed: int = 0,
     max_members: int | None = None,
     shadow_per_class: int = 1000,
+    shadow_pool: str = "disjoint",
 ) -> MembershipPartition:
-    """Balanced membership sets for node membership inference.
+    """The audit set (:func:`audit_game`) and a shadow part for attacks that train shadow models.
 
-    Target members are (up to ``max_members`` of) the split's training nodes; target
-    non-members are as many labeled nodes outside the training set, preferring test nodes.
-    At most a quarter of the labeled nodes go to each side so that at least half remain for
-    the shadow part. The shadow part is drawn from the labeled nodes outside the target part
-    (it may include training nodes that are not target members: the attacker does not know
-    them), with up to ``shadow_per_class`` nodes per class (GAP Section 7.4.2), split in half
-    into shadow members and shadow non-members within each class.
+    The target part is the randomized audit game's class-stratified pairs. When shadow models
+    are wanted (``shadow_per_class > 1``), the audit game keeps half of each class's non-member
+    candidates out of the audit set, and the shadow pool is ``shadow_pool``:
+
+    * ``"disjoint"`` (default): labeled nodes outside the target's training set and outside the
+      audit set (validation nodes, unaudited test nodes, unassigned labeled nodes) — shadow
+      models never train on a node the target trained on. When that pool holds fewer than two
+      nodes of any class with labeled nodes, it falls back to ``"any"`` and says so in ``info``;
+    * ``"any"``: every labeled node outside the audit set (it may hold target training nodes the
+      attacker does not know of; the behaviour before the randomized game).
+
+    Up to ``shadow_per_class`` nodes per class are drawn from the pool (GAP Section 7.4.2) and
+    halved into shadow members and shadow non-members within each class. The pool does not
+    depend on which node of an audit pair is the member (it excludes the whole pair), so it
+    keeps the pair coins fair.
     """
-    g = _generator(seed)
+    if shadow_pool not in SHADOW_POOLS:
+        raise ConfigurationError(f"shadow_pool must be one of {SHADOW_POOLS}, got {shadow_pool!r}")
+    g = _generator(seed + 104729)
+    target = audit_game(dataset, split, seed, max_members, reserve_for_shadows=shadow_per_class > 1)
     labeled = dataset.labeled_nodes
-    members = split.train[torch.randperm(len(split.train), generator=g)]
-    outside = labeled[~torch.isin(labeled, split.train)]
-    others = outside[~torch.isin(outside, split.test)]
-    non_members = torch.cat(
-        [
-            split.test[torch.randperm(len(split.test), generator=g)],
-            others[torch.randperm(len(others), generator=g)],
-        ]
-    )
-    k = min(len(members), len(non_members), len(labeled) // 4)
-    if max_members is not None:
-        k = min(k, max_members)
-    if k == 0:
-        raise ConfigurationError("membership partition needs training nodes and nodes outside the training set")
-    target = MembershipSet(members[:k].sort().values, non_members[:k].sort().values)
-
-    pool = labeled[~torch.isin(labeled, torch.cat([target.members, target.non_members]))]
+    audited = torch.cat([target.members, target.non_members])
+    outside_audit = labeled[~torch.isin(labeled, audited)]
+    used = shadow_pool
+    pool = outside_audit if shadow_pool == "any" else outside_audit[~torch.isin(outside_audit, split.train)]
+    y = dataset.data.y
+    if used == "disjoint" and shadow_per_class > 1:
+        classes = torch.unique(y[labeled])
+        if any(int((y[pool] == c).sum()) < 2 for c in classes.tolist()):
+            used, pool = "any", outside_audit
     pool = pool[torch.randperm(len(pool), generator=g)]
-    y = dataset.data.y[pool]
+    y = y[pool]
     shadow_in, shadow_out = [], []
     for c in range(dataset.num_classes):
         cls = pool[y == c][: 2 * shadow_per_class]
@@ -276,4 +414,16 @@ def membership_partition(
         shadow_in.append(cls[:half])
         shadow_out.append(cls[half : 2 * half])
     shadow = MembershipSet(torch.cat(shadow_in).sort().values, torch.cat(shadow_out).sort().values)
-    return MembershipPartition(target, shadow, seed)
+    overlap = int(torch.isin(torch.cat([shadow.members, shadow.non_members]), split.train).sum())
+    info = {
+        **target.info,
+        "shadow_pool": used,
+        "shadow_pool_requested": shadow_pool,
+        "shadow_nodes_in_target_training_set": overlap,
+    }
+    if used != shadow_pool:
+        info["shadow_pool_note"] = (
+            "too few labeled nodes outside the target's training set and the audit set for disjoint shadow data: "
+            "the shadow pool includes target training nodes outside the audit set"
+        )
+    return MembershipPartition(target, shadow, seed, info)

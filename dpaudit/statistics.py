@@ -5,26 +5,32 @@ Conventions. Attack scores are continuous and oriented *by the attack's design*:
 score means "member" (or "edge"). Nothing here ever flips a curve whose AUC is below 0.5
 using the true labels — an attack that is worse than chance is reported as such.
 
-Empirical ε lower bound (Jagielski et al. 2020; Nasr et al. 2021). A membership test
-"score ≥ t" of an (ε, δ)-DP mechanism satisfies
+Empirical ε lower bound: the one-run pair test (Steinke, Nasr & Jagielski 2023). The audit
+set of a membership attack is drawn by the randomized audit game
+(:func:`dpaudit.splits.audit_game`): P disjoint pairs (member, non-member) of the same class
+whose member is, on a random split, an independent fair coin per pair. The auditor guesses,
+for the r pairs with the largest score difference, that the higher-scoring node is the member
+and abstains on the others; with W correct guesses, Steinke et al.'s Theorem (approximate DP,
+their p-value: :func:`one_run_p_value`)
 
 .. math::
-    \mathrm{TPR} \le e^{\varepsilon}\,\mathrm{FPR} + \delta, \qquad
-    \mathrm{TNR} \le e^{\varepsilon}\,\mathrm{FNR} + \delta,
+    \Pr[W \ge v] \le \Pr[\mathrm{Bin}(r, q) \ge v] + 2m\,\delta' \max_{1 \le i \le v}
+    \frac{\Pr[v - i \le \mathrm{Bin}(r, q) < v]}{i}, \qquad q = \frac{e^{\varepsilon'}}{1 + e^{\varepsilon'}},
 
-so :math:`\varepsilon \ge \ln\frac{\mathrm{TPR}-\delta}{\mathrm{FPR}}` and
-:math:`\varepsilon \ge \ln\frac{\mathrm{TNR}-\delta}{\mathrm{FNR}}`. With finite samples we
-plug in one-sided Clopper–Pearson bounds (TPR_lo, FPR_hi, resp. TNR_lo, FNR_hi). The
-threshold *and* the form are chosen on a random half of the attack data and the bound is
-evaluated once on the other half, so selection never touches the evaluation data. The two
-binomial bounds are each taken at level α/2 (Bonferroni), so the reported ε_LB holds with
-confidence 1 − α jointly (95 % by default).
+holds for every mechanism that is (ε', δ')-DP in each coin (m = P pairs). Flipping one pair's
+coin removes one node and adds another: a group of :math:`k_{pair} = 2k` node changes, where
+k = 2 when the recipe keeps non-members in its training graph (a member and a non-member then
+differ by one node change each way) and k = 1 otherwise, so a node-level (ε, δ) claim gives
+:math:`\varepsilon' = k_{pair}\varepsilon`, :math:`\delta' = k_{pair} e^{(k_{pair}-1)\varepsilon}\delta`
+(group privacy). ε_LB is the largest ε whose p-value is below α; r is chosen from a small grid
+of fractions of the pairs, each tested at α / |grid| (Bonferroni), so the maximum over the
+grid holds at confidence 1 − α. The bound is valid only on a random split
+(``bound_valid`` of every result says whether it is); it is weak by design (Steinke et al.:
+one run certifies little at small ε), but it never over-claims.
 
-Caveat (stated in every result that uses it): the DP inequality is about the randomness of
-training for a *randomly included* unit. A fixed member/non-member set of one trained model
-gives a valid bound only when membership was assigned at random independently of the data
-(one-run auditing, Steinke, Nasr & Jagielski 2023, needs that); splits here are random, so
-the number is meaningful, but it is an audit statistic, not a proof.
+The older statistic (:func:`epsilon_lower_bound`: Clopper–Pearson on per-node outcomes of one
+model) treats fixed-size membership as Bernoulli trials and is valid only for independent
+trials (one guess per independent training run); results no longer report it.
 
 Ceilings. For (ε, δ)-DP (Kairouz, Oh & Viswanath 2015, the optimal hypothesis-testing
 region) every test satisfies
@@ -210,7 +216,12 @@ def epsilon_lower_bound(
     seed: int = 0,
     max_thresholds: int = 2000,
 ) -> dict[str, Any]:
-    r"""Empirical ε lower bound with a held-out threshold (see the module docstring).
+    r"""Held-out-threshold Clopper–Pearson ε bound for **independent** trials.
+
+    Valid only when every (score, label) is an independent trial (e.g. one guess per
+    independent training run, as in Jagielski et al. 2020); per-node outcomes of one model on a
+    fixed-size split are not independent, so attacks report :func:`pair_test_lower_bound`
+    instead.
 
     The attack data are split at random into two halves, stratified by label. On the first
     half every distinct score is a candidate threshold; the (threshold, form) pair with the
@@ -258,6 +269,154 @@ def epsilon_lower_bound(
         "selection": {"members": int(sel_pos.size), "non_members": int(sel_neg.size)},
         "method": "threshold and form chosen on a held-out half; one-sided Clopper-Pearson at alpha/2 each "
         "(joint confidence by Bonferroni) on the other half",
+    }
+
+
+# --------------------------------------------------------------------------- one-run pair test
+
+#: fractions of the pairs the pair test guesses on (largest score differences first); each
+#: is tested at α / len(PAIR_GUESS_FRACTIONS) (Bonferroni over the grid)
+PAIR_GUESS_FRACTIONS = (1.0, 0.5, 0.25, 0.1, 0.05)
+
+
+def one_run_p_value(guesses: int, correct: int, canaries: int, epsilon: float, delta: float) -> float:
+    r"""p-value of ``correct`` right guesses out of ``guesses`` (abstaining on the other
+    ``canaries − guesses``) under the hypothesis that the mechanism is (ε, δ)-DP in each of
+    ``canaries`` independent fair coins (Steinke, Nasr & Jagielski 2023, Theorem 3.3 and its
+    approximate-DP extension):
+
+    .. math::
+        p = \Pr[\mathrm{Bin}(r, q) \ge v] + 2m\delta\max_{1\le i\le v}\frac{\Pr[v-i \le \mathrm{Bin}(r,q) < v]}{i},
+        \quad q = \frac{e^\varepsilon}{1+e^\varepsilon}.
+
+    Where it is loose: the δ term is their worst case over how δ mass is spent; with
+    :math:`m\delta \ll 1` it is negligible.
+    """
+    r, v, m = int(guesses), int(correct), int(canaries)
+    if not 0 <= v <= r <= m:
+        raise DPAuditError(f"need 0 <= correct <= guesses <= canaries, got {v}, {r}, {m}")
+    if epsilon < 0 or not 0 <= delta <= 1:
+        raise DPAuditError("epsilon must be >= 0 and delta in [0, 1]")
+    if math.isinf(epsilon):
+        return 1.0
+    q = 1.0 / (1.0 + math.exp(-epsilon))
+    beta = float(stats.binom.sf(v - 1, r, q))
+    alpha_term = 0.0
+    if v > 0 and delta > 0:
+        pmf = stats.binom.pmf(np.arange(v - 1, -1, -1), r, q)  # P[B = v-1], P[B = v-2], ..., P[B = 0]
+        alpha_term = float(np.max(np.cumsum(pmf) / np.arange(1, v + 1)))
+    return float(min(1.0, beta + 2.0 * m * delta * alpha_term))
+
+
+def _pair_parameters(epsilon: float, delta: float, group_size: int) -> tuple[float, float]:
+    return group_privacy(epsilon, delta, group_size) if group_size > 1 else (epsilon, delta)
+
+
+def one_run_epsilon(
+    guesses: int, correct: int, canaries: int, delta: float, alpha: float, group_size: int = 1, max_epsilon=50.0
+) -> float:
+    """Largest node-level ε whose one-run p-value (:func:`one_run_p_value`, with the coin's
+    group of ``group_size`` node changes: ε' = kε, δ' = k e^{(k−1)ε} δ) is below ``alpha``;
+    0 when even ε = 0 is not rejected. Bisection (the p-value grows with ε)."""
+    if guesses == 0:
+        return 0.0
+
+    def rejects(eps: float) -> bool:
+        e, d = _pair_parameters(eps, delta, group_size)
+        return one_run_p_value(guesses, correct, canaries, e, d) < alpha
+
+    if not rejects(0.0):
+        return 0.0
+    lo, hi = 0.0, 1.0
+    while rejects(hi):
+        lo, hi = hi, 2 * hi
+        if hi > max_epsilon:
+            return float(lo)
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if rejects(mid) else (lo, mid)
+    return float(lo)
+
+
+def pair_test_counts(member_scores, non_member_scores, fractions=PAIR_GUESS_FRACTIONS) -> list[dict[str, int]]:
+    """Guess/correct counts of the pair test for each fraction of pairs guessed on.
+
+    Pair i is (``member_scores[i]``, ``non_member_scores[i]``). The guess "the higher score is
+    the member" is made on the pairs with the largest |difference| (a statistic that does not
+    depend on which node is the member); tied pairs are never guessed on."""
+    u = np.asarray(member_scores, dtype=np.float64).reshape(-1)
+    w = np.asarray(non_member_scores, dtype=np.float64).reshape(-1)
+    if u.shape != w.shape or u.size == 0:
+        raise DPAuditError("the pair test needs as many member as non-member scores (one per pair)")
+    if not (np.isfinite(u).all() and np.isfinite(w).all()):
+        raise DPAuditError("attack scores must be finite")
+    d = u - w
+    order = np.argsort(-np.abs(d), kind="stable")
+    nonzero = int(np.sum(d != 0))
+    out = []
+    for f in fractions:
+        r = min(nonzero, max(1, int(round(f * d.size))))
+        out.append({"fraction": float(f), "guesses": r, "correct": int(np.sum(d[order[:r]] > 0))})
+    return out
+
+
+def pair_test_from_counts(
+    counts: list[dict], pairs: int, delta: float, group_size: int, confidence: float = 0.95
+) -> dict[str, Any]:
+    """ε_LB of the pair test from its counts, Bonferroni over the grid (so it can be recomputed at
+    another confidence, e.g. after a report's own Bonferroni split over many tests)."""
+    if not 0.0 < confidence < 1.0:
+        raise DPAuditError(f"confidence must lie in (0, 1), got {confidence}")
+    if not 0.0 <= delta < 1.0:
+        raise DPAuditError(f"delta must lie in [0, 1), got {delta}")
+    alpha = (1.0 - confidence) / max(1, len(counts))
+    values = [one_run_epsilon(c["guesses"], c["correct"], pairs, delta, alpha, group_size) for c in counts]
+    best = int(np.argmax(values)) if values else 0
+    return {"epsilon": float(values[best]) if values else 0.0, "by_fraction": values, "best": best}
+
+
+def pair_test_lower_bound(
+    member_scores,
+    non_member_scores,
+    delta: float = 0.0,
+    group_size: int = 2,
+    confidence: float = 0.95,
+    fractions=PAIR_GUESS_FRACTIONS,
+) -> dict[str, Any]:
+    r"""One-run ε lower bound of the randomized audit game (module docstring; Steinke, Nasr &
+    Jagielski 2023) from paired scores: pair i is (``member_scores[i]``,
+    ``non_member_scores[i]``), the two nodes of one class-stratified pair of
+    :func:`dpaudit.splits.audit_game`.
+
+    ``group_size`` is the number of node changes one pair's coin flip makes (2: remove the
+    member, add the non-member; 4 when the recipe keeps non-members in its training graph);
+    ``delta`` the claimed node-level δ. Returns ``epsilon`` (node-level, ≥ 0), the counts of
+    every grid entry (so :func:`pair_test_from_counts` can recompute it at another confidence),
+    and what it assumed.
+
+    Valid when each pair's member is an independent fair coin given everything else (a random
+    split); the result's ``bound_valid`` says whether that holds.
+    """
+    counts = pair_test_counts(member_scores, non_member_scores, fractions)
+    pairs = len(np.asarray(member_scores).reshape(-1))
+    out = pair_test_from_counts(counts, pairs, delta, group_size, confidence)
+    chosen = counts[out["best"]]
+    return {
+        "epsilon": out["epsilon"],
+        "delta": float(delta),
+        "confidence": confidence,
+        "pairs": pairs,
+        "group_size": int(group_size),
+        "counts": counts,
+        "epsilon_by_fraction": out["by_fraction"],
+        "guesses": chosen["guesses"],
+        "correct": chosen["correct"],
+        "method": (
+            "one-run pair test (Steinke, Nasr & Jagielski 2023, approximate-DP p-value): guess the higher score of "
+            "each class-stratified (member, non-member) pair on the pairs with the largest score difference; "
+            f"grid of {len(counts)} guess counts, each at alpha/{len(counts)} (Bonferroni); one pair's coin is a "
+            f"group of {group_size} node changes (group privacy)"
+        ),
     }
 
 
@@ -341,6 +500,7 @@ def coverage(
     attack_unit: str,
     queries_private_graph: bool = False,
     inference_private: bool = False,
+    node_group_size: int = 1,
 ) -> Coverage:
     """Decide whether ``privacy`` covers an attack on ``attack_unit`` ("node" membership or
     "edge" inference) and with which (ε, δ[, μ]).
@@ -348,6 +508,13 @@ def coverage(
     ``queries_private_graph``: the attack's answers come from running the model on the
     private graph (link stealing, LinkTeller). Then a training-time guarantee covers the
     edge only when inference is private too (``card["inference"]["private"]``).
+
+    ``node_group_size``: how many node changes separate "v is a member" from "v is not" for
+    node membership. 2 for recipes that keep non-training nodes in their training graph (GAP,
+    DPAR, DP-GNN, GCON and the GNN baselines on a transductive split): a non-member is still in
+    the graph, so turning a member into a non-member removes the node and adds it back without
+    its label; the ceiling then uses group privacy (2ε, 2e^ε δ). 1 when non-members are absent
+    from training (``mlp-dp``, inductive splits).
     """
     if attack_unit not in ATTACK_UNITS:
         raise DPAuditError(f"attack unit must be one of {ATTACK_UNITS}, got {attack_unit!r}")
@@ -361,6 +528,23 @@ def coverage(
     if attack_unit == "node":
         if unit != "node":
             return Coverage(False, f"node membership is not covered by {unit}-level DP", **base)
+        if node_group_size > 1:
+            eps_k, delta_k = group_privacy(privacy.epsilon, privacy.delta, node_group_size)
+            notes.append(
+                f"group privacy over {node_group_size} node changes: non-members stay in the recipe's training graph, "
+                f"so a member and a non-member differ by removing the node and adding it back unlabeled "
+                f"(ε·k, δ·k·e^((k-1)ε) with k = {node_group_size})"
+            )
+            return Coverage(
+                True,
+                f"node-level DP covers node membership through group privacy ({node_group_size} node changes)",
+                eps_k,
+                delta_k,
+                None if privacy.gdp_mu is None else node_group_size * privacy.gdp_mu,
+                node_group_size,
+                notes=notes,
+                **base,
+            )
         return Coverage(
             True,
             "node-level DP covers node membership",
@@ -409,50 +593,82 @@ def coverage(
 # --------------------------------------------------------------------------- summary of runs
 
 
+def runs_t_interval(values, confidence: float = 0.95) -> tuple[float, float] | None:
+    """Student-t interval of the mean of per-run values (None with fewer than 2 runs)."""
+    v = np.asarray([x for x in values if x is not None], dtype=float)
+    if v.size < 2:
+        return None
+    half = float(stats.t.ppf(0.5 + confidence / 2, v.size - 1)) * float(np.std(v, ddof=1)) / math.sqrt(v.size)
+    return float(v.mean() - half), float(v.mean() + half)
+
+
 def summarize_runs(
     runs: list[tuple[np.ndarray, np.ndarray]],
     lower_bound_delta: float,
     confidence: float = 0.95,
     n_boot: int = 1000,
     seed: int = 0,
+    pair_group_size: int | None = 2,
 ) -> dict[str, Any]:
     """Aggregate the (scores, labels) of each run into the numbers an :class:`AttackResult` holds.
 
     * ``auc``, ``tpr_at_fpr``, ``advantage``: means over runs;
-    * ``auc_ci``: percentile bootstrap of the mean-over-runs AUC — draw b averages the b-th
-      stratified resample of every run (sampling error of the finite member sets);
-    * ``epsilon_lower_bound``: computed on run 0 only (pre-specified, so no maximum over
-      runs inflates it); every run's value is listed in ``runs``;
+    * ``auc_ci``: the hull of two 95 % intervals — the percentile bootstrap of the
+      mean-over-runs AUC (draw b averages the b-th stratified resample of every run: sampling
+      error of the finite member sets) and, with ≥ 2 runs, the Student-t interval over the
+      per-run AUCs (each run redraws the audit set, the shadow models and the attack model, so
+      their spread carries the attack's own randomness, which the bootstrap of fixed scores
+      misses). Both are in ``auc_ci_components``. Neither covers the target's training
+      randomness (one released model);
+    * ``epsilon_lower_bound``: the one-run pair test (:func:`pair_test_lower_bound`) on run 0
+      only (pre-specified, so no maximum over runs inflates it), whose i-th member and i-th
+      non-member score form pair i (the order of
+      :meth:`dpaudit.splits.MembershipSet.nodes_and_labels`); every run's value is listed in
+      ``runs``. ``pair_group_size=None`` (scores not from the audit game) reports none;
     * ``roc``: run 0, down-sampled.
     """
     if not runs:
         raise DPAuditError("no attack run to summarise")
     per_run, draws = [], []
+    lower_bound = None
     for i, (scores, labels) in enumerate(runs):
-        fpr, tpr, _ = roc_curve(scores, labels)
-        lb = epsilon_lower_bound(scores, labels, lower_bound_delta, confidence, seed=seed + i)
-        per_run.append(
-            {
-                "auc": auc(scores, labels),
-                "tpr_at_fpr": tpr_at_fpr(scores, labels),
-                "advantage": advantage(scores, labels),
-                "epsilon_lower_bound": lb["epsilon"],
-                "members": int(np.sum(labels)),
-                "non_members": int(len(labels) - np.sum(labels)),
-            }
-        )
-        draws.append(bootstrap_auc_draws(scores, labels, n_boot, seed=seed + 1000 + i))
+        s, y = _check(scores, labels)
+        fpr, tpr, _ = roc_curve(s, y)
+        row = {
+            "auc": auc(s, y),
+            "tpr_at_fpr": tpr_at_fpr(s, y),
+            "advantage": advantage(s, y),
+            "members": int(np.sum(y)),
+            "non_members": int(len(y) - np.sum(y)),
+        }
+        if pair_group_size is not None and int(y.sum()) * 2 == y.size:
+            lb = pair_test_lower_bound(s[y == 1], s[y == 0], lower_bound_delta, pair_group_size, confidence)
+            row["epsilon_lower_bound"] = lb["epsilon"]
+            if i == 0:
+                lower_bound = lb
+        per_run.append(row)
+        draws.append(bootstrap_auc_draws(s, y, n_boot, seed=seed + 1000 + i))
         if i == 0:
             roc = downsample_roc(fpr, tpr)
-            lower_bound = lb
     mean_draws = np.mean(np.stack(draws), axis=0)
+    boot = bootstrap_ci(mean_draws, confidence)
+    over_runs = runs_t_interval([r["auc"] for r in per_run], confidence)
+    ci = boot if over_runs is None else (max(0.0, min(boot[0], over_runs[0])), min(1.0, max(boot[1], over_runs[1])))
     return {
         "auc": float(np.mean([r["auc"] for r in per_run])),
-        "auc_ci": bootstrap_ci(mean_draws, confidence),
+        "auc_ci": ci,
+        "auc_ci_components": {
+            "bootstrap": list(boot),
+            "t_over_runs": list(over_runs) if over_runs else None,
+            "method": "hull of the stratified bootstrap of the mean AUC and the Student-t interval over runs"
+            if over_runs
+            else "stratified bootstrap of one run's scores only: shadow and attack-model randomness not included "
+            "(use runs >= 2)",
+        },
         "tpr_at_fpr": {k: float(np.mean([r["tpr_at_fpr"][k] for r in per_run])) for k in FPR_LEVELS},
         "advantage": float(np.mean([r["advantage"] for r in per_run])),
-        "epsilon_lower_bound": lower_bound["epsilon"],
-        "epsilon_lower_bound_delta": lower_bound["delta"],
+        "epsilon_lower_bound": None if lower_bound is None else lower_bound["epsilon"],
+        "epsilon_lower_bound_delta": None if lower_bound is None else lower_bound["delta"],
         "lower_bound": lower_bound,
         "roc": roc,
         "runs": per_run,

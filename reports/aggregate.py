@@ -95,9 +95,12 @@ def audit_validity(record: dict, result: dict) -> tuple[bool, str]:
 
     The DP inequalities (ceiling, lower bound) concern one unit included or not *at random*:
     they apply to attack data whose members and non-members were assigned at random — node
-    membership on a random split. Edge attacks compare edges with other pairs (non-edges),
-    which differ in the data itself, and a fixed public split was chosen by people; both can
-    exceed the DP bounds on a perfectly private model.
+    membership on a random split, scored on the randomized audit game's pairs. Edge attacks
+    compare edges with other pairs (non-edges), which differ in the data itself, and a fixed
+    public split was chosen by people; both can exceed the DP bounds on a perfectly private
+    model. A result says so itself (``bound_valid``, ``bound_validity``); a result written before
+    those fields existed carries the per-node Clopper–Pearson statistic, which treats
+    fixed-size membership as independent trials, and is never a valid audit.
     """
     unit = (result.get("ceiling") or {}).get("attack_unit") or "node"
     if unit == "edge":
@@ -105,7 +108,35 @@ def audit_validity(record: dict, result: dict) -> tuple[bool, str]:
     spec = str((record.get("split") or {}).get("spec") or "")
     if not spec.startswith(RANDOM_SPLITS):
         return False, f"the split {spec or '(unknown)'!r} did not assign members at random"
+    if "bound_valid" not in result:
+        return False, (
+            "recorded before the randomized audit game: its ε lower bound treats per-node outcomes of one model as "
+            "independent trials (membership is fixed-size, not Bernoulli)"
+        )
+    if not result.get("bound_valid"):
+        return False, str(result.get("bound_validity") or "the attack marks its bound as not valid")
     return True, ""
+
+
+# --------------------------------------------------------------------------- multiple testing
+
+FAMILY_CONFIDENCE = 0.95
+
+
+def _bonferroni_bound(result: dict, tests: int) -> float | None:
+    """The result's one-run ε lower bound recomputed at confidence 1 − 0.05/``tests`` from its
+    stored pair-test counts (:func:`dpaudit.statistics.pair_test_from_counts`); None without
+    counts (only a single test may then use its own 95 % value)."""
+    lb = (result.get("extra") or {}).get("lower_bound") or {}
+    counts, pairs = lb.get("counts"), lb.get("pairs")
+    if not counts or not pairs:
+        return result.get("epsilon_lower_bound") if tests <= 1 else None
+    from dpaudit.statistics import pair_test_from_counts
+
+    confidence = 1.0 - (1.0 - FAMILY_CONFIDENCE) / max(1, tests)
+    return pair_test_from_counts(
+        counts, int(pairs), float(lb.get("delta") or 0.0), int(lb.get("group_size") or 1), confidence
+    )["epsilon"]
 
 
 # --------------------------------------------------------------------------- families, verdicts
@@ -153,8 +184,11 @@ UNIT_COVERS = {
 }
 
 
-def _verdict(row: dict, rec: dict) -> dict[str, Any]:
-    """The plain-language verdict of one model (one summary row): what leaked, what was proven."""
+def _verdict(row: dict, rec: dict, lower: list[dict] | None = None, correction: dict | None = None) -> dict[str, Any]:
+    """The plain-language verdict of one model (one summary row): what leaked, what was proven.
+
+    "Broken" needs a valid, covered bound that exceeds the claim after the report's Bonferroni
+    correction (:func:`_lower_bounds`), never the maximum over seeds at 95 % each."""
     attacks = row["attacks"]
     privacy = rec.get("privacy") or {}
     claimed = privacy.get("epsilon")
@@ -179,12 +213,19 @@ def _verdict(row: dict, rec: dict) -> dict[str, Any]:
             why = "members were assigned at random and the guarantee covers the attack"
         lb = {"attack": name, "value": value, "delta": s.get("epsilon_lower_bound_delta"),
               "valid": bool(s["valid_audit"] and s["covered_by_guarantee"] and private), "why": why}  # fmt: skip
+    correction = correction or {"tests": 1}
+    broken_points = [p for p in (lower or []) if p["broken"] and p["defense"] == row["defense"]
+                     and p["epsilon_target"] == row["epsilon"]]  # fmt: skip
+    invalid = [s.get("why_not_valid") for n, s in attacks.items()
+               if not s["valid_audit"] and s.get("why_not_valid")]  # fmt: skip
     if not private:
         status, headline = "none", "No privacy guarantee: the numbers below are the leakage of an unprotected model."
-    elif lb and lb["valid"] and claimed is not None and lb["value"] > claimed * (1 + 1e-9):
+    elif broken_points:
+        worst = max(broken_points, key=lambda p: p["epsilon_lower_bound_bonferroni"])
         status = "broken"
-        headline = (f"Guarantee broken: a valid audit proves ε ≥ {lb['value']:.2f}, above the claimed "
-                    f"ε = {claimed:.2f}.")  # fmt: skip
+        headline = (f"Guarantee broken: a valid audit ({worst['attack']}, seed {worst['seed']}) proves "
+                    f"ε ≥ {worst['epsilon_lower_bound_bonferroni']:.2f} at 95 % after Bonferroni over "
+                    f"{correction['tests']} test(s), above the claimed ε = {claimed:.2f}.")  # fmt: skip
     elif lb and lb["valid"]:
         status = "consistent"
         headline = (f"Consistent with the claim: the strongest valid audit proves only ε ≥ {lb['value']:.2f} "
@@ -206,6 +247,8 @@ def _verdict(row: dict, rec: dict) -> dict[str, Any]:
         else None,
         "best_tpr_at_1pct_fpr": {"attack": best_tpr, "tpr": tprs[best_tpr]} if best_tpr else None,
         "lower_bound": lb,
+        "bound_validity": invalid[0] if invalid and not (lb and lb["valid"]) else None,
+        "multiple_testing": {"tests": correction.get("tests")},
         "claimed": {
             "epsilon": claimed,
             "delta": privacy.get("delta"),
@@ -226,23 +269,64 @@ def _verdict(row: dict, rec: dict) -> dict[str, Any]:
 
 
 def _split_banner(done: list[dict], meta: dict) -> dict[str, Any] | None:
-    """When some model's members were not assigned at random (a fixed public split), its ε lower
-    bounds and ceilings are not valid audits: say so once, and how to get valid ones."""
-    fixed = _ordered_unique(
-        str((r.get("split") or {}).get("spec") or "unknown")
+    """When some model's members were not assigned at random (a fixed public split, explicit node
+    lists) or an attack marks its bound as not valid (``bound_valid: false``), its ε lower bounds
+    and ceilings are not valid audits: say so once, why, and how to get valid ones."""
+    fixed_recs = [r for r in done if not str((r.get("split") or {}).get("spec") or "").startswith(RANDOM_SPLITS)]
+    fixed = _ordered_unique(str((r.get("split") or {}).get("spec") or "unknown") for r in fixed_recs)
+    reasons = _ordered_unique(
+        str(res.get("bound_validity"))
         for r in done
-        if not str((r.get("split") or {}).get("spec") or "").startswith(RANDOM_SPLITS)
+        for name, res in (r.get("attacks") or {}).items()
+        if res.get("bound_valid") is False
+        and (res.get("ceiling") or {}).get("attack_unit", "node") == "node"
+        and name not in DIAGNOSTIC_ATTACKS
+        and res.get("bound_validity")
     )
-    if not fixed:
+    if not fixed and not reasons:
         return None
     command = meta.get("train_command")
     return {
         "splits": fixed,
-        "defenses": _ordered_unique(r["defense"] for r in done
-                                    if not str((r.get("split") or {}).get("spec") or "").startswith(RANDOM_SPLITS)),
+        "defenses": _ordered_unique(r["defense"] for r in fixed_recs),
+        "reasons": reasons,
         "hint": RANDOM_SPLIT_HINT,
         "command": command,
-    }  # fmt: skip
+    }
+
+
+#: attacks that are diagnostics by design (fitted on the target's membership): never a bound
+DIAGNOSTIC_ATTACKS = ("embedding-probe",)
+
+
+def _risk_slices(done: list[dict], defenses: list[str]) -> list[dict]:
+    """Per model (first seed of each defense and ε): attack success by degree, class and
+    homophily bucket from the strongest membership attack that recorded ``risk_slices``."""
+    out, seen = [], set()
+    for rec in sorted(done, key=lambda r: (defenses.index(r["defense"]), epsilon_key(r.get("epsilon")), r["seed"])):
+        key = (rec["defense"], rec.get("epsilon"))
+        if key in seen:
+            continue
+        candidates = [(name, res) for name, res in (rec.get("attacks") or {}).items()
+                      if (res.get("extra") or {}).get("risk_slices") and res.get("auc") is not None]  # fmt: skip
+        if not candidates:
+            continue
+        seen.add(key)
+        name, res = max(candidates, key=lambda p: p[1]["auc"])
+        slices = res["extra"]["risk_slices"]
+        out.append({
+            "defense": rec["defense"],
+            "epsilon": rec.get("epsilon"),
+            "epsilon_label": epsilon_label(rec.get("epsilon")),
+            "seed": rec["seed"],
+            "attack": name,
+            "auc": res["auc"],
+            "degree": slices.get("degree") or [],
+            "class": slices.get("class") or [],
+            "homophily": slices.get("homophily") or [],
+            "method": slices.get("method"),
+        })  # fmt: skip
+    return out
 
 
 # --------------------------------------------------------------------------- grouping
@@ -347,6 +431,17 @@ def _summary_rows(done: list[dict], attacks: list[str], defenses: list[str]) -> 
                 )
                 row["attacks"][name]["coverage"] = _coverage_reason(pairs[0][1])
         row["headline_attack"] = _headline_attack(row["attacks"])
+        bounded = {n: a for n, a in row["attacks"].items() if n not in DIAGNOSTIC_ATTACKS}
+        valid_names = [n for n, a in bounded.items() if a["valid_audit"]]
+        row["audit_validity"] = {
+            "valid": bool(valid_names),
+            "valid_attacks": valid_names,
+            "why": "membership decided by a fair coin per class-stratified pair on a random split"
+            if valid_names
+            else next(
+                (a.get("why_not_valid") for a in bounded.values() if a.get("why_not_valid")), "no bounded attack"
+            ),
+        }
         rows.append(row)
     return rows
 
@@ -427,10 +522,16 @@ def _roc_strongest(done: list[dict], attack: str, defenses: list[str]) -> list[d
     return curves
 
 
-def _lower_bounds(done: list[dict]) -> list[dict]:
-    """Every (cell, attack) ε lower bound next to the claimed (accounted) ε. Above the diagonal is
-    a broken guarantee when the attack covers the guarantee's unit and is a valid audit
-    (:func:`audit_validity`); otherwise it is only reported as exceeding the claim."""
+def _lower_bounds(done: list[dict]) -> tuple[list[dict], dict]:
+    """Every (cell, attack) ε lower bound next to the claimed (accounted) ε, and the multiple-
+    testing correction of the "broken" verdict.
+
+    A guarantee is *broken* only when the attack covers the guarantee's unit, is a valid audit
+    (:func:`audit_validity`) and its bound, recomputed at confidence 1 − 0.05/M (Bonferroni over
+    the M (cell, attack) pairs that are tested: private, covered, valid, with a bound), still
+    exceeds the claim — so the family of verdicts holds at 95 %, not each one (the maximum over
+    seeds and attacks at 95 % each would flag sound models by chance). Bounds from invalid games
+    are not compared with the claim (their results carry no ``epsilon_lower_bound``)."""
     points = []
     for rec in done:
         privacy = rec.get("privacy") or {}
@@ -441,7 +542,6 @@ def _lower_bounds(done: list[dict]) -> list[dict]:
                 continue
             covered = bool(res.get("covered_by_guarantee"))
             valid, caveat = audit_validity(rec, res)
-            exceeds = bool(claimed is not None and covered and bound > claimed * (1 + 1e-9))
             points.append(
                 {
                     "defense": rec["defense"],
@@ -456,11 +556,25 @@ def _lower_bounds(done: list[dict]) -> list[dict]:
                     "sound": bool(privacy.get("sound", True)),
                     "valid_audit": valid,
                     "caveat": caveat,
-                    "exceeds_claim": exceeds,
-                    "broken": exceeds and valid,
+                    "exceeds_claim": bool(claimed is not None and covered and bound > claimed * (1 + 1e-9)),
+                    "_result": res,
                 }
             )
-    return points
+    tested = [p for p in points if p["valid_audit"] and p["covered"] and p["claimed_epsilon"] is not None]
+    m = len(tested)
+    for p in points:
+        res = p.pop("_result")
+        corrected = _bonferroni_bound(res, m) if p in tested else None
+        p["epsilon_lower_bound_bonferroni"] = corrected
+        p["broken"] = bool(p in tested and corrected is not None and corrected > p["claimed_epsilon"] * (1 + 1e-9))
+    correction = {
+        "tests": m,
+        "family_confidence": FAMILY_CONFIDENCE,
+        "per_test_confidence": 1.0 - (1.0 - FAMILY_CONFIDENCE) / max(1, m),
+        "method": "Bonferroni over the (cell, attack) pairs with a valid, covered ε lower bound of a private model: "
+        "a guarantee is broken when its bound at confidence 1 − 0.05/M exceeds the claim",
+    }
+    return points, correction
 
 
 def _embeddings(done: list[dict], defenses: list[str], epsilons: list) -> dict:
@@ -592,11 +706,11 @@ def build_report_data(records: list[dict], meta: dict[str, Any]) -> dict[str, An
     dataset = dict(meta.get("dataset") or {})
     if not dataset and done:
         dataset = dict(done[0].get("dataset") or {})
-    lower = _lower_bounds(done)
+    lower, correction = _lower_bounds(done)
     first = {}
     for rec in done:
         first.setdefault((rec["defense"], rec.get("epsilon")), rec)
-    verdicts = [_verdict(row, first[(row["defense"], row["epsilon"])]) for row in rows]
+    verdicts = [_verdict(row, first[(row["defense"], row["epsilon"])], lower, correction) for row in rows]
     kind = meta.get("kind", "compare")
     risk = [{"defense": r["defense"], "epsilon": r.get("epsilon"), "seed": r["seed"], **r["node_risk"]}
             for r in done if r.get("node_risk")]  # fmt: skip
@@ -625,6 +739,8 @@ def build_report_data(records: list[dict], meta: dict[str, Any]) -> dict[str, An
         "roc": [{"attack": a, "curves": _roc_strongest(done, a, defenses)} for a in attacks],
         "embeddings": _embeddings(done, defenses, epsilons),
         "lower_bounds": lower,
+        "multiple_testing": correction,
+        "risk_slices": _risk_slices(done, defenses),
         "broken": [p for p in lower if p["broken"]],
         "exceeds_not_valid": [p for p in lower if p["exceeds_claim"] and not p["broken"]],
         "ledgers": _ledgers(done, defenses),

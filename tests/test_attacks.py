@@ -8,6 +8,7 @@ import dataclasses
 import json
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -53,9 +54,16 @@ def check_result(result: AttackResult, name: str):
         # edges vs non-edges are not neighbouring graphs: no ceiling, no ε lower bound
         assert result.ceiling_auc is None and result.epsilon_lower_bound is None
         assert result.ceiling["applies"] is False and result.extra["pair_distinguishability"]["epsilon"] >= 0
-    else:
+    elif result.bound_valid:
         assert result.epsilon_lower_bound >= 0.0 and result.epsilon_lower_bound_delta is not None
         assert (result.ceiling_auc is None) == (not result.covered_by_guarantee)
+        assert result.extra["lower_bound"]["pairs"] == result.runs[0]["members"] == result.runs[0]["non_members"]
+    else:  # an invalid game: the numbers are kept, clearly not as a bound
+        assert result.epsilon_lower_bound is None and result.ceiling_auc is None
+        assert result.extra["not_a_valid_bound"]["why"] == result.bound_validity and result.ceiling["applies"] is False
+    assert isinstance(result.bound_valid, bool) and result.bound_validity
+    if name in EDGE_ATTACKS or name == "embedding-probe":
+        assert result.bound_valid is False
     payload = json.loads(json.dumps(result.to_dict()))
     for key in (
         "attack",
@@ -66,6 +74,8 @@ def check_result(result: AttackResult, name: str):
         "covered_by_guarantee",
         "ceiling_auc",
         "settings",
+        "bound_valid",
+        "bound_validity",
     ):
         assert key in payload
     assert AttackResult.from_dict(payload).auc == pytest.approx(result.auc)
@@ -108,9 +118,12 @@ def test_every_attack_on_gcn_and_mlp_dp(name, gcn, mlp_dp, small_graph):
         assert private.ceiling["ceiling_auc_if_neighbouring"] == pytest.approx(
             auc_ceiling(2 * eps, 2 * math.exp(eps) * delta)
         )
-    else:
+    elif private.bound_valid:
+        # mlp-dp reads only training nodes: member vs non-member is one node change
+        assert private.ceiling["group_size"] == 1
         assert private.ceiling_auc == pytest.approx(auc_ceiling(eps, delta))
         assert private.epsilon_lower_bound <= private.ceiling["epsilon"]
+        assert private.extra["lower_bound"]["group_size"] == 2  # one pair's coin: remove one node, add one
 
 
 def test_edge_attacks_are_strong_on_gcn(gcn, small_graph):
@@ -182,9 +195,8 @@ def test_embedding_probe_artifacts(gcn, small_graph):
 
 def test_adapter_for_a_users_module(gcn, small_graph):
     split = make_split(small_graph, gcn.card["split"]["spec"], gcn.card["seed"])
-    user = adapt(
-        gcn.module, small_graph, train_nodes=split.train, surrogate="gcn", surrogate_hyperparameters={"epochs": 30}
-    )
+    # the same split (validation nodes included) gives the same audit game as the gcn's own card
+    user = adapt(gcn.module, small_graph, split=split, surrogate="gcn", surrogate_hyperparameters={"epochs": 30})
     assert torch.allclose(user.predict_proba(small_graph.data), gcn.predict_proba(small_graph.data), atol=1e-6)
     res = attacks.run("mia-tstf", user, small_graph, runs=1, **FAST)
     check_result(res, "mia-tstf")
@@ -198,7 +210,12 @@ def test_adapter_for_a_users_module(gcn, small_graph):
         gcn.module, small_graph, train_nodes=split.train, privacy={"epsilon": 2.0, "delta": 1e-4, "unit": "node"}
     )
     res = attacks.run("mia-threshold", claimed, small_graph, **FAST)
-    assert res.covered_by_guarantee and res.ceiling_auc == pytest.approx(auc_ceiling(2.0, 1e-4))
+    # explicit node lists not declared random: no valid bound; a graph-reading module keeps
+    # non-members in its training graph, so the would-be ceiling uses group privacy (k = 2)
+    assert res.covered_by_guarantee and res.bound_valid is False and "explicit node lists" in res.bound_validity
+    assert res.ceiling_auc is None and res.epsilon_lower_bound is None
+    assert res.ceiling["group_size"] == 2
+    assert res.ceiling["ceiling_auc_not_a_valid_bound"] == pytest.approx(auc_ceiling(4.0, 2 * math.exp(2.0) * 1e-4))
     with pytest.raises(ModelFormatError):
         claimed.save("/tmp/never-written")
     with pytest.raises(ConfigurationError):
@@ -239,10 +256,57 @@ def test_lower_bound_never_exceeds_the_claimed_epsilon(defense, small_graph):
     for name, settings in plan:
         res = attacks.run(name, model, small_graph, **settings, **FAST)
         check_result(res, name)
-        if res.covered_by_guarantee and name not in EDGE_ATTACKS:
+        if res.covered_by_guarantee and res.bound_valid:
             assert res.epsilon_lower_bound <= res.ceiling["epsilon"]
         if name not in EDGE_ATTACKS and model.privacy.unit == "node":
-            assert res.covered_by_guarantee and res.epsilon_lower_bound <= claimed
+            assert res.covered_by_guarantee
+            if res.bound_valid:
+                assert res.epsilon_lower_bound <= claimed
+                # recipes that read the whole graph pay group privacy in the ceiling
+                keeps = get_defense(defense).name not in ("mlp-dp",)
+                assert res.ceiling["group_size"] == (2 if keeps else 1)
+
+
+def test_default_game_tstf_uses_disjoint_shadows_calibration_and_slices(small_graph):
+    model = train("mlp", small_graph, seed=0, split="random:0.4,0.1,0.5", overrides={"epochs": 30}).model
+    res = attacks.run("mia-tstf", model, small_graph, runs=2, **FAST)
+    check_result(res, "mia-tstf")
+    assert res.bound_valid and "fair coin" in res.bound_validity
+    for run in res.runs:  # shadow models never train on a target training node, measured held out
+        assert run["shadow_pool"] == "disjoint" and run["shadow_nodes_in_target_training_set"] == 0
+        assert run["shadow_heldout_nodes"] > 0 and run["shadow_heldout_auc"] is not None
+    assert res.extra["calibration"] == "class" and "auc_uncalibrated" in res.extra
+    slices = res.extra["risk_slices"]
+    assert {"degree", "class", "homophily"} <= set(slices)
+    assert sum(b["members"] for b in slices["class"]) == pytest.approx(np.mean([r["members"] for r in res.runs]))
+    assert all(b["auc"] is None or 0 <= b["auc"] <= 1 for b in slices["degree"] + slices["class"])
+    # runs >= 2: the interval carries the spread over runs
+    assert res.extra["auc_ci_components"]["t_over_runs"] is not None
+    raw = attacks.run("mia-threshold", model, small_graph, calibration="none", **FAST)
+    assert raw.auc == pytest.approx(raw.extra["auc_uncalibrated"])
+    with pytest.raises(ConfigurationError):
+        attacks.run("mia-threshold", model, small_graph, calibration="bogus")
+
+
+def test_public_split_results_say_bound_not_valid(load_real, tmp_path):
+    """Issue 15 acceptance: on Cora's public split every membership result's JSON says
+    ``bound_valid: false`` (members were fixed by people: node ids 0-139)."""
+    cora = load_real("cora")
+    model = train("mlp", cora, seed=0, split="public", overrides={"epochs": 5}).model
+    plan = {
+        "mia-threshold": {},
+        "mia-tstf": {"runs": 1, "shadow_nodes_per_class": 60},
+        "mia-lira": {"num_shadows": 2, "shadow_nodes_per_class": 60},
+        "embedding-probe": {"projections": ""},
+    }
+    for name, settings in plan.items():
+        res = attacks.run(name, model, cora, **settings, **FAST)
+        res.save(tmp_path / f"{name}.json")
+        payload = json.loads((tmp_path / f"{name}.json").read_text())
+        assert payload["bound_valid"] is False, name
+        assert payload["epsilon_lower_bound"] is None and payload["ceiling_auc"] is None
+        if name != "embedding-probe":
+            assert "public split" in payload["bound_validity"]
 
 
 # --------------------------------------------------------------------------- CLI

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from dpaudit.errors import ConfigurationError
-from dpaudit.splits import make_split, membership_partition
+from dpaudit.splits import audit_game, make_split, membership_partition, split_is_random
 
 
 def _disjoint(*parts):
@@ -75,13 +75,74 @@ def test_membership_partition_is_balanced_and_disjoint(small_graph):
     t, s = part.target, part.shadow
     assert len(t.members) == len(t.non_members) > 0
     assert torch.isin(t.members, split.train).all() and not torch.isin(t.non_members, split.train).any()
+    assert not torch.isin(t.non_members, split.val).any()  # validation nodes are read by selection (paper)
     assert len(s.members) == len(s.non_members) > 0
     assert _disjoint(t.members, t.non_members, s.members, s.non_members)
-    assert len(t.members) <= 300 // 4
     y = small_graph.data.y
     assert torch.equal(torch.bincount(y[s.members], minlength=3), torch.bincount(y[s.non_members], minlength=3))
+    # shadow data disjoint from the target's training set (the default where the graph allows)
+    assert part.info["shadow_pool"] == "disjoint" and part.info["shadow_nodes_in_target_training_set"] == 0
+    assert not torch.isin(torch.cat([s.members, s.non_members]), split.train).any()
     again = membership_partition(small_graph, split, seed=0, shadow_per_class=20)
-    assert torch.equal(again.shadow.members, s.members)
+    assert torch.equal(again.shadow.members, s.members) and torch.equal(again.target.members, t.members)
+    # the attacker's pool may be widened explicitly; a tiny pool falls back and says so
+    wide = membership_partition(small_graph, split, seed=0, shadow_per_class=20, shadow_pool="any")
+    assert wide.info["shadow_pool"] == "any"
+    crowded = make_split(small_graph, "random:0.97,0.0,0.03", seed=0)  # 9 labeled non-members in all
+    fallback = membership_partition(small_graph, crowded, seed=0, shadow_per_class=20)
+    assert fallback.info["shadow_pool"] == "any" and "shadow_pool_note" in fallback.info
+    with pytest.raises(ConfigurationError, match="shadow_pool"):
+        membership_partition(small_graph, split, shadow_pool="bogus")
+
+
+@pytest.mark.parametrize("spec", ["random:0.5,0.1,0.4", "per-class:20,30,100", "inductive:0.5,0.4"])
+def test_audit_game_pairs_members_and_non_members_of_one_class(small_graph, spec):
+    split = make_split(small_graph, spec, seed=1)
+    game = audit_game(small_graph, split, seed=3)
+    y = small_graph.data.y
+    pairs = game.pairs
+    assert pairs.shape == (len(game.members), 2) and len(game.members) == len(game.non_members) > 0
+    assert torch.equal(y[pairs[:, 0]], y[pairs[:, 1]])  # same class: the class prior carries no signal
+    assert torch.isin(pairs[:, 0], split.train).all() and not torch.isin(pairs[:, 1], split.train).any()
+    assert _disjoint(pairs[:, 0], pairs[:, 1])
+    nodes, labels = game.nodes_and_labels()
+    assert torch.equal(nodes[labels == 1], pairs[:, 0]) and torch.equal(nodes[labels == 0], pairs[:, 1])
+    capped = audit_game(small_graph, split, seed=3, max_members=10)
+    assert 0 < len(capped.members) <= 10
+    assert len(audit_game(small_graph, split, seed=3, max_members=1).members) == 1  # below the number of classes
+    reserved = audit_game(small_graph, split, seed=3, reserve_for_shadows=True)
+    assert len(reserved.members) <= len(game.members)
+
+
+def test_split_is_random_only_for_dpaudit_draws():
+    for spec in ("random:0.5,0.2,0.3", "per-class:20,500,1000", "inductive:0.8,0.2"):
+        assert split_is_random(spec)[0]
+    for spec in ("public", "metis:9", "explicit", None):
+        assert not split_is_random(spec)[0]
+    assert "0-139" in split_is_random("public")[1]
+    assert not split_is_random("random:0.5,0.2,0.3", {"nodes": {"train": [1]}})[0]
+    assert split_is_random("explicit", {"nodes": {"train": [1]}, "drawn_at_random": True})[0]
+
+
+def _index_score_auc(game) -> float:
+    from dpaudit.statistics import auc
+
+    nodes, labels = game.nodes_and_labels()
+    return auc(-nodes.double().numpy(), labels.numpy())  # model-free: minus the node index
+
+
+def test_model_free_index_score_is_chance_on_a_random_split_only(load_real):
+    """Issue 15 acceptance: on Cora's public split −(node index) separates members perfectly (the
+    bound would be meaningless); on a random split with the default audit game it is at chance."""
+    cora = load_real("cora")
+    public = audit_game(cora, make_split(cora, "public"), seed=0)
+    assert _index_score_auc(public) > 0.95 and not split_is_random("public")[0]
+    aucs = []
+    for seed in range(3):
+        game = audit_game(cora, make_split(cora, "random:0.5,0.1,0.4", seed=seed), seed=seed)
+        assert len(game.members) > 400
+        aucs.append(_index_score_auc(game))
+    assert all(abs(a - 0.5) < 0.05 for a in aucs), aucs
 
 
 def test_metis_split_is_deterministic_disjoint_and_inductive(small_graph):

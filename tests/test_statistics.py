@@ -23,6 +23,11 @@ from dpaudit.statistics import (
     epsilon_lower_bound,
     gdp_auc_ceiling,
     gdp_tpr_ceiling,
+    one_run_epsilon,
+    one_run_p_value,
+    pair_test_counts,
+    pair_test_from_counts,
+    pair_test_lower_bound,
     summarize_runs,
     tpr_at_fpr,
     tpr_ceiling,
@@ -105,6 +110,13 @@ def test_coverage_logic():
     with pytest.raises(DPAuditError):
         coverage(node, "graph")
 
+    # recipes that keep non-members in their training graph: member vs non-member is 2 node changes
+    c = coverage(node, "node", node_group_size=2)
+    assert c.covered and c.group_size == 2
+    assert c.epsilon == pytest.approx(2.0) and c.delta == pytest.approx(2 * math.e * 1e-4)
+    assert c.ceiling_auc == pytest.approx(auc_ceiling(2.0, 2 * math.e * 1e-4))
+    assert any("group privacy over 2 node changes" in n for n in c.notes)
+
 
 # --------------------------------------------------------------------------- curve statistics
 
@@ -158,6 +170,78 @@ def test_clopper_pearson_bounds():
     assert float(clopper_pearson_lower(10, 10, 0.05)) == pytest.approx(0.05 ** (1 / 10))
 
 
+def pair_randomized_response(epsilon: float, pairs: int, seed: int):
+    """Pair scores of an exactly ε-DP coin: the member of a pair scores 1 and the non-member 0
+    with probability e^ε/(1+e^ε), the other way round otherwise (randomized response)."""
+    rng = np.random.default_rng(seed)
+    right = rng.random(pairs) < math.exp(epsilon) / (1 + math.exp(epsilon))
+    return right.astype(float), (~right).astype(float)
+
+
+def test_one_run_p_value_is_the_binomial_tail_under_pure_dp_and_grows_with_delta():
+    from scipy.stats import binom
+
+    for r, v, eps in ((50, 40, 1.0), (200, 120, 0.3), (10, 10, 2.0)):
+        q = math.exp(eps) / (1 + math.exp(eps))
+        assert one_run_p_value(r, v, r, eps, 0.0) == pytest.approx(binom.sf(v - 1, r, q), rel=1e-9)
+    # brute force on a tiny case: enumerate every outcome of Bin(6, q)
+    q = math.exp(0.7) / (1 + math.exp(0.7))
+    tail = sum(math.comb(6, k) * q**k * (1 - q) ** (6 - k) for k in range(5, 7))
+    assert one_run_p_value(6, 5, 6, 0.7, 0.0) == pytest.approx(tail, rel=1e-12)
+    # the δ term (Steinke et al.): + 2mδ max_i P[v−i <= B < v]/i, by hand for r = m = 4, v = 3
+    pmf = [math.comb(4, k) * q**k * (1 - q) ** (4 - k) for k in range(5)]
+    alpha = max(pmf[2] / 1, (pmf[2] + pmf[1]) / 2, (pmf[2] + pmf[1] + pmf[0]) / 3)
+    assert one_run_p_value(4, 3, 4, 0.7, 1e-3) == pytest.approx(pmf[3] + pmf[4] + 2 * 4 * 1e-3 * alpha, rel=1e-9)
+    with pytest.raises(DPAuditError):
+        one_run_p_value(3, 4, 5, 1.0, 0.0)
+    # the independent implementation in dpaudit.estimators (log-space, canary audits) agrees
+    from dpaudit import estimators
+
+    for m, r, v, eps, delta in ((100, 50, 40, 1.0, 1e-5), (1000, 300, 250, 0.5, 1e-4), (20, 20, 18, 2.0, 1e-3)):
+        assert one_run_p_value(r, v, m, eps, delta) == pytest.approx(
+            estimators.one_run_p_value(m, r, v, eps, delta), rel=1e-9
+        )
+
+
+def test_pair_test_is_sound_on_an_exactly_dp_coin():
+    """Randomized response at ε' per pair: the bound (group size 1 here) exceeds ε' in at most
+    5 % of seeds, and finds most of it when there are many pairs."""
+    for eps in (0.5, 2.0):
+        values = [pair_test_lower_bound(*pair_randomized_response(eps, 2000, s), 0.0, 1)["epsilon"] for s in range(40)]
+        assert sum(v > eps for v in values) <= 2
+        assert np.median(values) > 0.6 * eps
+
+
+def test_pair_test_group_size_and_counts():
+    member, non_member = np.ones(300), np.zeros(300)  # perfect separation
+    one = pair_test_lower_bound(member, non_member, 0.0, 1)
+    two = pair_test_lower_bound(member, non_member, 0.0, 2)
+    assert one["epsilon"] > 2.0 and two["epsilon"] == pytest.approx(one["epsilon"] / 2, rel=1e-6)
+    assert one["pairs"] == 300 and one["counts"][0] == {"fraction": 1.0, "guesses": 300, "correct": 300}
+    # recomputed from its counts at a stricter confidence (a report's Bonferroni split): smaller
+    strict = pair_test_from_counts(one["counts"], 300, 0.0, 1, confidence=0.999)["epsilon"]
+    assert strict < one["epsilon"]
+    assert pair_test_from_counts(one["counts"], 300, 0.0, 1, 0.95)["epsilon"] == pytest.approx(one["epsilon"])
+    # ties are never guessed on; the largest differences are guessed first
+    counts = pair_test_counts([1.0, 5.0, 0.0, 2.0], [1.0, 0.0, 3.0, 1.0], fractions=(1.0, 0.25))
+    assert counts == [{"fraction": 1.0, "guesses": 3, "correct": 2}, {"fraction": 0.25, "guesses": 1, "correct": 1}]
+    assert pair_test_lower_bound(np.zeros(50), np.zeros(50))["epsilon"] == 0.0
+    # a positive δ can only weaken the bound
+    assert one_run_epsilon(300, 280, 300, 1e-3, 0.05) <= one_run_epsilon(300, 280, 300, 0.0, 0.05)
+    with pytest.raises(DPAuditError):
+        pair_test_lower_bound([1.0, 2.0], [0.0])
+
+
+def test_pair_test_is_null_without_signal():
+    values = [pair_test_lower_bound(*gaussian_pairs(0.0, 500, s), 1e-5, 2)["epsilon"] for s in range(20)]
+    assert sum(v > 0 for v in values) <= 1
+
+
+def gaussian_pairs(shift: float, n: int, seed: int):
+    scores, labels = gaussian_scores(shift, n, seed)
+    return scores[labels == 1], scores[labels == 0]
+
+
 def test_epsilon_lower_bound_detects_strong_separation():
     scores, labels = gaussian_scores(4.0, 2000, 1)
     lb = epsilon_lower_bound(scores, labels, delta=0.0)
@@ -195,4 +279,21 @@ def test_summarize_runs():
     assert set(out["tpr_at_fpr"]) == {"0.1", "0.01", "0.001"}
     assert len(out["runs"]) == 3 and out["epsilon_lower_bound_delta"] == 1e-5
     assert out["epsilon_lower_bound"] == out["runs"][0]["epsilon_lower_bound"]
+    assert out["lower_bound"]["group_size"] == 2 and out["lower_bound"]["pairs"] == 200
     assert out["roc"]["fpr"][0] == 0.0 and out["roc"]["tpr"][-1] == 1.0
+    assert summarize_runs(runs, 1e-5, n_boot=50, pair_group_size=None)["epsilon_lower_bound"] is None
+
+
+def test_auc_interval_includes_the_spread_over_runs():
+    """Runs whose AUCs differ (new shadow and attack model each run) widen the interval beyond
+    the bootstrap of fixed scores; one run keeps the bootstrap alone and says so."""
+    runs = [gaussian_scores(shift, 300, s) for s, shift in enumerate((0.0, 0.6, 1.2))]
+    out = summarize_runs(runs, 0.0, n_boot=200)
+    comp = out["auc_ci_components"]
+    per_run = [r["auc"] for r in out["runs"]]
+    assert comp["t_over_runs"] is not None and out["auc_ci"][0] <= comp["t_over_runs"][0] + 1e-12
+    assert out["auc_ci"][0] <= min(comp["bootstrap"][0], comp["t_over_runs"][0]) + 1e-12
+    assert out["auc_ci"][0] < min(per_run) and out["auc_ci"][1] > max(per_run)
+    assert comp["bootstrap"][1] - comp["bootstrap"][0] < out["auc_ci"][1] - out["auc_ci"][0]
+    single = summarize_runs(runs[:1], 0.0, n_boot=200)
+    assert single["auc_ci_components"]["t_over_runs"] is None and "runs >= 2" in single["auc_ci_components"]["method"]

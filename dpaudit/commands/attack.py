@@ -72,12 +72,11 @@ def cmd_attack(args) -> int:
     ceiling = (
         f"ceiling AUC {_fmt(result.ceiling_auc)}" if result.covered_by_guarantee else "not covered by the guarantee"
     )
-    if result.epsilon_lower_bound is None:
-        bound = "no ε lower bound (edges and non-edges are not neighbouring graphs)"
-        if result.covered_by_guarantee:
-            ceiling = "edges covered by the guarantee, no applicable AUC ceiling"
+    if not result.bound_valid:
+        bound = f"NOT A VALID BOUND ({result.bound_validity}): no ε lower bound or ceiling is compared with the guarantee"
+        ceiling = "covered by the guarantee" if result.covered_by_guarantee else "not covered by the guarantee"
     else:
-        bound = f"ε lower bound {_fmt(result.epsilon_lower_bound)} (δ = {result.epsilon_lower_bound_delta:g})"
+        bound = f"valid bound: ε lower bound {_fmt(result.epsilon_lower_bound)} (δ = {result.epsilon_lower_bound_delta:g})"
     lo, hi = result.auc_ci
     print(
         f"{args.attack} vs {model.method}: AUC {_fmt(result.auc)} [{_fmt(lo)}, {_fmt(hi)}], {bound}, {ceiling} -> {args.out}"

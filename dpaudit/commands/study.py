@@ -170,7 +170,8 @@ def cmd_audit(args) -> int:
     )
     rows = [
         {"attack": n, "AUC": r.auc, "TPR@1%FPR": (r.tpr_at_fpr or {}).get("0.01"), "ε lower bound": r.epsilon_lower_bound,
-         "covered": "yes" if r.covered_by_guarantee else "no"}
+         "covered": "yes" if r.covered_by_guarantee else "no",
+         "valid bound": "yes" if getattr(r, "bound_valid", False) else "no"}
         for n, r in result.results.items()
     ]  # fmt: skip
     print(f"audit of {model.method} ({model.privacy.summary()}) on {result.dataset.name}")
