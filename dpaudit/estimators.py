@@ -1,0 +1,739 @@
+r"""ε lower bounds and estimates from audit scores (canaries or randomized membership).
+
+Three estimators turn per-canary attack scores into a statement about ε at a fixed δ:
+
+* :func:`one_run_lower_bound` — Steinke, Nasr & Jagielski (2023), *Privacy Auditing with One
+  (1) Training Run*: a guess-count test with abstention over m canaries whose inclusion is an
+  independent fair coin; valid from a single training run. A lower **bound**.
+* :func:`multi_run_lower_bound` — Jagielski, Ullman & Oprea (2020): independent trainings, one
+  guess per run, Clopper–Pearson bounds on FPR and FNR. A lower **bound**.
+* :func:`gdp_estimate` — Nasr et al. (2023) / f-DP (Dong, Roth & Su 2019): a lower confidence
+  bound on μ from the empirical trade-off curve, converted to ε at δ through the exact
+  Gaussian curve. An **estimate**: a lower bound only if the mechanism's trade-off curve is
+  Gaussian-shaped.
+
+:func:`audit_epsilon` runs several of them with a Bonferroni split of the error budget and
+reports the maximum.
+
+Conventions (all functions). ``scores`` are floats, higher = "more likely included";
+``included`` is the fair coin of each canary (True = inserted before training), decided before
+training and independently of everything the attack sees. Every result is an
+:class:`EpsilonEstimate`; ``epsilon_lower_bound`` is 0.0 when nothing is certified.
+
+Shapes:
+    scores: [n] float, finite.
+    included: [n] bool (or 0/1 integers).
+    run_ids: [n] any hashable labels (which training run produced each score), or None.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+from scipy import stats
+from scipy.special import gammaln, logsumexp
+
+from dpaudit.accounting.pld import gaussian_epsilon
+from dpaudit.errors import DPAuditError
+
+log = logging.getLogger(__name__)
+
+ESTIMATORS = ("one-run", "multi-run", "gdp")
+RIGOROUS_ESTIMATORS = ("one-run", "multi-run")
+MULTI_RUN_PER_RUN = ("error", "sample")
+
+#: ε beyond which the search for the one-run bound stops (e^50 ≈ 5e21: a certificate this large
+#: only says "no privacy"). Reaching it is recorded in ``details``.
+EPSILON_SEARCH_MAX = 50.0
+
+
+class EstimatorInputError(DPAuditError, ValueError):
+    """Scores, coins, run ids or a parameter of an ε estimator are invalid."""
+
+
+# --------------------------------------------------------------------------- result type
+
+
+@dataclass
+class EpsilonEstimate:
+    """One estimator's statement about ε at ``delta``.
+
+    ``epsilon_lower_bound`` ≥ 0 holds with probability ≥ ``confidence`` under the estimator's
+    ``assumptions`` (for ``"gdp"`` only if the mechanism is Gaussian-shaped: an estimate).
+    ``confidence`` is the level this estimator was run at, i.e. after any Bonferroni split done
+    by the caller (:func:`audit_epsilon`).
+    """
+
+    estimator: str
+    epsilon_lower_bound: float
+    confidence: float
+    delta: float
+    details: dict = field(default_factory=dict)
+    assumptions: str = ""
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        out["details"] = _jsonable(self.details)
+        out["epsilon_lower_bound"] = float(self.epsilon_lower_bound)
+        out["kind"] = "estimate" if self.estimator == "gdp" else "lower bound"
+        return out
+
+
+def _jsonable(value: Any) -> Any:
+    """Recursively turn numpy scalars/arrays and tuples into plain JSON types."""
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return [_jsonable(v) for v in value.tolist()]
+    if isinstance(value, (np.bool_, bool)):
+        return bool(value)
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, (np.floating, float)):
+        v = float(value)
+        return v if math.isfinite(v) else None
+    return value
+
+
+# --------------------------------------------------------------------------- input validation
+
+
+def _check_common(scores, included, delta, confidence) -> tuple[np.ndarray, np.ndarray]:
+    try:
+        s = np.asarray(scores, dtype=np.float64).reshape(-1)
+    except (TypeError, ValueError) as exc:
+        raise EstimatorInputError(f"scores must be numbers: {exc}") from None
+    raw = np.asarray(included).reshape(-1)
+    if raw.size != s.size:
+        raise EstimatorInputError(f"scores ({s.size}) and included ({raw.size}) differ in length")
+    if s.size == 0:
+        raise EstimatorInputError("no scores given")
+    if not np.isfinite(s).all():
+        bad = int((~np.isfinite(s)).sum())
+        raise EstimatorInputError(f"scores must be finite; {bad} are NaN or infinite")
+    if raw.dtype == np.bool_:
+        y = raw.astype(bool)
+    elif np.issubdtype(raw.dtype, np.number) and np.isin(raw, (0, 1)).all():
+        y = raw.astype(bool)
+    else:
+        raise EstimatorInputError("included must be booleans (the fair coin of each canary), or 0/1")
+    _check_delta_confidence(delta, confidence)
+    return s, y
+
+
+def _check_delta_confidence(delta, confidence) -> None:
+    if isinstance(delta, bool) or not isinstance(delta, (int, float, np.floating, np.integer)):
+        raise EstimatorInputError(f"delta must be a number in [0, 1), got {delta!r}")
+    if not (0.0 <= float(delta) < 1.0):
+        raise EstimatorInputError(f"delta must lie in [0, 1), got {delta}")
+    if isinstance(confidence, bool) or not isinstance(confidence, (int, float, np.floating, np.integer)):
+        raise EstimatorInputError(f"confidence must be a number in (0, 1), got {confidence!r}")
+    if not (0.0 < float(confidence) < 1.0):
+        raise EstimatorInputError(f"confidence must lie in (0, 1), got {confidence}")
+
+
+def _check_runs(run_ids, n: int) -> np.ndarray | None:
+    """Integer run index per score (0..R-1), or None when ``run_ids`` is None."""
+    if run_ids is None:
+        return None
+    r = np.asarray(run_ids)
+    if r.ndim != 1 or r.size != n:
+        raise EstimatorInputError(f"run_ids must be a 1-D array of length {n} (one per score), got shape {r.shape}")
+    if np.issubdtype(r.dtype, np.floating) and not np.isfinite(r).all():
+        raise EstimatorInputError("run_ids must not contain NaN")
+    try:
+        _, inverse = np.unique(r, return_inverse=True)
+    except TypeError as exc:
+        raise EstimatorInputError(f"run_ids must be comparable labels: {exc}") from None
+    return inverse.reshape(-1)
+
+
+def _tie_break_order(s: np.ndarray, seed: int) -> np.ndarray:
+    """Indices sorting ``s`` ascending, ties broken by a seeded random key.
+
+    The random key is independent of the coins, so a caller that listed canaries in coin order
+    cannot leak the coins into the guesses through tied scores."""
+    key = np.random.default_rng(seed).permutation(s.size)
+    return np.lexsort((key, s))
+
+
+# --------------------------------------------------------------------------- binomial tails
+
+
+def _log_binom_coefficients(r: int) -> np.ndarray:
+    k = np.arange(r + 1, dtype=np.float64)
+    return gammaln(r + 1.0) - gammaln(k + 1.0) - gammaln(r - k + 1.0)
+
+
+def _log_q(epsilon: float) -> tuple[float, float]:
+    """(log q, log(1 − q)) for q = e^ε / (1 + e^ε), stable for every ε ≥ 0."""
+    log_q = -math.log1p(math.exp(-epsilon))
+    log_1mq = -epsilon + log_q
+    return log_q, log_1mq
+
+
+def _log_pmf(r: int, epsilon: float, log_coef: np.ndarray | None = None) -> np.ndarray:
+    if log_coef is None:
+        log_coef = _log_binom_coefficients(r)
+    log_q, log_1mq = _log_q(epsilon)
+    k = np.arange(r + 1, dtype=np.float64)
+    return log_coef + k * log_q + (r - k) * log_1mq
+
+
+def binomial_tail(v: int, r: int, epsilon: float) -> float:
+    r"""P[W ≥ v] for W ~ Binomial(r, e^ε/(1+e^ε)), summed exactly in log space.
+
+    The probability that an ε-DP randomized response guesses correctly is e^ε/(1+e^ε); this is
+    the pure-DP part of the one-run test (Steinke et al. 2023). Cross-checked against
+    ``scipy.stats.binom.sf`` and brute-force enumeration in the tests."""
+    v, r = int(v), int(r)
+    if v <= 0:
+        return 1.0
+    if v > r:
+        return 0.0
+    return float(min(1.0, math.exp(logsumexp(_log_pmf(r, epsilon)[v:]))))
+
+
+def one_run_p_value(m: int, r: int, v: int, epsilon: float, delta: float, *, _log_coef=None) -> float:
+    r"""p-value of ``v`` correct guesses out of ``r`` (of ``m`` canaries) under (ε, δ)-DP.
+
+    Steinke, Nasr & Jagielski (2023), main theorem for approximate DP (arXiv 2305.08846,
+    §5, the (ε, δ) corollary; the same quantity as their Appendix D p-value): with
+    f(u) = P[Binomial(r, q) ≥ u], q = e^ε/(1+e^ε),
+
+    .. math::
+        P[\#\text{correct} \ge v] \;\le\; f(v) + 2m\delta \max_{i = 1..v} \frac{f(v - i) - f(v)}{i}.
+
+    For δ = 0 this is the binomial tail alone (their pure-DP theorem). Written here from the
+    statement; the maximum runs over i = 1..v with f(v−i) − f(v) = P[v − i ≤ W ≤ v − 1].
+
+    Monotonicity in ε (used by :func:`one_run_epsilon`'s bisection): with
+    A_i(q) = f(v) + (c/i)(f(v−i) − f(v)), c = 2mδ, and d/dq P[W ≥ u] = r·P[W' = u − 1]
+    (W' ~ Binomial(r − 1, q)), dA_i/dq ≥ r·P[W' = v − 1](1 − c/i) ≥ 0 whenever c ≤ 1. So the
+    p-value is non-decreasing in ε when 2mδ ≤ 1.
+    """
+    m, r, v = int(m), int(r), int(v)
+    if not 0 <= v <= r <= m:
+        raise EstimatorInputError(f"need 0 <= v <= r <= m, got v={v}, r={r}, m={m}")
+    if v == 0:
+        return 1.0
+    logp = _log_pmf(r, epsilon, _log_coef)
+    tail = float(math.exp(logsumexp(logp[v:])))
+    if delta <= 0:
+        return min(1.0, tail)
+    below = np.exp(logp[:v][::-1])  # P[W = v-1], P[W = v-2], ..., P[W = 0]
+    window = np.cumsum(below)  # P[v-i <= W <= v-1] for i = 1..v
+    alpha = float(np.max(window / np.arange(1, v + 1)))
+    return min(1.0, tail + 2.0 * m * delta * alpha)
+
+
+def one_run_epsilon(m: int, r: int, v: int, delta: float, level: float) -> tuple[float, float]:
+    """Largest ε whose one-run test (:func:`one_run_p_value`) rejects at ``level``.
+
+    Returns (ε_LB, p-value at ε_LB); ε_LB = 0.0 when even ε = 0 is not rejected. When
+    2mδ ≤ 1 the p-value is non-decreasing in ε (see :func:`one_run_p_value`), so every
+    ε ≤ ε_LB is rejected too and bisection is exact (60 halvings; the lower end — the side
+    that is rejected — is returned). When 2mδ > 1 a conservative scan in steps of 0.01 from 0
+    stops at the first non-rejected ε.
+    """
+    coef = _log_binom_coefficients(int(r))
+
+    def p(eps: float) -> float:
+        return one_run_p_value(m, r, v, eps, delta, _log_coef=coef)
+
+    p0 = p(0.0)
+    if p0 > level:
+        return 0.0, p0
+    if 2.0 * m * delta > 1.0:
+        eps = 0.0
+        while eps + 0.01 <= EPSILON_SEARCH_MAX and p(eps + 0.01) <= level:
+            eps += 0.01
+        return eps, p(eps)
+    lo, hi = 0.0, 1.0
+    while p(hi) <= level:
+        lo, hi = hi, hi * 2.0
+        if hi > EPSILON_SEARCH_MAX:
+            return EPSILON_SEARCH_MAX, p(EPSILON_SEARCH_MAX)
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        if p(mid) <= level:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo < 1e-9:
+            break
+    return lo, p(lo)
+
+
+# --------------------------------------------------------------------------- Clopper–Pearson
+
+
+def clopper_pearson_upper(successes, trials, alpha: float) -> np.ndarray:
+    """One-sided (1 − α) Clopper–Pearson upper bound: the p with P[Bin(n, p) ≤ k] = α."""
+    k, n = np.asarray(successes, dtype=float), np.asarray(trials, dtype=float)
+    with np.errstate(invalid="ignore"):
+        hi = stats.beta.ppf(1.0 - alpha, k + 1.0, np.maximum(n - k, 1e-300))
+    return np.where(k >= n, 1.0, hi)
+
+
+def clopper_pearson_lower(successes, trials, alpha: float) -> np.ndarray:
+    """One-sided (1 − α) Clopper–Pearson lower bound: the p with P[Bin(n, p) ≥ k] = α."""
+    k, n = np.asarray(successes, dtype=float), np.asarray(trials, dtype=float)
+    with np.errstate(invalid="ignore"):
+        lo = stats.beta.ppf(alpha, np.maximum(k, 1e-300), n - k + 1.0)
+    return np.where(k <= 0, 0.0, lo)
+
+
+def _counts(pos: np.ndarray, neg: np.ndarray, thresholds: np.ndarray):
+    """(TP, FP) of the test "score ≥ t" for each threshold."""
+    pos_sorted, neg_sorted = np.sort(pos), np.sort(neg)
+    tp = pos_sorted.size - np.searchsorted(pos_sorted, thresholds, side="left")
+    fp = neg_sorted.size - np.searchsorted(neg_sorted, thresholds, side="left")
+    return tp, fp
+
+
+def _dp_epsilon_forms(pos, neg, thresholds, delta, alpha):
+    r"""Both (ε, δ) hypothesis-testing bounds at each threshold, Clopper–Pearson at α/2 each.
+
+    (ε, δ)-DP implies FPR·e^ε + FNR ≥ 1 − δ and FNR·e^ε + FPR ≥ 1 − δ (Kairouz et al. 2015),
+    so ε ≥ ln((1 − δ − FNR)/FPR) and ε ≥ ln((1 − δ − FPR)/FNR); both use the same two binomial
+    bounds (FPR_ub, FNR_ub), each at α/2, so both forms hold jointly at 1 − α."""
+    tp, fp = _counts(pos, neg, thresholds)
+    n_pos, n_neg = pos.size, neg.size
+    fn = n_pos - tp
+    fpr_ub = clopper_pearson_upper(fp, n_neg, alpha / 2.0)
+    fnr_ub = clopper_pearson_upper(fn, n_pos, alpha / 2.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        num_a = 1.0 - delta - fnr_ub
+        num_b = 1.0 - delta - fpr_ub
+        eps_a = np.where(num_a > 0, np.log(np.maximum(num_a, 1e-300) / fpr_ub), -np.inf)
+        eps_b = np.where(num_b > 0, np.log(np.maximum(num_b, 1e-300) / fnr_ub), -np.inf)
+    return eps_a, eps_b, tp, fp, fpr_ub, fnr_ub
+
+
+# --------------------------------------------------------------------------- one-run
+
+
+ONE_RUN_ASSUMPTIONS = (
+    "Valid (Steinke, Nasr & Jagielski 2023) when every canary's inclusion is an independent fair coin "
+    "drawn before training, the rest of the training data and the attack are fixed independently of the "
+    "coins, and the scores are computed from the released output(s) only; each canary is one unit of the "
+    "privacy guarantee (a node canary for node-level DP, an edge canary for edge-level DP). Scores pooled "
+    "from several independent runs are allowed (each coin still affects one run by one unit). The bound is "
+    "loose: it caps at roughly ln(r) for r guesses and ignores the shape of the trade-off curve, and the "
+    "union bound over the guess counts costs a factor |grid| in the error budget."
+)
+
+
+def default_guess_grid(m: int) -> list[tuple[int, int]]:
+    """Guess counts tried by default: r ∈ a geometric grid from min(10, m) to m, each either
+    all "in" guesses (k₋ = 0) or split evenly between "in" and "out" guesses."""
+    rs = np.unique(np.round(np.geomspace(min(10, m), m, 10)).astype(int))
+    grid: list[tuple[int, int]] = []
+    for r in rs:
+        grid.append((int(r), 0))
+        if r >= 2:
+            grid.append((int(r) - int(r) // 2, int(r) // 2))
+    return list(dict.fromkeys(grid))
+
+
+def one_run_lower_bound(
+    scores,
+    included,
+    *,
+    delta: float,
+    confidence: float = 0.95,
+    guesses=None,
+    seed: int = 0,
+) -> EpsilonEstimate:
+    r"""One-run ε lower bound (Steinke, Nasr & Jagielski 2023, guess-count test with abstention).
+
+    Theorem (their main result, (ε, δ) form; see :func:`one_run_p_value`): let each of m
+    canaries be included by an independent fair coin S_i, let the auditor, from the output
+    only, guess "in" for some canaries, "out" for others and abstain on the rest with r
+    guesses in total. If the mechanism is (ε, δ)-DP, the number V of correct guesses satisfies
+    P[V ≥ v] ≤ f(v) + 2mδ·max_i (f(v−i) − f(v))/i, f(u) = P[Binomial(r, e^ε/(1+e^ε)) ≥ u].
+    ε_LB is the largest ε this test rejects at level β.
+
+    Guessing rule: sort scores (ties broken by a seeded random key independent of the coins),
+    guess "in" for the k₊ highest and "out" for the k₋ lowest. Choosing (k₊, k₋) after seeing
+    which guesses were right would invalidate the test, so every pair of ``guesses`` (default:
+    :func:`default_guess_grid`) is tested at β/|grid| (Bonferroni) and the maximum ε over
+    the grid is reported — valid at 1 − β jointly. Pass a single pre-registered pair to spend
+    the whole budget on it.
+
+    Where it is loose: abstention discards score magnitudes; with r guesses ε_LB cannot exceed
+    about ln(r) (all correct); the δ term grows with m; and the Bonferroni split costs
+    ln(|grid|) in the tail. Typical values are far below the true ε unless the canaries are
+    very strong (the paper's own Gaussian experiments show the same gap).
+
+    Args:
+        scores: [m] attack scores, higher = "more likely included".
+        included: [m] bool fair coins.
+        delta: δ of the audited claim (the same δ as the guarantee, not divided).
+        confidence: 1 − β.
+        guesses: iterable of (k_plus, k_minus) pairs, each with k_plus + k_minus ≤ m.
+        seed: tie-breaking seed.
+    """
+    s, y = _check_common(scores, included, delta, confidence)
+    m = s.size
+    grid = default_guess_grid(m) if guesses is None else [tuple(int(x) for x in g) for g in guesses]
+    if not grid:
+        raise EstimatorInputError("guesses must name at least one (k_plus, k_minus) pair")
+    for kp, km in grid:
+        if kp < 0 or km < 0 or kp + km < 1 or kp + km > m:
+            raise EstimatorInputError(f"guess counts (k_plus={kp}, k_minus={km}) must be >= 0, sum to 1..{m}")
+    beta = 1.0 - float(confidence)
+    level = beta / len(grid)
+    order = _tie_break_order(s, seed)  # ascending score
+    y_sorted = y[order]
+    # correct "in" guesses among the top k: cumulative members from the top
+    in_from_top = np.concatenate([[0], np.cumsum(y_sorted[::-1])])
+    out_from_bottom = np.concatenate([[0], np.cumsum(~y_sorted)])
+    tried = []
+    best = {"epsilon": 0.0}
+    for kp, km in grid:
+        v = int(in_from_top[kp] + out_from_bottom[km])
+        r = kp + km
+        eps, p = one_run_epsilon(m, r, v, float(delta), level)
+        row = {"k_plus": kp, "k_minus": km, "r": r, "correct": v, "epsilon": eps}
+        tried.append(row)
+        if eps > best["epsilon"]:
+            best = dict(row, p_value=p)
+    details = {
+        "canaries": m,
+        "included": int(y.sum()),
+        "grid_size": len(grid),
+        "level_per_test": level,
+        "multiple_testing": f"Bonferroni over {len(grid)} (k_plus, k_minus) pairs: each tested at beta/{len(grid)}",
+        "chosen": best if best["epsilon"] > 0 else None,
+        "tried": tried,
+        "hit_search_cap": bool(best["epsilon"] >= EPSILON_SEARCH_MAX),
+        "method": "Steinke, Nasr & Jagielski 2023, (eps, delta) guess-count test with abstention",
+    }
+    return EpsilonEstimate("one-run", float(best["epsilon"]), float(confidence), float(delta), details,
+                           ONE_RUN_ASSUMPTIONS)
+
+
+# --------------------------------------------------------------------------- multi-run
+
+
+MULTI_RUN_ASSUMPTIONS = (
+    "Valid (Jagielski, Ullman & Oprea 2020) when each run is an independent training whose canary "
+    "inclusion is a fair coin drawn independently of everything else, so the (coin, score) pairs of "
+    "different runs are i.i.d. trials; exactly one canary per run is used (several canaries of one run "
+    "are not independent trials). The threshold is chosen on a random half of the runs and the bound "
+    "evaluated on the other half (or a pre-registered threshold list is union-bounded). Loose because a "
+    "single threshold test uses one point of the trade-off curve and Clopper-Pearson needs many runs to "
+    "certify a small FPR: with n runs per class the bound cannot exceed about ln(n)."
+)
+
+
+def _one_per_run(runs: np.ndarray, per_run: str, seed: int) -> np.ndarray:
+    """Indices keeping one score per run (or all, when every run has exactly one)."""
+    counts = np.bincount(runs)
+    if counts.max() == 1:
+        return np.arange(runs.size)
+    if per_run == "error":
+        raise EstimatorInputError(
+            f"multi-run needs independent trials: {int((counts > 1).sum())} runs have several canaries "
+            f"(up to {int(counts.max())}); canaries of one run are not independent. Use one canary per run, "
+            "per_run='sample' (one canary per run drawn at random, independent of scores and coins), or the "
+            "one-run estimator for pooled canaries"
+        )
+    rng = np.random.default_rng(seed)
+    key = rng.random(runs.size)
+    order = np.lexsort((key, runs))
+    first = np.ones(order.size, dtype=bool)
+    first[1:] = runs[order][1:] != runs[order][:-1]
+    return np.sort(order[first])
+
+
+def multi_run_lower_bound(
+    scores,
+    included,
+    *,
+    delta: float,
+    confidence: float = 0.95,
+    run_ids=None,
+    thresholds=None,
+    per_run: str = "error",
+    seed: int = 0,
+    max_candidates: int = 2000,
+) -> EpsilonEstimate:
+    r"""Multi-run ε lower bound (Jagielski, Ullman & Oprea 2020, Clopper–Pearson).
+
+    Theorem: for an (ε, δ)-DP mechanism every test "score ≥ t" between neighbouring inputs
+    satisfies FPR·e^ε + FNR ≥ 1 − δ and FNR·e^ε + FPR ≥ 1 − δ (Kairouz, Oh & Viswanath 2015),
+    so ε ≥ ln((1 − δ − FNR)/FPR) and ε ≥ ln((1 − δ − FPR)/FNR). With k independent runs the
+    false-positive and false-negative counts at a fixed t are binomial; replacing FPR and FNR by
+    one-sided Clopper–Pearson upper bounds, each at α/2, makes both forms hold jointly at 1 − α.
+
+    Threshold choice. A threshold chosen from the same runs would bias the binomials, so
+    either ``thresholds`` is a pre-registered list (each tested at α/|list|, Bonferroni, the
+    maximum reported) or, by default, the runs are split at random (stratified by coin, seed
+    ``seed``) into a selection half — every score there is a candidate threshold; the
+    (threshold, form) with the largest bound there wins — and an evaluation half on which the
+    bound is computed once at α.
+
+    Independence. Trials are runs: every run id must carry exactly one score. Several canaries
+    of one run are *not* independent trials and are refused unless ``per_run="sample"``, which
+    keeps one canary per run drawn at random (seeded; independent of scores and coins). Pool
+    many canaries per run with :func:`one_run_lower_bound` instead.
+
+    Where it is loose: one point of the trade-off curve; CP needs ≈ e^ε / (1 − FNR) out-runs
+    per false positive, so ε_LB ≤ ln(n_out) roughly; the split halves the data.
+
+    Args:
+        scores: [n] one score per run (or several with ``per_run="sample"``).
+        included: [n] bool coins.
+        run_ids: [n] run label of each score; required, with > 1 distinct run.
+        thresholds: optional pre-registered thresholds ("score ≥ t" guesses "included").
+        per_run: "error" (default) or "sample".
+        seed: seed of the split (and of the per-run sampling).
+        max_candidates: at most this many candidate thresholds on the selection half.
+    """
+    s, y = _check_common(scores, included, delta, confidence)
+    if run_ids is None:
+        raise EstimatorInputError("multi-run needs run_ids (which independent training run produced each score)")
+    if per_run not in MULTI_RUN_PER_RUN:
+        raise EstimatorInputError(f"per_run must be one of {MULTI_RUN_PER_RUN}, got {per_run!r}")
+    runs = _check_runs(run_ids, s.size)
+    n_runs = int(runs.max()) + 1
+    if n_runs < 2:
+        raise EstimatorInputError("multi-run needs more than one training run (run_ids has a single value)")
+    keep = _one_per_run(runs, per_run, seed)
+    s, y = s[keep], y[keep]
+    pos, neg = s[y], s[~y]
+    alpha = 1.0 - float(confidence)
+    delta = float(delta)
+    details: dict[str, Any] = {"runs": n_runs, "trials": int(s.size), "included": int(y.sum()),
+                               "per_run": per_run}
+    if thresholds is not None:
+        t = np.asarray(thresholds, dtype=np.float64).reshape(-1)
+        if t.size == 0 or not np.isfinite(t).all():
+            raise EstimatorInputError("thresholds must be a non-empty list of finite numbers")
+        if pos.size == 0 or neg.size == 0:
+            raise EstimatorInputError("multi-run needs runs with the canary included and runs without")
+        level = alpha / t.size
+        eps_a, eps_b, tp, fp, fpr_ub, fnr_ub = _dp_epsilon_forms(pos, neg, t, delta, level)
+        both = np.maximum(eps_a, eps_b)
+        i = int(np.argmax(both))
+        value = float(both[i])
+        details.update({
+            "mode": "pre-registered thresholds",
+            "multiple_testing": f"Bonferroni over {t.size} thresholds; two CP bounds at level/2 each",
+            "threshold": float(t[i]), "form": "fpr" if eps_a[i] >= eps_b[i] else "fnr",
+            "tp": int(tp[i]), "fp": int(fp[i]), "members": int(pos.size), "non_members": int(neg.size),
+            "fpr_ub": float(fpr_ub[i]), "fnr_ub": float(fnr_ub[i]), "thresholds_tried": int(t.size),
+        })
+    else:
+        rng = np.random.default_rng(seed + 1)
+        pidx, nidx = rng.permutation(np.flatnonzero(y)), rng.permutation(np.flatnonzero(~y))
+        if pidx.size < 2 or nidx.size < 2:
+            raise EstimatorInputError("multi-run with a split needs >= 2 runs with the canary and >= 2 without")
+        sel_p, ev_p = pidx[: pidx.size // 2], pidx[pidx.size // 2:]
+        sel_n, ev_n = nidx[: nidx.size // 2], nidx[nidx.size // 2:]
+        cand = np.unique(s[np.concatenate([sel_p, sel_n])])
+        if cand.size > max_candidates:
+            cand = np.unique(np.quantile(cand, np.linspace(0.0, 1.0, max_candidates)))
+        sa, sb, *_ = _dp_epsilon_forms(s[sel_p], s[sel_n], cand, delta, alpha)
+        ia, ib = int(np.argmax(sa)), int(np.argmax(sb))
+        form, thr = ("fpr", float(cand[ia])) if sa[ia] >= sb[ib] else ("fnr", float(cand[ib]))
+        ea, eb, tp, fp, fpr_ub, fnr_ub = _dp_epsilon_forms(s[ev_p], s[ev_n], np.array([thr]), delta, alpha)
+        value = float(ea[0] if form == "fpr" else eb[0])
+        details.update({
+            "mode": "held-out threshold",
+            "multiple_testing": "threshold and form chosen on a random half of the runs; one test on the other "
+            "half, two CP bounds at alpha/2 each",
+            "threshold": thr, "form": form, "selection_bound": float(max(sa[ia], sb[ib])),
+            "tp": int(tp[0]), "fp": int(fp[0]), "members": int(ev_p.size), "non_members": int(ev_n.size),
+            "fpr_ub": float(fpr_ub[0]), "fnr_ub": float(fnr_ub[0]), "candidates": int(cand.size),
+        })
+    eps = max(0.0, value) if math.isfinite(value) else 0.0
+    details["method"] = "Jagielski, Ullman & Oprea 2020: Clopper-Pearson on FPR/FNR of independent runs"
+    return EpsilonEstimate("multi-run", eps, float(confidence), delta, details, MULTI_RUN_ASSUMPTIONS)
+
+
+# --------------------------------------------------------------------------- GDP estimate
+
+
+GDP_ASSUMPTIONS = (
+    "An ESTIMATE, not a certificate: it assumes the mechanism's trade-off curve is Gaussian-shaped "
+    "(mu-GDP, Dong, Roth & Su 2019), as for the Gaussian mechanism and, approximately, DP-SGD; then "
+    "mu >= Phi^-1(TPR) - Phi^-1(FPR) at every threshold and the Clopper-Pearson bounds make mu_LB a lower "
+    "confidence bound on mu, converted to epsilon at delta by the exact GDP curve. For a mechanism whose "
+    "curve is not Gaussian (e.g. randomized response, Laplace) the conversion can over- or under-state "
+    "epsilon. Canary outcomes are treated as independent trials (exact for one canary per independent run; "
+    "an approximation for many canaries of one run) and the thresholds are label-free quantiles of the "
+    "pooled scores, union-bounded but themselves data-dependent."
+)
+
+
+def gdp_estimate(
+    scores,
+    included,
+    *,
+    delta: float,
+    confidence: float = 0.95,
+    thresholds=None,
+    quantiles=None,
+) -> EpsilonEstimate:
+    r"""GDP (f-DP) ε estimate (Nasr et al. 2023 style; Dong, Roth & Su 2019).
+
+    Theorem: a μ-GDP mechanism has trade-off curve G_μ(α) = Φ(Φ⁻¹(1 − α) − μ), so every test
+    satisfies TPR ≤ Φ(Φ⁻¹(FPR) + μ), i.e. μ ≥ Φ⁻¹(TPR) − Φ⁻¹(FPR). With one-sided
+    Clopper–Pearson bounds TPR_lb and FPR_ub at α/(2T) each over T thresholds (Bonferroni),
+
+    .. math::
+        \mu_{LB} = \max_t \; \Phi^{-1}(\mathrm{TPR}_{lb}(t)) - \Phi^{-1}(\mathrm{FPR}_{ub}(t)),
+
+    and ε is read off the exact GDP curve δ(ε) = Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2)
+    (:func:`dpaudit.accounting.gaussian_epsilon`) at μ_LB.
+
+    This is an **estimate**: the step "mechanism is μ-GDP for some μ" is an assumption about
+    the shape of the trade-off curve, not something the data certify. Where it is loose or
+    optimistic: the best single threshold is used (no curve fit); thresholds default to nine
+    label-free quantiles (10 %..90 %) of the pooled scores, which are data-dependent; and the
+    many canaries of one run are treated as independent trials.
+
+    Args:
+        scores: [n] scores; included: [n] bool coins.
+        thresholds: optional pre-registered thresholds (replace the quantiles).
+        quantiles: quantile levels of the pooled scores used as thresholds (default 0.1..0.9).
+    """
+    s, y = _check_common(scores, included, delta, confidence)
+    pos, neg = s[y], s[~y]
+    if pos.size == 0 or neg.size == 0:
+        raise EstimatorInputError("the GDP estimate needs canaries with both coin values")
+    if thresholds is not None:
+        t = np.asarray(thresholds, dtype=np.float64).reshape(-1)
+        mode = "pre-registered thresholds"
+    else:
+        qs = np.linspace(0.1, 0.9, 9) if quantiles is None else np.asarray(quantiles, dtype=np.float64).reshape(-1)
+        if qs.size == 0 or not ((qs > 0) & (qs < 1)).all():
+            raise EstimatorInputError("quantiles must be a non-empty list of levels in (0, 1)")
+        t = np.quantile(s, qs)
+        mode = "quantiles of pooled scores"
+    if t.size == 0 or not np.isfinite(t).all():
+        raise EstimatorInputError("thresholds must be a non-empty list of finite numbers")
+    alpha = 1.0 - float(confidence)
+    level = alpha / (2.0 * t.size)
+    tp, fp = _counts(pos, neg, t)
+    tpr_lb = clopper_pearson_lower(tp, pos.size, level)
+    fpr_ub = clopper_pearson_upper(fp, neg.size, level)
+    with np.errstate(divide="ignore"):
+        mus = stats.norm.ppf(tpr_lb) - stats.norm.ppf(fpr_ub)
+    mus = np.where(np.isfinite(mus), mus, -np.inf)
+    i = int(np.argmax(mus))
+    mu_lb = float(max(mus[i], 0.0))
+    tpr, fpr = tp[i] / pos.size, fp[i] / neg.size
+    with np.errstate(divide="ignore"):
+        mu_point = float(stats.norm.ppf(tpr) - stats.norm.ppf(fpr))
+    eps = gaussian_epsilon(mu_lb, float(delta)) if mu_lb > 0 and delta > 0 else (math.inf if mu_lb > 0 else 0.0)
+    if not math.isfinite(eps):  # δ = 0: μ-GDP with μ > 0 is not ε-DP for any finite ε
+        eps = EPSILON_SEARCH_MAX
+    details = {
+        "mu_lower_bound": mu_lb,
+        "mu_point_at_threshold": mu_point if math.isfinite(mu_point) else None,
+        "threshold": float(t[i]), "tpr": float(tpr), "fpr": float(fpr),
+        "tpr_lb": float(tpr_lb[i]), "fpr_ub": float(fpr_ub[i]),
+        "members": int(pos.size), "non_members": int(neg.size), "thresholds_tried": int(t.size),
+        "mode": mode,
+        "multiple_testing": f"Bonferroni over {t.size} thresholds x 2 binomial bounds (each at alpha/{2 * t.size})",
+        "method": "estimate: mu-GDP lower confidence bound from the empirical trade-off curve, exact GDP "
+        "conversion (Dong, Roth & Su 2019)",
+    }
+    return EpsilonEstimate("gdp", float(eps), float(confidence), float(delta), details, GDP_ASSUMPTIONS)
+
+
+# --------------------------------------------------------------------------- all together
+
+
+def audit_epsilon(
+    scores,
+    included,
+    *,
+    delta: float,
+    confidence: float = 0.95,
+    run_ids=None,
+    estimators=None,
+    claimed_epsilon: float | None = None,
+    seed: int = 0,
+    per_run: str = "error",
+) -> dict:
+    """Run several estimators with a Bonferroni split and report each and the maximum.
+
+    Each of the m estimators used runs at confidence 1 − (1 − c)/m, so all their statements
+    hold jointly at c and "overall" (their maximum) is a valid joint statement — for the
+    rigorous estimators (one-run, multi-run). The GDP number is an estimate under the Gaussian
+    trade-off assumption; ``certified_epsilon_lower_bound`` is the maximum over the rigorous
+    estimators only, and ``claim_refuted`` (when ``claimed_epsilon`` is given) uses only it.
+
+    ``estimators=None`` (default) uses every estimator the data support: one-run and gdp
+    always, multi-run when ``run_ids`` names > 1 run and each run has one score (or
+    ``per_run="sample"``); the skipped ones are listed with the reason. An explicit tuple must
+    be applicable, else :class:`EstimatorInputError`.
+
+    Returns a JSON-able dict: ``estimates`` {name: EpsilonEstimate.to_dict()},
+    ``epsilon_lower_bound`` {name: x, "overall": max}, ``certified_epsilon_lower_bound``,
+    ``confidence``, ``delta``, ``multiple_testing``, ``skipped`` and, with a claim,
+    ``claimed_epsilon``, ``claim_refuted``, ``estimate_exceeds_claim``.
+    """
+    s, y = _check_common(scores, included, delta, confidence)
+    runs = _check_runs(run_ids, s.size)
+    skipped: dict[str, str] = {}
+    if estimators is None:
+        chosen = ["one-run"]
+        if runs is None:
+            skipped["multi-run"] = "no run_ids"
+        elif int(runs.max()) + 1 < 2:
+            skipped["multi-run"] = "a single training run"
+        elif np.bincount(runs).max() > 1 and per_run == "error":
+            skipped["multi-run"] = "several canaries per run (not independent trials); pass per_run='sample'"
+        else:
+            chosen.append("multi-run")
+        chosen.append("gdp")
+    else:
+        if isinstance(estimators, str):
+            estimators = (estimators,)
+        chosen = list(dict.fromkeys(estimators))
+        unknown = [e for e in chosen if e not in ESTIMATORS]
+        if unknown or not chosen:
+            raise EstimatorInputError(f"estimators must be a non-empty subset of {ESTIMATORS}, got {estimators!r}")
+    if claimed_epsilon is not None and not (float(claimed_epsilon) >= 0 and math.isfinite(float(claimed_epsilon))):
+        raise EstimatorInputError(f"claimed_epsilon must be a finite number >= 0, got {claimed_epsilon}")
+    m = len(chosen)
+    each = 1.0 - (1.0 - float(confidence)) / m
+    results: dict[str, EpsilonEstimate] = {}
+    for name in chosen:
+        if name == "one-run":
+            results[name] = one_run_lower_bound(s, y, delta=delta, confidence=each, seed=seed)
+        elif name == "multi-run":
+            results[name] = multi_run_lower_bound(s, y, delta=delta, confidence=each, run_ids=run_ids,
+                                                  per_run=per_run, seed=seed)
+        else:
+            results[name] = gdp_estimate(s, y, delta=delta, confidence=each)
+    bounds = {name: float(est.epsilon_lower_bound) for name, est in results.items()}
+    certified = max([bounds[n] for n in bounds if n in RIGOROUS_ESTIMATORS], default=0.0)
+    out = {
+        "estimates": {name: est.to_dict() for name, est in results.items()},
+        "epsilon_lower_bound": dict(bounds, overall=max(bounds.values())),
+        "certified_epsilon_lower_bound": certified,
+        "confidence": float(confidence),
+        "confidence_per_estimator": each,
+        "delta": float(delta),
+        "multiple_testing": f"Bonferroni over the m = {m} estimators: each at 1-(1-c)/m = {each:.6g}",
+        "skipped": skipped,
+    }
+    if claimed_epsilon is not None:
+        out["claimed_epsilon"] = float(claimed_epsilon)
+        out["claim_refuted"] = bool(certified > float(claimed_epsilon))
+        out["estimate_exceeds_claim"] = bool(out["epsilon_lower_bound"]["overall"] > float(claimed_epsilon))
+    return out
