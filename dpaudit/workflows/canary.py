@@ -15,8 +15,11 @@ The game and the scores are :mod:`attacks.canary`. What this module adds:
   node-level defense through group privacy of size 2 (:func:`attacks.canary.audited_claim`);
 * one call to :func:`dpaudit.estimators.audit_epsilon` on the pooled (score, coin) pairs with
   the run of each score (Bonferroni over the estimators used). The verdict "guarantee broken"
-  requires the **certified** bound (one-run / multi-run, never the GDP estimate) to exceed the
-  claim — a statement at the audit's confidence (95 % by default) after that correction;
+  requires the **certified** bound (one-run / multi-run) to exceed the claim — a statement at
+  the audit's confidence (95 % by default) after that correction. When only the GDP estimate
+  (valid if the trade-off curve is Gaussian-shaped, as for Gaussian mechanisms and DP-SGD)
+  exceeds it, the verdict says "likely broken (GDP estimate ...)": the one-run bound cannot
+  certify a factor-2 violation at small ε with a few thousand canaries;
 * Ctrl-C keeps finished runs: the JSON is written with ``"partial": true`` before the
   interrupt propagates.
 """
@@ -43,7 +46,8 @@ SCHEMA = "dpaudit.canary-audit"
 SCHEMA_VERSION = 1
 #: δ of the ε lower bound for a non-private model (no claim: the bound only shows the attack's power).
 NON_PRIVATE_DELTA = 1e-5
-VERDICTS = ("guarantee broken", "consistent with the claim", "not applicable")
+ESTIMATE_VERDICT = "likely broken (GDP estimate above the claim; not certified)"
+VERDICTS = ("guarantee broken", ESTIMATE_VERDICT, "consistent with the claim", "not applicable")
 
 
 def _auc(scores: np.ndarray, coins: np.ndarray) -> float | None:
@@ -216,6 +220,8 @@ def _summarise(record, per_run, scores, coins, score_name, probe, kind, run_delt
         out["verdict"] = "not applicable"
     elif audit.get("claim_refuted"):
         out["verdict"] = "guarantee broken"
+    elif audit.get("estimate_exceeds_claim"):
+        out["verdict"] = ESTIMATE_VERDICT
     else:
         out["verdict"] = "consistent with the claim"
     if keep_scores:
