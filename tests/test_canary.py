@@ -156,7 +156,7 @@ def _padded(num_nodes: int, real: int, pad: int, seed: int = 0):
 
 @pytest.fixture(scope="module")
 def padded():
-    return _padded(400, 32, 256)
+    return _padded(400, 32, 512)
 
 
 @pytest.fixture(scope="module")
@@ -226,14 +226,14 @@ def test_node_canaries_are_not_covered_by_edge_level_dp():
 
 @pytest.mark.parametrize("name", ["zoo-mlp-dp-noise-div10", "zoo-mlp-dp-no-clipping"])
 def test_zoo_broken_dp_sgd_is_caught_by_node_canaries(padded, name):
-    result = _audit(name, padded, "node", 250, design={"scale": 3.0})
+    result = _audit(name, padded, "node", 400, design={"scale": 3.0})
     assert result["bound_valid"] and result["claimed_epsilon"] == pytest.approx(CLAIM, rel=1e-6)
     assert result["certified_epsilon_lower_bound"] > CLAIM, result["epsilon_lower_bound"]
     assert result["verdict"] == "guarantee broken"
 
 
 def test_sound_mlp_dp_is_not_flagged(padded):
-    result = _audit("mlp-dp", padded, "node", 250, design={"scale": 3.0})
+    result = _audit("mlp-dp", padded, "node", 400, design={"scale": 3.0})
     assert result["bound_valid"]
     assert result["epsilon_lower_bound"]["overall"] <= CLAIM
     assert result["verdict"] == "consistent with the claim"
@@ -328,3 +328,23 @@ def test_cli_canary(tmp_path, capsys):
         code = main(["canary", "--defense", "mlp-dp", "--dataset", "csbm", "--epsilon", "1", "--out", str(out), *argv])
         err = capsys.readouterr().err
         assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_compare_runs_canary_audits_per_cell(tmp_path):
+    from dpaudit.workflows import Study, StudyConfig
+
+    config = StudyConfig(
+        dataset="csbm", defenses=["mlp-dp"], epsilons=[1.0], attacks=["mia-threshold"],
+        dataset_options={"num_nodes": 300, "num_features": 16, "seed": 0}, split=SPLIT,
+        overrides={"mlp-dp": {"epochs": 2}}, attack_settings={"mia-threshold": {"n_boot": 20}},
+        device="cpu", canaries=["node", "edge"], canary_count=20,
+    )  # fmt: skip
+    result = Study(config, tmp_path / "study").run(jobs=1)
+    (record,) = result.done
+    node, edge = record["canaries"]["node"], record["canaries"]["edge"]
+    assert node["bound_valid"] and node["kind"] == "node" and "scores" not in node
+    # node-level DP covers an edge through group privacy of size 2
+    assert edge["bound_valid"] and edge["claimed_epsilon"] == pytest.approx(2 * node["claimed_epsilon"])
+    assert (tmp_path / "study" / "cells" / record["cell_id"] / "canaries" / "edge.json").is_file()
+    # a study without canaries keeps the configuration hash it had before canaries existed
+    assert "canaries" not in StudyConfig(dataset="csbm", defenses=["mlp-dp"], epsilons=[1.0]).to_dict()
