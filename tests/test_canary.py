@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -346,5 +347,7 @@ def test_compare_runs_canary_audits_per_cell(tmp_path):
     # node-level DP covers an edge through group privacy of size 2
     assert edge["bound_valid"] and edge["claimed_epsilon"] == pytest.approx(2 * node["claimed_epsilon"])
     assert (tmp_path / "study" / "cells" / record["cell_id"] / "canaries" / "edge.json").is_file()
+    html = Path(result.to_html(tmp_path / "report.html")).read_text()
+    assert 'id="canary-table"' in html and "fig-canaries" in html  # the table and the claimed-vs-bound figure
     # a study without canaries keeps the configuration hash it had before canaries existed
     assert "canaries" not in StudyConfig(dataset="csbm", defenses=["mlp-dp"], epsilons=[1.0]).to_dict()
