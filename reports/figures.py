@@ -480,10 +480,11 @@ def canary_bounds(data: dict) -> str | None:
             x = p["claimed_epsilon"]
             if p["overall"] is not None and p["overall"] > p["certified"]:
                 ax.plot([x, x], [p["certified"], min(p["overall"], top)], color=style["color"], lw=0.8, alpha=0.6)
-            ax.scatter([x], [p["certified"]], s=30, zorder=3, label=None if label in seen else label, **style)
+            ax.scatter([x], [p["certified"]], s=30, zorder=3, clip_on=False,
+                       label=None if label in seen else label, **style)  # fmt: skip
             seen.add(label)
         ax.set_xlim(0, top)
-        ax.set_ylim(0, top)
+        ax.set_ylim(-0.03 * top, top)
         ax.set_xlabel("claimed ε (spent; ×2 for edge canaries on node-level DP)")
         ax.set_ylabel("canary ε lower bound")
         ax.set_title("Canary audits: ε lower bound against claimed ε")
