@@ -107,8 +107,8 @@ class CanaryDesign:
 
 
 def _check_count(count: int) -> int:
-    if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or count < 2:
-        raise ConfigurationError(f"canaries: the number of canaries must be an integer >= 2, got {count!r}")
+    if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or count < 1:
+        raise ConfigurationError(f"canaries: the number of canaries must be an integer >= 1, got {count!r}")
     return int(count)
 
 

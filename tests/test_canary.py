@@ -210,7 +210,7 @@ def test_audit_rejects_bad_requests_before_work(graph):
     with pytest.raises(ConfigurationError, match="kind"):
         canary_audit("mlp-dp", graph, 1.0, kind="graph")
     with pytest.raises(ConfigurationError, match="canaries"):
-        canary_audit("mlp-dp", graph, 1.0, kind="node", canaries=1)
+        canary_audit("mlp-dp", graph, 1.0, kind="node", canaries=0)
     with pytest.raises(ConfigurationError, match="runs"):
         canary_audit("mlp-dp", graph, 1.0, kind="node", runs=0)
 
@@ -280,6 +280,18 @@ def test_zoo_gaussian_with_sigma_halved_exceeds_its_claim(wide):
     assert sound["verdict"] == "consistent with the claim"
 
 
+def test_one_canary_per_run_feeds_the_multi_run_estimator(wide):
+    """K independent runs with one canary each are the multi-run estimator's trials; several
+    canaries per run are not, and the JSON says why multi-run was skipped."""
+    many = canary_audit("zoo-gaussian-sum", wide, 2.0, kind="node", canaries=1, runs=40, delta=DELTA, split=SPLIT,
+                        progress=False)  # fmt: skip
+    assert "multi-run" in many["epsilon_lower_bound"] and many["runs"] == 40 and len(many["scores"]) == 40
+    assert many["epsilon_lower_bound"]["overall"] <= 2.0
+    pooled = canary_audit("zoo-gaussian-sum", wide, 2.0, kind="node", canaries=10, runs=2, delta=DELTA, split=SPLIT,
+                          progress=False)  # fmt: skip
+    assert "multi-run" not in pooled["epsilon_lower_bound"] and "multi-run" in pooled["estimators_skipped"]
+
+
 # --------------------------------------------------------------------------- JSON and CLI
 
 
@@ -322,7 +334,7 @@ def test_cli_canary(tmp_path, capsys):
     assert "verdict" in capsys.readouterr().out
     for argv, message in [
         (["--kind", "node", "--set", "nope=1"], "unknown hyperparameter"),
-        (["--kind", "node", "--canaries", "1"], "--canaries"),
+        (["--kind", "node", "--canaries", "0"], "--canaries"),
         (["--kind", "node", "--design", "wires=x"], "wires"),
         (["--kind", "edge", "--design", "scale=2"], "unknown for edge"),
     ]:

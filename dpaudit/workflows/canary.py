@@ -14,7 +14,9 @@ The game and the scores are :mod:`attacks.canary`. What this module adds:
   a foreign graph is recorded in its spec), maximised over runs — for edge canaries against a
   node-level defense through group privacy of size 2 (:func:`attacks.canary.audited_claim`);
 * one call to :func:`dpaudit.estimators.audit_epsilon` on the pooled (score, coin) pairs with
-  the run of each score (Bonferroni over the estimators used). The verdict "guarantee broken"
+  the run of each score (pooling is valid for the one-run test: canary i enters only run r(i),
+  so the joint output of all runs is as private for it as run r(i) alone; the multi-run
+  estimator runs only with one canary per run, ``canaries=1, runs=K``, its independent trials) (Bonferroni over the estimators used). The verdict "guarantee broken"
   requires the **certified** bound (one-run / multi-run) to exceed the claim — a statement at
   the audit's confidence (95 % by default) after that correction. When only the GDP estimate
   (valid if the trade-off curve is Gaussian-shaped, as for Gaussian mechanisms and DP-SGD)
@@ -65,8 +67,8 @@ def check_canary_request(defense: str, epsilon, kind: str, canaries: int, runs: 
 
     if kind not in KINDS:
         raise ConfigurationError(f"--kind must be one of {', '.join(KINDS)}, got {kind!r}")
-    if isinstance(canaries, bool) or not isinstance(canaries, int) or canaries < 2:
-        raise ConfigurationError(f"--canaries must be an integer >= 2, got {canaries!r}")
+    if isinstance(canaries, bool) or not isinstance(canaries, int) or canaries < 1:
+        raise ConfigurationError(f"--canaries must be an integer >= 1, got {canaries!r}")
     if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
         raise ConfigurationError(f"--runs must be an integer >= 1, got {runs!r}")
     cls = get_defense(defense)
