@@ -296,6 +296,9 @@ def test_one_canary_per_run_feeds_the_multi_run_estimator(wide):
                         progress=False)  # fmt: skip
     assert "multi-run" in many["epsilon_lower_bound"] and many["runs"] == 40 and len(many["scores"]) == 40
     assert many["epsilon_lower_bound"]["overall"] <= 2.0
+    single = canary_audit("zoo-gaussian-sum", wide, 2.0, kind="node", canaries=1, runs=1, delta=DELTA, split=SPLIT,
+                          progress=False)  # fmt: skip
+    assert set(single["epsilon_lower_bound"]) == {"one-run", "overall"} and single["verdict"] != "guarantee broken"
     pooled = canary_audit("zoo-gaussian-sum", wide, 2.0, kind="node", canaries=10, runs=2, delta=DELTA, split=SPLIT,
                           progress=False)  # fmt: skip
     assert "multi-run" not in pooled["epsilon_lower_bound"] and "multi-run" in pooled["estimators_skipped"]

@@ -205,8 +205,12 @@ def _summarise(record, per_run, scores, coins, score_name, probe, kind, run_delt
     y = np.concatenate(coins)
     run_ids = np.concatenate([np.full(len(c), i) for i, c in enumerate(coins)])
     estimate_delta = claim_delta if (math.isfinite(claim) and claim_delta > 0) else NON_PRIVATE_DELTA
+    estimators = None
+    if y.all() or not y.any():  # one coin value: only the guess-count test applies
+        estimators = ("one-run",)
+        notes.append("every coin came up the same: the GDP and multi-run estimators need both values")
     audit = audit_epsilon(
-        s, y, delta=min(estimate_delta, 0.5), confidence=confidence, run_ids=run_ids,
+        s, y, delta=min(estimate_delta, 0.5), confidence=confidence, run_ids=run_ids, estimators=estimators,
         claimed_epsilon=claim if (valid and math.isfinite(claim)) else None,
     )  # fmt: skip
     out.update(
