@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 from scipy import stats
-from scipy.special import gammaln, logsumexp
+from scipy.special import gammaln
 
 from dpaudit.accounting.pld import gaussian_epsilon
 from dpaudit.errors import DPAuditError
@@ -45,6 +45,8 @@ log = logging.getLogger(__name__)
 ESTIMATORS = ("one-run", "multi-run", "gdp")
 RIGOROUS_ESTIMATORS = ("one-run", "multi-run")
 MULTI_RUN_PER_RUN = ("error", "sample")
+#: Multi-run threshold selection scores candidates at α × this factor (see multi_run_lower_bound).
+SELECTION_LEVEL_FACTOR = 0.01
 
 #: ε beyond which the search for the one-run bound stops (e^50 ≈ 5e21: a certificate this large
 #: only says "no privacy"). Reaching it is recorded in ``details``.
@@ -104,12 +106,19 @@ def _jsonable(value: Any) -> Any:
 # --------------------------------------------------------------------------- input validation
 
 
+def _host_array(x) -> np.ndarray:
+    """numpy view of a list, numpy array or (any-device) torch tensor, without importing torch."""
+    if hasattr(x, "detach") and hasattr(x, "cpu"):
+        x = x.detach().cpu().numpy()
+    return np.asarray(x)
+
+
 def _check_common(scores, included, delta, confidence) -> tuple[np.ndarray, np.ndarray]:
     try:
-        s = np.asarray(scores, dtype=np.float64).reshape(-1)
+        s = _host_array(scores).astype(np.float64).reshape(-1)
     except (TypeError, ValueError) as exc:
         raise EstimatorInputError(f"scores must be numbers: {exc}") from None
-    raw = np.asarray(included).reshape(-1)
+    raw = _host_array(included).reshape(-1)
     if raw.size != s.size:
         raise EstimatorInputError(f"scores ({s.size}) and included ({raw.size}) differ in length")
     if s.size == 0:
@@ -138,11 +147,28 @@ def _check_delta_confidence(delta, confidence) -> None:
         raise EstimatorInputError(f"confidence must lie in (0, 1), got {confidence}")
 
 
+def _float_list(name: str, values) -> np.ndarray:
+    """A non-empty 1-D array of finite floats (thresholds, quantile levels)."""
+    try:
+        arr = _host_array(values).astype(np.float64).reshape(-1)
+    except (TypeError, ValueError):
+        raise EstimatorInputError(f"{name} must be a list of numbers, got {values!r}") from None
+    if arr.size == 0 or not np.isfinite(arr).all():
+        raise EstimatorInputError(f"{name} must be a non-empty list of finite numbers")
+    return arr
+
+
+def _check_seed(seed) -> int:
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise EstimatorInputError(f"seed must be a non-negative integer, got {seed!r}")
+    return int(seed)
+
+
 def _check_runs(run_ids, n: int) -> np.ndarray | None:
     """Integer run index per score (0..R-1), or None when ``run_ids`` is None."""
     if run_ids is None:
         return None
-    r = np.asarray(run_ids)
+    r = _host_array(run_ids)
     if r.ndim != 1 or r.size != n:
         raise EstimatorInputError(f"run_ids must be a 1-D array of length {n} (one per score), got shape {r.shape}")
     if np.issubdtype(r.dtype, np.floating) and not np.isfinite(r).all():
@@ -164,6 +190,36 @@ def _tie_break_order(s: np.ndarray, seed: int) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------- binomial tails
+
+
+def _check_int(name: str, value, allow_negative: bool = False) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise EstimatorInputError(f"{name} must be an integer, got {value!r}")
+    if value < 0 and not allow_negative:
+        raise EstimatorInputError(f"{name} must be >= 0, got {value}")
+    return int(value)
+
+
+def _check_counts(m, r, v) -> tuple[int, int, int]:
+    m, r, v = _check_int("m", m), _check_int("r", r), _check_int("v", v)
+    if not v <= r <= m:
+        raise EstimatorInputError(f"need 0 <= v <= r <= m, got v={v}, r={r}, m={m}")
+    return m, r, v
+
+
+def _check_epsilon(epsilon) -> None:
+    if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float, np.floating, np.integer)) or not (
+        0.0 <= float(epsilon) < math.inf
+    ):
+        raise EstimatorInputError(f"epsilon must be a finite number >= 0, got {epsilon!r}")
+
+
+def _logsumexp(x: np.ndarray) -> float:
+    """log Σ exp(x) for a 1-D array (scipy's version costs ~0.5 ms of overhead per call)."""
+    top = float(np.max(x))
+    if not math.isfinite(top):
+        return top
+    return top + math.log(float(np.sum(np.exp(x - top))))
 
 
 def _log_binom_coefficients(r: int) -> np.ndarray:
@@ -192,12 +248,13 @@ def binomial_tail(v: int, r: int, epsilon: float) -> float:
     The probability that an ε-DP randomized response guesses correctly is e^ε/(1+e^ε); this is
     the pure-DP part of the one-run test (Steinke et al. 2023). Cross-checked against
     ``scipy.stats.binom.sf`` and brute-force enumeration in the tests."""
-    v, r = int(v), int(r)
+    v, r = _check_int("v", v, allow_negative=True), _check_int("r", r)
+    _check_epsilon(epsilon)
     if v <= 0:
         return 1.0
     if v > r:
         return 0.0
-    return float(min(1.0, math.exp(logsumexp(_log_pmf(r, epsilon)[v:]))))
+    return float(min(1.0, math.exp(_logsumexp(_log_pmf(r, epsilon)[v:]))))
 
 
 def one_run_p_value(m: int, r: int, v: int, epsilon: float, delta: float, *, _log_coef=None) -> float:
@@ -218,13 +275,13 @@ def one_run_p_value(m: int, r: int, v: int, epsilon: float, delta: float, *, _lo
     (W' ~ Binomial(r − 1, q)), dA_i/dq ≥ r·P[W' = v − 1](1 − c/i) ≥ 0 whenever c ≤ 1. So the
     p-value is non-decreasing in ε when 2mδ ≤ 1.
     """
-    m, r, v = int(m), int(r), int(v)
-    if not 0 <= v <= r <= m:
-        raise EstimatorInputError(f"need 0 <= v <= r <= m, got v={v}, r={r}, m={m}")
+    m, r, v = _check_counts(m, r, v)
+    _check_epsilon(epsilon)
+    _check_delta_confidence(delta, 0.5)
     if v == 0:
         return 1.0
     logp = _log_pmf(r, epsilon, _log_coef)
-    tail = float(math.exp(logsumexp(logp[v:])))
+    tail = float(math.exp(_logsumexp(logp[v:])))
     if delta <= 0:
         return min(1.0, tail)
     below = np.exp(logp[:v][::-1])  # P[W = v-1], P[W = v-2], ..., P[W = 0]
@@ -233,16 +290,44 @@ def one_run_p_value(m: int, r: int, v: int, epsilon: float, delta: float, *, _lo
     return min(1.0, tail + 2.0 * m * delta * alpha)
 
 
+def _one_run_p_values(m: int, r: int, v: int, epsilons: np.ndarray, delta: float, log_coef: np.ndarray) -> np.ndarray:
+    """:func:`one_run_p_value` for many ε at once (rows of a [E, r + 1] log-pmf matrix)."""
+    eps = np.asarray(epsilons, dtype=np.float64)
+    log_q = -np.log1p(np.exp(-eps))
+    log_1mq = -eps + log_q
+    k = np.arange(r + 1, dtype=np.float64)
+    logp = log_coef[None, :] + k[None, :] * log_q[:, None] + (r - k)[None, :] * log_1mq[:, None]
+    upper = logp[:, v:]
+    top = upper.max(axis=1)
+    tail = np.exp(top) * np.exp(upper - top[:, None]).sum(axis=1)
+    if delta <= 0:
+        return np.minimum(1.0, tail)
+    window = np.cumsum(np.exp(logp[:, :v][:, ::-1]), axis=1)  # P[v-i <= W <= v-1], i = 1..v
+    alpha = (window / np.arange(1, v + 1)[None, :]).max(axis=1)
+    return np.minimum(1.0, tail + 2.0 * m * delta * alpha)
+
+
 def one_run_epsilon(m: int, r: int, v: int, delta: float, level: float) -> tuple[float, float]:
     """Largest ε whose one-run test (:func:`one_run_p_value`) rejects at ``level``.
 
     Returns (ε_LB, p-value at ε_LB); ε_LB = 0.0 when even ε = 0 is not rejected. When
     2mδ ≤ 1 the p-value is non-decreasing in ε (see :func:`one_run_p_value`), so every
-    ε ≤ ε_LB is rejected too and bisection is exact (60 halvings; the lower end — the side
-    that is rejected — is returned). When 2mδ > 1 a conservative scan in steps of 0.01 from 0
-    stops at the first non-rejected ε.
+    ε ≤ ε_LB is rejected too and bisection is exact (to 1e-6; the lower end — the side that
+    is rejected — is returned). When 2mδ > 1 the p-value need not be monotone; a scan in steps
+    of 0.01 from 0 returns the last grid point before the first non-rejected one. That is
+    still valid: for the true ε* let ε' be the smallest grid point ≥ ε* (a fixed number); the
+    mechanism is (ε', δ)-DP, so P[p(ε') ≤ level] ≤ level, and reporting more than ε* requires
+    every grid point up to the report, ε' included, to be rejected.
+
+    Args:
+        m: canaries (all of them, abstentions included); r: guesses; v: correct guesses.
+        delta: δ of the tested (ε, δ) hypothesis; level: rejection level (β after any split).
     """
-    coef = _log_binom_coefficients(int(r))
+    m, r, v = _check_counts(m, r, v)
+    _check_delta_confidence(delta, 0.5)
+    if isinstance(level, bool) or not isinstance(level, (int, float, np.floating)) or not 0.0 < level < 1.0:
+        raise EstimatorInputError(f"level must lie in (0, 1), got {level!r}")
+    coef = _log_binom_coefficients(r)
 
     def p(eps: float) -> float:
         return one_run_p_value(m, r, v, eps, delta, _log_coef=coef)
@@ -251,30 +336,35 @@ def one_run_epsilon(m: int, r: int, v: int, delta: float, level: float) -> tuple
     if p0 > level:
         return 0.0, p0
     if 2.0 * m * delta > 1.0:
-        eps = 0.0
-        while eps + 0.01 <= EPSILON_SEARCH_MAX and p(eps + 0.01) <= level:
-            eps += 0.01
-        return eps, p(eps)
+        steps = np.arange(1, int(round(EPSILON_SEARCH_MAX / 0.01)) + 1)
+        chunk = max(1, min(256, 4_000_000 // (r + 1)))
+        last = 0  # index of the last rejected grid point (0 = ε 0, rejected above)
+        for start in range(0, steps.size, chunk):
+            js = steps[start:start + chunk]
+            rejected = _one_run_p_values(m, r, v, js * 0.01, float(delta), coef) <= level
+            if not rejected.all():
+                last = int(js[int(np.argmin(rejected))]) - 1
+                break
+            last = int(js[-1])
+        return last * 0.01, p(last * 0.01)
     lo, hi = 0.0, 1.0
     while p(hi) <= level:
-        lo, hi = hi, hi * 2.0
-        if hi > EPSILON_SEARCH_MAX:
+        if hi >= EPSILON_SEARCH_MAX:
             return EPSILON_SEARCH_MAX, p(EPSILON_SEARCH_MAX)
-    for _ in range(60):
+        lo, hi = hi, min(2.0 * hi, EPSILON_SEARCH_MAX)
+    while hi - lo > 1e-6:
         mid = 0.5 * (lo + hi)
         if p(mid) <= level:
             lo = mid
         else:
             hi = mid
-        if hi - lo < 1e-9:
-            break
     return lo, p(lo)
 
 
 # --------------------------------------------------------------------------- Clopper–Pearson
 
 
-def clopper_pearson_upper(successes, trials, alpha: float) -> np.ndarray:
+def _cp_upper(successes, trials, alpha: float) -> np.ndarray:
     """One-sided (1 − α) Clopper–Pearson upper bound: the p with P[Bin(n, p) ≤ k] = α."""
     k, n = np.asarray(successes, dtype=float), np.asarray(trials, dtype=float)
     with np.errstate(invalid="ignore"):
@@ -282,7 +372,7 @@ def clopper_pearson_upper(successes, trials, alpha: float) -> np.ndarray:
     return np.where(k >= n, 1.0, hi)
 
 
-def clopper_pearson_lower(successes, trials, alpha: float) -> np.ndarray:
+def _cp_lower(successes, trials, alpha: float) -> np.ndarray:
     """One-sided (1 − α) Clopper–Pearson lower bound: the p with P[Bin(n, p) ≥ k] = α."""
     k, n = np.asarray(successes, dtype=float), np.asarray(trials, dtype=float)
     with np.errstate(invalid="ignore"):
@@ -307,14 +397,42 @@ def _dp_epsilon_forms(pos, neg, thresholds, delta, alpha):
     tp, fp = _counts(pos, neg, thresholds)
     n_pos, n_neg = pos.size, neg.size
     fn = n_pos - tp
-    fpr_ub = clopper_pearson_upper(fp, n_neg, alpha / 2.0)
-    fnr_ub = clopper_pearson_upper(fn, n_pos, alpha / 2.0)
+    fpr_ub = _cp_upper(fp, n_neg, alpha / 2.0)
+    fnr_ub = _cp_upper(fn, n_pos, alpha / 2.0)
     with np.errstate(divide="ignore", invalid="ignore"):
         num_a = 1.0 - delta - fnr_ub
         num_b = 1.0 - delta - fpr_ub
         eps_a = np.where(num_a > 0, np.log(np.maximum(num_a, 1e-300) / fpr_ub), -np.inf)
         eps_b = np.where(num_b > 0, np.log(np.maximum(num_b, 1e-300) / fnr_ub), -np.inf)
     return eps_a, eps_b, tp, fp, fpr_ub, fnr_ub
+
+
+# --------------------------------------------------------------------------- pooling runs
+
+
+def standardize_per_run(scores, run_ids) -> np.ndarray:
+    """Scores centred on their run's median and scaled by its interquartile range.
+
+    Pooling the canaries of several trainings ranks scores across models whose score scales
+    differ (one model's margins may all be larger); a per-run robust z-score removes that.
+    It reads only the outputs (scores, never the coins), so every estimator stays valid on the
+    result: the one-run guesses remain a function of the released outputs, and with one score
+    kept per run each run's standardized score is still a function of that run alone.
+
+    Shapes:
+        scores: [n]; run_ids: [n]; returns [n] float64.
+    """
+    s = _host_array(scores).astype(np.float64).reshape(-1)
+    runs = _check_runs(run_ids, s.size)
+    if runs is None or not np.isfinite(s).all():
+        raise EstimatorInputError("standardize_per_run needs finite scores and one run id per score")
+    out = np.empty_like(s)
+    for run in range(int(runs.max()) + 1):
+        idx = runs == run
+        q25, q50, q75 = np.quantile(s[idx], [0.25, 0.5, 0.75])
+        scale = q75 - q25
+        out[idx] = (s[idx] - q50) / (scale if scale > 0 else 1.0)
+    return out
 
 
 # --------------------------------------------------------------------------- one-run
@@ -326,20 +444,53 @@ ONE_RUN_ASSUMPTIONS = (
     "coins, and the scores are computed from the released output(s) only; each canary is one unit of the "
     "privacy guarantee (a node canary for node-level DP, an edge canary for edge-level DP). Scores pooled "
     "from several independent runs are allowed (each coin still affects one run by one unit). The bound is "
-    "loose: it caps at roughly ln(r) for r guesses and ignores the shape of the trade-off curve, and the "
-    "union bound over the guess counts costs a factor |grid| in the error budget."
+    "loose: it caps at roughly ln(r) for r guesses, its delta term caps it further (about 3 at delta = 1e-5 "
+    "in simulations), it ignores the shape of the trade-off curve, and the union bound over the guess counts "
+    "costs a factor |grid| in the error budget."
 )
 
 
+def one_run_ceiling(m: int, r: int, delta: float, level: float) -> float:
+    """The one-run bound if all r guesses were correct (v = r): no attack can exceed it.
+
+    (A perfect ranking need not reach it: with r = m guesses split evenly, v = r needs exactly
+    m/2 included canaries.) An audit whose ceiling is at most the claimed ε cannot refute the
+    claim whatever the attack;
+    with perfect guesses more guesses is more evidence (the δ term depends on m, not r), so
+    the largest r of the grid gives the ceiling. When 2mδ > 1 the scan uses steps of 0.05
+    (valid by the same argument as :func:`one_run_epsilon`, slightly below the 0.01 scan)."""
+    m, r, _ = _check_counts(m, r, r)
+    if 2.0 * m * delta <= 1.0:
+        return one_run_epsilon(m, r, r, delta, level)[0]
+    coef = _log_binom_coefficients(r)
+    grid = np.arange(0.0, EPSILON_SEARCH_MAX + 1e-9, 0.05)
+    rejected = _one_run_p_values(m, r, r, grid, float(delta), coef) <= level
+    if not rejected[0]:
+        return 0.0
+    return float(grid[-1] if rejected.all() else grid[int(np.argmin(rejected)) - 1])
+
+
 def default_guess_grid(m: int) -> list[tuple[int, int]]:
-    """Guess counts tried by default: r ∈ a geometric grid from min(10, m) to m, each either
-    all "in" guesses (k₋ = 0) or split evenly between "in" and "out" guesses."""
-    rs = np.unique(np.round(np.geomspace(min(10, m), m, 10)).astype(int))
+    """Guess counts (k₊, k₋) tried by default (12 pairs for m ≥ 40).
+
+    Eight balanced pairs (k₊ = ⌈r/2⌉, k₋ = ⌊r/2⌋) with r on a geometric grid from min(10, m)
+    to m, and four "in"-only pairs (k₋ = 0) with k₊ geometric from min(10, ⌊m/4⌋) to ⌊m/4⌋ — for
+    scores whose members stand out in the upper tail while non-members do not. Chosen on
+    simulated scores (50 seeds, m = 1000) before any real audit: on equal-variance Gaussian
+    scores the mean bound is 1.36 (vs 1.31 for 10 + 10 pairs), on member-heavy-tailed scores
+    2.38 (vs 2.27; balanced pairs alone 1.57).
+    """
+    m = _check_int("m", m)
+    if m < 1:
+        raise EstimatorInputError("need at least one canary")
+    lo = min(10, m)
     grid: list[tuple[int, int]] = []
-    for r in rs:
-        grid.append((int(r), 0))
+    for r in np.unique(np.round(np.geomspace(lo, m, 8)).astype(int)):
         if r >= 2:
             grid.append((int(r) - int(r) // 2, int(r) // 2))
+    lo_in = max(1, min(10, m // 4))
+    for k in np.unique(np.round(np.geomspace(lo_in, max(lo_in, m // 4), 4)).astype(int)):
+        grid.append((int(k), 0))
     return list(dict.fromkeys(grid))
 
 
@@ -368,10 +519,12 @@ def one_run_lower_bound(
     the grid is reported — valid at 1 − β jointly. Pass a single pre-registered pair to spend
     the whole budget on it.
 
-    Where it is loose: abstention discards score magnitudes; with r guesses ε_LB cannot exceed
-    about ln(r) (all correct); the δ term grows with m; and the Bonferroni split costs
-    ln(|grid|) in the tail. Typical values are far below the true ε unless the canaries are
-    very strong (the paper's own Gaussian experiments show the same gap).
+    Where it is loose: abstention discards score magnitudes; with r guesses, all correct, ε_LB
+    is about ln(r / ln(|grid|/β)); the δ term grows with m and caps the bound further (measured
+    on Gaussian scores at δ = 1e-5: ≤ 3.2 for m = 1e3..1e5 although the true ε was 9.1 — the
+    one-run test alone cannot catch a σ-halved ε = 4 mechanism); and the Bonferroni split costs
+    ln(|grid|) in the tail. Typical values are far below the true ε (1.3 median for a sound
+    ε = 4 Gaussian with m = 1000), as in the paper's own Gaussian experiments.
 
     Args:
         scores: [m] attack scores, higher = "more likely included".
@@ -380,10 +533,20 @@ def one_run_lower_bound(
         confidence: 1 − β.
         guesses: iterable of (k_plus, k_minus) pairs, each with k_plus + k_minus ≤ m.
         seed: tie-breaking seed.
+
+    Shapes:
+        scores: [m] float; included: [m] bool; ``details["tried"]``: one row per grid pair.
     """
     s, y = _check_common(scores, included, delta, confidence)
+    seed = _check_seed(seed)
     m = s.size
-    grid = default_guess_grid(m) if guesses is None else [tuple(int(x) for x in g) for g in guesses]
+    if guesses is None:
+        grid = default_guess_grid(m)
+    else:
+        try:
+            grid = [(int(kp), int(km)) for kp, km in guesses]
+        except (TypeError, ValueError):
+            raise EstimatorInputError("guesses must be (k_plus, k_minus) pairs of integers") from None
     if not grid:
         raise EstimatorInputError("guesses must name at least one (k_plus, k_minus) pair")
     for kp, km in grid:
@@ -415,6 +578,7 @@ def one_run_lower_bound(
         "chosen": best if best["epsilon"] > 0 else None,
         "tried": tried,
         "hit_search_cap": bool(best["epsilon"] >= EPSILON_SEARCH_MAX),
+        "max_possible": one_run_ceiling(m, max(kp + km for kp, km in grid), float(delta), level),
         "method": "Steinke, Nasr & Jagielski 2023, (eps, delta) guess-count test with abstention",
     }
     return EpsilonEstimate("one-run", float(best["epsilon"]), float(confidence), float(delta), details,
@@ -479,8 +643,9 @@ def multi_run_lower_bound(
     either ``thresholds`` is a pre-registered list (each tested at α/|list|, Bonferroni, the
     maximum reported) or, by default, the runs are split at random (stratified by coin, seed
     ``seed``) into a selection half — every score there is a candidate threshold; the
-    (threshold, form) with the largest bound there wins — and an evaluation half on which the
-    bound is computed once at α.
+    (threshold, form) with the largest bound there, computed at the stricter level
+    α·:data:`SELECTION_LEVEL_FACTOR` to favour thresholds with enough counts, wins — and an
+    evaluation half on which the bound is computed once at α.
 
     Independence. Trials are runs: every run id must carry exactly one score. Several canaries
     of one run are *not* independent trials and are refused unless ``per_run="sample"``, which
@@ -498,8 +663,14 @@ def multi_run_lower_bound(
         per_run: "error" (default) or "sample".
         seed: seed of the split (and of the per-run sampling).
         max_candidates: at most this many candidate thresholds on the selection half.
+
+    Shapes:
+        scores, included, run_ids: [n] each (n scores from R ≥ 2 runs).
     """
     s, y = _check_common(scores, included, delta, confidence)
+    seed = _check_seed(seed)
+    if isinstance(max_candidates, bool) or not isinstance(max_candidates, (int, np.integer)) or max_candidates < 2:
+        raise EstimatorInputError(f"max_candidates must be an integer >= 2, got {max_candidates!r}")
     if run_ids is None:
         raise EstimatorInputError("multi-run needs run_ids (which independent training run produced each score)")
     if per_run not in MULTI_RUN_PER_RUN:
@@ -516,12 +687,10 @@ def multi_run_lower_bound(
     details: dict[str, Any] = {"runs": n_runs, "trials": int(s.size), "included": int(y.sum()),
                                "per_run": per_run}
     if thresholds is not None:
-        t = np.asarray(thresholds, dtype=np.float64).reshape(-1)
-        if t.size == 0 or not np.isfinite(t).all():
-            raise EstimatorInputError("thresholds must be a non-empty list of finite numbers")
+        t = _float_list("thresholds", thresholds)
         if pos.size == 0 or neg.size == 0:
             raise EstimatorInputError("multi-run needs runs with the canary included and runs without")
-        level = alpha / t.size
+        level = level_used = alpha / t.size
         eps_a, eps_b, tp, fp, fpr_ub, fnr_ub = _dp_epsilon_forms(pos, neg, t, delta, level)
         both = np.maximum(eps_a, eps_b)
         i = int(np.argmax(both))
@@ -534,6 +703,7 @@ def multi_run_lower_bound(
             "fpr_ub": float(fpr_ub[i]), "fnr_ub": float(fnr_ub[i]), "thresholds_tried": int(t.size),
         })
     else:
+        level_used = alpha
         rng = np.random.default_rng(seed + 1)
         pidx, nidx = rng.permutation(np.flatnonzero(y)), rng.permutation(np.flatnonzero(~y))
         if pidx.size < 2 or nidx.size < 2:
@@ -543,7 +713,10 @@ def multi_run_lower_bound(
         cand = np.unique(s[np.concatenate([sel_p, sel_n])])
         if cand.size > max_candidates:
             cand = np.unique(np.quantile(cand, np.linspace(0.0, 1.0, max_candidates)))
-        sa, sb, *_ = _dp_epsilon_forms(s[sel_p], s[sel_n], cand, delta, alpha)
+        # A 100x stricter level on the selection half favours thresholds with more counts, which
+        # shrinks the winner's curse of picking the maximum of many noisy candidates (measured on
+        # Gaussian scores: median evaluation bound 2.12 -> 2.20 with 1e5 runs, minimum 1.70 -> 1.98).
+        sa, sb, *_ = _dp_epsilon_forms(s[sel_p], s[sel_n], cand, delta, alpha * SELECTION_LEVEL_FACTOR)
         ia, ib = int(np.argmax(sa)), int(np.argmax(sb))
         form, thr = ("fpr", float(cand[ia])) if sa[ia] >= sb[ib] else ("fnr", float(cand[ib]))
         ea, eb, tp, fp, fpr_ub, fnr_ub = _dp_epsilon_forms(s[ev_p], s[ev_n], np.array([thr]), delta, alpha)
@@ -557,11 +730,22 @@ def multi_run_lower_bound(
             "fpr_ub": float(fpr_ub[0]), "fnr_ub": float(fnr_ub[0]), "candidates": int(cand.size),
         })
     eps = max(0.0, value) if math.isfinite(value) else 0.0
+    n_in, n_out = details["members"], details["non_members"]
+    perfect = _dp_epsilon_forms(np.ones(n_in), np.zeros(n_out), np.array([0.5]), delta, level_used)[0][0]
+    details["max_possible"] = float(max(0.0, perfect)) if math.isfinite(perfect) else 0.0
     details["method"] = "Jagielski, Ullman & Oprea 2020: Clopper-Pearson on FPR/FNR of independent runs"
     return EpsilonEstimate("multi-run", eps, float(confidence), delta, details, MULTI_RUN_ASSUMPTIONS)
 
 
 # --------------------------------------------------------------------------- GDP estimate
+
+
+def _gdp_ceiling(n_in: int, n_out: int, level: float, delta: float) -> float:
+    """The GDP estimate of a perfect attack (TP = n_in, FP = 0) at the same per-test level."""
+    mu = float(stats.norm.ppf(_cp_lower(n_in, n_in, level)) - stats.norm.ppf(_cp_upper(0, n_out, level)))
+    if not mu > 0:
+        return 0.0
+    return min(gaussian_epsilon(mu, delta), EPSILON_SEARCH_MAX) if delta > 0 else EPSILON_SEARCH_MAX
 
 
 GDP_ASSUMPTIONS = (
@@ -598,54 +782,64 @@ def gdp_estimate(
     (:func:`dpaudit.accounting.gaussian_epsilon`) at μ_LB.
 
     This is an **estimate**: the step "mechanism is μ-GDP for some μ" is an assumption about
-    the shape of the trade-off curve, not something the data certify. Where it is loose or
-    optimistic: the best single threshold is used (no curve fit); thresholds default to nine
-    label-free quantiles (10 %..90 %) of the pooled scores, which are data-dependent; and the
-    many canaries of one run are treated as independent trials.
+    the shape of the trade-off curve, not something the data certify. It can be badly wrong
+    for other shapes: ε = 2 randomized response over 4000 canaries gives a GDP "estimate"
+    ≈ 11 (its one ROC corner maps to a large μ) while the one-run bound is 1.7–1.9 (tests).
+
+    Where it is loose or optimistic: the best single threshold is used (no curve fit);
+    thresholds default to nine label-free quantiles (10 %..90 %) of the pooled scores, which
+    are data-dependent; and the many canaries of one run are treated as independent trials.
 
     Args:
         scores: [n] scores; included: [n] bool coins.
         thresholds: optional pre-registered thresholds (replace the quantiles).
         quantiles: quantile levels of the pooled scores used as thresholds (default 0.1..0.9).
+
+    Shapes:
+        scores: [n] float; included: [n] bool; thresholds / quantiles: [T].
     """
     s, y = _check_common(scores, included, delta, confidence)
     pos, neg = s[y], s[~y]
     if pos.size == 0 or neg.size == 0:
         raise EstimatorInputError("the GDP estimate needs canaries with both coin values")
     if thresholds is not None:
-        t = np.asarray(thresholds, dtype=np.float64).reshape(-1)
+        t = _float_list("thresholds", thresholds)
         mode = "pre-registered thresholds"
     else:
-        qs = np.linspace(0.1, 0.9, 9) if quantiles is None else np.asarray(quantiles, dtype=np.float64).reshape(-1)
-        if qs.size == 0 or not ((qs > 0) & (qs < 1)).all():
+        qs = np.linspace(0.1, 0.9, 9) if quantiles is None else _float_list("quantiles", quantiles)
+        if not ((qs > 0) & (qs < 1)).all():
             raise EstimatorInputError("quantiles must be a non-empty list of levels in (0, 1)")
-        t = np.quantile(s, qs)
+        t = np.unique(np.quantile(s, qs))  # tied scores can repeat a quantile: test it once
         mode = "quantiles of pooled scores"
-    if t.size == 0 or not np.isfinite(t).all():
-        raise EstimatorInputError("thresholds must be a non-empty list of finite numbers")
     alpha = 1.0 - float(confidence)
     level = alpha / (2.0 * t.size)
     tp, fp = _counts(pos, neg, t)
-    tpr_lb = clopper_pearson_lower(tp, pos.size, level)
-    fpr_ub = clopper_pearson_upper(fp, neg.size, level)
+    tpr_lb = _cp_lower(tp, pos.size, level)
+    fpr_ub = _cp_upper(fp, neg.size, level)
     with np.errstate(divide="ignore"):
         mus = stats.norm.ppf(tpr_lb) - stats.norm.ppf(fpr_ub)
     mus = np.where(np.isfinite(mus), mus, -np.inf)
     i = int(np.argmax(mus))
     mu_lb = float(max(mus[i], 0.0))
     tpr, fpr = tp[i] / pos.size, fp[i] / neg.size
-    with np.errstate(divide="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore"):
         mu_point = float(stats.norm.ppf(tpr) - stats.norm.ppf(fpr))
-    eps = gaussian_epsilon(mu_lb, float(delta)) if mu_lb > 0 and delta > 0 else (math.inf if mu_lb > 0 else 0.0)
-    if not math.isfinite(eps):  # δ = 0: μ-GDP with μ > 0 is not ε-DP for any finite ε
-        eps = EPSILON_SEARCH_MAX
+    capped = False
+    if mu_lb <= 0:
+        eps = 0.0
+    elif delta > 0:
+        eps = min(gaussian_epsilon(mu_lb, float(delta)), EPSILON_SEARCH_MAX)
+        capped = eps >= EPSILON_SEARCH_MAX
+    else:  # δ = 0: a μ-GDP mechanism with μ > 0 is not ε-DP for any finite ε
+        eps, capped = EPSILON_SEARCH_MAX, True
     details = {
         "mu_lower_bound": mu_lb,
         "mu_point_at_threshold": mu_point if math.isfinite(mu_point) else None,
         "threshold": float(t[i]), "tpr": float(tpr), "fpr": float(fpr),
         "tpr_lb": float(tpr_lb[i]), "fpr_ub": float(fpr_ub[i]),
         "members": int(pos.size), "non_members": int(neg.size), "thresholds_tried": int(t.size),
-        "mode": mode,
+        "mode": mode, "capped_at": EPSILON_SEARCH_MAX if capped else None,
+        "max_possible": _gdp_ceiling(pos.size, neg.size, level, float(delta)),
         "multiple_testing": f"Bonferroni over {t.size} thresholds x 2 binomial bounds (each at alpha/{2 * t.size})",
         "method": "estimate: mu-GDP lower confidence bound from the empirical trade-off curve, exact GDP "
         "conversion (Dong, Roth & Su 2019)",
@@ -667,6 +861,7 @@ def audit_epsilon(
     claimed_epsilon: float | None = None,
     seed: int = 0,
     per_run: str = "error",
+    standardize: bool = False,
 ) -> dict:
     """Run several estimators with a Bonferroni split and report each and the maximum.
 
@@ -681,13 +876,28 @@ def audit_epsilon(
     ``per_run="sample"``); the skipped ones are listed with the reason. An explicit tuple must
     be applicable, else :class:`EstimatorInputError`.
 
+    ``standardize=True`` (needs ``run_ids``) first replaces each score by its per-run robust
+    z-score (:func:`standardize_per_run`) — label-free, so the bounds stay valid; it helps when
+    canaries of several trainings are pooled and the models' score scales differ.
+
+    Shapes:
+        scores: [n]; included: [n] bool; run_ids: [n] or None.
+
     Returns a JSON-able dict: ``estimates`` {name: EpsilonEstimate.to_dict()},
     ``epsilon_lower_bound`` {name: x, "overall": max}, ``certified_epsilon_lower_bound``,
-    ``confidence``, ``delta``, ``multiple_testing``, ``skipped`` and, with a claim,
-    ``claimed_epsilon``, ``claim_refuted``, ``estimate_exceeds_claim``.
+    ``confidence``, ``delta``, ``multiple_testing``, ``skipped``, ``max_possible`` {name: the
+    most this estimator could report on this many canaries/runs, for any attack} and, with a claim,
+    ``claimed_epsilon``, ``claim_refuted``, ``estimate_exceeds_claim`` and ``can_refute_claim``
+    (whether a certified estimator's ``max_possible`` exceeds the claim at all: when it is
+    False the audit had no power to refute the claim, whatever the attack).
     """
     s, y = _check_common(scores, included, delta, confidence)
+    seed = _check_seed(seed)
     runs = _check_runs(run_ids, s.size)
+    if standardize:
+        if runs is None:
+            raise EstimatorInputError("standardize=True needs run_ids (scores are standardized within each run)")
+        s = standardize_per_run(s, run_ids)
     skipped: dict[str, str] = {}
     if estimators is None:
         chosen = ["one-run"]
@@ -721,6 +931,8 @@ def audit_epsilon(
         else:
             results[name] = gdp_estimate(s, y, delta=delta, confidence=each)
     bounds = {name: float(est.epsilon_lower_bound) for name, est in results.items()}
+    log.debug("audit_epsilon: %d scores, delta=%g, each estimator at %.6g: %s (skipped: %s)",
+              s.size, delta, each, bounds, skipped)
     certified = max([bounds[n] for n in bounds if n in RIGOROUS_ESTIMATORS], default=0.0)
     out = {
         "estimates": {name: est.to_dict() for name, est in results.items()},
@@ -731,9 +943,13 @@ def audit_epsilon(
         "delta": float(delta),
         "multiple_testing": f"Bonferroni over the m = {m} estimators: each at 1-(1-c)/m = {each:.6g}",
         "skipped": skipped,
+        "standardized_per_run": bool(standardize),
+        "max_possible": {name: est.details.get("max_possible") for name, est in results.items()},
     }
     if claimed_epsilon is not None:
         out["claimed_epsilon"] = float(claimed_epsilon)
         out["claim_refuted"] = bool(certified > float(claimed_epsilon))
         out["estimate_exceeds_claim"] = bool(out["epsilon_lower_bound"]["overall"] > float(claimed_epsilon))
+        ceilings = [results[n].details["max_possible"] for n in results if n in RIGOROUS_ESTIMATORS]
+        out["can_refute_claim"] = bool(max(ceilings, default=0.0) > float(claimed_epsilon))
     return out
