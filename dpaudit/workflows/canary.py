@@ -220,8 +220,13 @@ def _summarise(record, per_run, scores, coins, score_name, probe, kind, run_delt
         estimates=audit["estimates"],
         estimators_skipped=audit.get("skipped", {}),
         multiple_testing=audit["multiple_testing"],
+        max_possible=audit.get("max_possible"),
+        can_refute_claim=audit.get("can_refute_claim"),
         auc=_auc(s, y),
     )
+    if audit.get("can_refute_claim") is False:
+        notes.append("even a perfect attack could not certify more than the claim with this many canaries and runs: "
+                     "ask for more canaries before reading 'consistent with the claim' as evidence")  # fmt: skip
     if not valid:
         out["verdict"] = "not applicable"
     elif audit.get("claim_refuted"):
@@ -263,4 +268,5 @@ def summary_lines(result: dict[str, Any]) -> list[str]:
     if result.get("why"):
         lines.append(f"  why: {result['why']}")
     lines.append(f"verdict: {result.get('verdict')}")
+    lines += [f"  note: {n}" for n in result.get("notes") or []]
     return lines
