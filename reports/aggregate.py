@@ -741,6 +741,7 @@ def build_report_data(records: list[dict], meta: dict[str, Any]) -> dict[str, An
         "lower_bounds": lower,
         "multiple_testing": correction,
         "risk_slices": _risk_slices(done, defenses),
+        "canaries": canary_points(done),
         "broken": [p for p in lower if p["broken"]],
         "exceeds_not_valid": [p for p in lower if p["exceeds_claim"] and not p["broken"]],
         "ledgers": _ledgers(done, defenses),
@@ -772,3 +773,31 @@ def _attack_notes(done: list[dict]) -> list[dict]:
             for note in res.get("notes") or []:
                 notes.setdefault((name, str(note)), None)
     return [{"attack": a, "note": n} for a, n in notes]
+
+
+def canary_points(done: list[dict]) -> list[dict]:
+    """Every cell's canary audit (``compare --canaries``): claimed ε (spent, group-adjusted for
+    edge canaries on node-level DP) against the certified and overall ε lower bounds."""
+    points = []
+    for rec in done:
+        for kind, res in sorted((rec.get("canaries") or {}).items()):
+            bounds = res.get("epsilon_lower_bound") or {}
+            points.append(
+                {
+                    "defense": rec["defense"],
+                    "epsilon_target": rec.get("epsilon"),
+                    "seed": rec["seed"],
+                    "kind": kind,
+                    "canaries": res.get("canaries"),
+                    "claimed_epsilon": res.get("claimed_epsilon"),
+                    "certified": res.get("certified_epsilon_lower_bound"),
+                    "overall": bounds.get("overall"),
+                    "bounds": bounds,
+                    "auc": res.get("auc"),
+                    "bound_valid": bool(res.get("bound_valid")),
+                    "why": res.get("why") or res.get("coverage"),
+                    "verdict": res.get("verdict"),
+                    "broken": res.get("verdict") == "guarantee broken",
+                }
+            )
+    return points

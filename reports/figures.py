@@ -445,5 +445,49 @@ def render_all(data: dict) -> dict:
         "utility": privacy_utility(data),
         "roc": roc_curves(data),
         "lower_bounds": lower_bounds(data),
+        "canaries": canary_bounds(data),
         "risk": [risk_figures(r, i) for i, r in enumerate(data.get("node_risk") or [])],
     }
+
+
+def canary_bounds(data: dict) -> str | None:
+    """Canary audits: claimed ε against the canary ε lower bound, one marker per (cell, kind).
+
+    The region above the diagonal is impossible while the guarantee holds. Filled: the
+    certified bound (one-run / multi-run, 95 % after Bonferroni); a thin line joins it to the
+    overall bound when the GDP estimate is higher (an estimate, valid for Gaussian-shaped
+    trade-off curves). Circles: node canaries, squares: edge canaries; red: certified above
+    the claim (broken); grey ×: the canary game is not covered by the defense's unit.
+    """
+    pts = [p for p in data.get("canaries") or [] if p["claimed_epsilon"] is not None and p["certified"] is not None]
+    if not pts:
+        return None
+    with matplotlib.rc_context(FONT):
+        fig, ax = _panel((4.6, 4.0))
+        top = max(max(p["claimed_epsilon"] for p in pts), max(p["overall"] or 0 for p in pts), 1.0) * 1.15
+        ax.plot([0, top], [0, top], color="0.3", lw=1, ls="--", label="ε lower bound = claimed ε")
+        ax.fill_between([0, top], [0, top], top, color="#fde0e0", lw=0, zorder=0,
+                        label="impossible if the guarantee holds")  # fmt: skip
+        seen = set()
+        for p in pts:
+            marker = "o" if p["kind"] == "node" else "s"
+            if not p["bound_valid"]:
+                style, label = {"color": "0.55", "marker": "x"}, "not covered by the unit"
+            elif p["broken"]:
+                style, label = {"color": "#d00000", "marker": marker}, f"{p['kind']} canaries: broken"
+            else:
+                style, label = {"color": "0.25", "marker": marker}, f"{p['kind']} canaries: certified bound"
+            x = p["claimed_epsilon"]
+            if p["overall"] is not None and p["overall"] > p["certified"]:
+                ax.plot([x, x], [p["certified"], min(p["overall"], top)], color=style["color"], lw=0.8, alpha=0.6)
+            ax.scatter([x], [p["certified"]], s=30, zorder=3, clip_on=False,
+                       label=None if label in seen else label, **style)  # fmt: skip
+            seen.add(label)
+        ax.set_xlim(0, top)
+        ax.set_ylim(-0.03 * top, top)
+        ax.set_xlabel("claimed ε (spent; ×2 for edge canaries on node-level DP)")
+        ax.set_ylabel("canary ε lower bound")
+        ax.set_title("Canary audits: ε lower bound against claimed ε")
+        ax.legend(loc="upper left", fontsize=7.5, frameon=False)
+        fig.tight_layout()
+    return to_svg(fig, "fig-canaries")

@@ -215,6 +215,8 @@ def run_compare(args, command: str | None = None):
         device=args.device,
         data_root=args.data_root,
         title=args.title,
+        canaries=_list(getattr(args, "canaries", None)) or [],
+        canary_count=getattr(args, "canary_count", 200),
     )
     study = Study(config, args.out, command=command or _command_line(), force=getattr(args, "force", False))
     return study.run(jobs=args.jobs, executor=args.executor, retry_failed=not args.keep_failed)
@@ -286,6 +288,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--out", required=True, help="study folder (rerun the same command to resume)")
     p.add_argument("--report", default=None, help="HTML report path (default STUDY_DIR/report.html)")
     p.add_argument("--no-report", action="store_true", help="do not render the report at the end")
+    p.add_argument("--canaries", default=None, help="canary audits per cell: node, edge or node,edge (dpaudit canary)")
+    p.add_argument("--canary-count", type=int, default=200, help="canaries per canary audit (default 200)")
     add_study_arguments(p)
     p.set_defaults(func=cmd_compare)
 

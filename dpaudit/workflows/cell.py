@@ -99,6 +99,8 @@ def run_cell(task: dict[str, Any]) -> dict[str, Any]:
         "attacks": {},
         "attack_errors": {},
         "attack_seconds": {},
+        "canaries": {},
+        "canary_errors": {},
         "error": None,
         "seconds": None,
         "started_at": started_at,
@@ -167,6 +169,7 @@ def run_cell(task: dict[str, Any]) -> dict[str, Any]:
                     record["attack_seconds"][name] = time.perf_counter() - attack_start
                 result.save(work / "attacks" / f"{name}.json")
                 record["attacks"][name] = _without_artifacts(result.to_dict())
+            _run_canaries(record, config, dataset, cell, epsilon, work)
             record["status"] = "done"
         except Exception as exc:
             if not isinstance(exc, DPAuditError):
@@ -182,6 +185,28 @@ def run_cell(task: dict[str, Any]) -> dict[str, Any]:
             atomic_write_json(work / "cell.json", record)
             files = _collect_files(work)
     return {"record": record, "files": files}
+
+
+def _run_canaries(record: dict, config: StudyConfig, dataset, cell: dict, epsilon: float, work: Path) -> None:
+    """The cell's canary audits (one extra training with canaries per kind), recorded under
+    ``record["canaries"][kind]`` without per-canary scores (those are in ``canaries/<kind>.json``)."""
+    from dpaudit.workflows.canary import canary_audit
+
+    for kind in config.canaries:
+        try:
+            result = canary_audit(
+                cell["defense"], dataset, epsilon, kind=kind, canaries=config.canary_count, runs=1,
+                overrides=record["overrides"], split=config.split, seed=cell["seed"], delta=config.delta,
+                device=config.device, progress=False, out=work / "canaries" / f"{kind}.json",
+            )  # fmt: skip
+        except DPAuditError as exc:
+            record["canary_errors"][kind] = f"{type(exc).__name__}: {exc}"
+            continue
+        except Exception as exc:  # a bug in one audit must not cost the cell
+            log.exception("canary audit %s failed on cell %s", kind, cell["cell_id"])
+            record["canary_errors"][kind] = f"{type(exc).__name__}: {exc}"
+            continue
+        record["canaries"][kind] = {k: v for k, v in result.items() if k not in ("scores", "included", "run_ids")}
 
 
 # Library warnings that repeat once per cell and say nothing about the study's validity.

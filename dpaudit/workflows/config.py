@@ -68,6 +68,9 @@ class StudyConfig:
         device: ``auto``, ``cpu`` or ``cuda``.
         data_root: folder of real datasets (never written).
         title: report title.
+        canaries: canary audits each cell also runs (``"node"``, ``"edge"``; see
+            :mod:`dpaudit.workflows.canary`): one extra training with canaries per kind.
+        canary_count: canaries per canary audit.
     """
 
     dataset: str
@@ -83,6 +86,8 @@ class StudyConfig:
     device: str = "auto"
     data_root: str | None = None
     title: str | None = None
+    canaries: list[str] = field(default_factory=list)
+    canary_count: int = 200
 
     def __post_init__(self):
         if not self.defenses:
@@ -100,10 +105,19 @@ class StudyConfig:
         self.defenses = list(dict.fromkeys(self.defenses))
         if self.attacks is not None:
             self.attacks = list(dict.fromkeys(self.attacks))
+        self.canaries = list(dict.fromkeys(self.canaries or []))
+        bad = [k for k in self.canaries if k not in ("node", "edge")]
+        if bad:
+            raise ConfigurationError(f"canaries must be node and/or edge, got {bad}")
+        if isinstance(self.canary_count, bool) or not isinstance(self.canary_count, int) or self.canary_count < 2:
+            raise ConfigurationError(f"canary_count must be an integer >= 2, got {self.canary_count!r}")
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["epsilons"] = [epsilon_json(e) for e in self.epsilons]
+        if not self.canaries:  # studies without canary audits keep their configuration hash
+            out.pop("canaries")
+            out.pop("canary_count")
         return out
 
     @classmethod
@@ -176,6 +190,8 @@ def grid(config: StudyConfig, dataset_fingerprint: str) -> list[Cell]:
                     "attacks": sorted(config.attacks or []),
                     "attack_settings": {a: config.attack_settings.get(a) or {} for a in sorted(config.attacks or [])},
                 }
+                if config.canaries:
+                    identity["canaries"] = {"kinds": sorted(config.canaries), "count": config.canary_count}
                 digest = content_hash(identity)
                 label = "inf" if math.isinf(eps) else f"{eps:g}"
                 cells.append(Cell(defense, eps, seed, f"{_slug(defense)}_eps-{label}_seed-{seed}_{digest}", digest))

@@ -27,7 +27,7 @@ DATASET_DIR = "dataset"
 RECORD_KEYS = (
     "schema", "version", "cell_id", "config_hash", "status", "defense", "epsilon", "seed", "dataset", "split",
     "privacy", "metrics", "card", "overrides", "attacks", "attack_errors", "attack_seconds", "error", "seconds",
-    "started_at", "finished_at", "run_id", "worker",
+    "started_at", "finished_at", "run_id", "worker", "canaries", "canary_errors",
 )  # fmt: skip
 
 

@@ -1,0 +1,440 @@
+r"""Graph-native canaries: crafted nodes and edges inserted by fair coins before training,
+scored from the released model (issue 15, item 2).
+
+The audit game (Steinke, Nasr & Jagielski 2023, "Privacy auditing with one (1) training run",
+and Jagielski, Ullman & Oprea 2020 for several runs)::
+
+    draw N canaries once (fixed design, seeded)            — public, never private data
+    for each run r:  S_i ~ Bernoulli(1/2) independently     — the coins (seeded, recorded)
+                     D_r = D ∪ {canary i : S_i = 1}         — the only data that changes
+                     M_r = Defense.fit(D_r)                 — the defense never sees S
+                     score_i = f(M_r, canary i)             — one number per canary, same query for in/out
+
+If the defense is (ε, δ)-DP for the canary's unit, the scores cannot reveal the coins better
+than the DP hypothesis-testing bound allows; :mod:`dpaudit.estimators` turns the
+(score, coin) pairs into ε lower bounds. What makes the bound *valid* here:
+
+* every coin is an independent fair coin drawn *after* the design and never read by the defense
+  (it only sees the resulting graph and training set);
+* everything else is fixed: the base graph, its split, δ (resolved once on the base graph) and
+  the defense's hyperparameters; the score of canary i uses a query that does not depend on
+  the coins, except through the release itself (see *queries* below);
+* the canary's unit is the defense's protected unit (node canaries: node-level DP; edge
+  canaries: edge-level DP, or node-level DP with group size 2, since removing one edge is
+  removing a node with its edges and adding it back without that edge).
+
+**Node canaries** (:func:`draw_node_canaries`). N crafted nodes with out-of-distribution
+features — by default a sparse binary pattern (a few coordinates set to one, on disjoint
+supports while the feature space allows), scaled to ``scale`` times the
+largest feature-row norm of the data — and a uniformly random label, optionally wired to
+``wires`` random training nodes. An included canary is appended to the graph (with its wires)
+*and* to the training set; an excluded one is absent from the training graph. Score: the logit
+margin :math:`\log p_y - \log(1-p_y)` of the canary's label (the logit scaling of LiRA,
+Carlini et al. 2022) when the released model is queried on the base graph with **all**
+canaries present — the same query for in and out.
+
+**Edge canaries** (:func:`draw_edge_canaries`). N node pairs at distance ≥ ``min_distance``
+(default 3: not within two hops) with endpoints used once; the default picks endpoints of
+lowest degree first (a public property of the base graph), where one edge moves an
+aggregation most. Each edge is inserted with probability ½ before training. Score
+(:func:`edge_scores`): for a model that releases its hop-1 aggregations (GAP's cached PMA
+output), the *aggregation residual* — does the released aggregation of u lean towards v's
+encoding beyond what the known base graph predicts; otherwise the endpoints' ``embed`` cosine
+similarity minus each endpoint's mean similarity to a fixed random reference set.
+
+**Queries.** A model whose inference is private (its card's ``inference.private``; GAP
+answers from the cached private aggregations of its training graph) is queried on its own
+training graph for edge canaries: that *is* the release. Any other model reads the query
+graph's edges in the clear, so it is queried on one fixed graph with every canary edge present
+(same query for in and out: only the weights differ). For such weight-only releases one edge
+barely moves the weights: on csbm (1000 nodes, 200 canaries) the edge-canary AUC is 0.50 for
+``gcn`` and 0.51 for ``gcon`` at ε = 8 (a label-shift or posterior-KL score between the graph
+with and without the canaries did no better), so their edge ε lower bound of ≈ 0 says little. Node canaries are always scored on the
+graph with every canary node; for GAP that graph is foreign, so it is a new PMA release that
+the model records in its spec (the audit compares against the ε spent after the query).
+
+Shapes: canary features [N, F], labels [N], wires [W, 2] (canary index, base node), pairs
+[N, 2]; coins and scores [N].
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from torch_geometric.data import Data
+
+from dpaudit.datasets import GraphDataset, fingerprint
+from dpaudit.errors import ConfigurationError, DPAuditError
+from dpaudit.model import ReleasedModel
+from dpaudit.splits import Split
+
+log = logging.getLogger(__name__)
+
+KINDS = ("node", "edge")
+
+
+@dataclass
+class CanaryDesign:
+    """The N canaries of one audit (fixed across runs; only the coins change).
+
+    Attributes:
+        kind: ``"node"`` or ``"edge"``.
+        features: node canaries' features [N, F] (float32).
+        labels: node canaries' labels [N] (long).
+        wires: [W, 2] (canary index, base node) edges of node canaries.
+        pairs: edge canaries' endpoints [N, 2] (base node indices, u < v).
+        settings: how the design was drawn (JSON-able).
+    """
+
+    kind: str
+    count: int
+    features: torch.Tensor | None = None
+    labels: torch.Tensor | None = None
+    wires: np.ndarray | None = None
+    pairs: np.ndarray | None = None
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    def describe(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"kind": self.kind, "count": self.count, **self.settings}
+        if self.kind == "edge" and self.pairs is not None:
+            out["pairs"] = self.pairs.tolist()
+        return out
+
+
+# --------------------------------------------------------------------------- designs
+
+
+def _check_count(count: int) -> int:
+    if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or count < 1:
+        raise ConfigurationError(f"canaries: the number of canaries must be an integer >= 1, got {count!r}")
+    return int(count)
+
+
+def draw_node_canaries(
+    dataset: GraphDataset,
+    split: Split,
+    count: int,
+    seed: int = 0,
+    *,
+    feature: str = "sparse",
+    support: int | None = None,
+    scale: float = 1.0,
+    wires: int = 0,
+) -> CanaryDesign:
+    """``count`` crafted nodes (module docstring): features, random labels and wires.
+
+    ``feature="sparse"``: a binary pattern on ``support`` coordinates (default
+    ``max(1, min(F // count, ⌈F/20⌉))``, so patterns are disjoint between canaries when the
+    feature space allows; else each is drawn independently); ``feature="gaussian"``: a
+    random direction. Either is rescaled to ``scale`` × the largest row norm of the data, so
+    the canary is as loud as the loudest real node (``scale`` > 1: louder). ``wires`` edges
+    join each canary to uniformly drawn training nodes.
+    """
+    count = _check_count(count)
+    if feature not in ("sparse", "gaussian"):
+        raise ConfigurationError(f"canaries: feature must be sparse or gaussian, got {feature!r}")
+    num_features = dataset.num_features
+    if support is None:
+        support = max(1, min(num_features // count, math.ceil(num_features / 20)))
+    if isinstance(support, bool) or not isinstance(support, int) or not 1 <= support <= num_features:
+        raise ConfigurationError(f"canaries: support must be an integer in 1..{num_features}, got {support!r}")
+    if not (scale > 0 and math.isfinite(scale)):
+        raise ConfigurationError(f"canaries: scale must be a positive number, got {scale!r}")
+    if isinstance(wires, bool) or not isinstance(wires, int) or wires < 0:
+        raise ConfigurationError(f"canaries: wires must be an integer >= 0, got {wires!r}")
+    rng = np.random.default_rng([int(seed), 0x43414E])
+    x = np.zeros((count, num_features), dtype=np.float64)
+    if feature == "sparse":
+        k = support
+        if count * k <= num_features:
+            coords = rng.permutation(num_features)[: count * k].reshape(count, k)
+        else:
+            coords = np.stack([rng.choice(num_features, size=k, replace=False) for _ in range(count)])
+        np.put_along_axis(x, coords, 1.0, axis=1)
+    else:
+        x = rng.normal(size=(count, num_features))
+    loudest = float(dataset.data.x.double().norm(dim=1).max()) or 1.0
+    x *= scale * loudest / np.linalg.norm(x, axis=1, keepdims=True)
+    labels = rng.integers(0, dataset.num_classes, size=count)
+    wire_rows = np.zeros((0, 2), dtype=np.int64)
+    if wires:
+        train = split.train.cpu().numpy()
+        if len(train) < wires:
+            raise ConfigurationError(f"canaries: wires={wires} exceeds the {len(train)} training nodes")
+        ends = np.stack([rng.choice(train, size=wires, replace=False) for _ in range(count)])
+        wire_rows = np.stack([np.repeat(np.arange(count), wires), ends.reshape(-1)], axis=1).astype(np.int64)
+    settings = {"feature": feature, "support": support, "scale": scale, "wires": wires, "seed": int(seed)}
+    return CanaryDesign(
+        "node",
+        count,
+        features=torch.tensor(x, dtype=torch.float32),
+        labels=torch.tensor(labels, dtype=torch.long),
+        wires=wire_rows,
+        settings=settings,
+    )
+
+
+def _within(edge_index: torch.Tensor, num_nodes: int, sources: np.ndarray, hops: int) -> list[set[int]]:
+    """For each source, the set of nodes within ``hops`` hops (itself included)."""
+    row, col = edge_index.cpu().numpy()
+    order = np.argsort(row, kind="stable")
+    row, col = row[order], col[order]
+    starts = np.searchsorted(row, np.arange(num_nodes + 1))
+    out = []
+    for s in sources:
+        seen, frontier = {int(s)}, [int(s)]
+        for _ in range(hops):
+            nxt = []
+            for a in frontier:
+                for b in col[starts[a] : starts[a + 1]]:
+                    if int(b) not in seen:
+                        seen.add(int(b))
+                        nxt.append(int(b))
+            frontier = nxt
+        out.append(seen)
+    return out
+
+
+def draw_edge_canaries(
+    dataset: GraphDataset,
+    split: Split,
+    count: int,
+    seed: int = 0,
+    *,
+    min_distance: int = 3,
+    endpoints: str = "low-degree",
+) -> CanaryDesign:
+    """``count`` node pairs for edge canaries: distance ≥ ``min_distance`` in the base graph,
+    every endpoint used once. ``endpoints="low-degree"`` takes candidate endpoints in order of
+    increasing degree (random order within a degree), ``"random"`` in uniformly random order.
+    Under an inductive split only training nodes are candidates (other edges never reach
+    training). Raises :class:`ConfigurationError` when the graph cannot hold ``count`` pairs.
+    """
+    count = _check_count(count)
+    if endpoints not in ("low-degree", "random"):
+        raise ConfigurationError(f"canaries: endpoints must be low-degree or random, got {endpoints!r}")
+    if isinstance(min_distance, bool) or not isinstance(min_distance, int) or min_distance < 2:
+        raise ConfigurationError(f"canaries: min_distance must be an integer >= 2, got {min_distance!r}")
+    rng = np.random.default_rng([int(seed), 0x454447])
+    n = dataset.num_nodes
+    edge_index = dataset.data.edge_index
+    candidates = split.train.cpu().numpy() if split.inductive else np.arange(n)
+    degree = np.bincount(edge_index[0].cpu().numpy(), minlength=n)
+    shuffled = rng.permutation(candidates)
+    if endpoints == "low-degree":
+        shuffled = shuffled[np.argsort(degree[shuffled], kind="stable")]
+    pool = shuffled[: min(len(shuffled), 6 * count + 16)]
+    near = dict(zip(pool.tolist(), _within(edge_index, n, pool, min_distance - 1)))
+    used: set[int] = set()
+    pairs = []
+    for i, u in enumerate(pool.tolist()):
+        if u in used:
+            continue
+        for v in pool[i + 1 :].tolist():
+            if v not in used and v not in near[u]:
+                pairs.append((min(u, v), max(u, v)))
+                used.update((u, v))
+                break
+        if len(pairs) == count:
+            break
+    if len(pairs) < count:
+        raise ConfigurationError(
+            f"canaries: found only {len(pairs)} node pairs at distance >= {min_distance} with unused endpoints; "
+            f"ask for fewer canaries (--canaries) on this graph"
+        )
+    settings = {"min_distance": min_distance, "endpoints": endpoints, "seed": int(seed)}
+    return CanaryDesign("edge", count, pairs=np.asarray(pairs, dtype=np.int64), settings=settings)
+
+
+def draw_canaries(dataset: GraphDataset, split: Split, kind: str, count: int, seed: int = 0, **options) -> CanaryDesign:
+    if kind == "node":
+        return draw_node_canaries(dataset, split, count, seed, **options)
+    if kind == "edge":
+        return draw_edge_canaries(dataset, split, count, seed, **options)
+    raise ConfigurationError(f"canary kind must be one of {', '.join(KINDS)}, got {kind!r}")
+
+
+def flip_coins(count: int, seed: int, run: int) -> np.ndarray:
+    """The fair coins of one run: independent Bernoulli(½), seeded by (seed, run)."""
+    return np.random.default_rng([int(seed), int(run), 0x434F494E]).random(count) < 0.5
+
+
+# --------------------------------------------------------------------------- injection
+
+
+def _dataset_with(base: GraphDataset, x: torch.Tensor, y: torch.Tensor, edge_index: torch.Tensor, note: str):
+    n = x.size(0)
+    label_mask = y >= 0
+    data = Data(x=x.contiguous(), y=y, edge_index=edge_index, label_mask=label_mask, num_nodes=n)
+    if base.has_public_split:
+        extra = torch.full((n - base.num_nodes,), -1, dtype=torch.long)
+        data.public_split = torch.cat([base.data.public_split, extra])
+    info = {**base.info, "canaries": note}
+    return GraphDataset(data, base.name, base.num_classes, fingerprint(data), info)
+
+
+def _undirected(pairs: np.ndarray) -> torch.Tensor:
+    if len(pairs) == 0:
+        return torch.zeros((2, 0), dtype=torch.long)
+    p = torch.as_tensor(pairs, dtype=torch.long).t()
+    return torch.cat([p, p.flip(0)], dim=1)
+
+
+def _with_nodes(base: GraphDataset, design: CanaryDesign, chosen: np.ndarray) -> GraphDataset:
+    """The base graph plus the chosen canary nodes (appended in canary order) and their wires."""
+    n = base.num_nodes
+    index = {int(c): n + j for j, c in enumerate(chosen)}
+    x = torch.cat([base.data.x, design.features[torch.as_tensor(chosen, dtype=torch.long)]])
+    y = torch.cat([base.data.y, design.labels[torch.as_tensor(chosen, dtype=torch.long)]])
+    wires = [(index[int(c)], int(b)) for c, b in design.wires if int(c) in index]
+    edges = torch.cat([base.data.edge_index, _undirected(np.asarray(wires, dtype=np.int64).reshape(-1, 2))], dim=1)
+    return _dataset_with(base, x, y, edges, f"{len(chosen)} node canaries appended")
+
+
+def training_data(base: GraphDataset, split: Split, design: CanaryDesign, included: np.ndarray):
+    """(dataset, split) a run trains on: the base graph with the included canaries only.
+
+    Node canaries are appended after the base nodes (in canary order) and added to
+    ``split.train``; edge canaries are added to the edge set. Val/test parts are unchanged.
+    """
+    included = np.asarray(included, dtype=bool)
+    if included.shape != (design.count,):
+        raise DPAuditError(f"canaries: {design.count} coins expected, got shape {included.shape}")
+    chosen = np.flatnonzero(included)
+    if design.kind == "node":
+        ds = _with_nodes(base, design, chosen)
+        new = torch.arange(base.num_nodes, ds.num_nodes, dtype=torch.long)
+        train = torch.cat([split.train, new])
+        node_part = None
+        if split.node_part is not None:  # a canary forms its own part: its wires are never visible
+            node_part = torch.cat([split.node_part, torch.full((len(new),), -2, dtype=split.node_part.dtype)])
+        sp = Split(train, split.val, split.test, spec=split.spec, seed=split.seed, inductive=split.inductive,
+                   info=dict(split.info), node_part=node_part)  # fmt: skip
+        return ds, sp
+    edges = torch.cat([base.data.edge_index, _undirected(design.pairs[chosen])], dim=1)
+    ds = _dataset_with(base, base.data.x, base.data.y, edges, f"{len(chosen)} edge canaries inserted")
+    return ds, split
+
+
+def query_graph(base: GraphDataset, split: Split, design: CanaryDesign, train_ds: GraphDataset,
+                train_split: Split, model: ReleasedModel) -> tuple[Data, np.ndarray]:  # fmt: skip
+    """(graph, index of each canary in it) on which the released model is queried."""
+    if design.kind == "node":
+        ds = _with_nodes(base, design, np.arange(design.count))
+        return ds.data, np.arange(base.num_nodes, ds.num_nodes)
+    if answers_from_release(model):
+        return train_split.graph_for(train_ds, "train"), design.pairs
+    full = training_data(base, split, design, np.ones(design.count, dtype=bool))[0]
+    return full.data, design.pairs
+
+
+def answers_from_release(model: ReleasedModel) -> bool:
+    """Whether a query on the training graph reads only the release: private inference, or a
+    model that answers training-graph queries from cached aggregations (GAP, also at ε = ∞)."""
+    return bool(model.inference_private or getattr(model, "cached_aggregations", None) is not None)
+
+
+# --------------------------------------------------------------------------- scores
+
+
+def node_scores(model: ReleasedModel, graph: Data, nodes: np.ndarray, labels: torch.Tensor) -> np.ndarray:
+    """Logit margin log p_y − log(1 − p_y) of each canary's label (higher: more likely a member)."""
+    proba = model.predict_proba(graph, torch.as_tensor(nodes, dtype=torch.long)).detach().cpu().double()
+    p = proba[torch.arange(len(nodes)), labels.cpu()].clamp(1e-12, 1 - 1e-12)
+    return (p.log() - (-p).log1p()).numpy()
+
+
+def _aggregation_view(model: ReleasedModel, graph: Data) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """(hop-0 encodings X0, released hop-1 aggregations H1), both row-normalised [N, hidden], for
+    a model that releases per-hop aggregations (``representation`` = [X0 | H1 | ... | HK] with
+    ``cfg["hidden"]`` columns per hop, as GAP's); ``None`` otherwise."""
+    rep = getattr(model, "representation", None)
+    hidden = (getattr(model, "cfg", None) or {}).get("hidden")
+    if not callable(rep) or not isinstance(hidden, int):
+        return None
+    h = rep(graph).detach().cpu().double()
+    if h.size(1) < 2 * hidden:
+        return None
+    normalize = torch.nn.functional.normalize
+    return normalize(h[:, :hidden], dim=1), normalize(h[:, hidden : 2 * hidden], dim=1)
+
+
+def edge_scores(model: ReleasedModel, graph: Data, pairs: np.ndarray, base_edges: torch.Tensor,
+                reference: int = 256, seed: int = 0) -> tuple[np.ndarray, str]:  # fmt: skip
+    r"""Score of each canary pair and the name of the score used.
+
+    ``aggregation-residual`` (a model that releases its hop-1 aggregations, GAP): the auditor
+    knows the base graph (everything but the coins, as DP assumes), so it predicts the
+    canary-free aggregation :math:`b_u = \sum_{w 	o u} x^{(0)}_w` over the base edges and asks
+    whether the released :math:`h^{(1)}_u` points more towards :math:`b_u + x^{(0)}_v` (edge
+    present) than towards :math:`b_u`:
+    :math:`s = \sum_{(a,c) \in \{(u,v),(v,u)\}} \cos(h^{(1)}_a, b_a + x^{(0)}_c) - \cos(h^{(1)}_a, b_a)`.
+    On GAP-∞ this separates perfectly; under PMA's noise it is close to the Gaussian optimum.
+
+    ``embedding-cosine`` (any other model): cosine similarity of the endpoints' ``embed``
+    rows minus each endpoint's mean similarity to a fixed random reference set.
+    """
+    u = torch.as_tensor(pairs[:, 0])
+    v = torch.as_tensor(pairs[:, 1])
+    view = _aggregation_view(model, graph)
+    cos = torch.nn.functional.cosine_similarity
+    if view is not None:
+        x0, h1 = view
+        b = torch.zeros_like(x0)
+        base_edges = base_edges.cpu()
+        b.index_add_(0, base_edges[1], x0[base_edges[0]])
+
+        def residual(a, c):
+            return cos(h1[a], b[a] + x0[c], dim=1) - cos(h1[a], b[a], dim=1)
+
+        return (residual(u, v) + residual(v, u)).numpy(), "aggregation-residual"
+    h = torch.nn.functional.normalize(model.embed(graph).detach().cpu().double(), dim=1)
+    rng = np.random.default_rng([int(seed), 0x524546])
+    ref = torch.as_tensor(rng.choice(h.size(0), size=min(reference, h.size(0)), replace=False))
+    sim = (h[u] * h[v]).sum(1)
+    base_u = (h[u] @ h[ref].t()).mean(1)
+    base_v = (h[v] @ h[ref].t()).mean(1)
+    return (sim - 0.5 * (base_u + base_v)).numpy(), "embedding-cosine"
+
+
+def score_run(model: ReleasedModel, base: GraphDataset, split: Split, design: CanaryDesign,
+              train_ds: GraphDataset, train_split: Split, seed: int = 0) -> tuple[np.ndarray, str]:  # fmt: skip
+    """(every canary's score from one released model — higher: more likely included —, score name)."""
+    graph, index = query_graph(base, split, design, train_ds, train_split, model)
+    if design.kind == "node":
+        scores, name = node_scores(model, graph, index, design.labels), "label-logit-margin"
+    else:
+        scores, name = edge_scores(model, graph, index, split.edge_index_for(base, "train"), seed=seed)
+    if not np.all(np.isfinite(scores)):
+        raise DPAuditError("canary scores contain NaN or infinite values (the released model's outputs are not finite)")
+    return scores, name
+
+
+# --------------------------------------------------------------------------- coverage
+
+
+def audited_claim(unit: str | None, kind: str, epsilon: float, delta: float) -> tuple[bool, str, float, float]:
+    """(valid, why, ε, δ) the canary game tests for a defense of privacy ``unit``.
+
+    Node canaries test node-level DP only. Edge canaries test edge-level DP, or node-level DP
+    through group privacy of size 2 (an edge change is a node removal followed by its
+    re-insertion without the edge): (2ε, (1 + e^ε)δ).
+    """
+    if unit is None or not math.isfinite(epsilon):
+        return False, "the defense is not private: there is no claim to test (the bound shows the attack's power)", \
+            math.inf, 0.0  # fmt: skip
+    if kind == "node":
+        if unit == "node":
+            return True, "node canaries test node-level DP", epsilon, delta
+        return False, f"node canaries are not covered by {unit}-level DP (a node is many edges)", epsilon, delta
+    if unit == "edge":
+        return True, "edge canaries test edge-level DP", epsilon, delta
+    if unit == "node":
+        return True, "edge canaries test node-level DP through group privacy of size 2: (2ε, (1+e^ε)δ)", \
+            2 * epsilon, (1 + math.exp(epsilon)) * delta  # fmt: skip
+    return False, f"unknown privacy unit {unit!r}", epsilon, delta
