@@ -2,7 +2,7 @@
 
 >>> from attacks import run, available_attacks
 >>> available_attacks()
-['embedding-probe', 'link-steal', 'linkteller', 'mia-lira', 'mia-threshold', 'mia-tstf']
+['embedding-probe', 'link-steal', 'linkteller', 'mia-lira', 'mia-rmia', 'mia-threshold', 'mia-tstf']
 >>> result = run("link-steal", model, dataset, runs=3)          # doctest: +SKIP
 
 Every attack consumes only the released-model interface (``predict_proba``, ``embed``,
@@ -98,12 +98,15 @@ def _register_builtin() -> None:
     from attacks.embedding import embedding_probe
     from attacks.link_stealing import link_steal
     from attacks.linkteller import linkteller
-    from attacks.membership import mia_lira, mia_threshold, mia_tstf
+    from attacks.lira import mia_lira
+    from attacks.membership import mia_threshold, mia_tstf
+    from attacks.rmia import mia_rmia
 
     for name, fn in (
         ("mia-tstf", mia_tstf),
         ("mia-threshold", mia_threshold),
         ("mia-lira", mia_lira),
+        ("mia-rmia", mia_rmia),
         ("link-steal", link_steal),
         ("linkteller", linkteller),
         ("embedding-probe", embedding_probe),

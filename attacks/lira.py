@@ -1,0 +1,313 @@
+r"""Likelihood-ratio membership inference (LiRA, Carlini et al., "Membership Inference Attacks
+From First Principles", IEEE S&P 2022), online (IN and OUT reference models) and offline (OUT
+only), and the reference-model plumbing that RMIA (:mod:`attacks.rmia`) shares.
+
+Query protocol (as every membership attack here, see :mod:`attacks.membership`): the target
+and every reference model are queried once on the **full graph**, and only the audit nodes'
+rows (the target's members and as many non-members, from
+:func:`attacks._common.partition`) are scored. Reference models are trained with the
+target's own recipe (:func:`attacks._common.train_shadow`: the card's method and
+hyperparameters, or the stated surrogate recipe of an adapted model).
+
+Reference training sets (:func:`reference_sets`), for ``R`` references and the target's
+training-set size ``n_train``:
+
+* **online**: references come in complementary pairs. Each pair draws a random half ``H`` of
+  the audit nodes ``A``; one reference trains on ``H``, the other on ``A \ H``, each topped
+  up with random nodes of the attacker's pool (labeled nodes outside ``A``) so that it sees
+  ``n_train`` training nodes like the target (``shadow_size="match"``; ``"full"`` adds half
+  of the pool instead). Every audit node is therefore IN for exactly half of the references
+  (when ``|A|/2 ≤ n_train``) and OUT for the other half;
+* **offline**: every reference trains on ``min(n_train, |pool|/2)`` random pool nodes
+  (half of the pool with ``"full"``), so every audit node is OUT for every reference.
+
+Shapes: ``target_phi``: ``[n]``; ``ref_phi``: ``[R, n]``; ``in_mask``: ``[R, n]`` bool (the
+reference's training set contains the node); scores: ``[n]`` (higher = member).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from attacks import _common as C
+from attacks.membership import _check_shadow_settings, _setup, locals_settings
+from dpaudit.datasets import GraphDataset
+from dpaudit.errors import ConfigurationError, DPAuditError
+from dpaudit.model import ReleasedModel
+from dpaudit.results import AttackResult
+from dpaudit.runtime import seed_everything
+
+log = logging.getLogger(__name__)
+
+_EPS = 1e-12
+
+
+# --------------------------------------------------------------------------- reference models
+
+
+@dataclass
+class References:
+    """Reference models' full-graph posteriors and their training sets.
+
+    ``probs``: ``[R, num_nodes, C]``; ``in_mask``: ``[R, num_nodes]`` bool; ``train_sets``:
+    the R training-node arrays; ``reserved``: nodes no reference ever trained on (RMIA's
+    population), sorted.
+    """
+
+    probs: np.ndarray
+    in_mask: np.ndarray
+    train_sets: list[np.ndarray]
+    reserved: np.ndarray
+
+
+def reference_sets(
+    audit: np.ndarray,
+    pool: np.ndarray,
+    n_train: int,
+    num_references: int,
+    online: bool,
+    shadow_size: str,
+    rng: np.random.Generator,
+) -> list[np.ndarray]:
+    """Training-node sets of the references (see the module docstring)."""
+    sets = []
+    if online:
+        if num_references < 2 or num_references % 2:
+            raise ConfigurationError("online reference models come in IN/OUT pairs: num_references must be even >= 2")
+        half = len(audit) // 2
+        for _ in range(num_references // 2):
+            perm = rng.permutation(audit)
+            for part in (perm[:half], perm[half : 2 * half]):
+                if shadow_size == "full":
+                    fill = rng.permutation(pool)[: len(pool) // 2]
+                    chosen = part
+                else:
+                    chosen = part[: min(len(part), n_train)]
+                    fill = rng.permutation(pool)[: max(0, min(n_train - len(chosen), len(pool)))]
+                sets.append(np.sort(np.concatenate([chosen, fill]).astype(np.int64)))
+    else:
+        size = len(pool) // 2 if shadow_size == "full" else min(n_train, len(pool) // 2)
+        if size < 1:
+            raise ConfigurationError("the attacker's pool is too small for offline reference models")
+        for _ in range(num_references):
+            sets.append(np.sort(rng.permutation(pool)[:size].astype(np.int64)))
+    return sets
+
+
+def train_references(
+    model: ReleasedModel,
+    ds: GraphDataset,
+    split,
+    audit: np.ndarray,
+    pool: np.ndarray,
+    num_references: int,
+    online: bool,
+    shadow_size: str,
+    seed: int,
+    device: str,
+    reserve: int = 0,
+    desc: str = "references",
+) -> References:
+    """Train the references with the target's recipe and query each once on the full graph.
+
+    ``reserve`` pool nodes are set aside first and never trained on (RMIA's population ``Z``).
+    The references' "non-members" handed to the recipe (used only for its own test metrics)
+    are the candidates they did not train on.
+    """
+    rng = np.random.default_rng(seed)
+    pool = rng.permutation(pool)
+    reserved, pool = np.sort(pool[:reserve]), pool[reserve:]
+    sets = reference_sets(audit, pool, len(split.train), num_references, online, shadow_size, rng)
+    candidates = np.concatenate([audit, pool])
+    probs, in_mask = [], np.zeros((len(sets), ds.num_nodes), dtype=bool)
+    for r, members in enumerate(tqdm(sets, desc=desc, leave=False, disable=None)):
+        if len(members) < 2:
+            raise ConfigurationError("a reference model would train on fewer than 2 nodes")
+        outside = np.setdiff1d(candidates, members)
+        ref = C.train_shadow(
+            model,
+            ds,
+            torch.as_tensor(members, dtype=torch.long),
+            torch.as_tensor(outside, dtype=torch.long),
+            seed=seed * 131 + r,
+            device=device,
+            inductive=split.inductive,
+        )
+        probs.append(C.posteriors(ref, ds.data))
+        in_mask[r, members] = True
+    return References(np.stack(probs), in_mask, sets, reserved)
+
+
+def audit_and_pool(ds: GraphDataset, split, seed: int, max_members, shadow_nodes_per_class: int):
+    """(audit nodes, their membership labels, the attacker's pool) for one run."""
+    part = C.partition(ds, split, seed, max_members, max(1, shadow_nodes_per_class // 2))
+    nodes, labels = part.target.nodes_and_labels()
+    pool = torch.cat([part.shadow.members, part.shadow.non_members]).numpy()
+    if len(pool) < 4:
+        raise ConfigurationError("not enough labeled nodes outside the audit set for reference models")
+    return nodes.numpy(), labels.numpy(), pool
+
+
+# --------------------------------------------------------------------------- LiRA scores
+
+
+def logit_confidence(probs: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    r"""φ(p) = log(p_y / (1 − p_y)) (Carlini et al. 2022, Sec. IV-C: makes the per-example
+    confidence distribution approximately Gaussian). ``probs``: ``[..., n, C]`` → ``[..., n]``."""
+    p = np.take_along_axis(probs, labels.reshape((1,) * (probs.ndim - 2) + (-1, 1)), axis=-1)[..., 0]
+    p = np.clip(p, _EPS, 1 - _EPS)
+    return np.log(p) - np.log1p(-p)
+
+
+def _pooled_std(values: np.ndarray, mask: np.ndarray) -> float | None:
+    """Within-node standard deviation pooled over nodes (Σ squared deviations from each
+    node's own mean / Σ (count − 1)); None without a degree of freedom."""
+    count = mask.sum(axis=0)
+    mean = np.where(count > 0, (values * mask).sum(axis=0) / np.maximum(count, 1), 0.0)
+    dof = np.maximum(count - 1, 0).sum()
+    if dof < 1:
+        return None
+    return float(math.sqrt((((values - mean) ** 2) * mask).sum() / dof))
+
+
+def lira_online_scores(
+    target_phi: np.ndarray, ref_phi: np.ndarray, in_mask: np.ndarray, global_variance: bool = True
+) -> np.ndarray:
+    r"""Online LiRA (Carlini et al. 2022, Algorithm 1): per node, Gaussians fitted to the IN and
+    OUT references' φ, and the log likelihood ratio
+
+    .. math::
+        \Lambda(v) = \log \mathcal N(\phi_t(v); \mu_{in}(v), \sigma_{in}^2)
+                   - \log \mathcal N(\phi_t(v); \mu_{out}(v), \sigma_{out}^2).
+
+    ``global_variance`` (the paper's choice below 64 references): σ_in and σ_out are the
+    within-node deviations pooled over all nodes; when one side has no degree of freedom
+    (one reference per side, e.g. 2 references) both use one common σ — with equal variances
+    the ranking, hence AUC and TPR, does not depend on σ's value at all. Otherwise per-node
+    σ (needs ≥ 2 IN and ≥ 2 OUT references per node). A node without any IN (or OUT)
+    reference — possible only when the audit half exceeds the target's training size — gets
+    μ_in = μ_out + the mean IN−OUT gap of the other nodes (or the reverse).
+
+    Shapes: ``target_phi`` ``[n]``, ``ref_phi`` and ``in_mask`` ``[R, n]`` → ``[n]``.
+    """
+    in_mask = in_mask.astype(bool)
+    out_mask = ~in_mask
+    n_in, n_out = in_mask.sum(axis=0), out_mask.sum(axis=0)
+    if not (n_in > 0).any() or not (n_out > 0).any():
+        raise DPAuditError("online LiRA needs IN and OUT reference models")
+    mu_in = (ref_phi * in_mask).sum(axis=0) / np.maximum(n_in, 1)
+    mu_out = (ref_phi * out_mask).sum(axis=0) / np.maximum(n_out, 1)
+    both = (n_in > 0) & (n_out > 0)
+    gap = float(np.mean(mu_in[both] - mu_out[both])) if both.any() else 0.0
+    mu_in = np.where(n_in > 0, mu_in, mu_out + gap)
+    mu_out = np.where(n_out > 0, mu_out, mu_in - gap)
+    if global_variance:
+        s_in, s_out = _pooled_std(ref_phi, in_mask), _pooled_std(ref_phi, out_mask)
+        if s_in is None or s_out is None:  # one common σ: the ranking does not depend on its value
+            s_in = s_out = s_in or s_out or float(np.std(ref_phi)) or 1.0
+        sigma_in, sigma_out = np.full(len(target_phi), s_in), np.full(len(target_phi), s_out)
+    else:
+        if (n_in < 2).any() or (n_out < 2).any():
+            raise ConfigurationError("per-node variances need >= 2 IN and >= 2 OUT references per node")
+        sigma_in = np.sqrt(((ref_phi - mu_in) ** 2 * in_mask).sum(axis=0) / (n_in - 1))
+        sigma_out = np.sqrt(((ref_phi - mu_out) ** 2 * out_mask).sum(axis=0) / (n_out - 1))
+    sigma_in, sigma_out = np.maximum(sigma_in, 1e-6), np.maximum(sigma_out, 1e-6)
+    z_in, z_out = (target_phi - mu_in) / sigma_in, (target_phi - mu_out) / sigma_out
+    return -0.5 * z_in**2 - np.log(sigma_in) + 0.5 * z_out**2 + np.log(sigma_out)
+
+
+def lira_offline_scores(target_phi: np.ndarray, ref_phi: np.ndarray, global_variance: bool = True) -> np.ndarray:
+    r"""Offline LiRA (Carlini et al. 2022, Sec. VI-C): OUT references only, the one-sided
+    statistic :math:`(\phi_t(v) - \mu_{out}(v)) / \sigma_{out}` (monotone in the paper's
+    :math:`1 - \Pr[Z > \phi_t]` test), one pooled σ when ``global_variance``.
+
+    Shapes: ``target_phi`` ``[n]``, ``ref_phi`` ``[R, n]`` → ``[n]``.
+    """
+    mu = ref_phi.mean(axis=0)
+    if global_variance:
+        sigma = _pooled_std(ref_phi, np.ones_like(ref_phi, dtype=bool)) or float(np.std(ref_phi)) or 1.0
+    else:
+        sigma = ref_phi.std(axis=0, ddof=1)
+    return (target_phi - mu) / np.maximum(sigma, 1e-6)
+
+
+# --------------------------------------------------------------------------- the attack
+
+
+def mia_lira(
+    model: ReleasedModel,
+    dataset: GraphDataset | None = None,
+    *,
+    runs: int = 1,
+    seed: int = 0,
+    num_shadows: int = 4,
+    online: bool = True,
+    shadow_nodes_per_class: int = 1000,
+    shadow_size: str = "match",
+    max_members: int | None = None,
+    global_variance: bool = True,
+    device: str = "auto",
+    data_root: str | None = None,
+    n_boot: int = 1000,
+) -> AttackResult:
+    r"""LiRA (Carlini et al. 2022) on nodes; online by default, offline with ``online=False``.
+
+    Per run: the audit set (target members and as many non-members) and the attacker's pool
+    (labeled nodes outside it, ``shadow_nodes_per_class`` per class at most) are drawn;
+    ``num_shadows`` references are trained with the target's recipe (online: complementary
+    IN/OUT pairs over the audit nodes, so ``num_shadows`` must be even; offline: on pool
+    nodes only); target and references are queried once on the full graph; each audit node
+    is scored by :func:`lira_online_scores` or :func:`lira_offline_scores` on
+    φ = logit(p_y). ``shadow_size="match"`` gives every reference as many training nodes as
+    the target had (so its generalisation gap resembles the target's).
+    """
+    settings = locals_settings(locals())
+    if num_shadows < 2:
+        raise ConfigurationError("mia-lira needs num_shadows >= 2")
+    if online and num_shadows % 2:
+        raise ConfigurationError("online mia-lira needs an even num_shadows (IN/OUT pairs); or set online=False")
+    _check_shadow_settings("mia-lira", shadow_size, runs)
+    ds, split = _setup(model, dataset, data_root)
+    seed_everything(seed)
+    graph = ds.data
+    y = graph.y.numpy()
+    target_probs = C.posteriors(model, graph)
+    _, _, _, _, recipe_notes = C.shadow_recipe(model)
+    run_scores, run_extra = [], []
+    for r in range(runs):
+        run_seed = seed + 7919 * r
+        nodes, labels, pool = audit_and_pool(ds, split, run_seed, max_members, shadow_nodes_per_class)
+        refs = train_references(
+            model, ds, split, nodes, pool, num_shadows, online, shadow_size, run_seed, device, desc="mia-lira shadows"
+        )
+        ref_phi = logit_confidence(refs.probs[:, nodes], y[nodes])
+        target_phi = logit_confidence(target_probs[nodes], y[nodes])
+        if online:
+            scores = lira_online_scores(target_phi, ref_phi, refs.in_mask[:, nodes], global_variance)
+        else:
+            scores = lira_offline_scores(target_phi, ref_phi, global_variance)
+        run_scores.append((scores, labels))
+        run_extra.append(
+            {
+                "seed": run_seed,
+                "reference_train_sizes": [int(len(s)) for s in refs.train_sets],
+                "in_references_per_node": float(refs.in_mask[:, nodes].sum(axis=0).mean()),
+            }
+        )
+    mode = (
+        f"online LiRA: {num_shadows} references per run in IN/OUT pairs over the audit nodes"
+        if online
+        else f"offline LiRA: {num_shadows} OUT references per run (no audit node in any reference)"
+    )
+    notes = recipe_notes + [
+        mode,
+        "target and references are queried once on the full graph; only audit nodes are scored",
+    ]
+    extra = {"online": online, "num_shadows": num_shadows, "global_variance": global_variance}
+    return C.make_result("mia-lira", model, run_scores, "node", settings, extra=extra, notes=notes, run_extra=run_extra)

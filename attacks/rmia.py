@@ -1,0 +1,267 @@
+r"""RMIA (Zarifzadeh, Liu, Brito Cardoso & Shokri, "Low-Cost High-Power Membership Inference
+Attacks", ICML 2024) on nodes.
+
+The test compares the target's likelihood of x with that of population samples z, each
+normalised by its probability under reference models (Sec. 3 of the paper):
+
+.. math::
+    \mathrm{LR}(x) = \frac{\Pr(x \mid \theta)}{\Pr(x)}, \qquad
+    \mathrm{Score}(x) = \frac{1}{|Z|}\,\bigl|\{z \in Z : \mathrm{LR}(x) / \mathrm{LR}(z) \ge \gamma\}\bigr|,
+
+where :math:`\Pr(x \mid \theta)` is the model's probability of x's true label (softmax
+output, full-graph query) and :math:`\Pr(x) = \mathbb E_{\theta'}[\Pr(x \mid \theta')]` over
+reference models trained like the target on random halves of the candidates:
+
+* **online**: IN and OUT references in complementary pairs (:func:`attacks.lira.reference_sets`),
+  :math:`\Pr(x) = \frac12(\Pr_{IN}(x) + \Pr_{OUT}(x))`, the mean over all references;
+* **offline** (OUT references only): the paper's linear approximation of the missing IN
+  models, :math:`\Pr(x) \approx \frac12\bigl((1+a)\Pr_{OUT}(x) + (1-a)\bigr)`, i.e.
+  :math:`\Pr_{IN} \approx a\Pr_{OUT} + 1 - a`. As in the paper, ``a`` is chosen by attacking
+  one reference model with the others (its own training set is known to the attacker), on
+  a grid in [0, 1]; a fixed ``a`` may be given instead.
+
+Population: ``population_size`` labeled nodes of the attacker's pool that no reference
+trains on; their :math:`\Pr(z)` comes from the OUT references through the same linear map
+(offline: the chosen ``a``; online: ``a`` fitted by least squares to the references' own
+IN/OUT probabilities of the audit nodes), so LR(z) and LR(x) estimate the same quantity.
+
+Where the score is loose: with one fixed population the score is a non-decreasing function
+of LR(x), so it ranks audit nodes exactly as LR(x) does, except that it saturates at 0 and
+1 (every z beaten). Those ties would flatten the low-FPR end of the ROC, so ties are broken
+by LR(x) (a tie-break below 1/|Z| that never reorders different score values). γ only moves
+where the saturation happens.
+
+Shapes: probabilities of the true label ``p_target_x`` ``[n]``, ``p_ref_x`` ``[R, n]``,
+``in_mask_x`` ``[R, n]``; ``p_target_z`` ``[m]``, ``p_ref_z`` ``[R, m]``; scores ``[n]``.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from attacks import _common as C
+from attacks.lira import audit_and_pool, train_references
+from attacks.membership import _check_shadow_settings, _setup, locals_settings
+from dpaudit.datasets import GraphDataset
+from dpaudit.errors import ConfigurationError, DPAuditError
+from dpaudit.model import ReleasedModel
+from dpaudit.results import AttackResult
+from dpaudit.runtime import seed_everything
+from dpaudit.statistics import auc
+
+log = logging.getLogger(__name__)
+
+_TINY = 1e-30
+A_GRID = tuple(round(0.05 * i, 2) for i in range(21))
+
+
+def true_label_prob(probs: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """Pr(x | θ) = p_{y_x}(x). ``probs`` ``[..., n, C]`` → ``[..., n]``."""
+    idx = labels.reshape((1,) * (probs.ndim - 2) + (-1, 1))
+    return np.take_along_axis(probs, idx, axis=-1)[..., 0]
+
+
+def offline_marginal(p_out_mean: np.ndarray, a: float) -> np.ndarray:
+    r""":math:`\Pr(x) \approx \frac12((1+a)\Pr_{OUT}(x) + (1-a))` (the paper's offline approximation)."""
+    return 0.5 * ((1.0 + a) * p_out_mean + (1.0 - a))
+
+
+def fit_a_from_pairs(p_in: np.ndarray, p_out: np.ndarray) -> float:
+    r"""Least-squares ``a`` in :math:`\Pr_{IN} - 1 = a(\Pr_{OUT} - 1)`, clipped to [0, 1]."""
+    u, v = p_out - 1.0, p_in - 1.0
+    denom = float(np.sum(u * u))
+    return float(np.clip(np.sum(u * v) / denom, 0.0, 1.0)) if denom > 0 else 1.0
+
+
+def pairwise_score(lr_x: np.ndarray, lr_z: np.ndarray, gamma: float) -> np.ndarray:
+    """Fraction of z with LR(x)/LR(z) ≥ γ, ties broken by LR(x) (below 1/|Z|, see the module docstring)."""
+    if len(lr_z) == 0:
+        raise DPAuditError("RMIA needs a non-empty population")
+    sorted_z = np.sort(lr_z)
+    frac = np.searchsorted(sorted_z, lr_x / gamma, side="right") / len(lr_z)
+    order = np.argsort(np.argsort(np.log(np.maximum(lr_x, _TINY)), kind="stable"), kind="stable")
+    tie_break = (order + 1) / (len(lr_x) + 1) * (0.5 / len(lr_z))
+    return frac + tie_break
+
+
+def rmia_scores(
+    p_target_x: np.ndarray,
+    p_ref_x: np.ndarray,
+    p_target_z: np.ndarray,
+    p_ref_z: np.ndarray,
+    *,
+    in_mask_x: np.ndarray | None = None,
+    offline: bool = False,
+    a: float = 1.0,
+    gamma: float = 1.0,
+) -> np.ndarray:
+    """RMIA scores of the audit nodes x against population z (the module docstring's formulas).
+
+    Online (``offline=False``) needs ``in_mask_x``; Pr(x) is the mean over all references,
+    Pr(z) the offline map of the OUT mean with ``a`` fitted by :func:`fit_a_from_pairs`.
+    Offline: every reference is OUT for x and z, and ``a`` is used for both.
+    """
+    if offline:
+        prx = offline_marginal(p_ref_x.mean(axis=0), a)
+        a_z = a
+    else:
+        if in_mask_x is None:
+            raise DPAuditError("online RMIA needs the references' membership of the audit nodes")
+        in_mask_x = in_mask_x.astype(bool)
+        n_in, n_out = in_mask_x.sum(axis=0), (~in_mask_x).sum(axis=0)
+        if not ((n_in > 0) & (n_out > 0)).any():
+            raise DPAuditError("online RMIA needs IN and OUT references")
+        p_in = (p_ref_x * in_mask_x).sum(axis=0) / np.maximum(n_in, 1)
+        p_out = (p_ref_x * ~in_mask_x).sum(axis=0) / np.maximum(n_out, 1)
+        both = (n_in > 0) & (n_out > 0)
+        a_z = fit_a_from_pairs(p_in[both], p_out[both])
+        # nodes lacking one side: the linear map fills it in
+        p_in = np.where(n_in > 0, p_in, a_z * p_out + 1.0 - a_z)
+        p_out = np.where(n_out > 0, p_out, np.clip((p_in - 1.0 + a_z) / max(a_z, 1e-6), 0.0, 1.0))
+        prx = 0.5 * (p_in + p_out)
+    prz = offline_marginal(p_ref_z.mean(axis=0), a_z)
+    lr_x = p_target_x / np.maximum(prx, _TINY)
+    lr_z = p_target_z / np.maximum(prz, _TINY)
+    return pairwise_score(lr_x, lr_z, gamma)
+
+
+def choose_a(
+    p_ref: np.ndarray,
+    in_mask: np.ndarray,
+    candidates: np.ndarray,
+    population: np.ndarray,
+    gamma: float,
+) -> tuple[float, float | None]:
+    """Offline ``a``: attack reference 0 with references 1..R-1 as OUT models (the attacker
+    knows their training sets) and keep the grid value with the best AUC.
+
+    ``p_ref``: ``[R, num_nodes]`` true-label probabilities; ``in_mask``: ``[R, num_nodes]``.
+    Members are reference 0's training nodes among ``candidates``, non-members the other
+    candidates; each node's Pr_OUT averages the other references that did not train on it
+    (nodes with none are skipped). Returns (a, its AUC) — (1.0, None) when the simulation
+    has no usable node (a = 1 is the plain OUT mean).
+    """
+    if p_ref.shape[0] < 2:
+        return 1.0, None
+    others = in_mask[1:][:, candidates]
+    out_count = (~others).sum(axis=0)
+    usable = out_count > 0
+    nodes = candidates[usable]
+    labels = in_mask[0, nodes].astype(int)
+    if len(np.unique(labels)) < 2:
+        return 1.0, None
+    p_out = (p_ref[1:][:, nodes] * ~others[:, usable]).sum(axis=0) / out_count[usable]
+    p_target_x, p_target_z = p_ref[0, nodes], p_ref[0, population]
+    p_out_z = p_ref[1:][:, population].mean(axis=0)
+    best, best_auc = 1.0, -1.0
+    for a in A_GRID:
+        lr_x = p_target_x / np.maximum(offline_marginal(p_out, a), _TINY)
+        lr_z = p_target_z / np.maximum(offline_marginal(p_out_z, a), _TINY)
+        value = auc(pairwise_score(lr_x, lr_z, gamma), labels)
+        if value > best_auc + 1e-12:
+            best, best_auc = a, value
+    return float(best), float(best_auc)
+
+
+def mia_rmia(
+    model: ReleasedModel,
+    dataset: GraphDataset | None = None,
+    *,
+    runs: int = 1,
+    seed: int = 0,
+    num_references: int = 4,
+    offline: bool = False,
+    gamma: float = 1.0,
+    a: float | None = None,
+    population_size: int = 500,
+    shadow_nodes_per_class: int = 1000,
+    shadow_size: str = "match",
+    max_members: int | None = None,
+    device: str = "auto",
+    data_root: str | None = None,
+    n_boot: int = 1000,
+) -> AttackResult:
+    """RMIA (Zarifzadeh et al. 2024) against ``model``'s audit nodes.
+
+    Per run: audit nodes and the attacker's pool (as :func:`attacks.lira.mia_lira`);
+    ``population_size`` pool nodes are set aside as the population Z (capped at half the
+    pool); ``num_references`` references are trained with the target's recipe — online:
+    complementary IN/OUT pairs over the audit nodes (even count); offline: on pool nodes
+    only; target and references are queried once on the full graph and the audit nodes are
+    scored by :func:`rmia_scores`. Offline ``a`` is chosen by :func:`choose_a` unless given.
+    """
+    settings = locals_settings(locals())
+    if num_references < 1 or (not offline and (num_references < 2 or num_references % 2)):
+        raise ConfigurationError("mia-rmia: online needs an even num_references >= 2 (IN/OUT pairs), offline >= 1")
+    if not gamma > 0:
+        raise ConfigurationError("mia-rmia gamma must be > 0")
+    if a is not None and not 0.0 <= float(a) <= 1.0:
+        raise ConfigurationError("mia-rmia a must lie in [0, 1]")
+    if population_size < 1:
+        raise ConfigurationError("mia-rmia population_size must be >= 1")
+    _check_shadow_settings("mia-rmia", shadow_size, runs)
+    ds, split = _setup(model, dataset, data_root)
+    seed_everything(seed)
+    graph = ds.data
+    y = graph.y.numpy()
+    p_target = true_label_prob(C.posteriors(model, graph), y)
+    _, _, _, _, recipe_notes = C.shadow_recipe(model)
+    run_scores, run_extra = [], []
+    for r in range(runs):
+        run_seed = seed + 7919 * r
+        nodes, labels, pool = audit_and_pool(ds, split, run_seed, max_members, shadow_nodes_per_class)
+        reserve = min(population_size, len(pool) // 2)
+        refs = train_references(
+            model,
+            ds,
+            split,
+            nodes,
+            pool,
+            num_references,
+            not offline,
+            shadow_size,
+            run_seed,
+            device,
+            reserve=reserve,
+            desc="mia-rmia references",
+        )
+        population = refs.reserved
+        p_ref = true_label_prob(refs.probs, y)  # [R, num_nodes]
+        used_a, sim_auc = a, None
+        if offline and a is None:
+            trained_pool = np.setdiff1d(pool, population)
+            used_a, sim_auc = choose_a(p_ref, refs.in_mask, trained_pool, population, gamma)
+        scores = rmia_scores(
+            p_target[nodes],
+            p_ref[:, nodes],
+            p_target[population],
+            p_ref[:, population],
+            in_mask_x=refs.in_mask[:, nodes],
+            offline=offline,
+            a=1.0 if used_a is None else float(used_a),
+            gamma=gamma,
+        )
+        run_scores.append((scores, labels))
+        run_extra.append(
+            {
+                "seed": run_seed,
+                "population": int(len(population)),
+                "a": used_a,
+                "a_simulation_auc": sim_auc,
+                "reference_train_sizes": [int(len(s)) for s in refs.train_sets],
+            }
+        )
+    mode = (
+        f"offline RMIA: {num_references} OUT references per run, Pr(x) ≈ ((1+a)Pr_OUT(x) + 1 - a)/2"
+        if offline
+        else f"online RMIA: {num_references} references per run in IN/OUT pairs over the audit nodes"
+    )
+    notes = recipe_notes + [
+        mode,
+        f"population Z: {run_extra[0]['population']} pool nodes no reference trained on; γ = {gamma:g}",
+        "target and references are queried once on the full graph; only audit nodes are scored",
+    ]
+    extra = {"offline": offline, "num_references": num_references, "gamma": gamma, "a": [e["a"] for e in run_extra]}
+    return C.make_result("mia-rmia", model, run_scores, "node", settings, extra=extra, notes=notes, run_extra=run_extra)
