@@ -34,9 +34,9 @@ LOWER_BOUND_CAVEAT = (
 
 #: recipes that never read a non-training node in training (their non-members are absent)
 FEATURE_ONLY_METHODS = ("mlp", "mlp-dp")
-#: attacks whose scores are fitted on the target's own membership labels (cross-fitted): their
-#: AUC is a diagnostic, never an ε lower bound
-TRAINS_ON_TARGET_MEMBERSHIP = ("embedding-probe",)
+#: diagnostics: attacks whose AUC is never an ε lower bound (the embedding probe's features were
+#: chosen after looking at models; it is not a pre-registered test)
+DIAGNOSTIC_ATTACKS = ("embedding-probe",)
 
 NOT_NEIGHBOURING = (
     "no DP ceiling or ε lower bound: edges and non-edges are different node pairs whose features differ "
@@ -86,7 +86,7 @@ def keeps_non_members_in_training_graph(model: ReleasedModel) -> tuple[bool, str
 
 
 def bound_validity(
-    model: ReleasedModel, attack: str, *, neighbouring: bool, audit_game: bool, uses_target_membership: bool
+    model: ReleasedModel, attack: str, *, neighbouring: bool, audit_game: bool, diagnostic: bool
 ) -> tuple[bool, str]:
     """``(bound_valid, why)`` of an attack result: whether its ε lower bound and DP ceiling are a
     valid comparison with a guarantee. Valid only when membership was decided at random by a
@@ -94,10 +94,10 @@ def bound_validity(
     dpaudit's seeded RNG — and the audit set is the randomized game's class-stratified pairs."""
     if not neighbouring:
         return False, NOT_NEIGHBOURING
-    if uses_target_membership:
+    if diagnostic:
         return False, (
-            f"{attack} fits its scores on the target's own membership labels (cross-fitted): a diagnostic, not a "
-            "test of a randomly included unit"
+            f"{attack} is a diagnostic (its probe and features were chosen after looking at models, not a "
+            "pre-registered test): its AUC never feeds an ε lower bound or a 'guarantee broken' verdict"
         )
     if not audit_game:
         return False, "the audit set was not drawn by the randomized audit game (class-stratified pairs)"
@@ -253,7 +253,7 @@ def make_result(
     nodes: list[np.ndarray] | None = None,
     dataset: GraphDataset | None = None,
     audit_game: bool = True,
-    uses_target_membership: bool | None = None,
+    diagnostic: bool | None = None,
 ) -> AttackResult:
     """Statistics (:func:`dpaudit.statistics.summarize_runs`) + coverage + ceiling + validity → result.
 
@@ -281,8 +281,8 @@ def make_result(
     changes, so the ceiling uses group privacy with k = 2; one pair's coin in the ε lower bound
     is twice that many changes (remove the member, add the non-member).
     """
-    if uses_target_membership is None:
-        uses_target_membership = attack in TRAINS_ON_TARGET_MEMBERSHIP
+    if diagnostic is None:
+        diagnostic = attack in DIAGNOSTIC_ATTACKS
     group, group_why = 1, ""
     if attack_unit == "node":
         keeps, group_why = keeps_non_members_in_training_graph(model)
@@ -298,7 +298,7 @@ def make_result(
         pair_group_size=2 * group if paired else None,
     )
     valid, validity = bound_validity(
-        model, attack, neighbouring=neighbouring, audit_game=audit_game, uses_target_membership=uses_target_membership
+        model, attack, neighbouring=neighbouring, audit_game=audit_game, diagnostic=diagnostic
     )
     per_run = summary["runs"]
     for i, r in enumerate(per_run):

@@ -84,11 +84,6 @@ def _finite(embeddings: np.ndarray) -> np.ndarray:
     return np.nan_to_num(embeddings, nan=0.0, posinf=0.0, neginf=0.0)
 
 
-NOT_A_BOUND = (
-    "no ε lower bound: the embedding probe is a diagnostic (not a pre-registered test, features chosen after "
-    "looking at models); its held-out separation is in extra['probe_distinguishability'] and never feeds a "
-    "'guarantee broken' verdict"
-)
 
 
 def _unit(rows: np.ndarray) -> np.ndarray:
@@ -228,17 +223,4 @@ def embedding_probe(
         artifacts=artifacts,
         run_extra=run_extra,
     )
-    return _without_bound(result)
-
-
-def _without_bound(result: AttackResult) -> AttackResult:
-    """A diagnostic's result: the held-out separation moves to ``probe_distinguishability``,
-    the reported ε lower bound is the trivial 0 and ``bound_valid`` is False with the reason."""
-    result.extra["probe_distinguishability"] = result.extra.pop("lower_bound")
-    result.extra["bound_valid"] = False
-    result.extra["bound_invalid_reason"] = NOT_A_BOUND
-    result.epsilon_lower_bound = 0.0
-    for run in result.runs:
-        run["probe_distinguishability"] = run.pop("epsilon_lower_bound")
-    result.notes = [n for n in result.notes if n != C.LOWER_BOUND_CAVEAT] + [NOT_A_BOUND]
     return result

@@ -280,6 +280,7 @@ def mia_lira(
     target_probs = C.posteriors(model, graph)
     _, _, _, _, recipe_notes = C.shadow_recipe(model)
     run_scores, run_extra = [], []
+    run_nodes: list = []
     for r in range(runs):
         run_seed = seed + 7919 * r
         nodes, labels, pool = audit_and_pool(ds, split, run_seed, max_members, shadow_nodes_per_class)
@@ -293,6 +294,7 @@ def mia_lira(
         else:
             scores = lira_offline_scores(target_phi, ref_phi, global_variance)
         run_scores.append((scores, labels))
+        run_nodes.append(nodes)
         run_extra.append(
             {
                 "seed": run_seed,
@@ -310,4 +312,15 @@ def mia_lira(
         "target and references are queried once on the full graph; only audit nodes are scored",
     ]
     extra = {"online": online, "num_shadows": num_shadows, "global_variance": global_variance}
-    return C.make_result("mia-lira", model, run_scores, "node", settings, extra=extra, notes=notes, run_extra=run_extra)
+    return C.make_result(
+        "mia-lira",
+        model,
+        run_scores,
+        "node",
+        settings,
+        extra=extra,
+        notes=notes,
+        run_extra=run_extra,
+        nodes=run_nodes,
+        dataset=ds,
+    )

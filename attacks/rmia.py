@@ -209,6 +209,7 @@ def mia_rmia(
     p_target = true_label_prob(C.posteriors(model, graph), y)
     _, _, _, _, recipe_notes = C.shadow_recipe(model)
     run_scores, run_extra = [], []
+    run_nodes: list = []
     for r in range(runs):
         run_seed = seed + 7919 * r
         nodes, labels, pool = audit_and_pool(ds, split, run_seed, max_members, shadow_nodes_per_class)
@@ -244,6 +245,7 @@ def mia_rmia(
             gamma=gamma,
         )
         run_scores.append((scores, labels))
+        run_nodes.append(nodes)
         run_extra.append(
             {
                 "seed": run_seed,
@@ -264,4 +266,15 @@ def mia_rmia(
         "target and references are queried once on the full graph; only audit nodes are scored",
     ]
     extra = {"offline": offline, "num_references": num_references, "gamma": gamma, "a": [e["a"] for e in run_extra]}
-    return C.make_result("mia-rmia", model, run_scores, "node", settings, extra=extra, notes=notes, run_extra=run_extra)
+    return C.make_result(
+        "mia-rmia",
+        model,
+        run_scores,
+        "node",
+        settings,
+        extra=extra,
+        notes=notes,
+        run_extra=run_extra,
+        nodes=run_nodes,
+        dataset=ds,
+    )
