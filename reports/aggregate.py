@@ -33,7 +33,7 @@ from scipy import stats
 CONFIDENCE = 0.95
 # Strongest first (shadow-model membership attacks, then edge attacks, then cheap diagnostics):
 # the order audits run attacks in and reports show them; other attacks follow in their own order.
-ATTACK_ORDER = ("mia-lira", "mia-tstf", "linkteller", "link-steal", "mia-threshold", "embedding-probe")
+ATTACK_ORDER = ("mia-rmia", "mia-lira", "mia-tstf", "linkteller", "link-steal", "mia-threshold", "embedding-probe")
 TPR_KEY = "0.01"  # the summary table's TPR at 1 % FPR
 
 

@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 # caller gives explicitly always win over these.
 QUICK_SETTINGS: dict[str, dict[str, Any]] = {
     "*": {"n_boot": 200},
+    "mia-rmia": {"num_references": 2},
     "mia-lira": {"num_shadows": 2},
     "mia-tstf": {"runs": 1},
     "link-steal": {"runs": 1, "max_pairs": 400},
@@ -70,6 +71,9 @@ def _attack_cost(name: str, settings: dict[str, Any], shadow: float, dataset) ->
     if name == "mia-lira":
         shadows = int(settings.get("num_shadows", 4) or 4)
         return runs * shadows, runs * shadows * shadow + c["fixed"]
+    if name == "mia-rmia":
+        references = int(settings.get("num_references", 4) or 4)
+        return runs * references, runs * references * shadow + c["fixed"]
     if name == "mia-threshold":
         return runs, runs * c["threshold"] + c["fixed"]
     if name == "link-steal":
@@ -92,8 +96,9 @@ def _attack_cost(name: str, settings: dict[str, Any], shadow: float, dataset) ->
 def order_attacks(names: list[str]) -> list[str]:
     """``names`` strongest first, unknown names (plug-ins) last in the given order.
 
-    If the audit is stopped, what finished is what matters most: LiRA and TSTF (shadow models
-    trained by the target's own recipe) are the most powerful membership attacks at low FPR;
+    If the audit is stopped, what finished is what matters most: RMIA, LiRA and TSTF (reference
+    or shadow models trained by the target's own recipe) are the most powerful membership attacks
+    at low FPR;
     LinkTeller and link stealing test edges; the shadow-free threshold attack and the embedding
     probe are cheap diagnostics. The order is :data:`reports.aggregate.ATTACK_ORDER`, the one
     reports show attacks in.
