@@ -75,6 +75,7 @@ ATTACK_SETTINGS = {
     "mia-tstf": {"runs": 2},
     "mia-threshold": {},
     "mia-lira": {"num_shadows": 2},
+    "mia-rmia": {"num_references": 2},
     "link-steal": {"runs": 2, "max_pairs": 400},
     "linkteller": {"num_pairs": 60},
     "embedding-probe": {"projections": "tsne"},
