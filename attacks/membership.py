@@ -1,4 +1,5 @@
-r"""Node membership inference: TSTF with a shadow model, threshold attacks, offline LiRA.
+r"""Node membership inference: TSTF with a shadow model and threshold attacks (LiRA: :mod:`attacks.lira`,
+RMIA: :mod:`attacks.rmia`).
 
 Every attack scores the randomized audit game's audit set (:func:`dpaudit.splits.audit_game`:
 class-stratified pairs of one training node and one labeled non-member outside training and

@@ -151,8 +151,9 @@ DEMO_ATTACK_SETTINGS = {
     "*": {"n_boot": 200},
     "mia-tstf": {"runs": 1, "hidden": 32},
     "mia-lira": {"num_shadows": 2},
+    "mia-rmia": {"num_references": 2},
     "link-steal": {"runs": 1, "max_pairs": 400},
-    "linkteller": {"num_pairs": 100},
+    "linkteller": {"num_pairs": 100, "pr_nodes": 200},
     "embedding-probe": {"projections": ["tsne"], "max_plot_nodes": 200},
 }
 

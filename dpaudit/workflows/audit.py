@@ -35,7 +35,7 @@ QUICK_SETTINGS: dict[str, dict[str, Any]] = {
     "mia-lira": {"num_shadows": 2},
     "mia-tstf": {"runs": 1},
     "link-steal": {"runs": 1, "max_pairs": 400},
-    "linkteller": {"num_pairs": 100},
+    "linkteller": {"num_pairs": 100, "pr_nodes": 200},
     "embedding-probe": {"projections": ["tsne"], "max_plot_nodes": 300},
 }
 
