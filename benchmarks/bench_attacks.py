@@ -1,17 +1,22 @@
-"""Attack benchmark: strength on undefended Cora models and the attacks × defenses table on cora_ml.
+"""Attack benchmark: strength on Cora (public split) and the attacks × defenses table on cora_ml.
 
 Usage::
 
     OMP_NUM_THREADS=1 python benchmarks/bench_attacks.py --data-root DIR [--part strength|table|all]
-        [--defenses gcn,mlp-dp,...] [--epsilons 1,8,inf] [--tstf-runs N] [--seeds 0]
+        [--strength-runs 3] [--strength-refs 4] [--defenses gcn,mlp-dp,...] [--epsilons 1,8,inf]
 
-Part ``strength`` (Cora, public split, default recipes, mean over ``--strength-runs`` runs):
-link stealing attack-0 (correlation) and TSTF against ``gcn``; TSTF and the loss threshold
-attack against ``mlp-dp`` at ε = 1. Part ``table`` (cora_ml, split ``--split``): every attack
-against every registered defense at ε ∈ ``--epsilons`` (non-private baselines at ε = ∞ only).
-Each table row reports AUC (95 % bootstrap CI), TPR at FPR 1 %, the ε lower bound with its δ,
-coverage and the AUC ceiling, attack seconds and peak RSS. Tables are printed and written to
-``benchmarks/results/attacks.md`` (+ ``attacks.json``).
+Part ``strength`` (Cora, public split, default recipes): every attack against ``gcn`` —
+threshold (loss), TSTF, LiRA online and offline, RMIA online and offline (``--strength-refs``
+reference models each, ``--strength-runs`` runs), the shadow-trained embedding probe, link
+stealing attack-0 and LinkTeller (with precision/recall at the true density over 500 sampled
+nodes and the AUC against 2-hop non-edges) — and the membership attacks against ``mlp-dp`` at
+ε = 1. Part ``table`` (cora_ml, split ``--split``): every attack against every registered
+defense at ε ∈ ``--epsilons`` (non-private baselines at ε = ∞ only).
+
+Each row reports AUC (95 % bootstrap CI), TPR at FPR 1 % and 0.1 %, the ε lower bound with its
+δ, coverage and the AUC ceiling, attack-specific details, attack seconds and peak RSS. Tables
+are printed and written to ``benchmarks/results/attacks.md`` (+ ``attacks.json``); a section
+of the existing file that starts with ``NOTES_MARKER`` is kept (hand-written reading notes).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from dpaudit.pipeline import train
 from dpaudit.registry import available_defenses, get_defense
 
 OUT = Path(__file__).resolve().parent / "results"
+NOTES_MARKER = "<!-- hand-written notes below: kept when the tables are regenerated -->"
 
 
 def peak_mb() -> float:
@@ -54,15 +60,34 @@ def row_for(defense, eps, name, result, seconds, test_acc):
         "AUC": fmt(result.auc),
         "95% CI": f"[{fmt(ci[0])}, {fmt(ci[1])}]",
         "TPR@1%": fmt(result.tpr_at_fpr.get("0.01")),
+        "TPR@0.1%": fmt(result.tpr_at_fpr.get("0.001")),
         "ε_LB (δ)": f"{fmt(result.epsilon_lower_bound, 2)} ({result.epsilon_lower_bound_delta:.0e})"
         if result.epsilon_lower_bound_delta
         else f"{fmt(result.epsilon_lower_bound, 2)} (0)",
         "covered": "yes" if result.covered_by_guarantee else "no",
         "AUC ceiling": fmt(result.ceiling_auc),
+        "details": details(result),
         "runs": str(len(result.runs)),
         "seconds": f"{seconds:.1f}",
         "peak MB": f"{peak_mb():.0f}",
     }
+
+
+def details(result) -> str:
+    """Attack-specific numbers worth a glance (LinkTeller's density protocol, RMIA's a, ...)."""
+    e = result.extra
+    if result.attack == "linkteller" and "precision_at_density" in e:
+        out = f"P/R at density {e['precision_at_density']:.2f}/{e['recall_at_density']:.2f}"
+        if "auc_hard_negatives" in e:
+            out += f"; AUC vs 2-hop non-edges {e['auc_hard_negatives']:.3f}"
+        return out
+    if result.attack == "mia-rmia" and e.get("offline"):
+        return "a = " + ", ".join(fmt(a, 2) for a in e.get("a", []))
+    if result.attack == "embedding-probe":
+        return "diagnostic: no ε_LB (bound_valid false)"
+    if result.attack == "mia-threshold":
+        return "AUC loss/conf/entropy " + "/".join(fmt(v) for v in e.get("auc_by_score", {}).values())
+    return ""
 
 
 def markdown(rows, columns) -> str:
@@ -79,9 +104,11 @@ COLUMNS = [
     "AUC",
     "95% CI",
     "TPR@1%",
+    "TPR@0.1%",
     "ε_LB (δ)",
     "covered",
     "AUC ceiling",
+    "details",
     "runs",
     "seconds",
     "peak MB",
@@ -91,7 +118,14 @@ COLUMNS = [
 def write(report: dict, path: Path) -> None:
     parts = ["# Attack benchmark", "", report["header"], ""]
     if report["strength"]:
-        parts += ["## Strength on Cora (public split, default recipes)", "", markdown(report["strength"], COLUMNS), ""]
+        parts += [
+            "## Strength on Cora (public split, default recipes)",
+            "",
+            report.get("strength_note", ""),
+            "",
+            markdown(report["strength"], COLUMNS),
+            "",
+        ]
     if report["table"]:
         parts += [
             f"## All attacks × defenses on cora_ml ({report['split']})",
@@ -101,7 +135,12 @@ def write(report: dict, path: Path) -> None:
             markdown(report["table"], COLUMNS),
             "",
         ]
-    path.write_text("\n".join(parts) + "\n", encoding="utf-8")
+    kept = ""
+    if path.is_file():
+        text = path.read_text(encoding="utf-8")
+        if NOTES_MARKER in text:
+            kept = text[text.index(NOTES_MARKER) :]
+    path.write_text("\n".join(parts) + "\n" + kept, encoding="utf-8")
     (path.with_suffix(".json")).write_text(json.dumps(report, indent=2, default=str), encoding="utf-8")
 
 
@@ -113,6 +152,8 @@ def main(argv=None) -> int:
     ap.add_argument("--epsilons", default="1,8,inf")
     ap.add_argument("--split", default="random:0.3,0.1,0.3")
     ap.add_argument("--strength-runs", type=int, default=3)
+    ap.add_argument("--strength-refs", type=int, default=4, help="reference models of LiRA/RMIA per run (even)")
+    ap.add_argument("--linkteller-pr-nodes", type=int, default=500)
     ap.add_argument("--tstf-runs", type=int, default=2)
     ap.add_argument("--lira-shadows", type=int, default=2)
     ap.add_argument("--linkteller-pairs", type=int, default=100)
@@ -120,6 +161,9 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=str(OUT / "attacks.md"))
     ap.add_argument("--append", action="store_true", help="add rows to the tables already in --out (.json)")
+    ap.add_argument(
+        "--keep-table", action="store_true", help="keep the cora_ml table (and its note) already in --out (.json)"
+    )
     args = ap.parse_args(argv)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -137,20 +181,42 @@ def main(argv=None) -> int:
         report["strength"], report["table"] = previous.get("strength", []), previous.get("table", [])
         report["header"] = previous.get("header", "") + f" Appended: `{' '.join(['python', *sys.argv])}`."
         report["table_note"] = previous.get("table_note", "")
+    elif args.keep_table and out.with_suffix(".json").is_file():
+        previous = json.loads(out.with_suffix(".json").read_text(encoding="utf-8"))
+        report["table"], report["table_note"] = previous.get("table", []), previous.get("table_note", "")
+        report["split"] = previous.get("split", report["split"])
     if args.part in ("strength", "all"):
         ds = load_dataset("cora", root=args.data_root)
-        n = args.strength_runs
-        for defense, eps, plan in (
-            ("gcn", math.inf, [("link-steal", {"runs": n}), ("mia-tstf", {"runs": n}), ("mia-threshold", {})]),
-            ("mlp-dp", 1.0, [("mia-tstf", {"runs": n}), ("mia-threshold", {}), ("link-steal", {"runs": n})]),
-        ):
+        n, k = args.strength_runs, args.strength_refs
+        membership = [
+            ("mia-threshold", "mia-threshold (loss)", {}),
+            ("mia-tstf", "mia-tstf", {"runs": n}),
+            ("mia-lira", f"mia-lira online ({k} shadows)", {"runs": n, "num_shadows": k}),
+            ("mia-lira", f"mia-lira offline ({k} shadows)", {"runs": n, "num_shadows": k, "online": False}),
+            ("mia-rmia", f"mia-rmia online ({k} refs)", {"runs": n, "num_references": k}),
+            ("mia-rmia", f"mia-rmia offline ({k} refs)", {"runs": n, "num_references": k, "offline": True}),
+        ]
+        others = [
+            ("embedding-probe", "embedding-probe (shadow-trained)", {"runs": n, "projections": []}),
+            ("link-steal", "link-steal attack-0 (correlation)", {"runs": n}),
+            ("linkteller", "linkteller", {"num_pairs": 250, "pr_nodes": args.linkteller_pr_nodes}),
+        ]
+        report["strength_note"] = (
+            f"Settings: {n} runs per shadow-based attack (new audit draw, references and population each run); "
+            f"LiRA and RMIA with {k} reference models per run trained with the target's recipe (online: IN/OUT "
+            "pairs over the audit nodes; offline: pool nodes only), RMIA population 500 nodes, γ = 1, offline a "
+            "chosen by attacking one reference with the others; LinkTeller 250 edges + 250 random non-edges "
+            f"(headline AUC), 250 2-hop non-edges, {args.linkteller_pr_nodes} sampled nodes for precision/recall "
+            "at the true density. Audit set: the 140 training nodes and 140 test nodes (public split: membership "
+            "is not random, so no ε_LB here is a valid bound). TPR@0.1 % with 140 non-members is TPR at FPR = 0."
+        )
+        for defense, eps, plan in (("gcn", math.inf, membership + others), ("mlp-dp", 1.0, membership)):
             res = train(defense, ds, epsilon=eps, seed=args.seed)
-            for name, settings in plan:
+            for name, label, settings in plan:
                 start = time.perf_counter()
                 result = attacks.run(name, res.model, ds, seed=args.seed, **settings)
                 row = row_for(defense, eps, name, result, time.perf_counter() - start, res.metrics["test_accuracy"])
-                if name == "link-steal":
-                    row["attack"] = "link-steal attack-0 (correlation)"
+                row["attack"] = label
                 report["strength"].append(row)
                 print(row, flush=True)
                 write(report, out)
@@ -162,6 +228,7 @@ def main(argv=None) -> int:
             "mia-tstf": {"runs": args.tstf_runs},
             "mia-threshold": {},
             "mia-lira": {"num_shadows": args.lira_shadows},
+            "mia-rmia": {"num_references": args.lira_shadows},
             "link-steal": {"runs": 3},
             "linkteller": {"num_pairs": args.linkteller_pairs},
             "embedding-probe": {},
@@ -169,8 +236,8 @@ def main(argv=None) -> int:
         if args.attacks:
             plan = {k: v for k, v in plan.items() if k in args.attacks.split(",")}
         note = (
-            f"Reduced settings for the shared CPU: mia-tstf {args.tstf_runs} runs, mia-lira {args.lira_shadows} "
-            f"shadows, link-steal 3 runs × ≤1000 edges, linkteller {args.linkteller_pairs} edges + as many non-edges, "
+            f"Reduced settings for the shared CPU: mia-tstf {args.tstf_runs} runs, mia-lira (online) and mia-rmia "
+            f"(online) {args.lira_shadows} references, link-steal 3 runs × ≤1000 edges, linkteller {args.linkteller_pairs} edges + as many non-edges, "
             "embedding-probe 1 run. Defenses with default hyperparameters, seed "
             f"{args.seed}. Non-private baselines only at ε = ∞. Attacks in this pass: {', '.join(plan)}."
         )
