@@ -170,7 +170,7 @@ def main(argv=None) -> int:
     report = {
         "header": f"Command: `{' '.join(['python', *sys.argv])}`. Machine: shared 2-core CPU (torch CPU). "
         "AUC = mean over runs; CI = stratified percentile bootstrap of the mean (1000 draws); ε_LB on run 0 "
-        "(held-out threshold, Clopper-Pearson 95 %).",
+        "(one-run pair test of Steinke et al. 2023 on the randomized audit game's pairs, 95 %; '-' where bound_valid is false).",
         "strength": [],
         "table": [],
         "split": args.split,

@@ -232,7 +232,7 @@ def test_linkteller_reports_density_metrics_on_a_gcn(overfit, graph):
 # --------------------------------------------------------------------------- embedding probe
 
 
-def test_embedding_probe_trains_on_shadows_only(overfit, graph, monkeypatch):
+def test_embedding_probe_trains_on_shadows_only(overfit, graph, monkeypatch, request):
     captured = []
     make_result = common.make_result
 
@@ -241,6 +241,11 @@ def test_embedding_probe_trains_on_shadows_only(overfit, graph, monkeypatch):
         return make_result(attack, model, runs, *args, **kwargs)
 
     monkeypatch.setattr(common, "make_result", capture)
+    # bit-for-bit comparison of two shadow trainings: one torch thread (with several, float
+    # summation order differs by ~1e-7 and 60 epochs amplify it)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    request.addfinalizer(lambda: torch.set_num_threads(threads))
     clean = embedding_probe(overfit, graph, projections=[], runs=2, **FAST)
     # poison the target's membership labels: the scores must not move
     original = MembershipSet.nodes_and_labels
