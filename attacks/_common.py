@@ -491,7 +491,10 @@ def risk_slices(dataset: GraphDataset, nodes: list[np.ndarray], runs: list[tuple
 
 def fit_attack_mlp(features: np.ndarray, labels: np.ndarray, hidden=(64, 64), seed: int = 0, max_iter: int = 200):
     """A standardising MLP attack classifier (the scaler is fitted on these training rows
-    only); returns ``score(features) -> P(member | features)``."""
+    only); returns ``score(features) -> P(member | features)``. With at least 50 rows of each
+    class, Adam stops early when the accuracy on a held-out 10 % of these rows has not improved
+    for 10 epochs (at most ``max_iter``): the attack's own data decide when to stop, several
+    times sooner than 200 epochs."""
     import warnings
 
     from sklearn.exceptions import ConvergenceWarning
@@ -502,7 +505,9 @@ def fit_attack_mlp(features: np.ndarray, labels: np.ndarray, hidden=(64, 64), se
     if len(np.unique(labels)) < 2:
         raise DPAuditError("the attack's training data hold a single class")
     scaler = StandardScaler().fit(features)
-    clf = MLPClassifier(hidden_layer_sizes=tuple(hidden), max_iter=max_iter, random_state=seed)
+    # The held-out share is stratified: only with enough rows of each class (tiny graphs train on all).
+    early = int(np.bincount(labels).min()) >= 50
+    clf = MLPClassifier(hidden_layer_sizes=tuple(hidden), max_iter=max_iter, early_stopping=early, random_state=seed)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         clf.fit(scaler.transform(features), labels)

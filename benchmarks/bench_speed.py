@@ -2,7 +2,7 @@
 
 python benchmarks/bench_speed.py                 # cora_ml, 3 repeats (+ scaling if --scaling)
 python benchmarks/bench_speed.py --quick         # fewer epochs/steps, cora_ml only
-python benchmarks/bench_speed.py --scaling       # also johnshopkins55:year and cornell5:year
+python benchmarks/bench_speed.py --scaling       # also johnshopkins55:year and cornell5:year, every defense
 
 Writes ``benchmarks/results/speed.md``. Every configuration runs in a forked child (its own
 peak RSS; on CUDA ``torch.cuda.max_memory_allocated``); the private run and its twin
@@ -16,12 +16,18 @@ What is timed (the training call inside ``fit``; setup, accounting and calibrati
   per-sample path (``clipping="per-sample"``) and dense inputs, for reference.
 * ``gap-ndp`` — its encoder and classifier DP-Adam runs (both through ``train_dp_sgd``).
   Twin: gap-ndp at ε = ∞ (same loop, σ = 0).
-* ``dpgnn`` — ``DPGNN._train`` (per-subgraph clipping by ghost norms, Poisson-free batches of
-  subgraphs). Twin: the same batches with ordinary backprop of the summed loss (no per-subgraph
-  gradients, no clipping, no noise).
+* ``dpgnn`` — ``DPGNN._train`` (per-subgraph clipping by ghost norms over the batch's flat
+  disjoint union, batches of distinct subgraphs). Twin: the same flat batches with ordinary
+  backprop of the summed loss (no per-subgraph norms, no clipping, no noise).
 * ``dpar-gm`` — Algorithm 2's loop (closed-form per-row ghost clipping). Twin: ``dpar-nodp``
   with the same schedule (same closed form without clipping or noise).
+* ``gap-edp``, ``gcon`` — the whole fit (their training is a short full-batch loop beside the
+  aggregation / propagation and the accounting). Twin: the same defense at ε = ∞.
 * ``mlp``, ``sage``, ``gcn`` — non-private full-batch fits, per epoch (no private twin).
+
+``--scaling`` repeats the private/twin table with the quick schedule for cora_ml,
+johnshopkins55:year and cornell5:year, with each whole fit's seconds and peak memory.
+The full compare study is timed by ``bench_study.py``.
 """
 
 from __future__ import annotations
@@ -71,29 +77,16 @@ def _timer(store: list[float], fn):
     return wrapped
 
 
-def _plain_dpgnn_sum(module, params, features, adjacency, labels, groups, clip_norm):
-    """DP-GNN's non-private twin: ordinary backprop of Σ_s ℓ_s over the same padded subgraphs
-    (sparse first layer too, when the features are sparse)."""
+def _plain_dpgnn_sum(module, params, x, batch, labels, groups, clip_norm):
+    """DP-GNN's non-private twin: ordinary backprop of Σ_s ℓ_s over the same flat batch of
+    subgraphs (sparse first layer too, when the features are sparse)."""
     import torch.nn.functional as F
-    from torch.func import functional_call, vmap
 
-    from defenses._dpgnn_sampling import PaddedRows
-    from defenses.dpgnn import FIRST_BIAS, FIRST_WEIGHT
+    from defenses.dpgnn import _flat_forward
 
     live = {k: v.detach().requires_grad_(True) for k, v in params.items()}
-    rest = {k: v for k, v in live.items() if k not in (FIRST_WEIGHT, FIRST_BIAS)}
-    weight, bias = live[FIRST_WEIGHT], live[FIRST_BIAS]
-    if isinstance(features, PaddedRows):
-        b, width, _ = features.shape
-        flat = features.rows.linear(weight)
-        pre = flat.new_zeros(b, width, flat.size(1)).index_put((features.batch, features.pos), flat) + bias
-    else:
-        pre = features @ weight.T + bias
-
-    def logits(z, a):
-        return functional_call(module, rest, (z, a), {"dense": True, "pre_activation": True}, strict=False)
-
-    loss = F.cross_entropy(vmap(logits)(pre, adjacency), labels, reduction="sum")
+    logits, _, _ = _flat_forward(module, live, x, batch)
+    loss = F.cross_entropy(logits, labels, reduction="sum")
     grads = torch.autograd.grad(loss, list(live.values()))
     return dict(zip(live, grads))
 
@@ -146,29 +139,34 @@ def defense_pairs(dataset, quick: bool) -> list[dict]:
     mlp_dp = {"layers": 2, "hidden": 64, "dropout": 0.0, "batch_size": 256, "epochs": e, "lr": 0.01}
     degree = max_degree_of(dataset.data.edge_index, dataset.num_nodes)
     gap_hp = {"encoder_epochs": e, "epochs": e, "max_degree": max(degree, 1), "batch_size": 256}
-    dpgnn_steps = 3 if quick else 10
+    gap_edp_hp = {"encoder_epochs": 10 * e, "epochs": 10 * e}
+    dpgnn_steps = 5 if quick else 30
     dpgnn_hp = {"steps": dpgnn_steps, "batch_size": 256}
     dpar_hp = {"epochs": e, "node_sample_rate": 0.5, "num_sources": 100}
     return [
-        {"defense": "mlp-dp", "unit": f"{e} epoch(s)", "units": e,
+        {"defense": "mlp-dp", "unit": f"epoch ({e} timed)", "units": e,
          "private": ("mlp-dp", 8.0, mlp_dp, ""), "twin": ("mlp-dp", math.inf, mlp_dp, ""),
          "extra": [("opacus per-sample", ("mlp-dp", 8.0, mlp_dp, "per-sample")),
                    ("dense input", ("mlp-dp", 8.0, mlp_dp, "dense")),
                    ("twin, dense input", ("mlp-dp", math.inf, mlp_dp, "dense"))]},
-        {"defense": "gap-ndp (encoder + classifier)", "unit": f"{e} epoch(s) each", "units": e,
+        {"defense": "gap-ndp (encoder + classifier)", "unit": f"epoch of each module ({e} timed)", "units": e,
          "private": ("gap-ndp", 8.0, gap_hp, ""), "twin": ("gap-ndp", math.inf, gap_hp, ""),
          "extra": [("dense input", ("gap-ndp", 8.0, gap_hp, "dense"))]},
-        {"defense": "dpgnn", "unit": f"{dpgnn_steps} steps", "units": dpgnn_steps,
+        {"defense": "dpgnn", "unit": f"step ({dpgnn_steps} timed)", "units": dpgnn_steps,
          "private": ("dpgnn", 8.0, dpgnn_hp, ""), "twin": ("dpgnn", math.inf, dpgnn_hp, "plain-backprop"),
          "extra": [("dense input", ("dpgnn", 8.0, dpgnn_hp, "dense"))]},
-        {"defense": "dpar-gm", "unit": f"{e} epoch(s)", "units": e,
+        {"defense": "dpar-gm", "unit": f"epoch ({e} timed)", "units": e,
          "private": ("dpar-gm", 8.0, dpar_hp, ""), "twin": ("dpar-nodp", math.inf, dpar_hp, ""), "extra": []},
-        {"defense": "mlp", "unit": "full-batch epochs", "units": 200 if not quick else 50,
+        {"defense": "gap-edp", "unit": "fit", "units": 1, "whole_fit": True,
+         "private": ("gap-edp", 8.0, gap_edp_hp, ""), "twin": ("gap-edp", math.inf, gap_edp_hp, ""), "extra": []},
+        {"defense": "gcon", "unit": "fit", "units": 1, "whole_fit": True,
+         "private": ("gcon", 8.0, {}, ""), "twin": ("gcon", math.inf, {}, ""), "extra": []},
+        {"defense": "mlp", "unit": "full-batch epoch", "units": 200 if not quick else 50,
          "private": None, "twin": ("mlp", math.inf, {"epochs": 200 if not quick else 50}, ""), "extra": [],
          "n_train": n_train},
-        {"defense": "sage", "unit": "full-batch epochs", "units": 200 if not quick else 50,
+        {"defense": "sage", "unit": "full-batch epoch", "units": 200 if not quick else 50,
          "private": None, "twin": ("sage", math.inf, {"epochs": 200 if not quick else 50}, ""), "extra": []},
-        {"defense": "gcn", "unit": "full-batch epochs", "units": 200 if not quick else 50,
+        {"defense": "gcn", "unit": "full-batch epoch", "units": 200 if not quick else 50,
          "private": None, "twin": ("gcn", math.inf, {"epochs": 200 if not quick else 50}, ""), "extra": []},
     ]  # fmt: skip
 
@@ -177,7 +175,9 @@ def _median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
-def time_pairs(dataset, split, repeats: int, quick: bool, only: list[str] | None = None) -> list[dict]:
+def time_pairs(
+    dataset, split, repeats: int, quick: bool, only: list[str] | None = None, extras: bool = True
+) -> list[dict]:
     rows = []
     for pair in defense_pairs(dataset, quick):
         if only and pair["defense"].split()[0] not in only:
@@ -185,7 +185,11 @@ def time_pairs(dataset, split, repeats: int, quick: bool, only: list[str] | None
         configs = {"twin": pair["twin"]}
         if pair["private"] is not None:
             configs["private"] = pair["private"]
-        configs.update({label: cfg for label, cfg in pair["extra"]})
+        if extras:
+            configs.update({label: cfg for label, cfg in pair["extra"]})
+        else:
+            pair = {**pair, "extra": []}
+        fits: dict[str, list[float]] = {k: [] for k in configs}
         seconds: dict[str, list[float]] = {k: [] for k in configs}
         wall: dict[str, list[float]] = {k: [] for k in configs}
         peaks: dict[str, list[float]] = {k: [] for k in configs}
@@ -193,8 +197,10 @@ def time_pairs(dataset, split, repeats: int, quick: bool, only: list[str] | None
         for _ in range(repeats):
             for key, (name, epsilon, hp, variant) in configs.items():
                 result, _, peak = measure(run_training, name, epsilon, hp, dataset, split, variant)
-                seconds[key].append(result["train_seconds"] / pair["units"])
-                wall[key].append(result["train_wall_seconds"] / pair["units"])
+                timed = "fit_seconds" if pair.get("whole_fit") else "train_seconds"
+                seconds[key].append(result[timed] / pair["units"])
+                wall[key].append(result["fit_seconds" if pair.get("whole_fit") else "train_wall_seconds"] / pair["units"])
+                fits[key].append(result["fit_seconds"])
                 peaks[key].append(result["gpu_peak_mb"] if result["gpu_peak_mb"] is not None else peak)
                 eps[key] = result["epsilon"]
             print(pair["defense"], {k: round(v[-1], 4) for k, v in seconds.items()}, flush=True)
@@ -208,6 +214,8 @@ def time_pairs(dataset, split, repeats: int, quick: bool, only: list[str] | None
             "wall: twin / private": f"{_median(wall['twin']):.3f} / "
             + (f"{_median(wall['private']):.3f}" if "private" in wall else "-"),
             "ε spent": f"{eps['private']:.3f}" if "private" in eps else "∞",
+            "whole fit s (twin / private)": f"{_median(fits['twin']):.1f} / "
+            + (f"{_median(fits['private']):.1f}" if "private" in fits else "-"),
             "peak MiB (twin / private)": f"{_median(peaks['twin']):.0f} / "
             + (f"{_median(peaks['private']):.0f}" if "private" in peaks else "-"),
         }
@@ -263,40 +271,22 @@ def first_layer(dataset, repeats: int, hidden: int = 64, batch: int = 256) -> li
 
 
 # --------------------------------------------------------------------------- scaling
-def scaling(names: list[str], root, repeats: int, quick: bool) -> list[dict]:
+def scaling(names: list[str], root, repeats: int) -> list[dict]:
+    """Every defense's quick schedule (private and twin) on each dataset: time per unit, whole
+    fit (preprocessing and accounting included) and peak memory against the graph's size."""
     rows = []
     for name in names:
         dataset = load_dataset(name, root=root)
         split = make_split(dataset, None, 0)
-        e = 1
-        hp = {"layers": 2, "hidden": 64, "dropout": 0.0, "batch_size": 256, "epochs": e, "lr": 0.01}
-        res = {}
-        for key, (eps, variant) in {"twin": (math.inf, ""), "private": (8.0, ""), "dense": (8.0, "dense")}.items():
-            secs, peaks = [], []
-            for _ in range(repeats):
-                result, _, peak = measure(run_training, "mlp-dp", eps, hp, dataset, split, variant)
-                secs.append(result["train_seconds"] / e)
-                peaks.append(result["gpu_peak_mb"] if result["gpu_peak_mb"] is not None else peak)
-            res[key] = (_median(secs), _median(peaks))
-        sage, _, sage_peak = measure(run_training, "sage", math.inf, {"epochs": 20}, dataset, split, "")
+        edges = int(dataset.data.edge_index.size(1))
         layer = first_layer(dataset, repeats)[0]
-        rows.append(
-            {
-                "dataset": name,
-                "nodes": dataset.num_nodes,
-                "edges": int(dataset.data.edge_index.size(1)),
-                "features": dataset.num_features,
-                "train nodes": len(split.train),
-                "mlp-dp twin s/epoch": f"{res['twin'][0]:.3f}",
-                "mlp-dp private s/epoch": f"{res['private'][0]:.3f}",
-                "ratio": f"{res['private'][0] / res['twin'][0]:.2f}×",
-                "private, dense input": f"{res['dense'][0]:.3f}",
-                "sage s/epoch": f"{sage['train_seconds'] / 20:.3f}",
-                "first layer sparse speed-up": layer["speed-up"],
-                "peak MiB (mlp-dp / sage)": f"{res['private'][1]:.0f} / {sage_peak:.0f}",
-            }
-        )
-        print(rows[-1], flush=True)
+        for row in time_pairs(dataset, split, repeats, quick=True, extras=False):
+            rows.append({
+                "dataset": f"{name} ({dataset.num_nodes} nodes, {edges} edges, F = {dataset.num_features}, "
+                           f"{len(split.train)} train; sparse first layer {layer['speed-up']})",
+                **row,
+            })  # fmt: skip
+            print(rows[-1], flush=True)
     return rows
 
 
@@ -330,7 +320,7 @@ def main() -> None:
     print(layer_rows, flush=True)
     pair_rows = time_pairs(dataset, split, args.repeats, args.quick, [o for o in args.only.split(",") if o])
     scale_rows = (
-        scaling(["cora_ml", "johnshopkins55:year", "cornell5:year"], args.data_root, args.repeats, args.quick)
+        scaling(["cora_ml", "johnshopkins55:year", "cornell5:year"], args.data_root, min(args.repeats, 2))
         if args.scaling
         else []
     )
@@ -347,16 +337,20 @@ def main() -> None:
         + markdown_table(
             pair_rows,
             ["defense", "unit", "twin s/unit", "private s/unit", "private / twin", "wall: twin / private",
-             "ε spent", "peak MiB (twin / private)"],
+             "ε spent", "whole fit s (twin / private)", "peak MiB (twin / private)"],
         )  # fmt: skip
         + "\n\n## First layer: dense vs sparse forward + backward (F → 64)\n\n"
         + markdown_table(layer_rows, ["dataset", "input", "dense ms", "sparse ms", "speed-up", "max |Δ output|"])
     )
     table = ""
     if scale_rows:
-        table = "## Scaling (mlp-dp batch 256, 1 epoch; sage 20 full-batch epochs)\n\n" + markdown_table(
-            scale_rows, list(scale_rows[0])
-        )
+        table = (
+            "## Scaling over graph size (every defense, quick schedule: 1 epoch, 5 DP-GNN steps, 50 epochs "
+            f"full-batch; medians of {min(args.repeats, 2)})\n\n"
+            + markdown_table(scale_rows, ["dataset", "defense", "unit", "twin s/unit", "private s/unit",
+                                          "private / twin", "whole fit s (twin / private)",
+                                          "peak MiB (twin / private)"])
+        )  # fmt: skip
     path = write_result(args.out, header, table)
     print(f"wrote {path}")
 

@@ -24,18 +24,20 @@ training nodes. :math:`\mathbf{E}_v` (the nodes ``v`` aggregates) is the reverse
   checked after construction (a violation raises).
 * :func:`sample_batch` — a uniformly random subset of m distinct subgraphs (sampling without
   replacement, as Algorithm 4 and the hypergeometric law of Theorem 1 require).
-* :func:`pad_batch` — dense, padded per-subgraph tensors (features and the row-normalised
-  adjacency :math:`(D + I)^{-1}(A + I)` of Appendix E) for vmapped per-subgraph gradients.
+* :func:`flat_batch` — a batch as one disjoint union of its subgraphs (rows, messages and the
+  same-subgraph row pairs) for ghost-norm clipping; :func:`pad_batch` — dense, padded
+  per-subgraph tensors (features and the row-normalised adjacency :math:`(D + I)^{-1}(A + I)`
+  of Appendix E), the reference layout for vmapped per-subgraph gradients.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch_geometric.utils import remove_self_loops
 
-from dpaudit.nn import SparseFeatures
+from dpaudit.nn import SparseFeatures, row_dots
 
 
 def occurrence_bound(max_in_degree: int, num_layers: int) -> int:
@@ -109,6 +111,7 @@ class SubgraphIndex:
     edge_dst: torch.Tensor
     num_layers: int
     occurrences: torch.Tensor
+    _pairs: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = field(default=None, repr=False, compare=False)
 
     @property
     def num_subgraphs(self) -> int:
@@ -119,6 +122,25 @@ class SubgraphIndex:
 
     def nodes_of(self, i: int) -> torch.Tensor:
         return self.node_ids[self.node_ptr[i] : self.node_ptr[i + 1]]
+
+    def pair_table(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        r"""Every subgraph's pairs of distinct rows (i < j, local positions), CSR style:
+        ``(pair_ptr [N + 1], first [P], second [P])`` with :math:`P = \sum_s L_s(L_s-1)/2`.
+        Built once and cached (the subgraphs never change during training)."""
+        if self._pairs is None:
+            owner, first, second = _triangle_pairs(self.sizes())
+            pair_ptr = torch.zeros(self.num_subgraphs + 1, dtype=torch.long, device=owner.device)
+            pair_ptr[1:] = torch.cumsum(torch.bincount(owner, minlength=self.num_subgraphs), 0)
+            self._pairs = (pair_ptr, first, second)
+        return self._pairs
+
+    def feature_gram(self, x) -> torch.Tensor:
+        r""":math:`x_u\cdot x_v` for every pair of :meth:`pair_table` (u, v its nodes), [P] on
+        ``x``'s device: the input Gram the first layer's ghost norm needs, fixed for a fit."""
+        pair_ptr, first, second = self.pair_table()
+        owner = torch.repeat_interleave(torch.arange(self.num_subgraphs, device=pair_ptr.device), pair_ptr.diff())
+        base = self.node_ptr[owner]
+        return row_dots(x, self.node_ids[base + first], self.node_ids[base + second])
 
 
 def _in_csr(edge_index: torch.Tensor, num_nodes: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -224,33 +246,15 @@ def sample_batch(num_subgraphs: int, batch_size: int, generator: torch.Generator
     return torch.randperm(num_subgraphs, generator=generator)[:batch_size]
 
 
-@dataclass
-class PaddedRows:
-    """Sparse stand-in for padded ``features [B, L, F]``: only the R real rows, as
-    :class:`~dpaudit.nn.SparseFeatures` ``rows [R, F]`` placed at ``(batch[r], pos[r])``; every
-    other (padding) row is zero."""
-
-    rows: SparseFeatures
-    batch: torch.Tensor  # [R]
-    pos: torch.Tensor  # [R]
-    shape: tuple[int, int, int]
-
-    def to_dense(self) -> torch.Tensor:
-        out = torch.zeros(self.shape, dtype=self.rows.dtype, device=self.rows.device)
-        out[self.batch, self.pos] = self.rows.to_dense()
-        return out
-
-
 def pad_batch(
     index: SubgraphIndex, batch: torch.Tensor, x
-) -> tuple[torch.Tensor | PaddedRows, torch.Tensor, torch.Tensor]:
-    r"""Padded tensors for the subgraphs ``batch``.
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    r"""Padded tensors for the subgraphs ``batch`` (the reference layout for vmapped per-subgraph
+    gradients; training uses :func:`flat_batch`).
 
     Returns ``features [B, L, F]``, ``adjacency [B, L, L]`` with rows
     :math:`(D + I)^{-1}(A + I)` restricted to the subgraph (padding rows and columns are zero)
-    and ``roots [B]`` (global ids). The root of each subgraph is at position 0. With
-    :class:`~dpaudit.nn.SparseFeatures` ``x`` the features come as :class:`PaddedRows` (nothing
-    of size B × L × F is built).
+    and ``roots [B]`` (global ids). The root of each subgraph is at position 0.
     """
     device = x.device
     batch = batch.to(index.node_ptr.device)
@@ -261,12 +265,9 @@ def pad_batch(
     offsets = torch.repeat_interleave(torch.cumsum(sizes, 0) - sizes, sizes)
     pos = torch.arange(int(sizes.sum()), device=sizes.device) - offsets
     global_ids = index.node_ids[torch.repeat_interleave(starts, sizes) + pos]
-    if isinstance(x, SparseFeatures):
-        shape = (batch.numel(), width, x.size(1))
-        features = PaddedRows(x.rows(global_ids.to(device)), b.to(device), pos.to(device), shape)
-    else:
-        features = x.new_zeros(batch.numel(), width, x.size(1))
-        features[b.to(device), pos.to(device)] = x[global_ids.to(device)]
+    rows = x.rows(global_ids.to(device)).to_dense() if isinstance(x, SparseFeatures) else x[global_ids.to(device)]
+    features = rows.new_zeros(batch.numel(), width, x.size(1))
+    features[b.to(device), pos.to(device)] = rows
 
     e_starts, e_ends = index.edge_ptr[batch], index.edge_ptr[batch + 1]
     e_sizes = e_ends - e_starts
@@ -282,3 +283,92 @@ def pad_batch(
     )
     adjacency = adjacency / adjacency.sum(dim=2, keepdim=True).clamp(min=1.0)
     return features, adjacency, index.roots[batch].to(device)
+
+
+@dataclass
+class FlatBatch:
+    r"""A batch of subgraphs as one disjoint union (no padding): the R rows of all B subgraphs
+    back to back, subgraph s owning rows ``ptr[s]:ptr[s+1]`` with its root first.
+
+    Attributes:
+        node_ids: ``[R]`` global id of every row.
+        owner: ``[R]`` subgraph of every row (0..B-1).
+        ptr: ``[B + 1]`` row offsets; ``ptr[:-1]`` are the roots' rows.
+        edge_index: ``[2, E_b]`` the subgraphs' messages (src → dst) between rows; the
+            aggregation :math:`(D+I)^{-1}(A+I)` over them is exactly the padded adjacency of
+            :func:`pad_batch` restricted to real rows.
+        pairs: ``[2, P]`` every pair i < j of distinct rows of the same subgraph
+            (:math:`P = \sum_s L_s(L_s-1)/2`), for ghost norms of layers shared inside a subgraph.
+        pair_gram: ``[P]`` the input features' dot products over ``pairs`` (from
+            :meth:`SubgraphIndex.feature_gram`), or ``None``.
+        row_sq: ``[R]`` the input features' squared row norms, or ``None``.
+    """
+
+    node_ids: torch.Tensor
+    owner: torch.Tensor
+    ptr: torch.Tensor
+    edge_index: torch.Tensor
+    pairs: torch.Tensor
+    pair_gram: torch.Tensor | None = None
+    row_sq: torch.Tensor | None = None
+
+    @property
+    def num_subgraphs(self) -> int:
+        return int(self.ptr.numel() - 1)
+
+    @property
+    def roots(self) -> torch.Tensor:
+        return self.ptr[:-1]
+
+
+def _segments(sizes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """For consecutive segments of ``sizes``: (segment of every element, position inside it)."""
+    seg = torch.repeat_interleave(torch.arange(sizes.numel(), device=sizes.device), sizes)
+    pos = torch.arange(int(sizes.sum()), device=sizes.device) - torch.repeat_interleave(torch.cumsum(sizes, 0) - sizes, sizes)
+    return seg, pos
+
+
+def _triangle_pairs(sizes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(segment, i, j) for every i < j < L of every segment of length L in ``sizes``."""
+    seg, k = _segments(sizes * sizes)
+    width = sizes[seg]
+    first, second = k // width, k % width
+    keep = first < second
+    return seg[keep], first[keep], second[keep]
+
+
+def flat_batch(
+    index: SubgraphIndex,
+    batch: torch.Tensor,
+    device: torch.device | str | None = None,
+    gram: torch.Tensor | None = None,
+    row_sq: torch.Tensor | None = None,
+) -> FlatBatch:
+    """The subgraphs ``batch`` as a :class:`FlatBatch` (built on the index's device, moved to
+    ``device``); ``gram`` (:meth:`SubgraphIndex.feature_gram`) gives ``pair_gram`` and
+    ``row_sq`` (every node's squared feature norm) gives ``row_sq``."""
+    batch = batch.to(index.node_ptr.device)
+    starts, sizes = index.node_ptr[batch], index.node_ptr[batch + 1] - index.node_ptr[batch]
+    ptr = torch.zeros(batch.numel() + 1, dtype=torch.long, device=sizes.device)
+    ptr[1:] = torch.cumsum(sizes, 0)
+    owner, pos = _segments(sizes)
+    node_ids = index.node_ids[starts[owner] + pos]
+
+    e_starts, e_sizes = index.edge_ptr[batch], index.edge_ptr[batch + 1] - index.edge_ptr[batch]
+    e_owner, e_pos = _segments(e_sizes)
+    take = e_starts[e_owner] + e_pos
+    offset = ptr[e_owner]
+    edge_index = torch.stack([index.edge_src[take] + offset, index.edge_dst[take] + offset])
+
+    pair_ptr, first, second = index.pair_table()
+    p_starts = pair_ptr[batch]
+    p_owner, p_pos = _segments(pair_ptr[batch + 1] - p_starts)
+    pair_id = p_starts[p_owner] + p_pos
+    pairs = torch.stack([ptr[p_owner] + first[pair_id], ptr[p_owner] + second[pair_id]])
+    pair_gram = None if gram is None else gram[pair_id.to(gram.device)]
+    out = FlatBatch(node_ids, owner, ptr, edge_index, pairs)
+    if device is not None:
+        out = FlatBatch(*(t.to(device) for t in (node_ids, owner, ptr, edge_index, pairs)))
+    out.pair_gram = None if pair_gram is None else pair_gram.to(out.pairs.device)
+    out.row_sq = None if row_sq is None else row_sq[node_ids.to(row_sq.device)].to(out.pairs.device)
+    return out

@@ -8,8 +8,8 @@ Implements Daigavane et al., "Node-Level Differentially Private Graph Neural Net
    occurs in at most :math:`N(K, r) = \sum_{i=0}^r K^i` training subgraphs (Lemma 1, checked in
    code). See :mod:`defenses._dpgnn_sampling`.
 2. DP-GNN (SGD) / (Adam) (Algorithms 4–5): each of T steps draws m of the N subgraphs uniformly
-   **without replacement**, computes one gradient per subgraph (``torch.func.vmap`` over padded
-   dense subgraphs), clips each to L2 norm C, sums, adds :math:`\mathcal{N}(0, \sigma^2 I)`
+   **without replacement**, computes every subgraph's gradient norm by ghost norms over the batch's disjoint union (no
+   per-subgraph gradient is materialised, :func:`clipped_gradient_sum`), clips each to L2 norm C, sums, adds :math:`\mathcal{N}(0, \sigma^2 I)`
    (σ is the noise *standard deviation*, σ = z·C for a noise multiplier z) and updates with
    :math:`\Theta \leftarrow \Theta - \frac{\eta}{m}\tilde u_t` (SGD) or Adam on
    :math:`\tilde u_t / m`.
@@ -96,11 +96,11 @@ from torch_geometric.utils import remove_self_loops
 from tqdm.auto import tqdm
 
 from defenses._dpgnn_sampling import (
-    PaddedRows,
+    FlatBatch,
     SubgraphIndex,
     build_subgraphs,
+    flat_batch,
     occurrence_bound,
-    pad_batch,
     sample_batch,
     sample_edgelists,
 )
@@ -109,7 +109,7 @@ from dpaudit.datasets import GraphDataset
 from dpaudit.defense import Defense, PrivateHyperparameters
 from dpaudit.errors import ConfigurationError, ModelFormatError
 from dpaudit.model import ModuleModel, _node_index, register_model_kind
-from dpaudit.nn import activation
+from dpaudit.nn import SparseFeatures, activation, row_dots
 from dpaudit.nn import features as sparse_features
 from dpaudit.registry import register_defense
 from dpaudit.splits import Split
@@ -326,7 +326,7 @@ class DPGNNHyperparameters(PrivateHyperparameters):
     clipping: str = "flat"
     clip_percentile: float = 75.0
     clip_estimate_nodes: int = 10_000
-    microbatch: int = 256
+    microbatch: int = 2048
 
 
 def _check_hyperparameters(hp: DPGNNHyperparameters) -> None:
@@ -407,83 +407,165 @@ def clipped_sum(
     return out
 
 
-FIRST_WEIGHT, FIRST_BIAS = "encoder.0.weight", "encoder.0.bias"
+FIRST_LAYER = "encoder.0"
+FIRST_WEIGHT, FIRST_BIAS = FIRST_LAYER + ".weight", FIRST_LAYER + ".bias"
+PAIR_CHUNK = 1 << 15  # pairs of rows per chunk of the dense-input ghost norm (bounds memory)
+
+
+@dataclass
+class _LinearRecord:
+    """One linear layer of a flat forward: its input ``a`` [n, in] (dense or SparseFeatures),
+    the gradient of the batch loss w.r.t. its output ``delta`` [n, out], and ``owner`` [n], the
+    subgraph of every row (``None``: row s belongs to subgraph s)."""
+
+    name: str
+    a: object
+    delta: torch.Tensor | None
+    owner: torch.Tensor | None
+
+
+def _flat_forward(module: DPGCNNet, params: dict[str, torch.Tensor], x, batch: FlatBatch):
+    """:meth:`DPGCNNet.forward` over the disjoint union of the batch's subgraphs, with every
+    linear layer's (input, pre-activation) recorded. Node-wise layers (encoder, GCN layers)
+    see all R rows; the decoder sees the B roots only. Returns (logits [B, C], records,
+    pre-activations), the latter with ``requires_grad`` so that one backward gives every δ."""
+    act = module.act
+    sparse = isinstance(x, SparseFeatures)
+    rows = x.rows(batch.node_ids) if sparse else x[batch.node_ids]
+    records, outputs = [], []
+
+    def linear(name, a, owner, dense_a):
+        z = dense_a @ params[name + ".weight"].T + params[name + ".bias"]
+        if not outputs and not z.requires_grad:
+            z.requires_grad_(True)  # detached parameters: δ's are taken w.r.t. the outputs
+        records.append(_LinearRecord(name, a, None, owner))
+        outputs.append(z)
+        return z
+
+    first = rows.csr() if sparse else rows
+    h = act(linear(FIRST_LAYER, rows, batch.owner, first))
+    for i in range(1, len(module.encoder)):
+        h = act(linear(f"encoder.{i}", h, batch.owner, h))
+    for j in range(len(module.convs)):
+        aggregated = module.mean_aggregate(h, batch.edge_index)
+        h = act(linear(f"convs.{j}", aggregated, batch.owner, aggregated))
+        if module.residual:
+            h = h + aggregated
+    h = h[batch.roots]
+    for k in range(len(module.decoder_hidden)):
+        h = act(linear(f"decoder_hidden.{k}", h, None, h))
+    logits = linear("out", h, None, h)
+    return logits, records, outputs
+
+
+def _weight_sq_norms(record: _LinearRecord, batch: FlatBatch) -> torch.Tensor:
+    r""":math:`\lVert\sum_{i\in s} \delta_i a_i^\top\rVert_F^2` for every subgraph s, [B].
+
+    Root-only layers: one row per subgraph, :math:`\lVert\delta_s\rVert^2\lVert a_s\rVert^2`.
+    Node-wise layers: the ghost-norm identity
+    :math:`\sum_{i,j\in s}(a_i\cdot a_j)(\delta_i\cdot\delta_j)` — the diagonal from row norms,
+    every pair i < j of distinct rows (``batch.pairs``) twice — O(Σ_s L_s² · (in + out)); for the
+    first layer O(Σ_s L_s² · out) with the input Gram and row norms precomputed once per fit
+    (``batch.pair_gram``, ``batch.row_sq``; sparse rows are matched by :func:`row_dots` otherwise).
+    """
+    a, delta, owner = record.a, record.delta, record.owner
+    if owner is None:
+        return delta.pow(2).sum(1) * a.detach().pow(2).sum(1)
+    first = record.name == FIRST_LAYER
+    sparse = isinstance(a, SparseFeatures)
+    if first and batch.row_sq is not None:
+        a_sq = batch.row_sq
+    else:
+        a_sq = a.row_sq_norms() if sparse else a.detach().pow(2).sum(1)
+    out = torch.zeros(batch.num_subgraphs, dtype=delta.dtype, device=delta.device)
+    out.index_add_(0, owner, a_sq * delta.pow(2).sum(1))
+    i, j = batch.pairs
+    if i.numel() == 0:
+        return out
+    if (first and batch.pair_gram is not None) or sparse:
+        input_dots = batch.pair_gram if first and batch.pair_gram is not None else row_dots(a, i, j)
+        delta_dots = torch.cat([(delta[u] * delta[v]).sum(1) for u, v in zip(i.split(PAIR_CHUNK), j.split(PAIR_CHUNK))])
+        terms = input_dots * delta_dots
+    else:  # one gather of [a | δ] per side instead of two
+        width = a.size(1)
+        both = torch.cat([a.detach(), delta], dim=1)
+        parts = []
+        for u, v in zip(i.split(PAIR_CHUNK), j.split(PAIR_CHUNK)):
+            product = both[u] * both[v]
+            parts.append(product[:, :width].sum(1) * product[:, width:].sum(1))
+        terms = torch.cat(parts)
+    return out.index_add_(0, owner[i], 2.0 * terms).clamp(min=0.0)
+
+
+def subgraph_gradient_terms(
+    module: DPGCNNet, params: dict[str, torch.Tensor], x, batch: FlatBatch, labels: torch.Tensor
+) -> tuple[list[_LinearRecord], dict[str, torch.Tensor]]:
+    r"""Everything per-subgraph clipping needs, without materialising a per-subgraph gradient.
+
+    Every parameter of :class:`DPGCNNet` belongs to a linear layer applied row-wise, so
+    subgraph s's gradient of a weight is :math:`\sum_{i\in s}\delta_i a_i^\top` and of a bias
+    :math:`\sum_{i\in s}\delta_i`, where :math:`a_i` is the layer's input on row i and
+    :math:`\delta_i = \partial\ell_s/\partial z_i` its output gradient — rows of different
+    subgraphs never interact, so one backward of :math:`\sum_s\ell_s` yields every
+    :math:`\delta_i` of its own subgraph's loss (the "ghost clipping" of Li et al. 2022 /
+    Opacus, with examples spanning several rows). Returns the layer records (δ filled in) and
+    the squared norm of every parameter tensor's per-subgraph gradient, ``{name: [B]}``.
+    Shapes: labels [B] (the roots' labels).
+    """
+    logits, records, outputs = _flat_forward(module, params, x, batch)
+    loss = F.cross_entropy(logits, labels, reduction="sum")
+    deltas = torch.autograd.grad(loss, outputs)
+    sq = {}
+    with torch.no_grad():
+        for record, delta in zip(records, deltas):
+            record.delta = delta
+            sq[record.name + ".weight"] = _weight_sq_norms(record, batch)
+            if record.owner is None:
+                sq[record.name + ".bias"] = delta.pow(2).sum(1)
+            else:
+                per_subgraph = torch.zeros(batch.num_subgraphs, delta.size(1), dtype=delta.dtype, device=delta.device)
+                sq[record.name + ".bias"] = per_subgraph.index_add_(0, record.owner, delta).pow(2).sum(1)
+    return records, sq
 
 
 def clipped_gradient_sum(
     module: DPGCNNet,
     params: dict[str, torch.Tensor],
-    features: torch.Tensor,
-    adjacency: torch.Tensor,
+    x,
+    batch: FlatBatch,
     labels: torch.Tensor,
     groups: list[list[str]],
     clip_norm: float | list[float],
 ) -> dict[str, torch.Tensor]:
-    r""":math:`\sum_s \mathrm{Clip}_C(\nabla_\Theta \ell_s)` without materialising the first
-    layer's per-subgraph gradients (they are [B, F, H], the bulk of the cost).
+    r""":math:`\sum_s \mathrm{Clip}_{C_g}(\nabla_{\Theta_g} \ell_s)` for every clipping group g
+    (Algorithm 4's clipped sum), from :func:`subgraph_gradient_terms`: with clip factors
+    :math:`c_{g,s} = \min(1, C_g / \lVert\nabla_{\Theta_g}\ell_s\rVert)`, a weight's clipped
+    sum is :math:`\sum_i c_{g,s(i)}\,\delta_i a_i^\top = (c \odot \Delta)^\top A` — one (sparse or
+    dense) matrix product per layer. Equal, to float tolerance, to :func:`clipped_sum` of
+    :func:`per_subgraph_gradients` on the padded batch (checked in the tests).
 
-    The first encoder layer acts node-wise, so subgraph s's gradient there is
-    :math:`X_s^\top \Delta_s` with :math:`\Delta_s = \partial\ell_s/\partial Z_s` (its
-    pre-activations). Its squared norm is :math:`\langle X_sX_s^\top, \Delta_s\Delta_s^\top\rangle`
-    (the "ghost norm" identity), and the clipped sum is one matrix product
-    :math:`\sum_s c_s X_s^\top\Delta_s`. The remaining (small) parameters get per-subgraph
-    gradients from ``vmap``. Exactly equal to :func:`clipped_sum` of
-    :func:`per_subgraph_gradients` (checked in the tests).
-
-    Sparse features (:class:`~defenses._dpgnn_sampling.PaddedRows`, R real rows with ν stored
-    values in all): :math:`Z = XW^\top` is one CSR × dense product over the real rows, the
-    norm :math:`\lVert X_s^\top\Delta_s\rVert_F^2 = \sum_f \lVert\sum_{i} x_{if}\delta_i\rVert^2`
-    is summed over the stored values (grouped by (subgraph, feature); O(ν·H), no Gram) and
-    :math:`\sum_s c_s X_s^\top\Delta_s = X^\top(c \odot \Delta)` is one CSR × dense product.
-
-    Shapes: features [B, L, F] or PaddedRows; adjacency [B, L, L]; labels [B].
+    ``x``: the full feature matrix (dense or :class:`~dpaudit.nn.SparseFeatures`); ``labels``
+    [B], the roots' labels in batch order.
     """
-    weight, bias = params[FIRST_WEIGHT], params[FIRST_BIAS]
-    rest = {k: v for k, v in params.items() if k not in (FIRST_WEIGHT, FIRST_BIAS)}
-    sparse = isinstance(features, PaddedRows)
-    if sparse:
-        batch_size, width, num_features = features.shape
-        pre = bias.expand(batch_size, width, bias.numel()).clone()
-        pre[features.batch, features.pos] += features.rows.csr() @ weight.T
-    else:
-        pre = features @ weight.T + bias  # [B, L, H]
-
-    def loss(p, z, a, y):
-        logits = functional_call(module, p, (z, a), {"dense": True, "pre_activation": True})
-        return F.cross_entropy(logits.unsqueeze(0), y.unsqueeze(0))
-
-    rest_grads, delta = vmap(grad(loss, argnums=(0, 1)), in_dims=(None, 0, 0, 0))(rest, pre, adjacency, labels)
-    bias_grad = delta.sum(1)  # [B, H]
-    if sparse:
-        rows = features.rows
-        row_delta = delta[features.batch, features.pos]  # [R, H]
-        owner = features.batch[rows.row]  # subgraph of every stored value
-        keys, group = torch.unique(owner * num_features + rows.col, return_inverse=True)
-        per_feature = torch.zeros(len(keys), delta.size(2), dtype=delta.dtype, device=delta.device)
-        per_feature.index_add_(0, group, rows.values.unsqueeze(1) * row_delta[rows.row])
-        weight_sq = torch.zeros(batch_size, dtype=delta.dtype, device=delta.device)
-        weight_sq.index_add_(0, keys // num_features, per_feature.pow(2).sum(1))
-    else:
-        gram = features @ features.transpose(1, 2)  # [B, L, L]
-        weight_sq = (gram * (delta @ delta.transpose(1, 2))).sum((1, 2)).clamp(min=0.0)
-    sq = {FIRST_WEIGHT: weight_sq, FIRST_BIAS: bias_grad.pow(2).sum(1)}
-    for k, g in rest_grads.items():
-        sq[k] = g.flatten(1).pow(2).sum(1)
-    out = {}
+    records, sq = subgraph_gradient_terms(module, params, x, batch, labels)
+    factor_of = {}
     for group, threshold in zip(groups, _thresholds(clip_norm, groups)):
         norm = sum(sq[n] for n in group).sqrt()
         factor = torch.clamp(threshold / (norm + 1e-12), max=1.0)
-        for n in group:
-            if n == FIRST_WEIGHT and sparse:
-                out[n] = features.rows.t_matmul(row_delta * factor[features.batch].unsqueeze(1)).T
-            elif n == FIRST_WEIGHT:
-                scaled = delta * factor.view(-1, 1, 1)
-                out[n] = scaled.reshape(-1, scaled.size(-1)).T @ features.reshape(-1, features.size(-1))
-            elif n == FIRST_BIAS:
-                out[n] = (bias_grad * factor.view(-1, 1)).sum(0)
+        factor_of.update({n: factor for n in group})
+    out = {}
+    with torch.no_grad():
+        for record in records:
+            weight, bias = record.name + ".weight", record.name + ".bias"
+            weight_factor, bias_factor = factor_of[weight], factor_of[bias]
+            if record.owner is not None:  # node-wise layer: every row takes its subgraph's factor
+                weight_factor, bias_factor = weight_factor[record.owner], bias_factor[record.owner]
+            scaled = record.delta * weight_factor.unsqueeze(1)
+            if isinstance(record.a, SparseFeatures):
+                out[weight] = record.a.t_matmul(scaled).T
             else:
-                g = rest_grads[n]
-                out[n] = (g * factor.view(-1, *([1] * (g.dim() - 1)))).sum(0)
+                out[weight] = scaled.T @ record.a.detach()
+            out[bias] = (record.delta * bias_factor.unsqueeze(1)).sum(0)
     return out
 
 
@@ -502,14 +584,16 @@ def percentile_thresholds(
     per-subgraph gradient norms at the current (initial) parameters over a uniform sample of
     at most ``max_subgraphs`` training subgraphs."""
     device = x.device
+    x = sparse_features(x.to(torch.float32))
     params = {k: v.detach() for k, v in module.named_parameters()}
     chosen = torch.randperm(index.num_subgraphs, generator=generator)[: min(max_subgraphs, index.num_subgraphs)]
     norms: dict[str, list[torch.Tensor]] = {k: [] for k in params}
     for chunk in chosen.split(microbatch):
-        feats, adj, roots = pad_batch(index, chunk, x)
-        grads = per_subgraph_gradients(module, params, feats, adj, y.to(device)[roots])
-        for k, g in grads.items():
-            norms[k].append(g.flatten(1).norm(dim=1).cpu())
+        batch = flat_batch(index, chunk, device)
+        labels = y.to(device)[batch.node_ids[batch.roots]]
+        _, sq = subgraph_gradient_terms(module, params, x, batch, labels)
+        for k, v in sq.items():
+            norms[k].append(v.sqrt().cpu())
     out = {}
     for k, parts in norms.items():
         value = float(np.percentile(torch.cat(parts).double().numpy(), percentile))
@@ -673,17 +757,18 @@ class DPGNN(Defense):
             opt = torch.optim.SGD(params.values(), lr=hp.lr)  # plain SGD, Algorithm 4
         batches = torch.Generator().manual_seed(self.seed + 1)
         noise = torch.Generator().manual_seed(self.seed + 2)  # CPU: CUDA runs draw the same noise
-        sizes = index.sizes()
+        # The first layer's input Gram over every subgraph's row pairs, and the rows' norms: fixed for the fit.
+        gram = index.feature_gram(x)
+        row_sq = x.row_sq_norms() if isinstance(x, SparseFeatures) else x.pow(2).sum(1)
         module.train()
         for _ in tqdm(range(steps), desc=self.name, leave=False, disable=None):
             batch = sample_batch(index.num_subgraphs, batch_size, batches)
-            # Sorting by size only reduces padding; the sum over the batch is unchanged.
-            batch = batch[torch.argsort(sizes[batch], stable=True)]
             detached = {k: v.detach() for k, v in params.items()}
             total = {k: torch.zeros_like(v) for k, v in params.items()}
             for chunk in batch.split(hp.microbatch):
-                feats, adj, roots = pad_batch(index, chunk, x)
-                summed = clipped_gradient_sum(module, detached, feats, adj, y[roots], groups, thresholds)
+                flat = flat_batch(index, chunk, device, gram, row_sq)
+                labels = y[flat.node_ids[flat.roots]]
+                summed = clipped_gradient_sum(module, detached, x, flat, labels, groups, thresholds)
                 for k, v in summed.items():
                     total[k] += v
             for k, p in params.items():

@@ -36,7 +36,8 @@ def _csr(crow: torch.Tensor, col: torch.Tensor, values: torch.Tensor, size) -> t
 class SparseFeatures:
     r"""A sparse feature matrix :math:`X \in \mathbb R^{n \times F}` kept for first layers.
 
-    Holds X in CSR and :math:`X^\top` in CSR (same values, permuted by ``perm``), so that the
+    Holds X in CSR and, built on first use, :math:`X^\top` in CSR (same values, permuted by
+    ``perm``), so that the
     forward :math:`XW^\top` and the weight gradient :math:`G^\top X = (X^\top G)^\top` are both
     CSR × dense products (one row-parallel kernel each, CPU and CUDA; nothing of size n × F is
     ever materialised). Dropout acts on the stored values only — the same random function as
@@ -47,11 +48,27 @@ class SparseFeatures:
     ``values`` [nnz]; ``perm`` [nnz] with ``xt.values() == values[perm]``.
     """
 
-    def __init__(self, crow, col, values, row, t_crow, t_col, perm, shape):
+    def __init__(self, crow, col, values, row, shape, transpose=None):
         self.crow, self.col, self.values, self.row = crow, col, values, row
-        self.t_crow, self.t_col, self.perm = t_crow, t_col, perm
         self.shape = torch.Size(shape)
+        # (t_crow, t_col, perm) of X^T: a sort, built on first use (a forward-only or
+        # Gram-only use of a row subset never needs it)
+        self._transpose: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = transpose
         self._csr_t: torch.Tensor | None = None  # built on first use (values never change in place)
+
+    @property
+    def transpose_pattern(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(t_crow, t_col, perm)``: X^T's CSR pattern and ``perm`` with X^T's values = ``values[perm]``."""
+        if self._transpose is None:
+            perm = torch.sort(self.col, stable=True).indices  # stable: rows stay ascending in a column
+            t_crow = torch.zeros(self.shape[1] + 1, dtype=torch.long, device=self.values.device)
+            t_crow[1:] = torch.bincount(self.col, minlength=self.shape[1]).cumsum(0)
+            self._transpose = (t_crow, self.row[perm], perm)
+        return self._transpose
+
+    @property
+    def perm(self) -> torch.Tensor:
+        return self.transpose_pattern[2]
 
     # -- construction -----------------------------------------------------------------------
     @classmethod
@@ -68,14 +85,10 @@ class SparseFeatures:
     @classmethod
     def _from_coo(cls, rows, cols, values, shape) -> SparseFeatures:
         """``rows``/``cols`` sorted by (row, col) (a coalesced COO)."""
-        n, f = shape
+        n, _ = shape
         crow = torch.zeros(n + 1, dtype=torch.long, device=values.device)
         crow[1:] = torch.bincount(rows, minlength=n).cumsum(0)
-        # Transpose: stable sort by column keeps rows ascending inside a column.
-        perm = torch.sort(cols, stable=True).indices
-        t_crow = torch.zeros(f + 1, dtype=torch.long, device=values.device)
-        t_crow[1:] = torch.bincount(cols, minlength=f).cumsum(0)
-        return cls(crow, cols, values, rows, t_crow, rows[perm], perm, shape)
+        return cls(crow, cols, values, rows, shape)
 
     # -- tensor-like helpers ----------------------------------------------------------------
     def size(self, dim: int | None = None):
@@ -104,13 +117,14 @@ class SparseFeatures:
         return True
 
     def _with_values(self, values: torch.Tensor) -> SparseFeatures:
-        return SparseFeatures(self.crow, self.col, values, self.row, self.t_crow, self.t_col, self.perm, self.shape)
+        # The pattern is built here (once, cached on self) so that every re-valued copy (dropout
+        # each epoch) shares it instead of sorting again.
+        return SparseFeatures(self.crow, self.col, values, self.row, self.shape, self.transpose_pattern)
 
     def to(self, device=None, dtype=None) -> SparseFeatures:
-        move = [t.to(device) for t in (self.crow, self.col, self.row, self.t_crow, self.t_col, self.perm)]
-        values = self.values.to(device=device, dtype=dtype)
-        crow, col, row, t_crow, t_col, perm = move
-        return SparseFeatures(crow, col, values, row, t_crow, t_col, perm, self.shape)
+        crow, col, row = (t.to(device) for t in (self.crow, self.col, self.row))
+        transpose = None if self._transpose is None else tuple(t.to(device) for t in self._transpose)
+        return SparseFeatures(crow, col, self.values.to(device=device, dtype=dtype), row, self.shape, transpose)
 
     def float(self) -> SparseFeatures:
         return self.to(dtype=torch.float32)
@@ -125,7 +139,8 @@ class SparseFeatures:
 
     def csr_t(self) -> torch.Tensor:
         if self._csr_t is None:
-            self._csr_t = _csr(self.t_crow, self.t_col, self.values[self.perm], (self.shape[1], self.shape[0]))
+            t_crow, t_col, perm = self.transpose_pattern
+            self._csr_t = _csr(t_crow, t_col, self.values[perm], (self.shape[1], self.shape[0]))
         return self._csr_t
 
     def rows(self, index: torch.Tensor) -> SparseFeatures:
@@ -173,6 +188,29 @@ class SparseFeatures:
     def linear(self, weight: torch.Tensor) -> torch.Tensor:
         r""":math:`X W^\top`, differentiable in ``weight`` [out, F] → [n, out]."""
         return _SparseLinearFunction.apply(weight, self)
+
+
+def row_dots(x, first: torch.Tensor, second: torch.Tensor, chunk: int = 1 << 14) -> torch.Tensor:
+    r""":math:`x_u\cdot x_v` for every (u, v) in zip(first, second), [P].
+
+    Dense x: chunked row products. :class:`SparseFeatures`: the stored values of
+    the u rows are matched with those of the v rows by the key (pair, column) — one sort and a
+    binary search, O(ν log ν) for ν stored values, nothing of size P × F.
+    """
+    if not isinstance(x, SparseFeatures):
+        first, second = first.to(x.device), second.to(x.device)
+        if first.numel() == 0:
+            return x.new_zeros(0)
+        return torch.cat([(x[u] * x[v]).sum(1) for u, v in zip(first.split(chunk), second.split(chunk))])
+    num_features = x.size(1)
+    a, b = x.rows(first), x.rows(second)  # row r of a / b belongs to pair r
+    key_a, key_b = a.row * num_features + a.col, b.row * num_features + b.col  # both sorted (CSR order)
+    out = torch.zeros(first.numel(), dtype=x.dtype, device=x.device)
+    if key_a.numel() == 0 or key_b.numel() == 0:
+        return out
+    at = torch.searchsorted(key_b, key_a).clamp(max=key_b.numel() - 1)
+    match = key_b[at] == key_a
+    return out.index_add_(0, a.row[match], a.values[match] * b.values[at[match]])
 
 
 class _SparseLinearFunction(torch.autograd.Function):

@@ -465,6 +465,35 @@ def test_calibrated_gaussian_matches_the_analytic_gaussian_mechanism():
     assert exact_sigma * (1 - 1e-9) <= sigma <= exact_sigma * 1.002
 
 
+def test_calibration_is_reused_for_the_same_family_only_and_rechecked():
+    from dpaudit.accounting import calibrate as calibration
+
+    calls = []
+
+    def family(q):
+        def build(s):
+            calls.append(s)
+            return PoissonSubsampledGaussian(s, q, 150)
+
+        return build
+
+    delta = 1e-5
+    fresh = calibrate_noise(1.5, delta, family(0.031))
+    first_cost = len(calls)
+    calls.clear()
+    again = calibrate_noise(1.5, delta, family(0.031))  # a new closure, the same family
+    assert again == fresh and len(calls) <= 4  # two probes for the key, two checks
+    calls.clear()
+    other = calibrate_noise(1.5, delta, family(0.032))  # another family is calibrated afresh
+    assert other > fresh and len(calls) >= first_cost // 2
+    # A remembered σ that fails its checks is never returned: corrupt the memo, recalibrate.
+    key = next(k for k, v in calibration._CALIBRATED.items() if v == fresh)
+    calibration._CALIBRATED[key] = 0.5 * fresh
+    assert calibrate_noise(1.5, delta, family(0.031)) == fresh
+    calibration._CALIBRATED[key] = 2.0 * fresh  # valid but loose: not tight, recalibrated
+    assert calibrate_noise(1.5, delta, family(0.031)) == fresh
+
+
 def test_calibration_with_a_fixed_part_and_unreachable_target():
     fixed = PureDPMechanism(0.5)
     for accountant in ("rdp", "pld", "auto"):

@@ -19,7 +19,7 @@ from defenses.baselines import MLPDP
 from dpaudit.datasets import csbm, from_data
 from dpaudit.registry import register_defense
 from dpaudit.statistics import auc_ceiling as statistics_auc_ceiling
-from reports.aggregate import auc_ceiling, build_report_data
+from reports.aggregate import DIAGNOSTIC_ATTACKS, _headline_attack, auc_ceiling, build_report_data
 from reports.render import render_html
 
 HOSTILE_DATASET = "<script>alert(1)</script> $x$ {{ 7*7 }}"
@@ -329,11 +329,12 @@ def test_verdict_box_opens_the_report_with_the_right_numbers(study):
     assert len(sidecar["verdicts"]) == len(sidecar["summary"]) == 3
     for i, (row, verdict) in enumerate(zip(sidecar["summary"], sidecar["verdicts"]), start=1):
         box = parse(_verdict_block(html, i)).text
-        aucs = {a: s["auc"] for a, s in row["attacks"].items()}
+        tests = {a: s for a, s in row["attacks"].items() if a not in DIAGNOSTIC_ATTACKS}
+        aucs = {a: s["auc"] for a, s in tests.items()}
         best = max(aucs, key=aucs.get)
         assert verdict["best_auc"]["attack"] == best and verdict["best_auc"]["auc"] == aucs[best]
         assert f"{aucs[best]:.3f} AUC by {best}" in box
-        tprs = [s["tpr_at_1pct_fpr"] for s in row["attacks"].values() if s["tpr_at_1pct_fpr"] is not None]
+        tprs = [s["tpr_at_1pct_fpr"] for s in tests.values() if s["tpr_at_1pct_fpr"] is not None]
         assert f"{max(tprs):.3f} by" in box
         if row["unit"] is None:
             assert verdict["status"] == "none" and "no guarantee" in box
@@ -352,6 +353,12 @@ def test_verdict_box_opens_the_report_with_the_right_numbers(study):
         assert verdict["status"] == ("broken" if lb > claimed else "consistent")
         assert "what it covers" in box and "node membership" in box and "sound: true" in box
         assert 'id="split-banner"' not in html  # a random split: bounds are valid, no banner
+
+
+def test_a_diagnostic_is_never_the_headline_attack():
+    attacks = {"embedding-probe": {"auc": 0.99}, "mia-threshold": {"auc": 0.61}, "mia-rmia": {"auc": 0.74}}
+    assert _headline_attack(attacks) == "mia-rmia"
+    assert _headline_attack({"embedding-probe": {"auc": 0.99}}) is None
 
 
 def test_public_split_banner_and_invalid_bounds(study):

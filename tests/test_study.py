@@ -241,7 +241,7 @@ def test_longest_cells_start_first_and_progress_logs_without_a_terminal(caplog):
     from dpaudit.workflows.executors import CellProgress, longest_first
 
     tasks = [{"cell": {"defense": d}} for d in ("mlp", "gap-ndp", "gcn", "unknown-defense", "dpgnn")]
-    assert [t["cell"]["defense"] for t in longest_first(tasks)] == ["gap-ndp", "dpgnn", "unknown-defense", "mlp", "gcn"]
+    assert [t["cell"]["defense"] for t in longest_first(tasks)] == ["dpgnn", "unknown-defense", "gap-ndp", "mlp", "gcn"]
 
     progress = CellProgress(total=4, done=0, failed=0, disable=None)
     progress.log_lines = True  # as without a terminal (pytest captures stderr, so tqdm is silent)

@@ -14,6 +14,26 @@ log = logging.getLogger(__name__)
 
 MechanismsForSigma = Callable[[float], "Mechanism | Iterable[Mechanism]"]
 
+# Probe points that identify a family σ ↦ mechanisms (frozen dataclasses, compared field by
+# field): two families equal at both are the same parametric family in every case dpaudit
+# builds, and a reused σ is re-verified anyway (calibrate_noise).
+_FAMILY_PROBES = (1.0, math.e)
+_CALIBRATED: dict[tuple, float] = {}
+_CALIBRATED_MAX = 256
+
+
+def _family_key(mechanisms_for_sigma: MechanismsForSigma) -> tuple | None:
+    key = []
+    for sigma in _FAMILY_PROBES:
+        produced = mechanisms_for_sigma(sigma)
+        produced = (produced,) if isinstance(produced, Mechanism) else tuple(produced)
+        try:
+            hash(produced)
+        except TypeError:  # a mechanism with unhashable fields: no reuse
+            return None
+        key.append(produced)
+    return tuple(key)
+
 
 def epsilon_for_sigma(
     mechanisms_for_sigma: MechanismsForSigma, sigma: float, delta: float, accountant: str = "auto"
@@ -49,6 +69,12 @@ def calibrate_noise(
     re-evaluated by the same ledger, so the guarantee always holds — never just "close". Every
     ε is computed by the same deterministic, cached ledger the defenses use for their spec.
 
+    Results are remembered per process, keyed by the target, δ, the settings and the family
+    (the frozen mechanisms it builds at two probe σ's): a shadow or reference model trained
+    with the target's recipe reuses σ after two checks — ε(σ) ≤ target and
+    ε(σ / (1 + rel_tol)) > target (or σ at ``sigma_min``) — so a reused σ is exactly as proven
+    and as tight as a fresh one.
+
     Raises:
         PrivacyParameterError: when even ``sigma_max`` cannot reach the target (for instance
             because a σ-independent part of the composition already spends it).
@@ -58,6 +84,27 @@ def calibrate_noise(
     if not 0 < delta < 1:
         raise PrivacyParameterError(f"delta must lie in (0, 1), got {delta}")
     check_accountant(accountant)
+    family = _family_key(mechanisms_for_sigma)
+    memo_key = None if family is None else (target_epsilon, delta, sigma_min, sigma_max, rel_tol, accountant, family)
+    if memo_key is not None and memo_key in _CALIBRATED:
+        # Same family, same target (a shadow or reference model trained with the target's
+        # recipe): reuse σ after re-checking both sides of the calibration's contract.
+        sigma = _CALIBRATED[memo_key]
+        fits = epsilon_for_sigma(mechanisms_for_sigma, sigma, delta, accountant) <= target_epsilon
+        tight = sigma <= sigma_min or (
+            epsilon_for_sigma(mechanisms_for_sigma, sigma / (1.0 + rel_tol), delta, accountant) > target_epsilon
+        )
+        if fits and tight:
+            return sigma
+    sigma = _calibrate(target_epsilon, delta, mechanisms_for_sigma, sigma_min, sigma_max, rel_tol, accountant)
+    if memo_key is not None:
+        if len(_CALIBRATED) >= _CALIBRATED_MAX:
+            _CALIBRATED.pop(next(iter(_CALIBRATED)))
+        _CALIBRATED[memo_key] = sigma
+    return sigma
+
+
+def _calibrate(target_epsilon, delta, mechanisms_for_sigma, sigma_min, sigma_max, rel_tol, accountant) -> float:
     cache: dict[float, float] = {}
 
     def eps(sigma: float) -> float:

@@ -74,13 +74,14 @@ class CellProgress:
         self.bar.close()
 
 
-# Relative cost of one cell by defense (training plus the shadow models the attacks train with
-# the same recipe), from the cora_ml timings in benchmarks/results/. Used only to start the
-# longest cells first, so that no core idles at the end while one long cell finishes; a wrong
-# guess costs some idle time, never a result.
+# Relative cost of one cell by defense (training plus the shadow and reference models the attacks
+# train with the same recipe), from a cora_ml study with mia-rmia, link-steal and embedding-probe
+# (benchmarks/bench_study.py): DP-GNN's 3,000-step schedule times six trainings dominates. Used
+# only to start the longest cells first, so that no core idles at the end while one long cell
+# finishes; a wrong guess costs some idle time, never a result.
 RELATIVE_COST = {
-    "gap-ndp": 10.0, "gcon": 6.0, "dpar-em0": 5.0, "dpar-em1": 5.0, "dpar-gm": 5.0, "dpar-nodp": 4.0,
-    "dpgnn": 4.0, "gap-edp": 3.0, "gap-inf": 3.0, "mlp-dp": 2.0, "sage": 1.5, "gcn": 1.0, "mlp": 1.0,
+    "dpgnn": 10.0, "dpar-em0": 3.0, "dpar-em1": 3.0, "dpar-gm": 3.0, "dpar-nodp": 2.5, "gap-ndp": 1.2,
+    "gcon": 1.2, "gap-edp": 1.1, "gap-inf": 1.1, "mlp-dp": 1.1, "sage": 1.0, "gcn": 1.0, "mlp": 1.0,
 }  # fmt: skip
 
 
