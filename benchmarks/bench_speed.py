@@ -310,6 +310,7 @@ def main() -> None:
     parser.add_argument("--data-root", default=str(Path(__file__).resolve().parents[2] / "shared" / "datasets"))
     parser.add_argument("--out", default="speed")
     parser.add_argument("--only", default="", help="comma-separated defenses for the twin table (default: all)")
+    parser.add_argument("--scaling-only", action="store_true", help="only the scaling table (implies --scaling)")
     args = parser.parse_args()
 
     started = time.perf_counter()
@@ -318,10 +319,11 @@ def main() -> None:
     print(f"{args.dataset}: {dataset.num_nodes} nodes, {len(split.train)} training nodes", flush=True)
     layer_rows = first_layer(dataset, max(args.repeats, 10))
     print(layer_rows, flush=True)
-    pair_rows = time_pairs(dataset, split, args.repeats, args.quick, [o for o in args.only.split(",") if o])
+    only = [o for o in args.only.split(",") if o]
+    pair_rows = [] if args.scaling_only else time_pairs(dataset, split, args.repeats, args.quick, only)
     scale_rows = (
         scaling(["cora_ml", "johnshopkins55:year", "cornell5:year"], args.data_root, min(args.repeats, 2))
-        if args.scaling
+        if args.scaling or args.scaling_only
         else []
     )
     command = "python benchmarks/bench_speed.py " + " ".join(sys.argv[1:])

@@ -697,7 +697,12 @@ class DPGNN(Defense):
         else:
             multiplier, noise_std = 0.0, 0.0
 
-        self._train(module, index, data.x, data.y, groups, m, steps, thresholds, noise_std)
+        # Sparse raw features stay sparse (the first layer runs over the stored values only); the
+        # first layer's input Gram over every subgraph's row pairs and the rows' norms are fixed for the fit.
+        x = sparse_features(data.x.to(device, torch.float32))
+        gram = index.feature_gram(x)
+        row_sq = x.row_sq_norms() if isinstance(x, SparseFeatures) else x.pow(2).sum(1)
+        self._train(module, index, x, data.y, (gram, row_sq), groups, m, steps, thresholds, noise_std)
 
         stats = {
             "num_subgraphs": n,
@@ -739,8 +744,9 @@ class DPGNN(Defense):
         self,
         module: DPGCNNet,
         index: SubgraphIndex,
-        x: torch.Tensor,
+        x,
         y: torch.Tensor,
+        input_gram: tuple[torch.Tensor, torch.Tensor],
         groups: list[list[str]],
         batch_size: int,
         steps: int,
@@ -748,8 +754,7 @@ class DPGNN(Defense):
         noise_std: float,
     ) -> None:
         hp, device = self.hp, self.device
-        # Sparse raw features stay sparse: the first layer runs over the stored values only.
-        x, y = sparse_features(x.to(device, torch.float32)), y.to(device)
+        y = y.to(device)
         params = dict(module.named_parameters())
         if hp.optimizer == "adam":
             opt = torch.optim.Adam(params.values(), lr=hp.lr)
@@ -757,16 +762,13 @@ class DPGNN(Defense):
             opt = torch.optim.SGD(params.values(), lr=hp.lr)  # plain SGD, Algorithm 4
         batches = torch.Generator().manual_seed(self.seed + 1)
         noise = torch.Generator().manual_seed(self.seed + 2)  # CPU: CUDA runs draw the same noise
-        # The first layer's input Gram over every subgraph's row pairs, and the rows' norms: fixed for the fit.
-        gram = index.feature_gram(x)
-        row_sq = x.row_sq_norms() if isinstance(x, SparseFeatures) else x.pow(2).sum(1)
         module.train()
         for _ in tqdm(range(steps), desc=self.name, leave=False, disable=None):
             batch = sample_batch(index.num_subgraphs, batch_size, batches)
             detached = {k: v.detach() for k, v in params.items()}
             total = {k: torch.zeros_like(v) for k, v in params.items()}
             for chunk in batch.split(hp.microbatch):
-                flat = flat_batch(index, chunk, device, gram, row_sq)
+                flat = flat_batch(index, chunk, device, *input_gram)
                 labels = y[flat.node_ids[flat.roots]]
                 summed = clipped_gradient_sum(module, detached, x, flat, labels, groups, thresholds)
                 for k, v in summed.items():
