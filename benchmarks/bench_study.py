@@ -41,6 +41,14 @@ EPSILONS = "0.5,1,2,4,8,16"
 ATTACKS = "mia-rmia,link-steal,embedding-probe"
 
 
+def load_average() -> str:
+    """The machine's 1/5/15-minute load averages (the shared machine's other tenants included)."""
+    try:
+        return " / ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "unknown"
+
+
 def run_study(args, out: Path) -> tuple[float, int | None, str]:
     command = [
         sys.executable, "-m", "dpaudit.cli", "compare", "--dataset", args.dataset, "--data-root", args.data_root,
@@ -114,7 +122,9 @@ def main() -> None:
         out = Path(args.keep) if args.keep else Path(tmp) / "study"
         if out.exists():
             raise SystemExit(f"{out} exists; the benchmark times a study from scratch")
+        load_before = load_average()
         wall, peak_kb, command = run_study(args, out)
+        load_after = load_average()
         defense_rows, attack_rows, failures = summarise(out)
     cells = len(args.defenses.split(",")) * len(args.epsilons.split(","))
     header = (
@@ -124,8 +134,9 @@ def main() -> None:
         f"**Wall time: {wall / 60:.1f} min** for {cells} cells ({args.defenses.count(',') + 1} defenses × "
         f"{args.epsilons.count(',') + 1} ε × attacks {args.attacks}, 1 seed)"
         + (f"; peak RSS of the largest process {peak_kb / 1024:.0f} MiB" if peak_kb else "")
-        + ".\n\nCell seconds are the worker's wall time for training plus attacks (cells run in parallel, so "
-        "their sum exceeds the study's wall time)."
+        + f".\n\nLoad average before / after: {load_before} → {load_after} (a load above the study's "
+        "own workers means other jobs shared the cores). Cell seconds are the worker's wall time for "
+        "training plus attacks (cells run in parallel, so their sum exceeds the study's wall time)."
     )
     table = (
         markdown_table(defense_rows, list(defense_rows[0]))
