@@ -262,6 +262,9 @@ def test_audit_validity_column_and_risk_slices(study):
     for row in sidecar["summary"]:  # a random csbm split: mia-threshold is a valid game everywhere
         assert row["audit_validity"]["valid"] and "mia-threshold" in row["audit_validity"]["valid_attacks"]
         assert "embedding-probe" not in row["audit_validity"]["valid_attacks"]  # a diagnostic, never a bound
+    cells = [c.split("</td>")[0] for c in table.split('data-label="audit validity">')[1:]]
+    for row, cell in zip(sidecar["summary"], cells):  # a valid game, but nothing to test without a claim
+        assert ("no claim" in cell) == (row["unit"] is None) and ('class="yes">valid' in cell) == (row["unit"] is not None)
     assert sidecar["risk_slices"] and '<section id="risk-slices">' in html
     first = sidecar["risk_slices"][0]
     assert first["attack"] == "mia-threshold" and {b["slice"] for b in first["class"]} == {"0", "1", "2"}
