@@ -261,19 +261,16 @@ def pad_batch(
     starts, ends = index.node_ptr[batch], index.node_ptr[batch + 1]
     sizes = ends - starts
     width = int(sizes.max())
-    b = torch.repeat_interleave(torch.arange(batch.numel(), device=sizes.device), sizes)
-    offsets = torch.repeat_interleave(torch.cumsum(sizes, 0) - sizes, sizes)
-    pos = torch.arange(int(sizes.sum()), device=sizes.device) - offsets
-    global_ids = index.node_ids[torch.repeat_interleave(starts, sizes) + pos]
+    b, pos = _segments(sizes)
+    global_ids = index.node_ids[starts[b] + pos]
     rows = x.rows(global_ids.to(device)).to_dense() if isinstance(x, SparseFeatures) else x[global_ids.to(device)]
     features = rows.new_zeros(batch.numel(), width, x.size(1))
     features[b.to(device), pos.to(device)] = rows
 
     e_starts, e_ends = index.edge_ptr[batch], index.edge_ptr[batch + 1]
     e_sizes = e_ends - e_starts
-    eb = torch.repeat_interleave(torch.arange(batch.numel(), device=sizes.device), e_sizes)
-    e_off = torch.repeat_interleave(torch.cumsum(e_sizes, 0) - e_sizes, e_sizes)
-    e_pos = torch.repeat_interleave(e_starts, e_sizes) + torch.arange(int(e_sizes.sum()), device=sizes.device) - e_off
+    eb, e_local = _segments(e_sizes)
+    e_pos = e_starts[eb] + e_local
     adjacency = torch.zeros(batch.numel(), width, width, dtype=x.dtype, device=device)
     adjacency[b.to(device), pos.to(device), pos.to(device)] = 1.0  # self loops (A + I)
     adjacency.index_put_(
