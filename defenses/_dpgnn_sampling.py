@@ -24,8 +24,8 @@ training nodes. :math:`\mathbf{E}_v` (the nodes ``v`` aggregates) is the reverse
   checked after construction (a violation raises).
 * :func:`sample_batch` — a uniformly random subset of m distinct subgraphs (sampling without
   replacement, as Algorithm 4 and the hypergeometric law of Theorem 1 require).
-* :func:`flat_batch` — a batch as one disjoint union of its subgraphs (rows, messages and the
-  same-subgraph row pairs) for ghost-norm clipping; :func:`pad_batch` — dense, padded
+* :func:`flat_batch` — a batch as one disjoint union of its subgraphs (rows and messages), its
+  subgraphs grouped by size class and padded to the class's cap for ghost-norm clipping; :func:`pad_batch` — dense, padded
   per-subgraph tensors (features and the row-normalised adjacency :math:`(D + I)^{-1}(A + I)`
   of Appendix E), the reference layout for vmapped per-subgraph gradients.
 """
@@ -111,7 +111,7 @@ class SubgraphIndex:
     edge_dst: torch.Tensor
     num_layers: int
     occurrences: torch.Tensor
-    _pairs: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = field(default=None, repr=False, compare=False)
+    _classes: tuple[list[int], torch.Tensor, torch.Tensor] | None = field(default=None, repr=False, compare=False)
 
     @property
     def num_subgraphs(self) -> int:
@@ -123,24 +123,62 @@ class SubgraphIndex:
     def nodes_of(self, i: int) -> torch.Tensor:
         return self.node_ids[self.node_ptr[i] : self.node_ptr[i + 1]]
 
-    def pair_table(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        r"""Every subgraph's pairs of distinct rows (i < j, local positions), CSR style:
-        ``(pair_ptr [N + 1], first [P], second [P])`` with :math:`P = \sum_s L_s(L_s-1)/2`.
+    def size_classes(self) -> tuple[list[int], torch.Tensor, torch.Tensor]:
+        r"""``(caps, class_of [N], slot [N])``: subgraph s belongs to class ``class_of[s]``, the
+        smallest cap ≥ its size (caps 4, 16, 64, … and the largest size last), at position
+        ``slot[s]`` among that class's subgraphs. A class is padded to its cap, so per-subgraph
+        Grams are batched products of at most 16·L² + 16 entries for a subgraph of L rows.
         Built once and cached (the subgraphs never change during training)."""
-        if self._pairs is None:
-            owner, first, second = _triangle_pairs(self.sizes())
-            pair_ptr = torch.zeros(self.num_subgraphs + 1, dtype=torch.long, device=owner.device)
-            pair_ptr[1:] = torch.cumsum(torch.bincount(owner, minlength=self.num_subgraphs), 0)
-            self._pairs = (pair_ptr, first, second)
-        return self._pairs
+        if self._classes is None:
+            sizes = self.sizes()
+            largest = int(sizes.max()) if sizes.numel() else 1
+            caps, cap = [], 4
+            while cap < largest:
+                caps.append(cap)
+                cap *= 4
+            caps.append(largest)
+            class_of = torch.bucketize(sizes, torch.tensor(caps, device=sizes.device))
+            order = torch.argsort(class_of, stable=True)
+            counts = torch.bincount(class_of, minlength=len(caps))
+            slot = torch.empty_like(class_of)
+            slot[order] = torch.arange(order.numel(), device=order.device) - torch.repeat_interleave(
+                torch.cumsum(counts, 0) - counts, counts
+            )
+            self._classes = (caps, class_of, slot)
+        return self._classes
 
-    def feature_gram(self, x) -> torch.Tensor:
-        r""":math:`x_u\cdot x_v` for every pair of :meth:`pair_table` (u, v its nodes), [P] on
-        ``x``'s device: the input Gram the first layer's ghost norm needs, fixed for a fit."""
-        pair_ptr, first, second = self.pair_table()
-        owner = torch.repeat_interleave(torch.arange(self.num_subgraphs, device=pair_ptr.device), pair_ptr.diff())
-        base = self.node_ptr[owner]
-        return row_dots(x, self.node_ids[base + first], self.node_ids[base + second])
+    def input_grams(self, x) -> list[torch.Tensor]:
+        r"""Every subgraph's input Gram :math:`(x_u\cdot x_v)_{u,v}` over its rows, per size class
+        ``[N_c, cap_c, cap_c]`` (zero padding, rows in subgraph order) on ``x``'s device: what
+        the first layer's ghost norm needs, fixed for a fit (:func:`padded_gram`)."""
+        caps, class_of, slot = self.size_classes()
+        sizes, out = self.sizes(), []
+        for c, cap in enumerate(caps):
+            members = torch.nonzero(class_of == c).view(-1)
+            members = members[torch.argsort(slot[members])]
+            k = torch.arange(cap, device=members.device)
+            at = self.node_ptr[members].unsqueeze(1) + k
+            valid = k < sizes[members].unsqueeze(1)
+            ids = torch.where(valid, self.node_ids[at.clamp(max=self.node_ids.numel() - 1)], x.size(0))
+            out.append(padded_gram(x, ids.to(x.device)))
+        return out
+
+
+def padded_gram(a, rows: torch.Tensor) -> torch.Tensor:
+    r""":math:`G_{b,i,j} = a_{rows_{bi}}\cdot a_{rows_{bj}}` for ``rows`` [n, P] (``a.size(0)`` marks
+    padding, whose entries are 0) → [n, P, P]. Dense ``a``: one batched product; sparse
+    (:class:`~dpaudit.nn.SparseFeatures`): the stored values matched pairwise by :func:`row_dots`."""
+    n, width = rows.shape
+    if not isinstance(a, SparseFeatures):
+        padded = torch.cat([a.detach(), a.new_zeros(1, a.size(1))]).index_select(0, rows.reshape(-1))
+        padded = padded.view(n, width, -1)
+        return padded @ padded.mT
+    first = rows.unsqueeze(2).expand(n, width, width)
+    second = rows.unsqueeze(1).expand(n, width, width)
+    valid = (first < a.size(0)) & (second < a.size(0))
+    out = torch.zeros(n, width, width, dtype=a.dtype, device=a.device)
+    out[valid] = row_dots(a, first[valid], second[valid])
+    return out
 
 
 def _in_csr(edge_index: torch.Tensor, num_nodes: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -246,9 +284,7 @@ def sample_batch(num_subgraphs: int, batch_size: int, generator: torch.Generator
     return torch.randperm(num_subgraphs, generator=generator)[:batch_size]
 
 
-def pad_batch(
-    index: SubgraphIndex, batch: torch.Tensor, x
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def pad_batch(index: SubgraphIndex, batch: torch.Tensor, x) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     r"""Padded tensors for the subgraphs ``batch`` (the reference layout for vmapped per-subgraph
     gradients; training uses :func:`flat_batch`).
 
@@ -283,6 +319,23 @@ def pad_batch(
 
 
 @dataclass
+class SizeClassBlock:
+    """The subgraphs of one size class within a batch, padded to the class's cap P.
+
+    Attributes:
+        members: ``[n]`` the subgraphs' positions in the batch (0..B-1).
+        rows: ``[n, P]`` each subgraph's rows in the flat batch, in subgraph order; the
+            batch's row count R marks padding.
+        gram: ``[n, P, P]`` the first layer's input Gram of each subgraph
+            (:meth:`SubgraphIndex.input_grams`), or ``None``.
+    """
+
+    members: torch.Tensor
+    rows: torch.Tensor
+    gram: torch.Tensor | None = None
+
+
+@dataclass
 class FlatBatch:
     r"""A batch of subgraphs as one disjoint union (no padding): the R rows of all B subgraphs
     back to back, subgraph s owning rows ``ptr[s]:ptr[s+1]`` with its root first.
@@ -294,24 +347,23 @@ class FlatBatch:
         edge_index: ``[2, E_b]`` the subgraphs' messages (src → dst) between rows; the
             aggregation :math:`(D+I)^{-1}(A+I)` over them is exactly the padded adjacency of
             :func:`pad_batch` restricted to real rows.
-        pairs: ``[2, P]`` every pair i < j of distinct rows of the same subgraph
-            (:math:`P = \sum_s L_s(L_s-1)/2`), for ghost norms of layers shared inside a subgraph.
-        pair_gram: ``[P]`` the input features' dot products over ``pairs`` (from
-            :meth:`SubgraphIndex.feature_gram`), or ``None``.
-        row_sq: ``[R]`` the input features' squared row norms, or ``None``.
+        blocks: the batch's subgraphs grouped by size class (:class:`SizeClassBlock`), for
+            per-subgraph Grams of layers shared inside a subgraph (ghost norms).
     """
 
     node_ids: torch.Tensor
     owner: torch.Tensor
     ptr: torch.Tensor
     edge_index: torch.Tensor
-    pairs: torch.Tensor
-    pair_gram: torch.Tensor | None = None
-    row_sq: torch.Tensor | None = None
+    blocks: list[SizeClassBlock]
 
     @property
     def num_subgraphs(self) -> int:
         return int(self.ptr.numel() - 1)
+
+    @property
+    def num_rows(self) -> int:
+        return int(self.node_ids.numel())
 
     @property
     def roots(self) -> torch.Tensor:
@@ -321,29 +373,20 @@ class FlatBatch:
 def _segments(sizes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """For consecutive segments of ``sizes``: (segment of every element, position inside it)."""
     seg = torch.repeat_interleave(torch.arange(sizes.numel(), device=sizes.device), sizes)
-    pos = torch.arange(int(sizes.sum()), device=sizes.device) - torch.repeat_interleave(torch.cumsum(sizes, 0) - sizes, sizes)
+    pos = torch.arange(int(sizes.sum()), device=sizes.device) - torch.repeat_interleave(
+        torch.cumsum(sizes, 0) - sizes, sizes
+    )
     return seg, pos
-
-
-def _triangle_pairs(sizes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(segment, i, j) for every i < j < L of every segment of length L in ``sizes``."""
-    seg, k = _segments(sizes * sizes)
-    width = sizes[seg]
-    first, second = k // width, k % width
-    keep = first < second
-    return seg[keep], first[keep], second[keep]
 
 
 def flat_batch(
     index: SubgraphIndex,
     batch: torch.Tensor,
     device: torch.device | str | None = None,
-    gram: torch.Tensor | None = None,
-    row_sq: torch.Tensor | None = None,
+    grams: list[torch.Tensor] | None = None,
 ) -> FlatBatch:
     """The subgraphs ``batch`` as a :class:`FlatBatch` (built on the index's device, moved to
-    ``device``); ``gram`` (:meth:`SubgraphIndex.feature_gram`) gives ``pair_gram`` and
-    ``row_sq`` (every node's squared feature norm) gives ``row_sq``."""
+    ``device``); ``grams`` (:meth:`SubgraphIndex.input_grams`) fills every block's ``gram``."""
     batch = batch.to(index.node_ptr.device)
     starts, sizes = index.node_ptr[batch], index.node_ptr[batch + 1] - index.node_ptr[batch]
     ptr = torch.zeros(batch.numel() + 1, dtype=torch.long, device=sizes.device)
@@ -357,15 +400,26 @@ def flat_batch(
     offset = ptr[e_owner]
     edge_index = torch.stack([index.edge_src[take] + offset, index.edge_dst[take] + offset])
 
-    pair_ptr, first, second = index.pair_table()
-    p_starts = pair_ptr[batch]
-    p_owner, p_pos = _segments(pair_ptr[batch + 1] - p_starts)
-    pair_id = p_starts[p_owner] + p_pos
-    pairs = torch.stack([ptr[p_owner] + first[pair_id], ptr[p_owner] + second[pair_id]])
-    pair_gram = None if gram is None else gram[pair_id.to(gram.device)]
-    out = FlatBatch(node_ids, owner, ptr, edge_index, pairs)
+    caps, class_of, slot = index.size_classes()
+    of_batch = class_of[batch]
+    order = torch.argsort(of_batch, stable=True)
+    counts = torch.bincount(of_batch, minlength=len(caps)).tolist()
+    num_rows = int(ptr[-1])
+    blocks = []
+    for c, members in enumerate(order.split(counts)):
+        if members.numel() == 0:
+            continue
+        k = torch.arange(caps[c], device=members.device)
+        rows = torch.where(k < sizes[members].unsqueeze(1), ptr[members].unsqueeze(1) + k, num_rows)
+        gram = None if grams is None else grams[c].index_select(0, slot[batch[members]].to(grams[c].device))
+        blocks.append(SizeClassBlock(members, rows, gram))
+    out = FlatBatch(node_ids, owner, ptr, edge_index, blocks)
     if device is not None:
-        out = FlatBatch(*(t.to(device) for t in (node_ids, owner, ptr, edge_index, pairs)))
-    out.pair_gram = None if pair_gram is None else pair_gram.to(out.pairs.device)
-    out.row_sq = None if row_sq is None else row_sq[node_ids.to(row_sq.device)].to(out.pairs.device)
+        out = FlatBatch(
+            *(t.to(device) for t in (node_ids, owner, ptr, edge_index)),
+            [
+                SizeClassBlock(b.members.to(device), b.rows.to(device), None if b.gram is None else b.gram.to(device))
+                for b in blocks
+            ],
+        )
     return out

@@ -37,10 +37,9 @@ class SparseFeatures:
     r"""A sparse feature matrix :math:`X \in \mathbb R^{n \times F}` kept for first layers.
 
     Holds X in CSR and, built on first use, :math:`X^\top` in CSR (same values, permuted by
-    ``perm``), so that the
-    forward :math:`XW^\top` and the weight gradient :math:`G^\top X = (X^\top G)^\top` are both
-    CSR × dense products (one row-parallel kernel each, CPU and CUDA; nothing of size n × F is
-    ever materialised). Dropout acts on the stored values only — the same random function as
+    ``perm``), so that the forward :math:`XW^\top` and the weight gradient
+    :math:`G^\top X = (X^\top G)^\top` are both sparse × dense products over the stored values
+    only (:meth:`matmul`, :meth:`t_matmul`; nothing of size n × F is ever materialised). Dropout acts on the stored values only — the same random function as
     dense dropout restricted to the non-zeros (dropping a zero changes nothing) — and reuses
     the transpose pattern (``values[perm]``), so it costs O(nnz).
 
@@ -54,7 +53,7 @@ class SparseFeatures:
         # (t_crow, t_col, perm) of X^T: a sort, built on first use (a forward-only or
         # Gram-only use of a row subset never needs it)
         self._transpose: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = transpose
-        self._csr_t: torch.Tensor | None = None  # built on first use (values never change in place)
+        self._t_values: torch.Tensor | None = None  # X^T's values, built on first use (values never change in place)
 
     @property
     def transpose_pattern(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -137,11 +136,15 @@ class SparseFeatures:
     def csr(self) -> torch.Tensor:
         return _csr(self.crow, self.col, self.values, self.shape)
 
+    def t_values(self) -> torch.Tensor:
+        """X^T's stored values in its CSR order (``values[perm]``), cached."""
+        if self._t_values is None:
+            self._t_values = self.values[self.perm]
+        return self._t_values
+
     def csr_t(self) -> torch.Tensor:
-        if self._csr_t is None:
-            t_crow, t_col, perm = self.transpose_pattern
-            self._csr_t = _csr(t_crow, t_col, self.values[perm], (self.shape[1], self.shape[0]))
-        return self._csr_t
+        t_crow, t_col, _ = self.transpose_pattern
+        return _csr(t_crow, t_col, self.t_values(), (self.shape[1], self.shape[0]))
 
     def rows(self, index: torch.Tensor) -> SparseFeatures:
         """The sub-matrix of rows ``index`` (in that order; a row may repeat). O(nnz of the rows)."""
@@ -181,9 +184,20 @@ class SparseFeatures:
         out = torch.zeros(self.shape[0], dtype=self.dtype, device=self.device)
         return out.index_add_(0, self.row, self.values.pow(2))
 
+    def matmul(self, m: torch.Tensor) -> torch.Tensor:
+        r""":math:`XM` for dense M [F, k] → [n, k] (no autograd): row v is
+        :math:`\sum_{f} x_{vf} m_f` over v's stored values, in CSR order.
+
+        Computed as a weighted sum-``embedding_bag`` (bag v = v's stored columns, weights its
+        values): the same sums as a CSR × dense product, 3–4× faster on CPU (cora_ml, one thread)
+        and available on CUDA."""
+        return _bag_sum(self.col, self.crow, self.values, m)
+
     def t_matmul(self, g: torch.Tensor) -> torch.Tensor:
-        r""":math:`X^\top G` for dense G [n, k] → [F, k] (no autograd)."""
-        return self.csr_t() @ g
+        r""":math:`X^\top G` for dense G [n, k] → [F, k] (no autograd); :meth:`matmul` over
+        :math:`X^\top`'s pattern (bag f = the rows storing column f)."""
+        t_crow, t_col, _ = self.transpose_pattern
+        return _bag_sum(t_col, t_crow, self.t_values(), g)
 
     def linear(self, weight: torch.Tensor) -> torch.Tensor:
         r""":math:`X W^\top`, differentiable in ``weight`` [out, F] → [n, out]."""
@@ -213,11 +227,21 @@ def row_dots(x, first: torch.Tensor, second: torch.Tensor, chunk: int = 1 << 14)
     return out.index_add_(0, a.row[match], a.values[match] * b.values[at[match]])
 
 
+def _bag_sum(index: torch.Tensor, ptr: torch.Tensor, weights: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
+    r"""Row r of the result is :math:`\sum_{k=ptr_r}^{ptr_{r+1}-1} w_k\,\mathrm{table}[index_k]`
+    (a CSR × dense product with pattern ``(ptr, index)`` and values ``weights``), [len(ptr)-1, k]."""
+    table = table.contiguous()
+    rows = ptr.numel() - 1
+    if index.numel() == 0 or rows == 0:
+        return table.new_zeros(rows, table.size(1))
+    return F.embedding_bag(index, table, ptr[:-1], mode="sum", per_sample_weights=weights.to(table.dtype))
+
+
 class _SparseLinearFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, weight: torch.Tensor, x: SparseFeatures) -> torch.Tensor:
         ctx.x = x
-        return x.csr() @ weight.t().contiguous()
+        return x.matmul(weight.t())
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):

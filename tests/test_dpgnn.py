@@ -240,12 +240,68 @@ def test_fast_clipped_sum_equals_materialised(small_graph):
         ref = clipped_sum(per_subgraph_gradients(net, params, feats, adj, y), groups, 0.05)
         flat = flat_batch(index, batch)
         assert torch.equal(flat.node_ids[flat.roots], roots)
+        assert len(flat.blocks) > 1  # several size classes: Gram and materialised norms both run
+        with_grams = flat_batch(index, batch, None, index.input_grams(small_graph.data.x))
         fast = clipped_gradient_sum(net, params, small_graph.data.x, flat, y, groups, 0.05)
+        fast_grams = clipped_gradient_sum(net, params, small_graph.data.x, with_grams, y, groups, 0.05)
         for name in ref:
             assert torch.allclose(ref[name], fast[name], atol=1e-6), name
+            assert torch.allclose(ref[name], fast_grams[name], atol=1e-6), name
         # Each clipped term has norm ≤ C per group, so the sum is ≤ B·C·sqrt(G).
         total = math.sqrt(sum(float(v.pow(2).sum()) for v in fast.values()))
         assert total <= 40 * 0.05 * math.sqrt(len(groups)) + 1e-6
+
+
+def test_size_classes_and_input_grams(small_graph):
+    n = small_graph.num_nodes
+    train = torch.arange(n // 2)
+    sampled = sample_edgelists(
+        small_graph.data.edge_index, n, _train_mask(n, train), 3, torch.Generator().manual_seed(2)
+    )
+    index = build_subgraphs(sampled, train, n, 2, 3)
+    caps, class_of, slot = index.size_classes()
+    sizes = index.sizes()
+    assert caps == sorted(caps) and caps[-1] == int(sizes.max())
+    bounds = torch.tensor([0] + caps)
+    assert bool(((bounds[class_of] < sizes) & (sizes <= bounds[class_of + 1])).all())  # the smallest cap that fits
+    x = small_graph.data.x
+    grams = index.input_grams(x)
+    for c, gram in enumerate(grams):
+        members = torch.nonzero(class_of == c).view(-1)
+        assert sorted(slot[members].tolist()) == list(range(len(members))) == list(range(gram.size(0)))
+    for s in range(index.num_subgraphs):
+        rows = x[index.nodes_of(s)]
+        gram = grams[int(class_of[s])][int(slot[s])]
+        size = rows.size(0)
+        torch.testing.assert_close(gram[:size, :size], rows @ rows.t())
+        assert not gram[size:].any() and not gram[:, size:].any()
+
+
+@pytest.mark.parametrize("share", [0.0, 2.0])
+def test_sparse_first_layer_full_and_row_products_agree(monkeypatch, share):
+    """The sparse first layer over all nodes (gathered) and over the batch rows' sub-matrix give
+    the same clipped sums."""
+    import defenses.dpgnn as dpgnn
+    from dpaudit.nn import SparseFeatures
+
+    x = (torch.rand(40, 30, generator=torch.Generator().manual_seed(0)) < 0.1).float()
+    edge_index = torch.randint(0, 40, (2, 120), generator=torch.Generator().manual_seed(1))
+    train = torch.arange(25)
+    sampled = sample_edgelists(edge_index, 40, _train_mask(40, train), 3, torch.Generator().manual_seed(2))
+    index = build_subgraphs(sampled, train, 40, 1, 3)
+    torch.manual_seed(0)
+    net = DPGCNNet(30, 6, 3, layers=1)
+    params = {k: v.detach() for k, v in net.named_parameters()}
+    batch = torch.arange(20)
+    y = torch.randint(0, 3, (40,), generator=torch.Generator().manual_seed(3))
+    groups = clip_groups(net, "flat")
+    flat = flat_batch(index, batch)
+    labels = y[flat.node_ids[flat.roots]]
+    dense = clipped_gradient_sum(net, params, x, flat, labels, groups, 0.1)
+    monkeypatch.setattr(dpgnn, "FULL_PRODUCT_SHARE", share)
+    sparse = clipped_gradient_sum(net, params, SparseFeatures.from_tensor(x), flat, labels, groups, 0.1)
+    for name in dense:
+        torch.testing.assert_close(sparse[name], dense[name], rtol=1e-5, atol=1e-6)
 
 
 # ----------------------------------------------------------------------------- persistence, errors

@@ -41,6 +41,23 @@ def test_sparse_features_round_trip_rows_and_transpose():
     torch.testing.assert_close(normalized, torch.where(total > 0, x / total.clamp(min=1e-30), x))
 
 
+def test_sparse_products_equal_dense_ones_with_empty_rows_and_columns():
+    x = _sparse_matrix(n=30, f=12)
+    x[[0, 4, 29]] = 0  # empty rows, the last one included
+    x[:, 3] = 0  # an empty column
+    s = SparseFeatures.from_tensor(x)
+    m, g = torch.randn(12, 5), torch.randn(30, 5)
+    torch.testing.assert_close(s.matmul(m), x @ m)
+    torch.testing.assert_close(s.t_matmul(g), x.t() @ g)
+    empty = SparseFeatures.from_tensor(torch.zeros(4, 12))
+    assert torch.equal(empty.matmul(m), torch.zeros(4, 5)) and torch.equal(empty.t_matmul(g[:4]), torch.zeros(12, 5))
+    weight = torch.randn(5, 12, requires_grad=True)
+    s.linear(weight).pow(2).sum().backward()
+    reference = weight.detach().clone().requires_grad_(True)
+    (x @ reference.t()).pow(2).sum().backward()
+    torch.testing.assert_close(weight.grad, reference.grad)
+
+
 def test_features_keeps_only_sparse_matrices_sparse():
     assert isinstance(features(_sparse_matrix()), SparseFeatures)
     dense = torch.rand(10, 5) + 0.1
@@ -154,4 +171,3 @@ def test_dpgnn_sparse_clipped_sum_equals_dense_and_materialised(layers, clipping
     for name in ref:
         torch.testing.assert_close(fast_sparse[name], fast_dense[name], rtol=1e-5, atol=1e-6)
         torch.testing.assert_close(fast_sparse[name], ref[name], rtol=1e-5, atol=1e-6)
-
