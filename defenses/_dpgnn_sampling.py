@@ -175,10 +175,11 @@ def padded_gram(a, rows: torch.Tensor) -> torch.Tensor:
         return padded @ padded.mT
     first = rows.unsqueeze(2).expand(n, width, width)
     second = rows.unsqueeze(1).expand(n, width, width)
-    valid = (first < a.size(0)) & (second < a.size(0))
+    upper = torch.ones(width, width, dtype=torch.bool, device=rows.device).triu()  # G is symmetric: i ≤ j only
+    valid = (first < a.size(0)) & (second < a.size(0)) & upper
     out = torch.zeros(n, width, width, dtype=a.dtype, device=a.device)
     out[valid] = row_dots(a, first[valid], second[valid])
-    return out
+    return out + out.mT.tril(-1)
 
 
 def _in_csr(edge_index: torch.Tensor, num_nodes: int) -> tuple[torch.Tensor, torch.Tensor]:
