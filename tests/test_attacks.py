@@ -408,3 +408,22 @@ def test_sample_pairs_are_balanced_edges_and_non_edges(small_graph):
     assert all(k in edge_keys for k in keys[labels == 1])
     assert not any(k in edge_keys for k in keys[labels == 0])
     assert len(set(keys.tolist())) == 600 and (u != v).all()
+
+
+def test_umap_projection_leaves_torch_single_threaded():
+    """numba's OpenMP layer resets torch's OpenMP thread count; after UMAP a study worker pinned
+    to one thread must still run torch on one thread (else every later op oversubscribes)."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import numpy as np, torch; torch.set_num_threads(1)\n"
+        "from attacks.embedding import project\n"
+        "project(np.random.default_rng(0).random((60, 8)), 'umap', 0)\n"
+        "import numba; print(torch.get_num_threads(), numba.threading_layer())\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_THREADING_LAYER"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split()[-2:] == ["1", "workqueue"]
