@@ -231,10 +231,13 @@ def model_summary(model: ReleasedModel) -> dict[str, Any]:
 
 def lower_bound_delta(cov: Coverage, model: ReleasedModel) -> float:
     """δ used in the ε lower bound: the guarantee's δ for the attacked unit when covered,
-    else the model's own δ (0 for a non-private model)."""
-    if cov.covered:
+    else the model's own δ (0 for a non-private model). A group guarantee whose δ reached 1
+    (δ·k·e^((k−1)ε) at a large ε) says nothing; the bound then uses the model's own δ, a
+    valid statement about the attacked unit that the vacuous guarantee cannot contradict."""
+    own = float(model.privacy.delta) if model.privacy.is_private else 0.0
+    if cov.covered and float(cov.delta) < 1.0:
         return float(cov.delta)
-    return float(model.privacy.delta) if model.privacy.is_private else 0.0
+    return own
 
 
 def make_result(

@@ -427,3 +427,22 @@ def test_umap_projection_leaves_torch_single_threaded():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split()[-2:] == ["1", "workqueue"]
+
+
+def test_a_vacuous_group_guarantee_falls_back_to_the_models_delta():
+    """At a large ε the group δ·k·e^((k−1)ε) reaches 1 (gap-ndp at ε = 16 under link-steal):
+    the lower bound must not be asked for δ = 1 (it used to raise) and uses the model's δ."""
+    from types import SimpleNamespace
+
+    from attacks._common import lower_bound_delta
+    from dpaudit.statistics import Coverage
+
+    model = SimpleNamespace(privacy=SimpleNamespace(delta=1e-4, is_private=True))
+    vacuous = Coverage(True, "group privacy", 32.0, 1.0, None, 2, model_unit="node", attack_unit="edge")
+    assert lower_bound_delta(vacuous, model) == 1e-4
+    useful = Coverage(True, "group privacy", 2.0, 3e-4, None, 2, model_unit="node", attack_unit="edge")
+    assert lower_bound_delta(useful, model) == 3e-4
+    from dpaudit.statistics import epsilon_lower_bound
+
+    scores, labels = np.r_[np.ones(50), np.zeros(50)], np.r_[np.ones(50), np.zeros(50)].astype(int)
+    assert epsilon_lower_bound(scores, labels, lower_bound_delta(vacuous, model))["epsilon"] > 0
