@@ -8,8 +8,6 @@ its ``model.json`` without running any code stored with it.
 
 from __future__ import annotations
 
-import warnings
-
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -24,13 +22,6 @@ _ACTIVATIONS = {"relu": nn.ReLU, "selu": nn.SELU, "tanh": nn.Tanh, "elu": nn.ELU
 # --------------------------------------------------------------------------------- sparse input
 SPARSE_DENSITY = 0.1
 """Feature matrices with at most this fraction of non-zeros are kept sparse (:func:`features`)."""
-
-
-def _csr(crow: torch.Tensor, col: torch.Tensor, values: torch.Tensor, size) -> torch.Tensor:
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*[Ss]parse CSR tensor support is in beta.*")
-        warnings.filterwarnings("ignore", message=".*[Ss]parse invariant checks are implicitly disabled.*")
-        return torch.sparse_csr_tensor(crow, col, values, size=size, check_invariants=False)
 
 
 class SparseFeatures:
@@ -133,18 +124,11 @@ class SparseFeatures:
         out[self.row, self.col] = self.values
         return out
 
-    def csr(self) -> torch.Tensor:
-        return _csr(self.crow, self.col, self.values, self.shape)
-
     def t_values(self) -> torch.Tensor:
         """X^T's stored values in its CSR order (``values[perm]``), cached."""
         if self._t_values is None:
             self._t_values = self.values[self.perm]
         return self._t_values
-
-    def csr_t(self) -> torch.Tensor:
-        t_crow, t_col, _ = self.transpose_pattern
-        return _csr(t_crow, t_col, self.t_values(), (self.shape[1], self.shape[0]))
 
     def rows(self, index: torch.Tensor) -> SparseFeatures:
         """The sub-matrix of rows ``index`` (in that order; a row may repeat). O(nnz of the rows)."""
