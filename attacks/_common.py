@@ -18,7 +18,7 @@ import torch
 
 from dpaudit.datasets import GraphDataset
 from dpaudit.errors import ConfigurationError, DPAuditError
-from dpaudit.model import ReleasedModel
+from dpaudit.model import ReleasedModel, answering, training_release  # noqa: F401  (re-exported for the attacks)
 from dpaudit.registry import get_defense
 from dpaudit.results import AttackResult
 from dpaudit.splits import Split, membership_partition, split_is_random
@@ -101,7 +101,7 @@ def bound_validity(
         )
     if not audit_game:
         return False, "the audit set was not drawn by the randomized audit game (class-stratified pairs)"
-    card_split = model.card.get("split") or {}
+    card_split = model.provenance("split") or model.card.get("split") or {}
     random, why = split_is_random(card_split.get("spec"), card_split)
     if not random:
         return False, why
@@ -111,9 +111,32 @@ def bound_validity(
     )
 
 
+class OwnerView:
+    """``model``'s query interface with every query routed by :func:`answering`: code written
+    for a :class:`ReleasedModel` (accuracy on the owner's split, say) then reads the training
+    release on the training graph instead of buying a new release of it."""
+
+    def __init__(self, model: ReleasedModel):
+        self.model = model
+
+    def predict_proba(self, graph, nodes=None):
+        return answering(self.model, graph).predict_proba(graph, nodes)
+
+    def embed(self, graph, nodes=None):
+        return answering(self.model, graph).embed(graph, nodes)
+
+    def accuracy(self, graph, nodes) -> float:
+        return answering(self.model, graph).accuracy(graph, nodes)
+
+
 def posteriors(model: ReleasedModel, graph, nodes=None) -> np.ndarray:
-    out = model.predict_proba(graph, nodes).detach().cpu().double().numpy()
+    out = answering(model, graph).predict_proba(graph, nodes).detach().cpu().double().numpy()
     return np.clip(out, 0.0, 1.0)
+
+
+def embeddings(model: ReleasedModel, graph, nodes=None) -> np.ndarray:
+    """``embed`` rows as float64, through the training release where :func:`answering` picks it."""
+    return answering(model, graph).embed(graph, nodes).detach().cpu().double().numpy()
 
 
 # --------------------------------------------------------------------------- shadow models
@@ -166,7 +189,9 @@ def train_shadow(
         defense = cls(epsilon=epsilon, delta=delta, seed=seed, device=device, **hp)
     except TypeError as exc:
         raise ConfigurationError(f"cannot rebuild recipe {method!r} from the card: {exc}") from None
-    split = Split(members, torch.empty(0, dtype=torch.long), non_members, spec="shadow", seed=seed, inductive=inductive)
+    # the shadow data is the attacker's own: its sizes are public to the attacker (declared)
+    split = Split(members, torch.empty(0, dtype=torch.long), non_members, spec="shadow", seed=seed, inductive=inductive,
+                  declared_sizes={"train": len(members), "val": 0, "test": len(non_members)})  # fmt: skip
     return defense.fit(dataset, split)
 
 

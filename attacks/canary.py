@@ -42,16 +42,18 @@ output), the *aggregation residual* — does the released aggregation of u lean 
 encoding beyond what the known base graph predicts; otherwise the endpoints' ``embed`` cosine
 similarity minus each endpoint's mean similarity to a fixed random reference set.
 
-**Queries.** A model whose inference is private (its card's ``inference.private``; GAP
-answers from the cached private aggregations of its training graph) is queried on its own
-training graph for edge canaries: that *is* the release. Any other model reads the query
+**Queries.** A model whose inference is private (its card's ``inference.private``), or whose
+training release the owner holds (GAP's aggregations of its training graph, read through
+:func:`attacks._common.answering` without spending anything), is queried on its own training
+graph for edge canaries: that *is* the release. Any other model reads the query
 graph's edges in the clear, so it is queried on one fixed graph with every canary edge present
 (same query for in and out: only the weights differ). For such weight-only releases one edge
 barely moves the weights: on csbm (1000 nodes, 200 canaries) the edge-canary AUC is 0.50 for
 ``gcn`` and 0.51 for ``gcon`` at ε = 8 (a label-shift or posterior-KL score between the graph
 with and without the canaries did no better), so their edge ε lower bound of ≈ 0 says little. Node canaries are always scored on the
-graph with every canary node; for GAP that graph is foreign, so it is a new PMA release that
-the model records in its spec (the audit compares against the ε spent after the query).
+graph with every canary node; for GAP that graph is not the training graph, so it is a new
+PMA release that the model records in its spec (the audit compares against the ε spent after
+the query).
 
 Shapes: canary features [N, F], labels [N], wires [W, 2] (canary index, base node), pairs
 [N, 2]; coins and scores [N].
@@ -68,6 +70,7 @@ import numpy as np
 import torch
 from torch_geometric.data import Data
 
+from attacks import _common as C
 from dpaudit.datasets import GraphDataset, fingerprint
 from dpaudit.errors import ConfigurationError, DPAuditError
 from dpaudit.model import ReleasedModel
@@ -275,7 +278,8 @@ def _dataset_with(base: GraphDataset, x: torch.Tensor, y: torch.Tensor, edge_ind
         extra = torch.full((n - base.num_nodes,), -1, dtype=torch.long)
         data.public_split = torch.cat([base.data.public_split, extra])
     info = {**base.info, "canaries": note}
-    return GraphDataset(data, base.name, base.num_classes, fingerprint(data), info)
+    # the declaration is a constant of the game: it never depends on which canaries the coins put in
+    return GraphDataset(data, base.name, base.num_classes, fingerprint(data), info, dict(base.public_facts))
 
 
 def _undirected(pairs: np.ndarray) -> torch.Tensor:
@@ -314,7 +318,7 @@ def training_data(base: GraphDataset, split: Split, design: CanaryDesign, includ
         if split.node_part is not None:  # a canary forms its own part: its wires are never visible
             node_part = torch.cat([split.node_part, torch.full((len(new),), -2, dtype=split.node_part.dtype)])
         sp = Split(train, split.val, split.test, spec=split.spec, seed=split.seed, inductive=split.inductive,
-                   info=dict(split.info), node_part=node_part)  # fmt: skip
+                   info=dict(split.info), node_part=node_part, declared_sizes=split.declared_sizes)  # fmt: skip
         return ds, sp
     edges = torch.cat([base.data.edge_index, _undirected(design.pairs[chosen])], dim=1)
     ds = _dataset_with(base, base.data.x, base.data.y, edges, f"{len(chosen)} edge canaries inserted")
@@ -335,8 +339,9 @@ def query_graph(base: GraphDataset, split: Split, design: CanaryDesign, train_ds
 
 def answers_from_release(model: ReleasedModel) -> bool:
     """Whether a query on the training graph reads only the release: private inference, or a
-    model that answers training-graph queries from cached aggregations (GAP, also at ε = ∞)."""
-    return bool(model.inference_private or getattr(model, "cached_aggregations", None) is not None)
+    model whose training release the owner holds (GAP's cached aggregations, also at ε = ∞:
+    :func:`attacks._common.training_release`; reading it spends nothing)."""
+    return bool(model.inference_private or C.training_release(model) is not None)
 
 
 # --------------------------------------------------------------------------- scores
@@ -344,7 +349,8 @@ def answers_from_release(model: ReleasedModel) -> bool:
 
 def node_scores(model: ReleasedModel, graph: Data, nodes: np.ndarray, labels: torch.Tensor) -> np.ndarray:
     """Logit margin log p_y − log(1 − p_y) of each canary's label (higher: more likely a member)."""
-    proba = model.predict_proba(graph, torch.as_tensor(nodes, dtype=torch.long)).detach().cpu().double()
+    proba = C.answering(model, graph).predict_proba(graph, torch.as_tensor(nodes, dtype=torch.long))
+    proba = proba.detach().cpu().double()
     p = proba[torch.arange(len(nodes)), labels.cpu()].clamp(1e-12, 1 - 1e-12)
     return (p.log() - (-p).log1p()).numpy()
 
@@ -352,9 +358,11 @@ def node_scores(model: ReleasedModel, graph: Data, nodes: np.ndarray, labels: to
 def _aggregation_view(model: ReleasedModel, graph: Data) -> tuple[torch.Tensor, torch.Tensor] | None:
     """(hop-0 encodings X0, released hop-1 aggregations H1), both row-normalised [N, hidden], for
     a model that releases per-hop aggregations (``representation`` = [X0 | H1 | ... | HK] with
-    ``cfg["hidden"]`` columns per hop, as GAP's); ``None`` otherwise."""
-    rep = getattr(model, "representation", None)
-    hidden = (getattr(model, "cfg", None) or {}).get("hidden")
+    ``cfg["hidden"]`` columns per hop, as GAP's, read from its training release on the training
+    graph); ``None`` otherwise."""
+    source = C.answering(model, graph)
+    rep = getattr(source, "representation", None)
+    hidden = (getattr(source, "cfg", None) or {}).get("hidden")
     if not callable(rep) or not isinstance(hidden, int):
         return None
     h = rep(graph).detach().cpu().double()
@@ -393,7 +401,7 @@ def edge_scores(model: ReleasedModel, graph: Data, pairs: np.ndarray, base_edges
             return cos(h1[a], b[a] + x0[c], dim=1) - cos(h1[a], b[a], dim=1)
 
         return (residual(u, v) + residual(v, u)).numpy(), "aggregation-residual"
-    h = torch.nn.functional.normalize(model.embed(graph).detach().cpu().double(), dim=1)
+    h = torch.nn.functional.normalize(torch.as_tensor(C.embeddings(model, graph)), dim=1)
     rng = np.random.default_rng([int(seed), 0x524546])
     ref = torch.as_tensor(rng.choice(h.size(0), size=min(reference, h.size(0)), replace=False))
     sim = (h[u] * h[v]).sum(1)

@@ -184,7 +184,7 @@ def embedding_probe(
     ds, split = _setup(model, dataset, data_root)
     seed_everything(seed)
     graph = ds.data
-    emb = _finite(model.embed(graph).detach().cpu().double().numpy())
+    emb = _finite(C.embeddings(model, graph))
     y = graph.y.numpy()
     train = split.train.numpy()
     rng = np.random.default_rng(seed)
@@ -218,7 +218,7 @@ def embedding_probe(
         if shadow_size == "match":
             s_in, s_out = _match_size(s_in, s_out, len(split.train), run_seed)
         shadow = C.train_shadow(model, ds, s_in, s_out, seed=run_seed, device=device, inductive=split.inductive)
-        shadow_emb = _finite(shadow.embed(graph).detach().cpu().double().numpy())
+        shadow_emb = _finite(C.embeddings(shadow, graph))
         shadow_nodes = torch.cat([s_in, s_out]).numpy()
         shadow_labels = np.concatenate([np.ones(len(s_in)), np.zeros(len(s_out))]).astype(int)
         probe = make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000))

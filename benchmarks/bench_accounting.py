@@ -41,19 +41,22 @@ from dpaudit.accounting import (  # noqa: E402
     auto_delta,
     calibrate_noise,
 )
-from dpaudit.dpsgd import poisson_sample_rate, steps_for  # noqa: E402
+from dpaudit.dpsgd import PoissonSchedule  # noqa: E402
 
 log = logging.getLogger("bench_accounting")
 ACCOUNTANTS = ("rdp", "pld", "auto")
 EPSILONS = (1.0, 4.0, 8.0)
 CORA_NODES, CORA_TRAIN = 2995, 2246  # cora_ml; default split random:0.75,0.1,0.15 (seed-independent sizes)
+CORA_FEATURES = 2879
 
 
 def mlp_dp_factory():
-    from defenses.baselines import MLPDPHyperparameters
+    from defenses.baselines import MLPDPHyperparameters, resolve_mlp_dp
 
-    hp = MLPDPHyperparameters()
-    q, steps = poisson_sample_rate(CORA_TRAIN, hp.batch_size), steps_for(CORA_TRAIN, hp.batch_size, hp.epochs)
+    # the default (auto) configuration and schedule for cora_ml's declared training-set size
+    config = resolve_mlp_dp(MLPDPHyperparameters(), CORA_TRAIN, CORA_FEATURES)
+    schedule = PoissonSchedule.plan(batch_size=config["batch_size"], epochs=config["epochs"], declared_size=CORA_TRAIN)
+    q, steps = schedule.sample_rate, schedule.steps
     return (lambda s: PoissonSubsampledGaussian(s, q, steps)), f"Poisson DP-SGD q={q:.4g}, {steps} steps"
 
 
@@ -67,12 +70,14 @@ def gap_factory(name: str):
 
 
 def dpgnn_factory(analysis: str = "convexity", poisson: bool = False, batch_size: int | None = None):
-    from defenses._dpgnn_sampling import occurrence_bound
-    from defenses.dpgnn import DPGNNHyperparameters, dpgnn_mechanism, hypergeometric_law
+    from defenses.dpgnn import DPGNNHyperparameters
+    from defenses.dpgnn.mechanism import dpgnn_mechanism, hypergeometric_law, occurrence_bound, reference_schedule
 
     hp = DPGNNHyperparameters()
     n = CORA_TRAIN  # one subgraph per training node
-    m = min(batch_size or hp.batch_size, n)
+    rule_batch, rule_steps = reference_schedule(n)
+    hp.steps = hp.steps or rule_steps
+    m = min(batch_size or hp.batch_size or rule_batch, n)
     k = occurrence_bound(hp.max_in_degree, hp.layers)
     if not poisson and analysis == "convexity":
         desc = f"hypergeometric(N={n}, {k}, m={m}) mixture, {hp.steps} steps, sensitivity 2C per term"
@@ -94,19 +99,21 @@ def dpgnn_factory(analysis: str = "convexity", poisson: bool = False, batch_size
 
 def dpar_plan(accountant: str, epsilon: float, delta: float, variant: str = "em1"):
     """DPAR's sound plan (several calibrations + node-sampling amplification) under one accountant:
-    the module's calibrate_noise / PrivacyLedger names are bound to that accountant here."""
+    the protocols module's noise_for_plan / PrivacyLedger names are bound to that accountant here."""
     import defenses.dpar as dpar
+    import defenses.dpar.protocols as protocols
+    from dpaudit.dpsgd import noise_for_plan
 
     hp = dpar.DPARHyperparameters()
-    saved = dpar.calibrate_noise, dpar.PrivacyLedger
-    dpar.calibrate_noise = functools.partial(calibrate_noise, accountant=accountant)
-    dpar.PrivacyLedger = functools.partial(PrivacyLedger, accountant=accountant)
+    saved = protocols.noise_for_plan, protocols.PrivacyLedger
+    protocols.noise_for_plan = functools.partial(noise_for_plan, accountant=accountant)
+    protocols.PrivacyLedger = functools.partial(PrivacyLedger, accountant=accountant)
     try:
         rate = min(1.0, hp.batch_size / hp.num_sources)
         steps = hp.epochs * math.ceil(hp.num_sources / min(hp.batch_size, hp.num_sources))
         plan = dpar.plan_sound(variant, hp, epsilon, delta, steps, rate)
     finally:
-        dpar.calibrate_noise, dpar.PrivacyLedger = saved
+        protocols.noise_for_plan, protocols.PrivacyLedger = saved
     scales = f"Gumbel {plan.gumbel_scale:.3g}, Laplace {plan.laplace_scale:.3g}"
     return plan.sgd_noise_std / hp.max_grad_norm, plan.privacy.epsilon, scales
 

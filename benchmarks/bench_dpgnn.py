@@ -39,7 +39,7 @@ def _run(defense: str, dataset: str, epsilon: float, seed: int, root: str, overr
         "test": result.metrics["test_accuracy"],
         "epsilon": result.model.privacy.epsilon,
         "seconds": result.metrics["train_seconds"],
-        "card": result.model.card.get("dpgnn", {}),
+        "card": {**result.model.card.get("dpgnn", {}), **result.model.record.get("dpgnn", {})},
     }
 
 

@@ -66,7 +66,7 @@ def run_one(dataset_name: str, method: str, seeds: list[int], epsilons: list[flo
                     model.encoder, model.theta, {**model.settings, "inference": "public"}, model.privacy, model.card
                 )
                 row["accuracy_public_graph"] = public.accuracy(dataset.data, split.test)
-                row["relative_grad_norm"] = model.card["gcon"]["solver"]["relative_grad_norm"]
+                row["relative_grad_norm"] = model.record["gcon"]["warm_start"]["relative_grad_norm"]
                 if "theorem1" in model.card["gcon"]:
                     t1 = model.card["gcon"]["theorem1"]
                     row.update(beta=t1["beta"], lambda_prime=t1["lambda_prime"], regularization=t1["regularization"])
@@ -104,7 +104,7 @@ def run_paper_protocol(dataset_name: str, seeds: list[int], data_root: str) -> l
                 "epsilon": None if math.isinf(eps) else eps,
                 "seed": seed,
                 "accuracy": model.accuracy(dataset.data, split.test),
-                "val_accuracy": selection["val_accuracy"],
+                "val_accuracy": model.record["gcon"]["selection"]["val_accuracy"],
                 "config": selection["chosen"],
                 "spent_epsilon": model.privacy.epsilon if model.privacy.is_private else None,
                 "sound": model.privacy.sound,

@@ -82,7 +82,7 @@ def _plain_dpgnn_sum(module, params, x, batch, labels, groups, clip_norm):
     subgraphs (sparse first layer too, when the features are sparse)."""
     import torch.nn.functional as F
 
-    from defenses.dpgnn import _flat_forward
+    from defenses.dpgnn.training import _flat_forward
 
     live = {k: v.detach().requires_grad_(True) for k, v in params.items()}
     logits, _, _ = _flat_forward(module, live, x, batch)
@@ -113,9 +113,9 @@ def run_training(name: str, epsilon: float, hp: dict, dataset, split, variant: s
         dnn.SPARSE_DENSITY = 0.0
     gap._train_minibatch = _timer(times, gap._train_minibatch)
     dpar.train_rows = _timer(times, dpar.train_rows)
-    dpgnn.DPGNN._train = _timer(times, dpgnn.DPGNN._train)
+    dpgnn.train_dp = _timer(times, dpgnn.train_dp)
     if variant == "plain-backprop":
-        dpgnn.clipped_gradient_sum = _plain_dpgnn_sum
+        dpgnn.training.clipped_gradient_sum = _plain_dpgnn_sum
     if DEVICE == "cuda":
         torch.cuda.reset_peak_memory_stats()
     start = time.perf_counter()

@@ -15,23 +15,37 @@ random function on the non-zeros (dropping a zero changes nothing).
 
 ``mlp-dp`` is the "Features" baseline of DPAR and "MLP-DP" of GAP: an MLP on node features
 alone, trained with DP-Adam (or DP-SGD) by :func:`dpaudit.dpsgd.train_dp_sgd` (ghost
-clipping; opacus' sampling, clipping and noise, bit for bit) — Poisson sampling with rate q = 1/⌈n/B⌉, per-node gradient clipping to C, Gaussian noise N(0, z²C²I) with z calibrated
-so that the accounted ε ≤ target (:class:`~dpaudit.accounting.PoissonSubsampledGaussian`,
-Mironov et al. 2019, add/remove). Because the MLP never reads the graph, each node influences
-exactly one per-example gradient, so example-level DP-SGD is node-level DP (and edge-level
-DP: edges are not used at all). Inference on a node reads only its own features.
+clipping; opacus' clipping and noise, bit for bit) — Poisson sampling at a rate q fixed before
+training, per-node gradient clipping to C, Gaussian noise N(0, z²C²I) with z calibrated so that
+the accounted ε ≤ target (:class:`~dpaudit.accounting.PoissonSubsampledGaussian`, Mironov et al.
+2019, add/remove). Because the MLP never reads the graph, each node influences exactly one
+per-example gradient, so example-level DP-SGD is node-level DP (and edge-level DP: edges are not
+used at all). Inference on a node reads only its own features.
+
+No private size decides a public choice. At node level the number of training nodes n is
+private (one node more or less changes it), and the architecture, q, the steps and σ are all
+published in ``model.json``; so the whole plan (:class:`MLPDPPlan`, :meth:`MLPDP.plan`) reads
+only public inputs — the hyperparameters, the feature count and the **declared** training-set
+size n̂ (:func:`dpaudit.release.declared_train_size`: a public benchmark's split size, or what the
+user declares). The schedule is :meth:`dpaudit.dpsgd.PoissonSchedule.plan`: q = 1/⌈n̂/B⌉ and
+⌈n̂/B⌉ steps per epoch, or q = the ``sample_rate`` hyperparameter and ⌈1/q⌉ steps per epoch; B
+is min(B, n̂). With neither a declaration nor ``sample_rate`` a private run is refused before any
+work; ``auto`` needs the declaration. Neighbouring training sets of n and n − 1 nodes therefore
+publish the same ``model.json`` (weights aside). At ε = ∞ nothing is accounted and an
+undeclared graph's real size stands in. The same plan method re-derives a saved card's
+mechanisms on load (:meth:`MLPDP.replan`).
 
 ``mlp-dp`` configurations (hyperparameter ``preset``; any field set explicitly wins):
 
-* ``auto`` (default) — a fixed public rule of the training-set size n = |V_tr| and the
-  feature dimension F, never of labels or accuracies. With Poisson rate q = B/n, T steps and
-  noise multiplier z, the accountant needs z ≈ q√T/ε for small q, so the per-step noise on
-  the *mean* clipped gradient is zC/B ≈ C√T/(nε): the noise-to-signal ratio falls like 1/n,
-  and its norm grows like √d with the number of parameters d. Small training sets therefore
-  get the smallest model that can fit the classes: a multinomial logistic regression
-  (``layers = 1``, d = F·c) when n < 1000 or n < F, trained full batch (B = n, q = 1,
-  deterministic batches) for 100 steps with Adam lr 0.05 and no dropout; larger sets get the
-  2 × 64 MLP (dropout 0.5, Adam lr 0.01) with B = max(256, ⌈n/16⌉) (≤ n) and 30 epochs.
+* ``auto`` (default) — a fixed public rule of the declared training-set size n̂ and the
+  feature dimension F, never of labels, accuracies or the real n. With Poisson rate q = B/n̂,
+  T steps and noise multiplier z, the accountant needs z ≈ q√T/ε for small q, so the per-step
+  noise on the *mean* clipped gradient is zC/B ≈ C√T/(n̂ε): the noise-to-signal ratio falls like
+  1/n̂, and its norm grows like √d with the number of parameters d. Small training sets
+  therefore get the smallest model that can fit the classes: a multinomial logistic regression
+  (``layers = 1``, d = F·c) when n̂ < 1000 or n̂ < F, trained full batch (B = n̂, q = 1) for 100
+  steps with Adam lr 0.05 and no dropout; larger sets get the 2 × 64 MLP (dropout 0.5, Adam lr
+  0.01) with B = max(256, ⌈n̂/16⌉) (≤ n̂) and 30 epochs.
 * ``gap`` — GAP's MLP-DP (Sajadmanesh et al. 2023, §6): 3 layers, 16 hidden, SELU, DP-Adam
   with C = 1, lr 0.01, 10 epochs, batch 256. The paper (§6, "Model implementation details")
   uses BatchNorm for every method *except* the node-private ones, MLP-DP included, "for which
@@ -46,7 +60,8 @@ DP: edges are not used at all). Inference on a node reads only its own features.
 
 ``protocol=paper`` keeps the epoch with the best validation accuracy (GAP's reported numbers
 do; evaluated after every epoch) — a choice read from private validation labels that the
-accountant does not cover, listed in ``spec.unaccounted`` (``sound: false``). ``sound`` keeps
+accountant does not cover, listed in ``spec.unaccounted`` (``sound: false``); which epoch won is
+the owner's record (``model.record["mlp_dp"]``), the card says only the rule. ``sound`` keeps
 the last iterate.
 
 Non-private baselines train full-batch for a fixed number of epochs and keep the last
@@ -67,15 +82,17 @@ from torch import nn
 from torch_geometric.utils import add_remaining_self_loops, remove_self_loops
 from tqdm.auto import tqdm
 
-from dpaudit.accounting import PrivacyLedger, PrivacySpec, calibrate_noise
+from dpaudit.accounting import PrivacyLedger, PrivacySpec
 from dpaudit.accounting.mechanisms import PoissonSubsampledGaussian
+from dpaudit.accounting.verify import refuse
 from dpaudit.datasets import GraphDataset
 from dpaudit.defense import Defense, Hyperparameters, PrivateHyperparameters
-from dpaudit.dpsgd import make_optimizer, poisson_sample_rate, steps_for, train_dp_sgd
+from dpaudit.dpsgd import PoissonSchedule, make_optimizer, noise_for_plan, plan_mismatch, train_dp_sgd
 from dpaudit.errors import ConfigurationError, ModelFormatError
 from dpaudit.model import ModuleModel, _node_index, register_model_kind
 from dpaudit.nn import InputLinear, SparseFeatures, activation, build_architecture, feature_dropout, features
 from dpaudit.registry import register_defense
+from dpaudit.release import declared_train_size
 from dpaudit.splits import Split
 
 log = logging.getLogger(__name__)
@@ -368,6 +385,20 @@ class MLPBaseline(_FullBatchBaseline):
     hyperparameters_class = MLPHyperparameters
 
 
+# --------------------------------------------------------------------------------- re-planning
+def defense_from_card(cls: type[Defense], card: dict, privacy: PrivacySpec) -> Defense:
+    """The defense a saved card describes — its hyperparameters, ``card["target_epsilon"]`` and
+    the spec's δ — on the CPU, so :meth:`~dpaudit.defense.Defense.replan` can run the same plan
+    method training ran. Malformed hyperparameters are one :class:`ConfigurationError`."""
+    hyperparameters = card.get("hyperparameters")
+    if not isinstance(hyperparameters, dict):
+        raise ConfigurationError("the model card records no hyperparameters to re-plan from")
+    try:
+        return cls(epsilon=card.get("target_epsilon"), delta=privacy.delta, device="cpu", **hyperparameters)
+    except (TypeError, ValueError) as exc:
+        raise ConfigurationError(f"the card's hyperparameters cannot be re-planned: {exc}") from None
+
+
 # --------------------------------------------------------------------------------- mlp-dp
 PRESETS: dict[str, dict] = {
     # GAP §6: 3 layers, 16 hidden, SELU, DP-Adam C = 1, lr 0.01, 10 epochs, batch 256 (Facebook).
@@ -378,11 +409,12 @@ PRESETS: dict[str, dict] = {
 SMALL_TRAINING_SET = 1000
 
 
-def auto_configuration(num_train: int, num_features: int) -> dict:
-    """The ``auto`` preset: a fixed public rule of n = |V_tr| and F (see the module docstring)."""
-    if num_train < SMALL_TRAINING_SET or num_train < num_features:
-        return dict(layers=1, hidden=64, act="relu", dropout=0.0, lr=0.05, epochs=100, batch_size=num_train, bias=True)
-    batch = min(num_train, max(256, math.ceil(num_train / 16)))
+def auto_configuration(train_size: int, num_features: int) -> dict:
+    """The ``auto`` preset: a fixed public rule of the **declared** training-set size n̂ and the
+    feature count F (see the module docstring); never of the real n."""
+    if train_size < SMALL_TRAINING_SET or train_size < num_features:
+        return dict(layers=1, hidden=64, act="relu", dropout=0.0, lr=0.05, epochs=100, batch_size=train_size, bias=True)
+    batch = min(train_size, max(256, math.ceil(train_size / 16)))
     return dict(layers=2, hidden=64, act="relu", dropout=0.5, lr=0.01, epochs=30, batch_size=batch, bias=True)
 
 
@@ -403,12 +435,22 @@ class MLPDPHyperparameters(PrivateHyperparameters):
     row_normalize: bool = False
     max_grad_norm: float = 1.0
     optimizer: str = "adam"
+    sample_rate: float | None = None  # Poisson rate q of DP-SGD; None: B / the declared training-set size
 
 
-def resolve_mlp_dp(hp: MLPDPHyperparameters, num_train: int, num_features: int) -> dict:
-    """The configuration that runs: the preset's values overridden by every field set."""
+def resolve_mlp_dp(hp: MLPDPHyperparameters, train_size: int | None, num_features: int) -> dict:
+    """The configuration that runs: the preset's values overridden by every field set.
+
+    ``train_size`` is the declared training-set size (``None``: nothing declared; ``auto`` then
+    refuses, and the batch is the hyperparameter as given)."""
     if hp.preset == "auto":
-        config = auto_configuration(num_train, num_features)
+        if train_size is None:
+            raise ConfigurationError(
+                "mlp-dp preset=auto picks its architecture from the declared training-set size, and this dataset "
+                "declares none: declare it (from_data(..., public_facts={'num_train': ...})) or pick preset=gap "
+                "or preset=dpar"
+            )
+        config = auto_configuration(train_size, num_features)
     elif hp.preset in PRESETS:
         config = dict(PRESETS[hp.preset])
     else:
@@ -427,7 +469,9 @@ def resolve_mlp_dp(hp: MLPDPHyperparameters, num_train: int, num_features: int) 
         activation(config["act"])
     except ModelFormatError:
         raise ConfigurationError(f"mlp-dp act must be one of relu, selu, tanh, elu, got {config['act']!r}") from None
-    config["batch_size"] = min(int(config["batch_size"]), num_train)
+    config["batch_size"] = (
+        int(config["batch_size"]) if train_size is None else min(int(config["batch_size"]), train_size)
+    )
     return config
 
 
@@ -452,19 +496,22 @@ def train_mlp_dp(
     lr: float,
     optimizer: str,
     seed: int,
+    schedule: PoissonSchedule | None = None,
     on_epoch=None,
     progress: str | None = None,
 ) -> PoissonSubsampledGaussian | None:
-    r"""DP-Adam/DP-SGD (Abadi et al. 2016) by :func:`~dpaudit.dpsgd.train_dp_sgd` (ghost clipping) with Poisson sampling, rate
-    q = 1/⌈n/B⌉ (q = 1: every step uses every example). ``on_epoch(module)`` is called after
-    each epoch (the ``paper`` protocol's validation checkpointing). Returns the mechanism
-    spent (``None`` without noise: the same loop without clipping or noise).
+    r"""DP-Adam/DP-SGD (Abadi et al. 2016) by :func:`~dpaudit.dpsgd.train_dp_sgd` (ghost
+    clipping) with Poisson sampling at the ``schedule``'s rate, steps and normaliser (fixed from
+    public inputs before training). ``on_epoch(module)`` is called after each epoch (the ``paper``
+    protocol's validation checkpointing). Returns the mechanism spent (``None`` without noise:
+    the same loop without clipping or noise, and no schedule).
 
     Shapes: ``x [n, F]``, ``y [n]`` — one row per protected node.
     """
     return train_dp_sgd(
         module, x, y, noise_multiplier=noise_multiplier, max_grad_norm=max_grad_norm, batch_size=batch_size,
         epochs=epochs, lr=lr, optimizer=optimizer, seed=seed, progress=progress, on_epoch=on_epoch,
+        schedule=schedule,
     )  # fmt: skip
 
 
@@ -472,6 +519,48 @@ BEST_VAL_STEP = (
     "best-validation checkpoint: the epoch with the highest validation accuracy is released "
     "(validation labels and features read after every epoch, outside the accountant)"
 )
+#: the iterate each protocol releases, recorded in the plan (``card["mlp_dp"]["checkpoint"]``)
+CHECKPOINTS = {
+    "sound": "last iterate",
+    "paper": "best-validation epoch (validation data read after every epoch, unaccounted)",
+}
+
+
+@dataclass(frozen=True)
+class MLPDPPlan:
+    """Everything an mlp-dp run fixes before it reads private data — the configuration, the
+    DP-SGD schedule, σ and the released iterate — from public inputs alone. :meth:`MLPDP._fit`
+    trains by it and :meth:`MLPDP.replan` re-derives it from a saved card, through the same
+    :meth:`MLPDP.plan`."""
+
+    preset: str
+    protocol: str
+    config: dict
+    schedule: PoissonSchedule | None  # None at ε = ∞ (no noise, nothing accounted)
+    noise_multiplier: float
+
+    @property
+    def mechanism(self) -> PoissonSubsampledGaussian | None:
+        if self.schedule is None:
+            return None
+        return PoissonSubsampledGaussian(self.noise_multiplier, self.schedule.sample_rate, self.schedule.steps)
+
+    @property
+    def unaccounted(self) -> list[str]:
+        return [BEST_VAL_STEP] if self.protocol == "paper" else []
+
+    def card(self) -> dict:
+        """``card["mlp_dp"]``: the plan only (nothing measured during training)."""
+        section = {**self.config, "preset": self.preset, "checkpoint": CHECKPOINTS[self.protocol],
+                   "noise_multiplier": self.noise_multiplier}  # fmt: skip
+        if self.schedule is not None:
+            section.update(
+                sample_rate=self.schedule.sample_rate,
+                steps=self.schedule.steps,
+                expected_batch_size=self.schedule.expected_batch_size,
+                schedule=self.schedule.source,
+            )
+        return section
 
 
 @register_defense
@@ -481,10 +570,43 @@ class MLPDP(Defense):
     summary = "MLP on node features with node-level DP-Adam/DP-SGD (ghost clipping), noise calibrated to ε"
     hyperparameters_class = MLPDPHyperparameters
 
+    def plan(
+        self, num_features: int, train_size: int | None, delta: float, recorded_sigma: float | None = None
+    ) -> MLPDPPlan:
+        """The run's plan from public inputs: the feature count, the declared training-set size
+        (``None``: nothing declared), δ and the target ε. ``recorded_sigma``: a saved model's σ,
+        reused when it meets the calibration's contract (:func:`~dpaudit.dpsgd.noise_for_plan`).
+
+        Raises:
+            ConfigurationError: ``auto`` without a declared size, or a private run with neither a
+                declared size nor the ``sample_rate`` hyperparameter (before any work).
+        """
+        hp = self.hp
+        config = resolve_mlp_dp(hp, train_size, num_features)
+        protocol = "paper" if self.paper_protocol else "sound"
+        if not self.private:
+            return MLPDPPlan(hp.preset, protocol, config, None, 0.0)
+        schedule = PoissonSchedule.plan(
+            batch_size=config["batch_size"], epochs=config["epochs"], declared_size=train_size,
+            sample_rate=hp.sample_rate,
+        )  # fmt: skip
+        sigma = noise_for_plan(
+            self.epsilon, delta, lambda s: PoissonSubsampledGaussian(s, schedule.sample_rate, schedule.steps),
+            recorded=recorded_sigma,
+        )  # fmt: skip
+        return MLPDPPlan(hp.preset, protocol, config, schedule, sigma)
+
     def _fit(self, dataset: GraphDataset, split: Split, delta: float) -> BaselineModel:
         hp = self.hp
-        n = len(split.train)
-        config = resolve_mlp_dp(hp, n, dataset.num_features)
+        train_size = declared_train_size(dataset, split)
+        if train_size is None and not self.private:
+            train_size = len(split.train)  # ε = ∞: nothing is accounted, the real size may choose
+        if self.paper_protocol and len(split.val) == 0:
+            raise ConfigurationError(
+                "mlp-dp protocol=paper keeps the best-validation epoch: the split needs validation nodes"
+            )
+        plan = self.plan(dataset.num_features, train_size, delta)
+        config = plan.config
         arch = {
             "type": "mlp-features",
             "in_dim": dataset.num_features,
@@ -497,12 +619,6 @@ class MLPDP(Defense):
             "normalize": hp.row_normalize,
         }
         module = build_baseline_architecture(arch).to(self.device)
-        q = poisson_sample_rate(n, config["batch_size"])
-        steps = steps_for(n, config["batch_size"], config["epochs"])
-        if self.private:
-            sigma = calibrate_noise(self.epsilon, delta, lambda s: PoissonSubsampledGaussian(s, q, steps))
-        else:
-            sigma = 0.0
         best: dict = {"accuracy": -1.0, "state": None, "epoch": None, "epochs": 0}
         on_epoch = None
         if self.paper_protocol:
@@ -520,16 +636,19 @@ class MLPDP(Defense):
             module,
             features(dataset.data.x[split.train].float().to(self.device)),
             dataset.data.y[split.train],
-            noise_multiplier=sigma,
+            noise_multiplier=plan.noise_multiplier,
             max_grad_norm=hp.max_grad_norm,
             batch_size=config["batch_size"],
             epochs=config["epochs"],
             lr=config["lr"],
             optimizer=hp.optimizer,
             seed=self.seed,
+            schedule=plan.schedule,
             on_epoch=on_epoch,
             progress=self.name,
         )
+        if mechanism != plan.mechanism:
+            raise AssertionError(f"mlp-dp: training spent {mechanism}, the plan is {plan.mechanism}")
         if best["state"] is not None:
             module.load_state_dict(best["state"])
         card = {
@@ -537,24 +656,52 @@ class MLPDP(Defense):
                 "private": True,
                 "note": "inference reads only the queried node's own features; the graph is never used",
             },
-            "mlp_dp": {**config, "preset": hp.preset, "noise_multiplier": sigma, "best_val_epoch": best["epoch"]},
+            "mlp_dp": plan.card(),
         }
-        unaccounted = [BEST_VAL_STEP] if self.paper_protocol and len(split.val) else []
-        if self.paper_protocol and not unaccounted:
-            raise ConfigurationError(
-                "mlp-dp protocol=paper keeps the best-validation epoch: the split needs validation nodes"
-            )
         if mechanism is None:
             privacy = PrivacySpec.non_private("mlp-dp at ε = ∞: the same training loop without clipping or noise")
         else:
+            delta_source = "auto: below 1/the declared number of nodes" if str(self.delta_option) == "auto" else "given"
             notes = [
-                f"δ = {delta:g} ({'auto: below 1/#nodes' if str(self.delta_option) == 'auto' else 'given'})",
+                f"δ = {delta:g} ({delta_source})",
                 f"configuration: preset {hp.preset!r} → {config['layers']} layer(s), hidden {config['hidden']}, "
-                f"batch {config['batch_size']}, {config['epochs']} epochs, lr {config['lr']}",
+                f"batch {config['batch_size']}, {config['epochs']} epochs, lr {config['lr']}; Poisson rate "
+                f"q = {plan.schedule.sample_rate:.4g}, {plan.schedule.steps} steps (from the {plan.schedule.source})",
             ]
             privacy = (
                 PrivacyLedger()
                 .step(mechanism)
-                .spec(delta, "node", target_epsilon=self.epsilon, notes=notes, unaccounted=unaccounted)
+                .spec(delta, "node", target_epsilon=self.epsilon, notes=notes, unaccounted=plan.unaccounted)
             )
-        return BaselineModel(module, arch, privacy, card)
+        model = BaselineModel(module, arch, privacy, card)
+        if self.paper_protocol:
+            model.record["mlp_dp"] = {"best_val_epoch": best["epoch"], "best_val_accuracy": best["accuracy"]}
+        return model
+
+    @classmethod
+    def replan(cls, card: dict, privacy) -> list[dict] | None:
+        """Re-derive the spec's DP-SGD record from the card's public inputs (hyperparameters,
+        protocol, target ε, δ, the declared training-set size) through :meth:`plan`; refuse a card
+        whose ``mlp_dp`` plan section (configuration, σ, q, steps, released iterate) or whose
+        unaccounted steps are not that plan's. ``None`` for files written before plans were
+        recorded (no ``checkpoint`` in the section)."""
+        section = card.get("mlp_dp")
+        if not isinstance(section, dict) or "checkpoint" not in section:
+            return None
+        defense = defense_from_card(cls, card, privacy)
+        try:
+            plan = defense.plan(
+                int((card.get("dataset") or {})["num_features"]), privacy.public_facts.get("num_train"),
+                privacy.delta, recorded_sigma=section.get("noise_multiplier"),
+            )  # fmt: skip
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ConfigurationError(f"mlp-dp cannot re-plan this card: {type(exc).__name__}: {exc}") from None
+        mismatch = plan_mismatch(section, plan.card(), "mlp_dp")
+        if mismatch:
+            raise refuse(f"the card's plan is not what its hyperparameters give: {mismatch}")
+        if list(privacy.unaccounted) != plan.unaccounted:
+            raise refuse(
+                f"the plan of protocol {plan.protocol!r} leaves {plan.unaccounted!r} unaccounted, the spec lists "
+                f"{list(privacy.unaccounted)!r}"
+            )
+        return [plan.mechanism.describe()] if plan.mechanism is not None else []

@@ -36,7 +36,7 @@ import dpaudit
 from dpaudit.accounting.spec import PrivacySpec
 from dpaudit.accounting.verify import Verification
 from dpaudit.datasets import GraphDataset
-from dpaudit.errors import ConfigurationError, ModelFormatError
+from dpaudit.errors import ConfigurationError, DPAuditError, ModelFormatError
 from dpaudit.model import ReleasedModel, _node_index
 from dpaudit.registry import get_defense
 from dpaudit.splits import Split
@@ -135,6 +135,24 @@ def _privacy(claim) -> PrivacySpec:
     return spec
 
 
+def _dry_run(model: AdaptedModel, dataset: GraphDataset) -> None:
+    """Query ``model`` once on ``dataset``'s graph, as every attack will: a module that cannot
+    be called that way (``input="graph"`` on a module that takes only ``x``, a feature width it
+    was not built for) fails here, in one clear line, not inside the first attack."""
+    args = "(x)" if model.input == "features" else "(x, edge_index)"
+    embed = "module.embed" if getattr(model.module, "embed", None) else "module"
+    for query, call in ((model.predict_proba, "module" + args), (model.embed, embed + args)):
+        try:
+            query(dataset.data)
+        except DPAuditError:
+            raise
+        except Exception as exc:
+            raise ConfigurationError(
+                f"adapt: {call} fails on {dataset.name} ({dataset.num_nodes} nodes, {dataset.num_features} features): "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+
+
 def adapt(
     module: torch.nn.Module,
     dataset: GraphDataset,
@@ -151,7 +169,10 @@ def adapt(
     seed: int = 0,
 ) -> AdaptedModel:
     """Wrap ``module`` (trained on ``dataset``, training nodes ``train_nodes`` or
-    ``split.train``) with its claimed ``privacy`` into the released-model interface."""
+    ``split.train``) with its claimed ``privacy`` into the released-model interface.
+
+    The module is queried once on ``dataset``'s graph, as ``input`` says it is called: one that
+    cannot be called that way is a :class:`~dpaudit.errors.ConfigurationError` here."""
     if not isinstance(module, torch.nn.Module):
         raise ConfigurationError("adapt expects a torch.nn.Module")
     if not isinstance(dataset, GraphDataset):
@@ -176,11 +197,7 @@ def adapt(
         "target_epsilon": spec.epsilon if spec.is_private else None,
         "delta_option": str(spec.delta) if spec.is_private and spec.delta > 0 else "auto",
         "dataset": dataset.card(),
-        "split": {
-            **split.to_dict(),
-            "nodes": {p: getattr(split, p).tolist() for p in ("train", "val", "test")},
-        },
-        "seed": seed,
+        "split": split.public_dict(),
         "dpaudit_version": dpaudit.__version__,
         "surrogate": {"method": surrogate, "hyperparameters": hp},
         "inference": {
@@ -193,4 +210,12 @@ def adapt(
             "embed": "module.embed" if hasattr(module, "embed") else "logits",
         },
     }
-    return AdaptedModel(module, spec, card, input=input, output=output)
+    model = AdaptedModel(module, spec, card, input=input, output=output)
+    _dry_run(model, dataset)
+    # who trained and on which nodes is the owner's record, never the shareable card
+    model.record = {
+        "dataset": dataset.record(),
+        "split": {**split.to_dict(), "nodes": {p: getattr(split, p).tolist() for p in ("train", "val", "test")}},
+        "seed": seed,
+    }
+    return model

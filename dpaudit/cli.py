@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from dpaudit import __version__
-from dpaudit.errors import DPAuditError
+from dpaudit.errors import DPAuditError, PrivacyParameterError
 
 log = logging.getLogger("dpaudit")
 
@@ -71,7 +71,31 @@ def _defense_help(name: str) -> str:
     return "\n".join(lines)
 
 
+# Below this target ε, noise calibrated for it makes δ alone cover the mechanism: the
+# accountant states ε = 0 (measured: from ε ≈ 1e-8 for mlp-dp and gap-edp at δ = 1e-4) and
+# no privacy spec can be written — after all the training. Such a model is pure noise anyway.
+MIN_TARGET_EPSILON = 1e-6
+
+
+def check_target_epsilon(epsilon: float, what: str = "--epsilon") -> None:
+    """Refuse, before any work, a finite target ε too small for any defense to calibrate."""
+    if epsilon < MIN_TARGET_EPSILON:
+        raise PrivacyParameterError(
+            f"{what} {epsilon:g} is below {MIN_TARGET_EPSILON:g}: noise calibrated for it leaves ε = 0 to the "
+            f"accountant (δ alone covers it), which no privacy spec can state; use ε >= {MIN_TARGET_EPSILON:g}"
+        )
+
+
+def check_memory(defense, num_nodes: int, num_features: int) -> None:
+    """``defense``'s widths against the memory of its device, for a graph of these sizes."""
+    from dpaudit.defense import check_hyperparameter_ranges
+    from dpaudit.runtime import device_memory
+
+    check_hyperparameter_ranges(defense.name, defense.hp, (num_nodes, num_features), device_memory(defense.device))
+
+
 def cmd_train(args) -> int:
+    from dpaudit.datasets import load_dataset
     from dpaudit.defense import parse_overrides
     from dpaudit.outputs import check_output_dir
     from dpaudit.pipeline import train
@@ -89,17 +113,19 @@ def cmd_train(args) -> int:
             raise DPAuditError(f"train needs --{required}")
     cls = get_defense(args.defense)
     overrides = parse_overrides(cls.hyperparameters_class, args.set or [])
-    cls(epsilon=args.epsilon, delta=args.delta, seed=args.seed, device=args.device, **overrides)  # validate first
+    defense = cls(epsilon=args.epsilon, delta=args.delta, seed=args.seed, device=args.device, **overrides)
+    check_target_epsilon(defense.epsilon)
     check_output_dir(args.out, "model", force=args.force)
+    dataset = load_dataset(args.dataset, root=args.data_root)
+    check_memory(defense, dataset.num_nodes, dataset.num_features)
     result = train(
         args.defense,
-        args.dataset,
+        dataset,
         epsilon=args.epsilon,
         delta=args.delta,
         seed=args.seed,
         split=args.split,
         device=args.device,
-        data_root=args.data_root,
         overrides=overrides,
         out=args.out,
     )
@@ -113,17 +139,35 @@ def cmd_train(args) -> int:
 
 
 def cmd_inspect(args) -> int:
+    from pathlib import Path
+
     from dpaudit.model import load
+    from dpaudit.release import OWNER_FILES, PUBLIC_FILES
 
     model = load(args.model)
+    directory = Path(args.model)
     print(f"model: {args.model}")
     print(f"kind: {model.kind}   method: {model.method}")
     print(f"privacy: {model.privacy.summary()}")
+    if model.privacy.public_facts:
+        facts = ", ".join(f"{k} = {v}" for k, v in model.privacy.public_facts.items() if k not in ("declared_by", "published"))
+        print(f"public facts: {facts} (declared by {model.privacy.public_facts.get('declared_by', '?')})")
     if model.verification is not None:
         print(f"privacy check: {model.verification.summary}")
+        if model.verification.checked:
+            print(f"  checked: {'; '.join(model.verification.checked)}")
         for item in model.verification.not_checked:
             print(f"  not verified: {item}")
-    print(json.dumps({"privacy": model.privacy.to_dict(), "card": model.card}, indent=2, default=str))
+    print("files:")
+    for name in PUBLIC_FILES:
+        print(f"  {name:<24} public release: covered by the guarantee (ship these two)")
+    for name in OWNER_FILES:
+        if (directory / name).is_file():
+            print(f"  {name:<24} owner's record: NOT covered by the guarantee (never ship it)")
+    if args.json:
+        print(json.dumps({"privacy": model.privacy.to_dict(), "card": model.card}, indent=2, default=str))
+    else:
+        print("(--json prints the whole privacy spec and public card)")
     return 0
 
 
@@ -182,11 +226,11 @@ def demo_plan() -> tuple[list[str], dict, list[str], dict]:
 
 
 def cmd_demo(args) -> int:
-    from dpaudit.outputs import check_output_dir, check_output_file
+    from dpaudit.outputs import check_output_dir, check_report_paths
     from dpaudit.workflows import Study, StudyConfig
 
-    check_output_dir(args.out, "study", what="--out")
-    check_output_file(args.report, what="--report")
+    check_output_dir(args.out, "study")
+    check_report_paths(args.report, "study", what="--report")
     args.jobs = cap_jobs(args.jobs)
     defenses, overrides, names, settings = demo_plan()
     config = StudyConfig(
@@ -262,11 +306,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data-root", default=None)
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a hyperparameter (repeatable)")
     p.add_argument("--out", help="released-model folder to write")
-    p.add_argument("--force", action="store_true", help="write into --out even if it holds something else")
+    p.add_argument("--force", action="store_true", help="replace a released model in --out, or write among other files")
     p.set_defaults(func=cmd_train, parser=p)
 
-    p = sub.add_parser("inspect", help="validate a released model and print its card and privacy spec")
+    p = sub.add_parser("inspect", help="validate a released model, say which files are public, print its guarantee")
     p.add_argument("model")
+    p.add_argument("--json", action="store_true", help="also print the whole privacy spec and public card as JSON")
     p.set_defaults(func=cmd_inspect)
 
     p = sub.add_parser("demo", help="the end-to-end demo on the embedded synthetic graph (writes demo-report.html)")

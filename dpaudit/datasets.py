@@ -44,6 +44,13 @@ class GraphDataset:
         num_classes: number of classes among labeled nodes (labels are 0..C-1).
         fingerprint: SHA-256 (16 hex digits) of features, labels and edges.
         info: provenance (loader, source folder, generator parameters, preprocessing).
+        public_facts: sizes **declared** public before any training (``num_nodes``,
+            ``num_edges``, ``num_labeled``, ``declared_by``; ``published: True`` when they are
+            the graph's own published sizes, which makes its splits' sizes public too): a public
+            benchmark's published statistics, a synthetic graph's generator parameters, or what
+            the user declares through :func:`from_data`. Empty for a user's graph without a declaration: then no
+            defense may read a size of it (:mod:`dpaudit.release`). A neighbouring graph built
+            for a test keeps the declaration unchanged — it is a constant, not a measurement.
     """
 
     data: Data
@@ -51,6 +58,7 @@ class GraphDataset:
     num_classes: int
     fingerprint: str
     info: dict = field(default_factory=dict)
+    public_facts: dict = field(default_factory=dict)
 
     @property
     def num_nodes(self) -> int:
@@ -74,7 +82,21 @@ class GraphDataset:
         return "public_split" in self.data
 
     def card(self) -> dict:
-        """What a model card records about its training data."""
+        """What the public model card says about the training data: the name, the task's
+        declared shape (classes, features), a synthetic graph's generator parameters and the
+        declared public facts. Nothing measured on the graph (see :meth:`record`)."""
+        out = {"name": self.name, "num_classes": self.num_classes, "num_features": self.num_features}
+        if self.info.get("parameters"):
+            out["parameters"] = dict(self.info["parameters"])
+        if self.info.get("target"):
+            out["target"] = self.info["target"]
+        if self.public_facts:
+            out["public_facts"] = dict(self.public_facts)
+        return out
+
+    def record(self) -> dict:
+        """What the owner's record keeps about the training data (never shipped): the content
+        fingerprint, exact counts and where it was read from."""
         return {
             "name": self.name,
             "fingerprint": self.fingerprint,
@@ -83,6 +105,17 @@ class GraphDataset:
             "num_classes": self.num_classes,
             "info": self.info,
         }
+
+    def declare_public(self, declared_by: str, **facts) -> GraphDataset:
+        """Declare this graph's sizes public (``num_nodes``, ``num_edges``, ``num_labeled`` by
+        default, measured now — call this only for data whose statistics are published)."""
+        measured = {
+            "num_nodes": self.num_nodes,
+            "num_edges": self.num_edges,
+            "num_labeled": int(self.data.label_mask.sum()),
+        }
+        self.public_facts = {**measured, **facts, "published": True, "declared_by": declared_by}
+        return self
 
     def __repr__(self) -> str:
         return (
@@ -189,9 +222,28 @@ def prepare(
     return GraphDataset(out, name, int(classes.numel()), fingerprint(out), meta)
 
 
-def from_data(data: Data, name: str = "custom", **kwargs) -> GraphDataset:
-    """Wrap a user's own PyG graph (validated and preprocessed like every loader's)."""
-    return prepare(data, name, info={"loader": "user-supplied"}, **kwargs)
+def from_data(data: Data, name: str = "custom", public_facts: dict | bool | None = None, **kwargs) -> GraphDataset:
+    """Wrap a user's own PyG graph (validated and preprocessed like every loader's).
+
+    ``public_facts``: what the user declares public about the graph's size. ``None`` (the
+    default) declares nothing: defenses then read no size of the graph (``delta`` must be
+    given, DP-SGD needs its ``sample_rate``). ``True`` declares the graph's own node, edge and
+    labeled counts public (a published graph); a dict declares those values (e.g.
+    ``{"num_nodes": 100_000}``, an upper bound known in advance)."""
+    dataset = prepare(data, name, info={"loader": "user-supplied"}, **kwargs)
+    if public_facts is True:
+        dataset.declare_public("the user (the graph's own sizes are published)")
+    elif isinstance(public_facts, dict) and public_facts:
+        unknown = set(public_facts) - {"num_nodes", "num_edges", "num_labeled", "num_train"}
+        if unknown:
+            raise DatasetError(f"{name}: unknown public facts {sorted(unknown)} (num_nodes, num_edges, num_labeled, num_train)")
+        for key, value in public_facts.items():
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise DatasetError(f"{name}: public fact {key}={value!r} must be a positive integer")
+        dataset.public_facts = {**public_facts, "declared_by": "the user"}
+    elif public_facts not in (None, False, {}):
+        raise DatasetError(f"{name}: public_facts must be None, True or a dict of sizes")
+    return dataset
 
 
 # --------------------------------------------------------------------------- synthetic default
@@ -253,7 +305,9 @@ def csbm(
         feature_signal=feature_signal,
         seed=seed,
     )
-    return prepare(data, "csbm", info={"loader": "dpaudit.datasets.csbm", "parameters": params})
+    dataset = prepare(data, "csbm", info={"loader": "dpaudit.datasets.csbm", "parameters": params})
+    # A generated graph is public by construction: its generator parameters are in the card.
+    return dataset.declare_public("the csbm generator (synthetic graph)")
 
 
 # --------------------------------------------------------------------------- real datasets
@@ -506,6 +560,7 @@ def load_dataset(
         ds = csbm(**generator_kwargs)
         if min_class_size or remove_unlabeled:
             ds = prepare(ds.data, "csbm", min_class_size, remove_unlabeled, ds.info)
+            ds.declare_public("the csbm generator (synthetic graph)")
         return ds
     if generator_kwargs:
         raise DatasetError(f"unexpected options for {name}: {sorted(generator_kwargs)}")
@@ -523,13 +578,13 @@ def load_dataset(
         base = base if not missing_raw_files(key, base) else cache_root() / "downloads"
     if target is not None and target != "gender":  # LINKX's own loader only knows gender
         raw, default_min = facebook100(base / source.folder / "raw" / "data.mat", target)
-        return prepare(
+        return _benchmark(prepare(
             raw,
             f"{key}:{target}",
             min_class_size=default_min if min_class_size is None else min_class_size,
             remove_unlabeled=remove_unlabeled,
             info={"loader": "dpaudit.datasets.facebook100", "target": target, "source": str(base / source.folder)},
-        )
+        ))
     try:
         pyg_dataset = _instantiate(source, _processing_root(source, base))
     except DatasetError:
@@ -541,13 +596,18 @@ def load_dataset(
     public = _public_split(source, data, pyg_dataset)
     if public is not None:
         raw.public_split = public
-    return prepare(
+    return _benchmark(prepare(
         raw,
         key,
         min_class_size=min_class_size,
         remove_unlabeled=remove_unlabeled,
         info={"loader": f"torch_geometric.datasets.{source.loader}", "source": str(base / source.folder / "raw")},
-    )
+    ))
+
+
+def _benchmark(dataset: GraphDataset) -> GraphDataset:
+    """A registry dataset is a public benchmark: its published sizes are public facts."""
+    return dataset.declare_public(f"the public benchmark {dataset.name!r}")
 
 
 def describe_availability(root: str | os.PathLike | None = None) -> list[dict]:

@@ -42,6 +42,7 @@ from dpaudit.accounting.spec import validate_delta, validate_epsilon
 from dpaudit.datasets import GraphDataset
 from dpaudit.errors import ConfigurationError, DPAuditError, PrivacyParameterError
 from dpaudit.model import ReleasedModel
+from dpaudit.release import declared_facts, declared_population, require_declared
 from dpaudit.runtime import library_versions, resolve_device, seed_everything
 from dpaudit.splits import Split
 
@@ -139,14 +140,30 @@ def hyperparameter_help(hp_class: type) -> dict[str, str]:
 
 
 # Counts that make no sense below 1 (a model trained for 0 epochs is not a released model).
-_AT_LEAST_ONE = {"epochs", "steps", "hidden", "layers", "batch_size", "latent", "max_iter", "hops", "iterations"}
+_AT_LEAST_ONE = {
+    "epochs", "steps", "hidden", "encoder_hidden", "layers", "batch_size", "latent", "max_iter", "hops", "iterations",
+}  # fmt: skip
+# Layer widths: every defense's first layer maps the node features to one of these.
+WIDTHS = ("hidden", "encoder_hidden", "latent")
+# No architecture a defense here reproduces comes near 2^16 units per layer; a wider one is a
+# typo (hidden=1000000) that would allocate gigabytes, or fail to, before any error.
+MAX_WIDTH = 2**16
 
 
-def check_hyperparameter_ranges(defense: str, hp: Hyperparameters) -> None:
+def check_hyperparameter_ranges(
+    defense: str, hp: Hyperparameters, graph: tuple[int, int] | None = None, memory: int | None = None
+) -> None:
     """Public sanity rules every defense shares, checked before any work.
 
-    Numbers must be finite; counts (epochs, steps, widths ...) ≥ 1 and every other integer
-    ≥ 0; learning rates and norms > 0; dropout in [0, 1).
+    Numbers must be finite and ≥ 0 (no hyperparameter here is signed: rates, decays, norms
+    and shares alike); counts (epochs, steps, widths ...) ≥ 1; widths ≤ :data:`MAX_WIDTH`;
+    learning rates and norms > 0; dropout in [0, 1).
+
+    With ``graph`` — the training dataset's (nodes, features) — and ``memory``, the bytes the
+    training device has, the widest first layer must fit: its float32 weights and their
+    gradient (features × width each) and its output over every node (nodes × width), which
+    every model here computes to answer an audit's queries. That is a lower bound on what
+    training and auditing allocate, so a refused width could not have been audited.
     """
     for f in dataclasses.fields(hp):
         value = getattr(hp, f.name)
@@ -157,14 +174,28 @@ def check_hyperparameter_ranges(defense: str, hp: Hyperparameters) -> None:
             bad = "must be finite"
         elif f.name in _AT_LEAST_ONE and value < 1:
             bad = "must be >= 1"
-        elif isinstance(value, int) and value < 0:
+        elif value < 0:
             bad = "must be >= 0"
+        elif f.name in WIDTHS and value > MAX_WIDTH:
+            bad = f"must be <= {MAX_WIDTH}"
         elif (f.name == "lr" or f.name.endswith("_lr") or f.name.endswith("norm")) and value <= 0:
             bad = "must be > 0"
         elif "dropout" in f.name and not 0.0 <= value < 1.0:
             bad = "must lie in [0, 1)"
         if bad:
             raise ConfigurationError(f"{defense}: hyperparameter {f.name}={value!r} {bad}")
+    widths = {name: getattr(hp, name) for name in WIDTHS if isinstance(getattr(hp, name, None), int)}
+    if graph is None or memory is None or not widths:
+        return
+    name, width = max(widths.items(), key=lambda item: item[1])
+    nodes, features = graph
+    needed = 4 * width * (2 * features + nodes)
+    if needed > memory:
+        raise ConfigurationError(
+            f"{defense}: {name}={width} needs at least {needed / 2**30:.3g} GiB (float32 weights and gradients for "
+            f"{features} features × {width}, outputs for {nodes} nodes × {width}); the device has "
+            f"{memory / 2**30:.3g} GiB: choose a smaller {name}"
+        )
 
 
 def parse_overrides(hp_class: type, assignments: list[str]) -> dict[str, Any]:
@@ -239,16 +270,21 @@ class Defense(ABC):
             for f in dataclasses.fields(cls.hyperparameters_class)
         ]
 
-    def population(self, dataset: GraphDataset, split: Split) -> int:
-        """Number of protected units in the training graph (for δ = auto)."""
-        if self.unit == "edge":
-            return max(1, int(split.edge_index_for(dataset, "train").size(1)) // 2)
-        return int(dataset.num_nodes if not split.inductive else len(split.train))
+    def population(self, dataset: GraphDataset, split: Split) -> int | None:
+        """The **declared** number of protected units (for δ = auto): the declared graph's
+        nodes or undirected edges (:func:`dpaudit.release.declared_population`), never a count
+        of the private graph; ``None`` when the dataset declares no size."""
+        return declared_population(self.unit, dataset, split)
 
     def resolve_delta(self, dataset: GraphDataset, split: Split) -> float:
         if not self.private:
             return 0.0
-        return validate_delta(self.delta_option, self.population(dataset, split))
+        if isinstance(self.delta_option, str) or self.delta_option is None:
+            population = require_declared(
+                self.population(dataset, split), "delta=auto", "pass --delta (e.g. 1e-6, below 1/the graph's size)"
+            )
+            return validate_delta(self.delta_option, population)
+        return validate_delta(self.delta_option)
 
     def fit(self, dataset: GraphDataset, split: Split) -> ReleasedModel:
         """Train on ``split.train`` of ``dataset`` and return the released model."""
@@ -263,8 +299,11 @@ class Defense(ABC):
         start = time.perf_counter()
         model = self._fit(dataset, split, delta)
         seconds = time.perf_counter() - start
+        if self.private:
+            model.privacy.public_facts = declared_facts(dataset, split)
         self._check_privacy(model)
-        model.card.update(self.card(dataset, split, seconds))
+        model.card.update(self.card(dataset, split))
+        model.record.update(self.record(dataset, split, seconds))
         return model
 
     def _check_privacy(self, model: ReleasedModel) -> None:
@@ -281,7 +320,8 @@ class Defense(ABC):
         if not spec.sound and not spec.unaccounted:
             raise AssertionError(f"{self.name}: a sound: false spec must list what is unaccounted")
 
-    def card(self, dataset: GraphDataset, split: Split, seconds: float) -> dict[str, Any]:
+    def card(self, dataset: GraphDataset, split: Split) -> dict[str, Any]:
+        """The public card (:mod:`dpaudit.release`): choices and declared facts only."""
         return {
             "method": self.name,
             "hyperparameters": dataclasses.asdict(self.hp),
@@ -289,13 +329,30 @@ class Defense(ABC):
             "target_epsilon": None if math.isinf(self.epsilon) else self.epsilon,
             "delta_option": str(self.delta_option),
             "dataset": dataset.card(),
+            "split": split.public_dict(),
+            "dpaudit_version": dpaudit.__version__,
+            "library_versions": library_versions(),
+        }
+
+    def record(self, dataset: GraphDataset, split: Split, seconds: float) -> dict[str, Any]:
+        """The owner's record: what was measured on the private data, the seeds and timings."""
+        return {
+            "dataset": dataset.record(),
             "split": split.to_dict(),
             "seed": self.seed,
             "device": str(self.device),
-            "dpaudit_version": dpaudit.__version__,
-            "library_versions": library_versions(),
             "timings": {"train_seconds": seconds},
         }
+
+    @classmethod
+    def replan(cls, card: dict[str, Any], privacy: Any) -> list[dict[str, Any]] | None:
+        """The mechanism records (``Mechanism.describe()`` dicts, in ledger order) that this
+        defense's plan gives for a saved card's public inputs alone — its hyperparameters and
+        protocol, ``card["target_epsilon"]``, ``privacy.delta`` and ``privacy.public_facts`` —
+        without any data. :func:`dpaudit.model.check_plan` compares them with the spec's records on
+        load, so a consistent edit of ε and σ (or of steps alone) is refused. ``None``: this
+        defense cannot re-plan (the default; the load check then says so)."""
+        return None
 
     @abstractmethod
     def _fit(self, dataset: GraphDataset, split: Split, delta: float) -> ReleasedModel:

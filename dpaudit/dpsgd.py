@@ -1,12 +1,20 @@
 r"""DP-SGD / DP-Adam on per-example tensors (Abadi et al. 2016) with ghost clipping.
 
-Each step draws a Poisson batch (every example independently with probability
-q = 1/⌈n/B⌉, exactly opacus' ``UniformWithReplacementSampler``: ``rand(n) < q``, ⌈n/B⌉ steps per
-epoch), clips every per-example gradient to L2 norm C (factor min(1, C/(‖g_i‖ + 10⁻⁶)), as
-opacus), sums, adds N(0, σ²C²I) per parameter (drawn in parameter order from a CPU generator
-seeded ``seed + 1``, so CPU and CUDA runs draw the same noise) and divides by opacus' expected
-batch size ⌊nq⌋ before the optimiser step. An empty batch still takes a noise-only step. The
-privacy cost is exactly :class:`~dpaudit.accounting.PoissonSubsampledGaussian` (σ, q, steps).
+A noisy run follows a :class:`PoissonSchedule` fixed **before** any private data is read: its
+Poisson rate q, its number of steps T and the normaliser of the noisy sum (the expected batch
+size) come from public hyperparameters and declared facts (:mod:`dpaudit.release`), never from
+the number n of training examples — under node-level DP n itself is private, and a rate
+q = B/n, ⌈n/B⌉ steps per epoch or a division by ⌊nq⌋ would each let neighbours of n and n − 1
+nodes be told apart through the public spec or the weights' scale.
+
+Each step draws a Poisson batch (every one of the n examples independently with probability q:
+``rand(n) < q``, as opacus' ``UniformWithReplacementSampler``), clips every per-example gradient
+to L2 norm C (factor min(1, C/(‖g_i‖ + 10⁻⁶)), as opacus), sums, adds N(0, σ²C²I) per parameter
+(drawn in parameter order from a CPU generator seeded ``seed + 1``, so CPU and CUDA runs draw
+the same noise) and divides by the schedule's expected batch size before the optimiser step. An
+empty batch still takes a noise-only step. The privacy cost is exactly
+:class:`~dpaudit.accounting.PoissonSubsampledGaussian` (σ, q, T) under add/remove of one example
+(Mironov et al. 2019; the sampled set is random, the rate is not): T steps are taken whatever n is.
 
 How the per-example norms are obtained does not change any of that (``clipping``):
 
@@ -24,8 +32,8 @@ How the per-example norms are obtained does not change any of that (``clipping``
 
 Modules that mix examples (BatchNorm) are refused: per-example clipping would not bound one
 example's influence. With ``noise_multiplier = 0`` the same model trains on shuffled
-minibatches of the same size without clipping or noise (the non-private variant of a private
-recipe); nothing is then accounted.
+minibatches of min(B, n) examples without clipping or noise (the non-private variant of a
+private recipe): nothing is accounted, so that path may read n and needs no schedule.
 """
 
 from __future__ import annotations
@@ -34,13 +42,16 @@ import logging
 import math
 import warnings
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from dpaudit.accounting.calibrate import MechanismsForSigma, calibrate_noise, epsilon_for_sigma
 from dpaudit.accounting.mechanisms import PoissonSubsampledGaussian
-from dpaudit.errors import ConfigurationError
+from dpaudit.errors import ConfigurationError, PrivacyParameterError
 from dpaudit.nn import SparseFeatures
 
 log = logging.getLogger(__name__)
@@ -53,6 +64,142 @@ def poisson_sample_rate(num_examples: int, batch_size: int) -> float:
 
 def steps_for(num_examples: int, batch_size: int, epochs: int) -> int:
     return epochs * math.ceil(num_examples / min(batch_size, num_examples))
+
+
+@dataclass(frozen=True)
+class PoissonSchedule:
+    r"""A DP-SGD schedule fixed **before** any private data is read: Poisson rate q, number of
+    steps, and the public normaliser of the noisy sum (the expected batch size).
+
+    Under node-level DP the number of training examples n is private (add/remove one node
+    changes it), so q = B/n, ⌈n/B⌉ steps per epoch or a division by ⌊nq⌋ would each let a
+    neighbour be told apart through a public schedule or the weights' scale. Every field here
+    comes from public hyperparameters and declared facts (:mod:`dpaudit.release`):
+
+    * ``sample_rate`` given (a hyperparameter): q = sample_rate, ⌈1/q⌉ steps per epoch, the sum
+      divided by ``batch_size`` (the expected batch the rate was chosen for);
+    * else the declared training-set size n̂: q = 1/⌈n̂/B⌉, ⌈n̂/B⌉ steps per epoch (opacus'
+      loader rule, on n̂), the sum divided by n̂·q.
+
+    With neither, :meth:`plan` refuses (one line, before training): no size may be read.
+    ``epochs`` splits the ``steps`` into equal epochs (``on_epoch`` callbacks run between them).
+    """
+
+    sample_rate: float
+    steps: int
+    expected_batch_size: float
+    source: str
+    epochs: int = 1
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.sample_rate <= 1.0:
+            raise ConfigurationError(f"sample_rate must lie in (0, 1], got {self.sample_rate}")
+        if self.epochs < 1 or self.steps < 1 or self.steps % self.epochs:
+            raise ConfigurationError(
+                f"a schedule of {self.steps} steps cannot be split into {self.epochs} equal epochs"
+            )
+        if not self.expected_batch_size > 0:
+            raise ConfigurationError(f"expected_batch_size must be > 0, got {self.expected_batch_size}")
+
+    @property
+    def steps_per_epoch(self) -> int:
+        return self.steps // self.epochs
+
+    @classmethod
+    def plan(
+        cls, *, batch_size: int, epochs: int, declared_size: int | None, sample_rate: float | None = None
+    ) -> PoissonSchedule:
+        if sample_rate is not None:
+            if not 0.0 < sample_rate <= 1.0:
+                raise ConfigurationError(f"sample_rate must lie in (0, 1], got {sample_rate}")
+            per_epoch = math.ceil(1.0 / sample_rate)
+            return cls(
+                float(sample_rate),
+                int(epochs) * per_epoch,
+                float(batch_size),
+                "sample_rate hyperparameter",
+                int(epochs),
+            )
+        if declared_size is None:
+            raise ConfigurationError(
+                "DP-SGD needs its Poisson rate fixed in advance: set the sample_rate hyperparameter, or declare the "
+                "training-set size public (a registry benchmark does; from_data(..., public_facts=...) for your own)"
+            )
+        n = int(declared_size)
+        q = poisson_sample_rate(n, batch_size)
+        return cls(
+            q, steps_for(n, batch_size, epochs), float(int(n * q)), f"declared training-set size {n}", int(epochs)
+        )
+
+    def to_dict(self) -> dict:
+        return {"sample_rate": self.sample_rate, "steps": self.steps,
+                "expected_batch_size": self.expected_batch_size, "source": self.source}  # fmt: skip
+
+
+#: calibrate_noise's tolerance and floor, which :func:`noise_for_plan` re-checks a recorded σ against
+CALIBRATION_REL_TOL = 1e-3
+CALIBRATION_SIGMA_MIN = 1e-3
+
+
+def noise_for_plan(
+    target_epsilon: float,
+    delta: float,
+    mechanisms_for_sigma: MechanismsForSigma,
+    *,
+    recorded: float | None = None,
+    accountant: str = "auto",
+) -> float:
+    """σ of a plan: :func:`~dpaudit.accounting.calibrate_noise` — or, when a saved model is
+    re-planned (:meth:`dpaudit.defense.Defense.replan`), its ``recorded`` σ when that σ meets
+    calibrate_noise's own contract: ε(σ) ≤ target and ε(σ / (1 + tol)) > target (or σ at the
+    floor). A freshly calibrated σ always meets it, so an unmodified model re-plans to its own σ
+    in two ε evaluations instead of a full calibration (seconds per load), and independently of
+    floating-point details of the calibration's search path on another machine; a σ edited by
+    more than the tolerance fails it and is re-calibrated, so it no longer matches the plan.
+    """
+    if recorded is not None and math.isfinite(recorded) and recorded > 0:
+        if not (target_epsilon > 0 and math.isfinite(target_epsilon)) or not 0 < delta < 1:
+            raise PrivacyParameterError(f"cannot plan noise for ε = {target_epsilon}, δ = {delta}")
+        fits = epsilon_for_sigma(mechanisms_for_sigma, recorded, delta, accountant) <= target_epsilon
+        tight = recorded <= CALIBRATION_SIGMA_MIN or (
+            epsilon_for_sigma(mechanisms_for_sigma, recorded / (1.0 + CALIBRATION_REL_TOL), delta, accountant)
+            > target_epsilon
+        )
+        if fits and tight:
+            return float(recorded)
+    return calibrate_noise(
+        target_epsilon, delta, mechanisms_for_sigma, sigma_min=CALIBRATION_SIGMA_MIN, rel_tol=CALIBRATION_REL_TOL,
+        accountant=accountant,
+    )  # fmt: skip
+
+
+def plan_mismatch(recorded: Any, planned: Any, path: str, rtol: float = 1e-6) -> str | None:
+    """Where a saved plan section (a card's per-defense dict) differs from the plan re-derived
+    from the card's public inputs, as ``"path.key: planned X, the card records Y"``; ``None`` when
+    they agree. Numbers are compared to ``rtol`` (the same computation on another machine may
+    differ in its last bits), nested dicts key by key, anything else exactly."""
+    if isinstance(planned, dict):
+        if not isinstance(recorded, dict):
+            return f"{path}: planned a section, the card records {recorded!r}"
+        for key in sorted(set(planned) | set(recorded)):
+            if key not in planned or key not in recorded:
+                return f"{path}.{key}: planned {planned.get(key, '<absent>')!r}, the card records {recorded.get(key, '<absent>')!r}"
+            found = plan_mismatch(recorded[key], planned[key], f"{path}.{key}", rtol)
+            if found:
+                return found
+        return None
+    numbers = (int, float)
+    if (
+        isinstance(planned, numbers)
+        and isinstance(recorded, numbers)
+        and not isinstance(planned, bool)
+        and not isinstance(recorded, bool)
+    ):
+        if math.isclose(float(recorded), float(planned), rel_tol=rtol, abs_tol=1e-12):
+            return None
+    elif recorded == planned:
+        return None
+    return f"{path}: planned {planned!r}, the card records {recorded!r}"
 
 
 def make_optimizer(name: str, params, lr: float, weight_decay: float = 0.0) -> torch.optim.Optimizer:
@@ -206,7 +353,7 @@ def noisy_gradients(
     summed: dict[nn.Parameter, torch.Tensor],
     params: list[nn.Parameter],
     std: float,
-    expected_batch_size: int,
+    expected_batch_size: float,
     generator: torch.Generator,
 ) -> None:
     """``p.grad = (Σ clipped + N(0, std²)) / expected_batch_size`` for every parameter, in order;
@@ -229,6 +376,7 @@ def train_dp_sgd(
     batch_size: int,
     epochs: int,
     lr: float,
+    schedule: PoissonSchedule | None = None,
     optimizer: str = "adam",
     weight_decay: float = 0.0,
     loss_fn: Loss | None = None,
@@ -244,19 +392,35 @@ def train_dp_sgd(
     mean-reduced (default cross-entropy). ``on_epoch(module)`` runs after every epoch (e.g. a
     ``paper`` protocol's best-validation checkpoint, which reads data outside the accountant
     and must be listed as unaccounted). ``clipping``: see the module docstring.
+
+    A noisy run (``noise_multiplier > 0``) takes its rate, steps and normaliser from
+    ``schedule`` alone (:meth:`PoissonSchedule.plan`; ``epochs`` must be the schedule's) and
+    returns ``PoissonSubsampledGaussian(noise_multiplier, schedule.sample_rate, schedule.steps)``;
+    ``batch_size`` is then unused. Without noise, shuffled minibatches of min(``batch_size``, n)
+    for ``epochs`` epochs, and ``None`` is returned.
+
+    Raises:
+        ConfigurationError: a noisy run without a schedule, or with other epochs than it plans.
     """
+    if noise_multiplier > 0:
+        if schedule is None:
+            raise ConfigurationError(
+                "noisy DP-SGD needs a PoissonSchedule fixed before training (PoissonSchedule.plan): its rate and "
+                "steps may not be read from the number of training examples"
+            )
+        if int(epochs) != schedule.epochs:
+            raise ConfigurationError(f"train_dp_sgd: epochs={epochs}, but the schedule plans {schedule.epochs}")
     device = next(module.parameters()).device
     loss_fn = loss_fn or nn.CrossEntropyLoss()
     inputs = inputs.to(device)
     targets = targets.to(device)
     n = int(targets.size(0))
-    batch_size = min(batch_size, n)
-    per_epoch = math.ceil(n / batch_size)
     generator = torch.Generator().manual_seed(seed)
     opt = make_optimizer(optimizer, module.parameters(), lr, weight_decay)
     epochs_bar = tqdm(range(epochs), desc=progress, disable=None if progress else True, leave=False)
 
     if noise_multiplier == 0:
+        batch_size = min(batch_size, n)  # nothing is accounted here: reading n is harmless
         for _ in epochs_bar:
             module.train()
             # torch's RandomSampler: one randperm per epoch from the seeded generator.
@@ -271,8 +435,7 @@ def train_dp_sgd(
         module.eval()
         return None
 
-    sample_rate = poisson_sample_rate(n, batch_size)
-    expected_batch_size = int(n * sample_rate)  # opacus' make_private
+    sample_rate = schedule.sample_rate
     noise_generator = torch.Generator().manual_seed(seed + 1)
     params = [p for p in module.parameters() if p.requires_grad]
     clipper = make_clipper(module, clipping)
@@ -280,7 +443,7 @@ def train_dp_sgd(
     try:
         for _ in epochs_bar:
             module.train()
-            for _ in range(per_epoch):
+            for _ in range(schedule.steps_per_epoch):
                 index = (torch.rand(n, generator=generator) < sample_rate).nonzero().view(-1).to(device)
                 opt.zero_grad()
                 # An empty Poisson batch still takes a noise-only step: skipping it would reveal
@@ -294,7 +457,9 @@ def train_dp_sgd(
                         clipper.remove()
                         clipper = PerSampleClipper(module)
                         summed = clipper.clipped_sum(_rows(inputs, index), targets[index], loss_fn, max_grad_norm)
-                noisy_gradients(summed, params, noise_multiplier * max_grad_norm, expected_batch_size, noise_generator)
+                noisy_gradients(
+                    summed, params, noise_multiplier * max_grad_norm, schedule.expected_batch_size, noise_generator
+                )
                 opt.step()
                 steps += 1
             if on_epoch is not None:

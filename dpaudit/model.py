@@ -12,8 +12,10 @@ architecture rebuilt from the config, and refuses anything else with a clear err
 recomputes the privacy guarantee from the mechanisms recorded in the spec (the model kind's
 :meth:`ReleasedModel.verify_privacy`, :mod:`dpaudit.accounting.verify`) and refuses a spec whose
 ε, δ, μ, unit or ``sound`` flag those mechanisms do not prove (:class:`~dpaudit.errors.IntegrityError`);
-the outcome is the loaded model's ``verification``. That is a consistency check, not a
-signature: a file whose ε and mechanism parameters are edited to agree still loads.
+the outcome is the loaded model's ``verification``. Where the defense has a plan, the recorded
+mechanisms are also re-derived from the card's public inputs (:func:`check_plan`), so ε edited
+with σ, or with the steps, is refused. That is a consistency check, not a signature: a file
+whose hyperparameters, plan and mechanisms are all edited to agree still loads.
 """
 
 from __future__ import annotations
@@ -37,23 +39,29 @@ from dpaudit.accounting.spec import PrivacySpec
 from dpaudit.accounting.verify import Verification, verify_spec
 from dpaudit.errors import DPAuditError, IntegrityError, ModelFormatError
 from dpaudit.nn import build_architecture
+from dpaudit.release import RECORD_FILE, check_public_card, check_public_config
 from dpaudit.runtime import atomic_write_bytes, atomic_write_json, to_json
 
 log = logging.getLogger(__name__)
 
 SCHEMA = "dpaudit.released-model"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 #: Versions :func:`load` still reads. Version 1 lacks ``privacy.accounting`` (which analysis
 #: produced ε) and truncated long sensitivity laws; what that leaves unverified is said in the
-#: model's ``verification``.
-READABLE_SCHEMA_VERSIONS = (1, 2)
+#: model's ``verification``. Versions 1 and 2 kept the owner's record inside ``model.json``
+#: (their card is read as both).
+READABLE_SCHEMA_VERSIONS = (1, 2, 3)
 WEIGHTS_FILE = "model.safetensors"
 META_FILE = "model.json"
+RECORD_TENSORS_FILE = "provenance.safetensors"
 MAX_META_BYTES = 32 * 1024 * 1024
 PLUGIN_GROUP = "dpaudit.plugins"
+RECORD_SCHEMA = "dpaudit.owner-record"
 
 _MODEL_KINDS: dict[str, type[ReleasedModel]] = {}
-_REQUIRED_CARD_KEYS = ("method", "hyperparameters", "dataset", "split", "seed", "dpaudit_version")
+#: what every card must hold (files before format 3 also carried the owner's record in it; an
+#: audit that needs it says so when it is missing)
+_REQUIRED_CARD_KEYS = ("method", "hyperparameters", "dpaudit_version")
 
 
 def register_model_kind(kind: str):
@@ -95,7 +103,22 @@ def _node_index(graph: Data, nodes) -> torch.Tensor:
     return idx
 
 
-class ReleasedModel(ABC):
+class Answers:
+    """What every query interface derives from its posteriors (a released model, or GAP's
+    training release): the predicted class and the accuracy on labeled nodes."""
+
+    def predict(self, graph: Data, nodes=None) -> torch.Tensor:
+        return self.predict_proba(graph, nodes).argmax(dim=1)
+
+    def accuracy(self, graph: Data, nodes) -> float:
+        nodes = _node_index(graph, nodes)
+        if nodes.numel() == 0:
+            return float("nan")
+        pred = self.predict(graph, nodes).cpu()
+        return float((pred == graph.y[nodes].cpu()).float().mean())
+
+
+class ReleasedModel(Answers, ABC):
     """Base class of every released model.
 
     Subclasses implement the two queries and the three persistence hooks
@@ -107,10 +130,26 @@ class ReleasedModel(ABC):
 
     def __init__(self, privacy: PrivacySpec, card: dict[str, Any]):
         self.privacy = privacy
+        #: the public card (``model.json``): choices and declared facts only (:mod:`dpaudit.release`)
         self.card = dict(card)
+        #: the owner's record (``provenance.json``): everything measured on the private data —
+        #: dataset fingerprint and counts, split seed / sizes / nodes, the training seed,
+        #: diagnostics, timings. Empty for a model loaded from the public files alone.
+        self.record: dict[str, Any] = {}
         #: Outcome of the load-time privacy check (:func:`load`); ``None`` for a model built in
         #: this process, whose spec came straight from the accountant.
         self.verification: Verification | None = None
+
+    def provenance(self, key: str, default: Any = None) -> Any:
+        """``key`` of the owner's record, else of the card (files written before format 3)."""
+        if key in self.record:
+            return self.record[key]
+        return self.card.get(key, default)
+
+    @property
+    def has_record(self) -> bool:
+        """Whether the owner's record is attached (the owner's copy, not a third party's)."""
+        return bool(self.record)
 
     # -- queries ----------------------------------------------------------------------------
     @abstractmethod
@@ -120,16 +159,6 @@ class ReleasedModel(ABC):
     @abstractmethod
     def embed(self, graph: Data, nodes=None) -> torch.Tensor:
         """Penultimate representation [len(nodes), H]."""
-
-    def predict(self, graph: Data, nodes=None) -> torch.Tensor:
-        return self.predict_proba(graph, nodes).argmax(dim=1)
-
-    def accuracy(self, graph: Data, nodes) -> float:
-        nodes = _node_index(graph, nodes)
-        if nodes.numel() == 0:
-            return float("nan")
-        pred = self.predict(graph, nodes).cpu()
-        return float((pred == graph.y[nodes].cpu()).float().mean())
 
     @property
     def method(self) -> str:
@@ -170,25 +199,44 @@ class ReleasedModel(ABC):
         """
         return verify_spec(privacy, expected_unit(card), card_protocol(card))
 
+    def record_tensors(self) -> dict[str, torch.Tensor]:
+        """Tensors of the owner's record (``provenance.safetensors``), never shipped: e.g. a
+        defense's cached answers on the training graph. Empty by default."""
+        return {}
+
+    def attach_record_tensors(self, tensors: dict[str, torch.Tensor]) -> None:
+        """Receive :meth:`record_tensors` back on load (only when the owner's files are there).
+        A kind that keeps none refuses any: they would belong to another model."""
+        if tensors:
+            raise ModelFormatError(f"a {self.kind!r} model keeps no owner's tensors, found {sorted(tensors)[:3]}")
+
     # -- save / load -------------------------------------------------------------------------
     def save(self, directory: str | Path) -> Path:
-        """Write ``model.safetensors`` and ``model.json`` (each atomically) into ``directory``.
+        """Write the public release (``model.safetensors``, ``model.json``) and, when this
+        model carries one, the owner's record (``provenance.json``, ``provenance.safetensors``)
+        into ``directory``, each file atomically (:mod:`dpaudit.release` says which is which).
 
-        The privacy spec is verified first, exactly as :func:`load` will (on the JSON form), so
-        a file that could not be loaded back is never written.
+        The privacy spec is verified first, exactly as :func:`load` will (on the JSON form), and
+        the card is checked to hold only declared-public fields, so a file that could not be
+        loaded back, or that would publish a private measurement, is never written.
 
         Raises:
             IntegrityError: the spec does not match its recorded mechanisms (a bug in the
                 defense, or a spec edited in memory).
+            PublicCardError: the card holds a field that is not declared public.
         """
         directory = Path(directory)
         written = json.loads(to_json({"privacy": self.privacy.to_dict(), "config": self.config(), "card": self.card}))
+        check_public_card(written["card"])
+        check_public_config(written["config"])
         try:
-            self.verification = type(self).verify_privacy(
-                PrivacySpec.from_dict(written["privacy"]), written["config"], written["card"]
-            )
+            written_spec = PrivacySpec.from_dict(written["privacy"])
+            self.verification = type(self).verify_privacy(written_spec, written["config"], written["card"])
+            replanned = check_plan(written_spec, written["card"])
         except DPAuditError as exc:
             raise IntegrityError(f"refusing to save {directory}: {exc}") from None
+        if replanned:
+            self.verification.checked.append(replanned)
         directory.mkdir(parents=True, exist_ok=True)
         tensors = {k: v.detach().cpu().contiguous() for k, v in self.state_tensors().items()}
         blob = save_safetensors(tensors) if tensors else save_safetensors({"_empty": torch.zeros(0)})
@@ -206,6 +254,15 @@ class ReleasedModel(ABC):
         }
         atomic_write_bytes(directory / WEIGHTS_FILE, blob)
         atomic_write_json(directory / META_FILE, meta)
+        record_tensors = {k: v.detach().cpu().contiguous() for k, v in self.record_tensors().items()}
+        if record_tensors:
+            atomic_write_bytes(directory / RECORD_TENSORS_FILE, save_safetensors(record_tensors))
+        else:  # an earlier model's owner tensors must not be read back as this one's
+            (directory / RECORD_TENSORS_FILE).unlink(missing_ok=True)
+        if self.record:
+            atomic_write_json(directory / RECORD_FILE, {"schema": RECORD_SCHEMA, **self.record})
+        else:
+            (directory / RECORD_FILE).unlink(missing_ok=True)
         return directory
 
     @classmethod
@@ -216,8 +273,12 @@ class ReleasedModel(ABC):
         return f"<{type(self).__name__} {self.method} on {self.card.get('dataset', {}).get('name')}: {self.privacy.summary()}>"
 
 
-def load(directory: str | Path, device: str | torch.device = "cpu") -> ReleasedModel:
-    """Load and validate a released model directory (never unpickles anything)."""
+def load(directory: str | Path, device: str | torch.device = "cpu", record: bool = True) -> ReleasedModel:
+    """Load and validate a released model directory (never unpickles anything).
+
+    The public files suffice. With ``record=True`` (default) the owner's record
+    (``provenance.json`` / ``provenance.safetensors``) is attached when present; ``record=False``
+    loads exactly what a third party holds."""
     directory = Path(directory)
     meta_path, weights_path = directory / META_FILE, directory / WEIGHTS_FILE
     if not directory.is_dir():
@@ -227,12 +288,7 @@ def load(directory: str | Path, device: str | torch.device = "cpu") -> ReleasedM
             raise ModelFormatError(
                 f"{directory}: missing {path.name} (a released model is {META_FILE} + {WEIGHTS_FILE})"
             )
-    if meta_path.stat().st_size > MAX_META_BYTES:
-        raise ModelFormatError(f"{meta_path}: implausibly large ({meta_path.stat().st_size} bytes)")
-    try:
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ModelFormatError(f"{meta_path}: not valid JSON ({exc})") from None
+    meta = _read_json(meta_path)
     if not isinstance(meta, dict) or meta.get("schema") != SCHEMA:
         raise ModelFormatError(f"{meta_path}: not a dpaudit released model (schema {SCHEMA!r} expected)")
     if meta.get("schema_version") not in READABLE_SCHEMA_VERSIONS:
@@ -288,7 +344,38 @@ def load(directory: str | Path, device: str | torch.device = "cpu") -> ReleasedM
     except (KeyError, TypeError, ValueError, RuntimeError) as exc:
         raise ModelFormatError(f"{directory}: tensors do not fit the {meta['kind']!r} architecture: {exc}") from None
     model.verification = verification
+    if record:
+        model.record = read_record(directory)
+        if model.record and (directory / RECORD_TENSORS_FILE).is_file():
+            try:
+                extra = load_safetensors((directory / RECORD_TENSORS_FILE).read_bytes())
+            except (SafetensorError, ValueError, RuntimeError) as exc:
+                raise ModelFormatError(f"{directory / RECORD_TENSORS_FILE}: not a valid safetensors file ({exc})") from None
+            model.attach_record_tensors({k: v.to(device) for k, v in extra.items()})
     return model
+
+
+def _read_json(path: Path) -> Any:
+    """A JSON file of bounded size, parsed (never unpickled); malformed files are refused."""
+    if path.stat().st_size > MAX_META_BYTES:
+        raise ModelFormatError(f"{path}: implausibly large ({path.stat().st_size} bytes)")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ModelFormatError(f"{path}: not valid JSON ({exc})") from None
+
+
+def read_record(directory: str | Path) -> dict[str, Any]:
+    """The owner's record of a model directory (``provenance.json``), or ``{}`` when absent
+    (a third party's copy). Never unpickles; a malformed file is refused."""
+    path = Path(directory) / RECORD_FILE
+    if not path.is_file():
+        return {}
+    payload = _read_json(path)
+    if not isinstance(payload, dict) or payload.get("schema") != RECORD_SCHEMA:
+        raise ModelFormatError(f"{path}: not a dpaudit owner's record (schema {RECORD_SCHEMA!r} expected)")
+    payload.pop("schema")
+    return payload
 
 
 def expected_unit(card: dict[str, Any]) -> str | None:
@@ -317,6 +404,53 @@ def card_protocol(card: dict[str, Any]) -> str | None:
     return top if top is not None else hp
 
 
+def check_plan(privacy: PrivacySpec, card: dict[str, Any]) -> str | None:
+    """Re-derive the recorded mechanisms from the card's own public inputs through the
+    defense's plan (:meth:`dpaudit.defense.Defense.replan`: hyperparameters, protocol, target ε,
+    δ, declared facts → schedule, σ) and refuse a spec whose records differ, so editing ε with σ,
+    or steps alone, or the protocol labels without the plan they imply, does not load.
+
+    Returns a line for ``verification.checked``, or ``None`` when the card's method has no plan
+    (baselines, plugins, old files, adapted models).
+
+    Raises:
+        IntegrityError: the recorded mechanisms are not the plan's (one line).
+    """
+    from dpaudit.accounting.verify import refuse
+    from dpaudit.registry import get_defense
+
+    method = card.get("method")
+    if not privacy.is_private or not isinstance(method, str) or card.get("adapter"):
+        return None
+    try:
+        defense = get_defense(method)
+    except DPAuditError:
+        return None
+    planned = defense.replan(card, privacy)
+    if planned is None:
+        return None
+    mismatch = compare_records(privacy.mechanisms, planned)
+    if mismatch:
+        raise refuse(f"the card's hyperparameters plan {mismatch}")
+    return "mechanisms re-derived from the card's hyperparameters and declared facts"
+
+
+def compare_records(recorded: list[dict], planned: list[dict], rtol: float = 1e-6) -> str | None:
+    """Where ``recorded`` mechanism records differ from ``planned`` ones (every key the plan
+    gives, numbers to ``rtol``), as a phrase; ``None`` when they agree."""
+    if len(recorded) != len(planned):
+        return f"{len(planned)} mechanism(s), the spec records {len(recorded)}"
+    for i, (have, want) in enumerate(zip(recorded, planned)):
+        for key, value in want.items():
+            got = have.get(key)
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and isinstance(got, (int, float)):
+                if not math.isclose(float(got), float(value), rel_tol=rtol, abs_tol=1e-12):
+                    return f"{key} = {value!r} for mechanism {i + 1} ({want.get('name', '?')}), the spec records {got!r}"
+            elif got != value:
+                return f"{key} = {value!r} for mechanism {i + 1} ({want.get('name', '?')}), the spec records {got!r}"
+    return None
+
+
 def verify_model_privacy(
     cls: type[ReleasedModel], privacy: PrivacySpec, meta: dict[str, Any], meta_path: Path
 ) -> Verification:
@@ -330,6 +464,16 @@ def verify_model_privacy(
         raise IntegrityError(f"{meta_path}: privacy spec cannot be verified: {exc}") from None
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise IntegrityError(f"{meta_path}: privacy spec cannot be verified: {type(exc).__name__}: {exc}") from None
+    try:
+        replanned = check_plan(privacy, meta["card"])
+    except IntegrityError as exc:
+        raise IntegrityError(f"{meta_path}: {exc}") from None
+    except DPAuditError as exc:
+        raise IntegrityError(f"{meta_path}: the card's plan cannot be recomputed: {exc}") from None
+    if replanned:
+        verification.checked.append(replanned)
+    elif privacy.is_private:
+        verification.not_checked.append("the mechanisms were not re-derived from the card's hyperparameters (no plan)")
     if meta.get("schema_version") == 1:
         verification.not_checked.insert(
             0, "format 1 file: the analysis that produced ε is not recorded (matched against every analysis)"
@@ -370,6 +514,31 @@ def _check_architecture_fits_manifest(cls: type[ReleasedModel], meta: dict, dire
             raise ModelFormatError(f"{directory}: the architecture in {META_FILE} does not fit its tensor manifest: {detail}") from None
     except Exception:  # noqa: BLE001 - not checkable on the meta device; the real rebuild checks it
         return
+
+
+def training_release(model: ReleasedModel):
+    """The model's training release when it has one and this copy holds it (GAP's cached
+    aggregations, the owner's record); ``None`` for every other model or copy."""
+    opener = getattr(model, "training_release", None)
+    if not callable(opener):
+        return None
+    try:
+        return opener()
+    except DPAuditError:  # a third party's copy: every query is a charged release
+        return None
+
+
+def answering(model: ReleasedModel, graph: Data):
+    """What answers a query on ``graph``: the model's training release when ``graph`` is the
+    graph it was trained on and the owner's record holds that release (reading it spends
+    nothing: it is the release the model's ε already pays for), else the model itself (a
+    query-charged model such as GAP then makes, and accounts, a new release).
+
+    Only the owner's code paths (evaluation, audits) route through this; a copy loaded from the
+    public files alone has no training release and pays for every graph, the training graph
+    included."""
+    release = training_release(model)
+    return release if release is not None and release.is_training_graph(graph) else model
 
 
 @register_model_kind("module")

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from dpaudit.datasets import GraphDataset, load_dataset
-from dpaudit.model import ReleasedModel
+from dpaudit.model import ReleasedModel, answering
 from dpaudit.registry import get_defense
 from dpaudit.runtime import atomic_write_json
 from dpaudit.splits import Split, make_split
@@ -29,11 +29,17 @@ class TrainResult:
 
 
 def evaluate(model: ReleasedModel, dataset: GraphDataset, split: Split) -> dict[str, float]:
-    """Accuracy of ``model`` on each part, each queried on the graph that part may see."""
+    """Accuracy of ``model`` on each part, each queried on the graph that part may see.
+
+    A model whose queries are charged releases (GAP) answers the training graph from the
+    owner's training release, so evaluating it spends nothing; any other graph (an inductive
+    part) is queried on a copy, so the model that is saved keeps the ε it was trained with."""
+    asked = model.interactive_copy() if callable(getattr(model, "interactive_copy", None)) else model
     out = {}
     for part in ("train", "val", "test"):
         nodes = getattr(split, part)
-        out[f"{part}_accuracy"] = model.accuracy(split.graph_for(dataset, part), nodes) if len(nodes) else None
+        graph = split.graph_for(dataset, part)
+        out[f"{part}_accuracy"] = answering(asked, graph).accuracy(graph, nodes) if len(nodes) else None
     return out
 
 
@@ -49,21 +55,23 @@ def train(
     overrides: dict[str, Any] | None = None,
     out: str | Path | None = None,
 ) -> TrainResult:
-    """Train one defense and, when ``out`` is given, write the released model and
-    ``metrics.json`` there."""
+    """Train one defense and, when ``out`` is given, write the released model there with the
+    owner's record and ``metrics.json`` (both the owner's, never covered by ε: see
+    :mod:`dpaudit.release`)."""
     cls = get_defense(defense)
     instance = cls(epsilon=epsilon, delta=delta, seed=seed, device=device, **(overrides or {}))
     ds = dataset if isinstance(dataset, GraphDataset) else load_dataset(dataset, root=data_root)
     sp = make_split(ds, split, seed)
     model = instance.fit(ds, sp)
     model.card["split"]["spec"] = sp.spec
+    model.record["split"]["spec"] = sp.spec
     model.card["overrides"] = dict(overrides or {})
     metrics = {
         "defense": defense,
         "dataset": ds.name,
         "seed": seed,
         **evaluate(model, ds, sp),
-        "train_seconds": model.card["timings"]["train_seconds"],
+        "train_seconds": model.record["timings"]["train_seconds"],
         "privacy": {
             "epsilon": model.privacy.epsilon if math.isfinite(model.privacy.epsilon) else None,
             "delta": model.privacy.delta,

@@ -1,8 +1,10 @@
-"""Which data and split a released model saw, rebuilt from its model card.
+"""Which data and split a released model saw, rebuilt from the owner's record.
 
-A card records the dataset (name, parameters, fingerprint) and the split (specification and
-seed, or explicit node lists for adapted models). Attacks and audits call these to know the
-target's members; nothing here reads the model's weights.
+The public card names the dataset and the split specification only; the owner's record
+(``provenance.json``, :mod:`dpaudit.release`) holds the dataset fingerprint and the split's
+seed, sizes or explicit node lists. Attacks and audits call these to know the target's
+members, so auditing membership needs the owner's record (or the caller's own split); nothing
+here reads the model's weights. Files written before format 3 kept all of it in the card.
 """
 
 from __future__ import annotations
@@ -18,13 +20,14 @@ from dpaudit.splits import Split, make_split
 def resolve_dataset(model: ReleasedModel, dataset: GraphDataset | None = None, data_root=None) -> GraphDataset:
     """The attacked model's dataset: the caller's, or reloaded from the card; its fingerprint
     must equal the card's (otherwise membership would be reconstructed on different data)."""
-    info = model.card.get("dataset") or {}
+    public = model.card.get("dataset") or {}
+    info = model.provenance("dataset") or {}
     expected = info.get("fingerprint")
     if dataset is None:
-        name = info.get("name")
+        name = public.get("name") or info.get("name")
         if not name:
             raise DatasetError("the model card names no dataset; pass the dataset explicitly")
-        params = (info.get("info") or {}).get("parameters") or {}
+        params = public.get("parameters") or (info.get("info") or {}).get("parameters") or {}
         dataset = load_dataset(name, root=data_root, **params) if name == "csbm" else load_dataset(name, root=data_root)
     if not isinstance(dataset, GraphDataset):
         raise DPAuditError("attacks expect a dpaudit GraphDataset")
@@ -39,7 +42,12 @@ def resolve_dataset(model: ReleasedModel, dataset: GraphDataset | None = None, d
 def target_split(model: ReleasedModel, dataset: GraphDataset) -> Split:
     """The target's split, rebuilt deterministically from its card (``split.spec`` + seed), or
     read from explicit node lists (``split.nodes``, as written by :mod:`dpaudit.adapters`)."""
-    info = model.card.get("split") or {}
+    info = model.provenance("split") or {}
+    if "seed" not in info and info.get("nodes") is None and not model.has_record:
+        raise DPAuditError(
+            "membership is the owner's record (provenance.json), which this copy of the model does not have: "
+            "audit it where provenance.json sits beside model.json, or pass the split explicitly"
+        )
     nodes = info.get("nodes")
     if nodes is not None:
         parts = [torch.as_tensor(nodes.get(p, []), dtype=torch.long) for p in ("train", "val", "test")]
@@ -51,7 +59,7 @@ def target_split(model: ReleasedModel, dataset: GraphDataset) -> Split:
         )
     if "spec" not in info:
         raise DPAuditError("the model card has no split specification; membership cannot be reconstructed")
-    seed = int(info.get("seed", model.card.get("seed", 0)))
+    seed = int(info.get("seed", model.provenance("seed", 0)))
     split = make_split(dataset, info["spec"], seed)
     sizes = info.get("sizes")
     if sizes and int(sizes.get("train", len(split.train))) != len(split.train):

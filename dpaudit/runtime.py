@@ -34,6 +34,22 @@ def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
     raise ConfigurationError(f"unknown device {device!r}; use auto, cpu or cuda")
 
 
+def device_memory(device: torch.device) -> int | None:
+    """Bytes of memory ``device`` has in all: the GPU's, or the machine's RAM capped by this
+    process's cgroup limit (a container sees the host's RAM); ``None`` when unknown."""
+    if device.type == "cuda":
+        return int(torch.cuda.get_device_properties(device).total_memory)
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+    try:
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+    except OSError:
+        return total
+    return min(total, int(limit)) if limit.isdigit() else total
+
+
 def seed_everything(seed: int) -> None:
     """Seed Python, NumPy and torch (CPU and CUDA) so a run is reproducible on CPU."""
     random.seed(seed)

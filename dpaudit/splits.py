@@ -45,6 +45,10 @@ class Split:
     info: dict = field(default_factory=dict)
     #: part id of every node (``metis:K`` only): edges between different parts are never visible
     node_part: torch.Tensor | None = None
+    #: part sizes declared public (``{"train": n, ...}``): set by :func:`make_split` on a graph
+    #: whose sizes are declared (a public benchmark's split is public); ``None`` otherwise. A
+    #: neighbouring split built for a test keeps it (:mod:`dpaudit.release`).
+    declared_sizes: dict | None = None
 
     def edge_index_for(self, dataset: GraphDataset, part: str) -> torch.Tensor:
         """Edges visible in a phase: all edges (transductive), or, inductively, only edges with
@@ -65,12 +69,17 @@ class Split:
         return data
 
     def to_dict(self) -> dict:
+        """The owner's record of the split: specification, seed and exact sizes."""
         return {
             "spec": self.spec,
             "seed": self.seed,
             "inductive": self.inductive,
             "sizes": {"train": len(self.train), "val": len(self.val), "test": len(self.test)},
         }
+
+    def public_dict(self) -> dict:
+        """What the public card says of the split: its specification only."""
+        return {"spec": self.spec, "inductive": self.inductive}
 
 
 def _labeled_permutation(dataset: GraphDataset, seed: int) -> torch.Tensor:
@@ -189,16 +198,23 @@ def make_split(dataset: GraphDataset, spec: str | None = None, seed: int = 0) ->
         values = [float(v) for v in args.split(",")] if args.strip() else []
     except ValueError:
         raise ConfigurationError(f"split {spec!r}: arguments must be numbers") from None
+    split = None
     if kind == "public" and not values:
-        return public_split(dataset, seed)
-    if kind == "random" and len(values) == 3:
-        return random_split(dataset, *values, seed=seed)
-    if kind == "per-class" and len(values) == 3 and all(v == int(v) and v >= 0 for v in values):
-        return per_class_split(dataset, *(int(v) for v in values), seed=seed)
-    if kind == "metis" and len(values) == 1 and values[0] == int(values[0]):
-        return metis_split(dataset, int(values[0]), seed=seed)
-    if kind == "inductive" and len(values) in (2, 3):
-        return inductive_split(dataset, values[0], values[1], seed=seed, val=values[2] if len(values) == 3 else 0.0)
+        split = public_split(dataset, seed)
+    elif kind == "random" and len(values) == 3:
+        split = random_split(dataset, *values, seed=seed)
+    elif kind == "per-class" and len(values) == 3 and all(v == int(v) and v >= 0 for v in values):
+        split = per_class_split(dataset, *(int(v) for v in values), seed=seed)
+    elif kind == "metis" and len(values) == 1 and values[0] == int(values[0]):
+        split = metis_split(dataset, int(values[0]), seed=seed)
+    elif kind == "inductive" and len(values) in (2, 3):
+        split = inductive_split(dataset, values[0], values[1], seed=seed, val=values[2] if len(values) == 3 else 0.0)
+    if split is not None:
+        if (getattr(dataset, "public_facts", None) or {}).get("published"):
+            # the split of a graph whose own sizes are published is a public function of it (a
+            # user who declares only a bound, e.g. num_nodes, does not make the split sizes public)
+            split.declared_sizes = {"train": len(split.train), "val": len(split.val), "test": len(split.test)}
+        return split
     raise ConfigurationError(
         f"unknown split {spec!r}; use public, random:TRAIN,VAL,TEST, per-class:K,VAL,TEST, inductive:TRAIN,TEST "
         "or metis:K"

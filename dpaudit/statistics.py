@@ -46,7 +46,10 @@ Coverage (:func:`coverage`): node membership is covered only by node-level DP; e
 inference by edge-level DP, or by node-level DP through group privacy over the two node
 changes that remove an edge (:func:`dpaudit.accounting.group_privacy`, k = 2), and — when
 the attack's queries run the model on the private graph — only if the model's inference is
-itself private (otherwise the outputs read the edge directly, outside the guarantee).
+itself private (otherwise the outputs read the edge directly, outside the guarantee). Only
+a proven spec draws a ceiling: a ``sound: false`` spec (a paper's own accounting) or a
+guarantee over a restricted relation (``unit_condition``, e.g. bounded-degree node DP) covers
+nothing, whatever its ε.
 
 Neighbouring tests only. The ceilings and ε_LB bound a test between *neighbouring* inputs
 whose unit was included at random. Node membership on a random split is such a test. Edge
@@ -522,9 +525,21 @@ def coverage(
     base = dict(model_unit=unit, attack_unit=attack_unit, sound=privacy.sound)
     if not privacy.is_private or unit is None:
         return Coverage(False, "the model is not private: no guarantee, no ceiling", **base)
-    notes = []
     if not privacy.sound:
-        notes.append("the model's ε follows a paper's own analysis that is not a sound bound; the ceiling inherits it")
+        return Coverage(
+            False,
+            "the model's spec is sound: false (a paper's own accounting with unaccounted steps): it is not a bound, "
+            "so no ceiling is drawn from it",
+            **base,
+        )
+    if privacy.unit_condition:
+        return Coverage(
+            False,
+            f"the guarantee is {privacy.unit_label}-level DP: it holds only over graphs that satisfy "
+            f"'{privacy.unit_condition}', not for every neighbouring graph, so no ceiling is drawn from it",
+            **base,
+        )
+    notes: list[str] = []
     if attack_unit == "node":
         if unit != "node":
             return Coverage(False, f"node membership is not covered by {unit}-level DP", **base)

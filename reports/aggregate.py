@@ -40,6 +40,13 @@ TPR_KEY = "0.01"  # the summary table's TPR at 1 % FPR
 # --------------------------------------------------------------------------- small statistics
 
 
+def unit_label(privacy: dict) -> str | None:
+    """The unit as printed, with its restriction when the guarantee has one
+    (``node (max degree <= 100)``: bounded-degree node DP)."""
+    unit, condition = privacy.get("unit"), privacy.get("unit_condition")
+    return unit if unit is None or not condition else f"{unit} ({condition})"
+
+
 def auc_ceiling(epsilon: float | None, delta: float) -> float:
     r"""Largest AUC any attack can reach against an (ε, δ)-DP mechanism (module docstring):
     :math:`1 - \int_0^1 f_{\varepsilon,\delta} = 1 - (1-\delta)^2 / (1 + e^{\varepsilon})`."""
@@ -257,6 +264,7 @@ def _verdict(row: dict, rec: dict, lower: list[dict] | None = None, correction: 
             "epsilon": claimed,
             "delta": privacy.get("delta"),
             "unit": row["unit"],
+            "unit_label": row["unit_label"],
             "target_epsilon": row["epsilon"],
             "accountant": privacy.get("accountant"),
         },  # fmt: skip
@@ -404,6 +412,7 @@ def _summary_rows(done: list[dict], attacks: list[str], defenses: list[str]) -> 
         row = {
             "defense": defense,
             "unit": privacy.get("unit"),
+            "unit_label": unit_label(privacy),
             "epsilon": eps,
             "epsilon_label": epsilon_label(eps),
             "epsilon_spent": spent,
@@ -611,6 +620,28 @@ def _is_number(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
+def collapse_mechanisms(mechanisms: list[dict]) -> tuple[list[dict], list[dict]]:
+    """Runs of identical consecutive ledger rows as one row each (a query-charged model that
+    answered 968 query graphs records 968 identical releases): the distinct rows, and per row
+    ``{"first", "last", "repeats"}`` (1-based positions in the full ledger)."""
+    rows: list[dict] = []
+    spans: list[dict] = []
+    for position, mechanism in enumerate(mechanisms, 1):
+        if rows and mechanism == rows[-1]:
+            spans[-1]["last"] = position
+            spans[-1]["repeats"] += 1
+        else:
+            rows.append(mechanism)
+            spans.append({"first": position, "last": position, "repeats": 1})
+    return rows, spans
+
+
+def _query_api(done: list[dict]) -> list[dict]:
+    """The query-API finding of every audited query-charged model, once per cell."""
+    return [{"defense": r["defense"], "epsilon_target": r.get("epsilon"), "seed": r["seed"], **r["query_api"]}
+            for r in done if r.get("query_api")]  # fmt: skip
+
+
 def _ledgers(done: list[dict], defenses: list[str]) -> list[dict]:
     out = []
     seen = set()
@@ -620,6 +651,7 @@ def _ledgers(done: list[dict], defenses: list[str]) -> list[dict]:
             continue
         seen.add(key)
         privacy = rec.get("privacy") or {}
+        mechanisms, spans = collapse_mechanisms(privacy.get("mechanisms") or [])
         out.append(
             {
                 "defense": rec["defense"],
@@ -629,12 +661,14 @@ def _ledgers(done: list[dict], defenses: list[str]) -> list[dict]:
                 "epsilon_spent": privacy.get("epsilon"),
                 "delta": privacy.get("delta"),
                 "unit": privacy.get("unit"),
+                "unit_label": unit_label(privacy),
                 "accountant": privacy.get("accountant"),
                 "sound": privacy.get("sound", True),
                 "protocol": privacy.get("protocol"),
                 "unaccounted": privacy.get("unaccounted") or [],
                 "gdp_mu": privacy.get("gdp_mu"),
-                "mechanisms": privacy.get("mechanisms") or [],
+                "mechanisms": mechanisms,
+                "mechanism_rows": spans,
                 "notes": privacy.get("notes") or [],
                 "inference": (rec.get("card") or {}).get("inference"),
                 "hyperparameters": (rec.get("card") or {}).get("hyperparameters"),
@@ -749,6 +783,7 @@ def build_report_data(records: list[dict], meta: dict[str, Any]) -> dict[str, An
         "broken": [p for p in lower if p["broken"]],
         "exceeds_not_valid": [p for p in lower if p["exceeds_claim"] and not p["broken"]],
         "ledgers": _ledgers(done, defenses),
+        "query_api": _query_api(done),
         "failures": failures,
         "attack_errors": attack_errors,
         "notes": _attack_notes(done),

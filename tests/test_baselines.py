@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
 
 import pytest
 import torch
+from neighbours import train_and_compare, without_node
+from torch_geometric.data import Data
 
+import defenses.baselines as baselines
 from defenses.baselines import (
+    SMALL_TRAINING_SET,
     MLPDPHyperparameters,
     auto_configuration,
     gcn_propagation,
@@ -15,6 +21,7 @@ from defenses.baselines import (
     row_normalize,
 )
 from dpaudit.accounting import PoissonSubsampledGaussian, PrivacyLedger
+from dpaudit.datasets import from_data
 from dpaudit.errors import ConfigurationError, PrivacyParameterError
 from dpaudit.model import load
 from dpaudit.pipeline import train
@@ -165,6 +172,10 @@ def test_mlp_dp_auto_rule_depends_only_on_sizes():
     assert (dpar["hidden"], dpar["bias"], dpar["batch_size"], dpar["lr"]) == (32, False, 60, 0.01)
     with pytest.raises(ConfigurationError, match="preset"):
         resolve_mlp_dp(MLPDPHyperparameters(preset="nope"), 10, 10)
+    # auto needs a declared size; a named preset does not, and then keeps its batch as given
+    with pytest.raises(ConfigurationError, match="declared training-set size"):
+        resolve_mlp_dp(MLPDPHyperparameters(), None, 100)
+    assert resolve_mlp_dp(MLPDPHyperparameters(preset="gap"), None, 100)["batch_size"] == 256
 
 
 def test_mlp_dp_defaults_learn_on_a_small_training_set(load_real):
@@ -191,9 +202,93 @@ def test_mlp_dp_presets_and_paper_protocol(tmp_path, small_graph):
     spec = paper.privacy
     assert not spec.sound and spec.protocol == "paper" and spec.epsilon <= 4.0
     assert len(spec.unaccounted) == 1 and "best-validation" in spec.unaccounted[0]
-    best = paper.card["mlp_dp"]["best_val_epoch"]
+    # the chosen epoch is read from validation data: the owner's record, never the public card
+    best = paper.record["mlp_dp"]["best_val_epoch"]
     assert 1 <= best <= 10
+    assert "best_val_epoch" not in paper.card["mlp_dp"] and paper.card["mlp_dp"]["checkpoint"].startswith("best")
     paper.save(tmp_path / "m")
+    assert "best_val_epoch" not in (tmp_path / "m" / "model.json").read_text()
     again = load(tmp_path / "m")
     assert torch.allclose(again.predict_proba(small_graph.data), paper.predict_proba(small_graph.data))
     assert not again.privacy.sound and again.privacy.unaccounted == spec.unaccounted
+    assert again.record["mlp_dp"]["best_val_epoch"] == best
+    assert "mlp_dp" not in load(tmp_path / "m", record=False).record
+
+
+# ----------------------------------------------------------------------------- mlp-dp: no private size decides
+def _flat(n: int, public_facts) -> object:
+    """A graph without edges (mlp-dp reads features only) of ``n`` nodes, 8 features, 3 classes."""
+    g = torch.Generator().manual_seed(0)
+    data = Data(x=torch.randn(n, 8, generator=g), y=torch.randint(0, 3, (n,), generator=g),
+                edge_index=torch.empty(2, 0, dtype=torch.long))  # fmt: skip
+    return from_data(data, "flat", public_facts=public_facts)
+
+
+@pytest.mark.parametrize("protocol", ["sound", "paper"])
+def test_mlp_dp_release_is_neutral_across_the_preset_threshold(protocol, tmp_path):
+    """Training sets of exactly SMALL_TRAINING_SET nodes and one fewer (the old rule switched from
+    the 2 × 64 MLP to logistic regression between them, with other q, steps and σ) publish the same
+    model.json leaf by leaf: every choice reads the declared training-set size, not the real one.
+    mlp-dp reads features only, so dropping a node from the split is its node neighbour."""
+    dataset = _flat(SMALL_TRAINING_SET + 10, public_facts=True)
+    split = make_split(dataset, "random:0.99,0.01,0.0", 0)
+    assert split.declared_sizes["train"] >= SMALL_TRAINING_SET and len(split.val) > 0
+    larger = dataclasses.replace(split, train=split.train[:SMALL_TRAINING_SET])
+    smaller = dataclasses.replace(larger, train=larger.train[:-1])
+    differences = train_and_compare(
+        lambda: get_defense("mlp-dp")(epsilon=4.0, seed=0, epochs=1, protocol=protocol),
+        (dataset, larger), (dataset, smaller), tmp_path,
+    )  # fmt: skip
+    assert differences == {}
+    card = json.loads((tmp_path / "neighbour-0" / "model.json").read_text())["card"]["mlp_dp"]
+    assert card["layers"] == 2 and card["schedule"] == f"declared training-set size {split.declared_sizes['train']}"
+
+
+def test_mlp_dp_node_removal_with_its_edges_is_neutral(small_graph, tmp_path):
+    split = make_split(small_graph, "random:0.6,0.2,0.2", 0)
+    differences = train_and_compare(
+        lambda: get_defense("mlp-dp")(epsilon=2.0, seed=0, epochs=3), (small_graph, split),
+        without_node(small_graph, split), tmp_path,
+    )  # fmt: skip
+    assert differences == {}
+
+
+def test_mlp_dp_card_holds_the_plan_and_the_record_what_was_measured(small_graph):
+    split = make_split(small_graph, "random:0.6,0.2,0.2", 0)
+    model = get_defense("mlp-dp")(epsilon=2.0, seed=0, epochs=3).fit(small_graph, split)
+    section = model.card["mlp_dp"]
+    assert set(section) == {
+        "preset", "layers", "hidden", "act", "dropout", "lr", "epochs", "batch_size", "bias", "checkpoint",
+        "noise_multiplier", "sample_rate", "steps", "expected_batch_size", "schedule",
+    }  # fmt: skip
+    (mech,) = model.privacy.mechanisms
+    assert (mech["sigma"], mech["sample_rate"], mech["steps"]) == (
+        section["noise_multiplier"],
+        section["sample_rate"],
+        section["steps"],
+    )
+
+
+def test_mlp_dp_without_a_declared_size(monkeypatch):
+    """A user's graph that declares nothing: no size may be read, so preset=auto and a rate from
+    B/n are refused before any training; a named preset with the sample_rate hyperparameter
+    trains on a schedule of that rate alone."""
+    undeclared = _flat(120, public_facts=None)
+    split = make_split(undeclared, "random:0.7,0.1,0.2", 0)
+    calls = []
+    monkeypatch.setattr(baselines, "train_dp_sgd", lambda *a, **k: calls.append(1))
+    with pytest.raises(ConfigurationError, match="declared training-set size"):
+        get_defense("mlp-dp")(epsilon=2.0, delta=1e-5, seed=0, sample_rate=0.1).fit(undeclared, split)
+    with pytest.raises(ConfigurationError, match="sample_rate"):
+        get_defense("mlp-dp")(epsilon=2.0, delta=1e-5, seed=0, preset="gap").fit(undeclared, split)
+    assert not calls
+    monkeypatch.undo()
+    model = get_defense("mlp-dp")(epsilon=2.0, delta=1e-5, seed=0, preset="gap", sample_rate=0.25, epochs=2).fit(
+        undeclared, split
+    )
+    (mech,) = model.privacy.mechanisms
+    assert (mech["sample_rate"], mech["steps"]) == (0.25, 8)
+    assert model.card["mlp_dp"]["schedule"] == "sample_rate hyperparameter"
+    assert model.card["mlp_dp"]["expected_batch_size"] == 256  # the preset's B, not min(B, n)
+    # ε = ∞ accounts nothing: the real size may choose the configuration
+    assert get_defense("mlp-dp")(seed=0, epochs=1).fit(undeclared, split).card["mlp_dp"]["layers"] == 1

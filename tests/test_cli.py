@@ -157,3 +157,86 @@ def test_attack_help_lists_every_attack_setting(capsys):
     out = capsys.readouterr().out
     assert "mia-tstf:" in out and "runs=" in out and "shadow_nodes_per_class=" in out
     assert "link-steal:" in out and "max_pairs=" in out and "--attack-set" in out
+
+
+# --------------------------------------------------------------------------- values that pass validation and shouldn't
+
+
+@pytest.fixture(scope="module")
+def gcn_model(tmp_path_factory):
+    out = tmp_path_factory.mktemp("cli") / "gcn"
+    assert main(["train", "--defense", "gcn", "--dataset", "csbm", "--set", "epochs=2", "--device", "cpu",
+                 "--out", str(out)]) == 0  # fmt: skip
+    return out
+
+
+@pytest.mark.parametrize(
+    "argv,fragment",
+    [
+        (["train", "--defense", "gcn", "--dataset", "csbm", "--set", "hidden=2000000000", "--out", "NEW"],
+         "hidden=2000000000 must be <= 65536"),
+        (["train", "--defense", "gcn", "--dataset", "csbm", "--set", "hidden=1000000", "--out", "NEW"],
+         "hidden=1000000 must be <= 65536"),
+        (["train", "--defense", "gcn", "--dataset", "csbm", "--set", "weight_decay=-1", "--out", "NEW"],
+         "weight_decay=-1.0 must be >= 0"),
+        (["train", "--defense", "gap-edp", "--dataset", "csbm", "--epsilon", "1e-9", "--out", "NEW"],
+         "--epsilon 1e-09 is below 1e-06"),
+        (["train", "--defense", "mlp-dp", "--dataset", "csbm", "--epsilon", "1e-9", "--out", "NEW"],
+         "--epsilon 1e-09 is below 1e-06"),
+        (["canary", "--defense", "mlp-dp", "--dataset", "csbm", "--epsilon", "1e-9", "--kind", "node", "--out",
+          "NEW"], "--epsilon 1e-09 is below 1e-06"),
+        (["compare", "--dataset", "csbm", "--defenses", "gap-edp", "--epsilons", "1,1e-9", "--out", "NEW"],
+         "--epsilons 1e-09 is below 1e-06"),
+        (["compare", "--dataset", "csbm", "--defenses", "gcn", "--epsilons", "inf", "--set", "hidden=1000000",
+          "--out", "NEW"], "hidden=1000000 must be <= 65536"),
+        (["attack", "--model", "MODEL", "--attack", "mia-threshold", "--set", "n_boot=0", "--out", "NEW"],
+         "n_boot=0 must be an integer >= 1"),
+        (["attack", "--model", "MODEL", "--attack", "mia-threshold", "--set", "max_members=-5", "--out", "NEW"],
+         "max_members=-5 must be an integer >= 1"),
+        (["attack", "--model", "MODEL", "--attack", "mia-tstf", "--set", "hidden=1000000", "--out", "NEW"],
+         "hidden=1000000 must be <= 65536"),
+        (["attack", "--model", "MODEL", "--attack", "link-steal", "--set", "known_fraction=1.5", "--out", "NEW"],
+         "known_fraction=1.5 must be in (0, 1)"),
+        (["audit", "--model", "MODEL", "--attack-set", "n_boot=0", "--out", "NEW"], "n_boot=0 must be"),
+        (["audit", "--model", "MODEL", "--attack-set", "mia-threshold.max_members=-5", "--out", "NEW"],
+         "max_members=-5 must be"),
+        (["compare", "--dataset", "csbm", "--defenses", "gcn", "--epsilons", "inf", "--attack-set", "n_boot=0",
+          "--out", "NEW"], "n_boot=0 must be"),
+    ],
+)  # fmt: skip
+def test_out_of_range_values_are_refused_before_work(argv, fragment, gcn_model, tmp_path, capsys):
+    paths = {"NEW": str(tmp_path / "new"), "MODEL": str(gcn_model)}
+    argv = [paths.get(a, a) for a in argv]
+    if argv[0] == "audit":
+        argv[-1] += ".html"
+    assert main(argv) == 2
+    _one_line_error(capsys, fragment)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_widths_must_fit_the_device_memory(tmp_path, monkeypatch, capsys):
+    import dpaudit.runtime
+
+    monkeypatch.setattr(dpaudit.runtime, "device_memory", lambda device: 2**20)
+    base = ["--defense", "gcn", "--dataset", "csbm", "--set", "hidden=4096", "--device", "cpu"]
+    assert main(["train", *base, "--out", str(tmp_path / "m")]) == 2
+    _one_line_error(capsys, "hidden=4096 needs at least 0.0162 GiB")
+    assert main(["canary", *base, "--kind", "edge", "--epsilon", "inf", "--out", str(tmp_path / "c.json")]) == 2
+    _one_line_error(capsys, "the device has 0.000977 GiB")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_adapt_refuses_a_module_that_cannot_take_the_graph():
+    import torch
+
+    from dpaudit.adapters import adapt
+    from dpaudit.datasets import load_dataset
+    from dpaudit.errors import ConfigurationError
+
+    ds = load_dataset("csbm", num_nodes=60, num_features=4, seed=0)
+    train = torch.arange(30)
+    with pytest.raises(ConfigurationError, match=r"module\(x, edge_index\) fails on csbm .*TypeError"):
+        adapt(torch.nn.Linear(4, 2), ds, train_nodes=train, input="graph")
+    with pytest.raises(ConfigurationError, match=r"module\(x\) fails on csbm \(60 nodes, 4 features\)"):
+        adapt(torch.nn.Linear(8, 2), ds, train_nodes=train, input="features")
+    assert adapt(torch.nn.Linear(4, ds.num_classes), ds, train_nodes=train, input="features").kind == "adapted"

@@ -11,11 +11,13 @@ from scipy.special import logsumexp
 from scipy.stats import binom
 
 import defenses  # noqa: F401  (registers the defenses)
+import defenses.dpar as dpar_package
 from defenses.dpar import (
     DPARHyperparameters,
     DPARNet,
     affected_slots_bound,
     assemble_rows,
+    candidate_universe,
     cap_column_occurrences,
     clip_and_sum,
     clipped_gradient_sum,
@@ -28,6 +30,7 @@ from defenses.dpar import (
     poisson_sample,
     power_iteration,
     sgd_step_mechanism,
+    training_matrix,
 )
 from defenses.dpar.appr import appr_ista, dp_appr_em, dp_appr_gm, exact_top_k, paper_em_epsilon, paper_top_k_epsilon
 from dpaudit.accounting import PrivacyLedger, amplify_by_subsampling
@@ -290,61 +293,101 @@ def _row_gradients(module, x, cols, vals, labels, c):
     return out
 
 
-def test_removing_a_node_changes_at_most_d_clipped_gradients():
-    """Empirical sensitivity of the sound training matrix, identity rows included. Fix the released
-    DP-APPR rows Z (the proof conditions on them). G: source u at rank 1 holds columns 20, 21 (each
-    already holding D later entries, so u's row displaces one row per column), u appears in D other
-    rows; w is the first non-source (identity row). G′ = G − u: w is promoted and pairs with u's
-    released row (placed last), u's column disappears. Changed per-row clipped gradients
-    ≤ D + K + 2, each by ≤ 2C; the worst case is attained."""
-    torch.manual_seed(0)
-    universe, k, d_cap, c = 40, 2, 3, 0.5
-    u, w = 5, 30
-    module = DPARNet(8, 6, 3, bias=True).double().eval()
-    x = torch.randn(universe, 8, dtype=torch.float64)
-    # released rows of the common sources (rank order), and u's row
-    common = torch.stack([torch.arange(10, 19), torch.arange(22, 31)], dim=1)  # 9 rows
-    common[1 : 1 + d_cap, 1] = u  # rows 1..D hold u
-    common[4 : 4 + d_cap, 0] = 20  # column 20 full with D rows after u's rank (rows 4-6)
-    common[5 : 5 + d_cap, 1] = 21  # column 21 as well (rows 5-7): u's row displaces rows 6 and 7
-    common[:, 1] = torch.where(common[:, 1] == w, torch.tensor(29), common[:, 1])
+def test_removing_a_node_runs_the_pool_logic_of_fit_and_changes_at_most_d_clipped_gradients(graph, split, monkeypatch):
+    """Empirical sensitivity of the sound training matrix on the pools ``fit`` really builds.
+
+    G is the inductive split's training pool (n nodes), G′ = G − u (``without_node``: n − 1 nodes,
+    pool ids after u shifted by one). ``fit`` reads the same declaration for both, so both get the
+    same plan — universe of n̂ candidate slots, schedule n̄ — and both pools run through
+    :func:`training_matrix`, fit's own pool logic (checked by spying on a real fit of each). The
+    proof conditions on the released DP-APPR rows Z; on G′ they are the same rows with the slots
+    relabelled by the fixed bijection π of the relabelling (u's slot becomes the free slot n − 1,
+    a candidate outside G′'s pool). u is the source at rank 1; its row holds columns 20 and 21,
+    each already holding D later entries (u's row displaces one row per column), and u appears
+    in D other rows. In G′, w (the first non-source) is promoted and pairs with u's released row
+    (placed last). Changed per-row clipped gradients ≤ D + K + 2, each by ≤ 2C; the bound is
+    attained."""
+    from neighbours import without_node
+
+    d_cap, k, c, m = 3, 2, 0.5, 10
+    defense = get_defense("dpar-em0")(epsilon=4.0, delta=1e-3, seed=0, **{**FAST, "max_occurrences": d_cap})
+    u = 5  # pool id of the removed node
+    node = int(split.train[u])
+    graph_h, split_h = without_node(graph, split, node=node)
+    n = len(split.train)
+    assert len(split_h.train) == n - 1
+
+    # the plan fit makes from what it reads is the same for both pools
+    declared = [defense.declared_pool(ds, sp) for ds, sp in ((graph, split), (graph_h, split_h))]
+    assert declared == [n, n]  # the declaration (n̂ = n), not len(split_h.train)
+    plans = [defense.plan(1e-3, declared_pool=pool) for pool in declared]
+    assert plans[0].card() == plans[1].card() and plans[0].universe == n
+    assert plans[0].noise.privacy.mechanisms == plans[1].noise.privacy.mechanisms
+
+    # fit runs training_matrix on a pool of n and of n − 1 nodes over the same n̂ slots
+    seen = []
+    real = dpar_package.training_matrix
+
+    def spy(cols, vals, sampled, num_sources, universe, pool_size, **kw):
+        seen.append((len(universe), pool_size, int((universe >= 0).sum())))
+        return real(cols, vals, sampled, num_sources, universe, pool_size, **kw)
+
+    monkeypatch.setattr(dpar_package, "training_matrix", spy)
+    defense.fit(graph, split)
+    defense.fit(graph_h, split_h)
+    assert seen == [(n, n, n), (n, n - 1, n - 1)]
+
+    # the two pools as fit sees them: features and labels by pool id
+    x_g = graph.data.x[split.train].double()
+    y_g = graph.data.y[split.train]
+    x_h, y_h = graph_h.data.x[split_h.train].double(), graph_h.data.y[split_h.train]
+    keep = torch.tensor([i for i in range(n) if i != u])
+    assert torch.equal(x_h, x_g[keep]) and torch.equal(y_h, y_g[keep])
+
+    def relabel(pool_id: int) -> int:  # G pool id → G′ pool id (π on slots; u → the free slot n − 1)
+        return n - 1 if pool_id == u else pool_id - (pool_id > u)
+
+    w = next(i for i in range(31, n) if y_g[i] != y_g[u])  # y_w ≠ y_u: the paired row's label changes
+    # sampled in the public order: M sources (u at rank 1), then w, then the other candidates the
+    # released rows name (identity rows in both graphs: a candidate must be sampled to stay in Π)
+    sampled_g = torch.tensor([10, u, *range(11, 19), w, *range(19, 31)])
+    sampled_h = torch.tensor([relabel(i) for i in sampled_g.tolist() if i != u])
+    # released rows of the common sources (rank order) and u's row, over G's slots (= pool ids)
+    common = torch.stack([torch.arange(10, 19), torch.arange(22, 31)], dim=1)
+    common[1 : 1 + d_cap, 1] = u  # D common rows hold u
+    common[4 : 4 + d_cap, 0] = 20  # column 20 full with D rows after u's rank
+    common[5 : 5 + d_cap, 1] = 21  # column 21 as well: u's row displaces one row in each
     row_u = torch.tensor([[20, 21]])
     z_cols = torch.cat([common[:1], row_u, common[1:]])  # G: u at rank 1
     z_vals = torch.rand(z_cols.shape, dtype=torch.float64) * 1e-3 + 1e-4
-    val_u = z_vals[1:2]
-    z_vals_h = torch.cat([z_vals[:1], z_vals[2:], val_u])  # G′: the paired row is last
-    z_cols_h = torch.cat([common, row_u])
-    y = torch.randint(0, 3, (universe,))
-    others = torch.tensor([31, 32])  # further non-sources, identity rows in both
-    in_g = torch.ones(universe, dtype=torch.bool)
-    in_h = in_g.clone()
-    in_h[u] = False
-    sources_g = torch.cat([torch.tensor([10, u]), torch.arange(11, 19)])
-    sources_h = torch.cat([torch.arange(10, 19), torch.tensor([w])])
-    ident_g, ident_h = torch.cat([torch.tensor([w]), others]), others
+    z_cols_h = torch.cat([common, row_u]).apply_(relabel)  # G′: the paired row last, slots relabelled by π
+    z_vals_h = torch.cat([z_vals[:1], z_vals[2:], z_vals[1:2]])
+
     kw = {"protocol": "sound", "bound": 1.0, "max_occurrences": d_cap}
-    cols_g, vals_g = assemble_rows(z_cols, z_vals, ident_g, in_g, **kw)
-    cols_h, vals_h = assemble_rows(z_cols_h, z_vals_h, ident_h, in_h, **kw)
-    labels_g = y[torch.cat([sources_g, ident_g])]
-    labels_h = y[torch.cat([sources_h, ident_h])]
-    labels_h[len(sources_h) - 1] = (y[u] + 1) % 3  # y_w ≠ y_u so the paired row's label changes
-    y[w] = labels_h[len(sources_h) - 1]
-    labels_g = y[torch.cat([sources_g, ident_g])]
-    grads_g = _row_gradients(module, x, cols_g, vals_g.double(), labels_g, c)
-    grads_h = _row_gradients(module, x, cols_h, vals_h.double(), labels_h, c)
-    # examples keyed as in the proof: released row index (source rows) or ("id", node)
-    key_g = {("z", 0): 0, ("z", "u"): 1, **{("z", i): i + 1 for i in range(1, 9)}}
-    key_h = {**{("z", i): i for i in range(9)}, ("z", "u"): 9}
-    for j, v in enumerate(ident_g.tolist()):
-        key_g[("id", v)] = 10 + j
-    for j, v in enumerate(ident_h.tolist()):
-        key_h[("id", v)] = 10 + j
+    universe_g = candidate_universe("sound", sampled_g, n, plans[0].universe)
+    universe_h = candidate_universe("sound", sampled_h, n - 1, plans[1].universe)
+    nodes_g, cols_g, vals_g = training_matrix(z_cols, z_vals, sampled_g, m, universe_g, n, **kw)
+    nodes_h, cols_h, vals_h = training_matrix(z_cols_h, z_vals_h, sampled_h, m, universe_h, n - 1, **kw)
+    assert not (cols_h == n - 1).any()  # u's slot is outside G′'s pool: its entries are dropped
+
+    torch.manual_seed(0)
+    module = DPARNet(graph.num_features, 6, graph.num_classes, bias=True).double().eval()
+    grads_g = _row_gradients(module, x_g, cols_g, vals_g.double(), y_g[nodes_g], c)
+    grads_h = _row_gradients(module, x_h, cols_h, vals_h.double(), y_h[nodes_h], c)
+    back = {relabel(i): i for i in range(n) if i != u}  # G′ pool id → G pool id
+
+    def key(row: int, node: int) -> tuple:  # rows keyed as in the proof: released row or identity node
+        if row < m:
+            return ("released", "paired" if node in (u, w) else node)
+        return ("identity", node)
+
+    rows_g = {key(r, int(v)): grads_g[r] for r, v in enumerate(nodes_g)}
+    rows_h = {key(r, back[int(v)]): grads_h[r] for r, v in enumerate(nodes_h)}
+    assert ("identity", w) in rows_g and ("identity", w) not in rows_h
     zero = torch.zeros_like(grads_g[0])
     changed = 0
-    for key in set(key_g) | set(key_h):
-        a = grads_g[key_g[key]] if key in key_g else zero
-        b = grads_h[key_h[key]] if key in key_h else zero
-        gap = float((a - b).norm())
+    for name in set(rows_g) | set(rows_h):
+        gap = float((rows_g.get(name, zero) - rows_h.get(name, zero)).norm())
         assert gap <= 2 * c + 1e-9
         changed += gap > 1e-12
     assert changed <= affected_slots_bound(d_cap, k)
@@ -469,13 +512,16 @@ def test_both_protocols_spend_at_most_the_target(graph, split):
 
 def test_identity_rows_are_present_and_trained(graph, split):
     model = get_defense("dpar-em1")(epsilon=4.0, delta=1e-3, seed=0, **FAST).fit(graph, split)
-    info = model.card["dpar"]
+    info = model.record["dpar"]  # sampled counts are measured on the private pool: the owner's record
     assert info["appr_rows"] == FAST["num_sources"] and info["identity_rows"] > 0
     assert info["trained_rows"] == info["sampled_nodes"] == info["appr_rows"] + info["identity_rows"]
+    assert not set(info) & set(model.card["dpar"])
+    assert model.card["dpar"]["declared_pool"] == len(split.train)
+    assert model.card["dpar"]["expected_rows"] == round(FAST["node_sample_rate"] * len(split.train))
     # one APPR row only: the identity rows alone carry the training signal
     nodp = get_defense("dpar-nodp")(seed=0, epochs=40, node_sample_rate=1.0, num_sources=1, batch_size=25)
     model = nodp.fit(graph, split)
-    assert model.card["dpar"]["identity_rows"] == len(split.train) - 1
+    assert model.record["dpar"]["identity_rows"] == len(split.train) - 1
     assert model.accuracy(split.graph_for(graph, "test"), split.test) > 0.6  # 3 classes: chance ≈ 0.33
 
 
@@ -527,3 +573,45 @@ def test_bad_inputs_raise_clear_errors(graph, split, tmp_path):
     (tmp_path / "m" / "model.json").write_text(meta.replace('"power_steps": 2', '"power_steps": -1'))
     with pytest.raises(ModelFormatError):
         load(tmp_path / "m")
+
+
+# --------------------------------------------------------------------------- no private size decides
+
+
+@pytest.mark.parametrize("name", ["dpar-em0", "dpar-em1", "dpar-gm"])
+def test_sound_release_is_neutral_to_removing_a_node(graph, split, name, tmp_path):
+    """Pools of n and n − 1 nodes (``without_node``: the node and its edges) publish the same
+    model.json leaf by leaf: the schedule n̄, the universe and σ come from the declared size, and
+    what sampling measured (sampled nodes, rows) is in the owner's record only."""
+    from neighbours import train_and_compare, without_node
+
+    differences = train_and_compare(
+        lambda: get_defense(name)(epsilon=4.0, delta=1e-3, seed=0, **FAST), (graph, split),
+        without_node(graph, split), tmp_path,
+    )  # fmt: skip
+    assert differences == {}
+
+
+def test_sound_fit_needs_a_declaration_that_bounds_the_pool(graph, split, monkeypatch):
+    """No declared size, or a pool larger than declared: one error before any sampling."""
+    import dataclasses
+
+    calls = []
+    monkeypatch.setattr(dpar_package, "poisson_sample", lambda *a, **k: calls.append(1))
+    undeclared = dataclasses.replace(graph, public_facts={})
+    with pytest.raises(DPAuditError, match="declared"):
+        get_defense("dpar-em0")(epsilon=4.0, delta=1e-3, seed=0, **FAST).fit(undeclared, split)
+    too_small = dataclasses.replace(split, declared_sizes={**split.declared_sizes, "train": len(split.train) - 1})
+    with pytest.raises(DPAuditError, match="more nodes than the declared"):
+        get_defense("dpar-gm")(epsilon=4.0, delta=1e-3, seed=0, **FAST).fit(graph, too_small)
+    assert not calls
+
+
+def test_an_empty_node_sample_trains_on_noise_instead_of_refusing(graph, split):
+    """Whether node sampling keeps anyone is a random event of the private pool; refusing on it
+    would be outside the accountant. The run takes its planned steps on noise alone."""
+    settings = {**FAST, "node_sample_rate": 1e-4}
+    model = get_defense("dpar-em1")(epsilon=4.0, delta=1e-6, seed=0, **settings).fit(graph, split)
+    assert model.record["dpar"]["sampled_nodes"] == 0 and model.record["dpar"]["trained_rows"] == 0
+    assert model.privacy.sound and model.privacy.epsilon <= 4.0
+    assert model.card["dpar"]["steps"] == FAST["epochs"]  # n̄ = max(1, round(q′n̂)) = 1 row, q = 1

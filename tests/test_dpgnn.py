@@ -1,7 +1,9 @@
-"""DP-GNN (defenses/dpgnn.py): occurrence bound, sampler, accountant, sensitivity, persistence."""
+"""DP-GNN (defenses/dpgnn/): occurrence bound, samplers, accountant, sensitivity, the public plan and its
+re-derivation on load, release neutrality, persistence."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -9,30 +11,31 @@ import mpmath
 import numpy as np
 import pytest
 import torch
+from editing import edited_copy
+from neighbours import train_and_compare, without_node
 
-from defenses._dpgnn_sampling import (
+from defenses.dpgnn import DPGNN, DPGNNHyperparameters, protocols
+from defenses.dpgnn.batches import flat_batch, pad_batch
+from defenses.dpgnn.mechanism import (
     build_subgraphs,
-    flat_batch,
+    dpgnn_mechanism,
+    hypergeometric_law,
     occurrence_bound,
-    pad_batch,
+    reference_schedule,
     sample_batch,
     sample_edgelists,
+    sample_slots,
 )
-from defenses.dpgnn import (
-    UNDIRECTED_STEP,
-    DPGCNNet,
-    clip_groups,
-    clipped_gradient_sum,
-    clipped_sum,
-    dpgnn_mechanism,
-    per_subgraph_gradients,
-    reference_schedule,
-)
+from defenses.dpgnn.model import DPGCNNet, clip_groups
+from defenses.dpgnn.protocols import UNDIRECTED_STEP
+from defenses.dpgnn.training import clipped_gradient_sum, clipped_sum, per_subgraph_gradients
 from dpaudit.accounting import GaussianMechanism, PrivacyLedger
 from dpaudit.accounting.mechanisms import DEFAULT_ORDERS
-from dpaudit.errors import ConfigurationError, ModelFormatError, PrivacyParameterError
-from dpaudit.model import load
+from dpaudit.datasets import from_data
+from dpaudit.errors import ConfigurationError, DPAuditError, IntegrityError, ModelFormatError, PrivacyParameterError
+from dpaudit.model import compare_records, load
 from dpaudit.registry import get_defense
+from dpaudit.release import declared_train_size
 from dpaudit.splits import make_split
 
 
@@ -167,13 +170,15 @@ def test_calibrated_model_spends_at_most_target(small_graph):
     assert spec.unit == "node" and spec.protocol == "sound" and not spec.sound
     assert len(spec.unaccounted) == 1 and spec.unaccounted[0].startswith("undirected node removal is not covered")
     assert 0.9 * 4.0 < spec.epsilon <= 4.0
-    stats = model.card["dpgnn"]
-    # Recompute from what the code did: the recorded noise, batch, population and steps.
-    mech = dpgnn_mechanism(stats["noise_std"], 1.0, stats["num_subgraphs"], stats["batch_size"], 5, 1, 5)
+    plan, measured = model.card["dpgnn"], model.record["dpgnn"]
+    # Recompute from the public plan alone: noise multiplier (C = 1), declared population, batch, steps.
+    assert plan["declared_train_size"] == len(split.train) == measured["num_subgraphs"]
+    mech = dpgnn_mechanism(plan["noise_multiplier"], 1.0, plan["declared_train_size"], plan["batch_size"], 5, 1, 5)
     assert abs(PrivacyLedger().step(mech).get_epsilon(spec.delta) - spec.epsilon) < 1e-9
     assert spec.mechanisms[0]["sensitivity_per_term"] == 2.0
+    assert spec.mechanisms[0]["sigma"] == pytest.approx(measured["noise_std"]) == plan["noise_multiplier"]
     assert model.card["inference"]["private"] is False
-    assert stats["max_occurrences"] <= stats["occurrence_bound"] == 6
+    assert measured["max_occurrences"] <= plan["occurrence_bound"] == 6
 
 
 # ----------------------------------------------------------------------------- sensitivity
@@ -281,7 +286,7 @@ def test_size_classes_and_input_grams(small_graph):
 def test_sparse_first_layer_full_and_row_products_agree(monkeypatch, share):
     """The sparse first layer over all nodes (gathered) and over the batch rows' sub-matrix give
     the same clipped sums."""
-    import defenses.dpgnn as dpgnn
+    import defenses.dpgnn.training as dpgnn_training
     from dpaudit.nn import SparseFeatures
 
     x = (torch.rand(40, 30, generator=torch.Generator().manual_seed(0)) < 0.1).float()
@@ -298,7 +303,7 @@ def test_sparse_first_layer_full_and_row_products_agree(monkeypatch, share):
     flat = flat_batch(index, batch)
     labels = y[flat.node_ids[flat.roots]]
     dense = clipped_gradient_sum(net, params, x, flat, labels, groups, 0.1)
-    monkeypatch.setattr(dpgnn, "FULL_PRODUCT_SHARE", share)
+    monkeypatch.setattr(dpgnn_training, "FULL_PRODUCT_SHARE", share)
     sparse = clipped_gradient_sum(net, params, SparseFeatures.from_tensor(x), flat, labels, groups, 0.1)
     for name in dense:
         torch.testing.assert_close(sparse[name], dense[name], rtol=1e-5, atol=1e-6)
@@ -396,8 +401,9 @@ def test_reference_schedule_is_scaled_to_the_graph(small_graph):
     assert reference_schedule(5) == (1, 3_000)
     split = make_split(small_graph, "random:0.6,0.2,0.2", 0)
     model = get_defense("dpgnn")(epsilon=4.0, seed=0, steps=2, latent=8).fit(small_graph, split)
-    stats = model.card["dpgnn"]
-    assert stats["batch_size"] == reference_schedule(len(split.train))[0] and stats["steps"] == 2
+    plan = model.card["dpgnn"]
+    declared = declared_train_size(small_graph, split)
+    assert plan["batch_size"] == reference_schedule(declared)[0] and plan["steps"] == 2
     assert model.card["hyperparameters"]["residual"] is True
 
 
@@ -412,8 +418,9 @@ def test_paper_protocol_clips_per_tensor_at_private_percentiles_and_is_unsound(s
     assert len(spec.unaccounted) == 2
     assert "clipping thresholds read from private data" in spec.unaccounted[0]
     assert spec.unaccounted[1].startswith("undirected node removal")
-    stats = model.card["dpgnn"]
-    thresholds = stats["clip_thresholds"]
+    measured = model.record["dpgnn"]
+    thresholds = measured["clip_thresholds"]
+    assert "clip_thresholds" not in model.card["dpgnn"]  # read from private gradients: the owner's record
     # One threshold per parameter tensor, recomputed independently: the 75th percentile of the
     # per-subgraph gradient norms at the same initialisation over all (< 10,000) subgraphs.
     torch.manual_seed(2)  # Defense.fit seeds everything with the seed before building the model
@@ -431,7 +438,7 @@ def test_paper_protocol_clips_per_tensor_at_private_percentiles_and_is_unsound(s
     # The accountant sees a clipped term of norm sqrt(sum_p C_p^2) (sensitivity 2x that).
     total = math.sqrt(sum(c * c for c in thresholds.values()))
     assert spec.mechanisms[0]["sensitivity_per_term"] == pytest.approx(2 * total)
-    assert stats["noise_std"] == pytest.approx(stats["noise_multiplier"] * total)
+    assert measured["noise_std"] == pytest.approx(model.card["dpgnn"]["noise_multiplier"] * total)
 
 
 # ----------------------------------------------------------------------------- undirected node removal
@@ -479,3 +486,155 @@ def test_node_removal_on_cora_directed_is_bounded_undirected_is_not(load_real):
         worst_undirected = max(worst_undirected, len(changed_u))
     assert worst_undirected > 5 * bound, worst_undirected
     assert UNDIRECTED_STEP.format(bound=bound).startswith("undirected node removal is not covered")
+
+
+# ----------------------------------------------------------------------------- the public plan, declared population
+def _fit(graph, split, **overrides):
+    settings = {"epsilon": 4.0, "seed": 0, "steps": 3, "latent": 8, **overrides}
+    return get_defense("dpgnn")(**settings).fit(graph, split)
+
+
+def test_release_is_neutral_to_removing_a_training_node(small_graph, tmp_path):
+    """Same seed on n and n − 1 training nodes (the highest-degree one removed with all its
+    edges): every public leaf of model.json agrees — σ, batch, steps and the notes come from the
+    declared training-set size; the counts that do move are in the owner's record only."""
+    split = make_split(small_graph, "random:0.6,0.2,0.2", 0)
+    smaller = without_node(small_graph, split)
+    assert len(smaller[1].train) == len(split.train) - 1
+    differences = train_and_compare(
+        lambda: get_defense("dpgnn")(epsilon=4.0, seed=0, steps=3, latent=8), (small_graph, split), smaller, tmp_path
+    )
+    assert differences == {}
+    records = [json.loads((tmp_path / f"neighbour-{i}" / "provenance.json").read_text())["dpgnn"] for i in (0, 1)]
+    assert [r["num_subgraphs"] for r in records] == [len(split.train), len(split.train) - 1]
+    assert [r["empty_slots"] for r in records] == [0, 1]  # the removed node's slot is an empty (zero) term
+
+
+def test_card_holds_the_plan_and_the_record_the_measurements(small_graph, tmp_path):
+    split = make_split(small_graph, "random:0.6,0.2,0.2", 0)
+    model = _fit(small_graph, split, batch_size=40)
+    declared = declared_train_size(small_graph, split)
+    plan = model.card["dpgnn"]
+    assert plan == {
+        "declared_train_size": declared,
+        "batch_size": 40,
+        "steps": 3,
+        "occurrence_bound": 6,
+        "accounted_clip_groups": 1,
+        "noise_multiplier": model.privacy.mechanisms[0]["sigma"],
+    }
+    measured = model.record["dpgnn"]
+    assert {"num_subgraphs", "sampled_messages", "mean_subgraph_size", "max_occurrences"} <= set(measured)
+    public = load(model.save(tmp_path / "m"), record=False)
+    assert public.record == {} and public.card["dpgnn"] == plan
+    assert not any(str(measured["sampled_messages"]) in note for note in public.privacy.notes)
+    assert public.privacy.public_facts["num_train"] == declared
+    # layer-wise clipping: G = encoder, graph layer, decoder groups, counted without building weights
+    layerwise = _fit(small_graph, split, batch_size=40, clipping="layerwise")
+    assert layerwise.card["dpgnn"]["accounted_clip_groups"] == 3 == len(clip_groups(layerwise.module, "layerwise"))
+    assert layerwise.privacy.mechanisms[0]["sensitivity_per_term"] == pytest.approx(2.0 * math.sqrt(3))
+
+
+def test_undeclared_training_size_is_refused_before_any_work(small_graph, monkeypatch):
+    import defenses.dpgnn as package
+
+    undeclared = from_data(small_graph.data.clone(), name="mine")
+    split = make_split(undeclared, "random:0.6,0.2,0.2", 0)
+    assert declared_train_size(undeclared, split) is None
+
+    def must_not_run(*args, **kwargs):
+        raise AssertionError("the private graph was read before the plan was refused")
+
+    monkeypatch.setattr(package, "sample_edgelists", must_not_run)
+    for epsilon in (4.0, math.inf):  # the schedule needs N even without noise
+        with pytest.raises(DPAuditError, match="declared public size"):
+            get_defense("dpgnn")(epsilon=epsilon, delta=1e-5, steps=1).fit(undeclared, split)
+
+
+def test_slot_sampler_draws_from_the_declared_population():
+    """m distinct slots of max(n, n̂): exactly the plain sampler when n = n̂; each subgraph's
+    inclusion rate is m/n̂ below the declaration (empty slots) and m/n above it."""
+    first, second = torch.Generator().manual_seed(0), torch.Generator().manual_seed(0)
+    for _ in range(5):
+        assert torch.equal(sample_slots(50, 50, 20, first), sample_batch(50, 20, second))
+    g = torch.Generator().manual_seed(1)
+    draws, m = 3000, 20
+    for n, declared in [(30, 50), (80, 50)]:
+        hits = torch.zeros(n)
+        for _ in range(draws):
+            batch = sample_slots(n, declared, m, g)
+            assert batch.unique().numel() == batch.numel() and int(batch.max()) < n
+            hits[batch] += 1
+        p = m / max(n, declared)
+        sd = math.sqrt(draws * p * (1 - p))
+        assert float((hits - draws * p).abs().max()) < 5 * sd, (n, declared)
+
+
+def test_declared_population_bounds_larger_training_sets():
+    """The proof's step for n > n̂: Hypergeometric(P, N(K, r), m) is stochastically decreasing in
+    the population P, and so is Theorem 1's ε — the accountant's N = n̂ bounds every n ≥ n̂."""
+    occ, m = occurrence_bound(5, 1), 20
+    cdfs, epsilons = [], []
+    for population in (40, 41, 60, 400):
+        support, pmf = hypergeometric_law(population, occ, m)
+        cdfs.append(np.cumsum(np.pad(pmf, (0, occ + 1 - len(pmf)))))
+        mechanism = dpgnn_mechanism(6.0, 1.0, population, m, 5, 1, 50)
+        epsilons.append(PrivacyLedger().step(mechanism).get_epsilon(1e-5))
+    for smaller, larger in zip(cdfs, cdfs[1:]):
+        assert np.all(larger >= smaller - 1e-12)
+    assert epsilons == sorted(epsilons, reverse=True) and epsilons[0] > epsilons[-1]
+
+
+def test_real_training_set_above_or_below_the_declaration(small_graph):
+    """The plan reads only the declaration: a training set larger than declared is sampled from
+    its own size (all m slots filled), a smaller one leaves empty slots; σ is the plan's."""
+    split = make_split(small_graph, "random:0.6,0.2,0.2", 0)
+    n = len(split.train)
+    for declared in (n - 20, n + 20):
+        sizes = {**split.declared_sizes, "train": declared}
+        model = _fit(small_graph, dataclasses.replace(split, declared_sizes=sizes), batch_size=40)
+        assert model.card["dpgnn"]["declared_train_size"] == declared
+        assert model.record["dpgnn"]["num_subgraphs"] == n
+        assert model.record["dpgnn"]["empty_slots"] == max(0, declared - n)
+        hp = DPGNNHyperparameters(**model.card["hyperparameters"])
+        planned = protocols.plan(hp, "sound", 4.0, model.privacy.delta, declared).mechanism(hp.clip_norm)
+        assert compare_records(model.privacy.mechanisms, [planned.describe()]) is None
+
+
+# ----------------------------------------------------------------------------- replan on load
+@pytest.mark.parametrize("protocol", ["sound", "paper"])
+def test_load_re_derives_the_mechanism_from_the_card(small_graph, tmp_path, protocol):
+    """DPGNN.replan calls the plan _fit used; σ edited with ε, steps edited with ε (each file
+    self-consistent in its own arithmetic), or a hyperparameter alone, is refused on load."""
+    from dpaudit.accounting.verify import recompute
+
+    split = make_split(small_graph, "random:0.6,0.2,0.2", 0)
+    model = _fit(small_graph, split, batch_size=40, protocol=protocol)
+    directory = model.save(tmp_path / "m")
+    loaded = load(directory, record=False)
+    assert compare_records(loaded.privacy.mechanisms, DPGNN.replan(loaded.card, loaded.privacy)) is None
+    assert any("re-derived" in line for line in loaded.verification.checked)
+
+    def edited(name, edit):
+        return edited_copy(directory, tmp_path / name, edit)
+
+    def consistent(field, factor):
+        def edit(meta):
+            p = meta["privacy"]
+            p["mechanisms"][0][field] = type(p["mechanisms"][0][field])(p["mechanisms"][0][field] * factor)
+            values, mu = recompute(p["mechanisms"], p["delta"], p["accounting"], set(p["epsilon_by_accountant"]))
+            p["epsilon"], p["epsilon_by_accountant"], p["gdp_mu"] = min(values.values()), values, mu
+            p["accounting"]["analysis"] = min(values, key=values.get)
+
+        return edit
+
+    with pytest.raises(IntegrityError, match="plan"):
+        load(edited("sigma", consistent("sigma", 3.0)))
+    with pytest.raises(IntegrityError, match="plan"):
+        load(edited("steps", consistent("steps", 0.5)))
+
+    def card_steps(meta):
+        meta["card"]["hyperparameters"]["steps"] = 30
+
+    with pytest.raises(IntegrityError, match="plan"):
+        load(edited("card-steps", card_steps))

@@ -9,10 +9,14 @@ import torch
 from torch import nn
 
 from defenses.baselines import FeatureMLP
+from dpaudit import dpsgd
+from dpaudit.accounting import PoissonSubsampledGaussian
 from dpaudit.dpsgd import (
     GhostClipper,
     PerSampleClipper,
+    PoissonSchedule,
     make_clipper,
+    noise_for_plan,
     noisy_gradients,
     poisson_sample_rate,
     train_dp_sgd,
@@ -88,11 +92,15 @@ def test_ghost_noisy_gradient_equals_opacus_dp_optimizer():
         torch.testing.assert_close(p.grad, w, rtol=1e-5, atol=1e-6)
 
 
+def _schedule(batch, epochs, n=40):
+    return PoissonSchedule.plan(batch_size=batch, epochs=epochs, declared_size=n)
+
+
 def _train(clipping, inputs, y, epochs=3, seed=3, batch=8):
     module = _mlp(layers=2)
     mech = train_dp_sgd(
         module, inputs, y, noise_multiplier=1.1, max_grad_norm=0.5, batch_size=batch, epochs=epochs, lr=0.05,
-        seed=seed, clipping=clipping,
+        seed=seed, clipping=clipping, schedule=_schedule(batch, epochs),
     )  # fmt: skip
     return module, mech
 
@@ -120,7 +128,8 @@ def test_empty_poisson_batches_still_take_noise_steps():
     assert 0 in sizes
     module = _mlp()
     before = [p.detach().clone() for p in module.parameters()]
-    mech = train_dp_sgd(module, x, y, noise_multiplier=2.0, max_grad_norm=1.0, batch_size=1, epochs=5, lr=0.01, seed=3)
+    mech = train_dp_sgd(module, x, y, noise_multiplier=2.0, max_grad_norm=1.0, batch_size=1, epochs=5, lr=0.01, seed=3,
+                        schedule=_schedule(1, 5, n=4))  # fmt: skip
     assert mech.steps == len(sizes) == 20 and mech.sample_rate == 0.25
     assert all(not torch.equal(a, b) for a, b in zip(before, module.parameters()))
 
@@ -132,7 +141,8 @@ def test_non_linear_parameters_fall_back_and_batchnorm_is_refused():
     shared = nn.Linear(3, 3)
     twice = nn.Sequential(nn.Linear(30, 3), shared, shared)
     x, y = _data()
-    mech = train_dp_sgd(twice, x, y, noise_multiplier=1.0, max_grad_norm=1.0, batch_size=10, epochs=1, lr=0.01)
+    mech = train_dp_sgd(twice, x, y, noise_multiplier=1.0, max_grad_norm=1.0, batch_size=10, epochs=1, lr=0.01,
+                        schedule=_schedule(10, 1))  # fmt: skip
     assert mech.steps == 4
     with pytest.raises(ConfigurationError):
         make_clipper(nn.Sequential(nn.Linear(30, 8), nn.BatchNorm1d(8)))
@@ -148,10 +158,84 @@ def test_on_epoch_evaluations_do_not_disturb_ghost_clipping():
             module(x)  # two forwards outside a training step
         calls.append(1)
 
-    settings = dict(noise_multiplier=1.0, max_grad_norm=0.5, batch_size=8, epochs=2, lr=0.01, seed=1)
+    settings = dict(noise_multiplier=1.0, max_grad_norm=0.5, batch_size=8, epochs=2, lr=0.01, seed=1,
+                    schedule=_schedule(8, 2))  # fmt: skip
     module, reference = _mlp(), _mlp()
     mech = train_dp_sgd(module, x, y, on_epoch=evaluate, **settings)
     train_dp_sgd(reference, x, y, clipping="per-sample", **settings)
     assert len(calls) == 2 and mech.steps == 10
     for a, b in zip(module.parameters(), reference.parameters()):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+# --------------------------------------------------------------------------- the schedule is public
+
+
+def test_schedule_not_the_number_of_examples_fixes_rate_steps_and_normaliser(monkeypatch):
+    """Training sets of n and n − 1 examples under one schedule spend the same mechanism, and the
+    noisy sum is divided by the schedule's normaliser — never by anything read from n (the old
+    loop read q = 1/⌈n/B⌉, ⌈n/B⌉ steps per epoch and the normaliser ⌊nq⌋: at B = 10 that
+    normaliser was 10 for 40 examples and 9 for 39)."""
+    x, y = _data(n=40)
+    schedule = PoissonSchedule.plan(batch_size=13, epochs=2, declared_size=52)
+    assert (schedule.sample_rate, schedule.steps, schedule.expected_batch_size) == (0.25, 8, 13.0)
+    seen = []
+    real = dpsgd.noisy_gradients
+
+    def spy(summed, params, std, expected_batch_size, generator):
+        seen.append(expected_batch_size)
+        return real(summed, params, std, expected_batch_size, generator)
+
+    monkeypatch.setattr(dpsgd, "noisy_gradients", spy)
+    spent = []
+    for n in (40, 39):
+        spent.append(
+            train_dp_sgd(
+                _mlp(),
+                x[:n],
+                y[:n],
+                noise_multiplier=1.0,
+                max_grad_norm=1.0,
+                batch_size=10,
+                epochs=2,
+                lr=0.01,
+                schedule=schedule,
+            )  # fmt: skip
+        )
+    assert spent[0] == spent[1] == PoissonSubsampledGaussian(1.0, 0.25, 8)
+    assert seen == [13.0] * 16
+    by_rate = PoissonSchedule.plan(batch_size=16, epochs=3, declared_size=None, sample_rate=0.1)
+    assert (by_rate.sample_rate, by_rate.steps, by_rate.steps_per_epoch, by_rate.expected_batch_size) == (
+        0.1,
+        30,
+        10,
+        16,
+    )
+
+
+def test_noisy_training_without_a_schedule_is_refused_before_any_step():
+    x, y = _data()
+    module = _mlp()
+    before = [p.detach().clone() for p in module.parameters()]
+    with pytest.raises(ConfigurationError, match="PoissonSchedule"):
+        train_dp_sgd(module, x, y, noise_multiplier=1.0, max_grad_norm=1.0, batch_size=8, epochs=2, lr=0.01)
+    with pytest.raises(ConfigurationError, match="epochs"):
+        train_dp_sgd(module, x, y, noise_multiplier=1.0, max_grad_norm=1.0, batch_size=8, epochs=3, lr=0.01,
+                     schedule=_schedule(8, 2))  # fmt: skip
+    assert all(torch.equal(a, b) for a, b in zip(before, module.parameters()))
+    with pytest.raises(ConfigurationError, match="sample_rate"):
+        PoissonSchedule.plan(batch_size=8, epochs=2, declared_size=None)
+    # ε = ∞ needs no schedule: nothing is accounted
+    assert train_dp_sgd(module, x, y, noise_multiplier=0.0, max_grad_norm=1.0, batch_size=8, epochs=1, lr=0.01) is None
+
+
+def test_noise_for_plan_reuses_only_a_calibrated_sigma(monkeypatch):
+    """A saved σ that meets the calibration's contract is reused without a calibration; a σ off
+    by more than the tolerance is re-calibrated (so it no longer matches the plan)."""
+    family = lambda s: PoissonSubsampledGaussian(s, 0.2, 50)  # noqa: E731
+    sigma = noise_for_plan(2.0, 1e-5, family)
+    calls = []
+    monkeypatch.setattr(dpsgd, "calibrate_noise", lambda *a, **k: calls.append(1) or -1.0)
+    assert noise_for_plan(2.0, 1e-5, family, recorded=sigma) == sigma and not calls
+    assert noise_for_plan(2.0, 1e-5, family, recorded=sigma * 1.5) == -1.0 and len(calls) == 1
+    assert noise_for_plan(2.0, 1e-5, family, recorded=sigma * 0.9) == -1.0 and len(calls) == 2

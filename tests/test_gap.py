@@ -1,9 +1,12 @@
 """GAP (gap-inf, gap-edp, gap-ndp; protocols sound and paper): sensitivities measured
-empirically, accountants against independent computations, calibration, the canonical query
-key and the ledgered foreign-graph releases, save/load round trips."""
+empirically, accountants against independent computations, calibration, the planned DP-SGD
+schedules and the bounded-degree unit, the canonical query key, queries without a
+training-graph oracle (every query graph a ledgered release; the training release the
+owner's), save/load round trips. Release neutrality: ``tests/test_gap_release.py``."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -27,7 +30,7 @@ from defenses.gap import (
     sum_aggregate,
 )
 from dpaudit.accounting import GaussianMechanism, PoissonSubsampledGaussian, PrivacyLedger
-from dpaudit.errors import ConfigurationError, DPAuditError, ModelFormatError, PrivacyParameterError
+from dpaudit.errors import ConfigurationError, DPAuditError, IntegrityError, ModelFormatError, PrivacyParameterError
 from dpaudit.model import load
 from dpaudit.registry import get_defense
 from dpaudit.splits import make_split
@@ -43,8 +46,9 @@ def split(small_graph):
 
 @pytest.fixture(scope="module")
 def fitted(small_graph, split):
-    """One model per variant (small: few epochs), shared by the tests below (never queried on
-    foreign graphs here: that grows their ε; see ``_copy``)."""
+    """One model per variant (small: few epochs), shared by the tests below. They read the
+    training release; a test that queries predict_proba / embed (each graph a new release that
+    grows ε) does it on a copy (``_copy``, ``interactive_copy``)."""
     return {
         "gap-inf": get_defense("gap-inf")(seed=0, encoder_epochs=30, epochs=30).fit(small_graph, split),
         "gap-edp": get_defense("gap-edp")(epsilon=4.0, seed=0, encoder_epochs=30, epochs=30).fit(small_graph, split),
@@ -293,15 +297,88 @@ def test_paper_protocol_specs_are_unsound_and_list_their_steps(small_graph, spli
 
 def test_paper_selection_uses_validation_and_best_checkpoint(small_graph, split):
     """With one hop choice and the same seed, the paper's best-validation checkpoint is at least
-    as good on validation as the sound last iterate (the last epoch is one of its candidates)."""
+    as good on validation as the sound last iterate (the last epoch is one of its candidates).
+    The validation accuracy is a measurement: the owner's record, never the public card."""
     kwargs = {"seed": 0, "encoder_epochs": 20, "epochs": 20, "hop_grid": [2]}
     paper = get_defense("gap-inf")(protocol="paper", **kwargs).fit(small_graph, split)
     sound = get_defense("gap-inf")(protocol="sound", **kwargs).fit(small_graph, split)
-    assert paper.card["selection"]["val_accuracy"] >= sound.card["selection"]["val_accuracy"]
-    assert paper.accuracy(small_graph.data, split.val) == pytest.approx(paper.card["selection"]["val_accuracy"])
+    paper_val = paper.record["gap"]["selection"]["val_accuracy"]
+    assert paper_val >= sound.record["gap"]["selection"]["val_accuracy"]
+    assert paper.training_release().accuracy(small_graph.data, split.val) == pytest.approx(paper_val)
+    assert "selection" not in paper.card and "val_accuracy" not in json.dumps(paper.card)
     grid = get_defense("gap-inf")(protocol="paper", seed=0, encoder_epochs=5, epochs=5, hop_grid=[1, 3])
     model = grid.fit(small_graph, split)
-    assert model.card["selection"]["grid_size"] == 2 and model.config()["hops"] in (1, 3)
+    assert model.card["gap"]["grid_size"] == 2 and model.card["gap"]["hops"] == model.config()["hops"] in (1, 3)
+
+
+def test_sound_ndp_is_bounded_degree_node_dp(fitted, tmp_path):
+    """Sound gap-ndp refuses graphs above D, so its guarantee is over graphs of degree ≤ D: the
+    spec says so (``node (max degree <= D)``, not ``proven``), the load check keeps it, and a
+    file that drops the condition is refused. Edge-level and paper specs carry none."""
+    spec = fitted["gap-ndp"].privacy
+    assert spec.unit == "node" and spec.unit_condition == "max degree <= 20"
+    assert spec.unit_label == "node (max degree <= 20)" and not spec.proven
+    assert fitted["gap-edp"].privacy.unit_condition is None and fitted["gap-edp"].privacy.proven
+    directory = fitted["gap-ndp"].save(tmp_path / "ndp")
+    assert load(directory).privacy.unit_label == "node (max degree <= 20)"
+    meta = json.loads((directory / "model.json").read_text())
+    meta["privacy"]["unit_condition"] = None
+    (directory / "model.json").write_text(json.dumps(meta))
+    with pytest.raises(IntegrityError, match="unit condition"):
+        load(directory)
+
+
+def test_ndp_dp_sgd_schedule_is_planned_from_public_inputs(small_graph, split):
+    """Both DP-SGD runs use q and steps from the declared training-set size (or the sample_rate
+    hyperparameter), never len(split.train); with neither, the fit is refused before any work."""
+    from dpaudit.datasets import GraphDataset
+    from dpaudit.release import declared_train_size
+
+    declared = declared_train_size(small_graph, split)
+    fewer = dataclasses.replace(split, train=split.train[:-7])  # the real count moves, the declaration does not
+    kwargs = {"epsilon": 8.0, "seed": 0, "encoder_epochs": 2, "epochs": 3, "batch_size": 64, **NDP}
+    model = get_defense("gap-ndp")(**kwargs).fit(small_graph, fewer)
+    dpsgd = [m for m in model.privacy.mechanisms if m["mechanism"] == "PoissonSubsampledGaussian"]
+    per_epoch = math.ceil(declared / 64)
+    assert [(m["sample_rate"], m["steps"]) for m in dpsgd] == [
+        (1 / per_epoch, 2 * per_epoch),
+        (1 / per_epoch, 3 * per_epoch),
+    ]
+    assert model.card["gap"]["encoder_schedule"]["from"] == f"declared training-set size {declared}"
+    # the rate the declaration gives, as a hyperparameter (same q and steps: σ is reused), normalised by B
+    rated = get_defense("gap-ndp")(**{**kwargs, "sample_rate": 1 / per_epoch}).fit(small_graph, split)
+    assert rated.privacy.mechanisms == model.privacy.mechanisms
+    assert rated.card["gap"]["classifier_schedule"]["from"] == "sample_rate hyperparameter"
+    assert rated.card["gap"]["classifier_schedule"]["expected_batch_size"] == 64
+    undeclared = GraphDataset(small_graph.data, "mine", small_graph.num_classes, small_graph.fingerprint, {}, {})
+    plain = make_split(undeclared, SPLIT, 0)
+    with pytest.raises(ConfigurationError, match="sample_rate"):
+        get_defense("gap-ndp")(**kwargs, delta=1e-4).fit(undeclared, plain)
+
+
+@pytest.mark.parametrize("edit", ["sigma", "steps"])
+def test_a_consistent_edit_of_the_plan_is_refused(fitted, tmp_path, edit):
+    """ε edited together with σ (card, config ledger, spec), or with the encoder's steps: every
+    number agrees with every other, and ε stays under the target, so only re-deriving the plan
+    from the card's hyperparameters and declared facts can tell."""
+    from defenses.gap.model import _full_ledger
+
+    directory = fitted["gap-ndp"].save(tmp_path / "m")
+    meta = json.loads((directory / "model.json").read_text())
+    if edit == "sigma":
+        meta["card"]["gap"]["noise_multiplier"] *= 2
+        for m in meta["config"]["ledger"] + [meta["config"]["query_mechanism"]]:
+            m["sigma"] *= 2
+    else:
+        meta["card"]["gap"]["encoder_schedule"]["steps"] //= 2
+        meta["config"]["ledger"][0]["steps"] //= 2
+    spec = _full_ledger(meta["config"]).spec(meta["privacy"]["delta"], "node").to_dict()
+    for key in ("epsilon", "mechanisms", "gdp_mu", "accountant", "epsilon_by_accountant", "accounting"):
+        meta["privacy"][key] = spec[key]
+    assert spec["epsilon"] < meta["card"]["target_epsilon"]
+    (directory / "model.json").write_text(json.dumps(meta))
+    with pytest.raises(IntegrityError, match="plan"):
+        load(directory)
 
 
 def test_sound_ndp_refuses_graphs_above_the_degree_bound(small_graph, split):
@@ -331,38 +408,108 @@ def test_variants_train_and_report_levels(fitted, small_graph, split):
     assert not any(isinstance(m, torch.nn.BatchNorm1d) for m in fitted["gap-ndp"].classifier.modules())
     assert any(isinstance(m, torch.nn.BatchNorm1d) for m in fitted["gap-edp"].encoder.modules())
     assert fitted["gap-ndp"].privacy.sound and fitted["gap-ndp"].privacy.epsilon <= 8.0
-    assert fitted["gap-inf"].accuracy(small_graph.data, split.test) > 0.8
+    assert fitted["gap-inf"].training_release().accuracy(small_graph.data, split.test) > 0.8
     for model in fitted.values():
-        proba = model.predict_proba(small_graph.data, split.test)
+        release = model.training_release()
+        proba = release.predict_proba(small_graph.data, split.test)
         assert proba.shape == (len(split.test), 3)
         assert torch.allclose(proba.sum(1), torch.ones(len(split.test)), atol=1e-5)
-        assert model.embed(small_graph.data, split.test).shape == (len(split.test), 3 * 16)
+        assert release.embed(small_graph.data, split.test).shape == (len(split.test), 3 * 16)
+        assert model.foreign_releases == 0  # reading the training release spends nothing
 
 
-def test_transductive_queries_use_the_cache(fitted, small_graph):
+def test_the_training_release_reads_the_cached_noisy_aggregations(fitted, small_graph):
+    """The release made in training answers from its cache (no fresh noise, nothing spent); it
+    is PMA's noisy output (not the clean aggregation) except for the non-private gap-inf."""
     model = fitted["gap-edp"]
-    assert model.cached_aggregations.shape == (small_graph.num_nodes, 2 * 16)
-    first = model.predict_proba(small_graph.data)
-    assert torch.equal(first, model.predict_proba(small_graph.data.clone()))  # no fresh noise
-    assert model._other_graphs == {} and model.config()["query_releases"] == 0
+    eps = model.privacy.epsilon
+    release = model.training_release()
+    assert release.aggregations.shape == (small_graph.num_nodes, 2 * 16)
+    first = release.predict_proba(small_graph.data)
+    assert torch.equal(first, release.predict_proba(small_graph.data.clone()))  # no fresh noise
+    assert model._other_graphs == {} and model.foreign_releases == 0 and model.privacy.epsilon == eps
     x0 = model.encoder.encode(small_graph.data.x)
     clean = private_multi_hop_aggregation(x0, small_graph.data.edge_index, 2, 0.0)
-    assert not torch.allclose(model.cached_aggregations[:, :16], clean[0], atol=1e-2)  # the cache is noisy
+    assert not torch.allclose(release.aggregations[:, :16], clean[0], atol=1e-2)  # the cache is noisy
     inf = fitted["gap-inf"]
     x0 = inf.encoder.encode(small_graph.data.x)
     clean = torch.cat(private_multi_hop_aggregation(x0, small_graph.data.edge_index, 2, 0.0), dim=1)
-    assert torch.allclose(inf.cached_aggregations, clean, atol=1e-5)
+    assert torch.allclose(inf.training_release().aggregations, clean, atol=1e-5)
 
 
 @pytest.mark.parametrize("name", ["gap-edp", "gap-ndp"])
-def test_permuted_training_graph_gives_identical_posteriors(fitted, small_graph, name):
-    model = fitted[name]
-    eps = model.privacy.epsilon
+def test_the_training_release_answers_on_the_training_graph_only(fitted, small_graph, name):
+    """Any permutation of the training graph's edge list is the training graph; a graph minus one
+    edge is not, and the training release refuses it rather than answer for the wrong graph.
+    (Replaces ``test_permuted_training_graph_gives_identical_posteriors``, which asserted that
+    predict_proba itself answered a permuted training graph from the cache, for free.)"""
+    release = fitted[name].training_release()
     permuted = small_graph.data.clone()
     e = permuted.edge_index
     permuted.edge_index = e[:, torch.randperm(e.size(1), generator=torch.Generator().manual_seed(7))]
-    assert torch.equal(model.predict_proba(permuted), model.predict_proba(small_graph.data))
-    assert model._other_graphs == {} and model.privacy.epsilon == eps
+    assert release.is_training_graph(permuted)
+    assert torch.equal(release.predict_proba(permuted), release.predict_proba(small_graph.data))
+    smaller = small_graph.data.clone()
+    smaller.edge_index = e[:, 1:]
+    assert not release.is_training_graph(smaller)
+    with pytest.raises(DPAuditError, match="training graph only"):
+        release.predict_proba(smaller)
+
+
+def test_a_copy_of_the_training_graph_is_charged_like_any_other_graph(fitted, small_graph, tmp_path):
+    """Acceptance (issue 23): from the public files alone, a query on an exact copy of the
+    training graph is charged exactly like a query on the graph minus one edge — the same ε
+    after, the same ledger growth. This replaces ``test_transductive_queries_use_the_cache``,
+    which asserted the opposite: the copy answered free from the cache, the neighbour cost
+    ε 1.0 → 1.48, so whoever guessed the graph learned whether it was the training graph."""
+    directory = fitted["gap-edp"].save(tmp_path / "m")
+    meta = json.loads((directory / "model.json").read_text())
+    assert "graph" not in meta["config"] and not any("cache" in name for name in meta["tensors"])
+    spent = []
+    for make in (lambda d: d.clone(), lambda d: _without_first_edge(d)):
+        public = load(directory, record=False)
+        saved = public.privacy.epsilon
+        with pytest.raises(DPAuditError, match="owner's record"):
+            public.training_release()
+        public.predict_proba(make(small_graph.data))
+        assert public.foreign_releases == 1 and public.privacy.epsilon > saved
+        spent.append((public.privacy.epsilon, public.privacy.mechanisms))
+    assert spent[0] == spent[1]
+
+
+def _without_first_edge(data):
+    """``data`` minus its first undirected edge (both directions)."""
+    smaller = data.clone()
+    u, v = (int(t) for t in data.edge_index[:, 0])
+    e = data.edge_index
+    smaller.edge_index = e[:, ~(((e[0] == u) & (e[1] == v)) | ((e[0] == v) & (e[1] == u)))]
+    return smaller
+
+
+def test_the_owners_copy_charges_the_training_graph_too(fitted, small_graph, tmp_path):
+    """Holding the owner's record changes nothing about predict_proba: the training graph passed
+    to the model is a new, charged release (memoised within the object, even when permuted)."""
+    model = _copy(fitted["gap-edp"], tmp_path)
+    saved = model.privacy.epsilon
+    first = model.predict_proba(small_graph.data)
+    assert model.foreign_releases == 1 and model.privacy.epsilon > saved
+    permuted = small_graph.data.clone()
+    permuted.edge_index = permuted.edge_index.flip(1)
+    assert torch.equal(model.predict_proba(permuted), first)  # memo: same key, no new release
+    assert model.foreign_releases == 1
+    assert not torch.equal(first, model.training_release().predict_proba(small_graph.data))  # fresh noise
+
+
+def test_an_interactive_copy_leaves_the_models_spec_unchanged(fitted, small_graph):
+    model = fitted["gap-edp"]
+    before = json.dumps(model.privacy.to_dict(), sort_keys=True)
+    api = model.interactive_copy()
+    api.predict_proba(small_graph.data)
+    api.predict_proba(_without_first_edge(small_graph.data))
+    assert api.foreign_releases == 2 and api.privacy.epsilon > model.privacy.epsilon
+    assert api.privacy.epsilon == pytest.approx(model.spec_after(2).epsilon)
+    assert json.dumps(model.privacy.to_dict(), sort_keys=True) == before and model.foreign_releases == 0
+    assert torch.equal(api.training_release().aggregations, model.training_release().aggregations)
 
 
 def test_zeroing_a_neighbours_features_changes_the_answer(fitted, small_graph, tmp_path):
@@ -417,14 +564,63 @@ def test_sound_ndp_refuses_foreign_query_graphs_above_the_bound(fitted, small_gr
 
 @pytest.mark.parametrize("name", ["gap-inf", "gap-edp", "gap-ndp"])
 def test_save_load_round_trip(fitted, small_graph, tmp_path, name):
+    """The public files carry the weights; the training release travels in the owner's record
+    (``provenance.safetensors`` + the graph's key in ``provenance.json``) and comes back with it."""
     model = fitted[name]
-    loaded = load(model.save(tmp_path / name))
+    directory = model.save(tmp_path / name)
+    loaded = load(directory)
     assert isinstance(loaded, GAPModel)
-    assert torch.equal(loaded.predict_proba(small_graph.data), model.predict_proba(small_graph.data))
-    assert torch.equal(loaded.embed(small_graph.data), model.embed(small_graph.data))
-    assert torch.equal(loaded.cached_aggregations, model.cached_aggregations)
+    ours, theirs = model.training_release(), loaded.training_release()
+    assert torch.equal(theirs.predict_proba(small_graph.data), ours.predict_proba(small_graph.data))
+    assert torch.equal(theirs.embed(small_graph.data), ours.embed(small_graph.data))
+    assert torch.equal(theirs.aggregations, ours.aggregations)
     assert loaded.privacy.epsilon == model.privacy.epsilon and loaded.privacy.unit == model.privacy.unit
+    assert loaded.privacy.unit_condition == model.privacy.unit_condition
     assert loaded.config() == model.config()
+    if model.privacy.is_private:
+        assert "mechanisms re-derived from the card's hyperparameters and declared facts" in loaded.verification.checked
+    record = json.loads((directory / "provenance.json").read_text())
+    assert record["gap"]["training_graph"] == {"key": ours.graph.key, "num_nodes": small_graph.num_nodes}
+    public = load(directory, record=False)
+    with pytest.raises(DPAuditError, match="owner's record"):
+        public.training_release()
+    if name == "gap-inf":  # no noise: a charged release on the training graph repeats the cache exactly
+        assert torch.allclose(public.predict_proba(small_graph.data), ours.predict_proba(small_graph.data), atol=1e-5)
+
+
+def test_files_before_format_3_load_without_their_oracle(fitted, small_graph, tmp_path):
+    """An old file shipped the training graph's key in its config and the aggregations in its
+    public tensors; it loads as a public copy (both dropped, every query charged), holding
+    nothing that would write them back."""
+    import hashlib
+
+    from safetensors.torch import load as load_safetensors
+    from safetensors.torch import save as save_safetensors
+
+    model = fitted["gap-edp"]
+    directory = model.save(tmp_path / "new")
+    old = tmp_path / "old"
+    old.mkdir()
+    release = model.training_release()
+    tensors = load_safetensors((directory / "model.safetensors").read_bytes())
+    tensors["cache.aggregations"] = release.aggregations.contiguous()
+    blob = save_safetensors(tensors)
+    (old / "model.safetensors").write_bytes(blob)
+    meta = json.loads((directory / "model.json").read_text())
+    record = json.loads((directory / "provenance.json").read_text())
+    meta["schema_version"] = 2
+    meta["card"].update(seed=record["seed"], split=record["split"])  # format 2 kept the record in the card
+    meta["config"]["graph"] = release.graph.to_dict()
+    meta["tensors"]["cache.aggregations"] = {"shape": list(release.aggregations.shape), "dtype": "float32"}
+    meta["weights_sha256"] = hashlib.sha256(blob).hexdigest()
+    (old / "model.json").write_text(json.dumps(meta))
+    legacy = load(old)
+    assert "graph" not in legacy.config()
+    with pytest.raises(DPAuditError, match="owner's record"):
+        legacy.training_release()
+    legacy.predict_proba(small_graph.data)
+    assert legacy.foreign_releases == 1
+    assert "cache.aggregations" not in legacy.state_tensors() and legacy.record_tensors() == {}
 
 
 def test_tampered_config_is_refused(fitted, tmp_path):

@@ -4,12 +4,11 @@ and an edited ε, δ, unit, ``sound`` flag or mechanism parameter is refused wit
 from __future__ import annotations
 
 import copy
-import json
 import math
-import shutil
 import warnings
 
 import pytest
+from editing import edited_copy
 
 from dpaudit.cli import main
 from dpaudit.datasets import csbm
@@ -58,11 +57,7 @@ def saved(small_graph, tmp_path_factory):
 
 
 def _edited(src, dst, edit):
-    shutil.copytree(src, dst)
-    meta = json.loads((dst / "model.json").read_text())
-    edit(meta)
-    (dst / "model.json").write_text(json.dumps(meta))
-    return dst
+    return edited_copy(src, dst, edit)
 
 
 @pytest.mark.parametrize("key", IDS)
@@ -188,9 +183,10 @@ def test_changed_noise_is_refused(saved, key, tmp_path):
         load(_edited(saved[key], tmp_path / "m", edit))
 
 
-def test_noise_and_epsilon_edited_together_is_a_consistent_file(saved, tmp_path):
-    """What the check cannot catch, pinned down: σ and ε edited to agree (mlp-dp, one record)
-    load, because the file is then self-consistent; the module docstring says so."""
+def test_noise_and_epsilon_edited_together_are_refused_by_the_plan(saved, tmp_path):
+    """σ and ε edited to agree (mlp-dp, one record) are self-consistent arithmetic, but the card's
+    plan (target ε, δ, schedule) re-derives another σ, so the file is refused. (Before the plan
+    check this loaded; what the check still cannot catch is pinned in test_plan_integrity.py.)"""
     from dpaudit.accounting.verify import recompute
 
     def edit(meta):
@@ -202,8 +198,8 @@ def test_noise_and_epsilon_edited_together_is_a_consistent_file(saved, tmp_path)
         p["accounting"]["analysis"] = min(values, key=values.get)
         p["gdp_mu"] = mu
 
-    model = load(_edited(saved["mlp-dp-sound"], tmp_path / "m", edit))
-    assert model.privacy.epsilon < 2.0 and model.verification.status == "recomputed"
+    with pytest.raises(IntegrityError, match="plan"):
+        load(_edited(saved["mlp-dp-sound"], tmp_path / "m", edit))
 
 
 def test_gcon_theorem_parameters_are_rederived(saved, tmp_path):

@@ -73,7 +73,7 @@ def hostile_defense():
 @pytest.fixture(scope="module")
 def study(tmp_path_factory, hostile_defense):
     base = csbm(num_nodes=160, num_classes=3, num_features=8, avg_degree=5, homophily=0.85, feature_signal=1.0, seed=5)
-    hostile = from_data(base.data, name=HOSTILE_DATASET)
+    hostile = from_data(base.data, name=HOSTILE_DATASET, public_facts=True)
     out = tmp_path_factory.mktemp("report") / "study"
     result = dpaudit.compare(
         hostile,
@@ -540,7 +540,7 @@ def test_default_plan_is_sized_from_the_models_training_time(single_audit):
     assert steps["mia-lira"]["settings"]["num_shadows"] == 4 and steps["mia-lira"]["units"] == 4
     assert steps["mia-tstf"]["settings"]["runs"] == 3
     shadow = plan["shadow_seconds"]
-    assert shadow == pytest.approx(result.model.card["timings"]["train_seconds"], abs=0.05)
+    assert shadow == pytest.approx(result.model.record["timings"]["train_seconds"], abs=0.05)
     assert steps["mia-lira"]["estimated_seconds"] >= 4 * shadow - 0.1
     assert plan["estimated_seconds"] == pytest.approx(sum(s["estimated_seconds"] for s in plan["attacks"]), abs=0.5)
     text = format_plan(plan)

@@ -118,7 +118,7 @@ def _sparse_dataset():
         torch.rand(600, generator=g) < 0.8, src - src % 3 + y[src], torch.randint(0, 150, (600,), generator=g)
     )
     dst = (dst - y[dst] + y[src]).clamp(0, 149)
-    return from_data(Data(x=x, edge_index=torch.stack([src, dst]), y=y), name="sparse-toy")
+    return from_data(Data(x=x, edge_index=torch.stack([src, dst]), y=y), name="sparse-toy", public_facts=True)
 
 
 @pytest.mark.parametrize(
@@ -147,8 +147,10 @@ def test_fit_on_sparse_features_equals_dense_fit(name, overrides, monkeypatch):
 
 @pytest.mark.parametrize("layers,clipping", [(1, "flat"), (2, "layerwise"), (2, "per-tensor")])
 def test_dpgnn_sparse_clipped_sum_equals_dense_and_materialised(layers, clipping):
-    from defenses._dpgnn_sampling import build_subgraphs, flat_batch, pad_batch, sample_edgelists
-    from defenses.dpgnn import DPGCNNet, clip_groups, clipped_gradient_sum, clipped_sum, per_subgraph_gradients
+    from defenses.dpgnn.batches import flat_batch, pad_batch
+    from defenses.dpgnn.mechanism import build_subgraphs, sample_edgelists
+    from defenses.dpgnn.model import DPGCNNet, clip_groups
+    from defenses.dpgnn.training import clipped_gradient_sum, clipped_sum, per_subgraph_gradients
 
     dataset = _sparse_dataset()
     n, x = dataset.num_nodes, dataset.data.x.float()

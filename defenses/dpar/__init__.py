@@ -44,7 +44,8 @@ step is listed in the spec (:func:`plan_paper`):
   rows composed by the strong composition theorem as stated, candidate universe = the sampled
   nodes; DP-SGD per Theorem 2 read with sensitivity τ·C (noise std z·τ·C, z from the RDP of the
   Poisson-subsampled Gaussian at q = B/|S|, δ_sgd = δ/(2q′)); ε = q′·(ε_APPR + ε_SGD).
-* Batch rate q = B/|S| and T = epochs·⌈|S|/B⌉ read from the private sample size |S|.
+* Batch rate q = B/|S| and T = epochs·⌈|S|/B⌉ read from the private sample size |S| (the
+  spec's DP-SGD record therefore publishes |S|: the paper's run is not release-neutral).
 * Column normalisation as the reference code: every non-empty column of the full training
   matrix (APPR rows and identity rows) is rescaled to ℓ₁ norm exactly τ = 1 — up as well as
   down, so a C₂ = 0.001 EM entry becomes 1 (or its share of 1). (The paper's Algorithm 2 only
@@ -64,12 +65,20 @@ depends on the data is not covered by its theorem.
 identity rows), network, schedule, column rescaling to exactly τ, split support, inference —
 and proves a guarantee for the exact sampling and noise the code performs:
 
-* Public schedule: with n the pool size (public, like the split; δ = auto uses it too) and
-  n̄ = round(q′n) the expected number of sampled nodes, q = B/n̄ and T = epochs·⌈n̄/B⌉; the
-  gradient sum is divided by the expected batch q·n̄. Nothing of the schedule reads |S|.
-* DP-APPR rows are computed over the fixed universe of all pool nodes (a candidate that was not
-  sampled has utility 0 and is dropped after the mechanism), so neighbouring graphs share the
-  output space. Every entry lies in [0, C₂] (EM), resp. every row is a non-negative vector of
+* Public schedule: with n̂ the **declared** training-set size (:mod:`dpaudit.release`; the real
+  pool size n is private at node level: one node more or less changes it) and n̄ = round(q′n̂)
+  the expected number of sampled nodes, q = B/n̄ and T = epochs·⌈n̄/B⌉; the gradient sum is
+  divided by the expected batch q·n̄. Nothing of the schedule reads n or |S|, so neighbouring
+  pools of n and n − 1 nodes run the same schedule and publish the same plan.
+* DP-APPR rows are computed over a universe of n̂ candidate slots fixed by the declaration
+  (:func:`~defenses.dpar.mechanism.candidate_universe`): pool node i is slot i, a candidate that
+  was not sampled, or a slot beyond the pool, has utility 0 and is dropped after the mechanism.
+  Neighbouring pools therefore share the output space: removing node u turns its slot into a
+  candidate outside the pool, and the remaining nodes' slots are relabelled by a fixed bijection
+  (the indices after u shift by one), under which the mechanisms below are equivariant — their
+  noise is i.i.d. over slots. The declaration must bound the pool: a private run on a pool larger
+  than n̂ is refused before any work (a failed declaration, not a data-dependent choice within
+  it). Every entry lies in [0, C₂] (EM), resp. every row is a non-negative vector of
   ℓ₂ norm ≤ C₁ (GM), so each row mechanism is private against an *arbitrary* change of its row:
   ``ExponentialMechanism(2C₂/β, count=K·M)`` (one-shot Gumbel top-K = K peeling EMs, Durfee &
   Rogers 2019), option II adds ``LaplaceMechanism(b, C₂, count=K·M)``, GM is
@@ -97,8 +106,12 @@ and proves a guarantee for the exact sampling and noise the code performs:
   (one per column of that row). If there is no w (|S| ≤ M) u's row is simply absent from G′
   (d ≤ D + K + 1). If u is not a source the sources are unchanged and only u's identity row and
   the ≤ D rows holding u change (d = D + 1). Each changes the sum by ≤ 2C (a changed row) or ≤ C
-  (an absent row). ``tests/test_dpar.py`` rebuilds both training matrices and measures the
-  changed clipped gradients; the bound D + K + 2 is attained there.
+  (an absent row). ``tests/test_dpar.py`` runs the pool logic of ``fit``
+  (:func:`~defenses.dpar.mechanism.training_matrix`) on a pool of n and of n − 1 nodes with the
+  same released rows (slots relabelled as above), measures the changed clipped gradients — the
+  bound D + K + 2 is attained there — and checks that both pools get the same plan.
+* Node sampling that keeps no node is not refused (a refusal would be an event outside the
+  accountant): the run then takes its T steps on noise alone.
 * DP-SGD: each row joins a batch independently with probability q, so the number ρ of affected
   rows in a batch is dominated by Binomial(d, q); conditioned on ρ the step is a Gaussian
   mechanism with sensitivity 2Cρ and, by the joint convexity of exp((α−1)D_α) (DP-GNN's
@@ -116,7 +129,7 @@ DP-SGD are dominated by noise (see ``benchmarks/results/dpar.md``).
 from __future__ import annotations
 
 import logging
-import warnings
+import math
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -124,18 +137,31 @@ import numpy as np
 import torch
 from torch_geometric.utils import subgraph
 
+from defenses.baselines import defense_from_card
 from defenses.dpar.appr import appr_ista, dp_appr_em, dp_appr_gm, exact_top_k
 from defenses.dpar.mechanism import (
     affected_slots_bound,
     assemble_rows,
+    candidate_universe,
     cap_column_occurrences,
     column_l1_norms,
     normalize_columns_l1,
     poisson_sample,
     sgd_step_mechanism,
+    slots_of,
+    training_matrix,
 )
 from defenses.dpar.model import INFERENCE_NOTE, DPARModel, DPARNet, build_network, power_iteration
-from defenses.dpar.protocols import NoisePlan, paper_unaccounted, plan_paper, plan_sound, schedule
+from defenses.dpar.protocols import (
+    DPARPlan,
+    NoisePlan,
+    expected_rows,
+    paper_unaccounted,
+    plan_dpar,
+    plan_paper,
+    plan_sound,
+    schedule,
+)
 from defenses.dpar.training import (
     clip_and_sum,
     clipped_gradient_sum,
@@ -143,37 +169,45 @@ from defenses.dpar.training import (
     per_row_gradients,
     train_rows,
 )
-from dpaudit.accounting import PrivacySpec
+from dpaudit.accounting.verify import refuse
 from dpaudit.datasets import GraphDataset
 from dpaudit.defense import Defense, PrivateHyperparameters
+from dpaudit.dpsgd import plan_mismatch
 from dpaudit.errors import ConfigurationError, DPAuditError
 from dpaudit.registry import register_defense
+from dpaudit.release import declared_train_size, require_declared
 from dpaudit.splits import Split
 
 __all__ = [
     "DPARHyperparameters",
     "DPARModel",
     "DPARNet",
+    "DPARPlan",
     "INFERENCE_NOTE",
     "NoisePlan",
     "affected_slots_bound",
     "assemble_rows",
     "build_network",
+    "candidate_universe",
     "cap_column_occurrences",
     "clip_and_sum",
     "clipped_gradient_sum",
     "column_l1_norms",
     "dropout_masks",
+    "expected_rows",
     "normalize_columns_l1",
     "paper_unaccounted",
     "per_row_gradients",
+    "plan_dpar",
     "plan_paper",
     "plan_sound",
     "poisson_sample",
     "power_iteration",
     "schedule",
     "sgd_step_mechanism",
+    "slots_of",
     "train_rows",
+    "training_matrix",
 ]
 
 log = logging.getLogger(__name__)
@@ -241,96 +275,91 @@ class _DPAR(Defense):
     hyperparameters_class = DPARHyperparameters
     variant: ClassVar[str] = "em0"
 
-    def public_rows(self, pool_size: int) -> int:
-        """n̄ = round(q′·n): the expected number of sampled nodes, from the public pool size."""
-        return max(1, round(self.hp.node_sample_rate * pool_size))
+    @property
+    def protocol_name(self) -> str:
+        return "paper" if self.paper_protocol else "sound"
 
-    def noise_plan(self, delta: float, steps: int, rate: float) -> NoisePlan:
-        """The noise and privacy spec for this defense's target (ε = ∞: no noise)."""
+    def plan(
+        self,
+        delta: float,
+        *,
+        declared_pool: int | None = None,
+        sampled: int | None = None,
+        recorded: dict | None = None,
+    ) -> DPARPlan:
+        """This run's plan (:func:`~defenses.dpar.protocols.plan_dpar`): ``sound`` from the
+        declared pool size n̂, ``paper`` from the sampled count |S|; ``recorded`` when re-planning."""
+        return plan_dpar(
+            self.variant, self.hp, self.protocol_name, self.epsilon if self.private else math.inf, delta,
+            declared_pool=declared_pool, sampled=sampled, recorded=recorded,
+        )  # fmt: skip
+
+    def declared_pool(self, dataset: GraphDataset, split: Split) -> int:
+        """n̂ for the ``sound`` universe and schedule: the declared training-set size. A private run
+        without one is refused, and so is a pool larger than declared (the declaration, which the
+        output space and schedule are fixed by, would be false) — both before any work. At ε = ∞
+        nothing is accounted and the real pool may stand in."""
+        pool = len(split.train)
+        declared = declared_train_size(dataset, split)
         if not self.private:
-            return NoisePlan(privacy=PrivacySpec.non_private(f"{self.name} at ε = ∞: the DPAR pipeline without noise"))
-        planner = plan_paper if self.paper_protocol else plan_sound
-        with warnings.catch_warnings():
-            # calibration probes tiny σ, where opacus notes that its smallest order is optimal
-            warnings.filterwarnings("ignore", message=".*Optimal order is the smallest alpha.*")
-            return planner(self.variant, self.hp, self.epsilon, delta, steps, rate)
+            return pool if declared is None or declared < pool else declared
+        declared = require_declared(
+            declared, f"{self.name} (sound)", "use protocol=paper (the authors' schedule, sound: false)"
+        )
+        if pool > declared:
+            raise DPAuditError(
+                f"{self.name}: the training pool has more nodes than the declared training-set size {declared}; the "
+                "DP-APPR output space and the schedule are fixed by that declaration, so it must bound the pool"
+            )
+        return declared
 
     def _fit(self, dataset: GraphDataset, split: Split, delta: float) -> DPARModel:
         hp = self.hp
         _validate(hp)
-        protocol = "paper" if self.paper_protocol else "sound"
+        protocol = self.protocol_name
         device = self.device
+        # sound: everything public is planned before the private data is read
+        plan = self.plan(delta, declared_pool=self.declared_pool(dataset, split)) if protocol == "sound" else None
         generator = torch.Generator().manual_seed(self.seed)
         noise_generator = torch.Generator().manual_seed(self.seed + 1)  # CPU: CUDA runs draw the same numbers
 
-        # 1. Poisson node sampling of the training graph (train-local ids 0..n_train-1).
+        # 1. Poisson node sampling of the training graph (pool ids 0..n_train-1). An empty sample is
+        #    not refused (that would be an event outside the accountant): training is then noise only.
         train = split.train
         n_train = len(train)
         train_edges = split.edge_index_for(dataset, "train")
         train_edges, _ = subgraph(train, train_edges, relabel_nodes=True, num_nodes=dataset.num_nodes)
         priority = torch.randperm(n_train, generator=generator)  # public order (seed only)
         sampled = poisson_sample(n_train, hp.node_sample_rate, generator)
-        if sampled.numel() == 0:
-            raise DPAuditError("dpar: node sampling kept no training node; raise node_sample_rate")
         sampled = sampled[torch.argsort(priority[sampled])]  # sampled nodes in the public order
         graph_edges, _ = subgraph(sampled, train_edges, relabel_nodes=True, num_nodes=n_train)
-        # 2. Sources = the first M sampled nodes; every other sampled node gets an identity row.
+        if plan is None:  # paper: the schedule of the private sample size, as the authors run it
+            plan = self.plan(delta, sampled=len(sampled))
+        noise = plan.noise
+        # 2. Sources = the first M sampled nodes (the others get identity rows); the DP-APPR candidates.
         m = min(hp.num_sources, len(sampled))
-        source_pos = torch.arange(m)  # positions in the sampled graph (which is in public order)
-        sources, identity = sampled[:m], sampled[m:]
-        # schedule: sound from the public pool size, paper from the private |S| (listed unaccounted)
-        rows_for_schedule = len(sampled) if protocol == "paper" else self.public_rows(n_train)
-        steps, sample_rate = schedule(hp, rows_for_schedule)
-        plan = self.noise_plan(delta, steps, sample_rate)
-        # 3. APPR on the sampled graph, then DP-APPR over the universe.
-        appr = appr_ista(graph_edges, len(sampled), source_pos.numpy(), hp.alpha, hp.rho, hp.ista_tol, hp.ista_max_iter)
-        if protocol == "sound":  # universe = all training nodes; a non-sampled candidate has utility 0
-            universe_to_train, column_position = torch.arange(n_train), sampled.numpy()
-        else:  # the paper's universe: the sampled nodes
-            universe_to_train, column_position = sampled, np.arange(len(sampled))
-        universe = len(universe_to_train)
+        universe = candidate_universe(protocol, sampled, n_train, plan.universe)
+        column_position = slots_of(universe, n_train)[sampled].numpy()  # sampled-graph node → slot
+        # 3. APPR of the sources on the sampled graph, then DP-APPR over the universe's slots.
+        appr = appr_ista(graph_edges, len(sampled), np.arange(m), hp.alpha, hp.rho, hp.ista_tol, hp.ista_max_iter)
+        slots = len(universe)
         if self.variant == "gm":
             cols, vals = dp_appr_gm(
-                appr, column_position, universe, hp.top_k, hp.clip_gm, plan.gm_sigma, noise_generator, device
+                appr, column_position, slots, hp.top_k, hp.clip_gm, noise.gm_sigma, noise_generator, device
             )
         elif self.variant in ("em0", "em1"):
             option = 1 if self.variant == "em0" else 2
             cols, vals = dp_appr_em(
-                appr,
-                column_position,
-                universe,
-                hp.top_k,
-                hp.clip_em,
-                plan.gumbel_scale,
-                option,
-                plan.laplace_scale,
-                noise_generator,
-                device,
-            )
+                appr, column_position, slots, hp.top_k, hp.clip_em, noise.gumbel_scale, option, noise.laplace_scale,
+                noise_generator, device,
+            )  # fmt: skip
         else:
             cols, vals = exact_top_k(appr, column_position, hp.top_k, device)
-        cols = torch.where(cols >= 0, universe_to_train.to(device)[cols.clamp(min=0)], -1)
-        # 4. Π: column handling of the protocol, identity rows appended (rows: sources, then identity).
-        in_graph = torch.zeros(n_train, dtype=torch.bool, device=device)
-        in_graph[sampled.to(device)] = True
-        cols, vals = assemble_rows(
-            cols,
-            vals,
-            identity.to(device),
-            in_graph,
-            protocol=protocol,
-            bound=hp.column_l1_bound,
-            max_occurrences=hp.max_occurrences,
-        )
-        row_nodes = torch.cat([sources, identity])
-        log.debug(
-            "%s: %d sampled nodes, %d APPR rows, %d identity rows, %d entries in Pi",
-            self.name,
-            len(sampled),
-            m,
-            len(identity),
-            int((cols >= 0).sum()),
-        )
+        # 4. Π: the protocol's column handling in slot space, identity rows appended, slots → pool ids.
+        row_nodes, cols, vals = training_matrix(
+            cols, vals, sampled, hp.num_sources, universe, n_train,
+            protocol=protocol, bound=hp.column_l1_bound, max_occurrences=hp.max_occurrences,
+        )  # fmt: skip
 
         # 5. Train f_θ on every row (Algorithm 2).
         arch = {
@@ -352,35 +381,53 @@ class _DPAR(Defense):
             global_cols,
             vals.to(torch.float32),
             labels,
-            noise_std=plan.sgd_noise_std,
-            max_grad_norm=hp.max_grad_norm if plan.clip_gradients else None,
-            sample_rate=sample_rate,
-            expected_batch=sample_rate * rows_for_schedule,
-            steps=steps,
+            noise_std=noise.sgd_noise_std,
+            max_grad_norm=hp.max_grad_norm if noise.clip_gradients else None,
+            sample_rate=plan.sample_rate,
+            expected_batch=plan.expected_batch,
+            steps=plan.steps,
             lr=hp.lr,
             generator=generator,
             noise_generator=noise_generator,
             progress=self.name,
         )
-        card = {
-            "inference": {"private": False, "note": INFERENCE_NOTE},
-            "dpar": {
-                "variant": self.variant,
-                "protocol": protocol,
-                "sampled_nodes": len(sampled),
-                "appr_rows": m,
-                "identity_rows": len(identity),
-                "trained_rows": len(labels),
-                "steps": steps,
-                "batch_sample_rate": sample_rate,
-                "gumbel_scale": plan.gumbel_scale,
-                "laplace_scale": plan.laplace_scale,
-                "gm_sigma": plan.gm_sigma,
-                "sgd_noise_std": plan.sgd_noise_std,
-                "plan": plan.details,
-            },
+        card = {"inference": {"private": False, "note": INFERENCE_NOTE}, "dpar": plan.card()}
+        model = DPARModel(module, arch, hp.alpha, hp.power_steps, noise.privacy, card, hp.self_loops)
+        model.record["dpar"] = {  # measured on the private pool: the owner's record only
+            "sampled_nodes": len(sampled),
+            "appr_rows": m,
+            "identity_rows": len(sampled) - m,
+            "trained_rows": len(labels),
+            "pi_entries": int((cols >= 0).sum()),
         }
-        return DPARModel(module, arch, hp.alpha, hp.power_steps, plan.privacy, card, hp.self_loops)
+        return model
+
+    @classmethod
+    def replan(cls, card: dict, privacy) -> list[dict] | None:
+        """Re-derive the spec's records from the card's public inputs through :meth:`plan`
+        (hyperparameters, protocol, target ε, δ; ``sound``: the declared training-set size in
+        ``privacy.public_facts``; ``paper``: the sampled count its recorded rate and normaliser
+        imply — the paper reads it from the data, so it is checked for consistency, not derived),
+        and refuse a ``dpar`` card section that is not that plan. ``None`` for files written
+        before plans were recorded (no ``expected_batch`` in the section)."""
+        section = card.get("dpar")
+        if not isinstance(section, dict) or "expected_batch" not in section:
+            return None
+        defense = defense_from_card(cls, card, privacy)
+        try:
+            if defense.protocol_name == "sound":
+                plan = defense.plan(
+                    privacy.delta, declared_pool=privacy.public_facts.get("num_train"), recorded=section
+                )
+            else:
+                sampled = round(float(section["expected_batch"]) / float(section["batch_sample_rate"]))
+                plan = defense.plan(privacy.delta, sampled=sampled, recorded=section)
+        except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
+            raise ConfigurationError(f"{cls.name} cannot re-plan this card: {type(exc).__name__}: {exc}") from None
+        mismatch = plan_mismatch(section, plan.card(), "dpar")
+        if mismatch:
+            raise refuse(f"the card's plan is not what its hyperparameters give: {mismatch}")
+        return list(plan.noise.privacy.mechanisms)
 
 
 @register_defense

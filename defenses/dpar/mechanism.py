@@ -125,3 +125,71 @@ def assemble_rows(
     if protocol == "paper":
         vals = normalize_columns_l1(cols, vals, bound, universe)
     return cols, vals
+
+
+def candidate_universe(protocol: str, sampled: torch.Tensor, pool_size: int, universe_size: int | None) -> torch.Tensor:
+    """The DP-APPR candidate slots, as slot → training-pool id (−1: a candidate outside the pool).
+
+    * ``sound``: ``universe_size`` = the declared training-set size n̂ slots whatever the pool:
+      pool node i fills slot i and slots ``pool_size..n̂−1`` are candidates of utility 0 that are
+      never in the graph. Neighbouring pools of n and n − 1 nodes thus share one output space of
+      n̂ slots (the removed node's slot becomes a candidate outside the pool, like a non-sampled
+      node), which is what the DP-APPR theorems need.
+    * ``paper``: the sampled nodes (slot j = the j-th sampled node): the output space depends on
+      the data (listed unaccounted).
+    """
+    if protocol == "paper":
+        return sampled.clone()
+    if universe_size is None or pool_size > universe_size:
+        raise ValueError(f"a pool of {pool_size} nodes does not fit a universe of {universe_size} slots")
+    outside = torch.full((universe_size - pool_size,), -1, dtype=torch.long)
+    return torch.cat([torch.arange(pool_size), outside])
+
+
+def slots_of(universe: torch.Tensor, pool_size: int) -> torch.Tensor:
+    """Inverse of :func:`candidate_universe`: pool id → slot (−1: not a candidate)."""
+    slot = torch.full((pool_size,), -1, dtype=torch.long)
+    real = (universe >= 0).nonzero().view(-1)
+    slot[universe[real]] = real
+    return slot
+
+
+def training_matrix(
+    released_columns: torch.Tensor,
+    released_values: torch.Tensor,
+    sampled: torch.Tensor,
+    num_sources: int,
+    universe: torch.Tensor,
+    pool_size: int,
+    *,
+    protocol: str,
+    bound: float,
+    max_occurrences: int,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The rows DPAR trains on, from the released DP-APPR rows and the sampled pool — the pool
+    logic of :meth:`defenses.dpar._DPAR._fit`, in one function so that the node-removal test runs it.
+
+    ``sampled``: pool ids of the sampled nodes in the public priority order; the first
+    min(M, |S|) are the sources, whose released rows ``released_columns``/``released_values``
+    ([sources, K], candidate slots of ``universe``, −1 empty) are given in that order; every other
+    sampled node gets an identity row. Column handling in slot space (:func:`assemble_rows`:
+    a slot is in the graph when it holds a sampled pool node), then slots → pool ids.
+
+    Returns:
+        ``(row_nodes [R], columns [R, K], values [R, K])``: the pool id whose label each row
+        trains on, and Π's rows over pool ids (−1 empty).
+    """
+    m = min(num_sources, len(sampled))
+    sources, identity = sampled[:m], sampled[m:]
+    device = released_columns.device
+    universe = universe.to(device)
+    is_sampled = torch.zeros(pool_size, dtype=torch.bool, device=device)
+    is_sampled[sampled.to(device)] = True
+    in_graph = (universe >= 0) & is_sampled[universe.clamp(min=0)]
+    identity_slots = slots_of(universe.cpu(), pool_size)[identity].to(device)
+    cols, vals = assemble_rows(
+        released_columns, released_values, identity_slots, in_graph,
+        protocol=protocol, bound=bound, max_occurrences=max_occurrences,
+    )  # fmt: skip
+    cols = torch.where(cols >= 0, universe[cols.clamp(min=0)], -1)
+    return torch.cat([sources, identity]), cols, vals

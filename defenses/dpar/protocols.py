@@ -2,7 +2,9 @@
 calibration and the privacy spec (see the package docstring of :mod:`defenses.dpar`).
 
 * :func:`schedule` — batch rate and steps (``paper``: from the sampled count |S|; ``sound``: from
-  the public expected count round(q′n)).
+  :func:`expected_rows`, round(q′n̂) of the **declared** training-set size n̂, never the real n).
+* :func:`plan_dpar` — the whole plan of a run (schedule, noise, the card's ``dpar`` section), shared by
+  training and by the load-time re-planning of a saved card (:meth:`dpaudit.defense.Defense.replan`).
 * :func:`plan_sound` — RDP of DP-APPR + the affected-row mixture DP-SGD, amplified by q′ node
   sampling; ``sound: true``.
 * :func:`plan_paper` — the paper's Theorems 1–3 with q′ scaling; ``sound: false`` and every
@@ -15,6 +17,7 @@ every column of the whole training matrix, ``sound`` the released DP-APPR rows b
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -30,9 +33,9 @@ from dpaudit.accounting import (
     PrivacyLedger,
     PrivacySpec,
     amplify_by_subsampling,
-    calibrate_noise,
 )
 from dpaudit.accounting.verify import Verification
+from dpaudit.dpsgd import noise_for_plan
 from dpaudit.errors import PrivacyParameterError
 
 if TYPE_CHECKING:
@@ -49,6 +52,12 @@ def schedule(hp: DPARHyperparameters, rows: int) -> tuple[int, float]:
     rows = max(1, int(rows))
     rate = min(1.0, hp.batch_size / rows)
     return hp.epochs * math.ceil(rows / min(hp.batch_size, rows)), rate
+
+
+def expected_rows(hp: DPARHyperparameters, declared_pool: int) -> int:
+    """n̄ = round(q′·n̂): the expected number of sampled nodes of a pool of the declared size n̂
+    (the ``sound`` schedule's row count; it never reads the real pool or sample)."""
+    return max(1, round(hp.node_sample_rate * int(declared_pool)))
 
 
 @dataclass
@@ -74,11 +83,25 @@ def _appr_mechanisms(variant: str, hp: DPARHyperparameters, scale: float, laplac
     return mechs
 
 
+def _recorded(recorded: dict | None, key: str, unit: float) -> float | None:
+    """A saved plan's noise ``key`` in units of ``unit`` (the calibrated multiplier), or ``None``."""
+    value = (recorded or {}).get(key)
+    return None if not isinstance(value, (int, float)) or isinstance(value, bool) else float(value) / unit
+
+
 def plan_sound(
-    variant: str, hp: DPARHyperparameters, epsilon: float, delta: float, steps: int, sample_rate: float
+    variant: str,
+    hp: DPARHyperparameters,
+    epsilon: float,
+    delta: float,
+    steps: int,
+    sample_rate: float,
+    recorded: dict | None = None,
 ) -> NoisePlan:
     """Calibrate DP-APPR to ``appr_budget_ratio`` of the inner budget, then DP-SGD to the rest,
-    so that the Poisson-node-sampling-amplified total is ≤ ε (module docstring, ``sound``)."""
+    so that the Poisson-node-sampling-amplified total is ≤ ε (module docstring, ``sound``).
+    ``recorded``: a saved card's ``dpar`` section, whose noise scales are reused where they meet
+    the calibration's contract (:func:`dpaudit.dpsgd.noise_for_plan`)."""
     q_node = hp.node_sample_rate
     if not delta < q_node:
         raise PrivacyParameterError(f"dpar: delta ({delta:g}) must be below the node sampling rate q′ ({q_node:g})")
@@ -89,16 +112,19 @@ def plan_sound(
     plan = NoisePlan(clip_gradients=True)
     c1, c2 = hp.clip_gm, hp.clip_em
     if variant == "gm":
-        s = calibrate_noise(appr_target, inner_delta, lambda s: _appr_mechanisms("gm", hp, s * c1))
+        s = noise_for_plan(appr_target, inner_delta, lambda s: _appr_mechanisms("gm", hp, s * c1),
+                           recorded=_recorded(recorded, "gm_sigma", c1))  # fmt: skip
         plan.gm_sigma = s * c1
         appr = _appr_mechanisms("gm", hp, plan.gm_sigma)
     else:
         share = hp.em_value_share if variant == "em1" else 0.0
-        s = calibrate_noise(appr_target * (1 - share), inner_delta, lambda s: _appr_mechanisms("em0", hp, s * c2))
+        s = noise_for_plan(appr_target * (1 - share), inner_delta, lambda s: _appr_mechanisms("em0", hp, s * c2),
+                           recorded=_recorded(recorded, "gumbel_scale", c2))  # fmt: skip
         plan.gumbel_scale = s * c2
         if variant == "em1":
-            s2 = calibrate_noise(
-                appr_target * share, inner_delta, lambda s: [LaplaceMechanism(s * c2, c2, hp.top_k * hp.num_sources)]
+            s2 = noise_for_plan(
+                appr_target * share, inner_delta, lambda s: [LaplaceMechanism(s * c2, c2, hp.top_k * hp.num_sources)],
+                recorded=_recorded(recorded, "laplace_scale", c2),
             )
             plan.laplace_scale = s2 * c2
         appr = _appr_mechanisms(variant, hp, plan.gumbel_scale, plan.laplace_scale)
@@ -108,7 +134,7 @@ def plan_sound(
     def all_mechanisms(s: float) -> list[Mechanism]:
         return [*appr, sgd_step_mechanism(s * c, c, affected, sample_rate, steps)]
 
-    s = calibrate_noise(inner_target, inner_delta, all_mechanisms)
+    s = noise_for_plan(inner_target, inner_delta, all_mechanisms, recorded=_recorded(recorded, "sgd_noise_std", c))
     plan.sgd_noise_std = s * c
     mechanisms = all_mechanisms(s)
     inner = PrivacyLedger().extend(mechanisms)
@@ -139,7 +165,11 @@ def plan_sound(
             f"sound DPAR accountant: all sampled nodes are trained (M={hp.num_sources} DP-APPR rows, identity rows "
             f"for the rest); at most {hp.max_occurrences} entries per column of Pi, so removing a node changes at most "
             f"{affected} clipped per-row gradients; Poisson row sampling q={sample_rate:.4g} over {steps} steps "
-            "(schedule from the public pool size, not from the sampled count)",
+            "(schedule from the declared training-set size, not from the real pool or the sampled count)",
+            "the declared size n̂ is the data universe: node-level DP holds between training sets of at most n̂ "
+            "nodes (the DP-APPR output space has n̂ slots); a larger pool is not a valid input and is refused before "
+            "any work, a domain of the declaration (e.g. a benchmark's node set), not a restriction on neighbours "
+            "inside it",
             "columns of the released DP-APPR rows are rescaled to l1 = tau before the cap: post-processing of the "
             "released rows (see the dpar module docstring)",
             f"delta inside node sampling = {inner_delta:g}; DP-APPR alone spends eps={appr_eps:.4g} of the inner "
@@ -175,7 +205,13 @@ def paper_unaccounted(variant: str, row_epsilon: float) -> list[str]:
 
 
 def plan_paper(
-    variant: str, hp: DPARHyperparameters, epsilon: float, delta: float, steps: int, sample_rate: float
+    variant: str,
+    hp: DPARHyperparameters,
+    epsilon: float,
+    delta: float,
+    steps: int,
+    sample_rate: float,
+    recorded: dict | None = None,
 ) -> NoisePlan:
     """The paper's computation (Theorems 1–3, q′ scaling as in Theorem 2), noise calibrated to the
     target under it; ``sound = False`` with :func:`paper_unaccounted` listed.
@@ -183,7 +219,7 @@ def plan_paper(
     ε_APPR: the M rows share ``appr_budget_ratio``·ε/q′ by the strong composition theorem as the
     paper inverts it (δ_pr = δ/(2q′)); ε_SGD: RDP of the Poisson-subsampled Gaussian (q, z, T) at
     δ_sgd = δ/(2q′) (the reference's δ = 0.001/q′ for δ = 0.002), noise std z·τ·C; reported
-    ε = q′(ε_APPR + ε_SGD), δ = q′(δ_pr + δ_sgd)."""
+    ε = q′(ε_APPR + ε_SGD), δ = q′(δ_pr + δ_sgd). ``recorded``: as for :func:`plan_sound`."""
     q_node, m, k = hp.node_sample_rate, hp.num_sources, hp.top_k
     inner_eps, inner_delta = epsilon / q_node, delta / q_node
     eps_pr, eps_sgd = hp.appr_budget_ratio * inner_eps, (1 - hp.appr_budget_ratio) * inner_eps
@@ -211,9 +247,10 @@ def plan_paper(
             plan.laplace_scale = k * hp.clip_em / (share * row_eps)
             appr_record["value_epsilon"] = share * row_eps
     # The paper's SGD budget is an RDP (moments) computation; keep it RDP so its Table 1 reproduces.
-    z = calibrate_noise(
-        eps_sgd, delta_sgd, lambda s: PoissonSubsampledGaussian(s, sample_rate, steps), accountant="rdp"
-    )
+    z = noise_for_plan(
+        eps_sgd, delta_sgd, lambda s: PoissonSubsampledGaussian(s, sample_rate, steps), accountant="rdp",
+        recorded=_recorded((recorded or {}).get("plan"), "noise_multiplier", 1.0),
+    )  # fmt: skip
     sgd = PoissonSubsampledGaussian(z, sample_rate, steps, name="dp-sgd, Theorem 2 read with sensitivity tau*C")
     sgd_spent = PrivacyLedger(accountant="rdp").step(sgd).get_epsilon(delta_sgd)
     plan.sgd_noise_std = z * hp.column_l1_bound * hp.max_grad_norm
@@ -235,6 +272,81 @@ def plan_paper(
         unaccounted=paper_unaccounted(variant, row_eps),
     )
     return plan
+
+
+@dataclass
+class DPARPlan:
+    """A DPAR run's plan: its candidate universe, DP-SGD schedule and noise, fixed before the
+    private data is read (``sound``; ``paper`` reads the sampled count |S|, listed unaccounted).
+
+    ``universe``: number of DP-APPR candidate slots — ``sound``: the declared training-set size
+    n̂ (pool nodes fill the first slots, the rest are candidates of utility 0 that are never in
+    the graph); ``paper``: ``None`` (the sampled nodes, the paper's choice). ``rows``: the row
+    count the schedule is computed for (n̄ = round(q′n̂), resp. |S|)."""
+
+    variant: str
+    protocol: str
+    universe: int | None
+    rows: int
+    steps: int
+    sample_rate: float
+    noise: NoisePlan
+
+    @property
+    def expected_batch(self) -> float:
+        """The public normaliser of the noisy gradient sum: q times the schedule's rows."""
+        return self.sample_rate * self.rows
+
+    def card(self) -> dict[str, Any]:
+        """``card["dpar"]``: the plan only; what sampling measured goes to the owner's record."""
+        section: dict[str, Any] = {"variant": self.variant, "protocol": self.protocol}
+        if self.protocol == "sound":
+            section.update(declared_pool=self.universe, expected_rows=self.rows)
+        section.update(
+            steps=self.steps,
+            batch_sample_rate=self.sample_rate,
+            expected_batch=self.expected_batch,
+            gumbel_scale=self.noise.gumbel_scale,
+            laplace_scale=self.noise.laplace_scale,
+            gm_sigma=self.noise.gm_sigma,
+            sgd_noise_std=self.noise.sgd_noise_std,
+            plan=dict(self.noise.details),
+        )
+        return section
+
+
+def plan_dpar(
+    variant: str,
+    hp: DPARHyperparameters,
+    protocol: str,
+    epsilon: float,
+    delta: float,
+    *,
+    declared_pool: int | None = None,
+    sampled: int | None = None,
+    recorded: dict | None = None,
+) -> DPARPlan:
+    """The plan of a run (ε = ∞: no noise). ``sound`` needs ``declared_pool`` (n̂) and schedules
+    :func:`expected_rows` of it; ``paper`` schedules the ``sampled`` count |S| as the authors do.
+    ``recorded``: a saved card's ``dpar`` section when re-planning it (:func:`plan_sound`)."""
+    if protocol == "sound":
+        if declared_pool is None:
+            raise PrivacyParameterError("dpar (sound) plans its schedule from a declared training-set size")
+        universe, rows = int(declared_pool), expected_rows(hp, declared_pool)
+    else:
+        if sampled is None:
+            raise PrivacyParameterError("dpar (paper) schedules the sampled count |S|")
+        universe, rows = None, max(1, int(sampled))
+    steps, rate = schedule(hp, rows)
+    if math.isinf(epsilon):
+        noise = NoisePlan(privacy=PrivacySpec.non_private(f"dpar-{variant} at ε = ∞: the DPAR pipeline without noise"))
+    else:
+        planner = plan_paper if protocol == "paper" else plan_sound
+        with warnings.catch_warnings():
+            # calibration probes tiny σ, where opacus notes that its smallest order is optimal
+            warnings.filterwarnings("ignore", message=".*Optimal order is the smallest alpha.*")
+            noise = planner(variant, hp, epsilon, delta, steps, rate, recorded=recorded)
+    return DPARPlan(variant, protocol, universe, rows, steps, rate, noise)
 
 
 def verify_privacy(privacy: PrivacySpec, card: dict[str, Any]) -> Verification:

@@ -4,7 +4,7 @@ Three registry names share one pipeline (Algorithm 2):
 
 * ``gap-inf`` — non-private (no noise anywhere; the paper's GAP-∞),
 * ``gap-edp`` — edge-level DP (Section 5.1),
-* ``gap-ndp`` — node-level DP (Section 5.2).
+* ``gap-ndp`` — node-level DP (Section 5.2); under ``protocol=sound`` bounded-degree node-level DP.
 
 Pipeline (Algorithm 2) and architecture (as in the authors' reference code)
 ---------------------------------------------------------------------------
@@ -16,7 +16,7 @@ Pipeline (Algorithm 2) and architecture (as in the authors' reference code)
 2. **Aggregation module**, PMA (Algorithm 1, Eq. 7–9): for k = 1..K,
    :math:`X^{(k)} = A^\top \check X^{(k-1)}` (SUM aggregation), :math:`\tilde X^{(k)} = X^{(k)} +
    \mathcal N(0, \sigma^2 I)` row by row, :math:`\check X^{(k)}_v = \tilde X^{(k)}_v/\|\tilde X^{(k)}_v\|_2`.
-   PMA runs **once** on the training graph; its output is cached in the released model.
+   PMA runs **once** on the training graph; its output is the owner's cached training release.
 3. **Classification module** (Section 4.4, Eq. 10–12): one Linear per hop 0..K (``base_layers``
    = 1), COMBINE = concatenation (the embedding :math:`H` returned by ``embed``), then
    L2-normalise → [BatchNorm] → SELU → head (``head_layers`` = 1 Linear).
@@ -27,7 +27,7 @@ does dpaudit in both protocols: ``gap-ndp`` uses L2-normalise → SELU (a per-ex
 where the others use L2-normalise → BatchNorm → SELU. Setting ``batch_norm=True`` on
 ``gap-ndp`` is an error.
 
-Shapes: features ``x`` [N, F]; encodings and each hop [N, hidden]; cached aggregations
+Shapes: features ``x`` [N, F]; encodings and each hop [N, hidden]; training aggregations
 [N, K·hidden]; classifier input [N, (K+1)·hidden]; embedding [N, (K+1)·hidden]; logits [N, C].
 
 Protocols (``protocol`` hyperparameter, :class:`dpaudit.defense.PrivateHyperparameters`)
@@ -83,29 +83,60 @@ released first), each PMA hop (its input :math:`\check X^{(k-1)}` is the previou
 post-processed) and the classifier's DP-SGD (conditioned on the released aggregations only v's
 own example differs) compose adaptively (Proposition 3) under one noise multiplier σ
 calibrated with :func:`~dpaudit.accounting.calibrate_noise`; PMA adds noise std σ·Δ. The
-guarantee is node-level DP over graphs of maximum degree ≤ D (the bounded-degree relation of
-Kasiviswanathan et al. 2013 / Blocki et al. 2013); the refusal itself reveals only that the
-promise fails. The cost is honest noise: Δ grows like D, so D must cover the largest degree.
+guarantee is **bounded-degree node-level DP**: the neighbouring relation is restricted to
+graphs of maximum degree ≤ D (Kasiviswanathan et al. 2013 / Blocki et al. 2013). It is not
+unrestricted node-level DP: adding one node to a graph of degree D can make a neighbour exceed
+D, and then training is refused while it ran on the other graph — an observable difference no
+ε bounds. The spec says so: ``unit_condition = "max degree <= D"`` (printed
+``node (max degree <= D)``; :attr:`~dpaudit.accounting.PrivacySpec.proven` is false, so
+reports draw no unrestricted ceiling from it) and the load check requires that condition of
+every sound node-level GAP spec. The cost is honest noise: Δ grows like D, so D must cover the
+largest degree.
+
+Both DP-SGD runs sample with a rate fixed before training (:class:`~dpaudit.dpsgd.PoissonSchedule`):
+the ``sample_rate`` hyperparameter, or 1/⌈n̂/B⌉ with ⌈n̂/B⌉ steps per epoch from the declared
+training-set size n̂ (a public benchmark's split size). The real number n of training nodes
+is private at node level; each node is included in a batch independently with probability q
+whatever n is, so ``PoissonSubsampledGaussian(σ, q, steps)`` is exactly what is spent on
+every neighbouring graph, and the noisy sum is divided by the public n̂·q (or B), never by a
+count of the batch. Without a rate or a declared size the fit is refused before any work.
+(The paper, through opacus, uses q = B/n, which reads n; both protocols here use the plan.)
 
 *Node level, paper* (``protocol=paper``): out-degree sampling to D (random keys, keep the D
 smallest per source), per-hop sensitivity √D as the authors account it (the "D^K" of Theorem
 2's statement is D·K, as its proof shows), encoder/classifier DP-Adam (``train_dp_sgd``:
 Poisson sampling, ghost clipping to 1), best-validation checkpoints and (K, D) chosen on validation accuracy.
 
-Inference (Section 4.5/5.1) — no query may average PMA's noise away
--------------------------------------------------------------------
-A query graph is identified by a **canonical key**: SHA-256 of the node count, the sorted and
-de-duplicated edge list and the feature matrix. A query whose key equals the training graph's
-(any permutation or duplication of its ``edge_index``) answers from the cached private
-aggregations — post-processing, free. Any other query graph (other edges, or the same edges
-with other features) gets a **new PMA release** on that graph with the same noise, and that
-release is **recorded in the model's ledger**: the spec's ε grows with every distinct foreign
-query graph (conservatively, even for graphs that share no private edge with the training
-graph: the model cannot tell without storing the private edges). Within one model object the
-release is memoised per key, so repeating a query returns the same answer and costs nothing
-more; a reloaded model starts a fresh memo and pays again. Hop 0 is always recomputed from
-the queried features (graph-agnostic). At node level under ``sound`` a query graph must also
-satisfy the degree promise. A model saved after foreign queries carries the grown spec.
+Inference (Section 4.5/5.1) — no query may average PMA's noise away, no query is an oracle
+-------------------------------------------------------------------------------------------
+Every graph passed to :meth:`GAPModel.predict_proba` / :meth:`GAPModel.embed` gets a **new
+PMA release** on that graph with the training noise std, and that release is **recorded in
+the model's ledger**: the spec's ε grows with every distinct query graph (conservatively, even
+for graphs that share no private edge with the training graph: the model cannot tell without
+holding the private edges). The training graph is no exception. An earlier design answered a
+query whose canonical key matched the training graph's from the cached training aggregations,
+for free; with the key in ``model.json`` that was an exact "is this your training graph?"
+oracle — ε = ∞ at either level, since G and G minus one edge were answered differently (free
+and identical vs. charged and fresh). Now a copy of the training graph and the graph minus one
+edge cost exactly the same. Within one model object a release is memoised per canonical key
+(SHA-256 of the node count, the sorted de-duplicated edge list and the features; in memory
+only, never saved), so repeating a query returns the same answer and costs nothing more; a
+reloaded model starts a fresh memo and pays again. Hop 0 is always recomputed from the queried
+features (graph-agnostic). At node level under ``sound`` a query graph must satisfy the degree
+promise too. A model saved after foreign queries carries the grown spec.
+
+What is public and what is the owner's (:mod:`dpaudit.release`). ``model.json`` holds the
+architecture, the ledger planned from public inputs (σ, Δ, K, D and, at node level, the DP-SGD
+schedules from the ``sample_rate`` hyperparameter or the **declared** training-set size), the
+query mechanism and the count of query releases; the ``gap`` card section repeats that plan.
+Nothing in it is measured on the training graph: no key, no node count, no validation
+accuracy. A third party holding only the public files can query any graph, each query charged.
+PMA's output on the training graph — part of the accounted release, paid for by the training ε
+— is the owner's record: the aggregations in ``provenance.safetensors``, the training graph's
+key and node count, the validation accuracy and (paper) the number of edges kept in
+``provenance.json``. The owner reads it only by naming it, :meth:`GAPModel.training_release`,
+which answers on the training graph alone and spends nothing; an owner's audit uses it for
+every attack that queries the training graph (:func:`attacks._common.answering`).
 """
 
 from __future__ import annotations
@@ -137,18 +168,22 @@ from defenses.gap.model import (  # noqa: F401  (re-exported)
     GAPClassifier,
     GAPEncoder,
     GAPModel,
+    TrainingGraph,
+    TrainingRelease,
     _build_classifier,
     _build_encoder,
     _mechanism_record,
+    unit_condition,
 )
 from defenses.gap.training import _accuracy, _train_full_batch, _train_minibatch
-from dpaudit.accounting import GaussianMechanism, PoissonSubsampledGaussian, PrivacyLedger, PrivacySpec, calibrate_noise
+from dpaudit.accounting import GaussianMechanism, PoissonSubsampledGaussian, PrivacyLedger, PrivacySpec
 from dpaudit.datasets import GraphDataset
 from dpaudit.defense import Defense, PrivateHyperparameters
-from dpaudit.dpsgd import poisson_sample_rate, steps_for
+from dpaudit.dpsgd import PoissonSchedule, noise_for_plan, plan_mismatch
 from dpaudit.errors import ConfigurationError
 from dpaudit.nn import features as sparse_features
 from dpaudit.registry import register_defense
+from dpaudit.release import declared_train_size
 from dpaudit.splits import Split
 
 log = logging.getLogger(__name__)
@@ -178,7 +213,9 @@ class GAPHyperparameters(PrivateHyperparameters):
 class GAPNodeHyperparameters(GAPHyperparameters):
     """Section 7.3 / reference defaults for GAP-NDP: DP-Adam, 10 epochs per module, batch 256,
     clip 1, D = 100, no BatchNorm. ``hop_grid`` × ``degree_grid`` is searched only under
-    ``protocol=paper``. Under ``sound`` the graph's maximum degree must be ≤ ``max_degree``."""
+    ``protocol=paper``. Under ``sound`` the graph's maximum degree must be ≤ ``max_degree``.
+    The DP-SGD rate is ``sample_rate`` when set, else 1/⌈n̂/B⌉ from the declared training-set
+    size n̂ (:class:`~dpaudit.dpsgd.PoissonSchedule`); the real number of training nodes is never read."""
 
     batch_norm: bool = False
     encoder_epochs: int = 10
@@ -187,6 +224,7 @@ class GAPNodeHyperparameters(GAPHyperparameters):
     max_grad_norm: float = 1.0
     max_degree: int = 100
     degree_grid: tuple[int, ...] = (100, 200, 300, 400)
+    sample_rate: float | None = None  # Poisson rate q of DP-SGD; default: batch_size over the declared training size
 
 
 @dataclass
@@ -254,58 +292,133 @@ class _GAP(Defense):
                 raise ConfigurationError(f"{self.name}: degree_grid must not be empty")
             if not (hp.max_grad_norm > 0 and math.isfinite(hp.max_grad_norm)):
                 raise ConfigurationError(f"{self.name}: max_grad_norm must be positive, got {hp.max_grad_norm}")
+            if hp.sample_rate is not None and not 0.0 < hp.sample_rate <= 1.0:
+                raise ConfigurationError(f"{self.name}: sample_rate must lie in (0, 1], got {hp.sample_rate}")
 
-    # -- privacy ------------------------------------------------------------------------------
+    # -- the plan: everything the privacy spec says, from public inputs only ---------------------
     def aggregation_sensitivity(self, max_degree: int | None = None) -> float:
         """Per-hop L2 sensitivity of :math:`A^\\top\\check X` (:func:`protocols.aggregation_sensitivity`)."""
         degree = (self.hp.max_degree if max_degree is None else max_degree) if self.level == "node" else None
         return protocols.aggregation_sensitivity(self.level, self.protocol, degree)
 
-    def mechanisms_for(self, noise_multiplier: float, num_train: int, hops: int | None = None) -> list:
-        """What the pipeline spends at noise multiplier σ with K hops (calibration).
+    def schedules(self, declared_train: int | None) -> tuple[PoissonSchedule, PoissonSchedule] | None:
+        """(encoder, classifier) DP-SGD schedules of private node-level GAP, fixed before any
+        data is read: q = ``sample_rate``, else from the declared training-set size n̂
+        (:meth:`PoissonSchedule.plan`). ``None`` elsewhere (no DP-SGD, or no noise).
+
+        Raises:
+            ConfigurationError: neither ``sample_rate`` nor a declared size is given.
+        """
+        if self.level != "node" or not self.private:
+            return None
+        hp = self.hp
+
+        def plan(epochs: int) -> PoissonSchedule:
+            return PoissonSchedule.plan(
+                batch_size=hp.batch_size, epochs=epochs, declared_size=declared_train, sample_rate=hp.sample_rate
+            )
+
+        try:
+            return plan(hp.encoder_epochs), plan(hp.epochs)
+        except ConfigurationError as exc:
+            raise ConfigurationError(f"{self.name}: {exc}") from None
+
+    def mechanisms_for(
+        self, noise_multiplier: float, schedules, hops: int | None = None, max_degree: int | None = None
+    ) -> list:
+        """What the pipeline spends at noise multiplier σ with K hops (calibration and the spec).
 
         PMA adds noise of std σ·Δ per hop, i.e. ``GaussianMechanism(σΔ, Δ, K)`` (Theorem 1 / 2,
         with this protocol's Δ); at node level it is sandwiched between the encoder's and the
-        classifier's DP-SGD runs (Proposition 3), both with noise multiplier σ. Δ cancels: σ
-        does not depend on D.
+        classifier's DP-SGD runs (Proposition 3), both with noise multiplier σ on their planned
+        ``schedules``. Δ cancels: σ does not depend on D.
         """
-        hp = self.hp
-        hops = hp.hops if hops is None else hops
-        delta_agg = self.aggregation_sensitivity()
+        hops = self.hp.hops if hops is None else hops
+        delta_agg = self.aggregation_sensitivity(max_degree)
         pma = GaussianMechanism(noise_multiplier * delta_agg, delta_agg, hops, name="pma (GAP Algorithm 1)")
         if self.level != "node":
             return [pma]
-        q = poisson_sample_rate(num_train, hp.batch_size)
+        encoder, classifier = schedules
         return [
-            PoissonSubsampledGaussian(noise_multiplier, q, steps_for(num_train, hp.batch_size, hp.encoder_epochs)),
+            PoissonSubsampledGaussian(noise_multiplier, encoder.sample_rate, encoder.steps),
             pma,
-            PoissonSubsampledGaussian(noise_multiplier, q, steps_for(num_train, hp.batch_size, hp.epochs)),
+            PoissonSubsampledGaussian(noise_multiplier, classifier.sample_rate, classifier.steps),
         ]
 
-    def _calibrate(self, delta: float, num_train: int, hops: int) -> float:
-        """σ for ε at δ with K hops (:func:`calibrate_noise`), memoised per process: σ is a
+    def _calibrate(self, delta: float, schedules, hops: int) -> float:
+        """σ for ε at δ with K hops (:func:`~dpaudit.dpsgd.noise_for_plan`), memoised per process: σ is a
         deterministic function of the mechanisms' parameters, which repeat across seeds of a
-        split shape (the opacus RDP of a Poisson-sampled Gaussian is slow to evaluate)."""
-        hp = self.hp
-        key = (
-            self.level,
-            self.protocol,
-            self.epsilon,
-            delta,
-            num_train,
-            hops,
-            getattr(hp, "batch_size", None),
-            hp.encoder_epochs,
-            hp.epochs,
-        )
+        plan (the opacus RDP of a Poisson-sampled Gaussian is slow to evaluate)."""
+        shape = tuple((s.sample_rate, s.steps) for s in schedules) if schedules else ()
+        key = (self.level, self.protocol, self.epsilon, delta, hops, shape)
         if key not in _SIGMA_MEMO:
-            _SIGMA_MEMO[key] = calibrate_noise(self.epsilon, delta, lambda s: self.mechanisms_for(s, num_train, hops))
+            _SIGMA_MEMO[key] = noise_for_plan(self.epsilon, delta, lambda s: self.mechanisms_for(s, schedules, hops))
         return _SIGMA_MEMO[key]
 
+    def query_mechanism(self, sigma: float, hops: int, max_degree: int | None) -> GaussianMechanism:
+        """What one PMA release on a query graph costs: the training PMA's noise and sensitivity."""
+        sens = self.aggregation_sensitivity(max_degree)
+        return GaussianMechanism(sigma * sens, sens, hops, name="pma on a query graph")
+
+    @classmethod
+    def replan(cls, card: dict[str, Any], privacy) -> list[dict[str, Any]] | None:
+        """The mechanism records the card's public inputs give: the hyperparameters, target ε,
+        the spec's δ and declared facts (the DP-SGD schedules at node level), and the K (and D)
+        the card's ``gap`` section names (chosen on validation data under ``paper``, which its
+        spec lists as unaccounted). σ is the section's when it meets the calibration's contract
+        (:func:`~dpaudit.dpsgd.noise_for_plan`), else re-calibrated; the section itself must be
+        the plan's, and every record after the training ledger one query-graph PMA release.
+
+        Raises:
+            IntegrityError: the card's ``gap`` section is not the plan's (one line).
+        """
+        from dpaudit.accounting.verify import refuse
+
+        target, section = card.get("target_epsilon"), card.get("gap")
+        if target is None or not isinstance(section, dict) or not isinstance(card.get("hyperparameters"), dict):
+            return None
+        try:
+            hops = int(section["hops"])
+            max_degree = None if section.get("max_degree") is None else int(section["max_degree"])
+            grid_size = int(section["grid_size"])
+            recorded_sigma = float(section["noise_multiplier"])
+        except (KeyError, TypeError, ValueError):
+            raise refuse(f"the card's gap section is incomplete: {section!r}") from None
+        defense = cls(epsilon=target, delta=privacy.delta, device="cpu", **card["hyperparameters"])
+        schedules = defense.schedules((privacy.public_facts or {}).get("num_train"))
+        sigma = noise_for_plan(
+            target, privacy.delta, lambda s: defense.mechanisms_for(s, schedules, hops, max_degree),
+            recorded=recorded_sigma,
+        )  # fmt: skip
+        planned = defense.plan_card(hops, max_degree, grid_size, sigma, schedules)
+        mismatch = plan_mismatch(section, planned, "gap")
+        if mismatch:
+            raise refuse(f"the card's plan section differs from the plan of its hyperparameters: {mismatch}")
+        training = [m.describe() for m in defense.mechanisms_for(sigma, schedules, hops, max_degree)]
+        query = defense.query_mechanism(sigma, hops, max_degree).describe()
+        return training + [query] * max(0, len(privacy.mechanisms) - len(training))
+
+    def plan_card(self, hops: int, max_degree: int | None, grid_size: int, sigma: float, schedules) -> dict[str, Any]:
+        """The public ``gap`` card section: the configuration released and the plan derived from
+        public inputs (σ, Δ, the DP-SGD schedules); measurements go to the owner's record."""
+        plan: dict[str, Any] = {
+            "hops": hops,
+            "max_degree": max_degree,
+            "grid_size": grid_size,
+            "noise_multiplier": sigma,
+            "aggregation_sensitivity": self.aggregation_sensitivity(max_degree),
+        }
+        for module, schedule in zip(("encoder", "classifier"), schedules or ()):
+            plan[f"{module}_schedule"] = {
+                "sample_rate": schedule.sample_rate,
+                "steps": schedule.steps,
+                "expected_batch_size": schedule.expected_batch_size,
+                "from": schedule.source,
+            }
+        return plan
+
     # -- training -----------------------------------------------------------------------------
-    def _train_module(
-        self, module, inputs, targets, sigma, epochs, desc, seed, val
-    ) -> PoissonSubsampledGaussian | None:
+    def _train_module(self, module, inputs, targets, sigma, schedule, epochs, desc, seed, val):
         hp = self.hp
         if self.level == "node":
             return _train_minibatch(
@@ -316,6 +429,7 @@ class _GAP(Defense):
                 max_grad_norm=hp.max_grad_norm,
                 batch_size=hp.batch_size,
                 epochs=epochs,
+                schedule=schedule,
                 lr=hp.lr,
                 seed=seed,
                 desc=desc,
@@ -329,13 +443,12 @@ class _GAP(Defense):
         data = dataset.data
         num_nodes = dataset.num_nodes
         train, val = split.train, split.val
-        num_train = len(train)
         edge_index = split.edge_index_for(dataset, "train")
-        graph = {"num_nodes": num_nodes, "key": graph_key(num_nodes, edge_index, data.x)}
         paper = self.paper_protocol
         node = self.level == "node"
         if paper and len(val) == 0:
             raise ConfigurationError(f"{self.name}: protocol=paper selects on validation nodes; the split has none")
+        schedules = self.schedules(declared_train_size(dataset, split))
         if protocols.sound_node_level_needs_promise(self.level, self.protocol, self.private):
             check_degree_promise(edge_index, num_nodes, hp.max_degree, "training graph")
 
@@ -350,6 +463,7 @@ class _GAP(Defense):
             "dropout": hp.dropout,
             "batch_norm": bool(hp.batch_norm),
         }
+        encoder_schedule, classifier_schedule = schedules or (None, None)
         # Raw features stay sparse where they are (the encoder's first layer is CSR × dense).
         x = sparse_features(data.x.float().to(device))
         y = data.y.to(device)
@@ -363,7 +477,7 @@ class _GAP(Defense):
         for hops in hop_grid:
             sigma = 0.0
             if self.private:
-                sigma = self._calibrate(delta, num_train, hops)
+                sigma = self._calibrate(delta, schedules, hops)
                 log.info(
                     "%s: K = %d, calibrated σ = %.4g for ε = %g, δ = %g", self.name, hops, sigma, self.epsilon, delta
                 )
@@ -375,8 +489,9 @@ class _GAP(Defense):
                 torch.manual_seed(self.seed)
                 encoder = _build_encoder(base_cfg).to(device)
                 enc_mech = self._train_module(
-                    encoder, x[train_d], y[train_d], sigma, hp.encoder_epochs, "gap encoder", self.seed, enc_val
-                )
+                    encoder, x[train_d], y[train_d], sigma, encoder_schedule, hp.encoder_epochs, "gap encoder",
+                    self.seed, enc_val,
+                )  # fmt: skip
                 with torch.no_grad():
                     x0 = encoder.eval().encode(x)
                 encoder_memo[enc_key] = (encoder, enc_mech, x0)
@@ -406,15 +521,9 @@ class _GAP(Defense):
                 classifier = _build_classifier(base_cfg, hops).to(device)
                 cls_val = (features[val_d], y[val_d]) if best_val else None
                 cls_mech = self._train_module(
-                    classifier,
-                    features[train_d],
-                    y[train_d],
-                    sigma,
-                    hp.epochs,
-                    "gap classifier",
-                    self.seed + 1,
-                    cls_val,
-                )
+                    classifier, features[train_d], y[train_d], sigma, classifier_schedule, hp.epochs,
+                    "gap classifier", self.seed + 1, cls_val,
+                )  # fmt: skip
                 val_acc = _accuracy(classifier, features[val_d], y[val_d]) if len(val) else float("nan")
                 log.info("%s: K = %d, D = %s: validation accuracy %.4f", self.name, hops, max_degree, val_acc)
                 mechanisms = []
@@ -444,28 +553,24 @@ class _GAP(Defense):
             "hops": best.hops,
             "noise_std": best.noise_std,
             "max_degree": best.max_degree,
-            "graph": graph,
             "ledger": [_mechanism_record(m) for m in best.mechanisms],
             "query_mechanism": (
-                _mechanism_record(
-                    GaussianMechanism(best.noise_std, best.sensitivity, best.hops, name="pma on a query graph")
-                )
+                _mechanism_record(self.query_mechanism(best.sigma, best.hops, best.max_degree))
                 if self.private
                 else None
             ),
             "query_releases": 0,
         }
-        privacy = self._privacy(best, delta, len(hop_grid) * len(degree_grid))
+        grid_size = len(hop_grid) * len(degree_grid)
+        privacy = self._privacy(best, delta, grid_size)
         card = {
             "inference": self._inference_card(),
-            "selection": {
-                "hops": best.hops,
-                "max_degree": best.max_degree,
-                "val_accuracy": best.val_accuracy,
-                "grid_size": len(hop_grid) * len(degree_grid),
-            },
+            "gap": self.plan_card(best.hops, best.max_degree, grid_size, best.sigma, schedules),
         }
-        return GAPModel(best.encoder.eval(), best.classifier.eval(), cfg, best.cache, privacy, card)
+        model = GAPModel(best.encoder.eval(), best.classifier.eval(), cfg, privacy, card)
+        model.keep_training_release(TrainingGraph(graph_key(num_nodes, edge_index, data.x), num_nodes), best.cache)
+        model.record["gap"]["selection"] = {"val_accuracy": best.val_accuracy, "kept_edges": best.kept_edges}
+        return model
 
     def _privacy(self, best: _Candidate, delta: float, grid_size: int) -> PrivacySpec:
         if not self.private:
@@ -479,21 +584,22 @@ class _GAP(Defense):
             max_degree=best.max_degree,
             sensitivity=best.sensitivity,
             sigma=best.sigma,
-            kept_edges=best.kept_edges,
             grid_size=grid_size,
         )
         notes.insert(0, f"δ = {delta:g} ({'auto' if str(self.delta_option) == 'auto' else 'given'})")
         ledger = PrivacyLedger().extend(best.mechanisms)
-        return ledger.spec(delta, self.unit, target_epsilon=self.epsilon, notes=notes, unaccounted=unaccounted)
+        spec = ledger.spec(delta, self.unit, target_epsilon=self.epsilon, notes=notes, unaccounted=unaccounted)
+        spec.unit_condition = unit_condition(self.level, self.protocol, best.max_degree)
+        return spec
 
     def _inference_card(self) -> dict[str, Any]:
         if not self.private:
             return {"private": False, "note": "non-private model: aggregations carry no noise"}
         return {
             "private": True,
-            "note": "queries on the training graph (same edge set and features, any order) answer from the cached "
-            "private aggregations; any other query graph is a new PMA release recorded in the privacy spec, whose "
-            "ε grows with each distinct query graph",
+            "note": "every graph passed to predict_proba / embed, the training graph included, is a new PMA release "
+            "composed into the privacy spec (ε grows with each distinct query graph); the release made on the "
+            "training graph in training is the owner's (training_release(), owner's record only)",
         }
 
 
@@ -520,5 +626,8 @@ class GAPNode(_GAP):
     name = "gap-ndp"
     unit = "node"
     level = "node"
-    summary = "GAP-NDP: node-level DP (degree ≤ D, Δ = √(D(D+1)), PMA + DP-Adam encoder/classifier, Prop. 3)"
+    summary = (
+        "GAP-NDP: node-level DP over graphs of max degree ≤ D (Δ = √(D(D+1)), PMA + DP-Adam encoder/classifier, "
+        "Prop. 3)"
+    )
     hyperparameters_class = GAPNodeHyperparameters

@@ -146,7 +146,9 @@ def graph_key(num_nodes: int, edge_index: torch.Tensor, x: torch.Tensor) -> str:
     """SHA-256 of the node count, the canonical edge set and the feature matrix.
 
     Invariant to the order and duplication of ``edge_index`` columns; changes with any edge or
-    any feature value (float32 bytes)."""
+    any feature value (float32 bytes). Used for the in-memory memo of query releases and, for
+    the training graph, only inside the owner's record: a published key of the training graph
+    would let anyone test a guessed graph for equality with it."""
     h = hashlib.sha256()
     h.update(str(int(num_nodes)).encode())
     e = canonical_edges(edge_index, num_nodes).contiguous()

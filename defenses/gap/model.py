@@ -1,11 +1,13 @@
 """GAP's neural modules (encoder, per-hop classifier; reference architecture) and the released
-model kind ``gap`` (cached PMA output, canonical-key query routing, ledgered foreign releases).
+model kind ``gap``: every query graph a new, ledgered PMA release; the training graph's release
+kept as the owner's record and answered only through :meth:`GAPModel.training_release`.
 """
 
 from __future__ import annotations
 
 import copy
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -24,7 +26,7 @@ from defenses.gap.mechanism import (
 )
 from dpaudit.accounting import GaussianMechanism, PoissonSubsampledGaussian, PrivacyLedger, PrivacySpec
 from dpaudit.errors import DPAuditError, ModelFormatError
-from dpaudit.model import ReleasedModel, _node_index, register_model_kind
+from dpaudit.model import Answers, ReleasedModel, _node_index, register_model_kind
 from dpaudit.nn import InputLinear
 
 log = logging.getLogger(__name__)
@@ -154,12 +156,93 @@ def _mechanism_from(record: dict[str, Any]):
     raise ModelFormatError(f"gap model ledger entry has unknown type {record.get('type')!r}")
 
 
-def _full_ledger(cfg: dict[str, Any]) -> PrivacyLedger:
-    """The training ledger plus one PMA release per recorded foreign-graph query."""
+def _full_ledger(cfg: dict[str, Any], releases: int | None = None) -> PrivacyLedger:
+    """The training ledger plus one PMA release per foreign-graph query: the config's recorded
+    ``query_releases``, or ``releases`` when given."""
     ledger = PrivacyLedger().extend(_mechanism_from(r) for r in cfg["ledger"])
+    count = int(cfg["query_releases"]) if releases is None else int(releases)
     if cfg.get("query_mechanism") is not None:
-        ledger.extend([_mechanism_from(cfg["query_mechanism"])] * int(cfg["query_releases"]))
+        ledger.extend([_mechanism_from(cfg["query_mechanism"])] * count)
     return ledger
+
+
+#: the note a spec carries once foreign-graph releases are composed into it
+RELEASES_NOTE = "PMA releases on query graphs composed into ε: "
+#: name of the owner's record tensor (``provenance.safetensors``)
+TRAINING_AGGREGATIONS = "gap.training_aggregations"
+#: where files before format 3 kept the training aggregations (in the public ``model.safetensors``)
+LEGACY_CACHE = "cache.aggregations"
+
+
+# --------------------------------------------------------------------------- the training release
+
+
+@dataclass(frozen=True)
+class TrainingGraph:
+    """The owner's identification of the training graph: its canonical key
+    (:func:`~defenses.gap.mechanism.graph_key`) and node count. Part of the owner's record,
+    never of the public files (with it, anyone could ask "is this your graph?")."""
+
+    key: str
+    num_nodes: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"key": self.key, "num_nodes": self.num_nodes}
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> TrainingGraph:
+        try:
+            info = record["gap"]["training_graph"]
+            return cls(str(info["key"]), int(info["num_nodes"]))
+        except (KeyError, TypeError, ValueError):
+            raise ModelFormatError(
+                "the owner's record holds GAP's training aggregations but provenance.json lacks gap.training_graph"
+            ) from None
+
+
+class TrainingRelease(Answers):
+    """PMA's output on the training graph, made once during training and already paid for by
+    the model's ε: its answers read the cached aggregations and spend nothing more.
+
+    It is the owner's (the aggregations are in ``provenance.safetensors``) and answers only on
+    the training graph itself: a graph whose canonical key differs is refused, so a caller never
+    gets training-graph answers for another graph. Obtain it with
+    :meth:`GAPModel.training_release`; the query methods mirror :class:`ReleasedModel`'s.
+    """
+
+    def __init__(self, model: GAPModel, graph: TrainingGraph, aggregations: torch.Tensor):
+        self.model = model
+        self.graph = graph
+        self.aggregations = aggregations
+        self.cfg = model.cfg
+
+    def is_training_graph(self, graph: Data) -> bool:
+        """Whether ``graph`` is the training graph (same node count, edge set and features)."""
+        if not isinstance(graph, Data) or graph.num_nodes != self.graph.num_nodes:
+            return False
+        return graph_key(graph.num_nodes, graph.edge_index, graph.x) == self.graph.key
+
+    @torch.no_grad()
+    def representation(self, graph: Data, nodes=None) -> torch.Tensor:
+        """Classifier input :math:`[\\check X^{(0)} \\| \\dots \\| \\check X^{(K)}]` of the queried nodes."""
+        self.model._check_graph(graph)
+        if not self.is_training_graph(graph):
+            raise DPAuditError(
+                "the training release answers on the training graph only; this graph differs (query the model "
+                "itself: every other graph is a new PMA release charged to its spec)"
+            )
+        idx = _node_index(graph, nodes).to(self.model.device)
+        x0 = self.model.encoder.encode(graph.x.to(self.model.device).float()[idx])
+        return torch.cat([x0, self.aggregations[idx]], dim=1)
+
+    @torch.no_grad()
+    def predict_proba(self, graph: Data, nodes=None) -> torch.Tensor:
+        return torch.softmax(self.model.classifier(self.representation(graph, nodes)), dim=1)
+
+    @torch.no_grad()
+    def embed(self, graph: Data, nodes=None) -> torch.Tensor:
+        return self.model.classifier.embed(self.representation(graph, nodes))
+
 
 
 # --------------------------------------------------------------------------- released model
@@ -167,13 +250,17 @@ def _full_ledger(cfg: dict[str, Any]) -> PrivacyLedger:
 
 @register_model_kind("gap")
 class GAPModel(ReleasedModel):
-    """A trained GAP model plus the cached private aggregations of its training graph.
-
-    Tensors: ``encoder.*``, ``classifier.*`` and ``cache.aggregations`` ([N, K·hidden], hops
-    1..K of PMA's output on the training graph). The config keeps the training ledger
-    (``ledger``), the mechanism one foreign-graph PMA release costs (``query_mechanism``) and
-    how many such releases this model has made (``query_releases``), so its spec's ε is always
+    """A trained GAP model: encoder and classifier weights, the training ledger
+    (``ledger``), the mechanism one foreign-graph PMA release costs (``query_mechanism``) and how
+    many such releases this model has made (``query_releases``), so its spec's ε is always
     training + every recorded release.
+
+    Public tensors: ``encoder.*``, ``classifier.*``. The config holds nothing measured on the
+    training graph (no key, no node count): from the public files a third party can query any
+    graph, and every query is a new PMA release charged to the spec (identical repeated
+    queries are answered from an in-memory memo, never saved). The aggregations PMA released
+    on the training graph are the owner's record (``provenance.safetensors``, with the graph's
+    key in ``provenance.json``) and answer only through :meth:`training_release`.
     """
 
     _CONFIG_KEYS = (
@@ -190,7 +277,6 @@ class GAPModel(ReleasedModel):
         "batch_norm",
         "noise_std",
         "max_degree",
-        "graph",
         "ledger",
         "query_mechanism",
         "query_releases",
@@ -201,7 +287,6 @@ class GAPModel(ReleasedModel):
         encoder: GAPEncoder,
         classifier: GAPClassifier,
         cfg: dict[str, Any],
-        cached_aggregations: torch.Tensor,
         privacy: PrivacySpec,
         card: dict[str, Any],
     ):
@@ -209,13 +294,88 @@ class GAPModel(ReleasedModel):
         self.encoder = encoder.eval()
         self.classifier = classifier.eval()
         self.cfg = dict(cfg)
-        self.cached_aggregations = cached_aggregations
-        # PMA releases on other graphs made by this object, by canonical key (memo).
+        # the owner's cached training aggregations (set by fit or attach_record_tensors)
+        self._training: tuple[TrainingGraph, torch.Tensor] | None = None
+        # PMA releases on query graphs made by this object, by canonical key (memo, never saved)
         self._other_graphs: dict[str, torch.Tensor] = {}
 
     @property
     def device(self) -> torch.device:
-        return self.cached_aggregations.device
+        return next(self.encoder.parameters()).device
+
+    @property
+    def foreign_releases(self) -> int:
+        """PMA releases on query graphs composed into this model's spec so far."""
+        return int(self.cfg["query_releases"])
+
+    # -- the owner's training release --------------------------------------------------------
+    def keep_training_release(self, graph: TrainingGraph, aggregations: torch.Tensor) -> None:
+        """Hold PMA's training-graph output as the owner's record (``fit`` calls this)."""
+        expected = (graph.num_nodes, int(self.cfg["hops"]) * int(self.cfg["hidden"]))
+        if tuple(aggregations.shape) != expected:
+            raise ModelFormatError(
+                f"GAP training aggregations have shape {tuple(aggregations.shape)}; the training graph and config "
+                f"imply {expected}"
+            )
+        self._training = (graph, aggregations)
+        self.record.setdefault("gap", {})["training_graph"] = graph.to_dict()
+
+    def training_release(self) -> TrainingRelease:
+        """The release PMA made on the training graph (paid for by the model's ε; reading it
+        spends nothing). Only the owner has it.
+
+        Raises:
+            DPAuditError: this copy lacks the owner's record (a third party's copy, or loaded
+                with ``record=False``).
+        """
+        if self._training is None:
+            raise DPAuditError(
+                "this GAP model has no training release: PMA's answers on the training graph are the owner's "
+                "record (provenance.json + provenance.safetensors), absent from this copy; predict_proba / embed "
+                "answer any graph as a new PMA release charged to the spec"
+            )
+        return TrainingRelease(self, *self._training)
+
+    def record_tensors(self) -> dict[str, torch.Tensor]:
+        return {} if self._training is None else {TRAINING_AGGREGATIONS: self._training[1]}
+
+    def attach_record_tensors(self, tensors: dict[str, torch.Tensor]) -> None:
+        if set(tensors) != {TRAINING_AGGREGATIONS}:
+            raise ModelFormatError(
+                f"GAP owner's record tensors: expected {TRAINING_AGGREGATIONS!r}, got {sorted(tensors)}"
+            )
+        self.keep_training_release(TrainingGraph.from_record(self.record), tensors[TRAINING_AGGREGATIONS])
+
+    # -- an interactive query API -------------------------------------------------------------
+    def interactive_copy(self) -> GAPModel:
+        """A copy that answers like a deployed query API: the same weights and training release,
+        its own spec (starting from this model's) and memo. What it spends on foreign graphs
+        leaves this model's spec unchanged (an audit's queries do not alter the saved model)."""
+        twin = copy.copy(self)
+        twin.cfg = copy.deepcopy(self.cfg)
+        twin.privacy = copy.deepcopy(self.privacy)
+        twin.card = copy.deepcopy(self.card)
+        twin.record = copy.deepcopy(self.record)
+        twin._other_graphs = {}
+        return twin
+
+    def spec_after(self, releases: int) -> PrivacySpec:
+        """The spec this model would carry after ``releases`` foreign-graph releases in total
+        (training ledger + ``releases`` × the query mechanism), at the same δ and unit."""
+        spec = copy.deepcopy(self.privacy)
+        if self.cfg["query_mechanism"] is None:
+            return spec
+        fresh = _full_ledger(self.cfg, releases).spec(spec.delta, spec.unit)
+        spec.epsilon = fresh.epsilon
+        spec.mechanisms = fresh.mechanisms
+        spec.gdp_mu = fresh.gdp_mu
+        spec.accountant = fresh.accountant
+        spec.epsilon_by_accountant = fresh.epsilon_by_accountant
+        spec.accounting = fresh.accounting
+        spec.notes = [n for n in spec.notes if not n.startswith(RELEASES_NOTE)]
+        if releases:
+            spec.notes.append(f"{RELEASES_NOTE}{releases}")
+        return spec
 
     # -- queries ----------------------------------------------------------------------------
     def _check_graph(self, graph: Data) -> None:
@@ -228,38 +388,20 @@ class GAPModel(ReleasedModel):
 
     def _record_query_release(self) -> None:
         """Compose one more PMA release into the spec (ε grows)."""
-        self.cfg["query_releases"] = int(self.cfg["query_releases"]) + 1
-        if self.cfg["query_mechanism"] is None:
-            return
-        ledger = _full_ledger(self.cfg)
-        spec = self.privacy
-        fresh = ledger.spec(spec.delta, spec.unit)
-        spec.epsilon = fresh.epsilon
-        spec.mechanisms = fresh.mechanisms
-        spec.gdp_mu = fresh.gdp_mu
-        spec.accountant = fresh.accountant
-        spec.epsilon_by_accountant = fresh.epsilon_by_accountant
-        spec.accounting = fresh.accounting
-        note = "PMA releases on foreign query graphs composed into ε: "
-        spec.notes = [n for n in spec.notes if not n.startswith(note)] + [f"{note}{self.cfg['query_releases']}"]
-        log.warning(
-            "GAP: a new PMA release on a foreign query graph; spent ε is now %.4g (%d release(s))",
-            spec.epsilon,
-            self.cfg["query_releases"],
-        )
+        self.cfg["query_releases"] = self.foreign_releases + 1
+        self.privacy = self.spec_after(self.foreign_releases)
+        # debug: an audit makes hundreds of releases and reports them once, summed (its plan
+        # and finding); the spec, which every caller can read, is what records each one
+        log.debug("GAP: a new PMA release on a query graph; spent ε is now %.4g (%d release(s))",
+                  self.privacy.epsilon, self.foreign_releases)  # fmt: skip
 
     @torch.no_grad()
     def _hop_features(self, graph: Data) -> torch.Tensor:
-        """Hops 1..K for every node of ``graph``: cached if it is the training graph (canonical
-        key), else a new, recorded PMA release (memoised per key)."""
+        """Hops 1..K for every node of ``graph``: a new, recorded PMA release on it (memoised
+        per canonical key within this object). The training graph is no exception: routing it
+        to the cached training release would answer "is this the training graph?"."""
         key = graph_key(graph.num_nodes, graph.edge_index, graph.x)
-        if key == self.cfg["graph"]["key"]:
-            return self.cached_aggregations
         if key not in self._other_graphs:
-            log.info(
-                "GAP: query graph differs from the training graph; new PMA release (noise std %g)",
-                self.cfg["noise_std"],
-            )
             edge_index = graph.edge_index
             private = self.cfg["query_mechanism"] is not None
             if self.cfg["max_degree"] is not None:
@@ -304,15 +446,16 @@ class GAPModel(ReleasedModel):
     def state_tensors(self) -> dict[str, torch.Tensor]:
         tensors = {f"encoder.{k}": v for k, v in self.encoder.state_dict().items()}
         tensors.update({f"classifier.{k}": v for k, v in self.classifier.state_dict().items()})
-        tensors["cache.aggregations"] = self.cached_aggregations
         return tensors
 
     @classmethod
     def verify_privacy(cls, privacy, config, card):
         """The spec's mechanisms must be the config's training ledger followed by one PMA
         release per recorded foreign-graph query (``query_releases``), the unit the config's
-        level; then the generic recomputation (:func:`dpaudit.accounting.verify.verify_spec`).
-        Spent ε may exceed the target only by those recorded releases.
+        level, and sound node-level GAP's unit condition the degree bound it was trained under
+        (``max degree <= D``; no other spec carries one); then the generic recomputation
+        (:func:`dpaudit.accounting.verify.verify_spec`). Spent ε may exceed the target only by
+        those recorded releases.
 
         Raises:
             IntegrityError: on any mismatch (one line).
@@ -333,6 +476,12 @@ class GAPModel(ReleasedModel):
                 f"the spec records {len(privacy.mechanisms)} mechanism(s) that differ from the model's ledger "
                 f"({len(config.get('ledger', []))} training mechanism(s) + {releases} foreign-graph release(s))"
             )
+        condition = unit_condition(config.get("level"), config.get("protocol"), config.get("max_degree"))
+        if privacy.is_private and privacy.unit_condition != condition:
+            raise refuse(
+                f"unit condition {privacy.unit_condition!r} stated; a {config.get('level')}-level "
+                f"protocol={config.get('protocol')} GAP model proves {condition or 'no condition'!r}"
+            )
         return verify_spec(privacy, level_unit, card_protocol(card), allow_above_target=releases > 0)
 
     @classmethod
@@ -351,22 +500,30 @@ class GAPModel(ReleasedModel):
             )
         for record in list(config["ledger"]) + ([config["query_mechanism"]] if config["query_mechanism"] else []):
             _mechanism_from(record)
+        if isinstance(config.get("graph"), dict):
+            # A file written before format 3 ships the training graph's key and aggregations in the
+            # public files (the oracle this format removes). It loads as a public copy: both are
+            # dropped, every query is charged, and saving it writes the current format.
+            config = {k: v for k, v in config.items() if k != "graph"}
+            tensors = {k: v for k, v in tensors.items() if k != LEGACY_CACHE}
         encoder, classifier = _build_encoder(config), _build_classifier(config, int(config["hops"]))
         enc_state = {k.removeprefix("encoder."): v for k, v in tensors.items() if k.startswith("encoder.")}
         cls_state = {k.removeprefix("classifier."): v for k, v in tensors.items() if k.startswith("classifier.")}
         extra = set(tensors) - {f"encoder.{k}" for k in enc_state} - {f"classifier.{k}" for k in cls_state}
-        if extra != {"cache.aggregations"}:
-            raise ModelFormatError(
-                f"gap model tensors: unexpected or missing entries {sorted(extra ^ {'cache.aggregations'})}"
-            )
+        if extra:
+            raise ModelFormatError(f"gap model tensors: unexpected entries {sorted(extra)}")
         try:
             encoder.load_state_dict(enc_state, strict=True)
             classifier.load_state_dict(cls_state, strict=True)
         except RuntimeError as exc:
             raise ModelFormatError(f"gap model tensors do not match its config: {str(exc).splitlines()[0]}") from None
-        cache = tensors["cache.aggregations"]
-        expected = (int(config["graph"]["num_nodes"]), int(config["hops"]) * int(config["hidden"]))
-        if tuple(cache.shape) != expected:
-            raise ModelFormatError(f"cached aggregations have shape {tuple(cache.shape)}, config implies {expected}")
-        device = cache.device
-        return cls(encoder.to(device), classifier.to(device), config, cache, privacy, card)
+        device = next(iter(tensors.values())).device
+        return cls(encoder.to(device), classifier.to(device), config, privacy, card)
+
+
+def unit_condition(level: str | None, protocol: str | None, max_degree: int | None) -> str | None:
+    """The restriction of the neighbouring relation a GAP spec holds under: sound node-level GAP
+    proves node-level DP over graphs of maximum degree ≤ D only (it refuses every other graph)."""
+    if level == "node" and protocol == "sound" and max_degree is not None:
+        return f"max degree <= {int(max_degree)}"
+    return None

@@ -60,7 +60,6 @@ def privacy_text(
     max_degree: int | None,
     sensitivity: float,
     sigma: float,
-    kept_edges: int,
     grid_size: int,
 ) -> tuple[list[str], list[str]]:
     """(notes, unaccounted steps) of a private run's spec: every step ``paper`` leaves outside
@@ -91,17 +90,17 @@ def privacy_text(
         )
         if paper:
             unaccounted += [
-                f"degree bounding by random out-neighbour sampling to D = {max_degree} ({kept_edges} directed edges "
-                "kept) depends on the graph and is not analysed (removing a node changes which of its neighbours' "
-                "edges survive)",
+                f"degree bounding by random out-neighbour sampling to D = {max_degree} depends on the graph and is "
+                "not analysed (removing a node changes which of its neighbours' edges survive)",
                 "per-hop sensitivity √D (Lemmas 2–3) ignores the removed node's own aggregated row (√(D(D+1)) with it)",
                 "best-validation checkpoints of the encoder and the classifier (validation labels and features, "
                 "private at node level)",
             ]
         else:
             notes.append(
-                f"node-level DP over graphs of maximum degree ≤ D = {max_degree} (checked; no trimming): per-hop "
-                "sensitivity √(D(D+1)) covers the D rows the node enters and its own row"
+                f"bounded-degree node-level DP: neighbouring graphs both of maximum degree ≤ D = {max_degree} "
+                "(training and query graphs above it are refused, no trimming); per-hop sensitivity √(D(D+1)) covers "
+                "the D rows the node enters and its own row"
             )
     if paper and grid_size > 1:
         unaccounted.append(
@@ -109,7 +108,7 @@ def privacy_text(
             "separate private run; only the chosen run is accounted"
         )
     notes.append(
-        "queries on the training graph (canonical key: edge set + features) reuse the cached PMA output; every "
-        "other query graph is a new PMA release composed into this spec (ε grows)"
+        "every query graph passed to the model (the training graph included) is a new PMA release composed into "
+        "this spec (ε grows); the training graph's release is answered only through the owner's record"
     )
     return notes, unaccounted

@@ -1,5 +1,6 @@
 """GAP's training loops: full-batch Adam (gap-inf, gap-edp) and DP-Adam through
-:func:`dpaudit.dpsgd.train_dp_sgd` (gap-ndp), each keeping the last iterate or, under ``protocol=paper``, the best-validation epoch.
+:func:`dpaudit.dpsgd.train_dp_sgd` on a planned :class:`~dpaudit.dpsgd.PoissonSchedule`
+(gap-ndp), each keeping the last iterate or, under ``protocol=paper``, the best-validation epoch.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from dpaudit.accounting import PoissonSubsampledGaussian
-from dpaudit.dpsgd import make_optimizer, train_dp_sgd
+from dpaudit.dpsgd import PoissonSchedule, make_optimizer, train_dp_sgd
 
 log = logging.getLogger(__name__)
 
@@ -79,16 +80,18 @@ def _train_minibatch(
     max_grad_norm: float,
     batch_size: int,
     epochs: int,
+    schedule: PoissonSchedule | None,
     lr: float,
     seed: int,
     desc: str,
     val: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> PoissonSubsampledGaussian | None:
-    """DP-Adam through :func:`dpaudit.dpsgd.train_dp_sgd` (Poisson sampling at rate 1/⌈n/B⌉,
-    per-example clipping to ``max_grad_norm`` by ghost norms, Gaussian noise σ·C) for
-    ``epochs`` epochs; returns the mechanism spent (``None`` when σ = 0: plain minibatch Adam).
-    With ``val`` the best-validation epoch is kept (paper protocol; the choice is not
-    accounted). Shapes: inputs [n, d] (dense or :class:`~dpaudit.nn.SparseFeatures`), targets [n]."""
+    """DP-Adam through :func:`dpaudit.dpsgd.train_dp_sgd` on the planned ``schedule`` (Poisson
+    rate, steps and normaliser fixed from public inputs before training; per-example clipping to
+    ``max_grad_norm`` by ghost norms, Gaussian noise σ·C); returns the mechanism spent (``None``
+    when σ = 0: plain minibatch Adam over ``epochs``, ``schedule`` None). With ``val`` the
+    best-validation epoch is kept (paper protocol; the choice is not accounted). Shapes: inputs
+    [n, d] (dense or :class:`~dpaudit.nn.SparseFeatures`), targets [n]."""
     ckpt = _Checkpoint(module, val)
     mechanism = train_dp_sgd(
         module,
@@ -98,6 +101,7 @@ def _train_minibatch(
         max_grad_norm=max_grad_norm,
         batch_size=batch_size,
         epochs=epochs,
+        schedule=schedule,
         lr=lr,
         optimizer="adam",
         seed=seed,

@@ -16,13 +16,16 @@ Training (Algorithm 1):
 4. **Objective perturbation** (Eq. 13): minimise
    :math:`L_{priv}(\Theta) = \frac1{n_1}\sum_i\sum_j\ell(z_i^T\theta_j; y_{ij}) + \frac\Lambda2\|\Theta\|_F^2
    + \frac1{n_1}B\odot\Theta + \frac{\Lambda'}2\|\Theta\|_F^2` with Λ′, β from Theorem 1
-   (Eqs. 17–24) and the columns of B drawn by Algorithm 2, to :math:`\|\nabla L_{priv}\|_F \le \gamma`
-   (L-BFGS + Newton polish in float64; a fit that does not get there fails with
-   :class:`~defenses.gcon.mechanism.GCONConvergenceError` and releases nothing).
+   (Eqs. 17–24) and the columns of B drawn by Algorithm 2, on a **schedule fixed in advance**
+   (:func:`~defenses.gcon.mechanism.descent_schedule`): an L-BFGS + Newton warm start (float64, no
+   convergence requirement), projected onto Theorem 1's ball :math:`\|\theta_j\| \le c_\theta`,
+   then T gradient steps of size 1/L, T computed from public constants only. Then
+   :math:`\|\Theta_T - \Theta_{priv}\|_F \le (1-\mu/L)^T 2\sqrt c\,c_\theta` on Theorem 1's good
+   event, for every dataset; no convergence check, no refusal after training starts.
 5. **Approximate Minima Perturbation** (Iyengar et al., "Towards Practical Differentially Private
-   Convex Optimization", IEEE S&P 2019, Algorithm 1): release :math:`\hat\Theta + \mathcal N(0, \sigma_2^2 I)`
-   with :math:`\sigma_2` covering the residual sensitivity :math:`2\gamma/(\Lambda+\Lambda')`
-   (:func:`~defenses.gcon.mechanism.amp_sensitivity` says why 2).
+   Convex Optimization", IEEE S&P 2019, Algorithm 1): release :math:`\Theta_T + \mathcal N(0, \sigma_2^2 I)`
+   with :math:`\sigma_2` covering twice that residual bound
+   (:func:`~defenses.gcon.mechanism.amp_sensitivity` says why 2, and why no δ is added).
 
 Privacy: Theorem 1 gives (ε, δ)-edge-DP for the *exact* minimiser :math:`\Theta_{priv}` (add/remove
 one undirected edge). Theorem 1 is calibrated to ((1 − s)ε, (1 − s)δ) and AMP's Gaussian to
@@ -32,7 +35,16 @@ whose (ε, δ) is *re-derived* from the computed Λ, Λ′, β, c_θ through Lem
 Balle & Wang 2018, Theorem 8), composed by adding ε's and δ's; the total is checked to be ≤
 the target. The encoder and the pseudo-labels read no edge. See :mod:`defenses.gcon.mechanism` for the check of the paper's algebra and the
 readings chosen where it is loose (Λ raised by Eq. 22 is the Λ used in the objective; PPR
-computed as R_M; 1/s kept at inference; the exact-minimiser assumption, closed by AMP).
+computed as R_M; 1/s kept at inference; the exact-minimiser assumption, closed by the fixed
+schedule + AMP). The plan — every number the spec and the card hold — is computed from public
+inputs by :mod:`defenses.gcon.plan`, shared by ``fit``, :meth:`GCON.replan` (the load-time check)
+and :meth:`GCONModel.verify_privacy`.
+
+**Public card vs owner's record.** ``card["gcon"]`` holds the plan only (n₁, d, c, Ψ, Theorem
+1's constants, the schedule, AMP's σ; under ``paper`` the grid and the chosen configuration).
+What the warm start measured on the edges (objective, gradient norms, iterations, restarts,
+whether it reached its tolerance) and the validation accuracy of a ``paper`` selection go to
+``model.record["gcon"]`` (``provenance.json``), never to ``model.json`` or the spec's notes.
 
 **Protocols.** ``sound`` (default): the fixed defaults of :class:`GCONHyperparameters`, no
 choice read from private data; ``sound: true``. ``paper``: Appendix Q's protocol — every
@@ -60,7 +72,7 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
@@ -68,29 +80,26 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from defenses.gcon.mechanism import (
-    GCONConvergenceError,
-    amp_noise_multiplier,
-    amp_sensitivity,
     check_alpha,
-    gaussian_delta,
+    descend,
     gcon_features,
     make_loss,
     normalized_adjacency,
     parse_steps,
+    perturbed_objective,
+    project_columns,
     sample_objective_noise,
-    sensitivity_psi,
     solve_perturbed_objective,
-    theorem1_parameters,
 )
 from defenses.gcon.model import (
     INFERENCE_MODES,
     INFERENCE_NOTES,
     GCONModel,
     encode_features,
-    json_float,
     query_features,
     steps_to_json,
 )
+from defenses.gcon.plan import ConfigurationPlan, plan_configuration
 from defenses.gcon.protocols import (
     GRID_KEYS,
     PAPER_GRID,
@@ -100,7 +109,7 @@ from defenses.gcon.protocols import (
     parse_grid,
     selection_unaccounted,
 )
-from dpaudit.accounting import PrivacyLedger, PrivacySpec, RecordedGuarantee
+from dpaudit.accounting import PrivacyLedger, PrivacySpec
 from dpaudit.datasets import GraphDataset
 from dpaudit.defense import Defense, PrivateHyperparameters
 from dpaudit.errors import ConfigurationError
@@ -112,7 +121,6 @@ from dpaudit.splits import Split
 
 __all__ = [
     "GCON",
-    "GCONConvergenceError",
     "GCONHyperparameters",
     "GCONModel",
     "GRID_KEYS",
@@ -138,7 +146,7 @@ class GCONHyperparameters(PrivateHyperparameters):
     The default grid is :data:`PAPER_GRID` (Appendix Q for s = 1, minus Adam's learning rate:
     5,760 configurations, 1,920 solves, about 2–4 min per fit on one CPU core for Cora-ML).
     Fields that the grid sets are ignored under ``paper``; the others (encoder training, ω, ξ,
-    γ, AMP share, inference mode) apply to every candidate.
+    the schedule, AMP share, inference mode) apply to every candidate.
 
     ReLU encoder features are non-negative, so every inner product z^T μ_j is positive and a strongly
     regularised linear model drifts toward the largest (pseudo-)class; tanh avoids that (sweep on Cora).
@@ -157,10 +165,15 @@ class GCONHyperparameters(PrivateHyperparameters):
         omega: budget allocator ω of Theorem 1.
         xi: ξ > 0 of Eq. (22).
         inference: ``"private"`` (Eq. 16) or ``"public"`` (Algorithm 4, public test graph).
-        grad_tol: γ, the absolute gradient-norm tolerance ‖∇L_priv‖_F ≤ γ the solver must reach
-            (else the fit fails); AMP's residual sensitivity is 2γ/(Λ + Λ′).
+        residual_tol: target for the proven residual bound ‖Θ_T − Θ_priv‖_F: the schedule runs the
+            fewest gradient steps T whose bound (1 − μ/L)^T·2√c·c_θ is ≤ this (at most
+            ``descent_steps``); AMP's sensitivity is twice the bound reached.
+        descent_steps: the cap on T. A cap below what ``residual_tol`` needs releases with the
+            larger bound and correspondingly more AMP noise (decided from public constants; never
+            a refusal).
         amp_share: share s of ε and of δ given to AMP's Gaussian; Theorem 1 gets (1 − s)(ε, δ).
-        max_iter: L-BFGS iterations per (re)start.
+        max_iter: the warm start's budget: L-BFGS iterations per (re)start and at most this many
+            Newton steps (utility only: the residual bound holds whatever the warm start returns).
         grid: ``protocol=paper`` only: ``"key=v1,v2; key=..."`` over encoder_hidden, alpha, steps
             (``+`` joins several steps of one candidate, e.g. ``1+5``), pseudo_labels, loss
             (``msl`` or ``huber:δ_l``), regularization and alpha_inference (``alpha`` = α). Keys
@@ -183,7 +196,8 @@ class GCONHyperparameters(PrivateHyperparameters):
     omega: float = 0.9
     xi: float = 0.1
     inference: str = "private"
-    grad_tol: float = 1e-8
+    residual_tol: float = 1e-8
+    descent_steps: int = 10000
     amp_share: float = 0.01
     max_iter: int = 5000
     grid: str = PAPER_GRID
@@ -211,8 +225,8 @@ def _validate(hp: GCONHyperparameters) -> dict:
         raise ConfigurationError(f"gcon xi must be > 0, got {hp.xi}")
     if hp.inference not in INFERENCE_MODES:
         raise ConfigurationError(f"gcon inference must be one of {INFERENCE_MODES}, got {hp.inference!r}")
-    if not (math.isfinite(hp.grad_tol) and hp.grad_tol > 0) or hp.max_iter < 1:
-        raise ConfigurationError("gcon grad_tol (γ) must be > 0 and max_iter ≥ 1")
+    if not (math.isfinite(hp.residual_tol) and hp.residual_tol > 0) or hp.max_iter < 1 or hp.descent_steps < 0:
+        raise ConfigurationError("gcon residual_tol must be > 0, max_iter ≥ 1 and descent_steps ≥ 0")
     if not 0.0 < hp.amp_share < 1.0:
         raise ConfigurationError(f"gcon amp_share must lie in (0, 1), got {hp.amp_share}")
     grid = parse_grid(hp.grid) if hp.protocol == "paper" else {}
@@ -221,33 +235,37 @@ def _validate(hp: GCONHyperparameters) -> dict:
 
 @dataclass
 class _Trained:
-    """Θ released for one configuration, with everything its privacy spec and card need."""
+    """Θ released for one configuration, its plan (public) and the warm start's diagnostics (private)."""
 
     theta: np.ndarray
-    info: object
-    params: object
-    amp: dict | None
+    plan: ConfigurationPlan
+    diagnostics: dict
     n1: int
     d: int
-    psi: float
-    reg_total: float
 
 
 @register_defense
 class GCON(Defense):
-    r"""GCON (see the module docstring). ``fit`` runs Algorithm 1 with Approximate Minima
-    Perturbation; ``protocol=paper`` adds Appendix Q's selection on validation data (unaccounted).
+    r"""GCON (see the module docstring). ``fit`` runs Algorithm 1 on a fixed schedule with
+    Approximate Minima Perturbation; ``protocol=paper`` adds Appendix Q's selection on validation
+    data (unaccounted).
 
     Privacy of one trained configuration, at target (ε, δ) and AMP share s:
 
     * Θ_priv, the exact minimiser of Eq. (13), is ((1−s)ε, (1−s)δ)-edge-DP by Theorem 1
-      (Λ′, β calibrated to (1−s)ε, (1−s)δ; the (ε, δ) is re-derived through Lemmas 7–9);
-    * the solver returns Θ̂ with ‖∇L_priv(Θ̂)‖_F ≤ γ (else :class:`GCONConvergenceError`), and
-      Θ̂ + N(0, σ₂²I) with σ₂ = z·2γ/(Λ+Λ′) is released, z calibrated so that the Gaussian spends
+      (Λ′, β calibrated to (1−s)ε, (1−s)δ; the (ε, δ) is re-derived through Lemmas 7–9), and its
+      proof bounds the density ratio on the event ‖θ_j‖ ≤ c_θ for all j, charging the rest to δ;
+    * the released point Θ_T is a warm start projected onto that ball followed by T gradient steps
+      of size 1/L, T fixed from public constants (:func:`~defenses.gcon.mechanism.descent_schedule`),
+      so ‖Θ_T − Θ_priv‖_F ≤ b_T = (1 − μ/L)^T·2√c·c_θ on that event for every dataset;
+    * Θ_T + N(0, σ₂²I) is released with σ₂ = z·2b_T, z calibrated so that the Gaussian spends
       ≤ sε at δ₂ = sδ (Iyengar et al. 2019, AMP; :func:`~defenses.gcon.mechanism.amp_sensitivity`);
     * the ledger composes both (ε's and δ's add), spent ≤ target. The Gaussian is recorded in
       (ε, δ) by the exact analytic bound (Balle & Wang 2018), since the RDP conversion floors at
       the small ε₂ = sε.
+
+    Nothing in that chain depends on whether a solver converged: a fit either is refused before
+    any work (bad hyperparameters) or releases.
     """
 
     name = "gcon"
@@ -280,48 +298,38 @@ class GCON(Defense):
     def _train_theta(
         self, z: torch.Tensor, y_rows: torch.Tensor, config: Config, c: int, delta: float, stream: tuple[int, ...]
     ) -> _Trained:
-        r"""Steps 4–5 of Algorithm 1 for one configuration, plus AMP.
+        r"""Steps 4–5 of Algorithm 1 for one configuration: the plan (public inputs only), the
+        objective noise, the warm start, the fixed schedule and AMP.
 
         Shapes: z [n₁, s·d₁] (float64, rows of Eq. 11), y_rows [n₁, c] (one-hot); Θ [s·d₁, c]."""
         hp = self.hp
         z_np, y_np = z.cpu().numpy(), y_rows.cpu().numpy()
         n1, d = z_np.shape
+        plan = plan_configuration(self.epsilon, delta, c, d, n1, config, hp)
         loss = make_loss(config.loss, c, config.huber_delta)
-        psi = sensitivity_psi(config.alpha, config.steps)
-        private = self.private and psi > 0.0
-        if private:
-            share = hp.amp_share
-            params = theorem1_parameters(
-                (1.0 - share) * self.epsilon, (1.0 - share) * delta, c, d, n1, config.regularization, hp.omega,
-                loss.suprema(), psi, hp.xi,
-            )  # fmt: skip
+        noise = np.zeros((d, c))
+        if plan.theorem1 is not None:
             rng = np.random.default_rng(np.random.SeedSequence([self.seed, 0x6C0, *stream]))
-            noise = sample_objective_noise(d, c, params.beta, rng)
-            reg_total = params.regularization + params.lambda_prime
-            if params.regularization > config.regularization:
-                log.debug("gcon: Λ raised from %g to %g by Eq. (22)", config.regularization, params.regularization)
-        else:
-            params, noise, reg_total = None, np.zeros((d, c)), config.regularization
-        # 5. Θ̂ with ‖∇L_priv(Θ̂)‖_F ≤ γ; raises GCONConvergenceError otherwise
-        theta, info = solve_perturbed_objective(z_np, y_np, loss, reg_total, noise, hp.grad_tol, hp.max_iter)
-        amp = None
-        if private:
-            # AMP (Iyengar et al. 2019): Gaussian covering the residual Θ̂ − Θ_priv, ‖·‖ ≤ γ/(Λ+Λ′)
-            sensitivity = amp_sensitivity(hp.grad_tol, reg_total)
-            multiplier = amp_noise_multiplier(hp.amp_share * self.epsilon, hp.amp_share * delta)
-            sigma = multiplier * sensitivity
+            noise = sample_objective_noise(d, c, plan.theorem1.beta, rng)
+            if plan.theorem1.regularization > config.regularization:
+                log.debug(
+                    "gcon: Λ raised from %g to %g by Eq. (22)", config.regularization, plan.theorem1.regularization
+                )
+        # warm start aimed at the gradient norm that alone would give the target residual (utility
+        # only); max_iter bounds its Newton polish as well as each L-BFGS run
+        warm_tol = plan.strong_convexity * hp.residual_tol
+        theta, info = solve_perturbed_objective(
+            z_np, y_np, loss, plan.strong_convexity, noise, warm_tol, hp.max_iter, max_newton=min(50, hp.max_iter)
+        )
+        diagnostics = {"warm_start": {"method": "scipy L-BFGS-B + Newton polish, float64", **asdict(info)}}
+        if plan.amp is not None:
+            schedule = plan.amp.schedule
+            theta = descend(project_columns(theta, schedule.radius), z_np, y_np, loss, noise, schedule)
+            _, grad = perturbed_objective(theta, z_np, y_np, loss, schedule.strong_convexity, noise)
+            diagnostics["grad_norm_after_schedule"] = float(np.linalg.norm(grad))
             amp_rng = np.random.default_rng(np.random.SeedSequence([self.seed, 0xA3, *stream]))
-            theta = theta + amp_rng.normal(0.0, sigma, size=theta.shape)
-            amp = {
-                "grad_tol": hp.grad_tol,
-                "grad_norm": info.grad_norm,
-                "sensitivity": sensitivity,
-                "noise_multiplier": multiplier,
-                "sigma": sigma,
-                "epsilon": hp.amp_share * self.epsilon,
-                "delta": gaussian_delta(multiplier, hp.amp_share * self.epsilon),
-            }
-        return _Trained(theta, info, params, amp, n1, d, psi, reg_total)
+            theta = theta + amp_rng.normal(0.0, plan.amp.sigma, size=theta.shape)
+        return _Trained(theta, plan, diagnostics, n1, d)
 
     def _fit(self, dataset: GraphDataset, split: Split, delta: float) -> GCONModel:
         hp = self.hp
@@ -389,41 +397,28 @@ class GCON(Defense):
             if best is None or accuracy > best[0]:
                 best = (accuracy, config, encoder, trained)
         val_accuracy, config, encoder, trained = best
-        return self._release(dataset, split, delta, config, encoder, trained, val_accuracy, len(configs))
+        return self._release(dataset, delta, config, encoder, trained, val_accuracy, len(configs))
 
-    def _release(self, dataset, split, delta, config: Config, encoder: MLP, trained: _Trained, val_accuracy,
+    def _release(self, dataset, delta, config: Config, encoder: MLP, trained: _Trained, val_accuracy,
                  num_candidates: int) -> GCONModel:  # fmt: skip
         hp = self.hp
         c = dataset.num_classes
-        info, params = trained.info, trained.params
+        plan = trained.plan
+        # public: the plan and what it was computed from (n1, d, c are public at edge level)
         gcon_card = {
             "n1": trained.n1,
             "d": trained.d,
             "c": c,
-            "psi": trained.psi,
             "steps": steps_to_json(config.steps),
-            "regularization_total": trained.reg_total,
-            "solver": {
-                "method": "scipy L-BFGS-B + Newton polish, float64",
-                "grad_norm": info.grad_norm,
-                "grad_tol": info.grad_tol,
-                "relative_grad_norm": info.relative_grad_norm,
-                "initial_grad_norm": info.initial_grad_norm,
-                "iterations": info.iterations,
-                "restarts": info.restarts,
-                "converged": info.converged,
-                "objective": info.objective,
-            },
+            **plan.card(),
             "config": config.to_dict(),
         }
+        # the owner's: everything the warm start and the descent measured on the edges
+        gcon_record = dict(trained.diagnostics)
         unaccounted = []
         if self.paper_protocol:
-            gcon_card["selection"] = {
-                "grid": hp.grid,
-                "candidates": num_candidates,
-                "chosen": config.to_dict(),
-                "val_accuracy": val_accuracy,
-            }
+            gcon_card["selection"] = {"grid": hp.grid, "candidates": num_candidates, "chosen": config.to_dict()}
+            gcon_record["selection"] = {"val_accuracy": val_accuracy}
             unaccounted.append(selection_unaccounted(hp.grid, num_candidates))
         if not self.private:
             privacy = PrivacySpec.non_private("gcon at ε = ∞: the same pipeline without B, Λ′ and AMP noise")
@@ -434,37 +429,11 @@ class GCON(Defense):
                 f"δ = {delta:g} ({'auto: a power of ten below 1/#edges' if str(self.delta_option) == 'auto' else 'given'})",
                 "edge-level: neighbouring graphs differ by one undirected edge; node features and training labels "
                 "are public (GCON Section III)",
+                plan.note(),
             ]
             ledger = PrivacyLedger()
-            if trained.psi == 0.0:
-                # no step reads an edge (all m_i = 0): Θ does not depend on the edges at all
-                notes.append("Ψ(Z) = 0 (all steps are 0): the model reads no edge; recorded at the target ε")
-                ledger.step(RecordedGuarantee(self.epsilon, 0.0, name="gcon objective perturbation (Theorem 1)"))
-            else:
-                spent_eps, spent_delta = params.guarantee()
-                details = {k: json_float(v) for k, v in params.to_dict().items()}
-                amp = trained.amp
-                notes.append(
-                    f"Theorem 1 covers the exact minimiser; the solver reached ‖∇L_priv‖_F = {info.grad_norm:.3e} ≤ "
-                    f"γ = {hp.grad_tol:g} and AMP (Iyengar et al. 2019) adds N(0, σ²), σ = {amp['sigma']:.3e}, "
-                    f"covering the residual sensitivity 2γ/(Λ+Λ′) = {amp['sensitivity']:.3e} at "
-                    f"(ε, δ) = ({amp['epsilon']:.3g}, {amp['delta']:.3g})"
-                )
-                ledger.step(
-                    RecordedGuarantee(spent_eps, spent_delta, name="gcon objective perturbation (Theorem 1)",
-                                      details=details)
-                )  # fmt: skip
-                ledger.step(
-                    RecordedGuarantee(
-                        amp["epsilon"],
-                        amp["delta"],
-                        name="gcon AMP output noise (Iyengar et al. 2019; analytic Gaussian)",
-                        details={k: amp[k] for k in ("sigma", "sensitivity", "noise_multiplier", "grad_tol")},
-                    )
-                )
-                gcon_card["theorem1"] = details
-                gcon_card["theorem1_rederived"] = {"epsilon": spent_eps, "delta": spent_delta}
-                gcon_card["amp"] = amp
+            for mechanism in plan.mechanisms():
+                ledger.step(mechanism)
             privacy = ledger.spec(
                 delta,
                 "edge",
@@ -489,4 +458,37 @@ class GCON(Defense):
         }
         card = {"inference": {"private": False, "note": INFERENCE_NOTES[hp.inference]}, "gcon": gcon_card}
         theta_t = torch.as_tensor(trained.theta, dtype=torch.float64, device=self.device)
-        return GCONModel(encoder, theta_t, settings, privacy, card)
+        model = GCONModel(encoder, theta_t, settings, privacy, card)
+        model.record["gcon"] = gcon_record
+        return model
+
+    @classmethod
+    def replan(cls, card: dict, privacy) -> list[dict]:
+        """The ledger records :func:`~defenses.gcon.plan.plan_configuration` — the function ``fit``
+        trains with — gives for the card's public inputs: its hyperparameters, target ε, the spec's
+        δ, the number of classes, and ``gcon.n1`` (public at edge level). The configuration is the
+        hyperparameters' own under ``sound``; under ``paper`` the card's chosen one, which must be
+        a point of the card's grid. d = s·d₁ follows from the configuration.
+
+        Raises:
+            ConfigurationError: the card lacks an input or holds an invalid one, or the chosen
+                configuration is not a point of the grid.
+        """
+        try:
+            hp = cls.hyperparameters_class(**card["hyperparameters"])
+            checked = _validate(hp)
+            gcon = card["gcon"]
+            if hp.protocol == "paper":
+                chosen = dict(gcon["config"])
+                config = Config(**{**chosen, "steps": parse_steps(chosen["steps"])})
+                if config not in grid_configs(hp, checked):
+                    raise ConfigurationError("the gcon card's chosen configuration is not a point of its grid")
+            else:
+                config = default_config(hp, checked)
+            num_classes, n1 = int(card["dataset"]["num_classes"]), int(gcon["n1"])
+            target_epsilon = float(card["target_epsilon"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ConfigurationError(f"gcon card cannot be re-planned: {type(exc).__name__}: {exc}") from None
+        dim = len(config.steps) * config.encoder_hidden
+        plan = plan_configuration(target_epsilon, privacy.delta, num_classes, dim, n1, config, hp)
+        return [mechanism.describe() for mechanism in plan.mechanisms()]

@@ -78,21 +78,19 @@ class GCONModel(ReleasedModel):
           through Lemmas 7–9 (:meth:`TheoremOneParameters.guarantee`) must be the recorded (ε, δ)
           and at most Theorem 1's target; Ψ must be the one of the card's (α, steps); the target
           must be (1 − s) times the spec's target ε and δ (s = ``amp_share``).
-        * AMP: the noise multiplier must give the recorded δ at ε = s·ε_target by the analytic
-          Gaussian (Balle & Wang 2018), σ = multiplier × sensitivity, sensitivity = 2γ/(Λ + Λ′).
+        * AMP: the fixed schedule (μ, L, ρ, c_θ, T, residual bound) and the Gaussian (sensitivity =
+          2 × bound, σ = multiplier × sensitivity, δ by the analytic Gaussian of Balle & Wang 2018 at
+          ε = s·ε_target) are recomputed from the Theorem 1 record, s of the card's steps and the
+          card's ``residual_tol`` / ``descent_steps`` by
+          :func:`~defenses.gcon.plan.amp_calibration` — the function ``fit`` used — and must be the
+          recorded ones; δ must be ≤ s·δ.
         * Ψ = 0 (no edge read): a single record at the target ε with δ = 0; the card's Ψ must be 0.
 
         Raises:
             IntegrityError: on any mismatch (one line).
         """
-        from defenses.gcon.mechanism import (
-            TheoremOneParameters,
-            amp_sensitivity,
-            gaussian_delta,
-            make_loss,
-            sensitivity_psi,
-            theorem1_parameters,
-        )
+        from defenses.gcon.mechanism import TheoremOneParameters, make_loss, sensitivity_psi, theorem1_parameters
+        from defenses.gcon.plan import amp_calibration
         from dpaudit.accounting.verify import check_claims, close, refuse, verify_spec
         from dpaudit.model import card_protocol
 
@@ -100,7 +98,8 @@ class GCONModel(ReleasedModel):
         if not privacy.is_private:
             return verify_spec(privacy, "edge", card_protocol(card))
         info = card.get("gcon") or {}
-        share = float((card.get("hyperparameters") or {}).get("amp_share", 0.01))
+        hyperparameters = card.get("hyperparameters") or {}
+        share = float(hyperparameters.get("amp_share", 0.01))
         target = privacy.target_epsilon
         if target is None:
             raise refuse("a private GCON spec must record its target ε (Theorem 1 is calibrated to it)")
@@ -147,25 +146,26 @@ class GCONModel(ReleasedModel):
         if not (eps <= params.epsilon * (1 + 1e-9) and delta <= params.delta * (1 + 1e-9)):
             raise refuse("Theorem 1's re-derived guarantee exceeds its target")
         verified.add(theorem[0])
-        if amp:
-            record = privacy.mechanisms[amp[0]]
-            d = dict(record.get("details") or {})
-            try:
-                multiplier, sigma, sens, tol = (float(d[k]) for k in ("noise_multiplier", "sigma", "sensitivity", "grad_tol"))
-            except (KeyError, TypeError, ValueError) as exc:
-                raise refuse(f"AMP record lacks {exc}") from None
-            if not close(sens, amp_sensitivity(tol, params.regularization + params.lambda_prime)):
-                raise refuse(f"AMP sensitivity {sens:.6g} recorded, 2γ/(Λ + Λ′) = "
-                             f"{amp_sensitivity(tol, params.regularization + params.lambda_prime):.6g}")  # fmt: skip
-            if not close(sigma, multiplier * sens):
-                raise refuse(f"AMP σ = {sigma:.6g} recorded, noise multiplier × sensitivity = {multiplier * sens:.6g}")
-            if not close(record["epsilon"], share * target):
-                raise refuse(f"AMP ε = {record['epsilon']:.6g} recorded, amp_share × target = {share * target:.6g}")
-            amp_delta = gaussian_delta(multiplier, float(record["epsilon"]))
-            if not close(record["delta"], amp_delta) or amp_delta > share * privacy.delta * (1 + 1e-6):
-                raise refuse(f"AMP δ = {record['delta']:.3g} recorded, the analytic Gaussian gives {amp_delta:.3g} "
-                             f"(≤ amp_share × δ = {share * privacy.delta:.3g} required)")  # fmt: skip
-            verified.add(amp[0])
+        if not amp:
+            raise refuse("a GCON spec with Ψ > 0 must record AMP's Gaussian: Theorem 1 covers only the exact minimiser")
+        record = privacy.mechanisms[amp[0]]
+        recorded = dict(record.get("details") or {})
+        try:
+            expected = amp_calibration(
+                params, len(parse_steps(settings["steps"])), float(hyperparameters["residual_tol"]),
+                int(hyperparameters["descent_steps"]), share * target, share * privacy.delta,
+            )  # fmt: skip
+        except KeyError as exc:
+            raise refuse(f"AMP cannot be re-derived: the card lacks {exc}") from None
+        for name, value in expected.details().items():
+            if not (isinstance(recorded.get(name), (int, float)) and close(float(recorded[name]), float(value))):
+                raise refuse(f"AMP {name} = {recorded.get(name)!r} recorded, the card's schedule gives {value!r}")
+        if not close(record["epsilon"], expected.epsilon):
+            raise refuse(f"AMP ε = {record['epsilon']:.6g} recorded, amp_share × target = {expected.epsilon:.6g}")
+        if not close(record["delta"], expected.delta) or expected.delta > share * privacy.delta * (1 + 1e-6):
+            raise refuse(f"AMP δ = {record['delta']:.3g} recorded, the analytic Gaussian gives {expected.delta:.3g} "
+                         f"(≤ amp_share × δ = {share * privacy.delta:.3g} required)")  # fmt: skip
+        verified.add(amp[0])
         return verify_spec(privacy, "edge", card_protocol(card), verified_records=verified)
 
     @property

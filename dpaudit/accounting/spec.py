@@ -87,6 +87,13 @@ class PrivacySpec:
             ``epsilon_by_accountant``), the PLD grid and, when not the default, the RDP orders.
             :mod:`dpaudit.accounting.verify` uses it on load. Empty for specs not built by a
             ledger (then the analysis is read from the ``accountant`` label).
+        public_facts: the sizes the run was allowed to read because they were **declared**
+            public before training (:mod:`dpaudit.release`); ``{}`` when nothing was declared.
+            Every schedule (q, steps, δ = auto, presets) depends on the data only through these.
+        unit_condition: a restriction of the neighbouring relation, when the guarantee holds
+            only over some graphs (``"max degree <= 100"``: bounded-degree node DP). ``None``
+            for the unrestricted unit. Such a spec covers an attack only where the audited
+            graph satisfies the condition, so reports draw no ceiling from it.
     """
 
     epsilon: float
@@ -102,6 +109,21 @@ class PrivacySpec:
     protocol: str | None = None
     epsilon_by_accountant: dict[str, float] = field(default_factory=dict)
     accounting: dict[str, Any] = field(default_factory=dict)
+    public_facts: dict[str, Any] = field(default_factory=dict)
+    unit_condition: str | None = None
+
+    @property
+    def unit_label(self) -> str | None:
+        """The unit as printed: ``node``, ``edge`` or ``node (max degree <= 100)``."""
+        if self.unit is None:
+            return None
+        return self.unit if not self.unit_condition else f"{self.unit} ({self.unit_condition})"
+
+    @property
+    def proven(self) -> bool:
+        """Whether this spec is a guarantee a ceiling may be drawn from: private, sound and
+        over the unrestricted unit."""
+        return self.is_private and self.sound and not self.unit_condition
 
     def __post_init__(self) -> None:
         if self.unaccounted and self.sound:
@@ -142,6 +164,8 @@ class PrivacySpec:
             "protocol": self.protocol,
             "epsilon_by_accountant": {k: (v if math.isfinite(v) else None) for k, v in self.epsilon_by_accountant.items()},
             "accounting": dict(self.accounting),
+            "public_facts": dict(self.public_facts),
+            "unit_condition": self.unit_condition,
         }
 
     @classmethod
@@ -173,10 +197,12 @@ class PrivacySpec:
                 for k, v in dict(payload.get("epsilon_by_accountant") or {}).items()
             },
             accounting=dict(payload.get("accounting") or {}),
+            public_facts=dict(payload.get("public_facts") or {}),
+            unit_condition=None if payload.get("unit_condition") is None else str(payload["unit_condition"]),
         )
 
     def summary(self) -> str:
         if not self.is_private:
             return "non-private (ε = ∞)"
         tag = "" if self.sound else f" [NOT a sound bound: {len(self.unaccounted)} unaccounted step(s)]"
-        return f"({self.epsilon:.4g}, {self.delta:.3g})-DP at the {self.unit} level via {self.accountant}{tag}"
+        return f"({self.epsilon:.4g}, {self.delta:.3g})-DP at the {self.unit_label} level via {self.accountant}{tag}"

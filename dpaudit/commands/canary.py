@@ -4,8 +4,9 @@
         --runs 1 --set epochs=30 --out gap-edp-edge.json
 
 Everything is checked before any training (one line on stderr, exit 2): names, ε/δ, kind,
-counts, every ``--set`` against the defense's hyperparameters, ``--design`` keys, the output
-file. Ctrl-C keeps the finished runs (the JSON is written with ``"partial": true``).
+counts, every ``--set`` against the defense's hyperparameters and the memory of the device,
+``--design`` keys, the output file. Ctrl-C keeps the finished runs (the JSON is written with
+``"partial": true``).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ def _design_options(kind: str, items: list[str]) -> dict:
 
 
 def cmd_canary(args) -> int:
+    from dpaudit.cli import check_memory, check_target_epsilon
     from dpaudit.datasets import load_dataset
     from dpaudit.defense import parse_overrides
     from dpaudit.outputs import check_output_file
@@ -54,9 +56,12 @@ def cmd_canary(args) -> int:
     overrides = parse_overrides(cls.hyperparameters_class, args.set or [])
     check_canary_request(args.defense, args.epsilon, args.kind, args.canaries, args.runs, overrides,
                          args.delta, args.device, args.seed)  # fmt: skip
+    defense = cls(epsilon=args.epsilon, delta=args.delta, seed=args.seed, device=args.device, **overrides)
+    check_target_epsilon(defense.epsilon)
     design = _design_options(args.kind, args.design)
-    check_output_file(args.out, what="--out")
+    check_output_file(args.out, "canary", force=args.force)
     dataset = load_dataset(args.dataset, root=args.data_root)
+    check_memory(defense, dataset.num_nodes, dataset.num_features)
     make_split(dataset, args.split, args.seed)  # a malformed split fails before training
     result = canary_audit(
         args.defense,
@@ -96,4 +101,5 @@ def add_parser(subparsers) -> None:
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     p.add_argument("--data-root", default=None)
     p.add_argument("--out", help="where to write the audit JSON")
+    p.add_argument("--force", action="store_true", help="replace --out even if it is not an earlier canary audit")
     p.set_defaults(func=cmd_canary)

@@ -74,6 +74,7 @@ def defense_overrides(assignments: list[str], defenses: list[str]) -> dict[str, 
 def attack_overrides(assignments: list[str], attacks: list[str]) -> dict[str, dict[str, Any]]:
     """``--attack-set ATTACK.KEY=VALUE`` or ``--attack-set KEY=VALUE`` (every attack that accepts KEY)."""
     import attacks as attack_registry
+    from dpaudit.commands.attack import check_attack_ranges
 
     out: dict[str, dict[str, Any]] = {}
     for item in assignments or []:
@@ -87,6 +88,7 @@ def attack_overrides(assignments: list[str], attacks: list[str]) -> dict[str, di
             if key in known:
                 out.setdefault(name, {})[key] = parse_literal(value)
                 attack_registry.check_setting_types(name, {key: out[name][key]})
+                check_attack_ranges(name, {key: out[name][key]})
                 applied = True
             elif scope:
                 raise ConfigurationError(f"attack {name!r} has no setting {key!r}; known: {', '.join(sorted(known))}")
@@ -140,20 +142,23 @@ def print_table(rows: list[dict]) -> None:
 # --------------------------------------------------------------------------- commands
 
 
-def _check_report_paths(html: str | Path | None) -> None:
-    from dpaudit.outputs import check_output_file
+def _epsilons(text: str) -> list[str]:
+    """``--epsilons``, each a valid target ε that a defense can calibrate (checked before work)."""
+    from dpaudit.accounting.spec import validate_epsilon
+    from dpaudit.cli import check_target_epsilon
 
-    if html is None:
-        return
-    check_output_file(html, what="report")
-    check_output_file(Path(html).with_suffix(".json"), what="report sidecar")
+    items = _list(text)
+    for item in items:
+        check_target_epsilon(validate_epsilon(item), what="--epsilons")
+    return items
 
 
 def cmd_audit(args) -> int:
     from dpaudit.model import load
+    from dpaudit.outputs import check_report_paths
     from dpaudit.workflows import audit, format_plan
 
-    _check_report_paths(args.out)
+    check_report_paths(args.out, "audit", force=args.force)
     model = load(args.model, device="cpu")
     names = _attack_names(args.attacks)
     settings = attack_overrides(args.attack_set, names)
@@ -189,11 +194,12 @@ def cmd_audit(args) -> int:
 def run_compare(args, command: str | None = None):
     """Build and run the study described by ``compare``-style arguments; returns the StudyResult."""
     from dpaudit.cli import cap_jobs
-    from dpaudit.outputs import check_output_dir
+    from dpaudit.outputs import check_output_dir, check_report_paths
     from dpaudit.workflows import Study, StudyConfig
 
-    check_output_dir(args.out, "study", force=getattr(args, "force", False), what="--out")
-    _check_report_paths(getattr(args, "report", None))
+    check_output_dir(args.out, "study", force=args.force)
+    if not args.no_report:
+        check_report_paths(args.report or Path(args.out) / "report.html", "study", force=args.force, what="--report")
     args.jobs = cap_jobs(args.jobs)
     defenses = _list(args.defenses)
     names = _attack_names(args.attacks)
@@ -204,7 +210,7 @@ def run_compare(args, command: str | None = None):
     config = StudyConfig(
         dataset=args.dataset,
         defenses=defenses,
-        epsilons=_list(args.epsilons),
+        epsilons=_epsilons(args.epsilons),
         seeds=args.seeds,
         attacks=names,
         dataset_options=options,
@@ -218,7 +224,7 @@ def run_compare(args, command: str | None = None):
         canaries=_list(getattr(args, "canaries", None)) or [],
         canary_count=getattr(args, "canary_count", 200),
     )
-    study = Study(config, args.out, command=command or _command_line(), force=getattr(args, "force", False))
+    study = Study(config, args.out, command=command or _command_line(), force=args.force)
     return study.run(jobs=args.jobs, executor=args.executor, retry_failed=not args.keep_failed)
 
 
@@ -236,9 +242,10 @@ def cmd_compare(args) -> int:
 
 
 def cmd_report(args) -> int:
+    from dpaudit.outputs import check_report_paths
     from dpaudit.workflows.study import StudyResult
 
-    _check_report_paths(args.out)
+    check_report_paths(args.out or Path(args.study_dir) / "report.html", "study", force=args.force)
     result = StudyResult.load(args.study_dir)
     path = result.to_html(args.out)
     print(f"{len(result.done)} cells done, {len(result.failed)} failed, {len(result.missing)} not run yet")
@@ -279,6 +286,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     p.add_argument("--out", default="audit-report.html", help="HTML report path (a .json sidecar goes next to it)")
     p.add_argument("--quick", action="store_true", help="smaller settings: a first look in about a minute")
+    p.add_argument("--force", action="store_true", help="replace --out and its sidecar whatever they hold")
     p.set_defaults(func=cmd_audit)
 
     p = subparsers.add_parser("compare", help="train and attack a defense × ε × seed grid (resumable)")
@@ -296,4 +304,5 @@ def add_parser(subparsers) -> None:
     p = subparsers.add_parser("report", help="re-render a study's report from its saved results")
     p.add_argument("study_dir")
     p.add_argument("--out", default=None, help="HTML report path (default STUDY_DIR/report.html)")
+    p.add_argument("--force", action="store_true", help="replace --out and its sidecar whatever they hold")
     p.set_defaults(func=cmd_report)

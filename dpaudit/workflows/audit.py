@@ -55,7 +55,7 @@ _COST = {
 
 def _shadow_seconds(model, dataset) -> float:
     """Seconds one shadow model takes: the target's recorded training time, else a size guess."""
-    timings = model.card.get("timings") or {}
+    timings = model.provenance("timings") or {}
     seconds = timings.get("train_seconds")
     if isinstance(seconds, (int, float)) and math.isfinite(seconds) and seconds > 0:
         return float(seconds)
@@ -109,14 +109,72 @@ def order_attacks(names: list[str]) -> list[str]:
     return sorted(names, key=lambda n: (rank.get(n, len(rank)), names.index(n)))
 
 
+#: attacks whose only query of the target is one full-graph query on the audited graph
+#: (their shadow and reference models are the auditor's own, never the target)
+_ONE_GRAPH_QUERY = ("mia-tstf", "mia-threshold", "mia-lira", "mia-rmia", "link-steal", "embedding-probe")
+
+
+def charges_queries(model) -> bool:
+    """Whether ``model`` answers queries as new, accounted releases (GAP: every query graph is
+    a PMA release composed into its spec), so an audit's queries have a privacy cost."""
+    return callable(getattr(model, "interactive_copy", None))
+
+
+def _foreign_releases(name: str, settings: dict[str, Any], dataset, free_graph: bool) -> int | None:
+    """At most how many new releases (graphs other than what the owner's training release
+    answers) attack ``name`` asks a query-charged target for; ``None`` when unknown (a plug-in).
+
+    ``free_graph``: the audited graph is the training graph and the owner's training release is
+    there, so the attacks' full-graph query costs nothing. LinkTeller adds one perturbed copy
+    of the graph per distinct node it up-weights (pairs, hard negatives, the density protocol;
+    a copy repeated across runs is memoised, so never more than the graph's nodes)."""
+    base = 0 if free_graph else 1
+    if name in _ONE_GRAPH_QUERY:
+        return base
+    if name == "linkteller":
+        runs = int(settings.get("runs", 1) or 1)
+        pairs = min(int(settings.get("num_pairs", 250) or 250), max(dataset.num_edges, 1))
+        per_run = 2 * pairs + (pairs if settings.get("hard_negatives", True) else 0)
+        per_run += min(int(settings.get("pr_nodes", 0) or 0), dataset.num_nodes)
+        return base + min(runs * per_run, dataset.num_nodes)
+    return None
+
+
+def query_plan(model, dataset, steps: list[dict]) -> dict | None:
+    """For a query-charged model (:func:`charges_queries`), what the planned attacks cost: at
+    most how many new releases they need (each step's ``foreign_releases``), whether the
+    owner's training release answers the training-graph queries for free, and the ε an
+    interactive API answering that many queries would reach. ``None`` for other models."""
+    if not charges_queries(model):
+        return None
+    from attacks import _common as C
+
+    release = C.training_release(model)
+    free_graph = release is not None and release.is_training_graph(dataset.data)
+    for step in steps:
+        step["foreign_releases"] = _foreign_releases(step["attack"], step["full_settings"], dataset, free_graph)
+    counts = [s["foreign_releases"] for s in steps]
+    known = sum(c for c in counts if c is not None)
+    spent = model.spec_after(model.foreign_releases + known)
+    return {
+        "training_release": release is not None,
+        "training_graph_free": free_graph,
+        "releases_at_most": known,
+        "unknown": [s["attack"] for s in steps if s["foreign_releases"] is None],
+        "saved_epsilon": model.privacy.epsilon if model.privacy.is_private else None,
+        "epsilon_at_most": spent.epsilon if spent.is_private else None,
+    }
+
+
 def audit_plan(model, dataset, names: list[str], settings: dict[str, dict[str, Any]], quick: bool = False) -> dict:
     """What an audit will run, in which order, and how long it should take.
 
     ``settings`` are the complete per-attack settings (defaults filled in by the caller).
     Returns ``{"attacks": [{"attack", "settings", "units", "estimated_seconds"}, ...],
-    "estimated_seconds", "units", "quick", "shadow_seconds"}``; the estimate scales the
-    target's own recorded training time (every shadow model repeats it) and is printed before
-    any work starts.
+    "estimated_seconds", "units", "quick", "shadow_seconds", "queries"}``; the estimate scales
+    the target's own recorded training time (every shadow model repeats it) and is printed
+    before any work starts. For a query-charged model each step also says at most how many new
+    releases it needs (``foreign_releases``) and ``queries`` sums them (:func:`query_plan`).
     """
     import attacks as attack_registry
 
@@ -126,13 +184,18 @@ def audit_plan(model, dataset, names: list[str], settings: dict[str, dict[str, A
         full = {**attack_registry.attack_settings(name), **settings.get(name, {})}
         units, seconds = _attack_cost(name, full, shadow, dataset)
         shown = {k: full[k] for k in ("runs", "num_shadows", "max_pairs", "num_pairs", "projections") if k in full}
-        steps.append({"attack": name, "settings": shown, "units": units, "estimated_seconds": round(seconds, 1)})
+        steps.append({"attack": name, "settings": shown, "units": units, "estimated_seconds": round(seconds, 1),
+                      "full_settings": full})  # fmt: skip
+    queries = query_plan(model, dataset, steps)
+    for step in steps:
+        del step["full_settings"]
     return {
         "attacks": steps,
         "units": sum(s["units"] for s in steps),
         "estimated_seconds": round(sum(s["estimated_seconds"] for s in steps), 1),
         "shadow_seconds": round(shadow, 1),
         "quick": bool(quick),
+        "queries": queries,
     }
 
 
@@ -154,8 +217,26 @@ def format_plan(plan: dict) -> str:
     ]
     for i, step in enumerate(plan["attacks"], 1):
         opts = ", ".join(f"{k}={v}" for k, v in step["settings"].items())
-        lines.append(f"  {i}. {step['attack']} ({opts}): ~{format_seconds(step['estimated_seconds'])}")
+        cost = step.get("foreign_releases", 0)
+        queries = "" if cost == 0 else f", {'?' if cost is None else f'≤ {cost}'} new release(s) of the model"
+        lines.append(f"  {i}. {step['attack']} ({opts}): ~{format_seconds(step['estimated_seconds'])}{queries}")
+    queries = plan.get("queries")
+    if queries:
+        lines.append("  " + query_plan_line(queries))
     return "\n".join(lines)
+
+
+def query_plan_line(queries: dict) -> str:
+    """One line on what a query-charged model's audit costs (:func:`query_plan`)."""
+    free = ("training-graph queries read the owner's training release (free)" if queries["training_graph_free"]
+            else "no owner's training release for the audited graph: every query is charged")  # fmt: skip
+    text = f"query-charged model: the attacks need at most {queries['releases_at_most']} new release(s); {free}"
+    if queries["epsilon_at_most"] is not None and queries["releases_at_most"]:
+        text += (f"; an API answering them would spend ε ≤ {queries['epsilon_at_most']:.4g} (the saved model keeps "
+                 f"ε = {queries['saved_epsilon']:.4g})")  # fmt: skip
+    if queries["unknown"]:
+        text += f"; unknown for {', '.join(queries['unknown'])}"
+    return text
 
 
 class _AuditProgress:
@@ -317,10 +398,13 @@ class AuditResult:
         plan: what was planned (:func:`audit_plan`), with the estimate made before any work.
         interrupted: True when Ctrl-C stopped the audit; ``results`` holds what finished.
         node_risk: per-node membership diagnostics (:func:`node_risk`) or None.
+        query_api: for a query-charged model, what its queries would cost an interactive API
+            (:func:`query_api_finding`); None otherwise. ``model.privacy`` stays the saved spec.
     """
 
     def __init__(self, model, dataset, results: dict, errors: dict, seconds: dict, metrics: dict, command=None,
-                 plan: dict | None = None, interrupted: bool = False, node_risk: dict | None = None):  # fmt: skip
+                 plan: dict | None = None, interrupted: bool = False, node_risk: dict | None = None,
+                 query_api: dict | None = None):  # fmt: skip
         self.model = model
         self.dataset = dataset
         self.results = results
@@ -331,6 +415,7 @@ class AuditResult:
         self.plan = plan
         self.interrupted = interrupted
         self.node_risk = node_risk
+        self.query_api = query_api
 
     @property
     def skipped(self) -> list[str]:
@@ -357,15 +442,15 @@ class AuditResult:
             "status": "done",
             "defense": str(card.get("method") or self.model.kind),
             "epsilon": target if target is not None else (privacy.epsilon if privacy.is_private else None),
-            "seed": int(card.get("seed", 0) or 0),
+            "seed": int(self.model.provenance("seed", 0) or 0),
             "dataset": {k: v for k, v in dataset_summary(self.dataset).items() if k != "info"},
-            "split": card.get("split"),
+            "split": self.model.provenance("split") or card.get("split"),
             "privacy": privacy.to_dict(),
             "metrics": self.metrics,
             "card": {
                 k: card.get(k)
-                for k in ("method", "hyperparameters", "inference", "target_epsilon", "device", "surrogate")
-            },  # fmt: skip
+                for k in ("method", "hyperparameters", "inference", "target_epsilon", "surrogate")
+            } | {"device": self.model.provenance("device")},  # fmt: skip
             "overrides": card.get("overrides") or {},
             "attacks": attacks,
             "attack_errors": dict(self.errors),
@@ -374,6 +459,7 @@ class AuditResult:
             "skipped_attacks": self.skipped,
             "plan": self.plan,
             "node_risk": self.node_risk,
+            "query_api": self.query_api,
             "error": None,
             "seconds": sum(self.seconds.values()),
             "started_at": None,
@@ -393,12 +479,12 @@ class AuditResult:
             "dataset": dataset_summary(self.dataset),
             "defenses": [str(card.get("method") or self.model.kind)],
             "attacks": list(self.results) + list(self.errors),
-            "train_command": train_command(card),
+            "train_command": train_command(card, seed=self.model.provenance("seed", 0)),
             "reproducibility": {
                 "dpaudit_version": __version__,
                 "config_hash": self.record(with_artifacts=False)["cell_id"],
                 "dataset_fingerprint": self.dataset.fingerprint,
-                "seeds": [card.get("seed")],
+                "seeds": [self.model.provenance("seed")],
                 "split": (card.get("split") or {}).get("spec"),
                 "delta": self.model.privacy.delta,
                 "created": now_iso(),
@@ -427,7 +513,7 @@ class AuditResult:
         return f"AuditResult({self.model.method}, {aucs or 'no result'}{extra})"
 
 
-def train_command(card: dict, split: str = "random:0.75,0.1,0.15") -> str | None:
+def train_command(card: dict, split: str = "random:0.75,0.1,0.15", seed: int | None = 0) -> str | None:
     """The ``dpaudit train`` command that retrains this card's recipe on a random split (the
     split that makes membership ε lower bounds valid audits); None for models without a recipe."""
     method = card.get("method")
@@ -438,7 +524,7 @@ def train_command(card: dict, split: str = "random:0.75,0.1,0.15") -> str | None
     parts = ["dpaudit", "train", "--defense", str(method), "--dataset", str(dataset)]
     if target is not None:
         parts += ["--epsilon", f"{target:g}" if isinstance(target, (int, float)) else str(target)]
-    parts += ["--split", split, "--seed", str(card.get("seed", 0)), "--out", f"{method}-random-split"]
+    parts += ["--split", split, "--seed", str(card.get("seed", seed or 0)), "--out", f"{method}-random-split"]
     return shlex.join(parts)
 
 
@@ -469,8 +555,17 @@ def audit(
     :func:`format_plan`), and returned in ``result.plan``; ``progress`` shows one bar over
     every attack × run (default: when stderr is a terminal). Ctrl-C stops within a fraction of
     a second and returns what finished, with ``result.interrupted`` set.
+
+    A query-charged model (GAP: every query graph is a new release composed into its spec) is
+    audited without spending its budget: the plan states at most how many new releases each
+    attack needs (:func:`query_plan`); each step queries its own interactive copy, whose
+    training-graph queries read the owner's training release (free) when the owner's record is
+    there; what the copies spent is one finding, ``result.query_api`` ("answering these N
+    queries would spend ε = …"), logged as one warning line. The model's spec — the report's
+    headline guarantee — is the saved one, unchanged by the audit.
     """
     import attacks as attack_registry
+    from attacks import _common as C
     from dpaudit.model import ReleasedModel, load
     from dpaudit.pipeline import evaluate
     from dpaudit.provenance import resolve_dataset, target_split
@@ -482,7 +577,9 @@ def audit(
     if isinstance(dataset, str):
         from dpaudit.datasets import load_dataset
 
-        params = ((model.card.get("dataset") or {}).get("info") or {}).get("parameters") or {}
+        params = (model.card.get("dataset") or {}).get("parameters") or (
+            (model.provenance("dataset") or {}).get("info") or {}
+        ).get("parameters") or {}
         dataset = load_dataset(dataset, root=data_root, **(params if dataset == "csbm" else {}))
     dataset = resolve_dataset(model, dataset, data_root)
     names = attacks.split(",") if isinstance(attacks, str) else list(attacks or attack_registry.available_attacks())
@@ -513,10 +610,24 @@ def audit(
     log.info("%s", format_plan(plan))
     if on_plan is not None:
         on_plan(plan)
+    charged = charges_queries(model)
+    releases: dict[str, int] = {}
+    counted: list[tuple[str, Any]] = []  # (audit step, the interactive copy it queried)
+
+    def target_for(what: str):
+        """The model an audit step queries: for a query-charged model a fresh interactive copy
+        (its own spec and memo: what the step spends is counted, and the model is unchanged);
+        for any other model the model itself."""
+        if not charged:
+            return model
+        twin = model.interactive_copy()
+        counted.append((what, twin))
+        return twin
+
     try:
         split = target_split(model, dataset)
-        metrics = {**evaluate(model, dataset, split), "n_train": len(split.train), "n_val": len(split.val),
-                   "n_test": len(split.test)}  # fmt: skip
+        metrics = {**evaluate(C.OwnerView(target_for("accuracy")), dataset, split), "n_train": len(split.train),
+                   "n_val": len(split.val), "n_test": len(split.test)}  # fmt: skip
     except DPAuditError:
         split, metrics = None, {}
     results, errors, seconds = {}, {}, {}
@@ -529,7 +640,8 @@ def audit(
             start = time.perf_counter()
             ok = False
             try:
-                results[name] = _run_interruptibly(attack_registry.run, name, model, dataset, **plans[name])
+                target = target_for(name)
+                results[name] = _run_interruptibly(attack_registry.run, name, target, dataset, **plans[name])
                 ok = True
             except ConfigurationError:
                 raise
@@ -552,7 +664,7 @@ def audit(
     if split is not None and not interrupted:
         try:
             risk = node_risk(
-                model,
+                target_for("per-node risk"),
                 dataset,
                 split,
                 seed=int(plans.get("mia-threshold", {}).get("seed", 0)),
@@ -560,8 +672,36 @@ def audit(
             )
         except DPAuditError as exc:
             log.info("no per-node risk: %s", exc)
+    for what, twin in counted:
+        made = twin.foreign_releases - model.foreign_releases
+        if made:
+            releases[what] = releases.get(what, 0) + made
+    queries = query_api_finding(model, releases) if charged else None
+    if queries and queries["releases"]:
+        log.warning("audit: %s", queries["finding"])
     return AuditResult(model, dataset, results, errors, seconds, metrics, command=command, plan=plan,
-                       interrupted=interrupted, node_risk=risk)  # fmt: skip
+                       interrupted=interrupted, node_risk=risk, query_api=queries)  # fmt: skip
+
+
+def query_api_finding(model, releases: dict[str, int]) -> dict[str, Any]:
+    """What the audit's queries of a query-charged model would cost an interactive API: the
+    new releases each step made (``releases``), their total and the ε an API answering all of
+    them would reach — every release composed with the training ledger, each step's answered
+    afresh (an API memoising identical queries across steps could spend slightly less). The
+    model's own spec is not changed: each step queried its own interactive copy."""
+    total = sum(releases.values())
+    spec = model.spec_after(model.foreign_releases + total)
+    saved = model.privacy.epsilon if model.privacy.is_private else None
+    epsilon = spec.epsilon if spec.is_private else None
+    if not total:
+        finding = "the audit made no new release of the model (every query read the owner's training release)"
+    elif epsilon is None:
+        finding = f"answering these {total} queries spends nothing: the model is not private"
+    else:
+        finding = (f"answering these {total} queries would spend ε = {epsilon:.4g} at δ = {spec.delta:.3g} "
+                   f"(the saved model's guarantee, ε = {saved:.4g}, is unchanged: the audit queried copies)")  # fmt: skip
+    return {"releases": total, "by_step": dict(releases), "epsilon": epsilon, "delta": spec.delta,
+            "saved_epsilon": saved, "finding": finding}  # fmt: skip
 
 
 def slug_name(text: str) -> str:

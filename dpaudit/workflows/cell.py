@@ -99,6 +99,7 @@ def run_cell(task: dict[str, Any]) -> dict[str, Any]:
         "attacks": {},
         "attack_errors": {},
         "attack_seconds": {},
+        "query_api": None,
         "canaries": {},
         "canary_errors": {},
         "error": None,
@@ -114,6 +115,7 @@ def run_cell(task: dict[str, Any]) -> dict[str, Any]:
         try:
             import attacks as attack_registry
             from dpaudit.pipeline import train
+            from dpaudit.workflows.audit import charges_queries, query_api_finding
 
             dataset = _cached_dataset(config, task["study_dir"])
             if dataset.fingerprint != task["fingerprint"]:
@@ -150,14 +152,17 @@ def run_cell(task: dict[str, Any]) -> dict[str, Any]:
                 "hyperparameters": card.get("hyperparameters"),
                 "inference": card.get("inference"),
                 "target_epsilon": card.get("target_epsilon"),
-                "device": card.get("device"),
+                "device": trained.model.provenance("device"),
             }
+            charged = charges_queries(trained.model)
+            releases: dict[str, int] = {}
             for name in config.attacks or []:
                 attack_start = time.perf_counter()
+                # a query-charged model (GAP) is attacked through its own interactive copy, so the
+                # saved model keeps its ε and what the queries would cost is one finding
+                target = trained.model.interactive_copy() if charged else trained.model
                 try:
-                    result = attack_registry.run(
-                        name, trained.model, dataset, **_attack_kwargs(name, config, cell["seed"])
-                    )
+                    result = attack_registry.run(name, target, dataset, **_attack_kwargs(name, config, cell["seed"]))
                 except DPAuditError as exc:  # not applicable to this model / setting
                     record["attack_errors"][name] = f"{type(exc).__name__}: {exc}"
                     continue
@@ -167,8 +172,12 @@ def run_cell(task: dict[str, Any]) -> dict[str, Any]:
                     continue
                 finally:
                     record["attack_seconds"][name] = time.perf_counter() - attack_start
+                    if charged:
+                        releases[name] = target.foreign_releases - trained.model.foreign_releases
                 result.save(work / "attacks" / f"{name}.json")
                 record["attacks"][name] = _without_artifacts(result.to_dict())
+            if charged:
+                record["query_api"] = query_api_finding(trained.model, releases)
             _run_canaries(record, config, dataset, cell, epsilon, work)
             record["status"] = "done"
         except Exception as exc:

@@ -27,7 +27,7 @@ DATASET_DIR = "dataset"
 RECORD_KEYS = (
     "schema", "version", "cell_id", "config_hash", "status", "defense", "epsilon", "seed", "dataset", "split",
     "privacy", "metrics", "card", "overrides", "attacks", "attack_errors", "attack_seconds", "error", "seconds",
-    "started_at", "finished_at", "run_id", "worker", "canaries", "canary_errors",
+    "started_at", "finished_at", "run_id", "worker", "canaries", "canary_errors", "query_api",
 )  # fmt: skip
 
 
@@ -45,7 +45,7 @@ def save_dataset(dataset, directory: str | Path) -> None:
         tensors["public_split"] = data.public_split.detach().cpu().contiguous()
     atomic_write_bytes(directory / "graph.safetensors", save_safetensors(tensors))
     meta = {"name": dataset.name, "num_classes": dataset.num_classes, "fingerprint": dataset.fingerprint,
-            "info": dataset.info}  # fmt: skip
+            "info": dataset.info, "public_facts": dataset.public_facts}  # fmt: skip
     atomic_write_json(directory / "dataset.json", meta)
 
 
@@ -64,7 +64,8 @@ def load_saved_dataset(directory: str | Path):
     data = Data(**tensors, num_nodes=int(tensors["x"].size(0)))
     if fingerprint(data) != meta["fingerprint"]:
         raise DatasetError(f"the study's saved dataset in {directory} does not match its fingerprint")
-    return GraphDataset(data, meta["name"], int(meta["num_classes"]), meta["fingerprint"], meta.get("info") or {})
+    return GraphDataset(data, meta["name"], int(meta["num_classes"]), meta["fingerprint"], meta.get("info") or {},
+                        meta.get("public_facts") or {})  # fmt: skip
 
 
 def load_study_dataset(config: StudyConfig, study_dir: str | Path):

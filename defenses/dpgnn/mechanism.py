@@ -1,5 +1,6 @@
-r"""Occurrence-bounded subgraph sampling for DP-GNN (Daigavane et al., "Node-Level
-Differentially Private Graph Neural Networks"), Algorithms 1–3 and Lemma 1, vectorised.
+r"""DP-GNN's mechanism as pure functions: occurrence-bounded subgraphs (Algorithms 1–3,
+Lemma 1), the batch sampler over declared slots, and Theorem 1's accountant (Daigavane et al.,
+"Node-Level Differentially Private Graph Neural Networks", ``shared/papers/dp-gnn-node-level.md``).
 
 Direction convention. A PyG edge ``(src, dst)`` is a message: ``dst`` aggregates ``src``'s
 representation. In the paper's notation the *incoming edgelist* of a node ``v`` is
@@ -12,7 +13,7 @@ training nodes. :math:`\mathbf{E}_v` (the nodes ``v`` aggregates) is the reverse
   :math:`\min(1, K / (2|\mathbf{RE}_v|))`; a node that still sends more than K messages is
   dropped from every edgelist (it sends none). Afterwards every node is read by at most K
   training nodes. The decisions about ``v``'s messages depend only on ``v``'s own edgelist
-  (its size and per-edge coins) and on the public training set — this locality is what makes
+  (its size and per-edge coins) and on the training set — this locality is what makes
   Lemma 2 hold, and the ``uniforms`` argument lets tests couple the coins of two neighbouring
   graphs.
 * :func:`build_subgraphs` — SAMPLE-SUBGRAPHS (Algorithms 2–3): the r-hop tree of every
@@ -22,22 +23,64 @@ training nodes. :math:`\mathbf{E}_v` (the nodes ``v`` aggregates) is the reverse
   messages into nodes at depth < r reproduces the tree computation at the root. Lemma 1's
   bound :math:`N(K, r) = \sum_{i=0}^{r} K^i` on the number of subgraphs any node occurs in is
   checked after construction (a violation raises).
-* :func:`sample_batch` — a uniformly random subset of m distinct subgraphs (sampling without
-  replacement, as Algorithm 4 and the hypergeometric law of Theorem 1 require).
-* :func:`flat_batch` — a batch as one disjoint union of its subgraphs (rows and messages), its
-  subgraphs grouped by size class and padded to the class's cap for ghost-norm clipping; :func:`pad_batch` — dense, padded
-  per-subgraph tensors (features and the row-normalised adjacency :math:`(D + I)^{-1}(A + I)`
-  of Appendix E), the reference layout for vmapped per-subgraph gradients.
+* :func:`sample_slots` — m distinct slots out of :math:`\max(n, \hat n)`, uniformly (sampling
+  without replacement, as Algorithm 4 and Lemma 4's hypergeometric law require), slot i < n
+  holding subgraph i and the others empty.
+* :func:`dpgnn_mechanism` — Theorem 1 as a
+  :class:`~dpaudit.accounting.SensitivityMixtureGaussian`;
+  :func:`reference_schedule` — the reference run's batch fraction and steps.
+
+Theorem 1 with a declared population, not the private one
+---------------------------------------------------------
+Theorem 1 (Appendix B) takes N, the number of training subgraphs, as known: its neighbouring
+relation (Remark 2) keeps the training set fixed. Under dpaudit's node unit the training-set
+size n is private (removing a training node changes it), so nothing public may depend on it:
+the accountant uses :math:`N = \hat n`, the **declared** training-set size
+(:func:`dpaudit.release.declared_train_size`), and the sampler draws m distinct slots out of
+:math:`P = \max(n, \hat n)` (:func:`sample_slots`, :math:`m \le \hat n` by the plan).
+
+*Claim.* For every real n, the number ρ of a node v's training subgraphs :math:`S(v)` that
+land in a batch is stochastically dominated by
+:math:`\mathrm{Hypergeometric}(\hat n, N(K, r), m)`, so the spent ε bounds the run whatever n
+is — also against a neighbour with one training node fewer.
+
+*Proof.* If :math:`n \le \hat n`, P = n̂ and :math:`\rho \sim \mathrm{Hypergeometric}(\hat n,
+|S(v)|, m)`, dominated by the claim's law because :math:`|S(v)| \le N(K, r)` (Lemmas 1 and 6).
+If :math:`n > \hat n`, P = n and ρ ~ Hypergeometric(n, |S(v)|, m). Adding an unmarked item to
+the population only lowers the count: a uniform m-subset of P + 1 items is a uniform
+m-subset of the first P with at most one drawn item swapped for the extra one, so
+Hypergeometric(P + 1, k, m) ≤ Hypergeometric(P, k, m) stochastically, and by induction down to
+n̂. Every RDP term :math:`\exp(\alpha(\alpha-1)s^2\rho^2/2\sigma^2)` and every hockey-stick
+divergence of the ρ-revealed Gaussian pair grows with ρ — and so does that of T composed steps
+with independent :math:`\rho_t`, a Gaussian of sensitivity :math:`s(\sum_t\rho_t^2)^{1/2}` given
+the ρ's — so a dominated ρ spends no more (Hadar & Russell 1969, as in the paper's proof). For
+a neighbour with n − 1 training nodes, couple its uniform m-subset with the larger side's slot
+by slot, by root (a uniform subset does not care which slot a root sits in): when
+:math:`n \le \hat n` both have n̂ slots and the removed root's slot turns empty (one term moves
+by ≤ C); when :math:`n - 1 \ge \hat n` a drawn slot of the removed root is swapped for a
+uniform undrawn one (by symmetry a uniform m-subset of the other n − 1 slots) — one term out,
+one in, ≤ 2C together, the budget of one replaced term. Either way the terms that move are the larger
+side's drawn slots of :math:`S(v)`, each by ≤ 2C. ∎
+
+So the declared size replaces the private one without an unaccounted step; what remains
+unaccounted is the undirected removal (:mod:`defenses.dpgnn`). A declared size far above n
+only wastes batch slots on empty terms (the sum is still divided by the public m).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
+from scipy.stats import hypergeom
 from torch_geometric.utils import remove_self_loops
 
-from dpaudit.nn import SparseFeatures, row_dots
+from defenses.dpgnn.batches import padded_gram
+from dpaudit.accounting import SensitivityMixtureGaussian
+
+# --------------------------------------------------------------------------- Algorithms 1–3, Lemma 1
 
 
 def occurrence_bound(max_in_degree: int, num_layers: int) -> int:
@@ -58,11 +101,14 @@ def sample_edgelists(
     Args:
         edge_index: messages ``[2, E]`` (treated as directed, Remark 2).
         num_nodes: number of nodes.
-        train_mask: ``[num_nodes]`` bool, the (public) training set :math:`V_{tr}`.
+        train_mask: ``[num_nodes]`` bool, the training set :math:`V_{tr}`.
         max_in_degree: K.
         generator: source of the per-edge coins (ignored when ``uniforms`` is given).
         uniforms: optional ``[E]`` uniforms in [0, 1), one per column of ``edge_index`` (tests
             use it to run two neighbouring graphs on the same coins).
+
+    Shapes:
+        ``edge_index [2, E]``, ``train_mask [num_nodes]`` → kept messages ``[2, E']``, E' ≤ E.
     """
     device = edge_index.device
     edge_index, _ = remove_self_loops(edge_index)
@@ -124,7 +170,7 @@ class SubgraphIndex:
         return self.node_ids[self.node_ptr[i] : self.node_ptr[i + 1]]
 
     def size_classes(self) -> tuple[list[int], torch.Tensor, torch.Tensor]:
-        r"""``(caps, class_of [N], slot [N])``: subgraph s belongs to class ``class_of[s]``, the
+        r"""``(caps, class_of [R], slot [R])``: subgraph s belongs to class ``class_of[s]``, the
         smallest cap ≥ its size (caps 4, 16, 64, … and the largest size last), at position
         ``slot[s]`` among that class's subgraphs. A class is padded to its cap, so per-subgraph
         Grams are batched products of at most 16·L² + 16 entries for a subgraph of L rows.
@@ -149,8 +195,13 @@ class SubgraphIndex:
 
     def input_grams(self, x) -> list[torch.Tensor]:
         r"""Every subgraph's input Gram :math:`(x_u\cdot x_v)_{u,v}` over its rows, per size class
-        ``[N_c, cap_c, cap_c]`` (zero padding, rows in subgraph order) on ``x``'s device: what
-        the first layer's ghost norm needs, fixed for a fit (:func:`padded_gram`)."""
+        on ``x``'s device: what the first layer's ghost norm needs, fixed for a fit
+        (:func:`~defenses.dpgnn.batches.padded_gram`).
+
+        Shapes:
+            ``x [num_nodes, F]`` (dense or :class:`~dpaudit.nn.SparseFeatures`) → one
+            ``[R_c, cap_c, cap_c]`` per size class c (zero padding, rows in subgraph order).
+        """
         caps, class_of, slot = self.size_classes()
         sizes, out = self.sizes(), []
         for c, cap in enumerate(caps):
@@ -162,24 +213,6 @@ class SubgraphIndex:
             ids = torch.where(valid, self.node_ids[at.clamp(max=self.node_ids.numel() - 1)], x.size(0))
             out.append(padded_gram(x, ids.to(x.device)))
         return out
-
-
-def padded_gram(a, rows: torch.Tensor) -> torch.Tensor:
-    r""":math:`G_{b,i,j} = a_{rows_{bi}}\cdot a_{rows_{bj}}` for ``rows`` [n, P] (``a.size(0)`` marks
-    padding, whose entries are 0) → [n, P, P]. Dense ``a``: one batched product; sparse
-    (:class:`~dpaudit.nn.SparseFeatures`): the stored values matched pairwise by :func:`row_dots`."""
-    n, width = rows.shape
-    if not isinstance(a, SparseFeatures):
-        padded = torch.cat([a.detach(), a.new_zeros(1, a.size(1))]).index_select(0, rows.reshape(-1))
-        padded = padded.view(n, width, -1)
-        return padded @ padded.mT
-    first = rows.unsqueeze(2).expand(n, width, width)
-    second = rows.unsqueeze(1).expand(n, width, width)
-    upper = torch.ones(width, width, dtype=torch.bool, device=rows.device).triu()  # G is symmetric: i ≤ j only
-    valid = (first < a.size(0)) & (second < a.size(0)) & upper
-    out = torch.zeros(n, width, width, dtype=a.dtype, device=a.device)
-    out[valid] = row_dots(a, first[valid], second[valid])
-    return out + out.mT.tril(-1)
 
 
 def _in_csr(edge_index: torch.Tensor, num_nodes: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -217,6 +250,10 @@ def build_subgraphs(
     give depth-(h+1) pairs; pairs already seen at a smaller depth are dropped. Every step is a
     tensor operation whose size is bounded by ``num_nodes · N(K, r)`` pairs (each node occurs in
     at most N(K, r) subgraphs), so the construction scales linearly in the graph size.
+
+    Shapes:
+        ``sampled_edge_index [2, E']`` (from :func:`sample_edgelists`), ``roots [R]`` → an
+        index of R subgraphs.
 
     Raises:
         RuntimeError: if some node occurs in more than N(K, r) subgraphs (Lemma 1 violated,
@@ -278,149 +315,93 @@ def build_subgraphs(
     return SubgraphIndex(roots, node_ptr, p_node, edge_ptr, src_local, dst_local, num_layers, occurrences)
 
 
+# --------------------------------------------------------------------------- batch sampler
+
+
 def sample_batch(num_subgraphs: int, batch_size: int, generator: torch.Generator | None = None) -> torch.Tensor:
-    """Indices of ``batch_size`` distinct subgraphs, uniform over all subsets of that size."""
+    """Indices of ``batch_size`` distinct items of ``num_subgraphs``, uniform over all subsets of that size."""
     if not 0 < batch_size <= num_subgraphs:
         raise ValueError(f"batch size must lie in 1..{num_subgraphs}, got {batch_size}")
     return torch.randperm(num_subgraphs, generator=generator)[:batch_size]
 
 
-def pad_batch(index: SubgraphIndex, batch: torch.Tensor, x) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    r"""Padded tensors for the subgraphs ``batch`` (the reference layout for vmapped per-subgraph
-    gradients; training uses :func:`flat_batch`).
+def sample_slots(
+    num_subgraphs: int, population: int, batch_size: int, generator: torch.Generator | None = None
+) -> torch.Tensor:
+    """The subgraphs of one batch: ``batch_size`` distinct slots of ``max(num_subgraphs,
+    population)``, uniformly, keeping the slots that hold a subgraph (slot i < n holds
+    subgraph i; the others are empty, i.e. zero terms). ``population`` is the declared
+    training-set size n̂; the module docstring proves Theorem 1 with N = n̂ for this sampler.
+    With n = n̂ it is exactly :func:`sample_batch` over the n subgraphs.
 
-    Returns ``features [B, L, F]``, ``adjacency [B, L, L]`` with rows
-    :math:`(D + I)^{-1}(A + I)` restricted to the subgraph (padding rows and columns are zero)
-    and ``roots [B]`` (global ids). The root of each subgraph is at position 0.
+    Shapes: → ``[b]`` subgraph ids, b ≤ ``batch_size`` (b = ``batch_size`` when n ≥ n̂).
     """
-    device = x.device
-    batch = batch.to(index.node_ptr.device)
-    starts, ends = index.node_ptr[batch], index.node_ptr[batch + 1]
-    sizes = ends - starts
-    width = int(sizes.max())
-    b, pos = _segments(sizes)
-    global_ids = index.node_ids[starts[b] + pos]
-    rows = x.rows(global_ids.to(device)).to_dense() if isinstance(x, SparseFeatures) else x[global_ids.to(device)]
-    features = rows.new_zeros(batch.numel(), width, x.size(1))
-    features[b.to(device), pos.to(device)] = rows
+    slots = sample_batch(max(num_subgraphs, population), batch_size, generator)
+    return slots[slots < num_subgraphs]
 
-    e_starts, e_ends = index.edge_ptr[batch], index.edge_ptr[batch + 1]
-    e_sizes = e_ends - e_starts
-    eb, e_local = _segments(e_sizes)
-    e_pos = e_starts[eb] + e_local
-    adjacency = torch.zeros(batch.numel(), width, width, dtype=x.dtype, device=device)
-    adjacency[b.to(device), pos.to(device), pos.to(device)] = 1.0  # self loops (A + I)
-    adjacency.index_put_(
-        (eb.to(device), index.edge_dst[e_pos].to(device), index.edge_src[e_pos].to(device)),
-        torch.ones(e_pos.numel(), device=device, dtype=x.dtype),
-        accumulate=True,
+
+# --------------------------------------------------------------------------- Theorem 1
+
+
+def hypergeometric_law(population: int, successes: int, draws: int) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """Support and pmf of Hypergeometric(N = population, K = successes, n = draws)."""
+    successes = min(successes, population)
+    support = np.arange(0, min(successes, draws) + 1)
+    pmf = hypergeom(population, successes, draws).pmf(support)
+    pmf = np.clip(pmf, 0.0, None)
+    pmf = pmf / pmf.sum()
+    return tuple(float(s) for s in support), tuple(float(p) for p in pmf)
+
+
+def dpgnn_mechanism(
+    noise_std: float,
+    clip_norm: float,
+    num_subgraphs: int,
+    batch_size: int,
+    max_in_degree: int,
+    num_layers: int,
+    steps: int,
+    clip_groups: int = 1,
+) -> SensitivityMixtureGaussian:
+    r"""Theorem 1 over ``steps`` iterations: ρ ~ Hypergeometric(N, N(K, r), m), sensitivity 2ρC
+    (2ρC√G with G layer-wise clipping groups), Gaussian noise of standard deviation ``noise_std``.
+
+    Each step is (α, γ)-RDP with
+
+    .. math::
+        \gamma(\alpha) = \frac{1}{\alpha-1}\ln \mathbb{E}_\rho\Big[\exp\Big(\alpha(\alpha-1)
+        \frac{2\rho^2C^2}{\sigma^2}\Big)\Big],
+
+    recorded as :class:`~dpaudit.accounting.SensitivityMixtureGaussian` with
+    ``sensitivity_per_term = 2C`` (its exponent :math:`\alpha(\alpha-1)(2C\rho)^2/(2\sigma^2)` is
+    exactly the theorem's) and its default "convexity" analysis (ρ revealed), which holds for
+    any sampler whose law does not depend on the data. ``num_subgraphs`` is the population N —
+    the declared training-set size in a fit (module docstring). ``N(K, r)`` is capped at N (a
+    node cannot occur in more subgraphs than exist).
+    """
+    support, probabilities = hypergeometric_law(num_subgraphs, occurrence_bound(max_in_degree, num_layers), batch_size)
+    return SensitivityMixtureGaussian(
+        sigma=noise_std,
+        sensitivity_per_term=2.0 * clip_norm * math.sqrt(clip_groups),
+        support=support,
+        probabilities=probabilities,
+        steps=steps,
+        name="dp-gnn (Theorem 1: hypergeometric occurrences, sampling without replacement)",
     )
-    adjacency = adjacency / adjacency.sum(dim=2, keepdim=True).clamp(min=1.0)
-    return features, adjacency, index.roots[batch].to(device)
 
 
-@dataclass
-class SizeClassBlock:
-    """The subgraphs of one size class within a batch, padded to the class's cap P.
-
-    Attributes:
-        members: ``[n]`` the subgraphs' positions in the batch (0..B-1).
-        rows: ``[n, P]`` each subgraph's rows in the flat batch, in subgraph order; the
-            batch's row count R marks padding.
-        gram: ``[n, P, P]`` the first layer's input Gram of each subgraph
-            (:meth:`SubgraphIndex.input_grams`), or ``None``.
-    """
-
-    members: torch.Tensor
-    rows: torch.Tensor
-    gram: torch.Tensor | None = None
+# --------------------------------------------------------------------------- the reference schedule
+# google-research ``differentially_private_gnns`` on ogbn-arxiv: batch 10,000 of 90,941 training
+# nodes (q ≈ 0.11) for 3,000 steps (≈ 330 passes).
+REFERENCE_TRAIN_NODES = 90_941
+REFERENCE_BATCH = 10_000
+REFERENCE_STEPS = 3_000
 
 
-@dataclass
-class FlatBatch:
-    r"""A batch of subgraphs as one disjoint union (no padding): the R rows of all B subgraphs
-    back to back, subgraph s owning rows ``ptr[s]:ptr[s+1]`` with its root first.
-
-    Attributes:
-        node_ids: ``[R]`` global id of every row.
-        owner: ``[R]`` subgraph of every row (0..B-1).
-        ptr: ``[B + 1]`` row offsets; ``ptr[:-1]`` are the roots' rows.
-        edge_index: ``[2, E_b]`` the subgraphs' messages (src → dst) between rows; the
-            aggregation :math:`(D+I)^{-1}(A+I)` over them is exactly the padded adjacency of
-            :func:`pad_batch` restricted to real rows.
-        blocks: the batch's subgraphs grouped by size class (:class:`SizeClassBlock`), for
-            per-subgraph Grams of layers shared inside a subgraph (ghost norms).
-    """
-
-    node_ids: torch.Tensor
-    owner: torch.Tensor
-    ptr: torch.Tensor
-    edge_index: torch.Tensor
-    blocks: list[SizeClassBlock]
-
-    @property
-    def num_subgraphs(self) -> int:
-        return int(self.ptr.numel() - 1)
-
-    @property
-    def num_rows(self) -> int:
-        return int(self.node_ids.numel())
-
-    @property
-    def roots(self) -> torch.Tensor:
-        return self.ptr[:-1]
-
-
-def _segments(sizes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """For consecutive segments of ``sizes``: (segment of every element, position inside it)."""
-    seg = torch.repeat_interleave(torch.arange(sizes.numel(), device=sizes.device), sizes)
-    pos = torch.arange(int(sizes.sum()), device=sizes.device) - torch.repeat_interleave(
-        torch.cumsum(sizes, 0) - sizes, sizes
-    )
-    return seg, pos
-
-
-def flat_batch(
-    index: SubgraphIndex,
-    batch: torch.Tensor,
-    device: torch.device | str | None = None,
-    grams: list[torch.Tensor] | None = None,
-) -> FlatBatch:
-    """The subgraphs ``batch`` as a :class:`FlatBatch` (built on the index's device, moved to
-    ``device``); ``grams`` (:meth:`SubgraphIndex.input_grams`) fills every block's ``gram``."""
-    batch = batch.to(index.node_ptr.device)
-    starts, sizes = index.node_ptr[batch], index.node_ptr[batch + 1] - index.node_ptr[batch]
-    ptr = torch.zeros(batch.numel() + 1, dtype=torch.long, device=sizes.device)
-    ptr[1:] = torch.cumsum(sizes, 0)
-    owner, pos = _segments(sizes)
-    node_ids = index.node_ids[starts[owner] + pos]
-
-    e_starts, e_sizes = index.edge_ptr[batch], index.edge_ptr[batch + 1] - index.edge_ptr[batch]
-    e_owner, e_pos = _segments(e_sizes)
-    take = e_starts[e_owner] + e_pos
-    offset = ptr[e_owner]
-    edge_index = torch.stack([index.edge_src[take] + offset, index.edge_dst[take] + offset])
-
-    caps, class_of, slot = index.size_classes()
-    of_batch = class_of[batch]
-    order = torch.argsort(of_batch, stable=True)
-    counts = torch.bincount(of_batch, minlength=len(caps)).tolist()
-    num_rows = int(ptr[-1])
-    blocks = []
-    for c, members in enumerate(order.split(counts)):
-        if members.numel() == 0:
-            continue
-        k = torch.arange(caps[c], device=members.device)
-        rows = torch.where(k < sizes[members].unsqueeze(1), ptr[members].unsqueeze(1) + k, num_rows)
-        gram = None if grams is None else grams[c].index_select(0, slot[batch[members]].to(grams[c].device))
-        blocks.append(SizeClassBlock(members, rows, gram))
-    out = FlatBatch(node_ids, owner, ptr, edge_index, blocks)
-    if device is not None:
-        out = FlatBatch(
-            *(t.to(device) for t in (node_ids, owner, ptr, edge_index)),
-            [
-                SizeClassBlock(b.members.to(device), b.rows.to(device), None if b.gram is None else b.gram.to(device))
-                for b in blocks
-            ],
-        )
-    return out
+def reference_schedule(num_train: int) -> tuple[int, int]:
+    """(batch m, steps T) scaled to the graph by a fixed rule of the training-set size — in a
+    fit, the declared size n̂: the reference's sampling fraction m/N = 10,000/90,941 and its
+    3,000 steps (so ≈ 330 passes over the training subgraphs whatever the graph size), the
+    batch capped at 10,000."""
+    batch = min(REFERENCE_BATCH, max(1, round(num_train * REFERENCE_BATCH / REFERENCE_TRAIN_NODES)))
+    return min(batch, max(1, num_train)), REFERENCE_STEPS

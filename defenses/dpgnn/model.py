@@ -1,0 +1,173 @@
+r"""DP-GNN's network (a GCN with MLP encoder and decoder, the reference's residual layer), its
+clipping groups, and the released model kind ``dpgnn``, whose inference is not private.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch_geometric.data import Data
+from torch_geometric.utils import remove_self_loops
+
+from dpaudit.errors import ModelFormatError
+from dpaudit.model import ModuleModel, _node_index, register_model_kind
+from dpaudit.nn import activation
+
+INFERENCE_NOTE = (
+    "inference is NOT private: predictions aggregate each queried node's full neighbourhood in the "
+    "query graph (no edge sampling, no noise); only the trained weights carry the node-level guarantee"
+)
+
+
+class DPGCNNet(nn.Module):
+    r"""GCN with MLP encoder/decoder and mean aggregation :math:`\hat A = (D+I)^{-1}(A+I)`.
+
+    Each graph layer is :math:`h' = \sigma(W\hat A h + b)`, or with ``residual`` the reference
+    implementation's layer :math:`h' = \sigma(W\hat A h + b) + \hat A h` (latent width kept).
+    The row (target-side) normalisation matters for soundness: symmetric normalisation would
+    make a root's output depend on the degrees of its leaves, i.e. on nodes outside its subgraph.
+
+    ``forward(x, edge_index)`` runs on a whole graph (messages src → dst);
+    ``forward(x, adjacency, dense=True)`` runs on one padded subgraph (``adjacency``
+    row-normalised) and returns the root's logits (position 0).
+
+    Shapes:
+        ``x [N, F], edge_index [2, E] -> logits [N, C]`` on a whole graph;
+        ``x [L, F], adjacency [L, L] -> logits [C]`` on one padded subgraph (dense).
+    """
+
+    def __init__(
+        self,
+        in_dim: int,
+        latent: int,
+        out_dim: int,
+        layers: int = 1,
+        encoder_layers: int = 1,
+        decoder_layers: int = 1,
+        act: str = "tanh",
+        residual: bool = False,
+    ):
+        super().__init__()
+        self.residual = bool(residual)
+        enc_dims = [in_dim] + [latent] * encoder_layers
+        self.encoder = nn.ModuleList(nn.Linear(a, b) for a, b in zip(enc_dims[:-1], enc_dims[1:]))
+        self.convs = nn.ModuleList(nn.Linear(latent, latent) for _ in range(layers))
+        self.decoder_hidden = nn.ModuleList(nn.Linear(latent, latent) for _ in range(decoder_layers - 1))
+        self.out = nn.Linear(latent, out_dim)
+        self.act = activation(act)
+
+    @staticmethod
+    def mean_aggregate(h: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+        """:math:`(D+I)^{-1}(A+I)h` over messages src → dst (self loops added here).
+
+        Shapes: ``h [N, d], edge_index [2, E] -> [N, d]``.
+        """
+        src, dst = edge_index
+        total = h.clone().index_add_(0, dst, h[src])
+        degree = torch.bincount(dst, minlength=h.size(0)).to(h.dtype) + 1.0
+        return total / degree.unsqueeze(1)
+
+    def _encode(self, x):
+        for layer in self.encoder:
+            x = self.act(layer(x))
+        return x
+
+    def _decode_hidden(self, h):
+        for layer in self.decoder_hidden:
+            h = self.act(layer(h))
+        return h
+
+    def embed(
+        self, x: torch.Tensor, graph: torch.Tensor, dense: bool = False, pre_activation: bool = False
+    ) -> torch.Tensor:
+        """Penultimate representation; with ``pre_activation`` ``x`` is the first encoder
+        layer's output before its activation (used to get per-node gradients there).
+
+        Shapes: ``[N, latent]`` on a whole graph, ``[latent]`` on one dense subgraph.
+        """
+        if pre_activation:
+            h = self.act(x)
+            for layer in self.encoder[1:]:
+                h = self.act(layer(h))
+        else:
+            h = self._encode(x)
+        for conv in self.convs:
+            aggregated = graph @ h if dense else self.mean_aggregate(h, graph)
+            h = self.act(conv(aggregated))
+            if self.residual:  # the reference layer: h' = act(Dense(Â h)) + Â h
+                h = h + aggregated
+        if dense:
+            h = h[0]
+        return self._decode_hidden(h)
+
+    def forward(
+        self, x: torch.Tensor, graph: torch.Tensor, dense: bool = False, pre_activation: bool = False
+    ) -> torch.Tensor:
+        return self.out(self.embed(x, graph, dense, pre_activation))
+
+
+def build_dpgcn(config: dict) -> DPGCNNet:
+    """The network of an architecture config (``model.json``'s ``config.architecture``)."""
+    try:
+        return DPGCNNet(
+            in_dim=int(config["in_dim"]),
+            latent=int(config["latent"]),
+            out_dim=int(config["out_dim"]),
+            layers=int(config["layers"]),
+            encoder_layers=int(config["encoder_layers"]),
+            decoder_layers=int(config["decoder_layers"]),
+            act=str(config["act"]),
+            residual=bool(config.get("residual", False)),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ModelFormatError(f"malformed dpgnn architecture config: {exc}") from None
+
+
+def clip_groups(module: DPGCNNet, clipping: str) -> list[list[str]]:
+    """Parameter-name groups clipped separately: one group (``flat``), encoder / each graph
+    layer / decoder (``layerwise``, Section 6), or one per parameter tensor (``per-tensor``,
+    the reference's per-parameter clipping)."""
+    names = [n for n, _ in module.named_parameters()]
+    if clipping == "flat":
+        return [names]
+    if clipping == "per-tensor":
+        return [[n] for n in names]
+    prefixes = ["encoder."] + [f"convs.{i}." for i in range(len(module.convs))] + ["decoder_hidden.", "out."]
+    groups = [[n for n in names if n.startswith(p)] for p in prefixes]
+    decoder = groups[-2] + groups[-1]
+    return [g for g in groups[:-2] if g] + [decoder]
+
+
+@register_model_kind("dpgnn")
+class DPGNNModel(ModuleModel):
+    """A DP-GCN released model. Inference reads the queried nodes' full neighbourhoods in the
+    query graph, so it is not private (``card["inference"]["private"] is False``)."""
+
+    @classmethod
+    def verify_privacy(cls, privacy, config, card):
+        """Generic recomputation (:func:`dpaudit.accounting.verify.verify_spec`) with
+        ``sound: false`` required in both protocols: Theorem 1 covers the directed relation of
+        Remark 2, not removing a node with all its edges (:mod:`defenses.dpgnn`). The plan
+        itself is re-derived from the card by :meth:`defenses.dpgnn.DPGNN.replan`."""
+        from dpaudit.accounting.verify import verify_spec
+        from dpaudit.model import card_protocol
+
+        return verify_spec(privacy, "node", card_protocol(card), expected_sound=False)
+
+    @torch.no_grad()
+    def _forward(self, graph: Data, nodes, embed: bool) -> torch.Tensor:
+        idx = _node_index(graph, nodes).to(self.device)
+        edge_index, _ = remove_self_loops(graph.edge_index.to(self.device))
+        x = graph.x.to(self.device)
+        out = self.module.embed(x, edge_index) if embed else self.module(x, edge_index)
+        out = out[idx]
+        return out if embed else torch.softmax(out, dim=1)
+
+    @classmethod
+    def from_state(cls, config, tensors, privacy, card):
+        if not isinstance(config.get("architecture"), dict):
+            raise ModelFormatError("dpgnn model config lacks its architecture")
+        module = build_dpgcn(config["architecture"])
+        module.load_state_dict(tensors, strict=True)
+        device = next(iter(tensors.values())).device if tensors else torch.device("cpu")
+        return cls(module.to(device), config["architecture"], privacy, card)

@@ -1,0 +1,119 @@
+"""Neighbouring inputs and the leaf-by-leaf comparison of public files (release neutrality).
+
+A release is neutral when two trainings with the same seed on neighbouring inputs — G and
+G minus one edge (edge level), or G and G minus one node with its edges (node level) — write
+public files that agree on every leaf except the weights (the accounted mechanism's output)
+and their hash. The declared public facts are constants of the run, so the neighbour keeps
+them (:mod:`dpaudit.release`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch_geometric.data import Data
+from torch_geometric.utils import subgraph
+
+from dpaudit.datasets import GraphDataset, fingerprint
+from dpaudit.release import PUBLIC_FILES
+from dpaudit.splits import Split
+
+#: leaves of model.json that are a function of the released weights themselves
+WEIGHT_LEAVES = ("weights_sha256",)
+
+
+def _dataset(base: GraphDataset, data: Data) -> GraphDataset:
+    return GraphDataset(data, base.name, base.num_classes, fingerprint(data), dict(base.info), dict(base.public_facts))
+
+
+def without_edge(dataset: GraphDataset, split: Split, index: int = 0) -> GraphDataset:
+    """``dataset`` minus one undirected edge between two training nodes (the ``index``-th such
+    edge in canonical order), so the removal reaches every edge-reading phase."""
+    row, col = dataset.data.edge_index
+    train = torch.zeros(dataset.num_nodes, dtype=torch.bool)
+    train[split.train] = True
+    candidates = ((row < col) & train[row] & train[col]).nonzero().view(-1)
+    u, v = int(row[candidates[index]]), int(col[candidates[index]])
+    keep = ~(((row == u) & (col == v)) | ((row == v) & (col == u)))
+    data = dataset.data.clone()
+    data.edge_index = dataset.data.edge_index[:, keep]
+    return _dataset(dataset, data)
+
+
+def without_node(dataset: GraphDataset, split: Split, node: int | None = None) -> tuple[GraphDataset, Split]:
+    """``dataset`` minus one training node and all its edges (indices relabelled), and the split
+    without it; the split's declared sizes are kept. Default: the highest-degree training node,
+    the removal that changes the most."""
+    if node is None:
+        degree = torch.bincount(dataset.data.edge_index[0], minlength=dataset.num_nodes)
+        node = int(split.train[degree[split.train].argmax()])
+    keep = torch.ones(dataset.num_nodes, dtype=torch.bool)
+    keep[node] = False
+    kept = keep.nonzero().view(-1)
+    edge_index, _ = subgraph(kept, dataset.data.edge_index, relabel_nodes=True, num_nodes=dataset.num_nodes)
+    data = Data(
+        x=dataset.data.x[kept], y=dataset.data.y[kept], edge_index=edge_index,
+        label_mask=dataset.data.label_mask[kept], num_nodes=kept.numel(),
+    )  # fmt: skip
+    if dataset.has_public_split:
+        data.public_split = dataset.data.public_split[kept]
+    new_index = torch.full((dataset.num_nodes,), -1, dtype=torch.long)
+    new_index[kept] = torch.arange(kept.numel())
+
+    def remap(part: torch.Tensor) -> torch.Tensor:
+        part = part[part != node]
+        return new_index[part]
+
+    node_part = split.node_part[kept] if split.node_part is not None else None
+    smaller = dataclasses.replace(
+        split, train=remap(split.train), val=remap(split.val), test=remap(split.test), node_part=node_part,
+        info=dict(split.info),
+    )  # fmt: skip
+    return _dataset(dataset, data), smaller
+
+
+def public_leaves(directory: str | Path) -> dict[str, Any]:
+    """Every leaf of ``model.json`` by path, except the weights' own hash."""
+    meta = json.loads((Path(directory) / "model.json").read_text())
+    for key in WEIGHT_LEAVES:
+        meta.pop(key, None)
+    out: dict[str, Any] = {}
+
+    def walk(value: Any, path: str) -> None:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                walk(v, f"{path}.{k}" if path else k)
+        elif isinstance(value, list):
+            for i, v in enumerate(value):
+                walk(v, f"{path}[{i}]")
+        else:
+            out[path] = value
+
+    walk(meta, "")
+    return out
+
+
+def public_files(directory: str | Path) -> set[str]:
+    return {p.name for p in Path(directory).iterdir() if p.name in PUBLIC_FILES}
+
+
+def leaf_differences(a: str | Path, b: str | Path) -> dict[str, tuple[Any, Any]]:
+    """``{path: (value in a, value in b)}`` for every public leaf that differs."""
+    la, lb = public_leaves(a), public_leaves(b)
+    return {k: (la.get(k, "<absent>"), lb.get(k, "<absent>")) for k in sorted(set(la) | set(lb)) if la.get(k) != lb.get(k)}
+
+
+def train_and_compare(make_defense, first: tuple[GraphDataset, Split], second: tuple[GraphDataset, Split],
+                      tmp_path: Path) -> dict[str, tuple[Any, Any]]:  # fmt: skip
+    """Fit ``make_defense()`` (same seed) on both inputs, save both, return the public leaves
+    that differ (empty for a neutral release)."""
+    dirs = []
+    for i, (dataset, split) in enumerate((first, second)):
+        model = make_defense().fit(dataset, split)
+        directory = model.save(tmp_path / f"neighbour-{i}")
+        dirs.append(directory)
+    return leaf_differences(*dirs)
