@@ -13,6 +13,7 @@ Every attack consumes only the released-model interface (``predict_proba``, ``em
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Callable
 
 from dpaudit.datasets import GraphDataset
@@ -54,6 +55,45 @@ def attack_settings(name: str) -> dict[str, object]:
     }
 
 
+# Settings that count something (bootstrap draws, repetitions, nodes, pairs, models,
+# neighbours, units): below 1 they crash late (n_boot=0) or quietly change the audit
+# (max_members=-5 becomes a negative slice of the audit pairs: exit 0, AUC 1.000).
+COUNTS = frozenset({
+    "n_boot", "runs", "max_members", "num_shadows", "num_references", "max_pairs", "num_pairs", "hidden", "top_k",
+    "knn_k", "max_plot_nodes", "population_size", "shadow_nodes_per_class",
+})  # fmt: skip
+# Settings with a range of their own: (what the range is, the test).
+RANGES = {
+    "a": ("in [0, 1]", lambda v: 0 <= v <= 1),
+    "known_fraction": ("in (0, 1)", lambda v: 0 < v < 1),
+    "gamma": ("> 0", lambda v: v > 0),
+    "delta": ("> 0", lambda v: v > 0),
+    "pr_nodes": ("0 (skip) or >= 2", lambda v: v == 0 or v >= 2),
+}
+
+
+def check_attack_ranges(name: str, settings: dict) -> None:
+    """Each numeric setting of attack ``name`` in its range (counts ≥ 1, widths capped, the
+    fractions and scales of :data:`RANGES`), checked before the model or data is loaded; the
+    types are :func:`check_setting_types`'. ``None`` keeps a setting's default."""
+    from dpaudit.defense import MAX_WIDTH
+
+    for key, value in settings.items():
+        if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        bad = None
+        if not math.isfinite(value):
+            bad = "must be finite"
+        elif key in COUNTS and (not isinstance(value, int) or value < 1):
+            bad = "must be an integer >= 1"
+        elif key == "hidden" and value > MAX_WIDTH:
+            bad = f"must be <= {MAX_WIDTH}"
+        elif key in RANGES and not RANGES[key][1](value):
+            bad = f"must be {RANGES[key][0]}"
+        if bad:
+            raise ConfigurationError(f"attack {name!r}: setting {key}={value!r} {bad}")
+
+
 def check_setting_types(name: str, settings: dict) -> None:
     """Each setting must have the type of its default (ints for ints, numbers for floats ...)."""
     defaults = attack_settings(name)
@@ -76,6 +116,9 @@ def check_setting_types(name: str, settings: dict) -> None:
             raise ConfigurationError(f"attack {name!r}: setting {key}={value!r} must be {kind} (default {default!r})")
         if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0:
             raise ConfigurationError(f"attack {name!r}: setting {key}={value!r} must not be negative")
+    # ranges too, also for settings whose default is None (max_members, a), which the type
+    # check above cannot see: attacks.run and every command share one rule
+    check_attack_ranges(name, settings)
 
 
 def run(name: str, model: ReleasedModel, dataset: GraphDataset | None = None, **settings) -> AttackResult:

@@ -637,9 +637,11 @@ def collapse_mechanisms(mechanisms: list[dict]) -> tuple[list[dict], list[dict]]
 
 
 def _query_api(done: list[dict]) -> list[dict]:
-    """The query-API finding of every audited query-charged model, once per cell."""
-    return [{"defense": r["defense"], "epsilon_target": r.get("epsilon"), "seed": r["seed"], **r["query_api"]}
-            for r in done if r.get("query_api")]  # fmt: skip
+    """The query-API finding of every audited query-charged *private* model, once per cell (a
+    non-private model's queries spend nothing, so it has no finding to show)."""
+    return [{"defense": r["defense"], "epsilon_target": r.get("epsilon"), "epsilon_label": epsilon_label(r.get("epsilon")),
+             "seed": r["seed"], **r["query_api"]}
+            for r in done if r.get("query_api") and r.get("epsilon") is not None]  # fmt: skip
 
 
 def _ledgers(done: list[dict], defenses: list[str]) -> list[dict]:

@@ -596,3 +596,12 @@ def test_privacy_spec_round_trip():
     assert labelled.accountant.startswith("GAP Theorem 1; ε by exact gaussian")
     with pytest.raises(PrivacyParameterError):
         PrivacySpec.from_dict({"epsilon": 1.0, "delta": 1e-5, "unit": "galaxy"})
+
+
+def test_a_target_so_small_that_delta_covers_everything_is_refused():
+    """At ε = 1e-9 (δ = 1e-4) the σ that reaches the target makes the exact Gaussian curve
+    report ε = 0: calibration says so instead of returning a σ whose spec no check accepts."""
+    with pytest.raises(PrivacyParameterError, match="too small to calibrate"):
+        calibrate_noise(1e-9, 1e-4, lambda s: GaussianMechanism(s, 1.0, 1))
+    sigma = calibrate_noise(1e-6, 1e-4, lambda s: GaussianMechanism(s, 1.0, 1))
+    assert 0 < PrivacyLedger().step(GaussianMechanism(sigma, 1.0, 1)).get_epsilon(1e-4) <= 1e-6

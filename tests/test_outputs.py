@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from dpaudit.cli import main
+from dpaudit.errors import ConfigurationError
 from dpaudit.outputs import OutputPathError, check_output_dir, check_output_file, check_report_paths
 
 # A folder no one can create files in, root included (os.access says yes to root there).
@@ -199,3 +200,16 @@ def test_the_model_folder_rule_sees_through_dot(tmp_path, monkeypatch):
     with pytest.raises(OutputPathError, match="already holds a released model; .* --force"):
         check_output_dir(".", "model")
     check_output_dir(".", "model", force=True)
+
+
+def test_attack_ranges_hold_for_the_python_api_too(small_graph):
+    """attacks.run checks the same ranges as the CLI, also for settings whose default is None."""
+    import attacks
+    from dpaudit.registry import get_defense
+    from dpaudit.splits import make_split
+
+    model = get_defense("mlp")(epochs=1).fit(small_graph, make_split(small_graph, "random:0.6,0.2,0.2", 0))
+    with pytest.raises(ConfigurationError, match="max_members"):
+        attacks.run("mia-threshold", model, small_graph, max_members=-5)
+    with pytest.raises(ConfigurationError, match="n_boot"):
+        attacks.run("mia-threshold", model, small_graph, n_boot=0)

@@ -77,7 +77,8 @@ def calibrate_noise(
 
     Raises:
         PrivacyParameterError: when even ``sigma_max`` cannot reach the target (for instance
-            because a σ-independent part of the composition already spends it).
+            because a σ-independent part of the composition already spends it), or when the
+            target is so small that the σ reaching it makes the accountant report ε = 0.
     """
     if not (target_epsilon > 0 and math.isfinite(target_epsilon)):
         raise PrivacyParameterError(f"target epsilon must be positive and finite, got {target_epsilon}")
@@ -97,6 +98,13 @@ def calibrate_noise(
         if fits and tight:
             return sigma
     sigma = _calibrate(target_epsilon, delta, mechanisms_for_sigma, sigma_min, sigma_max, rel_tol, accountant)
+    if epsilon_for_sigma(mechanisms_for_sigma, sigma, delta, accountant) <= 0:
+        # δ alone covers the mechanism at this σ: the spec would state ε = 0, which no
+        # downstream check accepts as a guarantee; say so now, before any training
+        raise PrivacyParameterError(
+            f"target ε = {target_epsilon:g} is too small to calibrate at δ = {delta:g}: the noise it needs makes the "
+            "accountant report ε = 0 (δ alone covers the mechanism); use a larger ε"
+        )
     if memo_key is not None:
         if len(_CALIBRATED) >= _CALIBRATED_MAX:
             _CALIBRATED.pop(next(iter(_CALIBRATED)))

@@ -30,45 +30,6 @@ def _parse_setting(text: str):
         return key, value
 
 
-# Settings that count something (bootstrap draws, repetitions, nodes, pairs, models,
-# neighbours, units): below 1 they crash late (n_boot=0) or quietly change the audit
-# (max_members=-5 becomes a negative slice of the audit pairs: exit 0, AUC 1.000).
-COUNTS = frozenset({
-    "n_boot", "runs", "max_members", "num_shadows", "num_references", "max_pairs", "num_pairs", "hidden", "top_k",
-    "knn_k", "max_plot_nodes", "population_size", "shadow_nodes_per_class",
-})  # fmt: skip
-# Settings with a range of their own: (what the range is, the test).
-RANGES = {
-    "a": ("in [0, 1]", lambda v: 0 <= v <= 1),
-    "known_fraction": ("in (0, 1)", lambda v: 0 < v < 1),
-    "gamma": ("> 0", lambda v: v > 0),
-    "delta": ("> 0", lambda v: v > 0),
-    "pr_nodes": ("0 (skip) or >= 2", lambda v: v == 0 or v >= 2),
-}
-
-
-def check_attack_ranges(name: str, settings: dict) -> None:
-    """Each numeric setting of attack ``name`` in its range (counts ≥ 1, widths capped, the
-    fractions and scales of :data:`RANGES`), checked before the model or data is loaded; the
-    types are :func:`attacks.check_setting_types`'. ``None`` keeps a setting's default."""
-    from dpaudit.defense import MAX_WIDTH
-
-    for key, value in settings.items():
-        if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
-            continue
-        bad = None
-        if not math.isfinite(value):
-            bad = "must be finite"
-        elif key in COUNTS and (not isinstance(value, int) or value < 1):
-            bad = "must be an integer >= 1"
-        elif key == "hidden" and value > MAX_WIDTH:
-            bad = f"must be <= {MAX_WIDTH}"
-        elif key in RANGES and not RANGES[key][1](value):
-            bad = f"must be {RANGES[key][0]}"
-        if bad:
-            raise ConfigurationError(f"attack {name!r}: setting {key}={value!r} {bad}")
-
-
 def _fmt(value) -> str:
     if value is None:
         return "-"
@@ -103,7 +64,7 @@ def cmd_attack(args) -> int:
     if unknown:
         raise ConfigurationError(f"attack {args.attack!r}: unknown settings {unknown}; known: {sorted(known_now)}")
     attacks.check_setting_types(args.attack, settings)
-    check_attack_ranges(args.attack, settings)
+    attacks.check_attack_ranges(args.attack, settings)
     device = resolve_device(args.device)
     model = load(args.model, device=device)
     result = attacks.run(args.attack, model, None, **settings)

@@ -74,7 +74,7 @@ def defense_overrides(assignments: list[str], defenses: list[str]) -> dict[str, 
 def attack_overrides(assignments: list[str], attacks: list[str]) -> dict[str, dict[str, Any]]:
     """``--attack-set ATTACK.KEY=VALUE`` or ``--attack-set KEY=VALUE`` (every attack that accepts KEY)."""
     import attacks as attack_registry
-    from dpaudit.commands.attack import check_attack_ranges
+    from attacks import check_attack_ranges
 
     out: dict[str, dict[str, Any]] = {}
     for item in assignments or []:
