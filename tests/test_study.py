@@ -252,3 +252,16 @@ def test_longest_cells_start_first_and_progress_logs_without_a_terminal(caplog):
     lines = [r.getMessage() for r in caplog.records]
     assert lines[-1].startswith("cells: 2/4 finished (1 failed)") and "ETA" in lines[-1]
     assert progress.eta_seconds() is not None
+
+
+def test_widths_that_cannot_fit_the_device_are_refused_before_any_cell(tmp_path, monkeypatch):
+    """compare checks every defense's first layer against the device's memory once the dataset
+    is known, as train does: nothing is trained and no study folder is made."""
+    import dpaudit.runtime
+
+    monkeypatch.setattr(dpaudit.runtime, "device_memory", lambda device: 1_000_000)  # 1 MB device
+    study = tmp_path / "study"
+    with pytest.raises(ConfigurationError, match="hidden"):
+        dpaudit.compare("csbm", defenses=["gcn"], epsilons=["inf"], attacks=["mia-threshold"],
+                        dataset_options=TINY, overrides={"gcn": {"hidden": 4096}}, out=study)  # fmt: skip
+    assert not (study / RESULTS_FILE).exists()

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from dpaudit.errors import ConfigurationError
+from dpaudit.errors import ConfigurationError, DPAuditError
 
 log = logging.getLogger(__name__)
 
@@ -128,11 +128,23 @@ class StudyConfig:
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
-def validate_config(config: StudyConfig) -> StudyConfig:
-    """Resolve and check names, overrides and attack settings up front (before any training)."""
+def validate_config(config: StudyConfig, dataset=None) -> StudyConfig:
+    """Resolve and check names, overrides and attack settings up front (before any training);
+    with the study's ``dataset``, also every defense's widths against the device's memory
+    (:func:`dpaudit.defense.check_hyperparameter_ranges`), as ``train`` does."""
     import attacks as attack_registry
+    from dpaudit.defense import check_hyperparameter_ranges
     from dpaudit.registry import get_defense
+    from dpaudit.runtime import device_memory, resolve_device
 
+    # the memory the cells will train in, as far as this machine can tell (a device it lacks,
+    # e.g. cuda on a Ray coordinator without one, leaves the check to the cells themselves)
+    memory = None
+    if dataset is not None:
+        try:
+            memory = device_memory(resolve_device(config.device))
+        except DPAuditError:
+            memory = None
     for defense in config.defenses:
         cls = get_defense(defense)
         overrides = config.overrides.get(defense) or {}
@@ -140,7 +152,9 @@ def validate_config(config: StudyConfig) -> StudyConfig:
         unknown = set(overrides) - known
         if unknown:
             raise ConfigurationError(f"{defense}: unknown hyperparameters {sorted(unknown)}; known: {sorted(known)}")
-        cls(epsilon=math.inf, delta=config.delta, device="cpu", **overrides)  # ranges and protocol, before work
+        probe = cls(epsilon=math.inf, delta=config.delta, device="cpu", **overrides)  # ranges and protocol
+        if memory is not None:
+            check_hyperparameter_ranges(defense, probe.hp, (dataset.num_nodes, dataset.num_features), memory)
     extra = set(config.overrides) - set(config.defenses)
     if extra:
         raise ConfigurationError(f"overrides given for defenses not in the study: {sorted(extra)}")

@@ -104,14 +104,14 @@ class Study:
         from dpaudit.datasets import GraphDataset
 
         if isinstance(self._dataset, GraphDataset):
-            validate_config(self.config)
+            validate_config(self.config, self._dataset)
             self.dir.mkdir(parents=True, exist_ok=True)
             save_dataset(self._dataset, self.dir / DATASET_DIR)
             self.config.dataset = "study:dataset"
             dataset = self._dataset
         else:  # a bad dataset or option fails before the folder exists
             dataset = load_study_dataset(self.config, self.dir)
-            validate_config(self.config)
+            validate_config(self.config, dataset)
             self.dir.mkdir(parents=True, exist_ok=True)
         summary = dataset_summary(dataset)
         cells = grid(self.config, dataset.fingerprint)
