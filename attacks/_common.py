@@ -189,9 +189,14 @@ def train_shadow(
         defense = cls(epsilon=epsilon, delta=delta, seed=seed, device=device, **hp)
     except TypeError as exc:
         raise ConfigurationError(f"cannot rebuild recipe {method!r} from the card: {exc}") from None
-    # the shadow data is the attacker's own: its sizes are public to the attacker (declared)
+    # The shadow data is the attacker's own, so its sizes are public to the attacker. The
+    # target's recipe is a plan of its *declared* training size (the card's public facts: preset,
+    # schedule, universe), so the shadow declares that same size — else mlp-dp's preset=auto
+    # would pick another architecture for a smaller shadow set, and its embeddings another width.
+    target_size = (model.privacy.public_facts or {}).get("num_train")
+    declared = len(members) if target_size is None else max(int(target_size), len(members))
     split = Split(members, torch.empty(0, dtype=torch.long), non_members, spec="shadow", seed=seed, inductive=inductive,
-                  declared_sizes={"train": len(members), "val": 0, "test": len(non_members)})  # fmt: skip
+                  declared_sizes={"train": declared, "val": 0, "test": len(non_members)})  # fmt: skip
     return defense.fit(dataset, split)
 
 

@@ -445,3 +445,17 @@ def test_a_vacuous_group_guarantee_falls_back_to_the_models_delta():
 
     scores, labels = np.r_[np.ones(50), np.zeros(50)], np.r_[np.ones(50), np.zeros(50)].astype(int)
     assert epsilon_lower_bound(scores, labels, lower_bound_delta(vacuous, model))["epsilon"] > 0
+
+
+def test_embedding_probe_shadows_share_the_targets_declared_plan(load_real):
+    """mlp-dp's preset=auto is a plan of the declared training size: on Cora's random split the
+    target is a 2-layer MLP (64-wide embeddings). The shadow, trained on fewer nodes, must declare
+    the target's size too, or it becomes logistic regression and its embeddings are the raw
+    1,433 features — the probe then crashed ("X has 68 features, but StandardScaler is
+    expecting 1437")."""
+    cora = load_real("cora")
+    split = make_split(cora, "random:0.75,0.1,0.15", 0)
+    model = get_defense("mlp-dp")(epsilon=4, seed=0, epochs=2).fit(cora, split)
+    assert model.card["mlp_dp"]["layers"] == 2
+    res = attacks.run("embedding-probe", model, cora, runs=1, projections="", n_boot=50)
+    assert res.extra["embedding_dim"] == 64 and 0.0 <= res.auc <= 1.0
