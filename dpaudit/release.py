@@ -42,7 +42,6 @@ re-run training and strip the noise, which voids every ε.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from dpaudit.errors import DPAuditError
@@ -191,7 +190,3 @@ def require_declared(value: int | None, what: str, instead: str) -> int:
             f"(from_data(..., public_facts={{...}})) or {instead}"
         )
     return int(value)
-
-
-def finite_or_none(value: float | None) -> float | None:
-    return None if value is None or not math.isfinite(value) else value
