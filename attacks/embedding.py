@@ -84,18 +84,34 @@ def project(embeddings: np.ndarray, method: str, seed: int) -> np.ndarray:
 
 
 def render_png(points: np.ndarray, labels: np.ndarray, title: str) -> str:
-    """Scatter plot coloured by label → base64 PNG."""
+    """Scatter plot coloured by class, with its colour legend (class → colour) → base64 PNG.
+
+    4 inches wide at 192 dpi: the PNG records its dpi, and the report shows an image at its
+    physical size (4 CSS inches, 384 px), so it is never stretched and has two pixels per CSS
+    pixel (sharp on high-density screens too)."""
     import matplotlib
 
     matplotlib.use("Agg", force=False)
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(4, 4), dpi=100)
-    ax.scatter(points[:, 0], points[:, 1], c=labels, cmap="tab10", s=6, linewidths=0)
-    ax.set_title(title, fontsize=9)
+    classes = np.unique(labels)
+    # a qualitative palette while classes stay distinguishable; past 20 a continuous one, read off
+    # a colour bar instead of a legend of dozens of entries
+    palette = plt.get_cmap("tab10" if len(classes) <= 10 else "tab20" if len(classes) <= 20 else "turbo")
+    legend_rows = (len(classes) + 4) // 5 if len(classes) <= 20 else 0
+    fig, ax = plt.subplots(figsize=(4, 4 + 0.2 * legend_rows), dpi=192, layout="constrained")
+    if len(classes) <= 20:
+        for i, c in enumerate(classes):
+            inside = labels == c
+            ax.scatter(points[inside, 0], points[inside, 1], color=palette(i), s=6, linewidths=0, label=f"class {c}")
+        fig.legend(loc="outside lower center", ncol=min(5, len(classes)), frameon=False, fontsize=8.5,
+                   markerscale=2, handletextpad=0.1, columnspacing=0.8)  # fmt: skip
+    else:
+        drawn = ax.scatter(points[:, 0], points[:, 1], c=labels, cmap=palette, s=6, linewidths=0)
+        fig.colorbar(drawn, ax=ax, label="class").ax.tick_params(labelsize=8.5)
+    ax.set_title(title, fontsize=10)
     ax.set_xticks([])
     ax.set_yticks([])
-    fig.tight_layout()
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
     plt.close(fig)
@@ -104,8 +120,6 @@ def render_png(points: np.ndarray, labels: np.ndarray, title: str) -> str:
 
 def _finite(embeddings: np.ndarray) -> np.ndarray:
     return np.nan_to_num(embeddings, nan=0.0, posinf=0.0, neginf=0.0)
-
-
 
 
 def _unit(rows: np.ndarray) -> np.ndarray:
@@ -205,7 +219,8 @@ def embedding_probe(
     artifacts = {}
     for method in projections:
         points = project(emb[plot_nodes], method, seed)
-        artifacts[f"{method}.png"] = render_png(points, y[plot_nodes], f"{method.upper()} of training embeddings")
+        name = {"tsne": "t-SNE", "umap": "UMAP"}[method]
+        artifacts[f"{method}.png"] = render_png(points, y[plot_nodes], f"{name} of training embeddings")
 
     edge_index = graph.edge_index.cpu().numpy()
     run_scores, run_extra = [], []

@@ -447,7 +447,8 @@ def resolve_mlp_dp(hp: MLPDPHyperparameters, train_size: int | None, num_feature
         if train_size is None:
             raise ConfigurationError(
                 "mlp-dp preset=auto picks its architecture from the declared training-set size, and this dataset "
-                "declares none: declare it (from_data(..., public_facts={'num_train': ...})) or pick preset=gap "
+                "declares none: declare it (--dataset-option declare_num_train=N on the command line; "
+                "from_data(..., public_facts={'num_train': ...}) in Python) or pick preset=gap "
                 "or preset=dpar"
             )
         config = auto_configuration(train_size, num_features)

@@ -218,4 +218,20 @@ def adapt(
         "split": {**split.to_dict(), "nodes": {p: getattr(split, p).tolist() for p in ("train", "val", "test")}},
         "seed": seed,
     }
+    if _drawn_by_dpaudit(dataset, split):
+        model.record["split"]["drawn_at_random"] = True
     return model
+
+
+def _drawn_by_dpaudit(dataset: GraphDataset, split: Split) -> bool:
+    """Whether ``split`` is exactly what dpaudit's seeded RNG draws for its random spec: then
+    membership was decided by coins the module never saw, and audit bounds are valid."""
+    from dpaudit.splits import make_split, split_is_random
+
+    if not split_is_random(split.spec)[0]:
+        return False
+    try:
+        drawn = make_split(dataset, split.spec, split.seed)
+    except DPAuditError:
+        return False
+    return all(torch.equal(getattr(drawn, part), getattr(split, part)) for part in ("train", "val", "test"))

@@ -85,6 +85,14 @@ def check_target_epsilon(epsilon: float, what: str = "--epsilon") -> None:
         )
 
 
+def parse_delta(text: str) -> float | str:
+    """``--delta``: ``"auto"``, or δ as a number (a given δ must reach the defense typed: as a
+    string it would be read as auto, which needs a declared size)."""
+    from dpaudit.accounting.spec import validate_delta
+
+    return "auto" if str(text).strip().lower() == "auto" else validate_delta(text)
+
+
 def check_memory(defense, num_nodes: int, num_features: int) -> None:
     """``defense``'s widths against the memory of its device, for a graph of these sizes."""
     from dpaudit.defense import check_hyperparameter_ranges
@@ -94,11 +102,17 @@ def check_memory(defense, num_nodes: int, num_features: int) -> None:
 
 
 def cmd_train(args) -> int:
+    from dpaudit.commands._dataset_args import (
+        check_delta_declared,
+        parse_dataset_options,
+        warn_if_membership_not_random,
+    )
     from dpaudit.datasets import load_dataset
     from dpaudit.defense import parse_overrides
     from dpaudit.outputs import check_output_dir
     from dpaudit.pipeline import train
     from dpaudit.registry import available_defenses, get_defense
+    from dpaudit.splits import make_split
 
     if args.help_defense:
         if not args.defense:
@@ -112,11 +126,16 @@ def cmd_train(args) -> int:
             raise DPAuditError(f"train needs --{required}")
     cls = get_defense(args.defense)
     overrides = parse_overrides(cls.hyperparameters_class, args.set or [])
+    args.delta = parse_delta(args.delta)
     defense = cls(epsilon=args.epsilon, delta=args.delta, seed=args.seed, device=args.device, **overrides)
     check_target_epsilon(defense.epsilon)
+    options = parse_dataset_options(args.dataset_option, args.dataset)
+    if defense.private:
+        check_delta_declared(args.dataset, options, [defense.unit], args.delta)
     check_output_dir(args.out, "model", force=args.force)
-    dataset = load_dataset(args.dataset, root=args.data_root)
+    dataset = load_dataset(args.dataset, root=args.data_root, **options)
     check_memory(defense, dataset.num_nodes, dataset.num_features)
+    warn_if_membership_not_random(dataset, make_split(dataset, args.split, args.seed), args.argv)
     result = train(
         args.defense,
         dataset,
@@ -148,7 +167,9 @@ def cmd_inspect(args) -> int:
     print(f"kind: {model.kind}   method: {model.method}")
     print(f"privacy: {model.privacy.summary()}")
     if model.privacy.public_facts:
-        facts = ", ".join(f"{k} = {v}" for k, v in model.privacy.public_facts.items() if k not in ("declared_by", "published"))
+        facts = ", ".join(
+            f"{k} = {v}" for k, v in model.privacy.public_facts.items() if k not in ("declared_by", "published")
+        )
         print(f"public facts: {facts} (declared by {model.privacy.public_facts.get('declared_by', '?')})")
     if model.verification is not None:
         print(f"privacy check: {model.verification.summary}")
@@ -186,6 +207,8 @@ def cap_jobs(jobs: int | None) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from dpaudit.commands._dataset_args import DATASET_HELP, SPLIT_HELP, add_dataset_option_argument
+
     parser = _ArgumentParser(
         prog="dpaudit", description="Train differentially private GNNs, attack them, report leakage."
     )
@@ -202,11 +225,12 @@ def build_parser() -> argparse.ArgumentParser:
         "-h", "--help", dest="help_defense", action="store_true", help="with --defense: list its hyperparameters"
     )
     p.add_argument("--defense")
-    p.add_argument("--dataset")
+    p.add_argument("--dataset", help=DATASET_HELP)
+    add_dataset_option_argument(p)
     p.add_argument("--epsilon", default="inf", help="target ε (a positive number or inf)")
-    p.add_argument("--delta", default="auto", help="δ in (0, 1) or auto (a power of ten below 1/#units)")
+    p.add_argument("--delta", default="auto", help="δ in (0, 1) or auto (a power of ten below 1/#declared units)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--split", default=None, help="public | random:TR,VA,TE | per-class:K,VA,TE | inductive:TR,TE")
+    p.add_argument("--split", default=None, help=SPLIT_HELP)
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     p.add_argument("--data-root", default=None)
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a hyperparameter (repeatable)")
@@ -228,6 +252,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # what `train` repeats in its advice
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import logging
+import math
 import os
 import socket
 from dataclasses import dataclass, field
@@ -230,19 +231,31 @@ def from_data(data: Data, name: str = "custom", public_facts: dict | bool | None
     given, DP-SGD needs its ``sample_rate``). ``True`` declares the graph's own node, edge and
     labeled counts public (a published graph); a dict declares those values (e.g.
     ``{"num_nodes": 100_000}``, an upper bound known in advance)."""
-    dataset = prepare(data, name, info={"loader": "user-supplied"}, **kwargs)
-    if public_facts is True:
-        dataset.declare_public("the user (the graph's own sizes are published)")
-    elif isinstance(public_facts, dict) and public_facts:
-        unknown = set(public_facts) - {"num_nodes", "num_edges", "num_labeled", "num_train"}
+    _check_user_facts(name, public_facts)
+    return _declare_user_facts(prepare(data, name, info={"loader": "user-supplied"}, **kwargs), public_facts)
+
+
+USER_FACTS = ("num_nodes", "num_edges", "num_labeled", "num_train")
+
+
+def _check_user_facts(name: str, public_facts: dict | bool | None) -> None:
+    if isinstance(public_facts, dict):
+        unknown = set(public_facts) - set(USER_FACTS)
         if unknown:
-            raise DatasetError(f"{name}: unknown public facts {sorted(unknown)} (num_nodes, num_edges, num_labeled, num_train)")
+            raise DatasetError(f"{name}: unknown public facts {sorted(unknown)} ({', '.join(USER_FACTS)})")
         for key, value in public_facts.items():
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise DatasetError(f"{name}: public fact {key}={value!r} must be a positive integer")
-        dataset.public_facts = {**public_facts, "declared_by": "the user"}
-    elif public_facts not in (None, False, {}):
+    elif public_facts not in (None, False, True):
         raise DatasetError(f"{name}: public_facts must be None, True or a dict of sizes")
+
+
+def _declare_user_facts(dataset: GraphDataset, public_facts: dict | bool | None) -> GraphDataset:
+    """Record what the user declares public (checked by :func:`_check_user_facts`)."""
+    if public_facts is True:
+        dataset.declare_public("the user (the graph's own sizes are published)")
+    elif isinstance(public_facts, dict) and public_facts:
+        dataset.public_facts = {**public_facts, "declared_by": "the user"}
     return dataset
 
 
@@ -272,6 +285,7 @@ def csbm(
         raise DatasetError(f"csbm homophily must lie in [0, 1], got {homophily}")
     if avg_degree <= 0 or avg_degree >= num_nodes:
         raise DatasetError(f"csbm avg_degree must lie in (0, num_nodes), got {avg_degree}")
+    _check_csbm_memory(num_nodes, num_features, avg_degree)
     rng = np.random.default_rng(seed)
     y = rng.permutation(np.arange(num_nodes) % num_classes)
     means = rng.normal(size=(num_classes, num_features))
@@ -308,6 +322,21 @@ def csbm(
     dataset = prepare(data, "csbm", info={"loader": "dpaudit.datasets.csbm", "parameters": params})
     # A generated graph is public by construction: its generator parameters are in the card.
     return dataset.declare_public("the csbm generator (synthetic graph)")
+
+
+def _check_csbm_memory(num_nodes: int, num_features: int, avg_degree: float) -> None:
+    """Refuse, before allocating, a graph the machine cannot hold: features as float64 noise,
+    class means and the float32 copy (20 bytes per entry), edges as six int64 arrays while
+    drawn and four more once undirected (~80 bytes per undirected edge)."""
+    from dpaudit.runtime import device_memory
+
+    needed = 20 * num_nodes * num_features + 80 * num_nodes * avg_degree / 2
+    memory = device_memory(torch.device("cpu"))
+    if memory is not None and needed > memory:
+        raise DatasetError(
+            f"csbm with num_nodes={num_nodes}, num_features={num_features}, avg_degree={avg_degree:g} needs about "
+            f"{needed / 2**30:.3g} GiB; this machine has {memory / 2**30:.3g} GiB"
+        )
 
 
 # --------------------------------------------------------------------------- real datasets
@@ -521,51 +550,135 @@ def _public_split(source: _Source, data: Data, pyg_dataset) -> torch.Tensor | No
     return None
 
 
+#: options of every dataset (:func:`prepare`'s): a choice, recorded with the dataset
+PREPROCESSING_OPTIONS = ("min_class_size", "remove_unlabeled")
+#: what a user declares public about a graph file (``declare=true``: its own sizes are
+#: published; ``declare_num_nodes=N`` ...: a bound known in advance; see :func:`from_data`)
+FILE_OPTIONS = ("declare", *(f"declare_{fact}" for fact in USER_FACTS))
+_CSBM_INTEGERS = ("num_nodes", "num_classes", "num_features", "seed")
+
+
+def dataset_options(name: str) -> list[str]:
+    """The options ``name`` accepts (``--dataset-option KEY=VALUE``; :func:`load_dataset`'s keywords)."""
+    from dpaudit.graph_files import is_graph_path
+
+    if is_graph_path(name):
+        return [*FILE_OPTIONS, *PREPROCESSING_OPTIONS]
+    key, _ = parse_dataset_name(name)
+    if key == "csbm":
+        return [*inspect.signature(csbm).parameters, *PREPROCESSING_OPTIONS]
+    if key not in SOURCES:
+        raise DatasetError(f"unknown dataset {name!r}; available: {', '.join(available_datasets())} or a graph file")
+    return list(PREPROCESSING_OPTIONS)
+
+
+def check_dataset_options(name: str, options: dict) -> None:
+    """Every option known to ``name`` and of the right type and range, before anything is loaded.
+
+    Raises:
+        DatasetError: one line naming the option (and, for an unknown one, every known option).
+    """
+    from dpaudit.graph_files import is_graph_path
+
+    known = dataset_options(name)
+    unknown = sorted(set(options) - set(known))
+    if unknown:
+        label = "graph file" if is_graph_path(name) else parse_dataset_name(name)[0]
+        raise DatasetError(f"unknown {label} options {unknown}; known: {', '.join(known)}")
+    for option, value in options.items():
+        if option in ("remove_unlabeled", "declare"):
+            ok, kind = isinstance(value, bool), "true or false"
+        elif option == "min_class_size":
+            ok = value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 0)
+            kind = "an integer >= 0"
+        elif option in _CSBM_INTEGERS or option.startswith("declare_"):
+            lowest = 0 if option == "seed" else 1
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value == int(value)
+            ok, kind = ok and value >= lowest, f"an integer >= {lowest}"
+        else:
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+            kind = "a finite number"
+        if not ok:
+            raise DatasetError(f"dataset option {option}={value!r} must be {kind}")
+
+
 def load_dataset(
     name: str,
     root: str | os.PathLike | None = None,
     min_class_size: int | None = None,
     remove_unlabeled: bool = False,
-    **generator_kwargs,
+    **options,
 ) -> GraphDataset:
-    """Load a dataset by name (see :func:`available_datasets`).
+    """Load a dataset by name (see :func:`available_datasets`) or from a graph file.
 
     A Facebook100 school takes a target after a colon: ``johnshopkins55:year`` (class year,
     as GAP's "Facebook" dataset), ``:gender`` (LINKX's label, the default), ``:status`` or
     ``:dorm``; a non-gender target drops classes below 5 % of the labeled nodes unless
     ``min_class_size`` says otherwise.
 
-    ``csbm`` is generated from ``generator_kwargs`` (see :func:`csbm`); every other name is
-    loaded through its PyG class from the data root (see the module docstring).
+    ``csbm`` is generated from ``options`` (see :func:`csbm`). A path (``./graph.npz``,
+    ``graph.pt``: see :mod:`dpaudit.graph_files`) is a user's graph named by its file stem; its
+    ``options`` declare what is public about it (:data:`FILE_OPTIONS`, as :func:`from_data`'s
+    ``public_facts``), and nothing is declared without them. Every other name is loaded through
+    its PyG class from the data root (see the module docstring). The options given are kept in
+    ``info["options"]`` (the owner's record) and, with a graph file's format, a synthetic graph's
+    generator parameters and the preprocessing choices, in ``info["parameters"]`` (the card).
 
     Raises:
-        DatasetError: unknown name, or raw files neither present nor downloadable — the
-            message names the files and the folder they must go in.
+        DatasetError: unknown name, option or file, a malformed file, or raw files neither
+            present nor downloadable — the message names the files and the folder they must go in.
     """
+    from dpaudit.graph_files import is_graph_path
+
+    check_dataset_options(name, {**options, "min_class_size": min_class_size, "remove_unlabeled": remove_unlabeled})
+    chosen = {"min_class_size": min_class_size} if min_class_size is not None else {}
+    if remove_unlabeled:
+        chosen["remove_unlabeled"] = True
+    if is_graph_path(name):
+        return _record_options(_graph_file(name, min_class_size, remove_unlabeled, options), {**options, **chosen})
     key, target = parse_dataset_name(name)
     if key == "csbm":
-        known = set(inspect.signature(csbm).parameters)
-        unknown = sorted(set(generator_kwargs) - known)
-        if unknown:
-            raise DatasetError(f"unknown csbm options {unknown}; known: {', '.join(sorted(known))}")
-        for option, value in generator_kwargs.items():
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise DatasetError(f"csbm option {option}={value!r} must be a number")
-            if option in ("num_nodes", "num_classes", "num_features", "seed") and value != int(value):
-                raise DatasetError(f"csbm option {option}={value!r} must be an integer")
-        generator_kwargs = {
-            k: int(v) if k in ("num_nodes", "num_classes", "num_features", "seed") else float(v)
-            for k, v in generator_kwargs.items()
-        }
-        ds = csbm(**generator_kwargs)
-        if min_class_size or remove_unlabeled:
+        generator = {k: int(v) if k in _CSBM_INTEGERS else float(v) for k, v in options.items()}
+        ds = csbm(**generator)
+        if chosen:
             ds = prepare(ds.data, "csbm", min_class_size, remove_unlabeled, ds.info)
+            ds.info["parameters"].update(chosen)
             ds.declare_public("the csbm generator (synthetic graph)")
-        return ds
-    if generator_kwargs:
-        raise DatasetError(f"unexpected options for {name}: {sorted(generator_kwargs)}")
-    if key not in SOURCES:
-        raise DatasetError(f"unknown dataset {name!r}; available: {', '.join(available_datasets())}")
+        return _record_options(ds, {**generator, **chosen})
+    ds = _registry(name, key, target, root, min_class_size, remove_unlabeled)
+    if chosen:
+        ds.info["parameters"] = dict(chosen)
+    return _record_options(ds, chosen)
+
+
+def _record_options(dataset: GraphDataset, options: dict) -> GraphDataset:
+    if options:
+        dataset.info["options"] = dict(options)
+    return dataset
+
+
+def _graph_file(path: str, min_class_size: int | None, remove_unlabeled: bool, options: dict) -> GraphDataset:
+    from dpaudit.graph_files import read_graph_file
+
+    sizes = {key.removeprefix("declare_"): int(v) for key, v in options.items() if key.startswith("declare_")}
+    if options.get("declare") and sizes:
+        raise DatasetError(
+            "declare=true (the file's own sizes are published) and declare_* sizes (bounds) exclude each other"
+        )
+    raw, info = read_graph_file(path)
+    info["parameters"] = {"file_format": info["format"]}
+    if min_class_size is not None:
+        info["parameters"]["min_class_size"] = min_class_size
+    if remove_unlabeled:
+        info["parameters"]["remove_unlabeled"] = True
+    dataset = prepare(raw, Path(path).stem, min_class_size, remove_unlabeled, info)
+    return _declare_user_facts(dataset, True if options.get("declare") else sizes)
+
+
+def _registry(
+    name: str, key: str, target: str | None, root, min_class_size: int | None, remove_unlabeled: bool
+) -> GraphDataset:
+    """A registry dataset from the data root (downloaded by PyG when missing and online)."""
     source = SOURCES[key]
     base = data_root(root)
     missing = missing_raw_files(key, base)
@@ -578,13 +691,15 @@ def load_dataset(
         base = base if not missing_raw_files(key, base) else cache_root() / "downloads"
     if target is not None and target != "gender":  # LINKX's own loader only knows gender
         raw, default_min = facebook100(base / source.folder / "raw" / "data.mat", target)
-        return _benchmark(prepare(
-            raw,
-            f"{key}:{target}",
-            min_class_size=default_min if min_class_size is None else min_class_size,
-            remove_unlabeled=remove_unlabeled,
-            info={"loader": "dpaudit.datasets.facebook100", "target": target, "source": str(base / source.folder)},
-        ))
+        return _benchmark(
+            prepare(
+                raw,
+                f"{key}:{target}",
+                min_class_size=default_min if min_class_size is None else min_class_size,
+                remove_unlabeled=remove_unlabeled,
+                info={"loader": "dpaudit.datasets.facebook100", "target": target, "source": str(base / source.folder)},
+            )
+        )
     try:
         pyg_dataset = _instantiate(source, _processing_root(source, base))
     except DatasetError:
@@ -596,13 +711,74 @@ def load_dataset(
     public = _public_split(source, data, pyg_dataset)
     if public is not None:
         raw.public_split = public
-    return _benchmark(prepare(
-        raw,
-        key,
-        min_class_size=min_class_size,
-        remove_unlabeled=remove_unlabeled,
-        info={"loader": f"torch_geometric.datasets.{source.loader}", "source": str(base / source.folder / "raw")},
-    ))
+    return _benchmark(
+        prepare(
+            raw,
+            key,
+            min_class_size=min_class_size,
+            remove_unlabeled=remove_unlabeled,
+            info={"loader": f"torch_geometric.datasets.{source.loader}", "source": str(base / source.folder / "raw")},
+        )
+    )
+
+
+def reload_dataset(
+    card: dict | None,
+    record: dict | None = None,
+    name: str | None = None,
+    options: dict | None = None,
+    root: str | os.PathLike | None = None,
+) -> GraphDataset:
+    """The dataset a model was trained on, from its public card (``card["dataset"]``) and, when
+    the owner has it, its record (``provenance.json``'s ``dataset``).
+
+    ``name`` (a registry name or a graph file) and ``options`` are what the caller gives again;
+    without ``name`` the model's own dataset is reloaded: a graph file from the path in the
+    record (refused when it is gone or its bytes changed: the record keeps their SHA-256), any
+    other dataset by its card's name. The options recorded at training (the record's, else the
+    card's public parameters) are used for the same dataset, and ``options`` win over them. The
+    caller still compares the fingerprint (:func:`dpaudit.provenance.resolve_dataset`).
+
+    Raises:
+        DatasetError: the graph file is gone or changed, or the model came from a graph file
+            whose path only the owner's record holds.
+    """
+    from dpaudit.graph_files import LOADER, file_sha256, is_graph_path
+
+    card, record = dict(card or {}), dict(record or {})
+    info = record.get("info") or {}
+    trained_on = card.get("name") or record.get("name")
+    recorded = dict(info.get("options") or card.get("parameters") or {})
+    recorded.pop("file_format", None)
+    from_file = info.get("loader") == LOADER or "file_format" in (card.get("parameters") or {})
+    if name is None:
+        if info.get("loader") == LOADER:
+            path = Path(info["source"])
+            if not path.is_file():
+                raise DatasetError(
+                    f"the model was trained on the graph file {path}, which is no longer there: pass --dataset PATH "
+                    "(the graph it was trained on)"
+                )
+            if file_sha256(path) != info.get("sha256"):
+                raise DatasetError(
+                    f"the graph file {path} changed since the model was trained (its SHA-256 differs from the "
+                    "owner's record): pass --dataset PATH with the graph it was trained on"
+                )
+            name = str(path)
+        elif from_file:
+            raise DatasetError(
+                f"the model was trained on the graph file {trained_on!r}, whose path is only in the owner's record "
+                "(provenance.json), which is not here: pass --dataset PATH"
+            )
+        elif not trained_on:
+            raise DatasetError("the model card names no dataset; pass --dataset")
+        else:
+            name = trained_on
+    if is_graph_path(name):
+        same = from_file and Path(name).stem == trained_on
+    else:
+        same = not from_file and bool(trained_on) and parse_dataset_name(name) == parse_dataset_name(trained_on)
+    return load_dataset(name, root=root, **{**(recorded if same else {}), **(options or {})})
 
 
 def _benchmark(dataset: GraphDataset) -> GraphDataset:

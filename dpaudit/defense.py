@@ -279,7 +279,7 @@ class Defense(ABC):
     def resolve_delta(self, dataset: GraphDataset, split: Split) -> float:
         if not self.private:
             return 0.0
-        if isinstance(self.delta_option, str) or self.delta_option is None:
+        if self.delta_option is None or str(self.delta_option).strip().lower() == "auto":
             population = require_declared(
                 self.population(dataset, split), "delta=auto", "pass --delta (e.g. 1e-6, below 1/the graph's size)"
             )

@@ -123,7 +123,8 @@ class PoissonSchedule:
         if declared_size is None:
             raise ConfigurationError(
                 "DP-SGD needs its Poisson rate fixed in advance: set the sample_rate hyperparameter, or declare the "
-                "training-set size public (a registry benchmark does; from_data(..., public_facts=...) for your own)"
+                "training-set size public (a registry benchmark does; for your own graph --dataset-option "
+                "declare_num_train=N, or from_data(..., public_facts=...) in Python)"
             )
         n = int(declared_size)
         q = poisson_sample_rate(n, batch_size)

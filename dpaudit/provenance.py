@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from dpaudit.datasets import GraphDataset, load_dataset
+from dpaudit.datasets import GraphDataset, reload_dataset
 from dpaudit.errors import DatasetError, DPAuditError
 from dpaudit.model import ReleasedModel
 from dpaudit.splits import Split, make_split
@@ -23,12 +23,8 @@ def resolve_dataset(model: ReleasedModel, dataset: GraphDataset | None = None, d
     public = model.card.get("dataset") or {}
     info = model.provenance("dataset") or {}
     expected = info.get("fingerprint")
-    if dataset is None:
-        name = public.get("name") or info.get("name")
-        if not name:
-            raise DatasetError("the model card names no dataset; pass the dataset explicitly")
-        params = public.get("parameters") or (info.get("info") or {}).get("parameters") or {}
-        dataset = load_dataset(name, root=data_root, **params) if name == "csbm" else load_dataset(name, root=data_root)
+    if dataset is None:  # a graph file comes back from the path in the owner's record, bytes checked
+        dataset = reload_dataset(public, info, root=data_root)
     if not isinstance(dataset, GraphDataset):
         raise DPAuditError("attacks expect a dpaudit GraphDataset")
     if expected is not None and dataset.fingerprint != expected:

@@ -187,6 +187,7 @@ def require_declared(value: int | None, what: str, instead: str) -> int:
     if value is None:
         raise DPAuditError(
             f"{what} needs a declared public size, and this dataset declares none: declare it "
-            f"(from_data(..., public_facts={{...}})) or {instead}"
+            f"(--dataset-option declare=true on the command line; from_data(..., public_facts={{...}}) in Python) "
+            f"or {instead}"
         )
     return int(value)

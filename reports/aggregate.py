@@ -174,8 +174,9 @@ def _coverage_reason(result: dict) -> str:
 
 
 def _headline_attack(attacks: dict[str, dict]) -> str | None:
-    """The attack shown in the summary row: the highest AUC (ties: first in order), never a
-    diagnostic (:data:`DIAGNOSTIC_ATTACKS`: fitted after looking at models, not a test)."""
+    """The strongest of ``attacks`` (the summary row's, or a verdict's among those it may
+    name): the highest AUC (ties: first in order), never a diagnostic
+    (:data:`DIAGNOSTIC_ATTACKS`: fitted after looking at models, not a test)."""
     best = None
     for name, s in attacks.items():
         if name in DIAGNOSTIC_ATTACKS:
@@ -203,8 +204,14 @@ def _verdict(row: dict, rec: dict, lower: list[dict] | None = None, correction: 
     privacy = rec.get("privacy") or {}
     claimed = privacy.get("epsilon")
     private = row["unit"] is not None and claimed is not None
-    best_auc = _headline_attack(attacks)
-    tprs = {n: s["tpr_at_1pct_fpr"] for n, s in attacks.items()
+    # A private model's card speaks for its guarantee: only attacks it covers may headline it
+    # (an edge attack against node-level DP with non-private inference says nothing about the
+    # claim, however high its AUC); the strongest uncovered attack is shown on a line of its own.
+    headline_pool = {n: s for n, s in attacks.items() if s["covered_by_guarantee"]} if private else attacks
+    uncovered_pool = {n: s for n, s in attacks.items() if not s["covered_by_guarantee"]} if private else {}
+    best_auc = _headline_attack(headline_pool)
+    best_uncovered = _headline_attack(uncovered_pool)
+    tprs = {n: s["tpr_at_1pct_fpr"] for n, s in headline_pool.items()
             if s.get("tpr_at_1pct_fpr") is not None and n not in DIAGNOSTIC_ATTACKS}  # fmt: skip
     best_tpr = max(tprs, key=tprs.get) if tprs else None
     bounds = [(n, s) for n, s in attacks.items() if s.get("epsilon_lower_bound_max") is not None]
@@ -257,6 +264,14 @@ def _verdict(row: dict, rec: dict, lower: list[dict] | None = None, correction: 
         if best_auc
         else None,
         "best_tpr_at_1pct_fpr": {"attack": best_tpr, "tpr": tprs[best_tpr]} if best_tpr else None,
+        "strongest_uncovered": {
+            "attack": best_uncovered,
+            "auc": attacks[best_uncovered]["auc"],
+            "auc_ci": attacks[best_uncovered]["auc_ci"],
+            "why": attacks[best_uncovered].get("coverage") or "the guarantee does not cover this attack's unit",
+        }
+        if best_uncovered
+        else None,
         "lower_bound": lb,
         "bound_validity": invalid[0] if invalid and not (lb and lb["valid"]) else None,
         "multiple_testing": {"tests": correction.get("tests")},

@@ -19,6 +19,7 @@ from markupsafe import Markup
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.ticker  # noqa: E402
 import numpy as np  # noqa: E402
 
 from reports.aggregate import epsilon_label  # noqa: E402
@@ -97,21 +98,27 @@ def _epsilon_axis(ax, epsilons: list) -> None:
     ax.set_xlabel("theoretical ε (target)")
 
 
-PANEL = (4.0, 3.0)  # inches: about 384 px wide at 1:1, so one panel fills a phone with legible 9 pt text
-FONT = {"font.size": 9, "axes.titlesize": 10, "axes.labelsize": 9, "xtick.labelsize": 8.5, "ytick.labelsize": 8.5,
-        "legend.fontsize": 8}  # fmt: skip
+PANEL = (4.0, 3.0)  # inches: about 384 px wide at 1:1, so one panel fills a phone with text of 9 pt or more
+FONT = {"font.size": 9.5, "axes.titlesize": 10.5, "axes.labelsize": 9.5, "xtick.labelsize": 9, "ytick.labelsize": 9,
+        "legend.fontsize": 9}  # fmt: skip
 
-# One hue per defense family, shades within it; markers separate defenses of one family.
-FAMILY_CMAPS = {
-    "GAP": "Blues",
-    "DPAR": "Oranges",
-    "DP-GNN": "Greens",
-    "GCON": "Purples",
-    "MLP-DP": "RdPu",
-    "non-private baselines": "Greys",
-    "other": "YlOrBr",
+# One hue per defense family, shades within it; markers separate defenses of one family. Each
+# family's colour word is kept next to its colour map: the report's captions name colours from
+# this table (:func:`palette_caption`), so what a caption says is what a figure draws.
+FAMILY_PALETTE = {
+    "GAP": ("Blues", "blue"),
+    "DPAR": ("Oranges", "orange"),
+    "DP-GNN": ("Greens", "green"),
+    "GCON": ("Purples", "purple"),
+    "MLP-DP": ("RdPu", "magenta"),
+    "non-private baselines": ("Greys", "grey"),
+    "other": ("PuBuGn", "teal"),
 }
 MARKERS = "osD^vP"
+
+
+def _palette(family: str) -> tuple[str, str]:
+    return FAMILY_PALETTE.get(family, FAMILY_PALETTE["other"])
 
 
 def family_styles(families: dict[str, str]) -> dict[str, dict]:
@@ -119,11 +126,19 @@ def family_styles(families: dict[str, str]) -> dict[str, dict]:
     styles = {}
     for family in dict.fromkeys(families.values()):
         members = [d for d, f in families.items() if f == family]
-        cmap = plt.get_cmap(FAMILY_CMAPS.get(family, "YlOrBr"))
+        cmap = plt.get_cmap(_palette(family)[0])
         shades = np.linspace(0.85, 0.5, len(members)) if len(members) > 1 else [0.75]
         for i, (d, shade) in enumerate(zip(members, shades)):
             styles[d] = {"color": cmap(float(shade)), "marker": MARKERS[i % len(MARKERS)], "family": family}
     return styles
+
+
+def palette_caption(families: dict[str, str]) -> str:
+    """The colour of each family in ``families`` (defense → family), in the study's order with the
+    non-private baselines (a reference in every panel) last:
+    ``"GAP blue, MLP-DP magenta, non-private baselines grey"``."""
+    ordered = sorted(dict.fromkeys(families.values()), key=lambda family: family == "non-private baselines")
+    return ", ".join(f"{family} {_palette(family)[1]}" for family in ordered)
 
 
 def _styles(data: dict) -> dict[str, dict]:
@@ -155,9 +170,41 @@ def _reference_line(ax, series: dict, ys: list[float], st: dict) -> None:
 
 
 def _panel(size=PANEL):
+    # constrained layout makes room for a legend placed outside the axes (:func:`_legend_below`)
     with matplotlib.rc_context(FONT):
-        fig, ax = plt.subplots(figsize=size)
+        fig, ax = plt.subplots(figsize=size, layout="constrained")
     return fig, ax
+
+
+LEGEND_ROW = 0.2  # inches: one row of legend text at FONT's legend size, with its spacing
+
+
+def _legend_below(fig, ax) -> None:
+    """The axes' legend under the plot, outside the data area, so that it never hides a curve or a
+    point; the figure grows by the legend's height instead of the axes shrinking. Two columns when
+    the labels are short enough to fit side by side in a panel."""
+    handles, labels = ax.get_legend_handles_labels()
+    if not handles:
+        return
+    columns = 2 if len(labels) > 1 and max(len(label) for label in labels) <= 20 else 1
+    fig.set_figheight(fig.get_figheight() + LEGEND_ROW * math.ceil(len(labels) / columns))
+    fig.legend(handles, labels, loc="outside lower center", ncol=columns, frameon=False)
+
+
+def _powers_of_ten(ax) -> None:
+    """Log-axis tick labels as plain text (10⁻⁴ … 1): mathtext would draw the exponents at 70 % of
+    the tick size, too small to read on a phone."""
+    superscript = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+    def label(value, _position) -> str:
+        exponent = round(math.log10(value)) if value > 0 else None
+        if exponent is None or not math.isclose(value, 10.0**exponent):
+            return ""
+        return "1" if exponent == 0 else "10" + str(exponent).translate(superscript)
+
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_formatter(matplotlib.ticker.FuncFormatter(label))
+        axis.set_minor_formatter(matplotlib.ticker.NullFormatter())
 
 
 def _ceiling(ax, ceiling) -> None:
@@ -167,7 +214,9 @@ def _ceiling(ax, ceiling) -> None:
     ys = np.asarray(ceiling["auc_max"])
     ax.fill_between(xs, ys, 1.02, color="0.85", hatch="//", edgecolor="0.7", lw=0, zorder=0)
     ax.plot(xs, ys, color="0.45", lw=1, zorder=1)
-    ax.text(xs[0], 0.99, f"impossible under (ε, δ={ceiling['delta']:.0e})-DP", fontsize=7.5, va="top", color="0.3")
+    # placed in axes coordinates: the ceiling's grid starts left of the visible ε range
+    ax.text(0.02, 0.98, f"impossible under (ε, δ={ceiling['delta']:.0e})-DP", fontsize=9, va="top", color="0.3",
+            transform=ax.transAxes)  # fmt: skip
 
 
 def auc_vs_epsilon(data: dict) -> list[dict]:
@@ -214,8 +263,7 @@ def auc_vs_epsilon(data: dict) -> list[dict]:
                 ax.set_title(f"{_label(panel['attack'])} — {_label(family)}")
                 ax.set_ylim(0.35, 1.02)
                 ax.set_ylabel("attack AUC")
-                ax.legend(loc="lower right", frameon=False)
-                fig.tight_layout()
+                _legend_below(fig, ax)
             panels.append({"family": family, "svg": to_svg(fig, f"fig-auc-{k}-{j}")})
         out.append({"attack": panel["attack"], "note": note, "panels": panels})
     return out
@@ -233,7 +281,7 @@ def attack_overview(data: dict) -> str | None:
     styles = _styles(data)
     n = len(rows)
     with matplotlib.rc_context(FONT):
-        fig, ax = _panel((4.4, 1.0 + 0.42 * len(attacks) * max(1, min(n, 4))))
+        fig, ax = _panel((4.0, 1.0 + 0.42 * len(attacks) * max(1, min(n, 4))))
         step = 0.8 / max(n, 1)
         for i, row in enumerate(rows):
             st = styles[row["defense"]]
@@ -258,8 +306,7 @@ def attack_overview(data: dict) -> str | None:
         ax.set_xlim(0.3, 1.02)
         ax.set_xlabel("attack AUC (95 % interval)\ndashed: chance; red bar: DP ceiling where valid")
         if n > 1:
-            ax.legend(loc="lower right", frameon=False)
-        fig.tight_layout()
+            _legend_below(fig, ax)
     return to_svg(fig, "fig-overview")
 
 
@@ -297,8 +344,7 @@ def privacy_utility(data: dict) -> list[dict]:
             ax.set_ylabel("test accuracy")
             ax.set_ylim(0, 1.02)
             ax.set_title(f"Privacy–utility — {_label(family)}")
-            ax.legend(loc="lower right", frameon=False)
-            fig.tight_layout()
+            _legend_below(fig, ax)
         panels.append({"family": family, "svg": to_svg(fig, f"fig-utility-{j}")})
     return panels
 
@@ -313,7 +359,7 @@ def roc_curves(data: dict) -> list[dict]:
     styles = _styles(data)
     floor = 1e-4
 
-    def axes_setup(ax, title):
+    def axes_setup(fig, ax, title):
         grid = np.geomspace(floor, 1, 50)
         ax.plot(grid, grid, color="0.4", lw=0.8, ls="--", label="chance")
         ax.set_xscale("log")
@@ -323,20 +369,20 @@ def roc_curves(data: dict) -> list[dict]:
         ax.set_xlabel("false positive rate")
         ax.set_ylabel("true positive rate")
         ax.set_title(title)
-        ax.legend(loc="lower right", frameon=False, fontsize=7.5)
+        _powers_of_ten(ax)
+        _legend_below(fig, ax)
 
     if data.get("single_model") and len(data["summary"]) == 1:
         cmap = plt.get_cmap("tab10")
         with matplotlib.rc_context(FONT):
-            fig, ax = _panel((4.6, 3.6))
+            fig, ax = _panel((4.0, 3.4))
             for i, p in enumerate(panels):
                 c = p["curves"][0]
                 fpr = np.clip(np.asarray(c["fpr"], dtype=float), floor, 1)
                 tpr = np.clip(np.asarray(c["tpr"], dtype=float), floor, 1)
                 ax.plot(fpr, tpr, color=cmap(i % 10), lw=1.4, drawstyle="steps-post",
                         label=f"{_label(p['attack'])} (AUC {c['auc']:.3f})")  # fmt: skip
-            axes_setup(ax, "ROC of every attack")
-            fig.tight_layout()
+            axes_setup(fig, ax, "ROC of every attack")
         return [{"attack": "all", "panels": [{"family": None, "svg": to_svg(fig, "fig-roc-0")}]}]
     out = []
     for k, panel in enumerate(panels):
@@ -350,8 +396,7 @@ def roc_curves(data: dict) -> list[dict]:
                     tpr = np.clip(np.asarray(c["tpr"], dtype=float), floor, 1)
                     ax.plot(fpr, tpr, color=st["color"], lw=1.3, drawstyle="steps-post", ls=":" if c.get("reference") else "-",
                             label=f"{_label(c['defense'])} ε={epsilon_label(c['epsilon'])}")  # fmt: skip
-                axes_setup(ax, f"{_label(panel['attack'])} — {_label(family)}")
-                fig.tight_layout()
+                axes_setup(fig, ax, f"{_label(panel['attack'])} — {_label(family)}")
             figures.append({"family": family, "svg": to_svg(fig, f"fig-roc-{k}-{j}")})
         out.append({"attack": panel["attack"], "panels": figures})
     return out
@@ -368,7 +413,7 @@ def lower_bounds(data: dict) -> str | None:
     if not pts:
         return None
     with matplotlib.rc_context(FONT):
-        fig, ax = _panel((4.6, 4.0))
+        fig, ax = _panel((4.0, 3.6))
         top = max(max(p["claimed_epsilon"] for p in pts), max(p["epsilon_lower_bound"] for p in pts), 1.0) * 1.15
         ax.plot([0, top], [0, top], color="0.3", lw=1, ls="--", label="lower bound = claimed ε")
         ax.fill_between([0, top], [0, top], top, color="#fde0e0", lw=0, zorder=0,
@@ -392,8 +437,7 @@ def lower_bounds(data: dict) -> str | None:
         ax.set_xlabel("claimed (accounted) ε")
         ax.set_ylabel("empirical ε lower bound")
         ax.set_title("ε lower bounds against claimed ε")
-        ax.legend(loc="upper left", fontsize=7.5, frameon=False)
-        fig.tight_layout()
+        _legend_below(fig, ax)
     return to_svg(fig, "fig-lower-bounds")
 
 
@@ -414,26 +458,27 @@ def risk_figures(risk: dict, index: int) -> dict[str, str]:
         ax.set_xlabel("score: logit p_y(v) (higher = member)")
         ax.set_ylabel("nodes")
         ax.set_title("Membership scores (mia-threshold)")
-        ax.legend(loc="upper left", frameon=False)
-        fig.tight_layout()
+        _legend_below(fig, ax)
     out["histogram"] = to_svg(fig, f"fig-risk-hist-{index}")
     buckets = [b for b in risk["by_degree"] if b["auc"] is not None or b["tpr_at_10pct_fpr"] is not None]
     if buckets:
         with matplotlib.rc_context(FONT):
             fig, ax = _panel()
-            x = np.arange(len(buckets))
+            # horizontal bars: a bucket's label (range and counts) sits on one line of its own row,
+            # so labels cannot run into each other however many buckets or digits there are
+            y = np.arange(len(buckets))
             aucs = [b["auc"] if b["auc"] is not None else np.nan for b in buckets]
             tprs = [b["tpr_at_10pct_fpr"] if b["tpr_at_10pct_fpr"] is not None else np.nan for b in buckets]
-            ax.bar(x - 0.2, aucs, width=0.4, color="#e45756", label="AUC in bucket")
-            ax.bar(x + 0.2, tprs, width=0.4, color="#72b7b2", label="TPR at 10 % FPR")
-            ax.axhline(0.5, color="0.3", lw=0.8, ls="--")
-            ax.set_xticks(x)
-            ax.set_xticklabels([f"{b['degree']}\n({b['members']}/{b['non_members']})" for b in buckets])
-            ax.set_xlabel("degree (members/non-members)")
-            ax.set_ylim(0, 1.05)
+            ax.barh(y - 0.2, aucs, height=0.4, color="#e45756", label="AUC in bucket")
+            ax.barh(y + 0.2, tprs, height=0.4, color="#72b7b2", label="TPR at 10 % FPR")
+            ax.axvline(0.5, color="0.3", lw=0.8, ls="--")
+            ax.set_yticks(y)
+            ax.set_yticklabels([f"{b['degree']} ({b['members']}/{b['non_members']})" for b in buckets])
+            ax.invert_yaxis()
+            ax.set_ylabel("degree (members/non-members)")
+            ax.set_xlim(0, 1.05)
             ax.set_title("Risk by degree")
-            ax.legend(loc="upper left", frameon=False)
-            fig.tight_layout()
+            _legend_below(fig, ax)
         out["degree"] = to_svg(fig, f"fig-risk-degree-{index}")
     return out
 
@@ -463,7 +508,7 @@ def canary_bounds(data: dict) -> str | None:
     if not pts:
         return None
     with matplotlib.rc_context(FONT):
-        fig, ax = _panel((4.6, 4.0))
+        fig, ax = _panel((4.0, 3.6))
         top = max(max(p["claimed_epsilon"] for p in pts), max(p["overall"] or 0 for p in pts), 1.0) * 1.15
         ax.plot([0, top], [0, top], color="0.3", lw=1, ls="--", label="ε lower bound = claimed ε")
         ax.fill_between([0, top], [0, top], top, color="#fde0e0", lw=0, zorder=0,
@@ -488,6 +533,5 @@ def canary_bounds(data: dict) -> str | None:
         ax.set_xlabel("claimed ε (spent; ×2 for edge canaries on node-level DP)")
         ax.set_ylabel("canary ε lower bound")
         ax.set_title("Canary audits: ε lower bound against claimed ε")
-        ax.legend(loc="upper left", fontsize=7.5, frameon=False)
-        fig.tight_layout()
+        _legend_below(fig, ax)
     return to_svg(fig, "fig-canaries")

@@ -52,6 +52,52 @@ def data_uri(payload: Any) -> str | None:
     return None
 
 
+CSS_PX_PER_INCH = 96
+_PNG_HEAD_CHARS = 1024  # base64 characters decoded to find a PNG's size and dpi (IHDR, pHYs)
+
+
+def image_size(payload: Any) -> tuple[int, int] | None:
+    """The size in CSS pixels a PNG artifact is shown at: its physical size from the resolution it
+    records (``pHYs``; matplotlib writes its dpi there), so an image drawn at 2 pixels per CSS
+    pixel shows sharp at half its pixel size and none is stretched; its pixel size when it
+    records no resolution; None for anything that is not a PNG :func:`data_uri` accepts."""
+    uri = data_uri(payload)
+    if uri is None or not uri.startswith("data:image/png"):
+        return None
+    head = uri.partition(",")[2][:_PNG_HEAD_CHARS]
+    head = base64.b64decode(head[: len(head) // 4 * 4])
+    width = height = None
+    scale = 1.0
+    position = 8  # after the signature: chunks of (length, type, data, crc)
+    while position + 8 <= len(head):
+        length = int.from_bytes(head[position : position + 4], "big")
+        kind = head[position + 4 : position + 8]
+        data = head[position + 8 : position + 8 + length]
+        if kind == b"IHDR" and len(data) >= 8:
+            width, height = int.from_bytes(data[:4], "big"), int.from_bytes(data[4:8], "big")
+        elif kind == b"pHYs" and len(data) == 9 and data[8] == 1:  # unit 1: pixels per metre
+            dpi = int.from_bytes(data[:4], "big") * 0.0254
+            if dpi > 0:
+                scale = CSS_PX_PER_INCH / dpi
+        elif kind == b"IDAT":
+            break
+        position += 12 + length
+    if not width or not height:
+        return None
+    return max(1, round(width * scale)), max(1, round(height * scale))
+
+
+#: captions of the image artifacts attacks produce (by file name); others are shown by name
+ARTIFACT_CAPTIONS = {
+    "tsne.png": "t-SNE of training embeddings, coloured by class",
+    "umap.png": "UMAP of training embeddings, coloured by class",
+}
+
+
+def artifact_caption(name: str) -> str:
+    return ARTIFACT_CAPTIONS.get(str(name), str(name))
+
+
 def _num(value, digits: int = 3) -> str:
     if value is None:
         return "—"
@@ -64,6 +110,14 @@ def _num(value, digits: int = 3) -> str:
             return "—"
         return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
     return str(value)
+
+
+def _count(value) -> str:
+    """A node count: a whole number as an integer; a mean over runs that is not whole keeps one
+    decimal (rounding it would state a count no run had)."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "—"
+    return str(int(value)) if float(value).is_integer() else f"{value:.1f}"
 
 
 def _sci(value) -> str:
@@ -105,6 +159,14 @@ VERDICT_WORDS = {
     "not-auditable": "no valid audit",
     "none": "no guarantee",
 }
+
+
+def and_list(items) -> str:
+    """Names as an English list: ``a``, ``a and b``, ``a, b and c``."""
+    items = [str(i) for i in items]
+    if len(items) <= 2:
+        return " and ".join(items)
+    return f"{', '.join(items[:-1])} and {items[-1]}"
 
 
 def _css_colour(rgba) -> str:
@@ -169,19 +231,24 @@ def render_html(data: dict[str, Any], sidecar_name: str | None = None) -> str:
         unsound=sorted({r["defense"] for r in data["summary"] if r["unit"] and not r["sound"]}),
         paper_protocol=any(r.get("protocol") == "paper" for r in data["summary"]),
         verdict_word=VERDICT_WORDS.get,
+        and_list=and_list,
         slug=lambda text: re.sub(r"[^a-z0-9]+", "-", str(text).lower()).strip("-"),
         colour=lambda defense: _css_colour((styles.get(defense) or {}).get("color")),
+        palette=figs.palette_caption(data.get("families") or {}),
         has_embeddings=has_embeddings,
         repro_items=repro_items,
         sidecar_name=sidecar_name,
         num=_num,
         sci=_sci,
+        count=_count,
         ci=_ci,
         eps=epsilon_label,
         value=_value,
         mech_keys=_mech_keys,
         pretty=lambda v: json.dumps(v, indent=2, ensure_ascii=False, default=str),
         data_uri=data_uri,
+        image_size=image_size,
+        artifact_caption=artifact_caption,
         row_broken=row_broken,
         lb_broken=lb_broken,
         lb_exceeds=lb_exceeds,

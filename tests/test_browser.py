@@ -9,6 +9,7 @@ import json
 import re
 import shutil
 import subprocess
+from html import escape, unescape
 from pathlib import Path
 
 import pytest
@@ -41,15 +42,34 @@ PROBE = """<script>
     return {id: t.id || t.className, right: r.right, width: r.width, scroll: wrap.scrollWidth,
             client: wrap.clientWidth, own: t.scrollWidth};
   });
+  // every figure's text as rendered: its size on screen (font size in the SVG's units times the
+  // SVG's scale) and its box; and every image's rendered against its natural width
+  function rect(el) { var r = el.getBoundingClientRect(); return {l: r.left, t: r.top, r: r.right, b: r.bottom}; }
+  var figures = Array.prototype.map.call(document.querySelectorAll('figure svg.figure-svg'), function (svg) {
+    var r = svg.getBoundingClientRect(), view = svg.viewBox.baseVal;
+    var scale = view && view.width ? r.width / view.width : 1;
+    var texts = Array.prototype.filter.call(svg.querySelectorAll('text, tspan'), function (t) {
+      return Array.prototype.some.call(t.childNodes, function (n) { return n.nodeType === 3 && n.data.trim(); });
+    });
+    return {id: svg.id, width: r.width, right: r.right,
+            texts: texts.map(function (t) {
+              return {text: t.textContent.trim(), px: parseFloat(getComputedStyle(t).fontSize) * scale, box: rect(t)};
+            })};
+  });
+  var images = Array.prototype.map.call(document.querySelectorAll('main img'), function (img) {
+    var r = img.getBoundingClientRect();
+    return {alt: img.alt, natural: img.naturalWidth, width: r.width, right: r.right};
+  });
   var main = document.querySelector('main').getBoundingClientRect();
   var out = {verdict: verdict, headline: box('#headline-figure svg'), table: box('#summary-table'),
              rows: document.querySelectorAll('#summary-table tbody tr').length,
              viewport: innerWidth, page: document.documentElement.scrollWidth, tables: tables,
-             container: main.width,
+             container: main.width, figures: figures, images: images,
              widest_figure: Math.max.apply(null, Array.prototype.map.call(
                  document.querySelectorAll('figure svg'), function (e) { return e.getBoundingClientRect().width; }))};
-  var pre = document.createElement('pre'); pre.id = 'probe-result'; pre.textContent = JSON.stringify(out);
-  document.body.appendChild(pre);
+  // into the page that frames the report (see probe()), or the report itself when it is the page
+  var pre = parent.document.createElement('pre'); pre.id = 'probe-result'; pre.textContent = JSON.stringify(out);
+  parent.document.body.appendChild(pre);
 })();
 </script>"""
 
@@ -116,16 +136,26 @@ def audit_report(tmp_path_factory) -> Path:
 
 
 def probe(report: Path, tmp_path: Path, name: str, width: int, height: int) -> dict:
-    """Layout numbers measured by the browser on a copy of the report with a probe script."""
+    """Layout numbers measured by the browser on a copy of the report with a probe script.
+
+    The copy is laid out in a frame exactly ``width`` × ``height`` px: headless Chromium keeps
+    its window at least 500 px wide, so a 390 px window alone would lay a phone's page out at
+    500 px. A ``srcdoc`` frame shares the framing page's origin, so the probe can report there."""
     html = report.read_text(encoding="utf-8")
     html = re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", html).replace("</body>", PROBE + "</body>")
     page = tmp_path / f"probe-{name}.html"
-    page.write_text(html, encoding="utf-8")
-    probed = chromium(page.as_uri(), tmp_path, "--dump-dom", width=width, height=height)
+    page.write_text(
+        '<!DOCTYPE html><html><body style="margin: 0"><iframe style="border: 0; display: block; '
+        f'width: {width}px; height: {height}px" srcdoc="{escape(html, quote=True)}"></iframe></body></html>',
+        encoding="utf-8",
+    )
+    probed = chromium(page.as_uri(), tmp_path, "--dump-dom", width=max(width, 1280), height=height + 100)
     assert console_messages(probed.stderr) == []
     match = re.search(r'<pre id="probe-result">(.*?)</pre>', probed.stdout, flags=re.S)
     assert match, probed.stdout[-1000:]
-    return json.loads(match.group(1).replace("&quot;", '"').replace("&amp;", "&"))
+    measured = json.loads(unescape(match.group(1)))
+    assert measured["viewport"] == width, measured["viewport"]
+    return measured
 
 
 def screenshot(report: Path, tmp_path: Path, name: str, width: int, height: int) -> Path:
@@ -153,6 +183,35 @@ def check_layout(m: dict, name: str, rows: int) -> None:
     assert m["widest_figure"] <= m["viewport"]
     assert len(m["tables"]) >= 3
     assert overflowing(m) == [], name
+    problems = figure_problems(m)
+    assert m["figures"] and problems == [], (name, problems)
+
+
+MIN_TEXT_PX = 10  # figure text at a readable size on screen, at 390 px as at 1280 px
+MIN_IMAGE_PX = 300  # projections narrower than this are too small to read on any screen
+
+
+def figure_problems(m: dict) -> list:
+    """What makes a figure hard to read in this window: text under :data:`MIN_TEXT_PX`, two texts
+    drawn over each other (boxes sharing more than 1 px each way), a figure sticking out of the
+    window, an image stretched past its pixels (blurry) or shrunk under :data:`MIN_IMAGE_PX`."""
+    problems = []
+    for fig in m["figures"]:
+        problems += [(fig["id"], "small", t["text"], round(t["px"], 1)) for t in fig["texts"] if t["px"] < MIN_TEXT_PX]
+        for i, a in enumerate(fig["texts"]):
+            for b in fig["texts"][i + 1 :]:
+                width = min(a["box"]["r"], b["box"]["r"]) - max(a["box"]["l"], b["box"]["l"])
+                height = min(a["box"]["b"], b["box"]["b"]) - max(a["box"]["t"], b["box"]["t"])
+                if width > 1 and height > 1:
+                    problems.append((fig["id"], "overlap", a["text"], b["text"]))
+        if fig["right"] > m["viewport"] + 1:
+            problems.append((fig["id"], "overflow", fig["right"]))
+    for img in m["images"]:
+        if img["width"] > img["natural"] + 1 or img["width"] < min(MIN_IMAGE_PX, m["viewport"] - 40):
+            problems.append((img["alt"], "image", img["natural"], img["width"]))
+        if img["right"] > m["viewport"] + 1:
+            problems.append((img["alt"], "overflow", img["right"]))
+    return problems
 
 
 def overflowing(m: dict) -> list[dict]:
@@ -175,6 +234,7 @@ def test_report_loads_cleanly_and_shows_its_content(report, tmp_path):
     for name, width, height in (("desktop", 1280, 1000), ("phone", 390, 844)):
         m = probe(report, tmp_path, name, width, height)
         check_layout(m, name, rows=3)
+        assert len(m["images"]) == 3  # one t-SNE panel per model, measured too
         if name == "desktop":  # the summary fits the 1280 px container: no sideways scrolling
             assert m["table"]["w"] <= m["container"] + 1
         screenshot(report, tmp_path, f"report-{name}", width, height)
@@ -200,3 +260,31 @@ def test_overflow_check_can_fail(tmp_path):
                     '<figure id="headline-figure"><svg width="100" height="100"></svg></figure></main></body></html>')  # fmt: skip
     m = probe(page, tmp_path, "wide", 390, 844)
     assert [t["id"] for t in overflowing(m)] == ["summary-table"]
+
+
+def test_figure_check_can_fail(tmp_path):
+    """The figure measurement catches tiny text, text drawn over text and a stretched image."""
+    import base64
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(1, 1), dpi=50)  # 50 px: any display width stretches it
+    buf = __import__("io").BytesIO()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    png = base64.b64encode(buf.getvalue()).decode("ascii")
+    page = tmp_path / "figures.html"
+    page.write_text('<!DOCTYPE html><meta name="viewport" content="width=device-width"><main>'
+                    '<details id="verdict-1"><summary>v</summary>x</details><table id="summary-table"></table>'
+                    '<figure id="headline-figure"><svg class="figure-svg" id="fig-bad" viewBox="0 0 400 100" '
+                    'style="width: 100%"><text x="10" y="50" style="font: 2px sans-serif">tiny</text>'
+                    '<text x="100" y="50" style="font: 20px sans-serif">first label</text>'
+                    '<text x="110" y="55" style="font: 20px sans-serif">second label</text></svg></figure>'
+                    f'<figure><img src="data:image/png;base64,{png}" alt="stretched" style="width: 100%"></figure>'
+                    '</main></body>')  # fmt: skip
+    m = probe(page, tmp_path, "figures", 1280, 800)
+    problems = {p[:2] for p in figure_problems(m)}
+    assert problems == {("fig-bad", "small"), ("fig-bad", "overlap"), ("stretched", "image")}, figure_problems(m)

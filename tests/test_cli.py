@@ -240,3 +240,96 @@ def test_adapt_refuses_a_module_that_cannot_take_the_graph():
     with pytest.raises(ConfigurationError, match=r"module\(x\) fails on csbm \(60 nodes, 4 features\)"):
         adapt(torch.nn.Linear(8, 2), ds, train_nodes=train, input="features")
     assert adapt(torch.nn.Linear(4, ds.num_classes), ds, train_nodes=train, input="features").kind == "adapted"
+
+
+# --------------------------------------------------------------------------- --dataset-option, help texts
+
+
+def test_dataset_options_size_csbm_and_audit_regenerates_the_same_graph(tmp_path, capsys):
+    model = tmp_path / "m"
+    assert main(["train", "--defense", "gcn", "--dataset", "csbm", "--dataset-option", "num_nodes=150",
+                 "--dataset-option", "avg_degree=5", "--split", "random:0.5,0.2,0.3", "--set", "epochs=2",
+                 "--device", "cpu", "--out", str(model)]) == 0  # fmt: skip
+    card = json.loads((model / "model.json").read_text())["card"]["dataset"]
+    assert card["parameters"]["num_nodes"] == 150 and card["parameters"]["avg_degree"] == 5.0
+    assert json.loads((model / "provenance.json").read_text())["dataset"]["num_nodes"] == 150
+    audit = ["audit", "--model", str(model), "--attacks", "mia-threshold", "--attack-set", "n_boot=50"]
+    capsys.readouterr()
+    assert main([*audit, "--out", str(tmp_path / "a.html")]) == 0  # regenerated from the card
+    assert "on csbm" in capsys.readouterr().out
+    given = [*audit, "--dataset", "csbm", "--dataset-option"]
+    assert main([*given, "num_nodes=150", "--out", str(tmp_path / "b.html")]) == 0  # given again: the same
+    capsys.readouterr()
+    assert main([*given, "num_nodes=160", "--out", str(tmp_path / "c.html")]) == 2
+    _one_line_error(capsys, "not the same graph")
+
+
+@pytest.mark.parametrize(
+    "argv,fragment",
+    [
+        (["train", "--defense", "gcn", "--dataset", "csbm", "--dataset-option", "nodes=5", "--out", "NEW"],
+         "unknown csbm options ['nodes']; known: num_nodes, num_classes, num_features, avg_degree"),
+        (["train", "--defense", "gcn", "--dataset", "csbm", "--dataset-option", "num_nodes=1e12", "--out", "NEW"],
+         "needs about"),
+        (["train", "--defense", "gcn", "--dataset", "csbm", "--dataset-option", "homophily=nan", "--out", "NEW"],
+         "homophily=nan must be a finite number"),
+        (["train", "--defense", "gcn", "--dataset", "csbm", "--dataset-option", "num_nodes", "--out", "NEW"],
+         "--dataset-option expects KEY=VALUE"),
+        (["canary", "--defense", "gcn", "--dataset", "csbm", "--kind", "edge", "--dataset-option", "nodes=5",
+          "--out", "NEW"], "unknown csbm options ['nodes']; known: num_nodes"),
+        (["audit", "--model", "MODEL", "--dataset", "csbm", "--dataset-option", "nodes=5", "--out", "NEW"],
+         "unknown csbm options ['nodes']; known: num_nodes"),
+        (["compare", "--dataset", "csbm", "--defenses", "gcn", "--epsilons", "inf", "--dataset-option", "nodes=5",
+          "--out", "NEW"], "unknown csbm options ['nodes']; known: num_nodes"),
+    ],
+)  # fmt: skip
+def test_unknown_dataset_options_list_the_known_ones_before_work(argv, fragment, gcn_model, tmp_path, capsys):
+    paths = {"NEW": str(tmp_path / "new"), "MODEL": str(gcn_model)}
+    argv = [paths.get(a, a) for a in argv]
+    if argv[0] in ("audit", "canary"):
+        argv[-1] += ".html" if argv[0] == "audit" else ".json"
+    assert main(argv) == 2
+    _one_line_error(capsys, fragment)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_canary_of_a_non_private_defense_needs_no_epsilon(monkeypatch, tmp_path, capsys):
+    import dpaudit.workflows.canary
+
+    seen = {}
+
+    def fake_canary_audit(defense, dataset, epsilon, **kwargs):
+        seen.update(defense=defense, epsilon=epsilon, nodes=dataset.num_nodes)
+        return {}
+
+    monkeypatch.setattr(dpaudit.workflows.canary, "canary_audit", fake_canary_audit)
+    monkeypatch.setattr(dpaudit.workflows.canary, "summary_lines", lambda result: [])
+    base = ["canary", "--dataset", "csbm", "--dataset-option", "num_nodes=120", "--kind", "edge"]
+    assert main([*base, "--defense", "gap-inf", "--out", str(tmp_path / "c.json")]) == 0
+    assert seen == {"defense": "gap-inf", "epsilon": "inf", "nodes": 120}
+    assert main([*base, "--defense", "gap-edp", "--out", str(tmp_path / "d.json")]) == 2
+    _one_line_error(capsys, "canary needs --epsilon (the target ε of gap-edp)")
+
+
+def test_attack_help_names_every_registered_attack(capsys):
+    import attacks
+    from dpaudit.commands.attack import ATTACK_NAMES
+
+    assert sorted(ATTACK_NAMES.split(" | ")) == attacks.available_attacks()
+    with pytest.raises(SystemExit):
+        main(["attack", "--help"])
+    assert "mia-rmia | mia-lira" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("command", ["train", "canary", "compare"])
+def test_split_help_names_every_split_kind(command, capsys):
+    from dpaudit.splits import SPLIT_KINDS
+
+    if command == "train":
+        assert main(["train", "--help"]) == 0
+    else:
+        with pytest.raises(SystemExit):
+            main([command, "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert all(f"{kind}:" in text or f"{kind} |" in text for kind in SPLIT_KINDS) and "metis:K" in text
+    assert "--dataset-option" in text

@@ -4,6 +4,7 @@ re-rendering without retraining, and the AUC ceiling it draws."""
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 import math
 import re
@@ -264,7 +265,9 @@ def test_audit_validity_column_and_risk_slices(study):
         assert "embedding-probe" not in row["audit_validity"]["valid_attacks"]  # a diagnostic, never a bound
     cells = [c.split("</td>")[0] for c in table.split('data-label="audit validity">')[1:]]
     for row, cell in zip(sidecar["summary"], cells):  # a valid game, but nothing to test without a claim
-        assert ("no claim" in cell) == (row["unit"] is None) and ('class="yes">valid' in cell) == (row["unit"] is not None)
+        assert ("no claim" in cell) == (row["unit"] is None) and ('class="yes">valid' in cell) == (
+            row["unit"] is not None
+        )
     assert sidecar["risk_slices"] and '<section id="risk-slices">' in html
     first = sidecar["risk_slices"][0]
     assert first["attack"] == "mia-threshold" and {b["slice"] for b in first["class"]} == {"0", "1", "2"}
@@ -332,7 +335,9 @@ def test_verdict_box_opens_the_report_with_the_right_numbers(study):
     assert len(sidecar["verdicts"]) == len(sidecar["summary"]) == 3
     for i, (row, verdict) in enumerate(zip(sidecar["summary"], sidecar["verdicts"]), start=1):
         box = parse(_verdict_block(html, i)).text
-        tests = {a: s for a, s in row["attacks"].items() if a not in DIAGNOSTIC_ATTACKS}
+        # a private model's card names only attacks its guarantee covers
+        tests = {a: s for a, s in row["attacks"].items()
+                 if a not in DIAGNOSTIC_ATTACKS and (row["unit"] is None or s["covered_by_guarantee"])}  # fmt: skip
         aucs = {a: s["auc"] for a, s in tests.items()}
         best = max(aucs, key=aucs.get)
         assert verdict["best_auc"]["attack"] == best and verdict["best_auc"]["auc"] == aucs[best]
@@ -362,6 +367,197 @@ def test_a_diagnostic_is_never_the_headline_attack():
     attacks = {"embedding-probe": {"auc": 0.99}, "mia-threshold": {"auc": 0.61}, "mia-rmia": {"auc": 0.74}}
     assert _headline_attack(attacks) == "mia-rmia"
     assert _headline_attack({"embedding-probe": {"auc": 0.99}}) is None
+
+
+def test_a_verdict_is_headlined_by_an_attack_its_guarantee_covers(study):
+    """An edge attack the node-level guarantee does not cover (LinkTeller on a model whose
+    inference reads the graph) may reach a high AUC: it is shown on the card, but the card of a
+    guarantee that holds is headlined by the strongest attack the guarantee covers."""
+    result, _ = study
+    records = copy.deepcopy(result.done)
+    private = next(r for r in records if r["privacy"]["unit"] == "node")
+    uncovered = copy.deepcopy(private["attacks"]["mia-threshold"])
+    uncovered.update(auc=0.97, auc_ci=[0.95, 0.99], covered_by_guarantee=False, epsilon_lower_bound=None,
+                     tpr_at_fpr={"0.01": 0.9},
+                     ceiling={"attack_unit": "edge", "reason": "inference is not private: edges are <exposed>"})  # fmt: skip
+    private["attacks"]["linkteller"] = uncovered
+    data = build_report_data(records, result.report_meta())
+    verdict = next(v for v in data["verdicts"] if v["claimed"]["unit"] == "node")
+    assert verdict["status"] == "consistent"
+    assert (
+        verdict["best_auc"]["attack"] == "mia-threshold" and verdict["best_tpr_at_1pct_fpr"]["attack"] != "linkteller"
+    )
+    assert verdict["strongest_uncovered"] == {"attack": "linkteller", "auc": 0.97, "auc_ci": [0.95, 0.99],
+                                              "why": "inference is not private: edges are <exposed>"}  # fmt: skip
+    html = render_html(data)
+    index = data["verdicts"].index(verdict) + 1
+    block = _verdict_block(html, index)
+    summary = parse(block[: block.index("</summary>")]).text
+    assert "consistent" in summary and "0.970" not in summary
+    box = parse(block).text
+    assert f"strongest attack it covers{verdict['best_auc']['auc']:.3f} AUC by mia-threshold" in box
+    assert "not covered0.970 AUC by linkteller" in box and "edges are <exposed>" in box
+    assert "edges are &lt;exposed&gt;" in block
+    # a model without a guarantee covers nothing: its strongest attack of any kind headlines it
+    gcn = next(v for v in data["verdicts"] if v["defense"] == "gcn")
+    assert gcn["best_auc"]["attack"] == "mia-threshold" and gcn["strongest_uncovered"] is None
+
+
+def test_node_group_counts_are_integers(study):
+    result, html_path = study
+    html = html_path.read_text(encoding="utf-8")
+    section = html[html.index('<section id="risk-slices">') :]
+    section = section[: section.index("</section>")]
+    counts = re.findall(r'data-label="(?:non-)?members">([^<]*)<', section)
+    assert counts and all(re.fullmatch(r"\d+", c) for c in counts), counts
+    records = copy.deepcopy(result.done)
+    slices = next(r for r in records if r["defense"] == "gcn")["attacks"]["mia-threshold"]["extra"]["risk_slices"]
+    slices["class"][0].update(members=20.5, non_members=19.0)  # a mean over two runs that is not whole
+    html = render_html(build_report_data(records, result.report_meta()))
+    assert '<td data-label="members">20.5</td><td data-label="non-members">19</td>' in html
+
+
+# --------------------------------------------------------------------------- figures: legible, hiding nothing
+
+MIN_FIGURE_PT = 9  # about 11 px when a 4-inch panel is shown 384 px wide, as on a phone
+
+
+def _drawn_figures(monkeypatch, make) -> list:
+    """Every matplotlib figure ``make()`` draws for the report (caught at reports.figures.to_svg), laid out."""
+    from reports import figures
+
+    caught = []
+    monkeypatch.setattr(figures, "to_svg", lambda fig, prefix: caught.append((prefix, fig)) or prefix)
+    make()
+    for _, fig in caught:
+        fig.canvas.draw()
+    return caught
+
+
+def _texts(fig) -> list:
+    """(text, window box) of every text the figure draws."""
+    from matplotlib.text import Text
+
+    renderer = fig.canvas.get_renderer()
+    out = []
+    for text in fig.findobj(Text):
+        if text.get_visible() and text.get_text().strip():
+            box = text.get_window_extent(renderer)
+            if fig.bbox.overlaps(box):  # ticks beyond the view limits are laid out but never drawn
+                out.append((text, box))
+    return out
+
+
+def _crowded_node_risk() -> dict:
+    """Node risk with every degree bucket and three-digit counts: the labels that used to collide."""
+    buckets = [
+        (label, 100 + 7 * i, 110 + 5 * i) for i, label in enumerate(["0–1", "2–3", "4–7", "8–15", "16–31", "≥ 32"])
+    ]
+    return {
+        "defense": "gcn", "epsilon": None, "seed": 0, "members": 700, "non_members": 750, "auc": 0.6,
+        "histogram": {"edges": np.linspace(-3, 3, 21).tolist(), "members": [35] * 20, "non_members": [37] * 20},
+        "threshold_10pct_fpr": 1.5, "most_exposed": [],
+        "by_degree": [{"degree": d, "members": m, "non_members": n, "auc": 0.55, "tpr_at_10pct_fpr": 0.2}
+                      for d, m, n in buckets],
+    }  # fmt: skip
+
+
+def test_figures_are_legible_and_legends_hide_no_data(study, monkeypatch):
+    """Every figure of a study report (and node-risk panels with crowded degree buckets): no text
+    under 9 pt, no two texts overlapping, and every legend outside the plotting area."""
+    from reports.figures import render_all
+
+    result, html_path = study
+    data = json.loads(html_path.with_suffix(".json").read_text())
+    data["node_risk"] = [_crowded_node_risk()]
+    drawn = _drawn_figures(monkeypatch, lambda: render_all(data))
+    names = [prefix for prefix, _ in drawn]
+    assert any(n.startswith("fig-roc-") for n in names) and "fig-risk-degree-0" in names
+    for prefix, fig in drawn:
+        texts = _texts(fig)
+        small = sorted({(t.get_text(), t.get_fontsize()) for t, _ in texts if t.get_fontsize() < MIN_FIGURE_PT})
+        assert not small, (prefix, small)
+        overlapping = [(a.get_text(), b.get_text()) for (a, box_a), (b, box_b) in itertools.combinations(texts, 2)
+                       if box_a.overlaps(box_b)]  # fmt: skip
+        assert not overlapping, (prefix, overlapping)
+        renderer = fig.canvas.get_renderer()
+        legends = [*fig.legends, *(ax.get_legend() for ax in fig.axes if ax.get_legend())]
+        for legend, ax in itertools.product(legends, fig.axes):
+            assert not legend.get_window_extent(renderer).overlaps(ax.get_window_extent(renderer)), prefix
+    assert all(fig.legends for prefix, fig in drawn if prefix.startswith("fig-roc-"))  # each ROC has its legend
+
+
+def test_colour_captions_name_the_colours_drawn(study):
+    """The caption's colour words come from the palette the figures draw with, and each word is
+    what people call that colour (the xkcd colour survey's colour of that name, by hue)."""
+    import colorsys
+
+    import matplotlib.colors as mcolors
+
+    from reports.figures import FAMILY_PALETTE, family_styles, palette_caption
+
+    def hls(colour):
+        return colorsys.rgb_to_hls(*mcolors.to_rgb(colour))
+
+    hues = {}
+    for family, (_, word) in FAMILY_PALETTE.items():
+        drawn = hls(family_styles({"d": family})["d"]["color"])
+        if word == "grey":
+            assert drawn[2] < 0.05, family
+            continue
+        named = hls(f"xkcd:{word}")
+        assert min(abs(drawn[0] - named[0]), 1 - abs(drawn[0] - named[0])) < 0.08, (family, word)
+        hues[family] = drawn[0]
+    for (a, hue_a), (b, hue_b) in itertools.combinations(hues.items(), 2):  # families are told apart
+        assert min(abs(hue_a - hue_b), 1 - abs(hue_a - hue_b)) > 0.05, (a, b)
+    families = {"gap-edp": "GAP", "gcn": "non-private baselines", "mlp-dp": "MLP-DP"}
+    assert palette_caption(families) == "GAP blue, MLP-DP magenta, non-private baselines grey"
+    result, html_path = study
+    html = html_path.read_text(encoding="utf-8")
+    sidecar = json.loads(html_path.with_suffix(".json").read_text())
+    assert f"(colour family: {palette_caption(sidecar['families'])})" in parse(html).text
+
+
+def test_embedding_images_have_a_colour_legend_and_show_at_their_size(monkeypatch):
+    """A projection PNG carries a class → colour legend and is drawn at twice the pixels of the
+    size the report shows it at, so it is never stretched (blurry) on a normal or dense screen."""
+    import base64
+
+    from matplotlib.figure import Figure
+
+    from attacks.embedding import render_png
+    from reports.render import image_size
+
+    saved = []
+    original = Figure.savefig
+    monkeypatch.setattr(Figure, "savefig", lambda fig, *a, **k: saved.append(fig) or original(fig, *a, **k))
+    rng = np.random.default_rng(0)
+    labels = np.repeat([2, 0, 1], 20)
+    png = render_png(rng.normal(size=(60, 2)), labels, "t-SNE of training embeddings")
+    (fig,) = saved
+    (legend,) = fig.legends
+    assert [t.get_text() for t in legend.get_texts()] == ["class 0", "class 1", "class 2"]
+    scatter = {c.get_label(): c.get_facecolor()[0].tolist() for c in fig.axes[0].collections}
+    assert [h.get_facecolor()[0].tolist() for h in legend.legend_handles] == [scatter[f"class {c}"] for c in range(3)]
+    assert len({tuple(v) for v in scatter.values()}) == 3
+    head = base64.b64decode(png[:64])
+    pixels = int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
+    shown = image_size(png)
+    assert shown[0] == 384 and pixels == (2 * shown[0], 2 * shown[1])
+    assert image_size("not an image") is None
+
+
+def test_embedding_panels_are_captioned_for_people(study):
+    result, html_path = study
+    html = html_path.read_text(encoding="utf-8")
+    section = html[html.index('<section id="embeddings">') :]
+    section = section[: section.index("</section>")]
+    text = parse(section).text
+    assert "t-SNE of training embeddings, coloured by class" in text and "tsne.png" not in text
+    images = [{k: v for _, k, v in parse(tag).attrs} for tag in re.findall(r"<img [^>]*>", section)]
+    assert images and all(
+        img["width"] == "384" and img["alt"].startswith("t-SNE of training embeddings") for img in images
+    )
 
 
 def test_public_split_banner_and_invalid_bounds(study):
@@ -398,6 +594,15 @@ def test_unsound_paper_protocol_is_flagged_with_its_unaccounted_steps(study):
     assert "sound: false" in box and "protocol=paper" in box
     assert "best-val checkpointing <on private data>" in box  # listed, as escaped text
     assert "&lt;on private data&gt;" in html
+    banner = parse(html[html.index('id="unsound-banner"') :].split("</div>", 1)[0]).text
+    assert f"{HOSTILE_DEFENSE} reports ε from a paper's own analysis" in banner  # one defense: singular
+    second = {**copy.deepcopy(private), "defense": "second-dp", "cell_id": "second-dp-cell"}
+    html = render_html(build_report_data([*records, second], result.report_meta()))
+    banner = parse(html[html.index('id="unsound-banner"') :].split("</div>", 1)[0]).text
+    assert f"{HOSTILE_DEFENSE} and second-dp report ε from" in banner  # two: joined with "and", plural
+    from reports.render import and_list
+
+    assert [and_list(n) for n in (["a"], ["a", "b"], ["a", "b", "c"])] == ["a", "a and b", "a, b and c"]
 
 
 @pytest.fixture(scope="module")
@@ -527,9 +732,10 @@ def test_ctrl_c_stops_an_audit_within_two_seconds(tmp_path):
     assert payload == {"interrupted": True, "done": ["mia-threshold"]}
 
 
-def test_default_plan_is_sized_from_the_models_training_time(single_audit):
-    """The estimate repeats the target's recorded training time once per shadow model; the
-    defaults run LiRA with 4 shadows and TSTF with 3 runs, strongest first."""
+def test_default_plan_is_sized_from_a_calibrated_warm_shadow(single_audit):
+    """The estimate repeats a warm shadow model's measured cost (a short timed trial of the
+    target's recipe, not its cold recorded training time) once per shadow model; the defaults
+    run LiRA with 4 shadows and TSTF with 3 runs, strongest first."""
     from dpaudit.workflows import audit_plan, format_plan
 
     result, _ = single_audit
@@ -540,7 +746,7 @@ def test_default_plan_is_sized_from_the_models_training_time(single_audit):
     assert steps["mia-lira"]["settings"]["num_shadows"] == 4 and steps["mia-lira"]["units"] == 4
     assert steps["mia-tstf"]["settings"]["runs"] == 3
     shadow = plan["shadow_seconds"]
-    assert shadow == pytest.approx(result.model.record["timings"]["train_seconds"], abs=0.05)
+    assert plan["costs"]["shadow_source"] == "trial" and shadow > 0
     assert steps["mia-lira"]["estimated_seconds"] >= 4 * shadow - 0.1
     assert plan["estimated_seconds"] == pytest.approx(sum(s["estimated_seconds"] for s in plan["attacks"]), abs=0.5)
     text = format_plan(plan)

@@ -40,27 +40,36 @@ def _design_options(kind: str, items: list[str]) -> dict:
 
 
 def cmd_canary(args) -> int:
-    from dpaudit.cli import check_memory, check_target_epsilon
+    from dpaudit.cli import check_memory, check_target_epsilon, parse_delta
+    from dpaudit.commands._dataset_args import check_delta_declared, parse_dataset_options
     from dpaudit.datasets import load_dataset
     from dpaudit.defense import parse_overrides
     from dpaudit.outputs import check_output_file
     from dpaudit.splits import make_split
     from dpaudit.workflows.canary import canary_audit, check_canary_request, summary_lines
 
-    for required in ("defense", "dataset", "epsilon", "kind", "out"):
+    for required in ("defense", "dataset", "kind", "out"):
         if getattr(args, required) is None:
             raise DPAuditError(f"canary needs --{required}")
     from dpaudit.registry import get_defense
 
     cls = get_defense(args.defense)
+    if args.epsilon is None:
+        if cls.unit is not None:
+            raise DPAuditError(f"canary needs --epsilon (the target ε of {args.defense})")
+        args.epsilon = "inf"  # a non-private defense: no target, ε = ∞
     overrides = parse_overrides(cls.hyperparameters_class, args.set or [])
+    args.delta = parse_delta(args.delta)
     check_canary_request(args.defense, args.epsilon, args.kind, args.canaries, args.runs, overrides,
                          args.delta, args.device, args.seed)  # fmt: skip
     defense = cls(epsilon=args.epsilon, delta=args.delta, seed=args.seed, device=args.device, **overrides)
     check_target_epsilon(defense.epsilon)
     design = _design_options(args.kind, args.design)
+    options = parse_dataset_options(args.dataset_option, args.dataset)
+    if defense.private:
+        check_delta_declared(args.dataset, options, [defense.unit], args.delta)
     check_output_file(args.out, "canary", force=args.force)
-    dataset = load_dataset(args.dataset, root=args.data_root)
+    dataset = load_dataset(args.dataset, root=args.data_root, **options)
     check_memory(defense, dataset.num_nodes, dataset.num_features)
     make_split(dataset, args.split, args.seed)  # a malformed split fails before training
     result = canary_audit(
@@ -84,18 +93,25 @@ def cmd_canary(args) -> int:
 
 
 def add_parser(subparsers) -> None:
+    from dpaudit.commands._dataset_args import DATASET_HELP, SPLIT_HELP, add_dataset_option_argument
+
     p = subparsers.add_parser(
         "canary", help="audit a defense with node or edge canaries inserted by fair coins (JSON ε lower bounds)"
     )
     p.add_argument("--defense")
-    p.add_argument("--dataset")
-    p.add_argument("--epsilon", help="target ε of the defense (a positive number or inf)")
-    p.add_argument("--kind", choices=["node", "edge"], help="node canaries (crafted nodes) or edge canaries (node pairs)")
+    p.add_argument("--dataset", help=DATASET_HELP)
+    add_dataset_option_argument(p)
+    p.add_argument(
+        "--epsilon", help="target ε of a private defense (a positive number or inf); a non-private one needs none"
+    )
+    p.add_argument(
+        "--kind", choices=["node", "edge"], help="node canaries (crafted nodes) or edge canaries (node pairs)"
+    )
     p.add_argument("--canaries", type=int, default=200, help="canaries per run (default 200)")
     p.add_argument("--runs", type=int, default=1, help="independent trainings, fresh coins each (default 1)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="a defense hyperparameter (repeatable)")
     p.add_argument("--design", action="append", metavar="KEY=VALUE", help=_DESIGN_HELP)
-    p.add_argument("--split", default=None, help="public | random:TR,VA,TE | per-class:K,VA,TE | inductive:TR,TE")
+    p.add_argument("--split", default=None, help=SPLIT_HELP)
     p.add_argument("--delta", default="auto", help="δ in (0, 1) or auto (resolved once on the base graph)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])

@@ -154,17 +154,22 @@ def _epsilons(text: str) -> list[str]:
 
 
 def cmd_audit(args) -> int:
+    from dpaudit.commands._dataset_args import parse_dataset_options, valid_bound_advice
+    from dpaudit.datasets import reload_dataset
     from dpaudit.model import load
     from dpaudit.outputs import check_report_paths
     from dpaudit.workflows import audit, format_plan
 
     check_report_paths(args.out, "audit", force=args.force)
+    options = parse_dataset_options(args.dataset_option, args.dataset)
     model = load(args.model, device="cpu")
     names = _attack_names(args.attacks)
     settings = attack_overrides(args.attack_set, names)
+    dataset = reload_dataset(model.card.get("dataset"), model.provenance("dataset"), args.dataset, options,
+                             args.data_root)  # fmt: skip
     result = audit(
         model,
-        dataset=args.dataset,
+        dataset=dataset,
         attacks=names,
         settings=settings,
         quick=args.quick,
@@ -181,6 +186,9 @@ def cmd_audit(args) -> int:
     ]  # fmt: skip
     print(f"audit of {model.method} ({model.privacy.summary()}) on {result.dataset.name}")
     print_table(rows)
+    advice = valid_bound_advice(model, result.dataset)
+    if advice:
+        print(advice)
     for name, err in result.errors.items():
         print(f"{name}: not run: {err}")
     path = result.to_html(args.out)
@@ -193,8 +201,11 @@ def cmd_audit(args) -> int:
 
 def run_compare(args, command: str | None = None):
     """Build and run the study described by ``compare``-style arguments; returns the StudyResult."""
+    from dpaudit.accounting.spec import validate_epsilon
     from dpaudit.cli import cap_jobs
+    from dpaudit.commands._dataset_args import absolute_dataset, check_delta_declared, parse_dataset_options
     from dpaudit.outputs import check_output_dir, check_report_paths
+    from dpaudit.registry import get_defense
     from dpaudit.workflows import Study, StudyConfig
 
     check_output_dir(args.out, "study", force=args.force)
@@ -203,14 +214,15 @@ def run_compare(args, command: str | None = None):
     args.jobs = cap_jobs(args.jobs)
     defenses = _list(args.defenses)
     names = _attack_names(args.attacks)
-    options = {}
-    for item in args.dataset_option or []:
-        _, key, value = _split_assignment(item, "--dataset-option")
-        options[key] = parse_literal(value)
+    options = parse_dataset_options(args.dataset_option, args.dataset)
+    epsilons = _epsilons(args.epsilons)
+    private_units = [get_defense(d).unit for d in defenses if get_defense(d).unit is not None]
+    if any(validate_epsilon(e) < math.inf for e in epsilons):
+        check_delta_declared(args.dataset, options, private_units, args.delta)
     config = StudyConfig(
-        dataset=args.dataset,
+        dataset=absolute_dataset(args.dataset),
         defenses=defenses,
-        epsilons=_epsilons(args.epsilons),
+        epsilons=epsilons,
         seeds=args.seeds,
         attacks=names,
         dataset_options=options,
@@ -258,28 +270,43 @@ def cmd_report(args) -> int:
 
 def add_study_arguments(p) -> None:
     """Options shared by ``compare`` and ``demo``-like commands."""
+    from dpaudit.commands._dataset_args import SPLIT_HELP, add_dataset_option_argument
+
     p.add_argument("--attacks", default=None, help="comma-separated attack names (default: every attack)")
     p.add_argument("--seeds", type=int, default=1, help="number of seeds per (defense, ε) (seeds 0..N-1)")
-    p.add_argument("--jobs", type=int, default=None,
-                   help="cells run in parallel (worker processes or Ray tasks; default: one per core)")
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        help="cells run in parallel (worker processes or Ray tasks; default: one per core)",
+    )
     p.add_argument("--executor", default="local", choices=["local", "ray"])
-    p.add_argument("--split", default=None, help="public | random:TR,VA,TE | per-class:K,VA,TE | inductive:TR,TE")
-    p.add_argument("--delta", default="auto")
+    p.add_argument("--split", default=None, help=SPLIT_HELP)
+    p.add_argument("--delta", default="auto", help="δ in (0, 1) or auto (a power of ten below 1/#declared units)")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     p.add_argument("--data-root", default=None)
     p.add_argument("--set", action="append", metavar="[DEFENSE.]KEY=VALUE", help="defense hyperparameter (repeatable)")
     p.add_argument("--attack-set", action="append", metavar="[ATTACK.]KEY=VALUE", help="attack setting (repeatable)")
-    p.add_argument("--dataset-option", action="append", metavar="KEY=VALUE", help="dataset option, e.g. num_nodes=500")
+    add_dataset_option_argument(p)
     p.add_argument("--keep-failed", action="store_true", help="do not retry cells that failed in an earlier run")
     p.add_argument("--title", default=None, help="report title")
-    p.add_argument("--force", action="store_true", help="write into --out even if it holds something else "
-                   "(another kind of output, or a study with another configuration)")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="write into --out even if it holds something else "
+        "(another kind of output, or a study with another configuration)",
+    )
 
 
 def add_parser(subparsers) -> None:
+    from dpaudit.commands._dataset_args import DATASET_HELP, add_dataset_option_argument
+
     p = subparsers.add_parser("audit", help="run every applicable attack against one released model, then report")
     p.add_argument("--model", required=True, help="released-model folder")
-    p.add_argument("--dataset", default=None, help="dataset name (default: the one in the model card)")
+    p.add_argument("--dataset", default=None,
+                   help="the model's dataset: a name or graph file, to give again when the default fails (default: "
+                   "the card's dataset, or the graph file in the owner's record)")  # fmt: skip
+    add_dataset_option_argument(p)
     p.add_argument("--attacks", default=None, help="comma-separated attack names (default: every attack)")
     p.add_argument("--attack-set", action="append", metavar="[ATTACK.]KEY=VALUE", help="attack setting (repeatable)")
     p.add_argument("--data-root", default=None)
@@ -290,7 +317,7 @@ def add_parser(subparsers) -> None:
     p.set_defaults(func=cmd_audit)
 
     p = subparsers.add_parser("compare", help="train and attack a defense × ε × seed grid (resumable)")
-    p.add_argument("--dataset", required=True)
+    p.add_argument("--dataset", required=True, help=DATASET_HELP)
     p.add_argument("--defenses", required=True, help="comma-separated defense names")
     p.add_argument("--epsilons", required=True, help="comma-separated target ε values (inf allowed)")
     p.add_argument("--out", required=True, help="study folder (rerun the same command to resume)")

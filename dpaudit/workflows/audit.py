@@ -39,58 +39,218 @@ QUICK_SETTINGS: dict[str, dict[str, Any]] = {
     "embedding-probe": {"projections": ["tsne"], "max_plot_nodes": 300},
 }
 
-# Cost model of the plan's time estimate, in seconds of one idle core (measured on Cora with a
-# 2-layer GCN; see the report of issue 17): a shadow model costs what the target's training
-# cost (its card's ``timings.train_seconds``), everything else scales with what it touches.
+# Cost model of the plan's time estimate, in CPU seconds (what an idle core spends; a loaded
+# machine stretches the wall time, which the progress bar's ETA then follows). Two costs are
+# measured on the audited model itself when the plan is made (:func:`calibrate`): one shadow
+# model trained warm with the target's recipe, and one query of a perturbed copy of the graph.
+# The constants below are what is left of each attack beside those two, set from per-attack
+# CPU times of gcn audits of Cora; benchmarks/bench_estimates.py reports each attack's residual
+# (actual − estimate) to check and refit them (benchmarks/results/estimates.md).
 _COST = {
-    "tstf_attack_model": 2.0,  # per run: the attack MLP on the shadow nodes' posteriors
-    "threshold": 0.5,  # per run: one query + bootstrap
-    "link_steal_per_pair": 0.0015,  # per sampled pair and run (8 distances + attack-2/3 MLP)
-    "linkteller_per_pair": 0.02,  # per sampled pair and run (finite-difference influence)
-    "tsne_per_node": 0.02,
-    "umap": 20.0,  # including numba's first compilation
-    "fixed": 1.0,  # per attack: dataset checks, posteriors, bootstrap
+    "fixed": 0.05,  # per attack: the dataset, the split and the result's statistics
+    "per_boot": 2e-4,  # per bootstrap draw of the result's confidence intervals
+    "tstf_attack_model": 0.3,  # per run: the attack MLP on the shadow nodes' posteriors
+    "threshold": 0.02,  # per run: one loss per audit node
+    "link_steal_per_pair": 6e-5,  # per sampled pair and run (8 distances + attack-2/3 MLP)
+    "tsne_per_node": 0.004,
+    "umap": 8.0,  # including numba's compilation, paid by every fresh process
 }
 
+#: the settings that count a recipe's training epochs, per defense: a shadow model's cost is
+#: linear in them (full-batch or DP-SGD epochs), so a short trial measures the cost per epoch.
+#: Recipes not listed (and plug-ins) are not calibrated: their estimate reads the recorded
+#: training time, a cold upper estimate.
+EPOCH_SETTINGS = {
+    "gcn": ("epochs",),
+    "sage": ("epochs",),
+    "mlp": ("epochs",),
+    "mlp-dp": ("epochs",),
+    "gap-edp": ("encoder_epochs", "epochs"),
+    "gap-ndp": ("encoder_epochs", "epochs"),
+    "gap-inf": ("encoder_epochs", "epochs"),
+    "dpar-gm": ("epochs",),
+    "dpar-em0": ("epochs",),
+    "dpar-em1": ("epochs",),
+    "dpar-nodp": ("epochs",),
+}
+#: the trial trains with 1/TRIAL_FRACTION of each epoch count, then twice that
+TRIAL_FRACTION = 20
+#: attacks that train shadow (reference) models with the target's recipe
+_SHADOW_ATTACKS = ("mia-rmia", "mia-lira", "mia-tstf", "embedding-probe")
 
-def _shadow_seconds(model, dataset) -> float:
-    """Seconds one shadow model takes: the target's recorded training time, else a size guess."""
-    timings = model.provenance("timings") or {}
-    seconds = timings.get("train_seconds")
-    if isinstance(seconds, (int, float)) and math.isfinite(seconds) and seconds > 0:
-        return float(seconds)
-    return 5.0 + 2e-6 * dataset.num_nodes * max(dataset.num_features, 1)
+
+def _epoch_counts(method: str, hyperparameters: dict[str, Any], card: dict) -> dict[str, int] | None:
+    """The recipe's epoch counts (:data:`EPOCH_SETTINGS`); an automatic count (``None``, e.g.
+    mlp-dp's preset) is read from the card's resolved configuration. ``None`` when unknown."""
+    counts = {}
+    for key in EPOCH_SETTINGS.get(method, ()):
+        value = hyperparameters.get(key)
+        if value is None:
+            value = (card.get(method.replace("-", "_")) or {}).get(key)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            return None
+        counts[key] = value
+    return counts or None
 
 
-def _attack_cost(name: str, settings: dict[str, Any], shadow: float, dataset) -> tuple[int, float]:
-    """(work units shown on the progress bar, estimated seconds) of one attack with ``settings``."""
-    runs = int(settings.get("runs", 1) or 1)
+class _RecipeWith:
+    """What :func:`attacks._common.train_shadow` reads of a model (its card and privacy), with
+    the recipe's hyperparameters replaced: the trial trains exactly as a shadow does."""
+
+    def __init__(self, model, changes: dict[str, Any]):
+        self.privacy = model.privacy
+        self.card = dict(model.card)
+        if self.card.get("surrogate"):
+            surrogate = dict(self.card["surrogate"])
+            surrogate["hyperparameters"] = {**(surrogate.get("hyperparameters") or {}), **changes}
+            self.card["surrogate"] = surrogate
+        else:
+            self.card["hyperparameters"] = {**(self.card.get("hyperparameters") or {}), **changes}
+
+
+def _cpu_seconds(fn, *args) -> float:
+    """CPU seconds of ``fn(*args)`` on one torch thread: on a busy machine the CPU time of
+    several threads counts their spinning at every barrier (10-20× a shadow's cost measured
+    with 2 threads on a 2-core machine at load 5), one thread's does not."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        start = time.process_time()
+        fn(*args)
+        return time.process_time() - start
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _shadow_trial(model, dataset, device: str) -> dict[str, float] | None:
+    """Warm CPU seconds of one shadow model, from short trainings with the target's recipe.
+
+    A warm-up training first (torch's first calls, caches), then ``c`` epochs, ``2c`` epochs
+    and ``c`` epochs again (``c`` = 1/:data:`TRIAL_FRACTION` of the recipe's): the difference
+    of the warm runs is the cost of ``c`` epochs, the last run the fixed cost beside them, and
+    the first ``c`` run's excess over the last the one-time cost (a DP recipe's noise
+    calibration, memoised) that only the audit's first shadow pays. ``None`` when the recipe's
+    epochs are unknown or it cannot be rebuilt from the card (the attacks will say why)."""
+    import torch
+
+    from attacks import _common as C
+
+    try:
+        method, hyperparameters, _, _, _ = C.shadow_recipe(model)
+    except DPAuditError:
+        return None
+    counts = _epoch_counts(method, hyperparameters, model.card)
+    if counts is None:
+        return None
+    short = {k: max(1, v // TRIAL_FRACTION) for k, v in counts.items()}
+    double = {k: min(2 * short[k], counts[k]) for k in counts}
+    # the attacks' shadow and reference sets hold a quarter of the target's training size or
+    # so (235 to 672 nodes on Cora, of 2031): the DP-SGD cost per epoch grows with it
+    declared = (model.privacy.public_facts or {}).get("num_train") or dataset.num_nodes // 2
+    size = max(2, min(int(declared) // 4, dataset.num_nodes // 2))
+    order = torch.randperm(dataset.num_nodes, generator=torch.Generator().manual_seed(0))
+    members, non_members = order[:size].sort().values, order[size : 2 * size].sort().values
+
+    def fit(epochs: dict[str, int]) -> None:
+        C.train_shadow(_RecipeWith(model, epochs), dataset, members, non_members, seed=0, device=device)
+
+    try:
+        _cpu_seconds(fit, double)
+        first = _cpu_seconds(fit, short)
+        twice = _cpu_seconds(fit, double)
+        once = _cpu_seconds(fit, short)
+    except DPAuditError:
+        return None
+    per_short = max(twice - once, 0.0) * sum(short.values()) / max(sum(double.values()) - sum(short.values()), 1)
+    scale = sum(counts.values()) / sum(short.values())
+    return {"shadow": once + (scale - 1.0) * per_short, "first_shadow_extra": max(first - once, 0.0)}
+
+
+def _query_seconds(model, dataset) -> float:
+    """Warm CPU seconds of one full-graph query of a perturbed copy of the graph (what
+    LinkTeller asks for each node; a query-charged model answers it as a new release, so an
+    interactive copy is asked and the model itself is unchanged)."""
+    from attacks import _common as C
+
+    target = model.interactive_copy() if charges_queries(model) else model
+    graph = dataset.data
+
+    def query(node: int) -> None:
+        perturbed = graph.clone()
+        perturbed.x = graph.x.clone()
+        perturbed.x[node] = graph.x[node] * 1.01
+        C.posteriors(target, perturbed)
+
+    _cpu_seconds(query, 0)
+    return sorted(_cpu_seconds(query, node) for node in (1, 2, 3))[1]
+
+
+def calibrate(model, dataset, device: str = "auto", shadows: bool = True) -> dict[str, Any]:
+    """The measured costs the plan's estimate scales (CPU seconds): ``shadow`` (one warm shadow
+    model), ``first_shadow_extra`` (paid once), ``query`` (one perturbed full-graph query),
+    ``shadow_source`` and ``seconds`` (what measuring took).
+
+    ``shadow_source`` says where the shadow cost comes from: ``"trial"`` (measured warm,
+    :func:`_shadow_trial`), ``"recorded"`` (an uncalibrated recipe: the target's recorded
+    training time, cold, so an upper estimate), ``"guess"`` (neither: a size guess) or
+    ``"none"`` (``shadows=False``: no planned attack trains one)."""
+    start = time.perf_counter()
+    trial = _shadow_trial(model, dataset, device) if shadows else {"shadow": 0.0, "first_shadow_extra": 0.0}
+    costs: dict[str, Any] = {"shadow_source": "trial" if shadows else "none"}
+    if trial is None:
+        timings = model.provenance("timings") or {}
+        seconds = timings.get("train_seconds")
+        recorded = isinstance(seconds, (int, float)) and math.isfinite(seconds) and seconds > 0
+        costs["shadow_source"] = "recorded" if recorded else "guess"
+        if not recorded:
+            seconds = 5.0 + 2e-6 * dataset.num_nodes * max(dataset.num_features, 1)
+        trial = {"shadow": float(seconds), "first_shadow_extra": 0.0}
+    costs.update(trial)
+    try:
+        costs["query"] = _query_seconds(model, dataset)
+    except DPAuditError:  # the attacks will say why the model cannot be queried
+        costs["query"] = 0.0
+    costs["seconds"] = time.perf_counter() - start
+    return costs
+
+
+def _count(settings: dict[str, Any], key: str, default: int) -> int:
+    value = settings.get(key, default)
+    return default if value is None else int(value)
+
+
+def _attack_cost(name: str, settings: dict[str, Any], costs: dict[str, float], dataset) -> tuple[int, float]:
+    """(work units shown on the progress bar, estimated CPU seconds) of one attack with
+    ``settings``, given the measured ``costs`` (:func:`calibrate`)."""
     c = _COST
+    runs = _count(settings, "runs", 1)
+    shadow, query = costs["shadow"], costs["query"]
+    fixed = c["fixed"] + _count(settings, "n_boot", 1000) * c["per_boot"] + query
     if name == "mia-tstf":
-        return runs, runs * (shadow + c["tstf_attack_model"]) + c["fixed"]
-    if name == "mia-lira":
-        shadows = int(settings.get("num_shadows", 4) or 4)
-        return runs * shadows, runs * shadows * shadow + c["fixed"]
-    if name == "mia-rmia":
-        references = int(settings.get("num_references", 4) or 4)
-        return runs * references, runs * references * shadow + c["fixed"]
+        return runs, runs * (shadow + query + c["tstf_attack_model"]) + fixed
+    if name in ("mia-lira", "mia-rmia"):
+        models = _count(settings, "num_shadows" if name == "mia-lira" else "num_references", 4)
+        return runs * models, runs * models * (shadow + query) + fixed
     if name == "mia-threshold":
-        return runs, runs * c["threshold"] + c["fixed"]
+        return runs, runs * c["threshold"] + fixed
     if name == "link-steal":
-        pairs = min(int(settings.get("max_pairs", 1000) or 1000), dataset.num_edges // 2 or 1)
-        return runs, runs * 2 * pairs * c["link_steal_per_pair"] + c["fixed"]
+        pairs = min(_count(settings, "max_pairs", 1000), dataset.num_edges // 2 or 1)
+        return runs, runs * 2 * pairs * c["link_steal_per_pair"] + fixed
     if name == "linkteller":
-        pairs = min(int(settings.get("num_pairs", 250) or 250), dataset.num_edges // 2 or 1)
-        return runs, runs * 2 * pairs * c["linkteller_per_pair"] + c["fixed"]
+        pairs = min(_count(settings, "num_pairs", 250), dataset.num_edges // 2 or 1)
+        per_run = min(2 * pairs, dataset.num_nodes) + (pairs if settings.get("hard_negatives", True) else 0)
+        per_run += min(_count(settings, "pr_nodes", 500), dataset.num_nodes)
+        return runs, runs * per_run * query + fixed
     if name == "embedding-probe":
         projections = settings.get("projections", ("tsne", "umap"))
         if isinstance(projections, str):
             projections = [p for p in projections.split(",") if p.strip()]
-        nodes = min(int(settings.get("max_plot_nodes", 1000) or 1000), dataset.num_nodes)
-        seconds = c["fixed"] + (nodes * c["tsne_per_node"] if "tsne" in projections else 0.0)
-        seconds += c["umap"] if "umap" in projections else 0.0
-        return runs, runs * seconds
-    return runs, runs * 5.0 + c["fixed"]
+        nodes = min(_count(settings, "max_plot_nodes", 1000), dataset.num_nodes)
+        seconds = shadow + 2 * query + (nodes * c["tsne_per_node"] if "tsne" in projections else 0.0)
+        return runs, runs * seconds + (c["umap"] if "umap" in projections else 0.0) + fixed
+    return runs, runs * shadow + fixed
 
 
 def order_attacks(names: list[str]) -> list[str]:
@@ -166,24 +326,36 @@ def query_plan(model, dataset, steps: list[dict]) -> dict | None:
     }
 
 
-def audit_plan(model, dataset, names: list[str], settings: dict[str, dict[str, Any]], quick: bool = False) -> dict:
+def audit_plan(
+    model, dataset, names: list[str], settings: dict[str, dict[str, Any]], quick: bool = False,
+    device: str = "auto", costs: dict[str, Any] | None = None,
+) -> dict:  # fmt: skip
     """What an audit will run, in which order, and how long it should take.
 
     ``settings`` are the complete per-attack settings (defaults filled in by the caller).
     Returns ``{"attacks": [{"attack", "settings", "units", "estimated_seconds"}, ...],
-    "estimated_seconds", "units", "quick", "shadow_seconds", "queries"}``; the estimate scales
-    the target's own recorded training time (every shadow model repeats it) and is printed
-    before any work starts. For a query-charged model each step also says at most how many new
-    releases it needs (``foreign_releases``) and ``queries`` sums them (:func:`query_plan`).
+    "estimated_seconds", "units", "quick", "shadow_seconds", "costs", "queries"}``. The
+    estimate is the cost model's (:data:`_COST`) scaled by ``costs``, measured on the model
+    when not given (:func:`calibrate`: a warm shadow model of the target's recipe, one query);
+    it is printed before any work starts. For a query-charged model each step also says at
+    most how many new releases it needs (``foreign_releases``) and ``queries`` sums them
+    (:func:`query_plan`).
     """
     import attacks as attack_registry
 
-    shadow = _shadow_seconds(model, dataset)
+    ordered = order_attacks(list(names))
+    if costs is None:
+        costs = calibrate(model, dataset, device, shadows=any(n in _SHADOW_ATTACKS for n in ordered))
     steps = []
-    for name in order_attacks(list(names)):
+    first_shadow = True
+    for name in ordered:
         full = {**attack_registry.attack_settings(name), **settings.get(name, {})}
-        units, seconds = _attack_cost(name, full, shadow, dataset)
-        shown = {k: full[k] for k in ("runs", "num_shadows", "max_pairs", "num_pairs", "projections") if k in full}
+        units, seconds = _attack_cost(name, full, costs, dataset)
+        if name in _SHADOW_ATTACKS and first_shadow:
+            seconds += costs["first_shadow_extra"]
+            first_shadow = False
+        shown = {k: full[k] for k in ("runs", "num_shadows", "num_references", "max_pairs", "num_pairs", "projections")
+                 if k in full}  # fmt: skip
         steps.append({"attack": name, "settings": shown, "units": units, "estimated_seconds": round(seconds, 1),
                       "full_settings": full})  # fmt: skip
     queries = query_plan(model, dataset, steps)
@@ -193,7 +365,8 @@ def audit_plan(model, dataset, names: list[str], settings: dict[str, dict[str, A
         "attacks": steps,
         "units": sum(s["units"] for s in steps),
         "estimated_seconds": round(sum(s["estimated_seconds"] for s in steps), 1),
-        "shadow_seconds": round(shadow, 1),
+        "shadow_seconds": round(costs["shadow"], 2),
+        "costs": {k: round(v, 4) if isinstance(v, float) else v for k, v in costs.items()},
         "quick": bool(quick),
         "queries": queries,
     }
@@ -208,11 +381,19 @@ def format_seconds(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
+#: how :func:`format_plan` says where an uncalibrated shadow cost came from
+_SHADOW_SOURCE = {
+    "recorded": ", the target's recorded training time: an upper estimate",
+    "guess": ", guessed from the graph's size",
+}
+
+
 def format_plan(plan: dict) -> str:
     """The plan as a few lines of text (what ``audit`` logs and the CLI can print)."""
     lines = [
         f"audit plan: {len(plan['attacks'])} attack(s), {plan['units']} run(s), about "
-        f"{format_seconds(plan['estimated_seconds'])} (one shadow model ≈ {format_seconds(plan['shadow_seconds'])})"
+        f"{format_seconds(plan['estimated_seconds'])} on an idle machine (one shadow model ≈ "
+        f"{format_seconds(plan['shadow_seconds'])}{_SHADOW_SOURCE.get((plan.get('costs') or {}).get('shadow_source'), '')})"
         + (" [quick preset]" if plan.get("quick") else "")
     ]
     for i, step in enumerate(plan["attacks"], 1):
@@ -447,10 +628,8 @@ class AuditResult:
             "split": self.model.provenance("split") or card.get("split"),
             "privacy": privacy.to_dict(),
             "metrics": self.metrics,
-            "card": {
-                k: card.get(k)
-                for k in ("method", "hyperparameters", "inference", "target_epsilon", "surrogate")
-            } | {"device": self.model.provenance("device")},  # fmt: skip
+            "card": {k: card.get(k) for k in ("method", "hyperparameters", "inference", "target_epsilon", "surrogate")}
+            | {"device": self.model.provenance("device")},  # fmt: skip
             "overrides": card.get("overrides") or {},
             "attacks": attacks,
             "attack_errors": dict(self.errors),
@@ -577,9 +756,11 @@ def audit(
     if isinstance(dataset, str):
         from dpaudit.datasets import load_dataset
 
-        params = (model.card.get("dataset") or {}).get("parameters") or (
-            (model.provenance("dataset") or {}).get("info") or {}
-        ).get("parameters") or {}
+        params = (
+            (model.card.get("dataset") or {}).get("parameters")
+            or ((model.provenance("dataset") or {}).get("info") or {}).get("parameters")
+            or {}
+        )
         dataset = load_dataset(dataset, root=data_root, **(params if dataset == "csbm" else {}))
     dataset = resolve_dataset(model, dataset, data_root)
     names = attacks.split(",") if isinstance(attacks, str) else list(attacks or attack_registry.available_attacks())
@@ -606,7 +787,7 @@ def audit(
         plan.update(settings.get(name, {}))
         attack_registry.check_setting_types(name, plan)
         plans[name] = plan
-    plan = audit_plan(model, dataset, names, plans, quick=quick)
+    plan = audit_plan(model, dataset, names, plans, quick=quick, device=device)
     log.info("%s", format_plan(plan))
     if on_plan is not None:
         on_plan(plan)

@@ -226,13 +226,41 @@ _QUIET_WARNINGS = (
 )
 
 
+class NotATerminal:
+    """A stream that says it is no terminal, whatever it writes to: tqdm draws a bar only on a
+    terminal (``disable=None``), so a cell's own bars (training epochs, shadow models) stay off
+    the screen while its warnings still reach it. The study draws the one bar a user sees."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def isatty(self) -> bool:
+        return False
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
 def worker_init(threads: int, die_with_parent: bool = True) -> None:
-    """Set-up of a worker process: share the CPU cores between workers, keep the log readable,
-    and exit when the coordinator dies (even by SIGKILL, which runs none of its clean-up)."""
+    """Set-up of a worker process: share the CPU cores between workers, keep the screen to the
+    study's one progress bar and the log readable, leave Ctrl-C to the coordinator (a terminal
+    signals the whole process group; the coordinator stops the workers itself, and a worker's
+    own KeyboardInterrupt would only print a traceback), and exit when the coordinator dies
+    (even by SIGKILL, which runs none of its clean-up)."""
+    import signal
+    import sys
+    import threading
     import warnings
 
     import torch
+    from tqdm.auto import tqdm
 
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    sys.stderr = NotATerminal(sys.stderr)
+    # tqdm's default lock holds a multiprocessing semaphore, which a worker killed by an
+    # interrupted study could never release (the resource tracker then reports it leaked); a
+    # worker draws no bars, so a thread lock is all it needs
+    tqdm.set_lock(threading.RLock())
     torch.set_num_threads(max(1, threads))
     logging.basicConfig(level=logging.WARNING)
     for message in _QUIET_WARNINGS:

@@ -36,10 +36,13 @@ filesystem — only dpaudit installed (and, for real datasets, the data under ``
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import shutil
+import signal
 import sys
+import threading
 import uuid
 from pathlib import Path
 from typing import Any
@@ -244,13 +247,40 @@ class Study:
 
             tasks = longest_first([self._task(c, meta, run_id) for c in pending])
             try:
-                if executor == "local":
-                    execute_local(tasks, int(jobs), on_result, bar)
-                else:
-                    execute_ray(tasks, int(jobs), on_result, bar)
-            finally:
+                with _terminate_as_interrupt():
+                    if executor == "local":
+                        execute_local(tasks, int(jobs), on_result, bar)
+                    else:
+                        execute_ray(tasks, int(jobs), on_result, bar)
+            except KeyboardInterrupt:
+                bar.running = 0
                 bar.close()
+                log.warning(
+                    "study interrupted: %d of %d cells kept in %s; rerun the same command to resume",
+                    bar.done + bar.failed, len(cells), self.dir,
+                )  # fmt: skip
+                raise
+            bar.close()
         return StudyResult.load(self.dir)
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt():
+    """SIGTERM (``kill PID``, a batch system's stop) stops a study as Ctrl-C does: workers
+    killed, finished cells kept. Only the main thread can install a handler; elsewhere the
+    default (exit at once) stays, which keeps finished cells too."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 # --------------------------------------------------------------------------- results

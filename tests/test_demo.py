@@ -1,0 +1,89 @@
+"""`dpaudit demo` without training anything: the study it configures (every defense family under
+every attack, each private defense trained once) and the table it prints (at most 100 columns)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+import attacks as attack_registry
+from dpaudit.cli import main
+from dpaudit.registry import available_defenses, get_defense
+from dpaudit.workflows.config import epsilon_json, grid, validate_config
+from reports.aggregate import ATTACK_ORDER, defense_family
+
+
+class _StubResult:
+    """What ``Study.run`` returns, with one :meth:`StudyResult.table` row per cell of the grid."""
+
+    def __init__(self, config):
+        self.cells = grid(config, "stub-fingerprint")
+        self.attacks = sorted(config.attacks, key=lambda a: ATTACK_ORDER.index(a) if a in ATTACK_ORDER else 99)
+        self.done, self.failed = [object()] * len(self.cells), []
+
+    def table(self):
+        rows = []
+        for i, cell in enumerate(self.cells):
+            private = not math.isinf(cell.epsilon)
+            row = {"defense": cell.defense, "epsilon": "∞" if not private else f"{cell.epsilon:g}",
+                   "epsilon_spent": cell.epsilon if private else None, "test_accuracy": 0.25 + i / 100}  # fmt: skip
+            row.update({f"{name} AUC": 0.5 + (i + j) / 1000 for j, name in enumerate(self.attacks)})
+            rows.append(row)
+        return rows
+
+    def to_html(self, path):
+        return Path(path)
+
+
+@pytest.fixture
+def demo_run(tmp_path, monkeypatch, capsys):
+    """``dpaudit demo`` with the study replaced by a stub: (the study's configuration, stdout)."""
+    seen = {}
+
+    class StubStudy:
+        def __init__(self, config, out, **kwargs):
+            seen["config"] = config
+
+        def run(self, jobs=1, **kwargs):
+            return _StubResult(seen["config"])
+
+    monkeypatch.setattr("dpaudit.workflows.Study", StubStudy)
+    assert main(["demo", "--out", str(tmp_path / "study"), "--report", str(tmp_path / "demo.html")]) == 0
+    return seen["config"], capsys.readouterr().out
+
+
+def test_demo_covers_every_defense_family_and_every_attack(demo_run):
+    config, _ = demo_run
+    validate_config(config)  # names, overrides and attack settings are all valid
+    assert config.attacks == attack_registry.available_attacks()
+    # plug-in defenses that other tests register fall in the "other" family, which the demo skips
+    registered = {defense_family(name) for name in available_defenses()} - {"other"}
+    assert {defense_family(name) for name in config.defenses} == registered
+    # each family shows a private model, and the non-private baselines are all there to compare with
+    private_families = {defense_family(name) for name in available_defenses() if get_defense(name).unit is not None}
+    private_families.discard("other")
+    assert {defense_family(n) for n in config.defenses if get_defense(n).unit is not None} == private_families
+    assert {"gcn", "sage", "mlp"} <= set(config.defenses)
+
+
+def test_demo_trains_each_defense_once(demo_run):
+    config, _ = demo_run
+    cells = grid(config, "stub-fingerprint")
+    assert sorted(c.defense for c in cells) == sorted(config.defenses)
+    private = {c.defense: epsilon_json(c.epsilon) for c in cells if get_defense(c.defense).unit is not None}
+    assert private and len(set(private.values())) == 1 and None not in private.values()
+
+
+def test_demo_table_fits_100_columns(demo_run):
+    config, out = demo_run
+    cells = grid(config, "stub-fingerprint")
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("defense "))
+    table = lines[start : start + 2 + len(cells)]
+    assert max(len(line) for line in table) <= 100, "\n".join(table)
+    assert [line.split()[0] for line in table[2:]] == [c.defense for c in cells]
+    for name in config.attacks:  # every attack keeps a column, under a recognisable heading
+        assert name.removeprefix("mia-").removeprefix("embedding-") in table[0].split()
+    assert "0.500" in table[2] and "0.250" in table[2]  # AUCs and accuracies printed to 3 decimals
