@@ -254,6 +254,20 @@ def test_longest_cells_start_first_and_progress_logs_without_a_terminal(caplog):
     assert progress.eta_seconds() is not None
 
 
+def test_progress_logs_one_line_per_finished_cell(caplog):
+    """A finished cell whose periodic log line is also due writes one line, not two."""
+    from dpaudit.workflows.executors import CellProgress
+
+    progress = CellProgress(total=2, done=0, failed=0, disable=None, log_every=0.0)
+    progress.log_lines = True  # as without a terminal
+    progress.running = 1
+    with caplog.at_level("WARNING", logger="dpaudit.workflows.executors"):
+        caplog.clear()
+        progress.finished(True)
+    progress.close()
+    assert len(caplog.records) == 1, [r.getMessage() for r in caplog.records]
+
+
 def test_widths_that_cannot_fit_the_device_are_refused_before_any_cell(tmp_path, monkeypatch):
     """compare checks every defense's first layer against the device's memory once the dataset
     is known, as train does: nothing is trained and no study folder is made."""

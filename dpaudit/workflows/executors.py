@@ -41,9 +41,9 @@ class CellProgress:
         self.bar = tqdm(total=total, initial=done + failed, desc="cells", unit="cell", disable=disable, leave=True)
         self.refresh()
 
-    def refresh(self):
+    def refresh(self, log_due: bool = True):
         self.bar.set_postfix_str(f"done={self.done} running={self.running} failed={self.failed}", refresh=True)
-        if self.log_lines and self._clock() - self._last_log >= self.log_every:
+        if log_due and self.log_lines and self._clock() - self._last_log >= self.log_every:
             self._log()
 
     def eta_seconds(self) -> float | None:
@@ -68,7 +68,7 @@ class CellProgress:
         else:
             self.failed += 1
         self.bar.update(1)
-        self.refresh()
+        self.refresh(log_due=False)  # one log line per finished cell, not two
         if self.log_lines:
             self._log()
 
