@@ -264,8 +264,8 @@ def test_progress_logs_one_line_per_finished_cell(caplog):
     with caplog.at_level("WARNING", logger="dpaudit.workflows.executors"):
         caplog.clear()
         progress.finished(True)
-    progress.close()
     assert len(caplog.records) == 1, [r.getMessage() for r in caplog.records]
+    progress.close()
 
 
 def test_widths_that_cannot_fit_the_device_are_refused_before_any_cell(tmp_path, monkeypatch):

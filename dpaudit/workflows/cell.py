@@ -241,7 +241,7 @@ class NotATerminal:
         return getattr(self._stream, name)
 
 
-def worker_init(threads: int, die_with_parent: bool = True) -> None:
+def worker_init(threads: int, die_with_parent: bool = True, log_level: int = logging.WARNING) -> None:
     """Set-up of a worker process: share the CPU cores between workers, keep the screen to the
     study's one progress bar and the log readable, leave Ctrl-C to the coordinator (a terminal
     signals the whole process group; the coordinator stops the workers itself, and a worker's
@@ -262,7 +262,7 @@ def worker_init(threads: int, die_with_parent: bool = True) -> None:
     # worker draws no bars, so a thread lock is all it needs
     tqdm.set_lock(threading.RLock())
     torch.set_num_threads(max(1, threads))
-    logging.basicConfig(level=logging.WARNING)
+    logging.basicConfig(level=log_level, format="%(levelname)s %(name)s: %(message)s")  # `dpaudit -v` reaches workers
     for message in _QUIET_WARNINGS:
         warnings.filterwarnings("ignore", message=message)
     if die_with_parent:

@@ -153,7 +153,8 @@ def execute_local(tasks: list[dict], jobs: int, on_result, progress: CellProgres
 
     threads = max(1, (os.cpu_count() or 1) // jobs)
     context = multiprocessing.get_context("spawn")
-    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=worker_init, initargs=(threads,))
+    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=worker_init,
+                               initargs=(threads, True, logging.getLogger("dpaudit").getEffectiveLevel()))  # fmt: skip
     try:
         pending = {pool.submit(run_cell, task): task for task in tasks}
         while pending:
