@@ -403,6 +403,28 @@ def test_a_verdict_is_headlined_by_an_attack_its_guarantee_covers(study):
     assert gcn["best_auc"]["attack"] == "mia-threshold" and gcn["strongest_uncovered"] is None
 
 
+def test_attacks_left_uncovered_for_one_reason_share_one_sentence(study):
+    """A card lists the attacks its guarantee does not cover grouped by reason: the reason is
+    written once, not repeated after every attack (a paper-protocol card has one reason for all)."""
+    result, _ = study
+    records = copy.deepcopy(result.done)
+    private = next(r for r in records if r["privacy"]["unit"] == "node")
+    reason = "the model's spec is <sound: false>"
+    for name in ("linkteller", "link-steal"):
+        extra = copy.deepcopy(private["attacks"]["mia-threshold"])
+        extra.update(
+            covered_by_guarantee=False, epsilon_lower_bound=None, ceiling={"attack_unit": "edge", "reason": reason}
+        )
+        private["attacks"][name] = extra
+    data = build_report_data(records, result.report_meta())
+    verdict = next(v for v in data["verdicts"] if v["claimed"]["unit"] == "node")
+    block = _verdict_block(render_html(data), data["verdicts"].index(verdict) + 1)
+    text = parse(block).text
+    covers = text[text.index("what it covers") : text.index("soundness")]
+    assert covers.count("<sound: false>") == 1, covers
+    assert re.search(r"Not covered: [^.]*linkteller, link-steal \(the model's spec is <sound: false>\)", text), text
+
+
 def test_node_group_counts_are_integers(study):
     result, html_path = study
     html = html_path.read_text(encoding="utf-8")
