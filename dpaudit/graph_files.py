@@ -33,7 +33,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import pickle
+import pickle  # only for its exception class: torch.load(weights_only=True) raises UnpicklingError
 import re
 import zipfile
 from pathlib import Path
