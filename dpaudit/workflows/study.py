@@ -235,7 +235,13 @@ class Study:
 
             bar = CellProgress(len(cells), already_done, failed_kept, None if progress is None else not progress)
 
+            interrupts = _Interrupts()
+
             def on_result(task: dict, outcome: dict) -> None:
+                with interrupts.recording():
+                    record_cell(task, outcome)
+
+            def record_cell(task: dict, outcome: dict) -> None:
                 record = {k: outcome["record"].get(k) for k in RECORD_KEYS}
                 if record["status"] == "done":
                     try:
@@ -247,7 +253,7 @@ class Study:
 
             tasks = longest_first([self._task(c, meta, run_id) for c in pending])
             try:
-                with _terminate_as_interrupt():
+                with interrupts.installed():
                     if executor == "local":
                         execute_local(tasks, int(jobs), on_result, bar)
                     else:
@@ -264,23 +270,45 @@ class Study:
         return StudyResult.load(self.dir)
 
 
-@contextlib.contextmanager
-def _terminate_as_interrupt():
-    """SIGTERM (``kill PID``, a batch system's stop) stops a study as Ctrl-C does: workers
-    killed, finished cells kept. Only the main thread can install a handler; elsewhere the
-    default (exit at once) stays, which keeps finished cells too."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
+class _Interrupts:
+    """While a study runs, Ctrl-C (SIGINT) and ``kill PID`` (SIGTERM, a batch system's stop)
+    both raise KeyboardInterrupt: workers are killed, finished cells kept. Inside
+    :meth:`recording` (writing one finished cell's folder and its results line, milliseconds)
+    the interrupt waits for the write to end, so a stop never leaves a half-written cell.
+    Only the main thread can install handlers; elsewhere the defaults stay."""
 
-    def interrupt(signum, frame):
-        raise KeyboardInterrupt
+    def __init__(self):
+        self._recording = False
+        self._pending = False
 
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    def _handle(self, signum, frame):
+        if self._recording:
+            self._pending = True
+        else:
+            raise KeyboardInterrupt
+
+    @contextlib.contextmanager
+    def installed(self):
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        previous = {sig: signal.signal(sig, self._handle) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    @contextlib.contextmanager
+    def recording(self):
+        self._recording = True
+        try:
+            yield
+        finally:
+            self._recording = False
+            if self._pending:
+                self._pending = False
+                raise KeyboardInterrupt
 
 
 # --------------------------------------------------------------------------- results
