@@ -157,7 +157,6 @@ def cmd_train(args) -> int:
 
 
 def cmd_inspect(args) -> int:
-
     from dpaudit.model import load
     from dpaudit.release import OWNER_FILES, PUBLIC_FILES
 

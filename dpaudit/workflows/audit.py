@@ -753,15 +753,10 @@ def audit(
         model = load(model)
     if not isinstance(model, ReleasedModel):
         raise DPAuditError("audit expects a dpaudit ReleasedModel or the folder of a saved one")
-    if isinstance(dataset, str):
-        from dpaudit.datasets import load_dataset
+    if isinstance(dataset, str):  # a name or graph file: the options recorded at training come back with it
+        from dpaudit.datasets import reload_dataset
 
-        params = (
-            (model.card.get("dataset") or {}).get("parameters")
-            or ((model.provenance("dataset") or {}).get("info") or {}).get("parameters")
-            or {}
-        )
-        dataset = load_dataset(dataset, root=data_root, **(params if dataset == "csbm" else {}))
+        dataset = reload_dataset(model.card.get("dataset"), model.provenance("dataset"), dataset, root=data_root)
     dataset = resolve_dataset(model, dataset, data_root)
     names = attacks.split(",") if isinstance(attacks, str) else list(attacks or attack_registry.available_attacks())
     names = order_attacks(list(dict.fromkeys(n.strip() for n in names if n.strip())))
