@@ -7,8 +7,9 @@ the number n of training examples — under node-level DP n itself is private, a
 q = B/n, ⌈n/B⌉ steps per epoch or a division by ⌊nq⌋ would each let neighbours of n and n − 1
 nodes be told apart through the public spec or the weights' scale.
 
-Each step draws a Poisson batch (every one of the n examples independently with probability q:
-``rand(n) < q``, as opacus' ``UniformWithReplacementSampler``), clips every per-example gradient
+Each step draws a Poisson batch (every one of the n examples independently with probability q,
+the law of opacus' ``UniformWithReplacementSampler``; drawn in O(B) as a Binomial(n, q) size and
+a uniform subset of it, the same distribution: :mod:`dpaudit.sampling`), clips every per-example gradient
 to L2 norm C (factor min(1, C/(‖g_i‖ + 10⁻⁶)), as opacus), sums, adds N(0, σ²C²I) per parameter
 (drawn in parameter order from a CPU generator seeded ``seed + 1``, so CPU and CUDA runs draw
 the same noise) and divides by the schedule's expected batch size before the optimiser step. An
@@ -53,6 +54,7 @@ from dpaudit.accounting.calibrate import MechanismsForSigma, calibrate_noise, ep
 from dpaudit.accounting.mechanisms import PoissonSubsampledGaussian
 from dpaudit.errors import ConfigurationError, PrivacyParameterError
 from dpaudit.nn import SparseFeatures
+from dpaudit.sampling import poisson_subset
 
 log = logging.getLogger(__name__)
 
@@ -445,7 +447,7 @@ def train_dp_sgd(
         for _ in epochs_bar:
             module.train()
             for _ in range(schedule.steps_per_epoch):
-                index = (torch.rand(n, generator=generator) < sample_rate).nonzero().view(-1).to(device)
+                index = poisson_subset(n, sample_rate, generator).to(device)
                 opt.zero_grad()
                 # An empty Poisson batch still takes a noise-only step: skipping it would reveal
                 # that the batch was empty, which the accountant does not cover.

@@ -10,6 +10,7 @@ import torch
 from scipy.stats import binom
 
 from dpaudit.accounting import SensitivityMixtureGaussian
+from dpaudit.sampling import poisson_subset
 
 
 def poisson_sample(num: int, rate: float, generator: torch.Generator) -> torch.Tensor:
@@ -18,9 +19,7 @@ def poisson_sample(num: int, rate: float, generator: torch.Generator) -> torch.T
     Both DPAR samplers use it — q′ node sampling and the DP-SGD batches — because the
     accountants (amplification by Poisson subsampling; the binomial law of affected slots)
     assume exactly this."""
-    if rate >= 1.0:
-        return torch.arange(num)
-    return (torch.rand(num, generator=generator) < rate).nonzero().view(-1)
+    return poisson_subset(num, rate, generator)
 
 
 def affected_slots_bound(max_occurrences: int, top_k: int) -> int:
