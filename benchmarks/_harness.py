@@ -1,7 +1,9 @@
 """Shared benchmark plumbing: run one configuration in a fresh child process and measure it.
 
 Each run is forked so that its peak resident memory (``ru_maxrss``) is its own, not the
-maximum over everything the script did before.
+maximum over everything the script did before. Once the parent has touched CUDA a forked child
+cannot use it, so from then on children are spawned (a fresh interpreter: the benchmark's
+function and arguments must be importable and picklable).
 """
 
 from __future__ import annotations
@@ -27,9 +29,15 @@ def _child(fn, args, queue):
         queue.put(("error", traceback.format_exc(), 0.0, 0.0))
 
 
+def _cuda_initialized() -> bool:
+    import torch
+
+    return torch.cuda.is_initialized()
+
+
 def measure(fn: Callable[..., Any], *args) -> tuple[Any, float, float]:
-    """Run ``fn(*args)`` in a forked child; return (value, wall seconds, peak RSS in MiB)."""
-    ctx = mp.get_context("fork")
+    """Run ``fn(*args)`` in a child process; return (value, wall seconds, peak RSS in MiB)."""
+    ctx = mp.get_context("spawn" if _cuda_initialized() else "fork")
     queue = ctx.Queue()
     proc = ctx.Process(target=_child, args=(fn, args, queue))
     proc.start()
