@@ -1,10 +1,15 @@
 r"""ε lower bounds and estimates from audit scores (canaries or randomized membership).
 
-Three estimators turn per-canary attack scores into a statement about ε at a fixed δ:
+Five estimators turn per-canary attack scores into a statement about ε at a fixed δ:
 
 * :func:`one_run_lower_bound` — Steinke, Nasr & Jagielski (2023), *Privacy Auditing with One
   (1) Training Run*: a guess-count test with abstention over m canaries whose inclusion is an
   independent fair coin; valid from a single training run. A lower **bound**.
+* :func:`fdp_one_run_lower_bound` — Mahloujifar, Melis & Chaudhuri (2024), *Auditing
+  f-Differential Privacy in One Run*: the same game, tested against a trade-off curve with
+  their recursive bound. Against the (ε, δ) curve (``one-run-fdp``) a lower **bound**; against
+  Gaussian curves (``one-run-fdp-gaussian``) a certified bound on μ whose ε is an **estimate**
+  unless the mechanism is Gaussian-shaped.
 * :func:`multi_run_lower_bound` — Jagielski, Ullman & Oprea (2020): independent trainings, one
   guess per run, Clopper–Pearson bounds on FPR and FNR. A lower **bound**.
 * :func:`gdp_estimate` — Nasr et al. (2023) / f-DP (Dong, Roth & Su 2019): a lower confidence
@@ -37,13 +42,16 @@ import numpy as np
 from scipy import stats
 from scipy.special import gammaln
 
+from dpaudit import fdp_one_run
 from dpaudit.accounting.pld import gaussian_epsilon
 from dpaudit.errors import DPAuditError
 
 log = logging.getLogger(__name__)
 
-ESTIMATORS = ("one-run", "multi-run", "gdp")
-RIGOROUS_ESTIMATORS = ("one-run", "multi-run")
+ESTIMATORS = ("one-run", "one-run-fdp", "one-run-fdp-gaussian", "multi-run", "gdp")
+RIGOROUS_ESTIMATORS = ("one-run", "one-run-fdp", "multi-run")
+#: Estimators whose ε rests on an assumption about the trade-off curve's shape (kind "estimate").
+ESTIMATE_ESTIMATORS = ("one-run-fdp-gaussian", "gdp")
 MULTI_RUN_PER_RUN = ("error", "sample")
 #: Multi-run threshold selection scores candidates at α × this factor (see multi_run_lower_bound).
 SELECTION_LEVEL_FACTOR = 0.01
@@ -65,7 +73,8 @@ class EpsilonEstimate:
     """One estimator's statement about ε at ``delta``.
 
     ``epsilon_lower_bound`` ≥ 0 holds with probability ≥ ``confidence`` under the estimator's
-    ``assumptions`` (for ``"gdp"`` only if the mechanism is Gaussian-shaped: an estimate).
+    ``assumptions`` (for :data:`ESTIMATE_ESTIMATORS` only if the mechanism is Gaussian-shaped:
+    an estimate).
     ``confidence`` is the level this estimator was run at, i.e. after any Bonferroni split done
     by the caller (:func:`audit_epsilon`).
     """
@@ -81,7 +90,7 @@ class EpsilonEstimate:
         out = asdict(self)
         out["details"] = _jsonable(self.details)
         out["epsilon_lower_bound"] = float(self.epsilon_lower_bound)
-        out["kind"] = "estimate" if self.estimator == "gdp" else "lower bound"
+        out["kind"] = "estimate" if self.estimator in ESTIMATE_ESTIMATORS else "lower bound"
         return out
 
 
@@ -208,8 +217,10 @@ def _check_counts(m, r, v) -> tuple[int, int, int]:
 
 
 def _check_epsilon(epsilon) -> None:
-    if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float, np.floating, np.integer)) or not (
-        0.0 <= float(epsilon) < math.inf
+    if (
+        isinstance(epsilon, bool)
+        or not isinstance(epsilon, (int, float, np.floating, np.integer))
+        or not (0.0 <= float(epsilon) < math.inf)
     ):
         raise EstimatorInputError(f"epsilon must be a finite number >= 0, got {epsilon!r}")
 
@@ -340,7 +351,7 @@ def one_run_epsilon(m: int, r: int, v: int, delta: float, level: float) -> tuple
         chunk = max(1, min(256, 4_000_000 // (r + 1)))
         last = 0  # index of the last rejected grid point (0 = ε 0, rejected above)
         for start in range(0, steps.size, chunk):
-            js = steps[start:start + chunk]
+            js = steps[start : start + chunk]
             rejected = _one_run_p_values(m, r, v, js * 0.01, float(delta), coef) <= level
             if not rejected.all():
                 last = int(js[int(np.argmin(rejected))]) - 1
@@ -494,6 +505,58 @@ def default_guess_grid(m: int) -> list[tuple[int, int]]:
     return list(dict.fromkeys(grid))
 
 
+def fdp_guess_grid(m: int) -> list[tuple[int, int]]:
+    """Guess counts (k₊, k₋) tried by default by :func:`fdp_one_run_lower_bound` (5 pairs for m ≥ 200).
+
+    Three balanced pairs with r = m/20, m/10, m/5 (at least min(10, m)) and two "in"-only pairs
+    with k₊ = m/20, m/10 (at least min(10, ⌊m/4⌋), and 1), as in :func:`default_guess_grid`. The f-DP test does best with fewer, mid-sized guess counts than
+    the Steinke grid: the worst f-DP mechanism may correlate the canaries' privacy losses, which
+    makes large r weak evidence, and a short grid pays less Bonferroni. Chosen on simulated
+    scores (m = 1000, seeds 5000-5029 and 6000-6029, none of bench_estimators' seeds) before any
+    real audit; medians over seeds 6000-6029: Gaussian mechanism at ε = 4, f-DP Gaussian ε 1.98
+    (Steinke grid 1.87, balanced pairs alone 2.11); member-heavy-tailed scores (15 % of members
+    shifted by 4σ) 3.17 (Steinke grid 1.92, balanced pairs alone 0.94).
+    """
+    m = _check_int("m", m)
+    if m < 1:
+        raise EstimatorInputError("need at least one canary")
+    floor = min(10, m)
+    grid: list[tuple[int, int]] = []
+    for r in (m // 20, m // 10, m // 5):
+        r = max(floor, r)
+        if r >= 2:
+            grid.append((r - r // 2, r // 2))
+    floor_in = max(1, min(10, m // 4))
+    for k in (m // 20, m // 10):
+        grid.append((max(floor_in, k), 0))
+    return list(dict.fromkeys(grid))
+
+
+def _guess_grid(guesses, m: int, default=default_guess_grid) -> list[tuple[int, int]]:
+    """The (k₊, k₋) pairs of a guess-count test: ``guesses`` checked, or ``default(m)``."""
+    if guesses is None:
+        return default(m)
+    try:
+        grid = [(int(kp), int(km)) for kp, km in guesses]
+    except (TypeError, ValueError):
+        raise EstimatorInputError("guesses must be (k_plus, k_minus) pairs of integers") from None
+    if not grid:
+        raise EstimatorInputError("guesses must name at least one (k_plus, k_minus) pair")
+    for kp, km in grid:
+        if kp < 0 or km < 0 or kp + km < 1 or kp + km > m:
+            raise EstimatorInputError(f"guess counts (k_plus={kp}, k_minus={km}) must be >= 0, sum to 1..{m}")
+    return grid
+
+
+def _guess_counts(s: np.ndarray, y: np.ndarray, grid, seed: int) -> list[tuple[int, int, int, int]]:
+    """(k₊, k₋, r, v) per grid pair: guess "in" for the k₊ highest scores and "out" for the k₋
+    lowest (ties broken by a seeded key independent of the coins), r = k₊ + k₋ guesses, v right."""
+    y_sorted = y[_tie_break_order(s, seed)]  # ascending score
+    in_from_top = np.concatenate([[0], np.cumsum(y_sorted[::-1])])
+    out_from_bottom = np.concatenate([[0], np.cumsum(~y_sorted)])
+    return [(kp, km, kp + km, int(in_from_top[kp] + out_from_bottom[km])) for kp, km in grid]
+
+
 def one_run_lower_bound(
     scores,
     included,
@@ -540,30 +603,11 @@ def one_run_lower_bound(
     s, y = _check_common(scores, included, delta, confidence)
     seed = _check_seed(seed)
     m = s.size
-    if guesses is None:
-        grid = default_guess_grid(m)
-    else:
-        try:
-            grid = [(int(kp), int(km)) for kp, km in guesses]
-        except (TypeError, ValueError):
-            raise EstimatorInputError("guesses must be (k_plus, k_minus) pairs of integers") from None
-    if not grid:
-        raise EstimatorInputError("guesses must name at least one (k_plus, k_minus) pair")
-    for kp, km in grid:
-        if kp < 0 or km < 0 or kp + km < 1 or kp + km > m:
-            raise EstimatorInputError(f"guess counts (k_plus={kp}, k_minus={km}) must be >= 0, sum to 1..{m}")
-    beta = 1.0 - float(confidence)
-    level = beta / len(grid)
-    order = _tie_break_order(s, seed)  # ascending score
-    y_sorted = y[order]
-    # correct "in" guesses among the top k: cumulative members from the top
-    in_from_top = np.concatenate([[0], np.cumsum(y_sorted[::-1])])
-    out_from_bottom = np.concatenate([[0], np.cumsum(~y_sorted)])
+    grid = _guess_grid(guesses, m)
+    level = (1.0 - float(confidence)) / len(grid)
     tried = []
     best = {"epsilon": 0.0}
-    for kp, km in grid:
-        v = int(in_from_top[kp] + out_from_bottom[km])
-        r = kp + km
+    for kp, km, r, v in _guess_counts(s, y, grid, seed):
         eps, p = one_run_epsilon(m, r, v, float(delta), level)
         row = {"k_plus": kp, "k_minus": km, "r": r, "correct": v, "epsilon": eps}
         tried.append(row)
@@ -581,8 +625,153 @@ def one_run_lower_bound(
         "max_possible": one_run_ceiling(m, max(kp + km for kp, km in grid), float(delta), level),
         "method": "Steinke, Nasr & Jagielski 2023, (eps, delta) guess-count test with abstention",
     }
-    return EpsilonEstimate("one-run", float(best["epsilon"]), float(confidence), float(delta), details,
-                           ONE_RUN_ASSUMPTIONS)
+    return EpsilonEstimate(
+        "one-run", float(best["epsilon"]), float(confidence), float(delta), details, ONE_RUN_ASSUMPTIONS
+    )
+
+
+# --------------------------------------------------------------------------- f-DP one-run
+
+
+#: Trade-off families the f-DP one-run test can be run against, and the estimator each gives.
+FDP_TRADEOFFS = {"epsilon-delta": "one-run-fdp", "gaussian": "one-run-fdp-gaussian"}
+
+#: μ beyond which the search for the f-DP Gaussian bound stops (a μ_LB this large says "no privacy").
+MU_SEARCH_MAX = 50.0
+
+_FDP_GAME = (
+    "Valid (Mahloujifar, Melis & Chaudhuri 2024) under the same game as the one-run estimator: every "
+    "canary's inclusion is an independent fair coin drawn before training, the rest of the training data "
+    "and the attack are fixed independently of the coins, and the scores come from the released output(s) "
+    "only; each canary is one unit of the privacy guarantee. The guess counts are a pre-registered grid, "
+    "each tested at beta/|grid| (Bonferroni). "
+)
+FDP_ASSUMPTIONS = _FDP_GAME + (
+    "The test is against the (epsilon, delta) trade-off curve itself, so a rejection certifies that the "
+    "mechanism is not (epsilon, delta)-DP, whatever its trade-off curve. Loose because a one-run audit with m "
+    "canaries only sees false-positive rates of order 1/m, where the likelihood ratio of a mechanism that is "
+    "(epsilon, delta)-DP only at tiny delta (Gaussian-like) is far below e^epsilon."
+)
+FDP_GAUSSIAN_ASSUMPTIONS = _FDP_GAME + (
+    "Certified: the mechanism is not mu-GDP for any mu below details['mu_lower_bound'] (a rejected mu-GDP "
+    "claim is refuted whatever the mechanism). The epsilon reported is the epsilon at delta of a "
+    "mu_lower_bound-GDP mechanism: a lower bound on the mechanism's own epsilon only if its trade-off curve is "
+    "Gaussian (Gaussian mechanism, full-batch DP-GD); for other curves (subsampled DP-SGD, randomized response) "
+    "it is an ESTIMATE that can over-state epsilon, like the gdp estimator."
+)
+
+
+def fdp_one_run_lower_bound(
+    scores,
+    included,
+    *,
+    delta: float,
+    confidence: float = 0.95,
+    tradeoff: str = "epsilon-delta",
+    guesses=None,
+    seed: int = 0,
+) -> EpsilonEstimate:
+    r"""f-DP one-run bound (Mahloujifar, Melis & Chaudhuri 2024, *Auditing f-Differential Privacy
+    in One Run*, Algorithm 3: the audit with abstention; :mod:`dpaudit.fdp_one_run`).
+
+    Same game, guessing rule and Bonferroni split as :func:`one_run_lower_bound` (every
+    (k₊, k₋) pair of ``guesses``, default :func:`fdp_guess_grid`, tested at β/|grid|, the
+    maximum reported); the test of each pair is their recursive bound on P[V ≥ v] for an f-DP
+    mechanism instead of Steinke et al.'s binomial bound, with f from ``tradeoff``:
+
+    * ``"epsilon-delta"`` (estimator ``one-run-fdp``): f = f_{ε,δ}; ε_LB is the largest ε whose
+      (ε, δ) curve is rejected — a certified lower bound on ε at δ for every mechanism;
+    * ``"gaussian"`` (estimator ``one-run-fdp-gaussian``): f = G_μ; μ_LB (``details``) is the
+      largest μ rejected — certified: the mechanism is not μ-GDP for μ < μ_LB — and ε is the
+      exact ε at δ of a μ_LB-GDP mechanism (:func:`dpaudit.accounting.gaussian_epsilon`), a
+      bound on the mechanism's ε only if its curve is Gaussian: an **estimate** otherwise.
+
+    Where it is loose: as for the one-run test, abstention keeps only the guess counts, the grid
+    costs ln|grid| in the tail, and m canaries see false-positive rates ≥ ~1/m: for the Gaussian
+    mechanism at ε = 4, δ = 1e-5 (μ = 0.92) the likelihood ratio there is ≈ e^2, so no (ε, δ)
+    bound from 1000 canaries gets near 4; the Gaussian curve extrapolates from the same counts.
+
+    Args:
+        scores: [m] attack scores, higher = "more likely included".
+        included: [m] bool fair coins.
+        delta: δ of the audited claim (the (ε, δ) curve's δ; the δ at which μ_LB is converted).
+        confidence: 1 − β.
+        tradeoff: ``"epsilon-delta"`` or ``"gaussian"``.
+        guesses: iterable of (k_plus, k_minus) pairs (default :func:`fdp_guess_grid`).
+        seed: tie-breaking seed.
+
+    Shapes:
+        scores: [m] float; included: [m] bool; ``details["tried"]``: one row per grid pair.
+    """
+    s, y = _check_common(scores, included, delta, confidence)
+    seed = _check_seed(seed)
+    if tradeoff not in FDP_TRADEOFFS:
+        raise EstimatorInputError(f"tradeoff must be one of {tuple(FDP_TRADEOFFS)}, got {tradeoff!r}")
+    m, delta = s.size, float(delta)
+    grid = _guess_grid(guesses, m, default=fdp_guess_grid)
+    level = (1.0 - float(confidence)) / len(grid)
+    counts = _guess_counts(s, y, grid, seed)
+    r = np.array([c[2] for c in counts])
+    v = np.array([c[3] for c in counts])
+    r_max = int(r.max())
+    gaussian = tradeoff == "gaussian"
+    if gaussian:
+        inverse = fdp_one_run.gaussian_inverse
+        found = fdp_one_run.fdp_gaussian_mu(m, np.append(r, r_max), np.append(v, r_max), level, MU_SEARCH_MAX)
+    else:
+        inverse = fdp_one_run.epsilon_delta_inverse(delta)
+        found = fdp_one_run.fdp_epsilon(m, np.append(r, r_max), np.append(v, r_max), delta, level, EPSILON_SEARCH_MAX)
+    values, ceiling = found[:-1], float(found[-1])  # the last entry: all r_max guesses right
+
+    def as_epsilon(value: float) -> float:
+        if not gaussian or value <= 0:
+            return float(value)
+        return min(gaussian_epsilon(value, delta), EPSILON_SEARCH_MAX) if delta > 0 else EPSILON_SEARCH_MAX
+
+    parameter = "mu" if gaussian else "epsilon"
+    tried = []
+    for (kp, km, rr, vv), value in zip(counts, values):
+        row = {"k_plus": kp, "k_minus": km, "r": rr, "correct": vv, "epsilon": as_epsilon(float(value))}
+        if gaussian:
+            row["mu"] = float(value)
+        tried.append(row)
+    i = int(np.argmax(values))
+    best = float(values[i])
+    chosen = None
+    if best > 0:
+        p = fdp_one_run.implied_p_value(m, int(r[i]), int(v[i]), inverse, best)
+        chosen = dict(tried[i], p_value=p)
+    details = {
+        "canaries": m,
+        "included": int(y.sum()),
+        "tradeoff": tradeoff,
+        "grid_size": len(grid),
+        "level_per_test": level,
+        "multiple_testing": f"Bonferroni over {len(grid)} (k_plus, k_minus) pairs: each tested at beta/{len(grid)}",
+        "chosen": chosen,
+        "tried": tried,
+        "hit_search_cap": bool(best >= (MU_SEARCH_MAX if gaussian else EPSILON_SEARCH_MAX)),
+        "max_possible": as_epsilon(ceiling),
+        "method": f"Mahloujifar, Melis & Chaudhuri 2024, f-DP guess-count test with abstention against the "
+        f"{'mu-GDP' if gaussian else '(epsilon, delta)'} trade-off curve; {parameter} found by bisection "
+        "(rejection is monotone in it)",
+    }
+    if gaussian:
+        details["mu_lower_bound"] = best
+        details["max_possible_mu"] = ceiling
+        details["epsilon_from_mu"] = (
+            "exact GDP curve at delta (Dong, Roth & Su 2019)"
+            if delta > 0
+            else ("delta = 0: a mu-GDP mechanism with mu > 0 is not epsilon-DP for any finite epsilon (capped)")
+        )
+    return EpsilonEstimate(
+        FDP_TRADEOFFS[tradeoff],
+        as_epsilon(best),
+        float(confidence),
+        delta,
+        details,
+        FDP_GAUSSIAN_ASSUMPTIONS if gaussian else FDP_ASSUMPTIONS,
+    )
 
 
 # --------------------------------------------------------------------------- multi-run
@@ -684,8 +873,7 @@ def multi_run_lower_bound(
     pos, neg = s[y], s[~y]
     alpha = 1.0 - float(confidence)
     delta = float(delta)
-    details: dict[str, Any] = {"runs": n_runs, "trials": int(s.size), "included": int(y.sum()),
-                               "per_run": per_run}
+    details: dict[str, Any] = {"runs": n_runs, "trials": int(s.size), "included": int(y.sum()), "per_run": per_run}
     if thresholds is not None:
         t = _float_list("thresholds", thresholds)
         if pos.size == 0 or neg.size == 0:
@@ -695,21 +883,29 @@ def multi_run_lower_bound(
         both = np.maximum(eps_a, eps_b)
         i = int(np.argmax(both))
         value = float(both[i])
-        details.update({
-            "mode": "pre-registered thresholds",
-            "multiple_testing": f"Bonferroni over {t.size} thresholds; two CP bounds at level/2 each",
-            "threshold": float(t[i]), "form": "fpr" if eps_a[i] >= eps_b[i] else "fnr",
-            "tp": int(tp[i]), "fp": int(fp[i]), "members": int(pos.size), "non_members": int(neg.size),
-            "fpr_ub": float(fpr_ub[i]), "fnr_ub": float(fnr_ub[i]), "thresholds_tried": int(t.size),
-        })
+        details.update(
+            {
+                "mode": "pre-registered thresholds",
+                "multiple_testing": f"Bonferroni over {t.size} thresholds; two CP bounds at level/2 each",
+                "threshold": float(t[i]),
+                "form": "fpr" if eps_a[i] >= eps_b[i] else "fnr",
+                "tp": int(tp[i]),
+                "fp": int(fp[i]),
+                "members": int(pos.size),
+                "non_members": int(neg.size),
+                "fpr_ub": float(fpr_ub[i]),
+                "fnr_ub": float(fnr_ub[i]),
+                "thresholds_tried": int(t.size),
+            }
+        )
     else:
         level_used = alpha
         rng = np.random.default_rng(seed + 1)
         pidx, nidx = rng.permutation(np.flatnonzero(y)), rng.permutation(np.flatnonzero(~y))
         if pidx.size < 2 or nidx.size < 2:
             raise EstimatorInputError("multi-run with a split needs >= 2 runs with the canary and >= 2 without")
-        sel_p, ev_p = pidx[: pidx.size // 2], pidx[pidx.size // 2:]
-        sel_n, ev_n = nidx[: nidx.size // 2], nidx[nidx.size // 2:]
+        sel_p, ev_p = pidx[: pidx.size // 2], pidx[pidx.size // 2 :]
+        sel_n, ev_n = nidx[: nidx.size // 2], nidx[nidx.size // 2 :]
         cand = np.unique(s[np.concatenate([sel_p, sel_n])])
         if cand.size > max_candidates:
             cand = np.unique(np.quantile(cand, np.linspace(0.0, 1.0, max_candidates)))
@@ -721,14 +917,23 @@ def multi_run_lower_bound(
         form, thr = ("fpr", float(cand[ia])) if sa[ia] >= sb[ib] else ("fnr", float(cand[ib]))
         ea, eb, tp, fp, fpr_ub, fnr_ub = _dp_epsilon_forms(s[ev_p], s[ev_n], np.array([thr]), delta, alpha)
         value = float(ea[0] if form == "fpr" else eb[0])
-        details.update({
-            "mode": "held-out threshold",
-            "multiple_testing": "threshold and form chosen on a random half of the runs; one test on the other "
-            "half, two CP bounds at alpha/2 each",
-            "threshold": thr, "form": form, "selection_bound": float(max(sa[ia], sb[ib])),
-            "tp": int(tp[0]), "fp": int(fp[0]), "members": int(ev_p.size), "non_members": int(ev_n.size),
-            "fpr_ub": float(fpr_ub[0]), "fnr_ub": float(fnr_ub[0]), "candidates": int(cand.size),
-        })
+        details.update(
+            {
+                "mode": "held-out threshold",
+                "multiple_testing": "threshold and form chosen on a random half of the runs; one test on the other "
+                "half, two CP bounds at alpha/2 each",
+                "threshold": thr,
+                "form": form,
+                "selection_bound": float(max(sa[ia], sb[ib])),
+                "tp": int(tp[0]),
+                "fp": int(fp[0]),
+                "members": int(ev_p.size),
+                "non_members": int(ev_n.size),
+                "fpr_ub": float(fpr_ub[0]),
+                "fnr_ub": float(fnr_ub[0]),
+                "candidates": int(cand.size),
+            }
+        )
     eps = max(0.0, value) if math.isfinite(value) else 0.0
     n_in, n_out = details["members"], details["non_members"]
     perfect = _dp_epsilon_forms(np.ones(n_in), np.zeros(n_out), np.array([0.5]), delta, level_used)[0][0]
@@ -835,10 +1040,16 @@ def gdp_estimate(
     details = {
         "mu_lower_bound": mu_lb,
         "mu_point_at_threshold": mu_point if math.isfinite(mu_point) else None,
-        "threshold": float(t[i]), "tpr": float(tpr), "fpr": float(fpr),
-        "tpr_lb": float(tpr_lb[i]), "fpr_ub": float(fpr_ub[i]),
-        "members": int(pos.size), "non_members": int(neg.size), "thresholds_tried": int(t.size),
-        "mode": mode, "capped_at": EPSILON_SEARCH_MAX if capped else None,
+        "threshold": float(t[i]),
+        "tpr": float(tpr),
+        "fpr": float(fpr),
+        "tpr_lb": float(tpr_lb[i]),
+        "fpr_ub": float(fpr_ub[i]),
+        "members": int(pos.size),
+        "non_members": int(neg.size),
+        "thresholds_tried": int(t.size),
+        "mode": mode,
+        "capped_at": EPSILON_SEARCH_MAX if capped else None,
         "max_possible": _gdp_ceiling(pos.size, neg.size, level, float(delta)),
         "multiple_testing": f"Bonferroni over {t.size} thresholds x 2 binomial bounds (each at alpha/{2 * t.size})",
         "method": "estimate: mu-GDP lower confidence bound from the empirical trade-off curve, exact GDP "
@@ -862,19 +1073,29 @@ def audit_epsilon(
     seed: int = 0,
     per_run: str = "error",
     standardize: bool = False,
+    claimed_mu: float | None = None,
 ) -> dict:
     """Run several estimators with a Bonferroni split and report each and the maximum.
 
-    Each of the m estimators used runs at confidence 1 − (1 − c)/m, so all their statements
-    hold jointly at c and "overall" (their maximum) is a valid joint statement — for the
-    rigorous estimators (one-run, multi-run). The GDP number is an estimate under the Gaussian
-    trade-off assumption; ``certified_epsilon_lower_bound`` is the maximum over the rigorous
-    estimators only, and ``claim_refuted`` (when ``claimed_epsilon`` is given) uses only it.
+    Each of the k estimators run — certified bounds and estimates alike — runs at confidence
+    1 − (1 − c)/k, so all their statements (each estimate's certified μ included) hold jointly
+    at c, and ``certified_epsilon_lower_bound``, the maximum over the rigorous estimators
+    (:data:`RIGOROUS_ESTIMATORS`: one-run, one-run-fdp, multi-run), is valid at c. The
+    estimates (:data:`ESTIMATE_ESTIMATORS`) assume a Gaussian-shaped trade-off curve; "overall"
+    (the maximum of everything) and ``estimate_exceeds_claim`` include them, ``claim_refuted``
+    (when ``claimed_epsilon`` is given) uses only the certified maximum (and the certified μ,
+    against ``claimed_mu``).
 
-    ``estimators=None`` (default) uses every estimator the data support: one-run and gdp
-    always, multi-run when ``run_ids`` names > 1 run and each run has one score (or
-    ``per_run="sample"``); the skipped ones are listed with the reason. An explicit tuple must
-    be applicable, else :class:`EstimatorInputError`.
+    ``estimators=None`` (default) uses every estimator the data support: one-run, one-run-fdp,
+    one-run-fdp-gaussian and gdp always, multi-run when ``run_ids`` names > 1 run and each run
+    has one score (or ``per_run="sample"``); the skipped ones are listed with the reason. An
+    explicit tuple must be applicable, else :class:`EstimatorInputError`.
+
+    ``claimed_mu`` is the μ of a μ-GDP guarantee the audited claim also states (an exact
+    Gaussian mechanism's :attr:`dpaudit.accounting.PrivacySpec.gdp_mu`, at the canary's unit).
+    one-run-fdp-gaussian certifies μ for every mechanism, so μ_LB > ``claimed_mu`` refutes that
+    claim (``mu_claim_refuted``) and counts in ``claim_refuted``. It needs one-run-fdp-gaussian
+    among the estimators run.
 
     ``standardize=True`` (needs ``run_ids``) first replaces each score by its per-run robust
     z-score (:func:`standardize_per_run`) — label-free, so the bounds stay valid; it helps when
@@ -889,7 +1110,8 @@ def audit_epsilon(
     most this estimator could report on this many canaries/runs, for any attack} and, with a claim,
     ``claimed_epsilon``, ``claim_refuted``, ``estimate_exceeds_claim`` and ``can_refute_claim``
     (whether a certified estimator's ``max_possible`` exceeds the claim at all: when it is
-    False the audit had no power to refute the claim, whatever the attack).
+    False the audit had no power to refute the claim, whatever the attack); with ``claimed_mu``
+    also ``claimed_mu``, ``certified_mu_lower_bound`` and ``mu_claim_refuted``.
     """
     s, y = _check_common(scores, included, delta, confidence)
     seed = _check_seed(seed)
@@ -900,7 +1122,7 @@ def audit_epsilon(
         s = standardize_per_run(s, run_ids)
     skipped: dict[str, str] = {}
     if estimators is None:
-        chosen = ["one-run"]
+        chosen = ["one-run", "one-run-fdp", "one-run-fdp-gaussian"]
         if runs is None:
             skipped["multi-run"] = "no run_ids"
         elif int(runs.max()) + 1 < 2:
@@ -919,20 +1141,39 @@ def audit_epsilon(
             raise EstimatorInputError(f"estimators must be a non-empty subset of {ESTIMATORS}, got {estimators!r}")
     if claimed_epsilon is not None and not (float(claimed_epsilon) >= 0 and math.isfinite(float(claimed_epsilon))):
         raise EstimatorInputError(f"claimed_epsilon must be a finite number >= 0, got {claimed_epsilon}")
-    m = len(chosen)
-    each = 1.0 - (1.0 - float(confidence)) / m
+    if claimed_mu is not None:
+        if (
+            isinstance(claimed_mu, bool)
+            or not isinstance(claimed_mu, (int, float, np.floating, np.integer))
+            or not (0.0 <= float(claimed_mu) < math.inf)
+        ):
+            raise EstimatorInputError(f"claimed_mu must be a finite number >= 0, got {claimed_mu!r}")
+        if "one-run-fdp-gaussian" not in chosen:
+            raise EstimatorInputError("claimed_mu is tested by one-run-fdp-gaussian: include it in estimators")
+    k = len(chosen)
+    each = 1.0 - (1.0 - float(confidence)) / k
     results: dict[str, EpsilonEstimate] = {}
     for name in chosen:
         if name == "one-run":
             results[name] = one_run_lower_bound(s, y, delta=delta, confidence=each, seed=seed)
+        elif name in ("one-run-fdp", "one-run-fdp-gaussian"):
+            tradeoff = "gaussian" if name == "one-run-fdp-gaussian" else "epsilon-delta"
+            results[name] = fdp_one_run_lower_bound(s, y, delta=delta, confidence=each, tradeoff=tradeoff, seed=seed)
         elif name == "multi-run":
-            results[name] = multi_run_lower_bound(s, y, delta=delta, confidence=each, run_ids=run_ids,
-                                                  per_run=per_run, seed=seed)
+            results[name] = multi_run_lower_bound(
+                s, y, delta=delta, confidence=each, run_ids=run_ids, per_run=per_run, seed=seed
+            )
         else:
             results[name] = gdp_estimate(s, y, delta=delta, confidence=each)
     bounds = {name: float(est.epsilon_lower_bound) for name, est in results.items()}
-    log.debug("audit_epsilon: %d scores, delta=%g, each estimator at %.6g: %s (skipped: %s)",
-              s.size, delta, each, bounds, skipped)
+    log.debug(
+        "audit_epsilon: %d scores, delta=%g, each estimator at %.6g: %s (skipped: %s)",
+        s.size,
+        delta,
+        each,
+        bounds,
+        skipped,
+    )
     certified = max([bounds[n] for n in bounds if n in RIGOROUS_ESTIMATORS], default=0.0)
     out = {
         "estimates": {name: est.to_dict() for name, est in results.items()},
@@ -941,15 +1182,26 @@ def audit_epsilon(
         "confidence": float(confidence),
         "confidence_per_estimator": each,
         "delta": float(delta),
-        "multiple_testing": f"Bonferroni over the m = {m} estimators: each at 1-(1-c)/m = {each:.6g}",
+        "multiple_testing": f"Bonferroni over the k = {k} estimators run ({', '.join(chosen)}): each at "
+        f"1-(1-c)/k = {each:.6g}",
         "skipped": skipped,
         "standardized_per_run": bool(standardize),
         "max_possible": {name: est.details.get("max_possible") for name, est in results.items()},
     }
+    mu_refuted = False
+    if claimed_mu is not None:
+        gaussian = results["one-run-fdp-gaussian"].details
+        mu_refuted = bool(gaussian["mu_lower_bound"] > float(claimed_mu))
+        out.update(claimed_mu=float(claimed_mu), certified_mu_lower_bound=gaussian["mu_lower_bound"],
+                   mu_claim_refuted=mu_refuted)  # fmt: skip
     if claimed_epsilon is not None:
         out["claimed_epsilon"] = float(claimed_epsilon)
-        out["claim_refuted"] = bool(certified > float(claimed_epsilon))
+        out["claim_refuted"] = bool(certified > float(claimed_epsilon)) or mu_refuted
         out["estimate_exceeds_claim"] = bool(out["epsilon_lower_bound"]["overall"] > float(claimed_epsilon))
         ceilings = [results[n].details["max_possible"] for n in results if n in RIGOROUS_ESTIMATORS]
-        out["can_refute_claim"] = bool(max(ceilings, default=0.0) > float(claimed_epsilon))
+        out["can_refute_claim"] = bool(max(ceilings, default=0.0) > float(claimed_epsilon)) or (
+            claimed_mu is not None and results["one-run-fdp-gaussian"].details["max_possible_mu"] > float(claimed_mu)
+        )
+    elif claimed_mu is not None:
+        out["claim_refuted"] = mu_refuted
     return out

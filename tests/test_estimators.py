@@ -22,6 +22,7 @@ from dpaudit.estimators import (
     audit_epsilon,
     binomial_tail,
     default_guess_grid,
+    fdp_one_run_lower_bound,
     gdp_estimate,
     multi_run_lower_bound,
     one_run_epsilon,
@@ -135,17 +136,46 @@ def test_gaussian_eps4_multi_run_reaches_issue15_target(sigma):
 def test_audit_epsilon_bonferroni_and_json(sigma):
     s, y = gaussian_canaries(1000, sigma, seed=3)
     out = audit_epsilon(s, y, delta=DELTA, confidence=0.95, claimed_epsilon=CLAIM)
-    assert set(out["estimates"]) == {"one-run", "gdp"}
+    assert list(out["estimates"]) == ["one-run", "one-run-fdp", "one-run-fdp-gaussian", "gdp"]
     assert out["skipped"] == {"multi-run": "no run_ids"}
-    assert out["confidence_per_estimator"] == pytest.approx(1 - 0.05 / 2)
+    assert out["confidence_per_estimator"] == pytest.approx(1 - 0.05 / 4)
     for est in out["estimates"].values():
-        assert est["confidence"] == pytest.approx(1 - 0.05 / 2)
+        assert est["confidence"] == pytest.approx(1 - 0.05 / 4)
     bounds = out["epsilon_lower_bound"]
-    assert bounds["overall"] == max(bounds["one-run"], bounds["gdp"])
-    assert out["certified_epsilon_lower_bound"] == bounds["one-run"]
+    assert bounds["overall"] == max(v for k, v in bounds.items() if k != "overall")
+    assert out["certified_epsilon_lower_bound"] == max(bounds["one-run"], bounds["one-run-fdp"])
     assert out["claim_refuted"] is False
-    assert out["estimates"]["gdp"]["kind"] == "estimate"
+    kinds = {name: est["kind"] for name, est in out["estimates"].items()}
+    assert kinds == {"one-run": "lower bound", "one-run-fdp": "lower bound", "one-run-fdp-gaussian": "estimate",
+                     "gdp": "estimate"}  # fmt: skip
     json.dumps(out, allow_nan=False)
+
+
+def test_audit_epsilon_runs_every_estimator_at_alpha_over_k(sigma):
+    """Bonferroni over every estimator reported: with k estimators each runs at α/k, so the
+    certified maximum holds at 1 − α. Each reported bound equals the estimator run alone at
+    1 − α/k and is strictly below the same estimator at 1 − α (which a missing split would report)."""
+    s, y = gaussian_canaries(1000, sigma, seed=11)
+    runs = np.repeat(np.arange(500), 2)
+    for kwargs, k in (({}, 4), ({"run_ids": runs, "per_run": "sample"}, 5), ({"estimators": ("one-run-fdp",)}, 1)):
+        out = audit_epsilon(s, y, delta=DELTA, confidence=0.9, **kwargs)
+        assert len(out["estimates"]) == k and out["confidence_per_estimator"] == pytest.approx(1 - 0.1 / k)
+        assert f"k = {k}" in out["multiple_testing"]
+    out = audit_epsilon(s, y, delta=DELTA, confidence=0.9)
+    split, full = 1 - 0.1 / 4, 0.9
+    pairs = {
+        "one-run": lambda c: one_run_lower_bound(s, y, delta=DELTA, confidence=c),
+        "one-run-fdp": lambda c: fdp_one_run_lower_bound(s, y, delta=DELTA, confidence=c),
+        "one-run-fdp-gaussian": lambda c: fdp_one_run_lower_bound(s, y, delta=DELTA, confidence=c, tradeoff="gaussian"),
+        "gdp": lambda c: gdp_estimate(s, y, delta=DELTA, confidence=c),
+    }
+    for name, run in pairs.items():
+        alone = run(split).epsilon_lower_bound
+        assert out["epsilon_lower_bound"][name] == pytest.approx(alone, abs=1e-9), name
+        assert alone < run(full).epsilon_lower_bound, name
+    assert out["certified_epsilon_lower_bound"] < max(
+        pairs[n](full).epsilon_lower_bound for n in ("one-run", "one-run-fdp")
+    )
 
 
 # --------------------------------------------------------------------------- soundness
@@ -158,7 +188,9 @@ def test_no_estimator_exceeds_the_claim_over_50_seeds(sigma):
         exceed["one-run"] += one_run_lower_bound(s, y, delta=DELTA).epsilon_lower_bound > CLAIM
         exceed["gdp"] += gdp_estimate(s, y, delta=DELTA).epsilon_lower_bound > CLAIM
         s, y = gaussian_canaries(20_000, sigma, seed=1000 + seed)
-        exceed["multi-run"] += multi_run_lower_bound(s, y, delta=DELTA, run_ids=np.arange(s.size)).epsilon_lower_bound > CLAIM
+        exceed["multi-run"] += (
+            multi_run_lower_bound(s, y, delta=DELTA, run_ids=np.arange(s.size)).epsilon_lower_bound > CLAIM
+        )
     assert all(count <= 2 for count in exceed.values()), exceed  # <= 5 % of 50; observed 0
 
 
@@ -198,8 +230,7 @@ def test_sigma_halved_is_caught(sigma):
     assert gdp_estimate(s, y, delta=DELTA).epsilon_lower_bound > CLAIM
     n = 200_000
     s, y = gaussian_canaries(n, broken, seed=6)
-    out = audit_epsilon(s, y, delta=DELTA, run_ids=np.arange(n), claimed_epsilon=CLAIM,
-                        estimators=("multi-run", "gdp"))
+    out = audit_epsilon(s, y, delta=DELTA, run_ids=np.arange(n), claimed_epsilon=CLAIM, estimators=("multi-run", "gdp"))
     assert out["epsilon_lower_bound"]["multi-run"] > CLAIM
     assert out["claim_refuted"] is True
     assert out["epsilon_lower_bound"]["multi-run"] < gaussian_epsilon(2 / sigma, DELTA)
