@@ -35,6 +35,10 @@ Modules that mix examples (BatchNorm) are refused: per-example clipping would no
 example's influence. With ``noise_multiplier = 0`` the same model trains on shuffled
 minibatches of min(B, n) examples without clipping or noise (the non-private variant of a
 private recipe): nothing is accounted, so that path may read n and needs no schedule.
+
+White-box audits (:class:`DiracCanaries`, entered with :func:`inserting_canaries` around a
+defense's ``fit``) add canary gradients to one noisy run's clipped sum and record what the
+auditor sees of every iterate; outside that context the loop is untouched.
 """
 
 from __future__ import annotations
@@ -42,10 +46,13 @@ from __future__ import annotations
 import logging
 import math
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 from tqdm.auto import tqdm
@@ -369,6 +376,216 @@ def noisy_gradients(
         p.grad = (total / expected_batch_size).view_as(p)
 
 
+# --------------------------------------------------------------------------------- white-box canaries
+#: (trainable parameters in ``module.parameters()`` order, the run's training inputs) → canary coordinates
+CanaryDesignFn = Callable[[nn.Module, list[nn.Parameter], Any], torch.Tensor]
+
+
+class DiracCanaries:
+    r"""Dirac gradient canaries for one noisy :func:`train_dp_sgd` run, observed at every iterate
+    (white-box auditing of DP-SGD: Nasr et al., USENIX Security 2023, "Tight auditing of
+    differentially private machine learning"; Steinke, Nasr & Jagielski, NeurIPS 2023, "Privacy
+    auditing with one (1) training run", Dirac canaries with all iterates observed).
+
+    Canary i is an extra training example whose per-example gradient is the fixed vector
+    :math:`C e_{k_i}`: C the run's clipping bound, :math:`e_{k_i}` a unit coordinate of the
+    trainable parameters (flattened and concatenated in ``module.parameters()`` order) chosen by
+    ``design(module, params, inputs)`` when the run starts. Its norm is exactly C, so clipping
+    leaves it as it is: it is what any example whose gradient points along :math:`e_{k_i}` with
+    norm ≥ C contributes after this run's own clipping (a run that clips at a larger bound than
+    it accounts lets larger canaries through, as it would larger real gradients). Then ``coins(m)`` draws canary i's inclusion S_i (independent fair coins,
+    after the design and outside the defense). At every step each *included* canary joins the
+    batch independently with the schedule's rate q (:func:`dpaudit.sampling.poisson_subset` on a
+    generator of its own, so the real examples' batches and the noise are the same draws as
+    without canaries), and a sampled canary's gradient is added to the clipped sum before the
+    noise; an excluded canary never enters. Every canary is thus one more example under exactly
+    the accounted mechanism — PoissonSubsampledGaussian(σ, q, T) under add/remove of one
+    example — which is what makes the (score, coin) game valid for the run's guarantee whatever
+    the coordinates and whatever the other examples do (the per-step gradients of the others may
+    even depend on the canaries: DP-SGD's analysis allows adaptive gradients).
+
+    Observations, O(m) memory (running sums, never per step):
+
+    * ``iterate_scores`` — :math:`\sum_t \langle \tilde g_t, e_{k_i}\rangle`, the noisy summed
+      gradient (clipped sum + canaries + noise, before the division by the expected batch size) of
+      every step along the canary's coordinate;
+    * ``centred_scores`` (only with ``centre=True``) — the same minus, at every step, q times the
+      clipped gradient sum of *all* real examples at the current iterate (evaluation mode, so no
+      dropout draw is consumed): the real examples' expected contribution, which the white-box
+      auditor can compute from the iterate and the fixed real data, and which otherwise differs
+      from coordinate to coordinate and drowns the canaries on dense inputs. It costs a pass
+      over the real data per step;
+    * ``initial`` / ``final`` — the coordinate's value when the run starts and when it ends (the
+      last iterate: a checkpoint restored later by the caller is not seen), for the final-model
+      score :math:`\theta_0 - \theta_T` along :math:`e_{k_i}`;
+    * ``sampled`` — in how many steps canary i joined the batch (0 for an excluded one), which
+      checks the sampling law; it reveals the coins and is never a score.
+
+    ``module_label``: attach to the first noisy run whose ``progress`` label contains it (GAP
+    trains "gap encoder" and "gap classifier"); ``None``: the first noisy run. One instance
+    audits one run; later runs in the same context train without canaries.
+    """
+
+    def __init__(
+        self,
+        design: CanaryDesignFn,
+        coins: Callable[[int], np.ndarray],
+        *,
+        seed: int,
+        module_label: str | None = None,
+        centre: bool = False,
+    ):
+        self.design, self.coins, self.seed, self.module_label = design, coins, int(seed), module_label
+        self.centre = bool(centre)
+        self.attached = False
+        self.label: str | None = None
+        self.coordinates = torch.empty(0, dtype=torch.long)
+        self.included = np.zeros(0, dtype=bool)
+        self.iterate_scores = np.zeros(0)
+        self.centred_scores = np.zeros(0)
+        self.initial = np.zeros(0)
+        self.final = np.zeros(0)
+        self.sampled = np.zeros(0, dtype=np.int64)
+        self.steps = 0
+        self.sample_rate = math.nan
+        self.noise_multiplier = math.nan
+        self.max_grad_norm = math.nan
+
+    def wants(self, label: str | None) -> bool:
+        return not self.attached and (self.module_label is None or self.module_label in (label or ""))
+
+    def attach(self, module: nn.Module, params: list[nn.Parameter], inputs, *, sample_rate: float,
+               noise_multiplier: float, max_grad_norm: float, label: str | None,
+               real_clipped_sum: Callable[[], dict[nn.Parameter, torch.Tensor]]) -> None:  # fmt: skip
+        """Fix the design, then draw the coins (in that order); raises ConfigurationError on a design
+        that does not name m ≥ 1 distinct coordinates of the trainable parameters.
+        ``real_clipped_sum()``: the clipped gradient sum of every real example at the current
+        iterate (used with ``centre``)."""
+        sizes = torch.tensor([p.numel() for p in params], dtype=torch.long)
+        offsets = torch.cat([torch.zeros(1, dtype=torch.long), sizes.cumsum(0)])
+        coordinates = torch.as_tensor(self.design(module, params, inputs), dtype=torch.long).reshape(-1).cpu()
+        total = int(offsets[-1])
+        if coordinates.numel() < 1 or int(coordinates.min()) < 0 or int(coordinates.max()) >= total:
+            raise ConfigurationError(
+                f"a canary design must name coordinates in [0, {total}), got {coordinates.numel()}"
+            )
+        if coordinates.unique().numel() != coordinates.numel():
+            raise ConfigurationError("a canary design must name distinct coordinates (one canary per coordinate)")
+        m = coordinates.numel()
+        included = np.asarray(self.coins(m), dtype=bool).reshape(-1)
+        if included.size != m:
+            raise ConfigurationError(f"{included.size} coins for {m} canaries")
+        self.attached, self.label = True, label
+        self.coordinates, self.included = coordinates, included
+        self.sample_rate, self.noise_multiplier = float(sample_rate), float(noise_multiplier)
+        self.max_grad_norm = float(max_grad_norm)
+        self.iterate_scores = np.zeros(m)
+        self.centred_scores = np.zeros(m)
+        self._expected = np.zeros(m)
+        self._real_clipped_sum = real_clipped_sum
+        self.sampled = np.zeros(m, dtype=np.int64)
+        self._members = torch.from_numpy(np.flatnonzero(included))
+        self._generator = torch.Generator().manual_seed(self.seed)
+        owner = torch.bucketize(coordinates, offsets[1:], right=True)
+        # (parameter, canaries on it, their coordinates inside it), on the parameter's device
+        self._groups = [
+            (p, torch.nonzero(owner == k).reshape(-1), (coordinates[owner == k] - offsets[k]).to(p.device))
+            for k, p in enumerate(params)
+            if bool((owner == k).any())
+        ]
+        self.initial = self._values(lambda p: p)
+
+    def _values(self, tensors: Callable[[nn.Parameter], torch.Tensor | None]) -> np.ndarray:
+        """[m] the canary coordinates of ``tensors(p)`` (parameter-shaped; ``None`` reads as 0)."""
+        out = np.zeros(self.coordinates.numel())
+        for p, canaries, local in self._groups:
+            source = tensors(p)
+            if source is not None:
+                out[canaries.numpy()] = source.detach().reshape(-1)[local].double().cpu().numpy()
+        return out
+
+    def insert(self, summed: dict[nn.Parameter, torch.Tensor]) -> None:
+        """Add C·e_k to ``summed`` for every included canary this step's Poisson draw samples
+        (and, with ``centre``, evaluate the real examples' clipped sum at this iterate first)."""
+        if self.centre:
+            self._expected = self._values(self._real_clipped_sum().get)
+        chosen = self._members[poisson_subset(self._members.numel(), self.sample_rate, self._generator)]
+        self.steps += 1
+        if not chosen.numel():
+            return
+        self.sampled[chosen.numpy()] += 1
+        picked = torch.zeros(self.coordinates.numel(), dtype=torch.bool)
+        picked[chosen] = True
+        for p, canaries, local in self._groups:
+            hit = picked[canaries].to(p.device)
+            if not bool(hit.any()):
+                continue
+            base = summed.get(p)
+            flat = (
+                torch.zeros(p.numel(), dtype=p.dtype, device=p.device) if base is None else base.reshape(-1).to(p.dtype)
+            )
+            where = local[hit]
+            flat = flat.index_add(0, where, torch.full(where.shape, self.max_grad_norm, dtype=p.dtype, device=p.device))
+            summed[p] = flat.view(p.shape)
+
+    def observe(self, expected_batch_size: float) -> None:
+        """Add this step's noisy summed gradient along each canary coordinate (``p.grad`` is that
+        sum divided by the schedule's expected batch size)."""
+        noisy = self._values(lambda p: p.grad) * float(expected_batch_size)
+        self.iterate_scores += noisy
+        if self.centre:
+            self.centred_scores += noisy - self.sample_rate * self._expected
+
+    def finish(self) -> None:
+        self.final = self._values(lambda p: p)
+
+
+_ACTIVE_CANARIES: ContextVar[DiracCanaries | None] = ContextVar("dpaudit_dirac_canaries", default=None)
+
+
+@contextmanager
+def inserting_canaries(canaries: DiracCanaries) -> Iterator[DiracCanaries]:
+    """Insert ``canaries`` into the next matching noisy :func:`train_dp_sgd` run inside this block
+    (e.g. around ``Defense.fit``); on leaving, by return or by exception, no run sees them again.
+
+    Raises:
+        ConfigurationError: entered inside another canary block (one audit at a time).
+    """
+    if _ACTIVE_CANARIES.get() is not None:
+        raise ConfigurationError("gradient canaries are already being inserted: one canary block at a time")
+    token = _ACTIVE_CANARIES.set(canaries)
+    try:
+        yield canaries
+    finally:
+        _ACTIVE_CANARIES.reset(token)
+
+
+def _full_clipped_sum(clipper, module: nn.Module, inputs, targets: torch.Tensor, loss_fn: Loss, max_norm: float,
+                      chunk: int = 4096) -> dict[nn.Parameter, torch.Tensor]:  # fmt: skip
+    """The clipped gradient sum of every example, in chunks of ``chunk`` rows, in evaluation mode
+    (no dropout: the training run's random draws are left as they are)."""
+    was_training = module.training
+    module.eval()
+    total: dict[nn.Parameter, torch.Tensor] = {}
+    try:
+        for start in range(0, int(targets.size(0)), chunk):
+            index = torch.arange(start, min(start + chunk, int(targets.size(0))), device=targets.device)
+            for p, g in clipper.clipped_sum(_rows(inputs, index), targets[index], loss_fn, max_norm).items():
+                total[p] = g if p not in total else total[p] + g
+    finally:
+        module.train(was_training)
+    return total
+
+
+def canaries_for(label: str | None) -> DiracCanaries | None:
+    """The canaries of the enclosing :func:`inserting_canaries` block if they ask for the noisy
+    run labelled ``label``, else ``None``. A DP-SGD loop drives them as :func:`train_dp_sgd` does:
+    ``attach`` before the first step, ``insert`` into the clipped sum, ``observe`` after the noise,
+    ``finish`` after the last step."""
+    canaries = _ACTIVE_CANARIES.get()
+    return canaries if canaries is not None and canaries.wants(label) else None
+
+
 def train_dp_sgd(
     module: nn.Module,
     inputs,
@@ -400,7 +617,8 @@ def train_dp_sgd(
     ``schedule`` alone (:meth:`PoissonSchedule.plan`; ``epochs`` must be the schedule's) and
     returns ``PoissonSubsampledGaussian(noise_multiplier, schedule.sample_rate, schedule.steps)``;
     ``batch_size`` is then unused. Without noise, shuffled minibatches of min(``batch_size``, n)
-    for ``epochs`` epochs, and ``None`` is returned.
+    for ``epochs`` epochs, and ``None`` is returned. Inside :func:`inserting_canaries`, a noisy
+    run the :class:`DiracCanaries` ask for (by ``progress`` label) also trains on them.
 
     Raises:
         ConfigurationError: a noisy run without a schedule, or with other epochs than it plans.
@@ -441,6 +659,12 @@ def train_dp_sgd(
     sample_rate = schedule.sample_rate
     noise_generator = torch.Generator().manual_seed(seed + 1)
     params = [p for p in module.parameters() if p.requires_grad]
+    canaries = canaries_for(progress)
+    if canaries is not None:
+        canaries.attach(module, params, inputs, sample_rate=sample_rate, noise_multiplier=noise_multiplier,
+                        max_grad_norm=max_grad_norm, label=progress,
+                        real_clipped_sum=lambda: _full_clipped_sum(clipper, module, inputs, targets, loss_fn,
+                                                                   max_grad_norm))  # fmt: skip
     clipper = make_clipper(module, clipping)
     steps = 0
     try:
@@ -460,14 +684,20 @@ def train_dp_sgd(
                         clipper.remove()
                         clipper = PerSampleClipper(module)
                         summed = clipper.clipped_sum(_rows(inputs, index), targets[index], loss_fn, max_grad_norm)
+                if canaries is not None:
+                    canaries.insert(summed)
                 noisy_gradients(
                     summed, params, noise_multiplier * max_grad_norm, schedule.expected_batch_size, noise_generator
                 )
+                if canaries is not None:
+                    canaries.observe(schedule.expected_batch_size)
                 opt.step()
                 steps += 1
             if on_epoch is not None:
                 on_epoch(module)
     finally:
         clipper.remove()
+    if canaries is not None:
+        canaries.finish()
     module.eval()
     return PoissonSubsampledGaussian(sigma=noise_multiplier, sample_rate=sample_rate, steps=steps)
