@@ -24,10 +24,12 @@ than the DP hypothesis-testing bound allows; :mod:`dpaudit.estimators` turns the
   removing a node with its edges and adding it back without that edge).
 
 **Node canaries** (:func:`draw_node_canaries`). N crafted nodes with out-of-distribution
-features — by default a sparse binary pattern (a few coordinates set to one, on disjoint
-supports while the feature space allows), scaled to ``scale`` times the
-largest feature-row norm of the data — and a uniformly random label, optionally wired to
-``wires`` random training nodes. An included canary is appended to the graph (with its wires)
+features — by default a binary pattern on the feature coordinates the fewest training nodes
+use (*unique support* on real sparse features: Cora's random half leaves 18 of 1,433 columns
+unused and 63 used once; disjoint between canaries while the feature space allows), scaled to
+``scale`` times the largest feature-row norm of the data — and a uniformly random label,
+optionally wired to ``wires`` random training nodes; or copies of non-training nodes with a
+flipped label. An included canary is appended to the graph (with its wires)
 *and* to the training set; an excluded one is absent from the training graph. Score: the logit
 margin :math:`\log p_y - \log(1-p_y)` of the canary's label (the logit scaling of LiRA,
 Carlini et al. 2022) when the released model is queried on the base graph with **all**
@@ -38,7 +40,7 @@ canaries present — the same query for in and out.
 lowest degree first (a public property of the base graph), where one edge moves an
 aggregation most. Each edge is inserted with probability ½ before training. Score
 (:func:`edge_scores`): for a model that releases its hop-1 aggregations (GAP's cached PMA
-output), the *aggregation residual* — does the released aggregation of u lean towards v's
+output), the *aggregation likelihood* — does the released aggregation of u lean towards v's
 encoding beyond what the known base graph predicts; otherwise the endpoints' ``embed`` cosine
 similarity minus each endpoint's mean similarity to a fixed random reference set.
 
@@ -118,52 +120,93 @@ def _check_count(count: int) -> int:
     return int(count)
 
 
+NODE_FEATURES = ("rare", "sparse", "gaussian", "copy")
+
+
+def _rarest_coordinates(dataset: GraphDataset, split: Split, rng: np.random.Generator) -> np.ndarray:
+    """Every feature coordinate, ordered by how many training nodes use it (non-zero), fewest
+    first; ties in random order. The first ones are the canary's *unique support*: a weight
+    read only through them moves only with the canaries (and the noise)."""
+    x = dataset.data.x[split.train]
+    usage = (x.to_dense() if x.is_sparse else x).ne(0).sum(0).cpu().numpy()
+    shuffled = rng.permutation(dataset.num_features)
+    return shuffled[np.argsort(usage[shuffled], kind="stable")]
+
+
 def draw_node_canaries(
     dataset: GraphDataset,
     split: Split,
     count: int,
     seed: int = 0,
     *,
-    feature: str = "sparse",
+    feature: str = "rare",
     support: int | None = None,
     scale: float = 1.0,
+    query_scale: float = 1.0,
     wires: int = 0,
 ) -> CanaryDesign:
-    """``count`` crafted nodes (module docstring): features, random labels and wires.
+    """``count`` crafted nodes (module docstring): features, labels and wires.
 
-    ``feature="sparse"``: a binary pattern on ``support`` coordinates (default
-    ``max(1, min(F // count, ⌈F/20⌉))``, so patterns are disjoint between canaries when the
-    feature space allows; else each is drawn independently); ``feature="gaussian"``: a
-    random direction. Either is rescaled to ``scale`` × the largest row norm of the data, so
-    the canary is as loud as the loudest real node (``scale`` > 1: louder). ``wires`` edges
-    join each canary to uniformly drawn training nodes.
+    ``feature="rare"`` (default): a binary pattern on ``support`` coordinates taken from those
+    the fewest training nodes use — unused ones first (their first-layer weights move only with
+    the canaries and the noise) —, disjoint between canaries while the feature space allows,
+    else shared as evenly as possible in that order; ``feature="sparse"``: the same on random
+    coordinates; ``feature="gaussian"``: a random direction. Each is rescaled to ``scale`` × the
+    largest row norm of the data (as loud as the loudest real node; clipped DP-SGD then gives
+    it the full clipping norm, and the bias' share of its gradient is small). Labels are
+    uniformly random. ``feature="copy"``: the features of ``count`` distinct non-training
+    nodes, each with a *flipped* label (uniform over the other classes): an in-distribution
+    point whose label only membership explains. ``wires`` edges join each canary to uniformly
+    drawn training nodes. ``query_scale``: the released model is queried on the canaries'
+    features times this factor — the same query for every canary, in or out — so that a
+    canary trained loud is read where the softmax is not saturated (a saturated probability
+    ties included canaries with excluded ones whose noise happens to be large).
     """
     count = _check_count(count)
-    if feature not in ("sparse", "gaussian"):
-        raise ConfigurationError(f"canaries: feature must be sparse or gaussian, got {feature!r}")
+    if feature not in NODE_FEATURES:
+        raise ConfigurationError(f"canaries: feature must be one of {', '.join(NODE_FEATURES)}, got {feature!r}")
     num_features = dataset.num_features
     if support is None:
-        support = max(1, min(num_features // count, math.ceil(num_features / 20)))
+        support = 1 if feature == "rare" else max(1, min(num_features // count, math.ceil(num_features / 20)))
     if isinstance(support, bool) or not isinstance(support, int) or not 1 <= support <= num_features:
         raise ConfigurationError(f"canaries: support must be an integer in 1..{num_features}, got {support!r}")
-    if not (scale > 0 and math.isfinite(scale)):
-        raise ConfigurationError(f"canaries: scale must be a positive number, got {scale!r}")
+    for name, value in (("scale", scale), ("query_scale", query_scale)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not (value > 0 and math.isfinite(value)):
+            raise ConfigurationError(f"canaries: {name} must be a positive number, got {value!r}")
     if isinstance(wires, bool) or not isinstance(wires, int) or wires < 0:
         raise ConfigurationError(f"canaries: wires must be an integer >= 0, got {wires!r}")
     rng = np.random.default_rng([int(seed), 0x43414E])
     x = np.zeros((count, num_features), dtype=np.float64)
-    if feature == "sparse":
+    labels = rng.integers(0, dataset.num_classes, size=count)
+    if feature == "copy":
+        train = np.zeros(dataset.num_nodes, dtype=bool)
+        train[split.train.cpu().numpy()] = True
+        labelled = dataset.data.y.cpu().numpy() >= 0
+        pool = np.flatnonzero(~train & labelled)
+        if len(pool) < count:
+            raise ConfigurationError(
+                f"canaries: feature=copy needs {count} labelled non-training nodes to copy, the split leaves {len(pool)}"
+            )
+        copied = rng.choice(pool, size=count, replace=False)
+        x = dataset.data.x[torch.as_tensor(copied)].double().numpy()
+        shift = rng.integers(1, dataset.num_classes, size=count)  # never 0: the label always changes
+        labels = (dataset.data.y[torch.as_tensor(copied)].numpy() + shift) % dataset.num_classes
+    elif feature in ("rare", "sparse"):
         k = support
+        order = _rarest_coordinates(dataset, split, rng) if feature == "rare" else rng.permutation(num_features)
         if count * k <= num_features:
-            coords = rng.permutation(num_features)[: count * k].reshape(count, k)
+            coords = order[: count * k].reshape(count, k)
+        elif feature == "rare":
+            # more slots than coordinates: canary i takes k consecutive ones, wrapping around
+            coords = order[(np.arange(count)[:, None] * k + np.arange(k)[None, :]) % num_features]
         else:
             coords = np.stack([rng.choice(num_features, size=k, replace=False) for _ in range(count)])
         np.put_along_axis(x, coords, 1.0, axis=1)
     else:
         x = rng.normal(size=(count, num_features))
-    loudest = float(dataset.data.x.double().norm(dim=1).max()) or 1.0
-    x *= scale * loudest / np.linalg.norm(x, axis=1, keepdims=True)
-    labels = rng.integers(0, dataset.num_classes, size=count)
+    if feature != "copy":
+        loudest = float(dataset.data.x.double().norm(dim=1).max()) or 1.0
+        x *= scale * loudest / np.linalg.norm(x, axis=1, keepdims=True)
     wire_rows = np.zeros((0, 2), dtype=np.int64)
     if wires:
         train = split.train.cpu().numpy()
@@ -171,7 +214,8 @@ def draw_node_canaries(
             raise ConfigurationError(f"canaries: wires={wires} exceeds the {len(train)} training nodes")
         ends = np.stack([rng.choice(train, size=wires, replace=False) for _ in range(count)])
         wire_rows = np.stack([np.repeat(np.arange(count), wires), ends.reshape(-1)], axis=1).astype(np.int64)
-    settings = {"feature": feature, "support": support, "scale": scale, "wires": wires, "seed": int(seed)}
+    settings = {"feature": feature, "support": support, "scale": scale, "query_scale": query_scale, "wires": wires,
+                "seed": int(seed)}  # fmt: skip
     return CanaryDesign(
         "node",
         count,
@@ -289,11 +333,12 @@ def _undirected(pairs: np.ndarray) -> torch.Tensor:
     return torch.cat([p, p.flip(0)], dim=1)
 
 
-def _with_nodes(base: GraphDataset, design: CanaryDesign, chosen: np.ndarray) -> GraphDataset:
-    """The base graph plus the chosen canary nodes (appended in canary order) and their wires."""
+def _with_nodes(base: GraphDataset, design: CanaryDesign, chosen: np.ndarray, feature_scale: float = 1.0):
+    """The base graph plus the chosen canary nodes (appended in canary order, features times
+    ``feature_scale``) and their wires."""
     n = base.num_nodes
     index = {int(c): n + j for j, c in enumerate(chosen)}
-    x = torch.cat([base.data.x, design.features[torch.as_tensor(chosen, dtype=torch.long)]])
+    x = torch.cat([base.data.x, feature_scale * design.features[torch.as_tensor(chosen, dtype=torch.long)]])
     y = torch.cat([base.data.y, design.labels[torch.as_tensor(chosen, dtype=torch.long)]])
     wires = [(index[int(c)], int(b)) for c, b in design.wires if int(c) in index]
     edges = torch.cat([base.data.edge_index, _undirected(np.asarray(wires, dtype=np.int64).reshape(-1, 2))], dim=1)
@@ -327,9 +372,10 @@ def training_data(base: GraphDataset, split: Split, design: CanaryDesign, includ
 
 def query_graph(base: GraphDataset, split: Split, design: CanaryDesign, train_ds: GraphDataset,
                 train_split: Split, model: ReleasedModel) -> tuple[Data, np.ndarray]:  # fmt: skip
-    """(graph, index of each canary in it) on which the released model is queried."""
+    """(graph, index of each canary in it) on which the released model is queried. Node canaries
+    are queried at ``query_scale`` × their training features (a fixed choice of the design)."""
     if design.kind == "node":
-        ds = _with_nodes(base, design, np.arange(design.count))
+        ds = _with_nodes(base, design, np.arange(design.count), design.settings.get("query_scale", 1.0))
         return ds.data, np.arange(base.num_nodes, ds.num_nodes)
     if answers_from_release(model):
         return train_split.graph_for(train_ds, "train"), design.pairs
@@ -355,34 +401,45 @@ def node_scores(model: ReleasedModel, graph: Data, nodes: np.ndarray, labels: to
     return (p.log() - (-p).log1p()).numpy()
 
 
-def _aggregation_view(model: ReleasedModel, graph: Data) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """(hop-0 encodings X0, released hop-1 aggregations H1), both row-normalised [N, hidden], for
-    a model that releases per-hop aggregations (``representation`` = [X0 | H1 | ... | HK] with
-    ``cfg["hidden"]`` columns per hop, as GAP's, read from its training release on the training
-    graph); ``None`` otherwise."""
+def _aggregation_view(model: ReleasedModel, graph: Data) -> tuple[torch.Tensor, torch.Tensor, float] | None:
+    """(hop-0 encodings X0 and released hop-1 aggregations H1, both row-normalised [N, hidden],
+    and the per-entry noise std τ of H1 before its normalisation) for a model that releases
+    per-hop aggregations (``representation`` = [X0 | H1 | ... | HK] with ``cfg["hidden"]``
+    columns per hop, as GAP's, read from its training release on the training graph; τ is
+    ``cfg["noise_std"]``, 0 when absent); ``None`` otherwise."""
     source = C.answering(model, graph)
     rep = getattr(source, "representation", None)
-    hidden = (getattr(source, "cfg", None) or {}).get("hidden")
+    cfg = getattr(source, "cfg", None) or {}
+    hidden = cfg.get("hidden")
     if not callable(rep) or not isinstance(hidden, int):
         return None
     h = rep(graph).detach().cpu().double()
     if h.size(1) < 2 * hidden:
         return None
     normalize = torch.nn.functional.normalize
-    return normalize(h[:, :hidden], dim=1), normalize(h[:, hidden : 2 * hidden], dim=1)
+    return (
+        normalize(h[:, :hidden], dim=1),
+        normalize(h[:, hidden : 2 * hidden], dim=1),
+        float(cfg.get("noise_std") or 0.0),
+    )
 
 
 def edge_scores(model: ReleasedModel, graph: Data, pairs: np.ndarray, base_edges: torch.Tensor,
                 reference: int = 256, seed: int = 0) -> tuple[np.ndarray, str]:  # fmt: skip
     r"""Score of each canary pair and the name of the score used.
 
-    ``aggregation-residual`` (a model that releases its hop-1 aggregations, GAP): the auditor
-    knows the base graph (everything but the coins, as DP assumes), so it predicts the
-    canary-free aggregation :math:`b_u = \sum_{w 	o u} x^{(0)}_w` over the base edges and asks
-    whether the released :math:`h^{(1)}_u` points more towards :math:`b_u + x^{(0)}_v` (edge
-    present) than towards :math:`b_u`:
-    :math:`s = \sum_{(a,c) \in \{(u,v),(v,u)\}} \cos(h^{(1)}_a, b_a + x^{(0)}_c) - \cos(h^{(1)}_a, b_a)`.
-    On GAP-∞ this separates perfectly; under PMA's noise it is close to the Gaussian optimum.
+    ``aggregation-likelihood`` (a model that releases its hop-1 aggregations, GAP's PMA,
+    Sajadmanesh et al. 2023, Algorithm 1): the release is :math:`h_u = (a_u + n_u)/\|a_u + n_u\|`
+    with :math:`n_u \sim \mathcal N(0, \tau^2 I_d)` and :math:`a_u = b_u + s\,x_v`, where the
+    auditor knows everything but the coin :math:`s` (DP's assumption): the canary-free
+    aggregation :math:`b_u = \sum_{w \to u} x^{(0)}_w` over the base edges and
+    :math:`x_v = x^{(0)}_v`. With the norm :math:`R_u = \|a_u + n_u\|` the Gaussian
+    log-likelihood ratio of s = 1 against s = 0 is :math:`(R_u\langle h_u, x_v\rangle -
+    \langle b_u, x_v\rangle - \tfrac12)/\tau^2`; the norm is not released, so it is replaced
+    by its expectation under the average of both hypotheses,
+    :math:`R_u^2 \approx \|b_u\|^2 + \langle b_u, x_v\rangle + \tfrac12 + d\tau^2`. Both
+    endpoints' releases carry independent noise, so their ratios add:
+    :math:`s = \sum_{(a,c) \in \{(u,v),(v,u)\}} R_a \langle h_a, x_c\rangle - \langle b_a, x_c\rangle`.
 
     ``embedding-cosine`` (any other model): cosine similarity of the endpoints' ``embed``
     rows minus each endpoint's mean similarity to a fixed random reference set.
@@ -390,17 +447,19 @@ def edge_scores(model: ReleasedModel, graph: Data, pairs: np.ndarray, base_edges
     u = torch.as_tensor(pairs[:, 0])
     v = torch.as_tensor(pairs[:, 1])
     view = _aggregation_view(model, graph)
-    cos = torch.nn.functional.cosine_similarity
     if view is not None:
-        x0, h1 = view
+        x0, h1, tau = view
         b = torch.zeros_like(x0)
         base_edges = base_edges.cpu()
         b.index_add_(0, base_edges[1], x0[base_edges[0]])
+        dims = x0.size(1)
 
-        def residual(a, c):
-            return cos(h1[a], b[a] + x0[c], dim=1) - cos(h1[a], b[a], dim=1)
+        def ratio(a, c):
+            overlap = (b[a] * x0[c]).sum(1)
+            radius = (b[a].pow(2).sum(1) + overlap + 0.5 + dims * tau**2).clamp(min=0).sqrt()
+            return radius * (h1[a] * x0[c]).sum(1) - overlap
 
-        return (residual(u, v) + residual(v, u)).numpy(), "aggregation-residual"
+        return (ratio(u, v) + ratio(v, u)).numpy(), "aggregation-likelihood"
     h = torch.nn.functional.normalize(torch.as_tensor(C.embeddings(model, graph)), dim=1)
     rng = np.random.default_rng([int(seed), 0x524546])
     ref = torch.as_tensor(rng.choice(h.size(0), size=min(reference, h.size(0)), replace=False))

@@ -499,7 +499,7 @@ def canary_bounds(data: dict) -> str | None:
     """Canary audits: claimed ε against the canary ε lower bound, one marker per (cell, kind).
 
     The region above the diagonal is impossible while the guarantee holds. Filled: the
-    certified bound (one-run / multi-run, 95 % after Bonferroni); a thin line joins it to the
+    certified bound (one-run / one-run-fdp / multi-run, 95 % after Bonferroni); a thin line joins it to the
     overall bound when the GDP estimate is higher (an estimate, valid for Gaussian-shaped
     trade-off curves). Circles: node canaries, squares: edge canaries; red: certified above
     the claim (broken); grey ×: the canary game is not covered by the defense's unit.

@@ -1,15 +1,14 @@
-"""Graph-native canaries and the broken-mechanism zoo (issue 15, items 2 and 5).
+"""Graph-native canaries and the broken-mechanism zoo (issue 15, items 2 and 5; issue 25, item 1).
 
-The zoo registers deliberately broken defenses in this file only. Each still *claims* its ε
-(its privacy spec passes ``Defense._check_privacy``), and the canary audit must report an ε
-lower bound above the claim; the sound defenses at the same claim must never exceed it.
+The zoo (:mod:`dpaudit.workflows.zoo`) registers deliberately broken defenses. Each still
+*claims* its ε (its privacy spec passes ``Defense._check_privacy``), and the canary audit must
+report an ε lower bound above the claim; the sound defenses at the same claim must never exceed it.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -17,15 +16,11 @@ import pytest
 import torch
 from torch_geometric.data import Data
 
-import defenses.baselines as baselines
 from attacks import canary as game
-from dpaudit.accounting import GaussianMechanism, PoissonSubsampledGaussian, PrivacyLedger, calibrate_noise
 from dpaudit.datasets import csbm, from_data
-from dpaudit.defense import Defense, PrivateHyperparameters
 from dpaudit.errors import ConfigurationError
-from dpaudit.model import ReleasedModel
-from dpaudit.registry import get_defense, register_defense
 from dpaudit.splits import make_split
+from dpaudit.workflows import zoo  # noqa: F401  (registers the zoo-* defenses the tests audit)
 from dpaudit.workflows.canary import ESTIMATE_VERDICT, canary_audit
 
 CLAIM = 1.0
@@ -33,115 +28,6 @@ DELTA = 1e-5
 SPLIT = "random:0.5,0.25,0.25"
 GAP_FAST = {"encoder_epochs": 30, "epochs": 30}
 MLP_FAST = {"epochs": 40}
-
-
-# --------------------------------------------------------------------------- the zoo
-
-
-class _BrokenMLPDP(baselines.MLPDP):
-    """mlp-dp whose DP-SGD runs with other (noise multiplier, clipping norm) than it accounts:
-    the released spec is the sound one's (same σ, same C), the training is not."""
-
-    noise_factor = 1.0
-    clip_factor = 1.0
-
-    def _fit(self, dataset, split, delta):
-        real = baselines.train_mlp_dp
-
-        def wrong(module, x, y, *, noise_multiplier, max_grad_norm, **kw):
-            # opacus adds N(0, (σ'·C')²): σ' = σ·noise/clip keeps the noise std at σ·C·noise.
-            spent = real(module, x, y, noise_multiplier=noise_multiplier * self.noise_factor / self.clip_factor,
-                         max_grad_norm=max_grad_norm * self.clip_factor, **kw)  # fmt: skip
-            return PoissonSubsampledGaussian(noise_multiplier, spent.sample_rate, spent.steps)
-
-        baselines.train_mlp_dp = wrong
-        try:
-            return super()._fit(dataset, split, delta)
-        finally:
-            baselines.train_mlp_dp = real
-
-
-@register_defense
-class MLPDPNoiseTooSmall(_BrokenMLPDP):
-    name = "zoo-mlp-dp-noise-div10"
-    noise_factor = 0.1
-
-
-@register_defense
-class MLPDPNoClipping(_BrokenMLPDP):
-    name = "zoo-mlp-dp-no-clipping"
-    clip_factor = 1e6  # C' = 10⁶·C: no gradient is ever clipped; the noise std stays σ·C
-
-
-@register_defense
-class GAPEdgeSensitivityTenth(get_defense("gap-edp")):
-    """gap-edp that takes the per-hop edge sensitivity as 0.1 instead of √2."""
-
-    name = "zoo-gap-edp-sensitivity-0.1"
-
-    def aggregation_sensitivity(self, max_degree=None):
-        return 0.1
-
-
-@dataclass
-class ToyHyperparameters(PrivateHyperparameters):
-    pass
-
-
-class ToyGaussianModel(ReleasedModel):
-    """Posteriors softmax(Wᵀ x̂) from the released noisy class sums W [F, C]."""
-
-    kind = "zoo-gaussian-sum"
-
-    def __init__(self, weights, privacy, card):
-        super().__init__(privacy, card)
-        self.weights = weights
-
-    def predict_proba(self, graph, nodes=None):
-        x = torch.nn.functional.normalize(graph.x.double(), dim=1)
-        out = torch.softmax(x @ self.weights, dim=1)
-        return out if nodes is None else out[torch.as_tensor(nodes)]
-
-    def embed(self, graph, nodes=None):
-        return self.predict_proba(graph, nodes)
-
-    def config(self):
-        return {}
-
-    def state_tensors(self):
-        return {"weights": self.weights}
-
-    @classmethod
-    def from_state(cls, config, tensors, privacy, card):
-        return cls(tensors["weights"], privacy, card)
-
-
-@register_defense
-class ToyGaussianSum(Defense):
-    r"""Gaussian mechanism on W = Σ_{v ∈ train} clip₁(x_v) e_{y_v}ᵀ (Frobenius sensitivity 1 under
-    adding/removing a node), σ from the exact Gaussian calibration; ``sigma_factor`` < 1 adds
-    less noise than accounted (the broken variant)."""
-
-    name = "zoo-gaussian-sum"
-    unit = "node"
-    hyperparameters_class = ToyHyperparameters
-    sigma_factor = 1.0
-
-    def _fit(self, dataset, split, delta):
-        sigma = calibrate_noise(self.epsilon, delta, lambda s: GaussianMechanism(s, 1.0, 1))
-        x = dataset.data.x[split.train].double()
-        x = x / x.norm(dim=1, keepdim=True).clamp(min=1.0)
-        y = torch.nn.functional.one_hot(dataset.data.y[split.train], dataset.num_classes).double()
-        g = torch.Generator().manual_seed(self.seed)
-        w = x.t() @ y + self.sigma_factor * sigma * torch.randn(x.size(1), y.size(1), generator=g, dtype=torch.double)
-        spec = PrivacyLedger().step(GaussianMechanism(sigma, 1.0, 1)).spec(delta, "node", target_epsilon=self.epsilon)
-        return ToyGaussianModel(w, spec, {"inference": {"private": True, "note": "features only"}})
-
-
-@register_defense
-class ToyGaussianHalf(ToyGaussianSum):
-    name = "zoo-gaussian-sum-sigma-half"
-    sigma_factor = 0.5
 
 
 # --------------------------------------------------------------------------- data
@@ -241,10 +127,13 @@ def test_sound_mlp_dp_is_not_flagged(padded):
     assert result["verdict"] == "consistent with the claim"
 
 
-def test_zoo_gap_edp_with_sensitivity_tenth_is_caught_by_edge_canaries(graph):
-    result = _audit("zoo-gap-edp-sensitivity-0.1", graph, "edge", 120)
-    assert result["score"] == "aggregation-residual"
-    assert result["certified_epsilon_lower_bound"] > CLAIM, result["epsilon_lower_bound"]
+def test_zoo_gap_edp_with_sensitivity_div10_is_caught_by_edge_canaries(graph):
+    """PMA calibrated to Δ/10, claimed at ε = 2: the likelihood-ratio score of the released hop-1
+    aggregation certifies above the claim (the cosine residual it replaced reached 1.90, AUC 0.948)."""
+    result = canary_audit("zoo-gap-edp-sensitivity-div10", graph, 2.0, kind="edge", canaries=250, split=SPLIT,
+                          delta=DELTA, overrides=GAP_FAST, device="cpu", progress=False)  # fmt: skip
+    assert result["score"] == "aggregation-likelihood"
+    assert result["certified_epsilon_lower_bound"] > 2.0, result["epsilon_lower_bound"]
     assert result["verdict"] == "guarantee broken"
 
 
@@ -299,7 +188,10 @@ def test_one_canary_per_run_feeds_the_multi_run_estimator(wide):
     assert many["epsilon_lower_bound"]["overall"] <= 2.0
     single = canary_audit("zoo-gaussian-sum", wide, 2.0, kind="node", canaries=1, runs=1, delta=DELTA, split=SPLIT,
                           progress=False)  # fmt: skip
-    assert set(single["epsilon_lower_bound"]) == {"one-run", "overall"} and single["verdict"] != "guarantee broken"
+    assert (
+        set(single["epsilon_lower_bound"]) == {"one-run", "one-run-fdp", "one-run-fdp-gaussian", "overall"}
+        and single["verdict"] != "guarantee broken"
+    )
     pooled = canary_audit("zoo-gaussian-sum", wide, 2.0, kind="node", canaries=10, runs=2, delta=DELTA, split=SPLIT,
                           progress=False)  # fmt: skip
     assert "multi-run" not in pooled["epsilon_lower_bound"] and "multi-run" in pooled["estimators_skipped"]
@@ -376,3 +268,77 @@ def test_compare_runs_canary_audits_per_cell(tmp_path):
     assert 'id="canary-table"' in html and "fig-canaries" in html  # the table and the claimed-vs-bound figure
     # a study without canaries keeps the configuration hash it had before canaries existed
     assert "canaries" not in StudyConfig(dataset="csbm", defenses=["mlp-dp"], epsilons=[1.0]).to_dict()
+
+
+# --------------------------------------------------------------------------- designs for real sparse features
+
+
+@pytest.fixture(scope="module")
+def sparse_graph():
+    """Binary features where training nodes use only the first 12 of 40 columns (column c by
+    c + 1 of them for c < 4, so the rarest used ones are known): the other 28 are unused."""
+    g = torch.Generator().manual_seed(0)
+    n = 200
+    x = torch.zeros(n, 40)
+    x[:, :12] = (torch.rand(n, 12, generator=g) < 0.5).float()
+    y = torch.randint(0, 3, (n,), generator=g)
+    edge_index = torch.randint(0, n, (2, 600), generator=g)
+    ds = from_data(Data(x=x, y=y, edge_index=edge_index), "sparse-toy", public_facts=True)
+    split = make_split(ds, SPLIT, 0)
+    train = split.train
+    ds.data.x[train, :4] = 0.0
+    for c in range(4):
+        ds.data.x[train[: c + 1], c] = 1.0
+    return ds, split
+
+
+def test_rare_design_takes_coordinates_no_training_node_uses(sparse_graph):
+    ds, split = sparse_graph
+    unused = set(range(12, 40))
+    design = game.draw_canaries(ds, split, "node", 28, seed=3)  # the default design is "rare"
+    assert design.settings["feature"] == "rare"
+    support = [set(torch.nonzero(row).view(-1).tolist()) for row in design.features]
+    assert all(len(s) == 1 for s in support) and set().union(*support) == unused  # disjoint, all unused
+    more = game.draw_canaries(ds, split, "node", 32, seed=3)
+    used = set().union(*[set(torch.nonzero(row).view(-1).tolist()) for row in more.features]) - unused
+    assert used == {0, 1, 2, 3}  # then the rarest used ones (1, 2, 3, 4 training nodes)
+    assert torch.allclose(more.features.norm(dim=1), ds.data.x.norm(dim=1).max().expand(32))
+
+
+def test_copy_design_flips_the_label_of_a_non_training_node(sparse_graph):
+    ds, split = sparse_graph
+    design = game.draw_canaries(ds, split, "node", 30, seed=1, feature="copy")
+    train = set(split.train.tolist())
+    for row, label in zip(design.features, design.labels):
+        matches = [i for i in range(ds.num_nodes) if i not in train and torch.equal(ds.data.x[i], row)]
+        assert any(int(ds.data.y[i]) != int(label) for i in matches)
+    with pytest.raises(ConfigurationError, match="non-training nodes"):
+        game.draw_canaries(ds, split, "node", ds.num_nodes, seed=1, feature="copy")
+
+
+def test_query_scale_scales_only_the_queried_canaries(sparse_graph):
+    ds, split = sparse_graph
+    design = game.draw_canaries(ds, split, "node", 10, seed=0, query_scale=0.25)
+    coins = game.flip_coins(10, 0, 0)
+    train_ds, train_split = game.training_data(ds, split, design, coins)
+    assert torch.equal(train_ds.data.x[ds.num_nodes :], design.features[torch.as_tensor(np.flatnonzero(coins))])
+    graph, index = game.query_graph(ds, split, design, train_ds, train_split, model=None)
+    assert torch.allclose(graph.x[index], 0.25 * design.features)
+    for bad in (0, -1.0, float("nan"), True):
+        with pytest.raises(ConfigurationError, match="query_scale"):
+            game.draw_canaries(ds, split, "node", 10, query_scale=bad)
+
+
+def test_cli_gradient_kind_is_dispatched_and_checked(tmp_path, capsys):
+    from dpaudit.cli import main
+
+    out = tmp_path / "g.json"
+    base = ["canary", "--defense", "mlp-dp", "--dataset", "csbm", "--epsilon", "1", "--kind", "gradient",
+            "--out", str(out)]  # fmt: skip
+    code = main([*base, "--design", "shape=dirac"])
+    err = capsys.readouterr().err
+    assert code == 2 and "unknown for gradient" in err and len(err.strip().splitlines()) == 1, err
+    code = main([*base, "--canaries", "50", "--set", "epochs=2"])
+    assert code == 0, capsys.readouterr().err
+    saved = json.loads(out.read_text())
+    assert saved["kind"] == "gradient" and saved["canaries"] == 50 and "verdict" in saved

@@ -2,6 +2,7 @@
 
     dpaudit canary --defense gap-edp --dataset csbm --epsilon 1 --kind edge --canaries 200 \\
         --runs 1 --set epochs=30 --out gap-edp-edge.json
+    dpaudit canary --defense mlp-dp --dataset cora --epsilon 4 --kind gradient --canaries 2000 --out g.json
 
 Everything is checked before any training (one line on stderr, exit 2): names, ε/δ, kind,
 counts, every ``--set`` against the defense's hyperparameters and the memory of the device,
@@ -16,8 +17,9 @@ import inspect
 from dpaudit.errors import ConfigurationError, DPAuditError
 
 _DESIGN_HELP = (
-    "canary design (repeatable): node: feature=sparse|gaussian, support=INT, scale=FLOAT, wires=INT; "
-    "edge: min_distance=INT, endpoints=low-degree|random"
+    "canary design (repeatable): node: feature=rare|sparse|gaussian|copy, support=INT, scale=FLOAT, wires=INT; "
+    "edge: min_distance=INT, endpoints=low-degree|random; gradient: module=encoder|classifier, "
+    "observe=iterates|final, claim=module|total"
 )
 
 
@@ -25,8 +27,13 @@ def _design_options(kind: str, items: list[str]) -> dict:
     from attacks.canary import draw_edge_canaries, draw_node_canaries
     from dpaudit.commands.study import parse_literal
 
-    fn = draw_node_canaries if kind == "node" else draw_edge_canaries
-    known = {p.name for p in inspect.signature(fn).parameters.values() if p.kind is inspect.Parameter.KEYWORD_ONLY}
+    if kind == "gradient":
+        from dpaudit.workflows.gradient_canary import DESIGN_KEYS
+
+        known = set(DESIGN_KEYS)
+    else:
+        fn = draw_node_canaries if kind == "node" else draw_edge_canaries
+        known = {p.name for p in inspect.signature(fn).parameters.values() if p.kind is inspect.Parameter.KEYWORD_ONLY}
     out = {}
     for item in items or []:
         key, sep, value = item.partition("=")
@@ -60,11 +67,11 @@ def cmd_canary(args) -> int:
         args.epsilon = "inf"  # a non-private defense: no target, ε = ∞
     overrides = parse_overrides(cls.hyperparameters_class, args.set or [])
     args.delta = parse_delta(args.delta)
+    design = _design_options(args.kind, args.design)
     check_canary_request(args.defense, args.epsilon, args.kind, args.canaries, args.runs, overrides,
-                         args.delta, args.device, args.seed)  # fmt: skip
+                         args.delta, args.device, args.seed, design)  # fmt: skip
     defense = cls(epsilon=args.epsilon, delta=args.delta, seed=args.seed, device=args.device, **overrides)
     check_target_epsilon(defense.epsilon)
-    design = _design_options(args.kind, args.design)
     options = parse_dataset_options(args.dataset_option, args.dataset)
     if defense.private:
         check_delta_declared(args.dataset, options, [defense.unit], args.delta)
@@ -96,7 +103,8 @@ def add_parser(subparsers) -> None:
     from dpaudit.commands._dataset_args import DATASET_HELP, SPLIT_HELP, add_dataset_option_argument
 
     p = subparsers.add_parser(
-        "canary", help="audit a defense with node or edge canaries inserted by fair coins (JSON ε lower bounds)"
+        "canary",
+        help="audit a defense with node, edge or DP-SGD gradient canaries inserted by fair coins (JSON ε lower bounds)",
     )
     p.add_argument("--defense")
     p.add_argument("--dataset", help=DATASET_HELP)
@@ -105,7 +113,10 @@ def add_parser(subparsers) -> None:
         "--epsilon", help="target ε of a private defense (a positive number or inf); a non-private one needs none"
     )
     p.add_argument(
-        "--kind", choices=["node", "edge"], help="node canaries (crafted nodes) or edge canaries (node pairs)"
+        "--kind",
+        choices=["node", "edge", "gradient"],
+        help="node canaries (crafted nodes), edge canaries (node pairs) or gradient canaries (white-box Dirac "
+        "gradients inserted into DP-SGD, scored from every iterate)",
     )
     p.add_argument("--canaries", type=int, default=200, help="canaries per run (default 200)")
     p.add_argument("--runs", type=int, default=1, help="independent trainings, fresh coins each (default 1)")

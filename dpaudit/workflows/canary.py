@@ -4,7 +4,9 @@
 >>> result = canary_audit("mlp-dp", "csbm", 1.0, kind="node", canaries=200, runs=1)   # doctest: +SKIP
 >>> result["epsilon_lower_bound"]["overall"], result["verdict"]                        # doctest: +SKIP
 
-The game and the scores are :mod:`attacks.canary`. What this module adds:
+The game and the scores are :mod:`attacks.canary`; ``kind="gradient"`` (white-box Dirac
+gradient canaries inside DP-SGD) is :mod:`dpaudit.workflows.gradient_canary`, dispatched from
+here with the same arguments and JSON keys. What this module adds:
 
 * δ is resolved **once** on the base graph (``--delta auto`` counts the base graph's units) and
   given explicitly to every run, so no run's guarantee depends on how many canaries it drew;
@@ -17,7 +19,7 @@ The game and the scores are :mod:`attacks.canary`. What this module adds:
   the run of each score (pooling is valid for the one-run test: canary i enters only run r(i),
   so the joint output of all runs is as private for it as run r(i) alone; the multi-run
   estimator runs only with one canary per run, ``canaries=1, runs=K``, its independent trials) (Bonferroni over the estimators used). The verdict "guarantee broken"
-  requires the **certified** bound (one-run / multi-run) to exceed the claim — a statement at
+  requires the **certified** bound (one-run / one-run-fdp / multi-run) to exceed the claim — a statement at
   the audit's confidence (95 % by default) after that correction. When only the GDP estimate
   (valid if the trade-off curve is Gaussian-shaped, as for Gaussian mechanisms and DP-SGD)
   exceeds it, the verdict says "likely broken (GDP estimate ...)": the one-run bound cannot
@@ -60,13 +62,20 @@ def _auc(scores: np.ndarray, coins: np.ndarray) -> float | None:
     return float(auc(scores, coins.astype(int)))
 
 
-def check_canary_request(defense: str, epsilon, kind: str, canaries: int, runs: int, overrides: dict | None,
-                         delta="auto", device: str = "auto", seed: int = 0):  # fmt: skip
-    """Validate everything that can be validated before data is loaded; returns the defense class."""
-    from attacks.canary import KINDS
+#: every canary kind: the graph-native ones of :mod:`attacks.canary` and white-box gradient canaries
+#: in DP-SGD (:mod:`dpaudit.workflows.gradient_canary`)
+ALL_KINDS = ("node", "edge", "gradient")
 
-    if kind not in KINDS:
-        raise ConfigurationError(f"--kind must be one of {', '.join(KINDS)}, got {kind!r}")
+
+def check_canary_request(defense: str, epsilon, kind: str, canaries: int, runs: int, overrides: dict | None,
+                         delta="auto", device: str = "auto", seed: int = 0, design: dict | None = None):  # fmt: skip
+    """Validate everything that can be validated before data is loaded; returns the defense class."""
+    if kind not in ALL_KINDS:
+        raise ConfigurationError(f"--kind must be one of {', '.join(ALL_KINDS)}, got {kind!r}")
+    if kind == "gradient":
+        from dpaudit.workflows.gradient_canary import check_gradient_request
+
+        return check_gradient_request(defense, epsilon, canaries, runs, overrides, delta, device, seed, design)
     if isinstance(canaries, bool) or not isinstance(canaries, int) or canaries < 1:
         raise ConfigurationError(f"--canaries must be an integer >= 1, got {canaries!r}")
     if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
@@ -97,12 +106,24 @@ def canary_audit(
     progress: bool = True,
     keep_scores: bool = True,
 ) -> dict[str, Any]:
-    """Run the canary audit (module docstring) and return (and, with ``out``, write) its JSON."""
+    """Run the canary audit (module docstring) and return (and, with ``out``, write) its JSON.
+
+    ``kind="gradient"`` is the white-box DP-SGD audit of
+    :func:`dpaudit.workflows.gradient_canary.gradient_canary_audit`, called with every other
+    argument unchanged (same JSON keys)."""
     from tqdm.auto import tqdm
 
     from attacks import canary as game
     from dpaudit.estimators import audit_epsilon
 
+    if kind == "gradient":
+        from dpaudit.workflows.gradient_canary import gradient_canary_audit
+
+        return gradient_canary_audit(
+            defense, dataset, epsilon, canaries=canaries, runs=runs, overrides=overrides, split=split, seed=seed,
+            delta=delta, device=device, data_root=data_root, dataset_options=dataset_options, design=design,
+            confidence=confidence, out=out, progress=progress, keep_scores=keep_scores,
+        )  # fmt: skip
     cls = check_canary_request(defense, epsilon, kind, canaries, runs, overrides, delta, device, seed)
     base = dataset if isinstance(dataset, GraphDataset) else load_dataset(
         dataset, root=data_root, **(dataset_options or {})
@@ -206,8 +227,8 @@ def _summarise(record, per_run, scores, coins, score_name, probe, kind, run_delt
     run_ids = np.concatenate([np.full(len(c), i) for i, c in enumerate(coins)])
     estimate_delta = claim_delta if (math.isfinite(claim) and claim_delta > 0) else NON_PRIVATE_DELTA
     estimators = None
-    if y.all() or not y.any():  # one coin value: only the guess-count test applies
-        estimators = ("one-run",)
+    if y.all() or not y.any():  # one coin value: only the guess-count tests apply
+        estimators = ("one-run", "one-run-fdp", "one-run-fdp-gaussian")
         notes.append("every coin came up the same: the GDP and multi-run estimators need both values")
     audit = audit_epsilon(
         s, y, delta=min(estimate_delta, 0.5), confidence=confidence, run_ids=run_ids, estimators=estimators,
@@ -261,7 +282,10 @@ def summary_lines(result: dict[str, Any]) -> list[str]:
         lines.append(f"ε lower bound at δ = {result.get('delta', 0):g}, {100 * result['confidence']:g} % "
                      f"(Bonferroni over estimators): " + ", ".join(parts))  # fmt: skip
         if "gdp" in bounds:
-            lines.append("  (gdp is an estimate under a Gaussian trade-off curve; the verdict uses one-run/multi-run)")
+            lines.append(
+                "  (gdp and one-run-fdp-gaussian are estimates under a Gaussian trade-off curve; the verdict "
+                "uses the certified one-run / one-run-fdp / multi-run bounds)"
+            )
     claim = result.get("claimed_epsilon")
     lines.append(f"claimed ε {fmt(claim)} (spent, max over runs; unit {result.get('unit')})   "
                  f"bound valid: {'yes' if result.get('bound_valid') else 'no'}")  # fmt: skip
