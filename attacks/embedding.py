@@ -7,12 +7,15 @@
   accuracy (stratified k-fold cross-validated);
 * a member-vs-non-member probe trained on **shadow models** (never on the target's
   membership): per run a shadow model is trained with the target's recipe on shadow members
-  drawn from labeled nodes outside the audit set (as in TSTF, ``shadow_size="match"`` gives it
-  as many training nodes as the target); a logistic regression on standardised
+  drawn from labeled nodes outside the audit set (as in TSTF, ``shadow_size="match"`` shapes its
+  training set like the target's: :func:`attacks.membership.match_split_shape`); a logistic
+  regression on standardised
   :func:`embedding_features` of the shadow's embeddings learns shadow member vs shadow
   non-member, and scores the target's audit nodes from the target's embeddings. The
   features are invariant to permuting (and, except the sorted coordinates, rotating) the
-  hidden units, since two trainings of one recipe share no coordinate system.
+  hidden units, since two trainings of one recipe share no coordinate system, and have a fixed
+  width whatever the embedding's: a shadow's run of the recipe may choose another width than
+  the target's (GAP's edge-level K is picked on validation nodes; a shadow split has none).
 
 The probe is a **diagnostic**: it reports no ε lower bound. Its held-out separation is kept
 in ``extra["probe_distinguishability"]``, ``epsilon_lower_bound`` is 0 (the trivial bound),
@@ -33,7 +36,7 @@ import numpy as np
 import torch
 
 from attacks import _common as C
-from attacks.membership import _check_shadow_settings, _match_size, _setup, locals_settings
+from attacks.membership import _check_shadow_settings, _setup, locals_settings, match_split_shape
 from dpaudit.datasets import GraphDataset
 from dpaudit.errors import ConfigurationError
 from dpaudit.model import ReleasedModel
@@ -126,38 +129,63 @@ def _unit(rows: np.ndarray) -> np.ndarray:
     return rows / np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-12)
 
 
+#: points at which each node's sorted coordinates are read (linear interpolation): a fixed
+#: width, so a shadow whose recipe chose another embedding width (GAP's K picked on validation
+#: nodes, mlp-dp's preset from the declared size) still yields the target's feature columns
+COORDINATE_QUANTILES = 16
+#: edges per chunk of the neighbour-similarity pass: a bounded float32 temporary per chunk
+EDGE_CHUNK = 1 << 18
+
+
+def neighbour_similarity(unit: np.ndarray, edge_index: np.ndarray, chunk: int = EDGE_CHUNK) -> np.ndarray:
+    """Mean cosine of every node's unit embedding with its in-neighbours' (0 when it has none).
+
+    Over edges in chunks of ``chunk``: float32 temporaries of chunk × width, never edges × width."""
+    unit = unit.astype(np.float32, copy=False)
+    src, dst = edge_index
+    total = np.zeros(len(unit), dtype=np.float64)
+    for lo in range(0, len(src), chunk):
+        s, d = src[lo : lo + chunk], dst[lo : lo + chunk]
+        total += np.bincount(d, weights=np.einsum("ij,ij->i", unit[s], unit[d]), minlength=len(unit))
+    degree = np.bincount(dst, minlength=len(unit))
+    return np.where(degree > 0, total / np.maximum(degree, 1), 0.0)
+
+
 def embedding_features(emb: np.ndarray, y: np.ndarray, edge_index: np.ndarray, nodes: np.ndarray) -> np.ndarray:
     r"""Per-node membership features of one model's embeddings, comparable across models:
 
     * :math:`\lVert e_v \rVert_2`;
-    * the coordinates of :math:`e_v` sorted in decreasing order (permutation-invariant);
-    * cosine of :math:`e_v` with its own class's centroid (centroids over every node with
-      that label, which the attacker knows for the public dataset), and the margin over the
+    * the coordinates of :math:`e_v` sorted in decreasing order (permutation-invariant), read
+      at :data:`COORDINATE_QUANTILES` evenly spaced quantiles (the same columns whatever the
+      embedding width);
+    * cosine of :math:`e_v` with its own class's centroid (centroids over every labeled node of
+      that class, which the attacker knows for the public dataset), and the margin over the
       best other class's centroid;
     * mean cosine of :math:`e_v` with its graph neighbours' embeddings (0 when isolated).
 
-    Shapes: ``emb`` ``[N, H]``, ``y`` ``[N]``, ``edge_index`` ``[2, E]``, ``nodes`` ``[n]`` →
-    ``[n, H + 4]``.
+    Shapes: ``emb`` ``[N, H]``, ``y`` ``[N]`` (−1 unlabeled), ``edge_index`` ``[2, E]``, ``nodes``
+    ``[n]`` → ``[n, COORDINATE_QUANTILES + 4]``.
     """
+    emb = emb.astype(np.float32, copy=False)
     unit = _unit(emb)
     num_classes = int(y.max()) + 1
-    centroids = np.stack(
-        [emb[y == c].mean(axis=0) if (y == c).any() else np.zeros(emb.shape[1]) for c in range(num_classes)]
-    )
+    labeled = y >= 0
+    sums = np.zeros((num_classes, emb.shape[1]))
+    np.add.at(sums, y[labeled], emb[labeled])
+    centroids = sums / np.maximum(np.bincount(y[labeled], minlength=num_classes), 1)[:, None]
     cos = unit[nodes] @ _unit(centroids).T  # [n, C]
     own = cos[np.arange(len(nodes)), y[nodes]]
     masked = cos.copy()
     masked[np.arange(len(nodes)), y[nodes]] = -np.inf
     margin = own - (masked.max(axis=1) if num_classes > 1 else 0.0)
-    src, dst = edge_index
-    sim = (unit[src] * unit[dst]).sum(axis=1)
-    total, degree = np.zeros(len(emb)), np.zeros(len(emb))
-    np.add.at(total, dst, sim)
-    np.add.at(degree, dst, 1.0)
-    smooth = np.where(degree > 0, total / np.maximum(degree, 1.0), 0.0)[nodes]
+    smooth = neighbour_similarity(unit, edge_index)[nodes]
     norm = np.linalg.norm(emb[nodes], axis=1)
     ordered = -np.sort(-emb[nodes], axis=1)
-    return np.column_stack([norm, ordered, own, margin, smooth])
+    at = np.linspace(0.0, emb.shape[1] - 1, COORDINATE_QUANTILES)
+    low = np.floor(at).astype(np.int64)
+    high, frac = np.minimum(low + 1, emb.shape[1] - 1), at - low
+    coordinates = ordered[:, low] * (1.0 - frac) + ordered[:, high] * frac
+    return np.column_stack([norm, coordinates, own, margin, smooth])
 
 
 def embedding_probe(
@@ -169,6 +197,7 @@ def embedding_probe(
     projections: tuple[str, ...] | list[str] | str = PROJECTIONS,
     max_plot_nodes: int = 500,
     knn_k: int = 5,
+    label_probe_nodes: int = 2000,
     max_members: int | None = None,
     shadow_nodes_per_class: int = 1000,
     shadow_size: str = "match",
@@ -176,7 +205,11 @@ def embedding_probe(
     data_root: str | None = None,
     n_boot: int = 1000,
 ) -> AttackResult:
-    """Projections, label probes and a shadow-trained member-vs-non-member probe of ``model.embed``."""
+    """Projections, label probes and a shadow-trained member-vs-non-member probe of ``model.embed``.
+
+    The silhouette and the k-NN label probe read a seeded sample of at most
+    ``label_probe_nodes`` training nodes (k-NN cross-validation grows about quadratically in
+    the nodes it reads); the projections at most ``max_plot_nodes``."""
     settings = locals_settings(locals())
     if isinstance(projections, str):
         projections = [p.strip() for p in projections.split(",") if p.strip()]
@@ -185,8 +218,8 @@ def embedding_probe(
         if p not in PROJECTIONS:
             raise ConfigurationError(f"unknown projection {p!r}; use {PROJECTIONS}")
     settings["projections"] = projections
-    if runs < 1 or knn_k < 1:
-        raise ConfigurationError("runs and knn_k must be >= 1")
+    if runs < 1 or knn_k < 1 or label_probe_nodes < 2:
+        raise ConfigurationError("runs and knn_k must be >= 1, label_probe_nodes >= 2")
     _check_shadow_settings("embedding-probe", shadow_size, runs)
     from sklearn.linear_model import LogisticRegression
     from sklearn.metrics import silhouette_score
@@ -205,17 +238,17 @@ def embedding_probe(
     plot_nodes = train if len(train) <= max_plot_nodes else np.sort(rng.choice(train, max_plot_nodes, replace=False))
 
     extra: dict = {"embedding_dim": int(emb.shape[1])}
-    train_labels = y[train]
-    if len(np.unique(train_labels)) > 1 and len(train) > len(np.unique(train_labels)):
-        extra["silhouette"] = float(
-            silhouette_score(emb[train], train_labels, random_state=seed, sample_size=min(len(train), 2000))
-        )
-        folds = int(min(5, np.bincount(train_labels).min()))
+    probed = train if len(train) <= label_probe_nodes else np.sort(rng.choice(train, label_probe_nodes, replace=False))
+    probed_labels = y[probed]
+    if len(np.unique(probed_labels)) > 1 and len(probed) > len(np.unique(probed_labels)):
+        extra["silhouette"] = float(silhouette_score(emb[probed], probed_labels, random_state=seed))
+        folds = int(min(5, np.bincount(probed_labels).min()))
         if folds >= 2:
-            knn = KNeighborsClassifier(n_neighbors=min(knn_k, len(train) - 1))
+            knn = KNeighborsClassifier(n_neighbors=min(knn_k, len(probed) - 1))
             cv = StratifiedKFold(folds, shuffle=True, random_state=seed)
-            extra["knn_label_accuracy"] = float(cross_val_score(knn, emb[train], train_labels, cv=cv).mean())
+            extra["knn_label_accuracy"] = float(cross_val_score(knn, emb[probed], probed_labels, cv=cv).mean())
             extra["knn_folds"] = folds
+        extra["label_probe_nodes"] = int(len(probed))
     artifacts = {}
     for method in projections:
         points = project(emb[plot_nodes], method, seed)
@@ -231,7 +264,7 @@ def embedding_probe(
         if len(s_in) < 2 or len(s_out) < 2:
             raise ConfigurationError("not enough labeled nodes outside the target's split for a shadow set")
         if shadow_size == "match":
-            s_in, s_out = _match_size(s_in, s_out, len(split.train), run_seed)
+            s_in, s_out = match_split_shape(s_in, s_out, split, ds.data.y, run_seed)
         shadow = C.train_shadow(model, ds, s_in, s_out, seed=run_seed, device=device, inductive=split.inductive)
         shadow_emb = _finite(C.embeddings(shadow, graph))
         shadow_nodes = torch.cat([s_in, s_out]).numpy()

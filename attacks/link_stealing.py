@@ -118,7 +118,7 @@ def link_steal(
     seed_everything(seed)
     graph = ds.data
     probs = C.posteriors(model, graph)
-    x = graph.x.cpu().double().numpy()
+    x = graph.x.cpu().numpy()  # the attacker's own features, read in place (rows cast per pair below)
     run_scores, run_extra = [], []
     by_distance = {d: [] for d in DISTANCES}
     sup = {"attack-2": [], "attack-3": []}
@@ -135,7 +135,7 @@ def link_steal(
             known = _stratified_mask(labels, known_fraction, rng)
             for name, feats in (
                 ("attack-2", supervised_features(probs[u], probs[v])),
-                ("attack-3", supervised_features(probs[u], probs[v], x[u], x[v])),
+                ("attack-3", supervised_features(probs[u], probs[v], x[u].astype(np.float64), x[v].astype(np.float64))),
             ):
                 score = C.fit_attack_mlp(feats[known], labels[known], hidden=(hidden, hidden), seed=seed + r)
                 value = auc(score(feats[~known]), labels[~known])

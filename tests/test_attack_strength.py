@@ -10,7 +10,7 @@ import torch
 import attacks
 import attacks._common as common
 from attacks.embedding import embedding_probe
-from attacks.linkteller import density_protocol, precision_recall_at_k, two_hop_non_edges
+from attacks.linkteller import FeatureProbe, density_protocol, precision_recall_at_k, two_hop_non_edges
 from attacks.lira import lira_offline_scores, lira_online_scores, reference_sets
 from attacks.rmia import fit_a_from_pairs, offline_marginal, pairwise_score, rmia_scores
 from dpaudit.adapters import adapt
@@ -209,9 +209,9 @@ class OneHop(torch.nn.Module):
 
 def test_density_protocol_is_exact_for_a_one_hop_model():
     g = csbm(num_nodes=60, num_classes=3, num_features=3, avg_degree=3, seed=4)
-    g.data.x = g.data.x.abs() + 0.1  # scaling a node's features must change its neighbours' logits
     model = adapt(OneHop(), g, train_nodes=torch.arange(30))
-    info = density_protocol(model, g.data, g.num_nodes, g.data.edge_index, 60, 1e-2, np.random.default_rng(0))
+    probe = FeatureProbe(g.data, 1e-2, seed=0)
+    info = density_protocol(model, probe, g.num_nodes, g.data.edge_index, 60, np.random.default_rng(0))
     # all nodes sampled: k = density × pairs = |E|, and exactly the edges have influence
     assert info["sampled_nodes"] == 60 and info["true_edges"] == info["predicted_edges"]
     assert info["precision_at_density"] == pytest.approx(1.0) and info["recall_at_density"] == pytest.approx(1.0)
