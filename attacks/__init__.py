@@ -7,7 +7,9 @@
 
 Every attack consumes only the released-model interface (``predict_proba``, ``embed``,
 ``privacy``, ``card``) plus what its threat model gives the attacker, and returns a
-:class:`dpaudit.results.AttackResult` with the statistics of :mod:`dpaudit.statistics`.
+:class:`dpaudit.results.AttackResult` with the statistics of :mod:`dpaudit.statistics`;
+:func:`run` adds ``extra["low_fpr"]``, every low-FPR TPR as mean ± sd over the attack's runs
+with its number of negatives (:mod:`dpaudit.low_fpr`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from collections.abc import Callable
 
 from dpaudit.datasets import GraphDataset
 from dpaudit.errors import ConfigurationError
+from dpaudit.low_fpr import low_fpr_summary
 from dpaudit.model import ReleasedModel
 from dpaudit.results import AttackResult
 
@@ -60,7 +63,7 @@ def attack_settings(name: str) -> dict[str, object]:
 # (max_members=-5 becomes a negative slice of the audit pairs: exit 0, AUC 1.000).
 COUNTS = frozenset({
     "n_boot", "runs", "max_members", "num_shadows", "num_references", "max_pairs", "num_pairs", "hidden", "top_k",
-    "knn_k", "max_plot_nodes", "population_size", "shadow_nodes_per_class",
+    "knn_k", "max_plot_nodes", "population_size", "shadow_nodes_per_class", "label_probe_nodes",
 })  # fmt: skip
 # Settings with a range of their own: (what the range is, the test).
 RANGES = {
@@ -72,13 +75,30 @@ RANGES = {
 }
 
 
+def setting_choices() -> dict[str, tuple[str, ...]]:
+    """Settings that name one of a few options (the G-BASE protocol and query mode of
+    :mod:`attacks.lira`, RMIA's tie-break), with the options."""
+    from attacks.lira import PROTOCOLS, QUERIES
+    from attacks.rmia import TIE_BREAKS
+
+    return {"query": QUERIES, "protocol": PROTOCOLS, "tie_break": TIE_BREAKS}
+
+
 def check_attack_ranges(name: str, settings: dict) -> None:
     """Each numeric setting of attack ``name`` in its range (counts ≥ 1, widths capped, the
-    fractions and scales of :data:`RANGES`), checked before the model or data is loaded; the
-    types are :func:`check_setting_types`'. ``None`` keeps a setting's default."""
+    fractions and scales of :data:`RANGES`) and each named option among
+    :func:`setting_choices`, checked before the model or data is loaded; the types are
+    :func:`check_setting_types`'. ``None`` keeps a setting's default."""
     from dpaudit.defense import MAX_WIDTH
 
+    choices = setting_choices()
+    if settings.get("protocol") == "g-base" and settings.get("query") == "graph":
+        raise ConfigurationError(f"attack {name!r}: protocol=g-base queries features only; drop query=graph")
     for key, value in settings.items():
+        if key in choices and value is not None and value not in choices[key]:
+            raise ConfigurationError(
+                f"attack {name!r}: setting {key}={value!r} must be one of {', '.join(choices[key])}"
+            )
         if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
             continue
         bad = None
@@ -134,7 +154,9 @@ def run(name: str, model: ReleasedModel, dataset: GraphDataset | None = None, **
     check_setting_types(name, settings)
     if not isinstance(model, ReleasedModel):
         raise ConfigurationError("attacks need a dpaudit ReleasedModel (wrap your module with dpaudit.adapters.adapt)")
-    return fn(model, dataset, **settings)
+    result = fn(model, dataset, **settings)
+    result.extra["low_fpr"] = low_fpr_summary(result.runs)
+    return result
 
 
 def _register_builtin() -> None:

@@ -15,11 +15,33 @@ training-set size ``n_train``:
 * **online**: references come in complementary pairs. Each pair draws a random half ``H`` of
   the audit nodes ``A``; one reference trains on ``H``, the other on ``A \ H``, each topped
   up with random nodes of the attacker's pool (labeled nodes outside ``A``) so that it sees
-  ``n_train`` training nodes like the target (``shadow_size="match"``; ``"full"`` adds half
-  of the pool instead). Every audit node is therefore IN for exactly half of the references
-  (when ``|A|/2 ≤ n_train``) and OUT for the other half;
-* **offline**: every reference trains on ``min(n_train, |pool|/2)`` random pool nodes
-  (half of the pool with ``"full"``), so every audit node is OUT for every reference.
+  exactly ``n_train`` training nodes like the target (``shadow_size="match"``; ``"full"`` adds
+  half of the pool instead). Every audit node is therefore IN for exactly half of the
+  references and OUT for the other half;
+* **offline**: every reference trains on ``min(n_train, |pool|/2)`` random pool nodes (half
+  of the pool with ``"full"``), so every audit node is OUT for every reference, and the
+  references' sets differ like the paper's random halves of the population. When that is
+  fewer than ``n_train`` (a target trained on half the graph leaves the attacker fewer than
+  ``2·n_train`` nodes outside the audit set), the result says so in its notes.
+
+Online with ``"match"`` the sizes are exact, never silently smaller. The pool is first the
+labeled nodes outside the audit set *and* outside the target's training set (``"disjoint"``);
+when that cannot supply the top-up (offline: ``2·n_train`` nodes) and the population (a target
+trained on half the graph leaves too few), it is every labeled node outside the audit set
+(``"any"``: the attacker does not know which of them the target trained on; the pool never
+depends on which node of an audit pair is the member, so the pairs' coins stay fair); when even
+that cannot top an online reference up, the attack stops with an error. Each run records its
+``reference_pool``, ``reference_train_sizes`` and ``target_train_size``.
+
+Queries (``query``): ``"graph"`` queries every model once on the full graph; ``"features"``
+queries each node on its own features with no edge (the 0-hop query of G-BASE: Lassila et al.,
+"Practical Bayes-Optimal Membership Inference Attacks", NeurIPS 2025). ``protocol="g-base"``
+runs that paper's protocol: the target must have been trained on the subgraph induced by its own
+training nodes (an ``inductive:`` split; the paper's half is ``--split inductive:0.5,0.5``), the
+references are trained the same way on their own training sets (the target's recipe, inductive),
+and every query is features-only. (The paper's graph queries restrict each node's neighbourhood
+to nodes of its own membership status, which uses the membership under test; they are not
+offered here.)
 
 Shapes: ``target_phi``: ``[n]``; ``ref_phi``: ``[R, n]``; ``in_mask``: ``[R, n]`` bool (the
 reference's training set contains the node); scores: ``[n]`` (higher = member).
@@ -27,6 +49,7 @@ reference's training set contains the node); scores: ``[n]`` (higher = member).
 
 from __future__ import annotations
 
+import copy
 import logging
 import math
 from dataclasses import dataclass
@@ -66,6 +89,30 @@ class References:
     reserved: np.ndarray
 
 
+def top_up(num_audit: int, n_train: int, online: bool) -> int:
+    """Pool nodes each online ``"match"`` reference must train on besides its half of the audit
+    set to reach exactly ``n_train``; 0 offline (offline sizes follow the pool: module docstring)."""
+    return max(0, n_train - min(num_audit // 2, n_train)) if online else 0
+
+
+def size_notes(train_sets: list[np.ndarray], n_train: int) -> list[str]:
+    """A note when references train on fewer nodes than the target (offline, small pool)."""
+    smallest = min(len(s) for s in train_sets)
+    if smallest >= n_train:
+        return []
+    return [
+        f"references train on {smallest} nodes, fewer than the target's {n_train}: offline references never see an "
+        "audit node and each takes a random half of the attacker's remaining pool at most, so that their training "
+        "sets differ"
+    ]
+
+
+def population_size_for(pool_size: int, need: int, population_size: int) -> int:
+    """RMIA's population: at most ``population_size`` pool nodes, at most half of the pool, and
+    never the nodes the references need (``need``)."""
+    return max(0, min(population_size, pool_size // 2, pool_size - need))
+
+
 def reference_sets(
     audit: np.ndarray,
     pool: np.ndarray,
@@ -75,7 +122,16 @@ def reference_sets(
     shadow_size: str,
     rng: np.random.Generator,
 ) -> list[np.ndarray]:
-    """Training-node sets of the references (see the module docstring)."""
+    """Training-node sets of the references (see the module docstring); online with ``"match"``
+    each has exactly ``n_train`` nodes, or a :class:`ConfigurationError` says why it cannot."""
+    if shadow_size == "match" and online:
+        need = top_up(len(audit), n_train, online)
+        if need > len(pool):
+            raise ConfigurationError(
+                f"reference models cannot train on the target's {n_train} nodes: each needs {need} nodes of the "
+                f"attacker's pool besides the audit nodes, and the pool holds {len(pool)} (lower max_members, or "
+                "raise shadow_nodes_per_class)"
+            )
     sets = []
     if online:
         if num_references < 2 or num_references % 2:
@@ -89,7 +145,7 @@ def reference_sets(
                     chosen = part
                 else:
                     chosen = part[: min(len(part), n_train)]
-                    fill = rng.permutation(pool)[: max(0, min(n_train - len(chosen), len(pool)))]
+                    fill = rng.permutation(pool)[: n_train - len(chosen)]
                 sets.append(np.sort(np.concatenate([chosen, fill]).astype(np.int64)))
     else:
         size = len(pool) // 2 if shadow_size == "full" else min(n_train, len(pool) // 2)
@@ -111,20 +167,25 @@ def train_references(
     shadow_size: str,
     seed: int,
     device: str,
-    reserve: int = 0,
+    population_size: int = 0,
     desc: str = "references",
+    query: str = "graph",
 ) -> References:
-    """Train the references with the target's recipe and query each once on the full graph.
+    """Train the references with the target's recipe and query each once on
+    :func:`query_graph` (``query``).
 
-    ``reserve`` pool nodes are set aside first and never trained on (RMIA's population ``Z``).
-    The references' "non-members" handed to the recipe (used only for its own test metrics)
-    are the candidates they did not train on.
+    Up to ``population_size`` pool nodes (:func:`population_size_for`) are set aside first and
+    never trained on (RMIA's population ``Z``). The references' "non-members" handed to the
+    recipe (used only for its own test metrics) are the candidates they did not train on.
     """
     rng = np.random.default_rng(seed)
     pool = rng.permutation(pool)
+    need = top_up(len(audit), len(split.train), online) if shadow_size == "match" else 0
+    reserve = population_size_for(len(pool), need, population_size)
     reserved, pool = np.sort(pool[:reserve]), pool[reserve:]
     sets = reference_sets(audit, pool, len(split.train), num_references, online, shadow_size, rng)
     candidates = np.concatenate([audit, pool])
+    queried = query_graph(ds.data, query)
     probs, in_mask = [], np.zeros((len(sets), ds.num_nodes), dtype=bool)
     for r, members in enumerate(tqdm(sets, desc=desc, leave=False, disable=None)):
         if len(members) < 2:
@@ -139,19 +200,76 @@ def train_references(
             device=device,
             inductive=split.inductive,
         )
-        probs.append(C.posteriors(ref, ds.data))
+        probs.append(C.posteriors(ref, queried))
         in_mask[r, members] = True
     return References(np.stack(probs), in_mask, sets, reserved)
 
 
-def audit_and_pool(ds: GraphDataset, split, seed: int, max_members, shadow_nodes_per_class: int):
-    """(audit nodes, their membership labels, the attacker's pool) for one run."""
-    part = C.partition(ds, split, seed, max_members, max(1, shadow_nodes_per_class // 2))
-    nodes, labels = part.target.nodes_and_labels()
-    pool = torch.cat([part.shadow.members, part.shadow.non_members]).numpy()
+def audit_and_pool(
+    ds: GraphDataset,
+    split,
+    seed: int,
+    max_members,
+    shadow_nodes_per_class: int,
+    online: bool = True,
+    shadow_size: str = "match",
+    population_size: int = 0,
+):
+    """(audit nodes, their membership labels, the attacker's pool, the pool's kind) for one run.
+
+    The pool is ``"disjoint"`` (outside the audit set and the target's training set) when it can
+    supply every ``"match"`` reference's top-up (offline: two sets of ``n_train``, so that
+    random halves reach the target's size) and the population, else ``"any"`` (outside the
+    audit set; the module docstring says why the audit game stays fair)."""
+    for kind in ("disjoint", "any"):
+        part = C.partition(ds, split, seed, max_members, max(1, shadow_nodes_per_class // 2), shadow_pool=kind)
+        nodes, labels = (t.numpy() for t in part.target.nodes_and_labels())
+        pool = torch.cat([part.shadow.members, part.shadow.non_members]).numpy()
+        need = top_up(len(nodes), len(split.train), online) if online else 2 * len(split.train)
+        if shadow_size == "full" or len(pool) >= need + min(population_size, len(pool) // 2):
+            break
     if len(pool) < 4:
         raise ConfigurationError("not enough labeled nodes outside the audit set for reference models")
-    return nodes.numpy(), labels.numpy(), pool
+    return nodes, labels, pool, part.info["shadow_pool"]
+
+
+def query_graph(graph, query: str):
+    """The graph every model is queried on: ``"graph"``, the full graph; ``"features"``, the same
+    nodes with no edge, so each node is answered from its own features alone (G-BASE's 0-hop
+    query). A shallow copy: the features are shared, never copied."""
+    if query == "graph":
+        return graph
+    alone = copy.copy(graph)
+    alone.edge_index = graph.edge_index.new_empty((2, 0))
+    return alone
+
+
+QUERIES = ("graph", "features")
+PROTOCOLS = ("dpaudit", "g-base")
+
+
+def resolve_protocol(attack: str, model: ReleasedModel, protocol: str, query: str | None) -> tuple[str, list[str]]:
+    """``(query, notes)`` for ``protocol``; G-BASE (module docstring) needs a target trained on the
+    subgraph induced by its own training nodes and queries features only."""
+    if protocol not in PROTOCOLS:
+        raise ConfigurationError(f"{attack}: protocol must be one of {PROTOCOLS}, got {protocol!r}")
+    if query is not None and query not in QUERIES:
+        raise ConfigurationError(f"{attack}: query must be one of {QUERIES}, got {query!r}")
+    if protocol == "dpaudit":
+        query = query or "graph"
+        return query, [f"query: {'full graph' if query == 'graph' else 'features only, no edge (0-hop)'}"]
+    if query == "graph":
+        raise ConfigurationError(f"{attack}: protocol=g-base queries features only; drop query=graph")
+    card_split = model.provenance("split") or model.card.get("split") or {}
+    if not card_split.get("inductive"):
+        raise ConfigurationError(
+            f"{attack}: protocol=g-base needs a target trained on the subgraph induced by its own training nodes "
+            f"(train it with --split inductive:0.5,0.5); this model's split is {card_split.get('spec')!r}"
+        )
+    return "features", [
+        f"G-BASE protocol (Lassila et al., NeurIPS 2025): target trained on the subgraph induced by its training "
+        f"nodes (split {card_split.get('spec')!r}), references likewise on theirs, every query features-only"
+    ]
 
 
 # --------------------------------------------------------------------------- LiRA scores
@@ -252,6 +370,8 @@ def mia_lira(
     shadow_size: str = "match",
     max_members: int | None = None,
     global_variance: bool = True,
+    query: str | None = None,
+    protocol: str = "dpaudit",
     device: str = "auto",
     data_root: str | None = None,
     n_boot: int = 1000,
@@ -262,10 +382,11 @@ def mia_lira(
     (labeled nodes outside it, ``shadow_nodes_per_class`` per class at most) are drawn;
     ``num_shadows`` references are trained with the target's recipe (online: complementary
     IN/OUT pairs over the audit nodes, so ``num_shadows`` must be even; offline: on pool
-    nodes only); target and references are queried once on the full graph; each audit node
+    nodes only); target and references are queried once (``query``: the full graph, or
+    features only; ``protocol="g-base"``: see the module docstring); each audit node
     is scored by :func:`lira_online_scores` or :func:`lira_offline_scores` on
-    φ = logit(p_y). ``shadow_size="match"`` gives every reference as many training nodes as
-    the target had (so its generalisation gap resembles the target's).
+    φ = logit(p_y). ``shadow_size="match"`` gives every reference exactly as many training
+    nodes as the target had (so its generalisation gap resembles the target's).
     """
     settings = locals_settings(locals())
     if num_shadows < 2:
@@ -273,19 +394,34 @@ def mia_lira(
     if online and num_shadows % 2:
         raise ConfigurationError("online mia-lira needs an even num_shadows (IN/OUT pairs); or set online=False")
     _check_shadow_settings("mia-lira", shadow_size, runs)
+    query, protocol_notes = resolve_protocol("mia-lira", model, protocol, query)
     ds, split = _setup(model, dataset, data_root)
     seed_everything(seed)
     graph = ds.data
     y = graph.y.numpy()
-    target_probs = C.posteriors(model, graph)
+    target_probs = C.posteriors(model, query_graph(graph, query))
     _, _, _, _, recipe_notes = C.shadow_recipe(model)
     run_scores, run_extra = [], []
     run_nodes: list = []
+    trained_sets: list[np.ndarray] = []
     for r in range(runs):
         run_seed = seed + 7919 * r
-        nodes, labels, pool = audit_and_pool(ds, split, run_seed, max_members, shadow_nodes_per_class)
+        nodes, labels, pool, pool_kind = audit_and_pool(
+            ds, split, run_seed, max_members, shadow_nodes_per_class, online, shadow_size
+        )
         refs = train_references(
-            model, ds, split, nodes, pool, num_shadows, online, shadow_size, run_seed, device, desc="mia-lira shadows"
+            model,
+            ds,
+            split,
+            nodes,
+            pool,
+            num_shadows,
+            online,
+            shadow_size,
+            run_seed,
+            device,
+            desc="mia-lira shadows",
+            query=query,
         )
         ref_phi = logit_confidence(refs.probs[:, nodes], y[nodes])
         target_phi = logit_confidence(target_probs[nodes], y[nodes])
@@ -295,10 +431,13 @@ def mia_lira(
             scores = lira_offline_scores(target_phi, ref_phi, global_variance)
         run_scores.append((scores, labels))
         run_nodes.append(nodes)
+        trained_sets.extend(refs.train_sets)
         run_extra.append(
             {
                 "seed": run_seed,
+                "target_train_size": int(len(split.train)),
                 "reference_train_sizes": [int(len(s)) for s in refs.train_sets],
+                "reference_pool": pool_kind,
                 "in_references_per_node": float(refs.in_mask[:, nodes].sum(axis=0).mean()),
             }
         )
@@ -307,11 +446,19 @@ def mia_lira(
         if online
         else f"offline LiRA: {num_shadows} OUT references per run (no audit node in any reference)"
     )
-    notes = recipe_notes + [
-        mode,
-        "target and references are queried once on the full graph; only audit nodes are scored",
-    ]
-    extra = {"online": online, "num_shadows": num_shadows, "global_variance": global_variance}
+    notes = (
+        recipe_notes
+        + protocol_notes
+        + size_notes(trained_sets, len(split.train))
+        + [mode, "target and references are queried once; only audit nodes are scored"]
+    )
+    extra = {
+        "online": online,
+        "num_shadows": num_shadows,
+        "global_variance": global_variance,
+        "query": query,
+        "protocol": protocol,
+    }
     return C.make_result(
         "mia-lira",
         model,

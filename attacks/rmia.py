@@ -27,9 +27,19 @@ IN/OUT probabilities of the audit nodes), so LR(z) and LR(x) estimate the same q
 
 Where the score is loose: with one fixed population the score is a non-decreasing function
 of LR(x), so it ranks audit nodes exactly as LR(x) does, except that it saturates at 0 and
-1 (every z beaten). Those ties would flatten the low-FPR end of the ROC, so ties are broken
-by LR(x) (a tie-break below 1/|Z| that never reorders different score values). γ only moves
-where the saturation happens.
+1 (every z beaten) and takes only |Z| + 1 values. γ only moves where the saturation happens.
+
+Tie-break (``tie_break``). The paper's score, and the reference implementation of its graph
+setting (the RMIA of the G-BASE code, Lassila et al., NeurIPS 2025), count beaten population
+comparisons and stop there (that code compares LR(x) > γ·LR(z) strictly, and against each
+reference model's own LR(z), so its count has R·|Z| + 1 levels): ``tie_break="none"`` is the
+count. The most member-like nodes all beat every z and tie at score 1; when more non-members
+are among them than the FPR level allows (two, at 1 % of 140 non-members), no threshold can
+flag any of the tied members, and the TPR at that FPR drops to 0 although LR(x) itself
+separates them. The default ``tie_break="likelihood-ratio"`` orders tied nodes by LR(x) (an
+increment below 1/|Z| that never reorders different score values and uses no membership
+label): the AUC is essentially unchanged and the low-FPR end of the ROC is LR(x)'s own.
+Low-FPR numbers therefore depend on this setting, and every result records which one it used.
 
 Shapes: probabilities of the true label ``p_target_x`` ``[n]``, ``p_ref_x`` ``[R, n]``,
 ``in_mask_x`` ``[R, n]``; ``p_target_z`` ``[m]``, ``p_ref_z`` ``[R, m]``; scores ``[n]``.
@@ -42,7 +52,7 @@ import logging
 import numpy as np
 
 from attacks import _common as C
-from attacks.lira import audit_and_pool, train_references
+from attacks.lira import audit_and_pool, query_graph, resolve_protocol, size_notes, train_references
 from attacks.membership import _check_shadow_settings, _setup, locals_settings
 from dpaudit.datasets import GraphDataset
 from dpaudit.errors import ConfigurationError, DPAuditError
@@ -55,6 +65,7 @@ log = logging.getLogger(__name__)
 
 _TINY = 1e-30
 A_GRID = tuple(round(0.05 * i, 2) for i in range(21))
+TIE_BREAKS = ("likelihood-ratio", "none")
 
 
 def true_label_prob(probs: np.ndarray, labels: np.ndarray) -> np.ndarray:
@@ -75,15 +86,20 @@ def fit_a_from_pairs(p_in: np.ndarray, p_out: np.ndarray) -> float:
     return float(np.clip(np.sum(u * v) / denom, 0.0, 1.0)) if denom > 0 else 1.0
 
 
-def pairwise_score(lr_x: np.ndarray, lr_z: np.ndarray, gamma: float) -> np.ndarray:
-    """Fraction of z with LR(x)/LR(z) ≥ γ, ties broken by LR(x) (below 1/|Z|, see the module docstring)."""
+def pairwise_score(lr_x: np.ndarray, lr_z: np.ndarray, gamma: float, tie_break: str = "likelihood-ratio") -> np.ndarray:
+    """Fraction of z with LR(x)/LR(z) ≥ γ; with ``tie_break="likelihood-ratio"`` ties are broken
+    by LR(x) (below 1/|Z|), with ``"none"`` they stay (the module docstring says why it matters)."""
     if len(lr_z) == 0:
         raise DPAuditError("RMIA needs a non-empty population")
+    if tie_break not in TIE_BREAKS:
+        raise ConfigurationError(f"mia-rmia tie_break must be one of {TIE_BREAKS}, got {tie_break!r}")
     sorted_z = np.sort(lr_z)
     frac = np.searchsorted(sorted_z, lr_x / gamma, side="right") / len(lr_z)
+    if tie_break == "none":
+        return frac
     order = np.argsort(np.argsort(np.log(np.maximum(lr_x, _TINY)), kind="stable"), kind="stable")
-    tie_break = (order + 1) / (len(lr_x) + 1) * (0.5 / len(lr_z))
-    return frac + tie_break
+    increment = (order + 1) / (len(lr_x) + 1) * (0.5 / len(lr_z))
+    return frac + increment
 
 
 def rmia_scores(
@@ -96,6 +112,7 @@ def rmia_scores(
     offline: bool = False,
     a: float = 1.0,
     gamma: float = 1.0,
+    tie_break: str = "likelihood-ratio",
 ) -> np.ndarray:
     """RMIA scores of the audit nodes x against population z (the module docstring's formulas).
 
@@ -124,7 +141,7 @@ def rmia_scores(
     prz = offline_marginal(p_ref_z.mean(axis=0), a_z)
     lr_x = p_target_x / np.maximum(prx, _TINY)
     lr_z = p_target_z / np.maximum(prz, _TINY)
-    return pairwise_score(lr_x, lr_z, gamma)
+    return pairwise_score(lr_x, lr_z, gamma, tie_break)
 
 
 def choose_a(
@@ -133,6 +150,7 @@ def choose_a(
     candidates: np.ndarray,
     population: np.ndarray,
     gamma: float,
+    tie_break: str = "likelihood-ratio",
 ) -> tuple[float, float | None]:
     """Offline ``a``: attack reference 0 with references 1..R-1 as OUT models (the attacker
     knows their training sets) and keep the grid value with the best AUC.
@@ -159,7 +177,7 @@ def choose_a(
     for a in A_GRID:
         lr_x = p_target_x / np.maximum(offline_marginal(p_out, a), _TINY)
         lr_z = p_target_z / np.maximum(offline_marginal(p_out_z, a), _TINY)
-        value = auc(pairwise_score(lr_x, lr_z, gamma), labels)
+        value = auc(pairwise_score(lr_x, lr_z, gamma, tie_break), labels)
         if value > best_auc + 1e-12:
             best, best_auc = a, value
     return float(best), float(best_auc)
@@ -179,6 +197,9 @@ def mia_rmia(
     shadow_nodes_per_class: int = 1000,
     shadow_size: str = "match",
     max_members: int | None = None,
+    tie_break: str = "likelihood-ratio",
+    query: str | None = None,
+    protocol: str = "dpaudit",
     device: str = "auto",
     data_root: str | None = None,
     n_boot: int = 1000,
@@ -187,10 +208,14 @@ def mia_rmia(
 
     Per run: audit nodes and the attacker's pool (as :func:`attacks.lira.mia_lira`);
     ``population_size`` pool nodes are set aside as the population Z (capped at half the
-    pool); ``num_references`` references are trained with the target's recipe — online:
+    pool and at what the references leave: :func:`attacks.lira.population_size_for`);
+    ``num_references`` references are trained with the target's recipe (``shadow_size="match"``:
+    online exactly as many nodes as the target; :mod:`attacks.lira` for offline) — online:
     complementary IN/OUT pairs over the audit nodes (even count); offline: on pool nodes
-    only; target and references are queried once on the full graph and the audit nodes are
-    scored by :func:`rmia_scores`. Offline ``a`` is chosen by :func:`choose_a` unless given.
+    only; target and references are
+    queried once (``query``/``protocol``: :mod:`attacks.lira`) and the audit nodes are scored
+    by :func:`rmia_scores` with ``tie_break``. Offline ``a`` is chosen by :func:`choose_a`
+    unless given.
     """
     settings = locals_settings(locals())
     if num_references < 1 or (not offline and (num_references < 2 or num_references % 2)):
@@ -201,19 +226,24 @@ def mia_rmia(
         raise ConfigurationError("mia-rmia a must lie in [0, 1]")
     if population_size < 1:
         raise ConfigurationError("mia-rmia population_size must be >= 1")
+    if tie_break not in TIE_BREAKS:
+        raise ConfigurationError(f"mia-rmia tie_break must be one of {TIE_BREAKS}, got {tie_break!r}")
     _check_shadow_settings("mia-rmia", shadow_size, runs)
+    query, protocol_notes = resolve_protocol("mia-rmia", model, protocol, query)
     ds, split = _setup(model, dataset, data_root)
     seed_everything(seed)
     graph = ds.data
     y = graph.y.numpy()
-    p_target = true_label_prob(C.posteriors(model, graph), y)
+    p_target = true_label_prob(C.posteriors(model, query_graph(graph, query)), y)
     _, _, _, _, recipe_notes = C.shadow_recipe(model)
     run_scores, run_extra = [], []
     run_nodes: list = []
+    trained_sets: list[np.ndarray] = []
     for r in range(runs):
         run_seed = seed + 7919 * r
-        nodes, labels, pool = audit_and_pool(ds, split, run_seed, max_members, shadow_nodes_per_class)
-        reserve = min(population_size, len(pool) // 2)
+        nodes, labels, pool, pool_kind = audit_and_pool(
+            ds, split, run_seed, max_members, shadow_nodes_per_class, not offline, shadow_size, population_size
+        )
         refs = train_references(
             model,
             ds,
@@ -225,15 +255,21 @@ def mia_rmia(
             shadow_size,
             run_seed,
             device,
-            reserve=reserve,
+            population_size=population_size,
             desc="mia-rmia references",
+            query=query,
         )
         population = refs.reserved
+        if len(population) < 1:
+            raise ConfigurationError(
+                "mia-rmia: the references need every pool node, none is left for the population "
+                "(lower max_members, or raise shadow_nodes_per_class)"
+            )
         p_ref = true_label_prob(refs.probs, y)  # [R, num_nodes]
         used_a, sim_auc = a, None
         if offline and a is None:
             trained_pool = np.setdiff1d(pool, population)
-            used_a, sim_auc = choose_a(p_ref, refs.in_mask, trained_pool, population, gamma)
+            used_a, sim_auc = choose_a(p_ref, refs.in_mask, trained_pool, population, gamma, tie_break)
         scores = rmia_scores(
             p_target[nodes],
             p_ref[:, nodes],
@@ -243,16 +279,20 @@ def mia_rmia(
             offline=offline,
             a=1.0 if used_a is None else float(used_a),
             gamma=gamma,
+            tie_break=tie_break,
         )
         run_scores.append((scores, labels))
         run_nodes.append(nodes)
+        trained_sets.extend(refs.train_sets)
         run_extra.append(
             {
                 "seed": run_seed,
                 "population": int(len(population)),
                 "a": used_a,
                 "a_simulation_auc": sim_auc,
+                "target_train_size": int(len(split.train)),
                 "reference_train_sizes": [int(len(s)) for s in refs.train_sets],
+                "reference_pool": pool_kind,
             }
         )
     mode = (
@@ -260,12 +300,26 @@ def mia_rmia(
         if offline
         else f"online RMIA: {num_references} references per run in IN/OUT pairs over the audit nodes"
     )
-    notes = recipe_notes + [
-        mode,
-        f"population Z: {run_extra[0]['population']} pool nodes no reference trained on; γ = {gamma:g}",
-        "target and references are queried once on the full graph; only audit nodes are scored",
-    ]
-    extra = {"offline": offline, "num_references": num_references, "gamma": gamma, "a": [e["a"] for e in run_extra]}
+    notes = (
+        recipe_notes
+        + protocol_notes
+        + size_notes(trained_sets, len(split.train))
+        + [
+            mode,
+            f"population Z: {run_extra[0]['population']} pool nodes no reference trained on; γ = {gamma:g}",
+            f"tie-break: {tie_break} ('none' is the reference implementation's count; low-FPR TPRs depend on it)",
+            "target and references are queried once; only audit nodes are scored",
+        ]
+    )
+    extra = {
+        "offline": offline,
+        "num_references": num_references,
+        "gamma": gamma,
+        "a": [e["a"] for e in run_extra],
+        "tie_break": tie_break,
+        "query": query,
+        "protocol": protocol,
+    }
     return C.make_result(
         "mia-rmia",
         model,

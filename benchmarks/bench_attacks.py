@@ -1,8 +1,9 @@
-"""Attack benchmark: strength on Cora (public split) and the attacks × defenses table on cora_ml.
+"""Attack benchmark: strength on Cora (public split), G-BASE's protocol on Cora, and the attacks ×
+defenses table on cora_ml.
 
 Usage::
 
-    OMP_NUM_THREADS=1 python benchmarks/bench_attacks.py --data-root DIR [--part strength|table|all]
+    OMP_NUM_THREADS=1 python benchmarks/bench_attacks.py --data-root DIR [--part strength,gbase|table|all]
         [--strength-runs 3] [--strength-refs 4] [--defenses gcn,mlp-dp,...] [--epsilons 1,8,inf]
 
 Part ``strength`` (Cora, public split, default recipes): every attack against ``gcn`` —
@@ -10,11 +11,17 @@ threshold (loss), TSTF, LiRA online and offline, RMIA online and offline (``--st
 reference models each, ``--strength-runs`` runs), the shadow-trained embedding probe, link
 stealing attack-0 and LinkTeller (with precision/recall at the true density over 500 sampled
 nodes and the AUC against 2-hop non-edges) — and the membership attacks against ``mlp-dp`` at
-ε = 1. Part ``table`` (cora_ml, split ``--split``): every attack against every registered
-defense at ε ∈ ``--epsilons`` (non-private baselines at ε = ∞ only).
+ε = 1; online RMIA also with ``tie_break=none`` (the reference implementation's count). Part
+``gbase`` (Cora, ``inductive:0.5,0.5``: the target trains on the subgraph induced by a random
+half of the nodes, as in G-BASE, Lassila et al., NeurIPS 2025): RMIA and LiRA online and offline
+with ``protocol=g-base`` (features-only queries), online RMIA also with full-graph queries and
+with ``tie_break=none``. Part ``table`` (cora_ml, split ``--split``): every attack against every
+registered defense at ε ∈ ``--epsilons`` (non-private baselines at ε = ∞ only).
 
-Each row reports AUC (95 % bootstrap CI), TPR at FPR 1 % and 0.1 %, the ε lower bound with its
-δ, coverage and the AUC ceiling, attack-specific details, attack seconds and peak RSS. Tables
+Each row reports AUC (95 % bootstrap CI), TPR at FPR 1 % and 0.1 % as mean ± sd over the
+attack's seeds (runs) with the number of negatives per run (:mod:`dpaudit.low_fpr`; a level
+below one false positive is marked unresolved), the ε lower bound with its δ, coverage and the
+AUC ceiling, attack-specific details, attack seconds and peak RSS. Tables
 are printed and written to ``benchmarks/results/attacks.md`` (+ ``attacks.json``); a section
 of the existing file that starts with ``NOTES_MARKER`` is kept (hand-written reading notes).
 """
@@ -50,8 +57,17 @@ def fmt(v, d=3):
     return str(v)
 
 
+def tpr_cell(level: dict | None) -> str:
+    """``0.593 ± 0.083`` (one run: the value alone), ``(unresolved)`` below one false positive."""
+    if not level or level.get("mean") is None:
+        return "-"
+    text = fmt(level["mean"]) if level.get("sd") is None else f"{fmt(level['mean'])} ± {fmt(level['sd'])}"
+    return text if level.get("resolved") else f"{text} (unresolved)"
+
+
 def row_for(defense, eps, name, result, seconds, test_acc):
     ci = result.auc_ci
+    low = result.extra.get("low_fpr") or {}
     return {
         "defense": defense,
         "ε": fmt(eps, 0),
@@ -59,8 +75,9 @@ def row_for(defense, eps, name, result, seconds, test_acc):
         "attack": name,
         "AUC": fmt(result.auc),
         "95% CI": f"[{fmt(ci[0])}, {fmt(ci[1])}]",
-        "TPR@1%": fmt(result.tpr_at_fpr.get("0.01")),
-        "TPR@0.1%": fmt(result.tpr_at_fpr.get("0.001")),
+        "TPR@1%": tpr_cell(low.get("0.01")),
+        "TPR@0.1%": tpr_cell(low.get("0.001")),
+        "negatives": fmt((low.get("0.01") or {}).get("negatives")),
         "ε_LB (δ)": f"{fmt(result.epsilon_lower_bound, 2)} ({result.epsilon_lower_bound_delta:.0e})"
         if result.epsilon_lower_bound_delta
         else f"{fmt(result.epsilon_lower_bound, 2)} (0)",
@@ -70,6 +87,7 @@ def row_for(defense, eps, name, result, seconds, test_acc):
         "runs": str(len(result.runs)),
         "seconds": f"{seconds:.1f}",
         "peak MB": f"{peak_mb():.0f}",
+        "low_fpr": low,
     }
 
 
@@ -81,8 +99,16 @@ def details(result) -> str:
         if "auc_hard_negatives" in e:
             out += f"; AUC vs 2-hop non-edges {e['auc_hard_negatives']:.3f}"
         return out
-    if result.attack == "mia-rmia" and e.get("offline"):
-        return "a = " + ", ".join(fmt(a, 2) for a in e.get("a", []))
+    if result.attack in ("mia-rmia", "mia-lira"):
+        sizes = sorted({s for r in result.runs for s in r.get("reference_train_sizes", [])})
+        out = f"ref. sizes {'/'.join(map(str, sizes))} (target {result.runs[0].get('target_train_size')})"
+        out += f", pool {'/'.join(sorted({str(r.get('reference_pool')) for r in result.runs}))}"
+        out += f", query {e.get('query')}"
+        if result.attack == "mia-rmia":
+            out += f", tie-break {e.get('tie_break')}"
+            if e.get("offline"):
+                out += ", a = " + ", ".join(fmt(a, 2) for a in e.get("a", []))
+        return out
     if result.attack == "embedding-probe":
         return "diagnostic: no ε_LB (bound_valid false)"
     if result.attack == "mia-threshold":
@@ -105,6 +131,7 @@ COLUMNS = [
     "95% CI",
     "TPR@1%",
     "TPR@0.1%",
+    "negatives",
     "ε_LB (δ)",
     "covered",
     "AUC ceiling",
@@ -113,6 +140,9 @@ COLUMNS = [
     "seconds",
     "peak MB",
 ]
+
+
+PARTS = ("strength", "gbase", "table")
 
 
 def write(report: dict, path: Path) -> None:
@@ -124,6 +154,15 @@ def write(report: dict, path: Path) -> None:
             report.get("strength_note", ""),
             "",
             markdown(report["strength"], COLUMNS),
+            "",
+        ]
+    if report.get("gbase"):
+        parts += [
+            "## G-BASE's protocol on Cora (target trained on the subgraph induced by half the nodes)",
+            "",
+            report.get("gbase_note", ""),
+            "",
+            markdown(report["gbase"], COLUMNS),
             "",
         ]
     if report["table"]:
@@ -147,7 +186,7 @@ def write(report: dict, path: Path) -> None:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data-root", default=None)
-    ap.add_argument("--part", default="all", choices=["strength", "table", "all"])
+    ap.add_argument("--part", default="all", help="strength, gbase, table or all, or a comma list of them")
     ap.add_argument("--defenses", default=None, help="comma list (default: every registered defense)")
     ap.add_argument("--epsilons", default="1,8,inf")
     ap.add_argument("--split", default="random:0.3,0.1,0.3")
@@ -165,13 +204,23 @@ def main(argv=None) -> int:
         "--keep-table", action="store_true", help="keep the cora_ml table (and its note) already in --out (.json)"
     )
     args = ap.parse_args(argv)
+    parts = set(args.part.split(","))
+    if not parts <= set(PARTS) | {"all"}:
+        ap.error(f"--part: choose among {', '.join(PARTS)}, all (comma-separated), got {args.part!r}")
+    if "all" in parts:
+        parts = set(PARTS)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     report = {
         "header": f"Command: `{' '.join(['python', *sys.argv])}`. Machine: shared 2-core CPU (torch CPU). "
         "AUC = mean over runs; CI = stratified percentile bootstrap of the mean (1000 draws); ε_LB on run 0 "
-        "(one-run pair test of Steinke et al. 2023 on the randomized audit game's pairs, 95 %; '-' where bound_valid is false).",
+        "(one-run pair test of Steinke et al. 2023 on the randomized audit game's pairs, 95 %; '-' where bound_valid is false). "
+        "TPR@1% and TPR@0.1%: mean ± sd over the attack's runs (each run an attack seed: new audit draw, references "
+        "and population); 'negatives' = non-members (non-edges for edge attacks) per run; with n negatives FPR f "
+        "allows ⌊f·n⌋ false positives, and a level below one false positive is marked '(unresolved)': it is the TPR "
+        "at zero false positives.",
         "strength": [],
+        "gbase": [],
         "table": [],
         "split": args.split,
         "table_note": "",
@@ -179,13 +228,14 @@ def main(argv=None) -> int:
     if args.append and out.with_suffix(".json").is_file():
         previous = json.loads(out.with_suffix(".json").read_text(encoding="utf-8"))
         report["strength"], report["table"] = previous.get("strength", []), previous.get("table", [])
+        report["gbase"], report["gbase_note"] = previous.get("gbase", []), previous.get("gbase_note", "")
         report["header"] = previous.get("header", "") + f" Appended: `{' '.join(['python', *sys.argv])}`."
         report["table_note"] = previous.get("table_note", "")
     elif args.keep_table and out.with_suffix(".json").is_file():
         previous = json.loads(out.with_suffix(".json").read_text(encoding="utf-8"))
         report["table"], report["table_note"] = previous.get("table", []), previous.get("table_note", "")
         report["split"] = previous.get("split", report["split"])
-    if args.part in ("strength", "all"):
+    if "strength" in parts:
         ds = load_dataset("cora", root=args.data_root)
         n, k = args.strength_runs, args.strength_refs
         membership = [
@@ -194,6 +244,11 @@ def main(argv=None) -> int:
             ("mia-lira", f"mia-lira online ({k} shadows)", {"runs": n, "num_shadows": k}),
             ("mia-lira", f"mia-lira offline ({k} shadows)", {"runs": n, "num_shadows": k, "online": False}),
             ("mia-rmia", f"mia-rmia online ({k} refs)", {"runs": n, "num_references": k}),
+            (
+                "mia-rmia",
+                f"mia-rmia online ({k} refs, tie_break=none)",
+                {"runs": n, "num_references": k, "tie_break": "none"},
+            ),
             ("mia-rmia", f"mia-rmia offline ({k} refs)", {"runs": n, "num_references": k, "offline": True}),
         ]
         others = [
@@ -214,13 +269,51 @@ def main(argv=None) -> int:
             res = train(defense, ds, epsilon=eps, seed=args.seed)
             for name, label, settings in plan:
                 start = time.perf_counter()
-                result = attacks.run(name, res.model, ds, seed=args.seed, **settings)
+                try:
+                    result = attacks.run(name, res.model, ds, seed=args.seed, **settings)
+                except Exception as exc:  # noqa: BLE001 - record, keep benchmarking the others
+                    report["strength"].append(
+                        {"defense": defense, "ε": fmt(eps, 0), "attack": f"{label} failed: {exc}"}
+                    )
+                    continue
                 row = row_for(defense, eps, name, result, time.perf_counter() - start, res.metrics["test_accuracy"])
                 row["attack"] = label
                 report["strength"].append(row)
                 print(row, flush=True)
                 write(report, out)
-    if args.part in ("table", "all"):
+    if "gbase" in parts:
+        ds = load_dataset("cora", root=args.data_root)
+        n, k = args.strength_runs, args.strength_refs
+        g = {"runs": n, "protocol": "g-base"}
+        plan = [
+            ("mia-rmia", f"mia-rmia online ({k} refs), G-BASE", {**g, "num_references": k}),
+            (
+                "mia-rmia",
+                f"mia-rmia online ({k} refs), G-BASE, tie_break=none",
+                {**g, "num_references": k, "tie_break": "none"},
+            ),
+            ("mia-rmia", f"mia-rmia offline ({k} refs), G-BASE", {**g, "num_references": k, "offline": True}),
+            ("mia-lira", f"mia-lira online ({k} shadows), G-BASE", {**g, "num_shadows": k}),
+            ("mia-lira", f"mia-lira offline ({k} shadows), G-BASE", {**g, "num_shadows": k, "online": False}),
+            ("mia-rmia", f"mia-rmia online ({k} refs), full-graph queries", {"runs": n, "num_references": k}),
+        ]
+        report["gbase_note"] = (
+            f"Target: `gcn` (default recipe) trained with `--split inductive:0.5,0.5` (1,354 training nodes; training "
+            f"sees only edges among them). {n} runs per attack, {k} reference models per run trained with the target's "
+            "recipe on the subgraph induced by their own training nodes, exactly as many as the target's where online "
+            "(details: sizes, pool); `protocol=g-base` queries every model on each node's features alone. A random "
+            "split scored on the randomized audit game's pairs, so ε_LB is a valid bound (of a non-private model)."
+        )
+        res = train("gcn", ds, epsilon=math.inf, seed=args.seed, split="inductive:0.5,0.5")
+        for name, label, settings in plan:
+            start = time.perf_counter()
+            result = attacks.run(name, res.model, ds, seed=args.seed, **settings)
+            row = row_for("gcn", math.inf, name, result, time.perf_counter() - start, res.metrics["test_accuracy"])
+            row["attack"] = label
+            report["gbase"].append(row)
+            print(row, flush=True)
+            write(report, out)
+    if "table" in parts:
         ds = load_dataset("cora_ml", root=args.data_root)
         names = args.defenses.split(",") if args.defenses else available_defenses()
         epsilons = [float(e) for e in args.epsilons.split(",")]

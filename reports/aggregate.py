@@ -10,7 +10,10 @@ Intervals:
 * test accuracy — with ≥ 2 seeds a 95 % Student-t interval over seeds; with one seed the
   Clopper–Pearson interval of the test-set proportion (n = number of test nodes);
 * attack AUC — with ≥ 2 seeds a 95 % Student-t interval over the per-seed mean AUCs; with
-  one seed the attack's own interval over its repetitions.
+  one seed the attack's own interval over its repetitions;
+* TPR at 1 % FPR — beside the mean, the mean ± sd over every run of the attack (each model
+  seed's runs pooled) and the number of negatives, which says whether 1 % is even one false
+  positive (:mod:`dpaudit.low_fpr`).
 
 The ceiling :math:`\mathrm{AUC}_{\max}(\varepsilon,\delta)` is the area under the most
 powerful ROC curve any test can reach against an (ε, δ)-DP mechanism: by the hypothesis
@@ -263,7 +266,13 @@ def _verdict(row: dict, rec: dict, lower: list[dict] | None = None, correction: 
         "best_auc": {"attack": best_auc, "auc": attacks[best_auc]["auc"], "auc_ci": attacks[best_auc]["auc_ci"]}
         if best_auc
         else None,
-        "best_tpr_at_1pct_fpr": {"attack": best_tpr, "tpr": tprs[best_tpr]} if best_tpr else None,
+        "best_tpr_at_1pct_fpr": {
+            "attack": best_tpr,
+            "tpr": tprs[best_tpr],
+            "over_runs": attacks[best_tpr].get("tpr_at_1pct_fpr_over_runs"),
+        }
+        if best_tpr
+        else None,
         "strongest_uncovered": {
             "attack": best_uncovered,
             "auc": attacks[best_uncovered]["auc"],
@@ -382,6 +391,16 @@ def _attack_names(records: list[dict]) -> list[str]:
     return _ordered_unique(names)
 
 
+def tpr_over_runs(results: list[dict]) -> dict[str, Any]:
+    """TPR at 1 % FPR over every run of ``results`` (each seed's ``runs``; a result written
+    without them counts as one run of unknown negatives): :func:`dpaudit.low_fpr.summarize_level`."""
+    from dpaudit.low_fpr import summarize_level
+
+    runs = [run for r in results for run in (r.get("runs") or [r])]
+    tprs = [(run.get("tpr_at_fpr") or {}).get(TPR_KEY) for run in runs]
+    return summarize_level(tprs, [run.get("non_members") for run in runs], float(TPR_KEY))
+
+
 def _summarise_attack(results: list[dict], valid: bool) -> dict[str, Any]:
     """Aggregate one attack's results over the seeds of one (defense, ε)."""
     aucs = [r.get("auc") for r in results]
@@ -400,6 +419,7 @@ def _summarise_attack(results: list[dict], valid: bool) -> dict[str, Any]:
         "auc_interval": interval,
         "auc_per_seed": aucs,
         "tpr_at_1pct_fpr": mean_ci_over_seeds(tprs)[0],
+        "tpr_at_1pct_fpr_over_runs": tpr_over_runs(results),
         "epsilon_lower_bound_max": _max_or_none(bounds),
         "epsilon_lower_bound_delta": next((r.get("epsilon_lower_bound_delta") for r in results), None),
         "covered_by_guarantee": any(bool(r.get("covered_by_guarantee")) for r in results),

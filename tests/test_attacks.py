@@ -347,6 +347,12 @@ def test_cli_attack_writes_json(saved_gcn, tmp_path, capsys):
     assert payload["ceiling_auc"] is None and payload["covered_by_guarantee"] is False
     assert payload["settings"]["runs"] == 1 and payload["settings"]["seed"] == 3
     assert payload["settings"]["max_pairs"] == 200
+    low = payload["extra"]["low_fpr"]["0.01"]
+    assert (
+        low["runs"] == 1
+        and low["negatives"] == payload["runs"][0]["non_members"]
+        and "1 seed, no spread" in low["text"]
+    )
     assert "link-steal vs gcn: AUC" in capsys.readouterr().out
 
 
@@ -357,6 +363,11 @@ def test_cli_attack_writes_json(saved_gcn, tmp_path, capsys):
         (["--attack", "mia-threshold", "--set", "bogus=1"], "unknown settings"),
         (["--attack", "mia-threshold", "--runs", "0"], "--runs"),
         (["--attack", "mia-threshold", "--set", "novalue"], "KEY=VALUE"),
+        (["--attack", "mia-rmia", "--set", "tie_break=random"], "tie_break='random' must be one of"),
+        (["--attack", "mia-lira", "--set", "query=2-hop"], "query='2-hop' must be one of graph, features"),
+        # the G-BASE protocol needs a target trained on its own half's induced subgraph
+        (["--attack", "mia-rmia", "--set", "protocol=g-base"], "--split inductive:0.5,0.5"),
+        (["--attack", "mia-lira", "--set", "protocol=g-base", "--set", "query=graph"], "queries features only"),
     ],
 )
 def test_cli_attack_errors(saved_gcn, tmp_path, capsys, argv, message):

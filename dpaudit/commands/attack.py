@@ -90,8 +90,12 @@ def cmd_attack(args) -> int:
             f"valid bound: ε lower bound {_fmt(result.epsilon_lower_bound)} (δ = {result.epsilon_lower_bound_delta:g})"
         )
     lo, hi = result.auc_ci
+    # TPR at 1 % FPR with its spread over runs and the negatives it rests on (dpaudit.low_fpr)
+    low_fpr = (result.extra.get("low_fpr") or {}).get("0.01")
+    tpr = f", {low_fpr['text']}" if low_fpr else ""
     print(
-        f"{args.attack} vs {model.method}: AUC {_fmt(result.auc)} [{_fmt(lo)}, {_fmt(hi)}], {bound}, {ceiling} -> {args.out}"
+        f"{args.attack} vs {model.method}: AUC {_fmt(result.auc)} [{_fmt(lo)}, {_fmt(hi)}]{tpr}, {bound}, {ceiling} "
+        f"-> {args.out}"
     )
     return 0
 
