@@ -11,7 +11,13 @@ the last iterate (their early stopping on validation loss is a selection on vali
 it is not used — a fixed schedule, like every model here). Input dropout runs on the
 non-zero entries only: a dense dropout mask over cora_ml's 2995 × 2879 feature matrix cost
 0.24 s per call on one core (55–130 s per fit), the sparse one costs ~1 ms and is the same
-random function on the non-zeros (dropping a zero changes nothing).
+random function on the non-zeros (dropping a zero changes nothing). Sparse features
+(:class:`~dpaudit.nn.SparseFeatures`, at most 10 % non-zero) enter the first layer as a sparse ×
+dense product; dense ones (csbm's Gaussian features) as a plain matmul, with dense dropout (the
+same law on the non-zeros). :math:`\hat A` is the graph's CSR adjacency built once per fit
+(:meth:`dpaudit.adjacency.Adjacency.gcn`); a graph whose full batch exceeds the memory budget
+trains on neighbour-sampled mini-batches (:mod:`defenses.baseline_batching`), and a query on a
+few nodes reads only their 2-hop neighbourhood (:meth:`dpaudit.model.ModuleModel._forward`).
 
 ``mlp-dp`` is the "Features" baseline of DPAR and "MLP-DP" of GAP: an MLP on node features
 alone, trained with DP-Adam (or DP-SGD) by :func:`dpaudit.dpsgd.train_dp_sgd` (ghost
@@ -79,18 +85,27 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch_geometric.utils import add_remaining_self_loops, remove_self_loops
 from tqdm.auto import tqdm
 
+from defenses.baseline_batching import GraphSizes, plan_batching, train_message_passing
 from dpaudit.accounting import PrivacyLedger, PrivacySpec
 from dpaudit.accounting.mechanisms import PoissonSubsampledGaussian
 from dpaudit.accounting.verify import refuse
+from dpaudit.adjacency import Adjacency, as_adjacency
 from dpaudit.datasets import GraphDataset
 from dpaudit.defense import Defense, Hyperparameters, PrivateHyperparameters
 from dpaudit.dpsgd import PoissonSchedule, make_optimizer, noise_for_plan, plan_mismatch, train_dp_sgd
 from dpaudit.errors import ConfigurationError, ModelFormatError
-from dpaudit.model import ModuleModel, _node_index, register_model_kind
-from dpaudit.nn import InputLinear, SparseFeatures, activation, build_architecture, feature_dropout, features
+from dpaudit.model import ModuleModel, register_model_kind
+from dpaudit.nn import (
+    InputLinear,
+    SparseFeatures,
+    activation,
+    build_architecture,
+    dense_or_sparse_linear,
+    feature_dropout,
+    features,
+)
 from dpaudit.registry import register_defense
 from dpaudit.release import declared_train_size
 from dpaudit.splits import Split
@@ -107,31 +122,20 @@ def row_normalize(x: torch.Tensor) -> torch.Tensor:
     return torch.where(total > 0, x / torch.where(total > 0, total, torch.ones_like(total)), x)
 
 
-def gcn_propagation(edge_index: torch.Tensor, num_nodes: int, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
-    r""":math:`\hat A = \tilde D^{-1/2}(A + I)\tilde D^{-1/2}` as ``(src, dst, weight)`` messages
-    (``dst`` receives ``weight · h[src]``)."""
-    edge_index, _ = remove_self_loops(edge_index)
-    edge_index, _ = add_remaining_self_loops(edge_index, num_nodes=num_nodes)
-    src, dst = edge_index
-    degree = torch.bincount(dst, minlength=num_nodes).to(dtype)
-    inv_sqrt = degree.clamp(min=1).pow(-0.5)
-    return src, dst, inv_sqrt[src] * inv_sqrt[dst]
-
-
-def _propagate(adjacency: tuple[torch.Tensor, ...], h: torch.Tensor) -> torch.Tensor:
-    r""":math:`\hat A h` by one gather and one scatter-add (fast forward and backward on CPU)."""
-    src, dst, weight = adjacency
-    return h.new_zeros(h.shape).index_add_(0, dst, h[src] * weight.unsqueeze(1))
-
-
 class KipfGCN(nn.Module):
     r"""Kipf & Welling's 2-layer GCN (see the module docstring).
 
     Shapes:
-        ``forward(x [N, F], edge_index [2, E]) -> logits [N, C]``; ``embed`` returns the hidden
-        layer ``[N, hidden]``. ``x`` may be dense (it is row-normalised here when
-        ``row_normalize``) or an already row-normalised sparse COO tensor (training passes one).
+        ``forward(x [N, F], graph) -> logits [N, C]``; ``embed`` returns the hidden layer
+        ``[N, hidden]``. ``x`` is the raw features, dense (the first layer is a plain matmul) or
+        :class:`~dpaudit.nn.SparseFeatures` (a sparse × dense product over the non-zeros); it is
+        row-normalised here when ``normalize``. ``graph`` is an ``edge_index`` [2, E] or its
+        :class:`~dpaudit.adjacency.Adjacency` (:math:`\hat A` is that adjacency's
+        :meth:`~dpaudit.adjacency.Adjacency.gcn`, a sparse × dense product).
     """
+
+    #: a node's logits read its 2-hop neighbourhood
+    propagation_hops = 2
 
     def __init__(self, in_dim: int, hidden: int, out_dim: int, dropout: float = 0.5, normalize: bool = True):
         super().__init__()
@@ -140,29 +144,20 @@ class KipfGCN(nn.Module):
         self.dropout = float(dropout)
         self.normalize = bool(normalize)
 
-    def prepare(self, x: torch.Tensor) -> torch.Tensor:
-        """Row-normalise (when configured) and convert to sparse COO."""
-        return (row_normalize(x) if self.normalize else x).to_sparse().coalesce()
+    def _first(self, x) -> torch.Tensor:
+        r""":math:`\mathrm{drop}(X) W_1^\top` (dropout on the stored values of sparse input)."""
+        if self.normalize:
+            x = x.row_normalize() if isinstance(x, SparseFeatures) else row_normalize(x)
+        return dense_or_sparse_linear(feature_dropout(x, self.dropout, self.training), self.lin1.weight)
 
-    def _first(self, x: torch.Tensor) -> torch.Tensor:
-        r""":math:`\mathrm{drop}(X) W_1^\top` over the non-zeros of X (gather + scatter-add)."""
-        xs = x if x.is_sparse else self.prepare(x)
-        rows, cols = xs.indices()
-        values = xs.values()
-        if self.training and self.dropout > 0:
-            values = F.dropout(values, self.dropout, True)
-        weight = self.lin1.weight.T  # [F, hidden]
-        out = weight.new_zeros(xs.size(0), weight.size(1))
-        return out.index_add_(0, rows, weight[cols] * values.unsqueeze(1))
+    def embed(self, x, graph: torch.Tensor | Adjacency) -> torch.Tensor:
+        adjacency = as_adjacency(graph, x.size(0))
+        return F.relu(adjacency.gcn(self.lin1.weight.dtype)(self._first(x)))
 
-    def embed(self, x: torch.Tensor, edge_index: torch.Tensor, adjacency: tuple | None = None) -> torch.Tensor:
-        adjacency = gcn_propagation(edge_index, x.size(0), self.lin1.weight.dtype) if adjacency is None else adjacency
-        return F.relu(_propagate(adjacency, self._first(x)))
-
-    def forward(self, x: torch.Tensor, edge_index: torch.Tensor, adjacency: tuple | None = None) -> torch.Tensor:
-        adjacency = gcn_propagation(edge_index, x.size(0), self.lin1.weight.dtype) if adjacency is None else adjacency
-        h = F.dropout(self.embed(x, edge_index, adjacency), self.dropout, self.training)
-        return _propagate(adjacency, self.lin2(h))
+    def forward(self, x, graph: torch.Tensor | Adjacency) -> torch.Tensor:
+        adjacency = as_adjacency(graph, x.size(0))
+        h = F.dropout(self.embed(x, adjacency), self.dropout, self.training)
+        return adjacency.gcn(self.lin2.weight.dtype)(self.lin2(h))
 
 
 class FeatureMLP(nn.Module):
@@ -171,6 +166,9 @@ class FeatureMLP(nn.Module):
 
     Shapes: ``forward(x [B, F]) -> logits [B, C]``; ``embed(x) -> [B, hidden]`` (the input
     features themselves when ``layers = 1``)."""
+
+    #: a node's output reads its own features only
+    propagation_hops = 0
 
     def __init__(
         self,
@@ -236,16 +234,7 @@ def build_baseline_architecture(config: dict) -> nn.Module:
 class BaselineModel(ModuleModel):
     """A released ``gcn-kipf`` or ``mlp-features`` module (rebuilt by
     :func:`build_baseline_architecture`). An ``mlp-features`` model reads only the queried
-    nodes' own features; a GCN reads the query graph."""
-
-    @torch.no_grad()
-    def _forward(self, graph, nodes, embed: bool) -> torch.Tensor:
-        if self.architecture["type"] != "mlp-features":
-            return super()._forward(graph, nodes, embed)
-        self.module.eval()
-        idx = _node_index(graph, nodes).to(self.device)
-        x = graph.x.to(self.device)[idx]
-        return self.module.embed(x) if embed else torch.softmax(self.module(x), dim=1)
+    nodes' own features, a GCN their 2-hop neighbourhood (:meth:`ModuleModel._forward`)."""
 
     @classmethod
     def from_state(cls, config, tensors, privacy, card):
@@ -259,7 +248,17 @@ class BaselineModel(ModuleModel):
 
 # --------------------------------------------------------------------------------- non-private
 @dataclass
-class GNNHyperparameters(Hyperparameters):
+class BatchingHyperparameters(Hyperparameters):
+    """How a message-passing baseline trains at scale (:mod:`defenses.baseline_batching`)."""
+
+    batching: str = "auto"  # auto: full batch when the memory estimate fits the budget, else sampled; full; sampled
+    batch_size: int = 512  # training nodes per sampled mini-batch
+    fanouts: list[int] | None = None  # in-edges sampled per node and layer; None: 25, 10 (Hamilton et al. 2017)
+    memory_budget_gib: float | None = None  # None: half the device's memory
+
+
+@dataclass
+class GNNHyperparameters(BatchingHyperparameters):
     hidden: int = 64
     layers: int = 2
     dropout: float = 0.5
@@ -269,7 +268,7 @@ class GNNHyperparameters(Hyperparameters):
 
 
 @dataclass
-class KipfGCNHyperparameters(Hyperparameters):
+class KipfGCNHyperparameters(BatchingHyperparameters):
     """Kipf & Welling (2017), Section 5.2 / their public code: the published Cora setup."""
 
     hidden: int = 16
@@ -278,6 +277,15 @@ class KipfGCNHyperparameters(Hyperparameters):
     weight_decay: float = 5e-4  # first layer only
     epochs: int = 200
     row_normalize: bool = True
+
+
+def _batching_plan(defense: Defense, dataset: GraphDataset, edge_index: torch.Tensor, widths, hops: int):
+    """The defense's :class:`~defenses.baseline_batching.BatchingPlan` from public sizes (before allocating)."""
+    hp = defense.hp
+    sizes = GraphSizes(dataset.num_nodes, int(edge_index.size(1)), dataset.num_features, tuple(widths),
+                       dataset.num_classes)  # fmt: skip
+    return plan_batching(defense.name, hp.batching, sizes, hops, hp.batch_size, hp.fanouts, hp.memory_budget_gib,
+                         torch.device(defense.device))  # fmt: skip
 
 
 def _architecture(kind: str, dataset: GraphDataset, hidden: int, layers: int, dropout: float) -> dict:
@@ -304,22 +312,31 @@ class _FullBatchBaseline(Defense):
     def _fit(self, dataset: GraphDataset, split: Split, delta: float) -> ModuleModel:
         hp = self.hp
         arch = _architecture(self.architecture_type, dataset, hp.hidden, hp.layers, hp.dropout)
+        edge_index = None if arch["type"] == "mlp" else split.edge_index_for(dataset, "train")
+        plan = None
+        if edge_index is not None:
+            plan = _batching_plan(self, dataset, edge_index, arch["hidden"], len(arch["hidden"]) + 1)
         module = build_architecture(arch).to(self.device)
         # Sparse features (cora_ml: 1.75 % non-zero) stay sparse: the first layer is CSR × dense.
         x = features(dataset.data.x.float().to(self.device))
         y = dataset.data.y.to(self.device)
-        edge_index = split.edge_index_for(dataset, "train").to(self.device)
         train = split.train.to(self.device)
-        x_train = x[train] if arch["type"] == "mlp" else x
         opt = make_optimizer("adam", module.parameters(), hp.lr, hp.weight_decay)
-        module.train()
-        for _ in tqdm(range(hp.epochs), desc=f"{self.name}", leave=False, disable=None):
-            opt.zero_grad()
-            logits = module(x_train, None) if arch["type"] == "mlp" else module(x, edge_index)[train]
-            F.cross_entropy(logits, y[train]).backward()
-            opt.step()
-        module.eval()
-        return ModuleModel(module, arch, PrivacySpec.non_private(), copy.deepcopy(NON_PRIVATE_CARD))
+        if plan is None:
+            module.train()
+            x_train = x[train]
+            for _ in tqdm(range(hp.epochs), desc=f"{self.name}", leave=False, disable=None):
+                opt.zero_grad()
+                F.cross_entropy(module(x_train, None), y[train]).backward()
+                opt.step()
+            module.eval()
+        else:
+            adjacency = Adjacency.from_edge_index(edge_index.to(self.device), x.size(0))
+            train_message_passing(module, x, y, train, adjacency, opt, hp.epochs, plan, self.seed, self.name)
+        model = ModuleModel(module, arch, PrivacySpec.non_private(), copy.deepcopy(NON_PRIVATE_CARD))
+        if plan is not None:
+            model.record["training"] = plan.record()
+        return model
 
 
 @register_defense
@@ -343,12 +360,12 @@ class GCN(Defense):
             "dropout": hp.dropout,
             "normalize": hp.row_normalize,
         }
+        edge_index = split.edge_index_for(dataset, "train")
+        plan = _batching_plan(self, dataset, edge_index, [hp.hidden], KipfGCN.propagation_hops)
         module = build_baseline_architecture(arch).to(self.device)
-        x = module.prepare(dataset.data.x.to(self.device))
+        x = features(dataset.data.x.float().to(self.device))
         y = dataset.data.y.to(self.device)
-        edge_index = split.edge_index_for(dataset, "train").to(self.device)
-        adjacency = gcn_propagation(edge_index, dataset.num_nodes, module.lin1.weight.dtype)
-        train = split.train.to(self.device)
+        adjacency = Adjacency.from_edge_index(edge_index.to(self.device), dataset.num_nodes)
         opt = torch.optim.Adam(
             [
                 {"params": module.lin1.parameters(), "weight_decay": hp.weight_decay},
@@ -356,13 +373,11 @@ class GCN(Defense):
             ],
             lr=hp.lr,
         )
-        module.train()
-        for _ in tqdm(range(hp.epochs), desc=self.name, leave=False, disable=None):
-            opt.zero_grad()
-            F.cross_entropy(module(x, edge_index, adjacency)[train], y[train]).backward()
-            opt.step()
-        module.eval()
-        return BaselineModel(module, arch, PrivacySpec.non_private(), copy.deepcopy(NON_PRIVATE_CARD))
+        train_message_passing(module, x, y, split.train.to(self.device), adjacency, opt, hp.epochs, plan, self.seed,
+                              self.name)  # fmt: skip
+        model = BaselineModel(module, arch, PrivacySpec.non_private(), copy.deepcopy(NON_PRIVATE_CARD))
+        model.record["training"] = plan.record()
+        return model
 
 
 @register_defense
@@ -373,8 +388,13 @@ class GraphSAGE(_FullBatchBaseline):
 
 
 @dataclass
-class MLPHyperparameters(GNNHyperparameters):
+class MLPHyperparameters(Hyperparameters):
+    hidden: int = 64
+    layers: int = 2
     dropout: float = 0.0
+    lr: float = 0.01
+    weight_decay: float = 5e-4
+    epochs: int = 200
 
 
 @register_defense

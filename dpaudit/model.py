@@ -37,8 +37,9 @@ from torch_geometric.data import Data
 
 from dpaudit.accounting.spec import PrivacySpec
 from dpaudit.accounting.verify import Verification, verify_spec
+from dpaudit.adjacency import TensorCache, adjacency_of
 from dpaudit.errors import DPAuditError, IntegrityError, ModelFormatError
-from dpaudit.nn import build_architecture
+from dpaudit.nn import build_architecture, features
 from dpaudit.release import RECORD_FILE, check_public_card, check_public_config
 from dpaudit.runtime import atomic_write_bytes, atomic_write_json, to_json
 
@@ -350,7 +351,9 @@ def load(directory: str | Path, device: str | torch.device = "cpu", record: bool
             try:
                 extra = load_safetensors((directory / RECORD_TENSORS_FILE).read_bytes())
             except (SafetensorError, ValueError, RuntimeError) as exc:
-                raise ModelFormatError(f"{directory / RECORD_TENSORS_FILE}: not a valid safetensors file ({exc})") from None
+                raise ModelFormatError(
+                    f"{directory / RECORD_TENSORS_FILE}: not a valid safetensors file ({exc})"
+                ) from None
             model.attach_record_tensors({k: v.to(device) for k, v in extra.items()})
     return model
 
@@ -445,7 +448,9 @@ def compare_records(recorded: list[dict], planned: list[dict], rtol: float = 1e-
             got = have.get(key)
             if isinstance(value, (int, float)) and not isinstance(value, bool) and isinstance(got, (int, float)):
                 if not math.isclose(float(got), float(value), rel_tol=rtol, abs_tol=1e-12):
-                    return f"{key} = {value!r} for mechanism {i + 1} ({want.get('name', '?')}), the spec records {got!r}"
+                    return (
+                        f"{key} = {value!r} for mechanism {i + 1} ({want.get('name', '?')}), the spec records {got!r}"
+                    )
             elif got != value:
                 return f"{key} = {value!r} for mechanism {i + 1} ({want.get('name', '?')}), the spec records {got!r}"
     return None
@@ -494,8 +499,10 @@ def _check_architecture_fits_manifest(cls: type[ReleasedModel], meta: dict, dire
     for name, spec in meta["tensors"].items():
         dtype = getattr(torch, str(spec.get("dtype")), None) if isinstance(spec, dict) else None
         shape = spec.get("shape") if isinstance(spec, dict) else None
-        if not isinstance(dtype, torch.dtype) or not isinstance(shape, list) or not all(
-            isinstance(d, int) and d >= 0 for d in shape
+        if (
+            not isinstance(dtype, torch.dtype)
+            or not isinstance(shape, list)
+            or not all(isinstance(d, int) and d >= 0 for d in shape)
         ):
             raise ModelFormatError(f"{directory}: manifest entry {name!r} is malformed: {spec!r}")
         shapes[name] = (shape, dtype)
@@ -511,7 +518,9 @@ def _check_architecture_fits_manifest(cls: type[ReleasedModel], meta: dict, dire
         if "size mismatch" in str(exc) or "Missing key" in str(exc) or "Unexpected key" in str(exc):
             lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
             detail = next((line for line in lines if "size mismatch" in line or "key" in line), lines[0])
-            raise ModelFormatError(f"{directory}: the architecture in {META_FILE} does not fit its tensor manifest: {detail}") from None
+            raise ModelFormatError(
+                f"{directory}: the architecture in {META_FILE} does not fit its tensor manifest: {detail}"
+            ) from None
     except Exception:  # noqa: BLE001 - not checkable on the meta device; the real rebuild checks it
         return
 
@@ -541,13 +550,20 @@ def answering(model: ReleasedModel, graph: Data):
     return release if release is not None and release.is_training_graph(graph) else model
 
 
+#: the last whole-graph query's features as modules take them (dense, or SparseFeatures)
+_GRAPH_FEATURES = TensorCache(size=1)
+
+
 @register_model_kind("module")
 class ModuleModel(ReleasedModel):
     """A released model that is one :mod:`dpaudit.nn` architecture over ``(x, edge_index)``.
 
     Inference runs the module on whatever graph is queried (transductive or inductive); it
     reads the queried nodes' neighbourhoods, so it is private only for what training saw,
-    never for the query graph itself.
+    never for the query graph itself. A query on a few nodes computes only their k-hop
+    neighbourhood (k = the module's ``propagation_hops``, the number of message-passing layers)
+    over the query graph's cached CSR adjacency (:mod:`dpaudit.adjacency`): the same numbers as
+    the whole-graph computation, at the cost of what it touches.
     """
 
     def __init__(self, module: torch.nn.Module, architecture: dict, privacy: PrivacySpec, card: dict):
@@ -559,17 +575,38 @@ class ModuleModel(ReleasedModel):
     def device(self) -> torch.device:
         return next(self.module.parameters()).device
 
+    def hops(self, embed: bool) -> int | None:
+        """How many hops a node's answer reads (the module's ``propagation_hops``; the embedding
+        stops one layer short); ``None`` for a module that does not say (whole-graph queries)."""
+        hops = getattr(self.module, "propagation_hops", None)
+        return None if hops is None else max(int(hops) - int(embed), 0)
+
     @torch.no_grad()
     def _forward(self, graph: Data, nodes, embed: bool) -> torch.Tensor:
+        """The module on the nodes' neighbourhood: their own features when it reads no edge,
+        else their k-hop neighbourhood (:meth:`~dpaudit.adjacency.Adjacency.neighbourhood`, the
+        same numbers as the whole-graph computation), else the whole graph."""
         idx = _node_index(graph, nodes)
         self.module.eval()
-        x, edge_index = graph.x.to(self.device), graph.edge_index.to(self.device)
-        if self.architecture["type"] == "mlp":
-            x = x[idx.to(self.device)]
-            out = self.module.embed(x) if embed else self.module(x)
-            return out if embed else torch.softmax(out, dim=1)
-        out = self.module.embed(x, edge_index) if embed else self.module(x, edge_index)
-        out = out[idx.to(self.device)]
+        hops = self.hops(embed)
+        run = self.module.embed if embed else self.module
+        if hops == 0:
+            out = run(graph.x[idx.to(graph.x.device)].to(self.device).float(), None)
+        elif hops is None:  # a module that takes edge_index as such
+            out = run(graph.x.to(self.device), graph.edge_index.to(self.device))[idx.to(self.device)]
+        elif nodes is None:
+            x = _GRAPH_FEATURES.get((graph.x,), lambda: features(graph.x.to(self.device).float()), (self.device,))
+            out = run(x, adjacency_of(graph.edge_index, int(graph.num_nodes), self.device))[idx.to(self.device)]
+        else:
+            adjacency = adjacency_of(graph.edge_index, int(graph.num_nodes), self.device)
+            # a neighbourhood holding most of the graph costs more than the graph itself
+            hood = adjacency.neighbourhood(
+                idx.to(self.device), hops, max_edges=adjacency.num_edges // 2, max_nodes=adjacency.num_nodes // 2
+            )
+            if hood is None:
+                return self._forward(graph, None, embed)[idx.to(self.device)]
+            x = features(graph.x[hood.subset.to(graph.x.device)].to(self.device).float())
+            out = run(x, hood.adjacency)[hood.positions]
         return out if embed else torch.softmax(out, dim=1)
 
     def predict_proba(self, graph: Data, nodes=None) -> torch.Tensor:

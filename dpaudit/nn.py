@@ -12,8 +12,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from torch_geometric.nn import GCNConv, SAGEConv
-from torch_geometric.nn.conv.gcn_conv import gcn_norm
 
+from dpaudit.adjacency import Adjacency, as_adjacency
 from dpaudit.errors import ModelFormatError
 
 _ACTIVATIONS = {"relu": nn.ReLU, "selu": nn.SELU, "tanh": nn.Tanh, "elu": nn.ELU}
@@ -276,6 +276,9 @@ def activation(name: str) -> nn.Module:
 class MLP(nn.Module):
     """Multi-layer perceptron; ignores the graph. ``hidden`` lists the hidden widths."""
 
+    #: a node's output reads its own features only
+    propagation_hops = 0
+
     def __init__(self, in_dim: int, hidden: list[int], out_dim: int, dropout: float = 0.0, act: str = "relu"):
         super().__init__()
         dims = [in_dim, *hidden]
@@ -295,7 +298,11 @@ class MLP(nn.Module):
 
 
 class GNN(nn.Module):
-    """Stack of message-passing layers (GCN or GraphSAGE-mean); the last one outputs logits."""
+    """Stack of message-passing layers (GCN or GraphSAGE-mean); the last one outputs logits.
+
+    The layers are PyG's ``GCNConv`` / ``SAGEConv`` (their parameters and state-dict keys), run
+    by :func:`_conv` as sparse × dense products over a :class:`~dpaudit.adjacency.Adjacency`
+    (built once per graph); ``graph`` is an ``edge_index`` [2, E] or that adjacency."""
 
     def __init__(
         self, conv: str, in_dim: int, hidden: list[int], out_dim: int, dropout: float = 0.5, act: str = "relu"
@@ -308,42 +315,50 @@ class GNN(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.act = activation(act)
 
-    def embed(self, x, edge_index: torch.Tensor) -> torch.Tensor:
-        """``x`` dense ``[n, F]`` or :class:`SparseFeatures`; edge_index ``[2, E]`` → ``[n, hidden]``."""
+    @property
+    def propagation_hops(self) -> int:
+        """How far a node's output reads: one hop per layer."""
+        return len(self.hidden_layers) + 1
+
+    def embed(self, x, graph: torch.Tensor | Adjacency) -> torch.Tensor:
+        """``x`` dense ``[n, F]`` or :class:`SparseFeatures` → ``[n, hidden]``."""
+        adjacency = as_adjacency(graph, x.size(0)) if self.hidden_layers else None
         for conv in self.hidden_layers:
-            x = self.act(_conv(conv, feature_dropout(x, self.dropout.p, self.training), edge_index))
+            x = self.act(_conv(conv, feature_dropout(x, self.dropout.p, self.training), adjacency))
         return x
 
-    def forward(self, x, edge_index: torch.Tensor) -> torch.Tensor:
+    def forward(self, x, graph: torch.Tensor | Adjacency) -> torch.Tensor:
+        adjacency = as_adjacency(graph, x.size(0))
         if not self.hidden_layers:
-            return _conv(self.out, feature_dropout(x, self.dropout.p, self.training), edge_index)
-        return self.out(self.dropout(self.embed(x, edge_index)), edge_index)
+            return _conv(self.out, feature_dropout(x, self.dropout.p, self.training), adjacency)
+        return _conv(self.out, self.dropout(self.embed(x, adjacency)), adjacency)
 
 
-def _conv(conv: nn.Module, x, edge_index: torch.Tensor) -> torch.Tensor:
-    r"""``conv(x, edge_index)``; for :class:`SparseFeatures` the layer's linear maps run first
-    as one CSR × dense product and the (linear) aggregation after — the same function, since
-    aggregation and the linear map commute:
+def dense_or_sparse_linear(x, weight: torch.Tensor) -> torch.Tensor:
+    r""":math:`xW^\top` for dense ``x`` (a plain matmul) or :class:`SparseFeatures` (a sparse ×
+    dense product over the stored values), differentiable in ``weight``."""
+    return x.linear(weight) if isinstance(x, SparseFeatures) else F.linear(x, weight)
+
+
+def _conv(conv: nn.Module, x, adjacency: Adjacency) -> torch.Tensor:
+    r"""One PyG layer's function over ``adjacency``; its linear maps run first (dense matmul, or
+    one CSR × dense product for :class:`SparseFeatures`), the (linear) aggregation after — the
+    same function, since aggregation and a linear map commute:
 
     * SAGE-mean: :math:`W_l\,\mathrm{mean}_{j\in N(i)} x_j + b_l + W_r x_i
-      = \mathrm{mean}_{j\in N(i)}(W_l x_j) + b_l + W_r x_i` (PyG's own ``propagate`` does the mean);
-    * GCN: :math:`\hat A (X W^\top) + b` with PyG's ``gcn_norm`` weights.
+      = \mathrm{mean}_{j\in N(i)}(W_l x_j) + b_l + W_r x_i`;
+    * GCN: :math:`\hat A (X W^\top) + b` with ``gcn_norm``'s weights
+      (:meth:`~dpaudit.adjacency.Adjacency.gcn`).
     """
-    if not isinstance(x, SparseFeatures):
-        return conv(x, edge_index)
     if isinstance(conv, SAGEConv) and conv.root_weight and not conv.project and not conv.normalize:
         out_dim = conv.lin_l.weight.size(0)
-        both = x.linear(torch.cat([conv.lin_l.weight, conv.lin_r.weight], dim=0))
-        xl, xr = both[:, :out_dim], both[:, out_dim:]
-        out = conv.propagate(edge_index, x=(xl, xl), size=None)
-        if conv.lin_l.bias is not None:
-            out = out + conv.lin_l.bias
-        return out + xr
-    if isinstance(conv, GCNConv) and conv.normalize and not conv.cached:
-        ei, ew = gcn_norm(edge_index, None, x.size(0), conv.improved, conv.add_self_loops, conv.flow, x.dtype)
-        out = conv.propagate(ei, x=x.linear(conv.lin.weight), edge_weight=ew)
+        both = dense_or_sparse_linear(x, torch.cat([conv.lin_l.weight, conv.lin_r.weight], dim=0))
+        out = adjacency.mean(both.dtype)(both[:, :out_dim]) + both[:, out_dim:]
+        return out if conv.lin_l.bias is None else out + conv.lin_l.bias
+    if isinstance(conv, GCNConv) and conv.normalize and conv.add_self_loops and not conv.improved:
+        out = adjacency.gcn(conv.lin.weight.dtype)(dense_or_sparse_linear(x, conv.lin.weight))
         return out if conv.bias is None else out + conv.bias
-    return conv(x.to_dense(), edge_index)
+    raise ModelFormatError(f"unsupported message-passing layer {conv!r}")
 
 
 def build_architecture(config: dict) -> nn.Module:

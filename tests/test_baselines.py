@@ -16,11 +16,11 @@ from defenses.baselines import (
     SMALL_TRAINING_SET,
     MLPDPHyperparameters,
     auto_configuration,
-    gcn_propagation,
     resolve_mlp_dp,
     row_normalize,
 )
 from dpaudit.accounting import PoissonSubsampledGaussian, PrivacyLedger
+from dpaudit.adjacency import Adjacency
 from dpaudit.datasets import from_data
 from dpaudit.errors import ConfigurationError, PrivacyParameterError
 from dpaudit.model import load
@@ -111,10 +111,9 @@ def test_row_normalisation_and_gcn_propagation():
     out = row_normalize(x)
     assert torch.allclose(out.sum(1), torch.tensor([1.0, 0.0, 1.0]))
     assert torch.allclose(out[0], torch.tensor([0.25, 0.75, 0.0]))
-    # Â = D^-1/2 (A + I) D^-1/2 on the path 0 - 1 - 2.
-    src, dst, w = gcn_propagation(torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]]), 3, torch.float32)
-    dense = torch.zeros(3, 3)
-    dense[dst, src] = w
+    # Â = D^-1/2 (A + I) D^-1/2 on the path 0 - 1 - 2 (a stored self loop is replaced by the one added).
+    adjacency = Adjacency.from_edge_index(torch.tensor([[0, 1, 1, 2, 2], [1, 0, 2, 1, 2]]), 3)
+    dense = adjacency.gcn(torch.float32)(torch.eye(3))
     a = torch.tensor([[1.0, 1, 0], [1, 1, 1], [0, 1, 1]])
     d = a.sum(1).pow(-0.5)
     assert torch.allclose(dense, d[:, None] * a * d[None, :])

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import logging
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +26,7 @@ from defenses.gap.mechanism import (
     row_normalize,
 )
 from dpaudit.accounting import GaussianMechanism, PoissonSubsampledGaussian, PrivacyLedger, PrivacySpec
+from dpaudit.adjacency import TensorCache
 from dpaudit.errors import DPAuditError, ModelFormatError
 from dpaudit.model import Answers, ReleasedModel, _node_index, register_model_kind
 from dpaudit.nn import InputLinear
@@ -174,6 +176,28 @@ TRAINING_AGGREGATIONS = "gap.training_aggregations"
 LEGACY_CACHE = "cache.aggregations"
 
 
+# --------------------------------------------------------------------------- query-graph keys
+
+#: how many query-graph releases a GAP model object keeps for free repeats (``query_memo_size``)
+QUERY_MEMO_SIZE = 8
+# canonical key of recently queried graphs, by the identity of their tensors (strings only)
+_QUERY_KEYS = TensorCache(size=64)
+
+
+def query_graph_key(graph: Data) -> str:
+    """:func:`~defenses.gap.mechanism.graph_key` of ``graph`` (SHA-256 of the node count, the
+    canonical edge set and the features), hashed once per graph object: while the very same
+    ``edge_index`` and ``x`` tensors are alive and unmodified in place (identity and version
+    counter, :class:`~dpaudit.adjacency.TensorCache`), the key is reused; any other tensor, or an
+    in-place torch edit of one, is hashed in full. Two graphs that differ in one edge or one
+    feature value therefore never share a key. (Writes through ``.numpy()`` or ``.data`` bypass
+    torch's version counter: edit query graphs with torch operations.)"""
+    num_nodes = int(graph.num_nodes)
+    return _QUERY_KEYS.get(
+        (graph.edge_index, graph.x), lambda: graph_key(num_nodes, graph.edge_index, graph.x), (num_nodes,)
+    )
+
+
 # --------------------------------------------------------------------------- the training release
 
 
@@ -220,7 +244,7 @@ class TrainingRelease(Answers):
         """Whether ``graph`` is the training graph (same node count, edge set and features)."""
         if not isinstance(graph, Data) or graph.num_nodes != self.graph.num_nodes:
             return False
-        return graph_key(graph.num_nodes, graph.edge_index, graph.x) == self.graph.key
+        return query_graph_key(graph) == self.graph.key
 
     @torch.no_grad()
     def representation(self, graph: Data, nodes=None) -> torch.Tensor:
@@ -242,7 +266,6 @@ class TrainingRelease(Answers):
     @torch.no_grad()
     def embed(self, graph: Data, nodes=None) -> torch.Tensor:
         return self.model.classifier.embed(self.representation(graph, nodes))
-
 
 
 # --------------------------------------------------------------------------- released model
@@ -296,8 +319,10 @@ class GAPModel(ReleasedModel):
         self.cfg = dict(cfg)
         # the owner's cached training aggregations (set by fit or attach_record_tensors)
         self._training: tuple[TrainingGraph, torch.Tensor] | None = None
-        # PMA releases on query graphs made by this object, by canonical key (memo, never saved)
-        self._other_graphs: dict[str, torch.Tensor] = {}
+        # PMA releases on query graphs made by this object, by canonical key, least recently used
+        # first (a bounded memo, never saved): at most ``query_memo_size`` kept
+        self._other_graphs: OrderedDict[str, torch.Tensor] = OrderedDict()
+        self.query_memo_size = QUERY_MEMO_SIZE
 
     @property
     def device(self) -> torch.device:
@@ -356,7 +381,7 @@ class GAPModel(ReleasedModel):
         twin.privacy = copy.deepcopy(self.privacy)
         twin.card = copy.deepcopy(self.card)
         twin.record = copy.deepcopy(self.record)
-        twin._other_graphs = {}
+        twin._other_graphs = OrderedDict()
         return twin
 
     def spec_after(self, releases: int) -> PrivacySpec:
@@ -397,11 +422,20 @@ class GAPModel(ReleasedModel):
 
     @torch.no_grad()
     def _hop_features(self, graph: Data) -> torch.Tensor:
-        """Hops 1..K for every node of ``graph``: a new, recorded PMA release on it (memoised
-        per canonical key within this object). The training graph is no exception: routing it
-        to the cached training release would answer "is this the training graph?"."""
-        key = graph_key(graph.num_nodes, graph.edge_index, graph.x)
-        if key not in self._other_graphs:
+        """Hops 1..K for every node of ``graph``: a new, recorded PMA release on it. The training
+        graph is no exception: routing it to the cached training release would answer "is this
+        the training graph?".
+
+        Memo: the last ``query_memo_size`` releases of this object, by canonical key
+        (:func:`query_graph_key`), answer again for free — the same release, already charged. A
+        graph whose release was evicted is released and charged anew, exactly like a graph never
+        seen (never answered free after eviction)."""
+        if self.query_memo_size < 1:
+            raise DPAuditError(f"GAP query_memo_size must be >= 1, got {self.query_memo_size}")
+        key = query_graph_key(graph)
+        if key in self._other_graphs:
+            self._other_graphs.move_to_end(key)
+        else:
             edge_index = graph.edge_index
             private = self.cfg["query_mechanism"] is not None
             if self.cfg["max_degree"] is not None:
@@ -420,6 +454,8 @@ class GAPModel(ReleasedModel):
             )
             self._record_query_release()
             self._other_graphs[key] = torch.cat(hops, dim=1)
+            while len(self._other_graphs) > self.query_memo_size:
+                self._other_graphs.popitem(last=False)
         return self._other_graphs[key]
 
     @torch.no_grad()
