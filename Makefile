@@ -2,7 +2,11 @@
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
-STAMP  := $(VENV)/.dpaudit-installed
+# optional extras to install with the package: CI adds ray (`make test EXTRAS=dev,ray`) so the
+# Ray executor's tests run instead of skipping; one stamp per set, so a change reinstalls
+EXTRAS ?= dev
+comma  := ,
+STAMP  := $(VENV)/.dpaudit-installed-$(subst $(comma),-,$(EXTRAS))
 
 .PHONY: demo test lint bench clean
 
@@ -12,7 +16,7 @@ $(PY):
 # torch==2.13.0 first when torch is missing, so pip never resolves a multi-GB CUDA build.
 $(STAMP): pyproject.toml | $(PY)
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install --quiet torch==2.13.0
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet -e '.[$(EXTRAS)]'
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -14,19 +14,22 @@ read: PyG processes into a cache (``DPAUDIT_CACHE`` or ``~/.cache/dpaudit/proces
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import inspect
 import logging
 import math
 import os
 import socket
+import zipfile
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 
 import numpy as np
 import torch
 from torch_geometric.data import Data
-from torch_geometric.utils import coalesce, remove_self_loops, subgraph, to_undirected
+from torch_geometric.utils import subgraph
 
 from dpaudit.errors import DatasetError
 
@@ -133,8 +136,41 @@ def fingerprint(data: Data) -> str:
     for t in (data.x, data.y, data.edge_index):
         t = t.detach().cpu().contiguous()
         h.update(str(tuple(t.shape)).encode())
-        h.update(t.numpy().tobytes())
+        h.update(t.numpy().reshape(-1).view(np.uint8))  # the tensor's own bytes, not a copy of them
     return h.hexdigest()[:16]
+
+
+def undirected_edges(row: np.ndarray, col: np.ndarray, num_nodes: int) -> torch.Tensor:
+    """Both directions of every undirected edge of ``(row, col)``, deduplicated, without self
+    loops, sorted by (source, target): what ``coalesce(to_undirected(remove_self_loops(.)))``
+    gives, in int64 [2, 2U]. Works on one int64 key per edge (``min·n + max``) sorted in place,
+    so the peak is a few bytes per edge beyond the result, whatever the input's integer type,
+    instead of the several int64 copies of both directions the PyG utilities make."""
+    lo = np.minimum(row, col).astype(np.int64, copy=False)
+    hi = np.maximum(row, col)
+    keep = lo != hi
+    lo *= num_nodes
+    lo += hi
+    key = lo[keep]
+    del lo, hi, keep
+    key.sort()
+    if key.size:
+        fresh = np.empty(key.size, dtype=bool)
+        fresh[0] = True
+        np.not_equal(key[1:], key[:-1], out=fresh[1:])
+        key = key[fresh]
+        del fresh
+    both = np.empty(2 * key.size, dtype=np.int64)
+    both[: key.size] = key
+    mirrored = both[key.size :]
+    np.floor_divide(key, num_nodes, out=mirrored)  # source of each edge ...
+    mirrored += (key % num_nodes) * num_nodes  # ... becomes the target of its reverse
+    del key
+    both.sort()
+    edge_index = np.empty((2, both.size), dtype=np.int64)
+    np.floor_divide(both, num_nodes, out=edge_index[0])
+    np.remainder(both, num_nodes, out=edge_index[1])
+    return torch.from_numpy(edge_index)
 
 
 def prepare(
@@ -179,13 +215,12 @@ def prepare(
     edge_index = torch.as_tensor(edge_index)
     if edge_index.dim() != 2 or edge_index.size(0) != 2:
         raise DatasetError(f"{name}: edge_index must have shape [2, num_edges], got {tuple(edge_index.shape)}")
-    if edge_index.is_floating_point():
+    if edge_index.is_floating_point() or edge_index.dtype == torch.bool or edge_index.is_complex():
         raise DatasetError(f"{name}: edge_index must hold integer node indices")
-    edge_index = edge_index.to(torch.long)
     if edge_index.numel() and (edge_index.min() < 0 or edge_index.max() >= n):
         raise DatasetError(f"{name}: edge_index refers to nodes outside 0..{n - 1}")
-    edge_index, _ = remove_self_loops(edge_index)
-    edge_index = coalesce(to_undirected(edge_index, num_nodes=n), num_nodes=n)
+    edge_index = edge_index.detach().cpu()
+    edge_index = undirected_edges(edge_index[0].numpy(), edge_index[1].numpy(), n)
 
     label_mask = y >= 0
     public_split = getattr(data, "public_split", None)
@@ -290,25 +325,19 @@ def csbm(
     y = rng.permutation(np.arange(num_nodes) % num_classes)
     means = rng.normal(size=(num_classes, num_features))
     means *= feature_signal / np.sqrt((means**2).mean(axis=1, keepdims=True))
-    x = means[y] + rng.normal(size=(num_nodes, num_features))
+    # the noise is drawn in row blocks (the same stream as one draw) and written as float32
+    # at once: 4 bytes per feature entry at the peak, never a whole float64 matrix
+    x = torch.empty(num_nodes, num_features, dtype=torch.float32)
+    block = max(1, 2**22 // num_features)
+    for start in range(0, num_nodes, block):
+        rows = slice(start, min(start + block, num_nodes))
+        noise = rng.normal(size=(rows.stop - start, num_features))
+        noise += means[y[rows]]
+        x[rows] = torch.from_numpy(noise)
 
-    members = [np.flatnonzero(y == c) for c in range(num_classes)]
     num_edges = int(round(num_nodes * avg_degree / 2))
-    src = rng.integers(0, num_nodes, size=num_edges)
-    same = rng.random(num_edges) < homophily
-    src_class = y[src]
-    offset = rng.integers(1, num_classes, size=num_edges)
-    dst_class = np.where(same, src_class, (src_class + offset) % num_classes)
-    sizes = np.array([len(m) for m in members])
-    pick = (rng.random(num_edges) * sizes[dst_class]).astype(np.int64)
-    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-    order = np.concatenate(members)
-    dst = order[starts[dst_class] + pick]
-
     data = Data(
-        x=torch.tensor(x, dtype=torch.float32),
-        y=torch.tensor(y, dtype=torch.long),
-        edge_index=torch.tensor(np.stack([src, dst]), dtype=torch.long),
+        x=x, y=torch.tensor(y, dtype=torch.long), edge_index=_csbm_edges(rng, y, num_classes, num_edges, homophily)
     )
     params = dict(
         num_nodes=num_nodes,
@@ -324,13 +353,35 @@ def csbm(
     return dataset.declare_public("the csbm generator (synthetic graph)")
 
 
+def _csbm_edges(rng: np.random.Generator, y: np.ndarray, num_classes: int, num_edges: int, homophily: float):
+    """csbm's edge draw ([2, num_edges] int64); each temporary is released once used, so that
+    only the two endpoint arrays outlive the draw."""
+    members = [np.flatnonzero(y == c) for c in range(num_classes)]
+    src = rng.integers(0, y.size, size=num_edges)
+    same = rng.random(num_edges) < homophily
+    src_class = y[src]
+    offset = rng.integers(1, num_classes, size=num_edges)
+    dst_class = np.where(same, src_class, (src_class + offset) % num_classes)
+    del same, src_class, offset
+    sizes = np.array([len(m) for m in members])
+    pick = (rng.random(num_edges) * sizes[dst_class]).astype(np.int64)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    order = np.concatenate(members)
+    pick += starts[dst_class]
+    del dst_class
+    dst = order[pick]
+    del pick
+    return torch.from_numpy(np.stack([src, dst]))
+
+
 def _check_csbm_memory(num_nodes: int, num_features: int, avg_degree: float) -> None:
-    """Refuse, before allocating, a graph the machine cannot hold: features as float64 noise,
-    class means and the float32 copy (20 bytes per entry), edges as six int64 arrays while
-    drawn and four more once undirected (~80 bytes per undirected edge)."""
+    """Refuse, before allocating, a graph the machine cannot hold: float32 features (4 bytes
+    per entry; the float64 noise is drawn in bounded blocks), edges as six int64 arrays while
+    drawn and, while made undirected (:func:`undirected_edges`), about as many again: ~100
+    bytes per undirected edge at the peak."""
     from dpaudit.runtime import device_memory
 
-    needed = 20 * num_nodes * num_features + 80 * num_nodes * avg_degree / 2
+    needed = 4 * num_nodes * num_features + 100 * num_nodes * avg_degree / 2
     memory = device_memory(torch.device("cpu"))
     if memory is not None and needed > memory:
         raise DatasetError(
@@ -456,6 +507,149 @@ def facebook100(mat_path: Path, target: str) -> tuple[Data, int]:
     data = Data(x=torch.from_numpy(np.hstack(blocks)), y=torch.from_numpy(y), edge_index=edge_index)
     data.num_nodes = raw.shape[0]
     return data, max(1, int(round(FACEBOOK100_MIN_CLASS_SHARE * labeled.sum())))
+
+
+def reddit(folder: Path) -> Data:
+    """Reddit (Hamilton et al. 2017) from PyG's raw layout (``raw/reddit_data.npz``: ``feature``,
+    ``label``; ``raw/reddit_graph.npz``: the adjacency as a SciPy sparse file), read without
+    PyG's processing pass: the float32 features are used as stored and the edges stay in the
+    file's integer type until :func:`undirected_edges`, which is all of the graph's processing
+    (PyG's pass stores int64 copies of both directions, then a processed copy on disk). Like
+    PyG's ``Reddit``, no split is taken from the file's ``node_types``."""
+    raw = folder / "raw"
+    # edges counted as if int32 (an int64 or two-row file counts double: a conservative estimate)
+    _check_load_memory(
+        "reddit", _npz_member_bytes(raw / "reddit_data.npz", "feature"),
+        _npz_member_bytes(raw / "reddit_graph.npz", "row", "coords") // 4,
+    )  # fmt: skip
+    try:
+        with np.load(raw / "reddit_data.npz") as data:
+            x, y = data["feature"], data["label"]
+        with np.load(raw / "reddit_graph.npz") as graph:
+            layout = graph["format"].item()
+            layout = layout.decode() if isinstance(layout, bytes) else str(layout)
+            if layout == "coo" and "row" in graph.files:
+                row, col = graph["row"], graph["col"]
+            elif layout == "coo":  # SciPy's newer layout: one [2, E] array
+                row, col = graph["coords"]
+            else:
+                raise DatasetError(f"reddit_graph.npz holds a {layout!r} matrix; PyG's layout is coo")
+    except DatasetError:
+        raise
+    except Exception as exc:
+        raise DatasetError(f"could not read Reddit from {raw}: {exc}") from exc
+    return _raw_graph(x, y.reshape(-1), row, col)
+
+
+def ogbn_arxiv(folder: Path) -> Data:
+    """ogbn-arxiv (Hu et al. 2020) from OGB's raw layout (``raw/*.csv.gz``,
+    ``split/time/{train,valid,test}.csv.gz``) without the ``ogb`` package: each file is read
+    in blocks of lines straight into arrays sized from ``num-node-list`` and
+    ``num-edge-list``, so the peak is the arrays themselves (OGB reads each file whole through
+    pandas). Citations are directed in the file (OGB adds no inverse edges for arxiv);
+    :func:`prepare` makes them undirected. The time split (train up to 2017, validation 2018,
+    test 2019) is the public split."""
+    raw = folder / "raw"
+    try:
+        num_nodes = int(_read_csv(raw / "num-node-list.csv.gz", np.int64, 1, 1)[0, 0])
+        num_edges = int(_read_csv(raw / "num-edge-list.csv.gz", np.int64, 1, 1)[0, 0])
+        with gzip.open(raw / "node-feat.csv.gz", "rt") as handle:
+            width = handle.readline().count(",") + 1
+        _check_load_memory("ogbn-arxiv", 4 * num_nodes * width, num_edges)
+        index_type = _index_type(num_nodes)
+        edges = _read_csv(raw / "edge.csv.gz", index_type, num_edges, 2)
+        x = _read_csv(raw / "node-feat.csv.gz", np.float32, num_nodes, None)
+        y = _read_csv(raw / "node-label.csv.gz", np.int64, num_nodes, 1).reshape(-1)
+    except DatasetError:
+        raise
+    except Exception as exc:
+        raise DatasetError(f"could not read ogbn-arxiv from {raw}: {exc}") from exc
+    data = _raw_graph(x, y, edges[:, 0], edges[:, 1])
+    split_dir = folder / "split" / "time"
+    parts = [split_dir / f"{part}.csv.gz" for part in ("train", "valid", "test")]
+    if all(p.is_file() for p in parts):
+        split = torch.full((num_nodes,), -1, dtype=torch.long)
+        for code, path in enumerate(parts):
+            nodes = _read_csv(path, np.int64, None, 1).reshape(-1)
+            if nodes.size and (nodes.min() < 0 or nodes.max() >= num_nodes):
+                raise DatasetError(f"{path} names nodes outside 0..{num_nodes - 1}")
+            split[torch.from_numpy(nodes)] = code
+        data.public_split = split
+    return data
+
+
+#: peak bytes per edge read from a file, from the reading to the undirected int64 result
+#: (:func:`undirected_edges`: 40 per stored direction measured, two directions per edge read)
+LOAD_BYTES_PER_EDGE = 80
+
+
+def _check_load_memory(name: str, feature_bytes: int, edges: int) -> None:
+    """Refuse, before reading, a graph the machine cannot hold (features as stored, plus
+    :data:`LOAD_BYTES_PER_EDGE` per edge of the file)."""
+    from dpaudit.runtime import device_memory
+
+    needed = feature_bytes + LOAD_BYTES_PER_EDGE * edges
+    memory = device_memory(torch.device("cpu"))
+    if memory is not None and needed > memory:
+        raise DatasetError(
+            f"{name}: loading needs about {needed / 2**30:.3g} GiB ({feature_bytes / 2**30:.3g} GiB of features, "
+            f"{edges:,} edges); this machine has {memory / 2**30:.3g} GiB"
+        )
+
+
+def _npz_member_bytes(path: Path, *names: str) -> int:
+    """Uncompressed size of the first of ``names`` stored in an ``.npz`` file (0 when none is),
+    read from the zip directory without loading anything."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            sizes = {info.filename.removesuffix(".npy"): info.file_size for info in archive.infolist()}
+    except (OSError, zipfile.BadZipFile) as exc:
+        raise DatasetError(f"could not read {path}: {exc}") from exc
+    return next((sizes[name] for name in names if name in sizes), 0)
+
+
+def _index_type(count: int) -> type:
+    """int32 node indices where they fit (half the memory of int64), int64 beyond."""
+    return np.int32 if count < 2**31 else np.int64
+
+
+def _raw_graph(x: np.ndarray, y: np.ndarray, row: np.ndarray, col: np.ndarray) -> Data:
+    """A raw ``Data`` over the arrays as read (float32 features as stored: no copy)."""
+    features = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
+    edge_index = torch.from_numpy(np.stack([row, col]))  # the file's integer type; int32 in practice
+    return Data(x=features, y=torch.from_numpy(np.asarray(y)), edge_index=edge_index, num_nodes=features.size(0))
+
+
+def _read_csv(path: Path, dtype, rows: int | None, columns: int | None, block: int = 1 << 16) -> np.ndarray:
+    """A gzipped CSV of numbers read ``block`` lines at a time into one array of ``rows`` rows
+    (grown when ``rows`` is None; ``columns`` None: as many as the first line has)."""
+    out, filled = None, 0
+    with gzip.open(path, "rt") as handle:
+        while True:
+            lines = list(islice(handle, block))
+            if not lines:
+                break
+            part = np.loadtxt(lines, delimiter=",", dtype=dtype, ndmin=2)
+            if out is None:
+                width = part.shape[1] if columns is None else columns
+                out = np.empty((rows if rows is not None else max(block, len(lines)), width), dtype=dtype)
+            if part.shape[1] != out.shape[1]:
+                raise DatasetError(f"{path}: {part.shape[1]} columns in a line, expected {out.shape[1]}")
+            if filled + len(part) > out.shape[0]:
+                if rows is not None:
+                    raise DatasetError(f"{path} has more than the {rows} lines its count file declares")
+                out = np.resize(out, (2 * (filled + len(part)), out.shape[1]))
+            out[filled : filled + len(part)] = part
+            filled += len(part)
+    if rows is not None and filled != rows:
+        raise DatasetError(f"{path} has {filled} lines; expected {rows}")
+    if out is None:  # an empty file where any number of lines may come
+        return np.empty((0, columns or 0), dtype=dtype)
+    return out[:filled]
+
+
+#: registry datasets read by dpaudit's own streaming readers (no PyG or OGB processing pass)
+STREAMED = {"reddit": reddit, "ogbn-arxiv": ogbn_arxiv}
 
 
 def available_datasets() -> list[str]:
@@ -700,6 +894,10 @@ def _registry(
                 info={"loader": "dpaudit.datasets.facebook100", "target": target, "source": str(base / source.folder)},
             )
         )
+    if key in STREAMED:
+        raw, loader = STREAMED[key](base / source.folder), f"dpaudit.datasets.{STREAMED[key].__name__}"
+        info = {"loader": loader, "source": str(base / source.folder / "raw")}
+        return _benchmark(prepare(raw, key, min_class_size, remove_unlabeled, info))
     try:
         pyg_dataset = _instantiate(source, _processing_root(source, base))
     except DatasetError:
@@ -793,8 +991,8 @@ def describe_availability(root: str | os.PathLike | None = None) -> list[dict]:
     for name, source in SOURCES.items():
         missing = missing_raw_files(name, base)
         needs = "present" if not missing else ", ".join(missing[:3]) + (" ..." if len(missing) > 3 else "")
-        if source.loader == "ogb":
-            needs += " (needs the ogb package)"
+        if source.loader == "ogb" and missing:  # read without it once present
+            needs += " (the ogb package downloads them)"
         rows.append(
             {"name": name, "available": not missing, "needs": needs, "folder": str(base / source.folder / "raw")}
         )

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 from torch_geometric.utils import subgraph
 
@@ -169,11 +170,16 @@ def metis_split(dataset: GraphDataset, parts: int, seed: int = 0) -> Split:
     row, col = row[keep], col[keep]
     order = torch.argsort(row * n + col)
     row, col = row[order], col[order]
-    xadj = torch.zeros(n + 1, dtype=torch.long)
-    xadj[1:] = torch.cumsum(torch.bincount(row, minlength=n), 0)
-    options = pymetis.Options(seed=0)
-    _, membership = pymetis.part_graph(parts, xadj=xadj.tolist(), adjncy=col.tolist(), options=options)
-    node_part = torch.as_tensor(list(membership), dtype=torch.long)
+    if col.numel() >= 2**31:
+        raise ConfigurationError(
+            f"split {spec!r}: METIS takes at most 2^31 - 1 stored edges, the graph has {col.numel()}"
+        )
+    # METIS' own 32-bit index arrays, handed over without a copy (never Python lists over edges)
+    starts = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(torch.bincount(row, minlength=n).numpy(), out=starts[1:])
+    adjacency = pymetis.CSRAdjacency(starts, col.numpy().astype(np.int32))
+    _, membership = pymetis.part_graph(parts, adjacency=adjacency, options=pymetis.Options(seed=0))
+    node_part = torch.from_numpy(np.asarray(membership, dtype=np.int64))
     labeled = dataset.data.label_mask.bool()
     test = ((node_part == METIS_TEST_PART) & labeled).nonzero().view(-1)
     val = ((node_part == METIS_VAL_PART) & labeled).nonzero().view(-1)

@@ -169,6 +169,21 @@ def test_metis_split_is_deterministic_disjoint_and_inductive(small_graph):
     assert a.edge_index_for(small_graph, "train").size(1) == int(inside.sum())  # every internal edge is kept
 
 
+def test_metis_partition_is_the_one_metis_gives_on_the_adjacency_lists(small_graph):
+    """The int32 arrays handed to METIS describe the graph's adjacency exactly: the partition
+    equals METIS's on plain per-node neighbour lists (same seed), so splits made before keep
+    their nodes."""
+    import pymetis
+
+    n = small_graph.num_nodes
+    neighbours = [[] for _ in range(n)]
+    for u, v in small_graph.data.edge_index.t().tolist():
+        neighbours[u].append(v)
+    _, expected = pymetis.part_graph(9, adjacency=neighbours, options=pymetis.Options(seed=0))
+    split = make_split(small_graph, "metis:9", seed=0)
+    assert split.node_part.tolist() == list(expected)
+
+
 @pytest.mark.parametrize("spec", ["metis:3", "metis:0", "metis:x", "metis:9.5", "metis:301"])
 def test_bad_metis_specs(small_graph, spec):
     with pytest.raises(ConfigurationError, match="metis|split"):

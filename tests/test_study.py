@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -178,6 +180,146 @@ def test_ray_executor(tmp_path):
         ray.shutdown()
     assert len(result.done) == 3 and not result.failed
     assert {r["worker"]["pid"] for r in result.done} != {os.getpid()}  # ran in Ray workers
+
+
+def test_unreachable_ray_cluster_is_one_clear_error(monkeypatch):
+    """RAY_ADDRESS naming no running cluster: a configuration error naming the address, not
+    Ray's traceback."""
+    ray = pytest.importorskip("ray", reason="Ray is an optional extra; not installed here")
+    from dpaudit.workflows.executors import execute_ray
+
+    def unreachable(address=None, **kwargs):
+        raise ConnectionError(f"Failed to connect to Ray cluster at {address}")
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", unreachable)
+    monkeypatch.setenv("RAY_ADDRESS", "10.0.0.1:6379")
+    with pytest.raises(ConfigurationError, match=r"RAY_ADDRESS=10\.0\.0\.1:6379.*ray start --head"):
+        execute_ray([], 1, on_result=None, progress=None)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+#: Ray >= 2.5x authenticates drivers with a token; one of the test's own, passed to the head
+#: and the driver alike, leaves the user's ~/.ray/auth_token alone
+_RAY_TOKEN = os.urandom(16).hex()
+
+
+def _ray_env() -> dict:
+    return {**_env(), "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": _RAY_TOKEN}
+
+
+@pytest.fixture
+def ray_cluster():
+    """A local Ray cluster started as a user starts one (``ray start --head``), in its own
+    session so that it and every process it starts can be told apart and stopped; yields
+    (address, session id). Its temporary folder is short: Ray's sockets live there."""
+    pytest.importorskip("ray", reason="Ray is an optional extra (pip install 'dpaudit[ray]'); not installed here")
+    import shutil
+    import tempfile
+
+    ray_cli = Path(sys.executable).with_name("ray")
+    temp = tempfile.mkdtemp(prefix="dpray-", dir="/tmp")
+    log_path = Path(temp) / "head.log"
+    with open(log_path, "w") as log_file:  # a file, not a pipe: the head never blocks on a full pipe
+        head = subprocess.Popen(
+            [str(ray_cli), "start", "--head", "--block", "--port", str(_free_port()), "--num-cpus", "2",
+             "--include-dashboard", "false", "--disable-usage-stats", "--temp-dir", temp],
+            env=_ray_env(), stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        started = ""
+        while "block forever" not in started and head.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)  # the head prints its address, then says so once every process is up
+            started = log_path.read_text()
+        address = re.search(r"--address='([^']+)'", started)
+        if address is None or "block forever" not in started:
+            pytest.fail(f"ray start --head failed: {started[-2000:]}")
+        address = address.group(1)
+        yield address, head.pid
+    finally:
+        head.terminate()  # --block: a graceful stop of every process the head started
+        try:
+            head.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            pass
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(head.pid, signal.SIGKILL)  # anything left of this cluster's session
+        head.wait()
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+def _running_cells(session: int) -> list[int]:
+    """Ray workers of the cluster whose session is ``session`` that are running a cell now
+    (Ray names a busy worker's process after its task: ``ray::run_cell``)."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            title = (proc / "cmdline").read_bytes()
+            sid = int((proc / "stat").read_text().rpartition(")")[2].split()[3])
+        except (OSError, ValueError, IndexError):
+            continue
+        if sid == session and title.startswith(b"ray::run_cell"):
+            pids.append(int(proc.name))
+    return pids
+
+
+@pytest.mark.slow
+def test_ray_cluster_study_resumes_after_a_killed_worker(tmp_path, ray_cluster):
+    """``compare --executor ray`` against a running cluster (RAY_ADDRESS, as on a real one):
+    a Ray worker killed mid-cell fails that cell only; rerunning the same command computes what
+    is missing and keeps every cell finished before, unchanged."""
+    address, session = ray_cluster
+    study = tmp_path / "ray-study"
+    argv = [
+        *DPAUDIT, "compare", "--dataset", "csbm", "--defenses", "mlp,gcn,sage", "--epsilons", "inf",
+        "--attacks", "mia-threshold", "--set", "epochs=1000", "--attack-set", "n_boot=50", "--out", str(study),
+        "--no-report", "--executor", "ray", "--jobs", "2",
+        *[a for k, v in TINY.items() for a in ("--dataset-option", f"{k}={v}")],
+    ]  # fmt: skip
+    env = {**_ray_env(), "RAY_ADDRESS": address}
+    proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    killed = None
+    deadline = time.monotonic() + 120
+    try:
+        while killed is None and time.monotonic() < deadline and proc.poll() is None:
+            if (study / RESULTS_FILE).exists() and read_results(study):
+                busy = _running_cells(session)
+                if busy:
+                    killed = busy[0]
+                    os.kill(killed, signal.SIGKILL)
+            time.sleep(0.02)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert killed is not None, f"no cell was running after the first finished: {err[-2000:]}"
+    first = _lines(study)
+    cells = json.loads((study / "study.json").read_text())["cells"]
+    assert len(first) == len(cells) == 3
+    failed = [r for r in first if r["status"] == "failed"]
+    assert len(failed) == 1, out  # the killed worker's cell, and no other
+    assert "died" in failed[0]["error"]["message"].lower() or "crash" in failed[0]["error"]["message"].lower()
+    assert not (study / "cells" / failed[0]["cell_id"]).exists()
+    finished = [r for r in first if r["status"] == "done"]
+
+    rerun = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    after = {r["cell_id"]: r for r in _lines(study)}
+    assert sorted(after) == sorted(cells) and all(r["status"] == "done" for r in after.values())
+    for rec in finished:  # finished before: the same record, not recomputed
+        assert after[rec["cell_id"]] == rec
+    redone = after[failed[0]["cell_id"]]
+    assert redone["run_id"] != failed[0]["run_id"] and redone["worker"]["pid"] not in (killed, proc.pid)
+    assert json.loads((study / "cells" / redone["cell_id"] / "cell.json").read_text()) == redone
 
 
 def test_cli_input_errors(tmp_path, capsys):

@@ -185,9 +185,17 @@ def execute_ray(tasks: list[dict], jobs: int, on_result, progress: CellProgress)
             "--executor ray needs Ray, which is not installed: pip install 'dpaudit[ray]' (or use --executor local)"
         ) from None
     if not ray.is_initialized():
+        # RAY_ADDRESS (Ray's own variable) names an existing cluster; without it a local one is
+        # started for this study and stopped with it
         address = os.environ.get("RAY_ADDRESS")
-        ray.init(address=address, ignore_reinit_error=True, include_dashboard=False, log_to_driver=False,
-                 **({} if address else {"num_cpus": max(1, jobs)}))  # fmt: skip
+        try:
+            ray.init(address=address, ignore_reinit_error=True, include_dashboard=False, log_to_driver=False,
+                     **({} if address else {"num_cpus": max(1, jobs)}))  # fmt: skip
+        except ConnectionError as exc:
+            raise ConfigurationError(
+                f"--executor ray could not reach the Ray cluster at RAY_ADDRESS={address}: {exc} "
+                "(start it with `ray start --head`, or unset RAY_ADDRESS for a local one)"
+            ) from None
     gpus = 1 if ray.cluster_resources().get("GPU", 0) >= 1 else 0
     remote = ray.remote(num_cpus=1, num_gpus=gpus, max_retries=0)(run_cell)
     refs = {remote.remote({**task, "threads": 1}): task for task in tasks}
