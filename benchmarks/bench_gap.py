@@ -9,8 +9,10 @@ Full run (as in benchmarks/results/gap.md)::
 Reduced: fewer ``--seeds`` / ``--epsilons`` / ``--datasets``, ``--scale none``. Several
 partial runs can be combined: ``--json-out part.json`` on each, then ``--merge a.json b.json``.
 
-Every model is trained with fixed hyperparameters (no selection on validation data), tested
-on the split's test nodes; the ε column is the ε spent by the accountant (≤ target).
+Registry defaults, tested on the split's test nodes; under ``protocol=sound`` gap-inf and gap-edp
+choose K and their checkpoints on validation accuracy over the hop prefixes of one PMA release of
+max(hop_grid) hops (post-processing at edge level, see ``defenses/gap/protocols.py``), gap-ndp
+and the baselines use fixed choices. The ε column is the ε spent by the accountant (≤ target).
 Peak memory is the process's peak resident set size sampled every 20 ms during ``fit``
 (includes the loaded dataset); train seconds come from the model card.
 """
@@ -215,8 +217,9 @@ def render(records: list[dict], command: str, split_spec: str) -> str:
         "",
         f"Split `{split_spec}` (the paper's 75/10/15 random split over labeled nodes), a new split per "
         "seed. Test accuracy in % (mean ± std over n seeds); ε is the target, the accountant's spent ε "
-        "is ≤ target in every run (max spent/target shown). Fixed hyperparameters (registry defaults; "
-        "no validation-based selection). δ = auto (below 1/#edges for edge level, 1/#nodes for node "
+        "is ≤ target in every run (max spent/target shown). Registry defaults; under `sound`, gap-inf and "
+        "gap-edp choose K and checkpoints on validation over the hop prefixes of one PMA release "
+        "(post-processing at edge level), gap-ndp and the baselines are fixed. δ = auto (below 1/#edges for edge level, 1/#nodes for node "
         "level).",
         "",
         "## Accuracy",
@@ -309,7 +312,8 @@ def main(argv=None):
         "--protocol",
         choices=["sound", "paper"],
         default="sound",
-        help="GAP protocol: sound (fixed K and D, last iterate) or paper (selection on validation, sound: false)",
+        help="GAP protocol: sound (edge/∞: K and checkpoints from one release's hop prefixes; node: fixed K, D, "
+        "last iterate) or paper (selection on validation over separate releases, sound: false)",
     )
     p.add_argument("--split", default="random:0.75,0.1,0.15")
     p.add_argument("--scale", default="cornell5", help="dataset for the scaling run, or 'none'")

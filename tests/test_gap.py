@@ -48,7 +48,8 @@ def split(small_graph):
 def fitted(small_graph, split):
     """One model per variant (small: few epochs), shared by the tests below. They read the
     training release; a test that queries predict_proba / embed (each graph a new release that
-    grows ε) does it on a copy (``_copy``, ``interactive_copy``)."""
+    grows ε) does it on a copy (``_copy``, ``interactive_copy``). gap-inf and gap-edp release
+    2 hops and answer with the K ∈ {1, 2} chosen on validation (``config()["hops"]``)."""
     return {
         "gap-inf": get_defense("gap-inf")(seed=0, encoder_epochs=30, epochs=30).fit(small_graph, split),
         "gap-edp": get_defense("gap-edp")(epsilon=4.0, seed=0, encoder_epochs=30, epochs=30).fit(small_graph, split),
@@ -243,12 +244,14 @@ def test_sound_calibrated_spent_epsilon_within_target(small_graph, split, name, 
     assert target * 0.98 < spec.epsilon <= target  # calibrated, not merely bounded
     delta = spec.delta
     pma = [m for m in spec.mechanisms if m["name"].startswith("pma")]
-    assert len(pma) == 1 and pma[0]["count"] == defense.hp.hops
+    # one release of ``hops`` hops; at edge level K ≤ hops is then chosen among its prefixes
+    released = defense.hp.hops
+    assert len(pma) == 1 and pma[0]["count"] == released
     assert pma[0]["sigma"] == pytest.approx(model.config()["noise_std"])
     if name == "gap-edp":
         assert pma[0]["sensitivity"] == pytest.approx(math.sqrt(2))
         z = pma[0]["sigma"] / pma[0]["sensitivity"]
-        closed = defense.hp.hops / (2 * z**2) + math.sqrt(2 * defense.hp.hops * math.log(1 / delta)) / z
+        closed = released / (2 * z**2) + math.sqrt(2 * released * math.log(1 / delta)) / z
         assert spec.epsilon <= closed
     else:
         d = NDP["max_degree"]
@@ -296,19 +299,72 @@ def test_paper_protocol_specs_are_unsound_and_list_their_steps(small_graph, spli
 
 
 def test_paper_selection_uses_validation_and_best_checkpoint(small_graph, split):
-    """With one hop choice and the same seed, the paper's best-validation checkpoint is at least
-    as good on validation as the sound last iterate (the last epoch is one of its candidates).
+    """At ∞ nothing is protected, so ``sound`` selects exactly like ``paper``: over K ∈ {1, 2}
+    (paper: ``hop_grid``; sound: the prefixes of ``hops`` = 2) and the same seed both keep the
+    same K and best-validation checkpoint (before, ``sound`` kept K = 2 and the last iterate).
     The validation accuracy is a measurement: the owner's record, never the public card."""
-    kwargs = {"seed": 0, "encoder_epochs": 20, "epochs": 20, "hop_grid": [2]}
-    paper = get_defense("gap-inf")(protocol="paper", **kwargs).fit(small_graph, split)
-    sound = get_defense("gap-inf")(protocol="sound", **kwargs).fit(small_graph, split)
+    kwargs = {"seed": 0, "encoder_epochs": 20, "epochs": 20}
+    paper = get_defense("gap-inf")(protocol="paper", hop_grid=[1, 2], **kwargs).fit(small_graph, split)
+    sound = get_defense("gap-inf")(protocol="sound", hops=2, **kwargs).fit(small_graph, split)
     paper_val = paper.record["gap"]["selection"]["val_accuracy"]
-    assert paper_val >= sound.record["gap"]["selection"]["val_accuracy"]
+    assert paper_val == sound.record["gap"]["selection"]["val_accuracy"]
+    assert paper.config()["hops"] == sound.config()["hops"]
+    for a, b in zip(paper.classifier.state_dict().values(), sound.classifier.state_dict().values()):
+        assert torch.equal(a, b)
     assert paper.training_release().accuracy(small_graph.data, split.val) == pytest.approx(paper_val)
     assert "selection" not in paper.card and "val_accuracy" not in json.dumps(paper.card)
     grid = get_defense("gap-inf")(protocol="paper", seed=0, encoder_epochs=5, epochs=5, hop_grid=[1, 3])
     model = grid.fit(small_graph, split)
     assert model.card["gap"]["grid_size"] == 2 and model.card["gap"]["hops"] == model.config()["hops"] in (1, 3)
+
+
+def test_pma_hop_prefixes_are_the_shorter_release(small_graph):
+    """Hop k of PMA depends on hops < k only and draws its noise in hop order, so the first k
+    hops of a K-hop release ARE a k-hop release with the same randomness: what lets sound
+    edge-level GAP choose k from one release of K_max hops."""
+    x0 = row_normalize(small_graph.data.x.float())
+    edges = small_graph.data.edge_index
+    longest = private_multi_hop_aggregation(x0, edges, 4, 0.7, torch.Generator().manual_seed(3))
+    for k in (1, 2, 3):
+        shorter = private_multi_hop_aggregation(x0, edges, k, 0.7, torch.Generator().manual_seed(3))
+        assert all(torch.equal(a, b) for a, b in zip(shorter, longest[:k]))
+
+
+def test_sound_edge_level_chooses_k_among_prefixes_of_one_release(small_graph, split, tmp_path):
+    """Sound gap-edp releases PMA once with ``hops`` = 3 hops (accounted for 3, calibrated to
+    the target) and picks K ∈ {1, 2, 3} and the checkpoints on validation accuracy over its
+    prefixes: post-processing, nothing unaccounted. The model answers queries with K hops; the
+    card names both K and the release, and a card that misstates the release is refused."""
+    model = get_defense("gap-edp")(epsilon=4.0, seed=0, encoder_epochs=10, epochs=10, hops=3).fit(small_graph, split)
+    spec = model.privacy
+    assert spec.sound and spec.unaccounted == [] and 0.98 * 4.0 < spec.epsilon <= 4.0
+    assert [m["count"] for m in spec.mechanisms] == [3]
+    k = model.config()["hops"]
+    assert k in (1, 2, 3) and model.card["gap"]["hops"] == k and model.card["gap"].get("released_hops", 3) == 3
+    assert any("post-processing" in note and "K_max = 3" in note for note in spec.notes)
+    query = model.config()["query_mechanism"]
+    assert query["count"] == k and query["sigma"] == pytest.approx(model.config()["noise_std"])
+    release = model.training_release()
+    assert release.aggregations.shape == (small_graph.num_nodes, k * 16)
+    assert model.record["gap"]["selection"]["val_accuracy"] == pytest.approx(
+        release.accuracy(small_graph.data, split.val)
+    )
+    directory = model.save(tmp_path / "m")
+    assert load(directory).privacy.epsilon == pytest.approx(spec.epsilon)
+    meta = json.loads((directory / "model.json").read_text())
+    meta["card"]["gap"]["released_hops"] = 2 if k == 1 else 1
+    (directory / "model.json").write_text(json.dumps(meta))
+    with pytest.raises(IntegrityError):
+        load(directory)
+
+
+def test_sound_node_level_keeps_the_fixed_choice(small_graph, split):
+    """Validation labels are private at node level: sound gap-ndp releases and answers with the
+    fixed ``hops`` (no prefix choice, no hop_grid)."""
+    model = get_defense("gap-ndp")(epsilon=8.0, seed=0, hop_grid=[1, 3], **NDP).fit(small_graph, split)
+    pma = [m for m in model.privacy.mechanisms if m["name"].startswith("pma")]
+    assert model.config()["hops"] == 2 and [m["count"] for m in pma] == [2]
+    assert "released_hops" not in model.card["gap"]
 
 
 def test_sound_ndp_is_bounded_degree_node_dp(fitted, tmp_path):
@@ -414,7 +470,8 @@ def test_variants_train_and_report_levels(fitted, small_graph, split):
         proba = release.predict_proba(small_graph.data, split.test)
         assert proba.shape == (len(split.test), 3)
         assert torch.allclose(proba.sum(1), torch.ones(len(split.test)), atol=1e-5)
-        assert release.embed(small_graph.data, split.test).shape == (len(split.test), 3 * 16)
+        k = model.config()["hops"]
+        assert release.embed(small_graph.data, split.test).shape == (len(split.test), (k + 1) * 16)
         assert model.foreign_releases == 0  # reading the training release spends nothing
 
 
@@ -424,16 +481,18 @@ def test_the_training_release_reads_the_cached_noisy_aggregations(fitted, small_
     model = fitted["gap-edp"]
     eps = model.privacy.epsilon
     release = model.training_release()
-    assert release.aggregations.shape == (small_graph.num_nodes, 2 * 16)
+    k = model.config()["hops"]
+    assert release.aggregations.shape == (small_graph.num_nodes, k * 16)
     first = release.predict_proba(small_graph.data)
     assert torch.equal(first, release.predict_proba(small_graph.data.clone()))  # no fresh noise
     assert model._other_graphs == {} and model.foreign_releases == 0 and model.privacy.epsilon == eps
     x0 = model.encoder.encode(small_graph.data.x)
-    clean = private_multi_hop_aggregation(x0, small_graph.data.edge_index, 2, 0.0)
+    clean = private_multi_hop_aggregation(x0, small_graph.data.edge_index, k, 0.0)
     assert not torch.allclose(release.aggregations[:, :16], clean[0], atol=1e-2)  # the cache is noisy
     inf = fitted["gap-inf"]
     x0 = inf.encoder.encode(small_graph.data.x)
-    clean = torch.cat(private_multi_hop_aggregation(x0, small_graph.data.edge_index, 2, 0.0), dim=1)
+    k = inf.config()["hops"]
+    clean = torch.cat(private_multi_hop_aggregation(x0, small_graph.data.edge_index, k, 0.0), dim=1)
     assert torch.allclose(inf.training_release().aggregations, clean, atol=1e-5)
 
 
@@ -526,7 +585,8 @@ def test_zeroing_a_neighbours_features_changes_the_answer(fitted, small_graph, t
     changed = model.predict_proba(poked, [target])
     assert not torch.allclose(base, changed, atol=1e-6)
     x0 = model.encoder.encode(poked.x)
-    z = torch.cat([x0, *private_multi_hop_aggregation(x0, poked.edge_index, 2, 0.0)], dim=1)[[target]]
+    k = model.config()["hops"]
+    z = torch.cat([x0, *private_multi_hop_aggregation(x0, poked.edge_index, k, 0.0)], dim=1)[[target]]
     assert torch.allclose(changed, torch.softmax(model.classifier(z), 1), atol=1e-5)
 
 
@@ -544,7 +604,9 @@ def test_foreign_queries_grow_the_spent_epsilon(fitted, small_graph, tmp_path):
     third.edge_index = small_graph.data.edge_index[:, 1:]
     model.predict_proba(third)
     assert model.privacy.epsilon > eps_one and model.config()["query_releases"] == 2
-    ledger = PrivacyLedger().step(GaussianMechanism(model.config()["noise_std"], math.sqrt(2), 2 * 3))
+    # the training release of 2 hops, then two query releases of the chosen K hops each
+    count = 2 + 2 * model.config()["hops"]
+    ledger = PrivacyLedger().step(GaussianMechanism(model.config()["noise_std"], math.sqrt(2), count))
     assert model.privacy.epsilon == pytest.approx(ledger.get_epsilon(model.privacy.delta), rel=1e-9)
     reloaded = _copy(model, tmp_path, "again")
     assert reloaded.privacy.epsilon == model.privacy.epsilon and reloaded.config()["query_releases"] == 2

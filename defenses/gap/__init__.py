@@ -34,9 +34,12 @@ Protocols (``protocol`` hyperparameter, :class:`dpaudit.defense.PrivateHyperpara
 -----------------------------------------------------------------------------------------
 ``paper`` uses the per-direction edge sensitivity 1, the random out-degree sampling with the
 paper's √D, best-validation checkpoints and selects K (and D) on validation accuracy over
-``hop_grid`` (× ``degree_grid``); ``sound`` uses √2, the degree promise with √(D(D+1)), the last
-iterate and the fixed ``hops`` / ``max_degree``. The side-by-side table and the only code that
-branches on the protocol are in :mod:`defenses.gap.protocols`. Package layout:
+``hop_grid`` (× ``degree_grid``), one release per configuration; ``sound`` uses √2 and, at edge
+level and ∞, best-validation checkpoints and K chosen among the prefixes 1..``hops`` of ONE
+release of ``hops`` hops (post-processing, accounted for ``hops``); at node level the degree
+promise with √(D(D+1)), the last iterate and the fixed ``hops`` / ``max_degree``. The
+side-by-side table and the only code that branches on the protocol are in
+:mod:`defenses.gap.protocols`. Package layout:
 :mod:`~defenses.gap.mechanism` (pure math), :mod:`~defenses.gap.model` (modules, released
 model), :mod:`~defenses.gap.training` (loops), this module (hyperparameters, the defenses).
 
@@ -54,9 +57,20 @@ sensitivity is :math:`\Delta=\sqrt2` (measured in the tests; the paper's 1 is th
 per-direction value and is only used under ``protocol=paper``). PMA is then
 :math:`(\alpha, K\alpha\Delta^2/2s^2)`-RDP for noise std s (Theorem 1 with Δ), recorded as
 ``GaussianMechanism(s, Δ, K)`` and converted with the improved RDP→(ε,δ) conversion
-(Balle et al. 2020), never worse than Proposition 2. (At edge level a best-validation
-checkpoint would be post-processing — it reads the released PMA output and unprotected
-labels — but ``sound`` keeps the last iterate like every dpaudit model.)
+(Balle et al. 2020), never worse than Proposition 2.
+
+*Edge level, selection* (``sound``). PMA runs once with K_max = ``hops`` hops and is
+accounted for K_max. Algorithm 1 computes hop k from hop k − 1 only and draws each hop's noise
+in order, so hops 1..k of that run are a k-hop PMA release at the same noise (the same tensors
+with the same random stream; tested), and the classifier for every k ≤ K_max reads a prefix of
+the one release. Choosing k, and the encoder's and classifier's
+best-validation epochs, reads that release and node features and labels — which edge-level DP
+does not protect — so it is post-processing (Dwork & Roth 2014, Proposition 2.1) and costs no ε.
+The released model then answers query graphs with k hops (each query is a k-hop release).
+A grid over separately released mechanisms (another K_max or noise scale) would compose; none is
+run. K_max stays ``hops`` (default 2) rather than the paper's 5: every hop of the release costs
+budget, and at K_max = 5 the per-hop noise is √(5/2) times larger (johnshopkins55:year, ε = 4,
+3 seeds: 0.703 with K_max = 5 against 0.712 with K_max = 2).
 
 *Node level, sound* (``gap-ndp``, ``protocol=sound``). Theorem 2 / Lemma 3 of the paper bound
 the change of the *other* nodes' aggregated rows by √D after a random out-degree sampling, but
@@ -92,6 +106,24 @@ D, and then training is refused while it ran on the other graph — an observabl
 reports draw no unrestricted ceiling from it) and the load check requires that condition of
 every sound node-level GAP spec. The cost is honest noise: Δ grows like D, so D must cover the
 largest degree.
+
+*Why no degree projection.* A projection to degree ≤ D would make the unit plain node-level DP
+only if the projected aggregation moved boundedly when any node is added or removed, cascades
+included. The edge-addition θ-projection of Day, Li & Lyu (SIGMOD 2016: edges in a fixed
+public order, each kept iff both endpoint degrees are still < θ) does not: its stability
+lemma bounds the projected *degree sequence* (a node in the middle of a cascade loses one
+kept edge and gains another, so its degree is unchanged), not the *edge set*, and GAP
+aggregates over the edges. Counter-example, D = 1: a path a₀ … a_L whose edges come in path
+order, plus v joined to a₀ by the first edge. Without v the kept edges are (a₀a₁), (a₂a₃), …;
+with v they are (va₀), (a₁a₂), (a₃a₄), …: all L path edges flip, and with unit rows that
+differ between neighbours the per-hop change grows like √(2L) (4.7, 14.2, 44.7 for L = 10,
+100, 1000), unbounded in the graph size where a sound Δ must be a constant. On real graphs
+the cascades are short but present (johnshopkins55, D = 100: removing a node of degree 886
+flips 63 kept edges not incident to it; ``benchmarks/gap_projection_check.py``). Every
+local alternative examined — keeping an edge iff it is among the D first of both endpoints,
+degree-scaled edge weights, thresholds on raw degree — lets a node of degree m move one
+neighbour-side quantity at each of its m neighbours, and no constant bounds the sum. Until a
+projection with a proven aggregation bound exists, sound gap-ndp keeps the promise above.
 
 Both DP-SGD runs sample with a rate fixed before training (:class:`~dpaudit.dpsgd.PoissonSchedule`):
 the ``sample_rate`` hyperparameter, or 1/⌈n̂/B⌉ with ⌈n̂/B⌉ steps per epoch from the declared
@@ -194,7 +226,10 @@ log = logging.getLogger(__name__)
 @dataclass
 class GAPHyperparameters(PrivateHyperparameters):
     """Section 7.3 / reference defaults for GAP-∞ / GAP-EDP (full-batch Adam, 100 epochs per
-    module). ``hop_grid`` is searched only under ``protocol=paper`` (``hops`` is then ignored)."""
+    module). Under ``sound`` at edge level and ∞, PMA releases ``hops`` hops once and K is chosen
+    among its prefixes 1..``hops``; at node level (or on a split without validation nodes)
+    ``hops`` is the fixed K. ``hop_grid`` is searched only under ``protocol=paper``, one
+    release per K."""
 
     hops: int = 2
     hidden: int = 16
@@ -229,9 +264,10 @@ class GAPNodeHyperparameters(GAPHyperparameters):
 
 @dataclass
 class _Candidate:
-    """One configuration of the paper's grid (or the single sound configuration)."""
+    """One configuration of the grid (the paper's, sound's hop prefixes, or the single fixed one)."""
 
     hops: int
+    released_hops: int  # hops PMA released on the training graph (K_max when K is a prefix choice)
     max_degree: int | None
     val_accuracy: float
     sigma: float
@@ -365,7 +401,8 @@ class _GAP(Defense):
         """The mechanism records the card's public inputs give: the hyperparameters, target ε,
         the spec's δ and declared facts (the DP-SGD schedules at node level), and the K (and D)
         the card's ``gap`` section names (chosen on validation data under ``paper``, which its
-        spec lists as unaccounted). σ is the section's when it meets the calibration's contract
+        spec lists as unaccounted, or as post-processing at edge level) with the hops released on
+        the training graph (``released_hops``, K_max of a prefix choice; K when absent). σ is the section's when it meets the calibration's contract
         (:func:`~dpaudit.dpsgd.noise_for_plan`), else re-calibrated; the section itself must be
         the plan's, and every record after the training ledger one query-graph PMA release.
 
@@ -379,28 +416,42 @@ class _GAP(Defense):
             return None
         try:
             hops = int(section["hops"])
+            released_hops = int(section.get("released_hops", hops))  # absent: K is the whole release
             max_degree = None if section.get("max_degree") is None else int(section["max_degree"])
             grid_size = int(section["grid_size"])
             recorded_sigma = float(section["noise_multiplier"])
         except (KeyError, TypeError, ValueError):
             raise refuse(f"the card's gap section is incomplete: {section!r}") from None
+        if not 1 <= hops <= released_hops <= MAX_HOPS:
+            raise refuse(f"the card's gap section names K = {hops} hops of a release of {released_hops}")
         defense = cls(epsilon=target, delta=privacy.delta, device="cpu", **card["hyperparameters"])
         schedules = defense.schedules((privacy.public_facts or {}).get("num_train"))
         sigma = noise_for_plan(
-            target, privacy.delta, lambda s: defense.mechanisms_for(s, schedules, hops, max_degree),
+            target, privacy.delta, lambda s: defense.mechanisms_for(s, schedules, released_hops, max_degree),
             recorded=recorded_sigma,
         )  # fmt: skip
-        planned = defense.plan_card(hops, max_degree, grid_size, sigma, schedules)
+        planned = defense.plan_card(hops, max_degree, grid_size, sigma, schedules, released_hops=released_hops)
         mismatch = plan_mismatch(section, planned, "gap")
         if mismatch:
             raise refuse(f"the card's plan section differs from the plan of its hyperparameters: {mismatch}")
-        training = [m.describe() for m in defense.mechanisms_for(sigma, schedules, hops, max_degree)]
+        training = [m.describe() for m in defense.mechanisms_for(sigma, schedules, released_hops, max_degree)]
         query = defense.query_mechanism(sigma, hops, max_degree).describe()
         return training + [query] * max(0, len(privacy.mechanisms) - len(training))
 
-    def plan_card(self, hops: int, max_degree: int | None, grid_size: int, sigma: float, schedules) -> dict[str, Any]:
-        """The public ``gap`` card section: the configuration released and the plan derived from
-        public inputs (σ, Δ, the DP-SGD schedules); measurements go to the owner's record."""
+    def plan_card(
+        self,
+        hops: int,
+        max_degree: int | None,
+        grid_size: int,
+        sigma: float,
+        schedules,
+        *,
+        released_hops: int | None = None,
+    ) -> dict[str, Any]:
+        """The public ``gap`` card section: the configuration released (K; and ``released_hops``,
+        the K_max hops PMA released on the training graph, when K is a shorter prefix of it) and
+        the plan derived from public inputs (σ, Δ, the DP-SGD schedules); measurements go to the
+        owner's record."""
         plan: dict[str, Any] = {
             "hops": hops,
             "max_degree": max_degree,
@@ -408,6 +459,8 @@ class _GAP(Defense):
             "noise_multiplier": sigma,
             "aggregation_sensitivity": self.aggregation_sensitivity(max_degree),
         }
+        if released_hops is not None and released_hops != hops:
+            plan["released_hops"] = released_hops
         for module, schedule in zip(("encoder", "classifier"), schedules or ()):
             plan[f"{module}_schedule"] = {
                 "sample_rate": schedule.sample_rate,
@@ -444,9 +497,8 @@ class _GAP(Defense):
         num_nodes = dataset.num_nodes
         train, val = split.train, split.val
         edge_index = split.edge_index_for(dataset, "train")
-        paper = self.paper_protocol
         node = self.level == "node"
-        if paper and len(val) == 0:
+        if self.paper_protocol and len(val) == 0:
             raise ConfigurationError(f"{self.name}: protocol=paper selects on validation nodes; the split has none")
         schedules = self.schedules(declared_train_size(dataset, split))
         if protocols.sound_node_level_needs_promise(self.level, self.protocol, self.private):
@@ -468,19 +520,26 @@ class _GAP(Defense):
         x = sparse_features(data.x.float().to(device))
         y = data.y.to(device)
         train_d, val_d = train.to(device), val.to(device)
-        best_val = protocols.keeps_best_validation(self.protocol)
-        enc_val = (x[val_d], y[val_d]) if best_val else None
+        selects = protocols.selects_on_validation(self.level, self.protocol)
+        if selects and len(val) == 0:  # sound only (paper refused above): nothing to select on
+            log.info("%s: the split has no validation nodes; fixed K = %d, last iterate", self.name, hp.hops)
+            selects, hop_grid = False, [hp.hops]
+        enc_val = (x[val_d], y[val_d]) if selects else None
+        # Sound edge level and ∞: every K reads the first K hops of ONE release of K_max hops.
+        one_release = protocols.hops_share_one_release(self.level, self.protocol, self.private)
 
         best: _Candidate | None = None
         encoder_memo: dict[int, tuple[GAPEncoder, Any, torch.Tensor]] = {}
-        free_hops: torch.Tensor | None = None  # noise-free PMA of max(hop_grid) hops, sliced per K
+        shared_hops: torch.Tensor | None = None  # the one PMA release of max(hop_grid) hops, sliced per K
         for hops in hop_grid:
+            released_hops = max(hop_grid) if one_release else hops
             sigma = 0.0
             if self.private:
-                sigma = self._calibrate(delta, schedules, hops)
+                sigma = self._calibrate(delta, schedules, released_hops)
                 log.info(
-                    "%s: K = %d, calibrated σ = %.4g for ε = %g, δ = %g", self.name, hops, sigma, self.epsilon, delta
-                )
+                    "%s: K = %d (released %d), calibrated σ = %.4g for ε = %g, δ = %g",
+                    self.name, hops, released_hops, sigma, self.epsilon, delta,
+                )  # fmt: skip
             # Step 1: the encoder reads features and labels only. Without DP-SGD it does not
             # depend on K, so one encoder serves the whole grid.
             enc_key = hops if (node and self.private) else 0
@@ -506,20 +565,20 @@ class _GAP(Defense):
                         ei, num_nodes, max_degree, torch.Generator().manual_seed(self.seed + 1_000_003)
                     )
                 with torch.no_grad():
-                    if noise_std == 0 and not node:
-                        if free_hops is None:
-                            free_hops = torch.cat(
-                                private_multi_hop_aggregation(x0, ei.to(device), max(hop_grid), 0.0), dim=1
+                    gen = torch.Generator().manual_seed(self.seed + 2_000_003 + 7919 * released_hops)  # CPU: as CUDA
+                    if one_release:
+                        if shared_hops is None:
+                            shared_hops = torch.cat(
+                                private_multi_hop_aggregation(x0, ei.to(device), released_hops, noise_std, gen), dim=1
                             )
-                        cache = free_hops[:, : hops * hp.hidden].contiguous()
+                        cache = shared_hops[:, : hops * hp.hidden].contiguous()
                     else:
-                        gen = torch.Generator().manual_seed(self.seed + 2_000_003 + 7919 * hops)  # CPU: same on CUDA
                         cache = torch.cat(private_multi_hop_aggregation(x0, ei.to(device), hops, noise_std, gen), dim=1)
                     features = torch.cat([x0, cache], dim=1)
                 # Step 5: the classification module on the cached representations.
                 torch.manual_seed(self.seed + 1)
                 classifier = _build_classifier(base_cfg, hops).to(device)
-                cls_val = (features[val_d], y[val_d]) if best_val else None
+                cls_val = (features[val_d], y[val_d]) if selects else None
                 cls_mech = self._train_module(
                     classifier, features[train_d], y[train_d], sigma, classifier_schedule, hp.epochs,
                     "gap classifier", self.seed + 1, cls_val,
@@ -528,10 +587,11 @@ class _GAP(Defense):
                 log.info("%s: K = %d, D = %s: validation accuracy %.4f", self.name, hops, max_degree, val_acc)
                 mechanisms = []
                 if self.private:
-                    pma = GaussianMechanism(noise_std, sens, hops, name="pma (GAP Algorithm 1)")
+                    pma = GaussianMechanism(noise_std, sens, released_hops, name="pma (GAP Algorithm 1)")
                     mechanisms = [enc_mech, pma, cls_mech] if node else [pma]
                 candidate = _Candidate(
                     hops,
+                    released_hops,
                     max_degree,
                     val_acc,
                     sigma,
@@ -543,7 +603,7 @@ class _GAP(Defense):
                     mechanisms,
                     int(ei.size(1)),
                 )
-                if best is None or (paper and val_acc > best.val_accuracy):
+                if best is None or (selects and val_acc > best.val_accuracy):
                     best = candidate
         assert best is not None
         cfg = {
@@ -565,7 +625,9 @@ class _GAP(Defense):
         privacy = self._privacy(best, delta, grid_size)
         card = {
             "inference": self._inference_card(),
-            "gap": self.plan_card(best.hops, best.max_degree, grid_size, best.sigma, schedules),
+            "gap": self.plan_card(
+                best.hops, best.max_degree, grid_size, best.sigma, schedules, released_hops=best.released_hops
+            ),
         }
         model = GAPModel(best.encoder.eval(), best.classifier.eval(), cfg, privacy, card)
         model.keep_training_release(TrainingGraph(graph_key(num_nodes, edge_index, data.x), num_nodes), best.cache)
@@ -581,6 +643,7 @@ class _GAP(Defense):
             self.level,
             self.protocol,
             hops=best.hops,
+            released_hops=best.released_hops,
             max_degree=best.max_degree,
             sensitivity=best.sensitivity,
             sigma=best.sigma,

@@ -5,10 +5,30 @@ step              ``paper`` (the authors' run)           ``sound`` (default)
 ================  =====================================  ==========================================
 edge sensitivity  1 per hop (Lemma 1, one direction)     √2 per hop (one undirected edge = 2 entries)
 node sensitivity  √D after random out-degree sampling    √(D(D+1)); graphs with degree > D refused
-checkpoints       best validation epoch (enc. + cls.)    last iterate of the fixed schedule
-hops K, degree D  best validation accuracy over          the fixed ``hops`` / ``max_degree``
-                  ``hop_grid`` (× ``degree_grid``)
+checkpoints       best validation epoch (enc. + cls.)    edge / ∞: best validation epoch (free, see
+                                                         below); node: last iterate
+hops K            best validation accuracy over          edge / ∞: best validation accuracy over the
+                  ``hop_grid``, each K its own PMA       prefixes k = 1..``hops`` of ONE PMA release
+                  release (only the chosen one           of ``hops`` hops, accounted once for
+                  accounted)                             ``hops``; node: the fixed ``hops``
+degree D (node)   best validation accuracy over          the fixed ``max_degree``
+                  ``degree_grid``
 ================  =====================================  ==========================================
+
+Which data a choice may read for free, per protected unit (the ``sound`` rule):
+
+================  ==========================================================================
+unit              a choice (checkpoint, K) may read without being accounted
+================  ==========================================================================
+none (gap-inf)    anything: nothing is protected
+edge (gap-edp)    node features and labels of every split (edge-level DP does not protect
+                  them) and the released PMA output: hop k < K is a prefix of the same noisy
+                  aggregates, so choosing k ≤ ``hops`` and the checkpoints is post-processing
+                  of one release of ``hops`` hops. A grid over separately released mechanisms
+                  (another K_max, another σ) would be a composition and is not offered.
+node (gap-ndp)    nothing measured on the graph: validation features and labels are nodes'
+                  private data, so K, D and the checkpoints are fixed in advance.
+================  ==========================================================================
 
 Everything else — architecture, schedules, PMA, the inference rules — is shared. The functions
 below are the only places the training code asks which protocol it runs.
@@ -27,18 +47,33 @@ def aggregation_sensitivity(level: str, protocol: str, max_degree: int | None) -
 
 
 def search_grid(level: str, protocol: str, hp) -> tuple[list[int], list[int | None]]:
-    """(hops to try, degree bounds to try): the paper's grid, or the single fixed choice."""
-    paper = protocol == "paper"
-    hop_grid = sorted(set(hp.hop_grid)) if paper else [hp.hops]
+    """(hops to try, degree bounds to try): the paper's grid; under ``sound`` the prefixes
+    1..``hops`` of one release at edge level and ∞ (:func:`hops_share_one_release`) and the
+    single fixed choice at node level."""
+    if protocol == "paper":
+        hop_grid = sorted(set(hp.hop_grid))
+    elif selects_on_validation(level, protocol):
+        hop_grid = list(range(1, hp.hops + 1))
+    else:
+        hop_grid = [hp.hops]
     degree_grid: list[int | None] = [None]
     if level == "node":
-        degree_grid = sorted(set(hp.degree_grid)) if paper else [hp.max_degree]
+        degree_grid = sorted(set(hp.degree_grid)) if protocol == "paper" else [hp.max_degree]
     return hop_grid, degree_grid
 
 
-def keeps_best_validation(protocol: str) -> bool:
-    """``paper`` keeps the best-validation epoch of encoder and classifier; ``sound`` the last."""
-    return protocol == "paper"
+def selects_on_validation(level: str, protocol: str) -> bool:
+    """Whether checkpoints (encoder and classifier) and K are chosen on validation accuracy:
+    always under ``paper`` (unaccounted at node level); under ``sound`` only where the unit
+    leaves validation features and labels unprotected (edge level, ∞), as post-processing."""
+    return protocol == "paper" or level != "node"
+
+
+def hops_share_one_release(level: str, protocol: str, private: bool) -> bool:
+    """Whether every K of the hop grid reads the first K hops of ONE PMA release of the grid's
+    largest K (accounted once for that many): ``sound`` at edge level and ∞ (prefixes of
+    ``hops``), and any noise-free run. ``paper`` makes a separate release per K, each at its own σ."""
+    return level != "node" and (protocol == "sound" or not private)
 
 
 def samples_degrees(protocol: str) -> bool:
@@ -57,13 +92,15 @@ def privacy_text(
     protocol: str,
     *,
     hops: int,
+    released_hops: int,
     max_degree: int | None,
     sensitivity: float,
     sigma: float,
     grid_size: int,
 ) -> tuple[list[str], list[str]]:
     """(notes, unaccounted steps) of a private run's spec: every step ``paper`` leaves outside
-    the accountant, in plain words, and what ``sound`` proves instead."""
+    the accountant, in plain words, and what ``sound`` proves instead. ``released_hops`` is the
+    number of hops PMA released on the training graph (K_max when K is a prefix choice)."""
     paper = protocol == "paper"
     notes = [f"protocol = {protocol}: K = {hops}" + (f", D = {max_degree}" if max_degree else "")]
     unaccounted: list[str] = []
@@ -81,6 +118,12 @@ def privacy_text(
             notes.append(
                 "unit: one undirected edge; removing it changes two directed entries of A, so the per-hop "
                 "sensitivity is √2; PMA is (α, Kα·2/(2s²))-RDP (Theorem 1 with Δ = √2)"
+            )
+            notes.append(
+                f"one PMA release of K_max = {released_hops} hop(s) on the training graph, accounted for "
+                f"{released_hops}; K = {hops} and the encoder's and classifier's best-validation epochs were chosen "
+                f"on validation accuracy over its hop prefixes ({grid_size} choice(s)): post-processing, since the "
+                "choice reads only that release and node features/labels, which edge-level DP does not protect"
             )
         notes.append("encoder and classifier read node features and labels without noise: edge-level DP only")
     else:

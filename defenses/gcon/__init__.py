@@ -47,7 +47,8 @@ whether it reached its tolerance) and the validation accuracy of a ``paper`` sel
 ``model.record["gcon"]`` (``provenance.json``), never to ``model.json`` or the spec's notes.
 
 **Protocols.** ``sound`` (default): the fixed defaults of :class:`GCONHyperparameters`, no
-choice read from private data; ``sound: true``. ``paper``: Appendix Q's protocol — every
+choice read from private data — the encoder keeps its best-validation epoch, a choice on node
+features and labels only, which edge-level DP does not protect; ``sound: true``. ``paper``: Appendix Q's protocol — every
 configuration of ``grid`` (default :data:`PAPER_GRID`) is trained with the same mechanism and
 the best by validation accuracy is released; that selection is not accounted, so the spec is
 ``sound: false`` and lists it (each candidate alone spends ≤ the target, as the paper reports). What each protocol changes is laid out in :mod:`defenses.gcon.protocols`.
@@ -70,6 +71,7 @@ graph is public.
 
 from __future__ import annotations
 
+import copy
 import logging
 import math
 from dataclasses import asdict, dataclass
@@ -108,6 +110,7 @@ from defenses.gcon.protocols import (
     grid_configs,
     parse_grid,
     selection_unaccounted,
+    selects_encoder_checkpoint,
 )
 from dpaudit.accounting import PrivacyLedger, PrivacySpec
 from dpaudit.datasets import GraphDataset
@@ -278,7 +281,10 @@ class GCON(Defense):
         _validate(self.hp)  # bad hyperparameters fail at construction, before any training
 
     def _train_encoder(self, dataset: GraphDataset, split: Split, hidden: int | None = None) -> MLP:
-        """Algorithm 3 on the training nodes' features and labels (no edge is read)."""
+        """Algorithm 3 on the training nodes' features and labels (no edge is read). Under
+        ``sound`` the epoch with the best validation accuracy of the encoder itself is kept
+        (validation features and labels only: public at edge level, so the choice is free);
+        ``paper`` and a split without validation nodes keep the last epoch."""
         hp = self.hp
         data = dataset.data
         width = hp.encoder_hidden if hidden is None else int(hidden)
@@ -287,12 +293,25 @@ class GCON(Defense):
         # Sparse raw features stay sparse (first layer CSR × dense, input dropout on the non-zeros).
         x = sparse_features(data.x[split.train].float().to(self.device))
         y = data.y[split.train].to(self.device)
+        select = selects_encoder_checkpoint(hp.protocol) and len(split.val) > 0
+        if select:
+            x_val = sparse_features(data.x[split.val].float().to(self.device))
+            y_val = data.y[split.val].to(self.device)
+        best_accuracy, best_state = -1.0, None
         opt = torch.optim.Adam(encoder.parameters(), lr=hp.encoder_lr, weight_decay=hp.encoder_weight_decay)
-        encoder.train()
         for _ in tqdm(range(hp.encoder_epochs), desc="gcon encoder", leave=False, disable=None):
+            encoder.train()
             opt.zero_grad()
             F.cross_entropy(encoder(x), y).backward()
             opt.step()
+            if select:
+                encoder.eval()
+                with torch.no_grad():
+                    accuracy = float((encoder(x_val).argmax(dim=1) == y_val).float().mean())
+                if accuracy > best_accuracy:
+                    best_accuracy, best_state = accuracy, copy.deepcopy(encoder.state_dict())
+        if best_state is not None:
+            encoder.load_state_dict(best_state)
         return encoder.eval()
 
     def _train_theta(

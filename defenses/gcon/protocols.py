@@ -6,6 +6,10 @@ step                          ``sound`` (default)                         ``pape
 hyperparameters               the fixed defaults of GCONHyperparameters   every configuration of ``grid`` (default
                               (a public rule; nothing read from the       :data:`PAPER_GRID`) is trained; the best by
                               graph being trained on)                     validation accuracy is released
+encoder checkpoint            the epoch of best validation accuracy of    the last epoch
+                              the encoder itself (free: it reads only
+                              features and labels, which edge-level DP
+                              does not protect, and no edge)
 mechanism per configuration   Theorem 1 + AMP, calibrated to the target   the same (each candidate alone ≤ target)
 accounting                    everything in the ledger, ``sound: true``   the selection is NOT accounted (the paper:
                                                                           "we do not account for the privacy cost of
@@ -13,8 +17,12 @@ accounting                    everything in the ledger, ``sound: true``   the se
                                                                           with the selection in ``spec.unaccounted``
 ============================  ==========================================  ==========================================
 
-Everything else (encoder, propagation, loss, Theorem 1, the fixed descent schedule, AMP,
-inference) is shared. The only unsound step of ``paper`` is the selection.
+Which data a choice may read for free: the unit is one undirected edge, so node features and
+labels of every split are not protected; a choice that reads only them (the encoder's checkpoint)
+costs nothing. A choice that reads Θ's validation accuracy reads the edges through the propagated
+features: each candidate is its own release, so a grid over them composes (``paper`` leaves it
+unaccounted). Everything else (encoder architecture, propagation, loss, Theorem 1, the fixed
+descent schedule, AMP, inference) is shared. The only unsound step of ``paper`` is the selection.
 """
 
 from __future__ import annotations
@@ -157,6 +165,12 @@ def grid_configs(hp, checked: dict) -> list[Config]:
                    alpha if a_inf is None else a_inf)
         )  # fmt: skip
     return configs
+
+
+def selects_encoder_checkpoint(protocol: str) -> bool:
+    """``sound`` keeps the encoder's best-validation epoch (a choice on public data only);
+    ``paper`` keeps the last epoch, as the authors' run does."""
+    return protocol == "sound"
 
 
 def selection_unaccounted(grid: str, candidates: int) -> str:

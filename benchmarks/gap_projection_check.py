@@ -1,0 +1,143 @@
+"""Does the edge-addition degree projection bound GAP's node-level aggregation? (issue 24 item 3)
+
+The θ-projection of Day, Li & Lyu (SIGMOD 2016, "Publishing graph degree distribution with node
+differential privacy") keeps an undirected edge iff, in a fixed public order, both endpoint
+degrees are still below θ = D. Its stability lemma bounds the projected degree *sequence* under
+adding or removing a node; GAP's PMA aggregates over the kept *edges*. This script measures
+what removing one node does to the kept edges and to the per-hop aggregation
+:math:`A_\\pi^\\top X` (X: unit rows), against √(D(D+1)) — the change when nothing but the
+node's own edges moves (its D rows plus its own row):
+
+* a path whose edge order follows the path, D = 1 (the worst case: every kept edge flips and
+  the change grows like √(2L) with the path length L, so no constant bounds it);
+* real graphs (cora_ml, johnshopkins55:year): the highest-degree nodes and random ones.
+
+Run::
+
+    DPAUDIT_DATA=/work/shared/datasets nice .venv/bin/python benchmarks/gap_projection_check.py
+
+writes ``benchmarks/results/gap_projection.md``. The conclusion is in ``defenses/gap/__init__.py``
+("Why no degree projection"): sound gap-ndp keeps its degree promise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import defenses  # noqa: E402,F401  (registers the datasets' defenses)
+from dpaudit.datasets import load_dataset  # noqa: E402
+from dpaudit.runtime import atomic_write_text  # noqa: E402
+
+log = logging.getLogger("gap_projection_check")
+
+
+def edge_addition(edges: np.ndarray, num_nodes: int, max_degree: int, order: np.ndarray) -> np.ndarray:
+    """Day et al.'s θ-projection: which of the undirected ``edges`` [E, 2] are kept when they are
+    added in ``order`` while both endpoint degrees are < ``max_degree`` (sequential by definition)."""
+    degree = np.zeros(num_nodes, dtype=np.int64)
+    keep = np.zeros(len(edges), dtype=bool)
+    for i in order:
+        a, b = edges[i]
+        if a != b and degree[a] < max_degree and degree[b] < max_degree:
+            degree[a] += 1
+            degree[b] += 1
+            keep[i] = True
+    return keep
+
+
+def aggregate(edges: np.ndarray, keep: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """SUM aggregation over the kept undirected edges (both directions): [N, d]."""
+    out = np.zeros_like(x)
+    kept = edges[keep]
+    np.add.at(out, kept[:, 1], x[kept[:, 0]])
+    np.add.at(out, kept[:, 0], x[kept[:, 1]])
+    return out
+
+
+def removal(edges, num_nodes, max_degree, priority, x, node):
+    """(kept edges of ``node``, kept edges elsewhere that flip, ‖Δ A_π^T X‖_F) when ``node`` is removed."""
+    base = edge_addition(edges, num_nodes, max_degree, np.argsort(priority))
+    others = (edges[:, 0] != node) & (edges[:, 1] != node)
+    after = edge_addition(edges[others], num_nodes, max_degree, np.argsort(priority[others]))
+    change = np.linalg.norm(aggregate(edges[others], after, x) - aggregate(edges, base, x))
+    return int(base[~others].sum()), int((base[others] != after).sum()), float(change)
+
+
+def path_rows(lengths: list[int]) -> list[str]:
+    rows = []
+    for length in lengths:
+        hub = length + 1  # node v, joined to a₀ by the first edge of the order
+        edges = np.array([[hub, 0]] + [[i, i + 1] for i in range(length)])
+        x = np.eye(3)[np.arange(length + 2) % 3]  # unit rows, neighbours orthogonal
+        kept_v, flips, change = removal(edges, length + 2, 1, np.arange(len(edges), dtype=float), x, hub)
+        rows.append(f"| path, L = {length} | 1 | v (degree 1) | {kept_v} | {flips} | {change:.2f} | "
+                    f"{math.sqrt(2):.2f} | {change / math.sqrt(2):.2f} |")  # fmt: skip
+    return rows
+
+
+def graph_rows(name: str, max_degree: int, data_root: str | None, top: int, random_nodes: int) -> list[str]:
+    dataset = load_dataset(name, root=data_root)
+    pairs = np.sort(dataset.data.edge_index.numpy().T, axis=1)
+    edges = np.unique(pairs[pairs[:, 0] != pairs[:, 1]], axis=0)
+    n = dataset.num_nodes
+    rng = np.random.default_rng(0)
+    priority = rng.random(len(edges))  # the fixed public order
+    x = rng.normal(size=(n, 16))
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    degree = np.bincount(edges.ravel(), minlength=n)
+    nodes = [int(v) for v in np.argsort(-degree)[:top]] + [int(v) for v in rng.choice(n, random_nodes, replace=False)]
+    bound = math.sqrt(max_degree * (max_degree + 1))
+    rows = []
+    for node in nodes:
+        kept_v, flips, change = removal(edges, n, max_degree, priority, x, node)
+        log.info("%s D=%d node %d (degree %d): %d flips, ‖Δ‖ %.2f", name, max_degree, node, degree[node], flips, change)
+        rows.append(f"| {name} | {max_degree} | {node} (degree {degree[node]}) | {kept_v} | {flips} | "
+                    f"{change:.2f} | {bound:.2f} | {change / bound:.3f} |")  # fmt: skip
+    return rows
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--data-root", default=os.environ.get("DPAUDIT_DATA"))
+    p.add_argument("--top", type=int, default=5, help="highest-degree nodes removed per graph")
+    p.add_argument("--random", type=int, default=5, help="random nodes removed per graph")
+    p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "gap_projection.md"))
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    rows = path_rows([10, 100, 1000])
+    for name, max_degree in (("cora_ml", 10), ("cora_ml", 100), ("johnshopkins55:year", 100)):
+        rows += graph_rows(name, max_degree, args.data_root, args.top, args.random)
+    text = "\n".join(
+        [
+            "# Edge-addition degree projection vs GAP's node-level aggregation",
+            "",
+            "Written by `benchmarks/gap_projection_check.py` (see its docstring). Removing one node v; "
+            "`flips` = kept edges NOT incident to v that change (the cascade); ‖Δ‖ = ‖Δ A_π^T X‖_F per hop "
+            "(real graphs: X = 16 random unit rows, not the worst case); √(D(D+1)) = the change with no cascade.",
+            "",
+            "| graph | D | removed node | its kept edges | flips | ‖Δ‖ | √(D(D+1)) | ratio |",
+            "|---|---|---|---|---|---|---|---|",
+            *rows,
+            "",
+            "The path rows grow like √(2L): no constant bounds the per-hop change, so the projection gives "
+            "no node-level sensitivity for GAP (its lemma bounds the degree sequence, which the cascade leaves "
+            "unchanged). Real graphs show cascades too (tens of flipped edges on johnshopkins55).",
+            "",
+        ]
+    )
+    atomic_write_text(args.out, text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
