@@ -220,9 +220,18 @@ def audit_and_pool(
     The pool is ``"disjoint"`` (outside the audit set and the target's training set) when it can
     supply every ``"match"`` reference's top-up (offline: two sets of ``n_train``, so that
     random halves reach the target's size) and the population, else ``"any"`` (outside the
-    audit set; the module docstring says why the audit game stays fair)."""
+    audit set; the module docstring says why the audit game stays fair).
+
+    ``shadow_nodes_per_class`` caps the pool, but never below what ``"match"`` references need:
+    they train on ``n_train`` nodes whatever the pool, so a pool too small to supply them would
+    only turn a large target's audit into a refusal."""
+    per_class = max(1, shadow_nodes_per_class // 2)
+    if shadow_size == "match":
+        n_audit = len(C.partition(ds, split, seed, max_members, per_class).target.nodes_and_labels()[0])
+        need = top_up(n_audit, len(split.train), online) if online else 2 * len(split.train)
+        per_class = max(per_class, -(-(need + population_size) // (2 * max(1, ds.num_classes))))
     for kind in ("disjoint", "any"):
-        part = C.partition(ds, split, seed, max_members, max(1, shadow_nodes_per_class // 2), shadow_pool=kind)
+        part = C.partition(ds, split, seed, max_members, per_class, shadow_pool=kind)
         nodes, labels = (t.numpy() for t in part.target.nodes_and_labels())
         pool = torch.cat([part.shadow.members, part.shadow.non_members]).numpy()
         need = top_up(len(nodes), len(split.train), online) if online else 2 * len(split.train)

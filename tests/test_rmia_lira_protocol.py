@@ -56,6 +56,13 @@ def test_online_references_train_on_exactly_as_many_nodes_as_the_target(half_ind
         assert res.runs[0]["population"] >= 1
 
 
+def test_the_pool_cap_never_turns_a_large_target_into_a_refusal(half_inductive, graph):
+    # 200 training nodes against a pool capped at 4 classes × 2 × 10 nodes: the cap grows to what
+    # the matched references need (before, on a 10 k-node csbm target, mia-rmia refused)
+    res = attacks.run("mia-rmia", half_inductive, graph, seed=0, num_references=2, shadow_nodes_per_class=20, **FAST)
+    assert res.runs[0]["reference_train_sizes"] == [200, 200]
+
+
 def test_offline_references_say_when_they_are_smaller(half_inductive, graph):
     res = attacks.run("mia-lira", half_inductive, graph, seed=0, num_shadows=2, online=False, **FAST)
     sizes = res.runs[0]["reference_train_sizes"]
