@@ -60,7 +60,9 @@ def graph():
 
 # dpar-em0 shares dpar-em1's code path (the selection draws differ only in their scale); its
 # accounting alone takes ~30 s, so it is left out to keep the check fast.
-DEFENSES = [name for name in available_defenses() if name != "dpar-em0"]
+# The zoo's deliberately broken defenses (registered when a canary test imports the zoo) are
+# not products: they are left out too.
+DEFENSES = [name for name in available_defenses() if name != "dpar-em0" and not name.startswith("zoo-")]
 
 
 @pytest.mark.parametrize("name", DEFENSES)
