@@ -198,6 +198,21 @@ def test_unreachable_ray_cluster_is_one_clear_error(monkeypatch):
         execute_ray([], 1, on_result=None, progress=None)
 
 
+def test_unreachable_ray_cluster_leaves_no_study_folder(tmp_path, monkeypatch):
+    ray = pytest.importorskip("ray", reason="Ray is an optional extra; not installed here")
+
+    def unreachable(address=None, **kwargs):
+        raise ConnectionError(f"Failed to connect to Ray cluster at {address}")
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", unreachable)
+    monkeypatch.setenv("RAY_ADDRESS", "10.0.0.1:6379")
+    with pytest.raises(ConfigurationError, match=r"RAY_ADDRESS=10\.0\.0\.1:6379"):
+        dpaudit.compare("csbm", ["gcn"], ["inf"], attacks=["mia-threshold"], dataset_options=TINY,
+                        executor="ray", out=tmp_path / "s", progress=False)  # fmt: skip
+    assert not (tmp_path / "s").exists()
+
+
 def _free_port() -> int:
     import socket
 

@@ -177,7 +177,10 @@ def execute_local(tasks: list[dict], jobs: int, on_result, progress: CellProgres
     progress.running = 0
 
 
-def execute_ray(tasks: list[dict], jobs: int, on_result, progress: CellProgress) -> None:
+def connect_ray(jobs: int):
+    """The ``ray`` module, connected: to the cluster at ``RAY_ADDRESS``, else to a local one with
+    ``jobs`` CPUs. A study calls it before it writes anything, so a missing extra or an
+    unreachable cluster is one error line and no study folder."""
     try:
         import ray
     except ImportError:
@@ -196,6 +199,11 @@ def execute_ray(tasks: list[dict], jobs: int, on_result, progress: CellProgress)
                 f"--executor ray could not reach the Ray cluster at RAY_ADDRESS={address}: {exc} "
                 "(start it with `ray start --head`, or unset RAY_ADDRESS for a local one)"
             ) from None
+    return ray
+
+
+def execute_ray(tasks: list[dict], jobs: int, on_result, progress: CellProgress) -> None:
+    ray = connect_ray(jobs)
     gpus = 1 if ray.cluster_resources().get("GPU", 0) >= 1 else 0
     remote = ray.remote(num_cpus=1, num_gpus=gpus, max_retries=0)(run_cell)
     refs = {remote.remote({**task, "threads": 1}): task for task in tasks}

@@ -62,6 +62,7 @@ from dpaudit.workflows.config import (
 from dpaudit.workflows.executors import (
     EXECUTORS,
     CellProgress,
+    connect_ray,
     execute_local,
     execute_ray,
     failed_record,
@@ -173,14 +174,8 @@ class Study:
             raise ConfigurationError(f"unknown executor {executor!r}; use {' or '.join(EXECUTORS)}")
         if int(jobs) < 1:
             raise ConfigurationError(f"--jobs must be >= 1, got {jobs}")
-        if executor == "ray":
-            try:
-                import ray  # noqa: F401
-            except ImportError:
-                raise ConfigurationError(
-                    "--executor ray needs Ray, which is not installed: pip install 'dpaudit[ray]' "
-                    "(or use --executor local)"
-                ) from None
+        if executor == "ray":  # the extra and the cluster are checked before anything is written
+            connect_ray(int(jobs))
         fresh = not self.dir.exists()
         self.dir.mkdir(parents=True, exist_ok=True)
         with StudyLock(self.dir):
