@@ -182,11 +182,10 @@ def test_ray_executor(tmp_path):
     assert {r["worker"]["pid"] for r in result.done} != {os.getpid()}  # ran in Ray workers
 
 
-def test_unreachable_ray_cluster_is_one_clear_error(monkeypatch):
-    """RAY_ADDRESS naming no running cluster: a configuration error naming the address, not
-    Ray's traceback."""
+@pytest.fixture
+def unreachable_ray_cluster(monkeypatch):
+    """RAY_ADDRESS naming a cluster that does not answer (Ray's own ConnectionError)."""
     ray = pytest.importorskip("ray", reason="Ray is an optional extra; not installed here")
-    from dpaudit.workflows.executors import execute_ray
 
     def unreachable(address=None, **kwargs):
         raise ConnectionError(f"Failed to connect to Ray cluster at {address}")
@@ -194,19 +193,17 @@ def test_unreachable_ray_cluster_is_one_clear_error(monkeypatch):
     monkeypatch.setattr(ray, "is_initialized", lambda: False)
     monkeypatch.setattr(ray, "init", unreachable)
     monkeypatch.setenv("RAY_ADDRESS", "10.0.0.1:6379")
+
+
+def test_unreachable_ray_cluster_is_one_clear_error(unreachable_ray_cluster):
+    """A configuration error naming the address, not Ray's traceback."""
+    from dpaudit.workflows.executors import execute_ray
+
     with pytest.raises(ConfigurationError, match=r"RAY_ADDRESS=10\.0\.0\.1:6379.*ray start --head"):
         execute_ray([], 1, on_result=None, progress=None)
 
 
-def test_unreachable_ray_cluster_leaves_no_study_folder(tmp_path, monkeypatch):
-    ray = pytest.importorskip("ray", reason="Ray is an optional extra; not installed here")
-
-    def unreachable(address=None, **kwargs):
-        raise ConnectionError(f"Failed to connect to Ray cluster at {address}")
-
-    monkeypatch.setattr(ray, "is_initialized", lambda: False)
-    monkeypatch.setattr(ray, "init", unreachable)
-    monkeypatch.setenv("RAY_ADDRESS", "10.0.0.1:6379")
+def test_unreachable_ray_cluster_leaves_no_study_folder(tmp_path, unreachable_ray_cluster):
     with pytest.raises(ConfigurationError, match=r"RAY_ADDRESS=10\.0\.0\.1:6379"):
         dpaudit.compare("csbm", ["gcn"], ["inf"], attacks=["mia-threshold"], dataset_options=TINY,
                         executor="ray", out=tmp_path / "s", progress=False)  # fmt: skip
