@@ -47,27 +47,36 @@ def summarize_level(tprs: list[float], negatives: list[int], level: float) -> di
         "resolved": resolved,
     }
     out["text"] = describe(out)
+    # the same without the value, for a text that shows it already (the report's verdict)
+    spread = f"mean {mean:.2f} ± {sd:.2f} over " if sd is not None else ""
+    out["detail"] = spread + describe_runs(out) if mean is not None else ""
     return out
 
 
 def describe(summary: dict[str, Any]) -> str:
     """``TPR@1%FPR 0.59 ± 0.08 (3 seeds, 140 negatives: 1% = 1.4 false positives)``; a level
     below one false positive says it is not resolved."""
-    level, mean, sd, runs = summary["level"], summary["mean"], summary["sd"], summary["runs"]
-    head = f"TPR@{_percent(level)}FPR"
-    if mean is None:
+    head = f"TPR@{_percent(summary['level'])}FPR"
+    if summary["mean"] is None:
         return f"{head} - (no run)"
-    value = f"{mean:.2f}" if sd is None else f"{mean:.2f} ± {sd:.2f}"
+    value = f"{summary['mean']:.2f}" if summary["sd"] is None else f"{summary['mean']:.2f} ± {summary['sd']:.2f}"
+    return f"{head} {value} ({describe_runs(summary)})"
+
+
+def describe_runs(summary: dict[str, Any]) -> str:
+    """What the TPR rests on, for a text that already shows the value: ``3 seeds, 140 negatives:
+    1% = 1.4 false positives`` (and whether the level is resolved)."""
+    level, runs = summary["level"], summary["runs"]
     seeds = f"{runs} seed" + ("s" if runs != 1 else ", no spread")
     fewest, most = summary.get("negatives"), summary.get("negatives_max")
     if fewest is None:
-        return f"{head} {value} ({seeds}; negatives unknown)"
+        return f"{seeds}; negatives unknown"
     count = f"{fewest}" if most in (None, fewest) else f"{fewest}–{most}"
     allowed = summary["false_positives_at_level"]
-    text = f"{head} {value} ({seeds}, {count} negatives: {_percent(level)} = {allowed:.3g} false positives"
+    text = f"{seeds}, {count} negatives: {_percent(level)} = {allowed:.3g} false positives"
     if not summary["resolved"]:
         text += "; not resolved: this is the TPR at zero false positives"
-    return text + ")"
+    return text
 
 
 def low_fpr_summary(runs: list[dict]) -> dict[str, dict[str, Any]]:

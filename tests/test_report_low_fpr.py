@@ -41,7 +41,7 @@ def test_tpr_cells_show_spread_runs_and_negatives(study):
     if spread["sd"] is not None:
         assert f"± {spread['sd']:.3f}" in row
     verdict = data["verdicts"][0]["best_tpr_at_1pct_fpr"]
-    assert verdict["over_runs"]["text"] in html and "not resolved" in verdict["over_runs"]["text"]
+    assert verdict["over_runs"]["detail"] in html and "not resolved" in verdict["over_runs"]["text"]
 
 
 def test_tpr_over_runs_pools_seeds_and_reads_old_results():
