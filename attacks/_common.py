@@ -111,32 +111,44 @@ def bound_validity(
     )
 
 
+def answering_nodes(model: ReleasedModel, graph, nodes=None):
+    """:func:`answering` for a query on ``nodes``: the training release also answers when only
+    the queried nodes' rows are the training graph's (a release that says which rows it covers,
+    as GAP's, decides from their neighbourhood: LinkTeller's perturbed graph still reads the
+    training release for nodes its perturbation cannot reach, without hashing the whole graph)."""
+    release = training_release(model)
+    if release is None:
+        return model
+    covers = getattr(release, "covers", None)
+    return release if (covers(graph, nodes) if callable(covers) else release.is_training_graph(graph)) else model
+
+
 class OwnerView:
-    """``model``'s query interface with every query routed by :func:`answering`: code written
-    for a :class:`ReleasedModel` (accuracy on the owner's split, say) then reads the training
-    release on the training graph instead of buying a new release of it."""
+    """``model``'s query interface with every query routed by :func:`answering_nodes`: code
+    written for a :class:`ReleasedModel` (accuracy on the owner's split, say) then reads the
+    training release on the training graph instead of buying a new release of it."""
 
     def __init__(self, model: ReleasedModel):
         self.model = model
 
     def predict_proba(self, graph, nodes=None):
-        return answering(self.model, graph).predict_proba(graph, nodes)
+        return answering_nodes(self.model, graph, nodes).predict_proba(graph, nodes)
 
     def embed(self, graph, nodes=None):
-        return answering(self.model, graph).embed(graph, nodes)
+        return answering_nodes(self.model, graph, nodes).embed(graph, nodes)
 
     def accuracy(self, graph, nodes) -> float:
-        return answering(self.model, graph).accuracy(graph, nodes)
+        return answering_nodes(self.model, graph, nodes).accuracy(graph, nodes)
 
 
 def posteriors(model: ReleasedModel, graph, nodes=None) -> np.ndarray:
-    out = answering(model, graph).predict_proba(graph, nodes).detach().cpu().double().numpy()
+    out = answering_nodes(model, graph, nodes).predict_proba(graph, nodes).detach().cpu().double().numpy()
     return np.clip(out, 0.0, 1.0)
 
 
 def embeddings(model: ReleasedModel, graph, nodes=None) -> np.ndarray:
-    """``embed`` rows as float64, through the training release where :func:`answering` picks it."""
-    return answering(model, graph).embed(graph, nodes).detach().cpu().double().numpy()
+    """``embed`` rows as float64, through the training release where :func:`answering_nodes` picks it."""
+    return answering_nodes(model, graph, nodes).embed(graph, nodes).detach().cpu().double().numpy()
 
 
 # --------------------------------------------------------------------------- shadow models

@@ -110,8 +110,11 @@ def influence_scores(model: ReleasedModel, probe: FeatureProbe, u: np.ndarray, v
     one with v perturbed. Both ask for the same nodes, so they are the same computation but
     for v's row: a query of other nodes may round differently (a feature-only MLP's batch of
     another size does) and fake influence where there is none. The unperturbed query is the
-    same graph every time, which a query-charged model answers from what it already paid for."""
+    same graph every time, which a query-charged model answers from what it already paid for:
+    one query of every u first, so that each later one asks for rows that release covers (GAP
+    answers a query on its nodes' neighbourhood and covers only the rows it was asked for)."""
     scores = np.zeros(len(u))
+    C.posteriors(model, probe.graph, np.unique(u))
     for node in tqdm(np.unique(v), desc="linkteller queries", leave=False, disable=None):
         rows = np.flatnonzero(v == node)
         base = C.posteriors(model, probe.graph, u[rows])

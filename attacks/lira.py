@@ -64,7 +64,7 @@ from dpaudit.datasets import GraphDataset
 from dpaudit.errors import ConfigurationError, DPAuditError
 from dpaudit.model import ReleasedModel
 from dpaudit.results import AttackResult
-from dpaudit.runtime import seed_everything
+from dpaudit.runtime import device_memory, seed_everything
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +105,24 @@ def size_notes(train_sets: list[np.ndarray], n_train: int) -> list[str]:
         "audit node and each takes a random half of the attacker's remaining pool at most, so that their training "
         "sets differ"
     ]
+
+
+#: share of the machine's memory the references' stacked posteriors may take
+REFERENCE_MEMORY_SHARE = 0.5
+
+
+def check_reference_memory(num_references: int, num_nodes: int, num_classes: int) -> int:
+    """Bytes the references' full-graph posteriors (float64) and membership masks take, checked
+    before any reference is trained: more than :data:`REFERENCE_MEMORY_SHARE` of the machine's
+    memory (:func:`dpaudit.runtime.device_memory`) is refused with one error."""
+    need = int(num_references) * int(num_nodes) * (8 * int(num_classes) + 1)
+    memory = device_memory(torch.device("cpu"))
+    if memory is not None and need > REFERENCE_MEMORY_SHARE * memory:
+        raise ConfigurationError(
+            f"{num_references} reference models' posteriors on {num_nodes:,} nodes need {need / 2**30:.3g} GiB, more "
+            f"than half of this machine's {memory / 2**30:.3g} GiB: lower num_references / num_shadows"
+        )
+    return need
 
 
 def population_size_for(pool_size: int, need: int, population_size: int) -> int:
@@ -178,6 +196,7 @@ def train_references(
     never trained on (RMIA's population ``Z``). The references' "non-members" handed to the
     recipe (used only for its own test metrics) are the candidates they did not train on.
     """
+    check_reference_memory(num_references, ds.num_nodes, ds.num_classes)
     rng = np.random.default_rng(seed)
     pool = rng.permutation(pool)
     need = top_up(len(audit), len(split.train), online) if shadow_size == "match" else 0

@@ -599,10 +599,9 @@ class ModuleModel(ReleasedModel):
             out = run(x, adjacency_of(graph.edge_index, int(graph.num_nodes), self.device))[idx.to(self.device)]
         else:
             adjacency = adjacency_of(graph.edge_index, int(graph.num_nodes), self.device)
-            # a neighbourhood holding most of the graph costs more than the graph itself
-            hood = adjacency.neighbourhood(
-                idx.to(self.device), hops, max_edges=adjacency.num_edges // 2, max_nodes=adjacency.num_nodes // 2
-            )
+            # a neighbourhood holding most of the graph's edges costs more than the graph itself;
+            # its node count is no guide (two hops on Reddit reach most nodes over 0.7 % of the edges)
+            hood = adjacency.neighbourhood(idx.to(self.device), hops, max_edges=adjacency.num_edges // 2)
             if hood is None:
                 return self._forward(graph, None, embed)[idx.to(self.device)]
             x = features(graph.x[hood.subset.to(graph.x.device)].to(self.device).float())

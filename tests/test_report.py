@@ -664,6 +664,10 @@ def test_single_model_audit_has_no_empty_panels(single_audit):
     assert 'id="verdict-1" open' in html and 'id="attack-table"' in html
     sidecar = json.loads(html_path.with_suffix(".json").read_text())
     assert sidecar["single_model"] is True and len(sidecar["verdicts"]) == 1
+    # each attack's CPU time beside its wall time (a loaded machine inflates only the latter)
+    record = result.record()
+    assert set(record["attack_cpu_seconds"]) == set(record["attack_seconds"]) == set(result.results)
+    assert all(0 < cpu < 1e4 for cpu in record["attack_cpu_seconds"].values())
 
 
 def test_node_risk_matches_the_threshold_attack(single_audit):

@@ -182,3 +182,18 @@ def test_attack_results_carry_the_low_fpr_summary(transductive, graph, tmp_path)
     assert low["0.01"]["negatives"] == res.runs[0]["non_members"]
     res.save(tmp_path / "r.json")
     assert json.loads((tmp_path / "r.json").read_text())["extra"]["low_fpr"]["0.001"]["text"].startswith("TPR@0.1%FPR")
+
+
+@pytest.mark.parametrize("name,settings", [("mia-rmia", {"num_references": 4}), ("mia-lira", {"num_shadows": 4})])
+def test_references_that_do_not_fit_memory_are_refused_before_training(
+    transductive, graph, monkeypatch, name, settings
+):
+    import attacks.lira as lira
+
+    # 4 references × 400 nodes × (4 classes × 8 + 1) bytes = 52,800 bytes: more than half of 100 kB
+    monkeypatch.setattr(lira, "device_memory", lambda device: 100_000)
+    monkeypatch.setattr(common, "train_shadow", lambda *a, **k: pytest.fail("a reference was trained"))
+    with pytest.raises(ConfigurationError, match="4 reference models' posteriors on 400 nodes need"):
+        attacks.run(name, transductive, graph, seed=0, **settings, **FAST)
+    monkeypatch.setattr(lira, "device_memory", lambda device: 105_600)
+    assert lira.check_reference_memory(4, 400, 4) == 52_800  # exactly half: allowed

@@ -14,6 +14,7 @@ import math
 import torch
 import torch.nn.functional as F
 
+from dpaudit.adjacency import Adjacency
 from dpaudit.errors import ConfigurationError, DPAuditError
 from dpaudit.runtime import randn_on
 
@@ -77,9 +78,12 @@ def private_multi_hop_aggregation(
     if noise_std < 0 or not math.isfinite(noise_std):
         raise DPAuditError(f"PMA noise std must be a finite non-negative number, got {noise_std}")
     num_nodes = x0.size(0)
+    # the CSR operator once for every hop (sum_aggregate rebuilds and sorts a COO matrix per call:
+    # 8.3 against 0.21 CPU s per hop at 1 M nodes); it counts duplicate edges the same way
+    aggregate = Adjacency.from_edge_index(edge_index.to(x0.device), num_nodes).sum(x0.dtype)
     out, current = [], x0
     for _ in range(hops):
-        aggregated = sum_aggregate(current, edge_index, num_nodes)
+        aggregated = aggregate(current)
         if noise_std > 0:
             noise = randn_on(aggregated.shape, generator, aggregated.device, aggregated.dtype)
             aggregated = aggregated + noise_std * noise

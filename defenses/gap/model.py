@@ -11,6 +11,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 from torch_geometric.data import Data
@@ -22,12 +23,15 @@ from defenses.gap.mechanism import (
     bound_out_degree,
     check_degree_promise,
     graph_key,
+    max_degree_of,
     private_multi_hop_aggregation,
     row_normalize,
 )
+from defenses.gap.queries import QueryRelease, features_unchanged, local_edges, row_digests, structure_key
 from dpaudit.accounting import GaussianMechanism, PoissonSubsampledGaussian, PrivacyLedger, PrivacySpec
+from dpaudit.accounting.mechanisms import mechanism_from_record
 from dpaudit.adjacency import TensorCache
-from dpaudit.errors import DPAuditError, ModelFormatError
+from dpaudit.errors import DPAuditError, ModelFormatError, PrivacyParameterError
 from dpaudit.model import Answers, ReleasedModel, _node_index, register_model_kind
 from dpaudit.nn import InputLinear
 
@@ -144,6 +148,11 @@ def _mechanism_record(m) -> dict[str, Any]:
 
 
 def _mechanism_from(record: dict[str, Any]):
+    if "mechanism" in record:  # dpaudit's own record: a private selection (dpaudit.private_selection)
+        try:
+            return mechanism_from_record(record)
+        except PrivacyParameterError as exc:
+            raise ModelFormatError(f"gap model ledger entry is invalid: {exc}") from None
     try:
         if record["type"] == "gaussian":
             return GaussianMechanism(
@@ -182,6 +191,8 @@ LEGACY_CACHE = "cache.aggregations"
 QUERY_MEMO_SIZE = 8
 # canonical key of recently queried graphs, by the identity of their tensors (strings only)
 _QUERY_KEYS = TensorCache(size=64)
+# maximum degree of recently queried edge structures (sound node-level GAP's promise)
+_MAX_DEGREES = TensorCache(size=8)
 
 
 def query_graph_key(graph: Data) -> str:
@@ -224,6 +235,18 @@ class TrainingGraph:
             ) from None
 
 
+@dataclass
+class TrainingRows:
+    """What the owner's code learns the first time it queries the training graph itself (its
+    whole key matching the record's): the edge structure's key and the feature rows' digests
+    (:mod:`defenses.gap.queries`), in memory only. With them a later query on a few nodes of a
+    graph that shares the structure is recognised as the training graph's release from the
+    nodes' own neighbourhood (their rows unchanged), without hashing the whole graph again."""
+
+    structure: str | None = None
+    digests: np.ndarray | None = None
+
+
 class TrainingRelease(Answers):
     """PMA's output on the training graph, made once during training and already paid for by
     the model's ε: its answers read the cached aggregations and spend nothing more.
@@ -234,30 +257,47 @@ class TrainingRelease(Answers):
     :meth:`GAPModel.training_release`; the query methods mirror :class:`ReleasedModel`'s.
     """
 
-    def __init__(self, model: GAPModel, graph: TrainingGraph, aggregations: torch.Tensor):
+    def __init__(self, model: GAPModel, graph: TrainingGraph, aggregations: torch.Tensor, seen: TrainingRows):
         self.model = model
         self.graph = graph
         self.aggregations = aggregations
         self.cfg = model.cfg
+        self.seen = seen
 
     def is_training_graph(self, graph: Data) -> bool:
         """Whether ``graph`` is the training graph (same node count, edge set and features)."""
+        return self.covers(graph)
+
+    def covers(self, graph: Data, nodes=None) -> bool:
+        """Whether the training release answers ``nodes`` (all when ``None``) of ``graph``: the
+        training graph's edge structure and, on those nodes' K-hop neighbourhood, its feature
+        rows (the rows the release computed for them depend on nothing else:
+        :mod:`defenses.gap.queries`). The first match is the whole graph's key against the
+        record's; from then on the structure's key and the rows' digests decide."""
         if not isinstance(graph, Data) or graph.num_nodes != self.graph.num_nodes:
             return False
-        return query_graph_key(graph) == self.graph.key
+        if self.seen.digests is None:
+            if query_graph_key(graph) != self.graph.key:
+                return False
+            self.seen.structure, self.seen.digests = structure_key(graph), row_digests(graph.x)
+            return True
+        if structure_key(graph) != self.seen.structure:
+            return False
+        wanted = None if nodes is None else torch.unique(_node_index(graph, nodes))
+        return features_unchanged(graph, wanted, int(self.cfg["hops"]), None, self.seen.digests)
 
     @torch.no_grad()
     def representation(self, graph: Data, nodes=None) -> torch.Tensor:
         """Classifier input :math:`[\\check X^{(0)} \\| \\dots \\| \\check X^{(K)}]` of the queried nodes."""
         self.model._check_graph(graph)
-        if not self.is_training_graph(graph):
+        if not self.covers(graph, nodes):
             raise DPAuditError(
                 "the training release answers on the training graph only; this graph differs (query the model "
                 "itself: every other graph is a new PMA release charged to its spec)"
             )
-        idx = _node_index(graph, nodes).to(self.model.device)
-        x0 = self.model.encoder.encode(graph.x.to(self.model.device).float()[idx])
-        return torch.cat([x0, self.aggregations[idx]], dim=1)
+        idx = _node_index(graph, nodes)
+        x0 = self.model.encoder.encode(graph.x[idx.to(graph.x.device)].to(self.model.device).float())
+        return torch.cat([x0, self.aggregations[idx.to(self.aggregations.device)]], dim=1)
 
     @torch.no_grad()
     def predict_proba(self, graph: Data, nodes=None) -> torch.Tensor:
@@ -313,15 +353,18 @@ class GAPModel(ReleasedModel):
         privacy: PrivacySpec,
         card: dict[str, Any],
     ):
+        # the release count the spec is computed for comes from the config: set it first
+        self.cfg = dict(cfg)
         super().__init__(privacy, card)
         self.encoder = encoder.eval()
         self.classifier = classifier.eval()
-        self.cfg = dict(cfg)
-        # the owner's cached training aggregations (set by fit or attach_record_tensors)
+        # the owner's cached training aggregations (set by fit or attach_record_tensors), and
+        # what queries learn about the training graph (shared with interactive copies)
         self._training: tuple[TrainingGraph, torch.Tensor] | None = None
-        # PMA releases on query graphs made by this object, by canonical key, least recently used
-        # first (a bounded memo, never saved): at most ``query_memo_size`` kept
-        self._other_graphs: OrderedDict[str, torch.Tensor] = OrderedDict()
+        self._training_rows = TrainingRows()
+        # PMA releases on query graphs made by this object, least recently used first (a bounded
+        # memo, never saved): at most ``query_memo_size`` kept
+        self._other_graphs: OrderedDict[int, QueryRelease] = OrderedDict()
         self.query_memo_size = QUERY_MEMO_SIZE
 
     @property
@@ -333,6 +376,24 @@ class GAPModel(ReleasedModel):
         """PMA releases on query graphs composed into this model's spec so far."""
         return int(self.cfg["query_releases"])
 
+    @property
+    def privacy(self) -> PrivacySpec:
+        """The spec after every release made so far: training ledger + ``foreign_releases`` ×
+        the query mechanism. A query only counts its release (O(1)); the ledger is composed
+        here, when the spec is read and releases were made since it was last composed (the
+        same composition, so the same ε, as composing at every query: that made n queries
+        cost O(n²) — each re-composed the whole ledger over every earlier release)."""
+        if self._spec_releases != self.foreign_releases:
+            self._spec = self.spec_after(self.foreign_releases)
+            self._spec_releases = self.foreign_releases
+        return self._spec
+
+    @privacy.setter
+    def privacy(self, spec: PrivacySpec) -> None:
+        """A spec that already holds the config's recorded releases (a loaded or fitted model)."""
+        self._spec = spec
+        self._spec_releases = self.foreign_releases
+
     # -- the owner's training release --------------------------------------------------------
     def keep_training_release(self, graph: TrainingGraph, aggregations: torch.Tensor) -> None:
         """Hold PMA's training-graph output as the owner's record (``fit`` calls this)."""
@@ -343,6 +404,7 @@ class GAPModel(ReleasedModel):
                 f"imply {expected}"
             )
         self._training = (graph, aggregations)
+        self._training_rows = TrainingRows()
         self.record.setdefault("gap", {})["training_graph"] = graph.to_dict()
 
     def training_release(self) -> TrainingRelease:
@@ -359,7 +421,7 @@ class GAPModel(ReleasedModel):
                 "record (provenance.json + provenance.safetensors), absent from this copy; predict_proba / embed "
                 "answer any graph as a new PMA release charged to the spec"
             )
-        return TrainingRelease(self, *self._training)
+        return TrainingRelease(self, *self._training, self._training_rows)
 
     def record_tensors(self) -> dict[str, torch.Tensor]:
         return {} if self._training is None else {TRAINING_AGGREGATIONS: self._training[1]}
@@ -387,7 +449,7 @@ class GAPModel(ReleasedModel):
     def spec_after(self, releases: int) -> PrivacySpec:
         """The spec this model would carry after ``releases`` foreign-graph releases in total
         (training ledger + ``releases`` × the query mechanism), at the same δ and unit."""
-        spec = copy.deepcopy(self.privacy)
+        spec = copy.deepcopy(self._spec)  # the last composed spec: its δ, unit, notes and facts
         if self.cfg["query_mechanism"] is None:
             return spec
         fresh = _full_ledger(self.cfg, releases).spec(spec.delta, spec.unit)
@@ -412,60 +474,90 @@ class GAPModel(ReleasedModel):
             )
 
     def _record_query_release(self) -> None:
-        """Compose one more PMA release into the spec (ε grows)."""
+        """Count one more PMA release: the spec (:attr:`privacy`) composes it when next read."""
         self.cfg["query_releases"] = self.foreign_releases + 1
-        self.privacy = self.spec_after(self.foreign_releases)
         # debug: an audit makes hundreds of releases and reports them once, summed (its plan
         # and finding); the spec, which every caller can read, is what records each one
-        log.debug("GAP: a new PMA release on a query graph; spent ε is now %.4g (%d release(s))",
-                  self.privacy.epsilon, self.foreign_releases)  # fmt: skip
+        log.debug("GAP: a new PMA release on a query graph (%d release(s))", self.foreign_releases)
+
+    def _check_promise(self, graph: Data) -> None:
+        """Sound node-level GAP's degree promise on the whole query graph (its maximum degree is
+        computed once per ``edge_index`` tensor)."""
+        num_nodes = int(graph.num_nodes)
+        degree = _MAX_DEGREES.get((graph.edge_index,), lambda: max_degree_of(graph.edge_index, num_nodes), (num_nodes,))
+        if degree > self.cfg["max_degree"]:
+            check_degree_promise(graph.edge_index, num_nodes, self.cfg["max_degree"], "query graph")
 
     @torch.no_grad()
-    def _hop_features(self, graph: Data) -> torch.Tensor:
-        """Hops 1..K for every node of ``graph``: a new, recorded PMA release on it. The training
-        graph is no exception: routing it to the cached training release would answer "is this
-        the training graph?".
+    def _hop_features(self, graph: Data, idx: torch.Tensor) -> torch.Tensor:
+        """Hops 1..K of nodes ``idx`` of ``graph`` (in query order): a new, recorded PMA release.
+        The training graph is no exception: routing it to the cached training release would
+        answer "is this the training graph?".
 
-        Memo: the last ``query_memo_size`` releases of this object, by canonical key
-        (:func:`query_graph_key`), answer again for free — the same release, already charged. A
-        graph whose release was evicted is released and charged anew, exactly like a graph never
-        seen (never answered free after eviction)."""
+        The release runs on the K-hop neighbourhood of ``idx`` (:mod:`defenses.gap.queries`: the
+        answered rows have exactly the law of the same rows of a whole-graph release, and one
+        release costs one PMA release whatever it answers), or on the whole graph when that
+        neighbourhood holds more than half of it, or when the ``paper`` protocol samples
+        out-degrees (which edges of a node survive depends on all of its out-edges).
+
+        Memo: the last ``query_memo_size`` releases of this object answer again for free the
+        rows they computed while the features those rows read are unchanged
+        (:class:`~defenses.gap.queries.QueryRelease`). Any other row — a node the release did
+        not cover, or a graph whose release was evicted — is a new release, charged like any."""
         if self.query_memo_size < 1:
             raise DPAuditError(f"GAP query_memo_size must be >= 1, got {self.query_memo_size}")
-        key = query_graph_key(graph)
-        if key in self._other_graphs:
-            self._other_graphs.move_to_end(key)
-        else:
+        hops = int(self.cfg["hops"])
+        idx = idx.cpu()
+        for key in reversed(list(self._other_graphs)):
+            rows = self._other_graphs[key].answers(graph, idx, hops)
+            if rows is not None:
+                self._other_graphs.move_to_end(key)
+                return rows
+        private = self.cfg["query_mechanism"] is not None
+        if self.cfg["max_degree"] is not None:
+            if protocols.sound_node_level_needs_promise(self.cfg["level"], self.cfg["protocol"], private):
+                self._check_promise(graph)
+        num_nodes = int(graph.num_nodes)
+        wanted = torch.unique(idx)
+        whole = 2 * wanted.numel() > num_nodes
+        whole = whole or self.cfg["max_degree"] is not None and protocols.samples_degrees(self.cfg["protocol"])
+        if not whole:
+            subset, edge_index, positions = local_edges(graph, wanted, hops)
+            whole = 2 * subset.numel() > num_nodes
+        # Fresh randomness from torch's global RNG (not derivable from the saved model).
+        seed = int(torch.randint(0, 2**62, (1,)).item())
+        gen = torch.Generator().manual_seed(seed + 1)
+        if whole:
             edge_index = graph.edge_index
-            private = self.cfg["query_mechanism"] is not None
-            if self.cfg["max_degree"] is not None:
-                if protocols.sound_node_level_needs_promise(self.cfg["level"], self.cfg["protocol"], private):
-                    check_degree_promise(edge_index, graph.num_nodes, self.cfg["max_degree"], "query graph")
-            x0 = self.encoder.encode(graph.x.to(self.device).float())
-            # Fresh randomness from torch's global RNG (not derivable from the saved model).
-            seed = int(torch.randint(0, 2**62, (1,)).item())
             if self.cfg["max_degree"] is not None and protocols.samples_degrees(self.cfg["protocol"]):
                 edge_index = bound_out_degree(
-                    edge_index, graph.num_nodes, self.cfg["max_degree"], torch.Generator().manual_seed(seed)
+                    edge_index, num_nodes, self.cfg["max_degree"], torch.Generator().manual_seed(seed)
                 )
-            gen = torch.Generator().manual_seed(seed + 1)
-            hops = private_multi_hop_aggregation(
-                x0, edge_index.to(self.device), self.cfg["hops"], self.cfg["noise_std"], gen
+            x0 = self.encoder.encode(graph.x.to(self.device).float())
+            released = private_multi_hop_aggregation(x0, edge_index.to(self.device), hops, self.cfg["noise_std"], gen)
+            release = QueryRelease(
+                structure_key(graph), num_nodes, None, None, row_digests(graph.x), torch.cat(released, dim=1)
             )
-            self._record_query_release()
-            self._other_graphs[key] = torch.cat(hops, dim=1)
-            while len(self._other_graphs) > self.query_memo_size:
-                self._other_graphs.popitem(last=False)
-        return self._other_graphs[key]
+        else:
+            x0 = self.encoder.encode(graph.x[subset.to(graph.x.device)].to(self.device).float())
+            released = private_multi_hop_aggregation(x0, edge_index.to(self.device), hops, self.cfg["noise_std"], gen)
+            rows = torch.cat(released, dim=1)[positions.to(self.device)]
+            release = QueryRelease(structure_key(graph), num_nodes, wanted, subset, row_digests(graph.x, subset), rows)
+        self._record_query_release()
+        self._other_graphs[max(self._other_graphs, default=-1) + 1] = release
+        while len(self._other_graphs) > self.query_memo_size:
+            self._other_graphs.popitem(last=False)
+        at = idx if release.covered is None else torch.searchsorted(wanted, idx)
+        return release.rows[at.to(release.rows.device)]
 
     @torch.no_grad()
     def representation(self, graph: Data, nodes=None) -> torch.Tensor:
         """Classifier input :math:`[\\check X^{(0)} \\| \\dots \\| \\check X^{(K)}]` of the queried nodes."""
         self._check_graph(graph)
-        idx = _node_index(graph, nodes).to(self.device)
-        hops = self._hop_features(graph)
-        x0 = self.encoder.encode(graph.x.to(self.device).float()[idx])
-        return torch.cat([x0, hops[idx]], dim=1)
+        idx = _node_index(graph, nodes)
+        hops = self._hop_features(graph, idx)
+        x0 = self.encoder.encode(graph.x[idx.to(graph.x.device)].to(self.device).float())
+        return torch.cat([x0, hops], dim=1)
 
     @torch.no_grad()
     def predict_proba(self, graph: Data, nodes=None) -> torch.Tensor:

@@ -169,19 +169,25 @@ def _shadow_trial(model, dataset, device: str) -> dict[str, float] | None:
 
 
 def _query_seconds(model, dataset) -> float:
-    """Warm CPU seconds of one full-graph query of a perturbed copy of the graph (what
-    LinkTeller asks for each node; a query-charged model answers it as a new release, so an
-    interactive copy is asked and the model itself is unchanged)."""
+    """Warm CPU seconds of one LinkTeller query: a node's features moved in place and the node
+    and another target queried, with their unperturbed twin (what LinkTeller asks for each node
+    it moves; the node is among its own targets, so a query-charged model answers with a new
+    release, as for every target the move reaches; an interactive copy is asked and the model
+    itself is unchanged). Nothing is copied: the row is restored after."""
+    import numpy as np
+
     from attacks import _common as C
+    from attacks.linkteller import FeatureProbe
 
     target = model.interactive_copy() if charges_queries(model) else model
     graph = dataset.data
+    probe = FeatureProbe(graph, 1e-2, 0)
+    count = int(graph.num_nodes)
 
     def query(node: int) -> None:
-        perturbed = graph.clone()
-        perturbed.x = graph.x.clone()
-        perturbed.x[node] = graph.x[node] * 1.01
-        C.posteriors(target, perturbed)
+        targets = np.array([node % count, (node + 1) % count])
+        C.posteriors(target, graph, targets)
+        probe.posteriors(target, node % count, targets)
 
     _cpu_seconds(query, 0)
     return sorted(_cpu_seconds(query, node) for node in (1, 2, 3))[1]
@@ -285,18 +291,21 @@ def _foreign_releases(name: str, settings: dict[str, Any], dataset, free_graph: 
     answers) attack ``name`` asks a query-charged target for; ``None`` when unknown (a plug-in).
 
     ``free_graph``: the audited graph is the training graph and the owner's training release is
-    there, so the attacks' full-graph query costs nothing. LinkTeller adds one perturbed copy
-    of the graph per distinct node it up-weights (pairs, hard negatives, the density protocol;
-    a copy repeated across runs is memoised, so never more than the graph's nodes)."""
+    there, so the attacks' full-graph query costs nothing. LinkTeller, per run, queries the
+    unperturbed graph once per part (pairs, hard negatives, the density protocol; free with
+    ``free_graph``) and one perturbed graph per distinct node it moves in each part: a GAP
+    release covers only the nodes it was asked for, so a node moved again for other targets
+    is a new release."""
     base = 0 if free_graph else 1
     if name in _ONE_GRAPH_QUERY:
         return base
     if name == "linkteller":
         runs = int(settings.get("runs", 1) or 1)
         pairs = min(int(settings.get("num_pairs", 250) or 250), max(dataset.num_edges, 1))
-        per_run = 2 * pairs + (pairs if settings.get("hard_negatives", True) else 0)
-        per_run += min(int(settings.get("pr_nodes", 0) or 0), dataset.num_nodes)
-        return base + min(runs * per_run, dataset.num_nodes)
+        hard = bool(settings.get("hard_negatives", True))
+        density = min(int(settings.get("pr_nodes", 0) or 0), dataset.num_nodes)
+        per_run = min(2 * pairs, dataset.num_nodes) + (min(pairs, dataset.num_nodes) if hard else 0) + density
+        return runs * (per_run + base * (1 + hard + bool(density)))
     return None
 
 
@@ -576,6 +585,8 @@ class AuditResult:
         results: attack name → :class:`~dpaudit.results.AttackResult`.
         errors: attack name → why it could not run on this model.
         seconds: attack name → wall-clock seconds.
+        cpu_seconds: attack name → CPU seconds of this process (user + system), the measure that
+            a loaded machine does not inflate.
         plan: what was planned (:func:`audit_plan`), with the estimate made before any work.
         interrupted: True when Ctrl-C stopped the audit; ``results`` holds what finished.
         node_risk: per-node membership diagnostics (:func:`node_risk`) or None.
@@ -585,12 +596,13 @@ class AuditResult:
 
     def __init__(self, model, dataset, results: dict, errors: dict, seconds: dict, metrics: dict, command=None,
                  plan: dict | None = None, interrupted: bool = False, node_risk: dict | None = None,
-                 query_api: dict | None = None):  # fmt: skip
+                 query_api: dict | None = None, cpu_seconds: dict | None = None):  # fmt: skip
         self.model = model
         self.dataset = dataset
         self.results = results
         self.errors = errors
         self.seconds = seconds
+        self.cpu_seconds = dict(cpu_seconds or {})
         self.metrics = metrics
         self.command = command
         self.plan = plan
@@ -634,6 +646,7 @@ class AuditResult:
             "attacks": attacks,
             "attack_errors": dict(self.errors),
             "attack_seconds": dict(self.seconds),
+            "attack_cpu_seconds": dict(self.cpu_seconds),
             "interrupted": self.interrupted,
             "skipped_attacks": self.skipped,
             "plan": self.plan,
@@ -806,14 +819,14 @@ def audit(
                    "n_val": len(split.val), "n_test": len(split.test)}  # fmt: skip
     except DPAuditError:
         split, metrics = None, {}
-    results, errors, seconds = {}, {}, {}
+    results, errors, seconds, cpu_seconds = {}, {}, {}, {}
     interrupted = False
     bar = _AuditProgress(plan, progress)
     try:
         for index, step in enumerate(plan["attacks"]):
             name = step["attack"]
             bar.starting(step, index)
-            start = time.perf_counter()
+            start, cpu_start = time.perf_counter(), time.process_time()
             ok = False
             try:
                 target = target_for(name)
@@ -829,6 +842,7 @@ def audit(
                 log.exception("attack %s failed", name)
                 errors[name] = f"{type(exc).__name__}: {exc}"
             seconds[name] = time.perf_counter() - start
+            cpu_seconds[name] = time.process_time() - cpu_start
             bar.finished(step, index, seconds[name], ok)
     except KeyboardInterrupt:
         interrupted = True
@@ -856,7 +870,7 @@ def audit(
     if queries and queries["releases"]:
         log.warning("audit: %s", queries["finding"])
     return AuditResult(model, dataset, results, errors, seconds, metrics, command=command, plan=plan,
-                       interrupted=interrupted, node_risk=risk, query_api=queries)  # fmt: skip
+                       interrupted=interrupted, node_risk=risk, query_api=queries, cpu_seconds=cpu_seconds)  # fmt: skip
 
 
 def query_api_finding(model, releases: dict[str, int]) -> dict[str, Any]:

@@ -1,0 +1,94 @@
+"""GAP's spec after query releases (issue 27): a query counts its release in O(1); the spec read
+afterwards is exactly the composition of the training ledger with every release made, never
+less than what PMA actually released."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch_geometric.data import Data
+
+import defenses  # noqa: F401  (registers the defenses)
+import defenses.gap.model as gap_model
+from dpaudit.accounting import PrivacyLedger
+from dpaudit.accounting.mechanisms import mechanism_from_record
+from dpaudit.registry import get_defense
+from dpaudit.splits import make_split
+
+
+@pytest.fixture(scope="module")
+def gap(small_graph):
+    split = make_split(small_graph, "random:0.6,0.2,0.2", 0)
+    return get_defense("gap-edp")(epsilon=4.0, seed=0, encoder_epochs=2, epochs=2).fit(small_graph, split)
+
+
+def _composed(model, releases: int):
+    """The spec of the training ledger + ``releases`` query releases, composed from the spec's
+    own mechanism records (independently of the model's code)."""
+    records = model.privacy.mechanisms[: len(model.cfg["ledger"])]
+    query = gap_model._mechanism_from(model.cfg["query_mechanism"]).describe()
+    ledger = PrivacyLedger().extend(mechanism_from_record(r) for r in records + [query] * releases)
+    return ledger.spec(model.privacy.delta, model.privacy.unit)
+
+
+def _variant(data: Data, drop: int) -> Data:
+    other = data.clone()
+    other.edge_index = data.edge_index[:, torch.arange(data.edge_index.size(1)) != drop]
+    return other
+
+
+@pytest.mark.parametrize("releases", [1, 3, 40, 250])
+def test_the_spec_after_n_releases_is_the_full_composition(gap, releases):
+    """1 and 3 releases: ε < 50, the PLD analysis runs; 40 crosses into RDP only; 250 many."""
+    api = gap.interactive_copy()
+    for _ in range(releases):
+        api._record_query_release()
+    spec, want = api.privacy, _composed(gap, releases)
+    assert spec.epsilon == pytest.approx(want.epsilon, rel=1e-9)
+    assert spec.mechanisms == want.mechanisms and len(spec.mechanisms) == 1 + releases
+    assert spec.epsilon_by_accountant == pytest.approx(want.epsilon_by_accountant, rel=1e-9)
+    assert spec.gdp_mu == pytest.approx(want.gdp_mu, rel=1e-9) and spec.accountant == want.accountant
+    assert spec.notes[-1] == f"{gap_model.RELEASES_NOTE}{releases}"
+    assert gap.privacy.epsilon < spec.epsilon and len(gap.privacy.mechanisms) == 1  # the copy spent it
+
+
+def test_a_query_composes_nothing_until_the_spec_is_read(gap, small_graph, monkeypatch):
+    composed = []
+    real = PrivacyLedger.spec
+    monkeypatch.setattr(PrivacyLedger, "spec", lambda self, *a, **k: composed.append(1) or real(self, *a, **k))
+    api = gap.interactive_copy()
+    for drop in range(5):
+        api.predict_proba(_variant(small_graph.data, drop), [0])
+    assert api.foreign_releases == 5 and composed == []
+    first = api.privacy.epsilon
+    assert api.privacy.epsilon == first and len(composed) == 1  # composed once, then kept
+    api.predict_proba(_variant(small_graph.data, 5), [0])
+    assert api.privacy.epsilon > first and len(composed) == 2
+
+
+def test_the_spec_is_never_smaller_than_what_pma_released(gap, small_graph, monkeypatch):
+    """Every PMA run a query makes is one release in the spec: memo hits, uncovered nodes, a
+    whole-graph query and an evicted graph, in one sequence."""
+    runs = []
+    real = gap_model.private_multi_hop_aggregation
+    monkeypatch.setattr(gap_model, "private_multi_hop_aggregation", lambda *a: runs.append(1) or real(*a))
+    api = gap.interactive_copy()
+    api.query_memo_size = 2
+    graphs = [_variant(small_graph.data, i) for i in range(3)]
+    for graph, nodes in [(0, [1, 2]), (0, [2]), (0, [3]), (1, None), (1, [7]), (2, [1]), (0, [1, 2]), (0, [3])]:
+        api.predict_proba(graphs[graph], nodes)
+        assert api.foreign_releases == len(runs)
+        assert api.privacy.epsilon >= _composed(gap, len(runs)).epsilon * (1 - 1e-9)
+    assert len(runs) == 6 and len(api.privacy.mechanisms) == 1 + len(runs)
+
+
+def test_a_queried_model_saves_and_loads_with_its_releases(gap, small_graph, tmp_path):
+    from dpaudit.model import load
+
+    api = gap.interactive_copy()
+    for drop in range(3):
+        api.predict_proba(_variant(small_graph.data, drop), [0])
+    api.save(tmp_path / "queried")
+    loaded = load(tmp_path / "queried")
+    assert loaded.foreign_releases == 3 and loaded.privacy.epsilon == pytest.approx(api.privacy.epsilon, rel=1e-12)
+    assert loaded.privacy.epsilon == pytest.approx(_composed(gap, 3).epsilon, rel=1e-9)
