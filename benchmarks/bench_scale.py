@@ -5,6 +5,8 @@ memory of the real commands on generated graphs, one child process per run.
     python benchmarks/bench_scale.py                         # csbm at 5 k, 20 k, 80 k nodes
     python benchmarks/bench_scale.py --sizes 5000,10000,20000
     python benchmarks/bench_scale.py --sizes '' --shapes facebook,reddit,amazon,1m
+    python benchmarks/bench_scale.py --sizes 1000000 --defenses gap-edp --attacks '' --whole-audit --out scale-1m-audit
+    python benchmarks/bench_scale.py --merge 'scale-s7,scale-defenses,scale-1m-audit:audit (every attack)' --out scale
 
 Graphs: ``--dataset csbm --dataset-option num_nodes=N --dataset-option avg_degree=20`` with 128
 features (the contextual SBM of :func:`dpaudit.datasets.csbm`), and csbm graphs with the
@@ -14,7 +16,10 @@ CLI a user runs:
 
 * ``dataset``: generating the graph alone (the baseline every other run also pays);
 * ``train DEFENSE`` (``dpaudit train`` with the short schedule of :data:`SCHEDULES`);
-* ``audit ATTACK`` (``dpaudit audit --quick --attacks ATTACK`` of the ``--audit`` model).
+* ``audit ATTACK`` (``dpaudit audit --quick --attacks ATTACK`` of the ``--audit`` model);
+* with ``--whole-audit``, ``audit (every attack)``: one ``dpaudit audit --quick`` process running
+  every attack, as a user runs it (the wall time issue 27 bounds), with each attack's own wall
+  time read from its log line.
 
 Each child's CPU time (user + system) and peak resident memory come from ``wait4`` (its own
 ``rusage``, not the maximum over the script); children run with one torch thread and, with
@@ -26,8 +31,12 @@ imports and graph generation) from a run's CPU. Growth exponents are log-log lea
 slopes of net CPU and of peak memory against the number of edges, over every csbm size a
 component ran at (at least three).
 
-Results go to ``benchmarks/results/<out>.json`` after every run (a rerun with the same ``--out``
-skips the runs already there unless ``--fresh``) and ``<out>.md``.
+Every row records the 1-minute load average when its run started and ended (on a shared machine
+wall times follow the load; CPU times much less). Results go to ``benchmarks/results/<out>.json``
+after every run (a rerun with the same ``--out`` skips the runs already there unless ``--fresh``)
+and ``<out>.md``. ``--merge`` joins several such parts into one record (:func:`merge`): a run
+measured in a later part replaces that run's rows of earlier parts, and each row keeps its part,
+whose ``dataset`` run its net CPU subtracts.
 """
 
 from __future__ import annotations
@@ -36,7 +45,9 @@ import argparse
 import json
 import os
 import platform
+import re
 import resource
+import shlex
 import signal
 import subprocess
 import sys
@@ -63,16 +74,21 @@ SHAPES = {
 SCHEDULES = {
     "gap-edp": ["encoder_epochs=10", "epochs=10"],
     "gap-ndp": ["encoder_epochs=1", "epochs=1"],
+    "gap-inf": ["encoder_epochs=10", "epochs=10"],
     "mlp-dp": ["epochs=1"],
     "gcon": [],
+    "dpar-em0": ["epochs=1"],
     "dpar-em1": ["epochs=1"],
+    "dpar-gm": ["epochs=1"],
+    "dpar-nodp": ["epochs=1"],
     "dpgnn": ["steps=5"],
     "gcn": ["epochs=20"],
     "sage": ["epochs=20"],
     "mlp": ["epochs=20"],
 }
 DEFAULT_DEFENSES = ("gap-edp", "mlp-dp", "gcon", "dpar-em1", "gcn")
-NON_PRIVATE = ("gcn", "sage", "mlp", "dpar-nodp")  # trained at ε = ∞ (every other defense at ε = 1)
+NON_PRIVATE = ("gcn", "sage", "mlp", "dpar-nodp", "gap-inf")  # trained at ε = ∞ (every other defense at ε = 1)
+WHOLE_AUDIT = "audit (every attack)"
 # LinkTeller last: its whole-graph query per node makes it the slowest by far (issue 27)
 DEFAULT_ATTACKS = (
     "mia-threshold", "mia-rmia", "mia-lira", "mia-tstf", "link-steal", "embedding-probe", "linkteller",
@@ -94,10 +110,13 @@ def dataset_args(spec: dict) -> list[str]:
     return ["--dataset", "csbm", *[a for k, v in options.items() for a in ("--dataset-option", f"{k}={v}")]]
 
 
-def run_child(argv: list[str], cap_bytes: int | None, timeout: float, niceness: int, skipped: str | None) -> dict:
+def run_child(
+    argv: list[str], cap_bytes: int | None, timeout: float, niceness: int, skipped: str | None, whole_audit: bool
+) -> dict:
     """Run ``argv`` in a child process of its own; its CPU seconds, peak RSS and outcome. An
     audit exits 0 when an attack did not run (it reports ``ATTACK: not run: why``): a line
-    starting with ``skipped`` and saying "not run" or "not applicable" makes the outcome that line."""
+    starting with ``skipped`` and saying "not run" or "not applicable" makes the outcome that
+    line. A ``whole_audit``'s row also lists its attacks' times (:func:`attack_times`)."""
 
     def limits():
         os.setsid()  # its own process group: a timeout stops everything it started
@@ -108,6 +127,7 @@ def run_child(argv: list[str], cap_bytes: int | None, timeout: float, niceness: 
 
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
     log_path = Path(tempfile.gettempdir()) / f"bench_scale_child_{os.getpid()}.log"
+    load_start = os.getloadavg()[0]
     start = time.perf_counter()
     with open(log_path, "w") as log_file:
         proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log_file, stderr=subprocess.STDOUT, preexec_fn=limits)
@@ -132,6 +152,7 @@ def run_child(argv: list[str], cap_bytes: int | None, timeout: float, niceness: 
         "wall_s": round(wall, 2),
         "peak_mib": round(usage.ru_maxrss / 1024.0, 1),
         "exit": proc.returncode,
+        "load": [round(load_start, 1), round(os.getloadavg()[0], 1)],
     }
     if timed_out:
         row["outcome"] = f"timed out after {timeout:.0f} s"
@@ -142,7 +163,18 @@ def run_child(argv: list[str], cap_bytes: int | None, timeout: float, niceness: 
                 row["outcome"] = line.strip()[:300]
     else:
         row["outcome"] = why_it_failed(output, proc.returncode, cap_bytes)
+    if whole_audit:
+        row["attacks"] = attack_times(output)
     return row
+
+
+#: the audit's progress log line for a finished attack (``dpaudit -v audit``)
+ATTACK_LINE = re.compile(r"audit: \d+/\d+ (\S+) (done|not run) in ([^;]+);")
+
+
+def attack_times(output: str) -> dict[str, str]:
+    """Attack → "done in T" / "not run in T" (wall time) from a whole audit's log lines."""
+    return {m[1]: f"{m[2]} in {m[3].strip()}" for m in ATTACK_LINE.finditer(output)}
 
 
 def why_it_failed(output: str, code: int, cap_bytes: int | None) -> str:
@@ -175,6 +207,10 @@ class Results:
     def __init__(self, path: Path, fresh: bool, meta: dict):
         self.path = path
         old = json.loads(path.read_text()) if path.exists() and not fresh else {}
+        if old.get("runs"):  # resumed or extended: the record names every command that measured its runs
+            meta = {**meta, "command": f"{old['meta']['command']}; {meta['command']}",
+                    "started": old["meta"].get("started", meta["started"]),
+                    "load_start": old["meta"].get("load_start", meta["load_start"])}  # fmt: skip
         self.data = {"meta": meta, "runs": old.get("runs", [])}
 
     def find(self, graph: str, component: str) -> dict | None:
@@ -200,7 +236,7 @@ def measure_graph(spec: dict, args, results: Results, log) -> None:
     work.mkdir(parents=True, exist_ok=True)
     cap = int(args.memory_cap_gib * 2**30) if args.memory_cap_gib else None
 
-    def run(component: str, argv: list[str], skipped: str | None = None) -> dict:
+    def run(component: str, argv: list[str], skipped: str | None = None, whole_audit: bool = False) -> dict:
         done = results.find(label, component)
         if done is not None and args.retry_failed and not kept(done):
             done = None
@@ -208,8 +244,8 @@ def measure_graph(spec: dict, args, results: Results, log) -> None:
             log(f"{label} {component}: kept from {results.path.name}")
             return done
         log(f"{label} {component} ...")
-        row = {"graph": label, "series": spec["series"], "component": component, **spec_fields(spec)}
-        row.update(run_child(argv, cap, args.timeout_s, args.nice, skipped))
+        row = {"graph": label, "series": spec["series"], "component": component, "part": args.out, **spec_fields(spec)}
+        row.update(run_child(argv, cap, args.timeout_s, args.nice, skipped, whole_audit))
         results.add(row)
         log(f"  {row['outcome']}: {row['cpu_s']} CPU s, {row['peak_mib']} MiB peak, {row['wall_s']} s wall")
         return row
@@ -232,6 +268,9 @@ def measure_graph(spec: dict, args, results: Results, log) -> None:
         report = work / f"audit-{attack}.html"
         run(f"audit {attack}", [*base, "audit", "--model", str(work / args.audit), "--quick", "--attacks", attack,
                                 "--out", str(report), "--force"], skipped=f"{attack}: ")  # fmt: skip
+    if args.whole_audit:  # -v: the audit logs each attack's wall time
+        run(WHOLE_AUDIT, [*base, "-v", "audit", "--model", str(work / args.audit), "--quick",
+                          "--out", str(work / "audit-all.html"), "--force"], whole_audit=True)  # fmt: skip
 
 
 def kept(row: dict) -> bool:
@@ -252,43 +291,74 @@ def spec_fields(spec: dict) -> dict:
 def net_cpu(results: Results, row: dict) -> float | None:
     if row["outcome"] != "ok" or row["component"] == "dataset":
         return None
-    base = results.find(row["graph"], "dataset")
+    part = row.get("part")
+    base = next((r for r in results.data["runs"] if (r["graph"], r["component"], r.get("part")) ==
+                 (row["graph"], "dataset", part)), None)  # fmt: skip
     if base is None or base["outcome"] != "ok":
         return None
     return max(row["cpu_s"] - base["cpu_s"], 0.01)
 
 
+def parts_of(meta: dict, name: str) -> list[dict]:
+    """The runs' parts: a merged record lists them; a single run is its own one part."""
+    return meta.get("parts") or [{"name": name, **meta}]
+
+
+def describe_part(number: int, part: dict) -> str:
+    cap = f"; memory cap (RLIMIT_AS) {part['memory_cap_gib']} GiB" if part.get("memory_cap_gib") else ""
+    return (
+        f"{number}. `{part['name']}` (started {part.get('started', '-')}): `{part['command']}` — {part['machine']}; "
+        f"{part['versions']}; tree: {part['tree']}; load average at start {part['load_start']}, at the last write "
+        f"{part.get('load_end', '-')}{cap}."
+    )
+
+
+def outcome_text(row: dict) -> str:
+    missed = [a for a, how in row.get("attacks", {}).items() if not how.startswith("done")]
+    return row["outcome"] + (f"; not run: {', '.join(missed)}" if row["outcome"] == "ok" and missed else "")
+
+
 def render(results: Results, args) -> str:
     meta = results.data["meta"]
     runs = results.data["runs"]
+    parts = parts_of(meta, args.out)
+    number = {p["name"]: i + 1 for i, p in enumerate(parts)}
+    defenses = list(dict.fromkeys(d for p in parts for d in p.get("defenses", [])))
     components = list(dict.fromkeys(r["component"] for r in runs))
     lines = [
         "# Scale: every defense and attack on generated graphs (issue 27)",
         "",
-        f"`{meta['command']}` — {meta['machine']}; {meta['versions']}; tree: {meta['tree']}.",
-        f"Load average at start {meta['load_start']}, at the last write {meta.get('load_end', '-')} (a shared "
-        "machine: CPU times are robust to other jobs, wall times are not).",
+        "Parts (the `part` column; a run measured again in a later part replaces the earlier one):",
+        "",
+        *(describe_part(i + 1, p) for i, p in enumerate(parts)),
+        "",
+        "A shared machine: wall times follow the other jobs, CPU times much less (the `load` column: 1-minute load "
+        "average when the run started → ended, where recorded).",
         "",
         "Graphs: csbm (`--dataset csbm --dataset-option num_nodes=N --dataset-option avg_degree=D "
         "--dataset-option num_features=F`). One child process per run, one torch thread; CPU = user + system "
-        "seconds of the child (`wait4`), peak = its peak RSS; net CPU = CPU minus the `dataset` run's (interpreter, "
-        "imports, graph generation). Training schedules (`--set`): "
-        + "; ".join(f"{d}: {' '.join(SCHEDULES.get(d, [])) or 'defaults'}" for d in meta["defenses"])
-        + f". Private defenses at ε = 1, non-private ones at ε = ∞. Attacks: `dpaudit audit --quick --attacks A` "
-        f"of the {meta['audit']} model."
-        + (f" Memory cap (RLIMIT_AS) {meta['memory_cap_gib']} GiB." if meta.get("memory_cap_gib") else ""),
+        "seconds of the child (`wait4`), peak = its peak RSS; net CPU = CPU minus the same part's `dataset` run's "
+        "(interpreter, imports, graph generation). Training schedules (`--set`): "
+        + "; ".join(f"{d}: {' '.join(SCHEDULES.get(d, [])) or 'defaults'}" for d in defenses)
+        + ". Private defenses at ε = 1, non-private ones at ε = ∞. Attacks: `dpaudit audit --quick --attacks A` "
+        f"of the {meta.get('audit', 'gap-edp')} model; `{WHOLE_AUDIT}`: one `dpaudit audit --quick` process.",
         "",
-        "| graph | nodes | edges (undirected) | F | run | CPU s | net CPU s | wall s | peak MiB | outcome |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| graph | nodes | edges (undirected) | F | run | CPU s | net CPU s | wall s | peak MiB | load | part | outcome |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     order = {c: i for i, c in enumerate(components)}
     for row in sorted(runs, key=lambda r: (r["series"] != "csbm", r["num_nodes"], order[r["component"]])):
         net = net_cpu(results, row)
+        load = "→".join(f"{v:.1f}" for v in row["load"]) if row.get("load") else "-"
         lines.append(
             f"| {row['graph']} | {row['num_nodes']:,} | {row['undirected_edges']:,} | {row['num_features']} | "
             f"{row['component']} | {row['cpu_s']:.1f} | {'-' if net is None else f'{net:.1f}'} | {row['wall_s']:.1f} | "
-            f"{row['peak_mib']:.0f} | {row['outcome']} |"
+            f"{row['peak_mib']:.0f} | {load} | {number.get(row.get('part'), '-')} | {outcome_text(row)} |"
         )
+    whole = [r for r in runs if r.get("attacks")]
+    if whole:
+        lines += ["", f"## `{WHOLE_AUDIT}`: each attack's wall time (from the audit's own log)", ""]
+        lines += [f"- {r['graph']}: " + "; ".join(f"{a} {how}" for a, how in r["attacks"].items()) for r in whole]
     lines += [
         "",
         "## Growth exponents over the csbm sizes (log-log least squares against edges)",
@@ -303,6 +373,8 @@ def render(results: Results, args) -> str:
     exponents = {}
     for component in components:
         series = [r for r in runs if r["component"] == component and r["series"] == "csbm" and r["outcome"] == "ok"]
+        if component == "dataset":  # one per size: the last part's
+            series = list({r["num_nodes"]: r for r in series}.values())
         series.sort(key=lambda r: r["num_nodes"])
         edges = [r["undirected_edges"] for r in series]
         if component == "dataset":
@@ -324,6 +396,43 @@ def render(results: Results, args) -> str:
     results.save()
     lines += ["", *(f"- {note}" for note in meta.get("notes", []))]
     return "\n".join(lines) + "\n"
+
+
+def parse_part(entry: str) -> tuple[str, set[str] | None, bool]:
+    """``[+]NAME[:RUN|RUN]``: the part's name; only those runs (besides its ``dataset`` runs),
+    or ``None`` for all; and ``+``: the part adds sizes to the parts before it (measured on the
+    same tree), so its rows replace only the same run at the same size."""
+    adds = entry.startswith("+")
+    name, _, only = entry.removeprefix("+").partition(":")
+    return name, ({c.strip() for c in only.split("|") if c.strip()} if only else None), adds
+
+
+def merge(entries: list[str], results: Results) -> None:
+    """Join the parts ``entries`` (:func:`parse_part`, in order) into ``results``. A run measured
+    in a later part replaces every row of that run (on that series: csbm sizes or shapes) from
+    earlier parts, at every size: the tree changed in between, and a growth exponent fitted
+    across two trees would mean nothing; a ``+`` part replaces only the sizes it measured. Every
+    part's ``dataset`` runs stay, since each row's net CPU subtracts its own part's."""
+    runs: list[dict] = []
+    parts = []
+    for entry in entries:
+        name, only, adds = parse_part(entry)
+        data = json.loads((RESULTS / f"{name}.json").read_text())
+        for part in parts_of(data["meta"], name):
+            parts.append({k: v for k, v in part.items() if k != "parts" and k != "notes"})
+        taken = [{"part": name, **row} for row in data["runs"]
+                 if row["component"] == "dataset" or only is None or row["component"] in only]  # fmt: skip
+        if adds:
+            measured = {
+                (row["component"], row["series"], row["graph"]) for row in taken if row["component"] != "dataset"
+            }
+            runs = [row for row in runs if (row["component"], row["series"], row["graph"]) not in measured]
+        else:
+            measured = {(row["component"], row["series"]) for row in taken if row["component"] != "dataset"}
+            runs = [row for row in runs if (row["component"], row["series"]) not in measured]
+        runs += taken
+    results.data["meta"]["parts"] = parts
+    results.data["runs"] = runs
 
 
 def tree_state() -> str:
@@ -362,6 +471,15 @@ def main() -> None:
     parser.add_argument("--render-only", action="store_true", help="rewrite NAME.md from NAME.json, run nothing")
     parser.add_argument("--retry-failed", action="store_true", help="rerun runs of NAME.json that crashed or timed out")
     parser.add_argument(
+        "--whole-audit", action="store_true", help=f"also run `{WHOLE_AUDIT}`: one audit --quick process"
+    )
+    parser.add_argument(
+        "--merge",
+        default="",
+        help="join these result names into NAME, run nothing (comma-separated; NAME:RUN|RUN takes only those runs; "
+        "+NAME adds sizes measured on the same tree)",
+    )
+    parser.add_argument(
         "--work", default=str(Path(tempfile.gettempdir()) / "dpaudit-bench-scale"), help="where trained models go"
     )
     args = parser.parse_args()
@@ -376,7 +494,7 @@ def main() -> None:
         parser.error(f"sizes are node counts; shapes are {', '.join(SHAPES)}")
     RESULTS.mkdir(parents=True, exist_ok=True)
     meta = {
-        "command": "python benchmarks/bench_scale.py " + " ".join(sys.argv[1:]),
+        "command": shlex.join(["python", "benchmarks/bench_scale.py", *sys.argv[1:]]),
         "machine": machine(),
         "versions": f"python {platform.python_version()}",
         "tree": tree_state(),
@@ -387,7 +505,16 @@ def main() -> None:
         "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "notes": args.note,
     }
-    results = Results(RESULTS / f"{args.out}.json", args.fresh, meta)
+    merged = [m for m in args.merge.split(",") if m]
+    results = Results(RESULTS / f"{args.out}.json", args.fresh or bool(merged), meta)
+    if merged:
+        names = [parse_part(m)[0] for m in merged]
+        missing = [m for m in names if not (RESULTS / f"{m}.json").exists()]
+        if missing or args.out in names:
+            parser.error(f"--merge needs existing parts other than --out; missing: {', '.join(missing) or '-'}")
+        merge(merged, results)
+        (RESULTS / f"{args.out}.md").write_text(render(results, args), encoding="utf-8")
+        return
     if args.render_only:
         results.data["meta"] = json.loads(results.path.read_text())["meta"]
         results.data["meta"]["notes"] = args.note or results.data["meta"].get("notes", [])

@@ -10,8 +10,11 @@ Hamilton et al., NeurIPS 2017, Alg. 2, with fan-outs S₁ = 25, S₂ = 10 of the
 batch. When neither fits, the fit is refused before anything is allocated, naming the component
 (:class:`MemoryBudgetError`).
 
-The choice reads public sizes only — the node, edge and feature counts, the widths and the
-budget — never a label or a measurement of the features; ``batching="full"`` / ``"sampled"``
+The default budget is half the device's memory; on the CPU, half this process's address-space
+limit (``RLIMIT_AS``, what a batch system or ``ulimit -v`` caps) when that is lower, since a
+fit over the limit fails with an allocation error instead of this refusal. The choice reads
+public sizes only — the node, edge and feature counts, the widths and the budget — never a
+label or a measurement of the features; ``batching="full"`` / ``"sampled"``
 forces it. The card records the hyperparameters (the rule); the choice and its estimate are the
 owner's record (``model.record["training"]``), since the sizes behind them are measured on the
 training graph.
@@ -20,6 +23,7 @@ training graph.
 from __future__ import annotations
 
 import math
+import resource
 from dataclasses import dataclass
 
 import torch
@@ -107,6 +111,12 @@ class BatchingPlan:
         return out
 
 
+def address_space_limit() -> int | None:
+    """This process's soft ``RLIMIT_AS`` in bytes; ``None`` when unlimited."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    return None if soft == resource.RLIM_INFINITY else int(soft)
+
+
 def _describe(estimate: dict[str, int]) -> str:
     parts = ", ".join(f"{name} {size / GIB:.3g} GiB" for name, size in sorted(estimate.items(), key=lambda i: -i[1]))
     return f"about {sum(estimate.values()) / GIB:.3g} GiB ({parts})"
@@ -140,6 +150,9 @@ def plan_batching(
     if budget_gib is not None and not budget_gib > 0:
         raise ConfigurationError(f"{name} memory_budget_gib must be > 0, got {budget_gib}")
     memory = device_memory(device)
+    limit = address_space_limit() if device.type == "cpu" else None
+    if limit is not None:
+        memory = limit if memory is None else min(memory, limit)
     if budget_gib is not None:
         budget = budget_gib * GIB
     else:

@@ -254,7 +254,7 @@ class BatchingHyperparameters(Hyperparameters):
     batching: str = "auto"  # auto: full batch when the memory estimate fits the budget, else sampled; full; sampled
     batch_size: int = 512  # training nodes per sampled mini-batch
     fanouts: list[int] | None = None  # in-edges sampled per node and layer; None: 25, 10 (Hamilton et al. 2017)
-    memory_budget_gib: float | None = None  # None: half the device's memory
+    memory_budget_gib: float | None = None  # None: half the device's memory, or of RLIMIT_AS when lower
 
 
 @dataclass

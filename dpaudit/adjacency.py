@@ -1,5 +1,6 @@
 r"""A graph's adjacency in CSR, built once per ``edge_index`` tensor: the propagation operators
-of GCN and GraphSAGE-mean as sparse × dense products, and the k-hop neighbourhood of a query.
+of GCN and GraphSAGE-mean (and the plain sum over in-edges) as sparse × dense products, and the
+k-hop neighbourhood of a query.
 
 * GCN (Kipf & Welling, ICLR 2017, Eq. 2): :math:`\hat A = \tilde D^{-1/2}(A + I)\tilde D^{-1/2}`
   with every stored self loop replaced by one loop of weight 1 per node (PyG's ``gcn_norm`` with
@@ -7,6 +8,9 @@ of GCN and GraphSAGE-mean as sparse × dense products, and the k-hop neighbourho
 * GraphSAGE-mean (Hamilton et al., NeurIPS 2017, Alg. 1 with the mean aggregator): the mean of
   the in-neighbours' rows, every stored edge counted (self loops and duplicates included, as
   PyG's ``SAGEConv``); no in-neighbour gives 0.
+* SUM: :math:`A^\top h`, every stored edge counted once per copy (GAP's aggregation, Sajadmanesh
+  et al., USENIX Security 2023, Eq. 7), for a caller that applies it several times to one graph:
+  the CSR is built once instead of sorting the edges again on every application.
 
 Both are :math:`(\mathrm{diag}(s) + W)h` for a weighted CSR pattern ``W`` (destination → its
 sources) and a diagonal ``s``; the product is a weighted sum-``embedding_bag`` (measured on CPU,
@@ -199,6 +203,15 @@ class Adjacency:
             if self.scale is not None:
                 inverse = inverse * self.scale.to(dtype)
             self._operators[key] = Propagation(self.ptr, self.src, inverse[self._edge_destinations()], None)
+        return self._operators[key]
+
+    def sum(self, dtype: torch.dtype = torch.float32) -> Propagation:
+        """The sum over in-edges, :math:`A^\\top h` (module docstring)."""
+        key = ("sum", dtype)
+        if key not in self._operators:
+            ones = torch.ones(self.num_edges, dtype=dtype, device=self.ptr.device)
+            weight = ones if self.scale is None else self.scale.to(dtype)[self._edge_destinations()]
+            self._operators[key] = Propagation(self.ptr, self.src, weight, None)
         return self._operators[key]
 
     def sources(self, nodes: torch.Tensor) -> torch.Tensor:

@@ -107,3 +107,31 @@ def test_sampled_messages_are_unbiased():
         draws = torch.stack(draws)
         error = (draws.mean(0) - exact).abs()
         assert torch.all(error <= 4 * draws.std(0) / 400**0.5 + 1e-6)
+
+
+def test_the_default_budget_is_half_the_address_space_limit_when_lower(monkeypatch):
+    import defenses.baseline_batching as batching
+
+    full = sum(REDDIT.full_batch().values())
+    monkeypatch.setattr(batching, "device_memory", lambda device: 64 * GIB)
+    monkeypatch.setattr(batching, "address_space_limit", lambda: None)
+    assert _plan().mode == "full"  # 32 GiB of budget
+    monkeypatch.setattr(batching, "address_space_limit", lambda: int(1.9 * full))
+    capped = _plan()  # a ulimit -v of 1.9 × the full batch: half of it fits a sampled batch only
+    assert capped.mode == "sampled" and capped.budget == pytest.approx(0.95 * full)
+
+
+def test_the_csr_sum_is_gaps_aggregation_with_duplicates_and_self_loops_and_its_gradient():
+    from defenses.gap.mechanism import sum_aggregate
+
+    # a duplicate edge (0 → 1 twice), a self loop (2 → 2), and node 3 with no in-edge
+    edge_index = torch.tensor([[0, 0, 1, 2, 2, 3, 3], [1, 1, 2, 2, 0, 0, 1]])
+    h = torch.randn(4, 5, dtype=torch.float64, requires_grad=True)
+    summed = Adjacency.from_edge_index(edge_index, 4).sum(torch.float64)
+    out = summed(h)
+    assert torch.allclose(out, sum_aggregate(h.detach(), edge_index, 4))
+    dense = torch.zeros(4, 4, dtype=torch.float64).index_put_((edge_index[1], edge_index[0]),
+                                                             torch.ones(7, dtype=torch.float64), accumulate=True)  # fmt: skip
+    weights = torch.randn(4, 5, dtype=torch.float64)
+    (gradient,) = torch.autograd.grad((out * weights).sum(), h)
+    assert torch.allclose(gradient, dense.T @ weights)
