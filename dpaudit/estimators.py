@@ -505,37 +505,36 @@ def default_guess_grid(m: int) -> list[tuple[int, int]]:
     return list(dict.fromkeys(grid))
 
 
-def fdp_guess_grid(m: int) -> list[tuple[int, int]]:
-    """Guess counts (k₊, k₋) tried by default by :func:`fdp_one_run_lower_bound` (5 pairs for m ≥ 200).
+#: Default guess counts of the f-DP one-run test, as fractions of the number of canaries.
+FDP_GUESS_FRACTIONS = (0.07, 0.15)
 
-    Three balanced pairs with r = m/20, m/10, m/5 (at least min(10, m)) and two "in"-only pairs
-    with k₊ = m/20, m/10 (at least min(10, ⌊m/4⌋), and 1), as in :func:`default_guess_grid`. The f-DP test does best with fewer, mid-sized guess counts than
-    the Steinke grid: the worst f-DP mechanism may correlate the canaries' privacy losses, which
-    makes large r weak evidence, and a short grid pays less Bonferroni. Chosen on simulated
-    scores (m = 1000, seeds 5000-5029 and 6000-6029, none of bench_estimators' seeds) before any
-    real audit; medians over seeds 6000-6029: Gaussian mechanism at ε = 4, f-DP Gaussian ε 1.98
-    (Steinke grid 1.87, balanced pairs alone 2.11); member-heavy-tailed scores (15 % of members
-    shifted by 4σ) 3.17 (Steinke grid 1.92, balanced pairs alone 0.94).
+
+def fdp_guess_grid(m: int) -> list[int]:
+    """Guess counts r tried by default by :func:`fdp_one_run_lower_bound` (two for m ≥ 71).
+
+    r = 7 % and 15 % of m (at least min(10, m)), each guessed by the extremes rule
+    (:func:`_extreme_guess_counts`), which sets the split between "in" and "out" guesses from
+    the scores alone, so the split costs no Bonferroni share: only the two counts are tested,
+    each at β/2. Chosen on simulated scores (m = 1000, seeds 7000-7039; checked on 8000-8039
+    and 9000-9029, none of bench_estimators' seeds) before any real audit. Medians of the
+    Gaussian-curve ε over seeds 9000-9029, against the previous grid of five fixed splits
+    (balanced r = 50, 100, 200 and "in"-only 50, 100): Gaussian mechanism at ε = 4: 2.28 (2.01),
+    ε = 8: 4.33 (3.84), ε = 1: 0.27 (0.29); 15 % of members shifted by 4σ: 4.28 (about 3.2-3.4);
+    15 % of non-members shifted down by 4σ: 4.28 (2.93). Fewer, mid-sized counts suit the f-DP
+    test: the worst f-DP mechanism may correlate the canaries' privacy losses, which makes large
+    r weak evidence, and every count added costs Bonferroni.
     """
     m = _check_int("m", m)
     if m < 1:
         raise EstimatorInputError("need at least one canary")
     floor = min(10, m)
-    grid: list[tuple[int, int]] = []
-    for r in (m // 20, m // 10, m // 5):
-        r = max(floor, r)
-        if r >= 2:
-            grid.append((r - r // 2, r // 2))
-    floor_in = max(1, min(10, m // 4))
-    for k in (m // 20, m // 10):
-        grid.append((max(floor_in, k), 0))
-    return list(dict.fromkeys(grid))
+    return list(dict.fromkeys(max(floor, round(fraction * m)) for fraction in FDP_GUESS_FRACTIONS))
 
 
-def _guess_grid(guesses, m: int, default=default_guess_grid) -> list[tuple[int, int]]:
-    """The (k₊, k₋) pairs of a guess-count test: ``guesses`` checked, or ``default(m)``."""
+def _guess_grid(guesses, m: int) -> list[tuple[int, int]]:
+    """The (k₊, k₋) pairs of the one-run test: ``guesses`` checked, or :func:`default_guess_grid`."""
     if guesses is None:
-        return default(m)
+        return default_guess_grid(m)
     try:
         grid = [(int(kp), int(km)) for kp, km in guesses]
     except (TypeError, ValueError):
@@ -555,6 +554,57 @@ def _guess_counts(s: np.ndarray, y: np.ndarray, grid, seed: int) -> list[tuple[i
     in_from_top = np.concatenate([[0], np.cumsum(y_sorted[::-1])])
     out_from_bottom = np.concatenate([[0], np.cumsum(~y_sorted)])
     return [(kp, km, kp + km, int(in_from_top[kp] + out_from_bottom[km])) for kp, km in grid]
+
+
+def _extreme_guess_counts(s: np.ndarray, y: np.ndarray, counts, seed: int) -> list[tuple[int, int, int, int]]:
+    """(k₊, k₋, r, v) per guess count r of the extremes rule: guess on the r scores farthest from
+    the median of all m scores, "in" above it and "out" at or below it (ties in the distance broken by
+    a seeded key independent of the coins); k₊ and k₋ are the resulting splits, v the right guesses.
+
+    The guesses, and so the split, are a function of the scores alone (the released output), never
+    of the coins: a valid guesser for every r fixed in advance, so only the counts need a Bonferroni
+    share. Scores whose members stand out in one tail put most guesses in that tail by themselves.
+    """
+    centred = s - np.median(s)
+    key = np.random.default_rng(seed).permutation(s.size)
+    order = np.lexsort((key, -np.abs(centred)))  # farthest first
+    guess_in = centred[order] > 0
+    right = np.concatenate([[0], np.cumsum(guess_in == y[order])])
+    ins = np.concatenate([[0], np.cumsum(guess_in)])
+    return [(int(ins[r]), r - int(ins[r]), r, int(right[r])) for r in counts]
+
+
+def _fdp_guess_plan(guesses, m: int) -> list[int | tuple[int, int]]:
+    """The guesses of an f-DP one-run test: ``guesses`` checked (each a count r for the extremes
+    rule or a fixed (k₊, k₋) pair), or :func:`fdp_guess_grid`."""
+    if guesses is None:
+        return fdp_guess_grid(m)
+    plan: list[int | tuple[int, int]] = []
+    try:
+        for entry in guesses:
+            if isinstance(entry, (int, np.integer)) and not isinstance(entry, bool):
+                plan.append(int(entry))
+            else:
+                k_plus, k_minus = entry
+                plan.append((int(k_plus), int(k_minus)))
+    except (TypeError, ValueError):
+        raise EstimatorInputError("guesses must be guess counts r or (k_plus, k_minus) pairs of integers") from None
+    if not plan:
+        raise EstimatorInputError("guesses must name at least one guess count or (k_plus, k_minus) pair")
+    for entry in plan:
+        k_plus, k_minus = entry if isinstance(entry, tuple) else (entry, 0)
+        if k_plus < 0 or k_minus < 0 or not 1 <= k_plus + k_minus <= m:
+            raise EstimatorInputError(f"guess counts {entry} must be >= 0 and sum to 1..{m}")
+    return plan
+
+
+def _fdp_guess_counts(s: np.ndarray, y: np.ndarray, plan, seed: int) -> list[tuple[int, int, int, int]]:
+    """(k₊, k₋, r, v) per entry of ``plan``, in order (counts by the extremes rule, pairs by rank)."""
+    counts = [entry for entry in plan if not isinstance(entry, tuple)]
+    pairs = [entry for entry in plan if isinstance(entry, tuple)]
+    by_count = iter(_extreme_guess_counts(s, y, counts, seed))
+    by_pair = iter(_guess_counts(s, y, pairs, seed))
+    return [next(by_pair) if isinstance(entry, tuple) else next(by_count) for entry in plan]
 
 
 def one_run_lower_bound(
@@ -644,7 +694,8 @@ _FDP_GAME = (
     "canary's inclusion is an independent fair coin drawn before training, the rest of the training data "
     "and the attack are fixed independently of the coins, and the scores come from the released output(s) "
     "only; each canary is one unit of the privacy guarantee. The guess counts are a pre-registered grid, "
-    "each tested at beta/|grid| (Bonferroni). "
+    "each tested at beta/|grid| (Bonferroni); which canaries are guessed, and whether 'in' or 'out', is a "
+    "function of the scores alone. "
 )
 FDP_ASSUMPTIONS = _FDP_GAME + (
     "The test is against the (epsilon, delta) trade-off curve itself, so a rejection certifies that the "
@@ -674,10 +725,15 @@ def fdp_one_run_lower_bound(
     r"""f-DP one-run bound (Mahloujifar, Melis & Chaudhuri 2024, *Auditing f-Differential Privacy
     in One Run*, Algorithm 3: the audit with abstention; :mod:`dpaudit.fdp_one_run`).
 
-    Same game, guessing rule and Bonferroni split as :func:`one_run_lower_bound` (every
-    (k₊, k₋) pair of ``guesses``, default :func:`fdp_guess_grid`, tested at β/|grid|, the
-    maximum reported); the test of each pair is their recursive bound on P[V ≥ v] for an f-DP
-    mechanism instead of Steinke et al.'s binomial bound, with f from ``tradeoff``:
+    Same game as :func:`one_run_lower_bound`; every entry of ``guesses`` (default
+    :func:`fdp_guess_grid`) is tested at β/|grid| (Bonferroni) and the maximum is reported. An
+    entry is a guess count r, guessed by the extremes rule (:func:`_extreme_guess_counts`: the r
+    scores farthest from the median, "in" above it, "out" below; the split comes from the scores,
+    so it needs no share of β), or a fixed (k₊, k₋) pair (the k₊ highest "in", the k₋ lowest
+    "out"). Their theorem holds for any guesser that reads only the output and makes a number of
+    guesses fixed in advance; only that number has to be pre-registered. The test of each entry
+    is their recursive bound on P[V ≥ v] for an f-DP mechanism instead of Steinke et al.'s
+    binomial bound, with f from ``tradeoff``:
 
     * ``"epsilon-delta"`` (estimator ``one-run-fdp``): f = f_{ε,δ}; ε_LB is the largest ε whose
       (ε, δ) curve is rejected — a certified lower bound on ε at δ for every mechanism;
@@ -686,8 +742,10 @@ def fdp_one_run_lower_bound(
       exact ε at δ of a μ_LB-GDP mechanism (:func:`dpaudit.accounting.gaussian_epsilon`), a
       bound on the mechanism's ε only if its curve is Gaussian: an **estimate** otherwise.
 
-    Where it is loose: as for the one-run test, abstention keeps only the guess counts, the grid
-    costs ln|grid| in the tail, and m canaries see false-positive rates ≥ ~1/m: for the Gaussian
+    Where it is loose: as for the one-run test, abstention keeps only the guess counts; the
+    recursion bounds the tail through first moments, so it is sensitive to β (the Gaussian
+    mechanism below: one count at β = 0.05 certifies ε ≈ 2.3 where β = 0.01 gives 1.9), which
+    is why the grid is short; and m canaries see false-positive rates ≥ ~1/m: for the Gaussian
     mechanism at ε = 4, δ = 1e-5 (μ = 0.92) the likelihood ratio there is ≈ e^2, so no (ε, δ)
     bound from 1000 canaries gets near 4; the Gaussian curve extrapolates from the same counts.
 
@@ -697,20 +755,21 @@ def fdp_one_run_lower_bound(
         delta: δ of the audited claim (the (ε, δ) curve's δ; the δ at which μ_LB is converted).
         confidence: 1 − β.
         tradeoff: ``"epsilon-delta"`` or ``"gaussian"``.
-        guesses: iterable of (k_plus, k_minus) pairs (default :func:`fdp_guess_grid`).
+        guesses: iterable of guess counts r (extremes rule) and/or (k_plus, k_minus) pairs
+            (default :func:`fdp_guess_grid`).
         seed: tie-breaking seed.
 
     Shapes:
-        scores: [m] float; included: [m] bool; ``details["tried"]``: one row per grid pair.
+        scores: [m] float; included: [m] bool; ``details["tried"]``: one row per grid entry.
     """
     s, y = _check_common(scores, included, delta, confidence)
     seed = _check_seed(seed)
     if tradeoff not in FDP_TRADEOFFS:
         raise EstimatorInputError(f"tradeoff must be one of {tuple(FDP_TRADEOFFS)}, got {tradeoff!r}")
     m, delta = s.size, float(delta)
-    grid = _guess_grid(guesses, m, default=fdp_guess_grid)
+    grid = _fdp_guess_plan(guesses, m)
     level = (1.0 - float(confidence)) / len(grid)
-    counts = _guess_counts(s, y, grid, seed)
+    counts = _fdp_guess_counts(s, y, grid, seed)
     r = np.array([c[2] for c in counts])
     v = np.array([c[3] for c in counts])
     r_max = int(r.max())
@@ -730,8 +789,9 @@ def fdp_one_run_lower_bound(
 
     parameter = "mu" if gaussian else "epsilon"
     tried = []
-    for (kp, km, rr, vv), value in zip(counts, values):
-        row = {"k_plus": kp, "k_minus": km, "r": rr, "correct": vv, "epsilon": as_epsilon(float(value))}
+    for entry, (kp, km, rr, vv), value in zip(grid, counts, values):
+        rule = "top/bottom ranks" if isinstance(entry, tuple) else "extremes"
+        row = {"rule": rule, "k_plus": kp, "k_minus": km, "r": rr, "correct": vv, "epsilon": as_epsilon(float(value))}
         if gaussian:
             row["mu"] = float(value)
         tried.append(row)
@@ -747,7 +807,7 @@ def fdp_one_run_lower_bound(
         "tradeoff": tradeoff,
         "grid_size": len(grid),
         "level_per_test": level,
-        "multiple_testing": f"Bonferroni over {len(grid)} (k_plus, k_minus) pairs: each tested at beta/{len(grid)}",
+        "multiple_testing": f"Bonferroni over {len(grid)} guess counts: each tested at beta/{len(grid)}",
         "chosen": chosen,
         "tried": tried,
         "hit_search_cap": bool(best >= (MU_SEARCH_MAX if gaussian else EPSILON_SEARCH_MAX)),
