@@ -35,13 +35,16 @@ margin :math:`\log p_y - \log(1-p_y)` of the canary's label (the logit scaling o
 Carlini et al. 2022) when the released model is queried on the base graph with **all**
 canaries present — the same query for in and out.
 
-**Edge canaries** (:func:`draw_edge_canaries`). N node pairs at distance ≥ ``min_distance``
-(default 3: not within two hops) with endpoints used once; the default picks endpoints of
-lowest degree first (a public property of the base graph), where one edge moves an
-aggregation most. Each edge is inserted with probability ½ before training. Score
-(:func:`edge_scores`): for a model that releases its hop-1 aggregations (GAP's cached PMA
-output), the *aggregation likelihood* — does the released aggregation of u lean towards v's
-encoding beyond what the known base graph predicts; otherwise the endpoints' ``embed`` cosine
+**Edge canaries** (:func:`draw_edge_canaries`). N distinct node pairs at distance ≥
+``min_distance`` (default 3: not within two hops), each node an endpoint of at most
+``endpoint_uses`` of them (default 1; more lets a graph of n nodes hold up to
+``endpoint_uses``·n/2 canaries, which the one-run certificate needs above ε ≈ 3.5); the
+default picks endpoints of lowest degree first (a public property of the base graph), where
+one edge moves an aggregation most. Each edge is inserted with probability ½ before
+training. Score (:func:`edge_scores`): for a model that releases its hop-1 aggregations (GAP's
+cached PMA output), the *aggregation likelihood* — the exact log-likelihood ratio of the
+canary's coin from both endpoints' released directions, given the known base graph, with the
+other canaries at a shared endpoint marginalised; otherwise the endpoints' ``embed`` cosine
 similarity minus each endpoint's mean similarity to a fixed random reference set.
 
 **Queries.** A model whose inference is private (its card's ``inference.private``), or whose
@@ -255,18 +258,36 @@ def draw_edge_canaries(
     *,
     min_distance: int = 3,
     endpoints: str = "low-degree",
+    endpoint_uses: int = 1,
 ) -> CanaryDesign:
-    """``count`` node pairs for edge canaries: distance ≥ ``min_distance`` in the base graph,
-    every endpoint used once. ``endpoints="low-degree"`` takes candidate endpoints in order of
-    increasing degree (random order within a degree), ``"random"`` in uniformly random order.
-    Under an inductive split only training nodes are candidates (other edges never reach
-    training). Raises :class:`ConfigurationError` when the graph cannot hold ``count`` pairs.
+    """``count`` distinct node pairs for edge canaries, each at distance ≥ ``min_distance`` in
+    the base graph, every node an endpoint of at most ``endpoint_uses`` pairs.
+
+    ``endpoints="low-degree"`` takes candidate endpoints in order of increasing degree (random
+    order within a degree), ``"random"`` in uniformly random order. With ``endpoint_uses`` = 1
+    a node ends at most one canary: a graph of N nodes holds at most N/2 canaries. Above 1 the
+    pairs are a random matching of ``endpoint_uses`` stubs per candidate, no pair twice (the
+    configuration model, invalid pairs redrawn), so a graph holds up to ``endpoint_uses``·N/2
+    canaries — the certificate's ceiling grows with the count (at m = 1,000 no one-run bound
+    exceeds ≈ 3.5 at δ = 1e-5). Each pair is still one edge, one unit of edge-level DP with
+    its own coin; a shared endpoint's release sums the included canaries at it, which
+    :func:`edge_scores` marginalises over their coins. Under an inductive split only training nodes
+    are candidates (other edges never reach training). Raises :class:`ConfigurationError` when
+    the graph cannot hold ``count`` pairs.
     """
     count = _check_count(count)
     if endpoints not in ("low-degree", "random"):
         raise ConfigurationError(f"canaries: endpoints must be low-degree or random, got {endpoints!r}")
     if isinstance(min_distance, bool) or not isinstance(min_distance, int) or min_distance < 2:
         raise ConfigurationError(f"canaries: min_distance must be an integer >= 2, got {min_distance!r}")
+    if (
+        isinstance(endpoint_uses, bool)
+        or not isinstance(endpoint_uses, int)
+        or not 1 <= endpoint_uses <= MAX_ENDPOINT_USES
+    ):
+        raise ConfigurationError(
+            f"canaries: endpoint_uses must be an integer in 1..{MAX_ENDPOINT_USES}, got {endpoint_uses!r}"
+        )
     rng = np.random.default_rng([int(seed), 0x454447])
     n = dataset.num_nodes
     edge_index = dataset.data.edge_index
@@ -275,8 +296,26 @@ def draw_edge_canaries(
     shuffled = rng.permutation(candidates)
     if endpoints == "low-degree":
         shuffled = shuffled[np.argsort(degree[shuffled], kind="stable")]
-    pool = shuffled[: min(len(shuffled), 6 * count + 16)]
+    # endpoints needed: 2·count slots over ``endpoint_uses`` each, with room for rejected pairs
+    pool = shuffled[: min(len(shuffled), 6 * math.ceil(count / endpoint_uses) + 16)]
     near = dict(zip(pool.tolist(), _within(edge_index, n, pool, min_distance - 1)))
+    if endpoint_uses == 1:
+        pairs = _pairs_once(pool, near, count)
+    else:
+        pairs = _pairs_reused(pool, near, count, endpoint_uses, rng)
+    if len(pairs) < count:
+        raise ConfigurationError(
+            f"canaries: found only {len(pairs)} node pairs at distance >= {min_distance} with at most "
+            f"{endpoint_uses} canar{'y' if endpoint_uses == 1 else 'ies'} per endpoint; ask for fewer canaries "
+            f"(--canaries) or more per endpoint (--design endpoint_uses=K) on this graph"
+        )
+    settings = {"min_distance": min_distance, "endpoints": endpoints, "endpoint_uses": endpoint_uses,
+                "seed": int(seed)}  # fmt: skip
+    return CanaryDesign("edge", count, pairs=np.asarray(pairs, dtype=np.int64), settings=settings)
+
+
+def _pairs_once(pool: np.ndarray, near: dict[int, set[int]], count: int) -> list[tuple[int, int]]:
+    """Greedy pairs in ``pool`` order, every endpoint used once."""
     used: set[int] = set()
     pairs = []
     for i, u in enumerate(pool.tolist()):
@@ -289,13 +328,34 @@ def draw_edge_canaries(
                 break
         if len(pairs) == count:
             break
-    if len(pairs) < count:
-        raise ConfigurationError(
-            f"canaries: found only {len(pairs)} node pairs at distance >= {min_distance} with unused endpoints; "
-            f"ask for fewer canaries (--canaries) on this graph"
-        )
-    settings = {"min_distance": min_distance, "endpoints": endpoints, "seed": int(seed)}
-    return CanaryDesign("edge", count, pairs=np.asarray(pairs, dtype=np.int64), settings=settings)
+    return pairs
+
+
+def _pairs_reused(pool: np.ndarray, near: dict[int, set[int]], count: int, uses: int,
+                  rng: np.random.Generator, rounds: int = 50) -> list[tuple[int, int]]:  # fmt: skip
+    """Up to ``count`` distinct far-apart pairs, each node of ``pool`` in at most ``uses``: the
+    configuration model on ``uses`` stubs per node, in ``pool`` order (lowest degree first when
+    the pool is so ordered); stubs of a rejected pair (a node with itself, too near, or a pair
+    already drawn) are shuffled again, for at most ``rounds`` rounds."""
+    # a tenth more nodes than the stubs strictly needed: rejected pairs leave stubs unmatched
+    needed = min(len(pool), math.ceil(1.1 * 2 * count / uses) + 2)
+    stubs = np.repeat(pool[:needed], uses)
+    chosen: set[tuple[int, int]] = set()
+    for _ in range(rounds):
+        stubs = rng.permutation(stubs)
+        left = []
+        for a, b in zip(stubs[0::2].tolist(), stubs[1::2].tolist()):
+            pair = (min(a, b), max(a, b))
+            if a != b and b not in near[a] and pair not in chosen and len(chosen) < count:
+                chosen.add(pair)
+            else:
+                left += [a, b]
+        if len(stubs) % 2:
+            left.append(int(stubs[-1]))
+        if len(chosen) == count or len(left) < 2:
+            break
+        stubs = np.asarray(left, dtype=np.int64)
+    return sorted(chosen)
 
 
 def draw_canaries(dataset: GraphDataset, split: Split, kind: str, count: int, seed: int = 0, **options) -> CanaryDesign:
@@ -424,22 +484,75 @@ def _aggregation_view(model: ReleasedModel, graph: Data) -> tuple[torch.Tensor, 
     )
 
 
+#: the likelihood of a release enumerates every coin pattern of an endpoint's canaries: 2^k of them
+MAX_ENDPOINT_USES = 6
+
+
+def _log_radial_integral(t: torch.Tensor, dims: int) -> torch.Tensor:
+    r"""log ∫₀^∞ r^{d−1} exp(−(r − t)²/2) dr for every t, by quadrature on 201 points around the
+    integrand's mode (its log is concave: the points span ±10 of its curvature width)."""
+    mode = 0.5 * (t + (t * t + 4.0 * (dims - 1)).sqrt())
+    width = (1.0 + (dims - 1) / mode.clamp(min=1e-12).pow(2)).rsqrt()
+    offsets = torch.linspace(-10.0, 10.0, 201, dtype=t.dtype)
+    r = mode.unsqueeze(-1) + width.unsqueeze(-1) * offsets
+    log_f = (dims - 1) * r.clamp(min=1e-300).log() - 0.5 * (r - t.unsqueeze(-1)).pow(2)
+    log_f = torch.where(r > 0, log_f, torch.full_like(log_f, -math.inf))
+    return torch.logsumexp(log_f, dim=-1) + (0.1 * width).log()
+
+
+def _endpoint_log_ratios(x0: torch.Tensor, h1: torch.Tensor, b: torch.Tensor, pairs: np.ndarray, tau: float,
+                         chunk: int = 512) -> torch.Tensor:  # fmt: skip
+    r"""Per (canary, end) [N, 2]: the log-likelihood ratio of the canary's coin (1 against 0)
+    given that end's released direction, the other canaries at the end marginalised over
+    their fair coins.
+
+    End a with canary partners P releases the direction :math:`h_a` of :math:`\mu + n` with :math:`\mu = b_a + \sum_{c \in P} s_c x_c` and
+    :math:`n \sim \mathcal N(0, \tau^2 I_d)`; the norm is not released. The density of the
+    direction (the projected normal) is, up to a constant,
+    :math:`\exp(-\|\mu_\perp\|^2 / 2\tau^2)\,J(\langle h_a, \mu\rangle/\tau)` with
+    :math:`\mu_\perp = \mu - \langle h_a, \mu\rangle h_a` and
+    :math:`J(t) = \int_0^\infty r^{d-1} e^{-(r-t)^2/2}\,dr`; it is evaluated for every
+    pattern of the partners' coins (:data:`MAX_ENDPOINT_USES` bounds their number)."""
+    ends = torch.as_tensor(pairs).reshape(-1)  # canary i's ends at 2i (u) and 2i + 1 (v)
+    others = torch.as_tensor(pairs[:, ::-1].copy()).reshape(-1)
+    nodes, slot_of = torch.unique(ends, return_inverse=True)
+    order = torch.argsort(slot_of, stable=True)
+    counts = torch.bincount(slot_of, minlength=len(nodes))
+    starts = torch.cumsum(counts, 0) - counts
+    position = torch.empty_like(order)
+    position[order] = torch.arange(len(order)) - starts[slot_of[order]]  # rank of each (canary, end) at its node
+    width, dims = int(counts.max()), x0.size(1)
+    partners = torch.zeros(len(nodes), width, dims, dtype=x0.dtype)  # padding partners are 0: no effect
+    partners[slot_of, position] = x0[others]
+    patterns = ((torch.arange(2**width)[:, None] >> torch.arange(width)[None, :]) & 1).to(x0.dtype)  # [2^w, w]
+    ratios = torch.empty(len(nodes), width, dtype=x0.dtype)
+    for lo in range(0, len(nodes), chunk):
+        part = slice(lo, lo + chunk)
+        mu = b[nodes[part]].unsqueeze(1) + torch.einsum("pw,nwd->npd", patterns, partners[part])  # [n, 2^w, d]
+        h = h1[nodes[part]].unsqueeze(1)
+        along = (mu * h).sum(-1)
+        perp = (mu - along.unsqueeze(-1) * h).pow(2).sum(-1)
+        log_lik = -0.5 * perp / tau**2 + _log_radial_integral(along / tau, dims)  # [n, 2^w]
+        for j in range(width):
+            on = patterns[:, j] > 0
+            ratios[part, j] = torch.logsumexp(log_lik[:, on], 1) - torch.logsumexp(log_lik[:, ~on], 1)
+    return ratios[slot_of, position].reshape(-1, 2)
+
+
 def edge_scores(model: ReleasedModel, graph: Data, pairs: np.ndarray, base_edges: torch.Tensor,
                 reference: int = 256, seed: int = 0) -> tuple[np.ndarray, str]:  # fmt: skip
     r"""Score of each canary pair and the name of the score used.
 
     ``aggregation-likelihood`` (a model that releases its hop-1 aggregations, GAP's PMA,
-    Sajadmanesh et al. 2023, Algorithm 1): the release is :math:`h_u = (a_u + n_u)/\|a_u + n_u\|`
-    with :math:`n_u \sim \mathcal N(0, \tau^2 I_d)` and :math:`a_u = b_u + s\,x_v`, where the
-    auditor knows everything but the coin :math:`s` (DP's assumption): the canary-free
-    aggregation :math:`b_u = \sum_{w \to u} x^{(0)}_w` over the base edges and
-    :math:`x_v = x^{(0)}_v`. With the norm :math:`R_u = \|a_u + n_u\|` the Gaussian
-    log-likelihood ratio of s = 1 against s = 0 is :math:`(R_u\langle h_u, x_v\rangle -
-    \langle b_u, x_v\rangle - \tfrac12)/\tau^2`; the norm is not released, so it is replaced
-    by its expectation under the average of both hypotheses,
-    :math:`R_u^2 \approx \|b_u\|^2 + \langle b_u, x_v\rangle + \tfrac12 + d\tau^2`. Both
-    endpoints' releases carry independent noise, so their ratios add:
-    :math:`s = \sum_{(a,c) \in \{(u,v),(v,u)\}} R_a \langle h_a, x_c\rangle - \langle b_a, x_c\rangle`.
+    Sajadmanesh et al. 2023, Algorithm 1): the release at u is the direction of
+    :math:`b_u + \sum_c s_c x_c + n_u` with :math:`n_u \sim \mathcal N(0, \tau^2 I_d)`, the
+    sum over the canaries c ending at u, where the auditor knows everything but the coins (DP's
+    assumption): the canary-free aggregation :math:`b_u = \sum_{w \to u} x^{(0)}_w` over the
+    base edges, the partners' encodings :math:`x_c = x^{(0)}_c` and τ (``cfg["noise_std"]``,
+    floored at 10⁻⁶ for a noiseless release). The score is the sum over both ends of the exact
+    log-likelihood ratio of the canary's coin from that end's release, other canaries at the
+    end marginalised (:func:`_endpoint_log_ratios`); the ends carry independent noise. A
+    shared endpoint (``endpoint_uses`` > 1) is thus scored jointly, not confounded.
 
     ``embedding-cosine`` (any other model): cosine similarity of the endpoints' ``embed``
     rows minus each endpoint's mean similarity to a fixed random reference set.
@@ -452,14 +565,8 @@ def edge_scores(model: ReleasedModel, graph: Data, pairs: np.ndarray, base_edges
         b = torch.zeros_like(x0)
         base_edges = base_edges.cpu()
         b.index_add_(0, base_edges[1], x0[base_edges[0]])
-        dims = x0.size(1)
-
-        def ratio(a, c):
-            overlap = (b[a] * x0[c]).sum(1)
-            radius = (b[a].pow(2).sum(1) + overlap + 0.5 + dims * tau**2).clamp(min=0).sqrt()
-            return radius * (h1[a] * x0[c]).sum(1) - overlap
-
-        return (ratio(u, v) + ratio(v, u)).numpy(), "aggregation-likelihood"
+        ratios = _endpoint_log_ratios(x0, h1, b, pairs, max(tau, 1e-6))
+        return ratios.sum(1).numpy(), "aggregation-likelihood"
     h = torch.nn.functional.normalize(torch.as_tensor(C.embeddings(model, graph)), dim=1)
     rng = np.random.default_rng([int(seed), 0x524546])
     ref = torch.as_tensor(rng.choice(h.size(0), size=min(reference, h.size(0)), replace=False))
@@ -505,3 +612,18 @@ def audited_claim(unit: str | None, kind: str, epsilon: float, delta: float) -> 
         return True, "edge canaries test node-level DP through group privacy of size 2: (2ε, (1+e^ε)δ)", \
             2 * epsilon, (1 + math.exp(epsilon)) * delta  # fmt: skip
     return False, f"unknown privacy unit {unit!r}", epsilon, delta
+
+
+def audited_mu(unit: str | None, kind: str, mu: float | None) -> float | None:
+    """The μ of the μ-GDP guarantee the canary game tests, or ``None`` when the spec states none
+    (``mu`` is ``None``: a subsampled or recorded mechanism, e.g. DP-SGD, objective
+    perturbation) or the canary's unit is not covered. Group privacy of size k for μ-GDP is
+    kμ-GDP (Dong, Roth & Su 2022, "Gaussian differential privacy", JRSS-B, group privacy), so edge canaries
+    against node-level μ-GDP test 2μ."""
+    if mu is None or unit is None:
+        return None
+    if kind == unit:
+        return float(mu)
+    if kind == "edge" and unit == "node":
+        return 2.0 * float(mu)
+    return None

@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
+from dpaudit.datasets import csbm
+from dpaudit.registry import get_defense
 from dpaudit.splits import make_split
 from dpaudit.workflows import zoo
 
@@ -61,3 +64,34 @@ def test_zoo_acceptance_at_claim_4_on_cora(cora):
     assert not rows["sound"]["caught"], rows["sound"]["audits"]
     for name in ("noise-div10", "no-clipping"):
         assert rows[name]["true_epsilon"] >= 16 and rows[name]["caught"], rows[name]["audits"]
+
+
+def test_gap_edp_sensitivity_div10_is_caught_at_claim_4_on_cora(cora):
+    """Issue 25's two misses: with each endpoint used once, 1,000 edge canaries certified at most
+    3.456 at claim 4 (true ε 92.3). The zoo's plan (5,000 canaries, 4 per endpoint, scored by the
+    exact likelihood) certifies above 4; sound gap-edp at the same claim is not caught."""
+    overrides = {"encoder_epochs": 30, "epochs": 30}
+    broken = zoo.audit_variant(_variant("gap-edp", "sensitivity-div10"), cora, 4.0, split=SPLIT, overrides=overrides)
+    assert [(a["kind"], a["canaries"]) for a in broken["audits"]] == [("edge", 5000)]
+    assert broken["caught"] and broken["certified"] > broken["claimed_epsilon"], broken["audits"]
+    assert broken["certified_mu"] > broken["claimed_mu"]
+    sound = zoo.audit_variant(_variant("gap-edp", "sound"), cora, 4.0, split=SPLIT, overrides=overrides)
+    assert not sound["caught"] and sound["certified"] <= 4.0 and sound["certified_mu"] <= sound["claimed_mu"]
+
+
+def test_gcon_break_draws_a_tenth_of_the_objective_noise_and_claims_the_sound_epsilon(cora):
+    import defenses.gcon as gcon
+
+    real = gcon.sample_objective_noise(8, 3, 2.0, np.random.default_rng(0))
+    with zoo._gcon_objective_noise(0.1):
+        broken = gcon.sample_objective_noise(8, 3, 2.0, np.random.default_rng(0))
+    assert np.allclose(broken, 0.1 * real)
+    assert gcon.sample_objective_noise(8, 3, 2.0, np.random.default_rng(0)) == pytest.approx(real)  # restored
+    split = make_split(cora, SPLIT, 0)
+    for claim in (0.5, 1.0, 4.0):  # Theorem 1 re-derived at rate 10β: ε_B grows 10×
+        assert zoo.true_epsilon("zoo-gcon-noise-div10", cora, split, claim, DELTA, claim) >= 4 * claim
+    graph = csbm(num_nodes=300, num_features=16, avg_degree=4.0, seed=0)
+    small = make_split(graph, SPLIT, 0)
+    model = get_defense("zoo-gcon-noise-div10")(epsilon=1.0, delta=DELTA, seed=0, device="cpu",
+                                                 encoder_epochs=20).fit(graph, small)  # fmt: skip
+    assert model.privacy.epsilon <= 1.0  # it claims the sound ε: a bug the spec cannot see

@@ -24,6 +24,14 @@ here with the same arguments and JSON keys. What this module adds:
   (valid if the trade-off curve is Gaussian-shaped, as for Gaussian mechanisms and DP-SGD)
   exceeds it, the verdict says "likely broken (GDP estimate ...)": the one-run bound cannot
   certify a factor-2 violation at small ε with a few thousand canaries;
+* when every run's spec states a μ-GDP guarantee (``gdp_mu``: exact Gaussian mechanisms, e.g.
+  GAP's edge-level PMA), the audit also tests it: ``claimed_mu`` is the largest μ over runs at
+  the canary's unit (2μ for edge canaries against node-level DP,
+  :func:`attacks.canary.audited_mu`) and one-run-fdp-gaussian's certified μ above it is a
+  refuted claim ("guarantee broken", with a note when the (ε, δ) claim itself stands). Specs
+  without μ — subsampled DP-SGD (mlp-dp, GAP's node level, the gradient canaries of
+  :mod:`dpaudit.workflows.gradient_canary`), recorded guarantees (GCON, DP-GNN) — are tested
+  on (ε, δ) only, and the JSON says so (``claimed_mu``: null and a note);
 * Ctrl-C keeps finished runs: the JSON is written with ``"partial": true`` before the
   interrupt propagates.
 """
@@ -178,6 +186,7 @@ def canary_audit(
                     "included": int(included.sum()),
                     "spent_epsilon": spec.epsilon if spec.is_private else None,
                     "delta": spec.delta if spec.is_private else None,
+                    "gdp_mu": spec.gdp_mu if spec.is_private else None,
                     "unit": spec.unit,
                     "sound": spec.sound,
                     "protocol": spec.protocol,
@@ -205,6 +214,11 @@ def _summarise(record, per_run, scores, coins, score_name, probe, kind, run_delt
     epsilon = max(spent) if spent else (probe.epsilon if probe.private else math.inf)
     valid, why, claim, claim_delta = game.audited_claim(probe.unit if probe.private else None, kind, epsilon,
                                                         run_delta)  # fmt: skip
+    mus = [r["gdp_mu"] for r in per_run]
+    claimed_mu = game.audited_mu(probe.unit if probe.private else None, kind,
+                                 max(mus) if mus and None not in mus else None)  # fmt: skip
+    if not (valid and math.isfinite(claim)):
+        claimed_mu = None
     notes = []
     if per_run and any(r["sound"] is False for r in per_run):
         notes.append("the defense's spec is sound: false (a paper's own accounting): its ε is not a guarantee")
@@ -232,7 +246,7 @@ def _summarise(record, per_run, scores, coins, score_name, probe, kind, run_delt
         notes.append("every coin came up the same: the GDP and multi-run estimators need both values")
     audit = audit_epsilon(
         s, y, delta=min(estimate_delta, 0.5), confidence=confidence, run_ids=run_ids, estimators=estimators,
-        claimed_epsilon=claim if (valid and math.isfinite(claim)) else None,
+        claimed_epsilon=claim if (valid and math.isfinite(claim)) else None, claimed_mu=claimed_mu,
     )  # fmt: skip
     out.update(
         epsilon_lower_bound=audit["epsilon_lower_bound"],
@@ -244,7 +258,15 @@ def _summarise(record, per_run, scores, coins, score_name, probe, kind, run_delt
         max_possible=audit.get("max_possible"),
         can_refute_claim=audit.get("can_refute_claim"),
         auc=_auc(s, y),
+        claimed_mu=claimed_mu,
+        certified_mu_lower_bound=audit.get("certified_mu_lower_bound"),
+        mu_claim_refuted=audit.get("mu_claim_refuted"),
     )
+    if valid and math.isfinite(claim) and claimed_mu is None:
+        notes.append("the spec states no μ-GDP guarantee for this unit: only its (ε, δ) claim is tested")
+    elif audit.get("mu_claim_refuted") and audit["certified_epsilon_lower_bound"] <= claim:
+        notes.append(f"the μ-GDP guarantee the spec states (μ = {claimed_mu:.4g}) is refuted (certified μ ≥ "
+                     f"{audit['certified_mu_lower_bound']:.4g}); its (ε, δ) claim is not")  # fmt: skip
     if audit.get("can_refute_claim") is False:
         notes.append("even a perfect attack could not certify more than the claim with this many canaries and runs: "
                      "ask for more canaries before reading 'consistent with the claim' as evidence")  # fmt: skip
@@ -289,6 +311,10 @@ def summary_lines(result: dict[str, Any]) -> list[str]:
     claim = result.get("claimed_epsilon")
     lines.append(f"claimed ε {fmt(claim)} (spent, max over runs; unit {result.get('unit')})   "
                  f"bound valid: {'yes' if result.get('bound_valid') else 'no'}")  # fmt: skip
+    if result.get("claimed_mu") is not None:
+        lines.append(f"claimed μ-GDP {fmt(result['claimed_mu'])}   certified μ lower bound "
+                     f"{fmt(result.get('certified_mu_lower_bound'))} (one-run-fdp-gaussian's μ is certified for any "
+                     f"mechanism: above the claimed μ, the verdict is 'guarantee broken')")  # fmt: skip
     if result.get("why"):
         lines.append(f"  why: {result['why']}")
     lines.append(f"verdict: {result.get('verdict')}")
