@@ -2,9 +2,11 @@ r"""White-box Dirac gradient canaries for DP-SGD: the design, the coins and the 
 item 1; Nasr et al., USENIX Security 2023, "Tight auditing of differentially private machine
 learning"; Steinke, Nasr & Jagielski, NeurIPS 2023, "Privacy auditing with one (1) training run").
 
-The insertion itself — canary gradients of norm exactly C joining each batch at the schedule's
-Poisson rate, the observations of every iterate — is :class:`dpaudit.dpsgd.DiracCanaries`, the
-part the DP-SGD guarantee rests on. This module decides what it is given:
+The insertion itself — canary gradients of norm exactly C joining each batch by the law the
+run's accountant assumes for one unit (DP-SGD's Poisson rate; a DP-GNN node's N(K, r) subgraph
+terms, :mod:`defenses.dpgnn.canaries`), the observations of every iterate — is
+:class:`dpaudit.dpsgd.DiracCanaries`, the part the guarantee rests on. This module decides what
+it is given:
 
 * **Design** (:class:`DiracDesign`): m distinct parameter coordinates. A canary's score is the
   noisy gradient summed along its coordinate, so every real gradient on that coordinate is noise
@@ -163,9 +165,10 @@ def scores(canaries: DiracCanaries, observe: str = "iterates") -> np.ndarray:
 
 
 def sampling_rate_seen(canaries: DiracCanaries) -> float | None:
-    """The fraction of (included canary, step) pairs in which the canary joined the batch — the
-    schedule's q in expectation; ``None`` when nothing was included or no step ran."""
+    """The fraction of (included canary's term, step) pairs in which the term was drawn — the
+    law's per-term rate in expectation (DP-SGD: q; DP-GNN: m/N for each of a node's N(K, r)
+    terms); ``None`` when nothing was included or no step ran."""
     members = int(canaries.included.sum())
     if not members or not canaries.steps:
         return None
-    return float(canaries.sampled[canaries.included].sum() / (members * canaries.steps))
+    return float(canaries.sampled[canaries.included].sum() / (members * canaries.steps * canaries.law.terms))

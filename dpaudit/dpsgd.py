@@ -50,7 +50,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -381,6 +381,50 @@ def noisy_gradients(
 CanaryDesignFn = Callable[[nn.Module, list[nn.Parameter], Any], torch.Tensor]
 
 
+class CanaryLaw(Protocol):
+    """How one canary enters each step of a noisy run: the inclusion law the run's accountant
+    assumes for one protected unit. ``draw(included, generator)`` returns, for every canary,
+    the multiple of C added along its coordinate this step and how many of its terms were drawn
+    (both ``[m]``); ``terms`` is how many terms one unit owns; ``matches(record, steps)`` says
+    whether a spec's mechanism record accounts this run (the claim the canaries test)."""
+
+    terms: int
+    sample_rate: float
+
+    def draw(self, included: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]: ...
+
+    def matches(self, record: dict, steps: int) -> bool: ...
+
+    def describe(self) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class PoissonInclusion:
+    """DP-SGD's law (:func:`train_dp_sgd`): an included canary is one example, joining each batch
+    independently with probability q (:func:`dpaudit.sampling.poisson_subset`); an excluded one
+    never enters. Accounted by PoissonSubsampledGaussian(σ, q, T) under add/remove."""
+
+    sample_rate: float
+    terms: int = 1
+
+    def draw(self, included: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        members = torch.nonzero(included).reshape(-1)
+        chosen = members[poisson_subset(members.numel(), self.sample_rate, generator)]
+        drawn = torch.zeros(included.numel(), dtype=torch.long)
+        drawn[chosen] = 1
+        return drawn.double(), drawn
+
+    def matches(self, record: dict, steps: int) -> bool:
+        return (
+            record.get("mechanism") == "PoissonSubsampledGaussian"
+            and math.isclose(float(record.get("sample_rate", math.nan)), self.sample_rate, rel_tol=1e-9)
+            and int(record.get("steps", -1)) == steps
+        )
+
+    def describe(self) -> dict[str, Any]:
+        return {"law": "poisson", "sample_rate": self.sample_rate}
+
+
 class DiracCanaries:
     r"""Dirac gradient canaries for one noisy :func:`train_dp_sgd` run, observed at every iterate
     (white-box auditing of DP-SGD: Nasr et al., USENIX Security 2023, "Tight auditing of
@@ -404,6 +448,11 @@ class DiracCanaries:
     the coordinates and whatever the other examples do (the per-step gradients of the others may
     even depend on the canaries: DP-SGD's analysis allows adaptive gradients).
 
+    A training loop of its own whose accountant assumes another law for one protected unit
+    passes that law to :meth:`attach` (:class:`CanaryLaw`): DP-GNN's node owns N(K, r) subgraph
+    terms drawn without replacement (:class:`defenses.dpgnn.canaries.NodeOccurrences`), and its
+    canary adds a signed multiple of C per step instead of 0 or C.
+
     Observations, O(m) memory (running sums, never per step):
 
     * ``iterate_scores`` — :math:`\sum_t \langle \tilde g_t, e_{k_i}\rangle`, the noisy summed
@@ -418,8 +467,9 @@ class DiracCanaries:
     * ``initial`` / ``final`` — the coordinate's value when the run starts and when it ends (the
       last iterate: a checkpoint restored later by the caller is not seen), for the final-model
       score :math:`\theta_0 - \theta_T` along :math:`e_{k_i}`;
-    * ``sampled`` — in how many steps canary i joined the batch (0 for an excluded one), which
-      checks the sampling law; it reveals the coins and is never a score.
+    * ``sampled`` — how many of canary i's terms were drawn over the run (Poisson: in how many
+      steps it joined the batch, 0 for an excluded one), which checks the sampling law; it
+      reveals the coins and is never a score.
 
     ``module_label``: attach to the first noisy run whose ``progress`` label contains it (GAP
     trains "gap encoder" and "gap classifier"); ``None``: the first noisy run. One instance
@@ -450,17 +500,24 @@ class DiracCanaries:
         self.sample_rate = math.nan
         self.noise_multiplier = math.nan
         self.max_grad_norm = math.nan
+        self.law: CanaryLaw | None = None
 
     def wants(self, label: str | None) -> bool:
         return not self.attached and (self.module_label is None or self.module_label in (label or ""))
 
     def attach(self, module: nn.Module, params: list[nn.Parameter], inputs, *, sample_rate: float,
                noise_multiplier: float, max_grad_norm: float, label: str | None,
-               real_clipped_sum: Callable[[], dict[nn.Parameter, torch.Tensor]]) -> None:  # fmt: skip
+               real_clipped_sum: Callable[[], dict[nn.Parameter, torch.Tensor]] | None = None,
+               law: CanaryLaw | None = None) -> None:  # fmt: skip
         """Fix the design, then draw the coins (in that order); raises ConfigurationError on a design
-        that does not name m ≥ 1 distinct coordinates of the trainable parameters.
+        that does not name m ≥ 1 distinct coordinates of the trainable parameters, or on
+        ``centre`` without ``real_clipped_sum``.
         ``real_clipped_sum()``: the clipped gradient sum of every real example at the current
-        iterate (used with ``centre``)."""
+        iterate (used with ``centre``). ``law``: how a canary enters each step — a loop whose
+        accountant assumes another law than DP-SGD's Poisson sampling at ``sample_rate`` passes
+        its own (:class:`CanaryLaw`; default :class:`PoissonInclusion`)."""
+        if self.centre and real_clipped_sum is None:
+            raise ConfigurationError(f"centred scores need the real examples' clipped sum, which {label} does not give")
         sizes = torch.tensor([p.numel() for p in params], dtype=torch.long)
         offsets = torch.cat([torch.zeros(1, dtype=torch.long), sizes.cumsum(0)])
         coordinates = torch.as_tensor(self.design(module, params, inputs), dtype=torch.long).reshape(-1).cpu()
@@ -484,7 +541,8 @@ class DiracCanaries:
         self._expected = np.zeros(m)
         self._real_clipped_sum = real_clipped_sum
         self.sampled = np.zeros(m, dtype=np.int64)
-        self._members = torch.from_numpy(np.flatnonzero(included))
+        self.law = law if law is not None else PoissonInclusion(self.sample_rate)
+        self._included = torch.from_numpy(included)
         self._generator = torch.Generator().manual_seed(self.seed)
         owner = torch.bucketize(coordinates, offsets[1:], right=True)
         # (parameter, canaries on it, their coordinates inside it), on the parameter's device
@@ -505,19 +563,19 @@ class DiracCanaries:
         return out
 
     def insert(self, summed: dict[nn.Parameter, torch.Tensor]) -> None:
-        """Add C·e_k to ``summed`` for every included canary this step's Poisson draw samples
-        (and, with ``centre``, evaluate the real examples' clipped sum at this iterate first)."""
+        """Add a·C·e_k to ``summed`` for every canary, a its multiple of this step's draw from the
+        law (Poisson: 1 for an included canary sampled this step, else 0) — and, with
+        ``centre``, evaluate the real examples' clipped sum at this iterate first."""
         if self.centre:
             self._expected = self._values(self._real_clipped_sum().get)
-        chosen = self._members[poisson_subset(self._members.numel(), self.sample_rate, self._generator)]
+        multiples, drawn = self.law.draw(self._included, self._generator)
         self.steps += 1
-        if not chosen.numel():
+        if not bool(drawn.any()):
             return
-        self.sampled[chosen.numpy()] += 1
-        picked = torch.zeros(self.coordinates.numel(), dtype=torch.bool)
-        picked[chosen] = True
+        self.sampled += drawn.numpy()
         for p, canaries, local in self._groups:
-            hit = picked[canaries].to(p.device)
+            here = multiples[canaries]
+            hit = (here != 0).to(p.device)
             if not bool(hit.any()):
                 continue
             base = summed.get(p)
@@ -525,7 +583,8 @@ class DiracCanaries:
                 torch.zeros(p.numel(), dtype=p.dtype, device=p.device) if base is None else base.reshape(-1).to(p.dtype)
             )
             where = local[hit]
-            flat = flat.index_add(0, where, torch.full(where.shape, self.max_grad_norm, dtype=p.dtype, device=p.device))
+            added = (here.to(p.device)[hit] * self.max_grad_norm).to(p.dtype)
+            flat = flat.index_add(0, where, added)
             summed[p] = flat.view(p.shape)
 
     def observe(self, expected_batch_size: float) -> None:

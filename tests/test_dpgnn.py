@@ -638,3 +638,119 @@ def test_load_re_derives_the_mechanism_from_the_card(small_graph, tmp_path, prot
 
     with pytest.raises(IntegrityError, match="plan"):
         load(edited("card-steps", card_steps))
+
+
+# ----------------------------------------------------------------------------- gradient canaries
+def test_node_occurrence_law_is_theorem_1s():
+    """A canary node owns k terms of N slots, m drawn per step: ρ ~ Hypergeometric(N, k, m), its own
+    slot among them with probability ρ/k; present it adds +ρ·C, removed −(ρ − own)·C."""
+    from defenses.dpgnn.canaries import NodeOccurrences
+
+    included = torch.tensor([True] * 3000 + [False] * 3000)
+    generator = torch.Generator().manual_seed(0)
+    full = NodeOccurrences(population=8, batch_size=8, terms=6)  # every slot drawn: exact
+    multiples, drawn = full.draw(included, generator)
+    assert (multiples[:3000] == 6).all() and (multiples[3000:] == -5).all()
+    assert (drawn[:3000] == 6).all() and (drawn[3000:] == 5).all()
+
+    law = NodeOccurrences(population=20, batch_size=5, terms=3)
+    assert law.sample_rate == 0.25
+    steps = [law.draw(included, generator)[0].numpy() for _ in range(20)]
+    present = np.concatenate([s[:3000] for s in steps]).astype(int)
+    removed = np.concatenate([s[3000:] for s in steps])
+    _, pmf = hypergeometric_law(20, 3, 5)
+    observed = np.bincount(present, minlength=len(pmf)) / present.size
+    # 60,000 draws: every cell of the law within 5 standard errors
+    assert np.all(np.abs(observed - pmf) < 5 * np.sqrt(np.array(pmf) * (1 - np.array(pmf)) / present.size) + 1e-9)
+    # E[ρ − own] = k·m/N − m/N = 0.5; sd ≤ 1.2, 60,000 draws
+    assert removed.mean() == pytest.approx(-0.5, abs=0.03) and removed.max() <= 0 and removed.min() >= -2
+    with pytest.raises(ValueError, match="terms"):
+        NodeOccurrences(population=4, batch_size=5, terms=2)
+
+
+def _padded_graph(small_graph, pad=40):
+    """``small_graph`` with ``pad`` all-zero feature columns (room for Dirac canaries)."""
+    from torch_geometric.data import Data
+
+    data = small_graph.data
+    x = torch.cat([data.x, torch.zeros(data.num_nodes, pad)], dim=1)
+    return from_data(Data(x=x, y=data.y, edge_index=data.edge_index), "small-padded", public_facts=True)
+
+
+def _canary_hook(count, seed=0, label=None):
+    from attacks import gradient_canary as game
+    from dpaudit.dpsgd import DiracCanaries
+
+    return DiracCanaries(game.DiracDesign(count, seed), game.fair_coins(seed, 0), seed=seed + 17, module_label=label)
+
+
+def _weights(model):
+    return torch.cat([p.detach().reshape(-1) for p in model.module.parameters()])
+
+
+def test_canaries_touch_only_their_coordinates_and_leave_the_run_otherwise_identical(small_graph):
+    """Without canaries (or with canaries asking for another run) the weights are bit-identical;
+    canaries on feature columns no row uses never reach the forward pass and draw from their own
+    generator, so every other coordinate follows the run without them exactly (Adam is per
+    coordinate). Removed canaries move too: their readers' terms are −C."""
+    from dpaudit.dpsgd import inserting_canaries
+
+    graph = _padded_graph(small_graph)
+    split = make_split(graph, "random:0.6,0.2,0.2", 0)
+
+    def fit():
+        return _fit(graph, split, batch_size=40, steps=8, latent=8)
+
+    plain = _weights(fit())
+    assert torch.equal(plain, _weights(fit()))
+    elsewhere = _canary_hook(30, label="gap encoder")
+    with inserting_canaries(elsewhere):
+        assert torch.equal(plain, _weights(fit()))
+    assert not elsewhere.attached
+    hook = _canary_hook(30)
+    with inserting_canaries(hook):
+        audited = _weights(fit())
+    assert hook.attached and hook.steps == 8 and hook.law.terms == 6 and hook.law.batch_size == 40
+    assert hook.design.chosen["on_unused_input_columns"] == 30 and 0 < hook.included.sum() < 30
+    moved = set(torch.nonzero(audited != plain).reshape(-1).tolist())
+    assert moved and moved <= set(hook.coordinates.tolist())
+    assert moved & set(hook.coordinates[torch.from_numpy(~hook.included)].tolist())
+
+
+def test_iterate_scores_follow_the_node_law(small_graph):
+    """Batch = population (every slot drawn) and almost no noise: a present canary adds k·C per
+    step, a removed one −(k − 1)·C, exactly; non-private runs take no canaries."""
+    from attacks import gradient_canary as game
+    from dpaudit.dpsgd import inserting_canaries
+
+    graph = _padded_graph(small_graph)
+    split = make_split(graph, "random:0.6,0.2,0.2", 0)
+    hook = _canary_hook(20)
+    with inserting_canaries(hook):
+        model = _fit(graph, split, batch_size=10_000, steps=5, latent=8, epsilon=1e7)
+    assert model.card["dpgnn"]["noise_multiplier"] < 0.01
+    scores = game.scores(hook, "iterates")
+    assert np.allclose(scores[hook.included], 5 * 6.0, atol=0.1)
+    assert np.allclose(scores[~hook.included], -5 * 5.0, atol=0.1)
+    assert game.sampling_rate_seen(hook) == pytest.approx(1.0)
+    idle = _canary_hook(5)
+    with inserting_canaries(idle):
+        get_defense("dpgnn")(seed=0, steps=2, batch_size=40, latent=8).fit(graph, split)
+    assert not idle.attached
+
+
+def test_mean_aggregate_in_chunks_is_the_same_sum(monkeypatch):
+    """Whole-graph inference aggregates messages in chunks (no edges × d array): same values, same
+    gradients as one gather."""
+    import defenses.dpgnn.model as dpgnn_model
+
+    torch.manual_seed(0)
+    h = torch.randn(300, 7, requires_grad=True)
+    edge_index = torch.randint(0, 300, (2, 5000))
+    whole = DPGCNNet.mean_aggregate(h, edge_index)
+    (grad_whole,) = torch.autograd.grad(whole.square().sum(), h)
+    monkeypatch.setattr(dpgnn_model, "_MESSAGE_CHUNK", 70)  # 10 edges per chunk
+    chunked = DPGCNNet.mean_aggregate(h, edge_index)
+    (grad_chunked,) = torch.autograd.grad(chunked.square().sum(), h)
+    assert torch.equal(whole, chunked)
+    torch.testing.assert_close(grad_chunked, grad_whole)

@@ -4,12 +4,15 @@ dpaudit.workflows.gradient_canary."""
 
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 import pytest
 import torch
 from torch_geometric.data import Data
 
 import defenses.baselines as baselines
+import defenses.dpgnn as dpgnn
 from attacks import gradient_canary as game
 from defenses.baselines import FeatureMLP
 from dpaudit.accounting import PoissonSubsampledGaussian
@@ -17,7 +20,7 @@ from dpaudit.datasets import csbm, from_data
 from dpaudit.dpsgd import DiracCanaries, PoissonSchedule, inserting_canaries, train_dp_sgd
 from dpaudit.errors import ConfigurationError
 from dpaudit.nn import SparseFeatures
-from dpaudit.registry import register_defense
+from dpaudit.registry import get_defense, register_defense
 from dpaudit.workflows.gradient_canary import gradient_canary_audit
 
 DELTA = 1e-5
@@ -242,7 +245,9 @@ def test_gap_classifier_is_audited_against_its_own_share(padded):
 
 def test_requests_refused_before_any_work():
     for defense, kwargs, match in [
-        ("dpgnn", {}, "does not train through"),
+        ("gcon", {}, "has none they can join"),
+        ("dpar-em1", {"overrides": {"protocol": "paper"}}, "sound run only"),
+        ("dpgnn", {"design": {"observe": "centred"}}, "clipped sum"),
         ("mlp-dp", {"design": {"module": "encoder"}}, "module"),
         ("mlp-dp", {"design": {"observe": "logits"}}, "observe"),
         ("mlp-dp", {"design": {"colour": 1}}, "unknown"),
@@ -260,3 +265,78 @@ def test_mlp_dp_on_cora_certifies_one_in_one_run(load_real):
                                    progress=False)  # fmt: skip
     assert result["runs"] == 1 and result["design"]["on_unused_input_columns"] == 4000
     assert 1.0 <= result["certified_epsilon_lower_bound"] <= 4.0
+
+
+# --------------------------------------------------------------------------- DP-GNN
+
+
+@register_defense
+class DPGNNNoiseTenth(get_defense("dpgnn")):
+    """dpgnn that trains with a tenth of the noise Theorem 1 accounts (its spec is the sound one's)."""
+
+    name = "gradient-canary-test-dpgnn-noise-div10"
+
+    def _fit(self, dataset, split, delta):
+        real = dpgnn.train_dp
+
+        def quieter(*args, **kw):
+            bound = inspect.signature(real).bind(*args, **kw)
+            bound.arguments["noise_std"] /= 10
+            return real(*bound.args, **bound.kwargs)
+
+        dpgnn.train_dp = quieter
+        try:
+            return super()._fit(dataset, split, delta)
+        finally:
+            dpgnn.train_dp = real
+
+
+def test_broken_dpgnn_is_caught_and_sound_is_not(padded):
+    """Canaries are nodes of Theorem 1's relation (defenses.dpgnn.canaries): noise ÷ 10 is caught
+    at ε = 1, the sound run never is; the claim is Theorem 1's record in the spec."""
+    settings = {"overrides": {"steps": 300, "latent": 16}}
+    broken = _audit("gradient-canary-test-dpgnn-noise-div10", padded, 1.0, 2000, **settings)
+    assert broken["claim_scope"] == "module" and broken["claimed_epsilon"] == pytest.approx(1.0, rel=1e-2)
+    run = broken["per_run"][0]
+    assert run["law"] == {"law": "dpgnn node occurrences", "population": 200, "batch_size": 22, "terms": 6}
+    assert run["sampled_rate"] == pytest.approx(22 / 200, rel=0.05) and run["steps"] == 300
+    assert broken["certified_epsilon_lower_bound"] > 1.0 and broken["verdict"] == "guarantee broken"
+    assert "Theorem 1" in broken["coverage"]
+    for seed in range(3):
+        sound = _audit("dpgnn", padded, 1.0, 2000, seed=seed, **settings)
+        assert sound["bound_valid"] and sound["certified_epsilon_lower_bound"] <= 1.0
+        assert sound["verdict"] != "guarantee broken"
+
+
+@register_defense
+class MLPDPClaimingMu(baselines.MLPDP):
+    """mlp-dp whose spec also claims a (false, tiny) μ-GDP guarantee."""
+
+    name = "gradient-canary-test-mlp-dp-claims-mu"
+
+    def _fit(self, dataset, split, delta):
+        model = super()._fit(dataset, split, delta)
+        model.privacy.gdp_mu = 0.01
+        return model
+
+
+def test_a_stated_mu_is_tested(padded):
+    """claimed_mu: the spec's μ goes to audit_epsilon; a certified μ above it refutes the claim even
+    where ε is not refuted. mlp-dp's own spec states no μ (subsampled Gaussian): none is passed."""
+    claimed = _audit("gradient-canary-test-mlp-dp-claims-mu", padded, 4.0, 1000, design={"claim": "total"})
+    assert claimed["claimed_mu"] == 0.01 and claimed["certified_mu_lower_bound"] > 0.01
+    assert claimed["certified_epsilon_lower_bound"] <= 4.0 and claimed["verdict"] == "guarantee broken"
+    module = _audit("gradient-canary-test-mlp-dp-claims-mu", padded, 4.0, 1000)
+    assert module["claim_scope"] == "module" and module["claimed_mu"] is None
+    assert module["verdict"] != "guarantee broken"
+
+
+def test_sound_dpar_takes_node_term_canaries(padded):
+    """DPAR (sound) trains in its own loop: a canary is a node owning all d = 1 + K + D terms, each on
+    its own Poisson coin (defenses.dpar.canaries); the claim is the DP-SGD record's."""
+    result = _audit("dpar-em1", padded, 4.0, 300, overrides={"epochs": 2})
+    run = result["per_run"][0]
+    assert run["law"]["law"] == "dpar node terms" and run["law"]["terms"] == 3
+    assert result["claim_scope"] == "module" and 0 < result["claimed_epsilon"] <= 4.0 + 1e-6
+    assert "DPAR" in result["coverage"] and result["bound_valid"]
+    assert result["certified_epsilon_lower_bound"] <= result["claimed_epsilon"]

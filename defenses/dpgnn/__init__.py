@@ -237,6 +237,7 @@ class DPGNN(Defense):
             population=run.population,
             batch_size=run.batch_size,
             steps=run.steps,
+            occurrences=run.occurrence_bound,
             optimizer=hp.optimizer,
             lr=hp.lr,
             microbatch=hp.microbatch,

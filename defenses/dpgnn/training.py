@@ -22,8 +22,10 @@ from torch.func import functional_call, grad, vmap
 from tqdm.auto import tqdm
 
 from defenses.dpgnn.batches import FlatBatch, flat_batch, padded_gram
+from defenses.dpgnn.canaries import NodeOccurrences
 from defenses.dpgnn.mechanism import SubgraphIndex, sample_slots
 from defenses.dpgnn.model import DPGCNNet
+from dpaudit.dpsgd import DiracCanaries, canaries_for
 from dpaudit.nn import SparseFeatures
 from dpaudit.nn import features as sparse_features
 
@@ -326,6 +328,7 @@ def train_dp(
     population: int,
     batch_size: int,
     steps: int,
+    occurrences: int,
     optimizer: str,
     lr: float,
     microbatch: int,
@@ -340,13 +343,23 @@ def train_dp(
     :func:`clipped_gradient_sum` in microbatches, Gaussian noise of std ``noise_std`` on every
     coordinate (drawn on the CPU from its own generator, so CUDA runs draw the same noise),
     divided by the public ``batch_size``. Batches and noise come from generators seeded
-    ``seed + 1`` and ``seed + 2``.
+    ``seed + 1`` and ``seed + 2``. ``occurrences``: Lemma 1's N(K, r), the most subgraphs one
+    node occurs in (what a canary node owns).
+
+    Inside :func:`dpaudit.dpsgd.inserting_canaries`, a noisy run also trains on the white-box
+    Dirac canaries, each a node of Theorem 1's relation (:mod:`defenses.dpgnn.canaries`): they
+    are added to the clipped sum before the noise and observed after it; their draws come from
+    a generator of their own, so the batches and the noise are those of the run without them.
 
     Shapes: ``x [num_nodes, F]``, ``y [num_nodes]``; ``input_grams`` from
     :meth:`~defenses.dpgnn.mechanism.SubgraphIndex.input_grams` of ``x``.
     """
     y = y.to(device)
     params = dict(module.named_parameters())
+    canaries = canaries_for(desc) if noise_std > 0 else None
+    if canaries is not None:
+        _attach_canaries(canaries, module, index, x, thresholds, noise_std, population, batch_size, occurrences,
+                         desc)  # fmt: skip
     # fused: one kernel per step for all tensors (the same update, 5× faster on CPU than the loop)
     if optimizer == "adam":
         opt = torch.optim.Adam(params.values(), lr=lr, fused=True)
@@ -366,11 +379,33 @@ def train_dp(
             summed = clipped_gradient_sum(module, detached, x, flat, labels, groups, thresholds)
             for k, v in summed.items():
                 total[k].add_(v)
+        if canaries is not None:
+            by_parameter = {params[k]: v for k, v in total.items()}
+            canaries.insert(by_parameter)
+            total = {k: by_parameter[p] for k, p in params.items()}
         for k, p in params.items():
             noisy = total[k]
             if noise_std > 0:
                 noisy.add_(torch.normal(0.0, noise_std, size=tuple(p.shape), generator=noise).to(device))
             p.grad = noisy.div_(batch_size)
+        if canaries is not None:
+            canaries.observe(batch_size)
         opt.step()
         opt.zero_grad(set_to_none=True)
+    if canaries is not None:
+        canaries.finish()
     module.eval()
+
+
+def _attach_canaries(canaries: DiracCanaries, module: DPGCNNet, index: SubgraphIndex, x, thresholds,
+                     noise_std: float, population: int, batch_size: int, occurrences: int,
+                     desc: str) -> None:  # fmt: skip
+    """Start the canaries on this run: designed on the rows the subgraphs read (a node occurring in
+    several subgraphs counts each time), each owning Theorem 1's min(N(K, r), N) terms, with norm
+    the smallest clipping threshold (a Dirac canary within every group's bound)."""
+    rows = index.node_ids.to(x.device)
+    inputs = x.rows(rows) if isinstance(x, SparseFeatures) else x.index_select(0, rows)
+    clip = float(thresholds) if isinstance(thresholds, (int, float)) else min(thresholds)
+    law = NodeOccurrences(population, batch_size, min(occurrences, population))
+    canaries.attach(module, list(module.parameters()), inputs, sample_rate=law.sample_rate,
+                    noise_multiplier=noise_std / clip, max_grad_norm=clip, label=desc, law=law)  # fmt: skip

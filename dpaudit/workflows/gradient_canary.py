@@ -10,23 +10,26 @@ Nasr et al., USENIX Security 2023): the defense trains on its real data, unchang
 around ``Defense.fit`` — adds m canary gradients of norm C to one of its DP-SGD runs, each
 included by a fair coin and then sampled like any example; :mod:`attacks.gradient_canary`
 designs the coordinates, draws the coins and scores. No defense is edited: every defense whose
-DP-SGD goes through :func:`dpaudit.dpsgd.train_dp_sgd` is auditable (:func:`dpsgd_modules`).
-DP-GNN (per-subgraph clipping, its own loop) and DPAR (its own DP-SGD on APPR rows) do not train
-through it and are refused.
+DP-SGD goes through :func:`dpaudit.dpsgd.train_dp_sgd` is auditable (:func:`dpsgd_modules`), and
+so is DP-GNN, whose own loop drives the same hook with the law its accountant assumes for a node
+(:mod:`defenses.dpgnn.canaries`: N(K, r) subgraph terms drawn without replacement, ±C each).
+DPAR (its own DP-SGD on APPR rows) does not, and is refused.
 
 **What is compared.** The canaries are examples of that one DP-SGD run, so the scores are
-bounded by that run's mechanism, PoissonSubsampledGaussian(σ, q, T) as the defense's *spec*
-records it (never the σ the run used: a defense that adds less noise than it accounts is exactly
-what the audit must catch). ``claim="module"`` (default) compares against that mechanism's own ε
-at the spec's δ — for mlp-dp the whole spec, for GAP the encoder's or the classifier's share, a
-stricter test than GAP's total; ``claim="total"`` against the spec's total ε. The claim is the
-maximum over runs; runs are pooled as in ``canary_audit`` (canary i enters only run r(i)).
+bounded by that run's mechanism as the defense's *spec* records it — PoissonSubsampledGaussian(σ,
+q, T), or DP-GNN's Theorem 1 — never the σ the run used: a defense that adds less noise than it
+accounts is exactly what the audit must catch. ``claim="module"`` (default) compares against that
+mechanism's own ε at the spec's δ — for mlp-dp and DP-GNN the whole spec, for GAP the encoder's or
+the classifier's share, a stricter test than GAP's total; ``claim="total"`` against the spec's
+total ε. When the claim also states μ-GDP (the record's or the spec's ``gdp_mu``), that μ goes to
+:func:`dpaudit.estimators.audit_epsilon` as ``claimed_mu`` and a certified μ above it refutes the
+claim too. The claim is the maximum over runs; runs are pooled as in ``canary_audit`` (canary i
+enters only run r(i)).
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import time
 from pathlib import Path
 from typing import Any
@@ -53,16 +56,31 @@ COVERAGE = (
 
 
 def dpsgd_modules(cls) -> dict[str, str | None]:
-    """The DP-SGD runs a defense class trains through :func:`dpaudit.dpsgd.train_dp_sgd`, as
-    {module name: its ``progress`` label, ``None`` for the first noisy run}; empty when none."""
+    """The noisy runs of a defense class that :class:`dpaudit.dpsgd.DiracCanaries` can join (through
+    :func:`dpaudit.dpsgd.train_dp_sgd`, or DP-GNN's own loop), as {module name: its ``progress``
+    label, ``None`` for the first noisy run}; empty when none."""
     from defenses.baselines import MLPDP
+    from defenses.dpar import _DPAR
+    from defenses.dpgnn import DPGNN
     from defenses.gap import GAPNode
 
     if issubclass(cls, MLPDP):
         return {"mlp": None}
     if issubclass(cls, GAPNode):
         return {"encoder": "gap encoder", "classifier": "gap classifier"}
+    if issubclass(cls, DPGNN):
+        return {"gnn": None}
+    if issubclass(cls, _DPAR) and cls.unit == "node":
+        return {"rows": None}
     return {}
+
+
+def centres_scores(cls) -> bool:
+    """Whether the defense's loop can give the real examples' clipped sum at an iterate (the
+    ``centred`` score): :func:`dpaudit.dpsgd.train_dp_sgd` can; DP-GNN's loop does not."""
+    from defenses.dpgnn import DPGNN
+
+    return not issubclass(cls, DPGNN)
 
 
 def check_gradient_request(defense: str, epsilon, canaries: int, runs: int, overrides: dict | None,
@@ -81,11 +99,16 @@ def check_gradient_request(defense: str, epsilon, canaries: int, runs: int, over
     modules = dpsgd_modules(cls)
     if not modules:
         raise ConfigurationError(
-            f"gradient canaries audit DP-SGD runs of dpaudit.dpsgd.train_dp_sgd (mlp-dp, gap-ndp); {defense} does "
-            "not train through it: use --kind node or edge"
+            f"gradient canaries audit the DP-SGD runs of mlp-dp, gap-ndp, dpgnn and dpar (sound); {defense} has none "
+            "they can "
+            "join: use --kind node or edge"
         )
     if not probe.private:
         raise ConfigurationError("gradient canaries need a finite ε: at ε = ∞ the defense trains without DP-SGD noise")
+    if "rows" in modules and probe.protocol_name == "paper":
+        raise ConfigurationError(
+            "gradient canaries audit DPAR's sound run only (protocol=paper's accounting is not a bound)"
+        )
     options = dict(design or {})
     unknown = sorted(set(options) - set(DESIGN_KEYS))
     if unknown:
@@ -98,27 +121,29 @@ def check_gradient_request(defense: str, epsilon, canaries: int, runs: int, over
     observe = options.get("observe", "iterates")
     if observe not in OBSERVATIONS:
         raise ConfigurationError(f"observe must be one of {', '.join(OBSERVATIONS)}, got {observe!r}")
+    if observe == "centred" and not centres_scores(cls):
+        raise ConfigurationError(f"observe=centred needs the real examples' clipped sum, which {defense} does not give")
     claim = options.get("claim", "module")
     if claim not in CLAIMS:
         raise ConfigurationError(f"claim must be one of {', '.join(CLAIMS)}, got {claim!r}")
     return cls, {"module": module, "label": modules[module], "observe": observe, "claim": claim}
 
 
-def module_epsilon(spec, sample_rate: float, steps: int) -> float | None:
-    """ε at the spec's δ of the spec's own record of the audited DP-SGD run — the Poisson-sampled
-    Gaussian with the run's rate and steps (its σ is the spec's, never the one the run used);
-    the largest if several records match; ``None`` if none does."""
+def module_claim(spec, hook) -> tuple[float, float | None] | None:
+    """(ε at the spec's δ, μ or ``None``) of the spec's own record of the audited run — the one
+    the canaries' law says accounts it (:meth:`dpaudit.dpsgd.CanaryLaw.matches`: DP-SGD's
+    Poisson-sampled Gaussian with the run's rate and steps, DP-GNN's Theorem 1 over its steps),
+    with the spec's σ, never the one the run used; the largest ε if several records match (its μ
+    only when every match states one); ``None`` if none does."""
     from dpaudit.accounting import PrivacyLedger
     from dpaudit.accounting.mechanisms import mechanism_from_record
 
-    found = [
-        PrivacyLedger().step(mechanism_from_record(record)).get_epsilon(spec.delta)
-        for record in spec.mechanisms
-        if record.get("mechanism") == "PoissonSubsampledGaussian"
-        and math.isclose(float(record.get("sample_rate", math.nan)), sample_rate, rel_tol=1e-9)
-        and int(record.get("steps", -1)) == steps
-    ]
-    return max(found) if found else None
+    found = [mechanism_from_record(record) for record in spec.mechanisms if hook.law.matches(record, hook.steps)]
+    if not found:
+        return None
+    mus = [m.gdp_mu() for m in found]
+    mu = None if any(v is None for v in mus) else max(mus)
+    return max(PrivacyLedger().step(m).get_epsilon(spec.delta) for m in found), mu
 
 
 def _sampling_seed(seed: int, run: int) -> int:
@@ -201,13 +226,16 @@ def gradient_canary_audit(
             spec = model.privacy
             scores.append(s)
             coins.append(hook.included)
+            module = module_claim(spec, hook)
             per_run.append(
                 {
                     "run": r,
                     "seed": seed + r,
                     "included": int(hook.included.sum()),
                     "spent_epsilon": spec.epsilon,
-                    "module_epsilon": module_epsilon(spec, hook.sample_rate, hook.steps),
+                    "spent_mu": spec.gdp_mu,
+                    "module_epsilon": None if module is None else module[0],
+                    "module_mu": None if module is None else module[1],
                     "delta": spec.delta,
                     "unit": spec.unit,
                     "sound": spec.sound,
@@ -215,6 +243,7 @@ def gradient_canary_audit(
                     "auc": _auc(s, hook.included),
                     "run_label": hook.label,
                     "sample_rate": hook.sample_rate,
+                    "law": hook.law.describe(),
                     "steps": hook.steps,
                     "sampled_rate": game.sampling_rate_seen(hook),
                     "seconds": time.perf_counter() - start,
@@ -241,12 +270,16 @@ def _auc(scores: np.ndarray, coins: np.ndarray) -> float | None:
     return float(auc(scores, coins.astype(int)))
 
 
-def _claim(per_run: list[dict[str, Any]], scope: str) -> tuple[float | None, str]:
-    """(the claim tested, its scope): the maximum over runs of the module's ε or of the spec's
-    total; a run whose spec has no record of the audited run falls back to the total."""
+def _claim(per_run: list[dict[str, Any]], scope: str) -> tuple[float, float | None, str]:
+    """(the ε claim tested, its μ-GDP claim or ``None``, its scope): the maximum over runs of the
+    module's or of the spec's total; a run whose spec has no record of the audited run falls back
+    to the total. μ only when every run states one."""
     if scope == "module" and all(r["module_epsilon"] is not None for r in per_run):
-        return max(r["module_epsilon"] for r in per_run), "module"
-    return max(r["spent_epsilon"] for r in per_run), "total"
+        epsilon_key, mu_key = "module_epsilon", "module_mu"
+    else:
+        epsilon_key, mu_key, scope = "spent_epsilon", "spent_mu", "total"
+    mus = [r[mu_key] for r in per_run]
+    return max(r[epsilon_key] for r in per_run), None if None in mus else max(mus), scope
 
 
 def _summarise(per_run, scores, coins, options, run_delta, confidence, keep_scores) -> dict[str, Any]:
@@ -259,18 +292,21 @@ def _summarise(per_run, scores, coins, options, run_delta, confidence, keep_scor
         out.update(claimed_epsilon=None, claim_delta=None, bound_valid=False, coverage=COVERAGE, notes=notes,
                    epsilon_lower_bound=None, verdict="not applicable", auc=None, why="no run finished")  # fmt: skip
         return out
-    claim, scope = _claim(per_run, options["claim"])
+    claim, claimed_mu, scope = _claim(per_run, options["claim"])
     if scope != options["claim"]:
         notes.append("the spec records no mechanism with the audited run's rate and steps: compared with its total ε")
     if any(r["sound"] is False for r in per_run):
-        notes.append("the defense's spec is sound: false (a paper's own accounting): its ε is not a guarantee")
+        notes.append(
+            "the defense's spec is sound: false (it lists unaccounted steps): its ε is not a guarantee for "
+            "the unit it names, only for the relation its accountant proves"
+        )
     out.update(
         claimed_epsilon=claim,
         claim_delta=run_delta,
         claim_scope=scope,
         total_epsilon=max(r["spent_epsilon"] for r in per_run),
         bound_valid=True,
-        coverage=COVERAGE,
+        coverage=_coverage(per_run),
         notes=notes,
     )
     s = np.concatenate(scores)
@@ -280,8 +316,11 @@ def _summarise(per_run, scores, coins, options, run_delta, confidence, keep_scor
     if y.all() or not y.any():  # one coin value: only the guess-count test applies
         estimators = ("one-run",)
         notes.append("every coin came up the same: the GDP and multi-run estimators need both values")
+        if claimed_mu is not None:
+            notes.append("the claim's μ-GDP is not tested: one-run-fdp-gaussian needs both coin values")
+            claimed_mu = None
     audit = audit_epsilon(s, y, delta=min(run_delta, 0.5), confidence=confidence, run_ids=run_ids,
-                          estimators=estimators, claimed_epsilon=claim)  # fmt: skip
+                          estimators=estimators, claimed_epsilon=claim, claimed_mu=claimed_mu)  # fmt: skip
     out.update(
         epsilon_lower_bound=audit["epsilon_lower_bound"],
         certified_epsilon_lower_bound=audit["certified_epsilon_lower_bound"],
@@ -291,6 +330,8 @@ def _summarise(per_run, scores, coins, options, run_delta, confidence, keep_scor
         multiple_testing=audit["multiple_testing"],
         max_possible=audit.get("max_possible"),
         can_refute_claim=audit.get("can_refute_claim"),
+        claimed_mu=audit.get("claimed_mu"),
+        certified_mu_lower_bound=audit.get("certified_mu_lower_bound"),
         auc=_auc(s, y),
     )
     if audit.get("can_refute_claim") is False:
@@ -307,6 +348,17 @@ def _summarise(per_run, scores, coins, options, run_delta, confidence, keep_scor
         out["included"] = [bool(v) for v in y]
         out["run_ids"] = [int(v) for v in run_ids]
     return out
+
+
+def _coverage(per_run: list[dict[str, Any]]) -> str:
+    """What the bound covers, from the canaries' law: DP-GNN's node canaries, or DP-SGD examples."""
+    from defenses.dpar import canaries as dpar_canaries
+    from defenses.dpgnn import canaries as dpgnn_canaries
+
+    law = per_run[0]["law"]["law"]
+    if law == dpgnn_canaries.LAW:
+        return dpgnn_canaries.COVERAGE
+    return dpar_canaries.COVERAGE if law == dpar_canaries.LAW else COVERAGE
 
 
 def _score_name(observe: str) -> str:
