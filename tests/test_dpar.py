@@ -15,9 +15,7 @@ import defenses.dpar as dpar_package
 from defenses.dpar import (
     DPARHyperparameters,
     DPARNet,
-    affected_slots_bound,
     assemble_rows,
-    candidate_universe,
     cap_column_occurrences,
     clip_and_sum,
     clipped_gradient_sum,
@@ -27,10 +25,8 @@ from defenses.dpar import (
     per_row_gradients,
     plan_paper,
     plan_sound,
-    poisson_sample,
     power_iteration,
     sgd_step_mechanism,
-    training_matrix,
 )
 from defenses.dpar.appr import appr_ista, dp_appr_em, dp_appr_gm, exact_top_k, paper_em_epsilon, paper_top_k_epsilon
 from dpaudit.accounting import PrivacyLedger, amplify_by_subsampling
@@ -40,7 +36,7 @@ from dpaudit.model import load
 from dpaudit.registry import get_defense
 from dpaudit.splits import make_split
 
-FAST = {"epochs": 3, "num_sources": 40, "batch_size": 10, "node_sample_rate": 0.6}
+FAST = {"epochs": 3, "num_sources": 40, "batch_size": 100}
 
 
 def _dense_ppr(edge_index: torch.Tensor, n: int, sources, alpha: float) -> tuple[np.ndarray, np.ndarray]:
@@ -191,39 +187,24 @@ def test_column_rescaling_is_exact_up_and_down():
 
 
 def test_assemble_rows_identity_rows_and_column_handling():
-    """Both protocols: M source rows then one identity row per non-source sampled node. ``paper``:
-    every non-empty column of the whole matrix has ℓ₁ = 1 exactly. ``sound``: the released rows'
-    columns are rescaled to 1 before the cap (≤ D entries per column), identity rows stay 1."""
+    """``paper``: M source rows then one identity row per non-source sampled node; candidates outside
+    the graph dropped; every non-empty column of the whole matrix has ℓ₁ = 1 exactly."""
     gen = torch.Generator().manual_seed(2)
-    universe, m, k, d = 12, 9, 2, 2
+    universe, m, k = 12, 9, 2
     src_cols = torch.stack([torch.randperm(universe, generator=gen)[:k] for _ in range(m)])
     src_cols[0, 1] = -1
     src_vals = torch.rand(m, k, generator=gen, dtype=torch.float64) * 1e-3 * (src_cols >= 0)
     in_graph = torch.ones(universe, dtype=torch.bool)
     in_graph[11] = False  # a non-sampled candidate
     identity = torch.tensor([3, 7, 9])
-    for protocol in ("paper", "sound"):
-        cols, vals = assemble_rows(
-            src_cols, src_vals, identity, in_graph, protocol=protocol, bound=1.0, max_occurrences=d
-        )
-        assert cols.shape == (m + len(identity), k)
-        assert torch.equal(cols[m:, 0], identity) and (cols[m:, 1] == -1).all()
-        assert not (cols == 11).any()  # candidates outside the graph are dropped
-        norms = column_l1_norms(cols, vals, universe)
-        if protocol == "paper":
-            present = torch.zeros(universe, dtype=torch.bool)
-            present[cols[cols >= 0]] = True
-            assert torch.allclose(norms[present], torch.ones(int(present.sum()), dtype=torch.float64))
-        else:
-            assert torch.equal(vals[m:, 0], torch.ones(len(identity), dtype=torch.float64))
-            src_norms = column_l1_norms(cols[:m], vals[:m], universe)
-            assert src_norms.max() <= 1.0 + 1e-12
-            counts_before = torch.bincount(src_cols[src_cols >= 0], minlength=universe)
-            counts_after = torch.bincount(cols[:m][cols[:m] >= 0], minlength=universe)
-            assert counts_after.max() <= d
-            full = (counts_before <= d) & (counts_before > 0) & in_graph  # not hit by the cap: exactly 1
-            assert full.any() and torch.allclose(src_norms[full], torch.ones(int(full.sum()), dtype=torch.float64))
-            assert (src_norms[counts_before > d] < 1).any()  # the cap removes mass, never adds
+    cols, vals = assemble_rows(src_cols, src_vals, identity, in_graph, bound=1.0)
+    assert cols.shape == (m + len(identity), k)
+    assert torch.equal(cols[m:, 0], identity) and (cols[m:, 1] == -1).all()
+    assert not (cols == 11).any()  # candidates outside the graph are dropped
+    norms = column_l1_norms(cols, vals, universe)
+    present = torch.zeros(universe, dtype=torch.bool)
+    present[cols[cols >= 0]] = True
+    assert torch.allclose(norms[present], torch.ones(int(present.sum()), dtype=torch.float64))
 
 
 def test_cap_keeps_the_first_rows_of_each_column():
@@ -242,156 +223,82 @@ def _renyi_numeric(p_density, q_density, grid, alpha):
     return logsumexp(alpha * lp + (1 - alpha) * lq) + math.log(dx), None
 
 
-def test_sound_step_bound_against_brute_force_mixture():
-    """The per-step RDP of the affected-slot mixture, computed by numerical integration of the actual
-    mixture of Gaussians, never exceeds the accounted value; and the accounted value equals an
-    independent evaluation of DP-GNN Theorem 1 with the binomial law."""
-    sigma, c, d, q = 3.0, 1.0, 3, 0.4
-    mech = sgd_step_mechanism(sigma, c, d, q, steps=1)
+def test_sound_step_is_the_mixture_of_gaussians_pair_of_the_removed_terms():
+    """The accounted per-step RDP equals the Rényi divergence, integrated numerically, between
+    N(0, σ²) and the mixture Σ_ρ p_ρ N(ρC, σ²) (both directions), with ρ ~ Bernoulli(q) *
+    Binomial(d − 1, q_p): the law of a node's terms in the two-rate Poisson batch. More terms or a
+    larger pair rate can only cost more."""
+    sigma, c, d, q, q_pair = 3.0, 1.0, 3, 0.4, 0.1
+    mech = sgd_step_mechanism(sigma, c, d, q, steps=1, pair_rate=q_pair)
+    assert mech.analysis == "mixture-of-gaussians" and mech.sensitivity_per_term == c
+    pairs = binom.pmf(np.arange(d), d - 1, q_pair)
+    law = np.convolve([1 - q, q], pairs)
+    assert np.allclose(mech.probabilities, law)
     orders = np.array([1.5, 2.0, 4.0, 8.0])
     accounted = mech.rdp(orders)
-    pmf = binom.pmf(np.arange(d + 1), d, q)
     grid = np.linspace(-40, 60, 200001)
 
     def log_normal(x, mean):
         return -0.5 * ((x - mean) / sigma) ** 2 - math.log(sigma * math.sqrt(2 * math.pi))
 
-    def log_mixture(x):  # worst case: every affected slot moves the sum by 2C in the same direction
-        return logsumexp(np.stack([log_normal(x, 2 * c * i) + math.log(w) for i, w in enumerate(pmf)]), axis=0)
+    def log_mixture(x):  # worst case: every removed term moves the sum by C in the same direction
+        return logsumexp(np.stack([log_normal(x, c * i) + math.log(w) for i, w in enumerate(law)]), axis=0)
 
     for order, bound in zip(orders, accounted):
         forward, _ = _renyi_numeric(log_mixture, lambda x: log_normal(x, 0.0), grid, order)
         backward, _ = _renyi_numeric(lambda x: log_normal(x, 0.0), log_mixture, grid, order)
-        forward, backward = forward / (order - 1), backward / (order - 1)
-        assert max(forward, backward) <= bound + 1e-9
-        # independent closed form of Theorem 1 (binomial law)
-        direct = math.log(
-            sum(w * math.exp(order * (order - 1) * (2 * c * i) ** 2 / (2 * sigma**2)) for i, w in enumerate(pmf))
-        ) / (order - 1)
-        assert bound == pytest.approx(direct, rel=1e-10)
-    # a larger bound on affected slots can only cost more (stochastic dominance)
-    assert np.all(sgd_step_mechanism(sigma, c, d + 2, q, 1).rdp(orders) >= accounted)
+        assert max(forward, backward) / (order - 1) == pytest.approx(bound, rel=1e-4)
+    assert np.all(sgd_step_mechanism(sigma, c, d + 2, q, 1, q_pair).rdp(orders) >= accounted)
+    assert np.all(sgd_step_mechanism(sigma, c, d, q, 1, 2 * q_pair).rdp(orders) >= accounted)
 
 
-def test_batch_sampler_matches_the_binomial_law():
-    """The number of a fixed set of d slots that land in a Poisson batch is Binomial(d, q)."""
+def test_two_rate_batches_give_the_accounted_law():
+    """The number of a node's terms (one identity row, d − 1 pair rows) in a batch of
+    :func:`~defenses.dpar.training._two_rate_batch` follows the law the accountant uses."""
+    from defenses.dpar.training import _two_rate_batch
+
     gen = torch.Generator().manual_seed(5)
-    n, q, d, trials = 30, 0.3, 4, 6000
+    rows, pair_start, q, q_pair, d, trials = 40, 25, 0.3, 0.15, 4, 6000
+    owned = torch.tensor([3, 25, 30, 39])  # an identity row and d − 1 pair rows
     counts = np.zeros(d + 1)
     for _ in range(trials):
-        batch = poisson_sample(n, q, gen)
-        counts[int((batch < d).sum())] += 1
-    assert np.abs(counts / trials - binom.pmf(np.arange(d + 1), d, q)).max() < 0.02
+        batch = _two_rate_batch(rows, q, pair_start, q_pair, gen)
+        counts[int(torch.isin(batch, owned).sum())] += 1
+    expected = np.asarray(sgd_step_mechanism(1.0, 1.0, d, q, 1, q_pair).probabilities)
+    assert np.abs(counts / trials - expected).max() < 0.02
+    # the old single-rate law is rejected by the same check (the test can fail)
+    assert np.abs(counts / trials - binom.pmf(np.arange(d + 1), d, q)).max() > 0.05
 
 
-def _row_gradients(module, x, cols, vals, labels, c):
-    grads = per_row_gradients(module, x, cols, vals, labels)
-    out = []
-    for i in range(len(labels)):
-        one = clip_and_sum({name: g[i : i + 1] for name, g in grads.items()}, c)
-        out.append(torch.cat([g.reshape(-1) for g in one.values()]))
-    return out
-
-
-def test_removing_a_node_runs_the_pool_logic_of_fit_and_changes_at_most_d_clipped_gradients(graph, split, monkeypatch):
-    """Empirical sensitivity of the sound training matrix on the pools ``fit`` really builds.
-
-    G is the inductive split's training pool (n nodes), G′ = G − u (``without_node``: n − 1 nodes,
-    pool ids after u shifted by one). ``fit`` reads the same declaration for both, so both get the
-    same plan — universe of n̂ candidate slots, schedule n̄ — and both pools run through
-    :func:`training_matrix`, fit's own pool logic (checked by spying on a real fit of each). The
-    proof conditions on the released DP-APPR rows Z; on G′ they are the same rows with the slots
-    relabelled by the fixed bijection π of the relabelling (u's slot becomes the free slot n − 1,
-    a candidate outside G′'s pool). u is the source at rank 1; its row holds columns 20 and 21,
-    each already holding D later entries (u's row displaces one row per column), and u appears
-    in D other rows. In G′, w (the first non-source) is promoted and pairs with u's released row
-    (placed last). Changed per-row clipped gradients ≤ D + K + 2, each by ≤ 2C; the bound is
-    attained."""
+def test_fit_builds_its_sound_terms_with_pair_terms_over_the_declared_slots(graph, split, monkeypatch):
+    """``fit`` on G and on G − u (``without_node``) plans from the same declaration and runs
+    :func:`pair_terms` — the function whose removal lemma ``tests/test_dpar_cora_terms.py`` checks
+    on cora_ml — over the same n̂ slots and the same public source slots."""
     from neighbours import without_node
 
-    d_cap, k, c, m = 3, 2, 0.5, 10
-    defense = get_defense("dpar-em0")(epsilon=4.0, delta=1e-3, seed=0, **{**FAST, "max_occurrences": d_cap})
-    u = 5  # pool id of the removed node
-    node = int(split.train[u])
-    graph_h, split_h = without_node(graph, split, node=node)
+    defense = get_defense("dpar-em1")(epsilon=4.0, delta=1e-3, seed=0, **FAST)
+    graph_h, split_h = without_node(graph, split, node=int(split.train[5]))
     n = len(split.train)
-    assert len(split_h.train) == n - 1
-
-    # the plan fit makes from what it reads is the same for both pools
     declared = [defense.declared_pool(ds, sp) for ds, sp in ((graph, split), (graph_h, split_h))]
     assert declared == [n, n]  # the declaration (n̂ = n), not len(split_h.train)
     plans = [defense.plan(1e-3, declared_pool=pool) for pool in declared]
     assert plans[0].card() == plans[1].card() and plans[0].universe == n
     assert plans[0].noise.privacy.mechanisms == plans[1].noise.privacy.mechanisms
 
-    # fit runs training_matrix on a pool of n and of n − 1 nodes over the same n̂ slots
     seen = []
-    real = dpar_package.training_matrix
+    real = dpar_package.pair_terms
 
-    def spy(cols, vals, sampled, num_sources, universe, pool_size, **kw):
-        seen.append((len(universe), pool_size, int((universe >= 0).sum())))
-        return real(cols, vals, sampled, num_sources, universe, pool_size, **kw)
+    def spy(cols, vals, source_slots, universe, sampled, pool_size, **kw):
+        seen.append((cols.shape, source_slots.tolist(), len(universe), pool_size, kw))
+        return real(cols, vals, source_slots, universe, sampled, pool_size, **kw)
 
-    monkeypatch.setattr(dpar_package, "training_matrix", spy)
+    monkeypatch.setattr(dpar_package, "pair_terms", spy)
     defense.fit(graph, split)
     defense.fit(graph_h, split_h)
-    assert seen == [(n, n, n), (n, n - 1, n - 1)]
-
-    # the two pools as fit sees them: features and labels by pool id
-    x_g = graph.data.x[split.train].double()
-    y_g = graph.data.y[split.train]
-    x_h, y_h = graph_h.data.x[split_h.train].double(), graph_h.data.y[split_h.train]
-    keep = torch.tensor([i for i in range(n) if i != u])
-    assert torch.equal(x_h, x_g[keep]) and torch.equal(y_h, y_g[keep])
-
-    def relabel(pool_id: int) -> int:  # G pool id → G′ pool id (π on slots; u → the free slot n − 1)
-        return n - 1 if pool_id == u else pool_id - (pool_id > u)
-
-    w = next(i for i in range(31, n) if y_g[i] != y_g[u])  # y_w ≠ y_u: the paired row's label changes
-    # sampled in the public order: M sources (u at rank 1), then w, then the other candidates the
-    # released rows name (identity rows in both graphs: a candidate must be sampled to stay in Π)
-    sampled_g = torch.tensor([10, u, *range(11, 19), w, *range(19, 31)])
-    sampled_h = torch.tensor([relabel(i) for i in sampled_g.tolist() if i != u])
-    # released rows of the common sources (rank order) and u's row, over G's slots (= pool ids)
-    common = torch.stack([torch.arange(10, 19), torch.arange(22, 31)], dim=1)
-    common[1 : 1 + d_cap, 1] = u  # D common rows hold u
-    common[4 : 4 + d_cap, 0] = 20  # column 20 full with D rows after u's rank
-    common[5 : 5 + d_cap, 1] = 21  # column 21 as well: u's row displaces one row in each
-    row_u = torch.tensor([[20, 21]])
-    z_cols = torch.cat([common[:1], row_u, common[1:]])  # G: u at rank 1
-    z_vals = torch.rand(z_cols.shape, dtype=torch.float64) * 1e-3 + 1e-4
-    z_cols_h = torch.cat([common, row_u]).apply_(relabel)  # G′: the paired row last, slots relabelled by π
-    z_vals_h = torch.cat([z_vals[:1], z_vals[2:], z_vals[1:2]])
-
-    kw = {"protocol": "sound", "bound": 1.0, "max_occurrences": d_cap}
-    universe_g = candidate_universe("sound", sampled_g, n, plans[0].universe)
-    universe_h = candidate_universe("sound", sampled_h, n - 1, plans[1].universe)
-    nodes_g, cols_g, vals_g = training_matrix(z_cols, z_vals, sampled_g, m, universe_g, n, **kw)
-    nodes_h, cols_h, vals_h = training_matrix(z_cols_h, z_vals_h, sampled_h, m, universe_h, n - 1, **kw)
-    assert not (cols_h == n - 1).any()  # u's slot is outside G′'s pool: its entries are dropped
-
-    torch.manual_seed(0)
-    module = DPARNet(graph.num_features, 6, graph.num_classes, bias=True).double().eval()
-    grads_g = _row_gradients(module, x_g, cols_g, vals_g.double(), y_g[nodes_g], c)
-    grads_h = _row_gradients(module, x_h, cols_h, vals_h.double(), y_h[nodes_h], c)
-    back = {relabel(i): i for i in range(n) if i != u}  # G′ pool id → G pool id
-
-    def key(row: int, node: int) -> tuple:  # rows keyed as in the proof: released row or identity node
-        if row < m:
-            return ("released", "paired" if node in (u, w) else node)
-        return ("identity", node)
-
-    rows_g = {key(r, int(v)): grads_g[r] for r, v in enumerate(nodes_g)}
-    rows_h = {key(r, back[int(v)]): grads_h[r] for r, v in enumerate(nodes_h)}
-    assert ("identity", w) in rows_g and ("identity", w) not in rows_h
-    zero = torch.zeros_like(grads_g[0])
-    changed = 0
-    for name in set(rows_g) | set(rows_h):
-        gap = float((rows_g.get(name, zero) - rows_h.get(name, zero)).norm())
-        assert gap <= 2 * c + 1e-9
-        changed += gap > 1e-12
-    assert changed <= affected_slots_bound(d_cap, k)
-    assert changed == d_cap + k + 2  # paired row + w's identity row + D rows holding u + K displaced rows
+    (shape_g, sources_g, slots_g, pool_g, kw_g), (shape_h, sources_h, slots_h, pool_h, kw_h) = seen
+    assert shape_g == shape_h == (FAST["num_sources"], 1) and sources_g == sources_h
+    assert (slots_g, pool_g, slots_h, pool_h) == (n, n, n, n - 1)
+    assert kw_g == kw_h == {"max_occurrences": 1, "gate_on_values": True}
 
 
 @pytest.mark.parametrize("bias", [False, True])
@@ -434,8 +341,8 @@ def test_closed_form_gradients_equal_autograd(bias):
 @pytest.mark.parametrize("variant", ["em0", "em1", "gm"])
 def test_sound_plan_is_calibrated_and_recomputable(variant):
     hp = DPARHyperparameters(num_sources=30, epochs=5, batch_size=10, node_sample_rate=0.2)
-    steps, rate = 5 * 3, 10 / 30
-    plan = plan_sound(variant, hp, 2.0, 1e-3, steps, rate)
+    steps, rate, pair_rate = 5 * 3, 10 / 30, 1 / 30
+    plan = plan_sound(variant, hp, 2.0, 1e-3, steps, rate, pair_rate=pair_rate)
     assert plan.privacy.sound and plan.privacy.epsilon <= 2.0
     assert plan.privacy.epsilon > 1.9  # calibrated, not wasteful
     # recompute independently from the plan's noise
@@ -451,7 +358,9 @@ def test_sound_plan_is_calibrated_and_recomputable(variant):
         if variant == "em1":
             mechs.append(LaplaceMechanism(plan.laplace_scale, hp.clip_em, hp.top_k * hp.num_sources))
     mechs.append(
-        sgd_step_mechanism(plan.sgd_noise_std, hp.max_grad_norm, hp.max_occurrences + hp.top_k + 2, rate, steps)
+        sgd_step_mechanism(
+            plan.sgd_noise_std, hp.max_grad_norm, 1 + hp.top_k + hp.max_occurrences, rate, steps, pair_rate
+        )  # fmt: skip
     )
     inner = PrivacyLedger().extend(mechs).get_epsilon(1e-3 / 0.2)
     eps, delta = amplify_by_subsampling(inner, 1e-3 / 0.2, 0.2)
@@ -510,16 +419,30 @@ def test_both_protocols_spend_at_most_the_target(graph, split):
         assert bool(spec.unaccounted) is (protocol == "paper")
 
 
-def test_identity_rows_are_present_and_trained(graph, split):
+def test_sound_trains_identity_and_pair_terms(graph, split):
     model = get_defense("dpar-em1")(epsilon=4.0, delta=1e-3, seed=0, **FAST).fit(graph, split)
     info = model.record["dpar"]  # sampled counts are measured on the private pool: the owner's record
-    assert info["appr_rows"] == FAST["num_sources"] and info["identity_rows"] > 0
-    assert info["trained_rows"] == info["sampled_nodes"] == info["appr_rows"] + info["identity_rows"]
+    assert 0 < info["appr_rows"] <= FAST["num_sources"] and info["identity_rows"] == info["sampled_nodes"] > 0
+    pairs = info["trained_rows"] - info["identity_rows"]
+    assert 0 < pairs <= info["appr_rows"] * model.card["hyperparameters"]["top_k"]
     assert not set(info) & set(model.card["dpar"])
     assert model.card["dpar"]["declared_pool"] == len(split.train)
-    assert model.card["dpar"]["expected_rows"] == round(FAST["node_sample_rate"] * len(split.train))
-    # one APPR row only: the identity rows alone carry the training signal
-    nodp = get_defense("dpar-nodp")(seed=0, epochs=40, node_sample_rate=1.0, num_sources=1, batch_size=25)
+    assert model.card["dpar"]["expected_rows"] == len(split.train)  # n̄ = q′n̂ with the sound q′ = 1
+    hp = model.card["hyperparameters"]  # the sound defaults, recorded as resolved values
+    assert (hp["top_k"], hp["max_occurrences"], hp["pair_sample_share"]) == (1, 1, 0.1)
+    assert model.card["dpar"]["pair_sample_rate"] == pytest.approx(0.1 * model.card["dpar"]["batch_sample_rate"])
+
+
+def test_protocols_have_their_own_defaults():
+    paper, sound = DPARHyperparameters(protocol="paper"), DPARHyperparameters()
+    assert (paper.node_sample_rate, paper.top_k, paper.batch_size, paper.epochs) == (0.09, 2, 60, 200)
+    assert (sound.node_sample_rate, sound.top_k, sound.batch_size, sound.epochs) == (1.0, 1, 256, 30)
+    assert DPARHyperparameters(top_k=3).top_k == 3  # a field set explicitly wins
+
+
+def test_paper_protocol_keeps_identity_rows_for_non_sources(graph, split):
+    nodp = get_defense("dpar-nodp")(seed=0, epochs=40, node_sample_rate=1.0, num_sources=1, batch_size=25,
+                                    protocol="paper")  # fmt: skip
     model = nodp.fit(graph, split)
     assert model.record["dpar"]["identity_rows"] == len(split.train) - 1
     assert model.accuracy(split.graph_for(graph, "test"), split.test) > 0.6  # 3 classes: chance ≈ 0.33

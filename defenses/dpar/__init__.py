@@ -4,7 +4,8 @@ Zhang et al., "DPAR: Decoupled Graph Neural Networks with Node-Level Differentia
 (WWW 2024). Registered as ``dpar-em0`` (DP-APPR-EM option I), ``dpar-em1`` (option II),
 ``dpar-gm`` (DP-APPR-GM) and ``dpar-nodp`` (the same pipeline without any noise).
 
-Pipeline (Algorithms 1–3, Section 4, and the authors' reference code):
+Pipeline of the ``paper`` protocol (Algorithms 1–3, Section 4, and the authors' reference code;
+``sound`` changes the sources, the training rows and the defaults, below):
 
 1. Node sampling: every node of the training pool joins the training graph G independently with
    probability q′ = 0.09 (Poisson sampling; G keeps only edges among sampled nodes; ≈ 210 nodes
@@ -30,10 +31,12 @@ Shapes: Π is stored row-sparse as ``columns`` [rows, K] (node ids, −1 = empty
 ``values`` [rows, K]; features x [n, F]; f_θ(x) [n, C]; a batch of b rows gathers [b, K, F].
 
 Package layout: :mod:`~defenses.dpar.appr` (ISTA, DP-APPR mechanisms, the paper's formulas),
-:mod:`~defenses.dpar.mechanism` (Π: cap, column rescaling, identity rows; the affected-row
-mixture), :mod:`~defenses.dpar.protocols` (schedule, noise calibration and spec of ``paper`` and
+:mod:`~defenses.dpar.mechanism` (``paper``'s Π; ``sound``'s identity and pair terms; the
+mixture of a node's removed terms), :mod:`~defenses.dpar.protocols` (schedule, noise calibration and spec of ``paper`` and
 ``sound`` side by side), :mod:`~defenses.dpar.training` (Algorithm 2), :mod:`~defenses.dpar.model`
-(f_θ, Eq. 4, the released model); this module holds the hyperparameters and the defenses.
+(f_θ, Eq. 4, the released model), :mod:`~defenses.dpar.canaries` (how a white-box gradient canary
+enters the ``sound`` run: a node owning d terms); this module holds the hyperparameters and the
+defenses.
 
 Two protocols (hyperparameter ``protocol``)
 -------------------------------------------
@@ -61,69 +64,79 @@ sensitivity of two non-negative ℓ₂-clipped vectors is √2·C₁, not C₁; 
 is valid only for ε < 1; an exponential mechanism whose candidate set (the sampled nodes)
 depends on the data is not covered by its theorem.
 
-``sound`` (default) keeps everything from ``paper`` that is sound — training set (APPR rows +
-identity rows), network, schedule, column rescaling to exactly τ, split support, inference —
-and proves a guarantee for the exact sampling and noise the code performs:
+``sound`` (default) proves a guarantee for the exact sampling and noise the code performs. It
+keeps DPAR's pipeline — node sampling, DP-APPR-EM/GM rows, f_θ trained by DP-SGD on Eq. 1 rows,
+Eq. 4 inference — but changes *what a training row is*, so that removing a node **removes** a
+bounded number of training terms and changes no other (the paper's rows instead change when a
+node they aggregate leaves, which forced the old sound analysis to d = D + K + 2 changed rows of
+sensitivity 2C each under the loose joint-convexity bound: noise 65–117·C at ε = 8).
 
-* Public schedule: with n̂ the **declared** training-set size (:mod:`dpaudit.release`; the real
-  pool size n is private at node level: one node more or less changes it) and n̄ = round(q′n̂)
-  the expected number of sampled nodes, q = B/n̄ and T = epochs·⌈n̄/B⌉; the gradient sum is
-  divided by the expected batch q·n̄. Nothing of the schedule reads n or |S|, so neighbouring
-  pools of n and n − 1 nodes run the same schedule and publish the same plan.
-* DP-APPR rows are computed over a universe of n̂ candidate slots fixed by the declaration
-  (:func:`~defenses.dpar.mechanism.candidate_universe`): pool node i is slot i, a candidate that
-  was not sampled, or a slot beyond the pool, has utility 0 and is dropped after the mechanism.
-  Neighbouring pools therefore share the output space: removing node u turns its slot into a
-  candidate outside the pool, and the remaining nodes' slots are relabelled by a fixed bijection
-  (the indices after u shift by one), under which the mechanisms below are equivariant — their
-  noise is i.i.d. over slots. The declaration must bound the pool: a private run on a pool larger
-  than n̂ is refused before any work (a failed declaration, not a data-dependent choice within
-  it). Every entry lies in [0, C₂] (EM), resp. every row is a non-negative vector of
-  ℓ₂ norm ≤ C₁ (GM), so each row mechanism is private against an *arbitrary* change of its row:
+* Public schedule and universe: n̂ is the **declared** training-set size (:mod:`dpaudit.release`;
+  the real pool size n is private at node level), n̄ = round(q′n̂). DP-APPR rows are computed
+  over a universe of n̂ candidate slots fixed by the declaration
+  (:func:`~defenses.dpar.mechanism.candidate_universe`): pool node i is slot i; a slot that holds
+  no sampled pool node has utility 0 and is never trained on. A private run on a pool larger than
+  n̂ is refused before any work.
+* Sources are **M public slots** (a seeded random order of the n̂ slots, read before the data),
+  not "the first M sampled nodes": the released Z has exactly M rows on every input, one per
+  source slot (a slot holding no sampled node gets an all-zero utility row — its release is noise).
+  Each entry lies in [0, C₂] (EM), resp. each row is a non-negative vector of ℓ₂ norm ≤ C₁ (GM), so
+  each row mechanism is private against an *arbitrary* change of its row and the M rows compose:
   ``ExponentialMechanism(2C₂/β, count=K·M)`` (one-shot Gumbel top-K = K peeling EMs, Durfee &
   Rogers 2019), option II adds ``LaplaceMechanism(b, C₂, count=K·M)``, GM is
-  ``GaussianMechanism(σ, √2·C₁, count=M)``.
-* Column handling (:func:`assemble_rows`), in this order: (a) every non-empty column of the M
-  released rows Z is rescaled to ℓ₁ = τ exactly (up and down); (b) every column keeps only its
-  first D entries in row order (``max_occurrences``); (c) entries of non-sampled candidates are
-  dropped; (d) identity rows (value 1) are appended, outside (a)–(b).
-  *Proof that (a) costs nothing:* (a) is a function of the released Z alone — its column norms
-  are computed from Z's entries, not from which rows are trained, which nodes are sampled or
-  which identity rows exist — so for a fixed Z it is the same map on both neighbouring graphs,
-  i.e. post-processing of the DP-released Π. Scaling up breaks no bound the sound SGD analysis
-  uses: that analysis never uses a column ℓ₁ norm (the paper's τ argument is not used); it
-  counts affected rows and uses per-row clipping at C, which holds whatever the scale of Π.
-  Rescaling *after* (b) or over the identity rows would not be post-processing of Z: the
-  norms would depend on row order or on which nodes have identity rows, and one node would
-  change every row of up to K + 1 more columns. Hence the order (a) → (b) → (c) → (d), and
-  columns hit by the cap end with ℓ₁ ≤ τ instead of = τ.
-* Affected rows (adaptive composition for a fixed neighbouring pair G ∋ u, G′ = G − u: condition
-  on the released Z, aligning the rows of the sources common to both and pairing u's row with
-  the row of w, the next sampled node that becomes a source in G′). Given Z, removing u changes
-  at most d = D + K + 2 per-row clipped gradients: the paired row (label y_u → y_w, position in
-  row order), w's identity row (present in G only), the ≤ D rows holding u after the cap (u's
-  entries dropped), and the ≤ K rows whose cap status the paired row's changed position flips
-  (one per column of that row). If there is no w (|S| ≤ M) u's row is simply absent from G′
-  (d ≤ D + K + 1). If u is not a source the sources are unchanged and only u's identity row and
-  the ≤ D rows holding u change (d = D + 1). Each changes the sum by ≤ 2C (a changed row) or ≤ C
-  (an absent row). ``tests/test_dpar.py`` runs the pool logic of ``fit``
-  (:func:`~defenses.dpar.mechanism.training_matrix`) on a pool of n and of n − 1 nodes with the
-  same released rows (slots relabelled as above), measures the changed clipped gradients — the
-  bound D + K + 2 is attained there — and checks that both pools get the same plan.
+  ``GaussianMechanism(σ, √2·C₁, count=M)``. Neighbouring pools share this output space: removing u
+  empties its slot, and the remaining nodes' slots are relabelled by a fixed bijection under which
+  every mechanism here is equivariant (i.i.d. noise over slots, uniformly random source slots).
+* Training terms (:func:`~defenses.dpar.mechanism.pair_terms`), given Z: post-processing of Z
+  alone — option II drops entries whose noisy value is ≤ 0, then every column of Z keeps only its
+  first D entries in row order. Then one **identity term** (label v, features v) per sampled pool
+  node v, and one **pair term** (label s, features j) per kept entry (s, j) of Z whose source slot
+  s and column j both hold sampled pool nodes. Each term is an Eq. 1 row with a single column of
+  weight 1 (the decoupled loss: f_θ(x_j) predicts y_s). *Removal lemma:* conditioned on Z, the
+  terms of G − u are exactly the terms of G that do not involve u. The cap and the gate read Z
+  only, so no entry enters or leaves for another reason, and every other term has the same label,
+  features and weight. The terms involving u number at most d = 1 + K + D: its identity term, the
+  ≤ K pair terms of its own source row, and the ≤ D pair terms naming it (the cap).
+  ``tests/test_dpar_cora_terms.py`` checks this on cora_ml by removing and adding real nodes
+  (high-degree ones and the most-selected columns included); the bound is attained.
+* DP-SGD: identity terms are Poisson-sampled at rate q and pair terms at q_p = λq (λ =
+  ``pair_sample_share``), every term on its own coin; q = min(1, B/(n̄ + λMK)) and
+  T = epochs·⌈(n̄ + λMK)/B⌉ from public counts; per-term clipping at C; the noisy sum is divided
+  by the public expected batch. By the removal lemma a node's contribution to a step is
+  Σ_{t∈S} g_t over the set S of its ≤ d terms that entered the batch, each ‖g_t‖ ≤ C, with S drawn
+  independently of every other term, and all other terms identical: exactly the setting of the
+  **mixture-of-Gaussians dominating pair** (Choquette-Choo et al. 2023;
+  :class:`~dpaudit.accounting.SensitivityMixtureGaussian` with ``analysis="mixture-of-gaussians"``):
+  (N(0, σ²), Σ_ρ p_ρ N(ρC, σ²)) and its reverse, ρ ~ Bernoulli(q) * Binomial(K + D, q_p)
+  (:func:`~defenses.dpar.mechanism.sgd_step_mechanism`). A node with fewer terms is dominated by
+  this law. Dropout masks are data-independent. Adaptive composition over the T steps and after Z.
+* DP-APPR and DP-SGD compose in RDP/PLD to (ε_in, δ/q′) on the sample; Poisson node sampling
+  amplifies it to (ln(1 + q′(e^{ε_in} − 1)), δ) (Balle et al. 2018, Thm 8; q′ = 1 is the identity).
+  DP-APPR is calibrated to ``appr_budget_ratio`` of ε_in, then σ to the rest.
 * Node sampling that keeps no node is not refused (a refusal would be an event outside the
   accountant): the run then takes its T steps on noise alone.
-* DP-SGD: each row joins a batch independently with probability q, so the number ρ of affected
-  rows in a batch is dominated by Binomial(d, q); conditioned on ρ the step is a Gaussian
-  mechanism with sensitivity 2Cρ and, by the joint convexity of exp((α−1)D_α) (DP-GNN's
-  Theorem 1 argument with the binomial law of this sampler),
-  :math:`\varepsilon(\alpha) = \tfrac{T}{\alpha-1}\ln\mathbb{E}_\rho\exp(\alpha(\alpha-1)(2C\rho)^2/2\sigma^2)`
-  (:class:`~dpaudit.accounting.SensitivityMixtureGaussian`). Dropout masks are data-independent.
-* APPR (≤ M rows) and SGD compose in RDP to (ε_in, δ/q′); Poisson node sampling amplifies it to
-  (ln(1+q′(e^{ε_in}−1)), δ) (Balle et al. 2018, Thm 8). The APPR noise is calibrated to
-  ``appr_budget_ratio`` of ε_in, then the SGD σ to the rest, so the total is ≤ the target.
 
-Sound accounting is far more expensive than the paper's: at the paper's budgets both DP-APPR and
-DP-SGD are dominated by noise (see ``benchmarks/results/dpar.md``).
+Defaults of ``sound`` (:data:`PROTOCOL_DEFAULTS`), fixed from public quantities, never from data:
+
+* **The DP-APPR selection is at chance at node level, whatever its share.** The utility of a
+  candidate is clipped to C₂ and every one of the M·K peels must hide an arbitrary change of its
+  row, so a peel's odds ratio between a true neighbour and any other slot is at most e^{ε₀/2}
+  (ε₀ = 2C₂/β). At ε = 8 and δ = 2·10⁻³ even the *whole* budget on M·K = 70 peels gives
+  ε₀ = 0.48, an odds ratio ≤ 1.27, against n̂ ≈ 2,400 slots on cora_ml: a peel lands in a fixed set
+  of 40 slots (a generous APPR support) with probability ≤ 2.1 %. Pair terms are therefore
+  mostly (label, unrelated features) pairs, which cost privacy (each is one more term a node can
+  own) and teach little. Hence the small APPR share (``appr_budget_ratio`` = 0.1), K = 1, D = 1
+  (d = 3, the least that keeps a pair term) and pair terms sampled at a tenth of the identity rate
+  (λ = 0.1: ρ is then ≤ 1 with probability ≥ 1 − 0.21·q², so σ is close to that of one term).
+* q′ = 1: node sampling amplifies, but it also discards 1 − q′ of the training nodes, and the
+  DP-SGD step already amplifies by its own Poisson sampling; training on every node wins.
+* B = 256 and 30 epochs (the ``mlp-dp`` auto preset's schedule for a set of this size): fewer,
+  larger steps put less noise on the mean gradient than the paper's B = 60 over 200 epochs.
+
+The cost of the guarantee is thus mostly the graph: the sound model is an f_θ trained like a
+DP-MLP on features (plus a few sampled pair terms), and the accuracy it adds over ``mlp-dp``
+comes from Eq. 4 inference on the query graph — which, as said above, is not covered by the
+guarantee. Numbers in ``benchmarks/results/dpar.md``.
 """
 
 from __future__ import annotations
@@ -134,11 +147,13 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
+import scipy.sparse as sp
 import torch
 from torch_geometric.utils import subgraph
 
 from defenses.baselines import defense_from_card
 from defenses.dpar.appr import appr_ista, dp_appr_em, dp_appr_gm, exact_top_k
+from defenses.dpar.canaries import NodeTerms
 from defenses.dpar.mechanism import (
     affected_slots_bound,
     assemble_rows,
@@ -146,6 +161,7 @@ from defenses.dpar.mechanism import (
     cap_column_occurrences,
     column_l1_norms,
     normalize_columns_l1,
+    pair_terms,
     poisson_sample,
     sgd_step_mechanism,
     slots_of,
@@ -196,6 +212,7 @@ __all__ = [
     "dropout_masks",
     "expected_rows",
     "normalize_columns_l1",
+    "pair_terms",
     "paper_unaccounted",
     "per_row_gradients",
     "plan_dpar",
@@ -213,15 +230,26 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 
+#: Defaults that differ between the protocols: ``paper`` keeps the authors' (Section 4.3), ``sound``
+#: has its own — see "Defaults of ``sound``" in the module docstring for why each is what it is.
+PROTOCOL_DEFAULTS: dict[str, dict[str, float | int]] = {
+    "paper": {"node_sample_rate": 0.09, "appr_budget_ratio": 0.5, "top_k": 2, "max_occurrences": 4,
+              "batch_size": 60, "epochs": 200, "pair_sample_share": 1.0},
+    "sound": {"node_sample_rate": 1.0, "appr_budget_ratio": 0.1, "top_k": 1, "max_occurrences": 1,
+              "batch_size": 256, "epochs": 30, "pair_sample_share": 0.1},
+}  # fmt: skip
+
+
 @dataclass
 class DPARHyperparameters(PrivateHyperparameters):
     """Defaults from DPAR Section 4 / 4.3 and the authors' reference code (τ: the reference's 1;
-    D is dpaudit's, used by the ``sound`` accountant only)."""
+    D is dpaudit's). A field left at ``None`` takes its protocol's default
+    (:data:`PROTOCOL_DEFAULTS`); a field set explicitly wins."""
 
-    appr_budget_ratio: float = 0.5  # share of the budget spent on DP-APPR (the paper splits evenly)
-    node_sample_rate: float = 0.09  # q′, Poisson node sampling of the training graph
-    num_sources: int = 70  # M, sampled nodes with a DP-APPR row; the other sampled nodes get identity rows
-    top_k: int = 2  # K
+    appr_budget_ratio: float | None = None  # share of the budget spent on DP-APPR (paper 0.5; sound 0.1)
+    node_sample_rate: float | None = None  # q′, Poisson node sampling of the training graph (paper 0.09; sound 1)
+    num_sources: int = 70  # M: DP-APPR rows (paper: the first M sampled nodes; sound: M public slots)
+    top_k: int | None = None  # K (paper 2; sound 1)
     alpha: float = 0.25  # teleport (ISTA and inference)
     rho: float = 1e-4  # ISTA ℓ₁ regularisation
     ista_tol: float = 1e-4  # γ, ISTA termination slack
@@ -229,11 +257,12 @@ class DPARHyperparameters(PrivateHyperparameters):
     clip_gm: float = 0.01  # C₁
     clip_em: float = 0.001  # C₂
     em_value_share: float = 0.5  # option II: share of the DP-APPR budget for the Laplace values
-    column_l1_bound: float = 1.0  # τ: every non-empty column of Π is rescaled to this ℓ₁ norm
-    max_occurrences: int = 4  # D: entries kept per column of Π (sound protocol)
+    column_l1_bound: float = 1.0  # τ: every non-empty column of Π is rescaled to this ℓ₁ norm (paper)
+    max_occurrences: int | None = None  # D: entries kept per column of Z (sound; paper 4 is unused; sound 1)
+    pair_sample_share: float | None = None  # λ: pair terms are Poisson-sampled at λ·q (sound 0.1; paper unused)
     max_grad_norm: float = 1.0  # C
-    batch_size: int = 60  # B (expected Poisson batch size)
-    epochs: int = 200
+    batch_size: int | None = None  # B, expected Poisson batch size (paper 60; sound 256)
+    epochs: int | None = None  # paper 200; sound 30
     lr: float = 0.005
     hidden: int = 32
     dropout: float = 0.1  # on the input and hidden layer of f_θ (reference code)
@@ -241,12 +270,18 @@ class DPARHyperparameters(PrivateHyperparameters):
     power_steps: int = 2  # P of Eq. 4
     self_loops: bool = True  # add self-loops to the query graph at inference (reference code)
 
+    def __post_init__(self):
+        for name, value in PROTOCOL_DEFAULTS.get(self.protocol, PROTOCOL_DEFAULTS["sound"]).items():
+            if getattr(self, name) is None:
+                setattr(self, name, value)
+
 
 def _validate(hp: DPARHyperparameters) -> None:
     checks = {
         "appr_budget_ratio": 0 < hp.appr_budget_ratio < 1,
         "node_sample_rate": 0 < hp.node_sample_rate <= 1,
         "em_value_share": 0 < hp.em_value_share < 1,
+        "pair_sample_share": 0 < hp.pair_sample_share <= 1,
         "alpha": 0 < hp.alpha < 1,
         "rho": hp.rho > 0,
         "ista_tol": hp.ista_tol >= 0,
@@ -329,19 +364,35 @@ class _DPAR(Defense):
         n_train = len(train)
         train_edges = split.edge_index_for(dataset, "train")
         train_edges, _ = subgraph(train, train_edges, relabel_nodes=True, num_nodes=dataset.num_nodes)
-        priority = torch.randperm(n_train, generator=generator)  # public order (seed only)
-        sampled = poisson_sample(n_train, hp.node_sample_rate, generator)
-        sampled = sampled[torch.argsort(priority[sampled])]  # sampled nodes in the public order
+        if protocol == "sound":  # the M source slots: a public random order of the n̂ slots (seed only)
+            source_slots = torch.randperm(plan.universe, generator=generator)[: hp.num_sources]
+            sampled = poisson_sample(n_train, hp.node_sample_rate, generator)
+        else:  # the first M sampled nodes in a random order of the pool
+            priority = torch.randperm(n_train, generator=generator)
+            sampled = poisson_sample(n_train, hp.node_sample_rate, generator)
+            sampled = sampled[torch.argsort(priority[sampled])]
         graph_edges, _ = subgraph(sampled, train_edges, relabel_nodes=True, num_nodes=n_train)
         if plan is None:  # paper: the schedule of the private sample size, as the authors run it
             plan = self.plan(delta, sampled=len(sampled))
         noise = plan.noise
-        # 2. Sources = the first M sampled nodes (the others get identity rows); the DP-APPR candidates.
-        m = min(hp.num_sources, len(sampled))
+        # 2. Sources and the DP-APPR candidate slots (sound: public slots; paper: the first M sampled).
         universe = candidate_universe(protocol, sampled, n_train, plan.universe)
         column_position = slots_of(universe, n_train)[sampled].numpy()  # sampled-graph node → slot
-        # 3. APPR of the sources on the sampled graph, then DP-APPR over the universe's slots.
-        appr = appr_ista(graph_edges, len(sampled), np.arange(m), hp.alpha, hp.rho, hp.ista_tol, hp.ista_max_iter)
+        if protocol == "sound":
+            local = torch.full((n_train,), -1, dtype=torch.long)
+            local[sampled] = torch.arange(len(sampled))
+            slot_node = universe[source_slots]
+            source_local = torch.where(slot_node >= 0, local[slot_node.clamp(min=0)], -1)
+        else:
+            source_local = torch.arange(min(hp.num_sources, len(sampled)))
+        # 3. APPR of the sources on the sampled graph, then DP-APPR over the universe's slots (a
+        #    source slot without a sampled node gets an all-zero row: its release is noise alone).
+        present = (source_local >= 0).nonzero().view(-1).numpy()
+        appr = appr_ista(
+            graph_edges, len(sampled), source_local[present].numpy(), hp.alpha, hp.rho, hp.ista_tol, hp.ista_max_iter
+        )
+        appr = sp.csr_matrix((np.ones(len(present)), (present, np.arange(len(present)))),
+                             shape=(len(source_local), len(present))) @ appr  # fmt: skip
         slots = len(universe)
         if self.variant == "gm":
             cols, vals = dp_appr_gm(
@@ -355,11 +406,18 @@ class _DPAR(Defense):
             )  # fmt: skip
         else:
             cols, vals = exact_top_k(appr, column_position, hp.top_k, device)
-        # 4. Π: the protocol's column handling in slot space, identity rows appended, slots → pool ids.
-        row_nodes, cols, vals = training_matrix(
-            cols, vals, sampled, hp.num_sources, universe, n_train,
-            protocol=protocol, bound=hp.column_l1_bound, max_occurrences=hp.max_occurrences,
-        )  # fmt: skip
+        # 4. The training rows: sound — identity and pair terms (post-processing of Z, a node's terms
+        #    leave with it); paper — Π with the reference's column handling, slots → pool ids.
+        if protocol == "sound":
+            row_nodes, cols, vals = pair_terms(
+                cols, vals, source_slots, universe, sampled, n_train,
+                max_occurrences=hp.max_occurrences, gate_on_values=self.variant == "em1",
+            )  # fmt: skip
+        else:
+            row_nodes, cols, vals = training_matrix(
+                cols, vals, sampled, hp.num_sources, universe, n_train, bound=hp.column_l1_bound
+            )
+        m = int((source_local >= 0).sum())
 
         # 5. Train f_θ on every row (Algorithm 2).
         arch = {
@@ -385,6 +443,11 @@ class _DPAR(Defense):
             max_grad_norm=hp.max_grad_norm if noise.clip_gradients else None,
             sample_rate=plan.sample_rate,
             expected_batch=plan.expected_batch,
+            pair_start=len(sampled) if protocol == "sound" else len(row_nodes),
+            pair_rate=plan.pair_rate,
+            canary_law=NodeTerms(plan.sample_rate, plan.pair_rate, affected_slots_bound(hp.max_occurrences, hp.top_k))
+            if protocol == "sound"
+            else None,
             steps=plan.steps,
             lr=hp.lr,
             generator=generator,
@@ -396,7 +459,7 @@ class _DPAR(Defense):
         model.record["dpar"] = {  # measured on the private pool: the owner's record only
             "sampled_nodes": len(sampled),
             "appr_rows": m,
-            "identity_rows": len(sampled) - m,
+            "identity_rows": len(sampled) - m if protocol == "paper" else len(sampled),
             "trained_rows": len(labels),
             "pi_entries": int((cols >= 0).sum()),
         }

@@ -1,6 +1,7 @@
-"""DPAR's pure building blocks for Π and the DP-SGD accountant: Poisson sampling, the per-column
-occurrence cap, ℓ₁ column rescaling, the training matrix (DP-APPR rows + identity rows) and the
-affected-row mixture mechanism. The proofs are in the package docstring (:mod:`defenses.dpar`).
+"""DPAR's pure building blocks for the training rows and the DP-SGD accountant: Poisson sampling,
+the per-column occurrence cap, ℓ₁ column rescaling, the ``paper`` training matrix (DP-APPR rows +
+identity rows), the ``sound`` training terms (identity and pair terms) and the mixture mechanism
+of a node's removed terms. The proofs are in the package docstring (:mod:`defenses.dpar`).
 """
 
 from __future__ import annotations
@@ -23,27 +24,42 @@ def poisson_sample(num: int, rate: float, generator: torch.Generator) -> torch.T
 
 
 def affected_slots_bound(max_occurrences: int, top_k: int) -> int:
-    """d = D + K + 2: per-row clipped gradients that removing one node can change under the
-    ``sound`` protocol — the paired source row, the promoted node's identity row, ≤ D rows holding
-    the node and ≤ K rows displaced from the cap (module docstring)."""
-    return int(max_occurrences) + int(top_k) + 2
+    """d = 1 + K + D: training terms that removing one node removes under the ``sound`` protocol —
+    its identity term, the ≤ K pair terms of its own source row and the ≤ D pair terms that name
+    it as a column (the cap); every other term is unchanged (:func:`pair_terms`)."""
+    return 1 + int(top_k) + int(max_occurrences)
 
 
 def sgd_step_mechanism(
-    noise_std: float, max_grad_norm: float, affected: int, sample_rate: float, steps: int
+    noise_std: float,
+    max_grad_norm: float,
+    affected: int,
+    sample_rate: float,
+    steps: int,
+    pair_rate: float | None = None,
 ) -> SensitivityMixtureGaussian:
-    """The sound DP-SGD accountant: ρ ~ Binomial(d, q) affected slots per Poisson batch, each
-    changing the gradient sum by ≤ 2C (DP-GNN Theorem 1 with this sampler's law)."""
+    """The sound DP-SGD accountant. A node owns ≤ d = ``affected`` terms — its identity term,
+    Poisson-sampled at rate q, and ≤ d − 1 pair terms, each Poisson-sampled on its own at rate
+    q_p (``pair_rate``; default q) — every one clipped to C, and removing the node removes exactly
+    those terms (nothing else changes). That is case (a)+(b) of
+    :class:`~dpaudit.accounting.SensitivityMixtureGaussian`: the mixture-of-Gaussians dominating
+    pair (Choquette-Choo et al. 2023) over the number ρ of its terms in the batch, whose law is
+    Bernoulli(q) * Binomial(d − 1, q_p) (independent coins; the worst case is a node owning all d)."""
+    pair_rate = sample_rate if pair_rate is None else pair_rate
+    pairs = binom.pmf(np.arange(affected), affected - 1, pair_rate)
+    probabilities = np.zeros(affected + 1)
+    probabilities[:-1] += (1.0 - sample_rate) * pairs
+    probabilities[1:] += sample_rate * pairs
     support = tuple(float(i) for i in range(affected + 1))
-    probabilities = binom.pmf(np.arange(affected + 1), affected, sample_rate)
     probabilities = tuple(float(p) for p in probabilities / probabilities.sum())
     return SensitivityMixtureGaussian(
         sigma=noise_std,
-        sensitivity_per_term=2.0 * max_grad_norm,
+        sensitivity_per_term=max_grad_norm,
         support=support,
         probabilities=probabilities,
         steps=steps,
-        name="dpar dp-sgd (poisson slots, binomial affected-row mixture)",
+        name="dpar dp-sgd (poisson terms, a node's terms removed with it)",
+        analysis="mixture-of-gaussians",
     )
 
 
@@ -91,18 +107,12 @@ def assemble_rows(
     identity_nodes: torch.Tensor,
     in_graph: torch.Tensor,
     *,
-    protocol: str,
     bound: float,
-    max_occurrences: int,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The training matrix Π: the M released source rows (in row order) then one identity row per
-    node of ``identity_nodes``, with the protocol's column handling (module docstring).
-
-    * ``sound``: rescale the columns of the released rows to ℓ₁ = τ (a function of the released
-      rows alone: post-processing), keep the first D entries of every column in row order, drop
-      candidates outside the graph (``in_graph`` False), append identity rows (value 1).
-    * ``paper``: drop candidates outside the graph, append identity rows, rescale every non-empty
-      column of the whole matrix to ℓ₁ = τ (the reference code).
+    """The ``paper`` protocol's training matrix Π: the M released source rows (in row order), then
+    one identity row per node of ``identity_nodes``; candidates outside the graph (``in_graph``
+    False) dropped, then every non-empty column of the whole matrix rescaled to ℓ₁ = τ (the
+    reference code). ``sound`` trains on :func:`pair_terms` instead.
 
     Shapes: ``source_columns``/``source_values`` [M, K] (node ids over the universe, −1 = empty);
     ``identity_nodes`` [I]; ``in_graph`` [universe] bool. Returns columns/values [M + I, K].
@@ -110,10 +120,6 @@ def assemble_rows(
     universe = in_graph.numel()
     k = source_columns.size(1)
     cols, vals = source_columns, source_values
-    if protocol == "sound":
-        vals = normalize_columns_l1(cols, vals, bound, universe)
-        keep = cap_column_occurrences(cols, max_occurrences)
-        cols, vals = torch.where(keep, cols, -1), torch.where(keep, vals, torch.zeros_like(vals))
     keep = (cols >= 0) & in_graph[cols.clamp(min=0)]
     cols, vals = torch.where(keep, cols, -1), torch.where(keep, vals, torch.zeros_like(vals))
     id_cols = torch.full((len(identity_nodes), k), -1, dtype=cols.dtype, device=cols.device)
@@ -121,9 +127,60 @@ def assemble_rows(
     id_cols[:, 0] = identity_nodes.to(cols.device)
     id_vals[:, 0] = 1.0
     cols, vals = torch.cat([cols, id_cols]), torch.cat([vals, id_vals])
-    if protocol == "paper":
-        vals = normalize_columns_l1(cols, vals, bound, universe)
-    return cols, vals
+    return cols, normalize_columns_l1(cols, vals, bound, universe)
+
+
+def pair_terms(
+    released_columns: torch.Tensor,
+    released_values: torch.Tensor,
+    source_slots: torch.Tensor,
+    universe: torch.Tensor,
+    sampled: torch.Tensor,
+    pool_size: int,
+    *,
+    max_occurrences: int,
+    gate_on_values: bool,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The ``sound`` protocol's training terms, from the released DP-APPR rows Z and the sampled pool
+    (the pool logic of :meth:`defenses.dpar._DPAR._fit`, in one function so the node-removal test
+    runs it).
+
+    Z has one row per public source slot (``source_slots`` [M], in the public priority order),
+    whether or not the slot holds a sampled pool node. Post-processing of Z alone (no other input):
+    entries whose released value is ≤ 0 are dropped when ``gate_on_values`` (option II's noisy
+    values), then every column keeps only its first D entries in row order. The terms:
+
+    * an **identity term** (label v, features v) for every sampled pool node v;
+    * a **pair term** (label s, features j) for every kept entry (s, j) of Z whose source slot s
+      and column slot j both hold sampled pool nodes.
+
+    Each term is one training row with one column of value 1. Removing node u from the pool (its
+    slot then holds no pool node) removes its identity term, the ≤ K pair terms of its row and the
+    ≤ D pair terms naming it (the cap was computed on Z alone, so no other entry enters or leaves),
+    and changes no other term: d = 1 + K + D (:func:`affected_slots_bound`).
+
+    Returns:
+        ``(row_nodes [R], columns [R, 1], values [R, 1])``: the pool id whose label each term
+        trains on, the pool id whose features it reads, and its weight 1.
+    """
+    device = released_columns.device
+    universe = universe.to(device)
+    cols = released_columns
+    if gate_on_values:
+        cols = torch.where(released_values > 0, cols, -1)
+    cols = torch.where(cap_column_occurrences(cols, max_occurrences), cols, -1)
+    is_sampled = torch.zeros(pool_size, dtype=torch.bool, device=device)
+    is_sampled[sampled.to(device)] = True
+    slot_node = torch.where(universe >= 0, universe, -1)  # slot → pool id (−1: no pool node)
+    slot_in = (slot_node >= 0) & is_sampled[slot_node.clamp(min=0)]  # slot holds a sampled pool node
+    source_slots = source_slots.to(device)
+    keep = (cols >= 0) & slot_in[cols.clamp(min=0)] & slot_in[source_slots].unsqueeze(1)
+    label_nodes = slot_node[source_slots].unsqueeze(1).expand_as(cols)[keep]
+    feature_nodes = slot_node[cols[keep]]
+    identity = sampled.to(device)
+    row_nodes = torch.cat([identity, label_nodes])
+    columns = torch.cat([identity, feature_nodes]).unsqueeze(1)
+    return row_nodes, columns, torch.ones(len(row_nodes), 1, dtype=torch.float64, device=device)
 
 
 def candidate_universe(protocol: str, sampled: torch.Tensor, pool_size: int, universe_size: int | None) -> torch.Tensor:
@@ -161,18 +218,14 @@ def training_matrix(
     universe: torch.Tensor,
     pool_size: int,
     *,
-    protocol: str,
     bound: float,
-    max_occurrences: int,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The rows DPAR trains on, from the released DP-APPR rows and the sampled pool — the pool
-    logic of :meth:`defenses.dpar._DPAR._fit`, in one function so that the node-removal test runs it.
+    """The rows the ``paper`` protocol trains on, from the released DP-APPR rows and the sampled pool.
 
     ``sampled``: pool ids of the sampled nodes in the public priority order; the first
     min(M, |S|) are the sources, whose released rows ``released_columns``/``released_values``
     ([sources, K], candidate slots of ``universe``, −1 empty) are given in that order; every other
-    sampled node gets an identity row. Column handling in slot space (:func:`assemble_rows`:
-    a slot is in the graph when it holds a sampled pool node), then slots → pool ids.
+    sampled node gets an identity row (:func:`assemble_rows`), then slots → pool ids.
 
     Returns:
         ``(row_nodes [R], columns [R, K], values [R, K])``: the pool id whose label each row
@@ -186,9 +239,6 @@ def training_matrix(
     is_sampled[sampled.to(device)] = True
     in_graph = (universe >= 0) & is_sampled[universe.clamp(min=0)]
     identity_slots = slots_of(universe.cpu(), pool_size)[identity].to(device)
-    cols, vals = assemble_rows(
-        released_columns, released_values, identity_slots, in_graph,
-        protocol=protocol, bound=bound, max_occurrences=max_occurrences,
-    )  # fmt: skip
+    cols, vals = assemble_rows(released_columns, released_values, identity_slots, in_graph, bound=bound)
     cols = torch.where(cols >= 0, universe[cols.clamp(min=0)], -1)
     return torch.cat([sources, identity]), cols, vals

@@ -1,17 +1,19 @@
 """What ``protocol=paper`` and ``protocol=sound`` change, side by side: the schedule, the noise
 calibration and the privacy spec (see the package docstring of :mod:`defenses.dpar`).
 
-* :func:`schedule` — batch rate and steps (``paper``: from the sampled count |S|; ``sound``: from
-  :func:`expected_rows`, round(q′n̂) of the **declared** training-set size n̂, never the real n).
+* :func:`schedule` / :func:`sound_schedule` — batch rates and steps (``paper``: from the sampled
+  count |S|; ``sound``: from :func:`expected_rows`, round(q′n̂) of the **declared** training-set
+  size n̂, and M·K pair terms at λq — never the real n).
 * :func:`plan_dpar` — the whole plan of a run (schedule, noise, the card's ``dpar`` section), shared by
   training and by the load-time re-planning of a saved card (:meth:`dpaudit.defense.Defense.replan`).
-* :func:`plan_sound` — RDP of DP-APPR + the affected-row mixture DP-SGD, amplified by q′ node
-  sampling; ``sound: true``.
+* :func:`plan_sound` — DP-APPR + the mixture-of-Gaussians DP-SGD of a node's removed terms,
+  amplified by q′ node sampling; ``sound: true``.
 * :func:`plan_paper` — the paper's Theorems 1–3 with q′ scaling; ``sound: false`` and every
   unaccounted step listed (:func:`paper_unaccounted`).
 
-Column handling differs too (:func:`defenses.dpar.mechanism.assemble_rows`): ``paper`` rescales
-every column of the whole training matrix, ``sound`` the released DP-APPR rows before the cap.
+Training rows differ too (:mod:`defenses.dpar.mechanism`): ``paper`` trains Π (DP-APPR rows +
+identity rows, every column of the whole matrix rescaled,
+:func:`~defenses.dpar.mechanism.assemble_rows`), ``sound`` identity and pair terms (:func:`~defenses.dpar.mechanism.pair_terms`).
 """
 
 from __future__ import annotations
@@ -56,8 +58,19 @@ def schedule(hp: DPARHyperparameters, rows: int) -> tuple[int, float]:
 
 def expected_rows(hp: DPARHyperparameters, declared_pool: int) -> int:
     """n̄ = round(q′·n̂): the expected number of sampled nodes of a pool of the declared size n̂
-    (the ``sound`` schedule's row count; it never reads the real pool or sample)."""
+    (the ``sound`` schedule's identity terms; it never reads the real pool or sample)."""
     return max(1, round(hp.node_sample_rate * int(declared_pool)))
+
+
+def sound_schedule(hp: DPARHyperparameters, identity_rows: int) -> tuple[int, float, float, float]:
+    """(steps T, identity rate q, pair rate q_p = λq, expected batch) of ``sound``, from public
+    counts only: n̄ identity terms at rate q and at most M·K pair terms at rate λq, with
+    q = min(1, B/(n̄ + λMK)) so that the expected batch is B (or everything), and
+    T = epochs·⌈(n̄ + λMK)/B⌉."""
+    weighted = identity_rows + hp.pair_sample_share * hp.num_sources * hp.top_k
+    rate = min(1.0, hp.batch_size / weighted)
+    steps = hp.epochs * math.ceil(weighted / min(hp.batch_size, weighted))
+    return steps, rate, hp.pair_sample_share * rate, rate * weighted
 
 
 @dataclass
@@ -97,6 +110,7 @@ def plan_sound(
     steps: int,
     sample_rate: float,
     recorded: dict | None = None,
+    pair_rate: float | None = None,
 ) -> NoisePlan:
     """Calibrate DP-APPR to ``appr_budget_ratio`` of the inner budget, then DP-SGD to the rest,
     so that the Poisson-node-sampling-amplified total is ≤ ε (module docstring, ``sound``).
@@ -123,7 +137,9 @@ def plan_sound(
         plan.gumbel_scale = s * c2
         if variant == "em1":
             s2 = noise_for_plan(
-                appr_target * share, inner_delta, lambda s: [LaplaceMechanism(s * c2, c2, hp.top_k * hp.num_sources)],
+                appr_target * share,
+                inner_delta,
+                lambda s: [LaplaceMechanism(s * c2, c2, hp.top_k * hp.num_sources)],
                 recorded=_recorded(recorded, "laplace_scale", c2),
             )
             plan.laplace_scale = s2 * c2
@@ -132,7 +148,7 @@ def plan_sound(
     c = hp.max_grad_norm
 
     def all_mechanisms(s: float) -> list[Mechanism]:
-        return [*appr, sgd_step_mechanism(s * c, c, affected, sample_rate, steps)]
+        return [*appr, sgd_step_mechanism(s * c, c, affected, sample_rate, steps, pair_rate)]
 
     s = noise_for_plan(inner_target, inner_delta, all_mechanisms, recorded=_recorded(recorded, "sgd_noise_std", c))
     plan.sgd_noise_std = s * c
@@ -162,16 +178,16 @@ def plan_sound(
         sound=True,
         target_epsilon=epsilon,
         notes=[
-            f"sound DPAR accountant: all sampled nodes are trained (M={hp.num_sources} DP-APPR rows, identity rows "
-            f"for the rest); at most {hp.max_occurrences} entries per column of Pi, so removing a node changes at most "
-            f"{affected} clipped per-row gradients; Poisson row sampling q={sample_rate:.4g} over {steps} steps "
+            f"sound DPAR accountant: every sampled node is one identity term, and each of the M={hp.num_sources} "
+            f"public source slots adds <= K={hp.top_k} pair terms (its label, a selected node's features); at most "
+            f"D={hp.max_occurrences} entries per column of the released rows, so removing a node removes at most "
+            f"{affected} terms and changes no other; Poisson term sampling q={sample_rate:.4g} over {steps} steps "
             "(schedule from the declared training-set size, not from the real pool or the sampled count)",
             "the declared size n̂ is the data universe: node-level DP holds between training sets of at most n̂ "
             "nodes (the DP-APPR output space has n̂ slots); a larger pool is not a valid input and is refused before "
             "any work, a domain of the declaration (e.g. a benchmark's node set), not a restriction on neighbours "
             "inside it",
-            "columns of the released DP-APPR rows are rescaled to l1 = tau before the cap: post-processing of the "
-            "released rows (see the dpar module docstring)",
+            "the cap (and option II's value gate) reads the released DP-APPR rows alone: post-processing",
             f"delta inside node sampling = {inner_delta:g}; DP-APPR alone spends eps={appr_eps:.4g} of the inner "
             f"{inner_eps:.4g}",
             INFERENCE_NOTE,
@@ -291,17 +307,20 @@ class DPARPlan:
     steps: int
     sample_rate: float
     noise: NoisePlan
+    pair_rate: float | None = None  # sound: the pair terms' Poisson rate λq
+    pair_rows: int = 0  # sound: at most M·K pair terms
 
     @property
     def expected_batch(self) -> float:
-        """The public normaliser of the noisy gradient sum: q times the schedule's rows."""
-        return self.sample_rate * self.rows
+        """The public normaliser of the noisy gradient sum: the expected batch of the schedule's
+        rows (q·n̄ + q_p·MK, resp. q·|S|)."""
+        return self.sample_rate * self.rows + (self.pair_rate or 0.0) * self.pair_rows
 
     def card(self) -> dict[str, Any]:
         """``card["dpar"]``: the plan only; what sampling measured goes to the owner's record."""
         section: dict[str, Any] = {"variant": self.variant, "protocol": self.protocol}
         if self.protocol == "sound":
-            section.update(declared_pool=self.universe, expected_rows=self.rows)
+            section.update(declared_pool=self.universe, expected_rows=self.rows, pair_sample_rate=self.pair_rate)
         section.update(
             steps=self.steps,
             batch_sample_rate=self.sample_rate,
@@ -333,11 +352,13 @@ def plan_dpar(
         if declared_pool is None:
             raise PrivacyParameterError("dpar (sound) plans its schedule from a declared training-set size")
         universe, rows = int(declared_pool), expected_rows(hp, declared_pool)
+        steps, rate, pair_rate, _ = sound_schedule(hp, rows)
+        pair_rows, extra = hp.num_sources * hp.top_k, {"pair_rate": pair_rate}
     else:
         if sampled is None:
             raise PrivacyParameterError("dpar (paper) schedules the sampled count |S|")
         universe, rows = None, max(1, int(sampled))
-    steps, rate = schedule(hp, rows)
+        (steps, rate), pair_rate, pair_rows, extra = schedule(hp, rows), None, 0, {}
     if math.isinf(epsilon):
         noise = NoisePlan(privacy=PrivacySpec.non_private(f"dpar-{variant} at ε = ∞: the DPAR pipeline without noise"))
     else:
@@ -345,8 +366,8 @@ def plan_dpar(
         with warnings.catch_warnings():
             # calibration probes tiny σ, where opacus notes that its smallest order is optimal
             warnings.filterwarnings("ignore", message=".*Optimal order is the smallest alpha.*")
-            noise = planner(variant, hp, epsilon, delta, steps, rate, recorded=recorded)
-    return DPARPlan(variant, protocol, universe, rows, steps, rate, noise)
+            noise = planner(variant, hp, epsilon, delta, steps, rate, recorded=recorded, **extra)
+    return DPARPlan(variant, protocol, universe, rows, steps, rate, noise, pair_rate, pair_rows)
 
 
 def verify_privacy(privacy: PrivacySpec, card: dict[str, Any]) -> Verification:
@@ -356,7 +377,8 @@ def verify_privacy(privacy: PrivacySpec, card: dict[str, Any]) -> Verification:
     the amplification record. The inner ledger is recomputed at δ/q′ under its recorded
     accountant and must give the recorded inner ε; then ε = ln(1 + q′(e^{ε_in} − 1)) and
     δ = q′·δ_in must be the stated (ε, δ). q′ must be the card's ``node_sample_rate`` and the
-    DP-SGD mixture must range over d = D + K + 2 affected rows (the card's D and K).
+    DP-SGD record must be the mixture-of-Gaussians pair over d = 1 + K + D removed terms of norm C
+    (the card's D, K and C).
 
     ``paper``: the paper's arithmetic is redone — ε_pr = ratio·ε_target/q′ (the record's), the
     per-row ε by DPAR's strong composition, σ (GM) or the selection ε (EM) from it, the DP-SGD
@@ -388,9 +410,23 @@ def verify_privacy(privacy: PrivacySpec, card: dict[str, Any]) -> Verification:
             raise refuse(f"δ = {privacy.delta:.3g} stated, q′·δ_in = {q * inner_delta:.3g}")
         affected = affected_slots_bound(int(hp.get("max_occurrences", 4)), int(hp.get("top_k", 2)))
         for record in records[:-1]:
-            if record.get("mechanism") == "SensitivityMixtureGaussian" and len(record.get("support", ())) != affected + 1:
-                raise refuse(f"the DP-SGD mixture ranges over {len(record['support']) - 1} affected rows, "
-                             f"the card's D + K + 2 = {affected}")  # fmt: skip
+            if record.get("mechanism") != "SensitivityMixtureGaussian":
+                continue
+            if len(record.get("support", ())) != affected + 1:
+                raise refuse(f"the DP-SGD mixture ranges over {len(record['support']) - 1} terms of a node, "
+                             f"the card's 1 + K + D = {affected}")  # fmt: skip
+            if record.get("analysis") != "mixture-of-gaussians" or record.get("sensitivity_per_term") != float(
+                hp.get("max_grad_norm", 1.0)
+            ):
+                raise refuse("the DP-SGD record is not the mixture-of-Gaussians pair of removed terms of norm C")
+            section = card.get("dpar") or {}
+            rate, pair_rate = (float(section.get(key) or -1.0) for key in ("batch_sample_rate", "pair_sample_rate"))
+            ok = 0 < rate <= 1 and 0 < pair_rate <= 1
+            law = sgd_step_mechanism(1.0, 1.0, affected, rate, 1, pair_rate).probabilities if ok else ()
+            if len(law) != len(record["probabilities"]) or not all(
+                close(float(a), b) for a, b in zip(record["probabilities"], law)
+            ):
+                raise refuse("the DP-SGD mixture's law is not Bernoulli(q) * Binomial(K + D, q_p) at the card's rates")
         accounting = dict(amp.get("accounting") or {})
         recomputed, used, _, notes = check_ledger_epsilon(records[:-1], inner_eps, inner_delta, accounting)
         total, _ = amplify_by_subsampling(recomputed, inner_delta, q)
@@ -401,7 +437,7 @@ def verify_privacy(privacy: PrivacySpec, card: dict[str, Any]) -> Verification:
             "recomputed",
             f"ε = {total:.4g} at δ = {privacy.delta:.3g} recomputed: inner ledger of {len(records) - 1} mechanism(s) "
             f"({used}) amplified by Poisson node sampling q′ = {q:g}: matches",
-            ["ε", "δ", "inner ε", "q′ = node_sample_rate", "affected rows = D + K + 2", "unit", "protocol/sound"],
+            ["ε", "δ", "inner ε", "q′ = node_sample_rate", "terms of a node = 1 + K + D", "unit", "protocol/sound"],
             notes,
             total,
         )
@@ -437,7 +473,9 @@ def verify_privacy(privacy: PrivacySpec, card: dict[str, Any]) -> Verification:
     if not close(privacy.epsilon, reported):
         raise refuse(f"stated ε = {privacy.epsilon:.6g}, the paper's q′(ε_APPR + ε_SGD) = {reported:.6g}")
     if not close(privacy.delta, q_node * (delta_pr + delta_sgd)):
-        raise refuse(f"stated δ = {privacy.delta:.3g}, the paper's q′(δ_pr + δ_sgd) = {q_node * (delta_pr + delta_sgd):.3g}")
+        raise refuse(
+            f"stated δ = {privacy.delta:.3g}, the paper's q′(δ_pr + δ_sgd) = {q_node * (delta_pr + delta_sgd):.3g}"
+        )
     return Verification(
         "recomputed",
         f"ε = {reported:.4g} at δ = {privacy.delta:.3g} recomputed by the paper's own accounting (Theorems 1-3, "

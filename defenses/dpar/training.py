@@ -10,6 +10,7 @@ from tqdm.auto import tqdm
 
 from defenses.dpar.mechanism import poisson_sample
 from defenses.dpar.model import DPARNet
+from dpaudit.dpsgd import CanaryLaw, canaries_for
 from dpaudit.runtime import rand_on, randn_on
 
 
@@ -112,6 +113,17 @@ def clipped_gradient_sum(
         return grads
 
 
+def _two_rate_batch(
+    rows: int, rate: float, pair_start: int | None, pair_rate: float | None, generator: torch.Generator
+) -> torch.Tensor:
+    """Poisson batch: rows below ``pair_start`` at ``rate``, the rest at ``pair_rate``."""
+    if pair_start is None or pair_start >= rows:
+        return poisson_sample(rows, rate, generator)
+    head = poisson_sample(pair_start, rate, generator)
+    tail = poisson_sample(rows - pair_start, pair_rate, generator) + pair_start
+    return torch.cat([head, tail])
+
+
 def train_rows(
     module: DPARNet,
     x: torch.Tensor,
@@ -128,18 +140,43 @@ def train_rows(
     generator: torch.Generator,
     noise_generator: torch.Generator,
     progress: str | None = None,
+    pair_start: int | None = None,
+    pair_rate: float | None = None,
+    canary_law: CanaryLaw | None = None,
 ) -> int:
     """Algorithm 2, lines 5–15, with Adam: Poisson batches of rows, dropout masks, per-row
     clipping, noise std ``noise_std`` on the sum, division by ``expected_batch``.
 
+    Rows from ``pair_start`` on (the ``sound`` pair terms) are Poisson-sampled at ``pair_rate``,
+    the others at ``sample_rate``: every row still draws its own coin, as the accountant assumes.
+
     A private run takes every one of ``steps`` steps, noise-only when the batch is empty (skipping
-    it would reveal that). Returns the number of steps taken."""
+    it would reveal that). Returns the number of steps taken.
+
+    Inside :func:`dpaudit.dpsgd.inserting_canaries`, a noisy run with a ``canary_law`` (``sound``:
+    :class:`defenses.dpar.canaries.NodeTerms`) also trains on the white-box Dirac canaries: added
+    to the clipped sum before the noise, observed after it, on a generator of their own."""
     device = x.device
     optimizer = torch.optim.Adam(module.parameters(), lr=lr)
     private = max_grad_norm is not None
     hidden = module.lin1.out_features
+    params = dict(module.named_parameters())
+    canaries = canaries_for(progress) if noise_std > 0 and private and canary_law is not None else None
+    if canaries is not None:
+
+        def real_clipped_sum() -> dict[torch.nn.Parameter, torch.Tensor]:
+            # every row at the current iterate, evaluation mode (no dropout draw consumed)
+            was_training = module.training
+            module.eval()
+            total = clipped_gradient_sum(module, x, columns, weights, labels, max_grad_norm)
+            module.train(was_training)
+            return {params[name]: g for name, g in total.items()}
+
+        canaries.attach(module, list(module.parameters()), x, sample_rate=sample_rate,
+                        noise_multiplier=noise_std / max_grad_norm, max_grad_norm=max_grad_norm, label=progress,
+                        real_clipped_sum=real_clipped_sum, law=canary_law)  # fmt: skip
     for _ in tqdm(range(steps), desc=progress, disable=None if progress else True, leave=False):
-        batch = poisson_sample(len(labels), sample_rate, generator).to(device)
+        batch = _two_rate_batch(len(labels), sample_rate, pair_start, pair_rate, generator).to(device)
         if batch.numel() == 0 and not private:
             continue
         if batch.numel():
@@ -150,12 +187,20 @@ def train_rows(
             )
         else:
             summed = {k: torch.zeros_like(p) for k, p in module.named_parameters()}
+        if canaries is not None:
+            by_parameter = {params[name]: g for name, g in summed.items()}
+            canaries.insert(by_parameter)
+            summed = {name: by_parameter[p] for name, p in params.items()}
         optimizer.zero_grad(set_to_none=False)
-        for name, param in module.named_parameters():
+        for name, param in params.items():
             g = summed[name]
             if noise_std > 0:
                 g = g + noise_std * randn_on(g.shape, noise_generator, device, g.dtype)
             param.grad = g / expected_batch
+        if canaries is not None:
+            canaries.observe(expected_batch)
         optimizer.step()
+    if canaries is not None:
+        canaries.finish()
     module.eval()
     return steps
