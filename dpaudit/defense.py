@@ -23,6 +23,10 @@ Every private defense has two protocols (hyperparameter ``protocol``, see
 
 The two differ only where soundness needs: whatever of ``paper`` is sound (architecture,
 training set, split support) ``sound`` keeps.
+
+``select=private`` (mlp-dp, gap-edp, gap-ndp; :mod:`dpaudit.private_selection`) chooses the
+hyperparameters from a public grid by an accounted selection (Papernot & Steinke 2022) whose
+whole cost stays within the target ε; other defenses refuse it at construction.
 """
 
 from __future__ import annotations
@@ -66,6 +70,10 @@ class PrivateHyperparameters(Hyperparameters):
     """
 
     protocol: str = "sound"  # sound: every step proven (default); paper: as the authors ran it, sound: false
+    select: str = "none"  # private: accounted selection over a public grid (dpaudit.private_selection)
+    select_runs: float = 5.0  # select=private: expected number of runs E[K]
+    select_eta: float = 0.0  # select=private: η >= 0 of the law of K (0: logarithmic, 1: geometric)
+    select_score_noise: float = 5.0  # select=private at node level: noise std on the correct validation count
 
 
 def _field_types(hp_class: type) -> dict[str, Any]:
@@ -246,6 +254,24 @@ class Defense(ABC):
         protocol = getattr(self.hp, "protocol", None)
         if protocol is not None and protocol not in PROTOCOLS:
             raise ConfigurationError(f"{self.name}: protocol must be one of {PROTOCOLS}, got {protocol!r}")
+        if isinstance(self.hp, PrivateHyperparameters):
+            from dpaudit.private_selection import check_selection_request
+
+            check_selection_request(self)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A defense's own :meth:`replan` re-derives one run; a privately selected model's card
+        (``card["selection"]``) is re-derived by :func:`dpaudit.private_selection.replan_selection`,
+        which calls the defense's own re-plan for the chosen run."""
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__.get("replan")
+        if own is not None:
+            cls.replan = classmethod(_selection_aware(own.__func__))
+
+    @property
+    def selects_privately(self) -> bool:
+        """``select=private``: :meth:`fit` runs the accounted selection instead of one run."""
+        return getattr(self.hp, "select", "none") == "private"
 
     @property
     def protocol(self) -> str | None:
@@ -297,7 +323,12 @@ class Defense(ABC):
         seed_everything(self.seed)
         delta = self.resolve_delta(dataset, split)
         start = time.perf_counter()
-        model = self._fit(dataset, split, delta)
+        if self.selects_privately:
+            from dpaudit.private_selection import select_privately
+
+            model = select_privately(self, dataset, split, delta)
+        else:
+            model = self._fit(dataset, split, delta)
         seconds = time.perf_counter() - start
         if self.private:
             model.privacy.public_facts = declared_facts(dataset, split)
@@ -357,3 +388,18 @@ class Defense(ABC):
     @abstractmethod
     def _fit(self, dataset: GraphDataset, split: Split, delta: float) -> ReleasedModel:
         """Train and return the model with its privacy spec and the ``inference`` card entry."""
+
+
+def _selection_aware(replan_run):
+    """``replan`` that sends a selected model's card to the selection's re-plan (see
+    :meth:`Defense.__init_subclass__`) and every other card to the defense's own."""
+
+    def replan(cls, card: dict[str, Any], privacy: Any) -> list[dict[str, Any]] | None:
+        if isinstance(card, dict) and "selection" in card:
+            from dpaudit.private_selection import replan_selection
+
+            return replan_selection(cls, card, privacy, replan_run)
+        return replan_run(cls, card, privacy)
+
+    replan.__doc__ = replan_run.__doc__
+    return replan

@@ -35,6 +35,11 @@ Why each public leaf is public (the rule :func:`check_public_card` enforces):
 * per-defense sections (``dpar``, ``gcon``, ``dpgnn``, ``mlp_dp``, ``gap``): only what the
   defense's plan derives from public hyperparameters and declared facts (σ, steps, q, the
   theorem's constants). Anything measured during training goes to the owner's record.
+* ``selection`` (``--set select=private``, :mod:`dpaudit.private_selection`): the public grid,
+  the law of the number of runs (η, γ, E[K]), the score's definition and noise, the per-run ε
+  and the chosen candidate — the selection's output, which its ε covers. The number of runs,
+  the scores and the other runs are not covered (Papernot & Steinke's theorem releases the best
+  run only): owner's record.
 
 The training seed is the owner's: with the seed, anyone holding the neighbouring datasets can
 re-run training and strip the noise, which voids every ε.
@@ -74,6 +79,8 @@ PUBLIC_CARD_KEYS = frozenset(
         "gap",
         "gcon",
         "dpgnn",
+        # accounted hyperparameter selection: public grid, law, per-run ε and the chosen candidate
+        "selection",
     }
 )
 PUBLIC_DATASET_KEYS = frozenset({"name", "num_classes", "num_features", "parameters", "target", "public_facts"})
@@ -92,6 +99,10 @@ PRIVATE_LEAF_NAMES = frozenset(
         "key",
         "val_accuracy",
         "best_val_epoch",
+        # a private selection's number of runs and scores (not covered by its theorem)
+        "number_of_runs",
+        "scores",
+        "score_history",
     }
 )
 

@@ -709,6 +709,7 @@ def _ledgers(done: list[dict], defenses: list[str]) -> list[dict]:
                 "notes": privacy.get("notes") or [],
                 "inference": (rec.get("card") or {}).get("inference"),
                 "hyperparameters": (rec.get("card") or {}).get("hyperparameters"),
+                "selection": (rec.get("card") or {}).get("selection"),
             }
         )
     return out

@@ -27,6 +27,7 @@ from dpaudit.accounting.mechanisms import (
     SensitivityMixtureGaussian,
 )
 from dpaudit.accounting.pld import DEFAULT_DISCRETIZATION, gaussian_delta, gaussian_epsilon, pld_epsilon
+from dpaudit.accounting.selection import PrivateSelection
 from dpaudit.accounting.spec import UNITS, PrivacySpec, auto_delta, validate_delta, validate_epsilon
 
 __all__ = [
@@ -41,6 +42,7 @@ __all__ = [
     "LaplaceMechanism",
     "Mechanism",
     "PoissonSubsampledGaussian",
+    "PrivateSelection",
     "PrivacyLedger",
     "PrivacySpec",
     "PureDPMechanism",

@@ -1,0 +1,457 @@
+r"""Accounted hyperparameter selection: ``--set select=private`` on a private defense.
+
+The random-stopping selection of Papernot & Steinke (ICLR 2022, Theorem 2;
+:mod:`dpaudit.accounting.selection`): draw K from a truncated negative binomial law, make K
+independent runs — each draws a candidate uniformly from the defense's public grid
+(:data:`GRIDS`), trains it at a per-run target ε_run and scores it — and release only the
+best-scoring run. The selection's RDP follows from one run's; ε_run is the largest value (to
+0.5 %) whose selection spends ε ≤ the target at the target δ, found before any data is read.
+
+A run's score must itself be private for the unit (:data:`SCORES`):
+
+* **edge level** (``gap-edp``): node features and labels are not protected, and a validation
+  node's prediction reads only the run's release — the PMA aggregates of the training graph
+  (its row) and the trained modules — and its own features. Validation accuracy is then
+  post-processing of the run and costs nothing. The validation nodes must be answered from the
+  training release: a transductive split (an inductive validation graph would be a new,
+  unaccounted release).
+* **node level** (``mlp-dp``, ``gap-ndp``): validation features and labels are private. The
+  score is the number of correct validation predictions plus Gaussian noise of std
+  ``select_score_noise``. Given the run's released output, node v's prediction depends only on
+  that output and v's own data (mlp-dp: its features; gap-ndp: its features and its row of the
+  accounted PMA release), so adding or removing one node changes the count by at most 1: a
+  Gaussian mechanism of sensitivity 1, composed into each run's RDP. gap-ndp needs a
+  transductive split for the same reason as gap-edp.
+
+Each run also draws a uniform tie-break, so the order "score, then tie-break" is total
+(Theorem 2 releases the maximum of a totally ordered output).
+
+What is public (the card's ``selection`` section and the spec's
+:class:`~dpaudit.accounting.PrivateSelection` record): the grid, the law (η, γ, E[K]), the
+score's definition and noise, ε_run and the chosen candidate — the selection's output. The
+number of runs K, every score and the losing runs are not covered by Theorem 2 (it releases
+the best run only) and stay in the owner's record (``provenance.json``, ``selection``).
+Defenses without a proven private score are refused before any work.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import logging
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from dpaudit.accounting import GaussianMechanism, Mechanism, PrivacyLedger, PrivateSelection
+from dpaudit.accounting.selection import draw_runs, expected_runs, gamma_for_expected_runs
+from dpaudit.errors import ConfigurationError, PrivacyParameterError
+from dpaudit.release import declared_train_size
+
+if TYPE_CHECKING:
+    from dpaudit.datasets import GraphDataset
+    from dpaudit.defense import Defense
+    from dpaudit.model import ReleasedModel
+    from dpaudit.splits import Split
+
+log = logging.getLogger(__name__)
+
+SELECT_CHOICES = ("none", "private")
+
+
+@dataclass(frozen=True)
+class Score:
+    """How a run is scored: ``noisy`` (node level: Gaussian noise on the correct count) or
+    free (edge level: post-processing), and whether validation nodes must be answered from the
+    training release (transductive split)."""
+
+    noisy: bool
+    needs_training_release: bool
+    reason: str
+
+
+#: Defenses whose run score is proven private for their unit (see the module docstring).
+SCORES: dict[str, Score] = {
+    "mlp-dp": Score(
+        noisy=True,
+        needs_training_release=False,
+        reason="a validation node's prediction reads only the released MLP and the node's own features",
+    ),
+    "gap-ndp": Score(
+        noisy=True,
+        needs_training_release=True,
+        reason="a validation node's prediction reads only the run's release (modules and its row of the accounted "
+        "PMA aggregates) and the node's own features",
+    ),
+    "gap-edp": Score(
+        noisy=False,
+        needs_training_release=True,
+        reason="at edge level node features and labels are public and a validation node's prediction reads only "
+        "the run's release, so validation accuracy is post-processing",
+    ),
+}
+
+#: The public candidate grids: overrides of the defense's hyperparameters, one dict per candidate.
+#: mlp-dp varies the optimiser and the schedule around its ``auto`` preset; GAP the number of
+#: hops released, the width and the learning rate (never the degree bound D, whose refusal of a
+#: graph would be a data-dependent event).
+GRIDS: dict[str, tuple[dict[str, Any], ...]] = {
+    "mlp-dp": ({}, {"lr": 0.1}, {"epochs": 50}, {"epochs": 200, "lr": 0.02}),
+    "gap-edp": ({}, {"hops": 3}, {"hidden": 32}, {"lr": 0.005}),
+    "gap-ndp": ({}, {"hops": 1}, {"hidden": 32}, {"epochs": 20, "encoder_epochs": 20}),
+}
+
+#: Relative precision of the per-run ε search (the answer always satisfies spent ≤ target).
+RUN_EPSILON_TOLERANCE = 0.005
+
+
+def check_selection_request(defense: Defense) -> None:
+    """Refuse a ``select`` setting that cannot run, before any work: an unknown choice, a
+    defense without a proven private score, ε = ∞, ``protocol=paper``, or a law that cannot be
+    drawn."""
+    hp = defense.hp
+    if hp.select not in SELECT_CHOICES:
+        raise ConfigurationError(f"{defense.name}: select must be one of {SELECT_CHOICES}, got {hp.select!r}")
+    if hp.select != "private":
+        return
+    if defense.name not in SCORES:
+        raise ConfigurationError(
+            f"{defense.name}: select=private needs a run score proven private for its unit, and none is proven for "
+            f"{defense.name}; supported: {', '.join(sorted(SCORES))}"
+        )
+    if not defense.private:
+        raise ConfigurationError(f"{defense.name}: select=private selects under a finite ε; this run has ε = ∞")
+    if defense.paper_protocol:
+        raise ConfigurationError(
+            f"{defense.name}: select=private accounts every run; protocol=paper is not a private run (use sound)"
+        )
+    if not hp.select_runs > 1:
+        raise ConfigurationError(f"{defense.name}: select_runs (the expected number of runs) must be > 1")
+    if SCORES[defense.name].noisy and not hp.select_score_noise > 0:
+        raise ConfigurationError(f"{defense.name}: select_score_noise must be > 0 (node-level scores are private)")
+
+
+def law(hp) -> tuple[float, float]:
+    """(η, γ) of the truncated negative binomial from ``select_eta`` and ``select_runs``."""
+    eta = float(hp.select_eta)
+    return eta, gamma_for_expected_runs(eta, float(hp.select_runs))
+
+
+# ----------------------------------------------------------------------------------- the plan
+def candidate(defense: Defense, overrides: dict[str, Any], run_epsilon: float, seed: int | None = None) -> Defense:
+    """The defense of one candidate: the same class and hyperparameters with ``overrides``,
+    selection off, at ε_run."""
+    hp = {**dataclasses.asdict(defense.hp), **overrides, "select": "none"}
+    return type(defense)(
+        epsilon=run_epsilon, delta=defense.delta_option, seed=defense.seed if seed is None else seed,
+        device=defense.device, **hp,
+    )  # fmt: skip
+
+
+def run_mechanisms(defense: Defense, num_features: int, declared_train: int | None, delta: float) -> list[Mechanism]:
+    """What one training run of ``defense`` (at its ε) spends, from public inputs alone, through
+    the defense's own plan methods (the same calls its ``fit`` makes)."""
+    from defenses.baselines import MLPDP
+    from defenses.gap import _GAP
+    from dpaudit.dpsgd import noise_for_plan
+
+    if isinstance(defense, MLPDP):
+        return [defense.plan(num_features, declared_train, delta).mechanism]
+    if isinstance(defense, _GAP):
+        schedules = defense.schedules(declared_train)
+        hops = defense.hp.hops
+        sigma = noise_for_plan(defense.epsilon, delta, lambda s: defense.mechanisms_for(s, schedules, hops))
+        return list(defense.mechanisms_for(sigma, schedules, hops))
+    raise ConfigurationError(f"{defense.name}: no run plan for private selection")  # guarded by SCORES
+
+
+def score_mechanism(defense: Defense) -> GaussianMechanism | None:
+    """The noisy validation count of a node-level run (sensitivity 1), or ``None`` when the
+    score is post-processing."""
+    if not SCORES[defense.name].noisy:
+        return None
+    return GaussianMechanism(float(defense.hp.select_score_noise), 1.0, 1, name="noisy validation count (selection)")
+
+
+def selection_for(
+    defense: Defense, run_epsilon: float, num_features: int, declared_train: int | None, delta: float
+) -> PrivateSelection:
+    """The selection mechanism of the grid at ε_run: per candidate its run plan and the score."""
+    eta, gamma = law(defense.hp)
+    score = score_mechanism(defense)
+    runs = []
+    for overrides in GRIDS[defense.name]:
+        planned = run_mechanisms(candidate(defense, overrides, run_epsilon), num_features, declared_train, delta)
+        runs.append(tuple(planned) + ((score,) if score is not None else ()))
+    return PrivateSelection(tuple(runs), eta, gamma)
+
+
+def training_records(selection: PrivateSelection, index: int, score: Score) -> list[dict]:
+    """The records of candidate ``index``'s training (its run without the score)."""
+    run = selection.candidates[index]
+    return [m.describe() for m in (run[:-1] if score.noisy else run)]
+
+
+def selection_epsilon(selection: PrivateSelection, delta: float) -> float:
+    return PrivacyLedger().step(selection).get_epsilon(delta)
+
+
+def plan_run_epsilon(defense: Defense, num_features: int, declared_train: int | None, delta: float) -> float:
+    """The largest ε_run (to :data:`RUN_EPSILON_TOLERANCE`) whose selection spends ≤ the target.
+
+    The selection's ε grows with ε_run, nearly linearly in (ln ε_run, ln ε): a bracket
+    [lo, hi] with ε(lo) ≤ target < ε(hi) (halving from the target) is shrunk by false-position
+    steps in that plane, each followed by a probe one tolerance step inside the bracket, as
+    :func:`~dpaudit.accounting.calibrate_noise` does for σ. Only values that passed are returned.
+
+    Raises:
+        PrivacyParameterError: the target cannot be met even at ε_run = target/64 (the law's own
+            overhead, ln E[K] and (1+η)ln(1/γ), already spends it).
+    """
+    target = defense.epsilon
+    cache: dict[float, float] = {}
+
+    def spends(run_epsilon: float) -> float:
+        if run_epsilon not in cache:
+            plan = selection_for(defense, run_epsilon, num_features, declared_train, delta)
+            cache[run_epsilon] = selection_epsilon(plan, delta)
+        return cache[run_epsilon]
+
+    def refuse() -> PrivacyParameterError:
+        return PrivacyParameterError(
+            f"{defense.name}: private selection with E[K] = {defense.hp.select_runs:g} runs (η = "
+            f"{defense.hp.select_eta:g}) cannot meet ε = {target:g} at δ = {delta:g}: the selection's own overhead "
+            "spends it; use a larger ε or a smaller select_runs"
+        )
+
+    hi = target
+    if spends(hi) <= target:
+        return hi
+    lo = target / 2.0
+    try:
+        while spends(lo) > target:
+            hi, lo = lo, lo / 2.0
+            if lo < target / 64.0:
+                raise refuse()
+    except PrivacyParameterError as exc:  # a per-run ε too small for a defense to calibrate
+        raise refuse() from exc
+    log_tol = math.log1p(RUN_EPSILON_TOLERANCE)
+    log_target = math.log(target)
+    while math.log(hi / lo) > log_tol:
+        a, b = math.log(lo), math.log(hi)
+        fa, fb = math.log(max(spends(lo), 1e-300)) - log_target, math.log(spends(hi)) - log_target
+        x = a + (b - a) * fa / (fa - fb) if fb > fa else (a + b) / 2
+        x = min(max(x, a + 0.02 * (b - a)), b - 0.02 * (b - a))
+        if spends(math.exp(x)) <= target:
+            lo = math.exp(x)
+            probe = math.exp(x + 0.9 * log_tol)
+        else:
+            hi = math.exp(x)
+            probe = math.exp(x - 0.9 * log_tol)
+        if lo < probe < hi:
+            if spends(probe) <= target:
+                lo = probe
+            else:
+                hi = probe
+    return lo
+
+
+# ----------------------------------------------------------------------------------- the runs
+def _score(model: ReleasedModel, dataset: GraphDataset, split: Split, needs_training_release: bool) -> int:
+    """The number of validation nodes the run predicts correctly, answered from its training
+    release where the model charges queries (never a new release)."""
+    from dpaudit.model import answering
+
+    graph = split.graph_for(dataset, "val")
+    asked = model.interactive_copy() if callable(getattr(model, "interactive_copy", None)) else model
+    answerer = answering(asked, graph)
+    if needs_training_release and answerer is asked:
+        raise AssertionError("a selection score would have made a new release")  # guarded by check_split
+    accuracy = answerer.accuracy(graph, split.val)
+    return int(round(accuracy * len(split.val)))
+
+
+def check_split(defense: Defense, split: Split) -> None:
+    """Scoring needs validation nodes, answered from the training release where required."""
+    if SCORES[defense.name].needs_training_release and split.inductive:
+        raise ConfigurationError(
+            f"{defense.name}: select=private scores on validation nodes answered from the training release; an "
+            "inductive split's validation graph would be a new, unaccounted release (use a transductive split)"
+        )
+    if len(split.val) == 0:
+        raise ConfigurationError(f"{defense.name}: select=private scores runs on validation nodes; the split has none")
+
+
+def select_privately(defense: Defense, dataset: GraphDataset, split: Split, delta: float) -> ReleasedModel:
+    """Run the selection and return the best run's model, its spec the selection's.
+
+    The card gains ``selection`` (public) and the record ``selection`` (K, the scores, the
+    runs' candidates and seeds: the owner's). Every run's spent mechanisms are checked against
+    the plan the selection was accounted with.
+    """
+    from dpaudit.model import compare_records
+
+    check_split(defense, split)
+    declared_train = declared_train_size(dataset, split)
+    run_epsilon = plan_run_epsilon(defense, dataset.num_features, declared_train, delta)
+    selection = selection_for(defense, run_epsilon, dataset.num_features, declared_train, delta)
+    spent = selection_epsilon(selection, delta)
+    if not spent <= defense.epsilon * (1 + 1e-9):
+        raise AssertionError(f"private selection spends ε = {spent} > target {defense.epsilon}")
+    eta, gamma = law(defense.hp)
+    grid = GRIDS[defense.name]
+    score_spec = SCORES[defense.name]
+    rng = np.random.default_rng(np.random.SeedSequence([defense.seed, 0x5E1EC7]))
+    runs = draw_runs(eta, gamma, rng)
+    log.info(
+        "%s: private selection, ε_run = %.4g (selection ε = %.4g ≤ %g), %d candidate(s)",
+        defense.name, run_epsilon, spent, defense.epsilon, len(grid),
+    )  # fmt: skip
+    best: tuple | None = None
+    history = []
+    for run in range(runs):
+        index = int(rng.integers(len(grid)))
+        seed = int(rng.integers(2**31 - 1))
+        member = candidate(defense, grid[index], run_epsilon, seed=seed)
+        model = member.fit(dataset, split)
+        mismatch = compare_records(model.privacy.mechanisms, training_records(selection, index, score_spec))
+        if mismatch:
+            raise AssertionError(f"{defense.name}: run {run + 1} spent what its plan does not say: {mismatch}")
+        correct = _score(model, dataset, split, score_spec.needs_training_release)
+        score = correct + (float(rng.normal(0.0, defense.hp.select_score_noise)) if score_spec.noisy else 0.0)
+        key = (score, float(rng.random()))
+        history.append({"candidate": index, "seed": seed, "score": score})
+        log.info("%s: selection run %d of %d: candidate %d", defense.name, run + 1, runs, index)
+        if best is None or key > best[0]:
+            best = (key, index, run, model)
+    assert best is not None
+    _, index, run, model = best
+    return _as_selected(model, defense, selection, run_epsilon, delta, index, run, history)
+
+
+def _as_selected(model, defense, selection, run_epsilon, delta, index, run, history):
+    """The best run's model carrying the selection's spec, card section and owner's record."""
+    score_spec = SCORES[defense.name]
+    notes = [
+        f"δ = {delta:g} ({'auto' if str(defense.delta_option) == 'auto' else 'given'})",
+        f"private hyperparameter selection (Papernot & Steinke 2022, Theorem 2): the best of K runs, K drawn from "
+        f"the truncated negative binomial law with η = {selection.eta:g}, γ = {selection.gamma:.4g} "
+        f"(E[K] = {selection.expected_runs:.3g}); each run draws one of {len(selection.candidates)} public "
+        f"candidates (card: selection.grid) and is accounted at ε_run = {run_epsilon:.4g}",
+        "run score: "
+        + (
+            f"correct validation predictions + N(0, {defense.hp.select_score_noise:g}²), sensitivity 1 ("
+            if score_spec.noisy
+            else "validation accuracy, post-processing ("
+        )
+        + score_spec.reason
+        + ")",
+        "the number of runs, the scores and the other runs are the owner's record, not released",
+    ]
+    winner_spec = model.privacy
+    spec = PrivacyLedger().step(selection).spec(delta, defense.unit, target_epsilon=defense.epsilon, notes=notes)
+    spec.unit_condition = winner_spec.unit_condition
+    spec.protocol = winner_spec.protocol
+    model.privacy = spec
+    cfg = getattr(model, "cfg", None)
+    if isinstance(cfg, dict) and "ledger" in cfg:
+        # GAP recomposes its spec from this ledger on every foreign-graph query: it must hold
+        # the selection, never the run alone; and each later release is charged the worst
+        # candidate's PMA (the bound must not depend on which candidate won).
+        worst = query_bound(selection)
+        cfg["ledger"] = [selection.describe()]
+        cfg["query_mechanism"] = {
+            "type": "gaussian", "sigma": worst.sigma, "sensitivity": worst.sensitivity, "count": worst.count,
+            "name": worst.name,
+        }  # fmt: skip
+    model.card["selection"] = selection_card(defense, selection, run_epsilon, index)
+    model.record["selection"] = {
+        "number_of_runs": len(history),
+        "chosen_run": run,
+        "score_history": copy.deepcopy(history),
+        "winner_run_spec": winner_spec.to_dict(),
+    }
+    return model
+
+
+def query_bound(selection: PrivateSelection) -> GaussianMechanism:
+    """A GAP selection's charge for one release on a query graph: the PMA of the candidate
+    with the largest RDP curve (count·Δ²/σ², linear in the order), which bounds the winner's
+    whichever it is — adaptive composition needs a bound fixed before the selection ran."""
+    pmas = [m for run in selection.candidates for m in run if m.name.startswith("pma")]
+    worst = max(pmas, key=lambda m: m.count * m.sensitivity**2 / m.sigma**2)
+    return GaussianMechanism(worst.sigma, worst.sensitivity, worst.count, name="pma on a query graph")
+
+
+def selection_card(defense: Defense, selection: PrivateSelection, run_epsilon: float, index: int) -> dict[str, Any]:
+    """``card["selection"]``: public choices and the selection's output only."""
+    score_spec = SCORES[defense.name]
+    return {
+        "method": "random stopping, best of K runs (Papernot & Steinke 2022, Theorem 2)",
+        "law": "truncated negative binomial",
+        "eta": float(selection.eta),
+        "gamma": float(selection.gamma),
+        "expected_runs": float(expected_runs(selection.eta, selection.gamma)),
+        "grid": [dict(c) for c in GRIDS[defense.name]],
+        "chosen": dict(GRIDS[defense.name][index]),
+        "score": "noisy validation count" if score_spec.noisy else "validation accuracy (post-processing)",
+        "score_noise": float(defense.hp.select_score_noise) if score_spec.noisy else None,
+        "run_epsilon": float(run_epsilon),
+    }
+
+
+# ----------------------------------------------------------------------------------- on load
+def replan_selection(cls, card: dict[str, Any], privacy, replan_run) -> list[dict[str, Any]] | None:
+    """The records a selected model's card gives: the selection re-derived from its public
+    inputs (grid, law, ε_run, score noise, δ, declared facts), then, through the defense's own
+    ``replan_run`` on the chosen run's card, whatever the spec records after it (GAP's
+    foreign-graph releases). ``None`` where the run's defense cannot re-plan.
+
+    Raises:
+        IntegrityError: the card's selection is not what its public inputs give.
+    """
+    from dpaudit.accounting.verify import refuse
+    from dpaudit.model import compare_records
+
+    section = card["selection"]
+    hyperparameters = card.get("hyperparameters")
+    if not isinstance(section, dict) or not isinstance(hyperparameters, dict):
+        raise refuse("the card's selection section is unreadable")
+    try:
+        run_epsilon = float(section["run_epsilon"])
+        chosen = dict(section["chosen"])
+        num_features = int(card["dataset"]["num_features"])
+    except (KeyError, TypeError, ValueError):
+        raise refuse(f"the card's selection section is incomplete: {section!r}") from None
+    grid = [dict(c) for c in GRIDS.get(card.get("method"), ())]
+    if section.get("grid") != grid or chosen not in grid:
+        raise refuse("the card's selection grid or chosen candidate is not the defense's public grid")
+    base = dict(hyperparameters)
+    defense = cls(epsilon=card.get("target_epsilon"), delta=privacy.delta, device="cpu", **base)
+    declared_train = (privacy.public_facts or {}).get("num_train")
+    selection = selection_for(defense, run_epsilon, num_features, declared_train, privacy.delta)
+    if abs(plan_run_epsilon(defense, num_features, declared_train, privacy.delta) - run_epsilon) > 1e-9 * run_epsilon:
+        raise refuse(f"the card's per-run ε {run_epsilon:g} is not what the selection's target gives")
+    for key in ("eta", "gamma"):
+        if not math.isclose(float(section.get(key, math.nan)), float(getattr(selection, key)), rel_tol=1e-9):
+            raise refuse(f"the card's selection {key} is not what select_runs and select_eta give")
+    index = grid.index(chosen)
+    run_card = {
+        **card,
+        "target_epsilon": run_epsilon,
+        "hyperparameters": {**base, **chosen, "select": "none"},
+    }
+    run_card.pop("selection")
+    training = training_records(selection, index, SCORES[card["method"]])
+    run_privacy = copy.deepcopy(privacy)
+    run_privacy.mechanisms = training + list(privacy.mechanisms[1:])
+    replanned = replan_run(cls, run_card, run_privacy)
+    if replanned is None:
+        return None
+    mismatch = compare_records(replanned[: len(training)], training)
+    if mismatch:
+        raise refuse(f"the chosen run's plan differs from the selection's record: {mismatch}")
+    queries = len(replanned) - len(training)
+    return [selection.describe(), *([query_bound(selection).describe()] * queries if queries else [])]
