@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import functools
 import logging
-import math
 import platform
 import statistics
 import sys
@@ -42,6 +41,7 @@ from dpaudit.accounting import (  # noqa: E402
     calibrate_noise,
 )
 from dpaudit.dpsgd import PoissonSchedule  # noqa: E402
+from dpaudit.runtime import atomic_write_text  # noqa: E402
 
 log = logging.getLogger("bench_accounting")
 ACCOUNTANTS = ("rdp", "pld", "auto")
@@ -64,9 +64,10 @@ def gap_factory(name: str):
     from dpaudit.registry import get_defense
 
     defense = get_defense(name)(epsilon=1.0)
-    mechs = defense.mechanisms_for(1.0, CORA_TRAIN)
+    schedules = defense.schedules(CORA_TRAIN)  # the DP-SGD schedules of the declared size (node level)
+    mechs = defense.mechanisms_for(1.0, schedules)
     desc = " + ".join(type(m).__name__ for m in mechs)
-    return (lambda s: defense.mechanisms_for(s, CORA_TRAIN)), desc
+    return (lambda s: defense.mechanisms_for(s, schedules)), desc
 
 
 def dpgnn_factory(analysis: str = "convexity", poisson: bool = False, batch_size: int | None = None):
@@ -92,30 +93,34 @@ def dpgnn_factory(analysis: str = "convexity", poisson: bool = False, batch_size
         f"{'binomial' if poisson else 'hypergeometric'}({k}, {m / n:.3g}) mixture, {hp.steps} steps, "
         f"analysis={analysis}"
     )
-    return (
-        lambda z: SensitivityMixtureGaussian(z, 2.0, tuple(support), probs, hp.steps, analysis=analysis)
-    ), desc
+    return (lambda z: SensitivityMixtureGaussian(z, 2.0, tuple(support), probs, hp.steps, analysis=analysis)), desc
+
+
+#: the declared training-set size n̂ DPAR's sound schedule is planned from: cora_ml's
+#: ``inductive:0.8,0.2`` training pool (2,396 of 2,995 nodes), the split of its issue-24 benchmark
+DPAR_DECLARED_POOL = 2396
 
 
 def dpar_plan(accountant: str, epsilon: float, delta: float, variant: str = "em1"):
-    """DPAR's sound plan (several calibrations + node-sampling amplification) under one accountant:
-    the protocols module's noise_for_plan / PrivacyLedger names are bound to that accountant here."""
+    """DPAR's sound plan under one accountant, through the defense's own planner
+    (:func:`defenses.dpar.protocols.plan_dpar` with the ``sound`` defaults and n̂ =
+    :data:`DPAR_DECLARED_POOL`): the protocols module's noise_for_plan / PrivacyLedger names are
+    bound to that accountant here."""
     import defenses.dpar as dpar
     import defenses.dpar.protocols as protocols
     from dpaudit.dpsgd import noise_for_plan
 
-    hp = dpar.DPARHyperparameters()
+    hp = dpar.DPARHyperparameters(protocol="sound")
     saved = protocols.noise_for_plan, protocols.PrivacyLedger
     protocols.noise_for_plan = functools.partial(noise_for_plan, accountant=accountant)
     protocols.PrivacyLedger = functools.partial(PrivacyLedger, accountant=accountant)
     try:
-        rate = min(1.0, hp.batch_size / hp.num_sources)
-        steps = hp.epochs * math.ceil(hp.num_sources / min(hp.batch_size, hp.num_sources))
-        plan = dpar.plan_sound(variant, hp, epsilon, delta, steps, rate)
+        plan = protocols.plan_dpar(variant, hp, "sound", epsilon, delta, declared_pool=DPAR_DECLARED_POOL)
     finally:
         protocols.noise_for_plan, protocols.PrivacyLedger = saved
-    scales = f"Gumbel {plan.gumbel_scale:.3g}, Laplace {plan.laplace_scale:.3g}"
-    return plan.sgd_noise_std / hp.max_grad_norm, plan.privacy.epsilon, scales
+    noise = plan.noise
+    scales = f"Gumbel {noise.gumbel_scale:.3g}, Laplace {noise.laplace_scale:.3g}"
+    return noise.sgd_noise_std / hp.max_grad_norm, noise.privacy.epsilon, scales
 
 
 def sigma_rows(delta: float) -> list[dict]:
@@ -152,8 +157,13 @@ def sigma_rows(delta: float) -> list[dict]:
             log.info("%s", row)
             rows.append(row)
     for eps in EPSILONS:
-        row = {"defense": "dpar-em1 (sound)", "epsilon": eps, "validity": "valid (replace-type: convexity only)",
-               "mechanisms": "EM top-k + Laplace + binomial mixture DP-SGD, node-sampling amplification"}
+        row = {
+            "defense": "dpar-em1 (sound)",
+            "epsilon": eps,
+            "validity": "valid (add/remove: a node removes ≤ 1 + K + D terms, mixture of Gaussians)",
+            "mechanisms": f"EM top-k + Laplace + mixture-of-Gaussians DP-SGD (identity + pair terms, n̂ = "
+            f"{DPAR_DECLARED_POOL}), node-sampling amplification",
+        }
         for accountant in ACCOUNTANTS:
             t0 = time.time()
             row[accountant], spent, scales = dpar_plan(accountant, eps, delta)
@@ -170,16 +180,17 @@ def mlp_dp_accuracy(seeds, data_root: str) -> list[dict]:
     """Test accuracy of mlp-dp on cora_ml with σ calibrated under RDP vs auto (same seeds)."""
     import defenses.baselines as baselines
     from dpaudit.datasets import load_dataset
+    from dpaudit.dpsgd import noise_for_plan
     from dpaudit.registry import get_defense
     from dpaudit.splits import make_split
 
     dataset = load_dataset("cora_ml", root=data_root)
     out = []
-    saved = baselines.calibrate_noise
+    saved = baselines.noise_for_plan  # the name mlp-dp's plan calibrates σ through
     try:
         for eps in EPSILONS:
             for accountant in ("rdp", "auto"):
-                baselines.calibrate_noise = functools.partial(calibrate_noise, accountant=accountant)
+                baselines.noise_for_plan = functools.partial(noise_for_plan, accountant=accountant)
                 accs = []
                 for seed in seeds:
                     split = make_split(dataset, None, seed)
@@ -189,7 +200,7 @@ def mlp_dp_accuracy(seeds, data_root: str) -> list[dict]:
                 out.append({"epsilon": eps, "accountant": accountant, "accs": accs})
                 log.info("mlp-dp eps=%s %s acc=%s", eps, accountant, accs)
     finally:
-        baselines.calibrate_noise = saved
+        baselines.noise_for_plan = saved
     return out
 
 
@@ -253,7 +264,7 @@ def main() -> None:
     delta = auto_delta(CORA_NODES)
     rows = sigma_rows(delta)
     accuracy = mlp_dp_accuracy(args.seeds, args.data_root) if args.accuracy else None
-    Path(args.out).write_text(render(rows, accuracy, delta, time.time() - start))
+    atomic_write_text(Path(args.out), render(rows, accuracy, delta, time.time() - start))
     print(Path(args.out).read_text())
 
 
