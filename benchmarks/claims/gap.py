@@ -4,7 +4,9 @@ The paper's "Facebook" is UIllinois20 predicting class year; dpaudit uses the Fa
 school ``johnshopkins55`` with the same target (``johnshopkins55:year``) and the paper's one
 75/10/15 random split shape (a new split per seed). ``paper`` runs select hops (and D for
 GAP-NDP) on validation accuracy and keep best-validation checkpoints (``sound: false``);
-``sound`` runs use the fixed defaults and the last iterate.
+``sound`` runs choose, at edge level and ∞ only, the hop prefix of one release and the
+checkpoints on validation accuracy (post-processing there: features and labels are not
+protected); at node level they use the fixed defaults and the last iterate.
 """
 
 from __future__ import annotations
@@ -57,8 +59,8 @@ CLAIMS = [
         evidence=(
             "measured (3 seeds): gap-inf paper 0.752 ± 0.010 (K chosen on validation, mostly 3-5, best-validation "
             "checkpoints, reference architecture) vs the registry gcn 0.786 ± 0.016 (Kipf & Welling's setup; the "
-            "earlier 2x64 GCN reached 0.864): short by 0.004 of the 3-point margin; sound (K = 2, last iterate) "
-            "0.611. The paper itself has GAP-inf 3.2 points below SAGE-inf on Facebook (80.0 vs 83.2); dpaudit's "
+            "earlier 2x64 GCN reached 0.864): short by 0.004 of the 3-point margin; sound 0.753 ± 0.012 (best "
+            "prefix of one K = 2 release and best-validation checkpoints, free at ∞; 0.611 with the last iterate). The paper itself has GAP-inf 3.2 points below SAGE-inf on Facebook (80.0 vs 83.2); dpaudit's "
             "school (johnshopkins55) and GCN baseline differ. Nothing tuned on test data."
         ),
     ),
