@@ -11,6 +11,18 @@ Full run (as in benchmarks/results/selection.md)::
     DPAUDIT_DATA=/work/shared/datasets OMP_NUM_THREADS=1 nice -n 5 .venv/bin/python \\
         benchmarks/bench_selection.py --dataset cora_ml --epsilons 4 8 --seeds 0 1 2
 
+Selection scores runs on validation nodes, so a split without any (DPAR's ``inductive:0.8,0.2``)
+cannot select: ``--select-split`` names the split the selection runs on, e.g.
+``inductive:0.7,0.2,0.1``, whose test nodes are the same (the seeded permutation puts test last)
+and whose validation nodes come out of the training share. The fixed defaults are then run on
+both splits. ``--section TITLE`` merges the table into the existing results file as a section of
+that title (replacing an older section of the same title, keeping everything else)::
+
+    DPAUDIT_DATA=/work/shared/datasets OMP_NUM_THREADS=1 nice -n 10 .venv/bin/python \\
+        benchmarks/bench_selection.py --dataset cora_ml --defenses dpar-em1 --split inductive:0.8,0.2 \\
+        --select-split inductive:0.7,0.2,0.1 --epsilons 4 8 --seeds 0 1 2 \\
+        --section "dpar-em1 on cora_ml, inductive split"
+
 gap-ndp runs with ``max_degree`` = ``--ndp-max-degree`` (a public bound at least the graph's
 maximum degree: sound node-level GAP refuses a graph above it).
 """
@@ -36,13 +48,15 @@ import defenses  # noqa: E402,F401  (registers the defenses)
 from dpaudit.datasets import load_dataset  # noqa: E402
 from dpaudit.pipeline import evaluate  # noqa: E402
 from dpaudit.registry import get_defense  # noqa: E402
+from dpaudit.runtime import atomic_write_text  # noqa: E402
 from dpaudit.splits import make_split  # noqa: E402
 
 log = logging.getLogger("bench_selection")
 
 
-def one(defense: str, dataset, split, epsilon: float, seed: int, select: bool, extra: dict) -> dict:
-    settings = dict(extra, select="private") if select else dict(extra)
+def one(defense: str, dataset, split, epsilon: float, seed: int, select: dict | None, extra: dict) -> dict:
+    """One fit: the sound defaults, or (``select``: the law's settings) an accounted selection."""
+    settings = dict(extra, select="private", **select) if select is not None else dict(extra)
     start = time.process_time()
     model = get_defense(defense)(epsilon=epsilon, seed=seed, **settings).fit(dataset, split)
     cpu = time.process_time() - start
@@ -63,35 +77,31 @@ def mean_sd(values: list[float]) -> str:
     return f"{statistics.mean(values):.3f} ± {statistics.stdev(values):.3f}"
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dataset", default="cora_ml")
-    parser.add_argument("--split", default=None, help="default: the dataset's default split")
-    parser.add_argument("--defenses", nargs="+", default=["mlp-dp", "gap-edp", "gap-ndp"])
-    parser.add_argument("--epsilons", nargs="+", type=float, default=[4.0, 8.0])
-    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    parser.add_argument("--ndp-max-degree", type=int, default=250)
-    parser.add_argument("--name", default="selection")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    torch.set_num_threads(1)
-    dataset = load_dataset(args.dataset, root=os.environ.get("DPAUDIT_DATA"))
+def run_rows(args, dataset) -> list[dict]:
     rows = []
+    select_split = args.select_split or args.split
     for defense in args.defenses:
         extra = {"max_degree": args.ndp_max_degree} if defense == "gap-ndp" else {}
         for epsilon in args.epsilons:
-            for select in (False, True):
+            configurations = [(False, args.split)]
+            if select_split != args.split:
+                configurations.append((False, select_split))
+            configurations.append((True, select_split))
+            for select, spec in configurations:
                 results = []
                 for seed in args.seeds:
-                    split = make_split(dataset, args.split, seed)
-                    results.append(one(defense, dataset, split, epsilon, seed, select, extra))
-                    log.info("%s ε=%g select=%s seed %d: %s", defense, epsilon, select, seed, results[-1])
+                    split = make_split(dataset, spec, seed)
+                    law = {"select_runs": args.select_runs} if args.select_runs else {}
+                    results.append(one(defense, dataset, split, epsilon, seed, law if select else None, extra))
+                    log.info("%s ε=%g select=%s %s seed %d: %s", defense, epsilon, select, spec, seed, results[-1])
                 rows.append(
                     {
                         "defense": defense,
                         "ε target": f"{epsilon:g}",
+                        "split": spec or "default",
                         "configuration": "sound + private selection" if select else "sound, fixed defaults",
                         "test accuracy": mean_sd([r["test"] for r in results]),
+                        "per seed": ", ".join(f"{r['test']:.3f}" for r in results),
                         "ε spent (max)": f"{max(r['spent'] for r in results):.3f}",
                         "ε per run": f"{results[0]['run_epsilon']:.3f}" if select else "-",
                         "runs (mean)": f"{statistics.mean(r['runs'] for r in results):.1f}" if select else "1",
@@ -99,20 +109,73 @@ def main(argv: list[str] | None = None) -> None:
                         "CPU s (median)": f"{statistics.median(r['cpu'] for r in results):.1f}",
                     }
                 )
-    columns = list(rows[0])
-    header = (
-        f"# Private hyperparameter selection on {args.dataset} ({len(args.seeds)} seeds)\n\n"
-        "Written by `benchmarks/bench_selection.py`:\n\n"
-        "    DPAUDIT_DATA=/work/shared/datasets OMP_NUM_THREADS=1 nice -n 5 .venv/bin/python \\\n"
-        f"        benchmarks/bench_selection.py --dataset {args.dataset} --epsilons "
-        f"{' '.join(f'{e:g}' for e in args.epsilons)} --seeds {' '.join(map(str, args.seeds))}\n\n"
-        f"Split: {args.split or 'the dataset default'}; test accuracy mean ± sd over seeds. Selection: "
-        "random stopping (Papernot & Steinke 2022, Theorem 2), registry defaults for the law "
-        "(`select_runs`, `select_eta`), the public grids of `dpaudit/private_selection.py`; every run "
-        f"accounted at the per-run ε shown, the whole selection at ≤ the target. gap-ndp: max_degree = "
-        f"{args.ndp_max_degree}. CPU seconds of `fit`, one torch thread, on a shared machine."
+    return rows
+
+
+def merge_section(path: Path, title: str, body: str) -> str:
+    """The results file's text with ``## title`` replaced by (or, if absent, followed by) ``body``;
+    every other section is kept as it is."""
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    heading = f"## {title}\n"
+    section = f"{heading}\n{body.strip()}\n"
+    if heading in text:
+        start = text.index(heading)
+        following = text.find("\n## ", start + len(heading))
+        end = len(text) if following < 0 else following + 1
+        return text[:start] + section + ("\n" + text[end:] if end < len(text) else "")
+    return text.rstrip("\n") + "\n\n" + section
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dataset", default="cora_ml")
+    parser.add_argument("--split", default=None, help="default: the dataset's default split")
+    parser.add_argument("--select-split", default=None, help="the selection's split (needs validation nodes)")
+    parser.add_argument("--defenses", nargs="+", default=["mlp-dp", "gap-edp", "gap-ndp"])
+    parser.add_argument("--epsilons", nargs="+", type=float, default=[4.0, 8.0])
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--ndp-max-degree", type=int, default=250)
+    parser.add_argument("--name", default="selection")
+    parser.add_argument("--section", default=None, help="merge into the results file under this section title")
+    parser.add_argument("--select-runs", type=float, default=None, help="E[K] of the law (default: the registry's)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    torch.set_num_threads(1)
+    dataset = load_dataset(args.dataset, root=os.environ.get("DPAUDIT_DATA"))
+    rows = run_rows(args, dataset)
+    table = markdown_table(rows, list(rows[0]))
+    command = (
+        "    DPAUDIT_DATA=/work/shared/datasets OMP_NUM_THREADS=1 nice -n 10 .venv/bin/python \\\n"
+        f"        benchmarks/bench_selection.py --dataset {args.dataset} --defenses {' '.join(args.defenses)}"
+        + (f" --split {args.split}" if args.split else "")
+        + (f" --select-split {args.select_split}" if args.select_split else "")
+        + f" --epsilons {' '.join(f'{e:g}' for e in args.epsilons)} --seeds {' '.join(map(str, args.seeds))}"
+        + (f" --select-runs {args.select_runs:g}" if args.select_runs else "")
+        + (f' --section "{args.section}"' if args.section else "")
     )
-    path = write_result(args.name, header, markdown_table(rows, columns))
+    about = (
+        "Selection: random stopping (Papernot & Steinke 2022, Theorem 2), "
+        + (
+            f"E[K] = `select_runs` = {args.select_runs:g} and the registry's `select_eta`"
+            if args.select_runs
+            else "registry defaults for the law (`select_runs`, `select_eta`)"
+        )
+        + ", the public grids of `dpaudit/private_selection.py`; every run accounted at "
+        "the per-run ε shown, the whole selection at ≤ the target; δ = the registry default. Test accuracy mean ± "
+        "sd over seeds."
+        + (f" gap-ndp: max_degree = {args.ndp_max_degree}." if "gap-ndp" in args.defenses else "")
+        + " CPU seconds of `fit`, one torch thread, on a shared machine."
+    )
+    if args.section:
+        path = Path(__file__).resolve().parent / "results" / f"{args.name}.md"
+        body = f"Written by `benchmarks/bench_selection.py`:\n\n{command}\n\n{about}\n\n{table}"
+        atomic_write_text(path, merge_section(path, args.section, body))
+    else:
+        header = (
+            f"# Private hyperparameter selection on {args.dataset} ({len(args.seeds)} seeds)\n\n"
+            f"Written by `benchmarks/bench_selection.py`:\n\n{command}\n\n{about}"
+        )
+        path = write_result(args.name, header, table)
     print(path.read_text(encoding="utf-8"))
 
 

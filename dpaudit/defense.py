@@ -24,7 +24,8 @@ Every private defense has two protocols (hyperparameter ``protocol``, see
 The two differ only where soundness needs: whatever of ``paper`` is sound (architecture,
 training set, split support) ``sound`` keeps.
 
-``select=private`` (mlp-dp, gap-edp, gap-ndp; :mod:`dpaudit.private_selection`) chooses the
+``select=private`` (mlp-dp, gap-edp, gap-ndp, dpar-em0, dpar-em1, dpar-gm;
+:mod:`dpaudit.private_selection`) chooses the
 hyperparameters from a public grid by an accounted selection (Papernot & Steinke 2022) whose
 whole cost stays within the target ε; other defenses refuse it at construction.
 """

@@ -6,8 +6,11 @@ independent runs — each draws a candidate uniformly from the defense's public 
 (:data:`GRIDS`), trains it at a per-run target ε_run and scores it — and release only the
 best-scoring run. The selection's RDP follows from one run's; ε_run is the largest value (to
 0.5 %) whose selection spends ε ≤ the target at the target δ, found before any data is read.
+Theorem 2 needs each run's Rényi-DP curve, so a run must be a ``sound`` run whose whole
+guarantee is a composition of mechanisms with RDP curves.
 
-A run's score must itself be private for the unit (:data:`SCORES`):
+A run's score must itself be private for the unit (:data:`SCORES`, each with its own count of
+correct validation predictions):
 
 * **edge level** (``gap-edp``): node features and labels are not protected, and a validation
   node's prediction reads only the run's release — the PMA aggregates of the training graph
@@ -15,13 +18,36 @@ A run's score must itself be private for the unit (:data:`SCORES`):
   post-processing of the run and costs nothing. The validation nodes must be answered from the
   training release: a transductive split (an inductive validation graph would be a new,
   unaccounted release).
-* **node level** (``mlp-dp``, ``gap-ndp``): validation features and labels are private. The
-  score is the number of correct validation predictions plus Gaussian noise of std
-  ``select_score_noise``. Given the run's released output, node v's prediction depends only on
-  that output and v's own data (mlp-dp: its features; gap-ndp: its features and its row of the
-  accounted PMA release), so adding or removing one node changes the count by at most 1: a
-  Gaussian mechanism of sensitivity 1, composed into each run's RDP. gap-ndp needs a
-  transductive split for the same reason as gap-edp.
+* **node level** (``mlp-dp``, ``gap-ndp``, ``dpar-em0``, ``dpar-em1``, ``dpar-gm``): validation
+  features and labels are private. The score is the number of correct validation predictions
+  plus Gaussian noise of std ``select_score_noise``. Given the run's released output, node v's
+  prediction depends only on that output and v's own data (mlp-dp: its features; gap-ndp: its
+  features and its row of the accounted PMA release; DPAR: its features alone, below), so adding
+  or removing one node changes the count by at most 1: a Gaussian mechanism of sensitivity 1,
+  composed into each run's RDP. gap-ndp needs a transductive split for the same reason as
+  gap-edp.
+* **DPAR** (``sound``): its released prediction (Eq. 4) propagates f_θ over the query graph, so
+  one node's features reach every validation node within P hops and a count of those
+  predictions has unbounded node sensitivity. The score counts the **features-only**
+  predictions argmax f_θ(x_v) instead (:func:`features_only_count`: no propagation, no edge and
+  no other node read), which has sensitivity 1 as above and needs no training release (any
+  split with validation nodes). A run's guarantee is DP-APPR + the mixture DP-SGD, amplified by
+  Poisson node sampling q′; only q′ = 1 (the ``sound`` default) is accepted, where the
+  amplification is the identity and the run is exactly its inner ledger's RDP curve (for
+  q′ < 1 the amplification is proven for (ε, δ) only, Balle et al. 2018, Thm 8).
+
+Refused, with the reason (:data:`REFUSALS`):
+
+* ``dpgnn`` has no sound protocol: both of its protocols are ``sound: false`` (removing a node
+  with its undirected edges changes other nodes' sampled subgraphs, outside Theorem 1's
+  occurrence bound; :mod:`defenses.dpgnn`), so no run carries a proven curve.
+* ``gcon``: its guarantee is Theorem 1 of Wei et al. (objective perturbation), proven as
+  (ε, δ)-edge-DP only. An (ε, δ) statement with δ > 0 bounds no Rényi divergence of order > 1
+  (the δ mass may sit where the neighbour has none), so Theorem 2 has no run curve to start
+  from. The score is not the obstacle: at edge level a features-only validation count (Θ and
+  the encoder applied to each node's own features) would be post-processing. Liu & Talwar's
+  (STOC 2019) random stopping also covers (ε, δ) runs, but only with a cap on the number of
+  runs and an additive δ that grows with that cap and with 1/γ; it is not implemented here.
 
 Each run also draws a uniform tie-break, so the order "score, then tie-break" is total
 (Theorem 2 releases the maximum of a totally ordered output).
@@ -38,19 +64,25 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
+import json
 import logging
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import torch
 
 from dpaudit.accounting import GaussianMechanism, Mechanism, PrivacyLedger, PrivateSelection
 from dpaudit.accounting.selection import draw_runs, expected_runs, gamma_for_expected_runs
 from dpaudit.errors import ConfigurationError, PrivacyParameterError
-from dpaudit.release import declared_train_size
+from dpaudit.release import declared_train_size, require_declared
 
 if TYPE_CHECKING:
+    from torch_geometric.data import Data
+
     from dpaudit.datasets import GraphDataset
     from dpaudit.defense import Defense
     from dpaudit.model import ReleasedModel
@@ -61,16 +93,65 @@ log = logging.getLogger(__name__)
 SELECT_CHOICES = ("none", "private")
 
 
+def _answered_count(model: ReleasedModel, dataset: GraphDataset, split: Split, from_training_release: bool) -> int:
+    """The number of validation nodes the run predicts correctly, answered from its training
+    release where the model charges queries (never a new release)."""
+    from dpaudit.model import answering
+
+    graph = split.graph_for(dataset, "val")
+    asked = model.interactive_copy() if callable(getattr(model, "interactive_copy", None)) else model
+    answerer = answering(asked, graph)
+    if from_training_release and answerer is asked:
+        raise AssertionError("a selection score would have made a new release")  # guarded by check_split
+    accuracy = answerer.accuracy(graph, split.val)
+    return int(round(accuracy * len(split.val)))
+
+
+@torch.no_grad()
+def features_only_count(model: ReleasedModel, graph: Data, nodes) -> int:
+    """How many of ``nodes`` a DPAR model's f_θ classifies correctly from their own features,
+    argmax f_θ(x_v), without Eq. 4's propagation: node v's term reads θ and row v of the
+    features and labels only, so adding or removing any node (with its edges) changes the count
+    by at most 1 (its own term, if it is one of ``nodes``). Only the asked rows are read."""
+    index = torch.as_tensor(nodes, dtype=torch.long).view(-1)
+    rows = graph.x.index_select(0, index)
+    rows = rows.to_dense() if rows.is_sparse else rows
+    module = model.module
+    was_training = module.training
+    module.eval()  # dropout off: the score is a deterministic function of θ and the node's row
+    try:
+        logits = module(rows.to(model.device, torch.float32))
+    finally:
+        module.train(was_training)
+    return int((logits.argmax(dim=1).cpu() == graph.y[index].cpu()).sum())
+
+
+def _features_only_validation_count(model: ReleasedModel, dataset: GraphDataset, split: Split) -> int:
+    return features_only_count(model, dataset.data, split.val)
+
+
 @dataclass(frozen=True)
 class Score:
     """How a run is scored: ``noisy`` (node level: Gaussian noise on the correct count) or
-    free (edge level: post-processing), and whether validation nodes must be answered from the
-    training release (transductive split)."""
+    free (edge level: post-processing), whether validation nodes must be answered from the
+    training release (transductive split), why the count is private for the unit, and the
+    count itself — ``count(model, dataset, split)``, correct validation predictions."""
 
     noisy: bool
     needs_training_release: bool
     reason: str
+    count: Callable[[ReleasedModel, GraphDataset, Split], int]
+    label: str = "noisy validation count"
 
+
+_DPAR_SCORE = Score(
+    noisy=True,
+    needs_training_release=False,
+    reason="the score counts features-only predictions argmax f_θ(x_v), without Eq. 4's propagation: a validation "
+    "node's term reads only the released f_θ and the node's own features",
+    count=_features_only_validation_count,
+    label="noisy validation count of features-only predictions f_θ(x_v)",
+)
 
 #: Defenses whose run score is proven private for their unit (see the module docstring).
 SCORES: dict[str, Score] = {
@@ -78,19 +159,36 @@ SCORES: dict[str, Score] = {
         noisy=True,
         needs_training_release=False,
         reason="a validation node's prediction reads only the released MLP and the node's own features",
+        count=functools.partial(_answered_count, from_training_release=False),
     ),
     "gap-ndp": Score(
         noisy=True,
         needs_training_release=True,
         reason="a validation node's prediction reads only the run's release (modules and its row of the accounted "
         "PMA aggregates) and the node's own features",
+        count=functools.partial(_answered_count, from_training_release=True),
     ),
     "gap-edp": Score(
         noisy=False,
         needs_training_release=True,
         reason="at edge level node features and labels are public and a validation node's prediction reads only "
         "the run's release, so validation accuracy is post-processing",
+        count=functools.partial(_answered_count, from_training_release=True),
+        label="validation accuracy (post-processing)",
     ),
+    "dpar-em0": _DPAR_SCORE,
+    "dpar-em1": _DPAR_SCORE,
+    "dpar-gm": _DPAR_SCORE,
+}
+
+#: Private defenses refused, and why (the module docstring gives the argument).
+REFUSALS: dict[str, str] = {
+    "dpgnn": "dpgnn has no sound protocol: both of its protocols are sound: false (removing a node with its undirected "
+    "edges changes other nodes' sampled subgraphs, outside Theorem 1's occurrence bound), and select=private composes "
+    "each run's proven Rényi-DP curve",
+    "gcon": "select=private composes each run's Rényi-DP curve (Papernot & Steinke 2022, Theorem 2), and GCON's "
+    "objective perturbation is proven (ε, δ)-edge-DP only (Wei et al., Theorem 1): an (ε, δ) guarantee with δ > 0 "
+    "bounds no Rényi divergence, so a run has no curve to compose (its validation score would be free at edge level)",
 }
 
 #: The public candidate grids: overrides of the defense's hyperparameters, one dict per candidate.
@@ -102,6 +200,10 @@ GRIDS: dict[str, tuple[dict[str, Any], ...]] = {
     "gap-edp": ({}, {"hops": 3}, {"hidden": 32}, {"lr": 0.005}),
     "gap-ndp": ({}, {"hops": 1}, {"hidden": 32}, {"epochs": 20, "encoder_epochs": 20}),
 }
+#: DPAR (``sound``) varies f_θ's optimiser, schedule and width around its public defaults (lr
+#: 0.005, 30 epochs, hidden 32) — never q′, K, D or the declared size, which fix the output space
+#: and the accounting.
+GRIDS.update(dict.fromkeys(("dpar-em0", "dpar-em1", "dpar-gm"), ({}, {"lr": 0.01}, {"epochs": 15}, {"hidden": 64})))
 
 #: Relative precision of the per-run ε search (the answer always satisfies spent ≤ target).
 RUN_EPSILON_TOLERANCE = 0.005
@@ -109,13 +211,16 @@ RUN_EPSILON_TOLERANCE = 0.005
 
 def check_selection_request(defense: Defense) -> None:
     """Refuse a ``select`` setting that cannot run, before any work: an unknown choice, a
-    defense without a proven private score, ε = ∞, ``protocol=paper``, or a law that cannot be
+    defense without a proven private score or refused for a stated reason (:data:`REFUSALS`),
+    ε = ∞, ``protocol=paper``, node sampling below 1 (no RDP curve), or a law that cannot be
     drawn."""
     hp = defense.hp
     if hp.select not in SELECT_CHOICES:
         raise ConfigurationError(f"{defense.name}: select must be one of {SELECT_CHOICES}, got {hp.select!r}")
     if hp.select != "private":
         return
+    if defense.name in REFUSALS:
+        raise ConfigurationError(f"{defense.name}: select=private is refused: {REFUSALS[defense.name]}")
     if defense.name not in SCORES:
         raise ConfigurationError(
             f"{defense.name}: select=private needs a run score proven private for its unit, and none is proven for "
@@ -126,6 +231,11 @@ def check_selection_request(defense: Defense) -> None:
     if defense.paper_protocol:
         raise ConfigurationError(
             f"{defense.name}: select=private accounts every run; protocol=paper is not a private run (use sound)"
+        )
+    if getattr(hp, "node_sample_rate", 1.0) != 1.0:
+        raise ConfigurationError(
+            f"{defense.name}: select=private composes each run's Rényi-DP curve; node sampling at q′ = "
+            f"{hp.node_sample_rate:g} < 1 is amplified for (ε, δ) only (Balle et al. 2018, Thm 8): use node_sample_rate=1"
         )
     if not hp.select_runs > 1:
         raise ConfigurationError(f"{defense.name}: select_runs (the expected number of runs) must be > 1")
@@ -154,17 +264,54 @@ def run_mechanisms(defense: Defense, num_features: int, declared_train: int | No
     """What one training run of ``defense`` (at its ε) spends, from public inputs alone, through
     the defense's own plan methods (the same calls its ``fit`` makes)."""
     from defenses.baselines import MLPDP
+    from defenses.dpar import _DPAR
     from defenses.gap import _GAP
     from dpaudit.dpsgd import noise_for_plan
 
     if isinstance(defense, MLPDP):
         return [defense.plan(num_features, declared_train, delta).mechanism]
+    if isinstance(defense, _DPAR):
+        declared = require_declared(declared_train, f"{defense.name} (sound)", "use select=none")
+        hyperparameters = json.dumps(dataclasses.asdict(defense.hp), sort_keys=True)
+        return list(_dpar_run_mechanisms(defense.name, hyperparameters, defense.epsilon, delta, declared))
     if isinstance(defense, _GAP):
         schedules = defense.schedules(declared_train)
         hops = defense.hp.hops
         sigma = noise_for_plan(defense.epsilon, delta, lambda s: defense.mechanisms_for(s, schedules, hops))
         return list(defense.mechanisms_for(sigma, schedules, hops))
     raise ConfigurationError(f"{defense.name}: no run plan for private selection")  # guarded by SCORES
+
+
+@functools.lru_cache(maxsize=256)
+def _dpar_run_mechanisms(name: str, hyperparameters: str, epsilon: float, delta: float, declared: int) -> tuple:
+    """A sound DPAR run's mechanisms: the plan its ``_fit`` makes from the declared training-set
+    size n̂ (:meth:`defenses.dpar._DPAR.plan`), rebuilt from the plan's records without the
+    identity amplification (:func:`accounted_records`). Cached: a plan calibrates three noise
+    scales (seconds each), and the per-run ε search, the selection and the load-time re-plan
+    ask for the same candidates at the same ε_run; the key is every public input of the plan."""
+    from dpaudit.accounting.mechanisms import mechanism_from_record
+    from dpaudit.registry import get_defense
+
+    defense = get_defense(name)(epsilon=epsilon, delta=delta, device="cpu", **json.loads(hyperparameters))
+    records = accounted_records(defense.plan(delta, declared_pool=declared).noise.privacy.mechanisms)
+    return tuple(mechanism_from_record(record) for record in records)
+
+
+def accounted_records(records: list[dict]) -> list[dict]:
+    """A run's spec records whose composition is its guarantee: a sound DPAR run's ledger ends
+    with its amplification by Poisson node sampling, which at q′ = 1 is the identity
+    (ln(1 + 1·(e^ε − 1)) = ε, δ/1 = δ) and is dropped; the rest compose in RDP.
+
+    Raises:
+        ConfigurationError: an amplification at q′ < 1 (no RDP curve; refused at construction).
+    """
+    from defenses.dpar.protocols import AMPLIFICATION
+
+    if records and records[-1].get("mechanism") == AMPLIFICATION:
+        if float(records[-1].get("sample_rate", math.nan)) != 1.0:
+            raise ConfigurationError("a run amplified by node sampling at q′ < 1 has no Rényi-DP curve to select with")
+        return list(records[:-1])
+    return list(records)
 
 
 def score_mechanism(defense: Defense) -> GaussianMechanism | None:
@@ -259,20 +406,6 @@ def plan_run_epsilon(defense: Defense, num_features: int, declared_train: int | 
 
 
 # ----------------------------------------------------------------------------------- the runs
-def _score(model: ReleasedModel, dataset: GraphDataset, split: Split, needs_training_release: bool) -> int:
-    """The number of validation nodes the run predicts correctly, answered from its training
-    release where the model charges queries (never a new release)."""
-    from dpaudit.model import answering
-
-    graph = split.graph_for(dataset, "val")
-    asked = model.interactive_copy() if callable(getattr(model, "interactive_copy", None)) else model
-    answerer = answering(asked, graph)
-    if needs_training_release and answerer is asked:
-        raise AssertionError("a selection score would have made a new release")  # guarded by check_split
-    accuracy = answerer.accuracy(graph, split.val)
-    return int(round(accuracy * len(split.val)))
-
-
 def check_split(defense: Defense, split: Split) -> None:
     """Scoring needs validation nodes, answered from the training release where required."""
     if SCORES[defense.name].needs_training_release and split.inductive:
@@ -281,7 +414,10 @@ def check_split(defense: Defense, split: Split) -> None:
             "inductive split's validation graph would be a new, unaccounted release (use a transductive split)"
         )
     if len(split.val) == 0:
-        raise ConfigurationError(f"{defense.name}: select=private scores runs on validation nodes; the split has none")
+        raise ConfigurationError(
+            f"{defense.name}: select=private scores runs on validation nodes; the split has none (give it a "
+            "validation share, e.g. random:0.6,0.2,0.2 or inductive:0.7,0.2,0.1)"
+        )
 
 
 def select_privately(defense: Defense, dataset: GraphDataset, split: Split, delta: float) -> ReleasedModel:
@@ -316,10 +452,11 @@ def select_privately(defense: Defense, dataset: GraphDataset, split: Split, delt
         seed = int(rng.integers(2**31 - 1))
         member = candidate(defense, grid[index], run_epsilon, seed=seed)
         model = member.fit(dataset, split)
-        mismatch = compare_records(model.privacy.mechanisms, training_records(selection, index, score_spec))
+        spent_records = accounted_records(model.privacy.mechanisms)
+        mismatch = compare_records(spent_records, training_records(selection, index, score_spec))
         if mismatch:
             raise AssertionError(f"{defense.name}: run {run + 1} spent what its plan does not say: {mismatch}")
-        correct = _score(model, dataset, split, score_spec.needs_training_release)
+        correct = score_spec.count(model, dataset, split)
         score = correct + (float(rng.normal(0.0, defense.hp.select_score_noise)) if score_spec.noisy else 0.0)
         key = (score, float(rng.random()))
         history.append({"candidate": index, "seed": seed, "score": score})
@@ -342,7 +479,8 @@ def _as_selected(model, defense, selection, run_epsilon, delta, index, run, hist
         f"candidates (card: selection.grid) and is accounted at ε_run = {run_epsilon:.4g}",
         "run score: "
         + (
-            f"correct validation predictions + N(0, {defense.hp.select_score_noise:g}²), sensitivity 1 ("
+            f"{score_spec.label}: correct validation predictions + N(0, {defense.hp.select_score_noise:g}²), "
+            "sensitivity 1 ("
             if score_spec.noisy
             else "validation accuracy, post-processing ("
         )
@@ -396,7 +534,7 @@ def selection_card(defense: Defense, selection: PrivateSelection, run_epsilon: f
         "expected_runs": float(expected_runs(selection.eta, selection.gamma)),
         "grid": [dict(c) for c in GRIDS[defense.name]],
         "chosen": dict(GRIDS[defense.name][index]),
-        "score": "noisy validation count" if score_spec.noisy else "validation accuracy (post-processing)",
+        "score": score_spec.label,
         "score_noise": float(defense.hp.select_score_noise) if score_spec.noisy else None,
         "run_epsilon": float(run_epsilon),
     }
@@ -431,9 +569,9 @@ def replan_selection(cls, card: dict[str, Any], privacy, replan_run) -> list[dic
     base = dict(hyperparameters)
     defense = cls(epsilon=card.get("target_epsilon"), delta=privacy.delta, device="cpu", **base)
     declared_train = (privacy.public_facts or {}).get("num_train")
-    selection = selection_for(defense, run_epsilon, num_features, declared_train, privacy.delta)
     if abs(plan_run_epsilon(defense, num_features, declared_train, privacy.delta) - run_epsilon) > 1e-9 * run_epsilon:
         raise refuse(f"the card's per-run ε {run_epsilon:g} is not what the selection's target gives")
+    selection = selection_for(defense, run_epsilon, num_features, declared_train, privacy.delta)
     for key in ("eta", "gamma"):
         if not math.isclose(float(section.get(key, math.nan)), float(getattr(selection, key)), rel_tol=1e-9):
             raise refuse(f"the card's selection {key} is not what select_runs and select_eta give")
@@ -450,6 +588,7 @@ def replan_selection(cls, card: dict[str, Any], privacy, replan_run) -> list[dic
     replanned = replan_run(cls, run_card, run_privacy)
     if replanned is None:
         return None
+    replanned = accounted_records(replanned)
     mismatch = compare_records(replanned[: len(training)], training)
     if mismatch:
         raise refuse(f"the chosen run's plan differs from the selection's record: {mismatch}")

@@ -380,6 +380,11 @@ def verify_privacy(privacy: PrivacySpec, card: dict[str, Any]) -> Verification:
     DP-SGD record must be the mixture-of-Gaussians pair over d = 1 + K + D removed terms of norm C
     (the card's D, K and C).
 
+    A privately selected model (``card["selection"]``) records one
+    :class:`~dpaudit.accounting.PrivateSelection` instead, recomputed by
+    :func:`~dpaudit.accounting.verify.verify_spec`; its candidates' plans are re-derived on load
+    by :func:`dpaudit.private_selection.replan_selection`.
+
     ``paper``: the paper's arithmetic is redone — ε_pr = ratio·ε_target/q′ (the record's), the
     per-row ε by DPAR's strong composition, σ (GM) or the selection ε (EM) from it, the DP-SGD
     ε at δ_sgd under RDP (the paper's accounting, recomputed), and ε = q′(ε_pr + ε_SGD),
@@ -398,6 +403,12 @@ def verify_privacy(privacy: PrivacySpec, card: dict[str, Any]) -> Verification:
     q_node = float(hp.get("node_sample_rate", 0.09))
     records = list(privacy.mechanisms)
     if not records:
+        return verify_spec(privacy, "node", card_protocol(card))
+    if "selection" in card:
+        # select=private (dpaudit.private_selection): one selection record, recomputed here from
+        # its candidates' records; the load-time re-plan re-derives every candidate from the card
+        if len(records) != 1 or records[0].get("mechanism") != "PrivateSelection":
+            raise refuse("a privately selected DPAR spec records exactly one private selection")
         return verify_spec(privacy, "node", card_protocol(card))
     if records[-1].get("mechanism") == AMPLIFICATION:
         if privacy.protocol == "paper":
