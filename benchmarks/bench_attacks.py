@@ -5,6 +5,7 @@ Usage::
 
     OMP_NUM_THREADS=1 python benchmarks/bench_attacks.py --data-root DIR [--part strength,gbase|table|all]
         [--strength-runs 3] [--strength-refs 4] [--defenses gcn,mlp-dp,...] [--epsilons 1,8,inf]
+    python benchmarks/bench_attacks.py --merge PASS.json [PASS.json ...]   # fold side-by-side passes into --out
 
 Part ``strength`` (Cora, public split, default recipes): every attack against ``gcn`` —
 threshold (loss), TSTF, LiRA online and offline, RMIA online and offline (``--strength-refs``
@@ -86,7 +87,7 @@ def row_for(defense, eps, name, result, seconds, test_acc):
         else f"{fmt(result.epsilon_lower_bound, 2)} (0)",
         "covered": "yes" if result.covered_by_guarantee else "no",
         "AUC ceiling": fmt(result.ceiling_auc),
-        "details": details(result),
+        "details": "; ".join(filter(None, [details(result), spent_note(result, eps)])),
         "runs": str(len(result.runs)),
         "seconds": f"{seconds:.1f}",
         "peak MB": f"{peak_mb():.0f}",
@@ -94,14 +95,27 @@ def row_for(defense, eps, name, result, seconds, test_acc):
     }
 
 
+def spent_note(result, eps: float) -> str:
+    """The ε the model had spent when the attack ended, where its queries cost more than training (a
+    query-charged model: GAP pays for every release its answers need). 'covered' and the ceiling
+    refer to that total, not to the ε column; it is cumulative over the attacks run before on the
+    same model in the pass."""
+    spent = (result.model or {}).get("epsilon")
+    if spent is None or math.isinf(eps) or spent <= eps * 1.001:
+        return ""
+    return f"ε spent after this attack's queries {spent:.2f} (covered refers to it)"
+
+
 def details(result) -> str:
     """Attack-specific numbers worth a glance (LinkTeller's density protocol, RMIA's a, ...)."""
     e = result.extra
-    if result.attack == "linkteller" and "precision_at_density" in e:
-        out = f"P/R at density {e['precision_at_density']:.2f}/{e['recall_at_density']:.2f}"
+    if result.attack == "linkteller":
+        out = []
+        if "precision_at_density" in e:
+            out.append(f"P/R at density {e['precision_at_density']:.2f}/{e['recall_at_density']:.2f}")
         if "auc_hard_negatives" in e:
-            out += f"; AUC vs 2-hop non-edges {e['auc_hard_negatives']:.3f}"
-        return out
+            out.append(f"AUC vs 2-hop non-edges {e['auc_hard_negatives']:.3f}")
+        return "; ".join(out)
     if result.attack in ("mia-rmia", "mia-lira"):
         sizes = sorted({s for r in result.runs for s in r.get("reference_train_sizes", [])})
         out = f"ref. sizes {'/'.join(map(str, sizes))} (target {result.runs[0].get('target_train_size')})"
@@ -173,6 +187,8 @@ COLUMNS = [
 
 
 PARTS = ("strength", "gbase", "table")
+#: the attacks of the cora_ml table, in their default order
+TABLE_ATTACKS = ("mia-tstf", "mia-threshold", "mia-lira", "mia-rmia", "link-steal", "linkteller", "embedding-probe")
 
 
 def write(report: dict, path: Path) -> None:
@@ -214,6 +230,20 @@ def write(report: dict, path: Path) -> None:
     atomic_write_text(path, "\n".join(parts) + "\n" + kept)
 
 
+def merge_passes(out: Path, passes: list[Path]) -> None:
+    """Fold the cora_ml rows of passes run side by side (each with its own ``--out``) into ``out``:
+    a pass's row replaces the row for the same defense, ε and attack, and each pass's command
+    and settings join the header and the table's note, so every row's origin stays written."""
+    report = json.loads(out.with_suffix(".json").read_text(encoding="utf-8"))
+    for path in passes:
+        done = json.loads(path.read_text(encoding="utf-8"))
+        for row in done.get("table", []):
+            put_row(report["table"], row, replace=True)
+        report["header"] += f" Rows replaced: `{done['command']}`."
+        report["table_note"] = (report.get("table_note", "") + " " + done.get("table_note", "")).strip()
+    write(report, out)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data-root", default=None)
@@ -233,7 +263,9 @@ def main(argv=None) -> int:
         help="table: runs (attack seeds) of mia-threshold, mia-lira and mia-rmia, for a mean ± sd of their low-FPR TPRs",
     )
     ap.add_argument("--linkteller-pairs", type=int, default=100)
-    ap.add_argument("--attacks", default=None, help="comma list (default: all)")
+    ap.add_argument("--linkteller-runs", type=int, default=2, help="table: runs (attack seeds) of linkteller")
+    ap.add_argument("--probe-runs", type=int, default=2, help="table: runs (attack seeds) of embedding-probe")
+    ap.add_argument("--attacks", default=None, help="comma list, run in this order (default: all)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=str(OUT / "attacks.md"))
     ap.add_argument("--append", action="store_true", help="add rows to the tables already in --out (.json)")
@@ -241,6 +273,13 @@ def main(argv=None) -> int:
         "--replace-rows",
         action="store_true",
         help="like --append, but a row of this pass replaces the earlier row for the same defense, ε and attack",
+    )
+    ap.add_argument(
+        "--merge",
+        nargs="+",
+        metavar="PASS.json",
+        help="run no part: fold the cora_ml rows of these passes (each written with its own --out) into --out, "
+        "replacing rows for the same defense, ε and attack",
     )
     ap.add_argument(
         "--keep-table", action="store_true", help="keep the cora_ml table (and its note) already in --out (.json)"
@@ -251,12 +290,24 @@ def main(argv=None) -> int:
         ap.error(f"--part: choose among {', '.join(PARTS)}, all (comma-separated), got {args.part!r}")
     if "all" in parts:
         parts = set(PARTS)
-    if min(args.membership_runs, args.tstf_runs, args.strength_runs) < 1:
-        ap.error("--membership-runs, --tstf-runs and --strength-runs must be >= 1")
+    runs = (args.membership_runs, args.tstf_runs, args.strength_runs, args.linkteller_runs, args.probe_runs)
+    if min(runs) < 1:
+        ap.error("--membership-runs, --tstf-runs, --strength-runs, --linkteller-runs and --probe-runs must be >= 1")
+    if args.attacks and not set(args.attacks.split(",")) <= set(TABLE_ATTACKS):
+        unknown = sorted(set(args.attacks.split(",")) - set(TABLE_ATTACKS))
+        ap.error(f"--attacks: unknown {', '.join(unknown)}; choose among {', '.join(TABLE_ATTACKS)}")
     out = Path(args.out)
+    if args.merge:
+        missing = [p for p in [out.with_suffix(".json"), *map(Path, args.merge)] if not p.is_file()]
+        if missing:
+            ap.error(f"--merge: no such file: {', '.join(map(str, missing))}")
+        merge_passes(out, [Path(p) for p in args.merge])
+        return 0
     out.parent.mkdir(parents=True, exist_ok=True)
+    command = " ".join(["python", *sys.argv])
     report = {
-        "header": f"Command: `{' '.join(['python', *sys.argv])}`. Machine: shared 2-core CPU (torch CPU). "
+        "command": command,
+        "header": f"Command: `{command}`. Machine: shared 2-core CPU (torch CPU). "
         "AUC = mean over runs; CI = stratified percentile bootstrap of the mean (1000 draws); ε_LB on run 0 "
         "(one-run pair test of Steinke et al. 2023 on the randomized audit game's pairs, 95 %; '-' where bound_valid is false). "
         "TPR@1% and TPR@0.1%: mean ± sd over the attack's runs (each run an attack seed: new audit draw, references "
@@ -275,7 +326,7 @@ def main(argv=None) -> int:
         report["strength"], report["table"] = previous.get("strength", []), previous.get("table", [])
         report["gbase"], report["gbase_note"] = previous.get("gbase", []), previous.get("gbase_note", "")
         verb = "Rows replaced" if args.replace_rows else "Appended"
-        report["header"] = previous.get("header", "") + f" {verb}: `{' '.join(['python', *sys.argv])}`."
+        report["header"] = previous.get("header", "") + f" {verb}: `{command}`."
         report["table_note"] = previous.get("table_note", "")
     elif args.keep_table and out.with_suffix(".json").is_file():
         previous = json.loads(out.with_suffix(".json").read_text(encoding="utf-8"))
@@ -369,16 +420,24 @@ def main(argv=None) -> int:
             "mia-lira": {"num_shadows": args.lira_shadows, "runs": args.membership_runs},
             "mia-rmia": {"num_references": args.lira_shadows, "runs": args.membership_runs},
             "link-steal": {"runs": 3},
-            "linkteller": {"num_pairs": args.linkteller_pairs},
-            "embedding-probe": {},
+            "linkteller": {
+                "num_pairs": args.linkteller_pairs,
+                "runs": args.linkteller_runs,
+                "pr_nodes": args.linkteller_pr_nodes,
+            },
+            # the projections are pictures only: the table reads the shadow-trained probe's scores
+            "embedding-probe": {"runs": args.probe_runs, "projections": []},
         }
         if args.attacks:
-            plan = {k: v for k, v in plan.items() if k in args.attacks.split(",")}
+            # in the order given: a pass stopped for time has the attacks listed first
+            plan = {k: plan[k] for k in args.attacks.split(",")}
         note = (
             f"Reduced settings for the shared CPU: mia-tstf {args.tstf_runs} runs, mia-threshold, mia-lira and "
             f"mia-rmia {args.membership_runs} run(s), mia-lira (online) and mia-rmia "
-            f"(online) {args.lira_shadows} references, link-steal 3 runs × ≤1000 edges, linkteller {args.linkteller_pairs} edges + as many non-edges, "
-            "embedding-probe 1 run. Defenses with default hyperparameters (gap-ndp: max_degree = the graph's "
+            f"(online) {args.lira_shadows} references, link-steal 3 runs × ≤1000 edges, linkteller {args.linkteller_runs} "
+            f"run(s) × {args.linkteller_pairs} edges + as many non-edges (precision/recall at the true density over "
+            f"{args.linkteller_pr_nodes} sampled nodes), embedding-probe {args.probe_runs} run(s) (no projections). "
+            "Defenses with default hyperparameters (gap-ndp: max_degree = the graph's "
             "largest degree, which its sound node-level guarantee needs), seed "
             f"{args.seed}. Non-private baselines only at ε = ∞. Attacks in this pass: {', '.join(plan)}."
         )
