@@ -282,6 +282,25 @@ def lower_bound_delta(cov: Coverage, model: ReleasedModel) -> float:
     return own
 
 
+def _spent_above_target(model: ReleasedModel, ceiling: dict[str, Any]) -> str | None:
+    """Record in ``ceiling`` the ε the comparison used — the model's spec when the attack ended,
+    which for a model that charges queries (GAP answers new nodes with fresh PMA releases)
+    includes this attack's queries — beside the training target, and say so when it is above it:
+    a table's ε column names the target, and "covered" alone would read as covered at it."""
+    if not model.privacy.is_private:
+        return None
+    spent = float(model.privacy.epsilon)
+    target = model.card.get("target_epsilon")
+    ceiling["epsilon_spent"] = spent
+    ceiling["target_epsilon"] = target
+    if target is None or spent <= float(target) * (1.0 + 1e-9):
+        return None
+    return (
+        f"compared with ε = {spent:.4g}, the ε spent by training and the queries this attack made, not the training "
+        f"target ε = {float(target):g}"
+    )
+
+
 def make_result(
     attack: str,
     model: ReleasedModel,
@@ -363,6 +382,9 @@ def make_result(
     if nodes is not None and dataset is not None and attack_unit == "node":
         extra["risk_slices"] = risk_slices(dataset, nodes, runs)
     ceiling = cov.describe()
+    spent_note = _spent_above_target(model, ceiling)
+    if spent_note:
+        all_notes.append(spent_note)
     ceiling_auc, lower_bound, lower_bound_delta_used = (
         cov.ceiling_auc,
         summary["epsilon_lower_bound"],

@@ -188,6 +188,21 @@ def embedding_features(emb: np.ndarray, y: np.ndarray, edge_index: np.ndarray, n
     return np.column_stack([norm, coordinates, own, margin, smooth])
 
 
+def _is_input(emb: np.ndarray, x: torch.Tensor, nodes: np.ndarray) -> bool:
+    """Whether ``embed`` returned the input features themselves, up to each row's scale (a
+    one-layer model's embedding, perhaps row-normalised), on a sample of ``nodes``: then a probe
+    of it says nothing about the model."""
+    if len(nodes) == 0 or emb.shape[1] != x.size(1):
+        return False
+    rows = x.index_select(0, torch.as_tensor(nodes, dtype=torch.long))
+    rows = (rows.to_dense() if rows.is_sparse else rows).double().cpu().numpy()
+
+    def unit(a: np.ndarray) -> np.ndarray:
+        return a / np.maximum(np.linalg.norm(a, axis=1, keepdims=True), 1e-300)
+
+    return bool(np.allclose(unit(emb[nodes]), unit(rows), rtol=1e-5, atol=1e-6))
+
+
 def embedding_probe(
     model: ReleasedModel,
     dataset: GraphDataset | None = None,
@@ -237,7 +252,7 @@ def embedding_probe(
     rng = np.random.default_rng(seed)
     plot_nodes = train if len(train) <= max_plot_nodes else np.sort(rng.choice(train, max_plot_nodes, replace=False))
 
-    extra: dict = {"embedding_dim": int(emb.shape[1])}
+    extra: dict = {"embedding_dim": int(emb.shape[1]), "embedding_is_input": _is_input(emb, graph.x, train[:64])}
     probed = train if len(train) <= label_probe_nodes else np.sort(rng.choice(train, label_probe_nodes, replace=False))
     probed_labels = y[probed]
     if len(np.unique(probed_labels)) > 1 and len(probed) > len(np.unique(probed_labels)):
@@ -282,6 +297,11 @@ def embedding_probe(
         "membership), applied to the target's embeddings (full-graph query)",
         f"projections of {len(plot_nodes)} training nodes' embeddings (full-graph query), coloured by label",
     ]
+    if extra["embedding_is_input"]:
+        notes.append(
+            "the model's embedding is its input features (a model with no hidden layer): the probe reads the "
+            "nodes' features, not anything the model learned"
+        )
     result = C.make_result(
         "embedding-probe",
         model,

@@ -321,6 +321,7 @@ class Defense(ABC):
             raise DPAuditError("the split has no training node")
         if not dataset.data.label_mask[split.train].all():
             raise DPAuditError("the split's training nodes must all be labeled")
+        self.check_data(dataset, split)
         seed_everything(self.seed)
         delta = self.resolve_delta(dataset, split)
         start = time.perf_counter()
@@ -337,6 +338,11 @@ class Defense(ABC):
         model.card.update(self.card(dataset, split))
         model.record.update(self.record(dataset, split, seconds))
         return model
+
+    def check_data(self, dataset: GraphDataset, split: Split) -> None:
+        """Refuse, before any work (a selection's calibration included), a dataset this defense
+        cannot train on soundly — e.g. a graph above a public degree promise. Nothing by default."""
+        return None
 
     def _check_privacy(self, model: ReleasedModel) -> None:
         """The engine never lies: spent ≤ target, and a paper run is never reported as sound."""

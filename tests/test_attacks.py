@@ -192,6 +192,15 @@ def test_embedding_probe_artifacts(gcn, small_graph):
         assert base64.b64decode(blob)[:8] == b"\x89PNG\r\n\x1a\n"
     assert 0.5 < res.extra["knn_label_accuracy"] <= 1.0
     assert -1.0 <= res.extra["silhouette"] <= 1.0
+    assert res.extra["embedding_is_input"] is False
+
+
+def test_embedding_probe_says_when_the_embedding_is_the_input(mlp_dp, small_graph):
+    """mlp-dp's ``auto`` preset is logistic regression on a graph this small: its embedding is
+    the (row-normalised) features, so the probe's note must say it reads no learned state."""
+    res = attacks.run("embedding-probe", mlp_dp, small_graph, projections=[], **FAST)
+    assert res.extra["embedding_is_input"] is True
+    assert any("embedding is its input features" in n for n in res.notes)
 
 
 def test_adapter_for_a_users_module(gcn, small_graph):

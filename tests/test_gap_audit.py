@@ -110,3 +110,18 @@ def test_identical_ledger_rows_collapse_in_the_report(audited, tmp_path):
     html, _ = write_report([record], result.report_meta(), tmp_path / "queried.html")
     text = html.read_text()
     assert "× 968" in text and text.count("pma on a query graph") == 1
+
+
+def test_an_attack_that_spends_says_at_which_epsilon_it_was_compared(saved_edp, small_graph):
+    """LinkTeller run directly on a query-charged model: its coverage is judged at the ε spent
+    by training and its own queries, recorded beside the training target and said in a note."""
+    import attacks
+
+    model = load(saved_edp)
+    result = attacks.run("linkteller", model, small_graph, **SETTINGS["linkteller"])
+    target = model.card["target_epsilon"]
+    assert result.ceiling["target_epsilon"] == target
+    assert result.ceiling["epsilon_spent"] == pytest.approx(model.privacy.epsilon) and model.privacy.epsilon > target
+    assert any(n.startswith("compared with ε = ") and f"training target ε = {target:g}" in n for n in result.notes)
+    quiet = attacks.run("mia-threshold", load(saved_edp), small_graph)  # answered from the training release
+    assert quiet.ceiling["epsilon_spent"] <= target and not any(n.startswith("compared with ε = ") for n in quiet.notes)

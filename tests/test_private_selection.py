@@ -280,3 +280,18 @@ def test_a_run_that_spends_more_than_its_plan_is_caught(small_graph, monkeypatch
     defense = get_defense("mlp-dp")(epsilon=6.0, delta=1e-4, select="private", select_runs=2, epochs=5)
     with pytest.raises(AssertionError, match="spent what its plan does not say"):
         defense.fit(small_graph, split)
+
+
+def test_a_broken_degree_promise_refuses_before_the_selection_is_calibrated(small_graph, monkeypatch):
+    """Sound gap-ndp under select=private: a training graph above max_degree is refused by
+    ``Defense.check_data`` before ε_run is searched (which trains nothing but costs seconds)."""
+    import dpaudit.private_selection as selection
+
+    def never(*args, **kwargs):
+        raise AssertionError("the selection was calibrated before the degree promise was checked")
+
+    monkeypatch.setattr(selection, "plan_run_epsilon", never)
+    split = make_split(small_graph, "random:0.5,0.25,0.25", 0)
+    defense = get_defense("gap-ndp")(epsilon=8.0, seed=0, max_degree=1, select="private")
+    with pytest.raises(ConfigurationError, match="maximum degree ≤ max_degree = 1"):
+        defense.fit(small_graph, split)

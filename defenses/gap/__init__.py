@@ -491,6 +491,13 @@ class _GAP(Defense):
         _train_full_batch(module, inputs, targets, epochs, hp.lr, desc, val)
         return None
 
+    def check_data(self, dataset: GraphDataset, split: Split) -> None:
+        """Sound node-level GAP checks its degree promise on the training graph before any work
+        (``fit`` calls this before a private selection's calibration too)."""
+        if protocols.sound_node_level_needs_promise(self.level, self.protocol, self.private):
+            edge_index = split.edge_index_for(dataset, "train")
+            check_degree_promise(edge_index, dataset.num_nodes, self.hp.max_degree, "training graph")
+
     def _fit(self, dataset: GraphDataset, split: Split, delta: float) -> GAPModel:
         hp, device = self.hp, self.device
         data = dataset.data
@@ -501,8 +508,6 @@ class _GAP(Defense):
         if self.paper_protocol and len(val) == 0:
             raise ConfigurationError(f"{self.name}: protocol=paper selects on validation nodes; the split has none")
         schedules = self.schedules(declared_train_size(dataset, split))
-        if protocols.sound_node_level_needs_promise(self.level, self.protocol, self.private):
-            check_degree_promise(edge_index, num_nodes, hp.max_degree, "training graph")
 
         hop_grid, degree_grid = protocols.search_grid(self.level, self.protocol, hp)
         base_cfg = {

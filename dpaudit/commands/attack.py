@@ -89,6 +89,9 @@ def cmd_attack(args) -> int:
         bound = (
             f"valid bound: ε lower bound {_fmt(result.epsilon_lower_bound)} (δ = {result.epsilon_lower_bound_delta:g})"
         )
+    spent, target = result.ceiling.get("epsilon_spent"), result.ceiling.get("target_epsilon")
+    if spent is not None and target is not None and spent > float(target) * (1.0 + 1e-9):
+        ceiling += f" at ε = {spent:.4g} spent by training and this attack's queries (target {float(target):g})"
     lo, hi = result.auc_ci
     # TPR at 1 % FPR with its spread over runs and the negatives it rests on (dpaudit.low_fpr)
     low_fpr = (result.extra.get("low_fpr") or {}).get("0.01")
