@@ -47,6 +47,12 @@ canary's coin from both endpoints' released directions, given the known base gra
 other canaries at a shared endpoint marginalised; otherwise the endpoints' ``embed`` cosine
 similarity minus each endpoint's mean similarity to a fixed random reference set.
 
+**Structures** (:class:`CanaryStructure`). A defense's own module may design edge canaries for
+its threat model — nodes the auditor adds (public at edge level, present in every run) joined
+by the canary edges — with its own score from the release; ``design={"structure": name}``
+selects one (:mod:`defenses.gcon.canaries`: node pairs scored by the exact likelihood of
+GCON's Θ). The game is unchanged: one fair coin per canary edge, drawn after the design.
+
 **Queries.** A model whose inference is private (its card's ``inference.private``), or whose
 training release the owner holds (GAP's aggregations of its training graph, read through
 :func:`attacks._common.answering` without spending anything), is queried on its own training
@@ -68,15 +74,20 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import torch
 from torch_geometric.data import Data
 
 from attacks import _common as C
-from dpaudit.datasets import GraphDataset, fingerprint
+from dpaudit.canary_design import (
+    CanaryDesign,
+    CanaryStructure,
+    dataset_with_canaries,
+    structure_of,
+    undirected_pairs,
+)
+from dpaudit.datasets import GraphDataset
 from dpaudit.errors import ConfigurationError, DPAuditError
 from dpaudit.model import ReleasedModel
 from dpaudit.splits import Split
@@ -84,34 +95,6 @@ from dpaudit.splits import Split
 log = logging.getLogger(__name__)
 
 KINDS = ("node", "edge")
-
-
-@dataclass
-class CanaryDesign:
-    """The N canaries of one audit (fixed across runs; only the coins change).
-
-    Attributes:
-        kind: ``"node"`` or ``"edge"``.
-        features: node canaries' features [N, F] (float32).
-        labels: node canaries' labels [N] (long).
-        wires: [W, 2] (canary index, base node) edges of node canaries.
-        pairs: edge canaries' endpoints [N, 2] (base node indices, u < v).
-        settings: how the design was drawn (JSON-able).
-    """
-
-    kind: str
-    count: int
-    features: torch.Tensor | None = None
-    labels: torch.Tensor | None = None
-    wires: np.ndarray | None = None
-    pairs: np.ndarray | None = None
-    settings: dict[str, Any] = field(default_factory=dict)
-
-    def describe(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"kind": self.kind, "count": self.count, **self.settings}
-        if self.kind == "edge" and self.pairs is not None:
-            out["pairs"] = self.pairs.tolist()
-        return out
 
 
 # --------------------------------------------------------------------------- designs
@@ -259,6 +242,7 @@ def draw_edge_canaries(
     min_distance: int = 3,
     endpoints: str = "low-degree",
     endpoint_uses: int = 1,
+    structure: str | None = None,
 ) -> CanaryDesign:
     """``count`` distinct node pairs for edge canaries, each at distance ≥ ``min_distance`` in
     the base graph, every node an endpoint of at most ``endpoint_uses`` pairs.
@@ -273,8 +257,11 @@ def draw_edge_canaries(
     its own coin; a shared endpoint's release sums the included canaries at it, which
     :func:`edge_scores` marginalises over their coins. Under an inductive split only training nodes
     are candidates (other edges never reach training). Raises :class:`ConfigurationError` when
-    the graph cannot hold ``count`` pairs.
+    the graph cannot hold ``count`` pairs. ``structure`` names a registered
+    :class:`CanaryStructure`, which then draws the design with its own defaults.
     """
+    if structure is not None:
+        return structure_of(structure).draw(dataset, split, count, seed)
     count = _check_count(count)
     if endpoints not in ("low-degree", "random"):
         raise ConfigurationError(f"canaries: endpoints must be low-degree or random, got {endpoints!r}")
@@ -358,7 +345,17 @@ def _pairs_reused(pool: np.ndarray, near: dict[int, set[int]], count: int, uses:
     return sorted(chosen)
 
 
+def _structure(design: CanaryDesign) -> CanaryStructure | None:
+    name = design.settings.get("structure")
+    return None if name is None else structure_of(name)
+
+
 def draw_canaries(dataset: GraphDataset, split: Split, kind: str, count: int, seed: int = 0, **options) -> CanaryDesign:
+    if "structure" in options:
+        if kind != "edge":
+            raise ConfigurationError(f"canaries: a structure designs edge canaries, not {kind} canaries")
+        name = options.pop("structure")
+        return structure_of(name).draw(dataset, split, count, seed, **options)
     if kind == "node":
         return draw_node_canaries(dataset, split, count, seed, **options)
     if kind == "edge":
@@ -374,25 +371,6 @@ def flip_coins(count: int, seed: int, run: int) -> np.ndarray:
 # --------------------------------------------------------------------------- injection
 
 
-def _dataset_with(base: GraphDataset, x: torch.Tensor, y: torch.Tensor, edge_index: torch.Tensor, note: str):
-    n = x.size(0)
-    label_mask = y >= 0
-    data = Data(x=x.contiguous(), y=y, edge_index=edge_index, label_mask=label_mask, num_nodes=n)
-    if base.has_public_split:
-        extra = torch.full((n - base.num_nodes,), -1, dtype=torch.long)
-        data.public_split = torch.cat([base.data.public_split, extra])
-    info = {**base.info, "canaries": note}
-    # the declaration is a constant of the game: it never depends on which canaries the coins put in
-    return GraphDataset(data, base.name, base.num_classes, fingerprint(data), info, dict(base.public_facts))
-
-
-def _undirected(pairs: np.ndarray) -> torch.Tensor:
-    if len(pairs) == 0:
-        return torch.zeros((2, 0), dtype=torch.long)
-    p = torch.as_tensor(pairs, dtype=torch.long).t()
-    return torch.cat([p, p.flip(0)], dim=1)
-
-
 def _with_nodes(base: GraphDataset, design: CanaryDesign, chosen: np.ndarray, feature_scale: float = 1.0):
     """The base graph plus the chosen canary nodes (appended in canary order, features times
     ``feature_scale``) and their wires."""
@@ -401,8 +379,8 @@ def _with_nodes(base: GraphDataset, design: CanaryDesign, chosen: np.ndarray, fe
     x = torch.cat([base.data.x, feature_scale * design.features[torch.as_tensor(chosen, dtype=torch.long)]])
     y = torch.cat([base.data.y, design.labels[torch.as_tensor(chosen, dtype=torch.long)]])
     wires = [(index[int(c)], int(b)) for c, b in design.wires if int(c) in index]
-    edges = torch.cat([base.data.edge_index, _undirected(np.asarray(wires, dtype=np.int64).reshape(-1, 2))], dim=1)
-    return _dataset_with(base, x, y, edges, f"{len(chosen)} node canaries appended")
+    edges = torch.cat([base.data.edge_index, undirected_pairs(np.asarray(wires, dtype=np.int64).reshape(-1, 2))], dim=1)
+    return dataset_with_canaries(base, x, y, edges, f"{len(chosen)} node canaries appended")
 
 
 def training_data(base: GraphDataset, split: Split, design: CanaryDesign, included: np.ndarray):
@@ -414,6 +392,9 @@ def training_data(base: GraphDataset, split: Split, design: CanaryDesign, includ
     included = np.asarray(included, dtype=bool)
     if included.shape != (design.count,):
         raise DPAuditError(f"canaries: {design.count} coins expected, got shape {included.shape}")
+    structure = _structure(design)
+    if structure is not None:
+        return structure.training_data(base, split, design, included)
     chosen = np.flatnonzero(included)
     if design.kind == "node":
         ds = _with_nodes(base, design, chosen)
@@ -425,8 +406,8 @@ def training_data(base: GraphDataset, split: Split, design: CanaryDesign, includ
         sp = Split(train, split.val, split.test, spec=split.spec, seed=split.seed, inductive=split.inductive,
                    info=dict(split.info), node_part=node_part, declared_sizes=split.declared_sizes)  # fmt: skip
         return ds, sp
-    edges = torch.cat([base.data.edge_index, _undirected(design.pairs[chosen])], dim=1)
-    ds = _dataset_with(base, base.data.x, base.data.y, edges, f"{len(chosen)} edge canaries inserted")
+    edges = torch.cat([base.data.edge_index, undirected_pairs(design.pairs[chosen])], dim=1)
+    ds = dataset_with_canaries(base, base.data.x, base.data.y, edges, f"{len(chosen)} edge canaries inserted")
     return ds, split
 
 
@@ -579,6 +560,12 @@ def edge_scores(model: ReleasedModel, graph: Data, pairs: np.ndarray, base_edges
 def score_run(model: ReleasedModel, base: GraphDataset, split: Split, design: CanaryDesign,
               train_ds: GraphDataset, train_split: Split, seed: int = 0) -> tuple[np.ndarray, str]:  # fmt: skip
     """(every canary's score from one released model — higher: more likely included —, score name)."""
+    structure = _structure(design)
+    if structure is not None:
+        scores, name = structure.score(model, base, split, design, train_ds, train_split)
+        if not np.all(np.isfinite(scores)):
+            raise DPAuditError("canary scores contain NaN or infinite values")
+        return scores, name
     graph, index = query_graph(base, split, design, train_ds, train_split, model)
     if design.kind == "node":
         scores, name = node_scores(model, graph, index, design.labels), "label-logit-margin"

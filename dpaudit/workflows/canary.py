@@ -90,7 +90,30 @@ def check_canary_request(defense: str, epsilon, kind: str, canaries: int, runs: 
         raise ConfigurationError(f"--runs must be an integer >= 1, got {runs!r}")
     cls = get_defense(defense)
     cls(epsilon=epsilon, delta=delta, seed=seed, device=device, **(overrides or {}))  # ranges, protocol, ε
+    structure = canary_structure(design)
+    if structure is not None:
+        if kind != "edge":
+            raise ConfigurationError(f"--design structure={structure.name} designs edge canaries (--kind edge)")
+        structure.check(cls, canaries)
     return cls
+
+
+#: the modules that register a defense's own edge-canary structure (:class:`dpaudit.canary_design.CanaryStructure`)
+STRUCTURE_MODULES = {"gcon-pairs": "defenses.gcon.canaries"}
+
+
+def canary_structure(design: dict | None):
+    """The structure ``design`` names (its module imported, which registers it), or ``None``."""
+    import importlib
+
+    from attacks import canary as game
+
+    name = (design or {}).get("structure")
+    if name is None:
+        return None
+    if name in STRUCTURE_MODULES:
+        importlib.import_module(STRUCTURE_MODULES[name])
+    return game.structure_of(name)
 
 
 def canary_audit(
@@ -132,7 +155,7 @@ def canary_audit(
             delta=delta, device=device, data_root=data_root, dataset_options=dataset_options, design=design,
             confidence=confidence, out=out, progress=progress, keep_scores=keep_scores,
         )  # fmt: skip
-    cls = check_canary_request(defense, epsilon, kind, canaries, runs, overrides, delta, device, seed)
+    cls = check_canary_request(defense, epsilon, kind, canaries, runs, overrides, delta, device, seed, design)
     base = dataset if isinstance(dataset, GraphDataset) else load_dataset(
         dataset, root=data_root, **(dataset_options or {})
     )  # fmt: skip

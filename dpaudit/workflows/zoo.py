@@ -355,12 +355,6 @@ class Variant:
     defense: str
 
 
-#: ``zoo-gcon-noise-div10`` is registered but not catalogued: no canary here sees it yet. Edge
-#: canaries scored by embedding cosine reach AUC 0.515 (1,000 canaries, claim 1, Cora; true ε
-#: 9.9). GCON's release Θ holds d·c = 8·7 numbers, so one training reveals at most about that
-#: many coins, and inverting Θ's optimality condition for 40 canaries per training did no
-#: better (AUC 0.49): one real edge moves the objective's gradient by ≈ 0.03 against objective
-#: noise of norm ≈ 3 even at a tenth of it (issue 25).
 VARIANTS: tuple[Variant, ...] = (
     Variant("mlp-dp", "sound", "mlp-dp"),
     Variant("mlp-dp", "noise-div10", "zoo-mlp-dp-noise-div10"),
@@ -369,6 +363,8 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("gap-edp", "sensitivity-div10", "zoo-gap-edp-sensitivity-div10"),
     Variant("gap-ndp", "sound", "gap-ndp"),
     Variant("gap-ndp", "noise-div10", "zoo-gap-ndp-noise-div10"),
+    Variant("gcon", "sound", "gcon"),
+    Variant("gcon", "noise-div10", "zoo-gcon-noise-div10"),
     Variant("dpgnn", "sound", "dpgnn"),
     Variant("dpgnn", "noise-div10", "zoo-dpgnn-noise-div10"),
     Variant("zoo-gaussian-sum", "sound", "zoo-gaussian-sum"),
@@ -394,11 +390,15 @@ def true_epsilon(defense: str, dataset: GraphDataset, split: Split, epsilon: flo
 
 # --------------------------------------------------------------------------- auditing a variant
 
-#: the canary audits of each base defense: (kind, canaries, design). Node-level DP-SGD gets two:
+#: the canary audits of each base defense: (kind, canaries per run, design[, runs]) — runs 1 when
+#: left out. Node-level DP-SGD gets two:
 #: node canaries on the rarest feature coordinates (the black-box view of a released model:
 #: they test the whole pipeline, features to posteriors) and Dirac gradient canaries (Nasr et
 #: al. 2023), white-box over every iterate, at the norm the training loop clips to — the only
 #: design here that certifies more than ε = 4 with a few thousand canaries.
+#: trainings pooled in GCON's audit (each holds 3 canaries)
+GCON_RUNS = 4000
+
 AUDIT_PLANS: dict[str, tuple[tuple[str, int, dict[str, Any]], ...]] = {
     "mlp-dp": (("node", 1000, {"feature": "rare"}), ("gradient", 5000, {})),
     # endpoints shared by 4 canaries: 5,000 edge canaries fit Cora (at most 5,416) and cora_ml;
@@ -407,7 +407,24 @@ AUDIT_PLANS: dict[str, tuple[tuple[str, int, dict[str, Any]], ...]] = {
     # GAP's node level: the encoder's DP-SGD run, white-box (its own share of the claim)
     "gap-ndp": (("gradient", 5000, {}),),
     "dpgnn": (("gradient", 5000, {}),),
+    # GCON's worst-case edge canaries (defenses.gcon.canaries): auditor-added node pairs, the
+    # edge inside each pair the coin, scored by the exact likelihood of Θ; Θ holds c·d numbers,
+    # so three canaries (disjoint label columns) per training and GCON_RUNS trainings pooled
+    "gcon": (("edge", 3, {"structure": "gcon-pairs"}, GCON_RUNS),),
     "zoo-gaussian-sum": (("node", 1000, {"feature": "rare"}),),
+}
+
+
+#: hyperparameters the zoo audits a base defense at (both variants alike; recorded in each row).
+#: The claim holds at every setting and a break applies at every setting, so the auditor picks
+#: the setting where the worst case is reachable. GCON: d₁ = 1 makes every column of the
+#: objective noise B a Laplace variable (in d dimensions a canary's privacy loss is spread by a
+#: random angle, about 1/√d of the worst case); one propagation step lets a single edge use all
+#: of Lemma 2's Ψ; Λ = 5 keeps c_θ (hence Theorem 1's c₂c_θ share of the bound) small; two
+#: encoder epochs already map the canaries' ±features apart (the encoder reads no edge, and
+#: each of the 4,000 trainings fits its own).
+AUDIT_OVERRIDES: dict[str, dict[str, Any]] = {
+    "gcon": {"encoder_hidden": 1, "steps": "1", "regularization": 5.0, "encoder_epochs": 2},
 }
 
 
@@ -430,12 +447,12 @@ def audit_variant(variant: Variant, dataset: GraphDataset, claim: float, *, spli
 
     audits = plan if plan is not None else AUDIT_PLANS[variant.base]
     level = 1.0 - (1.0 - confidence) / len(audits)
-    settings = dict(overrides or {})
+    settings = {**AUDIT_OVERRIDES.get(variant.base, {}), **(overrides or {})}
     if variant.base == "gap-ndp":
         # sound node-level GAP refuses a graph above its degree promise: promise the graph's own
         settings.setdefault("max_degree", max_in_degree(dataset))
     results = []
-    for kind, canaries, design in audits:
+    for kind, canaries, design, runs in ((*entry, 1)[:4] for entry in audits):
         results.append(
             canary_audit(
                 variant.defense,
@@ -443,6 +460,7 @@ def audit_variant(variant: Variant, dataset: GraphDataset, claim: float, *, spli
                 claim,
                 kind=kind,
                 canaries=canaries,
+                runs=runs,
                 split=split,
                 seed=seed,
                 design=design,
@@ -471,11 +489,12 @@ def audit_variant(variant: Variant, dataset: GraphDataset, claim: float, *, spli
         "true_epsilon": truth,
         "certified": certified,
         "caught": caught,
+        "overrides": settings,
         "claimed_mu": max((claimed_mu for claimed_mu, _ in mus), default=None),
         "certified_mu": max((certified_mu for _, certified_mu in mus), default=None),
         "audits": [
             # the design without its edge pairs (thousands; redrawn from the seed)
-            {"kind": r["kind"], "canaries": r["canaries"], "confidence": r["confidence"],
+            {"kind": r["kind"], "canaries": r["canaries"], "runs": r["runs"], "confidence": r["confidence"],
              "design": {k: v for k, v in r["design"].items() if k != "pairs"},
              "claimed_epsilon": r["claimed_epsilon"], "certified": r["certified_epsilon_lower_bound"],
              "claimed_mu": r.get("claimed_mu"), "certified_mu": r.get("certified_mu_lower_bound"),
