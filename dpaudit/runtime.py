@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import random
@@ -106,13 +107,20 @@ def atomic_write_json(path: str | os.PathLike, payload: Any) -> None:
 
 
 def library_versions() -> dict[str, str]:
-    versions = {}
+    """The installed versions of the libraries a record names (a fresh dict: callers may edit it)."""
+    return dict(_installed_versions())
+
+
+@functools.cache
+def _installed_versions() -> tuple[tuple[str, str], ...]:
+    # read once per process: package metadata lookups cost ~0.1 s, as much as a small fit
+    versions = []
     for dist in ("dpaudit", "torch", "torch_geometric", "opacus", "autodp", "dp-accounting", "scikit-learn", "numpy"):
         try:
-            versions[dist] = metadata.version(dist)
+            versions.append((dist, metadata.version(dist)))
         except metadata.PackageNotFoundError:
             continue
-    return versions
+    return tuple(versions)
 
 
 def _draw(fn, shape, generator: torch.Generator | None, device, dtype) -> torch.Tensor:
