@@ -135,13 +135,20 @@ class Score:
     """How a run is scored: ``noisy`` (node level: Gaussian noise on the correct count) or
     free (edge level: post-processing), whether validation nodes must be answered from the
     training release (transductive split), why the count is private for the unit, and the
-    count itself — ``count(model, dataset, split)``, correct validation predictions."""
+    count — ``count(model, dataset, split)``, correct validation predictions, when not the model's own answers."""
 
     noisy: bool
     needs_training_release: bool
     reason: str
-    count: Callable[[ReleasedModel, GraphDataset, Split], int]
+    count: Callable[[ReleasedModel, GraphDataset, Split], int] | None = None
     label: str = "noisy validation count"
+
+    def correct(self, model: ReleasedModel, dataset: GraphDataset, split: Split) -> int:
+        """The run's correct validation predictions: ``count``, else the model's own answers
+        (from the training release where ``needs_training_release``)."""
+        if self.count is not None:
+            return self.count(model, dataset, split)
+        return _answered_count(model, dataset, split, self.needs_training_release)
 
 
 _DPAR_SCORE = Score(
@@ -159,21 +166,18 @@ SCORES: dict[str, Score] = {
         noisy=True,
         needs_training_release=False,
         reason="a validation node's prediction reads only the released MLP and the node's own features",
-        count=functools.partial(_answered_count, from_training_release=False),
     ),
     "gap-ndp": Score(
         noisy=True,
         needs_training_release=True,
         reason="a validation node's prediction reads only the run's release (modules and its row of the accounted "
         "PMA aggregates) and the node's own features",
-        count=functools.partial(_answered_count, from_training_release=True),
     ),
     "gap-edp": Score(
         noisy=False,
         needs_training_release=True,
         reason="at edge level node features and labels are public and a validation node's prediction reads only "
         "the run's release, so validation accuracy is post-processing",
-        count=functools.partial(_answered_count, from_training_release=True),
         label="validation accuracy (post-processing)",
     ),
     "dpar-em0": _DPAR_SCORE,
@@ -456,7 +460,7 @@ def select_privately(defense: Defense, dataset: GraphDataset, split: Split, delt
         mismatch = compare_records(spent_records, training_records(selection, index, score_spec))
         if mismatch:
             raise AssertionError(f"{defense.name}: run {run + 1} spent what its plan does not say: {mismatch}")
-        correct = score_spec.count(model, dataset, split)
+        correct = score_spec.correct(model, dataset, split)
         score = correct + (float(rng.normal(0.0, defense.hp.select_score_noise)) if score_spec.noisy else 0.0)
         key = (score, float(rng.random()))
         history.append({"candidate": index, "seed": seed, "score": score})
