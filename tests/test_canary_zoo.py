@@ -98,29 +98,33 @@ def test_gcon_break_draws_a_tenth_of_the_objective_noise_and_claims_the_sound_ep
 
 
 def test_gcon_break_is_catalogued_with_its_worst_case_audit(cora):
-    """GCON's break is in the catalogue, audited by its pair canaries at the zoo's GCON setting,
-    where the true ε is ≥ 4 × every claim of the benchmark (Theorem 1 at rate 10β)."""
+    """GCON's break is in the catalogue, audited by its one-row pair canaries at the zoo's GCON
+    setting and δ, where the true ε is ≥ 4 × every claim of the benchmark (Theorem 1 at rate 10β)."""
     assert {(v.variant, v.defense) for v in zoo.VARIANTS if v.base == "gcon"} == {
         ("sound", "gcon"),
         ("noise-div10", "zoo-gcon-noise-div10"),
     }
     ((kind, per_run, design, runs),) = zoo.AUDIT_PLANS["gcon"]
-    assert (kind, design["structure"]) == ("edge", "gcon-pairs") and per_run * runs >= 10_000
+    assert (kind, design["structure"], design["rows"]) == ("edge", "gcon-pairs", "one")
+    assert per_run * runs(0.5) >= 10_000 and per_run * runs(4.0) >= 4_000
+    assert zoo.AUDIT_OVERRIDES["gcon"]["pseudo_labels"] is False  # else the second endpoint is a row too
     split = make_split(cora, SPLIT, 0)
+    delta = zoo.AUDIT_DELTAS["gcon"]
     for claim in (0.5, 1.0, 4.0):
-        truth = zoo.true_epsilon("zoo-gcon-noise-div10", cora, split, claim, DELTA, claim, zoo.AUDIT_OVERRIDES["gcon"])
+        truth = zoo.true_epsilon("zoo-gcon-noise-div10", cora, split, claim, delta, claim, zoo.AUDIT_OVERRIDES["gcon"])
         assert truth >= 4 * claim
 
 
 def test_gcon_pair_canaries_separate_the_break_on_cora_and_not_the_sound_defense(cora):
-    """The quick version of the GCON rows (60 trainings instead of 4,000): at claim 4 the
-    likelihood of Θ separates the break's coins almost perfectly; the sound defense's canaries
-    are only as visible as its claim allows (each moves Θ's likelihood by at most about 0.56
-    at claim 4, AUC about 0.6), and it is not caught. Certifying above 4 needs the full plan's
-    12,000 canaries (benchmarks/results/zoo.md)."""
-    plan = (("edge", 3, {"structure": "gcon-pairs"}, 60),)
+    """The quick version of the GCON rows (80 trainings instead of 12,000, the zoo's design):
+    at claim 4 the likelihood of Θ separates the break's coins almost perfectly; the sound
+    defense's canaries are only as visible as its claim allows, and it is not caught.
+    Certifying above the claim needs the full plan (benchmarks/results/zoo.md)."""
+    ((kind, per_run, design, _),) = zoo.AUDIT_PLANS["gcon"]
+    plan = ((kind, per_run, design, 80),)
     broken = zoo.audit_variant(_variant("gcon", "noise-div10"), cora, 4.0, split=SPLIT, plan=plan)
     sound = zoo.audit_variant(_variant("gcon", "sound"), cora, 4.0, split=SPLIT, plan=plan)
-    assert broken["overrides"] == zoo.AUDIT_OVERRIDES["gcon"] and broken["audits"][0]["runs"] == 60
+    assert broken["overrides"] == zoo.AUDIT_OVERRIDES["gcon"] and broken["audits"][0]["runs"] == 80
+    assert broken["audits"][0]["delta"] == zoo.AUDIT_DELTAS["gcon"]
     assert broken["true_epsilon"] >= 16 and broken["audits"][0]["auc"] > 0.95, broken["audits"]
     assert sound["audits"][0]["auc"] < 0.7 and not sound["caught"] and sound["certified"] <= 4.0, sound["audits"]

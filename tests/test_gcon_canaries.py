@@ -65,6 +65,35 @@ def test_score_reads_the_coins_exactly_from_a_noiseless_release(graph):
         assert ((scores > 0) == included).all(), scores
 
 
+def test_one_row_design_leaves_the_second_endpoint_out_of_every_split(graph):
+    """rows="one": u_k is a training node in every run, v_k is in no split (so, without
+    pseudo-labels, not a row of GCON's objective); the coins still only add the pairs' edges."""
+    split = make_split(graph, SPLIT, 0)
+    design = game.draw_canaries(graph, split, "edge", 2, 0, structure="gcon-pairs", rows="one")
+    assert design.settings["rows"] == "one"
+    ds, sp = game.training_data(graph, split, design, np.array([True, False]))
+    chosen = set(sp.train.tolist()) | set(sp.val.tolist()) | set(sp.test.tolist())
+    assert {200, 202} <= set(sp.train.tolist()) and not {201, 203} & chosen
+    edges = set(map(tuple, ds.data.edge_index.t().tolist())) - set(map(tuple, graph.data.edge_index.t().tolist()))
+    assert edges == {(200, 201), (201, 200)}
+    with pytest.raises(ConfigurationError, match="rows must be one of"):
+        game.draw_canaries(graph, split, "edge", 2, 0, structure="gcon-pairs", rows="two")
+
+
+def test_one_row_score_reads_the_coins_exactly_from_a_noiseless_release(graph):
+    """The same exactness check for rows="one" (only u_k's term of the objective moves):
+    at ε = ∞ the likelihood ratio has the sign of every coin."""
+    split = make_split(graph, SPLIT, 0)
+    design = game.draw_canaries(graph, split, "edge", 2, 0, structure="gcon-pairs", rows="one")
+    for coins in ([True, False], [False, True]):
+        included = np.array(coins)
+        ds, sp = game.training_data(graph, split, design, included)
+        model = get_defense("gcon")(epsilon="inf", seed=0, device="cpu", **{**SETTINGS, "pseudo_labels": False})
+        model = model.fit(ds, sp)
+        scores, _ = game.score_run(model, graph, split, design, ds, sp)
+        assert ((scores > 0) == included).all(), scores
+
+
 def test_score_separates_in_and_out_at_a_broken_setting(broken):
     """A tenth of Theorem 1's noise at claim 4 (true ε ≈ 40): the likelihood separates the coins."""
     assert broken["score"] == gcon_canaries.SCORE and broken["runs"] == RUNS
