@@ -94,6 +94,16 @@ def test_one_row_score_reads_the_coins_exactly_from_a_noiseless_release(graph):
         assert ((scores > 0) == included).all(), scores
 
 
+def test_one_row_design_warns_when_pseudo_labels_make_the_second_endpoint_a_row(graph, caplog):
+    split = make_split(graph, SPLIT, 0)
+    design = game.draw_canaries(graph, split, "edge", 1, 0, structure="gcon-pairs", rows="one")
+    ds, sp = game.training_data(graph, split, design, np.array([True]))
+    model = get_defense("gcon")(epsilon="inf", seed=0, device="cpu", **{**SETTINGS, "pseudo_labels": True}).fit(ds, sp)
+    with caplog.at_level("WARNING", logger="defenses.gcon.canaries"):
+        game.score_run(model, graph, split, design, ds, sp)
+    assert "pseudo_labels=false" in caplog.text
+
+
 def test_score_separates_in_and_out_at_a_broken_setting(broken):
     """A tenth of Theorem 1's noise at claim 4 (true ε ≈ 40): the likelihood separates the coins."""
     assert broken["score"] == gcon_canaries.SCORE and broken["runs"] == RUNS

@@ -65,6 +65,7 @@ in exactly one training, so the one-run theorems apply to the pooled game).
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass
 
@@ -78,6 +79,8 @@ from dpaudit.canary_design import CanaryDesign, dataset_with_canaries, register_
 from dpaudit.datasets import GraphDataset
 from dpaudit.errors import ConfigurationError, DPAuditError
 from dpaudit.splits import Split
+
+log = logging.getLogger(__name__)
 
 #: the structure's name (``--design structure=gcon-pairs``)
 STRUCTURE = "gcon-pairs"
@@ -231,6 +234,9 @@ class GCONPairs:
         ends = design.pairs.reshape(-1)
         # an endpoint that is not a row of the objective (rows="one" without pseudo-labels) adds no term
         in_objective = np.isin(ends, row_index).astype(float)
+        if _rows(design) == "one" and in_objective[1::2].any():
+            log.warning("canaries: rows=one, but the second endpoints are rows of the objective (pseudo-labels): "
+                        "their terms cancel u's in all but two columns; train with pseudo_labels=false")  # fmt: skip
         y_ends = y[ends]
 
         def terms(z):  # per canary: its rows' gradient [k, d, c] and curvature [k, c, d, d] terms
