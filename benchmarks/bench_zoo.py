@@ -11,8 +11,8 @@ more than the ε claim, or more than the μ-GDP the spec states, at 95 % over al
 variant's audits) and ``benchmarks/results/zoo.md`` (with ``--out`` under
 ``benchmarks/results``). Acceptance (issue 25): every variant whose true ε is ≥ 4 × the claim is
 caught, and no sound variant ever is; the script prints both checks and exits 1 when one fails.
-``--quick``: Cora only, claims 0.5 and 4, GCON over :data:`QUICK_GCON_RUNS` trainings. GAP trains 30 + 30 epochs (:data:`OVERRIDES`); GCON is
-audited at :data:`dpaudit.workflows.zoo.AUDIT_OVERRIDES` (d₁ = 1, one propagation step, Λ = 5, no
+``--quick``: Cora only, claims 0.5 and 4, GCON over :data:`QUICK_GCON_RUNS` trainings. GAP trains
+30 + 30 epochs (:data:`OVERRIDES`); GCON is audited at :data:`dpaudit.workflows.zoo.AUDIT_OVERRIDES` (d₁ = 1, one propagation step, Λ = 5, no
 pseudo-labels) and δ = :data:`dpaudit.workflows.zoo.AUDIT_DELTAS` with its worst-case pair canaries
 (one endpoint a row of the objective), one per training over ``zoo.gcon_runs(claim)`` trainings
 (12,000 below claim 1, else 4,000).

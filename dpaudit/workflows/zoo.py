@@ -390,12 +390,6 @@ def true_epsilon(defense: str, dataset: GraphDataset, split: Split, epsilon: flo
 
 # --------------------------------------------------------------------------- auditing a variant
 
-#: the canary audits of each base defense: (kind, canaries per run, design[, runs]) — runs 1 when
-#: left out. Node-level DP-SGD gets two:
-#: node canaries on the rarest feature coordinates (the black-box view of a released model:
-#: they test the whole pipeline, features to posteriors) and Dirac gradient canaries (Nasr et
-#: al. 2023), white-box over every iterate, at the norm the training loop clips to — the only
-#: design here that certifies more than ε = 4 with a few thousand canaries.
 def gcon_runs(claim: float) -> int:
     """Trainings pooled in GCON's audit at ``claim`` (each holds one canary). Below ε = 1 each
     canary carries less, and the one-run tests must resolve a guess precision e^ε/(1 + e^ε)
@@ -403,6 +397,12 @@ def gcon_runs(claim: float) -> int:
     return 12000 if claim < 1.0 else 4000
 
 
+#: the canary audits of each base defense: (kind, canaries per run, design[, runs]) — runs 1 when
+#: left out, or a function of the claim. Node-level DP-SGD gets two:
+#: node canaries on the rarest feature coordinates (the black-box view of a released model:
+#: they test the whole pipeline, features to posteriors) and Dirac gradient canaries (Nasr et
+#: al. 2023), white-box over every iterate, at the norm the training loop clips to — the only
+#: design here that certifies more than ε = 4 with a few thousand canaries.
 AUDIT_PLANS: dict[str, tuple[tuple, ...]] = {
     "mlp-dp": (("node", 1000, {"feature": "rare"}), ("gradient", 5000, {})),
     # endpoints shared by 4 canaries: 5,000 edge canaries fit Cora (at most 5,416) and cora_ml;
