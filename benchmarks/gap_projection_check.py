@@ -23,7 +23,9 @@ Run::
     DPAUDIT_DATA=/work/shared/datasets nice .venv/bin/python benchmarks/gap_projection_check.py
 
 writes ``benchmarks/results/gap_projection.md``. The conclusion is in ``defenses/gap/__init__.py``
-("Why no degree projection"): sound gap-ndp keeps its degree promise.
+("Why not a local degree projection"): no local rule is stable, so sound gap-ndp's default is the
+global maximum-entropy projection of ``defenses/gap/projection.py`` (measured by
+``benchmarks/bench_degree_projection.py``), and ``degree_bound=promise`` keeps the promise.
 """
 
 from __future__ import annotations

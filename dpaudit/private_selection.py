@@ -258,10 +258,14 @@ def candidate(defense: Defense, overrides: dict[str, Any], run_epsilon: float, s
     """The defense of one candidate: the same class and hyperparameters with ``overrides``,
     selection off, at ε_run."""
     hp = {**dataclasses.asdict(defense.hp), **overrides, "select": "none"}
-    return type(defense)(
+    run = type(defense)(
         epsilon=run_epsilon, delta=defense.delta_option, seed=defense.seed if seed is None else seed,
         device=defense.device, **hp,
     )  # fmt: skip
+    adopt = getattr(run, "adopt_declared_facts", None)
+    if adopt is not None:  # a plan that reads declared facts (projected gap-ndp: the declared node count)
+        adopt(getattr(defense, "declared_facts_read", {}))
+    return run
 
 
 def run_mechanisms(defense: Defense, num_features: int, declared_train: int | None, delta: float) -> list[Mechanism]:
@@ -572,6 +576,8 @@ def replan_selection(cls, card: dict[str, Any], privacy, replan_run) -> list[dic
         raise refuse("the card's selection grid or chosen candidate is not the defense's public grid")
     base = dict(hyperparameters)
     defense = cls(epsilon=card.get("target_epsilon"), delta=privacy.delta, device="cpu", **base)
+    if getattr(defense, "adopt_declared_facts", None) is not None:
+        defense.adopt_declared_facts(privacy.public_facts or {})
     declared_train = (privacy.public_facts or {}).get("num_train")
     if abs(plan_run_epsilon(defense, num_features, declared_train, privacy.delta) - run_epsilon) > 1e-9 * run_epsilon:
         raise refuse(f"the card's per-run ε {run_epsilon:g} is not what the selection's target gives")

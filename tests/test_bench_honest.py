@@ -88,7 +88,7 @@ def test_refused_defense_is_recorded_with_its_message(bench, small_graph):
     from dpaudit.splits import make_split
 
     split = make_split(small_graph, "random:0.5,0.25,0.25", 0)
-    result = bench.fit_and_test("gap-ndp", small_graph, split, 8.0, 0, {"max_degree": 1})
+    result = bench.fit_and_test("gap-ndp", small_graph, split, 8.0, 0, {"max_degree": 1, "degree_bound": "promise"})
     assert result["status"] == "refused"
     assert "max_degree = 1" in result["message"] and "\n" not in result["message"]
 

@@ -29,6 +29,7 @@ from defenses.gap import (
     row_normalize,
     sum_aggregate,
 )
+from defenses.gap.projection import projection_sensitivity
 from dpaudit.accounting import GaussianMechanism, PoissonSubsampledGaussian, PrivacyLedger
 from dpaudit.errors import ConfigurationError, DPAuditError, IntegrityError, ModelFormatError, PrivacyParameterError
 from dpaudit.model import load
@@ -37,6 +38,7 @@ from dpaudit.splits import make_split
 
 SPLIT = "random:0.5,0.25,0.25"
 NDP = {"max_degree": 20}  # the small graph's maximum degree is 15 ≤ 20; batch 256 ≥ n: q = 1 (fast accounting)
+PROMISE = {**NDP, "degree_bound": "promise"}  # bounded-degree node-level DP (the default projects instead)
 
 
 @pytest.fixture(scope="module")
@@ -54,6 +56,7 @@ def fitted(small_graph, split):
         "gap-inf": get_defense("gap-inf")(seed=0, encoder_epochs=30, epochs=30).fit(small_graph, split),
         "gap-edp": get_defense("gap-edp")(epsilon=4.0, seed=0, encoder_epochs=30, epochs=30).fit(small_graph, split),
         "gap-ndp": get_defense("gap-ndp")(epsilon=8.0, seed=0, **NDP).fit(small_graph, split),
+        "gap-ndp-promise": get_defense("gap-ndp")(epsilon=8.0, seed=0, **PROMISE).fit(small_graph, split),
     }
 
 
@@ -253,13 +256,14 @@ def test_sound_calibrated_spent_epsilon_within_target(small_graph, split, name, 
         z = pma[0]["sigma"] / pma[0]["sensitivity"]
         closed = released / (2 * z**2) + math.sqrt(2 * released * math.log(1 / delta)) / z
         assert spec.epsilon <= closed
-    else:
-        d = NDP["max_degree"]
-        assert pma[0]["sensitivity"] == pytest.approx(math.sqrt(d * (d + 1)))
+    else:  # the default degree bound: the projection, Δ for graphs of the declared 300 nodes
+        declared = small_graph.public_facts["num_nodes"]
+        assert pma[0]["sensitivity"] == pytest.approx(projection_sensitivity(NDP["max_degree"], declared))
+        assert model.card["gap"]["universe_nodes"] == declared
         dpsgd = [m for m in spec.mechanisms if m["mechanism"] == "PoissonSubsampledGaussian"]
         assert len(dpsgd) == 2  # encoder and classifier
         sigma = dpsgd[0]["sigma"]
-        assert dpsgd[1]["sigma"] == sigma and pma[0]["sigma"] == pytest.approx(sigma * math.sqrt(d * (d + 1)))
+        assert dpsgd[1]["sigma"] == sigma and pma[0]["sigma"] == pytest.approx(sigma * pma[0]["sensitivity"])
         ledger = PrivacyLedger().extend(
             [
                 PoissonSubsampledGaussian(sigma, dpsgd[0]["sample_rate"], dpsgd[0]["steps"]),
@@ -371,11 +375,13 @@ def test_sound_ndp_is_bounded_degree_node_dp(fitted, tmp_path):
     """Sound gap-ndp refuses graphs above D, so its guarantee is over graphs of degree ≤ D: the
     spec says so (``node (max degree <= D)``, not ``proven``), the load check keeps it, and a
     file that drops the condition is refused. Edge-level and paper specs carry none."""
-    spec = fitted["gap-ndp"].privacy
+    spec = fitted["gap-ndp-promise"].privacy
     assert spec.unit == "node" and spec.unit_condition == "max degree <= 20"
     assert spec.unit_label == "node (max degree <= 20)" and not spec.proven
     assert fitted["gap-edp"].privacy.unit_condition is None and fitted["gap-edp"].privacy.proven
-    directory = fitted["gap-ndp"].save(tmp_path / "ndp")
+    projected = fitted["gap-ndp"].privacy  # the default projection: no condition on degrees
+    assert projected.unit_condition is None and projected.proven and projected.unit_label == "node"
+    directory = fitted["gap-ndp-promise"].save(tmp_path / "ndp")
     assert load(directory).privacy.unit_label == "node (max degree <= 20)"
     meta = json.loads((directory / "model.json").read_text())
     meta["privacy"]["unit_condition"] = None
@@ -409,7 +415,10 @@ def test_ndp_dp_sgd_schedule_is_planned_from_public_inputs(small_graph, split):
     undeclared = GraphDataset(small_graph.data, "mine", small_graph.num_classes, small_graph.fingerprint, {}, {})
     plain = make_split(undeclared, SPLIT, 0)
     with pytest.raises(ConfigurationError, match="sample_rate"):
-        get_defense("gap-ndp")(**kwargs, delta=1e-4).fit(undeclared, plain)
+        get_defense("gap-ndp")(**kwargs, delta=1e-4, degree_bound="promise").fit(undeclared, plain)
+    # the projection also needs the declared number of nodes (its Δ bounds degrees by it)
+    with pytest.raises(DPAuditError, match="declared number of nodes"):
+        get_defense("gap-ndp")(**kwargs, delta=1e-4, sample_rate=0.5).fit(undeclared, plain)
 
 
 @pytest.mark.parametrize("edit", ["sigma", "steps"])
@@ -438,8 +447,13 @@ def test_a_consistent_edit_of_the_plan_is_refused(fitted, tmp_path, edit):
 
 
 def test_sound_ndp_refuses_graphs_above_the_degree_bound(small_graph, split):
+    """The promise refuses a graph above D; the default projection trains on it, unconditioned."""
+    quick = {"epsilon": 8.0, "seed": 0, "max_degree": 5, "encoder_epochs": 1, "epochs": 1}
     with pytest.raises(ConfigurationError, match="maximum degree"):
-        get_defense("gap-ndp")(epsilon=8.0, seed=0, max_degree=5, encoder_epochs=1, epochs=1).fit(small_graph, split)
+        get_defense("gap-ndp")(**quick, degree_bound="promise").fit(small_graph, split)
+    model = get_defense("gap-ndp")(**quick).fit(small_graph, split)
+    assert model.privacy.unit_condition is None and model.privacy.epsilon <= 8.0
+    assert model.record["gap"]["projection"]["duality_gap"] <= 1e-5 * 5  # certified (owner's record)
 
 
 def test_more_epsilon_means_less_noise(small_graph, split):
@@ -615,7 +629,7 @@ def test_foreign_queries_grow_the_spent_epsilon(fitted, small_graph, tmp_path):
 
 
 def test_sound_ndp_refuses_foreign_query_graphs_above_the_bound(fitted, small_graph, tmp_path):
-    model = _copy(fitted["gap-ndp"], tmp_path)
+    model = _copy(fitted["gap-ndp-promise"], tmp_path)
     dense = small_graph.data.clone()
     extra = torch.stack([torch.zeros(40, dtype=torch.long), torch.arange(1, 41)])
     dense.edge_index = to_undirected(torch.cat([dense.edge_index, extra], dim=1), num_nodes=dense.num_nodes)
@@ -731,3 +745,23 @@ def test_bad_queries(fitted, small_graph):
         model.predict_proba(small_graph.data, [small_graph.num_nodes])
     with pytest.raises(DPAuditError):
         model.embed("not a graph")
+
+
+def test_projected_ndp_queries_project_the_whole_graph_and_refuse_more_nodes_than_declared(
+    fitted, small_graph, tmp_path
+):
+    """A query graph above D is answered (the projection, not a refusal), as one whole-graph
+    release; a query graph with more nodes than declared is refused before any release."""
+    model = _copy(fitted["gap-ndp"], tmp_path)
+    dense = small_graph.data.clone()
+    extra = torch.stack([torch.zeros(40, dtype=torch.long), torch.arange(1, 41)])
+    dense.edge_index = to_undirected(torch.cat([dense.edge_index, extra], dim=1), num_nodes=dense.num_nodes)
+    assert max_degree_of(dense.edge_index, dense.num_nodes) > NDP["max_degree"]
+    model.predict_proba(dense, [0, 1])
+    assert model.config()["query_releases"] == 1
+    bigger = dense.clone()
+    bigger.x = torch.cat([dense.x, dense.x[:1]])
+    bigger.num_nodes = dense.num_nodes + 1
+    with pytest.raises(DPAuditError, match="more than the declared 300"):
+        model.predict_proba(bigger, [0])
+    assert model.config()["query_releases"] == 1

@@ -71,7 +71,7 @@ def test_the_spec_is_never_smaller_than_what_pma_released(gap, small_graph, monk
     whole-graph query and an evicted graph, in one sequence."""
     runs = []
     real = gap_model.private_multi_hop_aggregation
-    monkeypatch.setattr(gap_model, "private_multi_hop_aggregation", lambda *a: runs.append(1) or real(*a))
+    monkeypatch.setattr(gap_model, "private_multi_hop_aggregation", lambda *a, **k: runs.append(1) or real(*a, **k))
     api = gap.interactive_copy()
     api.query_memo_size = 2
     graphs = [_variant(small_graph.data, i) for i in range(3)]

@@ -292,6 +292,19 @@ def test_a_broken_degree_promise_refuses_before_the_selection_is_calibrated(smal
 
     monkeypatch.setattr(selection, "plan_run_epsilon", never)
     split = make_split(small_graph, "random:0.5,0.25,0.25", 0)
-    defense = get_defense("gap-ndp")(epsilon=8.0, seed=0, max_degree=1, select="private")
+    defense = get_defense("gap-ndp")(epsilon=8.0, seed=0, max_degree=1, degree_bound="promise", select="private")
     with pytest.raises(ConfigurationError, match="maximum degree ≤ max_degree = 1"):
         defense.fit(small_graph, split)
+
+
+def test_projected_gap_ndp_selects_privately_above_its_cap_and_loads(small_graph, tmp_path):
+    """The default degree projection plans every candidate from the declared node count it read
+    (no refusal on a degree), and the load check re-derives the same plan from the card."""
+    from dpaudit.model import load
+
+    split = make_split(small_graph, "random:0.5,0.25,0.25", 0)
+    model = get_defense("gap-ndp")(
+        epsilon=8.0, seed=0, max_degree=3, select="private", encoder_epochs=2, epochs=2
+    ).fit(small_graph, split)
+    assert model.privacy.unit_condition is None and model.privacy.epsilon <= 8.0
+    assert load(model.save(tmp_path / "m")).privacy.epsilon == model.privacy.epsilon

@@ -227,7 +227,7 @@ def _pma_rows(monkeypatch) -> list[int]:
     rows = []
     real = gap_model.private_multi_hop_aggregation
     monkeypatch.setattr(
-        gap_model, "private_multi_hop_aggregation", lambda x0, *a: rows.append(x0.size(0)) or real(x0, *a)
+        gap_model, "private_multi_hop_aggregation", lambda x0, *a, **k: rows.append(x0.size(0)) or real(x0, *a, **k)
     )
     return rows
 

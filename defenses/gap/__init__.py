@@ -4,7 +4,8 @@ Three registry names share one pipeline (Algorithm 2):
 
 * ``gap-inf`` — non-private (no noise anywhere; the paper's GAP-∞),
 * ``gap-edp`` — edge-level DP (Section 5.1),
-* ``gap-ndp`` — node-level DP (Section 5.2); under ``protocol=sound`` bounded-degree node-level DP.
+* ``gap-ndp`` — node-level DP (Section 5.2); under ``protocol=sound`` over a proven degree
+  projection (default) or, with ``degree_bound=promise``, bounded-degree node-level DP.
 
 Pipeline (Algorithm 2) and architecture (as in the authors' reference code)
 ---------------------------------------------------------------------------
@@ -72,7 +73,22 @@ run. K_max stays ``hops`` (default 2) rather than the paper's 5: every hop of th
 budget, and at K_max = 5 the per-hop noise is √(5/2) times larger (johnshopkins55:year, ε = 4,
 3 seeds: 0.703 with K_max = 5 against 0.712 with K_max = 2).
 
-*Node level, sound* (``gap-ndp``, ``protocol=sound``). Theorem 2 / Lemma 3 of the paper bound
+*Node level, sound, the default* (``gap-ndp``, ``degree_bound=projection``). PMA aggregates over
+the maximum-entropy projection of the graph to weighted degree ≤ D
+(:mod:`defenses.gap.projection`: every edge kept, a hub's edges scaled down together, the
+identity on graphs of maximum degree ≤ D), solved to a certified duality gap. Its per-hop
+sensitivity under adding or removing any node, cascades included, is
+:math:`\Delta = \sqrt{D^2 + (\sqrt D + \sqrt{2DH_{\max}})^2}` plus the solver's certified error,
+with :math:`H_{\max} = D\ln((\bar N - 1)/D)` for graphs of at most N̄ nodes (the proof is in
+that module): N̄ is the **declared** number of nodes, a graph or query graph with more is refused
+before any work, and a dataset that declares none is refused (use the promise). This is plain
+node-level DP for every graph of at most N̄ nodes — no condition on degrees, no refusal on a
+degree — and the spec carries no ``unit_condition``. The price is noise: at D = 100, Δ ≈ 290
+on cora_ml and 309 on johnshopkins55 (N̄ = 2,995 and 5,180), where the promise needs
+√(D(D+1)) ≈ D but refuses both graphs; measured, the change stays near D (the removed node's
+own row), so the bound is about 3× loose. Encoder, PMA and classifier compose as below.
+
+*Node level, sound, the promise* (``degree_bound=promise``). Theorem 2 / Lemma 3 of the paper bound
 the change of the *other* nodes' aggregated rows by √D after a random out-degree sampling, but
 (i) the sampling itself depends on the graph — removing a node changes which of its
 neighbours' edges survive, which no lemma covers (measured on reed98: ‖Δ‖ = 11.5 > √D = 10),
@@ -107,8 +123,8 @@ reports draw no unrestricted ceiling from it) and the load check requires that c
 every sound node-level GAP spec. The cost is honest noise: Δ grows like D, so D must cover the
 largest degree.
 
-*Why no degree projection.* A projection to degree ≤ D would make the unit plain node-level DP
-only if the projected aggregation moved boundedly when any node is added or removed, cascades
+*Why not a local degree projection.* A projection to degree ≤ D makes the unit plain node-level
+DP only if the projected aggregation moves boundedly when any node is added or removed, cascades
 included. The edge-addition θ-projection of Day, Li & Lyu (SIGMOD 2016: edges in a fixed
 public order, each kept iff both endpoint degrees are still < θ) does not: its stability
 lemma bounds the projected *degree sequence* (a node in the middle of a cascade loses one
@@ -122,8 +138,9 @@ the cascades are short but present (johnshopkins55, D = 100: removing a node of 
 flips 63 kept edges not incident to it; ``benchmarks/gap_projection_check.py``). Every
 local alternative examined — keeping an edge iff it is among the D first of both endpoints,
 degree-scaled edge weights, thresholds on raw degree — lets a node of degree m move one
-neighbour-side quantity at each of its m neighbours, and no constant bounds the sum. Until a
-projection with a proven aggregation bound exists, sound gap-ndp keeps the promise above.
+neighbour-side quantity at each of its m neighbours, and no constant bounds the sum. The
+maximum-entropy projection above is global — a hub's edges get weight ≈ D/m, so its removal
+barely moves its neighbours — and its bound comes from strong convexity, not from a local rule.
 
 Both DP-SGD runs sample with a rate fixed before training (:class:`~dpaudit.dpsgd.PoissonSchedule`):
 the ``sample_rate`` hyperparameter, or 1/⌈n̂/B⌉ with ⌈n̂/B⌉ steps per epoch from the declared
@@ -207,15 +224,16 @@ from defenses.gap.model import (  # noqa: F401  (re-exported)
     _mechanism_record,
     unit_condition,
 )
+from defenses.gap.projection import DegreeProjection, entropy_projection
 from defenses.gap.training import _accuracy, _train_full_batch, _train_minibatch
 from dpaudit.accounting import GaussianMechanism, PoissonSubsampledGaussian, PrivacyLedger, PrivacySpec
 from dpaudit.datasets import GraphDataset
 from dpaudit.defense import Defense, PrivateHyperparameters
 from dpaudit.dpsgd import PoissonSchedule, noise_for_plan, plan_mismatch
-from dpaudit.errors import ConfigurationError
+from dpaudit.errors import ConfigurationError, DPAuditError
 from dpaudit.nn import features as sparse_features
 from dpaudit.registry import register_defense
-from dpaudit.release import declared_train_size
+from dpaudit.release import declared_population, declared_train_size, require_declared
 from dpaudit.splits import Split
 
 log = logging.getLogger(__name__)
@@ -248,7 +266,10 @@ class GAPHyperparameters(PrivateHyperparameters):
 class GAPNodeHyperparameters(GAPHyperparameters):
     """Section 7.3 / reference defaults for GAP-NDP: DP-Adam, 10 epochs per module, batch 256,
     clip 1, D = 100, no BatchNorm. ``hop_grid`` × ``degree_grid`` is searched only under
-    ``protocol=paper``. Under ``sound`` the graph's maximum degree must be ≤ ``max_degree``.
+    ``protocol=paper``. Under ``sound``, ``degree_bound=projection`` (default) aggregates over the
+    maximum-entropy projection of the graph to weighted degree ≤ ``max_degree`` (node-level DP for
+    graphs of at most the declared number of nodes); ``degree_bound=promise`` refuses a graph of
+    maximum degree above ``max_degree`` (bounded-degree node-level DP).
     The DP-SGD rate is ``sample_rate`` when set, else 1/⌈n̂/B⌉ from the declared training-set
     size n̂ (:class:`~dpaudit.dpsgd.PoissonSchedule`); the real number of training nodes is never read."""
 
@@ -260,6 +281,7 @@ class GAPNodeHyperparameters(GAPHyperparameters):
     max_degree: int = 100
     degree_grid: tuple[int, ...] = (100, 200, 300, 400)
     sample_rate: float | None = None  # Poisson rate q of DP-SGD; default: batch_size over the declared training size
+    degree_bound: str = "projection"  # sound only: "projection" (node-level DP) or "promise" (bounded-degree)
 
 
 @dataclass
@@ -278,6 +300,7 @@ class _Candidate:
     cache: torch.Tensor
     mechanisms: list
     kept_edges: int
+    projection: DegreeProjection | None = None  # the degree projection PMA aggregated over (sound node level)
 
 
 #: calibrated noise multipliers by mechanism parameters (see ``_GAP._calibrate``).
@@ -293,6 +316,7 @@ class _GAP(Defense):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self._validate_hyperparameters()
+        self._universe_nodes: int | None = None  # N̄ of a private projected run (universe_nodes)
 
     def _validate_hyperparameters(self) -> None:
         hp = self.hp
@@ -330,12 +354,62 @@ class _GAP(Defense):
                 raise ConfigurationError(f"{self.name}: max_grad_norm must be positive, got {hp.max_grad_norm}")
             if hp.sample_rate is not None and not 0.0 < hp.sample_rate <= 1.0:
                 raise ConfigurationError(f"{self.name}: sample_rate must lie in (0, 1], got {hp.sample_rate}")
+            if hp.degree_bound not in protocols.DEGREE_BOUNDS:
+                raise ConfigurationError(
+                    f"{self.name}: degree_bound must be one of {', '.join(protocols.DEGREE_BOUNDS)}, got {hp.degree_bound!r}"
+                )
 
     # -- the plan: everything the privacy spec says, from public inputs only ---------------------
+    @property
+    def degree_bound(self) -> str:
+        """``projection`` or ``promise`` at node level (the hyperparameter), ``promise`` elsewhere."""
+        return getattr(self.hp, "degree_bound", "promise")
+
+    @property
+    def projects(self) -> bool:
+        """Whether PMA aggregates over the degree projection (:func:`protocols.projects_degrees`)."""
+        return protocols.projects_degrees(self.level, self.protocol, self.degree_bound)
+
     def aggregation_sensitivity(self, max_degree: int | None = None) -> float:
-        """Per-hop L2 sensitivity of :math:`A^\\top\\check X` (:func:`protocols.aggregation_sensitivity`)."""
+        """Per-hop L2 sensitivity of :math:`A^\\top\\check X` (:func:`protocols.aggregation_sensitivity`);
+        over the projection it needs the declared number of nodes (:meth:`universe_nodes`)."""
         degree = (self.hp.max_degree if max_degree is None else max_degree) if self.level == "node" else None
-        return protocols.aggregation_sensitivity(self.level, self.protocol, degree)
+        return protocols.aggregation_sensitivity(
+            self.level, self.protocol, degree, self.degree_bound, self._universe_nodes
+        )
+
+    @property
+    def declared_facts_read(self) -> dict[str, int]:
+        """The declared facts this defense's plan read (the node count N̄ of a projected run)."""
+        return {} if self._universe_nodes is None else {"num_nodes": self._universe_nodes}
+
+    def adopt_declared_facts(self, facts: dict) -> None:
+        """Plan from declared facts without the data (a saved card's, or the defense a private
+        selection's candidate comes from): N̄ of a private projected run."""
+        if self.projects and self.private and facts.get("num_nodes") is not None:
+            self._universe_nodes = int(facts["num_nodes"])
+
+    def universe_nodes(self, dataset: GraphDataset, split: Split) -> int | None:
+        """N̄ of a private projected run: the declared number of nodes, which bounds every node's
+        degree in the projection's analysis. Refused before any work when nothing is declared or
+        the graph has more nodes (the declaration would be false). ``None`` where not needed.
+
+        Raises:
+            DPAuditError: no declared size, or a graph larger than declared.
+        """
+        if not (self.projects and self.private):
+            return None
+        declared = require_declared(
+            declared_population("node", dataset, split),
+            f"{self.name} (degree_bound=projection: the declared number of nodes bounds every degree)",
+            "use degree_bound=promise (bounded-degree node-level DP, refusing graphs above max_degree)",
+        )
+        if dataset.num_nodes > declared:
+            raise DPAuditError(
+                f"{self.name}: the graph has more nodes than the declared {declared}; the projection's sensitivity "
+                "is proven for graphs of at most the declared number of nodes"
+            )
+        return declared
 
     def schedules(self, declared_train: int | None) -> tuple[PoissonSchedule, PoissonSchedule] | None:
         """(encoder, classifier) DP-SGD schedules of private node-level GAP, fixed before any
@@ -426,6 +500,9 @@ class _GAP(Defense):
             raise refuse(f"the card's gap section names K = {hops} hops of a release of {released_hops}")
         defense = cls(epsilon=target, delta=privacy.delta, device="cpu", **card["hyperparameters"])
         schedules = defense.schedules((privacy.public_facts or {}).get("num_train"))
+        defense.adopt_declared_facts(privacy.public_facts or {})
+        if defense.projects and privacy.is_private and defense._universe_nodes is None:
+            raise refuse("a projected node-level GAP card needs the declared number of nodes in its public facts")
         sigma = noise_for_plan(
             target, privacy.delta, lambda s: defense.mechanisms_for(s, schedules, released_hops, max_degree),
             recorded=recorded_sigma,
@@ -461,6 +538,8 @@ class _GAP(Defense):
         }
         if released_hops is not None and released_hops != hops:
             plan["released_hops"] = released_hops
+        if self._universe_nodes is not None:
+            plan["universe_nodes"] = self._universe_nodes  # the declared graph size Δ is proven for
         for module, schedule in zip(("encoder", "classifier"), schedules or ()):
             plan[f"{module}_schedule"] = {
                 "sample_rate": schedule.sample_rate,
@@ -494,9 +573,10 @@ class _GAP(Defense):
     def check_data(self, dataset: GraphDataset, split: Split) -> None:
         """Sound node-level GAP checks its degree promise on the training graph before any work
         (``fit`` calls this before a private selection's calibration too)."""
-        if protocols.sound_node_level_needs_promise(self.level, self.protocol, self.private):
+        if protocols.sound_node_level_needs_promise(self.level, self.protocol, self.private, self.degree_bound):
             edge_index = split.edge_index_for(dataset, "train")
             check_degree_promise(edge_index, dataset.num_nodes, self.hp.max_degree, "training graph")
+        self._universe_nodes = self.universe_nodes(dataset, split)
 
     def _fit(self, dataset: GraphDataset, split: Split, delta: float) -> GAPModel:
         hp, device = self.hp, self.device
@@ -508,6 +588,7 @@ class _GAP(Defense):
         if self.paper_protocol and len(val) == 0:
             raise ConfigurationError(f"{self.name}: protocol=paper selects on validation nodes; the split has none")
         schedules = self.schedules(declared_train_size(dataset, split))
+        self._universe_nodes = self.universe_nodes(dataset, split)
 
         hop_grid, degree_grid = protocols.search_grid(self.level, self.protocol, hp)
         base_cfg = {
@@ -564,21 +645,30 @@ class _GAP(Defense):
                 sens = self.aggregation_sensitivity(max_degree)
                 noise_std = sigma * sens
                 # Steps 2–4: PMA (once per configuration; cached).
-                ei = edge_index
+                ei, operator, projection = edge_index, None, None
                 if node and protocols.samples_degrees(self.protocol):
                     ei = bound_out_degree(
                         ei, num_nodes, max_degree, torch.Generator().manual_seed(self.seed + 1_000_003)
                     )
+                if self.projects:
+                    projection = entropy_projection(ei, num_nodes, max_degree)
+                    operator = projection.sum_operator(num_nodes, x0.dtype, device)
                 with torch.no_grad():
                     gen = torch.Generator().manual_seed(self.seed + 2_000_003 + 7919 * released_hops)  # CPU: as CUDA
                     if one_release:
                         if shared_hops is None:
                             shared_hops = torch.cat(
-                                private_multi_hop_aggregation(x0, ei.to(device), released_hops, noise_std, gen), dim=1
+                                private_multi_hop_aggregation(
+                                    x0, ei.to(device), released_hops, noise_std, gen, operator=operator
+                                ),
+                                dim=1,
                             )
                         cache = shared_hops[:, : hops * hp.hidden].contiguous()
                     else:
-                        cache = torch.cat(private_multi_hop_aggregation(x0, ei.to(device), hops, noise_std, gen), dim=1)
+                        cache = torch.cat(
+                            private_multi_hop_aggregation(x0, ei.to(device), hops, noise_std, gen, operator=operator),
+                            dim=1,
+                        )
                     features = torch.cat([x0, cache], dim=1)
                 # Step 5: the classification module on the cached representations.
                 torch.manual_seed(self.seed + 1)
@@ -607,6 +697,7 @@ class _GAP(Defense):
                     cache,
                     mechanisms,
                     int(ei.size(1)),
+                    projection,
                 )
                 if best is None or (selects and val_acc > best.val_accuracy):
                     best = candidate
@@ -618,6 +709,8 @@ class _GAP(Defense):
             "hops": best.hops,
             "noise_std": best.noise_std,
             "max_degree": best.max_degree,
+            "degree_bound": self.degree_bound if node else None,
+            "universe_nodes": self._universe_nodes,
             "ledger": [_mechanism_record(m) for m in best.mechanisms],
             "query_mechanism": (
                 _mechanism_record(self.query_mechanism(best.sigma, best.hops, best.max_degree))
@@ -636,7 +729,17 @@ class _GAP(Defense):
         }
         model = GAPModel(best.encoder.eval(), best.classifier.eval(), cfg, privacy, card)
         model.keep_training_release(TrainingGraph(graph_key(num_nodes, edge_index, data.x), num_nodes), best.cache)
-        model.record["gap"]["selection"] = {"val_accuracy": best.val_accuracy, "kept_edges": best.kept_edges}
+        # no validation nodes: no accuracy (None, not NaN, which JSON cannot hold)
+        val_accuracy = best.val_accuracy if math.isfinite(best.val_accuracy) else None
+        model.record["gap"]["selection"] = {"val_accuracy": val_accuracy, "kept_edges": best.kept_edges}
+        if best.projection is not None:  # measured on the private graph: the owner's record only
+            model.record["gap"]["projection"] = {
+                "cap": best.projection.cap,
+                "duality_gap": best.projection.duality_gap,
+                "sweeps": best.projection.sweeps,
+                "weighted_edges": int(best.projection.weight.numel()),
+                "total_weight": float(best.projection.weight.sum()),
+            }
         return model
 
     def _privacy(self, best: _Candidate, delta: float, grid_size: int) -> PrivacySpec:
@@ -653,11 +756,13 @@ class _GAP(Defense):
             sensitivity=best.sensitivity,
             sigma=best.sigma,
             grid_size=grid_size,
+            degree_bound=self.degree_bound,
+            universe_nodes=self._universe_nodes,
         )
         notes.insert(0, f"δ = {delta:g} ({'auto' if str(self.delta_option) == 'auto' else 'given'})")
         ledger = PrivacyLedger().extend(best.mechanisms)
         spec = ledger.spec(delta, self.unit, target_epsilon=self.epsilon, notes=notes, unaccounted=unaccounted)
-        spec.unit_condition = unit_condition(self.level, self.protocol, best.max_degree)
+        spec.unit_condition = unit_condition(self.level, self.protocol, best.max_degree, self.degree_bound)
         return spec
 
     def _inference_card(self) -> dict[str, Any]:
@@ -695,7 +800,7 @@ class GAPNode(_GAP):
     unit = "node"
     level = "node"
     summary = (
-        "GAP-NDP: node-level DP over graphs of max degree ≤ D (Δ = √(D(D+1)), PMA + DP-Adam encoder/classifier, "
-        "Prop. 3)"
+        "GAP-NDP: node-level DP by PMA over a proven max-entropy degree projection (or, degree_bound=promise, "
+        "over graphs of max degree ≤ D), DP-Adam encoder/classifier, Prop. 3"
     )
     hyperparameters_class = GAPNodeHyperparameters

@@ -27,6 +27,7 @@ from defenses.gap.mechanism import (
     private_multi_hop_aggregation,
     row_normalize,
 )
+from defenses.gap.projection import entropy_projection
 from defenses.gap.queries import QueryRelease, features_unchanged, local_edges, row_digests, structure_key
 from dpaudit.accounting import GaussianMechanism, PoissonSubsampledGaussian, PrivacyLedger, PrivacySpec
 from dpaudit.accounting.mechanisms import mechanism_from_record
@@ -514,13 +515,23 @@ class GAPModel(ReleasedModel):
                 self._other_graphs.move_to_end(key)
                 return rows
         private = self.cfg["query_mechanism"] is not None
+        degree_bound = self.cfg.get("degree_bound") or "promise"  # files written before the projection
+        projects = protocols.projects_degrees(self.cfg["level"], self.cfg["protocol"], degree_bound)
         if self.cfg["max_degree"] is not None:
-            if protocols.sound_node_level_needs_promise(self.cfg["level"], self.cfg["protocol"], private):
+            if protocols.sound_node_level_needs_promise(self.cfg["level"], self.cfg["protocol"], private, degree_bound):
                 self._check_promise(graph)
         num_nodes = int(graph.num_nodes)
+        universe = self.cfg.get("universe_nodes")
+        if projects and private and universe is not None and num_nodes > int(universe):
+            raise DPAuditError(
+                f"query graph has {num_nodes} nodes, more than the declared {universe} this model's projection "
+                "sensitivity is proven for"
+            )
         wanted = torch.unique(idx)
         whole = 2 * wanted.numel() > num_nodes
         whole = whole or self.cfg["max_degree"] is not None and protocols.samples_degrees(self.cfg["protocol"])
+        # the projection's weights depend on the whole graph: a neighbourhood would not give its rows
+        whole = whole or projects
         if not whole:
             subset, edge_index, positions = local_edges(graph, wanted, hops)
             whole = 2 * subset.numel() > num_nodes
@@ -534,7 +545,13 @@ class GAPModel(ReleasedModel):
                     edge_index, num_nodes, self.cfg["max_degree"], torch.Generator().manual_seed(seed)
                 )
             x0 = self.encoder.encode(graph.x.to(self.device).float())
-            released = private_multi_hop_aggregation(x0, edge_index.to(self.device), hops, self.cfg["noise_std"], gen)
+            operator = None
+            if projects:
+                projection = entropy_projection(edge_index, num_nodes, self.cfg["max_degree"])
+                operator = projection.sum_operator(num_nodes, x0.dtype, self.device)
+            released = private_multi_hop_aggregation(
+                x0, edge_index.to(self.device), hops, self.cfg["noise_std"], gen, operator=operator
+            )
             release = QueryRelease(
                 structure_key(graph), num_nodes, None, None, row_digests(graph.x), torch.cat(released, dim=1)
             )
@@ -604,7 +621,9 @@ class GAPModel(ReleasedModel):
                 f"the spec records {len(privacy.mechanisms)} mechanism(s) that differ from the model's ledger "
                 f"({len(config.get('ledger', []))} training mechanism(s) + {releases} foreign-graph release(s))"
             )
-        condition = unit_condition(config.get("level"), config.get("protocol"), config.get("max_degree"))
+        condition = unit_condition(
+            config.get("level"), config.get("protocol"), config.get("max_degree"), config.get("degree_bound") or "promise"
+        )
         if privacy.is_private and privacy.unit_condition != condition:
             raise refuse(
                 f"unit condition {privacy.unit_condition!r} stated; a {config.get('level')}-level "
@@ -649,9 +668,13 @@ class GAPModel(ReleasedModel):
         return cls(encoder.to(device), classifier.to(device), config, privacy, card)
 
 
-def unit_condition(level: str | None, protocol: str | None, max_degree: int | None) -> str | None:
+def unit_condition(
+    level: str | None, protocol: str | None, max_degree: int | None, degree_bound: str | None = "promise"
+) -> str | None:
     """The restriction of the neighbouring relation a GAP spec holds under: sound node-level GAP
-    proves node-level DP over graphs of maximum degree ≤ D only (it refuses every other graph)."""
-    if level == "node" and protocol == "sound" and max_degree is not None:
+    with the degree promise proves node-level DP over graphs of maximum degree ≤ D only (it
+    refuses every other graph); over the degree projection it holds for every graph of at most
+    the declared number of nodes, with no condition on degrees."""
+    if level == "node" and protocol == "sound" and max_degree is not None and degree_bound != "projection":
         return f"max degree <= {int(max_degree)}"
     return None

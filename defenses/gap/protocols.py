@@ -4,7 +4,11 @@
 step              ``paper`` (the authors' run)           ``sound`` (default)
 ================  =====================================  ==========================================
 edge sensitivity  1 per hop (Lemma 1, one direction)     √2 per hop (one undirected edge = 2 entries)
-node sensitivity  √D after random out-degree sampling    √(D(D+1)); graphs with degree > D refused
+node sensitivity  √D after random out-degree sampling    ``degree_bound=projection`` (default): the
+                                                         max-entropy projection to weighted degree
+                                                         ≤ D, Δ = √(D² + (√D + √(2D·H_max))²) for
+                                                         graphs of ≤ N̄ (declared) nodes; ``promise``:
+                                                         √(D(D+1)), graphs with degree > D refused
 checkpoints       best validation epoch (enc. + cls.)    edge / ∞: best validation epoch (free, see
                                                          below); node: last iterate
 hops K            best validation accuracy over          edge / ∞: best validation accuracy over the
@@ -37,11 +41,29 @@ below are the only places the training code asks which protocol it runs.
 from __future__ import annotations
 
 from defenses.gap.mechanism import EDGE_SENSITIVITY, PAPER_EDGE_SENSITIVITY, node_sensitivity
+from defenses.gap.projection import projection_sensitivity
+
+#: how sound node-level GAP bounds degrees: ``projection`` (node-level DP for every graph of at
+#: most the declared number of nodes) or ``promise`` (bounded-degree node-level DP, refusing
+#: graphs above D)
+DEGREE_BOUNDS = ("projection", "promise")
 
 
-def aggregation_sensitivity(level: str, protocol: str, max_degree: int | None) -> float:
-    """Per-hop L2 sensitivity of :math:`A^\\top\\check X` for a level's unit under a protocol."""
+def aggregation_sensitivity(
+    level: str,
+    protocol: str,
+    max_degree: int | None,
+    degree_bound: str = "promise",
+    universe_nodes: int | None = None,
+) -> float:
+    """Per-hop L2 sensitivity of :math:`A^\\top\\check X` for a level's unit under a protocol
+    (over the projected graph for sound node level with ``degree_bound=projection``, which needs
+    the declared number of nodes N̄)."""
     if level == "node":
+        if projects_degrees(level, protocol, degree_bound):
+            if universe_nodes is None:
+                raise ValueError("the projection's sensitivity needs the declared number of nodes")
+            return projection_sensitivity(int(max_degree), int(universe_nodes))
         return node_sensitivity(int(max_degree), protocol)
     return PAPER_EDGE_SENSITIVITY if protocol == "paper" else EDGE_SENSITIVITY
 
@@ -82,9 +104,17 @@ def samples_degrees(protocol: str) -> bool:
     return protocol == "paper"
 
 
-def sound_node_level_needs_promise(level: str, protocol: str, private: bool) -> bool:
-    """Sound node-level GAP checks the degree promise on every graph it aggregates."""
-    return level == "node" and protocol == "sound" and private
+def projects_degrees(level: str, protocol: str, degree_bound: str) -> bool:
+    """Sound node-level GAP with ``degree_bound=projection`` aggregates over the max-entropy
+    projection (:mod:`defenses.gap.projection`) of every graph, private or not (ε = ∞ is then
+    the same method without noise)."""
+    return level == "node" and protocol == "sound" and degree_bound == "projection"
+
+
+def sound_node_level_needs_promise(level: str, protocol: str, private: bool, degree_bound: str = "promise") -> bool:
+    """Sound node-level GAP with ``degree_bound=promise`` checks the degree promise on every
+    graph it aggregates."""
+    return level == "node" and protocol == "sound" and private and degree_bound == "promise"
 
 
 def privacy_text(
@@ -97,6 +127,8 @@ def privacy_text(
     sensitivity: float,
     sigma: float,
     grid_size: int,
+    degree_bound: str = "promise",
+    universe_nodes: int | None = None,
 ) -> tuple[list[str], list[str]]:
     """(notes, unaccounted steps) of a private run's spec: every step ``paper`` leaves outside
     the accountant, in plain words, and what ``sound`` proves instead. ``released_hops`` is the
@@ -139,6 +171,14 @@ def privacy_text(
                 "best-validation checkpoints of the encoder and the classifier (validation labels and features, "
                 "private at node level)",
             ]
+        elif projects_degrees(level, protocol, degree_bound):
+            notes.append(
+                f"node-level DP over graphs of at most N̄ = {universe_nodes} nodes (the declared graph size; a larger "
+                f"graph is refused): PMA aggregates over the maximum-entropy projection of the graph to weighted degree "
+                f"≤ D = {max_degree} (defenses.gap.projection; the identity on graphs of maximum degree ≤ D), whose "
+                f"per-hop sensitivity under adding or removing a node is Δ = √(D² + (√D + √(2D·H_max))²) plus the "
+                "solver's certified error"
+            )
         else:
             notes.append(
                 f"bounded-degree node-level DP: neighbouring graphs both of maximum degree ≤ D = {max_degree} "
