@@ -38,9 +38,11 @@ correct validation predictions):
 
 Refused, with the reason (:data:`REFUSALS`):
 
-* ``dpgnn`` has no sound protocol: both of its protocols are ``sound: false`` (removing a node
+* ``dpgnn``: its sampler (the default of both protocols) is ``sound: false`` (removing a node
   with its undirected edges changes other nodes' sampled subgraphs, outside Theorem 1's
-  occurrence bound; :mod:`defenses.dpgnn`), so no run carries a proven curve.
+  occurrence bound; :mod:`defenses.dpgnn`), so its runs carry no proven curve; its proven
+  ``degree_bound=promise`` is bounded-degree node DP, which needs K at least the graph's largest
+  training-reader count — no grid is offered for it.
 * ``gcon``: its guarantee is Theorem 1 of Wei et al. (objective perturbation), proven as
   (ε, δ)-edge-DP only. An (ε, δ) statement with δ > 0 bounds no Rényi divergence of order > 1
   (the δ mass may sit where the neighbour has none), so Theorem 2 has no run curve to start
@@ -187,9 +189,9 @@ SCORES: dict[str, Score] = {
 
 #: Private defenses refused, and why (the module docstring gives the argument).
 REFUSALS: dict[str, str] = {
-    "dpgnn": "dpgnn has no sound protocol: both of its protocols are sound: false (removing a node with its undirected "
-    "edges changes other nodes' sampled subgraphs, outside Theorem 1's occurrence bound), and select=private composes "
-    "each run's proven Rényi-DP curve",
+    "dpgnn": "dpgnn's sampler is sound: false (removing a node with its undirected edges changes other nodes' sampled "
+    "subgraphs, outside Theorem 1's occurrence bound), and select=private composes each run's proven Rényi-DP curve; "
+    "its proven degree_bound=promise has no selection grid",
     "gcon": "select=private composes each run's Rényi-DP curve (Papernot & Steinke 2022, Theorem 2), and GCON's "
     "objective perturbation is proven (ε, δ)-edge-DP only (Wei et al., Theorem 1): an (ε, δ) guarantee with δ > 0 "
     "bounds no Rényi divergence, so a run has no curve to compose (its validation score would be free at edge level)",

@@ -21,10 +21,12 @@ from defenses.dpgnn.mechanism import (
     dpgnn_mechanism,
     hypergeometric_law,
     occurrence_bound,
+    promised_edgelists,
     reference_schedule,
     sample_batch,
     sample_edgelists,
     sample_slots,
+    training_readers,
 )
 from defenses.dpgnn.model import DPGCNNet, clip_groups
 from defenses.dpgnn.protocols import UNDIRECTED_STEP
@@ -488,6 +490,51 @@ def test_node_removal_on_cora_directed_is_bounded_undirected_is_not(load_real):
     assert UNDIRECTED_STEP.format(bound=bound).startswith("undirected node removal is not covered")
 
 
+@pytest.mark.parametrize("layers", [1, 2])
+def test_degree_promise_node_removal_and_addition_on_cora_is_bounded(load_real, layers):
+    """``degree_bound=promise`` on Cora with K = its largest training-reader count: removing a
+    node with all its undirected edges, or adding one (joined to nodes below the promise),
+    changes only the training subgraphs that node occurs in, at most N(K, r); the node read by K
+    training nodes attains it at r = 1, so half the bound would be exceeded (at r = 2 Cora's
+    neighbourhoods overlap and stay far below K²)."""
+    ds = load_real("cora")
+    split = make_split(ds, "random:0.75,0.1,0.15", 0)
+    n, edge_index = ds.num_nodes, ds.data.edge_index
+    mask = _train_mask(n, split.train)
+    readers = training_readers(edge_index, n, mask)
+    k = int(readers.max())
+    bound = occurrence_bound(k, layers)
+    roots = split.train.tolist()
+
+    def signatures(edges, nodes, train):
+        node_mask = _train_mask(nodes, train)
+        sampled = promised_edgelists(edges, nodes, node_mask, k)
+        return _subgraph_signatures(build_subgraphs(sampled, train, nodes, layers, k))
+
+    base = signatures(edge_index, n, split.train)
+    worst = 0
+    for v in torch.argsort(readers, descending=True)[:5].tolist():
+        removed = signatures(edge_index[:, (edge_index[0] != v) & (edge_index[1] != v)], n, split.train)
+        changed = {i for i, (a, b) in enumerate(zip(base, removed)) if a != b}
+        changed |= {roots.index(v)} if mask[v] else set()  # its own term leaves the dataset
+        assert all(v in base[i][0] for i in changed)  # only subgraphs it occurs in
+        assert len(changed) <= bound
+        worst = max(worst, len(changed))
+    # add a training node joined to training nodes that stay within the promise
+    room = [u for u in roots if readers[u] < k][: k - 1]
+    new = torch.tensor(room)
+    joined = torch.stack([torch.full_like(new, n), new])
+    grown_edges = torch.cat([edge_index, joined, joined.flip(0)], dim=1)
+    grown_train = torch.cat([split.train, torch.tensor([n])])
+    grown = signatures(grown_edges, n + 1, grown_train)
+    changed = {i for i, (a, b) in enumerate(zip(base, grown[: len(base)])) if a != b} | {len(base)}
+    assert all(n in grown[i][0] for i in changed) and len(changed) <= bound
+    if layers == 1:  # the node read by K training nodes: its K readers and itself, so half would fail
+        assert worst == bound
+    with pytest.raises(ConfigurationError, match="read by at most"):
+        promised_edgelists(edge_index, n, mask, k - 1)
+
+
 # ----------------------------------------------------------------------------- the public plan, declared population
 def _fit(graph, split, **overrides):
     settings = {"epsilon": 4.0, "seed": 0, "steps": 3, "latent": 8, **overrides}
@@ -754,3 +801,31 @@ def test_mean_aggregate_in_chunks_is_the_same_sum(monkeypatch):
     (grad_chunked,) = torch.autograd.grad(chunked.square().sum(), h)
     assert torch.equal(whole, chunked)
     torch.testing.assert_close(grad_chunked, grad_whole)
+
+
+def test_degree_promise_spec_is_sound_and_bounded_degree(small_graph, tmp_path):
+    """``degree_bound=promise``: a graph above K is refused before any work; within it the spec
+    is ``sound: true`` with no unaccounted step and the restricted relation stated (no ceiling is
+    drawn from it), the load check keeps that condition, and ``paper`` cannot take the promise."""
+    split = make_split(small_graph, "random:0.5,0.25,0.25", 0)
+    k = int(
+        training_readers(
+            small_graph.data.edge_index, small_graph.num_nodes, _train_mask(small_graph.num_nodes, split.train)
+        ).max()
+    )
+    with pytest.raises(ConfigurationError, match="read by at most"):
+        _fit(small_graph, split, degree_bound="promise", max_in_degree=k - 1)
+    model = _fit(small_graph, split, degree_bound="promise", max_in_degree=k)
+    spec = model.privacy
+    assert spec.sound and spec.unaccounted == [] and spec.unit_condition == f"training readers per node <= {k}"
+    assert not spec.proven and spec.epsilon <= 4.0
+    directory = model.save(tmp_path / "promise")
+    assert load(directory).privacy.unit_condition == spec.unit_condition
+    meta = json.loads((directory / "model.json").read_text())
+    meta["privacy"]["unit_condition"] = None
+    (directory / "model.json").write_text(json.dumps(meta))
+    with pytest.raises(IntegrityError, match="unit condition"):
+        load(directory)
+    with pytest.raises(ConfigurationError, match="promise"):
+        _fit(small_graph, split, degree_bound="promise", protocol="paper")
+    assert not _fit(small_graph, split).privacy.sound  # the default sampler is still sound: false

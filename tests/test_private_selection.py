@@ -231,7 +231,7 @@ def test_edge_level_score_is_free_and_gap_edp_selects(small_graph, tmp_path):
     ("name", "settings", "match"),
     [
         ("gap-inf", {}, "select=private needs a run score proven private"),
-        ("dpgnn", {"epsilon": 4.0}, "dpgnn has no sound protocol"),
+        ("dpgnn", {"epsilon": 4.0}, "dpgnn.s sampler is sound: false"),
         ("mlp-dp", {}, "ε = ∞"),
         ("mlp-dp", {"epsilon": 4.0, "protocol": "paper"}, "protocol=paper"),
         ("mlp-dp", {"epsilon": 4.0, "select": "best"}, "select must be one of"),

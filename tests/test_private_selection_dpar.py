@@ -185,7 +185,7 @@ def test_a_selected_dpar_model_loads_and_edits_are_refused(selected_dpar, small_
 @pytest.mark.parametrize(
     ("name", "settings", "match"),
     [
-        ("dpgnn", {}, "dpgnn has no sound protocol"),
+        ("dpgnn", {}, "dpgnn.s sampler is sound: false"),
         ("gcon", {}, r"\(ε, δ\)-edge-DP only.*bounds no Rényi divergence"),
         ("dpar-em1", {"node_sample_rate": 0.5}, "q′ = 0.5 < 1"),
         ("dpar-gm", {"protocol": "paper"}, "protocol=paper"),

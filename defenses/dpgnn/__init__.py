@@ -49,8 +49,8 @@ per-subgraph gradient norms at initialisation (read from private data, listed in
 ``spec.unaccounted``). Batches are drawn without replacement in both (the reference draws with
 replacement while its accountant assumes without; we keep the sampling the theorem covers).
 
-What is proven, and why both protocols are ``sound: false``
-----------------------------------------------------------
+What is proven, and why the sampler is ``sound: false``
+------------------------------------------------------
 Lemma 2 needs that removing node v̂ changes only the subgraphs v̂ occurs in. That holds when
 the graph is directed (Remark 2) and a node's private data are its features, its label and its
 *incoming edgelist* :math:`\mathbf{RE}_{\hat v}` (which training nodes read it); a removed
@@ -71,8 +71,19 @@ when one neighbour disappears can: a node of unbounded degree touches unboundedl
 neighbourhoods. Measured on Cora (K = 5, r = 1, coupled coins): removing the highest-degree
 training node with all its edges changes 60 training subgraphs against N(K, r) = 6
 (``tests/test_dpgnn.py``); the directed removal of the same node changes ≤ 6. Both protocols
-therefore list this in ``spec.unaccounted`` and report ``sound: false``: the printed ε is a
-proven bound for the directed relation only.
+therefore list this in ``spec.unaccounted`` and report ``sound: false`` with the sampler: the
+printed ε is a proven bound for the directed relation only.
+
+``protocol=sound`` with ``degree_bound=promise`` drops the sampler: every message to a training
+node is kept, after checking that no node is read by more than K training nodes (a graph above
+the promise is refused before any work, like gap-ndp's degree promise). Nothing is sampled, so
+removing a node with all its undirected edges changes exactly the subgraphs it occurs in — at
+most N(K, r) by Lemma 1 — and Theorem 1 holds for dpaudit's node unit over graphs that keep the
+promise (:func:`~defenses.dpgnn.mechanism.promised_edgelists`; measured on Cora by removing and
+adding nodes, attained at r = 1). The spec is ``sound: true`` with ``unit_condition =
+"training readers per node <= K"``: bounded-degree node-level DP, from which reports draw no
+unrestricted ceiling. K must cover the graph's largest reader count (126 on Cora's 75 % split),
+so N(K, r) and the noise are large on real graphs.
 
 Inference is **not private**: predictions use each queried node's full neighbourhood in the
 query graph (as in the paper, Section 4), so the card says ``inference.private = False``.
@@ -91,6 +102,7 @@ from defenses.dpgnn.mechanism import (  # noqa: F401  (dpgnn_mechanism, occurren
     build_subgraphs,
     dpgnn_mechanism,
     occurrence_bound,
+    promised_edgelists,
     reference_schedule,
     sample_edgelists,
 )
@@ -136,6 +148,7 @@ class DPGNNHyperparameters(PrivateHyperparameters):
     clip_percentile: float = 75.0
     clip_estimate_nodes: int = 10_000
     microbatch: int = 2048
+    degree_bound: str = "sampler"  # "sampler" (Algorithm 1, sound: false) or "promise" (sound only, proven)
 
 
 def _check_hyperparameters(hp: DPGNNHyperparameters) -> None:
@@ -159,10 +172,22 @@ def _check_hyperparameters(hp: DPGNNHyperparameters) -> None:
         raise ConfigurationError(f"dpgnn optimizer must be adam or sgd, got {hp.optimizer!r}")
     if hp.clipping not in ("flat", "layerwise"):
         raise ConfigurationError(f"dpgnn clipping must be flat or layerwise, got {hp.clipping!r}")
+    if hp.degree_bound not in protocols.DEGREE_BOUNDS:
+        raise ConfigurationError(
+            f"dpgnn degree_bound must be one of {', '.join(protocols.DEGREE_BOUNDS)}, got {hp.degree_bound!r}"
+        )
+    if hp.degree_bound == "promise" and hp.protocol == "paper":
+        raise ConfigurationError("dpgnn degree_bound=promise is a sound protocol's choice; protocol=paper samples")
     try:
         activation(hp.act)
     except ModelFormatError:
         raise ConfigurationError(f"dpgnn act must be one of relu, selu, tanh, elu, got {hp.act!r}") from None
+
+
+def _train_mask(split: Split, num_nodes: int) -> torch.Tensor:
+    mask = torch.zeros(num_nodes, dtype=torch.bool)
+    mask[split.train.long()] = True
+    return mask
 
 
 @register_defense
@@ -176,6 +201,15 @@ class DPGNN(Defense):
     summary = "DP-GNN (Daigavane et al.): r-layer residual GCN, bounded occurrences, DP-Adam, Theorem 1 RDP"
     hyperparameters_class = DPGNNHyperparameters
 
+    def check_data(self, dataset: GraphDataset, split: Split) -> None:
+        """``degree_bound=promise``: the training graph keeps the promise, checked before any work."""
+        _check_hyperparameters(self.hp)
+        if protocols.keeps_promise(self.protocol, self.hp):
+            promised_edgelists(
+                split.edge_index_for(dataset, "train"), dataset.num_nodes, _train_mask(split, dataset.num_nodes),
+                self.hp.max_in_degree,
+            )  # fmt: skip
+
     def _fit(self, dataset: GraphDataset, split: Split, delta: float) -> DPGNNModel:
         hp, device, protocol = self.hp, self.device, self.protocol
         _check_hyperparameters(hp)
@@ -184,12 +218,14 @@ class DPGNN(Defense):
         data = dataset.data
         num_nodes = dataset.num_nodes
         train = split.train.long()
-        train_mask = torch.zeros(num_nodes, dtype=torch.bool)
-        train_mask[train] = True
+        train_mask = _train_mask(split, num_nodes)
         graph = split.edge_index_for(dataset, "train")
 
-        coins = torch.Generator().manual_seed(self.seed)
-        sampled = sample_edgelists(graph, num_nodes, train_mask, hp.max_in_degree, generator=coins)
+        if protocols.keeps_promise(protocol, hp):
+            sampled = promised_edgelists(graph, num_nodes, train_mask, hp.max_in_degree)
+        else:
+            coins = torch.Generator().manual_seed(self.seed)
+            sampled = sample_edgelists(graph, num_nodes, train_mask, hp.max_in_degree, generator=coins)
         index = build_subgraphs(sampled, train, num_nodes, hp.layers, hp.max_in_degree)
 
         arch = {
@@ -265,11 +301,13 @@ class DPGNN(Defense):
             return PrivacySpec.non_private("dpgnn at ε = ∞: the same sampling, clipping and training without noise")
         notes, unaccounted = protocols.privacy_text(self.protocol, self.hp, run)
         notes.insert(0, f"δ = {delta:g} ({'auto: below 1/#nodes' if str(self.delta_option) == 'auto' else 'given'})")
-        return (
+        spec = (
             PrivacyLedger()
             .step(run.mechanism(term_norm))
             .spec(delta, "node", target_epsilon=self.epsilon, notes=notes, unaccounted=unaccounted)
         )
+        spec.unit_condition = protocols.unit_condition(self.protocol, self.hp)
+        return spec
 
     @classmethod
     def replan(cls, card: dict[str, Any], privacy: Any) -> list[dict[str, Any]] | None:

@@ -134,6 +134,45 @@ def sample_edgelists(
     return torch.stack([src[keep], dst[keep]])
 
 
+def training_readers(edge_index: torch.Tensor, num_nodes: int, train_mask: torch.Tensor) -> torch.Tensor:
+    """|RE_v| for every node: how many of its messages (self-loops dropped, duplicates counted)
+    go to training nodes, ``[num_nodes]``."""
+    edge_index, _ = remove_self_loops(edge_index)
+    src, dst = edge_index
+    return torch.bincount(src[train_mask.to(dst.device)[dst]], minlength=num_nodes)
+
+
+def promised_edgelists(
+    edge_index: torch.Tensor, num_nodes: int, train_mask: torch.Tensor, max_in_degree: int
+) -> torch.Tensor:
+    """The degree promise in place of Algorithm 1 (``degree_bound=promise``): every message to a
+    training node is kept — nothing is sampled, so removing a node changes no other node's
+    edgelist — after checking that no node is read by more than K training nodes.
+
+    *Claim.* For node-neighbouring graphs G and G − v that both keep the promise, the training
+    subgraphs that differ are exactly those v occurs in, at most N(K, r) (Lemma 1 with every
+    edgelist of size ≤ K), so Theorem 1 holds for removing or adding a node with all its
+    undirected edges (bounded-degree node-level DP: the relation is restricted to graphs that
+    keep the promise). *Proof.* Every kept message is a message of the graph into a training
+    node; removing v removes the messages v sends and receives and nothing else, so a root's
+    r-hop tree changes only if v lies in it. ∎
+
+    Raises:
+        ConfigurationError: a node is read by more than K training nodes (before any work).
+    """
+    from dpaudit.errors import ConfigurationError
+
+    readers = training_readers(edge_index, num_nodes, train_mask)
+    if readers.numel() and int(readers.max()) > max_in_degree:
+        raise ConfigurationError(
+            f"dpgnn degree_bound=promise proves node-level DP only for graphs where every node is read by at most "
+            f"max_in_degree = {max_in_degree} training nodes; a node of this training graph is read by "
+            f"{int(readers.max())}: set a larger max_in_degree (more noise) or degree_bound=sampler (sound: false)"
+        )
+    edge_index, _ = remove_self_loops(edge_index)
+    return edge_index[:, train_mask.to(edge_index.device)[edge_index[1]]]
+
+
 @dataclass
 class SubgraphIndex:
     """The r-hop training subgraphs, stored as concatenated per-root lists (CSR style).

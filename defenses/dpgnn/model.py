@@ -155,13 +155,21 @@ class DPGNNModel(ModuleModel):
     @classmethod
     def verify_privacy(cls, privacy, config, card):
         """Generic recomputation (:func:`dpaudit.accounting.verify.verify_spec`) with
-        ``sound: false`` required in both protocols: Theorem 1 covers the directed relation of
-        Remark 2, not removing a node with all its edges (:mod:`defenses.dpgnn`). The plan
-        itself is re-derived from the card by :meth:`defenses.dpgnn.DPGNN.replan`."""
-        from dpaudit.accounting.verify import verify_spec
+        ``sound: false`` required for the sampler (Theorem 1 covers the directed relation of
+        Remark 2, not removing a node with all its edges, :mod:`defenses.dpgnn`) and
+        ``sound: true`` with its stated unit condition for the degree promise. The plan itself
+        is re-derived from the card by :meth:`defenses.dpgnn.DPGNN.replan`."""
+        from defenses.dpgnn.protocols import unit_condition
+        from dpaudit.accounting.verify import refuse, verify_spec
         from dpaudit.model import card_protocol
 
-        return verify_spec(privacy, "node", card_protocol(card), expected_sound=False)
+        protocol = card_protocol(card)
+        condition = unit_condition(protocol, dict(card.get("hyperparameters") or {}))
+        if privacy.is_private and privacy.unit_condition != condition:
+            raise refuse(
+                f"unit condition {privacy.unit_condition!r} stated; this dpgnn card proves {condition or 'none'!r}"
+            )
+        return verify_spec(privacy, "node", protocol, expected_sound=condition is not None)
 
     @torch.no_grad()
     def _forward(self, graph: Data, nodes, embed: bool) -> torch.Tensor:

@@ -9,13 +9,21 @@ clipping          every parameter tensor to the                     one fixed ``
                   (read from private gradients, unaccounted)
 accounted norm    one term's norm :math:`C = (\sum_p C_p^2)^{1/2}`  :math:`C\sqrt G` for G clipping groups
 noise std         z·C: depends on the private thresholds            z·``clip_norm``: public
+edgelists         Algorithm 1's sampler (undirected node removal    the sampler (default, same caveat), or
+                  not covered: ``sound: false``)                    ``degree_bound=promise``: no sampling,
+                                                                    every node read by ≤ K training nodes
+                                                                    checked and refused otherwise —
+                                                                    bounded-degree node-level DP,
+                                                                    ``sound: true``
 ================  ================================================  ========================================
 
 Shared by both: the plan (:func:`plan`: population N = the declared training-set size n̂,
 batch m, steps T, noise multiplier z — all fixed before the private graph is read, and
 re-derived from a saved card on load), the sampler, the model, the accountant (Theorem 1) and
-the unaccounted undirected node removal, which makes both ``sound: false``. The functions
-below are the only places the code asks which protocol it runs.
+the unaccounted undirected node removal of the sampler, which makes both ``sound: false``;
+``protocol=sound`` with ``degree_bound=promise`` replaces the sampler by a checked promise
+(:func:`~defenses.dpgnn.mechanism.promised_edgelists`) and is proven for the node unit over graphs
+that keep it. The functions below are the only places the code asks which protocol it runs.
 """
 
 from __future__ import annotations
@@ -48,6 +56,26 @@ UNDIRECTED_STEP = (
     "subgraphs is unbounded in the worst case (tests/test_dpgnn.py measures it on Cora), so the spent ε is a "
     "proven bound for the directed relation only"
 )
+
+
+#: how the edgelists are bounded: Algorithm 1's sampler (both protocols; the undirected removal is
+#: not covered) or the checked promise (``sound`` only; bounded-degree node-level DP)
+DEGREE_BOUNDS = ("sampler", "promise")
+
+
+def keeps_promise(protocol: str, hp: DPGNNHyperparameters) -> bool:
+    """``sound`` with ``degree_bound=promise``: no sampling, the promise checked on the graph."""
+    return protocol == "sound" and hp.degree_bound == "promise"
+
+
+def unit_condition(protocol: str | None, hp_or_card: Any) -> str | None:
+    """The restriction of the neighbouring relation a promise run is proven under (``None`` for
+    the sampler, whose spec is ``sound: false`` instead). Accepts hyperparameters or a card's
+    hyperparameter dict."""
+    get = hp_or_card.get if isinstance(hp_or_card, dict) else lambda k, d=None: getattr(hp_or_card, k, d)
+    if protocol == "sound" and get("degree_bound", "sampler") == "promise":
+        return f"training readers per node <= {int(get('max_in_degree'))}"
+    return None
 
 
 # --------------------------------------------------------------------------- the plan
@@ -218,11 +246,24 @@ def recorded_term_norm(protocol: str, hp: DPGNNHyperparameters, mechanisms: list
 def privacy_text(protocol: str, hp: DPGNNHyperparameters, run: DPGNNPlan) -> tuple[list[str], list[str]]:
     """(notes, unaccounted steps) of a private run's spec, from the plan alone (no measured value)."""
     bound = run.occurrence_bound
+    if keeps_promise(protocol, hp):
+        relation = [
+            "the ε is proven for node-level DP (a node with its features, label and all its undirected edges) over "
+            f"graphs where every node is read by at most K = {hp.max_in_degree} training nodes: the promise is "
+            "checked and a graph above it refused, nothing is sampled, so removing or adding a node changes only the "
+            "subgraphs it occurs in (defenses.dpgnn.mechanism.promised_edgelists)",
+            f"each node occurs in <= N(K={hp.max_in_degree}, r={hp.layers}) = {bound} training subgraphs (Lemma 1, "
+            "checked on the graph)",
+        ]
+    else:
+        relation = [
+            "the ε is proven for the node-level adjacency of Remark 2: a node's features, label and incoming "
+            "edgelist (who reads it) on the graph treated as directed",
+            f"each node occurs in <= N(K={hp.max_in_degree}, r={hp.layers}) = {bound} training subgraphs (Lemma 1, "
+            "checked on the sampled graph)",
+        ]
     notes = [
-        "the ε is proven for the node-level adjacency of Remark 2: a node's features, label and incoming "
-        "edgelist (who reads it) on the graph treated as directed",
-        f"each node occurs in <= N(K={hp.max_in_degree}, r={hp.layers}) = {bound} training subgraphs (Lemma 1, "
-        "checked on the sampled graph)",
+        *relation,
         f"schedule: {run.batch_size} of N = {run.population} subgraph slots per step without replacement, "
         f"{run.steps} steps, the noisy sum divided by {run.batch_size}; N is the declared training-set size, "
         "never the real one: slots beyond the real training set are empty, and a larger training set is "
@@ -234,6 +275,7 @@ def privacy_text(protocol: str, hp: DPGNNHyperparameters, run: DPGNNPlan) -> tup
         unaccounted.append(CLIPPING_STEP.format(p=hp.clip_percentile, n=hp.clip_estimate_nodes))
     else:
         notes.append(f"{hp.clipping} clipping at C = {hp.clip_norm:g} per group ({run.accounted_groups} group(s))")
-    unaccounted.append(UNDIRECTED_STEP.format(bound=bound))
+    if not keeps_promise(protocol, hp):
+        unaccounted.append(UNDIRECTED_STEP.format(bound=bound))
     notes.append(INFERENCE_NOTE)
     return notes, unaccounted
