@@ -829,3 +829,19 @@ def test_degree_promise_spec_is_sound_and_bounded_degree(small_graph, tmp_path):
     with pytest.raises(ConfigurationError, match="promise"):
         _fit(small_graph, split, degree_bound="promise", protocol="paper")
     assert not _fit(small_graph, split).privacy.sound  # the default sampler is still sound: false
+
+
+def test_degree_promise_release_is_neutral_to_removing_a_training_node(small_graph, tmp_path):
+    """The promise run on n and n − 1 training nodes (the highest-degree one removed with all its
+    edges), same seed: every public leaf of model.json agrees (K is a hyperparameter, the check
+    reads the graph but publishes nothing of it)."""
+    split = make_split(small_graph, "random:0.6,0.2,0.2", 0)
+    readers = training_readers(
+        small_graph.data.edge_index, small_graph.num_nodes, _train_mask(small_graph.num_nodes, split.train)
+    )
+    k = int(readers.max())
+
+    def make():
+        return get_defense("dpgnn")(epsilon=4.0, seed=0, steps=3, latent=8, degree_bound="promise", max_in_degree=k)
+
+    assert train_and_compare(make, (small_graph, split), without_node(small_graph, split), tmp_path) == {}

@@ -765,3 +765,14 @@ def test_projected_ndp_queries_project_the_whole_graph_and_refuse_more_nodes_tha
     with pytest.raises(DPAuditError, match="more than the declared 300"):
         model.predict_proba(bigger, [0])
     assert model.config()["query_releases"] == 1
+
+
+def test_projected_ndp_at_infinite_epsilon_projects_without_a_sensitivity(small_graph, split, tmp_path):
+    """ε = ∞ runs the same projection with no noise: no declared size is read, the card's
+    sensitivity is None, and the model saves, loads and answers."""
+    model = get_defense("gap-ndp")(epsilon=math.inf, seed=0, encoder_epochs=1, epochs=1, max_degree=3).fit(
+        small_graph, split
+    )
+    assert model.card["gap"]["aggregation_sensitivity"] is None and model.config()["noise_std"] == 0.0
+    assert model.record["gap"]["projection"]["cap"] == 3.0
+    assert _copy(model, tmp_path).predict_proba(small_graph.data).shape == (small_graph.num_nodes, 3)

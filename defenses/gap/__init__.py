@@ -294,7 +294,7 @@ class _Candidate:
     val_accuracy: float
     sigma: float
     noise_std: float
-    sensitivity: float
+    sensitivity: float | None  # None: a projected run at ε = ∞ (no noise, no sensitivity read)
     encoder: GAPEncoder
     classifier: GAPClassifier
     cache: torch.Tensor
@@ -370,10 +370,13 @@ class _GAP(Defense):
         """Whether PMA aggregates over the degree projection (:func:`protocols.projects_degrees`)."""
         return protocols.projects_degrees(self.level, self.protocol, self.degree_bound)
 
-    def aggregation_sensitivity(self, max_degree: int | None = None) -> float:
+    def aggregation_sensitivity(self, max_degree: int | None = None) -> float | None:
         """Per-hop L2 sensitivity of :math:`A^\\top\\check X` (:func:`protocols.aggregation_sensitivity`);
-        over the projection it needs the declared number of nodes (:meth:`universe_nodes`)."""
+        over the projection it needs the declared number of nodes (:meth:`universe_nodes`), which
+        a run at ε = ∞ does not read: it has no sensitivity (``None``) and adds no noise."""
         degree = (self.hp.max_degree if max_degree is None else max_degree) if self.level == "node" else None
+        if self.projects and self._universe_nodes is None and not self.private:
+            return None
         return protocols.aggregation_sensitivity(
             self.level, self.protocol, degree, self.degree_bound, self._universe_nodes
         )
@@ -643,7 +646,7 @@ class _GAP(Defense):
             encoder, enc_mech, x0 = encoder_memo[enc_key]
             for max_degree in degree_grid:
                 sens = self.aggregation_sensitivity(max_degree)
-                noise_std = sigma * sens
+                noise_std = sigma * sens if sens is not None else 0.0
                 # Steps 2–4: PMA (once per configuration; cached).
                 ei, operator, projection = edge_index, None, None
                 if node and protocols.samples_degrees(self.protocol):
