@@ -297,14 +297,20 @@ def test_a_broken_degree_promise_refuses_before_the_selection_is_calibrated(smal
         defense.fit(small_graph, split)
 
 
-def test_projected_gap_ndp_selects_privately_above_its_cap_and_loads(small_graph, tmp_path):
+def test_projected_gap_ndp_selects_privately_above_its_cap_and_loads(small_graph, tmp_path, monkeypatch):
     """The default degree projection plans every candidate from the declared node count it read
-    (no refusal on a degree), and the load check re-derives the same plan from the card."""
+    (no refusal on a degree), solves the training graph's projection once for all its runs, and
+    the load check re-derives the same plan from the card."""
+    import defenses.gap.projection as projection
     from dpaudit.model import load
 
+    solves = []
+    real = projection.entropy_projection
+    monkeypatch.setattr(projection, "entropy_projection", lambda *a, **k: solves.append(1) or real(*a, **k))
     split = make_split(small_graph, "random:0.5,0.25,0.25", 0)
     model = get_defense("gap-ndp")(
-        epsilon=8.0, seed=0, max_degree=3, select="private", encoder_epochs=2, epochs=2
+        epsilon=8.0, seed=3, max_degree=3, select="private", encoder_epochs=2, epochs=2
     ).fit(small_graph, split)
     assert model.privacy.unit_condition is None and model.privacy.epsilon <= 8.0
+    assert model.record["selection"]["number_of_runs"] == 4 and len(solves) == 1  # seed 3 draws 4 runs
     assert load(model.save(tmp_path / "m")).privacy.epsilon == model.privacy.epsilon

@@ -224,7 +224,7 @@ from defenses.gap.model import (  # noqa: F401  (re-exported)
     _mechanism_record,
     unit_condition,
 )
-from defenses.gap.projection import DegreeProjection, entropy_projection
+from defenses.gap.projection import DegreeProjection, projection_of
 from defenses.gap.training import _accuracy, _train_full_batch, _train_minibatch
 from dpaudit.accounting import GaussianMechanism, PoissonSubsampledGaussian, PrivacyLedger, PrivacySpec
 from dpaudit.datasets import GraphDataset
@@ -654,7 +654,7 @@ class _GAP(Defense):
                         ei, num_nodes, max_degree, torch.Generator().manual_seed(self.seed + 1_000_003)
                     )
                 if self.projects:
-                    projection = entropy_projection(ei, num_nodes, max_degree)
+                    projection = projection_of(ei, num_nodes, max_degree)
                     operator = projection.sum_operator(num_nodes, x0.dtype, device)
                 with torch.no_grad():
                     gen = torch.Generator().manual_seed(self.seed + 2_000_003 + 7919 * released_hops)  # CPU: as CUDA

@@ -27,7 +27,7 @@ from defenses.gap.mechanism import (
     private_multi_hop_aggregation,
     row_normalize,
 )
-from defenses.gap.projection import entropy_projection
+from defenses.gap.projection import projection_of
 from defenses.gap.queries import QueryRelease, features_unchanged, local_edges, row_digests, structure_key
 from dpaudit.accounting import GaussianMechanism, PoissonSubsampledGaussian, PrivacyLedger, PrivacySpec
 from dpaudit.accounting.mechanisms import mechanism_from_record
@@ -547,7 +547,7 @@ class GAPModel(ReleasedModel):
             x0 = self.encoder.encode(graph.x.to(self.device).float())
             operator = None
             if projects:
-                projection = entropy_projection(edge_index, num_nodes, self.cfg["max_degree"])
+                projection = projection_of(edge_index, num_nodes, self.cfg["max_degree"])
                 operator = projection.sum_operator(num_nodes, x0.dtype, self.device)
             released = private_multi_hop_aggregation(
                 x0, edge_index.to(self.device), hops, self.cfg["noise_std"], gen, operator=operator

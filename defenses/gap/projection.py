@@ -68,7 +68,7 @@ from dataclasses import dataclass
 
 import torch
 
-from dpaudit.adjacency import Propagation, index_dtype
+from dpaudit.adjacency import Propagation, TensorCache, index_dtype
 from dpaudit.errors import DPAuditError
 
 log = logging.getLogger(__name__)
@@ -163,6 +163,19 @@ def entropy_projection(
             return DegreeProjection(both, torch.cat([weight, weight]), cap, gap, sweep)
     raise DPAuditError(
         f"the degree projection did not certify its duality gap ({gap:.3g} > {eta:.3g}) in {MAX_SWEEPS} sweeps"
+    )
+
+
+_PROJECTIONS = TensorCache(size=4)
+
+
+def projection_of(edge_index: torch.Tensor, num_nodes: int, cap: int | float) -> DegreeProjection:
+    """:func:`entropy_projection` at the default tolerance, cached while that very ``edge_index``
+    tensor is alive and unedited (:class:`~dpaudit.adjacency.TensorCache`): a private selection's
+    runs and repeated queries of one graph solve it once. The solve is deterministic, so a
+    cached projection is the one a new solve would return."""
+    return _PROJECTIONS.get(
+        (edge_index,), lambda: entropy_projection(edge_index, num_nodes, cap), (int(num_nodes), float(cap))
     )
 
 
