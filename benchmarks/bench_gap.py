@@ -118,7 +118,8 @@ def plan(args):
     jobs = [("gcn", math.inf, {}), ("mlp", math.inf, {}), ("gap-inf", math.inf, dict(proto))]
     jobs += [("mlp-dp", e, {"epochs": args.mlp_dp_epochs}) for e in args.baseline_epsilons]
     jobs += [("gap-edp", e, dict(proto)) for e in args.epsilons]
-    jobs += [("gap-ndp", e, {"max_degree": args.max_degree, **proto}) for e in args.epsilons]
+    # the degree promise at --max-degree, as the recorded rows ran (the default is now the projection)
+    jobs += [("gap-ndp", e, {"max_degree": args.max_degree, "degree_bound": "promise", **proto}) for e in args.epsilons]
     return [job for job in jobs if args.methods is None or job[0] in args.methods]
 
 
@@ -151,7 +152,12 @@ def sweep(args, records: list) -> list[dict]:
             (
                 "gap-ndp",
                 8.0,
-                {"max_degree": args.max_degree, "batch_size": args.scale_batch_size, "protocol": args.protocol},
+                {
+                    "max_degree": args.max_degree,
+                    "degree_bound": "promise",
+                    "batch_size": args.scale_batch_size,
+                    "protocol": args.protocol,
+                },
             ),
         ]:
             rec = run_one(method, dataset, split, eps, 0, overrides)

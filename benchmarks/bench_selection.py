@@ -23,8 +23,9 @@ that title (replacing an older section of the same title, keeping everything els
         --select-split inductive:0.7,0.2,0.1 --epsilons 4 8 --seeds 0 1 2 \\
         --section "dpar-em1 on cora_ml, inductive split"
 
-gap-ndp runs with ``max_degree`` = ``--ndp-max-degree`` (a public bound at least the graph's
-maximum degree: sound node-level GAP refuses a graph above it).
+gap-ndp runs the degree promise (``degree_bound=promise``, as the recorded rows did) with
+``max_degree`` = ``--ndp-max-degree`` (a public bound at least the graph's maximum degree: the
+promise refuses a graph above it).
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ def run_rows(args, dataset) -> list[dict]:
     rows = []
     select_split = args.select_split or args.split
     for defense in args.defenses:
-        extra = {"max_degree": args.ndp_max_degree} if defense == "gap-ndp" else {}
+        extra = {"max_degree": args.ndp_max_degree, "degree_bound": "promise"} if defense == "gap-ndp" else {}
         for epsilon in args.epsilons:
             configurations = [(False, args.split)]
             if select_split != args.split:
