@@ -302,11 +302,13 @@ def test_projected_gap_ndp_selects_privately_above_its_cap_and_loads(small_graph
     (no refusal on a degree), solves the training graph's projection once for all its runs, and
     the load check re-derives the same plan from the card."""
     import defenses.gap.projection as projection
+    from dpaudit.adjacency import TensorCache
     from dpaudit.model import load
 
     solves = []
     real = projection.entropy_projection
     monkeypatch.setattr(projection, "entropy_projection", lambda *a, **k: solves.append(1) or real(*a, **k))
+    monkeypatch.setattr(projection, "_PROJECTIONS", TensorCache(size=4))  # not an earlier test's solve
     split = make_split(small_graph, "random:0.5,0.25,0.25", 0)
     model = get_defense("gap-ndp")(
         epsilon=8.0, seed=3, max_degree=3, select="private", encoder_epochs=2, epochs=2
