@@ -459,6 +459,38 @@ def test_inference_adds_self_loops():
     assert torch.allclose(looped[:2], step2[:2])
 
 
+def test_zero_power_steps_answer_from_own_features_and_say_inference_is_covered(graph, split, tmp_path):
+    """P = 0 reads no edge and no other node's features: the card marks inference private, and a
+    saved card cannot claim that for a model that propagates."""
+    model = get_defense("dpar-em1")(epsilon=4.0, delta=1e-3, seed=0, power_steps=0, **FAST).fit(graph, split)
+    assert model.card["inference"] == {"private": True, "note": dpar_package.model.FEATURES_NOTE}
+    assert model.inference_private and dpar_package.model.FEATURES_NOTE in model.privacy.notes
+    test_graph = split.graph_for(graph, "test")
+    probs = model.predict_proba(test_graph, split.test)
+    # the same answers with every edge gone and every other node's features scrambled
+    bare = test_graph.clone()
+    bare.edge_index = torch.empty(2, 0, dtype=torch.long)
+    keep = torch.zeros(bare.num_nodes, dtype=torch.bool)
+    keep[split.test] = True
+    bare.x = torch.where(keep.unsqueeze(1), bare.x, torch.randn(bare.x.shape))
+    assert torch.allclose(model.predict_proba(bare, split.test), probs, atol=1e-6)
+    with torch.no_grad():
+        own = torch.softmax(model.module(test_graph.x[split.test].float()), dim=1)
+    assert torch.allclose(probs, own, atol=1e-6)
+
+    propagating = get_defense("dpar-em1")(epsilon=4.0, delta=1e-3, seed=0, **FAST).fit(graph, split)
+    assert propagating.card["inference"]["private"] is False
+    assert not torch.allclose(propagating.predict_proba(bare, split.test), propagating.predict_proba(test_graph, split.test))
+
+    model.save(tmp_path / "m")
+    assert load(tmp_path / "m").inference_private
+    meta = (tmp_path / "m" / "model.json").read_text()
+    assert '"power_steps": 0' in meta
+    (tmp_path / "m" / "model.json").write_text(meta.replace('"power_steps": 0', '"power_steps": 2'))
+    with pytest.raises(ModelFormatError, match="inference is private"):
+        load(tmp_path / "m")
+
+
 def test_paper_protocol_fit_and_nodp_learns(graph, split):
     paper = get_defense("dpar-gm")(epsilon=8.0, delta=1e-3, seed=0, protocol="paper", **FAST).fit(graph, split)
     assert paper.privacy.sound is False and paper.privacy.epsilon <= 8.0

@@ -25,7 +25,10 @@ Pipeline of the ``paper`` protocol (Algorithms 1–3, Section 4, and the authors
 5. Inference (Eq. 4): :math:`Q^{(0)} = H,\ Q^{(p)} = (1-\alpha)\tilde D^{-1}\tilde AQ^{(p-1)} + \alpha H`,
    P = 2, α = 0.25, on the query graph with self-loops added (Ã = A + I, as the reference does).
    **Inference reads the query graph and is not private for its edges and features**: the
-   guarantee covers the training graph only.
+   guarantee covers the training graph only. ``power_steps = 0`` (P = 0) answers f_θ(x_v) from the
+   queried node's own features alone, post-processing of the private weights as ``mlp-dp``'s
+   answers are; the card then says ``inference.private: true``
+   (:func:`~defenses.dpar.model.inference_card`), and a saved card claiming so with P ≥ 1 is refused.
 
 Shapes: Π is stored row-sparse as ``columns`` [rows, K] (node ids, −1 = empty slot) and
 ``values`` [rows, K]; features x [n, F]; f_θ(x) [n, C]; a batch of b rows gathers [b, K, F].
@@ -136,7 +139,9 @@ Defaults of ``sound`` (:data:`PROTOCOL_DEFAULTS`), fixed from public quantities,
 The cost of the guarantee is thus mostly the graph: the sound model is an f_θ trained like a
 DP-MLP on features (plus a few sampled pair terms), and the accuracy it adds over ``mlp-dp``
 comes from Eq. 4 inference on the query graph — which, as said above, is not covered by the
-guarantee. Numbers in ``benchmarks/results/dpar.md``.
+guarantee. Numbers in ``benchmarks/results/dpar.md``; ``benchmarks/results/honest.md`` sets the
+covered answers (P = 0) beside it, and ``benchmarks/results/covered_inference.md`` measures how
+little a noisy, covered one-hop aggregate can add at node level (the own-row wall).
 """
 
 from __future__ import annotations
@@ -167,7 +172,7 @@ from defenses.dpar.mechanism import (
     slots_of,
     training_matrix,
 )
-from defenses.dpar.model import INFERENCE_NOTE, DPARModel, DPARNet, build_network, power_iteration
+from defenses.dpar.model import INFERENCE_NOTE, DPARModel, DPARNet, build_network, inference_card, power_iteration
 from defenses.dpar.protocols import (
     DPARPlan,
     NoisePlan,
@@ -211,6 +216,7 @@ __all__ = [
     "column_l1_norms",
     "dropout_masks",
     "expected_rows",
+    "inference_card",
     "normalize_columns_l1",
     "pair_terms",
     "paper_unaccounted",
@@ -454,7 +460,7 @@ class _DPAR(Defense):
             noise_generator=noise_generator,
             progress=self.name,
         )
-        card = {"inference": {"private": False, "note": INFERENCE_NOTE}, "dpar": plan.card()}
+        card = {"inference": inference_card(hp.power_steps), "dpar": plan.card()}
         model = DPARModel(module, arch, hp.alpha, hp.power_steps, noise.privacy, card, hp.self_loops)
         model.record["dpar"] = {  # measured on the private pool: the owner's record only
             "sampled_nodes": len(sampled),

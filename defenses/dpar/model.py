@@ -17,6 +17,17 @@ INFERENCE_NOTE = (
     "covers the training graph only)"
 )
 
+FEATURES_NOTE = (
+    "power_steps = 0: every answer is f_θ(x_v) of the queried node's own features; no edge and no other node's "
+    "features are read, so answers are post-processing of the private weights (as mlp-dp's)"
+)
+
+
+def inference_card(power_steps: int) -> dict:
+    """The card's ``inference`` entry: Eq. 4 with P ≥ 1 reads the query graph (not covered by ε);
+    P = 0 answers from the queried node's own features alone (covered, like ``mlp-dp``)."""
+    return {"private": True, "note": FEATURES_NOTE} if power_steps == 0 else {"private": False, "note": INFERENCE_NOTE}
+
 
 class DPARNet(torch.nn.Module):
     r"""f_θ of Eq. 1: ``lin2(dropout(relu(lin1(dropout(x)))))`` — the reference's 2-layer network
@@ -139,6 +150,12 @@ class DPARModel(ReleasedModel):
             raise ModelFormatError(f"dpar model config is incomplete: {exc}") from None
         if not isinstance(arch, dict) or not 0 < alpha < 1 or steps < 0 or not isinstance(self_loops, bool):
             raise ModelFormatError("dpar model config: expected an architecture, 0 < alpha < 1, power_steps >= 0")
+        inference = (card or {}).get("inference")
+        if steps != 0 and isinstance(inference, dict) and inference.get("private") is True:
+            # a card may understate what ε covers (files written before P = 0 was marked), never overstate it
+            raise ModelFormatError(
+                f"dpar model card says inference is private, but power_steps = {steps} propagates over the query graph"
+            )
         module = build_network(arch)
         try:
             module.load_state_dict(tensors, strict=True)

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from defenses.dpar.appr import paper_em_epsilon, paper_gm_sigma, paper_strong_composition_epsilon
 from defenses.dpar.mechanism import affected_slots_bound, sgd_step_mechanism
-from defenses.dpar.model import INFERENCE_NOTE
+from defenses.dpar.model import inference_card
 from dpaudit.accounting import (
     ExponentialMechanism,
     GaussianMechanism,
@@ -190,7 +190,7 @@ def plan_sound(
             "the cap (and option II's value gate) reads the released DP-APPR rows alone: post-processing",
             f"delta inside node sampling = {inner_delta:g}; DP-APPR alone spends eps={appr_eps:.4g} of the inner "
             f"{inner_eps:.4g}",
-            INFERENCE_NOTE,
+            inference_card(hp.power_steps)["note"],
         ],
     )
     return plan
@@ -283,7 +283,7 @@ def plan_paper(
         notes=[
             f"paper protocol: DP-SGD q={sample_rate:.4g}, {steps} steps, noise multiplier {z:.4g}; "
             f"eps_APPR={q_node * eps_pr:.4g}, eps_SGD={q_node * sgd_spent:.4g} after the q' scaling",
-            INFERENCE_NOTE,
+            inference_card(hp.power_steps)["note"],
         ],
         unaccounted=paper_unaccounted(variant, row_eps),
     )
