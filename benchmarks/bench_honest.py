@@ -535,6 +535,9 @@ max degree)" is the degree promise with D set to the whole graph's maximum degre
 "sound, promise K = … (graph max training readers)" its `degree_bound=promise` with K the largest
 number of training nodes reading one node — both read from the graph itself: their ε holds for
 graphs within that bound (bounded-degree node DP), a guarantee only where the bound is public.
+DPAR's row "sound, P = 0 (own features only)" is the sound model answering f_θ(x_v) without Eq. 4
+(`power_steps=0`): its inference reads nothing but the queried node's features, covered by ε as
+mlp-dp's is.
 """
     body = "\n".join(sections)
     fits = [r for r in store["runs"].values() if r["status"] == "ok"]
