@@ -533,15 +533,18 @@ def test_bad_inputs_raise_clear_errors(graph, split, tmp_path):
 # --------------------------------------------------------------------------- no private size decides
 
 
-@pytest.mark.parametrize("name", ["dpar-em0", "dpar-em1", "dpar-gm"])
-def test_sound_release_is_neutral_to_removing_a_node(graph, split, name, tmp_path):
+@pytest.mark.parametrize(
+    "name, extra", [("dpar-em0", {}), ("dpar-em1", {}), ("dpar-gm", {}), ("dpar-em1", {"power_steps": 0})]
+)
+def test_sound_release_is_neutral_to_removing_a_node(graph, split, name, extra, tmp_path):
     """Pools of n and n − 1 nodes (``without_node``: the node and its edges) publish the same
     model.json leaf by leaf: the schedule n̄, the universe and σ come from the declared size, and
-    what sampling measured (sampled nodes, rows) is in the owner's record only."""
+    what sampling measured (sampled nodes, rows) is in the owner's record only. The covered
+    inference card (P = 0) is as neutral."""
     from neighbours import train_and_compare, without_node
 
     differences = train_and_compare(
-        lambda: get_defense(name)(epsilon=4.0, delta=1e-3, seed=0, **FAST), (graph, split),
+        lambda: get_defense(name)(epsilon=4.0, delta=1e-3, seed=0, **FAST, **extra), (graph, split),
         without_node(graph, split), tmp_path,
     )  # fmt: skip
     assert differences == {}
