@@ -57,6 +57,12 @@ def mean_std(values: list[float]) -> str:
     return f"{statistics.mean(values):.3f} ± {statistics.stdev(values):.3f}"
 
 
+def without_node(edge_index, node: int):
+    """``edge_index`` [2, E] with every edge at ``node`` removed (the node-level neighbour; the
+    node id stays, isolated)."""
+    return edge_index[:, (edge_index[0] != node) & (edge_index[1] != node)]
+
+
 def markdown_table(rows: list[dict], columns: list[str]) -> str:
     lines = ["| " + " | ".join(columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
     lines += ["| " + " | ".join(str(r.get(c, "")) for c in columns) + " |" for r in rows]

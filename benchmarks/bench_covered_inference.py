@@ -63,6 +63,8 @@ from sklearn.linear_model import LogisticRegression
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from _harness import mean_std, without_node  # noqa: E402
+
 import defenses  # noqa: E402,F401  (registers the defenses)
 from dpaudit.accounting.calibrate import calibrate_noise  # noqa: E402
 from dpaudit.accounting.mechanisms import GaussianMechanism  # noqa: E402
@@ -105,11 +107,6 @@ def floor_mean(probabilities: torch.Tensor, edge_index: torch.Tensor, floor: int
     degree = torch.bincount(row, minlength=n).to(probabilities.dtype)
     summed = torch.zeros_like(probabilities).index_add_(0, row, probabilities[col])
     return summed / degree.clamp(min=floor).unsqueeze(1)
-
-
-def without_node(edge_index: torch.Tensor, node: int) -> torch.Tensor:
-    keep = (edge_index[0] != node) & (edge_index[1] != node)
-    return edge_index[:, keep]
 
 
 def measured_changes(probabilities, edge_index, floor: int, nodes: list[int]) -> tuple[float, float]:
@@ -206,10 +203,6 @@ def seed_results(dataset, seed: int) -> dict:
     return out
 
 
-def mean_sd(values: list[float]) -> str:
-    return f"{statistics.fmean(values):.3f} ± {statistics.stdev(values):.3f}" if len(values) > 1 else f"{values[0]:.3f}"
-
-
 def report(per_seed: list[dict], seeds: list[int]) -> str:
     delta, max_degree = per_seed[0]["delta"], per_seed[0]["max_degree"]
     baseline = statistics.fmean(r["mlp-dp"] for r in per_seed)
@@ -237,7 +230,7 @@ def report(per_seed: list[dict], seeds: list[int]) -> str:
         values = [r[name] for r in per_seed]
         label = labels.get(name, name)
         lines.append(
-            f"| {label} | {covered} | - | - | {mean_sd(values)} | {statistics.fmean(values) - baseline:+.3f} | - |"
+            f"| {label} | {covered} | - | - | {mean_std(values)} | {statistics.fmean(values) - baseline:+.3f} | - |"
         )
     best_noisy = {}
     for key in per_seed[0]["best"]:
@@ -250,7 +243,7 @@ def report(per_seed: list[dict], seeds: list[int]) -> str:
             best_noisy[name] = max(best_noisy.get(name, 0.0), statistics.fmean(values))
         lines.append(
             f"| f_θ(x_v) + λ·floor mean, {name} | {covered} | {'-' if eps is None else f'{eps:g}'} | {multiplier} | "
-            f"{mean_sd(values)} | {statistics.fmean(values) - baseline:+.3f} | {chosen} |"
+            f"{mean_std(values)} | {statistics.fmean(values) - baseline:+.3f} | {chosen} |"
         )
     measured_lines = ["| m | proven Δ | largest whole change | / Δ | largest change of the other rows |", "|---|---|---|---|---|"]
     for floor in FLOORS:

@@ -38,6 +38,8 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from _harness import without_node  # noqa: E402
+
 from defenses.gap.projection import (  # noqa: E402
     entropy_projection,
     projection_sensitivity,
@@ -109,10 +111,6 @@ def growth_rows(sizes: list[int], cap: int) -> tuple[list[str], float | None]:
     return rows, slope
 
 
-def without(edge_index: torch.Tensor, v: int) -> torch.Tensor:
-    return edge_index[:, (edge_index[0] != v) & (edge_index[1] != v)]
-
-
 def measured_rows(root: str | None, caps: list[int]) -> list[str]:
     rows = []
     for name in ["cora_ml", "johnshopkins55"]:
@@ -123,7 +121,7 @@ def measured_rows(root: str | None, caps: list[int]) -> list[str]:
             full = entropy_projection(edge_index, n, cap)
             found = []
             for v in order[:20].tolist():
-                found.append(removal_terms(full, entropy_projection(without(edge_index, v), n, cap), v, n))
+                found.append(removal_terms(full, entropy_projection(without_node(edge_index, v), n, cap), v, n))
             hubs = order[:300]
             joined = torch.stack([torch.full_like(hubs, n), hubs])
             grown = torch.cat([edge_index, joined, joined.flip(0)], dim=1)
@@ -151,7 +149,7 @@ def family_rows(caps: list[int]) -> list[str]:
                 pairs = torch.cat([pairs, torch.stack([torch.zeros(m, dtype=torch.long), ws])], dim=1)
                 edge_index = torch.cat([pairs, pairs.flip(0)], dim=1)
                 terms = removal_terms(
-                    entropy_projection(edge_index, n, cap), entropy_projection(without(edge_index, 0), n, cap), 0, n
+                    entropy_projection(edge_index, n, cap), entropy_projection(without_node(edge_index, 0), n, cap), 0, n
                 )
                 if terms["others"] / cap > worst:
                     worst, at = terms["others"] / cap, (m, k)
