@@ -9,6 +9,7 @@ used only to *evaluate* attacks, never to orient or tune their scores.
 
 from __future__ import annotations
 
+import copy
 import logging
 import math
 from typing import Any
@@ -17,6 +18,7 @@ import numpy as np
 import torch
 
 from dpaudit.datasets import GraphDataset
+from dpaudit.deployments import DEPLOYMENTS, OWNER_GRAPH, QUERIER_GRAPH, TRAINING_GRAPH
 from dpaudit.errors import ConfigurationError, DPAuditError
 from dpaudit.model import ReleasedModel, answering, training_release  # noqa: F401  (re-exported for the attacks)
 from dpaudit.registry import get_defense
@@ -221,6 +223,50 @@ def undirected_edges(edge_index: torch.Tensor) -> torch.Tensor:
     return edge_index[:, mask]
 
 
+# --------------------------------------------------------------------------- deployments
+
+def resolve_deployment(model: ReleasedModel, deployment: str | None) -> str:
+    """The deployment an attack audits (:mod:`dpaudit.deployments`). ``"auto"``: a model trained
+    on an inductive split is audited as deployed — answering over a graph the querier supplies
+    (``querier-graph``); any other model answers over the owner's training graph
+    (``training-graph``). ``owner-graph`` is refused: its answers are post-processing for the
+    training data, and the other graph's protection is that graph's own ledger."""
+    if deployment in (None, "auto"):
+        split = model.card.get("split") or {}
+        return QUERIER_GRAPH if split.get("inductive") else TRAINING_GRAPH
+    if deployment not in DEPLOYMENTS:
+        raise ConfigurationError(f"unknown deployment {deployment!r}; use auto, {QUERIER_GRAPH} or {TRAINING_GRAPH}")
+    if deployment == OWNER_GRAPH:
+        raise ConfigurationError(
+            "deployment owner-graph is not an attack on the training data (its answers are post-processing of the "
+            "weights); audit that graph's own query ledger instead: use querier-graph or training-graph"
+        )
+    return deployment
+
+
+def query_graph(dataset: GraphDataset, split: Split, deployment: str, attack_unit: str):
+    """The graph an attack's queries are computed over in ``deployment``.
+
+    ``training-graph``: the owner's graph (``dataset.data``). ``querier-graph``: a graph the
+    querier could supply, identical in both worlds of the attack's game — for node membership
+    the auditor's whole graph (members and non-members alike are in it); for edge inference the
+    same graph without the edges training read (:meth:`~dpaudit.splits.Split.edge_index_for`:
+    the training subgraph's edges on an inductive split, every edge on a transductive one),
+    which a querier does not hold. Pairs and labels are always read from ``dataset.data``."""
+    if deployment == TRAINING_GRAPH or attack_unit == "node":
+        return dataset.data
+    trained = split.edge_index_for(dataset, "train")
+    n = dataset.num_nodes
+    data = copy.copy(dataset.data)  # shares x and y (read-only here); only edge_index is replaced
+    if trained.size(1) == dataset.data.edge_index.size(1):
+        data.edge_index = dataset.data.edge_index[:, :0]
+        return data
+    keys = dataset.data.edge_index[0] * n + dataset.data.edge_index[1]
+    drop = torch.isin(keys, trained[0] * n + trained[1])
+    data.edge_index = dataset.data.edge_index[:, ~drop]
+    return data
+
+
 def sample_pairs(edge_index: torch.Tensor, num_nodes: int, count: int, rng: np.random.Generator):
     """Up to ``count`` edges and as many non-edges (uniform node pairs u ≠ v that are not
     edges), as numpy arrays ``(u, v, label)``."""
@@ -351,7 +397,17 @@ def make_result(
     if attack_unit == "node":
         keeps, group_why = keeps_non_members_in_training_graph(model)
         group = 2 if keeps else 1
-    cov = coverage(model.privacy, attack_unit, queries_private_graph, model.inference_private, node_group_size=group)
+    deployment = resolve_deployment(model, settings.get("deployment"))
+    settings = {**settings, "deployment": deployment}
+    cov = coverage(
+        model.privacy,
+        attack_unit,
+        queries_private_graph,
+        model.inference_private,
+        node_group_size=group,
+        deployment=deployment if (queries_private_graph or attack_unit == "node") else QUERIER_GRAPH,
+        inference=model.card.get("inference"),
+    )
     paired = attack_unit == "node" and neighbouring and audit_game
     base_delta = float(model.privacy.delta) if model.privacy.is_private else 0.0
     summary = summarize_runs(
@@ -426,7 +482,8 @@ def make_result(
     else:
         ceiling["applies"] = cov.covered
         all_notes.append(LOWER_BOUND_CAVEAT)
-    if not model.inference_private and model.privacy.is_private:
+    extra["deployment"] = deployment
+    if not model.inference_private and model.privacy.is_private and deployment == TRAINING_GRAPH:
         note = (model.card.get("inference") or {}).get("note")
         if note:
             all_notes.append(f"inference: {note}")

@@ -218,6 +218,7 @@ def embedding_probe(
     shadow_size: str = "match",
     device: str = "auto",
     data_root: str | None = None,
+    deployment: str = "auto",
     n_boot: int = 1000,
 ) -> AttackResult:
     """Projections, label probes and a shadow-trained member-vs-non-member probe of ``model.embed``.

@@ -100,6 +100,7 @@ def link_steal(
     hidden: int = 32,
     device: str = "auto",
     data_root: str | None = None,
+    deployment: str = "auto",
     n_boot: int = 1000,
 ) -> AttackResult:
     """Attack-0 over all 8 distances (headline ``headline``) and supervised attack-2/3.
@@ -115,9 +116,10 @@ def link_steal(
     if runs < 1 or max_pairs < 2:
         raise ConfigurationError("runs must be >= 1 and max_pairs >= 2")
     ds, split = _setup(model, dataset, data_root)
+    deployment = C.resolve_deployment(model, deployment)
     seed_everything(seed)
-    graph = ds.data
-    probs = C.posteriors(model, graph)
+    graph = ds.data  # pairs and their labels: the true edges
+    probs = C.posteriors(model, C.query_graph(ds, split, deployment, "edge"))
     x = graph.x.cpu().numpy()  # the attacker's own features, read in place (rows cast per pair below)
     run_scores, run_extra = [], []
     by_distance = {d: [] for d in DISTANCES}
@@ -150,7 +152,10 @@ def link_steal(
         extra.update({k: float(np.mean(v)) for k, v in sup.items()})
         extra["known_fraction"] = known_fraction
     notes = [
-        "posteriors from one query of the model on the full (private) graph",
+        "posteriors from one query of the model on the full (private) graph"
+        if deployment == C.TRAINING_GRAPH
+        else "posteriors from one query of the model on the querier's graph: the auditor's graph without the edges "
+        "training read (a querier does not hold them)",
         "attack-2/3 are trained on the attacker's known pairs and evaluated on the other pairs",
     ]
     return C.make_result(

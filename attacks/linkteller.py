@@ -228,6 +228,7 @@ def linkteller(
     hard_negatives: bool = True,
     device: str = "auto",
     data_root: str | None = None,
+    deployment: str = "auto",
     n_boot: int = 1000,
 ) -> AttackResult:
     """LinkTeller influence analysis over ``num_pairs`` edges and as many non-edges per run,
@@ -240,13 +241,15 @@ def linkteller(
         raise ConfigurationError("runs must be >= 1 and num_pairs >= 2")
     if pr_nodes == 1:
         raise ConfigurationError("linkteller pr_nodes must be 0 (skip) or >= 2")
-    ds, _ = _setup(model, dataset, data_root)
+    ds, split = _setup(model, dataset, data_root)
+    deployment = C.resolve_deployment(model, deployment)
     seed_everything(seed)
-    graph = ds.data
+    graph = ds.data  # pairs and their labels: the true edges
+    queried = C.query_graph(ds, split, deployment, "edge")
     run_scores, run_extra = [], []
     for r in range(runs):
         rng = np.random.default_rng(seed + 7919 * r)
-        probe = FeatureProbe(graph, delta, seed + 7919 * r)
+        probe = FeatureProbe(queried, delta, seed + 7919 * r)
         u, v, labels = C.sample_pairs(graph.edge_index, ds.num_nodes, num_pairs, rng)
         scores = influence_scores(model, probe, u, v)
         run_scores.append((scores, labels))
@@ -279,7 +282,10 @@ def linkteller(
             k: run_extra[0][k] for k in ("sampled_nodes", "pairs", "density", "predicted_edges", "true_edges")
         }
     notes = [
-        "the model is queried on the private graph with the attacker's perturbed features (inductive access)",
+        "the model is queried on the private graph with the attacker's perturbed features (inductive access)"
+        if deployment == C.TRAINING_GRAPH
+        else "the model is queried on the querier's graph (the auditor's graph without the edges training read) "
+        "with the attacker's perturbed features",
         f"influence = ||P_u(X') - P_u(X)|| / Δ with X'_v = X_v + Δ ||X_v|| g, g a random unit direction, Δ = {delta:g}",
     ]
     if pr_nodes:

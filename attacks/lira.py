@@ -402,6 +402,7 @@ def mia_lira(
     protocol: str = "dpaudit",
     device: str = "auto",
     data_root: str | None = None,
+    deployment: str = "auto",
     n_boot: int = 1000,
 ) -> AttackResult:
     r"""LiRA (Carlini et al. 2022) on nodes; online by default, offline with ``online=False``.

@@ -112,6 +112,7 @@ def mia_tstf(
     shadow_pool: str = "disjoint",
     device: str = "auto",
     data_root: str | None = None,
+    deployment: str = "auto",
     n_boot: int = 1000,
 ) -> AttackResult:
     """TSTF node membership inference (Olatunji et al. 2021; GAP Section 7.4.2).
@@ -336,6 +337,7 @@ def mia_threshold(
     max_members: int | None = None,
     calibration: str = "class",
     data_root: str | None = None,
+    deployment: str = "auto",
     device: str = "auto",
     n_boot: int = 1000,
 ) -> AttackResult:

@@ -202,6 +202,7 @@ def mia_rmia(
     protocol: str = "dpaudit",
     device: str = "auto",
     data_root: str | None = None,
+    deployment: str = "auto",
     n_boot: int = 1000,
 ) -> AttackResult:
     """RMIA (Zarifzadeh et al. 2024) against ``model``'s audit nodes.

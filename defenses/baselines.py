@@ -94,6 +94,7 @@ from dpaudit.accounting.verify import refuse
 from dpaudit.adjacency import Adjacency, as_adjacency
 from dpaudit.datasets import GraphDataset
 from dpaudit.defense import Defense, Hyperparameters, PrivateHyperparameters
+from dpaudit.deployments import inference_entry
 from dpaudit.dpsgd import PoissonSchedule, make_optimizer, noise_for_plan, plan_mismatch, train_dp_sgd
 from dpaudit.errors import ConfigurationError, ModelFormatError
 from dpaudit.model import ModuleModel, register_model_kind
@@ -299,7 +300,9 @@ def _architecture(kind: str, dataset: GraphDataset, hidden: int, layers: int, dr
     }
 
 
-NON_PRIVATE_CARD = {"inference": {"private": False, "note": "non-private model: nothing is protected"}}
+NON_PRIVATE_CARD = {
+    "inference": inference_entry(private=False, training_graph=False, note="non-private model: nothing is protected")
+}
 
 
 class _FullBatchBaseline(Defense):
@@ -673,10 +676,11 @@ class MLPDP(Defense):
         if best["state"] is not None:
             module.load_state_dict(best["state"])
         card = {
-            "inference": {
-                "private": True,
-                "note": "inference reads only the queried node's own features; the graph is never used",
-            },
+            "inference": inference_entry(
+                private=mechanism is not None,
+                training_graph=True,
+                note="inference reads only the queried node's own features; the graph is never used",
+            ),
             "mlp_dp": plan.card(),
         }
         if mechanism is None:

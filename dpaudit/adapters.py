@@ -36,6 +36,7 @@ import dpaudit
 from dpaudit.accounting.spec import PrivacySpec
 from dpaudit.accounting.verify import Verification
 from dpaudit.datasets import GraphDataset
+from dpaudit.deployments import inference_entry
 from dpaudit.errors import ConfigurationError, DPAuditError, ModelFormatError
 from dpaudit.model import ReleasedModel, _node_index
 from dpaudit.registry import get_defense
@@ -200,10 +201,11 @@ def adapt(
         "split": split.public_dict(),
         "dpaudit_version": dpaudit.__version__,
         "surrogate": {"method": surrogate, "hyperparameters": hp},
-        "inference": {
-            "private": bool(inference_private),
-            "note": "claimed by the user" if inference_private else "user model: inference assumed non-private",
-        },
+        "inference": inference_entry(
+            private=spec.is_private,
+            training_graph=bool(inference_private),
+            note="claimed by the user" if inference_private else "user model: inference assumed non-private",
+        ),
         "adapter": {
             "input": input,
             "output": output,

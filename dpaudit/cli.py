@@ -157,6 +157,7 @@ def cmd_train(args) -> int:
 
 
 def cmd_inspect(args) -> int:
+    from dpaudit.deployments import DEPLOYMENTS, deployment_entry
     from dpaudit.model import load
     from dpaudit.release import OWNER_FILES, PUBLIC_FILES
 
@@ -176,6 +177,11 @@ def cmd_inspect(args) -> int:
             print(f"  checked: {'; '.join(model.verification.checked)}")
         for item in model.verification.not_checked:
             print(f"  not verified: {item}")
+    print("what ε covers, per deployment (whose graph the answers are computed over):")
+    inference = model.card.get("inference")
+    for deployment in DEPLOYMENTS:
+        entry = deployment_entry(inference, deployment, model.privacy.is_private)
+        print(f"  {deployment:<16} {'covered' if entry['covered'] else 'NOT covered'}: {entry['note']}")
     print("files:")
     for name in PUBLIC_FILES:
         print(f"  {name:<24} public release: covered by the guarantee (ship these two)")

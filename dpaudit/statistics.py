@@ -73,6 +73,7 @@ from sklearn import metrics as skm
 
 from dpaudit.accounting.conversion import group_privacy
 from dpaudit.accounting.spec import PrivacySpec
+from dpaudit.deployments import deployment_entry
 from dpaudit.errors import DPAuditError
 from dpaudit.results import FPR_LEVELS
 
@@ -504,13 +505,19 @@ def coverage(
     queries_private_graph: bool = False,
     inference_private: bool = False,
     node_group_size: int = 1,
+    deployment: str | None = None,
+    inference: dict[str, Any] | None = None,
 ) -> Coverage:
     """Decide whether ``privacy`` covers an attack on ``attack_unit`` ("node" membership or
     "edge" inference) and with which (ε, δ[, μ]).
 
-    ``queries_private_graph``: the attack's answers come from running the model on the
-    private graph (link stealing, LinkTeller). Then a training-time guarantee covers the
-    edge only when inference is private too (``card["inference"]["private"]``).
+    ``deployment`` (:mod:`dpaudit.deployments`): the graph the attack's answers are computed
+    over. Over a graph the querier supplies the answers are post-processing of the weights;
+    over the owner's training graph they are covered only when the card's ``inference`` entry
+    says so for that deployment (``inference``; a training release, or own-features answers).
+    Without a ``deployment`` the legacy flags decide: ``queries_private_graph`` (the answers
+    run the model on the private graph: link stealing, LinkTeller) is the training graph, and
+    ``inference_private`` its coverage (``card["inference"]["private"]``).
 
     ``node_group_size``: how many node changes separate "v is a member" from "v is not" for
     node membership. 2 for recipes that keep non-training nodes in their training graph (GAP,
@@ -541,6 +548,11 @@ def coverage(
         )
     notes: list[str] = []
     if attack_unit == "node":
+        if deployment is not None:
+            notes.append(
+                f"deployment {deployment}: members and non-members are queried over one graph, the same in both worlds "
+                "of the membership game, so their answers differ only through the private weights"
+            )
         if unit != "node":
             return Coverage(False, f"node membership is not covered by {unit}-level DP", **base)
         if node_group_size > 1:
@@ -570,7 +582,17 @@ def coverage(
             notes=notes,
             **base,
         )
-    if queries_private_graph and not inference_private:
+    if deployment is not None:
+        entry = deployment_entry(inference if inference is not None else {"private": inference_private}, deployment)
+        if not entry["covered"]:
+            return Coverage(
+                False,
+                f"deployment {deployment}: the attack's answers are computed over that graph and the model's inference "
+                f"there is not covered by the training guarantee ({entry['note']})",
+                **base,
+            )
+        notes.append(f"deployment {deployment}: {entry['note']}")
+    elif queries_private_graph and not inference_private:
         return Coverage(
             False,
             "the attack's queries run the model on the private graph and the model's inference is not private: "

@@ -33,6 +33,8 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from dpaudit.deployments import DEPLOYMENTS, deployment_entry
+
 CONFIDENCE = 0.95
 # Strongest first (shadow-model membership attacks, then edge attacks, then cheap diagnostics):
 # the order audits run attacks in and reports show them; other attacks follow in their own order.
@@ -297,6 +299,15 @@ def _verdict(row: dict, rec: dict, lower: list[dict] | None = None, correction: 
         "uncovered_attacks": {n: s.get("coverage") for n, s in attacks.items() if not s["covered_by_guarantee"]},
         "inference_private": inference.get("private"),
         "inference_note": inference.get("note"),
+        # what ε covers per deployment (dpaudit.deployments), and which deployment the attacks audited
+        "deployments": {d: deployment_entry(inference, d, private) for d in DEPLOYMENTS} if private else None,
+        "audited_deployments": sorted(
+            {
+                str((res.get("extra") or {}).get("deployment"))
+                for res in (rec.get("attacks") or {}).values()
+                if isinstance(res, dict) and (res.get("extra") or {}).get("deployment")
+            }
+        ),
         "sound": row["sound"],
         "protocol": row.get("protocol"),
         "unaccounted": row.get("unaccounted") or [],

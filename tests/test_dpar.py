@@ -463,7 +463,13 @@ def test_zero_power_steps_answer_from_own_features_and_say_inference_is_covered(
     """P = 0 reads no edge and no other node's features: the card marks inference private, and a
     saved card cannot claim that for a model that propagates."""
     model = get_defense("dpar-em1")(epsilon=4.0, delta=1e-3, seed=0, power_steps=0, **FAST).fit(graph, split)
-    assert model.card["inference"] == {"private": True, "note": dpar_package.model.FEATURES_NOTE}
+    entry = model.card["inference"]
+    assert entry["private"] is True and entry["note"] == dpar_package.model.FEATURES_NOTE
+    assert {d: e["covered"] for d, e in entry["deployments"].items()} == {
+        "querier-graph": True, "training-graph": True, "owner-graph": True
+    }
+    propagating = dpar_package.model.inference_card(2)["deployments"]
+    assert propagating["training-graph"]["covered"] is False and propagating["querier-graph"]["covered"] is True
     assert model.inference_private and dpar_package.model.FEATURES_NOTE in model.privacy.notes
     test_graph = split.graph_for(graph, "test")
     probs = model.predict_proba(test_graph, split.test)

@@ -460,7 +460,7 @@ class _DPAR(Defense):
             noise_generator=noise_generator,
             progress=self.name,
         )
-        card = {"inference": inference_card(hp.power_steps), "dpar": plan.card()}
+        card = {"inference": inference_card(hp.power_steps, noise.privacy.is_private), "dpar": plan.card()}
         model = DPARModel(module, arch, hp.alpha, hp.power_steps, noise.privacy, card, hp.self_loops)
         model.record["dpar"] = {  # measured on the private pool: the owner's record only
             "sampled_nodes": len(sampled),

@@ -7,6 +7,7 @@ import torch.nn.functional as F
 from torch_geometric.data import Data
 from torch_geometric.utils import add_self_loops, remove_self_loops
 
+from dpaudit.deployments import inference_entry
 from dpaudit.errors import DPAuditError, ModelFormatError
 from dpaudit.model import ReleasedModel, _node_index, register_model_kind
 from dpaudit.nn import build_architecture
@@ -23,10 +24,14 @@ FEATURES_NOTE = (
 )
 
 
-def inference_card(power_steps: int) -> dict:
-    """The card's ``inference`` entry: Eq. 4 with P ≥ 1 reads the query graph (not covered by ε);
-    P = 0 answers from the queried node's own features alone (covered, like ``mlp-dp``)."""
-    return {"private": True, "note": FEATURES_NOTE} if power_steps == 0 else {"private": False, "note": INFERENCE_NOTE}
+def inference_card(power_steps: int, private: bool = True) -> dict:
+    """The card's ``inference`` entry, per deployment (:mod:`dpaudit.deployments`). Over a graph the
+    querier supplies (DPAR's own inductive setting), Eq. 4 is a function of the private weights
+    and the querier's graph: covered for the training data. Over the owner's training graph, Eq. 4
+    with P ≥ 1 reads its edges and neighbours' features in the clear (not covered); P = 0 answers
+    from the queried node's own features alone (covered, like ``mlp-dp``)."""
+    note = FEATURES_NOTE if power_steps == 0 else INFERENCE_NOTE
+    return inference_entry(private=private, training_graph=power_steps == 0, note=note)
 
 
 class DPARNet(torch.nn.Module):

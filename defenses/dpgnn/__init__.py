@@ -115,6 +115,7 @@ from defenses.dpgnn.training import (  # noqa: F401  (clipped_gradient_sum re-ex
 from dpaudit.accounting import PrivacyLedger, PrivacySpec
 from dpaudit.datasets import GraphDataset
 from dpaudit.defense import Defense, PrivateHyperparameters
+from dpaudit.deployments import inference_entry
 from dpaudit.errors import ConfigurationError, ModelFormatError
 from dpaudit.nn import activation
 from dpaudit.nn import features as sparse_features
@@ -282,8 +283,10 @@ class DPGNN(Defense):
             desc=self.name,
         )
 
-        card = {"inference": {"private": False, "note": INFERENCE_NOTE}, "dpgnn": run.card()}
-        model = DPGNNModel(module.eval(), arch, self._privacy(run, term_norm, delta), card)
+        privacy = self._privacy(run, term_norm, delta)
+        inference = inference_entry(private=privacy.is_private, training_graph=False, note=INFERENCE_NOTE)
+        card = {"inference": inference, "dpgnn": run.card()}
+        model = DPGNNModel(module.eval(), arch, privacy, card)
         model.record["dpgnn"] = {
             "num_subgraphs": index.num_subgraphs,
             "empty_slots": max(0, run.population - index.num_subgraphs),

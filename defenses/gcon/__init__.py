@@ -115,6 +115,7 @@ from defenses.gcon.protocols import (
 from dpaudit.accounting import PrivacyLedger, PrivacySpec
 from dpaudit.datasets import GraphDataset
 from dpaudit.defense import Defense, PrivateHyperparameters
+from dpaudit.deployments import inference_entry
 from dpaudit.errors import ConfigurationError
 from dpaudit.nn import MLP
 from dpaudit.nn import features as sparse_features
@@ -475,7 +476,10 @@ class GCON(Defense):
             "inference": hp.inference,
             "loss": config.loss,
         }
-        card = {"inference": {"private": False, "note": INFERENCE_NOTES[hp.inference]}, "gcon": gcon_card}
+        inference = inference_entry(
+            private=privacy.is_private, training_graph=False, note=INFERENCE_NOTES[hp.inference]
+        )
+        card = {"inference": inference, "gcon": gcon_card}
         theta_t = torch.as_tensor(trained.theta, dtype=torch.float64, device=self.device)
         model = GCONModel(encoder, theta_t, settings, privacy, card)
         model.record["gcon"] = gcon_record

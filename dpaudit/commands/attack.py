@@ -59,6 +59,8 @@ def cmd_attack(args) -> int:
             raise ConfigurationError("--runs must be >= 1")
         settings["runs"] = args.runs
     settings["seed"] = args.seed
+    if args.deployment is not None:
+        settings["deployment"] = args.deployment
     known = attacks.attack_settings(args.attack)
     if "data_root" in known:
         settings["data_root"] = args.data_root
@@ -97,8 +99,8 @@ def cmd_attack(args) -> int:
     low_fpr = (result.extra.get("low_fpr") or {}).get("0.01")
     tpr = f", {low_fpr['text']}" if low_fpr else ""
     print(
-        f"{args.attack} vs {model.method}: AUC {_fmt(result.auc)} [{_fmt(lo)}, {_fmt(hi)}]{tpr}, {bound}, {ceiling} "
-        f"-> {args.out}"
+        f"{args.attack} vs {model.method} (deployment {result.extra.get('deployment')}): AUC {_fmt(result.auc)} "
+        f"[{_fmt(lo)}, {_fmt(hi)}]{tpr}, {bound}, {ceiling} -> {args.out}"
     )
     return 0
 
@@ -145,6 +147,13 @@ def add_parser(subparsers) -> None:
         action="append",
         metavar="KEY=VALUE",
         help="an attack setting (repeatable; the same spelling as audit/compare's --attack-set)",
+    )
+    p.add_argument(
+        "--deployment",
+        default=None,
+        choices=["auto", "querier-graph", "training-graph"],
+        help="which graph the attack's queries are answered over: the querier's own graph (a model trained on an "
+        "inductive split is deployed so; the default for it) or the owner's training graph (the default otherwise)",
     )
     p.add_argument("--out", help="where to write the result JSON")
     p.add_argument("--force", action="store_true", help="replace --out even if it is not an earlier attack result")

@@ -177,6 +177,7 @@ def cmd_audit(args) -> int:
         data_root=args.data_root,
         device=args.device,
         command=_command_line(),
+        **({} if args.deployment is None else {"deployment": args.deployment}),
     )
     rows = [
         {"attack": n, "AUC": r.auc, "TPR@1%FPR": (r.tpr_at_fpr or {}).get("0.01"), "ε lower bound": r.epsilon_lower_bound,
@@ -184,7 +185,9 @@ def cmd_audit(args) -> int:
          "valid bound": "yes" if getattr(r, "bound_valid", False) else "no"}
         for n, r in result.results.items()
     ]  # fmt: skip
-    print(f"audit of {model.method} ({model.privacy.summary()}) on {result.dataset.name}")
+    audited = sorted({str(r.extra.get("deployment")) for r in result.results.values() if r.extra.get("deployment")})
+    where = f", deployment {', '.join(audited)}" if audited else ""
+    print(f"audit of {model.method} ({model.privacy.summary()}) on {result.dataset.name}{where}")
     print_table(rows)
     advice = valid_bound_advice(model, result.dataset)
     if advice:
@@ -313,6 +316,13 @@ def add_parser(subparsers) -> None:
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     p.add_argument("--out", default="audit-report.html", help="HTML report path (a .json sidecar goes next to it)")
     p.add_argument("--quick", action="store_true", help="smaller settings: a first look in about a minute")
+    p.add_argument(
+        "--deployment",
+        default=None,
+        choices=["auto", "querier-graph", "training-graph"],
+        help="which graph the attacks' queries are answered over (default auto: the querier's graph for a model "
+        "trained on an inductive split, the owner's training graph otherwise)",
+    )
     p.add_argument("--force", action="store_true", help="replace --out and its sidecar whatever they hold")
     p.set_defaults(func=cmd_audit)
 

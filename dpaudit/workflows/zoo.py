@@ -43,6 +43,7 @@ import defenses.baselines as baselines
 from dpaudit.accounting import GaussianMechanism, PoissonSubsampledGaussian, PrivacyLedger, calibrate_noise
 from dpaudit.datasets import GraphDataset
 from dpaudit.defense import Defense, PrivateHyperparameters
+from dpaudit.deployments import inference_entry
 from dpaudit.model import ReleasedModel
 from dpaudit.registry import get_defense, register_defense
 from dpaudit.release import declared_train_size
@@ -328,7 +329,7 @@ class ToyGaussianSum(Defense):
         g = torch.Generator().manual_seed(self.seed)
         w = x.t() @ y + self.sigma_factor * sigma * torch.randn(x.size(1), y.size(1), generator=g, dtype=torch.double)
         spec = PrivacyLedger().step(GaussianMechanism(sigma, 1.0, 1)).spec(delta, "node", target_epsilon=self.epsilon)
-        return ToyGaussianModel(w, spec, {"inference": {"private": True, "note": "features only"}})
+        return ToyGaussianModel(w, spec, {"inference": inference_entry(private=True, training_graph=True, note="features only")})
 
     def true_epsilon(self, dataset: GraphDataset, split: Split, delta: float, module: str | None = None) -> float:
         """The true ε (one Gaussian release: ``module`` names nothing else)."""
