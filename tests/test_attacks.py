@@ -362,7 +362,7 @@ def test_cli_attack_writes_json(saved_gcn, tmp_path, capsys):
         and low["negatives"] == payload["runs"][0]["non_members"]
         and "1 seed, no spread" in low["text"]
     )
-    assert "link-steal vs gcn: AUC" in capsys.readouterr().out
+    assert "link-steal vs gcn (deployment training-graph): AUC" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(
