@@ -15,7 +15,7 @@ thread, CPU time (user + system of the process, ``time.process_time``), medians:
   ledger: the spec's, which composed them with training).
 * ``linkteller``: a gap-edp model trained on ``--dataset csbm --dataset-option num_nodes=N
   --dataset-option avg_degree=20`` (128 features, short schedule) is queried as LinkTeller
-  queries it in an audit (the owner's interactive copy; :func:`attacks.linkteller.influence_scores`
+  queries it in an audit (the owner's query session; :func:`attacks.linkteller.influence_scores`
   over ``--pairs`` edges and as many non-edges): CPU per query (one query = one perturbed graph
   answered for a node's targets, with its unperturbed twin), and the releases charged.
 

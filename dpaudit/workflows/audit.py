@@ -811,7 +811,7 @@ def audit(
         on_plan(plan)
     charged = charges_queries(model)
     releases: dict[str, int] = {}
-    counted: list[tuple[str, Any]] = []  # (audit step, the interactive copy it queried)
+    counted: list[tuple[str, Any]] = []  # (audit step, the query session it queried)
 
     def target_for(what: str):
         """The model an audit step queries: for a query-charged model a fresh query session
