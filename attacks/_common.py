@@ -329,10 +329,11 @@ def lower_bound_delta(cov: Coverage, model: ReleasedModel) -> float:
 
 
 def _spent_above_target(model: ReleasedModel, ceiling: dict[str, Any]) -> str | None:
-    """Record in ``ceiling`` the ε the comparison used — the model's spec when the attack ended,
-    which for a model that charges queries (GAP answers new nodes with fresh PMA releases)
-    includes this attack's queries — beside the training target, and say so when it is above it:
-    a table's ε column names the target, and "covered" alone would read as covered at it."""
+    """Record in ``ceiling`` the ε the comparison used — the model's spec when the attack ended
+    (a training guarantee: GAP's releases on query graphs go to its separate query ledger,
+    ``extra["query_ledger"]``, never into this ε) — beside the training target, and say so when
+    it is above it: a table's ε column names the target, and "covered" alone would read as
+    covered at it."""
     if not model.privacy.is_private:
         return None
     spent = float(model.privacy.epsilon)
@@ -441,6 +442,9 @@ def make_result(
     spent_note = _spent_above_target(model, ceiling)
     if spent_note:
         all_notes.append(spent_note)
+    query_ledger = getattr(model, "query_ledger", None)  # GAP: releases on query graphs, their own ledger
+    if query_ledger is not None:
+        extra["query_ledger"] = query_ledger.to_dict()
     ceiling_auc, lower_bound, lower_bound_delta_used = (
         cov.ceiling_auc,
         summary["epsilon_lower_bound"],

@@ -8,13 +8,14 @@ thread, CPU time (user + system of the process, ``time.process_time``), medians:
 
 * ``ledger``: a gap-edp model (ε = 4, Cora-sized csbm) that has already made n − 1 + r releases
   on query graphs answers one more query on a new graph; the CPU of that query, and of reading
-  its spec afterwards, medians over r = 0 … repeats − 1, for n = 1, 5, 40, 100, 1000 (each count
+  its ledger afterwards, medians over r = 0 … repeats − 1, for n = 1, 5, 40, 100, 1000 (each count
   once: a ledger composed before is cached by the accountant, which a new release never hits).
   Before issue 27 every query re-composed the whole ledger (training + every release), so the
-  query cost grew with n. ε is the spec's after n releases.
+  query cost grew with n. ε is the query ledger's after n releases (a tree before the query
+  ledger: the spec's, which composed them with training).
 * ``linkteller``: a gap-edp model trained on ``--dataset csbm --dataset-option num_nodes=N
   --dataset-option avg_degree=20`` (128 features, short schedule) is queried as LinkTeller
-  queries it in an audit (the owner's interactive copy; :func:`attacks.linkteller.influence_scores`
+  queries it in an audit (the owner's query session; :func:`attacks.linkteller.influence_scores`
   over ``--pairs`` edges and as many non-edges): CPU per query (one query = one perturbed graph
   answered for a node's targets, with its unperturbed twin), and the releases charged.
 
@@ -56,14 +57,15 @@ def ledger_part(repeats: int) -> list[dict]:
             api = model.interactive_copy()
             if count + r > 1:  # earlier releases, as a model that answered them records them
                 api.cfg["query_releases"] = count + r - 1
-                api.privacy = api.spec_after(count + r - 1)
+                if hasattr(api, "spec_after"):  # a tree before the query ledger: the spec composed them
+                    api.privacy = api.spec_after(count + r - 1)
             data = graph.data.clone()
             data.x = data.x + 1e-3 * (r + 1)  # a graph never queried before: a new release
             start = time.process_time()
             api.predict_proba(data, [0])
             query.append(time.process_time() - start)
             start = time.process_time()
-            spent = api.privacy.epsilon
+            spent = api.query_ledger.spec().epsilon if hasattr(api, "query_ledger") else api.privacy.epsilon
             read.append(time.process_time() - start)
             epsilon = epsilon if r else spent
         rows.append({"releases": count, "query_ms": 1e3 * statistics.median(query),
@@ -96,8 +98,13 @@ def linkteller_part(model_dir: str, pairs: int) -> dict:
     seconds = time.process_time() - start
     queries = len(np.unique(v))
     return {"queries": int(queries), "cpu_s": seconds, "per_query_ms": 1e3 * seconds / queries,
-            "first_contact_s": first, "releases": int(api.foreign_releases),
+            "first_contact_s": first, "releases": _releases(api),
             "peak_mib": _peak_mib(), "torch_threads": torch.get_num_threads()}  # fmt: skip
+
+
+def _releases(api) -> int:
+    """Releases ``api`` made on query graphs (its query ledger; before it, its spec's count)."""
+    return int(api.query_ledger.releases if hasattr(api, "query_ledger") else api.foreign_releases)
 
 
 def _peak_mib() -> float:

@@ -166,6 +166,9 @@ def cmd_inspect(args) -> int:
     print(f"model: {args.model}")
     print(f"kind: {model.kind}   method: {model.method}")
     print(f"privacy: {model.privacy.summary()}")
+    query_ledger = getattr(model, "query_ledger", None)  # GAP: releases on query graphs, a separate ledger
+    if query_ledger is not None and query_ledger.releases:
+        print(query_ledger.summary())
     if model.privacy.public_facts:
         facts = ", ".join(
             f"{k} = {v}" for k, v in model.privacy.public_facts.items() if k not in ("declared_by", "published")
@@ -189,7 +192,10 @@ def cmd_inspect(args) -> int:
         if (directory / name).is_file():
             print(f"  {name:<24} owner's record: NOT covered by the guarantee (never ship it)")
     if args.json:
-        print(json.dumps({"privacy": model.privacy.to_dict(), "card": model.card}, indent=2, default=str))
+        shown = {"privacy": model.privacy.to_dict(), "card": model.card}
+        if query_ledger is not None:
+            shown["query_ledger"] = query_ledger.to_dict()
+        print(json.dumps(shown, indent=2, default=str))
     else:
         print("(--json prints the whole privacy spec and public card)")
     return 0

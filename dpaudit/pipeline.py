@@ -32,9 +32,10 @@ def evaluate(model: ReleasedModel, dataset: GraphDataset, split: Split) -> dict[
     """Accuracy of ``model`` on each part, each queried on the graph that part may see.
 
     A model whose queries are charged releases (GAP) answers the training graph from the
-    owner's training release, so evaluating it spends nothing; any other graph (an inductive
-    part) is queried on a copy, so the model that is saved keeps the ε it was trained with."""
-    asked = model.interactive_copy() if callable(getattr(model, "interactive_copy", None)) else model
+    owner's training release, so evaluating it releases nothing; any other graph (an inductive
+    part) is queried in a query session (its releases are the session's query ledger, about
+    that graph), so the model that is saved has made no query release."""
+    asked = model.query_session() if callable(getattr(model, "query_session", None)) else model
     out = {}
     for part in ("train", "val", "test"):
         nodes = getattr(split, part)

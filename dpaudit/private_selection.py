@@ -101,7 +101,7 @@ def _answered_count(model: ReleasedModel, dataset: GraphDataset, split: Split, f
     from dpaudit.model import answering
 
     graph = split.graph_for(dataset, "val")
-    asked = model.interactive_copy() if callable(getattr(model, "interactive_copy", None)) else model
+    asked = model.query_session() if callable(getattr(model, "query_session", None)) else model
     answerer = answering(asked, graph)
     if from_training_release and answerer is asked:
         raise AssertionError("a selection score would have made a new release")  # guarded by check_split

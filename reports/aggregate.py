@@ -667,8 +667,9 @@ def _is_number(v) -> bool:
 
 
 def collapse_mechanisms(mechanisms: list[dict]) -> tuple[list[dict], list[dict]]:
-    """Runs of identical consecutive ledger rows as one row each (a query-charged model that
-    answered 968 query graphs records 968 identical releases): the distinct rows, and per row
+    """Runs of identical consecutive ledger rows as one row each (a record written before GAP's
+    query ledger composed its 968 query-graph releases into the spec: 968 identical rows): the
+    distinct rows, and per row
     ``{"first", "last", "repeats"}`` (1-based positions in the full ledger)."""
     rows: list[dict] = []
     spans: list[dict] = []
@@ -683,8 +684,9 @@ def collapse_mechanisms(mechanisms: list[dict]) -> tuple[list[dict], list[dict]]
 
 
 def _query_api(done: list[dict]) -> list[dict]:
-    """The query-API finding of every audited query-charged *private* model, once per cell (a
-    non-private model's queries spend nothing, so it has no finding to show)."""
+    """The query-ledger finding of every audited query-charged *private* model, once per cell:
+    the releases its audit made on query graphs (a separate ledger from the training guarantee;
+    a non-private model's releases carry no noise, so it has no finding to show)."""
     return [{"defense": r["defense"], "epsilon_target": r.get("epsilon"), "epsilon_label": epsilon_label(r.get("epsilon")),
              "seed": r["seed"], **r["query_api"]}
             for r in done if r.get("query_api") and r.get("epsilon") is not None]  # fmt: skip
@@ -719,6 +721,8 @@ def _ledgers(done: list[dict], defenses: list[str]) -> list[dict]:
                 "mechanism_rows": spans,
                 "notes": privacy.get("notes") or [],
                 "inference": (rec.get("card") or {}).get("inference"),
+                # GAP: releases on query graphs, a separate ledger (never in the guarantee above)
+                "query_ledger": (rec.get("query_api") or {}).get("query_ledger"),
                 "hyperparameters": (rec.get("card") or {}).get("hyperparameters"),
                 "selection": (rec.get("card") or {}).get("selection"),
             }

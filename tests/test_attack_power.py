@@ -89,11 +89,11 @@ def test_linkteller_finds_no_influence_in_a_feature_only_model(tiny):
 def test_linkteller_charges_gap_at_most_one_release_per_perturbed_node(tiny):
     cls = get_defense("gap-edp")
     model = cls(epsilon=4.0, seed=0, **_tiny_overrides(cls)).fit(tiny, make_split(tiny, "random:0.5,0.1,0.3", 0))
-    twin = model.interactive_copy()  # the owner's: the unperturbed graph is the training release
+    twin = model.query_session()  # the owner's: the unperturbed graph is the training release
     res = attacks.run("linkteller", twin, tiny, num_pairs=30, pr_nodes=0, hard_negatives=False, **FAST)
     # a perturbation that cannot reach its targets reads the owner's training release, free; the
     # exact count is tests/test_scale_queries.py::test_linkteller_pays_gap_only_for_perturbations_that_reach_their_targets
-    assert 0 < twin.foreign_releases <= res.runs[0]["queries"]
+    assert 0 < twin.query_ledger.releases <= res.runs[0]["queries"]
 
 
 def _brute_two_hop(edges: set, num_nodes: int) -> set:

@@ -121,7 +121,7 @@ def test_measuring_a_query_charged_model_spends_none_of_its_budget(small_graph, 
     split = make_split(small_graph, "random:0.5,0.25,0.25", 0)
     model = get_defense("gap-edp")(epsilon=4.0, seed=0, encoder_epochs=5, epochs=5).fit(small_graph, split)
     saved = load(model.save(tmp_path / "gap-edp"))
-    before = (saved.foreign_releases, saved.privacy.epsilon, len(saved.privacy.mechanisms))
+    before = (saved.query_ledger.releases, saved.privacy.epsilon, len(saved.privacy.mechanisms))
     costs = AUDIT.calibrate(saved, small_graph, "cpu")
     assert costs["query"] > 0 and costs["shadow_source"] == "trial"
-    assert (saved.foreign_releases, saved.privacy.epsilon, len(saved.privacy.mechanisms)) == before
+    assert (saved.query_ledger.releases, saved.privacy.epsilon, len(saved.privacy.mechanisms)) == before

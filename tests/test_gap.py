@@ -29,6 +29,7 @@ from defenses.gap import (
     row_normalize,
     sum_aggregate,
 )
+from defenses.gap.model import RELEASES_NOTE, _mechanism_from
 from defenses.gap.projection import projection_sensitivity
 from dpaudit.accounting import GaussianMechanism, PoissonSubsampledGaussian, PrivacyLedger
 from dpaudit.errors import ConfigurationError, DPAuditError, IntegrityError, ModelFormatError, PrivacyParameterError
@@ -49,8 +50,8 @@ def split(small_graph):
 @pytest.fixture(scope="module")
 def fitted(small_graph, split):
     """One model per variant (small: few epochs), shared by the tests below. They read the
-    training release; a test that queries predict_proba / embed (each graph a new release that
-    grows ε) does it on a copy (``_copy``, ``interactive_copy``). gap-inf and gap-edp release
+    training release; a test that queries predict_proba / embed (each graph a new release in the
+    query ledger) does it on a copy (``_copy``, ``query_session``). gap-inf and gap-edp release
     2 hops and answer with the K ∈ {1, 2} chosen on validation (``config()["hops"]``)."""
     return {
         "gap-inf": get_defense("gap-inf")(seed=0, encoder_epochs=30, epochs=30).fit(small_graph, split),
@@ -426,7 +427,7 @@ def test_a_consistent_edit_of_the_plan_is_refused(fitted, tmp_path, edit):
     """ε edited together with σ (card, config ledger, spec), or with the encoder's steps: every
     number agrees with every other, and ε stays under the target, so only re-deriving the plan
     from the card's hyperparameters and declared facts can tell."""
-    from defenses.gap.model import _full_ledger
+    from defenses.gap.model import _training_ledger
 
     directory = fitted["gap-ndp"].save(tmp_path / "m")
     meta = json.loads((directory / "model.json").read_text())
@@ -437,7 +438,7 @@ def test_a_consistent_edit_of_the_plan_is_refused(fitted, tmp_path, edit):
     else:
         meta["card"]["gap"]["encoder_schedule"]["steps"] //= 2
         meta["config"]["ledger"][0]["steps"] //= 2
-    spec = _full_ledger(meta["config"]).spec(meta["privacy"]["delta"], "node").to_dict()
+    spec = _training_ledger(meta["config"]).spec(meta["privacy"]["delta"], "node").to_dict()
     for key in ("epsilon", "mechanisms", "gdp_mu", "accountant", "epsilon_by_accountant", "accounting"):
         meta["privacy"][key] = spec[key]
     assert spec["epsilon"] < meta["card"]["target_epsilon"]
@@ -486,7 +487,7 @@ def test_variants_train_and_report_levels(fitted, small_graph, split):
         assert torch.allclose(proba.sum(1), torch.ones(len(split.test)), atol=1e-5)
         k = model.config()["hops"]
         assert release.embed(small_graph.data, split.test).shape == (len(split.test), (k + 1) * 16)
-        assert model.foreign_releases == 0  # reading the training release spends nothing
+        assert model.query_ledger.releases == 0  # reading the training release releases nothing
 
 
 def test_the_training_release_reads_the_cached_noisy_aggregations(fitted, small_graph):
@@ -499,7 +500,7 @@ def test_the_training_release_reads_the_cached_noisy_aggregations(fitted, small_
     assert release.aggregations.shape == (small_graph.num_nodes, k * 16)
     first = release.predict_proba(small_graph.data)
     assert torch.equal(first, release.predict_proba(small_graph.data.clone()))  # no fresh noise
-    assert model._other_graphs == {} and model.foreign_releases == 0 and model.privacy.epsilon == eps
+    assert model._memo is None and model.query_ledger.releases == 0 and model.privacy.epsilon == eps
     x0 = model.encoder.encode(small_graph.data.x)
     clean = private_multi_hop_aggregation(x0, small_graph.data.edge_index, k, 0.0)
     assert not torch.allclose(release.aggregations[:, :16], clean[0], atol=1e-2)  # the cache is noisy
@@ -531,8 +532,8 @@ def test_the_training_release_answers_on_the_training_graph_only(fitted, small_g
 
 def test_a_copy_of_the_training_graph_is_charged_like_any_other_graph(fitted, small_graph, tmp_path):
     """Acceptance (issue 23): from the public files alone, a query on an exact copy of the
-    training graph is charged exactly like a query on the graph minus one edge — the same ε
-    after, the same ledger growth. This replaces ``test_transductive_queries_use_the_cache``,
+    training graph is charged exactly like a query on the graph minus one edge — the same query
+    ledger after, the training ε unchanged. This replaces ``test_transductive_queries_use_the_cache``,
     which asserted the opposite: the copy answered free from the cache, the neighbour cost
     ε 1.0 → 1.48, so whoever guessed the graph learned whether it was the training graph."""
     directory = fitted["gap-edp"].save(tmp_path / "m")
@@ -545,8 +546,8 @@ def test_a_copy_of_the_training_graph_is_charged_like_any_other_graph(fitted, sm
         with pytest.raises(DPAuditError, match="owner's record"):
             public.training_release()
         public.predict_proba(make(small_graph.data))
-        assert public.foreign_releases == 1 and public.privacy.epsilon > saved
-        spent.append((public.privacy.epsilon, public.privacy.mechanisms))
+        assert public.query_ledger.releases == 1 and public.privacy.epsilon == saved
+        spent.append((public.query_ledger.to_dict(), public.privacy.mechanisms))
     assert spent[0] == spent[1]
 
 
@@ -561,28 +562,72 @@ def _without_first_edge(data):
 
 def test_the_owners_copy_charges_the_training_graph_too(fitted, small_graph, tmp_path):
     """Holding the owner's record changes nothing about predict_proba: the training graph passed
-    to the model is a new, charged release (memoised within the object, even when permuted)."""
+    to the model is a new, charged release; the model object memoises nothing, so the same graph
+    (permuted or not) is released again, with fresh noise."""
     model = _copy(fitted["gap-edp"], tmp_path)
     saved = model.privacy.epsilon
     first = model.predict_proba(small_graph.data)
-    assert model.foreign_releases == 1 and model.privacy.epsilon > saved
+    assert model.query_ledger.releases == 1 and model.privacy.epsilon == saved
     permuted = small_graph.data.clone()
     permuted.edge_index = permuted.edge_index.flip(1)
-    assert torch.equal(model.predict_proba(permuted), first)  # memo: same key, no new release
-    assert model.foreign_releases == 1
+    assert not torch.equal(model.predict_proba(permuted), first)  # no memo: a new release
+    assert not torch.equal(model.predict_proba(small_graph.data), first)
+    assert model.query_ledger.releases == 3 and model.privacy.epsilon == saved
     assert not torch.equal(first, model.training_release().predict_proba(small_graph.data))  # fresh noise
 
 
-def test_an_interactive_copy_leaves_the_models_spec_unchanged(fitted, small_graph):
+def test_a_query_session_leaves_the_models_ledgers_unchanged(fitted, small_graph):
     model = fitted["gap-edp"]
     before = json.dumps(model.privacy.to_dict(), sort_keys=True)
-    api = model.interactive_copy()
+    api = model.query_session()
+    assert model.interactive_copy.__func__ is GAPModel.query_session  # the name audits call
     api.predict_proba(small_graph.data)
     api.predict_proba(_without_first_edge(small_graph.data))
-    assert api.foreign_releases == 2 and api.privacy.epsilon > model.privacy.epsilon
-    assert api.privacy.epsilon == pytest.approx(model.spec_after(2).epsilon)
-    assert json.dumps(model.privacy.to_dict(), sort_keys=True) == before and model.foreign_releases == 0
+    assert api.query_ledger.releases == 2 and api.privacy.epsilon == model.privacy.epsilon
+    query = GaussianMechanism(model.config()["noise_std"], math.sqrt(2), 2 * model.config()["hops"])
+    expected = PrivacyLedger().step(query).get_epsilon(model.privacy.delta)
+    assert api.query_ledger.spec().epsilon == pytest.approx(expected, rel=1e-9)
+    assert json.dumps(model.privacy.to_dict(), sort_keys=True) == before and model.query_ledger.releases == 0
     assert torch.equal(api.training_release().aggregations, model.training_release().aggregations)
+
+
+@pytest.mark.parametrize("name", ["gap-edp", "gap-ndp"])
+def test_a_guess_of_the_owners_graph_is_not_answered_from_the_owners_queries(
+    fitted, small_graph, split, tmp_path, name
+):
+    """Acceptance (privacy review): in a shared deployment the owner answers its test nodes on
+    the private graph with the loaded public model; a third party then submits guesses to the
+    same object. An exact copy of the graph and the graph minus one edge are charged alike (one
+    release each in the query ledger), neither is answered with the owner's published rows, and
+    the model's ε stays the training ε. (Before: the copy was answered from the memo — free,
+    bit-identical to the owner's answers — while the neighbour was charged and raised ε.)"""
+    model = load(fitted[name].save(tmp_path / name), record=False)
+    trained = model.privacy.epsilon
+    graph, test = small_graph.data, split.test
+    published = model.predict_proba(graph, test)  # the owner's charged release
+    assert model.query_ledger.releases == 1
+    for guess in (graph.clone(), _without_first_edge(graph)):
+        before = model.query_ledger.releases
+        answer = model.predict_proba(guess, test)
+        assert model.query_ledger.releases == before + 1
+        assert not torch.equal(answer, published)
+    assert model.query_ledger.releases == 3
+    assert model.privacy.epsilon == trained == fitted[name].privacy.epsilon
+    assert model.privacy.mechanisms == fitted[name].privacy.mechanisms
+
+
+def test_a_repeat_is_free_only_inside_its_own_session(fitted, small_graph, split):
+    model = fitted["gap-edp"]
+    graph = small_graph.data
+    mine, theirs = model.query_session(), model.query_session()
+    first = mine.predict_proba(graph, split.test)
+    assert torch.equal(mine.predict_proba(graph.clone(), split.test), first)  # the session's own release
+    assert mine.query_ledger.releases == 1
+    other = theirs.predict_proba(graph, split.test)  # another session's first query: charged, fresh
+    assert theirs.query_ledger.releases == 1 and not torch.equal(other, first)
+    assert model.query_ledger.releases == 0 and model._memo is None
+    assert mine.query_ledger.to_dict() == theirs.query_ledger.to_dict()
+    assert mine.query_ledger.to_dict()["protects"] == "the query graph(s), not the training data"
 
 
 def test_zeroing_a_neighbours_features_changes_the_answer(fitted, small_graph, tmp_path):
@@ -604,28 +649,70 @@ def test_zeroing_a_neighbours_features_changes_the_answer(fitted, small_graph, t
     assert torch.allclose(changed, torch.softmax(model.classifier(z), 1), atol=1e-5)
 
 
-def test_foreign_queries_grow_the_spent_epsilon(fitted, small_graph, tmp_path):
+def test_query_releases_go_to_the_query_ledger_never_to_the_training_spec(fitted, small_graph, tmp_path):
     model = _copy(fitted["gap-edp"], tmp_path)
-    trained_eps = model.privacy.epsilon
+    trained = model.privacy.to_dict()
     other = small_graph.data.clone()
     other.edge_index = small_graph.data.edge_index[:, : small_graph.data.edge_index.size(1) // 2]
-    a = model.predict_proba(other)
-    eps_one = model.privacy.epsilon
-    assert eps_one > trained_eps and model.config()["query_releases"] == 1
-    assert torch.equal(a, model.predict_proba(other))  # memoised: same answer, no new release
-    assert model.privacy.epsilon == eps_one
-    third = small_graph.data.clone()
-    third.edge_index = small_graph.data.edge_index[:, 1:]
-    model.predict_proba(third)
-    assert model.privacy.epsilon > eps_one and model.config()["query_releases"] == 2
-    # the training release of 2 hops, then two query releases of the chosen K hops each
-    count = 2 + 2 * model.config()["hops"]
-    ledger = PrivacyLedger().step(GaussianMechanism(model.config()["noise_std"], math.sqrt(2), count))
-    assert model.privacy.epsilon == pytest.approx(ledger.get_epsilon(model.privacy.delta), rel=1e-9)
-    reloaded = _copy(model, tmp_path, "again")
-    assert reloaded.privacy.epsilon == model.privacy.epsilon and reloaded.config()["query_releases"] == 2
-    reloaded.predict_proba(other)  # a fresh object has no memo: it pays again
-    assert reloaded.privacy.epsilon > model.privacy.epsilon and reloaded.config()["query_releases"] == 3
+    model.predict_proba(other)
+    assert model.config()["query_releases"] == 1 and model.privacy.to_dict() == trained
+    model.predict_proba(other)  # the model object memoises nothing: a second release
+    assert model.query_ledger.releases == 2 and model.privacy.to_dict() == trained
+    # two query releases of the chosen K hops each, at the model's δ (the training ledger apart)
+    ledger = PrivacyLedger().step(
+        GaussianMechanism(model.config()["noise_std"], math.sqrt(2), 2 * model.config()["hops"])
+    )
+    spec = model.query_ledger.spec()
+    assert spec.epsilon == pytest.approx(ledger.get_epsilon(model.privacy.delta), rel=1e-9)
+    assert spec.delta == model.privacy.delta and spec.unit == "edge" and len(spec.mechanisms) == 2
+    assert model.query_ledger.to_dict() == {"releases": 2, "epsilon": spec.epsilon, "delta": spec.delta, "unit": "edge",
+                                            "protects": "the query graph(s), not the training data"}  # fmt: skip
+    reloaded = _copy(model, tmp_path, "again")  # the count survives save/load; the spec stays training
+    assert reloaded.privacy.to_dict() == trained and reloaded.query_ledger.releases == 2
+    reloaded.predict_proba(other)
+    assert reloaded.privacy.to_dict() == trained and reloaded.config()["query_releases"] == 3
+    assert fitted["gap-inf"].query_ledger.to_dict()["epsilon"] is None  # no noise: nothing protected
+
+
+def _legacy(model, directory, releases: int):
+    """``model`` saved as a file written before the query ledger: its spec composed ``releases``
+    query releases after the training ledger (and said so in a note)."""
+    path = model.save(directory)
+    meta = json.loads((path / "model.json").read_text())
+    cfg = meta["config"]
+    training = len(meta["privacy"]["mechanisms"])
+    mechanisms = [_mechanism_from(r) for r in cfg["ledger"]] + [_mechanism_from(cfg["query_mechanism"])] * releases
+    composed = PrivacyLedger().extend(mechanisms).spec(meta["privacy"]["delta"], meta["privacy"]["unit"]).to_dict()
+    for key in ("epsilon", "mechanisms", "gdp_mu", "accountant", "epsilon_by_accountant", "accounting"):
+        meta["privacy"][key] = composed[key]
+    meta["privacy"]["notes"].append(f"{RELEASES_NOTE}{releases}")
+    cfg["query_releases"] = releases
+    (path / "model.json").write_text(json.dumps(meta))
+    assert len(meta["privacy"]["mechanisms"]) == training + releases
+    return path
+
+
+@pytest.mark.parametrize("name", ["gap-edp", "gap-ndp"])
+def test_a_file_that_composed_query_releases_loads_as_the_training_spec(fitted, tmp_path, name):
+    """Files written before the query ledger composed every query release into the spec (ε 5.1 →
+    6.1 after one); they load with the training spec and the count moved to the query ledger,
+    and save back in the current form. Any other count of composed releases is refused."""
+    model = fitted[name]
+    path = _legacy(model, tmp_path / "old", 3)
+    old = json.loads((path / "model.json").read_text())["privacy"]
+    assert old["epsilon"] > model.privacy.epsilon
+    legacy = load(path)
+    assert legacy.privacy.epsilon == pytest.approx(model.privacy.epsilon, rel=1e-12)
+    assert legacy.privacy.mechanisms == model.privacy.mechanisms and legacy.privacy.notes == model.privacy.notes
+    assert legacy.query_ledger.releases == 3
+    assert any("written before the query ledger" in c for c in legacy.verification.checked)
+    again = load(legacy.save(tmp_path / "new"))
+    assert again.privacy.to_dict() == legacy.privacy.to_dict() and again.query_ledger.releases == 3
+    meta = json.loads((path / "model.json").read_text())
+    meta["config"]["query_releases"] = 2  # hides one composed release: neither form
+    (path / "model.json").write_text(json.dumps(meta))
+    with pytest.raises(IntegrityError, match="training ledger"):
+        load(path)
 
 
 def test_sound_ndp_refuses_foreign_query_graphs_above_the_bound(fitted, small_graph, tmp_path):
@@ -695,7 +782,7 @@ def test_files_before_format_3_load_without_their_oracle(fitted, small_graph, tm
     with pytest.raises(DPAuditError, match="owner's record"):
         legacy.training_release()
     legacy.predict_proba(small_graph.data)
-    assert legacy.foreign_releases == 1
+    assert legacy.query_ledger.releases == 1
     assert "cache.aggregations" not in legacy.state_tensors() and legacy.record_tensors() == {}
 
 

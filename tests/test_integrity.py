@@ -232,32 +232,53 @@ def test_dpar_amplification_is_rechecked(saved, tmp_path):
         load(_edited(saved["dpar-gm-sound"], tmp_path / "m2", edit_inner))
 
 
-def test_gap_foreign_query_releases_round_trip(saved, tmp_path):
-    """A GAP model that answered a foreign graph spends more than its target; saved and loaded,
-    that ε is recomputed from training + recorded releases. Hiding the releases is refused."""
+def test_gap_query_releases_round_trip_beside_the_training_spec(saved, tmp_path, capsys):
+    """A GAP model that answered a foreign graph keeps its training spec (ε within the target);
+    the release is counted in its query ledger, which survives save/load and ``inspect`` prints.
+    A file written before the query ledger (the release composed into ε) loads as the training
+    spec; releases composed into ε that the config does not record are refused."""
+    from defenses.gap.model import RELEASES_NOTE, _mechanism_from
+    from dpaudit.accounting import PrivacyLedger
+
     model = load(saved["gap-edp-sound"])
+    trained = model.privacy.to_dict()
     other = csbm(num_nodes=60, num_classes=3, num_features=16, avg_degree=4, seed=7)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model.predict_proba(other.data)
-    assert model.privacy.epsilon > 4.0
+    assert model.privacy.to_dict() == trained and model.privacy.epsilon <= 4.0 and model.query_ledger.releases == 1
     model.save(tmp_path / "queried")
     again = load(tmp_path / "queried")
-    assert again.privacy.epsilon == pytest.approx(model.privacy.epsilon)
+    assert again.privacy.epsilon == pytest.approx(model.privacy.epsilon) and again.query_ledger.releases == 1
     assert again.verification.status == "recomputed"
+    assert main(["inspect", str(tmp_path / "queried")]) == 0
+    assert "query ledger: 1 PMA release(s) on query graphs" in capsys.readouterr().out
+
+    def compose(meta):  # the form before the query ledger: training + the recorded release in ε
+        cfg = meta["config"]
+        mechanisms = [_mechanism_from(r) for r in cfg["ledger"]]
+        mechanisms += [_mechanism_from(cfg["query_mechanism"])] * int(cfg["query_releases"])
+        spec = PrivacyLedger().extend(mechanisms).spec(meta["privacy"]["delta"], "edge").to_dict()
+        for key in ("epsilon", "mechanisms", "gdp_mu", "accountant", "epsilon_by_accountant", "accounting"):
+            meta["privacy"][key] = spec[key]
+        meta["privacy"]["notes"].append(f"{RELEASES_NOTE}{cfg['query_releases']}")
+
+    legacy = load(_edited(tmp_path / "queried", tmp_path / "legacy", compose))
+    assert legacy.privacy.epsilon == pytest.approx(model.privacy.epsilon) and legacy.query_ledger.releases == 1
+    assert legacy.privacy.mechanisms == model.privacy.mechanisms
 
     def hide(meta):
+        compose(meta)
         meta["config"]["query_releases"] = 0
 
-    with pytest.raises(IntegrityError, match="foreign-graph"):
+    with pytest.raises(IntegrityError, match="training ledger"):
         load(_edited(tmp_path / "queried", tmp_path / "hidden", hide))
 
-    def hide_all(meta):
-        hide(meta)
-        meta["privacy"]["mechanisms"] = meta["privacy"]["mechanisms"][:1]
+    def negative(meta):
+        meta["config"]["query_releases"] = -1
 
-    with pytest.raises(IntegrityError, match="does not match|exceeds"):
-        load(_edited(tmp_path / "queried", tmp_path / "hidden2", hide_all))
+    with pytest.raises(IntegrityError, match="query_releases"):
+        load(_edited(tmp_path / "queried", tmp_path / "negative", negative))
 
 
 def test_format_1_file_loads_and_says_what_was_not_verified(saved, tmp_path):

@@ -212,15 +212,18 @@ def test_edge_level_score_is_free_and_gap_edp_selects(small_graph, tmp_path):
     # a release on a query graph is charged the worst candidate's PMA, whichever won
     worst = max((m for run in selection.candidates for m in run), key=lambda m: m.count / m.sigma**2)
     assert (model.cfg["query_mechanism"]["sigma"], model.cfg["query_mechanism"]["count"]) == (worst.sigma, worst.count)
-    # a release on another graph composes the worst candidate's PMA onto the selection
+    # a release on another graph is counted in the query ledger at the worst candidate's PMA
     other = small_graph.data.clone()
     other.edge_index = other.edge_index[:, :-2]
     spent = model.privacy.epsilon
-    asked = model.interactive_copy()
+    asked = model.query_session()
     asked.predict_proba(other)
-    assert asked.foreign_releases == 1
-    assert asked.privacy.epsilon > spent
-    assert model.privacy.epsilon == spent
+    assert asked.query_ledger.releases == 1
+    assert asked.query_ledger.spec().epsilon == pytest.approx(
+        PrivacyLedger().step(worst).get_epsilon(model.privacy.delta), rel=1e-9
+    )
+    assert asked.privacy.epsilon == spent  # the query ledger is separate: the selection's ε is unchanged
+    assert model.privacy.epsilon == spent and model.query_ledger.releases == 0
     # and the selected model saves and loads with the same spec
     loaded = load(model.save(tmp_path / "gap"))
     assert loaded.privacy.epsilon == pytest.approx(spent)

@@ -181,23 +181,23 @@ def _variant(data: Data, drop: int) -> Data:
     return other
 
 
-def test_gap_memo_is_bounded_and_an_evicted_graph_pays_again(gap, small_graph):
-    api = gap.interactive_copy()
+def test_a_gap_sessions_memo_is_bounded_and_an_evicted_graph_pays_again(gap, small_graph):
+    api = gap.query_session()
     api.query_memo_size = 2
     graphs = [_variant(small_graph.data, i) for i in range(3)]
     api.predict_proba(graphs[0])
     api.predict_proba(graphs[1])
-    assert api.foreign_releases == 2
+    assert api.query_ledger.releases == 2
     api.predict_proba(graphs[0])  # a hit: the same release, not charged; now most recent
-    assert api.foreign_releases == 2
+    assert api.query_ledger.releases == 2
     api.predict_proba(graphs[2])  # evicts graphs[1] (least recently used)
-    assert api.foreign_releases == 3 and len(api._other_graphs) == 2
-    eps = api.privacy.epsilon
+    assert api.query_ledger.releases == 3 and len(api._memo) == 2
+    eps = api.query_ledger.spec().epsilon
     api.predict_proba(graphs[1])  # evicted: a new release, charged exactly like one
-    assert api.foreign_releases == 4 and api.privacy.epsilon > eps
-    assert api.privacy.epsilon == pytest.approx(gap.spec_after(4).epsilon)
+    assert api.query_ledger.releases == 4 and api.query_ledger.spec().epsilon > eps
+    assert api.privacy.to_dict() == gap.privacy.to_dict()  # the training spec: no query enters it
     api.predict_proba(graphs[2])
-    assert api.foreign_releases == 4  # still held
+    assert api.query_ledger.releases == 4  # still held
 
 
 def test_gap_hashes_an_edge_structure_once_and_never_confuses_two(gap, small_graph, monkeypatch):
@@ -206,19 +206,19 @@ def test_gap_hashes_an_edge_structure_once_and_never_confuses_two(gap, small_gra
     calls = []
     real = queries.canonical_edges
     monkeypatch.setattr(queries, "canonical_edges", lambda *a: calls.append(1) or real(*a))
-    api = gap.interactive_copy()
+    api = gap.query_session()
     data = _variant(small_graph.data, 0)
     for _ in range(3):
         api.predict_proba(data, [0, 1])
-    assert len(calls) == 1 and api.foreign_releases == 1
+    assert len(calls) == 1 and api.query_ledger.releases == 1
     with torch.no_grad():
         data.edge_index[1, 0] = (data.edge_index[1, 0] + 1) % data.num_nodes  # one edge moved, in place
     api.predict_proba(data, [0, 1])
-    assert len(calls) == 2 and api.foreign_releases == 2  # a different graph: hashed and charged
+    assert len(calls) == 2 and api.query_ledger.releases == 2  # a different graph: hashed and charged
     permuted = data.clone()
     permuted.edge_index = data.edge_index.flip(1)
     api.predict_proba(permuted, [0, 1])
-    assert len(calls) == 3 and api.foreign_releases == 2  # another object, the same graph: a hit
+    assert len(calls) == 3 and api.query_ledger.releases == 2  # another object, the same graph: a hit
 
 
 # ----------------------------------------------------------------------------- GAP on a neighbourhood
@@ -240,36 +240,36 @@ def test_a_gap_query_on_a_few_nodes_runs_pma_on_their_neighbourhood_only(small_g
     data = _variant(small_graph.data, 3)
     nodes = torch.tensor([17, 5, 17, 240])
     rows = _pma_rows(monkeypatch)
-    part = model.interactive_copy().predict_proba(data, nodes)
-    whole = model.interactive_copy().predict_proba(data)[nodes]
+    part = model.query_session().predict_proba(data, nodes)
+    whole = model.query_session().predict_proba(data)[nodes]
     torch.testing.assert_close(part, whole, rtol=1e-5, atol=1e-6)
     subset, *_ = k_hop_subgraph(nodes, model.cfg["hops"], data.edge_index, num_nodes=data.num_nodes)
     assert rows == [subset.numel(), data.num_nodes] and subset.numel() < data.num_nodes // 2
 
 
 def test_a_gap_release_answers_again_only_the_rows_it_covered(gap, small_graph, monkeypatch):
-    api = gap.interactive_copy()
+    api = gap.query_session()
     data = _variant(small_graph.data, 1)
     rows = _pma_rows(monkeypatch)
     first = api.predict_proba(data, [4, 9])
-    assert api.foreign_releases == 1 and rows[0] < data.num_nodes
+    assert api.query_ledger.releases == 1 and rows[0] < data.num_nodes
     torch.testing.assert_close(api.predict_proba(data, [9, 4, 9]), first[[1, 0, 1]])  # covered: the same release
-    assert api.foreign_releases == 1
+    assert api.query_ledger.releases == 1
     api.predict_proba(data, [4, 10])  # node 10 was not covered: a new release, charged
-    assert api.foreign_releases == 2
+    assert api.query_ledger.releases == 2
     hood, *_ = k_hop_subgraph(torch.tensor([4, 9]), gap.cfg["hops"], data.edge_index, num_nodes=data.num_nodes)
     far = int(torch.tensor([v for v in range(data.num_nodes) if v not in set(hood.tolist())])[0])
     with torch.no_grad():
         data.x[far] += 1.0  # outside what rows 4 and 9 read: still that release
-    assert torch.equal(api.predict_proba(data, [4, 9]), first) and api.foreign_releases == 2
+    assert torch.equal(api.predict_proba(data, [4, 9]), first) and api.query_ledger.releases == 2
     with torch.no_grad():
         data.x[int(hood[0])] += 1.0  # inside: a new release
     api.predict_proba(data, [4, 9])
-    assert api.foreign_releases == 3
+    assert api.query_ledger.releases == 3
     api.predict_proba(data)  # every node: not covered by any release yet
-    assert api.foreign_releases == 4 and rows[-1] == data.num_nodes
+    assert api.query_ledger.releases == 4 and rows[-1] == data.num_nodes
     api.predict_proba(data, [0, 1, 2])  # the whole-graph release covers every node
-    assert api.foreign_releases == 4 and len(rows) == 4
+    assert api.query_ledger.releases == 4 and len(rows) == 4
 
 
 def test_the_owners_training_release_answers_nodes_a_perturbation_cannot_reach(gap, small_graph, monkeypatch):
@@ -278,22 +278,22 @@ def test_the_owners_training_release_answers_nodes_a_perturbation_cannot_reach(g
     the others are a new release."""
     from attacks import _common as C
 
-    api = gap.interactive_copy()
+    api = gap.query_session()
     data = small_graph.data.clone()
     calls = []
     real = gap_model.graph_key
     monkeypatch.setattr(gap_model, "graph_key", lambda *a: calls.append(1) or real(*a))
     base = C.posteriors(api, data, [4, 9])
-    assert api.foreign_releases == 0 and len(calls) == 1
+    assert api.query_ledger.releases == 0 and len(calls) == 1
     hood, *_ = k_hop_subgraph(torch.tensor([4, 9]), gap.cfg["hops"], data.edge_index, num_nodes=data.num_nodes)
     far = int(torch.tensor([v for v in range(data.num_nodes) if v not in set(hood.tolist())])[0])
     with torch.no_grad():
         data.x[far] += 1.0
-    assert np.array_equal(C.posteriors(api, data, [4, 9]), base) and api.foreign_releases == 0
+    assert np.array_equal(C.posteriors(api, data, [4, 9]), base) and api.query_ledger.releases == 0
     with torch.no_grad():
         data.x[int(hood[0])] += 1.0
     C.posteriors(api, data, [4, 9])
-    assert api.foreign_releases == 1 and len(calls) == 1  # never the whole graph hashed again
+    assert api.query_ledger.releases == 1 and len(calls) == 1  # never the whole graph hashed again
     with pytest.raises(DPAuditError, match="training graph only"):
         api.training_release().predict_proba(data, [4, 9])
 
@@ -304,7 +304,7 @@ def test_linkteller_pays_gap_only_for_perturbations_that_reach_their_targets(gap
     from attacks import _common as C
     from attacks.linkteller import FeatureProbe, influence_scores
 
-    api = gap.interactive_copy()
+    api = gap.query_session()
     data = small_graph.data.clone()
     u, v, _ = C.sample_pairs(data.edge_index, data.num_nodes, 20, np.random.default_rng(0))
     scores = influence_scores(api, FeatureProbe(data, 1e-2, 0), u, v)
@@ -314,6 +314,6 @@ def test_linkteller_pays_gap_only_for_perturbations_that_reach_their_targets(gap
         hood, *_ = k_hop_subgraph(torch.as_tensor(u[v == node]), gap.cfg["hops"], data.edge_index,
                                   num_nodes=data.num_nodes)  # fmt: skip
         reaches.append(bool(torch.isin(torch.tensor(int(node)), hood)))
-    assert 0 < api.foreign_releases == sum(reaches) < len(moved)
+    assert 0 < api.query_ledger.releases == sum(reaches) < len(moved)
     assert all((scores[v == node] == 0).all() for node, reach in zip(moved, reaches) if not reach)
     assert torch.equal(data.x, small_graph.data.x)  # every perturbation undone

@@ -159,20 +159,25 @@ Poisson sampling, ghost clipping to 1), best-validation checkpoints and (K, D) c
 Inference (Section 4.5/5.1) — no query may average PMA's noise away, no query is an oracle
 -------------------------------------------------------------------------------------------
 Every graph passed to :meth:`GAPModel.predict_proba` / :meth:`GAPModel.embed` gets a **new
-PMA release** on that graph with the training noise std, and that release is **recorded in
-the model's ledger**: the spec's ε grows with every distinct query graph (conservatively, even
-for graphs that share no private edge with the training graph: the model cannot tell without
-holding the private edges). The training graph is no exception. An earlier design answered a
-query whose canonical key matched the training graph's from the cached training aggregations,
-for free; with the key in ``model.json`` that was an exact "is this your training graph?"
-oracle — ε = ∞ at either level, since G and G minus one edge were answered differently (free
-and identical vs. charged and fresh). Now a copy of the training graph and the graph minus one
-edge cost exactly the same. Within one model object a release is memoised per canonical key
-(SHA-256 of the node count, the sorted de-duplicated edge list and the features; in memory
-only, never saved), so repeating a query returns the same answer and costs nothing more; a
-reloaded model starts a fresh memo and pays again. Hop 0 is always recomputed from the queried
-features (graph-agnostic). At node level under ``sound`` a query graph must satisfy the degree
-promise too. A model saved after foreign queries carries the grown spec.
+PMA release** on that graph with the training noise std, counted in the model's **query
+ledger** (:attr:`GAPModel.query_ledger`): what those releases guarantee is about the query
+graph(s) and is never added to the training guarantee — the model's ε (:attr:`GAPModel.privacy`)
+is about its training data and does not change with queries. The training graph is no
+exception. An earlier design answered a query whose canonical key matched the training graph's
+from the cached training aggregations, for free; with the key in ``model.json`` that was an
+exact "is this your training graph?" oracle — ε = ∞ at either level, since G and G minus one
+edge were answered differently (free and identical vs. charged and fresh). A later design
+memoised every release on the model object: in a shared deployment, once the owner had answered
+its test nodes, a third party's exact copy of the graph was answered from the memo (free, with
+the owner's published rows) while G minus one edge was charged — the same oracle, through
+another caller's queries. The model object now memoises nothing: a copy of the training graph
+and the graph minus one edge are charged alike and answered with fresh noise, whoever asked
+before. A repeated identical query is free only inside a caller's own
+:meth:`GAPModel.query_session` (its own memo and query ledger; in memory only, never saved).
+Hop 0 is always recomputed from the queried features (graph-agnostic). At node level under
+``sound`` a query graph must satisfy the degree promise too. A saved model records its query
+ledger's count (``query_releases``); files that composed query releases into the spec load with
+the training spec and the count in the query ledger.
 
 What is public and what is the owner's (:mod:`dpaudit.release`). ``model.json`` holds the
 architecture, the ledger planned from public inputs (σ, Δ, K, D and, at node level, the DP-SGD
@@ -217,6 +222,7 @@ from defenses.gap.model import (  # noqa: F401  (re-exported)
     GAPClassifier,
     GAPEncoder,
     GAPModel,
+    QueryLedger,
     TrainingGraph,
     TrainingRelease,
     _build_classifier,
@@ -229,6 +235,7 @@ from defenses.gap.training import _accuracy, _train_full_batch, _train_minibatch
 from dpaudit.accounting import GaussianMechanism, PoissonSubsampledGaussian, PrivacyLedger, PrivacySpec
 from dpaudit.datasets import GraphDataset
 from dpaudit.defense import Defense, PrivateHyperparameters
+from dpaudit.deployments import inference_entry
 from dpaudit.dpsgd import PoissonSchedule, noise_for_plan, plan_mismatch
 from dpaudit.errors import ConfigurationError, DPAuditError
 from dpaudit.nn import features as sparse_features
@@ -770,13 +777,19 @@ class _GAP(Defense):
 
     def _inference_card(self) -> dict[str, Any]:
         if not self.private:
-            return {"private": False, "note": "non-private model: aggregations carry no noise"}
-        return {
-            "private": True,
-            "note": "every graph passed to predict_proba / embed, the training graph included, is a new PMA release "
-            "composed into the privacy spec (ε grows with each distinct query graph); the release made on the "
-            "training graph in training is the owner's (training_release(), owner's record only)",
-        }
+            return inference_entry(private=False, training_graph=False,
+                                   note="non-private model: aggregations carry no noise")  # fmt: skip
+        return inference_entry(
+            private=True,
+            training_graph=True,
+            note="every graph passed to predict_proba / embed, the training graph included, is a new PMA release "
+            "counted in the model's query ledger (about the query graph, never added to the training ε); the release "
+            "made on the training graph in training is the owner's (training_release(), owner's record only)",
+            training_note="answers on the training graph read the release PMA made in training (training_release(), "
+            "the owner's record): covered",
+            # inference_entry adds "recorded in the query ledger (never in the training ε)"
+            owner_graph_mechanism=f"a PMA release per query graph ({self.name}: {self.level}-level)",
+        )
 
 
 @register_defense

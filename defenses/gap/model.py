@@ -1,14 +1,19 @@
 """GAP's neural modules (encoder, per-hop classifier; reference architecture) and the released
-model kind ``gap``: every query graph a new, ledgered PMA release; the training graph's release
-kept as the owner's record and answered only through :meth:`GAPModel.training_release`.
+model kind ``gap``: every query graph a new PMA release, counted in the model's query ledger
+(:class:`QueryLedger`, about the query graphs, never added to the training guarantee); the
+training graph's release kept as the owner's record and answered only through
+:meth:`GAPModel.training_release`. Repeated identical queries are free only inside a caller's
+own :meth:`GAPModel.query_session`.
 """
 
 from __future__ import annotations
 
 import copy
+import json
 import logging
 from collections import OrderedDict
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -168,18 +173,83 @@ def _mechanism_from(record: dict[str, Any]):
     raise ModelFormatError(f"gap model ledger entry has unknown type {record.get('type')!r}")
 
 
-def _full_ledger(cfg: dict[str, Any], releases: int | None = None) -> PrivacyLedger:
-    """The training ledger plus one PMA release per foreign-graph query: the config's recorded
-    ``query_releases``, or ``releases`` when given."""
-    ledger = PrivacyLedger().extend(_mechanism_from(r) for r in cfg["ledger"])
-    count = int(cfg["query_releases"]) if releases is None else int(releases)
-    if cfg.get("query_mechanism") is not None:
-        ledger.extend([_mechanism_from(cfg["query_mechanism"])] * count)
-    return ledger
+def _training_ledger(cfg: dict[str, Any]) -> PrivacyLedger:
+    """The training ledger (the config's ``ledger``): what the model's spec composes."""
+    return PrivacyLedger().extend(_mechanism_from(r) for r in cfg["ledger"])
 
 
-#: the note a spec carries once foreign-graph releases are composed into it
+def _legacy_mechanisms(cfg: dict[str, Any]) -> list[dict[str, Any]]:
+    """What a spec written before the query ledger recorded: the training ledger followed by
+    one PMA release per recorded query (``query_releases``)."""
+    training = [m.describe() for m in _training_ledger(cfg).mechanisms]
+    if cfg.get("query_mechanism") is None:
+        return training
+    return training + [_mechanism_from(cfg["query_mechanism"]).describe()] * int(cfg["query_releases"])
+
+
+#: the note a spec carried when query-graph releases were composed into it (files written before
+#: the query ledger: loaded as the training spec, the releases moved to :class:`QueryLedger`)
 RELEASES_NOTE = "PMA releases on query graphs composed into ε: "
+#: what a query ledger protects (its ``to_dict()["protects"]``)
+QUERY_LEDGER_PROTECTS = "the query graph(s), not the training data"
+
+
+@lru_cache(maxsize=64)
+def _query_composition(record: str, releases: int, delta: float, unit: str | None) -> PrivacySpec:
+    """``releases`` PMA releases of the JSON mechanism ``record`` composed at ``delta`` (cached:
+    a spec read after every query does not re-compose the whole count each time)."""
+    mechanism = _mechanism_from(json.loads(record))
+    return PrivacyLedger().extend([mechanism] * releases).spec(delta, unit)
+
+
+@dataclass(frozen=True)
+class QueryLedger:
+    """The PMA releases a GAP model object (or one :meth:`GAPModel.query_session`) made on
+    query graphs: ``releases`` of ``mechanism`` (the config's ``query_mechanism``; ``None`` for
+    the non-private gap-inf, whose releases carry no noise), at the model's ``delta`` and
+    ``unit``. What they guarantee is about the **query graph(s)** — each answer is a PMA release
+    on the graph it reads — and is never added to the model's training guarantee
+    (:attr:`GAPModel.privacy`), which no query changes. The composition of all ``releases``
+    bounds the worst case: every release made on the same query graph."""
+
+    releases: int
+    mechanism: dict[str, Any] | None
+    delta: float
+    unit: str | None
+
+    def spec(self) -> PrivacySpec:
+        """The composition of the ``releases`` releases (:class:`~dpaudit.accounting.PrivacyLedger`)
+        at the model's δ and unit, as a spec about the query graph(s): ε = 0 before any release,
+        ε = ∞ for a non-private model's releases."""
+        if self.mechanism is None:
+            return PrivacySpec.non_private("query-graph releases of a non-private GAP carry no noise")
+        if self.releases == 0:
+            return PrivacySpec(epsilon=0.0, delta=0.0, unit=self.unit, accountant="none",
+                               notes=["no PMA release on a query graph yet"])  # fmt: skip
+        spec = copy.deepcopy(_query_composition(json.dumps(self.mechanism, sort_keys=True), self.releases,
+                                                float(self.delta), self.unit))  # fmt: skip
+        spec.notes = [f"{self.releases} PMA release(s) on query graphs; protects {QUERY_LEDGER_PROTECTS}"]
+        return spec
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON: ``{"releases", "epsilon", "delta", "unit", "protects"}`` (ε ``None``: not private)."""
+        spec = self.spec()
+        return {
+            "releases": int(self.releases),
+            "epsilon": spec.epsilon if spec.is_private else None,
+            "delta": spec.delta,
+            "unit": self.unit,
+            "protects": QUERY_LEDGER_PROTECTS,
+        }
+
+    def summary(self) -> str:
+        """One line (what ``dpaudit inspect`` prints)."""
+        spec = self.spec()
+        eps = f"ε = {spec.epsilon:.4g} at δ = {spec.delta:.3g}" if spec.is_private else "ε = ∞ (no noise)"
+        return (f"query ledger: {self.releases} PMA release(s) on query graphs, {eps} ({self.unit or 'no'} level); "
+                f"protects {QUERY_LEDGER_PROTECTS}")  # fmt: skip
+
+
 #: name of the owner's record tensor (``provenance.safetensors``)
 TRAINING_AGGREGATIONS = "gap.training_aggregations"
 #: where files before format 3 kept the training aggregations (in the public ``model.safetensors``)
@@ -188,7 +258,7 @@ LEGACY_CACHE = "cache.aggregations"
 
 # --------------------------------------------------------------------------- query-graph keys
 
-#: how many query-graph releases a GAP model object keeps for free repeats (``query_memo_size``)
+#: how many query-graph releases a query session keeps for free repeats (``query_memo_size``)
 QUERY_MEMO_SIZE = 8
 # canonical key of recently queried graphs, by the identity of their tensors (strings only)
 _QUERY_KEYS = TensorCache(size=64)
@@ -294,7 +364,7 @@ class TrainingRelease(Answers):
         if not self.covers(graph, nodes):
             raise DPAuditError(
                 "the training release answers on the training graph only; this graph differs (query the model "
-                "itself: every other graph is a new PMA release charged to its spec)"
+                "itself: every other graph is a new PMA release counted in its query ledger)"
             )
         idx = _node_index(graph, nodes)
         x0 = self.model.encoder.encode(graph.x[idx.to(graph.x.device)].to(self.model.device).float())
@@ -315,16 +385,20 @@ class TrainingRelease(Answers):
 @register_model_kind("gap")
 class GAPModel(ReleasedModel):
     """A trained GAP model: encoder and classifier weights, the training ledger
-    (``ledger``), the mechanism one foreign-graph PMA release costs (``query_mechanism``) and how
-    many such releases this model has made (``query_releases``), so its spec's ε is always
-    training + every recorded release.
+    (``ledger``: what :attr:`privacy` composes, never changed by a query), the mechanism one
+    PMA release on a query graph costs (``query_mechanism``) and how many such releases this
+    object has made (``query_releases``: its :attr:`query_ledger`, about the query graphs).
 
     Public tensors: ``encoder.*``, ``classifier.*``. The config holds nothing measured on the
     training graph (no key, no node count): from the public files a third party can query any
-    graph, and every query is a new PMA release charged to the spec (identical repeated
-    queries are answered from an in-memory memo, never saved). The aggregations PMA released
-    on the training graph are the owner's record (``provenance.safetensors``, with the graph's
-    key in ``provenance.json``) and answer only through :meth:`training_release`.
+    graph, and every ``predict_proba`` / ``embed`` / ``representation`` call on the model
+    object is a new PMA release counted in its query ledger. The object keeps **no memo**: it
+    is what the owner and anyone else holding it call, and no charge, answer or timing may
+    depend on another caller's queries (a memo would answer a copy of the owner's graph with
+    the owner's published rows, for free). Identical repeated queries are free only inside a
+    caller's own :meth:`query_session`. The aggregations PMA released on the training graph are
+    the owner's record (``provenance.safetensors``, with the graph's key in
+    ``provenance.json``) and answer only through :meth:`training_release`.
     """
 
     _CONFIG_KEYS = (
@@ -354,7 +428,6 @@ class GAPModel(ReleasedModel):
         privacy: PrivacySpec,
         card: dict[str, Any],
     ):
-        # the release count the spec is computed for comes from the config: set it first
         self.cfg = dict(cfg)
         super().__init__(privacy, card)
         self.encoder = encoder.eval()
@@ -363,9 +436,10 @@ class GAPModel(ReleasedModel):
         # what queries learn about the training graph (shared with interactive copies)
         self._training: tuple[TrainingGraph, torch.Tensor] | None = None
         self._training_rows = TrainingRows()
-        # PMA releases on query graphs made by this object, least recently used first (a bounded
-        # memo, never saved): at most ``query_memo_size`` kept
-        self._other_graphs: OrderedDict[int, QueryRelease] = OrderedDict()
+        # a query session's PMA releases on query graphs, least recently used first (a bounded
+        # memo, never saved; at most ``query_memo_size`` kept). None on the model object itself:
+        # it answers every caller, so it memoises nothing (:meth:`query_session`)
+        self._memo: OrderedDict[int, QueryRelease] | None = None
         self.query_memo_size = QUERY_MEMO_SIZE
 
     @property
@@ -373,27 +447,21 @@ class GAPModel(ReleasedModel):
         return next(self.encoder.parameters()).device
 
     @property
-    def foreign_releases(self) -> int:
-        """PMA releases on query graphs composed into this model's spec so far."""
-        return int(self.cfg["query_releases"])
+    def query_ledger(self) -> QueryLedger:
+        """The PMA releases this object (or session) made on query graphs so far, at the
+        model's δ and unit (:class:`QueryLedger`): a separate ledger about the query graphs.
+        :attr:`privacy` stays the training spec whatever was queried."""
+        return QueryLedger(
+            int(self.cfg["query_releases"]),
+            self.cfg.get("query_mechanism"),
+            float(self.privacy.delta),
+            self.privacy.unit,
+        )
 
     @property
-    def privacy(self) -> PrivacySpec:
-        """The spec after every release made so far: training ledger + ``foreign_releases`` ×
-        the query mechanism. A query only counts its release (O(1)); the ledger is composed
-        here, when the spec is read and releases were made since it was last composed (the
-        same composition, so the same ε, as composing at every query: that made n queries
-        cost O(n²) — each re-composed the whole ledger over every earlier release)."""
-        if self._spec_releases != self.foreign_releases:
-            self._spec = self.spec_after(self.foreign_releases)
-            self._spec_releases = self.foreign_releases
-        return self._spec
-
-    @privacy.setter
-    def privacy(self, spec: PrivacySpec) -> None:
-        """A spec that already holds the config's recorded releases (a loaded or fitted model)."""
-        self._spec = spec
-        self._spec_releases = self.foreign_releases
+    def is_query_session(self) -> bool:
+        """Whether this object is a :meth:`query_session` (memoises its own releases)."""
+        return self._memo is not None
 
     # -- the owner's training release --------------------------------------------------------
     def keep_training_release(self, graph: TrainingGraph, aggregations: torch.Tensor) -> None:
@@ -420,7 +488,7 @@ class GAPModel(ReleasedModel):
             raise DPAuditError(
                 "this GAP model has no training release: PMA's answers on the training graph are the owner's "
                 "record (provenance.json + provenance.safetensors), absent from this copy; predict_proba / embed "
-                "answer any graph as a new PMA release charged to the spec"
+                "answer any graph as a new PMA release counted in the query ledger"
             )
         return TrainingRelease(self, *self._training, self._training_rows)
 
@@ -434,36 +502,26 @@ class GAPModel(ReleasedModel):
             )
         self.keep_training_release(TrainingGraph.from_record(self.record), tensors[TRAINING_AGGREGATIONS])
 
-    # -- an interactive query API -------------------------------------------------------------
-    def interactive_copy(self) -> GAPModel:
-        """A copy that answers like a deployed query API: the same weights and training release,
-        its own spec (starting from this model's) and memo. What it spends on foreign graphs
-        leaves this model's spec unchanged (an audit's queries do not alter the saved model)."""
+    # -- a caller's query session ------------------------------------------------------------
+    def query_session(self) -> GAPModel:
+        """A caller's own session: the same weights, training spec and training release, its
+        own query ledger (starting at 0 releases) and its own memo. Inside it an identical
+        repeated query (rows a release of this session computed, their neighbourhood's
+        features unchanged) is answered again from that release, free; nothing it answers,
+        charges or memoises depends on queries made on the model object or another session,
+        and its queries leave the model's ledgers unchanged (an audit's queries do not alter
+        the saved model)."""
         twin = copy.copy(self)
         twin.cfg = copy.deepcopy(self.cfg)
+        twin.cfg["query_releases"] = 0
         twin.privacy = copy.deepcopy(self.privacy)
         twin.card = copy.deepcopy(self.card)
         twin.record = copy.deepcopy(self.record)
-        twin._other_graphs = OrderedDict()
+        twin._memo = OrderedDict()
         return twin
 
-    def spec_after(self, releases: int) -> PrivacySpec:
-        """The spec this model would carry after ``releases`` foreign-graph releases in total
-        (training ledger + ``releases`` × the query mechanism), at the same δ and unit."""
-        spec = copy.deepcopy(self._spec)  # the last composed spec: its δ, unit, notes and facts
-        if self.cfg["query_mechanism"] is None:
-            return spec
-        fresh = _full_ledger(self.cfg, releases).spec(spec.delta, spec.unit)
-        spec.epsilon = fresh.epsilon
-        spec.mechanisms = fresh.mechanisms
-        spec.gdp_mu = fresh.gdp_mu
-        spec.accountant = fresh.accountant
-        spec.epsilon_by_accountant = fresh.epsilon_by_accountant
-        spec.accounting = fresh.accounting
-        spec.notes = [n for n in spec.notes if not n.startswith(RELEASES_NOTE)]
-        if releases:
-            spec.notes.append(f"{RELEASES_NOTE}{releases}")
-        return spec
+    #: what audits, evaluation and private selection call (kept name): a :meth:`query_session`
+    interactive_copy = query_session
 
     # -- queries ----------------------------------------------------------------------------
     def _check_graph(self, graph: Data) -> None:
@@ -475,11 +533,11 @@ class GAPModel(ReleasedModel):
             )
 
     def _record_query_release(self) -> None:
-        """Count one more PMA release: the spec (:attr:`privacy`) composes it when next read."""
-        self.cfg["query_releases"] = self.foreign_releases + 1
+        """Count one more PMA release in the query ledger (never in :attr:`privacy`)."""
+        self.cfg["query_releases"] = int(self.cfg["query_releases"]) + 1
         # debug: an audit makes hundreds of releases and reports them once, summed (its plan
-        # and finding); the spec, which every caller can read, is what records each one
-        log.debug("GAP: a new PMA release on a query graph (%d release(s))", self.foreign_releases)
+        # and finding); the query ledger, which every caller can read, records each one
+        log.debug("GAP: a new PMA release on a query graph (%d release(s))", self.cfg["query_releases"])
 
     def _check_promise(self, graph: Data) -> None:
         """Sound node-level GAP's degree promise on the whole query graph (its maximum degree is
@@ -501,18 +559,20 @@ class GAPModel(ReleasedModel):
         neighbourhood holds more than half of it, or when the ``paper`` protocol samples
         out-degrees (which edges of a node survive depends on all of its out-edges).
 
-        Memo: the last ``query_memo_size`` releases of this object answer again for free the
-        rows they computed while the features those rows read are unchanged
-        (:class:`~defenses.gap.queries.QueryRelease`). Any other row — a node the release did
-        not cover, or a graph whose release was evicted — is a new release, charged like any."""
-        if self.query_memo_size < 1:
+        Memo: only inside a :meth:`query_session`, the session's last ``query_memo_size``
+        releases answer again for free the rows they computed while the features those rows
+        read are unchanged (:class:`~defenses.gap.queries.QueryRelease`). Any other row — a node
+        the release did not cover, or a graph whose release was evicted — is a new release,
+        charged like any. The model object itself memoises nothing: every call is a release."""
+        memo = self._memo
+        if memo is not None and self.query_memo_size < 1:
             raise DPAuditError(f"GAP query_memo_size must be >= 1, got {self.query_memo_size}")
         hops = int(self.cfg["hops"])
         idx = idx.cpu()
-        for key in reversed(list(self._other_graphs)):
-            rows = self._other_graphs[key].answers(graph, idx, hops)
+        for key in reversed(list(memo or ())):
+            rows = memo[key].answers(graph, idx, hops)
             if rows is not None:
-                self._other_graphs.move_to_end(key)
+                memo.move_to_end(key)
                 return rows
         private = self.cfg["query_mechanism"] is not None
         degree_bound = self.cfg.get("degree_bound") or "promise"  # files written before the projection
@@ -552,20 +612,20 @@ class GAPModel(ReleasedModel):
             released = private_multi_hop_aggregation(
                 x0, edge_index.to(self.device), hops, self.cfg["noise_std"], gen, operator=operator
             )
-            release = QueryRelease(
-                structure_key(graph), num_nodes, None, None, row_digests(graph.x), torch.cat(released, dim=1)
-            )
+            rows, covered, subset = torch.cat(released, dim=1), None, None
         else:
             x0 = self.encoder.encode(graph.x[subset.to(graph.x.device)].to(self.device).float())
             released = private_multi_hop_aggregation(x0, edge_index.to(self.device), hops, self.cfg["noise_std"], gen)
-            rows = torch.cat(released, dim=1)[positions.to(self.device)]
-            release = QueryRelease(structure_key(graph), num_nodes, wanted, subset, row_digests(graph.x, subset), rows)
+            rows, covered = torch.cat(released, dim=1)[positions.to(self.device)], wanted
         self._record_query_release()
-        self._other_graphs[max(self._other_graphs, default=-1) + 1] = release
-        while len(self._other_graphs) > self.query_memo_size:
-            self._other_graphs.popitem(last=False)
-        at = idx if release.covered is None else torch.searchsorted(wanted, idx)
-        return release.rows[at.to(release.rows.device)]
+        if memo is not None:  # a session keeps its own release to answer its own repeats
+            digests = row_digests(graph.x) if subset is None else row_digests(graph.x, subset)
+            release = QueryRelease(structure_key(graph), num_nodes, covered, subset, digests, rows)
+            memo[max(memo, default=-1) + 1] = release
+            while len(memo) > self.query_memo_size:
+                memo.popitem(last=False)
+        at = idx if covered is None else torch.searchsorted(wanted, idx)
+        return rows[at.to(rows.device)]
 
     @torch.no_grad()
     def representation(self, graph: Data, nodes=None) -> torch.Tensor:
@@ -593,14 +653,29 @@ class GAPModel(ReleasedModel):
         tensors.update({f"classifier.{k}": v for k, v in self.classifier.state_dict().items()})
         return tensors
 
+    @staticmethod
+    def is_legacy_spec(privacy: PrivacySpec, config: dict[str, Any]) -> bool:
+        """Whether ``privacy`` is a spec written before the query ledger: its mechanisms the
+        training ledger followed by the config's ``query_releases`` (> 0) PMA releases on
+        query graphs (and the :data:`RELEASES_NOTE` it carried)."""
+        releases = int(config.get("query_releases", 0) or 0)
+        return (
+            privacy.is_private
+            and releases > 0
+            and config.get("query_mechanism") is not None
+            and len(privacy.mechanisms) == len(config["ledger"]) + releases
+        )
+
     @classmethod
     def verify_privacy(cls, privacy, config, card):
-        """The spec's mechanisms must be the config's training ledger followed by one PMA
-        release per recorded foreign-graph query (``query_releases``), the unit the config's
-        level, and sound node-level GAP's unit condition the degree bound it was trained under
+        """The spec's mechanisms must be the config's training ledger (queries never enter it:
+        they are counted in ``query_releases``, the query ledger), the unit the config's level,
+        and sound node-level GAP's unit condition the degree bound it was trained under
         (``max degree <= D``; no other spec carries one); then the generic recomputation
-        (:func:`dpaudit.accounting.verify.verify_spec`). Spent ε may exceed the target only by
-        those recorded releases.
+        (:func:`dpaudit.accounting.verify.verify_spec`). A file written before the query ledger
+        (its spec composed training + ``query_releases`` × the query mechanism,
+        :meth:`is_legacy_spec`) is verified as written — its ε may exceed the target by those
+        releases only — and loads as the training spec (:meth:`from_state`).
 
         Raises:
             IntegrityError: on any mismatch (one line).
@@ -611,15 +686,22 @@ class GAPModel(ReleasedModel):
         level_unit = {"edge": "edge", "node": "node"}.get(config.get("level"))
         try:
             releases = int(config.get("query_releases", 0))
-            expected = [m.describe() for m in _full_ledger(config).mechanisms] if privacy.is_private else []
+            legacy = cls.is_legacy_spec(privacy, config)
+            if not privacy.is_private:
+                expected = []
+            elif legacy:
+                expected = _legacy_mechanisms(config)
+            else:
+                expected = [m.describe() for m in _training_ledger(config).mechanisms]
         except (KeyError, TypeError, ValueError, ModelFormatError) as exc:
             raise refuse(f"gap config ledger is unreadable: {exc}") from None
         if releases < 0:
             raise refuse(f"query_releases must be >= 0, got {releases}")
         if privacy.is_private and privacy.mechanisms != expected:
+            what = f" + {releases} query-graph release(s) (a spec written before the query ledger)" if legacy else ""
             raise refuse(
-                f"the spec records {len(privacy.mechanisms)} mechanism(s) that differ from the model's ledger "
-                f"({len(config.get('ledger', []))} training mechanism(s) + {releases} foreign-graph release(s))"
+                f"the spec records {len(privacy.mechanisms)} mechanism(s) that differ from the model's training "
+                f"ledger ({len(config.get('ledger', []))} training mechanism(s){what})"
             )
         condition = unit_condition(
             config.get("level"), config.get("protocol"), config.get("max_degree"), config.get("degree_bound") or "promise"
@@ -629,7 +711,31 @@ class GAPModel(ReleasedModel):
                 f"unit condition {privacy.unit_condition!r} stated; a {config.get('level')}-level "
                 f"protocol={config.get('protocol')} GAP model proves {condition or 'no condition'!r}"
             )
-        return verify_spec(privacy, level_unit, card_protocol(card), allow_above_target=releases > 0)
+        verification = verify_spec(privacy, level_unit, card_protocol(card), allow_above_target=legacy)
+        if legacy:
+            verification.checked.append(
+                f"written before the query ledger: the spec composed {releases} PMA release(s) on query graphs; "
+                "loaded as the training spec, the releases moved to the query ledger"
+            )
+        return verification
+
+    @staticmethod
+    def training_spec_of(privacy: PrivacySpec, config: dict[str, Any]) -> PrivacySpec:
+        """The training spec of a legacy spec (:meth:`is_legacy_spec`): the training ledger
+        recomposed at the same δ and unit, the query releases and their note stripped (the
+        releases stay counted in the config's ``query_releases``). Any other spec unchanged."""
+        if not GAPModel.is_legacy_spec(privacy, config):
+            return privacy
+        spec = copy.deepcopy(privacy)
+        fresh = _training_ledger(config).spec(spec.delta, spec.unit)
+        spec.epsilon = fresh.epsilon
+        spec.mechanisms = fresh.mechanisms
+        spec.gdp_mu = fresh.gdp_mu
+        spec.accountant = fresh.accountant
+        spec.epsilon_by_accountant = fresh.epsilon_by_accountant
+        spec.accounting = fresh.accounting
+        spec.notes = [n for n in spec.notes if not n.startswith(RELEASES_NOTE)]
+        return spec
 
     @classmethod
     def from_state(cls, config, tensors, privacy, card) -> GAPModel:
@@ -665,6 +771,7 @@ class GAPModel(ReleasedModel):
         except RuntimeError as exc:
             raise ModelFormatError(f"gap model tensors do not match its config: {str(exc).splitlines()[0]}") from None
         device = next(iter(tensors.values())).device
+        privacy = cls.training_spec_of(privacy, config)  # a legacy spec's query releases: the query ledger
         return cls(encoder.to(device), classifier.to(device), config, privacy, card)
 
 

@@ -191,7 +191,8 @@ def privacy_text(
             "separate private run; only the chosen run is accounted"
         )
     notes.append(
-        "every query graph passed to the model (the training graph included) is a new PMA release composed into "
-        "this spec (ε grows); the training graph's release is answered only through the owner's record"
+        "every query graph passed to the model (the training graph included) is a new PMA release counted in the "
+        "model's query ledger (about the query graph, never composed into this spec); the training graph's release "
+        "is answered only through the owner's record"
     )
     return notes, unaccounted

@@ -9,6 +9,7 @@ An audit is a one-cell study: the same report (:mod:`reports`) as a comparison.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import shlex
@@ -172,14 +173,14 @@ def _query_seconds(model, dataset) -> float:
     """Warm CPU seconds of one LinkTeller query: a node's features moved in place and the node
     and another target queried, with their unperturbed twin (what LinkTeller asks for each node
     it moves; the node is among its own targets, so a query-charged model answers with a new
-    release, as for every target the move reaches; an interactive copy is asked and the model
+    release, as for every target the move reaches; a query session is asked and the model
     itself is unchanged). Nothing is copied: the row is restored after."""
     import numpy as np
 
     from attacks import _common as C
     from attacks.linkteller import FeatureProbe
 
-    target = model.interactive_copy() if charges_queries(model) else model
+    target = model.query_session() if charges_queries(model) else model
     graph = dataset.data
     probe = FeatureProbe(graph, 1e-2, 0)
     count = int(graph.num_nodes)
@@ -282,8 +283,9 @@ _ONE_GRAPH_QUERY = ("mia-tstf", "mia-threshold", "mia-lira", "mia-rmia", "link-s
 
 def charges_queries(model) -> bool:
     """Whether ``model`` answers queries as new, accounted releases (GAP: every query graph is
-    a PMA release composed into its spec), so an audit's queries have a privacy cost."""
-    return callable(getattr(model, "interactive_copy", None))
+    a PMA release counted in its query ledger, about the query graphs, never in its training
+    ε), so an audit queries its own sessions and reports their releases."""
+    return callable(getattr(model, "query_session", None))
 
 
 def _foreign_releases(name: str, settings: dict[str, Any], dataset, free_graph: bool) -> int | None:
@@ -312,8 +314,9 @@ def _foreign_releases(name: str, settings: dict[str, Any], dataset, free_graph: 
 def query_plan(model, dataset, steps: list[dict]) -> dict | None:
     """For a query-charged model (:func:`charges_queries`), what the planned attacks cost: at
     most how many new releases they need (each step's ``foreign_releases``), whether the
-    owner's training release answers the training-graph queries for free, and the ε an
-    interactive API answering that many queries would reach. ``None`` for other models."""
+    owner's training release answers the training-graph queries for free, and the query ledger
+    those releases would make (``query_ledger``: about the query graphs, never added to the
+    model's training ε, ``training_epsilon``). ``None`` for other models."""
     if not charges_queries(model):
         return None
     from attacks import _common as C
@@ -324,15 +327,20 @@ def query_plan(model, dataset, steps: list[dict]) -> dict | None:
         step["foreign_releases"] = _foreign_releases(step["attack"], step["full_settings"], dataset, free_graph)
     counts = [s["foreign_releases"] for s in steps]
     known = sum(c for c in counts if c is not None)
-    spent = model.spec_after(model.foreign_releases + known)
     return {
         "training_release": release is not None,
         "training_graph_free": free_graph,
         "releases_at_most": known,
         "unknown": [s["attack"] for s in steps if s["foreign_releases"] is None],
-        "saved_epsilon": model.privacy.epsilon if model.privacy.is_private else None,
-        "epsilon_at_most": spent.epsilon if spent.is_private else None,
+        "training_epsilon": model.privacy.epsilon if model.privacy.is_private else None,
+        "query_ledger": _query_ledger(model, known),
     }
+
+
+def _query_ledger(model, releases: int) -> dict[str, Any]:
+    """``model``'s query ledger (:attr:`defenses.gap.GAPModel.query_ledger`) as JSON, with
+    ``releases`` releases: what they guarantee for the query graph(s)."""
+    return dataclasses.replace(model.query_ledger, releases=int(releases)).to_dict()
 
 
 def audit_plan(
@@ -408,7 +416,7 @@ def format_plan(plan: dict) -> str:
     for i, step in enumerate(plan["attacks"], 1):
         opts = ", ".join(f"{k}={v}" for k, v in step["settings"].items())
         cost = step.get("foreign_releases", 0)
-        queries = "" if cost == 0 else f", {'?' if cost is None else f'≤ {cost}'} new release(s) of the model"
+        queries = "" if cost == 0 else f", {'?' if cost is None else f'≤ {cost}'} new query-graph release(s)"
         lines.append(f"  {i}. {step['attack']} ({opts}): ~{format_seconds(step['estimated_seconds'])}{queries}")
     queries = plan.get("queries")
     if queries:
@@ -421,9 +429,11 @@ def query_plan_line(queries: dict) -> str:
     free = ("training-graph queries read the owner's training release (free)" if queries["training_graph_free"]
             else "no owner's training release for the audited graph: every query is charged")  # fmt: skip
     text = f"query-charged model: the attacks need at most {queries['releases_at_most']} new release(s); {free}"
-    if queries["epsilon_at_most"] is not None and queries["releases_at_most"]:
-        text += (f"; an API answering them would spend ε ≤ {queries['epsilon_at_most']:.4g} (the saved model keeps "
-                 f"ε = {queries['saved_epsilon']:.4g})")  # fmt: skip
+    ledger = queries.get("query_ledger") or {}
+    if ledger.get("epsilon") is not None and queries["releases_at_most"]:
+        text += (f"; their releases go to the query-graph ledger (ε ≤ {ledger['epsilon']:.4g} at δ = "
+                 f"{ledger['delta']:.3g}, about the query graphs; the model's training ε = "
+                 f"{queries['training_epsilon']:.4g} is unchanged)")  # fmt: skip
     if queries["unknown"]:
         text += f"; unknown for {', '.join(queries['unknown'])}"
     return text
@@ -748,13 +758,13 @@ def audit(
     every attack × run (default: when stderr is a terminal). Ctrl-C stops within a fraction of
     a second and returns what finished, with ``result.interrupted`` set.
 
-    A query-charged model (GAP: every query graph is a new release composed into its spec) is
-    audited without spending its budget: the plan states at most how many new releases each
-    attack needs (:func:`query_plan`); each step queries its own interactive copy, whose
-    training-graph queries read the owner's training release (free) when the owner's record is
-    there; what the copies spent is one finding, ``result.query_api`` ("answering these N
-    queries would spend ε = …"), logged as one warning line. The model's spec — the report's
-    headline guarantee — is the saved one, unchanged by the audit.
+    A query-charged model (GAP: every query graph is a new release counted in its query ledger)
+    is audited on sessions: the plan states at most how many new releases each attack needs
+    (:func:`query_plan`); each step queries its own query session, whose training-graph queries
+    read the owner's training release (free) when the owner's record is there; the sessions'
+    releases are one finding, ``result.query_api`` (their query ledger: about the query graphs,
+    never the training data), logged as one warning line. The model's spec — the report's
+    headline guarantee — is its training spec, which no query changes.
     """
     import attacks as attack_registry
     from attacks import _common as C
@@ -801,15 +811,15 @@ def audit(
         on_plan(plan)
     charged = charges_queries(model)
     releases: dict[str, int] = {}
-    counted: list[tuple[str, Any]] = []  # (audit step, the interactive copy it queried)
+    counted: list[tuple[str, Any]] = []  # (audit step, the query session it queried)
 
     def target_for(what: str):
-        """The model an audit step queries: for a query-charged model a fresh interactive copy
-        (its own spec and memo: what the step spends is counted, and the model is unchanged);
+        """The model an audit step queries: for a query-charged model a fresh query session
+        (its own query ledger and memo: what the step releases is counted, the model unchanged);
         for any other model the model itself."""
         if not charged:
             return model
-        twin = model.interactive_copy()
+        twin = model.query_session()
         counted.append((what, twin))
         return twin
 
@@ -863,7 +873,7 @@ def audit(
         except DPAuditError as exc:
             log.info("no per-node risk: %s", exc)
     for what, twin in counted:
-        made = twin.foreign_releases - model.foreign_releases
+        made = twin.query_ledger.releases  # a session's ledger starts at 0
         if made:
             releases[what] = releases.get(what, 0) + made
     queries = query_api_finding(model, releases) if charged else None
@@ -874,24 +884,23 @@ def audit(
 
 
 def query_api_finding(model, releases: dict[str, int]) -> dict[str, Any]:
-    """What the audit's queries of a query-charged model would cost an interactive API: the
-    new releases each step made (``releases``), their total and the ε an API answering all of
-    them would reach — every release composed with the training ledger, each step's answered
-    afresh (an API memoising identical queries across steps could spend slightly less). The
-    model's own spec is not changed: each step queried its own interactive copy."""
+    """The audit's queries of a query-charged model as one finding: the new releases each step
+    made (``releases``), their total and their query ledger (``query_ledger``: the composition
+    of all of them, about the query graph(s) — each step answered afresh in its own session —
+    never added to the model's training ε, ``training_epsilon``, which no query changes)."""
     total = sum(releases.values())
-    spec = model.spec_after(model.foreign_releases + total)
-    saved = model.privacy.epsilon if model.privacy.is_private else None
-    epsilon = spec.epsilon if spec.is_private else None
+    ledger = _query_ledger(model, total)
+    training = model.privacy.epsilon if model.privacy.is_private else None
     if not total:
-        finding = "the audit made no new release of the model (every query read the owner's training release)"
-    elif epsilon is None:
-        finding = f"answering these {total} queries spends nothing: the model is not private"
+        finding = "the audit made no new release on a query graph (every query read the owner's training release)"
+    elif ledger["epsilon"] is None:
+        finding = f"answering these {total} queries releases noise-free aggregations: the model is not private"
     else:
-        finding = (f"answering these {total} queries would spend ε = {epsilon:.4g} at δ = {spec.delta:.3g} "
-                   f"(the saved model's guarantee, ε = {saved:.4g}, is unchanged: the audit queried copies)")  # fmt: skip
-    return {"releases": total, "by_step": dict(releases), "epsilon": epsilon, "delta": spec.delta,
-            "saved_epsilon": saved, "finding": finding}  # fmt: skip
+        finding = (f"answering these {total} queries made {total} PMA release(s) on query graphs, query-graph ledger "
+                   f"ε = {ledger['epsilon']:.4g} at δ = {ledger['delta']:.3g} (it protects the query graphs, not the "
+                   f"training data; the model's training guarantee, ε = {training:.4g}, is unchanged)")  # fmt: skip
+    return {"releases": total, "by_step": dict(releases), "query_ledger": ledger, "training_epsilon": training,
+            "finding": finding}  # fmt: skip
 
 
 def slug_name(text: str) -> str:

@@ -158,9 +158,9 @@ def run_cell(task: dict[str, Any]) -> dict[str, Any]:
             releases: dict[str, int] = {}
             for name in config.attacks or []:
                 attack_start = time.perf_counter()
-                # a query-charged model (GAP) is attacked through its own interactive copy, so the
-                # saved model keeps its ε and what the queries would cost is one finding
-                target = trained.model.interactive_copy() if charged else trained.model
+                # a query-charged model (GAP) is attacked through its own query session: the saved
+                # model is unchanged and the session's releases (its query ledger) are one finding
+                target = trained.model.query_session() if charged else trained.model
                 try:
                     result = attack_registry.run(name, target, dataset, **_attack_kwargs(name, config, cell["seed"]))
                 except DPAuditError as exc:  # not applicable to this model / setting
@@ -173,7 +173,7 @@ def run_cell(task: dict[str, Any]) -> dict[str, Any]:
                 finally:
                     record["attack_seconds"][name] = time.perf_counter() - attack_start
                     if charged:
-                        releases[name] = target.foreign_releases - trained.model.foreign_releases
+                        releases[name] = target.query_ledger.releases
                 result.save(work / "attacks" / f"{name}.json")
                 record["attacks"][name] = _without_artifacts(result.to_dict())
             if charged:
