@@ -941,13 +941,16 @@ def check_dataset_options(name: str, options: dict) -> None:
             kind = "a finite number"
         if not ok:
             raise DatasetError(f"dataset option {option}={value!r} must be {kind}")
-    if is_graph_path(name):
-        _check_file_declaration(name, options)
 
 
-def _check_file_declaration(name: str, options: dict) -> None:
+def check_file_declaration(name: str, options: dict) -> None:
     """A graph file's label domain is declared (``declare_classes`` or ``declare=true``), and
-    ``min_class_size`` runs on declared counts (``declare=true``): refused before any work."""
+    ``min_class_size`` runs on declared counts (``declare=true``): refused before any work (the
+    commands call this on their options before reading the file; :func:`load_dataset` too).
+
+    Raises:
+        DatasetError: one line saying what to declare.
+    """
     label = Path(str(name)).name
     if not options.get("declare") and options.get("declare_classes") is None:
         raise DatasetError(
@@ -1027,6 +1030,7 @@ def _graph_file(path: str, min_class_size: int | None, remove_unlabeled: bool, o
         raise DatasetError(
             "declare=true (the file's own sizes are published) and declare_* sizes (bounds) exclude each other"
         )
+    check_file_declaration(path, {**options, "min_class_size": min_class_size})
     raw, info = read_graph_file(path)
     info["parameters"] = {"file_format": info["format"]}
     if min_class_size is not None:
@@ -1116,7 +1120,9 @@ def reload_dataset(
     record (refused when it is gone or its bytes changed: the record keeps their SHA-256), any
     other dataset by its card's name. The options recorded at training (the record's, else the
     card's public parameters) are used for the same dataset, and ``options`` win over them. The
-    caller still compares the fingerprint (:func:`dpaudit.provenance.resolve_dataset`).
+    caller still compares the fingerprint (:func:`dpaudit.provenance.resolve_dataset`). A graph
+    file without a declared label domain among the options takes the model's (its card's
+    ``public_facts["classes"]``): the classes the model predicts.
 
     Raises:
         DatasetError: the graph file is gone or changed, or the model came from a graph file
@@ -1130,9 +1136,6 @@ def reload_dataset(
     recorded = dict(info.get("options") or card.get("parameters") or {})
     recorded.pop("file_format", None)
     from_file = info.get("loader") == LOADER or "file_format" in (card.get("parameters") or {})
-    declared = (card.get("public_facts") or {}).get("classes")
-    if from_file and declared is not None and "declare" not in recorded and "declare_classes" not in recorded:
-        recorded["declare_classes"] = list(declared)  # the card's declared label domain (public)
     if name is None:
         if info.get("loader") == LOADER:
             path = Path(info["source"])
@@ -1160,7 +1163,11 @@ def reload_dataset(
         same = from_file and Path(name).stem == trained_on
     else:
         same = not from_file and bool(trained_on) and parse_dataset_name(name) == parse_dataset_name(trained_on)
-    return load_dataset(name, root=root, **{**(recorded if same else {}), **(options or {})})
+    options = {**(recorded if same else {}), **(options or {})}
+    declared = (card.get("public_facts") or {}).get("classes")
+    if is_graph_path(name) and declared is not None and "declare" not in options and "declare_classes" not in options:
+        options["declare_classes"] = list(declared)  # the model's declared label domain (its card's, public)
+    return load_dataset(name, root=root, **options)
 
 
 def _benchmark(dataset: GraphDataset) -> GraphDataset:
