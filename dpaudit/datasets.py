@@ -307,7 +307,7 @@ def prepare(
     if class_counts is not None:
         class_counts = [int(k) for k in class_counts]
         if len(class_counts) != domain.numel() or any(k < 0 for k in class_counts):
-            raise DatasetError(f"{name}: declared class counts {class_counts} must be one count >= 0 per declared class")
+            raise DatasetError(f"{name}: declared class counts {class_counts} must be one count >= 0 per class")
 
     if min_class_size is not None and min_class_size > 0:
         if class_counts is None:
@@ -976,8 +976,11 @@ def load_dataset(
 
     A Facebook100 school takes a target after a colon: ``johnshopkins55:year`` (class year,
     as GAP's "Facebook" dataset), ``:gender`` (LINKX's label, the default), ``:status`` or
-    ``:dorm``; a non-gender target drops classes below 5 % of the labeled nodes unless
-    ``min_class_size`` says otherwise.
+    ``:dorm``; a non-gender target keeps the classes with 5 % of the labeled nodes or more (the
+    published list :data:`FACEBOOK100_CLASSES`, else the benchmark's published counts) unless
+    ``min_class_size`` says otherwise. Every registry dataset declares its published label
+    domain (:data:`PUBLISHED_CLASSES`); a graph file must declare its own (``declare_classes``
+    or ``declare=true``, :func:`check_file_declaration`).
 
     ``csbm`` is generated from ``options`` (see :func:`csbm`). A path (``./graph.npz``,
     ``graph.pt``: see :mod:`dpaudit.graph_files`) is a user's graph named by its file stem; its
