@@ -45,16 +45,20 @@ class GraphDataset:
             ``edge_index`` [2, E] (both directions of every undirected edge), ``label_mask``
             [N] bool, and optionally ``public_split`` [N] long (0 train, 1 val, 2 test, -1 none).
         name: the dataset's registry name (or the user's label).
-        num_classes: number of classes among labeled nodes (labels are 0..C-1).
+        num_classes: number of **declared** classes (labels are 0..C-1; class ``i`` is the raw
+            label value ``public_facts["classes"][i]``); never counted on the labels.
         fingerprint: SHA-256 (16 hex digits) of features, labels and edges.
         info: provenance (loader, source folder, generator parameters, preprocessing).
-        public_facts: sizes **declared** public before any training (``num_nodes``,
+        public_facts: the label domain and sizes **declared** public before any training
+            (``classes``: the declared label values in class order, always present;
+            ``class_counts``: the declared labeled count of each, when declared; ``num_nodes``,
             ``num_edges``, ``num_labeled``, ``declared_by``; ``published: True`` when they are
             the graph's own published sizes, which makes its splits' sizes public too): a public
             benchmark's published statistics, a synthetic graph's generator parameters, or what
-            the user declares through :func:`from_data`. Empty for a user's graph without a declaration: then no
-            defense may read a size of it (:mod:`dpaudit.release`). A neighbouring graph built
-            for a test keeps the declaration unchanged — it is a constant, not a measurement.
+            the user declares through :func:`from_data`. Only ``classes`` for a user's graph
+            without a size declaration: then no defense may read a size of it
+            (:mod:`dpaudit.release`). A neighbouring graph built for a test keeps the declaration
+            unchanged — it is a constant, not a measurement.
     """
 
     data: Data
@@ -112,13 +116,14 @@ class GraphDataset:
 
     def declare_public(self, declared_by: str, **facts) -> GraphDataset:
         """Declare this graph's sizes public (``num_nodes``, ``num_edges``, ``num_labeled`` by
-        default, measured now — call this only for data whose statistics are published)."""
+        default, measured now — call this only for data whose statistics are published), beside
+        the declared label domain (``classes``) kept from :func:`prepare`."""
         measured = {
             "num_nodes": self.num_nodes,
             "num_edges": self.num_edges,
             "num_labeled": int(self.data.label_mask.sum()),
         }
-        self.public_facts = {**measured, **facts, "published": True, "declared_by": declared_by}
+        self.public_facts = {**self.public_facts, **measured, **facts, "published": True, "declared_by": declared_by}
         return self
 
     def __repr__(self) -> str:
@@ -173,24 +178,80 @@ def undirected_edges(row: np.ndarray, col: np.ndarray, num_nodes: int) -> torch.
     return torch.from_numpy(edge_index)
 
 
+#: ``prepare(classes=PUBLISHED)`` / ``class_counts=PUBLISHED``: the graph's own label set (or
+#: per-class counts) is published, so it may be read from the data (a public benchmark, a graph the
+#: user declares published with ``declare=true`` / ``public_facts=True``)
+PUBLISHED = "published"
+
+#: how to declare the label domain, for a Python caller (the CLI says it in its own words)
+DECLARE_CLASSES_PYTHON = (
+    "pass classes=[...] (the label values a model may predict, in order; or a count C for 0..C-1), "
+    "or public_facts=True if the graph's labels are published"
+)
+
+
+def declared_classes(name: str, value) -> list[int]:
+    """A declared label domain as a list of label values, in order: a count ``C`` (0..C-1), a
+    sequence of integers, or text ``"0,1,2"``. Class ``i`` of every model is ``value[i]``.
+
+    Raises:
+        DatasetError: not integers, negative (-1 marks unlabeled), repeated, or fewer than 2.
+    """
+    if isinstance(value, str):
+        try:
+            value = [int(v) for v in value.replace(" ", "").strip("[]").split(",") if v]
+        except ValueError:
+            raise DatasetError(f"{name}: declared classes {value!r} must be integers separated by commas") from None
+    if torch.is_tensor(value) or isinstance(value, np.ndarray):
+        value = value.tolist()
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        value = list(range(int(value)))
+    if not isinstance(value, (list, tuple, range)) or not all(
+        isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in value
+    ):
+        raise DatasetError(f"{name}: declared classes must be a count or a list of integer labels, got {value!r}")
+    value = [int(v) for v in value]
+    if any(v < 0 for v in value):
+        raise DatasetError(f"{name}: declared classes must be labels >= 0 (-1 marks an unlabeled node), got {value}")
+    if len(set(value)) != len(value):
+        raise DatasetError(f"{name}: declared classes {value} repeat a label")
+    if len(value) < 2:
+        raise DatasetError(f"{name}: node classification needs at least 2 declared classes, got {value}")
+    return value
+
+
 def prepare(
     data: Data,
     name: str,
     min_class_size: int | None = None,
     remove_unlabeled: bool = False,
     info: dict | None = None,
+    classes=None,
+    class_counts=None,
 ) -> GraphDataset:
     """Validate and normalise a raw graph into a :class:`GraphDataset`.
 
     Steps: check shapes and finiteness; make edges undirected, deduplicated and free of self
-    loops; mark ``y < 0`` as unlabeled; optionally drop classes with fewer than
-    ``min_class_size`` labeled nodes (their nodes become unlabeled, as GAP does) and, with
-    ``remove_unlabeled``, drop unlabeled nodes from the graph; relabel classes to 0..C-1.
+    loops; mark ``y < 0`` as unlabeled; check every label lies in the declared ``classes``;
+    optionally drop the classes whose declared count is below ``min_class_size`` (their nodes
+    become unlabeled, as GAP does) and, with ``remove_unlabeled``, drop unlabeled nodes from the
+    graph; relabel the declared class values to 0..C-1 in declared order.
+
+    The label domain is **declared**, never read from the labels (a model's output width is
+    public): ``classes`` is the list of label values (or a count C for 0..C-1, see
+    :func:`declared_classes`), or :data:`PUBLISHED` when the graph's own label set is public.
+    A declared class without a labeled node keeps its output. ``class_counts`` (one count per
+    declared class, or :data:`PUBLISHED`) are what ``min_class_size`` compares; without them it
+    is refused. The domain kept is the dataset's ``public_facts["classes"]`` (class ``i`` is
+    label value ``classes[i]``), with ``class_counts`` when declared.
 
     Raises:
         DatasetError: empty graph, malformed ``edge_index``, non-finite features, missing or
-            non-integer labels, or no labeled node left.
+            non-integer labels, no declared domain, a label outside it, ``min_class_size``
+            without declared counts, fewer than 2 classes, or no labeled node left.
     """
+    if classes is None:
+        raise DatasetError(f"{name}: the label domain is not declared; {DECLARE_CLASSES_PYTHON}")
     x, y, edge_index = getattr(data, "x", None), getattr(data, "y", None), getattr(data, "edge_index", None)
     if x is None or y is None or edge_index is None:
         raise DatasetError(f"{name}: a graph needs node features x, labels y and an edge_index")
@@ -225,14 +286,42 @@ def prepare(
     label_mask = y >= 0
     public_split = getattr(data, "public_split", None)
     steps = ["undirected", "deduplicated", "no self loops"]
+    if not label_mask.any():
+        raise DatasetError(f"{name}: no labeled node (labels must be >= 0 for at least one node)")
+
+    if isinstance(classes, str) and classes == PUBLISHED:  # the graph's own label set, declared public
+        classes = torch.unique(y[label_mask]).tolist()
+        if len(classes) < 2:
+            raise DatasetError(f"{name}: node classification needs at least 2 classes, found {len(classes)}")
+    domain = torch.tensor(declared_classes(name, classes), dtype=torch.long)
+    outside = label_mask & ~torch.isin(y, domain)
+    if outside.any():
+        values = torch.unique(y[outside])
+        raise DatasetError(
+            f"{name}: labels {values[:10].tolist()}{' ...' if values.numel() > 10 else ''} of "
+            f"{int(outside.sum())} nodes are outside the declared classes {domain.tolist()}; declare them too "
+            "or mark those nodes unlabeled (-1)"
+        )
+    if isinstance(class_counts, str) and class_counts == PUBLISHED:
+        class_counts = [int((y[label_mask] == c).sum()) for c in domain.tolist()]
+    if class_counts is not None:
+        class_counts = [int(k) for k in class_counts]
+        if len(class_counts) != domain.numel() or any(k < 0 for k in class_counts):
+            raise DatasetError(f"{name}: declared class counts {class_counts} must be one count >= 0 per class")
 
     if min_class_size is not None and min_class_size > 0:
-        counts = torch.bincount(y[label_mask], minlength=int(y.max().item()) + 1 if label_mask.any() else 0)
-        small = (counts < min_class_size).nonzero().view(-1)
-        if small.numel():
-            drop = label_mask & torch.isin(y, small)
-            label_mask = label_mask & ~drop
-            steps.append(f"classes with < {min_class_size} nodes unlabeled: {small.tolist()}")
+        if class_counts is None:
+            raise DatasetError(
+                f"{name}: min_class_size compares declared per-class counts, and this graph declares none; "
+                "declare the classes to keep instead (classes=[...]), or declare the graph published "
+                "(public_facts=True / --dataset-option declare=true)"
+            )
+        small = [c for c, k in zip(domain.tolist(), class_counts) if k < min_class_size]
+        if small:
+            label_mask = label_mask & ~torch.isin(y, torch.tensor(small, dtype=torch.long))
+            kept = [i for i, k in enumerate(class_counts) if k >= min_class_size]
+            domain, class_counts = domain[kept], [class_counts[i] for i in kept]
+            steps.append(f"classes with < {min_class_size} nodes unlabeled: {small}")
     if remove_unlabeled:
         keep = label_mask.nonzero().view(-1)
         edge_index, _ = subgraph(keep, edge_index, relabel_nodes=True, num_nodes=n)
@@ -241,35 +330,64 @@ def prepare(
             public_split = public_split[keep]
         n = keep.numel()
         steps.append("unlabeled nodes removed")
+    if domain.numel() < 2:
+        raise DatasetError(f"{name}: node classification needs at least 2 classes, found {domain.numel()}")
     if not label_mask.any():
         raise DatasetError(f"{name}: no labeled node (labels must be >= 0 for at least one node)")
-    classes = torch.unique(y[label_mask])
-    remap = torch.full((int(y.max().item()) + 1,), -1, dtype=torch.long)
-    remap[classes] = torch.arange(classes.numel())
-    y = torch.where(label_mask, remap[y.clamp(min=0)], torch.full_like(y, -1))
-    if classes.numel() < 2:
-        raise DatasetError(f"{name}: node classification needs at least 2 classes, found {classes.numel()}")
+    # declared value → its position in the declared order (every labeled value is declared)
+    order = torch.argsort(domain)
+    position = torch.searchsorted(domain[order], y.clamp(min=0)).clamp(max=domain.numel() - 1)
+    y = torch.where(label_mask, order[position], torch.full_like(y, -1))
 
     out = Data(x=x.contiguous(), y=y, edge_index=edge_index, label_mask=label_mask, num_nodes=n)
     if public_split is not None:
         out.public_split = torch.where(label_mask, public_split, torch.full_like(public_split, -1))
     meta = dict(info or {})
     meta["preprocessing"] = steps
-    return GraphDataset(out, name, int(classes.numel()), fingerprint(out), meta)
+    facts = {"classes": domain.tolist()}
+    if class_counts is not None:
+        facts["class_counts"] = class_counts
+    return GraphDataset(out, name, int(domain.numel()), fingerprint(out), meta, facts)
 
 
-def from_data(data: Data, name: str = "custom", public_facts: dict | bool | None = None, **kwargs) -> GraphDataset:
+def from_data(
+    data: Data, name: str = "custom", public_facts: dict | bool | None = None, classes=None, **kwargs
+) -> GraphDataset:
     """Wrap a user's own PyG graph (validated and preprocessed like every loader's).
+
+    ``classes``: the label domain, declared (a model's output width is public, so it is never
+    read from private labels): the label values a model may predict, in order (class ``i`` is
+    ``classes[i]``; the mapping is the dataset's ``public_facts["classes"]``), or a count ``C``
+    for 0..C-1. A declared class without labeled nodes keeps its output; a label outside the
+    domain is an error. Without ``classes``, only ``public_facts=True`` (a published graph: its
+    own label set is public) declares it; otherwise the graph is refused before any work.
 
     ``public_facts``: what the user declares public about the graph's size. ``None`` (the
     default) declares nothing: defenses then read no size of the graph (``delta`` must be
     given, DP-SGD needs its ``sample_rate``). ``True`` declares the graph's own node, edge and
-    labeled counts public (a published graph); a dict declares those values (e.g.
-    ``{"num_nodes": 100_000}``, an upper bound known in advance)."""
+    labeled counts, its label set and per-class counts public (a published graph); a dict
+    declares those values (e.g. ``{"num_nodes": 100_000}``, an upper bound known in advance),
+    and may hold ``"classes"`` instead of the keyword. ``min_class_size`` needs the per-class
+    counts declared (``public_facts=True``)."""
+    if isinstance(public_facts, dict) and "classes" in public_facts:
+        if classes is not None:
+            raise DatasetError(f"{name}: classes given twice (the keyword and public_facts['classes'])")
+        public_facts = dict(public_facts)
+        classes = public_facts.pop("classes")
     _check_user_facts(name, public_facts)
-    return _declare_user_facts(prepare(data, name, info={"loader": "user-supplied"}, **kwargs), public_facts)
+    if classes is None and public_facts is not True:
+        raise DatasetError(f"{name}: the label domain is not declared; {DECLARE_CLASSES_PYTHON}")
+    if classes is not None:
+        classes = declared_classes(name, classes)
+    counted = public_facts is True and kwargs.get("min_class_size")  # a published graph's counts
+    dataset = prepare(
+        data, name, info={"loader": "user-supplied"}, classes=PUBLISHED if classes is None else classes,
+        class_counts=PUBLISHED if counted else None, **kwargs,
+    )  # fmt: skip
+    return _declare_user_facts(dataset, public_facts)
 
 
+#: sizes a user may declare public (``public_facts``; ``--dataset-option declare_<fact>=N``)
 USER_FACTS = ("num_nodes", "num_edges", "num_labeled", "num_train")
 
 
@@ -277,7 +395,7 @@ def _check_user_facts(name: str, public_facts: dict | bool | None) -> None:
     if isinstance(public_facts, dict):
         unknown = set(public_facts) - set(USER_FACTS)
         if unknown:
-            raise DatasetError(f"{name}: unknown public facts {sorted(unknown)} ({', '.join(USER_FACTS)})")
+            raise DatasetError(f"{name}: unknown public facts {sorted(unknown)} (classes, {', '.join(USER_FACTS)})")
         for key, value in public_facts.items():
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise DatasetError(f"{name}: public fact {key}={value!r} must be a positive integer")
@@ -286,11 +404,13 @@ def _check_user_facts(name: str, public_facts: dict | bool | None) -> None:
 
 
 def _declare_user_facts(dataset: GraphDataset, public_facts: dict | bool | None) -> GraphDataset:
-    """Record what the user declares public (checked by :func:`_check_user_facts`)."""
+    """Record what the user declares public (checked by :func:`_check_user_facts`) beside the
+    declared label domain :func:`prepare` recorded."""
     if public_facts is True:
         dataset.declare_public("the user (the graph's own sizes are published)")
-    elif isinstance(public_facts, dict) and public_facts:
-        dataset.public_facts = {**public_facts, "declared_by": "the user"}
+    else:
+        sizes = dict(public_facts) if isinstance(public_facts, dict) else {}
+        dataset.public_facts = {**dataset.public_facts, **sizes, "declared_by": "the user"}
     return dataset
 
 
@@ -348,7 +468,8 @@ def csbm(
         feature_signal=feature_signal,
         seed=seed,
     )
-    dataset = prepare(data, "csbm", info={"loader": "dpaudit.datasets.csbm", "parameters": params})
+    info = {"loader": "dpaudit.datasets.csbm", "parameters": params}
+    dataset = prepare(data, "csbm", info=info, classes=num_classes)  # the generator's classes
     # A generated graph is public by construction: its generator parameters are in the card.
     return dataset.declare_public("the csbm generator (synthetic graph)")
 
@@ -453,6 +574,29 @@ SOURCES: dict[str, _Source] = {
 
 SYNTHETIC = ("csbm",)
 
+#: the published number of classes of each registry dataset (its paper's and PyG's): the label
+#: domain is 0..C-1, declared, never read from the labels (a class without a labeled node keeps
+#: its output). Facebook100 schools: LINKX's gender label; other targets: FACEBOOK100_CLASSES.
+PUBLISHED_CLASSES: dict[str, int] = {
+    "cora": 7, "citeseer": 6, "pubmed": 3, "cora_ml": 7, "actor": 5, "cornell": 5, "texas": 5, "wisconsin": 5,
+    **{school: 2 for school in FACEBOOK100}, "reddit": 41, "ogbn-arxiv": 40,
+}  # fmt: skip
+#: the published label domain of a Facebook100 school's target (raw ``local_info`` values, in
+#: class order) where GAP's threshold keeps the cohorts: the classes with >= 5 % of the labeled
+#: nodes (:data:`FACEBOOK100_MIN_CLASS_SHARE`). Derived once from the public files (LINKX's
+#: ``data.mat``) and fixed here: a public fact of the benchmark, never recomputed from the data.
+#: A school/target not listed derives its classes from the benchmark's published counts.
+FACEBOOK100_CLASSES: dict[tuple[str, str], tuple[int, ...]] = {
+    ("reed98", "year"): (2005, 2006, 2007, 2008, 2009),
+    ("reed98", "status"): (1, 2),
+    ("reed98", "dorm"): (86, 88, 90, 96, 110, 111, 113),
+    ("johnshopkins55", "year"): (2004, 2005, 2006, 2007, 2008, 2009),
+    ("johnshopkins55", "status"): (1, 2),
+    ("johnshopkins55", "dorm"): (51, 52, 53),
+    ("cornell5", "year"): (2004, 2005, 2006, 2007, 2008, 2009),
+    ("cornell5", "status"): (1, 2),
+}
+
 # Columns of Facebook100's ``local_info`` (Traud et al. 2012); 0 means "missing".
 FACEBOOK100_COLUMNS = ("status", "gender", "major", "minor", "dorm", "year", "high_school")
 FACEBOOK100_TARGETS = ("gender", "year", "status", "dorm")
@@ -481,8 +625,9 @@ def facebook100(mat_path: Path, target: str) -> tuple[Data, int]:
     """A Facebook100 school with ``target`` as label; features one-hot the other columns.
 
     As LINKX does for gender: every other ``local_info`` column is one-hot encoded (0,
-    "missing", is a category of its own); nodes whose target is 0 are unlabeled. Returns the
-    graph and the default minimum class size (:data:`FACEBOOK100_MIN_CLASS_SHARE`).
+    "missing", is a category of its own); nodes whose target is 0 are unlabeled, the others keep
+    the raw value (a year, a dorm code) as label. Returns the graph and the default minimum
+    class size (:data:`FACEBOOK100_MIN_CLASS_SHARE`).
     """
     from scipy.io import loadmat
 
@@ -500,9 +645,7 @@ def facebook100(mat_path: Path, target: str) -> tuple[Data, int]:
         blocks.append(np.eye(codes.max() + 1, dtype=np.float32)[codes])
     raw = info[:, column]
     labeled = raw > 0
-    _, codes = np.unique(raw[labeled], return_inverse=True)
-    y = np.full(raw.shape[0], -1, dtype=np.int64)
-    y[labeled] = codes
+    y = np.where(labeled, raw, -1).astype(np.int64)  # the raw values: the declared domain names them
     edge_index = torch.from_numpy(np.vstack([adjacency.row, adjacency.col]).astype(np.int64))
     data = Data(x=torch.from_numpy(np.hstack(blocks)), y=torch.from_numpy(y), edge_index=edge_index)
     data.num_nodes = raw.shape[0]
@@ -746,9 +889,10 @@ def _public_split(source: _Source, data: Data, pyg_dataset) -> torch.Tensor | No
 
 #: options of every dataset (:func:`prepare`'s): a choice, recorded with the dataset
 PREPROCESSING_OPTIONS = ("min_class_size", "remove_unlabeled")
-#: what a user declares public about a graph file (``declare=true``: its own sizes are
-#: published; ``declare_num_nodes=N`` ...: a bound known in advance; see :func:`from_data`)
-FILE_OPTIONS = ("declare", *(f"declare_{fact}" for fact in USER_FACTS))
+#: what a user declares public about a graph file (``declare=true``: its own sizes and label set
+#: are published; ``declare_classes=0,1,2`` or ``=C``: the label domain; ``declare_num_nodes=N``
+#: ...: a bound known in advance; see :func:`from_data`)
+FILE_OPTIONS = ("declare", "declare_classes", *(f"declare_{fact}" for fact in USER_FACTS))
 _CSBM_INTEGERS = ("num_nodes", "num_classes", "num_features", "seed")
 
 
@@ -780,6 +924,9 @@ def check_dataset_options(name: str, options: dict) -> None:
         label = "graph file" if is_graph_path(name) else parse_dataset_name(name)[0]
         raise DatasetError(f"unknown {label} options {unknown}; known: {', '.join(known)}")
     for option, value in options.items():
+        if option == "declare_classes":
+            declared_classes("declare_classes", value)  # one line naming the problem
+            continue
         if option in ("remove_unlabeled", "declare"):
             ok, kind = isinstance(value, bool), "true or false"
         elif option == "min_class_size":
@@ -796,6 +943,28 @@ def check_dataset_options(name: str, options: dict) -> None:
             raise DatasetError(f"dataset option {option}={value!r} must be {kind}")
 
 
+def check_file_declaration(name: str, options: dict) -> None:
+    """A graph file's label domain is declared (``declare_classes`` or ``declare=true``), and
+    ``min_class_size`` runs on declared counts (``declare=true``): refused before any work (the
+    commands call this on their options before reading the file; :func:`load_dataset` too).
+
+    Raises:
+        DatasetError: one line saying what to declare.
+    """
+    label = Path(str(name)).name
+    if not options.get("declare") and options.get("declare_classes") is None:
+        raise DatasetError(
+            f"{label}: the label domain is not declared; add --dataset-option declare_classes=V1,V2,... (the label "
+            "values a model may predict, in order; or a count C for 0..C-1) or declare=true if the graph's labels "
+            "are published"
+        )
+    if options.get("min_class_size") and not options.get("declare"):
+        raise DatasetError(
+            f"{label}: min_class_size compares per-class counts, which this graph does not declare; list the classes "
+            "to keep in --dataset-option declare_classes=..., or add declare=true if the graph's labels are published"
+        )
+
+
 def load_dataset(
     name: str,
     root: str | os.PathLike | None = None,
@@ -807,8 +976,11 @@ def load_dataset(
 
     A Facebook100 school takes a target after a colon: ``johnshopkins55:year`` (class year,
     as GAP's "Facebook" dataset), ``:gender`` (LINKX's label, the default), ``:status`` or
-    ``:dorm``; a non-gender target drops classes below 5 % of the labeled nodes unless
-    ``min_class_size`` says otherwise.
+    ``:dorm``; a non-gender target keeps the classes with 5 % of the labeled nodes or more (the
+    published list :data:`FACEBOOK100_CLASSES`, else the benchmark's published counts) unless
+    ``min_class_size`` says otherwise. Every registry dataset declares its published label
+    domain (:data:`PUBLISHED_CLASSES`); a graph file must declare its own (``declare_classes``
+    or ``declare=true``, :func:`check_file_declaration`).
 
     ``csbm`` is generated from ``options`` (see :func:`csbm`). A path (``./graph.npz``,
     ``graph.pt``: see :mod:`dpaudit.graph_files`) is a user's graph named by its file stem; its
@@ -834,8 +1006,9 @@ def load_dataset(
     if key == "csbm":
         generator = {k: int(v) if k in _CSBM_INTEGERS else float(v) for k, v in options.items()}
         ds = csbm(**generator)
-        if chosen:
-            ds = prepare(ds.data, "csbm", min_class_size, remove_unlabeled, ds.info)
+        if chosen:  # the generator's classes and counts are public (its parameters are in the card)
+            ds = prepare(ds.data, "csbm", min_class_size, remove_unlabeled, ds.info, ds.public_facts["classes"],
+                         PUBLISHED if min_class_size else None)  # fmt: skip
             ds.info["parameters"].update(chosen)
             ds.declare_public("the csbm generator (synthetic graph)")
         return _record_options(ds, {**generator, **chosen})
@@ -854,19 +1027,25 @@ def _record_options(dataset: GraphDataset, options: dict) -> GraphDataset:
 def _graph_file(path: str, min_class_size: int | None, remove_unlabeled: bool, options: dict) -> GraphDataset:
     from dpaudit.graph_files import read_graph_file
 
-    sizes = {key.removeprefix("declare_"): int(v) for key, v in options.items() if key.startswith("declare_")}
+    sizes = {key.removeprefix("declare_"): int(v) for key, v in options.items()
+             if key.startswith("declare_") and key != "declare_classes"}  # fmt: skip
     if options.get("declare") and sizes:
         raise DatasetError(
             "declare=true (the file's own sizes are published) and declare_* sizes (bounds) exclude each other"
         )
+    check_file_declaration(path, {**options, "min_class_size": min_class_size})
     raw, info = read_graph_file(path)
     info["parameters"] = {"file_format": info["format"]}
     if min_class_size is not None:
         info["parameters"]["min_class_size"] = min_class_size
     if remove_unlabeled:
         info["parameters"]["remove_unlabeled"] = True
-    dataset = prepare(raw, Path(path).stem, min_class_size, remove_unlabeled, info)
-    return _declare_user_facts(dataset, True if options.get("declare") else sizes)
+    published = bool(options.get("declare"))  # its label set and counts are public too
+    declared = options.get("declare_classes")
+    classes = declared_classes(Path(path).stem, declared) if declared is not None else PUBLISHED
+    counts = PUBLISHED if published and min_class_size else None
+    dataset = prepare(raw, Path(path).stem, min_class_size, remove_unlabeled, info, classes, counts)
+    return _declare_user_facts(dataset, True if published else sizes)
 
 
 def _registry(
@@ -883,21 +1062,28 @@ def _registry(
         )
     if missing:  # downloaded by PyG into a writable root or the download cache
         base = base if not missing_raw_files(key, base) else cache_root() / "downloads"
+    # a public benchmark's per-class counts are published with it (as its sizes): min_class_size
+    # may compare them; its label domain is the published one (PUBLISHED_CLASSES)
+    counts = PUBLISHED if min_class_size else None
     if target is not None and target != "gender":  # LINKX's own loader only knows gender
         raw, default_min = facebook100(base / source.folder / "raw" / "data.mat", target)
+        info = {"loader": "dpaudit.datasets.facebook100", "target": target, "source": str(base / source.folder)}
+        kept = FACEBOOK100_CLASSES.get((key, target))
+        if kept is not None and min_class_size is None:  # the published classes GAP's threshold keeps
+            raw.y = torch.where(torch.isin(raw.y, torch.tensor(kept)), raw.y, torch.full_like(raw.y, -1))
+            info["classes"] = "published list (FACEBOOK100_CLASSES); other labels unlabeled"
+            return _benchmark(prepare(raw, f"{key}:{target}", None, remove_unlabeled, info, list(kept)))
         return _benchmark(
             prepare(
-                raw,
-                f"{key}:{target}",
-                min_class_size=default_min if min_class_size is None else min_class_size,
-                remove_unlabeled=remove_unlabeled,
-                info={"loader": "dpaudit.datasets.facebook100", "target": target, "source": str(base / source.folder)},
+                raw, f"{key}:{target}", default_min if min_class_size is None else min_class_size, remove_unlabeled,
+                info, PUBLISHED, PUBLISHED,
             )
-        )
+        )  # fmt: skip
+    classes = PUBLISHED_CLASSES[key]
     if key in STREAMED:
         raw, loader = STREAMED[key](base / source.folder), f"dpaudit.datasets.{STREAMED[key].__name__}"
         info = {"loader": loader, "source": str(base / source.folder / "raw")}
-        return _benchmark(prepare(raw, key, min_class_size, remove_unlabeled, info))
+        return _benchmark(prepare(raw, key, min_class_size, remove_unlabeled, info, classes, counts))
     try:
         pyg_dataset = _instantiate(source, _processing_root(source, base))
     except DatasetError:
@@ -916,6 +1102,8 @@ def _registry(
             min_class_size=min_class_size,
             remove_unlabeled=remove_unlabeled,
             info={"loader": f"torch_geometric.datasets.{source.loader}", "source": str(base / source.folder / "raw")},
+            classes=classes,
+            class_counts=counts,
         )
     )
 
@@ -935,7 +1123,9 @@ def reload_dataset(
     record (refused when it is gone or its bytes changed: the record keeps their SHA-256), any
     other dataset by its card's name. The options recorded at training (the record's, else the
     card's public parameters) are used for the same dataset, and ``options`` win over them. The
-    caller still compares the fingerprint (:func:`dpaudit.provenance.resolve_dataset`).
+    caller still compares the fingerprint (:func:`dpaudit.provenance.resolve_dataset`). A graph
+    file without a declared label domain among the options takes the model's (its card's
+    ``public_facts["classes"]``): the classes the model predicts.
 
     Raises:
         DatasetError: the graph file is gone or changed, or the model came from a graph file
@@ -976,7 +1166,11 @@ def reload_dataset(
         same = from_file and Path(name).stem == trained_on
     else:
         same = not from_file and bool(trained_on) and parse_dataset_name(name) == parse_dataset_name(trained_on)
-    return load_dataset(name, root=root, **{**(recorded if same else {}), **(options or {})})
+    options = {**(recorded if same else {}), **(options or {})}
+    declared = (card.get("public_facts") or {}).get("classes")
+    if is_graph_path(name) and declared is not None and "declare" not in options and "declare_classes" not in options:
+        options["declare_classes"] = list(declared)  # the model's declared label domain (its card's, public)
+    return load_dataset(name, root=root, **options)
 
 
 def _benchmark(dataset: GraphDataset) -> GraphDataset:

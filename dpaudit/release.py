@@ -26,7 +26,8 @@ Why each public leaf is public (the rule :func:`check_public_card` enforces):
   ``overrides``, ``inference``, versions: choices made before any data is read.
 * ``dataset``: the registry **name**, number of classes and features (node features and
   labels' domain are declared facts of the task), the generator parameters of a synthetic
-  graph, and ``public_facts``: sizes **declared** before training (a public benchmark's
+  graph, and ``public_facts``: the declared label domain (``classes``: class ``i`` is label
+  value ``classes[i]``) and sizes **declared** before training (a public benchmark's
   published node / edge / split sizes, or a size the user declares), never measured on the
   private graph. The same declaration is recorded in the privacy spec (``public_facts``).
 * ``split``: the split *specification* (``random:0.75,0.1,0.15``), never its seed, sizes or

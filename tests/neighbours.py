@@ -4,7 +4,10 @@ A release is neutral when two trainings with the same seed on neighbouring input
 G minus one edge (edge level), or G and G minus one node with its edges (node level) — write
 public files that agree on every leaf except the weights (the accounted mechanism's output)
 and their hash. The declared public facts are constants of the run, so the neighbour keeps
-them (:mod:`dpaudit.release`).
+them (:mod:`dpaudit.release`); everything derived from the data (the class count and label
+mapping, the mask, the fingerprint) is rebuilt from the neighbour's own raw data by the same
+preparation (:func:`dpaudit.datasets.prepare` with the same declared facts), never copied from
+the base graph — a derived field copied over would hide a leak of private data into it.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import torch
 from torch_geometric.data import Data
 from torch_geometric.utils import subgraph
 
-from dpaudit.datasets import GraphDataset, fingerprint
+from dpaudit.datasets import GraphDataset, prepare
 from dpaudit.release import PUBLIC_FILES
 from dpaudit.splits import Split
 
@@ -26,8 +29,31 @@ from dpaudit.splits import Split
 WEIGHT_LEAVES = ("weights_sha256",)
 
 
-def _dataset(base: GraphDataset, data: Data) -> GraphDataset:
-    return GraphDataset(data, base.name, base.num_classes, fingerprint(data), dict(base.info), dict(base.public_facts))
+def raw_graph(dataset: GraphDataset) -> Data:
+    """``dataset``'s raw graph: features, edges, the public split and every label as its declared
+    value (class ``i`` → ``public_facts["classes"][i]``; -1 unlabeled), what a loader hands
+    :func:`dpaudit.datasets.prepare`."""
+    declared = dataset.public_facts.get("classes")
+    if declared is None:
+        raise ValueError(f"{dataset.name}: no declared label domain (public_facts['classes']) to rebuild a neighbour")
+    data = dataset.data
+    values = torch.tensor(declared, dtype=torch.long)
+    y = torch.where(data.label_mask, values[data.y.clamp(min=0)], torch.full_like(data.y, -1))
+    raw = Data(x=data.x, y=y, edge_index=data.edge_index, num_nodes=data.num_nodes)
+    if dataset.has_public_split:
+        raw.public_split = data.public_split
+    return raw
+
+
+def _dataset(base: GraphDataset, raw: Data) -> GraphDataset:
+    """The neighbour: ``raw`` prepared as the base graph was, from the same declared facts (the
+    label domain, the declared class counts); the declaration itself is kept as a constant."""
+    facts = base.public_facts
+    rebuilt = prepare(raw, base.name, info=dict(base.info), classes=facts["classes"],
+                      class_counts=facts.get("class_counts"))  # fmt: skip
+    assert rebuilt.public_facts["classes"] == facts["classes"], "the same declaration, the same domain"
+    rebuilt.public_facts = dict(facts)
+    return rebuilt
 
 
 def without_edge(dataset: GraphDataset, split: Split, index: int = 0) -> GraphDataset:
@@ -39,9 +65,9 @@ def without_edge(dataset: GraphDataset, split: Split, index: int = 0) -> GraphDa
     candidates = ((row < col) & train[row] & train[col]).nonzero().view(-1)
     u, v = int(row[candidates[index]]), int(col[candidates[index]])
     keep = ~(((row == u) & (col == v)) | ((row == v) & (col == u)))
-    data = dataset.data.clone()
-    data.edge_index = dataset.data.edge_index[:, keep]
-    return _dataset(dataset, data)
+    raw = raw_graph(dataset)
+    raw.edge_index = dataset.data.edge_index[:, keep]
+    return _dataset(dataset, raw)
 
 
 def without_node(dataset: GraphDataset, split: Split, node: int | None = None) -> tuple[GraphDataset, Split]:
@@ -55,12 +81,10 @@ def without_node(dataset: GraphDataset, split: Split, node: int | None = None) -
     keep[node] = False
     kept = keep.nonzero().view(-1)
     edge_index, _ = subgraph(kept, dataset.data.edge_index, relabel_nodes=True, num_nodes=dataset.num_nodes)
-    data = Data(
-        x=dataset.data.x[kept], y=dataset.data.y[kept], edge_index=edge_index,
-        label_mask=dataset.data.label_mask[kept], num_nodes=kept.numel(),
-    )  # fmt: skip
+    full = raw_graph(dataset)
+    raw = Data(x=full.x[kept], y=full.y[kept], edge_index=edge_index, num_nodes=kept.numel())
     if dataset.has_public_split:
-        data.public_split = dataset.data.public_split[kept]
+        raw.public_split = full.public_split[kept]
     new_index = torch.full((dataset.num_nodes,), -1, dtype=torch.long)
     new_index[kept] = torch.arange(kept.numel())
 
@@ -73,7 +97,7 @@ def without_node(dataset: GraphDataset, split: Split, node: int | None = None) -
         split, train=remap(split.train), val=remap(split.val), test=remap(split.test), node_part=node_part,
         info=dict(split.info),
     )  # fmt: skip
-    return _dataset(dataset, data), smaller
+    return _dataset(dataset, raw), smaller
 
 
 def public_leaves(directory: str | Path) -> dict[str, Any]:

@@ -220,7 +220,7 @@ def _flat(n: int, public_facts) -> object:
     g = torch.Generator().manual_seed(0)
     data = Data(x=torch.randn(n, 8, generator=g), y=torch.randint(0, 3, (n,), generator=g),
                 edge_index=torch.empty(2, 0, dtype=torch.long))  # fmt: skip
-    return from_data(data, "flat", public_facts=public_facts)
+    return from_data(data, "flat", public_facts=public_facts, classes=3)
 
 
 @pytest.mark.parametrize("protocol", ["sound", "paper"])

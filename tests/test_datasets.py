@@ -103,7 +103,7 @@ def test_preprocessing_cleans_edges_and_masks_unlabeled():
         y=torch.tensor([0, 1, -1, 1]),
         edge_index=torch.tensor([[0, 0, 1, 2, 2], [1, 1, 0, 2, 3]]),
     )
-    ds = from_data(data, "toy")
+    ds = from_data(data, "toy", classes=2)
     assert ds.data.edge_index.tolist() == [[0, 1, 2, 3], [1, 0, 3, 2]]
     assert ds.data.label_mask.tolist() == [True, True, False, True]
     assert ds.num_classes == 2
@@ -112,10 +112,15 @@ def test_preprocessing_cleans_edges_and_masks_unlabeled():
 def test_min_class_size_drops_rare_classes():
     y = torch.tensor([0] * 10 + [1] * 3 + [2] * 10)
     data = Data(x=torch.randn(23, 2), y=y, edge_index=torch.tensor([[0, 12], [12, 22]]))
-    ds = from_data(data, "toy", min_class_size=5)
+    # a published graph (public_facts=True): its per-class counts are public, the threshold reads them
+    ds = from_data(data, "toy", public_facts=True, min_class_size=5)
     assert ds.num_classes == 2 and int(ds.data.label_mask.sum()) == 20
-    removed = from_data(data, "toy", min_class_size=5, remove_unlabeled=True)
+    assert ds.public_facts["classes"] == [0, 2] and ds.public_facts["class_counts"] == [10, 10]
+    removed = from_data(data, "toy", public_facts=True, min_class_size=5, remove_unlabeled=True)
     assert removed.num_nodes == 20 and removed.data.edge_index.numel() == 0
+    # undeclared counts: the threshold is refused (it would read the private labels)
+    with pytest.raises(DatasetError, match="min_class_size compares declared per-class counts"):
+        from_data(data, "toy", classes=3, min_class_size=5)
 
 
 @pytest.mark.parametrize(
@@ -157,4 +162,4 @@ def test_min_class_size_drops_rare_classes():
 )
 def test_bad_graphs_get_clear_errors(data, match):
     with pytest.raises(DatasetError, match=match):
-        from_data(data, "bad")
+        from_data(data, "bad", public_facts=True)

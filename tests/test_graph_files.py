@@ -15,6 +15,9 @@ from dpaudit.cli import main
 from dpaudit.datasets import load_dataset, prepare
 from dpaudit.errors import DatasetError
 
+#: small_graph's label domain, declared (a graph file must declare it)
+DECLARED = ["--dataset-option", "declare_classes=3"]
+
 
 def _save(graph: Data, path: Path, **extra) -> Path:
     """``graph`` as a graph file (format by suffix), with ``extra`` arrays."""
@@ -35,9 +38,10 @@ def _one_line_error(capsys, fragment: str) -> None:
 @pytest.mark.parametrize("suffix", [".npz", ".pt"])
 def test_a_graph_file_loads_as_the_same_graph(small_graph, tmp_path, suffix):
     path = _save(small_graph.data, tmp_path / f"my_graph{suffix}")
-    dataset = load_dataset(str(path))
+    dataset = load_dataset(str(path), declare_classes=3)
     assert dataset.name == "my_graph" and dataset.fingerprint == small_graph.fingerprint
-    assert dataset.public_facts == {}  # a user's graph declares nothing by default
+    # a user's graph declares no size by default: only its label domain, which it must declare
+    assert dataset.public_facts == {"classes": [0, 1, 2], "declared_by": "the user"}
     assert not dataset.has_public_split
     assert str(tmp_path) not in json.dumps(dataset.card()) and dataset.card()["parameters"] == {
         "file_format": suffix[1:]
@@ -49,8 +53,8 @@ def test_self_loops_duplicates_and_one_direction_are_cleaned_as_built_in(tmp_pat
     x, y = torch.randn(4, 3), torch.tensor([0, 1, 0, 1])
     edges = torch.tensor([[0, 0, 1, 2, 2, 3], [1, 1, 2, 2, 3, 0]])  # a duplicate, a self loop, one direction only
     path = _save(Data(x=x, y=y, edge_index=edges), tmp_path / "g.npz")
-    loaded = load_dataset(str(path))
-    built_in = prepare(Data(x=x, y=y, edge_index=edges), "g")
+    loaded = load_dataset(str(path), declare_classes="0,1")
+    built_in = prepare(Data(x=x, y=y, edge_index=edges), "g", classes=[0, 1])
     assert torch.equal(loaded.data.edge_index, built_in.data.edge_index) and loaded.num_edges == 4
 
 
@@ -58,7 +62,7 @@ def test_masks_become_the_public_split(small_graph, tmp_path):
     n = small_graph.num_nodes
     masks = {k: torch.zeros(n, dtype=torch.bool) for k in ("train_mask", "val_mask", "test_mask")}
     masks["train_mask"][:30], masks["val_mask"][30:60], masks["test_mask"][60:120] = True, True, True
-    dataset = load_dataset(str(_save(small_graph.data, tmp_path / "g.pt", **masks)))
+    dataset = load_dataset(str(_save(small_graph.data, tmp_path / "g.pt", **masks)), declare_classes=3)
     codes = dataset.data.public_split
     assert [(codes == k).sum().item() for k in range(3)] == [30, 30, 60]
 
@@ -78,7 +82,7 @@ def test_a_pt_file_is_never_unpickled(small_graph, tmp_path):
     path = tmp_path / "evil.pt"
     torch.save({"x": small_graph.data.x, "y": small_graph.data.y, "edge_index": _Payload(str(marker))}, path)
     with pytest.raises(DatasetError, match="never unpickles"):
-        load_dataset(str(path))
+        load_dataset(str(path), declare_classes=3)
     assert not marker.exists()
 
 
@@ -86,7 +90,7 @@ def test_an_npz_with_object_arrays_is_refused(tmp_path):
     path = tmp_path / "g.npz"
     np.savez(path, x=np.array([[1.0]]), y=np.array([0]), edge_index=np.array([[object()], [object()]], dtype=object))
     with pytest.raises(DatasetError, match="object arrays"):
-        load_dataset(str(path))
+        load_dataset(str(path), declare_classes=3)
 
 
 def _bad_files(tmp_path: Path, graph: Data) -> dict[str, Path]:
@@ -134,7 +138,7 @@ def _bad_files(tmp_path: Path, graph: Data) -> dict[str, Path]:
 def test_a_bad_graph_file_is_one_line_before_any_work(case, fragment, small_graph, tmp_path, capsys):
     path = _bad_files(tmp_path, small_graph.data)[case]
     out = tmp_path / "model"
-    assert main(["train", "--defense", "gcn", "--dataset", str(path), "--out", str(out)]) == 2
+    assert main(["train", "--defense", "gcn", "--dataset", str(path), *DECLARED, "--out", str(out)]) == 2
     _one_line_error(capsys, fragment)
     assert not out.exists()
 
@@ -142,21 +146,23 @@ def test_a_bad_graph_file_is_one_line_before_any_work(case, fragment, small_grap
 @pytest.mark.parametrize(
     "option,fragment",
     [
-        ("num_nodes=5", "unknown graph file options ['num_nodes']; known: declare, declare_num_nodes"),
+        ("num_nodes=5", "unknown graph file options ['num_nodes']; known: declare, declare_classes, declare_num_nodes"),
+        ("declare_classes=0,0,1", "declared classes [0, 0, 1] repeat a label"),
         ("declare=maybe", "declare='maybe' must be true or false"),
         ("declare_num_nodes=0", "declare_num_nodes=0 must be an integer >= 1"),
     ],
 )
 def test_graph_file_options_are_checked_before_reading(option, fragment, small_graph, tmp_path, capsys):
     path = _save(small_graph.data, tmp_path / "g.npz")
-    argv = ["train", "--defense", "gcn", "--dataset", str(path), "--dataset-option", option]
+    declared = [] if option.startswith("declare_classes") else DECLARED
+    argv = ["train", "--defense", "gcn", "--dataset", str(path), *declared, "--dataset-option", option]
     assert main([*argv, "--out", str(tmp_path / "m")]) == 2
     _one_line_error(capsys, fragment)
 
 
 def test_delta_auto_on_an_undeclared_file_says_how_to_proceed(small_graph, tmp_path, capsys):
     path = _save(small_graph.data, tmp_path / "g.npz")
-    base = ["train", "--defense", "mlp-dp", "--epsilon", "4", "--dataset", str(path), "--set", "epochs=2",
+    base = ["train", "--defense", "mlp-dp", "--epsilon", "4", "--dataset", str(path), *DECLARED, "--set", "epochs=2",
             "--set", "preset=gap", "--device", "cpu"]  # fmt: skip
     assert main([*base, "--out", str(tmp_path / "auto")]) == 2
     _one_line_error(capsys, "pass --delta D (below 1/its nodes), or --dataset-option declare=true")
@@ -164,7 +170,7 @@ def test_delta_auto_on_an_undeclared_file_says_how_to_proceed(small_graph, tmp_p
     # a given δ needs no declared size (the sampling rate still must not come from the graph)
     assert main([*base, "--delta", "1e-4", "--set", "sample_rate=0.1", "--out", str(tmp_path / "given")]) == 0
     spec = json.loads((tmp_path / "given" / "model.json").read_text())["privacy"]
-    assert spec["delta"] == 1e-4 and not spec.get("public_facts")
+    assert spec["delta"] == 1e-4 and spec["public_facts"] == {"classes": [0, 1, 2], "declared_by": "the user"}
     # declared published sizes: δ = auto below 1/300 nodes, recorded as the user's declaration
     assert main([*base, "--dataset-option", "declare=true", "--out", str(tmp_path / "declared")]) == 0
     spec = json.loads((tmp_path / "declared" / "model.json").read_text())["privacy"]
@@ -177,7 +183,7 @@ def test_train_then_audit_a_graph_file_end_to_end(suffix, small_graph, tmp_path,
     monkeypatch.chdir(tmp_path)
     _save(small_graph.data, tmp_path / f"my_graph{suffix}")
     model = tmp_path / "model"
-    assert main(["train", "--defense", "gcn", "--dataset", f"./my_graph{suffix}", "--set", "epochs=5",
+    assert main(["train", "--defense", "gcn", "--dataset", f"./my_graph{suffix}", *DECLARED, "--set", "epochs=5",
                  "--device", "cpu", "--out", "model"]) == 0  # fmt: skip
     public = (model / "model.json").read_text()
     assert '"name": "my_graph"' in public and str(tmp_path) not in public and "my_graph" + suffix not in public
@@ -210,8 +216,8 @@ def test_train_then_audit_a_graph_file_end_to_end(suffix, small_graph, tmp_path,
 def test_audit_without_the_owners_record_asks_for_the_file(small_graph, tmp_path, capsys):
     path = _save(small_graph.data, tmp_path / "cora.npz")  # a stem that is also a registry name
     model = tmp_path / "model"
-    assert main(["train", "--defense", "gcn", "--dataset", str(path), "--set", "epochs=2", "--device", "cpu",
-                 "--out", str(model)]) == 0  # fmt: skip
+    assert main(["train", "--defense", "gcn", "--dataset", str(path), *DECLARED, "--set", "epochs=2",
+                 "--device", "cpu", "--out", str(model)]) == 0  # fmt: skip
     (model / "provenance.json").unlink()
     (model / "metrics.json").unlink()
     capsys.readouterr()
@@ -221,7 +227,7 @@ def test_audit_without_the_owners_record_asks_for_the_file(small_graph, tmp_path
 
 def test_compare_takes_a_graph_file(small_graph, tmp_path, capsys):
     path = _save(small_graph.data, tmp_path / "g.npz")
-    argv = ["compare", "--dataset", str(path), "--defenses", "gcn", "--epsilons", "inf", "--attacks",
+    argv = ["compare", "--dataset", str(path), *DECLARED, "--defenses", "gcn", "--epsilons", "inf", "--attacks",
             "mia-threshold", "--set", "epochs=2", "--jobs", "1", "--no-report", "--out", str(tmp_path / "s")]  # fmt: skip
     assert main(argv) == 0
     record = json.loads((tmp_path / "s" / "results.jsonl").read_text().splitlines()[0])

@@ -130,16 +130,18 @@ def _undeclared_graph(**kwargs):
     x = torch.randn(40, 5, generator=g)
     y = torch.arange(40) % 2
     edge_index = torch.randint(0, 40, (2, 80), generator=g)
+    kwargs.setdefault("classes", 2)  # the label domain, always declared; no size unless told
     return from_data(Data(x=x, y=y, edge_index=edge_index), "mine", **kwargs)
 
 
 def test_a_users_graph_declares_nothing_unless_told(tmp_path):
     mine = _undeclared_graph()
-    assert mine.public_facts == {} and make_split(mine, SPLIT).declared_sizes is None
+    assert mine.public_facts == {"classes": [0, 1], "declared_by": "the user"}
+    assert make_split(mine, SPLIT).declared_sizes is None
     with pytest.raises(DPAuditError, match="delta=auto needs a declared public size"):
         get_defense("mlp-dp")(epsilon=4, epochs=1).fit(mine, make_split(mine, SPLIT))
     declared = _undeclared_graph(public_facts={"num_nodes": 1000})
-    assert declared.public_facts == {"num_nodes": 1000, "declared_by": "the user"}
+    assert declared.public_facts == {"classes": [0, 1], "num_nodes": 1000, "declared_by": "the user"}
     # a declared bound does not make the split's measured sizes public
     assert make_split(declared, SPLIT).declared_sizes is None
     assert _undeclared_graph(public_facts=True).public_facts["num_nodes"] == 40

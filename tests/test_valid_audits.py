@@ -36,8 +36,8 @@ def _warnings(caplog) -> list[str]:
 
 def test_train_on_a_public_split_warns_with_the_command_that_gives_a_valid_audit(masked_graph, tmp_path, caplog,
                                                                                   capsys):  # fmt: skip
-    argv = ["train", "--defense", "gcn", "--dataset", str(masked_graph), "--set", "epochs=2", "--device", "cpu",
-            "--out", str(tmp_path / "public")]  # fmt: skip
+    argv = ["train", "--defense", "gcn", "--dataset", str(masked_graph), "--dataset-option", "declare_classes=3",
+            "--set", "epochs=2", "--device", "cpu", "--out", str(tmp_path / "public")]  # fmt: skip
     with caplog.at_level(logging.WARNING, logger="dpaudit"):
         assert main(argv) == 0
     [warning] = _warnings(caplog)

@@ -20,9 +20,10 @@ DATASET_HELP = (
 )
 DATASET_OPTION_HELP = (
     "dataset option (repeatable): csbm's num_nodes, num_classes, num_features, avg_degree, homophily, "
-    "feature_signal, seed; a graph file's declare=true (its own sizes are published) or declare_num_nodes=N, "
-    "declare_num_edges=N, declare_num_labeled=N, declare_num_train=N (public bounds); any dataset's "
-    "min_class_size=K, remove_unlabeled=true"
+    "feature_signal, seed; a graph file's label domain, which it must declare: declare_classes=0,1,2 (the label "
+    "values a model may predict, in order; or a count C for 0..C-1) or declare=true (its own sizes and label set "
+    "are published), and declare_num_nodes=N, declare_num_edges=N, declare_num_labeled=N, declare_num_train=N "
+    "(public bounds); any dataset's min_class_size=K (on declared counts), remove_unlabeled=true"
 )
 SPLIT_HELP = (
     "public | random:TR,VA,TE | per-class:K,VA,TE | inductive:TR,TE[,VA] | metis:K (K >= 6, DPAR's partition); "
@@ -34,11 +35,14 @@ def add_dataset_option_argument(parser) -> None:
     parser.add_argument("--dataset-option", action="append", metavar="KEY=VALUE", help=DATASET_OPTION_HELP)
 
 
-def parse_dataset_options(items: list[str] | None, dataset: str | None) -> dict:
+def parse_dataset_options(items: list[str] | None, dataset: str | None, declaring: bool = True) -> dict:
     """``["num_nodes=500", "declare=true"]`` → typed options, each known to ``dataset`` and in
-    its range (:func:`dpaudit.datasets.check_dataset_options`), before anything is loaded."""
+    its range (:func:`dpaudit.datasets.check_dataset_options`), before anything is loaded. A
+    graph file that a model is trained on (``declaring``) must declare its label domain
+    (:func:`dpaudit.datasets.check_file_declaration`); an audit takes the model's."""
     from dpaudit.commands.study import parse_literal
-    from dpaudit.datasets import check_dataset_options
+    from dpaudit.datasets import check_dataset_options, check_file_declaration
+    from dpaudit.graph_files import is_graph_path
 
     options = {}
     for item in items or []:
@@ -53,6 +57,8 @@ def parse_dataset_options(items: list[str] | None, dataset: str | None) -> dict:
         raise ConfigurationError("--dataset-option needs --dataset")
     if dataset is not None:
         check_dataset_options(dataset, options)
+        if declaring and is_graph_path(dataset):
+            check_file_declaration(dataset, options)
     return options
 
 

@@ -161,7 +161,7 @@ def cmd_audit(args) -> int:
     from dpaudit.workflows import audit, format_plan
 
     check_report_paths(args.out, "audit", force=args.force)
-    options = parse_dataset_options(args.dataset_option, args.dataset)
+    options = parse_dataset_options(args.dataset_option, args.dataset, declaring=False)  # the model's classes
     model = load(args.model, device="cpu")
     names = _attack_names(args.attacks)
     settings = attack_overrides(args.attack_set, names)
