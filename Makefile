@@ -2,8 +2,9 @@
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
-# optional extras to install with the package: CI adds ray (`make test EXTRAS=dev,ray`) so the
-# Ray executor's tests run instead of skipping; one stamp per set, so a change reinstalls
+# optional extras to install with the package: CI adds ray and docs (`make test EXTRAS=dev,ray,docs`)
+# so the Ray executor's tests and the strict docs build run instead of skipping; one stamp per
+# set, so a change reinstalls
 EXTRAS ?= dev
 comma  := ,
 STAMP  := $(VENV)/.dpaudit-installed-$(subst $(comma),-,$(EXTRAS))
