@@ -107,6 +107,7 @@ from dpaudit.nn import (
     feature_dropout,
     features,
 )
+from dpaudit.private_selection import Score
 from dpaudit.registry import register_defense
 from dpaudit.release import declared_train_size
 from dpaudit.splits import Split
@@ -593,6 +594,17 @@ class MLPDP(Defense):
     unit = "node"
     summary = "MLP on node features with node-level DP-Adam/DP-SGD (ghost clipping), noise calibrated to ε"
     hyperparameters_class = MLPDPHyperparameters
+
+    selection_score = Score(
+        noisy=True,
+        needs_training_release=False,
+        reason="a validation node's prediction reads only the released MLP and the node's own features",
+    )
+    #: varies the optimiser and the schedule around the ``auto`` preset
+    selection_grid = ({}, {"lr": 0.1}, {"epochs": 50}, {"epochs": 200, "lr": 0.02})
+
+    def selection_run_mechanisms(self, num_features: int, declared_train: int | None, delta: float) -> list:
+        return [self.plan(num_features, declared_train, delta).mechanism]
 
     def plan(
         self, num_features: int, train_size: int | None, delta: float, recorded_sigma: float | None = None

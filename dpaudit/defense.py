@@ -47,6 +47,7 @@ from dpaudit.accounting.spec import validate_delta, validate_epsilon
 from dpaudit.datasets import GraphDataset
 from dpaudit.errors import ConfigurationError, DPAuditError, PrivacyParameterError
 from dpaudit.model import ReleasedModel
+from dpaudit.private_selection import check_selection_request, replan_selection, select_privately
 from dpaudit.release import declared_facts, declared_population, require_declared
 from dpaudit.runtime import library_versions, resolve_device, seed_everything
 from dpaudit.splits import Split
@@ -229,6 +230,13 @@ class Defense(ABC):
     unit: ClassVar[str | None] = None
     summary: ClassVar[str] = ""
     hyperparameters_class: ClassVar[type[Hyperparameters]] = Hyperparameters
+    #: ``select=private`` (:mod:`dpaudit.private_selection`): how a run is scored — a
+    #: :class:`~dpaudit.private_selection.Score` proven private for the unit — or ``None``
+    selection_score: ClassVar[Any] = None
+    #: the public candidate grid: overrides of the hyperparameters, one dict per candidate
+    selection_grid: ClassVar[tuple[dict[str, Any], ...]] = ()
+    #: why ``select=private`` is refused for this defense (one line), or ``None``
+    selection_refusal: ClassVar[str | None] = None
 
     def __init__(
         self,
@@ -256,8 +264,6 @@ class Defense(ABC):
         if protocol is not None and protocol not in PROTOCOLS:
             raise ConfigurationError(f"{self.name}: protocol must be one of {PROTOCOLS}, got {protocol!r}")
         if isinstance(self.hp, PrivateHyperparameters):
-            from dpaudit.private_selection import check_selection_request
-
             check_selection_request(self)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -326,8 +332,6 @@ class Defense(ABC):
         delta = self.resolve_delta(dataset, split)
         start = time.perf_counter()
         if self.selects_privately:
-            from dpaudit.private_selection import select_privately
-
             model = select_privately(self, dataset, split, delta)
         else:
             model = self._fit(dataset, split, delta)
@@ -392,6 +396,11 @@ class Defense(ABC):
         defense cannot re-plan (the default; the load check then says so)."""
         return None
 
+    def selection_run_mechanisms(self, num_features: int, declared_train: int | None, delta: float) -> list[Any]:
+        """What one training run (at this defense's ε) spends, from public inputs alone — the
+        plan its ``fit`` makes. Defenses with a ``selection_score`` implement it."""
+        raise ConfigurationError(f"{self.name}: no run plan for private selection")
+
     @abstractmethod
     def _fit(self, dataset: GraphDataset, split: Split, delta: float) -> ReleasedModel:
         """Train and return the model with its privacy spec and the ``inference`` card entry."""
@@ -403,8 +412,6 @@ def _selection_aware(replan_run):
 
     def replan(cls, card: dict[str, Any], privacy: Any) -> list[dict[str, Any]] | None:
         if isinstance(card, dict) and "selection" in card:
-            from dpaudit.private_selection import replan_selection
-
             return replan_selection(cls, card, privacy, replan_run)
         return replan_run(cls, card, privacy)
 

@@ -36,7 +36,7 @@ from safetensors.torch import save as save_safetensors
 from torch_geometric.data import Data
 
 from dpaudit.accounting.spec import PrivacySpec
-from dpaudit.accounting.verify import Verification, verify_spec
+from dpaudit.accounting.verify import Verification, refuse, verify_spec
 from dpaudit.adjacency import TensorCache, adjacency_of
 from dpaudit.errors import DPAuditError, IntegrityError, ModelFormatError
 from dpaudit.nn import build_architecture, features
@@ -83,6 +83,27 @@ def load_plugins() -> None:
     """Import the packages that register defenses, model kinds and attacks (entry points)."""
     for entry in metadata.entry_points(group=PLUGIN_GROUP):
         entry.load()
+
+
+# The training layer's defense lookup (:func:`dpaudit.registry.get_defense`), installed by the
+# registry when it is imported: the release format asks a card's defense for its unit and its
+# plan without importing the layer above it.
+_DEFENSE_LOOKUP: list = []
+
+
+def install_defense_lookup(lookup) -> None:
+    """Called once by :mod:`dpaudit.registry`: ``lookup(name)`` returns a defense class or raises
+    :class:`~dpaudit.errors.DPAuditError` for an unknown name."""
+    _DEFENSE_LOOKUP[:] = [lookup]
+
+
+def _defense_class(method: str):
+    """The registered defense ``method`` (plugins loaded first; their packages import the registry)."""
+    if not _DEFENSE_LOOKUP:
+        load_plugins()
+    if not _DEFENSE_LOOKUP:
+        raise ModelFormatError("no defense registry is installed (import dpaudit.registry): the card cannot be checked")
+    return _DEFENSE_LOOKUP[0](method)
 
 
 def model_kind(kind: str) -> type[ReleasedModel]:
@@ -384,13 +405,11 @@ def read_record(directory: str | Path) -> dict[str, Any]:
 def expected_unit(card: dict[str, Any]) -> str | None:
     """The unit the card's defense protects (``None`` when the method is not a registered
     defense, e.g. a model kind from a plugin without one)."""
-    from dpaudit.registry import get_defense
-
     method = card.get("method")
     if not isinstance(method, str):
         return None
     try:
-        return get_defense(method).unit
+        return _defense_class(method).unit
     except DPAuditError:
         return None
 
@@ -398,7 +417,6 @@ def expected_unit(card: dict[str, Any]) -> str | None:
 def card_protocol(card: dict[str, Any]) -> str | None:
     """The protocol the model card records (``card["protocol"]``, else the hyperparameters');
     two different values are refused."""
-    from dpaudit.accounting.verify import refuse
 
     top = card.get("protocol")
     hp = (card.get("hyperparameters") or {}).get("protocol") if isinstance(card.get("hyperparameters"), dict) else None
@@ -419,14 +437,11 @@ def check_plan(privacy: PrivacySpec, card: dict[str, Any]) -> str | None:
     Raises:
         IntegrityError: the recorded mechanisms are not the plan's (one line).
     """
-    from dpaudit.accounting.verify import refuse
-    from dpaudit.registry import get_defense
-
     method = card.get("method")
     if not privacy.is_private or not isinstance(method, str) or card.get("adapter"):
         return None
     try:
-        defense = get_defense(method)
+        defense = _defense_class(method)
     except DPAuditError:
         return None
     planned = defense.replan(card, privacy)

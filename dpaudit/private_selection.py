@@ -3,13 +3,13 @@ r"""Accounted hyperparameter selection: ``--set select=private`` on a private de
 The random-stopping selection of Papernot & Steinke (ICLR 2022, Theorem 2;
 :mod:`dpaudit.accounting.selection`): draw K from a truncated negative binomial law, make K
 independent runs — each draws a candidate uniformly from the defense's public grid
-(:data:`GRIDS`), trains it at a per-run target ε_run and scores it — and release only the
+(the defense's :attr:`~dpaudit.defense.Defense.selection_grid`), trains it at a per-run target ε_run and scores it — and release only the
 best-scoring run. The selection's RDP follows from one run's; ε_run is the largest value (to
 0.5 %) whose selection spends ε ≤ the target at the target δ, found before any data is read.
 Theorem 2 needs each run's Rényi-DP curve, so a run must be a ``sound`` run whose whole
 guarantee is a composition of mechanisms with RDP curves.
 
-A run's score must itself be private for the unit (:data:`SCORES`, each with its own count of
+A run's score must itself be private for the unit (the defense's :attr:`~dpaudit.defense.Defense.selection_score`, each with its own count of
 correct validation predictions):
 
 * **edge level** (``gap-edp``): node features and labels are not protected, and a validation
@@ -36,7 +36,7 @@ correct validation predictions):
   amplification is the identity and the run is exactly its inner ledger's RDP curve (for
   q′ < 1 the amplification is proven for (ε, δ) only, Balle et al. 2018, Thm 8).
 
-Refused, with the reason (:data:`REFUSALS`):
+Refused, with the reason (the defense's :attr:`~dpaudit.defense.Defense.selection_refusal`):
 
 * ``dpgnn``: its sampler (the default of both protocols) is ``sound: false`` (removing a node
   with its undirected edges changes other nodes' sampled subgraphs, outside Theorem 1's
@@ -66,8 +66,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import functools
-import json
 import logging
 import math
 from collections.abc import Callable
@@ -78,16 +76,18 @@ import numpy as np
 import torch
 
 from dpaudit.accounting import GaussianMechanism, Mechanism, PrivacyLedger, PrivateSelection
+from dpaudit.accounting.mechanisms import NODE_SAMPLING_AMPLIFICATION
 from dpaudit.accounting.selection import draw_runs, expected_runs, gamma_for_expected_runs
+from dpaudit.accounting.verify import refuse as integrity_error
 from dpaudit.errors import ConfigurationError, PrivacyParameterError
-from dpaudit.release import declared_train_size, require_declared
+from dpaudit.model import ReleasedModel, answering, compare_records
+from dpaudit.release import declared_train_size
 
 if TYPE_CHECKING:
     from torch_geometric.data import Data
 
     from dpaudit.datasets import GraphDataset
     from dpaudit.defense import Defense
-    from dpaudit.model import ReleasedModel
     from dpaudit.splits import Split
 
 log = logging.getLogger(__name__)
@@ -98,8 +98,6 @@ SELECT_CHOICES = ("none", "private")
 def _answered_count(model: ReleasedModel, dataset: GraphDataset, split: Split, from_training_release: bool) -> int:
     """The number of validation nodes the run predicts correctly, answered from its training
     release where the model charges queries (never a new release)."""
-    from dpaudit.model import answering
-
     graph = split.graph_for(dataset, "val")
     asked = model.query_session() if callable(getattr(model, "query_session", None)) else model
     answerer = answering(asked, graph)
@@ -153,7 +151,9 @@ class Score:
         return _answered_count(model, dataset, split, self.needs_training_release)
 
 
-_DPAR_SCORE = Score(
+#: The score of a DPAR run (node level): the features-only count, since a prediction through Eq. 4
+#: reads the neighbours and has unbounded node sensitivity.
+FEATURES_ONLY_SCORE = Score(
     noisy=True,
     needs_training_release=False,
     reason="the score counts features-only predictions argmax f_θ(x_v), without Eq. 4's propagation: a validation "
@@ -162,54 +162,19 @@ _DPAR_SCORE = Score(
     label="noisy validation count of features-only predictions f_θ(x_v)",
 )
 
-#: Defenses whose run score is proven private for their unit (see the module docstring).
-SCORES: dict[str, Score] = {
-    "mlp-dp": Score(
-        noisy=True,
-        needs_training_release=False,
-        reason="a validation node's prediction reads only the released MLP and the node's own features",
-    ),
-    "gap-ndp": Score(
-        noisy=True,
-        needs_training_release=True,
-        reason="a validation node's prediction reads only the run's release (modules and its row of the accounted "
-        "PMA aggregates) and the node's own features",
-    ),
-    "gap-edp": Score(
-        noisy=False,
-        needs_training_release=True,
-        reason="at edge level node features and labels are public and a validation node's prediction reads only "
-        "the run's release, so validation accuracy is post-processing",
-        label="validation accuracy (post-processing)",
-    ),
-    "dpar-em0": _DPAR_SCORE,
-    "dpar-em1": _DPAR_SCORE,
-    "dpar-gm": _DPAR_SCORE,
-}
 
-#: Private defenses refused, and why (the module docstring gives the argument).
-REFUSALS: dict[str, str] = {
-    "dpgnn": "dpgnn's sampler is sound: false (removing a node with its undirected edges changes other nodes' sampled "
-    "subgraphs, outside Theorem 1's occurrence bound), and select=private composes each run's proven Rényi-DP curve; "
-    "its proven degree_bound=promise has no selection grid",
-    "gcon": "select=private composes each run's Rényi-DP curve (Papernot & Steinke 2022, Theorem 2), and GCON's "
-    "objective perturbation is proven (ε, δ)-edge-DP only (Wei et al., Theorem 1): an (ε, δ) guarantee with δ > 0 "
-    "bounds no Rényi divergence, so a run has no curve to compose (its validation score would be free at edge level)",
-}
+def score_of(defense) -> Score:
+    """The run score ``defense`` (an instance or its class) declares (``selection_score``)."""
+    score = getattr(defense, "selection_score", None)
+    if not isinstance(score, Score):
+        raise ConfigurationError(f"{defense.name}: no run score proven private for select=private")
+    return score
 
-#: The public candidate grids: overrides of the defense's hyperparameters, one dict per candidate.
-#: mlp-dp varies the optimiser and the schedule around its ``auto`` preset; GAP the number of
-#: hops released, the width and the learning rate (never the degree bound D, whose refusal of a
-#: graph would be a data-dependent event).
-GRIDS: dict[str, tuple[dict[str, Any], ...]] = {
-    "mlp-dp": ({}, {"lr": 0.1}, {"epochs": 50}, {"epochs": 200, "lr": 0.02}),
-    "gap-edp": ({}, {"hops": 3}, {"hidden": 32}, {"lr": 0.005}),
-    "gap-ndp": ({}, {"hops": 1}, {"hidden": 32}, {"epochs": 20, "encoder_epochs": 20}),
-}
-#: DPAR (``sound``) varies f_θ's optimiser, schedule and width around its public defaults (lr
-#: 0.005, 30 epochs, hidden 32) — never q′, K, D or the declared size, which fix the output space
-#: and the accounting.
-GRIDS.update(dict.fromkeys(("dpar-em0", "dpar-em1", "dpar-gm"), ({}, {"lr": 0.01}, {"epochs": 15}, {"hidden": 64})))
+
+def grid_of(defense) -> tuple[dict[str, Any], ...]:
+    """The public candidate grid ``defense`` (an instance or its class) declares (``selection_grid``)."""
+    return tuple(getattr(defense, "selection_grid", ()) or ())
+
 
 #: Relative precision of the per-run ε search (the answer always satisfies spent ≤ target).
 RUN_EPSILON_TOLERANCE = 0.005
@@ -217,7 +182,7 @@ RUN_EPSILON_TOLERANCE = 0.005
 
 def check_selection_request(defense: Defense) -> None:
     """Refuse a ``select`` setting that cannot run, before any work: an unknown choice, a
-    defense without a proven private score or refused for a stated reason (:data:`REFUSALS`),
+    defense without a proven private score or refused for a stated reason (``selection_refusal``),
     ε = ∞, ``protocol=paper``, node sampling below 1 (no RDP curve), or a law that cannot be
     drawn."""
     hp = defense.hp
@@ -225,12 +190,12 @@ def check_selection_request(defense: Defense) -> None:
         raise ConfigurationError(f"{defense.name}: select must be one of {SELECT_CHOICES}, got {hp.select!r}")
     if hp.select != "private":
         return
-    if defense.name in REFUSALS:
-        raise ConfigurationError(f"{defense.name}: select=private is refused: {REFUSALS[defense.name]}")
-    if defense.name not in SCORES:
+    if defense.selection_refusal:
+        raise ConfigurationError(f"{defense.name}: select=private is refused: {defense.selection_refusal}")
+    if defense.selection_score is None or not grid_of(defense):
         raise ConfigurationError(
-            f"{defense.name}: select=private needs a run score proven private for its unit, and none is proven for "
-            f"{defense.name}; supported: {', '.join(sorted(SCORES))}"
+            f"{defense.name}: select=private needs a run score proven private for its unit and a public grid, and "
+            f"{defense.name} declares none (supported: mlp-dp, gap-edp, gap-ndp, dpar-em0, dpar-em1, dpar-gm)"
         )
     if not defense.private:
         raise ConfigurationError(f"{defense.name}: select=private selects under a finite ε; this run has ε = ∞")
@@ -245,7 +210,7 @@ def check_selection_request(defense: Defense) -> None:
         )
     if not hp.select_runs > 1:
         raise ConfigurationError(f"{defense.name}: select_runs (the expected number of runs) must be > 1")
-    if SCORES[defense.name].noisy and not hp.select_score_noise > 0:
+    if score_of(defense).noisy and not hp.select_score_noise > 0:
         raise ConfigurationError(f"{defense.name}: select_score_noise must be > 0 (node-level scores are private)")
 
 
@@ -272,39 +237,9 @@ def candidate(defense: Defense, overrides: dict[str, Any], run_epsilon: float, s
 
 def run_mechanisms(defense: Defense, num_features: int, declared_train: int | None, delta: float) -> list[Mechanism]:
     """What one training run of ``defense`` (at its ε) spends, from public inputs alone, through
-    the defense's own plan methods (the same calls its ``fit`` makes)."""
-    from defenses.baselines import MLPDP
-    from defenses.dpar import _DPAR
-    from defenses.gap import _GAP
-    from dpaudit.dpsgd import noise_for_plan
-
-    if isinstance(defense, MLPDP):
-        return [defense.plan(num_features, declared_train, delta).mechanism]
-    if isinstance(defense, _DPAR):
-        declared = require_declared(declared_train, f"{defense.name} (sound)", "use select=none")
-        hyperparameters = json.dumps(dataclasses.asdict(defense.hp), sort_keys=True)
-        return list(_dpar_run_mechanisms(defense.name, hyperparameters, defense.epsilon, delta, declared))
-    if isinstance(defense, _GAP):
-        schedules = defense.schedules(declared_train)
-        hops = defense.hp.hops
-        sigma = noise_for_plan(defense.epsilon, delta, lambda s: defense.mechanisms_for(s, schedules, hops))
-        return list(defense.mechanisms_for(sigma, schedules, hops))
-    raise ConfigurationError(f"{defense.name}: no run plan for private selection")  # guarded by SCORES
-
-
-@functools.lru_cache(maxsize=256)
-def _dpar_run_mechanisms(name: str, hyperparameters: str, epsilon: float, delta: float, declared: int) -> tuple:
-    """A sound DPAR run's mechanisms: the plan its ``_fit`` makes from the declared training-set
-    size n̂ (:meth:`defenses.dpar._DPAR.plan`), rebuilt from the plan's records without the
-    identity amplification (:func:`accounted_records`). Cached: a plan calibrates three noise
-    scales (seconds each), and the per-run ε search, the selection and the load-time re-plan
-    ask for the same candidates at the same ε_run; the key is every public input of the plan."""
-    from dpaudit.accounting.mechanisms import mechanism_from_record
-    from dpaudit.registry import get_defense
-
-    defense = get_defense(name)(epsilon=epsilon, delta=delta, device="cpu", **json.loads(hyperparameters))
-    records = accounted_records(defense.plan(delta, declared_pool=declared).noise.privacy.mechanisms)
-    return tuple(mechanism_from_record(record) for record in records)
+    the defense's own plan (:meth:`~dpaudit.defense.Defense.selection_run_mechanisms`: the same
+    calls its ``fit`` makes)."""
+    return list(defense.selection_run_mechanisms(num_features, declared_train, delta))
 
 
 def accounted_records(records: list[dict]) -> list[dict]:
@@ -315,9 +250,7 @@ def accounted_records(records: list[dict]) -> list[dict]:
     Raises:
         ConfigurationError: an amplification at q′ < 1 (no RDP curve; refused at construction).
     """
-    from defenses.dpar.protocols import AMPLIFICATION
-
-    if records and records[-1].get("mechanism") == AMPLIFICATION:
+    if records and records[-1].get("mechanism") == NODE_SAMPLING_AMPLIFICATION:
         if float(records[-1].get("sample_rate", math.nan)) != 1.0:
             raise ConfigurationError("a run amplified by node sampling at q′ < 1 has no Rényi-DP curve to select with")
         return list(records[:-1])
@@ -327,7 +260,7 @@ def accounted_records(records: list[dict]) -> list[dict]:
 def score_mechanism(defense: Defense) -> GaussianMechanism | None:
     """The noisy validation count of a node-level run (sensitivity 1), or ``None`` when the
     score is post-processing."""
-    if not SCORES[defense.name].noisy:
+    if not score_of(defense).noisy:
         return None
     return GaussianMechanism(float(defense.hp.select_score_noise), 1.0, 1, name="noisy validation count (selection)")
 
@@ -339,7 +272,7 @@ def selection_for(
     eta, gamma = law(defense.hp)
     score = score_mechanism(defense)
     runs = []
-    for overrides in GRIDS[defense.name]:
+    for overrides in grid_of(defense):
         planned = run_mechanisms(candidate(defense, overrides, run_epsilon), num_features, declared_train, delta)
         runs.append(tuple(planned) + ((score,) if score is not None else ()))
     return PrivateSelection(tuple(runs), eta, gamma)
@@ -418,7 +351,7 @@ def plan_run_epsilon(defense: Defense, num_features: int, declared_train: int | 
 # ----------------------------------------------------------------------------------- the runs
 def check_split(defense: Defense, split: Split) -> None:
     """Scoring needs validation nodes, answered from the training release where required."""
-    if SCORES[defense.name].needs_training_release and split.inductive:
+    if score_of(defense).needs_training_release and split.inductive:
         raise ConfigurationError(
             f"{defense.name}: select=private scores on validation nodes answered from the training release; an "
             "inductive split's validation graph would be a new, unaccounted release (use a transductive split)"
@@ -437,7 +370,6 @@ def select_privately(defense: Defense, dataset: GraphDataset, split: Split, delt
     runs' candidates and seeds: the owner's). Every run's spent mechanisms are checked against
     the plan the selection was accounted with.
     """
-    from dpaudit.model import compare_records
 
     check_split(defense, split)
     declared_train = declared_train_size(dataset, split)
@@ -447,8 +379,8 @@ def select_privately(defense: Defense, dataset: GraphDataset, split: Split, delt
     if not spent <= defense.epsilon * (1 + 1e-9):
         raise AssertionError(f"private selection spends ε = {spent} > target {defense.epsilon}")
     eta, gamma = law(defense.hp)
-    grid = GRIDS[defense.name]
-    score_spec = SCORES[defense.name]
+    grid = grid_of(defense)
+    score_spec = score_of(defense)
     rng = np.random.default_rng(np.random.SeedSequence([defense.seed, 0x5E1EC7]))
     runs = draw_runs(eta, gamma, rng)
     log.info(
@@ -480,7 +412,7 @@ def select_privately(defense: Defense, dataset: GraphDataset, split: Split, delt
 
 def _as_selected(model, defense, selection, run_epsilon, delta, index, run, history):
     """The best run's model carrying the selection's spec, card section and owner's record."""
-    score_spec = SCORES[defense.name]
+    score_spec = score_of(defense)
     notes = [
         f"δ = {delta:g} ({'auto' if str(defense.delta_option) == 'auto' else 'given'})",
         f"private hyperparameter selection (Papernot & Steinke 2022, Theorem 2): the best of K runs, K drawn from "
@@ -535,15 +467,15 @@ def query_bound(selection: PrivateSelection) -> GaussianMechanism:
 
 def selection_card(defense: Defense, selection: PrivateSelection, run_epsilon: float, index: int) -> dict[str, Any]:
     """``card["selection"]``: public choices and the selection's output only."""
-    score_spec = SCORES[defense.name]
+    score_spec = score_of(defense)
     return {
         "method": "random stopping, best of K runs (Papernot & Steinke 2022, Theorem 2)",
         "law": "truncated negative binomial",
         "eta": float(selection.eta),
         "gamma": float(selection.gamma),
         "expected_runs": float(expected_runs(selection.eta, selection.gamma)),
-        "grid": [dict(c) for c in GRIDS[defense.name]],
-        "chosen": dict(GRIDS[defense.name][index]),
+        "grid": [dict(c) for c in grid_of(defense)],
+        "chosen": dict(grid_of(defense)[index]),
         "score": score_spec.label,
         "score_noise": float(defense.hp.select_score_noise) if score_spec.noisy else None,
         "run_epsilon": float(run_epsilon),
@@ -560,33 +492,30 @@ def replan_selection(cls, card: dict[str, Any], privacy, replan_run) -> list[dic
     Raises:
         IntegrityError: the card's selection is not what its public inputs give.
     """
-    from dpaudit.accounting.verify import refuse
-    from dpaudit.model import compare_records
-
     section = card["selection"]
     hyperparameters = card.get("hyperparameters")
     if not isinstance(section, dict) or not isinstance(hyperparameters, dict):
-        raise refuse("the card's selection section is unreadable")
+        raise integrity_error("the card's selection section is unreadable")
     try:
         run_epsilon = float(section["run_epsilon"])
         chosen = dict(section["chosen"])
         num_features = int(card["dataset"]["num_features"])
     except (KeyError, TypeError, ValueError):
-        raise refuse(f"the card's selection section is incomplete: {section!r}") from None
-    grid = [dict(c) for c in GRIDS.get(card.get("method"), ())]
+        raise integrity_error(f"the card's selection section is incomplete: {section!r}") from None
+    grid = [dict(c) for c in grid_of(cls)]
     if section.get("grid") != grid or chosen not in grid:
-        raise refuse("the card's selection grid or chosen candidate is not the defense's public grid")
+        raise integrity_error("the card's selection grid or chosen candidate is not the defense's public grid")
     base = dict(hyperparameters)
     defense = cls(epsilon=card.get("target_epsilon"), delta=privacy.delta, device="cpu", **base)
     if getattr(defense, "adopt_declared_facts", None) is not None:
         defense.adopt_declared_facts(privacy.public_facts or {})
     declared_train = (privacy.public_facts or {}).get("num_train")
     if abs(plan_run_epsilon(defense, num_features, declared_train, privacy.delta) - run_epsilon) > 1e-9 * run_epsilon:
-        raise refuse(f"the card's per-run ε {run_epsilon:g} is not what the selection's target gives")
+        raise integrity_error(f"the card's per-run ε {run_epsilon:g} is not what the selection's target gives")
     selection = selection_for(defense, run_epsilon, num_features, declared_train, privacy.delta)
     for key in ("eta", "gamma"):
         if not math.isclose(float(section.get(key, math.nan)), float(getattr(selection, key)), rel_tol=1e-9):
-            raise refuse(f"the card's selection {key} is not what select_runs and select_eta give")
+            raise integrity_error(f"the card's selection {key} is not what select_runs and select_eta give")
     index = grid.index(chosen)
     run_card = {
         **card,
@@ -594,7 +523,7 @@ def replan_selection(cls, card: dict[str, Any], privacy, replan_run) -> list[dic
         "hyperparameters": {**base, **chosen, "select": "none"},
     }
     run_card.pop("selection")
-    training = training_records(selection, index, SCORES[card["method"]])
+    training = training_records(selection, index, score_of(cls))
     run_privacy = copy.deepcopy(privacy)
     run_privacy.mechanisms = training + list(privacy.mechanisms[1:])
     replanned = replan_run(cls, run_card, run_privacy)
@@ -603,6 +532,6 @@ def replan_selection(cls, card: dict[str, Any], privacy, replan_run) -> list[dic
     replanned = accounted_records(replanned)
     mismatch = compare_records(replanned[: len(training)], training)
     if mismatch:
-        raise refuse(f"the chosen run's plan differs from the selection's record: {mismatch}")
+        raise integrity_error(f"the chosen run's plan differs from the selection's record: {mismatch}")
     queries = len(replanned) - len(training)
     return [selection.describe(), *([query_bound(selection).describe()] * queries if queries else [])]

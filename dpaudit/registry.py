@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dpaudit.defense import Defense
 from dpaudit.errors import ConfigurationError
-from dpaudit.model import load_plugins
+from dpaudit.model import install_defense_lookup, load_plugins
 
 _DEFENSES: dict[str, type[Defense]] = {}
 
@@ -36,3 +36,6 @@ def get_defense(name: str) -> type[Defense]:
         return _DEFENSES[name]
     except KeyError:
         raise ConfigurationError(f"unknown defense {name!r}; available: {', '.join(available_defenses())}") from None
+
+
+install_defense_lookup(get_defense)

@@ -17,7 +17,7 @@ from dpaudit.accounting import GaussianMechanism, PrivacyLedger, SensitivityMixt
 from dpaudit.accounting.mechanisms import mechanism_from_record
 from dpaudit.errors import ConfigurationError, DPAuditError
 from dpaudit.model import load
-from dpaudit.private_selection import GRIDS, features_only_count, selection_for
+from dpaudit.private_selection import features_only_count, grid_of, selection_for
 from dpaudit.registry import get_defense
 from dpaudit.release import declared_train_size
 from dpaudit.splits import make_split
@@ -108,7 +108,7 @@ def test_dpar_selection_spends_at_most_the_target_and_each_run_is_its_plan(selec
     (record,) = spec.mechanisms
     selection = mechanism_from_record(record)
     run_epsilon = model.card["selection"]["run_epsilon"]
-    assert len(selection.candidates) == len(GRIDS["dpar-em1"])
+    assert len(selection.candidates) == len(grid_of(get_defense("dpar-em1")))
     for run in selection.candidates:
         *training, score = run
         assert isinstance(score, GaussianMechanism) and (score.sigma, score.sensitivity) == (5.0, 1.0)
@@ -132,7 +132,7 @@ def test_dpar_selection_spends_at_most_the_target_and_each_run_is_its_plan(selec
 def test_card_has_the_choice_and_the_owners_record_keeps_runs_and_scores(selected_dpar):
     model, _, _, directory = selected_dpar
     section = model.card["selection"]
-    assert section["chosen"] in section["grid"] and section["grid"] == [dict(c) for c in GRIDS["dpar-em1"]]
+    assert section["chosen"] in section["grid"] and section["grid"] == [dict(c) for c in grid_of(get_defense("dpar-em1"))]
     assert "features-only" in section["score"] and section["score_noise"] == 5.0
     public = (directory / "model.json").read_text()
     for private in ("number_of_runs", "score_history", "winner_run_spec", "sampled_nodes", "trained_rows"):

@@ -146,6 +146,9 @@ little a noisy, covered one-hop aggregate can add at node level (the own-row wal
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import json
 import logging
 import math
 from dataclasses import dataclass
@@ -190,11 +193,13 @@ from defenses.dpar.training import (
     per_row_gradients,
     train_rows,
 )
+from dpaudit.accounting.mechanisms import mechanism_from_record
 from dpaudit.accounting.verify import refuse
 from dpaudit.datasets import GraphDataset
 from dpaudit.defense import Defense, PrivateHyperparameters
 from dpaudit.dpsgd import plan_mismatch
 from dpaudit.errors import ConfigurationError, DPAuditError
+from dpaudit.private_selection import FEATURES_ONLY_SCORE, accounted_records
 from dpaudit.registry import register_defense
 from dpaudit.release import declared_train_size, require_declared
 from dpaudit.splits import Split
@@ -315,6 +320,16 @@ class _DPAR(Defense):
     unit = "node"
     hyperparameters_class = DPARHyperparameters
     variant: ClassVar[str] = "em0"
+    selection_score = FEATURES_ONLY_SCORE
+    #: ``sound`` varies f_θ's optimiser, schedule and width around its public defaults (lr 0.005,
+    #: 30 epochs, hidden 32) — never q′, K, D or the declared size, which fix the output space and
+    #: the accounting
+    selection_grid = ({}, {"lr": 0.01}, {"epochs": 15}, {"hidden": 64})
+
+    def selection_run_mechanisms(self, num_features: int, declared_train: int | None, delta: float) -> list:
+        declared = require_declared(declared_train, f"{self.name} (sound)", "use select=none")
+        hyperparameters = json.dumps(dataclasses.asdict(self.hp), sort_keys=True)
+        return list(_sound_run_mechanisms(type(self), hyperparameters, self.epsilon, delta, declared))
 
     @property
     def protocol_name(self) -> str:
@@ -497,6 +512,19 @@ class _DPAR(Defense):
         if mismatch:
             raise refuse(f"the card's plan is not what its hyperparameters give: {mismatch}")
         return list(plan.noise.privacy.mechanisms)
+
+
+@functools.lru_cache(maxsize=256)
+def _sound_run_mechanisms(cls, hyperparameters: str, epsilon: float, delta: float, declared: int) -> tuple:
+    """A sound DPAR run's mechanisms: the plan its ``_fit`` makes from the declared training-set
+    size n̂ (:meth:`_DPAR.plan`), rebuilt from the plan's records without the identity
+    amplification (:func:`~dpaudit.private_selection.accounted_records`). Cached: a plan
+    calibrates three noise scales (seconds each), and the per-run ε search, the selection and
+    the load-time re-plan ask for the same candidates at the same ε_run; the key is every public
+    input of the plan."""
+    defense = cls(epsilon=epsilon, delta=delta, device="cpu", **json.loads(hyperparameters))
+    records = accounted_records(defense.plan(delta, declared_pool=declared).noise.privacy.mechanisms)
+    return tuple(mechanism_from_record(record) for record in records)
 
 
 @register_defense

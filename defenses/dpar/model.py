@@ -7,31 +7,11 @@ import torch.nn.functional as F
 from torch_geometric.data import Data
 from torch_geometric.utils import add_self_loops, remove_self_loops
 
-from dpaudit.deployments import inference_entry
+from defenses.dpar.inference import FEATURES_NOTE, INFERENCE_NOTE, inference_card  # noqa: F401  (re-exported)
+from defenses.dpar.protocols import verify_privacy
 from dpaudit.errors import DPAuditError, ModelFormatError
 from dpaudit.model import ReleasedModel, _node_index, register_model_kind
 from dpaudit.nn import build_architecture
-
-INFERENCE_NOTE = (
-    "inference propagates the MLP outputs over the query graph (with self-loops) by power iteration (DPAR Eq. 4): "
-    "it reads the query graph's edges and neighbours' features, which the privacy guarantee does not cover (it "
-    "covers the training graph only)"
-)
-
-FEATURES_NOTE = (
-    "power_steps = 0: every answer is f_θ(x_v) of the queried node's own features; no edge and no other node's "
-    "features are read, so answers are post-processing of the private weights (as mlp-dp's)"
-)
-
-
-def inference_card(power_steps: int, private: bool = True) -> dict:
-    """The card's ``inference`` entry, per deployment (:mod:`dpaudit.deployments`). Over a graph the
-    querier supplies (DPAR's own inductive setting), Eq. 4 is a function of the private weights
-    and the querier's graph: covered for the training data. Over the owner's training graph, Eq. 4
-    with P ≥ 1 reads its edges and neighbours' features in the clear (not covered); P = 0 answers
-    from the queried node's own features alone (covered, like ``mlp-dp``)."""
-    note = FEATURES_NOTE if power_steps == 0 else INFERENCE_NOTE
-    return inference_entry(private=private, training_graph=power_steps == 0, note=note)
 
 
 class DPARNet(torch.nn.Module):
@@ -131,8 +111,6 @@ class DPARModel(ReleasedModel):
     def verify_privacy(cls, privacy, config, card):
         """DPAR's records (amplification by q′, the paper's theorems) are re-derived by
         :func:`defenses.dpar.protocols.verify_privacy`."""
-        from defenses.dpar.protocols import verify_privacy
-
         return verify_privacy(privacy, card)
 
     def config(self) -> dict:

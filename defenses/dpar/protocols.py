@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from defenses.dpar.appr import paper_em_epsilon, paper_gm_sigma, paper_strong_composition_epsilon
+from defenses.dpar.inference import inference_card
 from defenses.dpar.mechanism import affected_slots_bound, sgd_step_mechanism
-from defenses.dpar.model import inference_card
 from dpaudit.accounting import (
     ExponentialMechanism,
     GaussianMechanism,
@@ -36,6 +36,7 @@ from dpaudit.accounting import (
     PrivacySpec,
     amplify_by_subsampling,
 )
+from dpaudit.accounting.mechanisms import NODE_SAMPLING_AMPLIFICATION
 from dpaudit.accounting.verify import Verification
 from dpaudit.dpsgd import noise_for_plan
 from dpaudit.errors import PrivacyParameterError
@@ -45,7 +46,7 @@ if TYPE_CHECKING:
 
 
 #: Name of the ledger record that wraps the inner ledger of ``sound`` (amplification by q′).
-AMPLIFICATION = "amplification by Poisson node sampling"
+AMPLIFICATION = NODE_SAMPLING_AMPLIFICATION
 
 
 def schedule(hp: DPARHyperparameters, rows: int) -> tuple[int, float]:

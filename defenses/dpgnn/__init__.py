@@ -201,6 +201,11 @@ class DPGNN(Defense):
     unit = "node"
     summary = "DP-GNN (Daigavane et al.): r-layer residual GCN, bounded occurrences, DP-Adam, Theorem 1 RDP"
     hyperparameters_class = DPGNNHyperparameters
+    selection_refusal = (
+        "dpgnn's sampler is sound: false (removing a node with its undirected edges changes other nodes' sampled "
+        "subgraphs, outside Theorem 1's occurrence bound), and select=private composes each run's proven Rényi-DP "
+        "curve; its proven degree_bound=promise has no selection grid"
+    )
 
     def check_data(self, dataset: GraphDataset, split: Split) -> None:
         """``degree_bound=promise``: the training graph keeps the promise, checked before any work."""

@@ -71,6 +71,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -444,3 +445,13 @@ def reference_schedule(num_train: int) -> tuple[int, int]:
     batch capped at 10,000."""
     batch = min(REFERENCE_BATCH, max(1, round(num_train * REFERENCE_BATCH / REFERENCE_TRAIN_NODES)))
     return min(batch, max(1, num_train)), REFERENCE_STEPS
+
+
+def unit_condition(protocol: str | None, hp_or_card: Any) -> str | None:
+    """The restriction of the neighbouring relation a promise run is proven under (``None`` for
+    the sampler, whose spec is ``sound: false`` instead). Accepts hyperparameters or a card's
+    hyperparameter dict."""
+    get = hp_or_card.get if isinstance(hp_or_card, dict) else lambda k, d=None: getattr(hp_or_card, k, d)
+    if protocol == "sound" and get("degree_bound", "sampler") == "promise":
+        return f"training readers per node <= {int(get('max_in_degree'))}"
+    return None

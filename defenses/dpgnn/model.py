@@ -9,6 +9,7 @@ from torch import nn
 from torch_geometric.data import Data
 from torch_geometric.utils import remove_self_loops
 
+from defenses.dpgnn.mechanism import unit_condition
 from dpaudit.errors import ModelFormatError
 from dpaudit.model import ModuleModel, _node_index, register_model_kind
 from dpaudit.nn import activation
@@ -159,7 +160,6 @@ class DPGNNModel(ModuleModel):
         Remark 2, not removing a node with all its edges, :mod:`defenses.dpgnn`) and
         ``sound: true`` with its stated unit condition for the degree promise. The plan itself
         is re-derived from the card by :meth:`defenses.dpgnn.DPGNN.replan`."""
-        from defenses.dpgnn.protocols import unit_condition
         from dpaudit.accounting.verify import refuse, verify_spec
         from dpaudit.model import card_protocol
 

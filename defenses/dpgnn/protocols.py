@@ -34,7 +34,12 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from defenses.dpgnn.mechanism import dpgnn_mechanism, occurrence_bound, reference_schedule
+from defenses.dpgnn.mechanism import (  # noqa: F401  (unit_condition re-exported)
+    dpgnn_mechanism,
+    occurrence_bound,
+    reference_schedule,
+    unit_condition,
+)
 from defenses.dpgnn.model import INFERENCE_NOTE, DPGCNNet, clip_groups
 from dpaudit.accounting import SensitivityMixtureGaussian, calibrate_noise
 from dpaudit.accounting.calibrate import epsilon_for_sigma
@@ -66,16 +71,6 @@ DEGREE_BOUNDS = ("sampler", "promise")
 def keeps_promise(protocol: str, hp: DPGNNHyperparameters) -> bool:
     """``sound`` with ``degree_bound=promise``: no sampling, the promise checked on the graph."""
     return protocol == "sound" and hp.degree_bound == "promise"
-
-
-def unit_condition(protocol: str | None, hp_or_card: Any) -> str | None:
-    """The restriction of the neighbouring relation a promise run is proven under (``None`` for
-    the sampler, whose spec is ``sound: false`` instead). Accepts hyperparameters or a card's
-    hyperparameter dict."""
-    get = hp_or_card.get if isinstance(hp_or_card, dict) else lambda k, d=None: getattr(hp_or_card, k, d)
-    if protocol == "sound" and get("degree_bound", "sampler") == "promise":
-        return f"training readers per node <= {int(get('max_in_degree'))}"
-    return None
 
 
 # --------------------------------------------------------------------------- the plan

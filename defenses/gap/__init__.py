@@ -239,6 +239,7 @@ from dpaudit.deployments import inference_entry
 from dpaudit.dpsgd import PoissonSchedule, noise_for_plan, plan_mismatch
 from dpaudit.errors import ConfigurationError, DPAuditError
 from dpaudit.nn import features as sparse_features
+from dpaudit.private_selection import Score
 from dpaudit.registry import register_defense
 from dpaudit.release import declared_population, declared_train_size, require_declared
 from dpaudit.splits import Split
@@ -442,6 +443,12 @@ class _GAP(Defense):
             return plan(hp.encoder_epochs), plan(hp.epochs)
         except ConfigurationError as exc:
             raise ConfigurationError(f"{self.name}: {exc}") from None
+
+    def selection_run_mechanisms(self, num_features: int, declared_train: int | None, delta: float) -> list:
+        schedules = self.schedules(declared_train)
+        hops = self.hp.hops
+        sigma = noise_for_plan(self.epsilon, delta, lambda s: self.mechanisms_for(s, schedules, hops))
+        return list(self.mechanisms_for(sigma, schedules, hops))
 
     def mechanisms_for(
         self, noise_multiplier: float, schedules, hops: int | None = None, max_degree: int | None = None
@@ -808,6 +815,15 @@ class GAPEdge(_GAP):
     level = "edge"
     summary = "GAP-EDP: edge-level DP by aggregation perturbation (PMA, Theorem 1 with Δ = √2), noise calibrated to ε"
     hyperparameters_class = GAPHyperparameters
+    selection_score = Score(
+        noisy=False,
+        needs_training_release=True,
+        reason="at edge level node features and labels are public and a validation node's prediction reads only "
+        "the run's release, so validation accuracy is post-processing",
+        label="validation accuracy (post-processing)",
+    )
+    #: the number of hops released, the width and the learning rate (never the degree bound)
+    selection_grid = ({}, {"hops": 3}, {"hidden": 32}, {"lr": 0.005})
 
 
 @register_defense
@@ -820,3 +836,11 @@ class GAPNode(_GAP):
         "over graphs of max degree ≤ D), DP-Adam encoder/classifier, Prop. 3"
     )
     hyperparameters_class = GAPNodeHyperparameters
+    selection_score = Score(
+        noisy=True,
+        needs_training_release=True,
+        reason="a validation node's prediction reads only the run's release (modules and its row of the accounted "
+        "PMA aggregates) and the node's own features",
+    )
+    #: never the degree bound D, whose refusal of a graph would be a data-dependent event
+    selection_grid = ({}, {"hops": 1}, {"hidden": 32}, {"epochs": 20, "encoder_epochs": 20})

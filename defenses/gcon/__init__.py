@@ -276,6 +276,11 @@ class GCON(Defense):
     unit = "edge"
     summary = "GCON (Wei et al.): linear APPR/PPR graph convolution with objective perturbation + AMP, edge-level DP"
     hyperparameters_class = GCONHyperparameters
+    selection_refusal = (
+        "select=private composes each run's Rényi-DP curve (Papernot & Steinke 2022, Theorem 2), and GCON's "
+        "objective perturbation is proven (ε, δ)-edge-DP only (Wei et al., Theorem 1): an (ε, δ) guarantee with δ > 0 "
+        "bounds no Rényi divergence, so a run has no curve to compose (its validation score would be free at edge level)"
+    )
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

@@ -694,3 +694,14 @@ def amp_noise_multiplier(epsilon: float, delta: float) -> float:
             lo = mid
     assert gaussian_delta(hi, epsilon) <= delta
     return hi
+
+
+# --------------------------------------------------------------------------- JSON forms of the plan's numbers
+
+
+def steps_to_json(steps: list[float]) -> list:
+    return ["inf" if math.isinf(m) else int(m) for m in steps]
+
+
+def json_float(value: float):
+    return None if isinstance(value, float) and not math.isfinite(value) else value

@@ -12,7 +12,16 @@ import torch
 import torch.nn.functional as F
 from torch_geometric.data import Data
 
-from defenses.gcon.mechanism import check_alpha, gcon_features, normalized_adjacency, one_hop_features, parse_steps
+from defenses.gcon.mechanism import (  # noqa: F401  (json_float, steps_to_json re-exported)
+    check_alpha,
+    gcon_features,
+    json_float,
+    normalized_adjacency,
+    one_hop_features,
+    parse_steps,
+    steps_to_json,
+)
+from defenses.gcon.plan import amp_calibration
 from dpaudit.accounting import PrivacySpec
 from dpaudit.errors import ModelFormatError
 from dpaudit.model import ReleasedModel, _node_index, register_model_kind
@@ -32,14 +41,6 @@ INFERENCE_NOTES = {
         "that graph's edges (multi-hop)."
     ),
 }
-
-
-def steps_to_json(steps: list[float]) -> list:
-    return ["inf" if math.isinf(m) else int(m) for m in steps]
-
-
-def json_float(value: float):
-    return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
 @register_model_kind("gcon")
@@ -90,7 +91,6 @@ class GCONModel(ReleasedModel):
             IntegrityError: on any mismatch (one line).
         """
         from defenses.gcon.mechanism import TheoremOneParameters, make_loss, sensitivity_psi, theorem1_parameters
-        from defenses.gcon.plan import amp_calibration
         from dpaudit.accounting.verify import check_claims, close, refuse, verify_spec
         from dpaudit.model import card_protocol
 

@@ -23,11 +23,11 @@ from defenses.gcon.mechanism import (
     amp_sensitivity,
     descent_schedule,
     gaussian_delta,
+    json_float,
     make_loss,
     sensitivity_psi,
     theorem1_parameters,
 )
-from defenses.gcon.model import json_float
 from defenses.gcon.protocols import Config
 from dpaudit.accounting import RecordedGuarantee
 

@@ -31,8 +31,7 @@ import itertools
 import math
 from dataclasses import dataclass
 
-from defenses.gcon.mechanism import check_alpha, parse_steps
-from defenses.gcon.model import steps_to_json
+from defenses.gcon.mechanism import check_alpha, parse_steps, steps_to_json
 from dpaudit.errors import ConfigurationError
 
 PAPER_GRID = (

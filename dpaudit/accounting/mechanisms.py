@@ -31,6 +31,10 @@ from scipy.special import logsumexp
 
 from dpaudit.errors import PrivacyParameterError
 
+#: the record name of amplification by Poisson node sampling (DPAR's outer step, Balle et al. 2018,
+#: Thm 8): an (ε, δ) statement with no Rényi curve, so composition that needs one drops it at q′ = 1
+NODE_SAMPLING_AMPLIFICATION = "amplification by Poisson node sampling"
+
 #: Default RDP orders: dense near 1 (large ε), sparse far out (small ε, tiny δ).
 DEFAULT_ORDERS: tuple[float, ...] = tuple(
     [1.0 + x / 20.0 for x in range(1, 40)]
