@@ -45,6 +45,7 @@ from scipy.special import gammaln
 from dpaudit import fdp_one_run
 from dpaudit.accounting.pld import gaussian_epsilon
 from dpaudit.errors import DPAuditError
+from dpaudit.intervals import clopper_pearson_lower, clopper_pearson_upper
 
 log = logging.getLogger(__name__)
 
@@ -372,23 +373,7 @@ def one_run_epsilon(m: int, r: int, v: int, delta: float, level: float) -> tuple
     return lo, p(lo)
 
 
-# --------------------------------------------------------------------------- Clopper–Pearson
-
-
-def _cp_upper(successes, trials, alpha: float) -> np.ndarray:
-    """One-sided (1 − α) Clopper–Pearson upper bound: the p with P[Bin(n, p) ≤ k] = α."""
-    k, n = np.asarray(successes, dtype=float), np.asarray(trials, dtype=float)
-    with np.errstate(invalid="ignore"):
-        hi = stats.beta.ppf(1.0 - alpha, k + 1.0, np.maximum(n - k, 1e-300))
-    return np.where(k >= n, 1.0, hi)
-
-
-def _cp_lower(successes, trials, alpha: float) -> np.ndarray:
-    """One-sided (1 − α) Clopper–Pearson lower bound: the p with P[Bin(n, p) ≥ k] = α."""
-    k, n = np.asarray(successes, dtype=float), np.asarray(trials, dtype=float)
-    with np.errstate(invalid="ignore"):
-        lo = stats.beta.ppf(alpha, np.maximum(k, 1e-300), n - k + 1.0)
-    return np.where(k <= 0, 0.0, lo)
+# --------------------------------------------------------------------------- threshold counts
 
 
 def _counts(pos: np.ndarray, neg: np.ndarray, thresholds: np.ndarray):
@@ -408,8 +393,8 @@ def _dp_epsilon_forms(pos, neg, thresholds, delta, alpha):
     tp, fp = _counts(pos, neg, thresholds)
     n_pos, n_neg = pos.size, neg.size
     fn = n_pos - tp
-    fpr_ub = _cp_upper(fp, n_neg, alpha / 2.0)
-    fnr_ub = _cp_upper(fn, n_pos, alpha / 2.0)
+    fpr_ub = clopper_pearson_upper(fp, n_neg, alpha / 2.0)
+    fnr_ub = clopper_pearson_upper(fn, n_pos, alpha / 2.0)
     with np.errstate(divide="ignore", invalid="ignore"):
         num_a = 1.0 - delta - fnr_ub
         num_b = 1.0 - delta - fpr_ub
@@ -1007,7 +992,7 @@ def multi_run_lower_bound(
 
 def _gdp_ceiling(n_in: int, n_out: int, level: float, delta: float) -> float:
     """The GDP estimate of a perfect attack (TP = n_in, FP = 0) at the same per-test level."""
-    mu = float(stats.norm.ppf(_cp_lower(n_in, n_in, level)) - stats.norm.ppf(_cp_upper(0, n_out, level)))
+    mu = float(stats.norm.ppf(clopper_pearson_lower(n_in, n_in, level)) - stats.norm.ppf(clopper_pearson_upper(0, n_out, level)))
     if not mu > 0:
         return 0.0
     return min(gaussian_epsilon(mu, delta), EPSILON_SEARCH_MAX) if delta > 0 else EPSILON_SEARCH_MAX
@@ -1079,8 +1064,8 @@ def gdp_estimate(
     alpha = 1.0 - float(confidence)
     level = alpha / (2.0 * t.size)
     tp, fp = _counts(pos, neg, t)
-    tpr_lb = _cp_lower(tp, pos.size, level)
-    fpr_ub = _cp_upper(fp, neg.size, level)
+    tpr_lb = clopper_pearson_lower(tp, pos.size, level)
+    fpr_ub = clopper_pearson_upper(fp, neg.size, level)
     with np.errstate(divide="ignore"):
         mus = stats.norm.ppf(tpr_lb) - stats.norm.ppf(fpr_ub)
     mus = np.where(np.isfinite(mus), mus, -np.inf)

@@ -11,7 +11,7 @@ set of a membership attack is drawn by the randomized audit game
 whose member is, on a random split, an independent fair coin per pair. The auditor guesses,
 for the r pairs with the largest score difference, that the higher-scoring node is the member
 and abstains on the others; with W correct guesses, Steinke et al.'s Theorem (approximate DP,
-their p-value: :func:`one_run_p_value`)
+their p-value: :func:`dpaudit.estimators.one_run_p_value`, the one implementation)
 
 .. math::
     \Pr[W \ge v] \le \Pr[\mathrm{Bin}(r, q) \ge v] + 2m\,\delta' \max_{1 \le i \le v}
@@ -75,6 +75,8 @@ from dpaudit.accounting.conversion import group_privacy
 from dpaudit.accounting.spec import PrivacySpec
 from dpaudit.deployments import deployment_entry
 from dpaudit.errors import DPAuditError
+from dpaudit.estimators import one_run_p_value
+from dpaudit.intervals import clopper_pearson_lower, clopper_pearson_upper
 from dpaudit.results import FPR_LEVELS
 
 ATTACK_UNITS = ("node", "edge")
@@ -178,22 +180,6 @@ def bootstrap_auc_ci(scores, labels, n_boot: int = 1000, confidence: float = 0.9
 # --------------------------------------------------------------------------- ε lower bound
 
 
-def clopper_pearson_lower(successes, trials, alpha: float) -> np.ndarray:
-    """One-sided (1 − α) Clopper–Pearson lower bound on a binomial proportion."""
-    k, n = np.asarray(successes, dtype=float), np.asarray(trials, dtype=float)
-    with np.errstate(invalid="ignore"):
-        lo = stats.beta.ppf(alpha, k, n - k + 1)
-    return np.where(k <= 0, 0.0, lo)
-
-
-def clopper_pearson_upper(successes, trials, alpha: float) -> np.ndarray:
-    """One-sided (1 − α) Clopper–Pearson upper bound on a binomial proportion."""
-    k, n = np.asarray(successes, dtype=float), np.asarray(trials, dtype=float)
-    with np.errstate(invalid="ignore"):
-        hi = stats.beta.ppf(1 - alpha, k + 1, n - k)
-    return np.where(k >= n, 1.0, hi)
-
-
 def _epsilon_forms(pos_scores, neg_scores, thresholds, delta, alpha) -> tuple[np.ndarray, np.ndarray]:
     """ε bounds of both forms for each threshold ("score ≥ t" = predicted member)."""
     pos_sorted, neg_sorted = np.sort(pos_scores), np.sort(neg_scores)
@@ -283,51 +269,25 @@ def epsilon_lower_bound(
 PAIR_GUESS_FRACTIONS = (1.0, 0.5, 0.25, 0.1, 0.05)
 
 
-def one_run_p_value(guesses: int, correct: int, canaries: int, epsilon: float, delta: float) -> float:
-    r"""p-value of ``correct`` right guesses out of ``guesses`` (abstaining on the other
-    ``canaries − guesses``) under the hypothesis that the mechanism is (ε, δ)-DP in each of
-    ``canaries`` independent fair coins (Steinke, Nasr & Jagielski 2023, Theorem 3.3 and its
-    approximate-DP extension):
-
-    .. math::
-        p = \Pr[\mathrm{Bin}(r, q) \ge v] + 2m\delta\max_{1\le i\le v}\frac{\Pr[v-i \le \mathrm{Bin}(r,q) < v]}{i},
-        \quad q = \frac{e^\varepsilon}{1+e^\varepsilon}.
-
-    Where it is loose: the δ term is their worst case over how δ mass is spent; with
-    :math:`m\delta \ll 1` it is negligible.
-    """
-    r, v, m = int(guesses), int(correct), int(canaries)
-    if not 0 <= v <= r <= m:
-        raise DPAuditError(f"need 0 <= correct <= guesses <= canaries, got {v}, {r}, {m}")
-    if epsilon < 0 or not 0 <= delta <= 1:
-        raise DPAuditError("epsilon must be >= 0 and delta in [0, 1]")
-    if math.isinf(epsilon):
-        return 1.0
-    q = 1.0 / (1.0 + math.exp(-epsilon))
-    beta = float(stats.binom.sf(v - 1, r, q))
-    alpha_term = 0.0
-    if v > 0 and delta > 0:
-        pmf = stats.binom.pmf(np.arange(v - 1, -1, -1), r, q)  # P[B = v-1], P[B = v-2], ..., P[B = 0]
-        alpha_term = float(np.max(np.cumsum(pmf) / np.arange(1, v + 1)))
-    return float(min(1.0, beta + 2.0 * m * delta * alpha_term))
-
-
 def _pair_parameters(epsilon: float, delta: float, group_size: int) -> tuple[float, float]:
     return group_privacy(epsilon, delta, group_size) if group_size > 1 else (epsilon, delta)
 
 
-def one_run_epsilon(
-    guesses: int, correct: int, canaries: int, delta: float, alpha: float, group_size: int = 1, max_epsilon=50.0
+def pair_test_epsilon(
+    guesses: int, correct: int, pairs: int, delta: float, alpha: float, group_size: int = 1, max_epsilon=50.0
 ) -> float:
-    """Largest node-level ε whose one-run p-value (:func:`one_run_p_value`, with the coin's
-    group of ``group_size`` node changes: ε' = kε, δ' = k e^{(k−1)ε} δ) is below ``alpha``;
-    0 when even ε = 0 is not rejected. Bisection (the p-value grows with ε)."""
+    """Largest node-level ε whose one-run p-value (:func:`dpaudit.estimators.one_run_p_value`
+    over the ``pairs`` coins, with the coin's group of ``group_size`` node changes: ε' = kε,
+    δ' = k e^{(k−1)ε} δ) is below ``alpha``; 0 when even ε = 0 is not rejected. Bisection (the
+    p-value grows with ε)."""
     if guesses == 0:
         return 0.0
 
     def rejects(eps: float) -> bool:
         e, d = _pair_parameters(eps, delta, group_size)
-        return one_run_p_value(guesses, correct, canaries, e, d) < alpha
+        if d >= 1.0:  # group privacy's δ' says nothing at this ε
+            return False
+        return one_run_p_value(pairs, guesses, correct, e, d) < alpha
 
     if not rejects(0.0):
         return 0.0
@@ -374,7 +334,7 @@ def pair_test_from_counts(
     if not 0.0 <= delta < 1.0:
         raise DPAuditError(f"delta must lie in [0, 1), got {delta}")
     alpha = (1.0 - confidence) / max(1, len(counts))
-    values = [one_run_epsilon(c["guesses"], c["correct"], pairs, delta, alpha, group_size) for c in counts]
+    values = [pair_test_epsilon(c["guesses"], c["correct"], pairs, delta, alpha, group_size) for c in counts]
     best = int(np.argmax(values)) if values else 0
     return {"epsilon": float(values[best]) if values else 0.0, "by_fraction": values, "best": best}
 

@@ -23,9 +23,8 @@ from dpaudit.statistics import (
     epsilon_lower_bound,
     gdp_auc_ceiling,
     gdp_tpr_ceiling,
-    one_run_epsilon,
-    one_run_p_value,
     pair_test_counts,
+    pair_test_epsilon,
     pair_test_from_counts,
     pair_test_lower_bound,
     summarize_runs,
@@ -178,29 +177,16 @@ def pair_randomized_response(epsilon: float, pairs: int, seed: int):
     return right.astype(float), (~right).astype(float)
 
 
-def test_one_run_p_value_is_the_binomial_tail_under_pure_dp_and_grows_with_delta():
-    from scipy.stats import binom
-
-    for r, v, eps in ((50, 40, 1.0), (200, 120, 0.3), (10, 10, 2.0)):
-        q = math.exp(eps) / (1 + math.exp(eps))
-        assert one_run_p_value(r, v, r, eps, 0.0) == pytest.approx(binom.sf(v - 1, r, q), rel=1e-9)
-    # brute force on a tiny case: enumerate every outcome of Bin(6, q)
-    q = math.exp(0.7) / (1 + math.exp(0.7))
-    tail = sum(math.comb(6, k) * q**k * (1 - q) ** (6 - k) for k in range(5, 7))
-    assert one_run_p_value(6, 5, 6, 0.7, 0.0) == pytest.approx(tail, rel=1e-12)
-    # the δ term (Steinke et al.): + 2mδ max_i P[v−i <= B < v]/i, by hand for r = m = 4, v = 3
-    pmf = [math.comb(4, k) * q**k * (1 - q) ** (4 - k) for k in range(5)]
-    alpha = max(pmf[2] / 1, (pmf[2] + pmf[1]) / 2, (pmf[2] + pmf[1] + pmf[0]) / 3)
-    assert one_run_p_value(4, 3, 4, 0.7, 1e-3) == pytest.approx(pmf[3] + pmf[4] + 2 * 4 * 1e-3 * alpha, rel=1e-9)
-    with pytest.raises(DPAuditError):
-        one_run_p_value(3, 4, 5, 1.0, 0.0)
-    # the independent implementation in dpaudit.estimators (log-space, canary audits) agrees
+def test_the_pair_test_uses_the_one_steinke_p_value():
+    """The pair test's p-value is :func:`dpaudit.estimators.one_run_p_value` with m = pairs (one
+    implementation of the theorem, tested in tests/test_estimators.py): the ε it returns is the
+    boundary of that p-value's rejection region."""
     from dpaudit import estimators
 
-    for m, r, v, eps, delta in ((100, 50, 40, 1.0, 1e-5), (1000, 300, 250, 0.5, 1e-4), (20, 20, 18, 2.0, 1e-3)):
-        assert one_run_p_value(r, v, m, eps, delta) == pytest.approx(
-            estimators.one_run_p_value(m, r, v, eps, delta), rel=1e-9
-        )
+    for guesses, correct, pairs, delta in ((300, 280, 300, 1e-4), (120, 100, 400, 0.0)):
+        eps = pair_test_epsilon(guesses, correct, pairs, delta, 0.05)
+        assert estimators.one_run_p_value(pairs, guesses, correct, eps, delta) < 0.05
+        assert estimators.one_run_p_value(pairs, guesses, correct, eps + 1e-3, delta) >= 0.05
 
 
 def test_pair_test_is_sound_on_an_exactly_dp_coin():
@@ -227,7 +213,7 @@ def test_pair_test_group_size_and_counts():
     assert counts == [{"fraction": 1.0, "guesses": 3, "correct": 2}, {"fraction": 0.25, "guesses": 1, "correct": 1}]
     assert pair_test_lower_bound(np.zeros(50), np.zeros(50))["epsilon"] == 0.0
     # a positive δ can only weaken the bound
-    assert one_run_epsilon(300, 280, 300, 1e-3, 0.05) <= one_run_epsilon(300, 280, 300, 0.0, 0.05)
+    assert pair_test_epsilon(300, 280, 300, 1e-3, 0.05) <= pair_test_epsilon(300, 280, 300, 0.0, 0.05)
     with pytest.raises(DPAuditError):
         pair_test_lower_bound([1.0, 2.0], [0.0])
 
