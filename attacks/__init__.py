@@ -95,6 +95,10 @@ def check_attack_ranges(name: str, settings: dict) -> None:
     if settings.get("protocol") == "g-base" and settings.get("query") == "graph":
         raise ConfigurationError(f"attack {name!r}: protocol=g-base queries features only; drop query=graph")
     for key, value in settings.items():
+        if key == "seed" and value is not None:
+            from dpaudit.seeds import check_seed
+
+            check_seed(value, f"attack {name!r}: setting seed")
         if key in choices and value is not None and value not in choices[key]:
             raise ConfigurationError(
                 f"attack {name!r}: setting {key}={value!r} must be one of {', '.join(choices[key])}"

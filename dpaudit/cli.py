@@ -16,6 +16,7 @@ from pathlib import Path
 
 from dpaudit import __version__
 from dpaudit.errors import DPAuditError, PrivacyParameterError
+from dpaudit.seeds import seed_argument
 
 log = logging.getLogger("dpaudit")
 
@@ -234,7 +235,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_dataset_option_argument(p)
     p.add_argument("--epsilon", default="inf", help="target ε (a positive number or inf)")
     p.add_argument("--delta", default="auto", help="δ in (0, 1) or auto (a power of ten below 1/#declared units)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed_argument, default=0, help="0 <= seed < 2**31")
     p.add_argument("--split", default=None, help=SPLIT_HELP)
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     p.add_argument("--data-root", default=None)

@@ -49,6 +49,7 @@ from dpaudit.errors import ConfigurationError, DPAuditError, PrivacyParameterErr
 from dpaudit.model import ReleasedModel
 from dpaudit.release import declared_facts, declared_population, require_declared
 from dpaudit.runtime import library_versions, resolve_device, seed_everything
+from dpaudit.seeds import DERIVED_SEED_LIMIT, check_seed
 from dpaudit.splits import Split
 
 log = logging.getLogger(__name__)
@@ -244,7 +245,7 @@ class Defense(ABC):
         self.delta_option = delta
         if delta is not None and not (isinstance(delta, str) and delta.strip().lower() == "auto"):
             validate_delta(delta)
-        self.seed = int(seed)
+        self.seed = check_seed(seed, "seed", DERIVED_SEED_LIMIT)
         self.device = resolve_device(device)
         known = {f.name for f in dataclasses.fields(self.hyperparameters_class)}
         unknown = set(hyperparameters) - known

@@ -129,6 +129,8 @@ class _HelpWithSettings(argparse.Action):
 
 
 def add_parser(subparsers) -> None:
+    from dpaudit.seeds import seed_argument
+
     p = subparsers.add_parser("attack", help="attack a released model and write the result (JSON)", add_help=False)
     p.add_argument("-h", "--help", action=_HelpWithSettings, help="show this help and every attack's settings")
     p.add_argument("--model", help="released-model directory")
@@ -137,7 +139,7 @@ def add_parser(subparsers) -> None:
         help=f"{ATTACK_NAMES} (see the README's attack table)",
     )
     p.add_argument("--runs", type=int, default=None, help="repetitions (default: the attack's own)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed_argument, default=0, help="0 <= seed < 2**31")
     p.add_argument("--data-root", default=None)
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     p.add_argument(

@@ -101,6 +101,7 @@ def cmd_canary(args) -> int:
 
 def add_parser(subparsers) -> None:
     from dpaudit.commands._dataset_args import DATASET_HELP, SPLIT_HELP, add_dataset_option_argument
+    from dpaudit.seeds import seed_argument
 
     p = subparsers.add_parser(
         "canary",
@@ -124,7 +125,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--design", action="append", metavar="KEY=VALUE", help=_DESIGN_HELP)
     p.add_argument("--split", default=None, help=SPLIT_HELP)
     p.add_argument("--delta", default="auto", help="δ in (0, 1) or auto (resolved once on the base graph)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed_argument, default=0, help="0 <= seed < 2**31")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     p.add_argument("--data-root", default=None)
     p.add_argument("--out", help="where to write the audit JSON")

@@ -121,12 +121,14 @@ def cmd_demo(args) -> int:
 
 
 def add_parser(subparsers) -> None:
+    from dpaudit.seeds import seed_argument
+
     p = subparsers.add_parser(
         "demo", help="the end-to-end demo on the embedded synthetic graph (writes demo-report.html)"
     )
     p.add_argument("--out", default="demo-out", help="study folder (rerunning resumes it)")
     p.add_argument("--report", default="demo-report.html")
     p.add_argument("--jobs", type=int, default=None, help="cells run in parallel (default: one per core)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed_argument, default=0, help="0 <= seed < 2**31")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     p.set_defaults(func=cmd_demo)

@@ -97,19 +97,21 @@ def attack_overrides(assignments: list[str], attacks: list[str]) -> dict[str, di
     return out
 
 
-def _list(text: str | None) -> list[str] | None:
+def _list(text: str | None, option: str) -> list[str] | None:
+    """``"a, b"`` → ``["a", "b"]``; ``None`` when the option was not given; an option given
+    with nothing in it (``--attacks ''``) is refused, naming ``option``."""
     if text is None:
         return None
     items = [t.strip() for t in text.split(",") if t.strip()]
     if not items:
-        raise ConfigurationError("an empty list was given")
+        raise ConfigurationError(f"{option} was given an empty list; name at least one, or leave {option} out")
     return items
 
 
 def _attack_names(text: str | None) -> list[str]:
     import attacks as attack_registry
 
-    names = _list(text) or attack_registry.available_attacks()
+    names = _list(text, "--attacks") or attack_registry.available_attacks()
     for name in names:
         attack_registry.get_attack(name)
     return names
@@ -147,7 +149,7 @@ def _epsilons(text: str) -> list[str]:
     from dpaudit.accounting.spec import validate_epsilon
     from dpaudit.cli import check_target_epsilon
 
-    items = _list(text)
+    items = _list(text, "--epsilons")
     for item in items:
         check_target_epsilon(validate_epsilon(item), what="--epsilons")
     return items
@@ -162,9 +164,9 @@ def cmd_audit(args) -> int:
 
     check_report_paths(args.out, "audit", force=args.force)
     options = parse_dataset_options(args.dataset_option, args.dataset)
-    model = load(args.model, device="cpu")
-    names = _attack_names(args.attacks)
+    names = _attack_names(args.attacks)  # names and settings are refused before the model is read
     settings = attack_overrides(args.attack_set, names)
+    model = load(args.model, device="cpu")
     dataset = reload_dataset(model.card.get("dataset"), model.provenance("dataset"), args.dataset, options,
                              args.data_root)  # fmt: skip
     result = audit(
@@ -211,11 +213,13 @@ def run_compare(args, command: str | None = None):
     from dpaudit.registry import get_defense
     from dpaudit.workflows import Study, StudyConfig
 
+    if args.no_report and args.report is not None:
+        raise ConfigurationError("--report and --no-report contradict each other; give one of them")
     check_output_dir(args.out, "study", force=args.force)
     if not args.no_report:
         check_report_paths(args.report or Path(args.out) / "report.html", "study", force=args.force, what="--report")
     args.jobs = cap_jobs(args.jobs)
-    defenses = _list(args.defenses)
+    defenses = _list(args.defenses, "--defenses")
     names = _attack_names(args.attacks)
     options = parse_dataset_options(args.dataset_option, args.dataset)
     epsilons = _epsilons(args.epsilons)
@@ -236,7 +240,7 @@ def run_compare(args, command: str | None = None):
         device=args.device,
         data_root=args.data_root,
         title=args.title,
-        canaries=_list(getattr(args, "canaries", None)) or [],
+        canaries=_list(getattr(args, "canaries", None), "--canaries") or [],
         canary_count=getattr(args, "canary_count", 200),
     )
     study = Study(config, args.out, command=command or _command_line(), force=args.force)
