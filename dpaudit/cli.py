@@ -110,7 +110,7 @@ def cmd_train(args) -> int:
     )
     from dpaudit.datasets import load_dataset
     from dpaudit.defense import parse_overrides
-    from dpaudit.outputs import check_output_dir
+    from dpaudit.outputs import check_output_dir, output_lock
     from dpaudit.pipeline import train
     from dpaudit.registry import available_defenses, get_defense
     from dpaudit.splits import make_split
@@ -133,27 +133,28 @@ def cmd_train(args) -> int:
     options = parse_dataset_options(args.dataset_option, args.dataset)
     if defense.private:
         check_delta_declared(args.dataset, options, [defense.unit], args.delta)
-    check_output_dir(args.out, "model", force=args.force)
-    dataset = load_dataset(args.dataset, root=args.data_root, **options)
-    check_memory(defense, dataset.num_nodes, dataset.num_features)
-    warn_if_membership_not_random(dataset, make_split(dataset, args.split, args.seed), args.argv)
-    result = train(
-        args.defense,
-        dataset,
-        epsilon=args.epsilon,
-        delta=args.delta,
-        seed=args.seed,
-        split=args.split,
-        device=args.device,
-        overrides=overrides,
-        out=args.out,
-    )
-    m = result.metrics
-    print(
-        f"{m['defense']} on {m['dataset']}: test accuracy {_fmt(m['test_accuracy'])}, "
-        f"train accuracy {_fmt(m['train_accuracy'])}, {result.model.privacy.summary()}, "
-        f"{m['train_seconds']:.1f}s -> {args.out}"
-    )
+    with output_lock(args.out):  # a second `train --out` the same folder refuses, naming this one
+        check_output_dir(args.out, "model", force=args.force)
+        dataset = load_dataset(args.dataset, root=args.data_root, **options)
+        check_memory(defense, dataset.num_nodes, dataset.num_features)
+        warn_if_membership_not_random(dataset, make_split(dataset, args.split, args.seed), args.argv)
+        result = train(
+            args.defense,
+            dataset,
+            epsilon=args.epsilon,
+            delta=args.delta,
+            seed=args.seed,
+            split=args.split,
+            device=args.device,
+            overrides=overrides,
+            out=args.out,
+        )
+        m = result.metrics
+        print(
+            f"{m['defense']} on {m['dataset']}: test accuracy {_fmt(m['test_accuracy'])}, "
+            f"train accuracy {_fmt(m['train_accuracy'])}, {result.model.privacy.summary()}, "
+            f"{m['train_seconds']:.1f}s -> {args.out}"
+        )
     return 0
 
 

@@ -3,6 +3,8 @@ traceback, and nothing of the user's is overwritten."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -125,3 +127,165 @@ def test_compare_checks_its_split_before_the_study_folder_exists(split, fragment
     assert main(argv) == 2
     _one_line_error(capsys, fragment)
     assert not (tmp_path / "s").exists()
+
+
+# --------------------------------------------------------------------------- studies the user made
+
+
+@pytest.fixture(scope="module")
+def small_study(tmp_path_factory):
+    """A finished three-cell study made by `compare` (the user's)."""
+    out = tmp_path_factory.mktemp("study") / "s"
+    argv = ["compare", "--dataset", "csbm", "--dataset-option", "num_nodes=200", "--defenses", "gcn,mlp,sage",
+            "--epsilons", "inf", "--attacks", "mia-threshold", "--set", "epochs=2", "--attack-set", "n_boot=50",
+            "--jobs", "1", "--no-report", "--out", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    return out
+
+
+def _copy(study, tmp_path):
+    import shutil
+
+    target = tmp_path / "demo-out"
+    shutil.copytree(study, target)
+    return target
+
+
+def test_demo_refuses_a_folder_holding_another_study(small_study, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    folder = _copy(small_study, tmp_path)
+    before = {name: (folder / name).read_bytes() for name in ("study.json", "results.jsonl")}
+    assert main(["demo", "--jobs", "1"]) == 2
+    _one_line_error(capsys, "demo-out holds a study made by `dpaudit compare`, not a demo")
+    assert {name: (folder / name).read_bytes() for name in before} == before
+    assert not (tmp_path / "demo-report.html").exists()
+    # a study written before `made_by` was recorded is told by its command line
+    meta = json.loads(before["study.json"])
+    del meta["made_by"]
+    meta["command"] = "dpaudit compare --dataset csbm --defenses gcn,mlp,sage --epsilons inf --out demo-out"
+    (folder / "study.json").write_text(json.dumps(meta))
+    assert main(["demo", "--jobs", "1"]) == 2
+    _one_line_error(capsys, "made by `dpaudit compare`")
+
+
+def _damage(folder, how: str) -> None:
+    path = folder / "results.jsonl"
+    lines = path.read_text().splitlines()
+    if how == "banana":
+        record = json.loads(lines[1])
+        record["epsilon"] = "banana"
+        lines[1] = json.dumps(record)
+        path.write_text("\n".join(lines) + "\n")
+    elif how == "truncated":
+        path.write_text("\n".join([*lines[:2], lines[2][:80]]))
+    elif how == "corrupted-first":
+        lines[0] = lines[0][:40] + "#" + lines[0][41:]
+        path.write_text("\n".join(lines) + "\n")
+
+
+@pytest.mark.parametrize(
+    "how,line,reason",
+    [
+        ("banana", 2, "epsilon 'banana' is not a positive number"),
+        ("truncated", 3, "a torn last line (an interrupted write)"),
+        ("corrupted-first", 1, "not valid JSON (a corrupted line)"),
+    ],
+)
+def test_report_skips_an_unreadable_line_and_counts_it(how, line, reason, small_study, tmp_path, capsys, caplog):
+    from dpaudit.workflows.study import StudyResult
+
+    folder = _copy(small_study, tmp_path)
+    _damage(folder, how)
+    assert main(["report", str(folder), "--out", str(tmp_path / "r.html")]) == 0
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err and f"results.jsonl line {line}: {reason}" in caplog.text
+    assert f"2 of 3 cells done, 0 failed, 1 unreadable, 0 not run yet (results.jsonl line {line}: {reason}" in (
+        captured.out
+    )
+    result = StudyResult.load(folder)
+    meta = result.report_meta()
+    assert meta["cells_planned"] == 3 and meta["cells_unreadable"] == 1
+    assert meta["unreadable_lines"][0]["line"] == line
+
+
+def test_a_resumed_study_keeps_its_corrupted_lines_aside(small_study, tmp_path, capsys):
+    from dpaudit.workflows.store import read_results
+
+    folder = _copy(small_study, tmp_path)
+    _damage(folder, "banana")
+    damaged = (folder / "results.jsonl").read_text().splitlines()[1]
+    argv = ["compare", "--dataset", "csbm", "--dataset-option", "num_nodes=200", "--defenses", "gcn,mlp,sage",
+            "--epsilons", "inf", "--attacks", "mia-threshold", "--set", "epochs=2", "--attack-set", "n_boot=50",
+            "--jobs", "1", "--no-report", "--out", str(folder)]  # fmt: skip
+    assert main(argv) == 0  # the same command resumes: the unreadable cell is run again
+    assert (folder / "results.unreadable.jsonl").read_text() == damaged + "\n"
+    assert len(read_results(folder)) == 3
+
+
+# --------------------------------------------------------------------------- one writer per --out
+
+
+@pytest.fixture
+def other_process():
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    yield proc.pid
+    proc.kill()
+    proc.wait()
+
+
+def _hold_lock(path, pid, command="dpaudit train --out m"):
+    import socket
+
+    from dpaudit.outputs import lock_path
+
+    lock = lock_path(path)
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    lock.write_text(json.dumps({"pid": pid, "host": socket.gethostname(), "command": command, "since": "now"}))
+    return lock
+
+
+def test_a_second_train_to_the_same_out_refuses_naming_the_first(other_process, tmp_path, capsys):
+    out = tmp_path / "s03" / "m"
+    lock = _hold_lock(out, other_process)
+    argv = ["train", "--defense", "gcn", "--dataset", "csbm", "--dataset-option", "num_nodes=100",
+            "--set", "epochs=1", "--device", "cpu", "--out", str(out)]  # fmt: skip
+    assert main(argv) == 2
+    _one_line_error(capsys, f"is being written by process {other_process}", "dpaudit train --out m")
+    assert not out.exists() and lock.exists()
+
+
+def test_a_stale_lock_is_taken_over_and_removed(tmp_path, capsys):
+    import subprocess
+    import sys
+
+    done = subprocess.Popen([sys.executable, "-c", "pass"])
+    done.wait()
+    out = tmp_path / "m"
+    lock = _hold_lock(out, done.pid)
+    argv = ["train", "--defense", "gcn", "--dataset", "csbm", "--dataset-option", "num_nodes=100",
+            "--set", "epochs=1", "--device", "cpu", "--out", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    assert (out / "model.json").is_file() and not lock.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m"]
+
+
+def test_a_second_audit_to_the_same_out_refuses(other_process, tmp_path, capsys):
+    report = tmp_path / "same.html"
+    _hold_lock(report, other_process, "dpaudit audit --out same.html")
+    assert main(["audit", "--model", str(tmp_path / "no-model"), "--out", str(report)]) == 2
+    _one_line_error(capsys, f"--out {report} is being written by process {other_process}")
+    assert not report.exists()
+
+
+def test_the_lock_is_exclusive_within_one_process(tmp_path):
+    from dpaudit.outputs import OutputPathError, output_lock
+
+    with output_lock(tmp_path / "a" / "m") as lock:
+        assert lock.is_file() and json.loads(lock.read_text())["pid"] > 0
+        with pytest.raises(OutputPathError, match="is being written by process"):
+            with output_lock(tmp_path / "a" / "m"):
+                pass
+    assert not (tmp_path / "a").exists()  # the folder made for the lock goes with it

@@ -156,6 +156,13 @@ def _epsilons(text: str) -> list[str]:
 
 
 def cmd_audit(args) -> int:
+    from dpaudit.outputs import output_lock
+
+    with output_lock(args.out):  # a second audit to the same --out refuses, naming this one
+        return _audit_locked(args)
+
+
+def _audit_locked(args) -> int:
     from dpaudit.commands._dataset_args import parse_dataset_options, valid_bound_advice
     from dpaudit.datasets import reload_dataset
     from dpaudit.model import load
@@ -267,7 +274,7 @@ def cmd_report(args) -> int:
     check_report_paths(args.out or Path(args.study_dir) / "report.html", "study", force=args.force)
     result = StudyResult.load(args.study_dir)
     path = result.to_html(args.out)
-    print(f"{len(result.done)} cells done, {len(result.failed)} failed, {len(result.missing)} not run yet")
+    print(result.counts_line())
     print(f"report: {Path(path).resolve()}")
     return 0
 
