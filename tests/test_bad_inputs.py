@@ -289,3 +289,62 @@ def test_the_lock_is_exclusive_within_one_process(tmp_path):
             with output_lock(tmp_path / "a" / "m"):
                 pass
     assert not (tmp_path / "a").exists()  # the folder made for the lock goes with it
+
+
+# --------------------------------------------------------------------------- attack counts and long runs
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    out = tmp_path_factory.mktemp("model") / "gcn"
+    argv = ["train", "--defense", "gcn", "--dataset", "csbm", "--dataset-option", "num_nodes=120",
+            "--set", "epochs=2", "--device", "cpu", "--out", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    return out
+
+
+def test_attack_refuses_a_count_above_its_cap(tiny_model, tmp_path, capsys):
+    out = tmp_path / "r.json"
+    argv = ["attack", "--model", str(tiny_model), "--attack", "mia-rmia", "--attack-set", "num_references=100000"]
+    assert main([*argv, "--out", str(out)]) == 2
+    _one_line_error(capsys, "num_references=100000 is above its cap of 256", "--allow-long")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("setting", ["mia-rmia.num_references=100000", "runs=100000", "linkteller.num_pairs=10**6"])
+def test_audit_and_compare_refuse_a_count_above_its_cap(setting, tiny_model, tmp_path, capsys):
+    setting = setting.replace("10**6", "1000000")
+    out = tmp_path / "a.html"
+    argv = ["audit", "--model", str(tiny_model), "--attacks", "mia-rmia,linkteller", "--attack-set", setting]
+    assert main([*argv, "--out", str(out)]) == 2
+    _one_line_error(capsys, "is above its cap of", "--allow-long")
+    assert not out.exists()
+    argv = ["compare", "--dataset", "csbm", "--defenses", "gcn", "--epsilons", "inf", "--attacks",
+            "mia-rmia,linkteller", "--attack-set", setting, "--out", str(tmp_path / "s")]  # fmt: skip
+    assert main(argv) == 2
+    _one_line_error(capsys, "is above its cap of", "--allow-long")
+    assert not (tmp_path / "s").exists()
+
+
+def test_a_plan_estimated_above_the_limit_is_refused_unless_allow_long(tiny_model, tmp_path, capsys, monkeypatch):
+    import importlib
+
+    audit_workflow = importlib.import_module("dpaudit.workflows.audit")  # the module, not the function
+    monkeypatch.setattr(audit_workflow, "LONG_RUN_SECONDS", 0.0)  # every plan is "long": the rule, not the clock
+    out = tmp_path / "a.html"
+    argv = ["audit", "--model", str(tiny_model), "--attacks", "mia-threshold", "--attack-set", "n_boot=50"]
+    assert main([*argv, "--out", str(out)]) == 2
+    captured = capsys.readouterr()
+    assert "audit plan:" in captured.out and "Traceback" not in captured.err
+    error = [line for line in captured.err.splitlines() if line.strip()]
+    assert len(error) == 1 and "this would take about" in error[0] and "--allow-long" in error[0]
+    assert not out.exists()
+    assert main([*argv, "--allow-long", "--out", str(out)]) == 0 and out.is_file()
+
+    result = tmp_path / "r.json"
+    argv = ["attack", "--model", str(tiny_model), "--attack", "mia-threshold", "--attack-set", "n_boot=50"]
+    assert main([*argv, "--out", str(result)]) == 2
+    err = capsys.readouterr().err
+    assert "audit plan:" in err and err.strip().splitlines()[-1].startswith("dpaudit: error: this would take about")
+    assert not result.exists()
+    assert main([*argv, "--allow-long", "--out", str(result)]) == 0 and result.is_file()

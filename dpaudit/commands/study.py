@@ -71,10 +71,13 @@ def defense_overrides(assignments: list[str], defenses: list[str]) -> dict[str, 
     return out
 
 
-def attack_overrides(assignments: list[str], attacks: list[str]) -> dict[str, dict[str, Any]]:
-    """``--attack-set ATTACK.KEY=VALUE`` or ``--attack-set KEY=VALUE`` (every attack that accepts KEY)."""
+def attack_overrides(
+    assignments: list[str], attacks: list[str], allow_long: bool = False
+) -> dict[str, dict[str, Any]]:
+    """``--attack-set ATTACK.KEY=VALUE`` or ``--attack-set KEY=VALUE`` (every attack that accepts
+    KEY); each count at most its cap unless ``allow_long`` (:func:`attacks.check_attack_caps`)."""
     import attacks as attack_registry
-    from attacks import check_attack_ranges
+    from attacks import check_attack_caps, check_attack_ranges
 
     out: dict[str, dict[str, Any]] = {}
     for item in assignments or []:
@@ -89,6 +92,7 @@ def attack_overrides(assignments: list[str], attacks: list[str]) -> dict[str, di
                 out.setdefault(name, {})[key] = parse_literal(value)
                 attack_registry.check_setting_types(name, {key: out[name][key]})
                 check_attack_ranges(name, {key: out[name][key]})
+                check_attack_caps(name, {key: out[name][key]}, allow_long)
                 applied = True
             elif scope:
                 raise ConfigurationError(f"attack {name!r} has no setting {key!r}; known: {', '.join(sorted(known))}")
@@ -168,11 +172,12 @@ def _audit_locked(args) -> int:
     from dpaudit.model import load
     from dpaudit.outputs import check_report_paths
     from dpaudit.workflows import audit, format_plan
+    from dpaudit.workflows.audit import check_plan_duration
 
     check_report_paths(args.out, "audit", force=args.force)
     options = parse_dataset_options(args.dataset_option, args.dataset)
     names = _attack_names(args.attacks)  # names and settings are refused before the model is read
-    settings = attack_overrides(args.attack_set, names)
+    settings = attack_overrides(args.attack_set, names, args.allow_long)
     model = load(args.model, device="cpu")
     dataset = reload_dataset(model.card.get("dataset"), model.provenance("dataset"), args.dataset, options,
                              args.data_root)  # fmt: skip
@@ -182,7 +187,7 @@ def _audit_locked(args) -> int:
         attacks=names,
         settings=settings,
         quick=args.quick,
-        on_plan=lambda plan: print(format_plan(plan), flush=True),
+        on_plan=lambda plan: (print(format_plan(plan), flush=True), check_plan_duration(plan, args.allow_long)),
         data_root=args.data_root,
         device=args.device,
         command=_command_line(),
@@ -243,7 +248,7 @@ def run_compare(args, command: str | None = None):
         split=args.split,
         delta=args.delta,
         overrides=defense_overrides(args.set, defenses),
-        attack_settings=attack_overrides(args.attack_set, names),
+        attack_settings=attack_overrides(args.attack_set, names, getattr(args, "allow_long", False)),
         device=args.device,
         data_root=args.data_root,
         title=args.title,
@@ -282,6 +287,16 @@ def cmd_report(args) -> int:
 # --------------------------------------------------------------------------- parsers
 
 
+def add_allow_long_argument(p) -> None:
+    """``--allow-long``: run attack counts above their caps and plans estimated above the limit."""
+    p.add_argument(
+        "--allow-long",
+        action="store_true",
+        help="run attack counts above their caps (num_references > 256, runs > 50 ...; see the README) and audits "
+        "estimated above 2 h, which are otherwise refused before any work",
+    )
+
+
 def add_study_arguments(p) -> None:
     """Options shared by ``compare`` and ``demo``-like commands."""
     from dpaudit.commands._dataset_args import SPLIT_HELP, add_dataset_option_argument
@@ -304,6 +319,7 @@ def add_study_arguments(p) -> None:
     add_dataset_option_argument(p)
     p.add_argument("--keep-failed", action="store_true", help="do not retry cells that failed in an earlier run")
     p.add_argument("--title", default=None, help="report title")
+    add_allow_long_argument(p)
     p.add_argument(
         "--force",
         action="store_true",
@@ -335,6 +351,7 @@ def add_parser(subparsers) -> None:
         "trained on an inductive split, the owner's training graph otherwise)",
     )
     p.add_argument("--force", action="store_true", help="replace --out and its sidecar whatever they hold")
+    add_allow_long_argument(p)
     p.set_defaults(func=cmd_audit)
 
     p = subparsers.add_parser("compare", help="train and attack a defense × ε × seed grid (resumable)")
