@@ -104,7 +104,7 @@ def check_memory(defense, num_nodes: int, num_features: int) -> None:
 
 def cmd_train(args) -> int:
     from dpaudit.commands._dataset_args import (
-        check_delta_declared,
+        check_declarations,
         parse_dataset_options,
         warn_if_membership_not_random,
     )
@@ -131,8 +131,8 @@ def cmd_train(args) -> int:
     defense = cls(epsilon=args.epsilon, delta=args.delta, seed=args.seed, device=args.device, **overrides)
     check_target_epsilon(defense.epsilon)
     options = parse_dataset_options(args.dataset_option, args.dataset)
-    if defense.private:
-        check_delta_declared(args.dataset, options, [defense.unit], args.delta)
+    if defense.private:  # δ, declared sizes and the defense's own needs, all in one line
+        check_declarations(args.dataset, options, [defense], args.delta)
     with output_lock(args.out):  # a second `train --out` the same folder refuses, naming this one
         check_output_dir(args.out, "model", force=args.force)
         dataset = load_dataset(args.dataset, root=args.data_root, **options)

@@ -288,6 +288,13 @@ class Defense(ABC):
     def private(self) -> bool:
         return self.unit is not None and math.isfinite(self.epsilon)
 
+    def missing_declarations(self, declared: set[str]) -> list[str]:
+        """What this recipe needs declared (public facts: ``num_train``, ``num_nodes`` ...) or set
+        that ``declared`` lacks, one line each, said before any data is read so that a user's
+        own graph gets every missing declaration at once. Subclasses that read declared facts
+        override it; the default needs none."""
+        return []
+
     @classmethod
     def describe_hyperparameters(cls) -> list[tuple[str, str, Any, str]]:
         """``(name, type, default, one-line description)`` for every hyperparameter."""

@@ -348,3 +348,25 @@ def test_a_plan_estimated_above_the_limit_is_refused_unless_allow_long(tiny_mode
     assert "audit plan:" in err and err.strip().splitlines()[-1].startswith("dpaudit: error: this would take about")
     assert not result.exists()
     assert main([*argv, "--allow-long", "--out", str(result)]) == 0 and result.is_file()
+
+
+# --------------------------------------------------------------------------- every missing declaration at once
+
+
+def test_every_missing_declaration_is_said_at_once(tmp_path, capsys):
+    path = _graph_file(tmp_path / "G.npz")
+    base = ["--dataset", str(path), "--epsilon", "1"]
+    assert main(["train", "--defense", "mlp-dp", *base, "--out", str(tmp_path / "m")]) == 2
+    line = _one_line_error(capsys, "needs 3 things declared or set", "(1) --delta auto", "(2) preset=auto",
+                           "(3) DP-SGD's Poisson rate")  # fmt: skip
+    assert "declare_num_train=N" in line and "sample_rate=Q" in line
+    assert not (tmp_path / "m").exists()
+    compare = ["compare", "--dataset", str(path), "--defenses", "mlp-dp,gap-ndp,gcn", "--epsilons", "1,inf",
+               "--attacks", "mia-threshold", "--out", str(tmp_path / "s")]  # fmt: skip
+    assert main(compare) == 2
+    _one_line_error(capsys, "needs 4 things declared or set", "(1) --delta auto", "gap-ndp's DP-SGD Poisson rate")
+    assert not (tmp_path / "s").exists()
+    # declaring the training-set size answers the defenses' needs; δ alone is then left
+    declared = ["--dataset-option", "declare_num_train=150"]
+    assert main(["train", "--defense", "mlp-dp", *base, *declared, "--out", str(tmp_path / "m")]) == 2
+    _one_line_error(capsys, "pass --delta D (below 1/its nodes)")

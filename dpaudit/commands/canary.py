@@ -48,7 +48,7 @@ def _design_options(kind: str, items: list[str]) -> dict:
 
 def cmd_canary(args) -> int:
     from dpaudit.cli import check_memory, check_target_epsilon, parse_delta
-    from dpaudit.commands._dataset_args import check_delta_declared, parse_dataset_options
+    from dpaudit.commands._dataset_args import check_declarations, parse_dataset_options
     from dpaudit.datasets import load_dataset
     from dpaudit.defense import parse_overrides
     from dpaudit.outputs import check_output_file
@@ -74,7 +74,7 @@ def cmd_canary(args) -> int:
     check_target_epsilon(defense.epsilon)
     options = parse_dataset_options(args.dataset_option, args.dataset)
     if defense.private:
-        check_delta_declared(args.dataset, options, [defense.unit], args.delta)
+        check_declarations(args.dataset, options, [defense], args.delta)
     check_output_file(args.out, "canary", force=args.force)
     dataset = load_dataset(args.dataset, root=args.data_root, **options)
     check_memory(defense, dataset.num_nodes, dataset.num_features)

@@ -220,7 +220,7 @@ def run_compare(args, command: str | None = None):
     """Build and run the study described by ``compare``-style arguments; returns the StudyResult."""
     from dpaudit.accounting.spec import validate_epsilon
     from dpaudit.cli import cap_jobs
-    from dpaudit.commands._dataset_args import absolute_dataset, check_delta_declared, parse_dataset_options
+    from dpaudit.commands._dataset_args import absolute_dataset, check_declarations, parse_dataset_options
     from dpaudit.outputs import check_output_dir, check_report_paths
     from dpaudit.registry import get_defense
     from dpaudit.workflows import Study, StudyConfig
@@ -235,9 +235,12 @@ def run_compare(args, command: str | None = None):
     names = _attack_names(args.attacks)
     options = parse_dataset_options(args.dataset_option, args.dataset)
     epsilons = _epsilons(args.epsilons)
-    private_units = [get_defense(d).unit for d in defenses if get_defense(d).unit is not None]
-    if any(validate_epsilon(e) < math.inf for e in epsilons):
-        check_delta_declared(args.dataset, options, private_units, args.delta)
+    finite = [validate_epsilon(e) for e in epsilons if validate_epsilon(e) < math.inf]
+    if finite:  # δ, declared sizes and every private defense's own needs, all in one line
+        overrides = defense_overrides(args.set, defenses)
+        private = [get_defense(d)(epsilon=finite[0], delta=args.delta, device="cpu", **overrides.get(d, {}))
+                   for d in defenses if get_defense(d).unit is not None]  # fmt: skip
+        check_declarations(args.dataset, options, private, args.delta)
     config = StudyConfig(
         dataset=absolute_dataset(args.dataset),
         defenses=defenses,
