@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 
 from dpaudit.errors import ConfigurationError, DPAuditError
 
@@ -83,7 +82,7 @@ def cmd_attack(args) -> int:
     from dpaudit.workflows.audit import audit_plan, check_plan_duration, format_plan
 
     plan = audit_plan(model, dataset, [args.attack], {args.attack: settings}, device=args.device)
-    print(format_plan(plan), file=sys.stderr, flush=True)
+    print(format_plan(plan), flush=True)
     check_plan_duration(plan, args.allow_long)
     result = attacks.run(args.attack, model, dataset, **settings)
     result.settings["model_dir"] = str(args.model)
