@@ -94,9 +94,9 @@ def _plain_dpgnn_sum(module, params, x, batch, labels, groups, clip_norm):
 def run_training(name: str, epsilon: float, hp: dict, dataset, split, variant: str = "") -> dict:
     """Fit ``name`` with the training call wrapped by a timer; returns seconds and units."""
     import defenses.baselines as baselines
-    import defenses.dpar as dpar
-    import defenses.dpgnn as dpgnn
-    import defenses.gap as gap
+    import defenses.dpar.defense as dpar
+    import defenses.dpgnn.defense as dpgnn
+    import defenses.gap.defense as gap
     from dpaudit import dpsgd
 
     times: list[tuple[float, float]] = []

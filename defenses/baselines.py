@@ -606,6 +606,18 @@ class MLPDP(Defense):
     def selection_run_mechanisms(self, num_features: int, declared_train: int | None, delta: float) -> list:
         return [self.plan(num_features, declared_train, delta).mechanism]
 
+    def missing_declarations(self, declared: set[str]) -> list[str]:
+        if "num_train" in declared:
+            return []
+        out = []
+        if self.hp.preset == "auto":
+            out.append("preset=auto picks mlp-dp's architecture from the declared training-set size: "
+                       "--dataset-option declare_num_train=N, or --set preset=gap (or preset=dpar)")  # fmt: skip
+        if self.private and self.hp.sample_rate is None:
+            out.append("DP-SGD's Poisson rate is fixed before any data is read: --dataset-option declare_num_train=N, "
+                       "or --set sample_rate=Q")  # fmt: skip
+        return out
+
     def plan(
         self, num_features: int, train_size: int | None, delta: float, recorded_sigma: float | None = None
     ) -> MLPDPPlan:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from dpaudit import __version__
 from dpaudit.errors import DPAuditError, PrivacyParameterError
+from dpaudit.seeds import seed_argument
 
 log = logging.getLogger("dpaudit")
 
@@ -103,13 +104,13 @@ def check_memory(defense, num_nodes: int, num_features: int) -> None:
 
 def cmd_train(args) -> int:
     from dpaudit.commands._dataset_args import (
-        check_delta_declared,
+        check_declarations,
         parse_dataset_options,
         warn_if_membership_not_random,
     )
     from dpaudit.datasets import load_dataset
     from dpaudit.defense import parse_overrides
-    from dpaudit.outputs import check_output_dir
+    from dpaudit.outputs import check_output_dir, output_lock
     from dpaudit.pipeline import train
     from dpaudit.registry import available_defenses, get_defense
     from dpaudit.splits import make_split
@@ -130,29 +131,30 @@ def cmd_train(args) -> int:
     defense = cls(epsilon=args.epsilon, delta=args.delta, seed=args.seed, device=args.device, **overrides)
     check_target_epsilon(defense.epsilon)
     options = parse_dataset_options(args.dataset_option, args.dataset)
-    if defense.private:
-        check_delta_declared(args.dataset, options, [defense.unit], args.delta)
-    check_output_dir(args.out, "model", force=args.force)
-    dataset = load_dataset(args.dataset, root=args.data_root, **options)
-    check_memory(defense, dataset.num_nodes, dataset.num_features)
-    warn_if_membership_not_random(dataset, make_split(dataset, args.split, args.seed), args.argv)
-    result = train(
-        args.defense,
-        dataset,
-        epsilon=args.epsilon,
-        delta=args.delta,
-        seed=args.seed,
-        split=args.split,
-        device=args.device,
-        overrides=overrides,
-        out=args.out,
-    )
-    m = result.metrics
-    print(
-        f"{m['defense']} on {m['dataset']}: test accuracy {_fmt(m['test_accuracy'])}, "
-        f"train accuracy {_fmt(m['train_accuracy'])}, {result.model.privacy.summary()}, "
-        f"{m['train_seconds']:.1f}s -> {args.out}"
-    )
+    if defense.private:  # δ, declared sizes and the defense's own needs, all in one line
+        check_declarations(args.dataset, options, [defense], args.delta)
+    with output_lock(args.out):  # a second `train --out` the same folder refuses, naming this one
+        check_output_dir(args.out, "model", force=args.force)
+        dataset = load_dataset(args.dataset, root=args.data_root, **options)
+        check_memory(defense, dataset.num_nodes, dataset.num_features)
+        warn_if_membership_not_random(dataset, make_split(dataset, args.split, args.seed), args.argv)
+        result = train(
+            args.defense,
+            dataset,
+            epsilon=args.epsilon,
+            delta=args.delta,
+            seed=args.seed,
+            split=args.split,
+            device=args.device,
+            overrides=overrides,
+            out=args.out,
+        )
+        m = result.metrics
+        print(
+            f"{m['defense']} on {m['dataset']}: test accuracy {_fmt(m['test_accuracy'])}, "
+            f"train accuracy {_fmt(m['train_accuracy'])}, {result.model.privacy.summary()}, "
+            f"{m['train_seconds']:.1f}s -> {args.out}"
+        )
     return 0
 
 
@@ -240,7 +242,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_dataset_option_argument(p)
     p.add_argument("--epsilon", default="inf", help="target ε (a positive number or inf)")
     p.add_argument("--delta", default="auto", help="δ in (0, 1) or auto (a power of ten below 1/#declared units)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed_argument, default=0, help="0 <= seed < 2**31")
     p.add_argument("--split", default=None, help=SPLIT_HELP)
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     p.add_argument("--data-root", default=None)

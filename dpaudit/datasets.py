@@ -936,6 +936,10 @@ def check_dataset_options(name: str, options: dict) -> None:
             lowest = 0 if option == "seed" else 1
             ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value == int(value)
             ok, kind = ok and value >= lowest, f"an integer >= {lowest}"
+            if option == "seed":
+                from dpaudit.seeds import SEED_LIMIT
+
+                ok, kind = ok and value < SEED_LIMIT, "an integer in [0, 2**31)"
         else:
             ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
             kind = "a finite number"

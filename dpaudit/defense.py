@@ -50,6 +50,7 @@ from dpaudit.model import ReleasedModel
 from dpaudit.private_selection import check_selection_request, replan_selection, select_privately
 from dpaudit.release import declared_facts, declared_population, require_declared
 from dpaudit.runtime import library_versions, resolve_device, seed_everything
+from dpaudit.seeds import DERIVED_SEED_LIMIT, check_seed
 from dpaudit.splits import Split
 
 log = logging.getLogger(__name__)
@@ -252,7 +253,7 @@ class Defense(ABC):
         self.delta_option = delta
         if delta is not None and not (isinstance(delta, str) and delta.strip().lower() == "auto"):
             validate_delta(delta)
-        self.seed = int(seed)
+        self.seed = check_seed(seed, "seed", DERIVED_SEED_LIMIT)
         self.device = resolve_device(device)
         known = {f.name for f in dataclasses.fields(self.hyperparameters_class)}
         unknown = set(hyperparameters) - known
@@ -292,6 +293,13 @@ class Defense(ABC):
     @property
     def private(self) -> bool:
         return self.unit is not None and math.isfinite(self.epsilon)
+
+    def missing_declarations(self, declared: set[str]) -> list[str]:
+        """What this recipe needs declared (public facts: ``num_train``, ``num_nodes`` ...) or set
+        that ``declared`` lacks, one line each, said before any data is read so that a user's
+        own graph gets every missing declaration at once. Subclasses that read declared facts
+        override it; the default needs none."""
+        return []
 
     @classmethod
     def describe_hyperparameters(cls) -> list[tuple[str, str, Any, str]]:

@@ -109,6 +109,20 @@ def _read_pt(path: Path) -> dict:
 
 def _read_npz(path: Path) -> dict:
     try:
+        with path.open("rb") as fh:
+            head = fh.read(6)
+    except OSError as exc:
+        raise DatasetError(f"{path}: cannot be read ({_first_sentence(exc)})") from None
+    if head.startswith(b"\x93NUMPY"):
+        raise DatasetError(
+            f"{path}: a single numpy array (.npy), not a .npz archive; save the arrays x, y and edge_index "
+            "together with numpy.savez"
+        )
+    if not head.startswith(b"PK"):  # every zip file starts so; a damaged one is np.load's to explain
+        raise DatasetError(
+            f"{path}: not a numpy .npz archive (not a zip file); save the arrays x, y and edge_index with numpy.savez"
+        )
+    try:
         with np.load(path, allow_pickle=False) as archive:
             return {key: torch.from_numpy(np.array(archive[key])) for key in archive.files}
     except ValueError as exc:  # numpy would need pickle, which is never allowed

@@ -219,3 +219,112 @@ def check_output_dir(path: str | os.PathLike, kind: str, force: bool = False, wh
         )
     _probe(path, path, what)
     return path
+
+
+# --------------------------------------------------------------------------- one writer per output
+
+
+def lock_path(path: str | os.PathLike) -> Path:
+    """The lock file of output ``path``: ``.NAME.dpaudit-lock`` beside it (a released model's
+    folder or a report), so that the output itself holds nothing but what the command writes."""
+    path = Path(path).expanduser().absolute()
+    return path.with_name(f".{path.name}.dpaudit-lock")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    return True
+
+
+def _holder(lock: Path) -> dict | None:
+    payload = _json(lock)
+    return payload if isinstance(payload, dict) and isinstance(payload.get("pid"), int) else None
+
+
+@contextlib.contextmanager
+def output_lock(path: str | os.PathLike, what: str = "--out"):
+    """Hold the lock of output ``path`` while a command writes it: two ``train --out m`` (or two
+    ``audit --out a.html``) at once would otherwise both succeed, the first output silently
+    replaced. The lock file is created atomically (``O_CREAT | O_EXCL``) and holds the pid, host
+    and command of its writer; the second writer refuses in one line naming the first. A lock
+    whose process is gone (killed, even by SIGKILL) is stale and taken over. The lock is removed
+    on exit, and the folders made for it too when nothing else was put in them."""
+    import socket
+    import sys
+    import time
+
+    if str(path).strip() == "":  # the output checks say what is wrong with it
+        yield None
+        return
+    lock = lock_path(path)
+    created: list[Path] = []
+    folder = lock.parent
+    while not folder.exists():
+        created.append(folder)
+        folder = folder.parent
+    try:
+        for made in reversed(created):
+            made.mkdir()
+    except OSError:  # an unwritable place: the output checks refuse it in their words
+        yield from _unlocked(created)
+        return
+    me = {"pid": os.getpid(), "host": socket.gethostname(), "command": " ".join(["dpaudit", *sys.argv[1:]]),
+          "since": time.strftime("%Y-%m-%d %H:%M:%S")}  # fmt: skip
+    for _ in range(3):
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            holder = _holder(lock)
+            if holder is None:  # being written this instant, or not ours: look again
+                time.sleep(0.05)
+                holder = _holder(lock)
+            stale = holder is not None and holder.get("host") == me["host"] and not _alive(holder["pid"])
+            if stale or (holder is None and time.time() - _mtime(lock) > 60):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(lock)
+                continue
+            who = (f"process {holder['pid']} on {holder.get('host')} (`{holder.get('command')}`, since "
+                   f"{holder.get('since')})" if holder else "another process")  # fmt: skip
+            raise OutputPathError(
+                f"{what} {path} is being written by {who}; wait for it to finish or choose another {what} "
+                f"(if no such process runs, remove {lock})"
+            ) from None
+        except OSError:  # an unwritable place: the output checks refuse it in their words
+            yield from _unlocked(created)
+            return
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(me, fh)
+        break
+    else:
+        raise OutputPathError(f"{what} {path}: could not take its lock {lock}; try again")
+    try:
+        yield lock
+    finally:
+        holder = _holder(lock)
+        if holder is not None and holder.get("pid") == me["pid"]:
+            with contextlib.suppress(OSError):
+                os.unlink(lock)
+        for made in created:
+            with contextlib.suppress(OSError):  # something else was written there: keep it
+                made.rmdir()
+
+
+def _unlocked(created: list[Path]):
+    try:
+        yield None
+    finally:
+        for made in created:
+            with contextlib.suppress(OSError):
+                made.rmdir()
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0

@@ -102,7 +102,12 @@ def random_split(dataset: GraphDataset, train: float, val: float, test: float, s
     n_train, n_val = int(round(train * n)), int(round(val * n))
     n_test = min(int(round(test * n)), n - n_train - n_val)
     if n_train == 0:
-        raise ConfigurationError(f"split {spec!r} leaves no training node")
+        raise ConfigurationError(f"split {spec!r} leaves no training node (the graph has {n} labeled nodes)")
+    if test > 0 and n_test == 0:  # a model with no test node measures nothing: say so before training
+        raise ConfigurationError(
+            f"split {spec!r} leaves no test node: the graph has only {n} labeled nodes; label more nodes, "
+            "or give a larger test fraction"
+        )
     return Split(
         perm[:n_train].sort().values,
         perm[n_train : n_train + n_val].sort().values,

@@ -80,7 +80,7 @@ def test_gap_edp_sensitivity_div10_is_caught_at_claim_4_on_cora(cora):
 
 
 def test_gcon_break_draws_a_tenth_of_the_objective_noise_and_claims_the_sound_epsilon(cora):
-    import defenses.gcon as gcon
+    import defenses.gcon.defense as gcon
 
     real = gcon.sample_objective_noise(8, 3, 2.0, np.random.default_rng(0))
     with zoo._gcon_objective_noise(0.1):

@@ -292,7 +292,7 @@ def test_fit_builds_its_sound_terms_with_pair_terms_over_the_declared_slots(grap
         seen.append((cols.shape, source_slots.tolist(), len(universe), pool_size, kw))
         return real(cols, vals, source_slots, universe, sampled, pool_size, **kw)
 
-    monkeypatch.setattr(dpar_package, "pair_terms", spy)
+    monkeypatch.setattr(dpar_package.defense, "pair_terms", spy)
     defense.fit(graph, split)
     defense.fit(graph_h, split_h)
     (shape_g, sources_g, slots_g, pool_g, kw_g), (shape_h, sources_h, slots_h, pool_h, kw_h) = seen
@@ -561,7 +561,7 @@ def test_sound_fit_needs_a_declaration_that_bounds_the_pool(graph, split, monkey
     import dataclasses
 
     calls = []
-    monkeypatch.setattr(dpar_package, "poisson_sample", lambda *a, **k: calls.append(1))
+    monkeypatch.setattr(dpar_package.defense, "poisson_sample", lambda *a, **k: calls.append(1))
     undeclared = dataclasses.replace(graph, public_facts={})
     with pytest.raises(DPAuditError, match="declared"):
         get_defense("dpar-em0")(epsilon=4.0, delta=1e-3, seed=0, **FAST).fit(undeclared, split)

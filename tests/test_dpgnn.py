@@ -583,7 +583,7 @@ def test_card_holds_the_plan_and_the_record_the_measurements(small_graph, tmp_pa
 
 
 def test_undeclared_training_size_is_refused_before_any_work(small_graph, monkeypatch):
-    import defenses.dpgnn as package
+    import defenses.dpgnn.defense as package
 
     undeclared = from_data(small_graph.data.clone(), name="mine", classes=3)  # no size declared
     split = make_split(undeclared, "random:0.6,0.2,0.2", 0)

@@ -12,7 +12,7 @@ import torch
 from torch_geometric.data import Data
 
 import defenses.baselines as baselines
-import defenses.dpgnn as dpgnn
+import defenses.dpgnn.defense as dpgnn
 from attacks import gradient_canary as game
 from defenses.baselines import FeatureMLP
 from dpaudit.accounting import PoissonSubsampledGaussian

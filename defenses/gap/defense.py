@@ -482,6 +482,16 @@ class _GAP(Defense):
             )
         return declared
 
+    def missing_declarations(self, declared: set[str]) -> list[str]:
+        if "num_train" in declared:
+            return []
+        try:
+            self.schedules(None)
+        except ConfigurationError:
+            return [f"{self.name}'s DP-SGD Poisson rate is fixed before any data is read: --dataset-option "
+                    "declare_num_train=N, or --set sample_rate=Q"]  # fmt: skip
+        return []
+
     def schedules(self, declared_train: int | None) -> tuple[PoissonSchedule, PoissonSchedule] | None:
         """(encoder, classifier) DP-SGD schedules of private node-level GAP, fixed before any
         data is read: q = ``sample_rate``, else from the declared training-set size n̂

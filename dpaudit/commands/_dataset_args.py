@@ -72,6 +72,43 @@ def absolute_dataset(name: str) -> str:
     return str(Path(name).expanduser().resolve()) if is_graph_path(name) else name
 
 
+def declared_facts_of(dataset: str, options: dict) -> set[str] | None:
+    """The facts a graph file's ``--dataset-option``s declare (``num_nodes``, ``num_train`` ...);
+    ``None`` for a registry dataset or csbm, which declare every size themselves."""
+    from dpaudit.datasets import USER_FACTS
+    from dpaudit.graph_files import is_graph_path
+
+    if not is_graph_path(dataset):
+        return None
+    if options.get("declare"):
+        return set(USER_FACTS)
+    return {key.removeprefix("declare_") for key in options if key.startswith("declare_")}
+
+
+def check_declarations(dataset: str, options: dict, defenses: list, delta) -> None:
+    """Every declaration a private model on the user's own graph lacks, said at once (one line,
+    before any work): δ = auto's declared size (:func:`check_delta_declared`) and what each
+    private defense reads from declared facts (:meth:`dpaudit.defense.Defense.missing_declarations`)."""
+    declared = declared_facts_of(dataset, options)
+    if declared is None:
+        return
+    missing = []
+    try:
+        check_delta_declared(dataset, options, [d.unit for d in defenses if d.unit is not None], delta)
+    except PrivacyParameterError as exc:
+        missing.append(str(exc))
+    for defense in defenses:
+        missing += defense.missing_declarations(declared)
+    missing = list(dict.fromkeys(missing))
+    if len(missing) == 1:
+        raise PrivacyParameterError(missing[0])
+    if missing:
+        raise PrivacyParameterError(
+            f"a private model on {dataset} needs {len(missing)} things declared or set, all before any work: "
+            + "; ".join(f"({i}) {text}" for i, text in enumerate(missing, 1))
+        )
+
+
 def check_delta_declared(dataset: str, options: dict, units: list[str], delta) -> None:
     """``--delta auto`` on a graph file needs the size δ is chosen from (the protected units:
     nodes or edges) to be declared; say how to proceed, before any work. Registry datasets and

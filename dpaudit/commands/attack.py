@@ -1,7 +1,7 @@
 """``dpaudit attack``: run one attack against a released model and write its result as JSON.
 
 dpaudit attack --model DIR --attack NAME [--runs N] [--seed S] [--data-root DIR]
-               [--device auto|cpu|cuda] [--set KEY=VALUE ...] [--force] --out FILE.json
+               [--device auto|cpu|cuda] [--set KEY=VALUE ...] [--force] [--allow-long] --out FILE.json
 """
 
 from __future__ import annotations
@@ -72,10 +72,18 @@ def cmd_attack(args) -> int:
         raise ConfigurationError(f"attack {args.attack!r}: unknown settings {unknown}; known: {sorted(known_now)}")
     attacks.check_setting_types(args.attack, settings)
     attacks.check_attack_ranges(args.attack, settings)
+    attacks.check_attack_caps(args.attack, settings, args.allow_long)
     device = resolve_device(args.device)
     model = load(args.model, device=device)
     # the model's own graph: a graph file from the owner's record, else the card's dataset
     dataset = reload_dataset(model.card.get("dataset"), model.provenance("dataset"), root=args.data_root)
+    # the audit's cost model, measured on this model: the estimate is said, and a run estimated
+    # above the limit refused, before the attack starts
+    from dpaudit.workflows.audit import audit_plan, check_plan_duration, format_plan
+
+    plan = audit_plan(model, dataset, [args.attack], {args.attack: settings}, device=args.device)
+    print(format_plan(plan), flush=True)
+    check_plan_duration(plan, args.allow_long)
     result = attacks.run(args.attack, model, dataset, **settings)
     result.settings["model_dir"] = str(args.model)
     result.save(args.out)
@@ -129,6 +137,8 @@ class _HelpWithSettings(argparse.Action):
 
 
 def add_parser(subparsers) -> None:
+    from dpaudit.seeds import seed_argument
+
     p = subparsers.add_parser("attack", help="attack a released model and write the result (JSON)", add_help=False)
     p.add_argument("-h", "--help", action=_HelpWithSettings, help="show this help and every attack's settings")
     p.add_argument("--model", help="released-model directory")
@@ -137,7 +147,7 @@ def add_parser(subparsers) -> None:
         help=f"{ATTACK_NAMES} (see the README's attack table)",
     )
     p.add_argument("--runs", type=int, default=None, help="repetitions (default: the attack's own)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed_argument, default=0, help="0 <= seed < 2**31")
     p.add_argument("--data-root", default=None)
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     p.add_argument(
@@ -157,4 +167,10 @@ def add_parser(subparsers) -> None:
     )
     p.add_argument("--out", help="where to write the result JSON")
     p.add_argument("--force", action="store_true", help="replace --out even if it is not an earlier attack result")
+    p.add_argument(
+        "--allow-long",
+        action="store_true",
+        help="run counts above their caps (num_references > 256, runs > 50 ...) and attacks estimated above 2 h, "
+        "which are otherwise refused before any work",
+    )
     p.set_defaults(func=cmd_attack)

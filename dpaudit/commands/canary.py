@@ -48,7 +48,7 @@ def _design_options(kind: str, items: list[str]) -> dict:
 
 def cmd_canary(args) -> int:
     from dpaudit.cli import check_memory, check_target_epsilon, parse_delta
-    from dpaudit.commands._dataset_args import check_delta_declared, parse_dataset_options
+    from dpaudit.commands._dataset_args import check_declarations, parse_dataset_options
     from dpaudit.datasets import load_dataset
     from dpaudit.defense import parse_overrides
     from dpaudit.outputs import check_output_file
@@ -74,7 +74,7 @@ def cmd_canary(args) -> int:
     check_target_epsilon(defense.epsilon)
     options = parse_dataset_options(args.dataset_option, args.dataset)
     if defense.private:
-        check_delta_declared(args.dataset, options, [defense.unit], args.delta)
+        check_declarations(args.dataset, options, [defense], args.delta)
     check_output_file(args.out, "canary", force=args.force)
     dataset = load_dataset(args.dataset, root=args.data_root, **options)
     check_memory(defense, dataset.num_nodes, dataset.num_features)
@@ -101,6 +101,7 @@ def cmd_canary(args) -> int:
 
 def add_parser(subparsers) -> None:
     from dpaudit.commands._dataset_args import DATASET_HELP, SPLIT_HELP, add_dataset_option_argument
+    from dpaudit.seeds import seed_argument
 
     p = subparsers.add_parser(
         "canary",
@@ -124,7 +125,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--design", action="append", metavar="KEY=VALUE", help=_DESIGN_HELP)
     p.add_argument("--split", default=None, help=SPLIT_HELP)
     p.add_argument("--delta", default="auto", help="δ in (0, 1) or auto (resolved once on the base graph)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed_argument, default=0, help="0 <= seed < 2**31")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     p.add_argument("--data-root", default=None)
     p.add_argument("--out", help="where to write the audit JSON")

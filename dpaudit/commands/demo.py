@@ -77,6 +77,22 @@ def demo_table(rows: list[dict], units: dict[str, str | None]) -> str:
     return "\n".join(line.rstrip() for line in _table(table_rows, columns).splitlines())
 
 
+def check_demo_folder(out) -> None:
+    """The demo re-configures its own study folder (a newer demo may change its plan), so it
+    refuses, before any work, a folder holding a study that another command made: its
+    ``study.json`` would be rewritten and the demo's cells appended to its ``results.jsonl``."""
+    from dpaudit.errors import ConfigurationError
+    from dpaudit.workflows.study import study_made_by
+
+    made_by = study_made_by(out)
+    if made_by not in (None, "demo"):
+        made = "by an unknown command" if made_by == "unknown" else f"by `dpaudit {made_by}`"
+        raise ConfigurationError(
+            f"--out {out} holds a study made {made}, not a demo; the demo would re-configure it and add its cells to "
+            "it: choose another folder (dpaudit demo --out DIR)"
+        )
+
+
 def cmd_demo(args) -> int:
     from dpaudit.cli import cap_jobs
     from dpaudit.outputs import check_output_dir, check_report_paths
@@ -84,6 +100,7 @@ def cmd_demo(args) -> int:
     from dpaudit.workflows import Study, StudyConfig
 
     check_output_dir(args.out, "study")
+    check_demo_folder(args.out)
     check_report_paths(args.report, "study", what="--report")
     args.jobs = cap_jobs(args.jobs)
     defenses, overrides, names, settings = demo_plan()
@@ -108,7 +125,8 @@ def cmd_demo(args) -> int:
     print(f"graph: csbm, {DEMO_DATASET_OPTIONS['num_nodes']} nodes; {args.jobs} worker(s); study folder {args.out}/")
     start = time.perf_counter()
     # the demo folder is ours: a newer demo configuration may re-configure it
-    result = Study(config, args.out, command="dpaudit " + " ".join(sys.argv[1:]), force=True).run(jobs=args.jobs)
+    result = Study(config, args.out, command="dpaudit " + " ".join(sys.argv[1:]), force=True,
+                   made_by="demo").run(jobs=args.jobs)  # fmt: skip
     print(demo_table(result.table(), units))
     print("attack AUC: 0.5 is chance, 1.0 always right; the report says which attacks each guarantee covers.")
     for rec in result.failed:
@@ -121,12 +139,14 @@ def cmd_demo(args) -> int:
 
 
 def add_parser(subparsers) -> None:
+    from dpaudit.seeds import seed_argument
+
     p = subparsers.add_parser(
         "demo", help="the end-to-end demo on the embedded synthetic graph (writes demo-report.html)"
     )
     p.add_argument("--out", default="demo-out", help="study folder (rerunning resumes it)")
     p.add_argument("--report", default="demo-report.html")
     p.add_argument("--jobs", type=int, default=None, help="cells run in parallel (default: one per core)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed_argument, default=0, help="0 <= seed < 2**31")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     p.set_defaults(func=cmd_demo)

@@ -71,10 +71,13 @@ def defense_overrides(assignments: list[str], defenses: list[str]) -> dict[str, 
     return out
 
 
-def attack_overrides(assignments: list[str], attacks: list[str]) -> dict[str, dict[str, Any]]:
-    """``--attack-set ATTACK.KEY=VALUE`` or ``--attack-set KEY=VALUE`` (every attack that accepts KEY)."""
+def attack_overrides(
+    assignments: list[str], attacks: list[str], allow_long: bool = False
+) -> dict[str, dict[str, Any]]:
+    """``--attack-set ATTACK.KEY=VALUE`` or ``--attack-set KEY=VALUE`` (every attack that accepts
+    KEY); each count at most its cap unless ``allow_long`` (:func:`attacks.check_attack_caps`)."""
     import attacks as attack_registry
-    from attacks import check_attack_ranges
+    from attacks import check_attack_caps, check_attack_ranges
 
     out: dict[str, dict[str, Any]] = {}
     for item in assignments or []:
@@ -89,6 +92,7 @@ def attack_overrides(assignments: list[str], attacks: list[str]) -> dict[str, di
                 out.setdefault(name, {})[key] = parse_literal(value)
                 attack_registry.check_setting_types(name, {key: out[name][key]})
                 check_attack_ranges(name, {key: out[name][key]})
+                check_attack_caps(name, {key: out[name][key]}, allow_long)
                 applied = True
             elif scope:
                 raise ConfigurationError(f"attack {name!r} has no setting {key!r}; known: {', '.join(sorted(known))}")
@@ -97,19 +101,21 @@ def attack_overrides(assignments: list[str], attacks: list[str]) -> dict[str, di
     return out
 
 
-def _list(text: str | None) -> list[str] | None:
+def _list(text: str | None, option: str) -> list[str] | None:
+    """``"a, b"`` → ``["a", "b"]``; ``None`` when the option was not given; an option given
+    with nothing in it (``--attacks ''``) is refused, naming ``option``."""
     if text is None:
         return None
     items = [t.strip() for t in text.split(",") if t.strip()]
     if not items:
-        raise ConfigurationError("an empty list was given")
+        raise ConfigurationError(f"{option} was given an empty list; name at least one, or leave {option} out")
     return items
 
 
 def _attack_names(text: str | None) -> list[str]:
     import attacks as attack_registry
 
-    names = _list(text) or attack_registry.available_attacks()
+    names = _list(text, "--attacks") or attack_registry.available_attacks()
     for name in names:
         attack_registry.get_attack(name)
     return names
@@ -147,24 +153,32 @@ def _epsilons(text: str) -> list[str]:
     from dpaudit.accounting.spec import validate_epsilon
     from dpaudit.cli import check_target_epsilon
 
-    items = _list(text)
+    items = _list(text, "--epsilons")
     for item in items:
         check_target_epsilon(validate_epsilon(item), what="--epsilons")
     return items
 
 
 def cmd_audit(args) -> int:
+    from dpaudit.outputs import output_lock
+
+    with output_lock(args.out):  # a second audit to the same --out refuses, naming this one
+        return _audit_locked(args)
+
+
+def _audit_locked(args) -> int:
     from dpaudit.commands._dataset_args import parse_dataset_options, valid_bound_advice
     from dpaudit.datasets import reload_dataset
     from dpaudit.model import load
     from dpaudit.outputs import check_report_paths
     from dpaudit.workflows import audit, format_plan
+    from dpaudit.workflows.audit import check_plan_duration
 
     check_report_paths(args.out, "audit", force=args.force)
     options = parse_dataset_options(args.dataset_option, args.dataset, declaring=False)  # the model's classes
+    names = _attack_names(args.attacks)  # names and settings are refused before the model is read
+    settings = attack_overrides(args.attack_set, names, args.allow_long)
     model = load(args.model, device="cpu")
-    names = _attack_names(args.attacks)
-    settings = attack_overrides(args.attack_set, names)
     dataset = reload_dataset(model.card.get("dataset"), model.provenance("dataset"), args.dataset, options,
                              args.data_root)  # fmt: skip
     result = audit(
@@ -173,7 +187,7 @@ def cmd_audit(args) -> int:
         attacks=names,
         settings=settings,
         quick=args.quick,
-        on_plan=lambda plan: print(format_plan(plan), flush=True),
+        on_plan=lambda plan: (print(format_plan(plan), flush=True), check_plan_duration(plan, args.allow_long)),
         data_root=args.data_root,
         device=args.device,
         command=_command_line(),
@@ -206,22 +220,27 @@ def run_compare(args, command: str | None = None):
     """Build and run the study described by ``compare``-style arguments; returns the StudyResult."""
     from dpaudit.accounting.spec import validate_epsilon
     from dpaudit.cli import cap_jobs
-    from dpaudit.commands._dataset_args import absolute_dataset, check_delta_declared, parse_dataset_options
+    from dpaudit.commands._dataset_args import absolute_dataset, check_declarations, parse_dataset_options
     from dpaudit.outputs import check_output_dir, check_report_paths
     from dpaudit.registry import get_defense
     from dpaudit.workflows import Study, StudyConfig
 
+    if args.no_report and args.report is not None:
+        raise ConfigurationError("--report and --no-report contradict each other; give one of them")
     check_output_dir(args.out, "study", force=args.force)
     if not args.no_report:
         check_report_paths(args.report or Path(args.out) / "report.html", "study", force=args.force, what="--report")
     args.jobs = cap_jobs(args.jobs)
-    defenses = _list(args.defenses)
+    defenses = _list(args.defenses, "--defenses")
     names = _attack_names(args.attacks)
     options = parse_dataset_options(args.dataset_option, args.dataset)
     epsilons = _epsilons(args.epsilons)
-    private_units = [get_defense(d).unit for d in defenses if get_defense(d).unit is not None]
-    if any(validate_epsilon(e) < math.inf for e in epsilons):
-        check_delta_declared(args.dataset, options, private_units, args.delta)
+    finite = [validate_epsilon(e) for e in epsilons if validate_epsilon(e) < math.inf]
+    if finite:  # δ, declared sizes and every private defense's own needs, all in one line
+        overrides = defense_overrides(args.set, defenses)
+        private = [get_defense(d)(epsilon=finite[0], delta=args.delta, device="cpu", **overrides.get(d, {}))
+                   for d in defenses if get_defense(d).unit is not None]  # fmt: skip
+        check_declarations(args.dataset, options, private, args.delta)
     config = StudyConfig(
         dataset=absolute_dataset(args.dataset),
         defenses=defenses,
@@ -232,11 +251,11 @@ def run_compare(args, command: str | None = None):
         split=args.split,
         delta=args.delta,
         overrides=defense_overrides(args.set, defenses),
-        attack_settings=attack_overrides(args.attack_set, names),
+        attack_settings=attack_overrides(args.attack_set, names, getattr(args, "allow_long", False)),
         device=args.device,
         data_root=args.data_root,
         title=args.title,
-        canaries=_list(getattr(args, "canaries", None)) or [],
+        canaries=_list(getattr(args, "canaries", None), "--canaries") or [],
         canary_count=getattr(args, "canary_count", 200),
     )
     study = Study(config, args.out, command=command or _command_line(), force=args.force)
@@ -263,12 +282,22 @@ def cmd_report(args) -> int:
     check_report_paths(args.out or Path(args.study_dir) / "report.html", "study", force=args.force)
     result = StudyResult.load(args.study_dir)
     path = result.to_html(args.out)
-    print(f"{len(result.done)} cells done, {len(result.failed)} failed, {len(result.missing)} not run yet")
+    print(result.counts_line())
     print(f"report: {Path(path).resolve()}")
     return 0
 
 
 # --------------------------------------------------------------------------- parsers
+
+
+def add_allow_long_argument(p) -> None:
+    """``--allow-long``: run attack counts above their caps and plans estimated above the limit."""
+    p.add_argument(
+        "--allow-long",
+        action="store_true",
+        help="run attack counts above their caps (num_references > 256, runs > 50 ...; see the README) and audits "
+        "estimated above 2 h, which are otherwise refused before any work",
+    )
 
 
 def add_study_arguments(p) -> None:
@@ -293,6 +322,7 @@ def add_study_arguments(p) -> None:
     add_dataset_option_argument(p)
     p.add_argument("--keep-failed", action="store_true", help="do not retry cells that failed in an earlier run")
     p.add_argument("--title", default=None, help="report title")
+    add_allow_long_argument(p)
     p.add_argument(
         "--force",
         action="store_true",
@@ -324,6 +354,7 @@ def add_parser(subparsers) -> None:
         "trained on an inductive split, the owner's training graph otherwise)",
     )
     p.add_argument("--force", action="store_true", help="replace --out and its sidecar whatever they hold")
+    add_allow_long_argument(p)
     p.set_defaults(func=cmd_audit)
 
     p = subparsers.add_parser("compare", help="train and attack a defense × ε × seed grid (resumable)")

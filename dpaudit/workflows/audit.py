@@ -389,6 +389,26 @@ def audit_plan(
     }
 
 
+#: an audit (or attack) estimated above this many seconds is refused unless ``--allow-long``
+LONG_RUN_SECONDS = 2 * 3600
+
+
+def check_plan_duration(plan: dict, allow_long: bool = False) -> None:
+    """Refuse, before any attack runs, a plan (:func:`audit_plan`) estimated above
+    :data:`LONG_RUN_SECONDS` on an idle machine, unless ``allow_long``; the line names the
+    costliest step."""
+    seconds = float(plan.get("estimated_seconds") or 0.0)
+    if allow_long or seconds <= LONG_RUN_SECONDS:
+        return
+    step = max(plan["attacks"], key=lambda s: s["estimated_seconds"])
+    opts = ", ".join(f"{k}={v}" for k, v in step["settings"].items())
+    raise ConfigurationError(
+        f"this would take about {format_seconds(seconds)} on an idle machine (above the {format_seconds(LONG_RUN_SECONDS)} "
+        f"limit; {step['attack']} ({opts}) about {format_seconds(step['estimated_seconds'])}); lower its counts "
+        "(--quick for a first look), or pass --allow-long to run it anyway"
+    )
+
+
 def format_seconds(seconds: float) -> str:
     seconds = max(0.0, float(seconds))
     if seconds < 90:

@@ -95,11 +95,13 @@ class StudyConfig:
         if not self.epsilons:
             raise ConfigurationError("a study needs at least one epsilon")
         self.epsilons = [_eps_value(e) for e in self.epsilons]
+        from dpaudit.seeds import SEED_LIMIT, check_seed
+
         if isinstance(self.seeds, int):
-            if self.seeds < 1:
-                raise ConfigurationError(f"seeds must be >= 1, got {self.seeds}")
+            if not 1 <= self.seeds <= SEED_LIMIT:
+                raise ConfigurationError(f"seeds must be >= 1 (seeds 0..N-1, each below 2**31), got {self.seeds}")
             self.seeds = list(range(self.seeds))
-        self.seeds = [int(s) for s in self.seeds]
+        self.seeds = [check_seed(s, "seed") for s in self.seeds]
         if not self.seeds:
             raise ConfigurationError("a study needs at least one seed")
         self.defenses = list(dict.fromkeys(self.defenses))
@@ -145,6 +147,12 @@ def validate_config(config: StudyConfig, dataset=None) -> StudyConfig:
             memory = device_memory(resolve_device(config.device))
         except DPAuditError:
             memory = None
+    if dataset is not None:
+        # the split's spec and sizes, as `train` checks them: a bad split is one line before the
+        # study folder exists, never a failed cell per seed (sizes do not depend on the seed)
+        from dpaudit.splits import make_split
+
+        make_split(dataset, config.split, (config.seeds or [0])[0])
     for defense in config.defenses:
         cls = get_defense(defense)
         overrides = config.overrides.get(defense) or {}

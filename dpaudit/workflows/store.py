@@ -104,22 +104,82 @@ class StudyLock:
         self.fh.close()
 
 
-def read_results(study_dir: str | Path) -> list[dict[str, Any]]:
-    """Every well-formed line of ``results.jsonl`` (a torn last line is ignored)."""
+def _is_number(value) -> bool:
+    import math
+
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def record_problem(rec: Any) -> str | None:
+    """Why a parsed ``results.jsonl`` line is not a cell record the report can read (``None``:
+    it is one): the fields every reader relies on, with their types."""
+    if not isinstance(rec, dict):
+        return f"a {type(rec).__name__}, not a cell record"
+    if rec.get("schema") != CELL_SCHEMA:
+        return f"schema {rec.get('schema')!r} is not {CELL_SCHEMA!r}"
+    if not isinstance(rec.get("cell_id"), str) or not rec["cell_id"]:
+        return "no cell_id"
+    if rec.get("status") not in ("done", "failed"):
+        return f"status {rec.get('status')!r} is neither done nor failed"
+    if not isinstance(rec.get("defense"), str):
+        return f"defense {rec.get('defense')!r} is not a name"
+    epsilon = rec.get("epsilon")
+    if epsilon is not None and not (_is_number(epsilon) and epsilon > 0):
+        return f"epsilon {epsilon!r} is not a positive number (or null for ∞)"
+    if isinstance(rec.get("seed"), bool) or not isinstance(rec.get("seed"), int):
+        return f"seed {rec.get('seed')!r} is not an integer"
+    for key in ("dataset", "split", "privacy", "metrics", "card", "overrides", "attacks", "attack_errors", "error"):
+        if rec.get(key) is not None and not isinstance(rec[key], dict):
+            return f"{key} is a {type(rec[key]).__name__}, not an object"
+    for key, value in (rec.get("metrics") or {}).items():
+        if value is not None and not isinstance(value, (int, float, str, dict, list)):
+            return f"metrics.{key} {value!r} is not a value"
+    privacy_epsilon = (rec.get("privacy") or {}).get("epsilon")
+    if privacy_epsilon is not None and not _is_number(privacy_epsilon):
+        return f"privacy.epsilon {privacy_epsilon!r} is not a number"
+    for name, result in (rec.get("attacks") or {}).items():
+        if not isinstance(result, dict):
+            return f"attacks.{name} is not an object"
+        for key in ("auc", "epsilon_lower_bound", "ceiling_auc"):
+            value = result.get(key)
+            if value is not None and not (isinstance(value, (int, float)) and not isinstance(value, bool)):
+                return f"attacks.{name}.{key} {value!r} is not a number"
+    return None
+
+
+def read_results(study_dir: str | Path, skipped: list[dict] | None = None) -> list[dict[str, Any]]:
+    """Every readable cell record of ``results.jsonl``, in order.
+
+    A line that is not JSON, or not a valid cell record (:func:`record_problem`), is skipped
+    with a warning naming its line number, and described in ``skipped`` when a list is given
+    (``{"line", "reason", "cell_id", "text", "torn"}``). Only an unterminated last line is a torn
+    write (a process killed while appending); any other bad line is corruption."""
     path = Path(study_dir) / RESULTS_FILE
     if not path.exists():
         return []
+    raw = path.read_bytes()
+    text = raw.decode("utf-8", errors="replace")
+    lines = text.split("\n")
     records = []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
+        torn = number == len(lines) and not text.endswith("\n")
+        cell_id = None
         try:
             rec = json.loads(line)
         except json.JSONDecodeError:
-            log.warning("ignoring a malformed line in %s (an interrupted write)", path)
-            continue
-        if isinstance(rec, dict) and rec.get("schema") == CELL_SCHEMA:
-            records.append(rec)
+            reason = "a torn last line (an interrupted write)" if torn else "not valid JSON (a corrupted line)"
+        else:
+            reason = record_problem(rec)
+            cell_id = rec.get("cell_id") if isinstance(rec, dict) and isinstance(rec.get("cell_id"), str) else None
+            if reason is None:
+                records.append(rec)
+                continue
+            torn = False
+        log.warning("%s line %d: %s; skipped (its cell counts as unreadable)", path, number, reason)
+        if skipped is not None:
+            skipped.append({"line": number, "reason": reason, "cell_id": cell_id, "text": line, "torn": torn})
     return records
 
 

@@ -95,10 +95,12 @@ class Study:
     """A study folder and its configuration. ``Study(config, out).run(jobs=2)``."""
 
     def __init__(
-        self, config: StudyConfig, out: str | Path, dataset=None, command: str | None = None, force: bool = False
-    ):
+        self, config: StudyConfig, out: str | Path, dataset=None, command: str | None = None, force: bool = False,
+        made_by: str = "compare",
+    ):  # fmt: skip
         self.config = config
         self.force = force
+        self.made_by = made_by
         self.dir = Path(out)
         self.command = command
         self._dataset = dataset
@@ -145,6 +147,7 @@ class Study:
             "dataset": summary,
             "cells": [c.cell_id for c in cells],
             "command": self.command,
+            "made_by": self.made_by,
             "created": created,
             "updated": now_iso(),
             "dpaudit_version": __version__,
@@ -191,7 +194,9 @@ class Study:
             for leftover in cells_dir.glob(".tmp-*"):  # an interrupted write: its cell is redone
                 shutil.rmtree(leftover, ignore_errors=True)
 
-            records = read_results(self.dir)
+            skipped: list[dict] = []
+            records = read_results(self.dir, skipped)
+            keep_aside(self.dir, skipped)
             latest = {r["cell_id"]: r for r in records}
             wanted = {c.cell_id for c in cells}
             done = {cid for cid, r in latest.items() if r.get("status") == "done"}
@@ -265,6 +270,40 @@ class Study:
         return StudyResult.load(self.dir)
 
 
+def keep_aside(study_dir: Path, skipped: list[dict]) -> None:
+    """Corrupted lines of ``results.jsonl`` (not a torn last line, which is a write the process
+    never finished) are copied to ``results.unreadable.jsonl`` before a run rewrites the file
+    and redoes their cells: nothing the user had is lost."""
+    corrupted = [s for s in skipped if not s.get("torn")]
+    if not corrupted:
+        return
+    kept = study_dir / "results.unreadable.jsonl"
+    with kept.open("a", encoding="utf-8") as fh:
+        for s in corrupted:
+            fh.write(s["text"].rstrip("\n") + "\n")
+    log.warning("%d unreadable line(s) of %s kept in %s; their cells are run again", len(corrupted),
+                study_dir / RESULTS_FILE, kept)  # fmt: skip
+
+
+def study_made_by(directory: str | Path) -> str | None:
+    """Which command made the study in ``directory`` (``"demo"``, ``"compare"`` ...); ``None``
+    when it holds no study. A study written before ``made_by`` was recorded is told by its
+    command line."""
+    path = Path(directory) / STUDY_FILE
+    if not path.is_file():
+        return None
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return "unknown"
+    if not isinstance(meta, dict):
+        return "unknown"
+    if meta.get("made_by"):
+        return str(meta["made_by"])
+    command = str(meta.get("command") or "").split()
+    return command[1] if len(command) > 1 and command[0] == "dpaudit" else "unknown"
+
+
 class _Interrupts:
     """While a study runs, Ctrl-C (SIGINT) and ``kill PID`` (SIGTERM, a batch system's stop)
     both raise KeyboardInterrupt: workers are killed, finished cells kept. Inside
@@ -316,6 +355,8 @@ class StudyResult:
         self.dir = Path(directory)
         self.meta = meta
         self.records = records
+        #: the lines of ``results.jsonl`` that could not be read (:func:`read_results`' ``skipped``)
+        self.skipped_lines: list[dict] = []
 
     @classmethod
     def load(cls, directory: str | Path) -> StudyResult:
@@ -328,11 +369,14 @@ class StudyResult:
             raise DPAuditError(f"cannot read {directory / STUDY_FILE}: {exc}") from None
         wanted = meta.get("cells") or []
         latest = {}
-        for rec in read_results(directory):
+        skipped: list[dict] = []
+        for rec in read_results(directory, skipped):
             if rec["cell_id"] in wanted and (rec["cell_id"] not in latest or rec.get("status") == "done"):
                 latest[rec["cell_id"]] = rec
         records = [latest[c] for c in wanted if c in latest]
-        return cls(directory, meta, records)
+        result = cls(directory, meta, records)
+        result.skipped_lines = skipped
+        return result
 
     @property
     def done(self) -> list[dict]:
@@ -344,8 +388,34 @@ class StudyResult:
 
     @property
     def missing(self) -> list[str]:
+        """Cells of the study with no readable line (not run yet, or their line unreadable)."""
         have = {r["cell_id"] for r in self.records}
         return [c for c in self.meta.get("cells") or [] if c not in have]
+
+    @property
+    def unreadable(self) -> int:
+        """How many of the :attr:`missing` cells have a line in ``results.jsonl`` that could not
+        be read (:func:`~dpaudit.workflows.store.read_results`): a line naming a missing cell, or
+        one naming none (corrupted), as far as cells are missing."""
+        missing = set(self.missing)
+        named = {s["cell_id"] for s in self.skipped_lines if s.get("cell_id") in missing}
+        anonymous = sum(1 for s in self.skipped_lines if not s.get("cell_id"))
+        return min(len(missing), len(named) + anonymous)
+
+    @property
+    def not_run(self) -> int:
+        """Cells with no line at all: not run yet."""
+        return len(self.missing) - self.unreadable
+
+    def counts_line(self) -> str:
+        """``N of M cells done, F failed, U unreadable, K not run yet`` and which lines were skipped."""
+        text = (f"{len(self.done)} of {len(self.meta.get('cells') or [])} cells done, {len(self.failed)} failed, "
+                f"{self.unreadable} unreadable, {self.not_run} not run yet")  # fmt: skip
+        if self.skipped_lines:
+            where = "; ".join(f"line {s['line']}: {s['reason']}" for s in self.skipped_lines[:3])
+            more = f" and {len(self.skipped_lines) - 3} more" if len(self.skipped_lines) > 3 else ""
+            text += f" ({RESULTS_FILE} {where}{more})"
+        return text
 
     def table(self) -> list[dict[str, Any]]:
         """One row per (defense, ε): test accuracy and each attack's AUC (means over seeds)."""
@@ -370,6 +440,10 @@ class StudyResult:
             "dataset": dataset,
             "defenses": config.get("defenses"),
             "attacks": config.get("attacks"),
+            # the study's own counts: its planned cells, and the lines the report could not read
+            "cells_planned": len(self.meta.get("cells") or []),
+            "cells_unreadable": self.unreadable,
+            "unreadable_lines": [{k: s[k] for k in ("line", "reason", "cell_id")} for s in self.skipped_lines],
             "reproducibility": {
                 "dpaudit_version": self.meta.get("dpaudit_version"),
                 "config_hash": self.meta.get("config_hash"),

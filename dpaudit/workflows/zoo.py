@@ -176,7 +176,7 @@ class GAPNodeNoiseDiv10(_BrokenGAP, get_defense("gap-ndp")):
 def _gcon_objective_noise(factor: float):
     """While open, GCON's objective perturbation draws B with ``factor`` times the radius
     Algorithm 2 asks for (rate β/``factor``) and keeps the plan's β in its spec."""
-    import defenses.gcon as gcon
+    import defenses.gcon.defense as gcon
 
     real = gcon.sample_objective_noise
 
@@ -234,7 +234,7 @@ class GCONNoiseDiv10(_BrokenGCON):
 def _dpgnn_training(noise_factor: float):
     """While open, DP-GNN's loop adds noise std σ·``noise_factor`` while its spec keeps Theorem 1
     at σ: the accountant and the optimiser disagree, as in :func:`_mlp_dp_training`."""
-    import defenses.dpgnn as dpgnn
+    import defenses.dpgnn.defense as dpgnn
 
     real = dpgnn.train_dp
 
