@@ -60,7 +60,7 @@ def _attack_result(path: Path) -> bool:
 
 
 def _canary_audit(path: Path) -> bool:
-    from dpaudit.workflows.canary import SCHEMA
+    from dpaudit.results import CANARY_SCHEMA as SCHEMA
 
     payload = _json(path)
     return isinstance(payload, dict) and payload.get("schema") == SCHEMA

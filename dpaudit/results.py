@@ -14,6 +14,14 @@ from typing import Any
 
 from dpaudit.runtime import atomic_write_json
 
+#: the canary audit's JSON record (``dpaudit canary``, :func:`dpaudit.workflows.canary.canary_audit`
+#: and its gradient form): schema name and version
+CANARY_SCHEMA = "dpaudit.canary-audit"
+CANARY_SCHEMA_VERSION = 1
+#: a canary audit's verdict when only the GDP estimate (not a certified bound) exceeds the claim
+ESTIMATE_VERDICT = "likely broken (GDP estimate above the claim; not certified)"
+CANARY_VERDICTS = ("guarantee broken", ESTIMATE_VERDICT, "consistent with the claim", "not applicable")
+
 FPR_LEVELS = ("0.1", "0.01", "0.001")
 
 

@@ -109,6 +109,14 @@ def auc(scores, labels) -> float:
     return float(skm.roc_auc_score(y, s))
 
 
+
+def auc_or_none(scores, coins) -> float | None:
+    """:func:`auc` of scores against 0/1 coins, or ``None`` when only one class is present."""
+    coins = np.asarray(coins)
+    if coins.all() or not coins.any():
+        return None
+    return float(auc(scores, coins.astype(int)))
+
 def roc_curve(scores, labels) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(fpr, tpr, thresholds) of the test "score ≥ t", from (0, 0) to (1, 1)."""
     s, y = _check(scores, labels)

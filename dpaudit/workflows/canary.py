@@ -49,25 +49,17 @@ import numpy as np
 from dpaudit.datasets import GraphDataset, load_dataset
 from dpaudit.errors import ConfigurationError
 from dpaudit.registry import get_defense
+from dpaudit.results import CANARY_SCHEMA, CANARY_SCHEMA_VERSION, CANARY_VERDICTS, ESTIMATE_VERDICT  # noqa: F401
 from dpaudit.runtime import atomic_write_json
 from dpaudit.splits import make_split
+from dpaudit.statistics import auc_or_none
 
 log = logging.getLogger(__name__)
 
-SCHEMA = "dpaudit.canary-audit"
-SCHEMA_VERSION = 1
+SCHEMA, SCHEMA_VERSION = CANARY_SCHEMA, CANARY_SCHEMA_VERSION
 #: δ of the ε lower bound for a non-private model (no claim: the bound only shows the attack's power).
 NON_PRIVATE_DELTA = 1e-5
-ESTIMATE_VERDICT = "likely broken (GDP estimate above the claim; not certified)"
-VERDICTS = ("guarantee broken", ESTIMATE_VERDICT, "consistent with the claim", "not applicable")
-
-
-def _auc(scores: np.ndarray, coins: np.ndarray) -> float | None:
-    if coins.all() or not coins.any():
-        return None
-    from dpaudit.statistics import auc
-
-    return float(auc(scores, coins.astype(int)))
+VERDICTS = CANARY_VERDICTS
 
 
 #: every canary kind: the graph-native ones of :mod:`attacks.canary` and white-box gradient canaries
@@ -213,7 +205,7 @@ def canary_audit(
                     "unit": spec.unit,
                     "sound": spec.sound,
                     "protocol": spec.protocol,
-                    "auc": _auc(s, included),
+                    "auc": auc_or_none(s, included),
                     "seconds": time.perf_counter() - start,
                 }
             )
@@ -280,7 +272,7 @@ def _summarise(record, per_run, scores, coins, score_name, probe, kind, run_delt
         multiple_testing=audit["multiple_testing"],
         max_possible=audit.get("max_possible"),
         can_refute_claim=audit.get("can_refute_claim"),
-        auc=_auc(s, y),
+        auc=auc_or_none(s, y),
         claimed_mu=claimed_mu,
         certified_mu_lower_bound=audit.get("certified_mu_lower_bound"),
         mu_claim_refuted=audit.get("mu_claim_refuted"),

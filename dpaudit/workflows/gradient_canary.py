@@ -39,8 +39,10 @@ import numpy as np
 from dpaudit.datasets import GraphDataset, load_dataset
 from dpaudit.errors import ConfigurationError, DPAuditError
 from dpaudit.registry import get_defense
+from dpaudit.results import CANARY_SCHEMA, CANARY_SCHEMA_VERSION, ESTIMATE_VERDICT
 from dpaudit.runtime import atomic_write_json
 from dpaudit.splits import make_split
+from dpaudit.statistics import auc_or_none
 
 log = logging.getLogger(__name__)
 
@@ -178,7 +180,6 @@ def gradient_canary_audit(
 
     from attacks import gradient_canary as game
     from dpaudit.dpsgd import DiracCanaries, inserting_canaries
-    from dpaudit.workflows.canary import SCHEMA, SCHEMA_VERSION
 
     cls, options = check_gradient_request(defense, epsilon, canaries, runs, overrides, delta, device, seed, design)
     base = dataset if isinstance(dataset, GraphDataset) else load_dataset(
@@ -189,8 +190,8 @@ def gradient_canary_audit(
     run_delta = probe.resolve_delta(base, sp)
     canary_design = game.DiracDesign(canaries, seed)
     record: dict[str, Any] = {
-        "schema": SCHEMA,
-        "version": SCHEMA_VERSION,
+        "schema": CANARY_SCHEMA,
+        "version": CANARY_SCHEMA_VERSION,
         "defense": defense,
         "dataset": base.name,
         "dataset_fingerprint": base.fingerprint,
@@ -240,7 +241,7 @@ def gradient_canary_audit(
                     "unit": spec.unit,
                     "sound": spec.sound,
                     "protocol": spec.protocol,
-                    "auc": _auc(s, hook.included),
+                    "auc": auc_or_none(s, hook.included),
                     "run_label": hook.label,
                     "sample_rate": hook.sample_rate,
                     "law": hook.law.describe(),
@@ -262,14 +263,6 @@ def gradient_canary_audit(
     return record
 
 
-def _auc(scores: np.ndarray, coins: np.ndarray) -> float | None:
-    if coins.all() or not coins.any():
-        return None
-    from dpaudit.statistics import auc
-
-    return float(auc(scores, coins.astype(int)))
-
-
 def _claim(per_run: list[dict[str, Any]], scope: str) -> tuple[float, float | None, str]:
     """(the ε claim tested, its μ-GDP claim or ``None``, its scope): the maximum over runs of the
     module's or of the spec's total; a run whose spec has no record of the audited run falls back
@@ -284,7 +277,6 @@ def _claim(per_run: list[dict[str, Any]], scope: str) -> tuple[float, float | No
 
 def _summarise(per_run, scores, coins, options, run_delta, confidence, keep_scores) -> dict[str, Any]:
     from dpaudit.estimators import audit_epsilon
-    from dpaudit.workflows.canary import ESTIMATE_VERDICT
 
     out: dict[str, Any] = {"runs": len(per_run), "per_run": per_run, "score": _score_name(options["observe"])}
     notes: list[str] = []
@@ -332,7 +324,7 @@ def _summarise(per_run, scores, coins, options, run_delta, confidence, keep_scor
         can_refute_claim=audit.get("can_refute_claim"),
         claimed_mu=audit.get("claimed_mu"),
         certified_mu_lower_bound=audit.get("certified_mu_lower_bound"),
-        auc=_auc(s, y),
+        auc=auc_or_none(s, y),
     )
     if audit.get("can_refute_claim") is False:
         notes.append("even a perfect attack could not certify more than the claim with this many canaries and runs: "
