@@ -81,17 +81,19 @@ import copy
 import logging
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm
 
-from defenses.baseline_batching import GraphSizes, plan_batching, train_message_passing
+from defenses.baseline_batching import BATCHING, GraphSizes, plan_batching, train_message_passing
 from dpaudit.accounting import PrivacyLedger, PrivacySpec
 from dpaudit.accounting.mechanisms import PoissonSubsampledGaussian
 from dpaudit.accounting.verify import refuse
 from dpaudit.adjacency import Adjacency, as_adjacency
+from dpaudit.constraints import COUNT, DROPOUT, NON_NEGATIVE, POSITIVE, SAMPLE_RATE, WIDTH, Items, Options
 from dpaudit.datasets import GraphDataset
 from dpaudit.defense import Defense, Hyperparameters, PrivateHyperparameters
 from dpaudit.deployments import inference_entry
@@ -99,6 +101,7 @@ from dpaudit.dpsgd import PoissonSchedule, make_optimizer, noise_for_plan, plan_
 from dpaudit.errors import ConfigurationError, ModelFormatError
 from dpaudit.model import ModuleModel, register_model_kind
 from dpaudit.nn import (
+    ACTIVATIONS,
     InputLinear,
     SparseFeatures,
     activation,
@@ -253,6 +256,13 @@ class BaselineModel(ModuleModel):
 class BatchingHyperparameters(Hyperparameters):
     """How a message-passing baseline trains at scale (:mod:`defenses.baseline_batching`)."""
 
+    _parameter_constraints: ClassVar[dict[str, list]] = {
+        "batching": [Options(*BATCHING)],
+        "batch_size": [COUNT],
+        "fanouts": [Items(COUNT, empty=True), None],  # [] or None: the default fan-outs
+        "memory_budget_gib": [NON_NEGATIVE, None],
+    }
+
     batching: str = "auto"  # auto: full batch when the memory estimate fits the budget, else sampled; full; sampled
     batch_size: int = 512  # training nodes per sampled mini-batch
     fanouts: list[int] | None = None  # in-edges sampled per node and layer; None: 25, 10 (Hamilton et al. 2017)
@@ -261,6 +271,11 @@ class BatchingHyperparameters(Hyperparameters):
 
 @dataclass
 class GNNHyperparameters(BatchingHyperparameters):
+    _parameter_constraints: ClassVar[dict[str, list]] = {
+        "hidden": [WIDTH], "layers": [COUNT], "dropout": [DROPOUT], "lr": [POSITIVE], "weight_decay": [NON_NEGATIVE],
+        "epochs": [COUNT],
+    }  # fmt: skip
+
     hidden: int = 64
     layers: int = 2
     dropout: float = 0.5
@@ -272,6 +287,11 @@ class GNNHyperparameters(BatchingHyperparameters):
 @dataclass
 class KipfGCNHyperparameters(BatchingHyperparameters):
     """Kipf & Welling (2017), Section 5.2 / their public code: the published Cora setup."""
+
+    _parameter_constraints: ClassVar[dict[str, list]] = {
+        "hidden": [WIDTH], "dropout": [DROPOUT], "lr": [POSITIVE], "weight_decay": [NON_NEGATIVE], "epochs": [COUNT],
+        "row_normalize": [bool],
+    }  # fmt: skip
 
     hidden: int = 16
     dropout: float = 0.5
@@ -393,6 +413,8 @@ class GraphSAGE(_FullBatchBaseline):
 
 @dataclass
 class MLPHyperparameters(Hyperparameters):
+    _parameter_constraints: ClassVar[dict[str, list]] = GNNHyperparameters._parameter_constraints
+
     hidden: int = 64
     layers: int = 2
     dropout: float = 0.0
@@ -446,6 +468,22 @@ def auto_configuration(train_size: int, num_features: int) -> dict:
 class MLPDPHyperparameters(PrivateHyperparameters):
     """``preset`` picks the configuration (``auto`` | ``gap`` | ``dpar``); a field left at
     ``None`` takes the preset's value, a field set explicitly overrides it."""
+
+    _parameter_constraints: ClassVar[dict[str, list]] = {
+        "preset": [Options("auto", *PRESETS)],
+        "hidden": [WIDTH, None],
+        "layers": [COUNT, None],
+        "dropout": [DROPOUT, None],
+        "lr": [POSITIVE, None],
+        "epochs": [COUNT, None],
+        "batch_size": [COUNT, None],
+        "act": [Options(*ACTIVATIONS), None],
+        "bias": [bool, None],
+        "row_normalize": [bool],
+        "max_grad_norm": [POSITIVE],
+        "optimizer": [Options("adam", "sgd")],
+        "sample_rate": [SAMPLE_RATE, None],
+    }
 
     preset: str = "auto"
     hidden: int | None = None

@@ -66,8 +66,8 @@ def _defense_help(name: str) -> str:
         f"privacy unit: {cls.unit or 'none (non-private)'}",
         "hyperparameters (--set KEY=VALUE):",
     ]
-    for key, typ, default, text in cls.describe_hyperparameters():
-        lines.append(f"  {key:<22} {typ:<10} default {default!r:<12} {text}".rstrip())
+    for key, declared, default, text in cls.describe_hyperparameters():
+        lines.append(f"  {f'{key} ({declared}, default {default!r})':<48} {text}".rstrip())
     return "\n".join(lines)
 
 

@@ -44,10 +44,12 @@ import torch
 
 import dpaudit
 from dpaudit.accounting.spec import validate_delta, validate_epsilon
+from dpaudit.constraints import MAX_WIDTH as MAX_WIDTH  # re-exported: attacks.check_attack_ranges caps widths
+from dpaudit.constraints import NON_NEGATIVE, WIDTH, Options, check, describe, parameter_constraints
 from dpaudit.datasets import GraphDataset
 from dpaudit.errors import ConfigurationError, DPAuditError, PrivacyParameterError
 from dpaudit.model import ReleasedModel
-from dpaudit.private_selection import check_selection_request, replan_selection, select_privately
+from dpaudit.private_selection import SELECT_CHOICES, check_selection_request, replan_selection, select_privately
 from dpaudit.release import declared_facts, declared_population, require_declared
 from dpaudit.runtime import library_versions, resolve_device, seed_everything
 from dpaudit.seeds import DERIVED_SEED_LIMIT, check_seed
@@ -58,7 +60,16 @@ log = logging.getLogger(__name__)
 
 @dataclasses.dataclass
 class Hyperparameters:
-    """Base of every defense's hyperparameter dataclass (each field needs a default)."""
+    """Base of every defense's hyperparameter dataclass (each field needs a default).
+
+    Each field's accepted values are declared in ``_parameter_constraints`` (scikit-learn's
+    convention, :mod:`dpaudit.constraints`): field name → list of constraints, any one of which
+    a value may satisfy. A subclass declares its own fields and may override an inherited
+    entry; :func:`check_hyperparameter_ranges` reads the merged declaration, and a field
+    without one is a programming error.
+    """
+
+    _parameter_constraints: ClassVar[dict[str, list]] = {}
 
 
 PROTOCOLS = ("sound", "paper")
@@ -72,6 +83,14 @@ class PrivateHyperparameters(Hyperparameters):
     (selection on validation data, their accounting, ...) and is recorded ``sound: false``.
     """
 
+    _parameter_constraints: ClassVar[dict[str, list]] = {
+        "protocol": [Options(*PROTOCOLS)],
+        "select": [Options(*SELECT_CHOICES)],
+        "select_runs": [NON_NEGATIVE],  # select=private refuses <= 1 itself (check_selection_request)
+        "select_eta": [NON_NEGATIVE],
+        "select_score_noise": [NON_NEGATIVE],  # select=private at node level refuses 0 itself
+    }
+
     protocol: str = "sound"  # sound: every step proven (default); paper: as the authors ran it, sound: false
     select: str = "none"  # private: accounted selection over a public grid (dpaudit.private_selection)
     select_runs: float = 5.0  # select=private: expected number of runs E[K]
@@ -80,7 +99,8 @@ class PrivateHyperparameters(Hyperparameters):
 
 
 def _field_types(hp_class: type) -> dict[str, Any]:
-    return typing.get_type_hints(hp_class)
+    hints = typing.get_type_hints(hp_class)
+    return {f.name: hints[f.name] for f in dataclasses.fields(hp_class)}
 
 
 def parse_value(name: str, text: str, annotation: Any) -> Any:
@@ -150,52 +170,44 @@ def hyperparameter_help(hp_class: type) -> dict[str, str]:
     return found
 
 
-# Counts that make no sense below 1 (a model trained for 0 epochs is not a released model).
-_AT_LEAST_ONE = {
-    "epochs", "steps", "hidden", "encoder_hidden", "layers", "batch_size", "latent", "max_iter", "hops", "iterations",
-}  # fmt: skip
-# Layer widths: every defense's first layer maps the node features to one of these.
-WIDTHS = ("hidden", "encoder_hidden", "latent")
-# No architecture a defense here reproduces comes near 2^16 units per layer; a wider one is a
-# typo (hidden=1000000) that would allocate gigabytes, or fail to, before any error.
-MAX_WIDTH = 2**16
+def hyperparameter_constraints(hp_class: type) -> dict[str, list]:
+    """The constraints ``hp_class`` declares for each of its fields (inherited declarations
+    merged); a field without one raises ``TypeError`` — a defense's programming error."""
+    declared = parameter_constraints(hp_class)
+    missing = [f.name for f in dataclasses.fields(hp_class) if f.name not in declared]
+    if missing:
+        raise TypeError(
+            f"{hp_class.__name__} declares no constraint for {', '.join(missing)}: add them to its "
+            f"_parameter_constraints (dpaudit.constraints)"
+        )
+    return {f.name: declared[f.name] for f in dataclasses.fields(hp_class)}
 
 
 def check_hyperparameter_ranges(
     defense: str, hp: Hyperparameters, graph: tuple[int, int] | None = None, memory: int | None = None
 ) -> None:
-    """Public sanity rules every defense shares, checked before any work.
-
-    Numbers must be finite and ≥ 0 (no hyperparameter here is signed: rates, decays, norms
-    and shares alike); counts (epochs, steps, widths ...) ≥ 1; widths ≤ :data:`MAX_WIDTH`;
-    learning rates and norms > 0; dropout in [0, 1).
+    """Every field's value against its declared constraints (``_parameter_constraints``,
+    :mod:`dpaudit.constraints`), checked before any work. The shared conventions: numbers are
+    finite, counts (epochs, steps, widths ...) ≥ 1, widths ≤ :data:`MAX_WIDTH`, learning rates
+    and norms > 0, dropout in [0, 1), other numbers ≥ 0 (no hyperparameter here is signed).
 
     With ``graph`` — the training dataset's (nodes, features) — and ``memory``, the bytes the
-    training device has, the widest first layer must fit: its float32 weights and their
-    gradient (features × width each) and its output over every node (nodes × width), which
-    every model here computes to answer an audit's queries. That is a lower bound on what
-    training and auditing allocate, so a refused width could not have been audited.
+    training device has, the widest first layer (of the fields declared a
+    :data:`~dpaudit.constraints.WIDTH`) must fit: its float32 weights and their gradient
+    (features × width each) and its output over every node (nodes × width), which every model
+    here computes to answer an audit's queries. That is a lower bound on what training and
+    auditing allocate, so a refused width could not have been audited.
     """
-    for f in dataclasses.fields(hp):
-        value = getattr(hp, f.name)
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            continue
-        bad = None
-        if not math.isfinite(value):
-            bad = "must be finite"
-        elif f.name in _AT_LEAST_ONE and value < 1:
-            bad = "must be >= 1"
-        elif value < 0:
-            bad = "must be >= 0"
-        elif f.name in WIDTHS and value > MAX_WIDTH:
-            bad = f"must be <= {MAX_WIDTH}"
-        elif (f.name == "lr" or f.name.endswith("_lr") or f.name.endswith("norm")) and value <= 0:
-            bad = "must be > 0"
-        elif "dropout" in f.name and not 0.0 <= value < 1.0:
-            bad = "must lie in [0, 1)"
+    declared = hyperparameter_constraints(type(hp))
+    for name, constraints in declared.items():
+        bad = check(name, getattr(hp, name), constraints)
         if bad:
-            raise ConfigurationError(f"{defense}: hyperparameter {f.name}={value!r} {bad}")
-    widths = {name: getattr(hp, name) for name in WIDTHS if isinstance(getattr(hp, name, None), int)}
+            raise ConfigurationError(f"{defense}: hyperparameter {bad}")
+    widths = {
+        name: getattr(hp, name)
+        for name, constraints in declared.items()
+        if WIDTH in constraints and isinstance(getattr(hp, name), int)
+    }
     if graph is None or memory is None or not widths:
         return
     name, width = max(widths.items(), key=lambda item: item[1])
@@ -303,11 +315,12 @@ class Defense(ABC):
 
     @classmethod
     def describe_hyperparameters(cls) -> list[tuple[str, str, Any, str]]:
-        """``(name, type, default, one-line description)`` for every hyperparameter."""
-        types = _field_types(cls.hyperparameters_class)
+        """``(name, declared range, default, one-line description)`` for every hyperparameter;
+        the range is its declared constraints in words (``"float > 0"``, ``"one of sound, paper"``)."""
+        constraints = hyperparameter_constraints(cls.hyperparameters_class)
         helps = hyperparameter_help(cls.hyperparameters_class)
         return [
-            (f.name, getattr(types[f.name], "__name__", str(types[f.name])), f.default, helps.get(f.name, ""))
+            (f.name, describe(constraints[f.name]), f.default, helps.get(f.name, ""))
             for f in dataclasses.fields(cls.hyperparameters_class)
         ]
 

@@ -17,6 +17,8 @@ from dpaudit.adjacency import Adjacency, as_adjacency
 from dpaudit.errors import ModelFormatError
 
 _ACTIVATIONS = {"relu": nn.ReLU, "selu": nn.SELU, "tanh": nn.Tanh, "elu": nn.ELU}
+#: the activation names :func:`activation` knows (hyperparameters declare them as their options)
+ACTIVATIONS = tuple(_ACTIVATIONS)
 
 
 # --------------------------------------------------------------------------------- sparse input

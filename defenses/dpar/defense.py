@@ -195,6 +195,17 @@ from defenses.dpar.training import (
 )
 from dpaudit.accounting.mechanisms import mechanism_from_record
 from dpaudit.accounting.verify import refuse
+from dpaudit.constraints import (
+    COUNT,
+    DROPOUT,
+    FRACTION,
+    NON_NEGATIVE,
+    NON_NEGATIVE_INT,
+    POSITIVE,
+    SAMPLE_RATE,
+    WIDTH,
+    Interval,
+)
 from dpaudit.datasets import GraphDataset
 from dpaudit.defense import Defense, PrivateHyperparameters
 from dpaudit.dpsgd import plan_mismatch
@@ -283,7 +294,34 @@ PROTOCOL_DEFAULTS: dict[str, dict[str, float | int]] = {
 class DPARHyperparameters(PrivateHyperparameters):
     """Defaults from DPAR Section 4 / 4.3 and the authors' reference code (τ: the reference's 1;
     D is dpaudit's). A field left at ``None`` takes its protocol's default
-    (:data:`PROTOCOL_DEFAULTS`); a field set explicitly wins."""
+    (:data:`PROTOCOL_DEFAULTS`); a field set explicitly wins. The declared ranges are those
+    :func:`_validate` enforces (``None`` before ``__post_init__`` fills the protocol's value)."""
+
+    _parameter_constraints: ClassVar[dict[str, list]] = {
+        "appr_budget_ratio": [FRACTION, None],
+        "node_sample_rate": [SAMPLE_RATE, None],
+        "num_sources": [COUNT],
+        "top_k": [COUNT, None],
+        "alpha": [FRACTION],
+        "rho": [POSITIVE],
+        "ista_tol": [NON_NEGATIVE],
+        "ista_max_iter": [COUNT],
+        "clip_gm": [POSITIVE],
+        "clip_em": [POSITIVE],
+        "em_value_share": [FRACTION],
+        "column_l1_bound": [POSITIVE],
+        "max_occurrences": [COUNT, None],
+        "pair_sample_share": [Interval(float, 0, 1, closed="right"), None],
+        "max_grad_norm": [POSITIVE],
+        "batch_size": [COUNT, None],
+        "epochs": [COUNT, None],
+        "lr": [POSITIVE],
+        "hidden": [WIDTH],
+        "dropout": [DROPOUT],
+        "bias": [bool],
+        "power_steps": [NON_NEGATIVE_INT],
+        "self_loops": [bool],
+    }
 
     appr_budget_ratio: float | None = None  # share of the budget spent on DP-APPR (paper 0.5; sound 0.1)
     node_sample_rate: float | None = None  # q′, Poisson node sampling of the training graph (paper 0.09; sound 1)

@@ -93,7 +93,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
@@ -113,11 +113,12 @@ from defenses.dpgnn.training import (  # noqa: F401  (clipped_gradient_sum re-ex
     train_dp,
 )
 from dpaudit.accounting import PrivacyLedger, PrivacySpec
+from dpaudit.constraints import COUNT, POSITIVE, WIDTH, Interval, Options
 from dpaudit.datasets import GraphDataset
 from dpaudit.defense import Defense, PrivateHyperparameters
 from dpaudit.deployments import inference_entry
 from dpaudit.errors import ConfigurationError, ModelFormatError
-from dpaudit.nn import activation
+from dpaudit.nn import ACTIVATIONS, activation
 from dpaudit.nn import features as sparse_features
 from dpaudit.registry import register_defense
 from dpaudit.release import declared_train_size
@@ -167,6 +168,26 @@ class DPGNNHyperparameters(PrivateHyperparameters):
     ``protocol=paper`` clips every parameter tensor to the ``clip_percentile``-th percentile of
     its per-subgraph gradient norms at initialisation over ≤ ``clip_estimate_nodes`` training
     subgraphs (the reference's rule, read from private data and not accounted)."""
+
+    _parameter_constraints: ClassVar[dict[str, list]] = {
+        "layers": [Interval(int, 1, 4, closed="both")],
+        "max_in_degree": [COUNT],
+        "latent": [WIDTH],
+        "encoder_layers": [COUNT],
+        "decoder_layers": [COUNT],
+        "act": [Options(*ACTIVATIONS)],
+        "residual": [bool],
+        "batch_size": [COUNT, None],
+        "steps": [COUNT, None],
+        "lr": [POSITIVE],
+        "optimizer": [Options("adam", "sgd")],
+        "clip_norm": [POSITIVE],
+        "clipping": [Options("flat", "layerwise")],
+        "clip_percentile": [Interval(float, 0, 100, closed="right")],
+        "clip_estimate_nodes": [COUNT],
+        "microbatch": [COUNT],
+        "degree_bound": [Options(*protocols.DEGREE_BOUNDS)],
+    }
 
     layers: int = 1
     max_in_degree: int = 5

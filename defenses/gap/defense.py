@@ -233,6 +233,7 @@ from defenses.gap.model import (  # noqa: F401  (re-exported)
 from defenses.gap.projection import DegreeProjection, projection_of
 from defenses.gap.training import _accuracy, _train_full_batch, _train_minibatch
 from dpaudit.accounting import GaussianMechanism, PoissonSubsampledGaussian, PrivacyLedger, PrivacySpec
+from dpaudit.constraints import COUNT, DROPOUT, POSITIVE, SAMPLE_RATE, WIDTH, Interval, Items, Options
 from dpaudit.datasets import GraphDataset
 from dpaudit.defense import Defense, PrivateHyperparameters
 from dpaudit.deployments import inference_entry
@@ -317,6 +318,20 @@ class GAPHyperparameters(PrivateHyperparameters):
     ``hops`` is the fixed K. ``hop_grid`` is searched only under ``protocol=paper``, one
     release per K."""
 
+    _parameter_constraints: ClassVar[dict[str, list]] = {
+        "hops": [Interval(int, 1, MAX_HOPS, closed="both")],
+        "hidden": [WIDTH],
+        "encoder_layers": [COUNT],
+        "base_layers": [COUNT],
+        "head_layers": [COUNT],
+        "dropout": [DROPOUT],
+        "batch_norm": [bool],
+        "lr": [POSITIVE],
+        "encoder_epochs": [COUNT],
+        "epochs": [COUNT],
+        "hop_grid": [Items(Interval(int, 1, MAX_HOPS, closed="both"))],
+    }
+
     hops: int = 2
     hidden: int = 16
     encoder_layers: int = 2
@@ -340,6 +355,15 @@ class GAPNodeHyperparameters(GAPHyperparameters):
     maximum degree above ``max_degree`` (bounded-degree node-level DP).
     The DP-SGD rate is ``sample_rate`` when set, else 1/⌈n̂/B⌉ from the declared training-set
     size n̂ (:class:`~dpaudit.dpsgd.PoissonSchedule`); the real number of training nodes is never read."""
+
+    _parameter_constraints: ClassVar[dict[str, list]] = {
+        "batch_size": [COUNT],
+        "max_grad_norm": [POSITIVE],
+        "max_degree": [COUNT],
+        "degree_grid": [Items(COUNT)],
+        "sample_rate": [SAMPLE_RATE, None],
+        "degree_bound": [Options(*protocols.DEGREE_BOUNDS)],
+    }
 
     batch_norm: bool = False
     encoder_epochs: int = 10

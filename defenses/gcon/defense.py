@@ -75,6 +75,7 @@ import copy
 import logging
 import math
 from dataclasses import asdict, dataclass
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -113,11 +114,22 @@ from defenses.gcon.protocols import (
     selects_encoder_checkpoint,
 )
 from dpaudit.accounting import PrivacyLedger, PrivacySpec
+from dpaudit.constraints import (
+    COUNT,
+    DROPOUT,
+    FRACTION,
+    NON_NEGATIVE,
+    NON_NEGATIVE_INT,
+    POSITIVE,
+    WIDTH,
+    Interval,
+    Options,
+)
 from dpaudit.datasets import GraphDataset
 from dpaudit.defense import Defense, PrivateHyperparameters
 from dpaudit.deployments import inference_entry
 from dpaudit.errors import ConfigurationError
-from dpaudit.nn import MLP
+from dpaudit.nn import ACTIVATIONS, MLP
 from dpaudit.nn import features as sparse_features
 from dpaudit.registry import register_defense
 from dpaudit.runtime import seed_everything
@@ -171,6 +183,10 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 
+#: a restart probability α of Eq. (9) (:func:`~defenses.gcon.mechanism.check_alpha`)
+RESTART = Interval(float, 0, 1, closed="right")
+
+
 @dataclass
 class GCONHyperparameters(PrivateHyperparameters):
     """GCON's hyperparameters. Defaults (``protocol=sound``): α = 0.6, m = 2, d₁ = 8, tanh encoder,
@@ -218,6 +234,30 @@ class GCONHyperparameters(PrivateHyperparameters):
             (``msl`` or ``huber:δ_l``), regularization and alpha_inference (``alpha`` = α). Keys
             left out take the field's value.
     """
+
+    _parameter_constraints: ClassVar[dict[str, list]] = {
+        "encoder_hidden": [WIDTH],
+        "encoder_epochs": [NON_NEGATIVE_INT],
+        "encoder_lr": [POSITIVE],
+        "encoder_weight_decay": [NON_NEGATIVE],
+        "encoder_dropout": [DROPOUT],
+        "encoder_act": [Options(*ACTIVATIONS)],
+        "pseudo_labels": [bool],
+        "alpha": [RESTART],
+        "steps": [str],  # parse_steps: "2", "1,5", "inf"
+        "alpha_inference": [RESTART, None],
+        "loss": [Options("msl", "huber")],
+        "huber_delta": [NON_NEGATIVE],  # loss=huber refuses 0 itself
+        "regularization": [POSITIVE],
+        "omega": [FRACTION],
+        "xi": [POSITIVE],
+        "inference": [Options(*INFERENCE_MODES)],
+        "residual_tol": [POSITIVE],
+        "descent_steps": [NON_NEGATIVE_INT],
+        "amp_share": [FRACTION],
+        "max_iter": [COUNT],
+        "grid": [str],  # parse_grid, under protocol=paper
+    }
 
     encoder_hidden: int = 8
     encoder_epochs: int = 200
