@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import shlex
@@ -63,7 +64,7 @@ def defense_overrides(assignments: list[str], defenses: list[str]) -> dict[str, 
         applied = False
         for defense in targets:
             cls = get_defense(defense)
-            if key in cls.hyperparameters_class.__dataclass_fields__ or scope:
+            if key in {f.name for f in dataclasses.fields(cls.hyperparameters_class)} or scope:
                 out.setdefault(defense, {}).update(parse_overrides(cls.hyperparameters_class, [f"{key}={value}"]))
                 applied = True
         if not applied:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -126,7 +127,7 @@ class StudyConfig:
     def from_dict(cls, payload: dict[str, Any]) -> StudyConfig:
         data = dict(payload)
         data["epsilons"] = [math.inf if e is None else e for e in data.get("epsilons", [])]
-        known = set(cls.__dataclass_fields__)
+        known = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
@@ -156,7 +157,7 @@ def validate_config(config: StudyConfig, dataset=None) -> StudyConfig:
     for defense in config.defenses:
         cls = get_defense(defense)
         overrides = config.overrides.get(defense) or {}
-        known = {f for f in cls.hyperparameters_class.__dataclass_fields__}
+        known = {f.name for f in dataclasses.fields(cls.hyperparameters_class)}
         unknown = set(overrides) - known
         if unknown:
             raise ConfigurationError(f"{defense}: unknown hyperparameters {sorted(unknown)}; known: {sorted(known)}")
