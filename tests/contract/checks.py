@@ -21,6 +21,7 @@ import json
 import math
 import typing
 from collections.abc import Callable
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +32,8 @@ import dpaudit.model
 from dpaudit.datasets import GraphDataset, csbm
 from dpaudit.defense import Defense
 from dpaudit.errors import ConfigurationError, ModelFormatError
-from dpaudit.model import META_FILE, WEIGHTS_FILE, ReleasedModel, training_release
-from dpaudit.registry import get_defense
+from dpaudit.model import META_FILE, PLUGIN_GROUP, WEIGHTS_FILE, ReleasedModel, training_release
+from dpaudit.registry import available_defenses, get_defense
 from dpaudit.runtime import to_json
 from dpaudit.splits import Split, make_split
 
@@ -40,6 +41,15 @@ from dpaudit.splits import Split, make_split
 EPSILON, DELTA = 4.0, 1e-3
 #: the default split of the tiny graph
 SPLIT = "random:0.6,0.2,0.2"
+
+
+def registered_defenses() -> list[str]:
+    """Every defense the installed plugins register (``dpaudit.plugins`` entry points), by name:
+    :func:`~dpaudit.registry.available_defenses` less the ones a test module registered for
+    itself (e.g. tests/test_gradient_canary.py's deliberately quieter mlp-dp), which would
+    otherwise join the suite or not depending on which test file was imported first."""
+    plugins = {entry.value.split(":")[0].split(".")[0] for entry in metadata.entry_points(group=PLUGIN_GROUP)}
+    return [name for name in available_defenses() if get_defense(name).__module__.split(".")[0] in plugins]
 
 
 class CheckSkipped(Exception):
@@ -121,8 +131,12 @@ def _same_tensors(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor], what: 
     assert sorted(a) == sorted(b), f"{what}: tensor names differ: {sorted(set(a) ^ set(b))}"
     for key in a:
         x, y = a[key].detach().cpu(), b[key].detach().cpu()
-        assert x.dtype == y.dtype and x.shape == y.shape, f"{what}: {key} is {x.dtype}{tuple(x.shape)} vs {y.dtype}{tuple(y.shape)}"
-        assert torch.equal(x, y), f"{what}: tensor {key} differs (max |Δ| {float((x.double() - y.double()).abs().max()):.3g})"
+        assert x.dtype == y.dtype and x.shape == y.shape, (
+            f"{what}: {key} is {x.dtype}{tuple(x.shape)} vs {y.dtype}{tuple(y.shape)}"
+        )
+        assert torch.equal(x, y), (
+            f"{what}: tensor {key} differs (max |Δ| {float((x.double() - y.double()).abs().max()):.3g})"
+        )
 
 
 def _answers(model: Any, graph, nodes, seed: int = 1234) -> tuple[torch.Tensor, torch.Tensor]:
@@ -182,7 +196,9 @@ def check_save_load_round_trip(subject: Subject, tmp_path: Path) -> None:
     if release is not None:
         owned = training_release(owner)
         assert owned is not None, f"{subject.name} round trip: the owner's copy lost its training release"
-        assert training_release(public) is None, f"{subject.name} round trip: a third party's copy has a training release"
+        assert training_release(public) is None, (
+            f"{subject.name} round trip: a third party's copy has a training release"
+        )
         assert torch.equal(release.predict_proba(graph, nodes), owned.predict_proba(graph, nodes)), (
             f"{subject.name} round trip: the training release answers differently"
         )
@@ -219,7 +235,9 @@ def check_plan_integrity_on_load(subject: Subject, tmp_path: Path) -> None:
             meta["privacy"]["epsilon"] = meta["privacy"]["epsilon"] / 2
 
         edits["epsilon halved"] = halve_epsilon
-        sigmas = [i for i, m in enumerate(meta_privacy(directory)["mechanisms"]) if isinstance(m.get("sigma"), (int, float))]
+        sigmas = [
+            i for i, m in enumerate(meta_privacy(directory)["mechanisms"]) if isinstance(m.get("sigma"), (int, float))
+        ]
         if sigmas:
 
             def double_sigma(meta: dict, i: int = sigmas[0]) -> None:
@@ -261,7 +279,9 @@ def check_release_neutrality(subject: Subject, tmp_path: Path) -> None:
     assert public_files(base) == public_files(neighbour), f"{subject.name}: the public files differ"
     differences = leaf_differences(base, neighbour)
     assert differences == {}, f"{subject.name}: model.json leaves differ on the neighbour: {differences}"
-    assert _manifest(base) == _manifest(neighbour), f"{subject.name}: model.safetensors' tensors differ on the neighbour"
+    assert _manifest(base) == _manifest(neighbour), (
+        f"{subject.name}: model.safetensors' tensors differ on the neighbour"
+    )
 
 
 def _numeric(annotation: Any) -> type | None:

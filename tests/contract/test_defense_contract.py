@@ -1,6 +1,7 @@
-"""The defense contract, checked on every registered defense (scikit-learn's
-``parametrize_with_checks``): one test per (defense, check) from :mod:`contract.checks`, over
-:func:`dpaudit.registry.available_defenses`, so a new defense gets every check by registering.
+"""The defense contract (scikit-learn's ``parametrize_with_checks``): one test per (defense,
+check) of :mod:`contract.checks`, over every registered defense
+(:func:`contract.checks.registered_defenses`: what the ``dpaudit.plugins`` entry points
+register), so a new defense gets every check by registering.
 
 ``FAST`` holds each defense's fast settings on the 150-node graph (a few epochs, small
 widths); a defense missing from it is checked with its defaults. Private defenses train at
@@ -12,8 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from contract.checks import CHECKS, CheckSkipped, Subject, tiny_graph
-from dpaudit.registry import available_defenses
+from contract.checks import CHECKS, CheckSkipped, Subject, registered_defenses, tiny_graph
 
 _DPAR = {"epochs": 2, "num_sources": 20, "batch_size": 20}
 _GAP = {"encoder_epochs": 3, "epochs": 3, "hidden": 8}
@@ -38,7 +38,7 @@ SLOW = {"mlp-dp", "dpar-em0", "dpar-em1", "dpar-gm", "dpgnn"}
 
 
 def _cases():
-    for name in available_defenses():
+    for name in registered_defenses():
         marks = [pytest.mark.slow] if name in SLOW else []
         for check in CHECKS:
             yield pytest.param(name, check, id=f"{name}-{check.__name__.removeprefix('check_')}", marks=marks)
