@@ -223,9 +223,10 @@ def _edited(source: Path, target: Path, edit: Callable[[dict], None]) -> Path:
 
 
 def check_plan_integrity_on_load(subject: Subject, tmp_path: Path) -> None:
-    """A saved model whose ``model.json`` claims another guarantee is refused at load: a private
-    model's ε (halved), and σ of the first recorded mechanism that has one (doubled); a
-    non-private model relabelled private (ε = 1 with no mechanism to prove it)."""
+    """A saved model whose ``model.json`` claims another guarantee is refused at load
+    (``IntegrityError``, or another ``ModelFormatError``): a private model's ε halved, and σ of
+    the first recorded mechanism that states one doubled (GCON records it in the mechanism's
+    details); a non-private model relabelled private (ε = 1 with no mechanism to prove it)."""
     directory = subject.saved
     assert _refused(directory) is None, f"{subject.name}: the unedited copy must load"
     edits: dict[str, Callable[[dict], None]] = {}
@@ -235,13 +236,12 @@ def check_plan_integrity_on_load(subject: Subject, tmp_path: Path) -> None:
             meta["privacy"]["epsilon"] = meta["privacy"]["epsilon"] / 2
 
         edits["epsilon halved"] = halve_epsilon
-        sigmas = [
-            i for i, m in enumerate(meta_privacy(directory)["mechanisms"]) if isinstance(m.get("sigma"), (int, float))
-        ]
-        if sigmas:
+        sigma = _first_sigma(meta_privacy(directory)["mechanisms"])
+        if sigma is not None:
 
-            def double_sigma(meta: dict, i: int = sigmas[0]) -> None:
-                meta["privacy"]["mechanisms"][i]["sigma"] *= 2
+            def double_sigma(meta: dict, where: tuple[int, bool] = sigma) -> None:
+                record = meta["privacy"]["mechanisms"][where[0]]
+                (record["details"] if where[1] else record)["sigma"] *= 2
 
             edits["sigma doubled"] = double_sigma
     else:
@@ -253,6 +253,16 @@ def check_plan_integrity_on_load(subject: Subject, tmp_path: Path) -> None:
     for label, edit in edits.items():
         target = _edited(directory, tmp_path / label.replace(" ", "-"), edit)
         assert _refused(target) is not None, f"{subject.name}: a model.json with {label} loads"
+
+
+def _first_sigma(mechanisms: list[dict]) -> tuple[int, bool] | None:
+    """(index, in ``details``) of the first recorded mechanism that states a noise scale σ."""
+    for i, record in enumerate(mechanisms):
+        if isinstance(record.get("sigma"), (int, float)):
+            return i, False
+        if isinstance(record.get("details"), dict) and isinstance(record["details"].get("sigma"), (int, float)):
+            return i, True
+    return None
 
 
 def meta_privacy(directory: Path) -> dict[str, Any]:
