@@ -14,12 +14,13 @@ from contract.checks import (
     Subject,
     check_defense,
     check_determinism,
+    check_release_neutrality,
     check_save_load_round_trip,
     tiny_graph,
 )
 from defenses.baselines import MLPBaseline
 from dpaudit.model import ModuleModel, register_model_kind
-from dpaudit.registry import register_defense
+from dpaudit.registry import get_defense, register_defense
 
 FAST = {"epochs": 3, "hidden": 8}
 
@@ -80,16 +81,27 @@ class NondeterministicDefense(MLPBaseline):
         return model
 
 
+class LeakyGCON(get_defense("gcon")):
+    """GCON that writes the training graph's edge count into its public config."""
+
+    name = "contract-leaky-gcon"
+
+    def _fit(self, dataset, split, delta):
+        model = super()._fit(dataset, split, delta)
+        model.settings["edges_seen"] = int(dataset.num_edges)
+        return model
+
+
 @pytest.fixture
 def broken():
     """Register the broken defenses (and their model kinds) for one test, then remove them."""
     kinds = {BrokenSaveDefense: PerturbedOnLoad, DropsABiasDefense: DropsABias}
     for defense, kind in kinds.items():
         register_model_kind(defense.name)(kind)
-    for defense in (*kinds, NondeterministicDefense):
+    for defense in (*kinds, NondeterministicDefense, LeakyGCON):
         register_defense(defense)
     yield
-    for defense in (*kinds, NondeterministicDefense):
+    for defense in (*kinds, NondeterministicDefense, LeakyGCON):
         dpaudit.registry._DEFENSES.pop(defense.name, None)
         dpaudit.model._MODEL_KINDS.pop(defense.name, None)
     assert not any(name.startswith("contract-") for name in dpaudit.registry.available_defenses())
@@ -117,6 +129,12 @@ def test_nondeterministic_training_fails_the_determinism_check(broken, graph, tm
         check_determinism(subject, tmp_path)
     with pytest.raises(AssertionError, match="two fits with seed 0"):
         check_defense(NondeterministicDefense, tmp_path / "all", graph, **FAST)
+
+
+def test_a_release_that_reads_the_protected_unit_fails_the_neutrality_check(broken, graph, tmp_path):
+    subject = Subject.of(LeakyGCON, tmp_path / "subject", graph, encoder_epochs=5)
+    with pytest.raises(AssertionError, match="edges_seen"):
+        check_release_neutrality(subject, tmp_path)
 
 
 def test_an_honest_defense_passes_every_check(graph, tmp_path):
