@@ -130,9 +130,9 @@ def cmd_train(args) -> int:
     args.delta = parse_delta(args.delta)
     defense = cls(epsilon=args.epsilon, delta=args.delta, seed=args.seed, device=args.device, **overrides)
     check_target_epsilon(defense.epsilon)
-    options = parse_dataset_options(args.dataset_option, args.dataset)
-    if defense.private:  # δ, declared sizes and the defense's own needs, all in one line
-        check_declarations(args.dataset, options, [defense], args.delta)
+    options = parse_dataset_options(args.dataset_option, args.dataset, declaring=False)
+    # the label domain, δ, declared sizes and the defense's own needs, all in one line
+    check_declarations(args.dataset, options, [defense], args.delta)
     with output_lock(args.out):  # a second `train --out` the same folder refuses, naming this one
         check_output_dir(args.out, "model", force=args.force)
         dataset = load_dataset(args.dataset, root=args.data_root, **options)

@@ -78,19 +78,22 @@ def test_a_defense_refuses_a_seed_torch_cannot_take():
 def test_a_text_file_named_npz_is_said_not_to_be_an_npz_archive(tmp_path, capsys):
     path = tmp_path / "g.npz"
     path.write_text("hello, this is text\n")
-    assert main(["train", "--defense", "gcn", "--dataset", str(path), "--out", str(tmp_path / "m")]) == 2
+    classes = ["--dataset-option", "declare_classes=0,1"]
+    assert main(["train", "--defense", "gcn", "--dataset", str(path), *classes, "--out", str(tmp_path / "m")]) == 2
     line = _one_line_error(capsys, "not a numpy .npz archive (not a zip file)")
     assert "unpickle" not in line
     np.save(tmp_path / "a.npy", np.zeros(3))
     (tmp_path / "a.npy").rename(tmp_path / "a.npz")
-    assert main(["train", "--defense", "gcn", "--dataset", str(tmp_path / "a.npz"), "--out", str(tmp_path / "m")]) == 2
+    assert main(["train", "--defense", "gcn", "--dataset", str(tmp_path / "a.npz"), *classes,
+                 "--out", str(tmp_path / "m")]) == 2  # fmt: skip
     _one_line_error(capsys, "a single numpy array (.npy), not a .npz archive")
     assert not (tmp_path / "m").exists()
 
 
 def test_a_split_with_no_test_node_is_refused_before_training(tmp_path, capsys):
     path = _graph_file(tmp_path / "g3.npz", labeled=3)
-    assert main(["train", "--defense", "gcn", "--dataset", str(path), "--out", str(tmp_path / "m")]) == 2
+    assert main(["train", "--defense", "gcn", "--dataset", str(path), "--dataset-option", "declare_classes=0,1",
+                 "--out", str(tmp_path / "m")]) == 2  # fmt: skip
     _one_line_error(capsys, "leaves no test node", "only 3 labeled nodes")
     assert not (tmp_path / "m").exists()
 
@@ -122,7 +125,8 @@ def test_report_and_no_report_contradict(tmp_path, capsys):
                                             ("per-class:1000,10,10", "class 0 has only")])  # fmt: skip
 def test_compare_checks_its_split_before_the_study_folder_exists(split, fragment, tmp_path, capsys):
     path = _graph_file(tmp_path / "G.npz")
-    argv = ["compare", "--dataset", str(path), "--defenses", "gcn", "--epsilons", "inf", "--attacks", "mia-threshold",
+    argv = ["compare", "--dataset", str(path), "--dataset-option", "declare_classes=0,1", "--defenses", "gcn",
+            "--epsilons", "inf", "--attacks", "mia-threshold",
             "--split", split, "--out", str(tmp_path / "s"), "--jobs", "1"]  # fmt: skip
     assert main(argv) == 2
     _one_line_error(capsys, fragment)
@@ -357,13 +361,17 @@ def test_a_plan_estimated_above_the_limit_is_refused_unless_allow_long(tiny_mode
 
 def test_every_missing_declaration_is_said_at_once(tmp_path, capsys):
     path = _graph_file(tmp_path / "G.npz")
-    base = ["--dataset", str(path), "--epsilon", "1"]
+    # the label domain is one of them: undeclared, it is said first, with the rest
+    assert main(["train", "--defense", "mlp-dp", "--dataset", str(path), "--epsilon", "1", "--out",
+                 str(tmp_path / "m")]) == 2  # fmt: skip
+    _one_line_error(capsys, "needs 4 things declared or set", "(1) the label domain is not declared", "(2) --delta auto")
+    base = ["--dataset", str(path), "--dataset-option", "declare_classes=0,1", "--epsilon", "1"]
     assert main(["train", "--defense", "mlp-dp", *base, "--out", str(tmp_path / "m")]) == 2
     line = _one_line_error(capsys, "needs 3 things declared or set", "(1) --delta auto", "(2) preset=auto",
                            "(3) DP-SGD's Poisson rate")  # fmt: skip
     assert "declare_num_train=N" in line and "sample_rate=Q" in line
     assert not (tmp_path / "m").exists()
-    compare = ["compare", "--dataset", str(path), "--defenses", "mlp-dp,gap-ndp,gcn", "--epsilons", "1,inf",
+    compare = ["compare", *base[:4], "--defenses", "mlp-dp,gap-ndp,gcn", "--epsilons", "1,inf",
                "--attacks", "mia-threshold", "--out", str(tmp_path / "s")]  # fmt: skip
     assert main(compare) == 2
     _one_line_error(capsys, "needs 4 things declared or set", "(1) --delta auto", "gap-ndp's DP-SGD Poisson rate")

@@ -83,12 +83,17 @@ def test_an_undeclared_graph_file_is_refused_before_any_work(tmp_path, capsys, m
     read = []
     monkeypatch.setattr(dpaudit.graph_files, "read_graph_file", lambda *a, **k: read.append(a))
     out = tmp_path / "model"
-    argv = ["train", "--defense", "mlp-dp", "--epsilon", "4", "--delta", "1e-4", "--dataset", str(path),
-            "--out", str(out)]  # fmt: skip
+    argv = ["train", "--defense", "gcn", "--dataset", str(path), "--out", str(out)]
     assert main(argv) == 2
     line = _one_line_error(capsys, "my.npz: the label domain is not declared; add --dataset-option declare_classes=")
     assert "declare=true" in line
     assert not read and not out.exists()  # nothing read, nothing written
+    # a private model lists it with everything else it lacks, in the same one line
+    private = ["train", "--defense", "mlp-dp", "--epsilon", "4", "--delta", "1e-4", "--dataset", str(path),
+               "--out", str(out)]  # fmt: skip
+    assert main(private) == 2
+    line = _one_line_error(capsys, "(1) the label domain is not declared; add --dataset-option declare_classes=")
+    assert not read and not out.exists()
 
 
 # --------------------------------------------------------------------------- (b) declared: neutral

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import shlex
 
-from dpaudit.errors import ConfigurationError, PrivacyParameterError
+from dpaudit.errors import ConfigurationError, DatasetError, PrivacyParameterError
 
 log = logging.getLogger("dpaudit")
 
@@ -86,25 +86,38 @@ def declared_facts_of(dataset: str, options: dict) -> set[str] | None:
 
 
 def check_declarations(dataset: str, options: dict, defenses: list, delta) -> None:
-    """Every declaration a private model on the user's own graph lacks, said at once (one line,
-    before any work): δ = auto's declared size (:func:`check_delta_declared`) and what each
-    private defense reads from declared facts (:meth:`dpaudit.defense.Defense.missing_declarations`)."""
+    """Every declaration a model on the user's own graph lacks, said at once (one line, before
+    any work): the label domain (:func:`dpaudit.datasets.check_file_declaration`), δ = auto's
+    declared size (:func:`check_delta_declared`) and what each private defense reads from
+    declared facts (:meth:`dpaudit.defense.Defense.missing_declarations`). ``defenses``: the run's
+    defense objects (the non-private ones need only the label domain)."""
+    from dpaudit.datasets import check_file_declaration
+
     declared = declared_facts_of(dataset, options)
     if declared is None:
         return
-    missing = []
+    label_domain = None
     try:
-        check_delta_declared(dataset, options, [d.unit for d in defenses if d.unit is not None], delta)
+        check_file_declaration(dataset, options)
+    except DatasetError as exc:
+        label_domain = exc
+    private = [d for d in defenses if d.unit is not None and getattr(d, "private", True)]
+    missing = [str(label_domain).partition(": ")[2]] if label_domain is not None else []
+    try:
+        check_delta_declared(dataset, options, [d.unit for d in private], delta)
     except PrivacyParameterError as exc:
         missing.append(str(exc))
-    for defense in defenses:
+    for defense in private:
         missing += defense.missing_declarations(declared)
     missing = list(dict.fromkeys(missing))
     if len(missing) == 1:
+        if label_domain is not None:
+            raise label_domain
         raise PrivacyParameterError(missing[0])
     if missing:
+        who = f"a private model on {dataset}" if private else dataset
         raise PrivacyParameterError(
-            f"a private model on {dataset} needs {len(missing)} things declared or set, all before any work: "
+            f"{who} needs {len(missing)} things declared or set, all before any work: "
             + "; ".join(f"({i}) {text}" for i, text in enumerate(missing, 1))
         )
 

@@ -72,9 +72,8 @@ def cmd_canary(args) -> int:
                          args.delta, args.device, args.seed, design)  # fmt: skip
     defense = cls(epsilon=args.epsilon, delta=args.delta, seed=args.seed, device=args.device, **overrides)
     check_target_epsilon(defense.epsilon)
-    options = parse_dataset_options(args.dataset_option, args.dataset)
-    if defense.private:
-        check_declarations(args.dataset, options, [defense], args.delta)
+    options = parse_dataset_options(args.dataset_option, args.dataset, declaring=False)
+    check_declarations(args.dataset, options, [defense], args.delta)  # everything missing, in one line
     check_output_file(args.out, "canary", force=args.force)
     dataset = load_dataset(args.dataset, root=args.data_root, **options)
     check_memory(defense, dataset.num_nodes, dataset.num_features)

@@ -234,14 +234,16 @@ def run_compare(args, command: str | None = None):
     args.jobs = cap_jobs(args.jobs)
     defenses = _list(args.defenses, "--defenses")
     names = _attack_names(args.attacks)
-    options = parse_dataset_options(args.dataset_option, args.dataset)
+    options = parse_dataset_options(args.dataset_option, args.dataset, declaring=False)
     epsilons = _epsilons(args.epsilons)
     finite = [validate_epsilon(e) for e in epsilons if validate_epsilon(e) < math.inf]
-    if finite:  # δ, declared sizes and every private defense's own needs, all in one line
+    private = []
+    if finite:
         overrides = defense_overrides(args.set, defenses)
         private = [get_defense(d)(epsilon=finite[0], delta=args.delta, device="cpu", **overrides.get(d, {}))
                    for d in defenses if get_defense(d).unit is not None]  # fmt: skip
-        check_declarations(args.dataset, options, private, args.delta)
+    # the label domain, δ, declared sizes and every private defense's own needs, all in one line
+    check_declarations(args.dataset, options, private, args.delta)
     config = StudyConfig(
         dataset=absolute_dataset(args.dataset),
         defenses=defenses,
