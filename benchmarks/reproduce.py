@@ -3,7 +3,7 @@
 Each defense's claims live in ``benchmarks/claims/<defense>.py`` as a ``CLAIMS`` list of
 :class:`Claim`. A claim names the runs it needs (:class:`Run`: one CLI ``dpaudit train``
 configuration) and a rule over their mean test accuracies. Every (run, seed) result is cached
-as JSON under ``benchmarks/results/reproduction/`` (written atomically, keyed by the exact
+as JSON under ``benchmarks/cache/reproduction/`` (written atomically, keyed by the exact
 command), so an interrupted reproduction resumes and the table can be re-rendered from the
 cache alone (``--render-only``).
 
@@ -36,7 +36,7 @@ sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
 RESULTS = HERE / "results"
-CACHE = RESULTS / "reproduction"
+CACHE = HERE / "cache" / "reproduction"
 log = logging.getLogger("reproduce")
 
 
@@ -167,7 +167,7 @@ def render(claims: list[Claim]) -> str:
     lines = [
         "# Reproduction of the papers' headline claims",
         "",
-        "Written by `python benchmarks/reproduce.py` (cached runs under `benchmarks/results/reproduction/`).",
+        "Written by `python benchmarks/reproduce.py` (cached runs under `benchmarks/cache/reproduction/`).",
         "Mean ± std of test accuracy over the listed seeds, CPU. `paper` = the authors' protocol (their",
         "accounting and selection on validation data, `sound: false`: not a guarantee); `sound` = the same",
         "method with every step proven. ε is the largest spent ε over seeds.",
