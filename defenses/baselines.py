@@ -85,7 +85,6 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import nn
-from tqdm.auto import tqdm
 
 from defenses.baseline_batching import GraphSizes, plan_batching, train_message_passing
 from dpaudit.accounting import PrivacyLedger, PrivacySpec
@@ -107,6 +106,7 @@ from dpaudit.nn import (
     feature_dropout,
     features,
 )
+from dpaudit.progress import steps as progress_steps
 from dpaudit.registry import register_defense
 from dpaudit.release import declared_train_size
 from dpaudit.splits import Split
@@ -328,7 +328,7 @@ class _FullBatchBaseline(Defense):
         if plan is None:
             module.train()
             x_train = x[train]
-            for _ in tqdm(range(hp.epochs), desc=f"{self.name}", leave=False, disable=None):
+            for _ in progress_steps(hp.epochs, self.name, unit="epoch"):
                 opt.zero_grad()
                 F.cross_entropy(module(x_train, None), y[train]).backward()
                 opt.step()

@@ -136,17 +136,22 @@ def cmd_train(args) -> int:
     dataset = load_dataset(args.dataset, root=args.data_root, **options)
     check_memory(defense, dataset.num_nodes, dataset.num_features)
     warn_if_membership_not_random(dataset, make_split(dataset, args.split, args.seed), args.argv)
-    result = train(
-        args.defense,
-        dataset,
-        epsilon=args.epsilon,
-        delta=args.delta,
-        seed=args.seed,
-        split=args.split,
-        device=args.device,
-        overrides=overrides,
-        out=args.out,
-    )
+    from dpaudit.progress import log, log_progress
+
+    log.info("training %s on %s (%d nodes) -> %s", args.defense, dataset.name, dataset.num_nodes, args.out)
+    # a bar on a terminal; otherwise a progress line every 30 s
+    with log_progress(every=30.0):
+        result = train(
+            args.defense,
+            dataset,
+            epsilon=args.epsilon,
+            delta=args.delta,
+            seed=args.seed,
+            split=args.split,
+            device=args.device,
+            overrides=overrides,
+            out=args.out,
+        )
     m = result.metrics
     print(
         f"{m['defense']} on {m['dataset']}: test accuracy {_fmt(m['test_accuracy'])}, "
@@ -261,6 +266,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
+    # normal progress (cells finished, training steps without a terminal) is INFO, shown without -v
+    logging.getLogger("dpaudit.progress").setLevel(logging.INFO)
     try:
         return int(args.func(args) or 0)
     except DPAuditError as exc:
