@@ -102,6 +102,14 @@ def check_memory(defense, num_nodes: int, num_features: int) -> None:
 
 
 def cmd_train(args) -> int:
+    if not args.help_defense:
+        # names and required arguments first: refused in a fraction of a second, before torch loads
+        for required in ("defense", "dataset", "out"):
+            if getattr(args, required) is None:
+                raise DPAuditError(f"train needs --{required}")
+        from dpaudit.names import check_defense_name
+
+        check_defense_name(args.defense)
     from dpaudit.commands._dataset_args import (
         check_delta_declared,
         parse_dataset_options,

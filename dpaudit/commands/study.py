@@ -154,6 +154,9 @@ def _epsilons(text: str) -> list[str]:
 
 
 def cmd_audit(args) -> int:
+    from dpaudit.names import check_names
+
+    check_names(attacks=args.attacks)  # before torch loads (a fraction of a second)
     from dpaudit.commands._dataset_args import parse_dataset_options, valid_bound_advice
     from dpaudit.datasets import reload_dataset
     from dpaudit.model import load
@@ -204,6 +207,9 @@ def cmd_audit(args) -> int:
 
 def run_compare(args, command: str | None = None):
     """Build and run the study described by ``compare``-style arguments; returns the StudyResult."""
+    from dpaudit.names import check_names
+
+    check_names(defenses=args.defenses, attacks=args.attacks)  # before torch loads
     from dpaudit.accounting.spec import validate_epsilon
     from dpaudit.cli import cap_jobs
     from dpaudit.commands._dataset_args import absolute_dataset, check_delta_declared, parse_dataset_options
