@@ -169,7 +169,7 @@ def verdict_label(verdict: dict) -> str:
     word = VERDICT_WORDS.get(verdict.get("status"), str(verdict.get("status")))
     power = verdict.get("power")
     if verdict.get("status") in ("consistent", "underpowered") and power:
-        return f"{word} (audit could certify ε ≤ {_num(power['max_epsilon'], 2)})"
+        return f"{word} (audit could certify ε ≤ {_num(power['max_epsilon'])})"
     if verdict.get("status") == "underpowered":
         return f"{word} (its power is unknown)"
     return word

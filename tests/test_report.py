@@ -361,7 +361,7 @@ def test_verdict_box_opens_the_report_with_the_right_numbers(study):
         assert f"({claimed:.3f}, {row['delta']:.1e})-DP at the node level" in box
         # "consistent" only when the audit could have refuted the claim (its power above it)
         power = verdict["power"]["max_epsilon"]
-        assert f"ε ≤ {power:.2f}" in box and f"{verdict['power']['pairs']} member/non-member pairs" in box
+        assert f"ε ≤ {power:.3f}" in box and f"{verdict['power']['pairs']} member/non-member pairs" in box
         assert verdict["status"] == ("broken" if lb > claimed else "consistent" if power > claimed else "underpowered")
         assert "what it covers" in box and "node membership" in box and "sound: true" in box
         assert 'id="split-banner"' not in html  # a random split: bounds are valid, no banner
@@ -826,7 +826,7 @@ def test_consistent_only_from_an_audit_that_could_refute_the_claim(study):
     block = _verdict_block(html, index)
     assert 'status-consistent' not in block and "consistent" not in parse(block).text
     text = parse(block).text
-    assert f"could certify ε ≤ {power:.2f}" in text and "37 member/non-member pairs" in text
+    assert f"could certify ε ≤ {power:.3f}" in text and "37 member/non-member pairs" in text
     assert "not above the claim" in text
     row = data["summary"][index - 1]
     assert row["attacks"]["mia-threshold"]["design"]["pairs"] == 37
@@ -839,7 +839,7 @@ def test_consistent_only_from_an_audit_that_could_refute_the_claim(study):
     table = html[html.index('id="summary-table"') :]
     table = table[: table.index("</table>")]
     for word in re.findall(r'status-consistent">([^<]*)<', html):
-        assert f"audit could certify ε ≤ {verdict['power']['max_epsilon']:.2f}" in word, word
+        assert f"audit could certify ε ≤ {verdict['power']['max_epsilon']:.3f}" in word, word
     assert "consistent (audit could certify ε ≤" in parse(table).text
 
 
