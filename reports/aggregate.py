@@ -1077,6 +1077,20 @@ def canary_points(done: list[dict]) -> list[dict]:
                     "why": res.get("why") or res.get("coverage"),
                     "verdict": res.get("verdict"),
                     "broken": res.get("verdict") == "guarantee broken",
+                    # the audit's power: the most its certified estimators could show (every guess right)
+                    "max_possible": _certified_max_possible(res.get("max_possible")),
+                    "can_refute_claim": res.get("can_refute_claim"),
                 }
             )
     return points
+
+
+def _certified_max_possible(max_possible) -> float | None:
+    """The largest ε a canary audit's certified estimators could show with every guess right
+    (``max_possible`` per estimator, :func:`dpaudit.estimators.audit_epsilon`)."""
+    if not isinstance(max_possible, dict):
+        return float(max_possible) if _is_number(max_possible) else None
+    from dpaudit.estimators import RIGOROUS_ESTIMATORS
+
+    values = [v for k, v in max_possible.items() if k in RIGOROUS_ESTIMATORS and _is_number(v)]
+    return float(max(values)) if values else None
