@@ -29,10 +29,10 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import nn
-from tqdm.auto import tqdm
 
 from dpaudit.adjacency import Adjacency, index_dtype
 from dpaudit.errors import ConfigurationError, DPAuditError
+from dpaudit.progress import steps as progress_steps
 from dpaudit.runtime import device_memory
 
 BATCHING = ("auto", "full", "sampled")
@@ -190,7 +190,7 @@ def train_message_passing(
     its sampled neighbourhood. ``x`` dense or :class:`~dpaudit.nn.SparseFeatures`."""
     module.train()
     generator = torch.Generator().manual_seed(seed)
-    for _ in tqdm(range(epochs), desc=desc, leave=False, disable=None):
+    for _ in progress_steps(epochs, desc, unit="epoch"):
         if plan.mode == "full":
             optimizer.zero_grad()
             F.cross_entropy(module(x, adjacency)[train], y[train]).backward()

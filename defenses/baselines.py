@@ -86,7 +86,6 @@ from typing import ClassVar
 import torch
 import torch.nn.functional as F
 from torch import nn
-from tqdm.auto import tqdm
 
 from defenses.baseline_batching import BATCHING, GraphSizes, plan_batching, train_message_passing
 from dpaudit.accounting import PrivacyLedger, PrivacySpec
@@ -111,6 +110,7 @@ from dpaudit.nn import (
     features,
 )
 from dpaudit.private_selection import Score
+from dpaudit.progress import steps as progress_steps
 from dpaudit.registry import register_defense
 from dpaudit.release import declared_train_size
 from dpaudit.splits import Split
@@ -349,7 +349,7 @@ class _FullBatchBaseline(Defense):
         if plan is None:
             module.train()
             x_train = x[train]
-            for _ in tqdm(range(hp.epochs), desc=f"{self.name}", leave=False, disable=None):
+            for _ in progress_steps(hp.epochs, self.name, unit="epoch"):
                 opt.zero_grad()
                 F.cross_entropy(module(x_train, None), y[train]).backward()
                 opt.step()

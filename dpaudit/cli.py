@@ -103,6 +103,14 @@ def check_memory(defense, num_nodes: int, num_features: int) -> None:
 
 
 def cmd_train(args) -> int:
+    if not args.help_defense:
+        # names and required arguments first: refused in a fraction of a second, before torch loads
+        for required in ("defense", "dataset", "out"):
+            if getattr(args, required) is None:
+                raise DPAuditError(f"train needs --{required}")
+        from dpaudit.names import check_defense_name
+
+        check_defense_name(args.defense)
     from dpaudit.commands._dataset_args import (
         check_declarations,
         parse_dataset_options,
@@ -133,22 +141,27 @@ def cmd_train(args) -> int:
     options = parse_dataset_options(args.dataset_option, args.dataset, declaring=False)
     # the label domain, δ, declared sizes and the defense's own needs, all in one line
     check_declarations(args.dataset, options, [defense], args.delta)
+    from dpaudit.progress import log, log_progress
+
     with output_lock(args.out):  # a second `train --out` the same folder refuses, naming this one
         check_output_dir(args.out, "model", force=args.force)
         dataset = load_dataset(args.dataset, root=args.data_root, **options)
         check_memory(defense, dataset.num_nodes, dataset.num_features)
         warn_if_membership_not_random(dataset, make_split(dataset, args.split, args.seed), args.argv)
-        result = train(
-            args.defense,
-            dataset,
-            epsilon=args.epsilon,
-            delta=args.delta,
-            seed=args.seed,
-            split=args.split,
-            device=args.device,
-            overrides=overrides,
-            out=args.out,
-        )
+        log.info("training %s on %s (%d nodes) -> %s", args.defense, dataset.name, dataset.num_nodes, args.out)
+        # a bar on a terminal; otherwise a progress line every 30 s
+        with log_progress(every=30.0):
+            result = train(
+                args.defense,
+                dataset,
+                epsilon=args.epsilon,
+                delta=args.delta,
+                seed=args.seed,
+                split=args.split,
+                device=args.device,
+                overrides=overrides,
+                out=args.out,
+            )
         m = result.metrics
         print(
             f"{m['defense']} on {m['dataset']}: test accuracy {_fmt(m['test_accuracy'])}, "
@@ -269,6 +282,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
+    # normal progress (cells finished, training steps without a terminal) is INFO, shown without -v
+    logging.getLogger("dpaudit.progress").setLevel(logging.INFO)
     try:
         return int(args.func(args) or 0)
     except DPAuditError as exc:

@@ -55,12 +55,12 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 from torch import nn
-from tqdm.auto import tqdm
 
 from dpaudit.accounting.calibrate import MechanismsForSigma, calibrate_noise, epsilon_for_sigma
 from dpaudit.accounting.mechanisms import PoissonSubsampledGaussian
 from dpaudit.errors import ConfigurationError, PrivacyParameterError
 from dpaudit.nn import SparseFeatures
+from dpaudit.progress import steps as progress_steps
 from dpaudit.sampling import poisson_subset
 
 log = logging.getLogger(__name__)
@@ -697,7 +697,7 @@ def train_dp_sgd(
     n = int(targets.size(0))
     generator = torch.Generator().manual_seed(seed)
     opt = make_optimizer(optimizer, module.parameters(), lr, weight_decay)
-    epochs_bar = tqdm(range(epochs), desc=progress, disable=None if progress else True, leave=False)
+    epochs_bar = progress_steps(epochs, progress, disable=None if progress else True, unit="epoch")
 
     if noise_multiplier == 0:
         batch_size = min(batch_size, n)  # nothing is accounted here: reading n is harmless

@@ -347,6 +347,23 @@ def pair_test_from_counts(
     return {"epsilon": float(values[best]) if values else 0.0, "by_fraction": values, "best": best}
 
 
+def pair_test_max_possible(
+    pairs: int, delta: float, group_size: int, confidence: float = 0.95, fractions=PAIR_GUESS_FRACTIONS
+) -> float:
+    """The audit's power: the largest ε the pair test of ``pairs`` pairs could certify at
+    ``confidence`` if every guess were correct (the same Bonferroni grid as
+    :func:`pair_test_from_counts`). No attack can exceed it; when it is at most the claimed ε the
+    audit could not have refuted the claim whatever the attack (as the ``max_possible`` of
+    :func:`dpaudit.estimators.one_run_ceiling` for canary audits)."""
+    pairs = int(pairs)
+    if pairs <= 0:
+        return 0.0
+    perfect = [{"guesses": r, "correct": r} for r in sorted({max(1, int(round(f * pairs))) for f in fractions})]
+    # the grid's size sets each test's level: keep it when rounding merges fractions
+    alpha = (1.0 - confidence) / max(1, len(tuple(fractions)))
+    return float(max(pair_test_epsilon(c["guesses"], c["correct"], pairs, delta, alpha, group_size) for c in perfect))
+
+
 def pair_test_lower_bound(
     member_scores,
     non_member_scores,
@@ -383,6 +400,7 @@ def pair_test_lower_bound(
         "epsilon_by_fraction": out["by_fraction"],
         "guesses": chosen["guesses"],
         "correct": chosen["correct"],
+        "max_possible": pair_test_max_possible(pairs, delta, group_size, confidence, fractions),
         "method": (
             "one-run pair test (Steinke, Nasr & Jagielski 2023, approximate-DP p-value): guess the higher score of "
             "each class-stratified (member, non-member) pair on the pairs with the largest score difference; "

@@ -26,6 +26,7 @@ e^{-\varepsilon}(1-\delta-\alpha))`, so
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import OrderedDict
 from typing import Any
@@ -151,6 +152,41 @@ def _bonferroni_bound(result: dict, tests: int) -> float | None:
     )["epsilon"]
 
 
+@functools.lru_cache(maxsize=4096)
+def _pair_power(pairs: int, delta: float, group_size: int, confidence: float, fractions: tuple) -> float:
+    from dpaudit.statistics import pair_test_max_possible
+
+    return pair_test_max_possible(pairs, delta, group_size, confidence, fractions)
+
+
+def audit_design(result: dict) -> dict | None:
+    """The size of a result's one-run pair test (pairs, δ, group size, guess grid): what its
+    power depends on; None for a result without one (edge attacks, diagnostics)."""
+    lb = (result.get("extra") or {}).get("lower_bound") or {}
+    if not lb.get("pairs"):
+        return None
+    fractions = tuple(float(c["fraction"]) for c in lb.get("counts") or [] if "fraction" in c)
+    return {
+        "pairs": int(lb["pairs"]),
+        "delta": float(lb.get("delta") or 0.0),
+        "group_size": int(lb.get("group_size") or 1),
+        "fractions": list(fractions) or None,
+    }
+
+
+def audit_power(design: dict | None, confidence: float = FAMILY_CONFIDENCE) -> float | None:
+    """The largest ε an audit of this ``design`` (:func:`audit_design`) could certify at
+    ``confidence`` if every guess were correct (:func:`dpaudit.statistics.pair_test_max_possible`):
+    an audit whose power is at most the claim could not have refuted it, whatever the attack."""
+    if not design:
+        return None
+    from dpaudit.statistics import PAIR_GUESS_FRACTIONS
+
+    fractions = tuple(design.get("fractions") or PAIR_GUESS_FRACTIONS)
+    return _pair_power(int(design["pairs"]), float(design["delta"]), int(design["group_size"]),
+                       float(confidence), fractions)  # fmt: skip
+
+
 # --------------------------------------------------------------------------- families, verdicts
 
 FAMILIES = ("GAP", "DPAR", "DP-GNN", "GCON", "MLP-DP", "non-private baselines", "other")
@@ -200,23 +236,60 @@ UNIT_COVERS = {
 }
 
 
-def _verdict(row: dict, rec: dict, lower: list[dict] | None = None, correction: dict | None = None) -> dict[str, Any]:
-    """The plain-language verdict of one model (one summary row): what leaked, what was proven.
+def _is_private(row: dict, rec: dict) -> bool:
+    return row["unit"] is not None and (rec.get("privacy") or {}).get("epsilon") is not None
 
-    "Broken" needs a valid, covered bound that exceeds the claim after the report's Bonferroni
-    correction (:func:`_lower_bounds`), never the maximum over seeds at 95 % each."""
+
+def headline_pool(attacks: dict[str, dict], private: bool) -> dict[str, dict]:
+    """The attacks that may headline a model (its verdict card, its summary row, every place its
+    one AUC is shown): for a private model only those its guarantee covers (an edge attack against
+    node-level DP with non-private inference says nothing about the claim, however high its AUC);
+    for a model without a guarantee, every attack."""
+    return {n: s for n, s in attacks.items() if s["covered_by_guarantee"]} if private else dict(attacks)
+
+
+def _auc_entry(attacks: dict[str, dict], name: str | None, **more) -> dict | None:
+    if not name:
+        return None
+    s = attacks[name]
+    return {"attack": name, "auc": s["auc"], "auc_ci": s["auc_ci"], "below_chance": bool(s.get("below_chance")),
+            **more}  # fmt: skip
+
+
+def _power(attacks: dict[str, dict], names, confidence: float) -> dict | None:
+    """The strongest of ``names``' audits: the largest ε any could have certified at ``confidence``
+    with every guess right (:func:`audit_power`), with its size."""
+    best = None
+    for name in names:
+        design = attacks[name].get("design")
+        value = audit_power(design, confidence)
+        if value is not None and (best is None or value > best["max_epsilon"]):
+            best = {"attack": name, "max_epsilon": value, "pairs": design["pairs"], "delta": design["delta"],
+                    "group_size": design["group_size"], "confidence": confidence}  # fmt: skip
+    return best
+
+
+def _verdict(row: dict, rec: dict, lower: list[dict] | None = None, correction: dict | None = None) -> dict[str, Any]:
+    """The verdict of one model (one summary row), worded for a reviewer: the claim, whether any
+    valid audit refutes it, how strong the audit was (its power: the largest ε it could have
+    certified at its size, :func:`audit_power`) and the strongest leakage measured, covered or not.
+
+    ``status`` is one of ``broken`` (a valid, covered bound exceeds the claim after the report's
+    Bonferroni correction, :func:`_lower_bounds`; never the maximum over seeds at 95 % each),
+    ``consistent`` (no valid audit refutes the claim, and one could have: its power at the
+    confidence a refutation needs exceeds the claim), ``underpowered`` (no valid audit refutes it,
+    but none could have), ``not-auditable`` (no attack here is a valid audit of this guarantee) or
+    ``none`` (the model claims no guarantee)."""
     attacks = row["attacks"]
     privacy = rec.get("privacy") or {}
     claimed = privacy.get("epsilon")
-    private = row["unit"] is not None and claimed is not None
-    # A private model's card speaks for its guarantee: only attacks it covers may headline it
-    # (an edge attack against node-level DP with non-private inference says nothing about the
-    # claim, however high its AUC); the strongest uncovered attack is shown on a line of its own.
-    headline_pool = {n: s for n, s in attacks.items() if s["covered_by_guarantee"]} if private else attacks
+    private = _is_private(row, rec)
+    pool = headline_pool(attacks, private)
     uncovered_pool = {n: s for n, s in attacks.items() if not s["covered_by_guarantee"]} if private else {}
-    best_auc = _headline_attack(headline_pool)
+    best_auc = _headline_attack(pool)
     best_uncovered = _headline_attack(uncovered_pool)
-    tprs = {n: s["tpr_at_1pct_fpr"] for n, s in headline_pool.items()
+    strongest = _headline_attack(attacks)
+    tprs = {n: s["tpr_at_1pct_fpr"] for n, s in pool.items()
             if s.get("tpr_at_1pct_fpr") is not None and n not in DIAGNOSTIC_ATTACKS}  # fmt: skip
     best_tpr = max(tprs, key=tprs.get) if tprs else None
     bounds = [(n, s) for n, s in attacks.items() if s.get("epsilon_lower_bound_max") is not None]
@@ -235,12 +308,22 @@ def _verdict(row: dict, rec: dict, lower: list[dict] | None = None, correction: 
         else:
             why = "members were assigned at random and the guarantee covers the attack"
         lb = {"attack": name, "value": value, "delta": s.get("epsilon_lower_bound_delta"),
-              "valid": bool(s["valid_audit"] and s["covered_by_guarantee"] and private), "why": why}  # fmt: skip
+              "valid": bool(s["valid_audit"] and s["covered_by_guarantee"] and private), "why": why,
+              "max_possible": s.get("epsilon_lower_bound_power")}  # fmt: skip
     correction = correction or {"tests": 1}
+    tests = max(1, int(correction.get("tests") or 1))
+    refute_confidence = 1.0 - (1.0 - FAMILY_CONFIDENCE) / tests
+    testing = [n for n, s in attacks.items() if private and s["valid_audit"] and s["covered_by_guarantee"]
+               and n not in DIAGNOSTIC_ATTACKS]  # fmt: skip
+    power = _power(attacks, testing, refute_confidence)
+    if power is not None:
+        power["tests"] = tests
+        power["enough"] = bool(claimed is not None and power["max_epsilon"] > float(claimed) * (1 + 1e-9))
     broken_points = [p for p in (lower or []) if p["broken"] and p["defense"] == row["defense"]
                      and p["epsilon_target"] == row["epsilon"]]  # fmt: skip
     invalid = [s.get("why_not_valid") for n, s in attacks.items()
                if not s["valid_audit"] and s.get("why_not_valid")]  # fmt: skip
+    confidence_words = "95 %" if tests == 1 else f"95 % over {tests} tests (Bonferroni)"
     if not private:
         status, headline = "none", "No privacy guarantee: the numbers below are the leakage of an unprotected model."
     elif broken_points:
@@ -249,25 +332,37 @@ def _verdict(row: dict, rec: dict, lower: list[dict] | None = None, correction: 
         headline = (f"Guarantee broken: a valid audit ({worst['attack']}, seed {worst['seed']}) proves "
                     f"ε ≥ {worst['epsilon_lower_bound_bonferroni']:.2f} at 95 % after Bonferroni over "
                     f"{correction['tests']} test(s), above the claimed ε = {claimed:.2f}.")  # fmt: skip
-    elif lb and lb["valid"]:
+    elif lb and lb["valid"] and power is not None and power["enough"]:
         status = "consistent"
-        headline = (f"Consistent with the claim: the strongest valid audit proves only ε ≥ {lb['value']:.2f} "
-                    f"(claimed ε = {claimed:.2f}).")  # fmt: skip
+        headline = (f"Consistent with the claim ε = {claimed:.2f}: no fair, covered audit refutes it, and one could have — "
+                    f"{power['attack']} on {power['pairs']} member/non-member pairs could certify up to "
+                    f"ε = {power['max_epsilon']:.2f} ({confidence_words}) with every guess right; the strongest "
+                    f"valid audit proves only ε ≥ {lb['value']:.2f} ({lb['attack']}).")  # fmt: skip
+    elif lb and lb["valid"]:
+        status = "underpowered"
+        if power is None:
+            size = "its size is not recorded, so its power is unknown"
+        else:
+            size = (f"with {power['pairs']} member/non-member pairs (δ = {power['delta']:.1e}) even a perfect attack "
+                    f"could certify at most ε = {power['max_epsilon']:.2f} ({confidence_words}), "
+                    f"{'not above' if power['max_epsilon'] > 0 else 'far below'} the claim")  # fmt: skip
+        headline = (f"Not refuted, but not tested either: no fair, covered audit refutes ε = {claimed:.2f}, yet the audit "
+                    f"was too small to refute it — {size}. Audit a larger graph (more pairs) to test the claim.")
     else:
         status = "not-auditable"
-        headline = "No valid ε lower bound here: the leakage is measured, but it cannot be held against the claim."
+        headline = ("Claim not tested: no attack here is a fair, covered audit of this guarantee, so the leakage "
+                    "below is measured but cannot be held against the claim.")
     if private and not row["sound"]:
         headline += " The claimed ε itself is not a sound bound (paper accounting)."
     inference = (rec.get("card") or {}).get("inference") or {}
+    below = [n for n, s in attacks.items() if s.get("below_chance")]
     return {
         "defense": row["defense"],
         "epsilon": row["epsilon"],
         "epsilon_label": row["epsilon_label"],
         "status": status,
         "headline": headline,
-        "best_auc": {"attack": best_auc, "auc": attacks[best_auc]["auc"], "auc_ci": attacks[best_auc]["auc_ci"]}
-        if best_auc
-        else None,
+        "best_auc": _auc_entry(attacks, best_auc),
         "best_tpr_at_1pct_fpr": {
             "attack": best_tpr,
             "tpr": tprs[best_tpr],
@@ -275,14 +370,17 @@ def _verdict(row: dict, rec: dict, lower: list[dict] | None = None, correction: 
         }
         if best_tpr
         else None,
-        "strongest_uncovered": {
-            "attack": best_uncovered,
-            "auc": attacks[best_uncovered]["auc"],
-            "auc_ci": attacks[best_uncovered]["auc_ci"],
-            "why": attacks[best_uncovered].get("coverage") or "the guarantee does not cover this attack's unit",
-        }
-        if best_uncovered
-        else None,
+        "strongest_uncovered": _auc_entry(
+            attacks, best_uncovered,
+            why=(attacks[best_uncovered].get("coverage") or "the guarantee does not cover this attack's unit")
+            if best_uncovered else None,
+        ),  # fmt: skip
+        # the strongest leakage measured, covered or not (the headline when it is covered)
+        "strongest_leakage": _auc_entry(
+            attacks, strongest, covered=bool(strongest and attacks[strongest]["covered_by_guarantee"])
+        ),
+        "power": power,
+        "below_chance": below,
         "lower_bound": lb,
         "bound_validity": invalid[0] if invalid and not (lb and lb["valid"]) else None,
         "multiple_testing": {"tests": correction.get("tests")},
@@ -312,6 +410,55 @@ def _verdict(row: dict, rec: dict, lower: list[dict] | None = None, correction: 
         "protocol": row.get("protocol"),
         "unaccounted": row.get("unaccounted") or [],
         "test_accuracy": row["test_accuracy"],
+    }
+
+
+def overall_verdict(verdicts: list[dict]) -> dict[str, Any]:
+    """One line for the whole report a reviewer can act on: how many claims are broken,
+    consistent with an audit that could have refuted them, not refuted by audits too small to,
+    not tested at all, or absent; and the strongest leakage measured anywhere."""
+    by = {k: [v for v in verdicts if v["status"] == k]
+          for k in ("broken", "consistent", "underpowered", "not-auditable", "none")}  # fmt: skip
+    private = len(verdicts) - len(by["none"])
+
+    def names(vs):
+        return ", ".join(f"{v['defense']} (ε = {v['epsilon_label']})" for v in vs)
+
+    if by["broken"]:
+        status = "broken"
+        action = (f"Do not rely on the claimed ε of {names(by['broken'])}: a valid audit refutes "
+                  f"{'it' if len(by['broken']) == 1 else 'them'}.")  # fmt: skip
+    elif not private:
+        status, action = "none", "No model here claims a privacy guarantee: the report measures leakage only."
+    elif len(by["consistent"]) == private:
+        status = "consistent"
+        action = ("No claim is refuted, and every claim was tested by an audit strong enough to refute it "
+                  "(each card states that audit's certifiable maximum).")
+    else:
+        status = "untested"
+        untested = by["underpowered"] + by["not-auditable"]
+        action = (f"No claim is refuted, but {len(untested)} of {private} claims were not tested by an audit "
+                  f"strong enough to refute them ({names(untested)}): treat those as unaudited, not as confirmed.")
+    parts = [f"{len(by['broken'])} broken", f"{len(by['consistent'])} consistent with an audit that could refute them",
+             f"{len(by['underpowered'])} not refuted by audits too small to refute them",
+             f"{len(by['not-auditable'])} not tested by any valid audit",
+             f"{len(by['none'])} without a guarantee"]  # fmt: skip
+    leaks = [(v, v["strongest_leakage"]) for v in verdicts if v.get("strongest_leakage")]
+    leak = None
+    if leaks:
+        v, s = max(leaks, key=lambda p: p[1]["auc"] if p[1]["auc"] is not None else -1.0)
+        coverage = ("no guarantee" if v["status"] == "none" else "covered by its guarantee" if s["covered"]
+                    else "outside its guarantee")  # fmt: skip
+        leak = {"defense": v["defense"], "epsilon_label": v["epsilon_label"], "attack": s["attack"], "auc": s["auc"],
+                "coverage": coverage}  # fmt: skip
+    powers = [v["power"]["max_epsilon"] for v in verdicts if v.get("power")]
+    return {
+        "status": status,
+        "action": action,
+        "counts": {k: len(vs) for k, vs in by.items()},
+        "summary": "; ".join(parts),
+        "strongest_leakage": leak,
+        "largest_certifiable": max(powers) if powers else None,
     }
 
 
@@ -424,6 +571,8 @@ def _summarise_attack(results: list[dict], valid: bool) -> dict[str, Any]:
     tprs = [(r.get("tpr_at_fpr") or {}).get(TPR_KEY) for r in results]
     bounds = [r.get("epsilon_lower_bound") for r in results]
     ceilings = [r.get("ceiling_auc") for r in results]
+    designs = [d for d in (audit_design(r) for r in results) if d]
+    design = max(designs, key=lambda d: d["pairs"]) if designs else None
     return {
         "auc": mean,
         "auc_ci": [lo, hi],
@@ -436,8 +585,28 @@ def _summarise_attack(results: list[dict], valid: bool) -> dict[str, Any]:
         "covered_by_guarantee": any(bool(r.get("covered_by_guarantee")) for r in results),
         "ceiling_auc": _max_or_none(ceilings),
         "valid_audit": valid,
+        # the largest pair test over seeds and what it could certify at 95 % with every guess right
+        "design": design,
+        "epsilon_lower_bound_power": audit_power(design),
+        "below_chance": below_chance(mean, hi),
         "n": len(results),
     }
+
+
+#: AUC under this, with its whole interval under 0.5, is explained where it is shown
+BELOW_CHANCE_AUC = 0.45
+BELOW_CHANCE_NOTE = (
+    "AUC below 0.5: the attack's scores are anti-correlated with membership (members score lower than "
+    "non-members). The attack's direction is fixed before it runs, so this is not leakage in the tested "
+    "direction and refutes no claim; it does show that the model treats members and non-members differently, "
+    "which a reversed attack, tested afresh, might exploit"
+)
+
+
+def below_chance(auc: float | None, ci_high: float | None) -> bool:
+    """Whether an AUC is clearly below chance: under :data:`BELOW_CHANCE_AUC` with its interval
+    entirely below 0.5."""
+    return bool(auc is not None and auc < BELOW_CHANCE_AUC and ci_high is not None and ci_high < 0.5)
 
 
 def _summary_rows(done: list[dict], attacks: list[str], defenses: list[str]) -> list[dict]:
@@ -489,7 +658,12 @@ def _summary_rows(done: list[dict], attacks: list[str], defenses: list[str]) -> 
                     (audit_validity(r, res)[1] for r, res in pairs if not audit_validity(r, res)[0]), ""
                 )
                 row["attacks"][name]["coverage"] = _coverage_reason(pairs[0][1])
-        row["headline_attack"] = _headline_attack(row["attacks"])
+        # the one headline AUC of this model, everywhere it is shown (its verdict card, this row)
+        row["headline_attack"] = _headline_attack(
+            headline_pool(row["attacks"], privacy.get("unit") is not None and privacy.get("epsilon") is not None)
+        )
+        row["strongest_attack"] = _headline_attack(row["attacks"])
+        row["non_private"] = privacy.get("unit") is None or privacy.get("epsilon") is None
         bounded = {n: a for n, a in row["attacks"].items() if n not in DIAGNOSTIC_ATTACKS}
         valid_names = [n for n, a in bounded.items() if a["valid_audit"]]
         row["audit_validity"] = {
@@ -802,8 +976,9 @@ def build_report_data(records: list[dict], meta: dict[str, Any]) -> dict[str, An
     for rec in done:
         first.setdefault((rec["defense"], rec.get("epsilon")), rec)
     verdicts = [_verdict(row, first[(row["defense"], row["epsilon"])], lower, correction) for row in rows]
+    overall = overall_verdict(verdicts)
     kind = meta.get("kind", "compare")
-    risk = [{"defense": r["defense"], "epsilon": r.get("epsilon"), "seed": r["seed"], **r["node_risk"]}
+    risk = [{"defense": r["defense"], "epsilon": r.get("epsilon"), "seed": r["seed"], **_node_risk(r["node_risk"])}
             for r in done if r.get("node_risk")]  # fmt: skip
     interrupted = [{"defense": r["defense"], "skipped": r.get("skipped_attacks") or []} for r in done
                    if r.get("interrupted")]  # fmt: skip
@@ -820,6 +995,8 @@ def build_report_data(records: list[dict], meta: dict[str, Any]) -> dict[str, An
         "families": {d: defense_family(d) for d in defenses},
         "single_model": kind == "audit" or len(rows) == 1,
         "verdicts": verdicts,
+        "overall": overall,
+        "below_chance_note": BELOW_CHANCE_NOTE,
         "split_banner": _split_banner(done, meta),
         "node_risk": risk,
         "interrupted": interrupted,
@@ -858,6 +1035,20 @@ def build_report_data(records: list[dict], meta: dict[str, Any]) -> dict[str, An
     }
 
 
+def _node_risk(risk: dict) -> dict:
+    """A record's nodes-at-risk view with its FPR level named (``fpr_level``, ``threshold_at_fpr``,
+    per bucket ``tpr_at_fpr``); a record written before the 1 % level keeps its 10 % numbers,
+    labelled as such."""
+    risk = dict(risk)
+    if "threshold_at_fpr" not in risk and "threshold_10pct_fpr" in risk:
+        risk["fpr_level"] = 0.1
+        risk["threshold_at_fpr"] = risk.pop("threshold_10pct_fpr")
+        risk["by_degree"] = [{**{k: v for k, v in b.items() if k != "tpr_at_10pct_fpr"},
+                              "tpr_at_fpr": b.get("tpr_at_10pct_fpr")} for b in risk.get("by_degree") or []]  # fmt: skip
+    risk.setdefault("fpr_level", 0.01)
+    return risk
+
+
 def _attack_notes(done: list[dict]) -> list[dict]:
     notes = OrderedDict()
     for rec in done:
@@ -890,6 +1081,20 @@ def canary_points(done: list[dict]) -> list[dict]:
                     "why": res.get("why") or res.get("coverage"),
                     "verdict": res.get("verdict"),
                     "broken": res.get("verdict") == "guarantee broken",
+                    # the audit's power: the most its certified estimators could show (every guess right)
+                    "max_possible": _certified_max_possible(res.get("max_possible")),
+                    "can_refute_claim": res.get("can_refute_claim"),
                 }
             )
     return points
+
+
+def _certified_max_possible(max_possible) -> float | None:
+    """The largest ε a canary audit's certified estimators could show with every guess right
+    (``max_possible`` per estimator, :func:`dpaudit.estimators.audit_epsilon`)."""
+    if not isinstance(max_possible, dict):
+        return float(max_possible) if _is_number(max_possible) else None
+    from dpaudit.estimators import RIGOROUS_ESTIMATORS
+
+    values = [v for k, v in max_possible.items() if k in RIGOROUS_ESTIMATORS and _is_number(v)]
+    return float(max(values)) if values else None

@@ -156,9 +156,23 @@ def _mech_keys(mechanisms: list[dict]) -> list[str]:
 VERDICT_WORDS = {
     "broken": "guarantee broken",
     "consistent": "consistent",
-    "not-auditable": "no valid audit",
+    "underpowered": "not refuted · audit too small",
+    "not-auditable": "claim not tested",
     "none": "no guarantee",
 }
+
+
+def verdict_label(verdict: dict) -> str:
+    """A verdict's short label: "consistent" always with the largest ε its audit could have
+    certified, so a reader never sees it without the audit's power; "not refuted · audit too
+    small" likewise."""
+    word = VERDICT_WORDS.get(verdict.get("status"), str(verdict.get("status")))
+    power = verdict.get("power")
+    if verdict.get("status") in ("consistent", "underpowered") and power:
+        return f"{word} (audit could certify ε ≤ {_num(power['max_epsilon'])})"
+    if verdict.get("status") == "underpowered":
+        return f"{word} (its power is unknown)"
+    return word
 
 
 def and_list(items) -> str:
@@ -231,6 +245,7 @@ def render_html(data: dict[str, Any], sidecar_name: str | None = None) -> str:
         unsound=sorted({r["defense"] for r in data["summary"] if r["unit"] and not r["sound"]}),
         paper_protocol=any(r.get("protocol") == "paper" for r in data["summary"]),
         verdict_word=VERDICT_WORDS.get,
+        verdict_label=verdict_label,
         and_list=and_list,
         slug=lambda text: re.sub(r"[^a-z0-9]+", "-", str(text).lower()).strip("-"),
         colour=lambda defense: _css_colour((styles.get(defense) or {}).get("color")),

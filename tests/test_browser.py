@@ -1,7 +1,9 @@
 """The report in a real browser: headless Chromium (Debian's ``chromium``) loads it with no console
 error, shows the verdict, the headline figure and the summary table, fits a phone's width (no
 table overflows at 390 px, every <details> opened), fits a 1280 px container, and leaves
-screenshots under ``test-artifacts/``."""
+screenshots under ``test-artifacts/``. On the rendered page, at 390 and 1280 px, the verdicts are
+consistent: no model shows two different headline AUCs, no row or card reads "valid" beside "no
+valid audit", and every "consistent" verdict states the audit's certifiable maximum."""
 
 from __future__ import annotations
 
@@ -60,11 +62,23 @@ PROBE = """<script>
     var r = img.getBoundingClientRect();
     return {alt: img.alt, natural: img.naturalWidth, width: r.width, right: r.right};
   });
+  // what a reader sees of the verdicts: every headline AUC by model, the text of every summary row
+  // and verdict card, every verdict label
+  function visible(el) { var r = el.getBoundingClientRect(); return r.width > 0 && r.height > 0; }
+  var headlines = Array.prototype.map.call(document.querySelectorAll('.headline-auc'), function (el) {
+    return {model: el.getAttribute('data-model'), text: el.innerText.trim(), visible: visible(el)};
+  });
+  var texts = Array.prototype.map.call(document.querySelectorAll('#summary-table tbody tr, details.verdict'),
+                                       function (el) { return el.innerText; });
+  var labels = Array.prototype.map.call(document.querySelectorAll('.verdict-word'), function (el) {
+    return el.innerText.trim();
+  });
   var main = document.querySelector('main').getBoundingClientRect();
   var out = {verdict: verdict, headline: box('#headline-figure svg'), table: box('#summary-table'),
              rows: document.querySelectorAll('#summary-table tbody tr').length,
              viewport: innerWidth, page: document.documentElement.scrollWidth, tables: tables,
              container: main.width, figures: figures, images: images,
+             headlines: headlines, verdict_texts: texts, verdict_labels: labels,
              widest_figure: Math.max.apply(null, Array.prototype.map.call(
                  document.querySelectorAll('figure svg'), function (e) { return e.getBoundingClientRect().width; }))};
   // into the page that frames the report (see probe()), or the report itself when it is the page
@@ -214,6 +228,26 @@ def figure_problems(m: dict) -> list:
     return problems
 
 
+def verdict_problems(m: dict) -> list:
+    """What makes the verdicts contradict each other on the rendered page: a model with two
+    different headline AUCs (or a hidden one), a row or card reading "valid" beside "no valid
+    audit", a "consistent" verdict without the largest ε its audit could certify."""
+    problems = []
+    by_model: dict[str, set] = {}
+    for h in m["headlines"]:
+        by_model.setdefault(h["model"], set()).add(h["text"])
+        if not h["visible"]:
+            problems.append(("hidden headline", h["model"]))
+    problems += [("two headline AUCs", model, sorted(v)) for model, v in by_model.items() if len(v) > 1]
+    for text in m["verdict_texts"]:
+        if "no valid audit" in text and re.search(r"\bvalid\b", text.replace("no valid audit", "")):
+            problems.append(("valid beside no valid audit", text[:120]))
+    for label in m["verdict_labels"]:
+        if "consistent" in label and not re.search(r"could certify ε ≤ \d", label):
+            problems.append(("consistent without its power", label))
+    return problems
+
+
 def overflowing(m: dict) -> list[dict]:
     """Tables wider than their box (they would scroll sideways) or sticking out of the window."""
     return [
@@ -234,6 +268,8 @@ def test_report_loads_cleanly_and_shows_its_content(report, tmp_path):
     for name, width, height in (("desktop", 1280, 1000), ("phone", 390, 844)):
         m = probe(report, tmp_path, name, width, height)
         check_layout(m, name, rows=3)
+        assert verdict_problems(m) == [], (name, verdict_problems(m))
+        assert len({h["model"] for h in m["headlines"]}) == 3  # every model has its one headline
         assert len(m["images"]) == 3  # one t-SNE panel per model, measured too
         if name == "desktop":  # the summary fits the 1280 px container: no sideways scrolling
             assert m["table"]["w"] <= m["container"] + 1
@@ -246,6 +282,7 @@ def test_single_model_audit_at_390_px(audit_report, tmp_path):
     for name, width, height in (("audit-desktop", 1280, 1000), ("audit-phone", 390, 844)):
         m = probe(audit_report, tmp_path, name, width, height)
         check_layout(m, name, rows=1)
+        assert verdict_problems(m) == [], (name, verdict_problems(m))
         assert m["verdict"]["top"] < 844  # the verdict box is on the first screen of a phone
         screenshot(audit_report, tmp_path, f"report-{name}", width, height)
 
@@ -288,3 +325,20 @@ def test_figure_check_can_fail(tmp_path):
     m = probe(page, tmp_path, "figures", 1280, 800)
     problems = {p[:2] for p in figure_problems(m)}
     assert problems == {("fig-bad", "small"), ("fig-bad", "overlap"), ("stretched", "image")}, figure_problems(m)
+
+
+def test_verdict_check_can_fail(tmp_path):
+    """The verdict measurement catches two headline AUCs for one model, "valid" beside "no valid
+    audit" and a "consistent" verdict without its audit's power."""
+    page = tmp_path / "verdicts.html"
+    page.write_text('<!DOCTYPE html><meta name="viewport" content="width=device-width"><main>'
+                    '<details class="verdict" id="verdict-1" open><summary>dpar-gm — <span class="verdict-word">'
+                    'consistent</span> · AUC <span class="headline-auc" data-model="dpar-gm 4">0.554</span></summary>'
+                    '</details><table id="summary-table"><tbody><tr><td>dpar-gm</td><td>'
+                    '<span class="headline-auc" data-model="dpar-gm 4">0.988</span></td><td>valid</td>'
+                    '<td>no valid audit</td></tr></tbody></table>'
+                    '<figure id="headline-figure"><svg width="100" height="100"></svg></figure></main></body>')  # fmt: skip
+    m = probe(page, tmp_path, "verdicts", 1280, 800)
+    assert {p[0] for p in verdict_problems(m)} == {
+        "two headline AUCs", "valid beside no valid audit", "consistent without its power"
+    }, verdict_problems(m)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -325,6 +326,14 @@ def test_compare_runs_canary_audits_per_cell(tmp_path):
     assert (tmp_path / "study" / "cells" / record["cell_id"] / "canaries" / "edge.json").is_file()
     html = Path(result.to_html(tmp_path / "report.html")).read_text()
     assert 'id="canary-table"' in html and "fig-canaries" in html  # the table and the claimed-vs-bound figure
+    # every canary verdict states the audit's power (20 canaries cannot refute ε = 1: not "consistent")
+    table = html[html.index('id="canary-table"') :]
+    table = table[: table.index("</table>")]
+    cells = re.findall(r'data-label="verdict">([^<]*)<', table)
+    assert len(cells) == 2 and all("audit could certify ε ≤" in c for c in cells), cells
+    for kind, cell in zip(sorted(record["canaries"]), cells):
+        if record["canaries"][kind].get("can_refute_claim") is False:
+            assert "consistent" not in cell and "audit too small" in cell, cell
     # a study without canaries keeps the configuration hash it had before canaries existed
     assert "canaries" not in StudyConfig(dataset="csbm", defenses=["mlp-dp"], epsilons=[1.0]).to_dict()
 

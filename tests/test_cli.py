@@ -333,3 +333,43 @@ def test_split_help_names_every_split_kind(command, capsys):
     text = " ".join(capsys.readouterr().out.split())
     assert all(f"{kind}:" in text or f"{kind} |" in text for kind in SPLIT_KINDS) and "metis:K" in text
     assert "--dataset-option" in text
+
+
+def test_builtin_names_are_the_registries():
+    """The names the command line checks before importing torch (dpaudit.names) are exactly the
+    registered defenses and attacks."""
+    import attacks
+    from dpaudit.names import BUILTIN_ATTACKS, BUILTIN_DEFENSES, BUILTIN_PLUGINS
+    from dpaudit.registry import available_defenses
+
+    assert list(BUILTIN_DEFENSES) == available_defenses()
+    assert list(BUILTIN_ATTACKS) == attacks.available_attacks()
+    assert set(BUILTIN_PLUGINS) == {"defenses", "attacks"}
+
+
+def test_unknown_names_are_refused_before_torch_is_imported(tmp_path):
+    """An unknown defense or attack is refused (exit 2, one line) before torch or PyG is imported,
+    in every command that takes one (asserted on sys.modules in a fresh interpreter, not timed:
+    benchmarks/bench_cli_latency.py measures how fast)."""
+    out = str(tmp_path / "x")
+    commands = [
+        ["train", "--defense", "no-such", "--dataset", "cora", "--out", out],
+        ["compare", "--dataset", "csbm", "--defenses", "gcn,no-such", "--epsilons", "inf", "--out", out],
+        ["compare", "--dataset", "csbm", "--defenses", "gcn", "--attacks", "nope", "--epsilons", "inf", "--out", out],
+        ["audit", "--model", out, "--attacks", "mia-rmia,nope", "--out", out + ".html"],
+        ["attack", "--model", out, "--attack", "nope", "--out", out + ".json"],
+        ["canary", "--defense", "no-such", "--dataset", "csbm", "--kind", "node", "--out", out + ".json"],
+    ]
+    script = (
+        "import json, sys\n"
+        "from dpaudit.cli import main\n"
+        "codes = [main(argv) for argv in json.loads(sys.argv[1])]\n"
+        "heavy = sorted(m for m in ('torch', 'torch_geometric', 'opacus') if m in sys.modules)\n"
+        "print(json.dumps({'codes': codes, 'heavy': heavy}))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script, json.dumps(commands)], capture_output=True, text=True,
+                          timeout=300)  # fmt: skip
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result == {"codes": [2] * len(commands), "heavy": []}, proc.stderr
+    errors = proc.stderr.strip().splitlines()
+    assert len(errors) == len(commands) and all(e.startswith("dpaudit: error: unknown ") for e in errors), errors

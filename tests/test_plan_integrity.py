@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 import warnings
 from dataclasses import dataclass
 
@@ -117,12 +116,9 @@ def test_unmodified_models_load_and_are_replanned_without_a_calibration(saved, k
         raise AssertionError("load re-calibrated an unmodified model's noise")
 
     monkeypatch.setattr(dpsgd, "calibrate_noise", no_calibration)
-    start = time.perf_counter()
-    model = load(saved[key])
-    seconds = time.perf_counter() - start
+    model = load(saved[key])  # no calibration ran (the patched one raises): the property, not a clock
     assert model.verification.status == "recomputed"
     assert any("re-derived" in item for item in model.verification.checked), model.verification
-    assert seconds < 30  # generous for a loaded CI machine; a few tenths of a second on an idle one
 
 
 # ----------------------------------------------------------------------------- the three edits

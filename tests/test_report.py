@@ -259,15 +259,16 @@ def test_audit_validity_column_and_risk_slices(study):
     html = html_path.read_text(encoding="utf-8")
     sidecar = json.loads(html_path.with_suffix(".json").read_text())
     table = html[html.index('id="summary-table"') : html.index("</table>", html.index('id="summary-table"'))]
-    assert ">audit validity</th>" in table and table.count('data-label="audit validity"') == len(sidecar["summary"])
+    assert ">audit game</th>" in table and table.count('data-label="audit game"') == len(sidecar["summary"])
     for row in sidecar["summary"]:  # a random csbm split: mia-threshold is a valid game everywhere
         assert row["audit_validity"]["valid"] and "mia-threshold" in row["audit_validity"]["valid_attacks"]
         assert "embedding-probe" not in row["audit_validity"]["valid_attacks"]  # a diagnostic, never a bound
-    cells = [c.split("</td>")[0] for c in table.split('data-label="audit validity">')[1:]]
-    for row, cell in zip(sidecar["summary"], cells):  # a valid game, but nothing to test without a claim
-        assert ("no claim" in cell) == (row["unit"] is None) and ('class="yes">valid' in cell) == (
-            row["unit"] is not None
-        )
+    # the column is about the game (a fair coin everywhere here), the verdict about the claim: the two
+    # never use the same word, so a row cannot read "valid" beside "no valid audit"
+    cells = [c.split("</td>")[0] for c in table.split('data-label="audit game">')[1:]]
+    assert len(cells) == len(sidecar["summary"])
+    for cell in cells:
+        assert "fair coin" in parse(cell).text and "valid" not in parse(cell).text
     assert sidecar["risk_slices"] and '<section id="risk-slices">' in html
     first = sidecar["risk_slices"][0]
     assert first["attack"] == "mia-threshold" and {b["slice"] for b in first["class"]} == {"0", "1", "2"}
@@ -355,10 +356,13 @@ def test_verdict_box_opens_the_report_with_the_right_numbers(study):
         lb = valid[attack]
         assert (verdict["lower_bound"]["attack"], verdict["lower_bound"]["value"]) == (attack, lb)
         assert verdict["lower_bound"]["valid"] is True
-        assert f"{lb:.3f} ({attack}) — a valid audit" in box
+        assert f"{lb:.3f} ({attack}; at most" in box and "— tests the claim" in box
         claimed = row["epsilon_spent"]
         assert f"({claimed:.3f}, {row['delta']:.1e})-DP at the node level" in box
-        assert verdict["status"] == ("broken" if lb > claimed else "consistent")
+        # "consistent" only when the audit could have refuted the claim (its power above it)
+        power = verdict["power"]["max_epsilon"]
+        assert f"ε ≤ {power:.3f}" in box and f"{verdict['power']['pairs']} member/non-member pairs" in box
+        assert verdict["status"] == ("broken" if lb > claimed else "consistent" if power > claimed else "underpowered")
         assert "what it covers" in box and "node membership" in box and "sound: true" in box
         assert 'id="split-banner"' not in html  # a random split: bounds are valid, no banner
 
@@ -383,17 +387,21 @@ def test_a_verdict_is_headlined_by_an_attack_its_guarantee_covers(study):
     private["attacks"]["linkteller"] = uncovered
     data = build_report_data(records, result.report_meta())
     verdict = next(v for v in data["verdicts"] if v["claimed"]["unit"] == "node")
-    assert verdict["status"] == "consistent"
+    assert verdict["status"] in ("consistent", "underpowered")  # not refuted; "consistent" needs power
     assert (
         verdict["best_auc"]["attack"] == "mia-threshold" and verdict["best_tpr_at_1pct_fpr"]["attack"] != "linkteller"
     )
     assert verdict["strongest_uncovered"] == {"attack": "linkteller", "auc": 0.97, "auc_ci": [0.95, 0.99],
+                                              "below_chance": False,
                                               "why": "inference is not private: edges are <exposed>"}  # fmt: skip
+    # the strongest leakage measured, covered or not, is named on the card
+    assert verdict["strongest_leakage"]["attack"] == "linkteller" and verdict["strongest_leakage"]["covered"] is False
     html = render_html(data)
     index = data["verdicts"].index(verdict) + 1
     block = _verdict_block(html, index)
     summary = parse(block[: block.index("</summary>")]).text
-    assert "consistent" in summary and "0.970" not in summary
+    assert "not refuted" in summary or "consistent" in summary
+    assert "0.970" not in summary and "audit could certify ε ≤" in summary
     box = parse(block).text
     assert f"strongest attack it covers{verdict['best_auc']['auc']:.3f} AUC by mia-threshold" in box
     assert "not covered0.970 AUC by linkteller" in box and "edges are <exposed>" in box
@@ -478,8 +486,8 @@ def _crowded_node_risk() -> dict:
     return {
         "defense": "gcn", "epsilon": None, "seed": 0, "members": 700, "non_members": 750, "auc": 0.6,
         "histogram": {"edges": np.linspace(-3, 3, 21).tolist(), "members": [35] * 20, "non_members": [37] * 20},
-        "threshold_10pct_fpr": 1.5, "most_exposed": [],
-        "by_degree": [{"degree": d, "members": m, "non_members": n, "auc": 0.55, "tpr_at_10pct_fpr": 0.2}
+        "fpr_level": 0.01, "threshold_at_fpr": 1.5, "most_exposed": [],
+        "by_degree": [{"degree": d, "members": m, "non_members": n, "auc": 0.55, "tpr_at_fpr": 0.2}
                       for d, m, n in buckets],
     }  # fmt: skip
 
@@ -601,7 +609,7 @@ def test_public_split_banner_and_invalid_bounds(study):
     banner = html[html.index('id="split-banner"') :]
     banner = parse(banner[: banner.index("</div>")]).text
     assert "not valid audits" in banner and "--split random:0.75,0.1,0.15" in banner and "public" in banner
-    assert "not a valid audit" in parse(_verdict_block(html, 1)).text
+    assert "does not test the claim" in parse(_verdict_block(html, 1)).text
     assert 'id="broken-banner"' not in html
 
 
@@ -679,6 +687,10 @@ def test_node_risk_matches_the_threshold_attack(single_audit):
     hist = risk["histogram"]
     assert sum(hist["members"]) == risk["members"] and sum(hist["non_members"]) == risk["non_members"]
     assert sum(b["members"] for b in risk["by_degree"]) == risk["members"]
+    # the risk threshold flags 1 % of non-members, as every other TPR in the report (not 10 %)
+    assert risk["fpr_level"] == 0.01 and "threshold_10pct_fpr" not in risk
+    html = html_path.read_text(encoding="utf-8")
+    assert "TPR@1 % FPR" in html and "10 % FPR" not in html
     scores = [n["score"] for n in risk["most_exposed"]]
     assert scores == sorted(scores, reverse=True) and len(scores) == 10
     html = html_path.read_text(encoding="utf-8")
@@ -715,10 +727,12 @@ def test_interrupted_audit_keeps_what_finished(tmp_path):
     assert 'id="interrupted-banner"' in html and "zz-never" in html
 
 
-def test_ctrl_c_stops_an_audit_within_two_seconds(tmp_path):
+def test_ctrl_c_returns_an_audit_without_waiting_for_compiled_code(tmp_path):
     """A real SIGINT while an attack sits in compiled code (a long LAPACK call that checks no
-    signal): the audit returns within 2 s with the attack that had finished (so the caller can
-    write it at once; the abandoned call ends with the process)."""
+    signal): the audit returns with the attack that had finished before that call ends (so the
+    caller can write it at once; the abandoned call ends with the process). Asserted by order —
+    the result is printed before the abandoned call writes its marker — not by a clock; the time
+    to stop is measured by ``benchmarks/bench_interrupt.py``."""
     import os
     import signal
     import subprocess
@@ -733,7 +747,9 @@ def test_ctrl_c_stops_an_audit_within_two_seconds(tmp_path):
         "from dpaudit.pipeline import train\n"
         "def slow(model, dataset=None, *, runs: int = 1):\n"
         "    print('SLOW', flush=True)\n"
-        "    np.linalg.svd(np.random.default_rng(0).normal(size=(2200, 2200)))\n"
+        "    for _ in range(3):\n"
+        "        np.linalg.svd(np.random.default_rng(0).normal(size=(2200, 2200)))\n"
+        f"    open({str(tmp_path / 'svd-finished')!r}, 'w').close()\n"
         "    raise AssertionError('not interrupted')\n"
         "attacks.register_attack('zz-slow')(slow)\n"
         "ds = csbm(num_nodes=120, num_classes=3, num_features=8, avg_degree=5, seed=4)\n"
@@ -747,12 +763,10 @@ def test_ctrl_c_stops_an_audit_within_two_seconds(tmp_path):
         if line.startswith("SLOW"):
             break
     time.sleep(0.5)
-    sent = time.perf_counter()
     proc.send_signal(signal.SIGINT)
     result_line = next(line for line in proc.stdout if line.startswith("RESULT"))
-    elapsed = time.perf_counter() - sent
-    proc.communicate(timeout=120)  # the abandoned LAPACK call may finish before the process exits
-    assert elapsed < 2.0, elapsed
+    assert not (tmp_path / "svd-finished").exists()  # returned while the compiled call still ran
+    proc.communicate(timeout=600)  # a hang guard: the abandoned LAPACK call may finish before the exit
     out = result_line
     payload = json.loads(out.split("RESULT ", 1)[1])
     assert payload == {"interrupted": True, "done": ["mia-threshold"]}
@@ -777,3 +791,134 @@ def test_default_plan_is_sized_from_a_calibrated_warm_shadow(single_audit):
     assert plan["estimated_seconds"] == pytest.approx(sum(s["estimated_seconds"] for s in plan["attacks"]), abs=0.5)
     text = format_plan(plan)
     assert text.splitlines()[0].startswith("audit plan: 4 attack(s)") and "1. mia-lira" in text
+
+
+def _with_design(res: dict, pairs: int, delta: float, group_size: int, correct: int | None = None) -> None:
+    """Give a result a pair test of ``pairs`` pairs (``correct`` right guesses, all pairs guessed)."""
+    from dpaudit.statistics import pair_test_from_counts
+
+    correct = pairs // 2 if correct is None else correct
+    counts = [{"fraction": 1.0, "guesses": pairs, "correct": correct}]
+    res["extra"]["lower_bound"] = {"counts": counts, "pairs": pairs, "delta": delta, "group_size": group_size}
+    res["epsilon_lower_bound"] = pair_test_from_counts(counts, pairs, delta, group_size)["epsilon"]
+
+
+def test_consistent_only_from_an_audit_that_could_refute_the_claim(study):
+    """A tiny audit "proves ε ≥ 0.00" whatever the model: it is not green "consistent" but "not
+    refuted · audit too small", with the largest ε it could have certified; a large one is
+    "consistent" and says how much it could have certified."""
+    from dpaudit.statistics import pair_test_max_possible
+
+    result, _ = study
+    records = copy.deepcopy(result.done)
+    private = next(r for r in records if r["privacy"]["unit"] == "node")
+    claimed = private["privacy"]["epsilon"]
+    res = private["attacks"]["mia-threshold"]
+    _with_design(res, pairs=37, delta=1e-3, group_size=2)  # 74 negatives, as gap-ndp in the demo
+    data = build_report_data(records, result.report_meta())
+    verdict = next(v for v in data["verdicts"] if v["claimed"]["unit"] == "node")
+    power = verdict["power"]["max_epsilon"]
+    tests = data["multiple_testing"]["tests"]
+    assert power == pytest.approx(pair_test_max_possible(37, 1e-3, 2, 1 - 0.05 / tests, fractions=(1.0,)))
+    assert power < claimed and verdict["status"] == "underpowered" and verdict["power"]["enough"] is False
+    html = render_html(data)
+    index = data["verdicts"].index(verdict) + 1
+    block = _verdict_block(html, index)
+    assert 'status-consistent' not in block and "consistent" not in parse(block).text
+    text = parse(block).text
+    assert f"could certify ε ≤ {power:.3f}" in text and "37 member/non-member pairs" in text
+    assert "not above the claim" in text
+    row = data["summary"][index - 1]
+    assert row["attacks"]["mia-threshold"]["design"]["pairs"] == 37
+    # a large audit with the same (null) result could have refuted the claim: consistent, with its power
+    _with_design(res, pairs=5000, delta=0.0, group_size=1)
+    data = build_report_data(records, result.report_meta())
+    verdict = next(v for v in data["verdicts"] if v["claimed"]["unit"] == "node")
+    assert verdict["status"] == "consistent" and verdict["power"]["max_epsilon"] > claimed
+    html = render_html(data)
+    table = html[html.index('id="summary-table"') :]
+    table = table[: table.index("</table>")]
+    for word in re.findall(r'status-consistent">([^<]*)<', html):
+        assert f"audit could certify ε ≤ {verdict['power']['max_epsilon']:.3f}" in word, word
+    assert "consistent (audit could certify ε ≤" in parse(table).text
+
+
+def test_a_model_has_one_headline_auc(study):
+    """The card and the summary row show the same headline AUC (the strongest attack the
+    guarantee covers); a stronger attack outside the guarantee is named as such, never as the
+    headline."""
+    result, _ = study
+    records = copy.deepcopy(result.done)
+    private = next(r for r in records if r["privacy"]["unit"] == "node")
+    uncovered = copy.deepcopy(private["attacks"]["mia-threshold"])
+    uncovered.update(auc=0.988, auc_ci=[0.97, 0.99], covered_by_guarantee=False, epsilon_lower_bound=None,
+                     ceiling={"attack_unit": "edge", "reason": "inference reads the graph outside ε"})  # fmt: skip
+    private["attacks"]["linkteller"] = uncovered
+    data = build_report_data(records, result.report_meta())
+    html = render_html(data)
+    headlines: dict[str, set] = {}
+    for model, value in re.findall(r'class="[^"]*headline-auc[^"]*" data-model="([^"]*)">([^<]*)<', html):
+        headlines.setdefault(model, set()).add(value)
+    assert len(headlines) == len(data["summary"])
+    assert all(len(values) == 1 for values in headlines.values()), headlines
+    key = next(k for k in headlines if "0.988" not in headlines[k] and k.endswith(" 2"))
+    assert headlines[key] != {"0.988"}
+    assert "outside ε: linkteller, AUC 0.988" in parse(html[html.index('id="summary-table"') :]).text
+    verdict = next(v for v in data["verdicts"] if v["claimed"]["unit"] == "node")
+    assert verdict["strongest_leakage"] == {"attack": "linkteller", "auc": 0.988, "auc_ci": [0.97, 0.99],
+                                            "below_chance": False, "covered": False}  # fmt: skip
+    block = parse(_verdict_block(html, data["verdicts"].index(verdict) + 1)).text
+    assert "strongest leakage measuredAUC 0.988 by linkteller (outside the guarantee)" in block
+
+
+def test_an_auc_below_chance_is_explained_where_it_is_shown(study):
+    result, _ = study
+    records = copy.deepcopy(result.done)
+    gcn = next(r for r in records if r["defense"] == "gcn")
+    gcn["attacks"]["mia-threshold"].update(auc=0.347, auc_ci=[0.30, 0.40])
+    data = build_report_data(records, result.report_meta())
+    row = next(r for r in data["summary"] if r["defense"] == "gcn")
+    assert row["attacks"]["mia-threshold"]["below_chance"] is True
+    html = render_html(data)
+    verdict = next(v for v in data["verdicts"] if v["defense"] == "gcn")
+    assert verdict["below_chance"] == ["mia-threshold"]
+    block = parse(_verdict_block(html, data["verdicts"].index(verdict) + 1)).text
+    assert "anti-correlated with membership" in block and "not leakage in the tested direction" in block
+    assert "§ below chance" in html
+    # an AUC near 0.5 is noise, not below chance
+    gcn["attacks"]["mia-threshold"].update(auc=0.48, auc_ci=[0.40, 0.56])
+    data = build_report_data(records, result.report_meta())
+    assert not any(v["below_chance"] for v in data["verdicts"])
+
+
+def test_a_model_without_a_guarantee_shows_no_soundness_and_no_delta(study):
+    """gap-inf / gcn claim nothing: the ledger does not call them "sound: yes", nor the summary δ = 0."""
+    result, _ = study
+    data = build_report_data(copy.deepcopy(result.done), result.report_meta())
+    html = render_html(data)
+    ledgers = html[html.index('<section id="ledgers">') :]
+    gcn = ledgers[ledgers.index("<b>gcn</b>") :]
+    gcn = parse(gcn[: gcn.index("</details>")]).text
+    assert "soundno guarantee" in gcn.replace("— ", "") and "soundyes" not in gcn
+    table = html[html.index('id="summary-table"') :]
+    gcn_row = table[table.index(">gcn</td>") :]
+    gcn_row = gcn_row[: gcn_row.index("</tr>")]
+    delta = gcn_row[gcn_row.index('data-label="δ">') :].split("</td>")[0]
+    assert "0.0e+00" not in delta and "—" in delta
+
+
+def test_the_verdict_section_opens_with_one_overall_line(study):
+    result, _ = study
+    records = copy.deepcopy(result.done)
+    data = build_report_data(records, result.report_meta())
+    overall = data["overall"]
+    assert overall["status"] in ("consistent", "untested") and overall["counts"]["none"] == 2
+    html = render_html(data)
+    section = html[html.index('<section id="verdict">') :]
+    assert section.index('id="overall-verdict"') < section.index('class="verdicts"')
+    line = parse(section[section.index('id="overall-verdict"') :].split("</div>", 1)[0]).text
+    assert "Overall:" in line and "2 without a guarantee" in line and "Strongest leakage measured: AUC" in line
+    private = next(r for r in records if r["privacy"]["unit"] == "node")
+    _with_design(private["attacks"]["mia-threshold"], pairs=5000, delta=0.0, group_size=1, correct=5000)
+    data = build_report_data(records, result.report_meta())
+    assert data["overall"]["status"] == "broken" and "Do not rely on the claimed ε" in data["overall"]["action"]

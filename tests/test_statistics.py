@@ -283,3 +283,22 @@ def test_auc_interval_includes_the_spread_over_runs():
     assert comp["bootstrap"][1] - comp["bootstrap"][0] < out["auc_ci"][1] - out["auc_ci"][0]
     single = summarize_runs(runs[:1], 0.0, n_boot=200)
     assert single["auc_ci_components"]["t_over_runs"] is None and "runs >= 2" in single["auc_ci_components"]["method"]
+
+
+def test_pair_test_power_is_the_bound_of_perfect_guesses():
+    """The audit's power (what every correct guess would certify) bounds every achieved bound,
+    grows with the number of pairs and falls with δ and the group size."""
+    from dpaudit.statistics import pair_test_from_counts, pair_test_lower_bound, pair_test_max_possible
+
+    rng = np.random.default_rng(0)
+    members, others = rng.normal(1.0, 1.0, 300), rng.normal(0.0, 1.0, 300)
+    lb = pair_test_lower_bound(members, others, delta=0.0, group_size=2)
+    assert lb["epsilon"] <= lb["max_possible"] == pytest.approx(pair_test_max_possible(300, 0.0, 2))
+    perfect = [{"fraction": 1.0, "guesses": 300, "correct": 300}]
+    assert pair_test_max_possible(300, 0.0, 2, fractions=(1.0,)) == pytest.approx(
+        pair_test_from_counts(perfect, 300, 0.0, 2)["epsilon"]
+    )
+    assert pair_test_max_possible(37, 0.0, 2) < pair_test_max_possible(300, 0.0, 2)
+    assert pair_test_max_possible(300, 1e-3, 2) < pair_test_max_possible(300, 0.0, 2)
+    assert pair_test_max_possible(300, 0.0, 4) < pair_test_max_possible(300, 0.0, 2)
+    assert pair_test_max_possible(0, 0.0, 2) == 0.0

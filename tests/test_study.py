@@ -399,7 +399,7 @@ def test_longest_cells_start_first_and_progress_logs_without_a_terminal(caplog):
 
     progress = CellProgress(total=4, done=0, failed=0, disable=None)
     progress.log_lines = True  # as without a terminal (pytest captures stderr, so tqdm is silent)
-    with caplog.at_level("WARNING", logger="dpaudit.workflows.executors"):
+    with caplog.at_level("INFO", logger="dpaudit.progress"):
         progress.finished(True)
         progress.finished(False)
     progress.close()
@@ -415,11 +415,31 @@ def test_progress_logs_one_line_per_finished_cell(caplog):
     progress = CellProgress(total=2, done=0, failed=0, disable=None, log_every=0.0)
     progress.log_lines = True  # as without a terminal
     progress.running = 1
-    with caplog.at_level("WARNING", logger="dpaudit.workflows.executors"):
+    with caplog.at_level("INFO", logger="dpaudit.progress"):
         caplog.clear()
         progress.finished(True)
     assert len(caplog.records) == 1, [r.getMessage() for r in caplog.records]
     progress.close()
+
+
+def test_progress_is_info_and_its_last_line_tells_the_truth(caplog):
+    """Normal progress is INFO (not WARNING); when the last cell finishes, the line says so and
+    no cell is "running" (it said "11/11 finished, 1 running")."""
+    from dpaudit.workflows.executors import CellProgress
+
+    progress = CellProgress(total=3, done=0, failed=0, disable=None)
+    progress.log_lines = True  # as without a terminal
+    progress.running = 2  # the executor's count, updated only when it next waits
+    with caplog.at_level("DEBUG", logger="dpaudit"):
+        for _ in range(3):
+            progress.finished(True)
+    progress.close()
+    records = [r for r in caplog.records if r.name == "dpaudit.progress"]
+    assert records and all(r.levelname == "INFO" for r in records)
+    assert not [r for r in caplog.records if r.levelname == "WARNING"]
+    lines = [r.getMessage() for r in records]
+    assert lines[1].startswith("cells: 2/3 finished (0 failed), 1 running"), lines
+    assert lines[-1].startswith("cells: 3/3 finished (0 failed) in ") and "running" not in lines[-1], lines
 
 
 def test_widths_that_cannot_fit_the_device_are_refused_before_any_cell(tmp_path, monkeypatch):

@@ -6,11 +6,11 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch.func import functional_call, grad, vmap
-from tqdm.auto import tqdm
 
 from defenses.dpar.mechanism import poisson_sample
 from defenses.dpar.model import DPARNet
 from dpaudit.dpsgd import CanaryLaw, canaries_for
+from dpaudit.progress import steps as progress_steps
 from dpaudit.runtime import rand_on, randn_on
 
 
@@ -175,7 +175,7 @@ def train_rows(
         canaries.attach(module, list(module.parameters()), x, sample_rate=sample_rate,
                         noise_multiplier=noise_std / max_grad_norm, max_grad_norm=max_grad_norm, label=progress,
                         real_clipped_sum=real_clipped_sum, law=canary_law)  # fmt: skip
-    for _ in tqdm(range(steps), desc=progress, disable=None if progress else True, leave=False):
+    for _ in progress_steps(steps, progress, disable=None if progress else True):
         batch = _two_rate_batch(len(labels), sample_rate, pair_start, pair_rate, generator).to(device)
         if batch.numel() == 0 and not private:
             continue

@@ -19,7 +19,6 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch.func import functional_call, grad, vmap
-from tqdm.auto import tqdm
 
 from defenses.dpgnn.batches import FlatBatch, flat_batch, padded_gram
 from defenses.dpgnn.canaries import NodeOccurrences
@@ -28,6 +27,7 @@ from defenses.dpgnn.model import DPGCNNet
 from dpaudit.dpsgd import DiracCanaries, canaries_for
 from dpaudit.nn import SparseFeatures
 from dpaudit.nn import features as sparse_features
+from dpaudit.progress import steps as progress_steps
 
 # --------------------------------------------------------------------------- reference (materialised)
 
@@ -368,7 +368,7 @@ def train_dp(
     batches = torch.Generator().manual_seed(seed + 1)
     noise = torch.Generator().manual_seed(seed + 2)  # CPU: CUDA runs draw the same noise
     module.train()
-    for _ in tqdm(range(steps), desc=desc, leave=False, disable=None):
+    for _ in progress_steps(steps, desc):
         batch = sample_slots(index.num_subgraphs, population, batch_size, batches)
         detached = {k: v.detach() for k, v in params.items()}
         # A batch of empty slots only (a training set far below the declared size) adds noise alone.

@@ -11,10 +11,10 @@ import logging
 import torch
 import torch.nn.functional as F
 from torch import nn
-from tqdm.auto import tqdm
 
 from dpaudit.accounting import PoissonSubsampledGaussian
 from dpaudit.dpsgd import PoissonSchedule, make_optimizer, train_dp_sgd
+from dpaudit.progress import steps as progress_steps
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ def _train_full_batch(
     best-validation epoch (paper protocol)."""
     opt = make_optimizer("adam", module.parameters(), lr)
     ckpt = _Checkpoint(module, val)
-    for _ in tqdm(range(epochs), desc=desc, leave=False, disable=None):
+    for _ in progress_steps(epochs, desc, unit="epoch"):
         module.train()
         opt.zero_grad()
         F.cross_entropy(module(inputs), targets).backward()

@@ -131,6 +131,7 @@ from dpaudit.deployments import inference_entry
 from dpaudit.errors import ConfigurationError
 from dpaudit.nn import ACTIVATIONS, MLP
 from dpaudit.nn import features as sparse_features
+from dpaudit.progress import steps as progress_steps
 from dpaudit.registry import register_defense
 from dpaudit.runtime import seed_everything
 from dpaudit.splits import Split
@@ -380,7 +381,7 @@ class GCON(Defense):
             y_val = data.y[split.val].to(self.device)
         best_accuracy, best_state = -1.0, None
         opt = torch.optim.Adam(encoder.parameters(), lr=hp.encoder_lr, weight_decay=hp.encoder_weight_decay)
-        for _ in tqdm(range(hp.encoder_epochs), desc="gcon encoder", leave=False, disable=None):
+        for _ in progress_steps(hp.encoder_epochs, "gcon encoder", unit="epoch"):
             encoder.train()
             opt.zero_grad()
             F.cross_entropy(encoder(x), y).backward()

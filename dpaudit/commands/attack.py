@@ -41,6 +41,9 @@ def _fmt(value) -> str:
 
 
 def cmd_attack(args) -> int:
+    from dpaudit.names import check_attack_name
+
+    check_attack_name(args.attack)  # before torch loads (a fraction of a second)
     import attacks
     from dpaudit.datasets import reload_dataset
     from dpaudit.model import load

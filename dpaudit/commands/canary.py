@@ -47,6 +47,9 @@ def _design_options(kind: str, items: list[str]) -> dict:
 
 
 def cmd_canary(args) -> int:
+    from dpaudit.names import check_defense_name
+
+    check_defense_name(args.defense)  # before torch loads (a fraction of a second)
     from dpaudit.cli import check_memory, check_target_epsilon, parse_delta
     from dpaudit.commands._dataset_args import check_declarations, parse_dataset_options
     from dpaudit.datasets import load_dataset

@@ -161,8 +161,10 @@ def _epsilons(text: str) -> list[str]:
 
 
 def cmd_audit(args) -> int:
+    from dpaudit.names import check_names
     from dpaudit.outputs import output_lock
 
+    check_names(attacks=args.attacks)  # before torch loads (a fraction of a second)
     with output_lock(args.out):  # a second audit to the same --out refuses, naming this one
         return _audit_locked(args)
 
@@ -197,7 +199,7 @@ def _audit_locked(args) -> int:
     rows = [
         {"attack": n, "AUC": r.auc, "TPR@1%FPR": (r.tpr_at_fpr or {}).get("0.01"), "ε lower bound": r.epsilon_lower_bound,
          "covered": "yes" if r.covered_by_guarantee else "no",
-         "valid bound": "yes" if getattr(r, "bound_valid", False) else "no"}
+         "fair game": "yes" if getattr(r, "bound_valid", False) else "no"}
         for n, r in result.results.items()
     ]  # fmt: skip
     audited = sorted({str(r.extra.get("deployment")) for r in result.results.values() if r.extra.get("deployment")})
@@ -210,6 +212,7 @@ def _audit_locked(args) -> int:
     for name, err in result.errors.items():
         print(f"{name}: not run: {err}")
     path = result.to_html(args.out)
+    print(f"verdict: {_report_verdict(path)}")
     print(f"report: {Path(path).resolve()}")
     if result.interrupted:
         print("audit interrupted: the report holds the attacks that finished", file=sys.stderr)
@@ -217,8 +220,22 @@ def _audit_locked(args) -> int:
     return 0
 
 
+def _report_verdict(html_path) -> str:
+    """The report's own verdict of the audited model (its sidecar), so that the terminal and the
+    report never say different things."""
+    import json
+
+    from reports.render import sidecar_path
+
+    verdicts = json.loads(sidecar_path(html_path).read_text(encoding="utf-8")).get("verdicts") or []
+    return verdicts[0]["headline"] if verdicts else "no verdict (no attack finished)"
+
+
 def run_compare(args, command: str | None = None):
     """Build and run the study described by ``compare``-style arguments; returns the StudyResult."""
+    from dpaudit.names import check_names
+
+    check_names(defenses=args.defenses, attacks=args.attacks)  # before torch loads
     from dpaudit.accounting.spec import validate_epsilon
     from dpaudit.cli import cap_jobs
     from dpaudit.commands._dataset_args import absolute_dataset, check_declarations, parse_dataset_options

@@ -524,6 +524,10 @@ def _run_interruptibly(fn, *args, **kwargs):
 # --------------------------------------------------------------------------- per-node risk
 
 
+#: the FPR of the nodes-at-risk threshold: 1 %, as every other TPR in the report (TPR at 1 % FPR)
+NODE_RISK_FPR = 0.01
+
+
 def node_risk(
     model, dataset, split, seed: int = 0, max_members: int | None = None, top: int = 10, bins: int = 30
 ) -> dict[str, Any] | None:
@@ -539,7 +543,7 @@ def node_risk(
 
     Returns score histograms (members vs non-members), the ``top`` members with the highest
     scores (the nodes most exposed) and, per degree bucket, the AUC and the TPR at the
-    threshold that gives 10 % FPR over all non-members. None when no membership set exists.
+    threshold that gives 1 % FPR over all non-members (the level every other TPR in the report uses). None when no membership set exists.
     """
     import numpy as np
 
@@ -563,7 +567,7 @@ def node_risk(
     if hi <= lo:
         hi = lo + 1.0
     edges = np.linspace(lo, hi, bins + 1)
-    threshold = float(np.quantile(others, 0.9)) if len(others) else math.inf  # 10 % of non-members above it
+    threshold = float(np.quantile(others, 1.0 - NODE_RISK_FPR)) if len(others) else math.inf  # 1 % of non-members above it
     buckets = []
     bounds = [(0, 1), (2, 3), (4, 7), (8, 15), (16, 31), (32, None)]
     for low, high in bounds:
@@ -574,7 +578,7 @@ def node_risk(
         bucket_auc = auc(scores[inside], labels[inside]) if m and o else None
         tpr = float(np.mean(scores[inside & (labels == 1)] > threshold)) if m else None
         buckets.append({"degree": f"{low}–{high}" if high is not None else f"≥ {low}", "members": m,
-                        "non_members": o, "auc": bucket_auc, "tpr_at_10pct_fpr": tpr})  # fmt: skip
+                        "non_members": o, "auc": bucket_auc, "tpr_at_fpr": tpr})  # fmt: skip
     order = np.argsort(-members)[:top]
     member_nodes, member_degree = nodes[labels == 1], degree[labels == 1]
     above = float(np.max(others)) if len(others) else math.inf
@@ -597,7 +601,8 @@ def node_risk(
             "members": np.histogram(members, edges)[0].tolist(),
             "non_members": np.histogram(others, edges)[0].tolist(),
         },  # fmt: skip
-        "threshold_10pct_fpr": threshold,
+        "fpr_level": NODE_RISK_FPR,
+        "threshold_at_fpr": threshold,
         "most_exposed": exposed,
         "by_degree": buckets,
     }

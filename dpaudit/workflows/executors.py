@@ -15,6 +15,8 @@ from dpaudit.workflows.config import now_iso
 from dpaudit.workflows.store import CELL_SCHEMA, CELL_SCHEMA_VERSION
 
 log = logging.getLogger(__name__)
+#: normal progress: INFO on its own logger, which the command line shows without ``-v``
+progress_log = logging.getLogger("dpaudit.progress")
 
 EXECUTORS = ("local", "ray")
 
@@ -42,7 +44,7 @@ class CellProgress:
         self.refresh()
 
     def refresh(self, log_due: bool = True):
-        self.bar.set_postfix_str(f"done={self.done} running={self.running} failed={self.failed}", refresh=True)
+        self.bar.set_postfix_str(f"done={self.done} running={self.running_now()} failed={self.failed}", refresh=True)
         if log_due and self.log_lines and self._clock() - self._last_log >= self.log_every:
             self._log()
 
@@ -53,12 +55,24 @@ class CellProgress:
         rate = (self._clock() - self._start) / finished
         return rate * (self.total - self.done - self.failed)
 
-    def _log(self):
+    def running_now(self) -> int:
+        """Cells running now: never more than are left (the executor updates its count only
+        when it next waits, after the last cell has already finished)."""
+        return max(0, min(self.running, self.total - self.done - self.failed))
+
+    def _log(self, final: bool = False):
         self._last_log = self._clock()
+        finished = self.done + self.failed
+        if final:
+            progress_log.info(
+                "cells: %d/%d finished (%d failed) in %.1f min", finished, self.total, self.failed,
+                (self._clock() - self._start) / 60,
+            )  # fmt: skip
+            return
         eta = self.eta_seconds()
-        log.warning(
+        progress_log.info(
             "cells: %d/%d finished (%d failed), %d running, ETA %s",
-            self.done + self.failed, self.total, self.failed, self.running,
+            finished, self.total, self.failed, self.running_now(),
             "unknown" if eta is None else f"{eta / 60:.1f} min",
         )  # fmt: skip
 
@@ -70,7 +84,7 @@ class CellProgress:
         self.bar.update(1)
         self.refresh(log_due=False)  # one log line per finished cell, not two
         if self.log_lines:
-            self._log()
+            self._log(final=self.done + self.failed >= self.total)
 
     def close(self):
         self.refresh()  # the bar's last state is the study's (no cell left "running")
