@@ -424,11 +424,12 @@ def tpr_ceiling(fpr, epsilon: float, delta: float) -> np.ndarray:
     )
 
 
-def auc_ceiling(epsilon: float, delta: float) -> float:
-    r"""Area under :func:`tpr_ceiling`: :math:`1 - (1-\delta)^2 / (1 + e^\varepsilon)`."""
-    if math.isinf(epsilon):
+def auc_ceiling(epsilon: float | None, delta: float) -> float:
+    r"""Area under :func:`tpr_ceiling`: :math:`1 - (1-\delta)^2 / (1 + e^\varepsilon)` — the largest
+    AUC any attack can reach against an (ε, δ)-DP mechanism; 1 without a finite ε (``None``, ∞)."""
+    if epsilon is None or not math.isfinite(epsilon):
         return 1.0
-    return 1.0 - (1.0 - delta) ** 2 / (1.0 + math.exp(epsilon))
+    return float(min(1.0, 1.0 - (1.0 - delta) ** 2 / (1.0 + math.exp(epsilon))))
 
 
 def gdp_tpr_ceiling(fpr, mu: float) -> np.ndarray:

@@ -35,6 +35,8 @@ import numpy as np
 from scipy import stats
 
 from dpaudit.deployments import DEPLOYMENTS, deployment_entry
+from dpaudit.intervals import clopper_pearson_interval
+from dpaudit.statistics import auc_ceiling
 
 CONFIDENCE = 0.95
 # Strongest first (shadow-model membership attacks, then edge attacks, then cheap diagnostics):
@@ -53,14 +55,6 @@ def unit_label(privacy: dict) -> str | None:
     return unit if unit is None or not condition else f"{unit} ({condition})"
 
 
-def auc_ceiling(epsilon: float | None, delta: float) -> float:
-    r"""Largest AUC any attack can reach against an (ε, δ)-DP mechanism (module docstring):
-    :math:`1 - \int_0^1 f_{\varepsilon,\delta} = 1 - (1-\delta)^2 / (1 + e^{\varepsilon})`."""
-    if epsilon is None or not math.isfinite(epsilon):
-        return 1.0
-    return float(min(1.0, 1.0 - (1.0 - delta) ** 2 / (1.0 + math.exp(epsilon))))
-
-
 def _finite(values) -> list[float]:
     return [float(v) for v in values if v is not None and isinstance(v, (int, float)) and math.isfinite(v)]
 
@@ -76,16 +70,6 @@ def mean_ci_over_seeds(values) -> tuple[float | None, float | None, float | None
     sem = float(np.std(vals, ddof=1)) / math.sqrt(len(vals))
     half = float(stats.t.ppf(0.5 + CONFIDENCE / 2, len(vals) - 1)) * sem
     return mean, mean - half, mean + half
-
-
-def clopper_pearson(successes: int, trials: int) -> tuple[float | None, float | None]:
-    """Exact 95 % interval for a binomial proportion."""
-    if trials <= 0:
-        return None, None
-    a = (1 - CONFIDENCE) / 2
-    lo = 0.0 if successes == 0 else float(stats.beta.ppf(a, successes, trials - successes + 1))
-    hi = 1.0 if successes == trials else float(stats.beta.ppf(1 - a, successes + 1, trials - successes))
-    return lo, hi
 
 
 def _max_or_none(values) -> float | None:
@@ -620,7 +604,7 @@ def _summary_rows(done: list[dict], attacks: list[str], defenses: list[str]) -> 
         acc_interval = "t over seeds"
         if len(_finite(accs)) == 1:
             n_test = int(recs[0].get("metrics", {}).get("n_test") or 0)
-            lo, hi = clopper_pearson(round(acc * n_test), n_test) if n_test else (None, None)
+            lo, hi = clopper_pearson_interval(round(acc * n_test), n_test, CONFIDENCE) if n_test else (None, None)
             acc_interval = f"Clopper–Pearson over {n_test} test nodes"
         privacy = recs[0].get("privacy") or {}
         spent = _max_or_none([(r.get("privacy") or {}).get("epsilon") for r in recs])
@@ -991,7 +975,14 @@ def build_report_data(records: list[dict], meta: dict[str, Any]) -> dict[str, An
         "defenses": defenses,
         "attacks": attacks,
         "epsilons": epsilons,
-        "counts": {"cells": len(records), "done": len(done), "failed": len(failed)},
+        # cells planned by the study (more than the records when a result line was unreadable)
+        "counts": {
+            "cells": max(len(records) + int(meta.get("cells_unreadable") or 0), int(meta.get("cells_planned") or 0)),
+            "done": len(done),
+            "failed": len(failed),
+            "unreadable": int(meta.get("cells_unreadable") or 0),
+            "unreadable_lines": list(meta.get("unreadable_lines") or []),
+        },
         "families": {d: defense_family(d) for d in defenses},
         "single_model": kind == "audit" or len(rows) == 1,
         "verdicts": verdicts,

@@ -210,6 +210,9 @@ def test_report_skips_an_unreadable_line_and_counts_it(how, line, reason, small_
     meta = result.report_meta()
     assert meta["cells_planned"] == 3 and meta["cells_unreadable"] == 1
     assert meta["unreadable_lines"][0]["line"] == line
+    # the HTML report counts the planned cells and names the unreadable line
+    page = (tmp_path / "r.html").read_text()
+    assert "of 3 models finished" in page and "1 unreadable</b> (results.jsonl line" in page
 
 
 def test_a_resumed_study_keeps_its_corrupted_lines_aside(small_study, tmp_path, capsys):

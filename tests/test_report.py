@@ -290,7 +290,7 @@ def test_auc_ceiling_matches_the_tradeoff_integral(epsilon, delta):
                            math.exp(-epsilon) * (1 - delta - alpha)])  # fmt: skip
     integral = 1 - np.trapezoid(f, alpha)
     assert auc_ceiling(epsilon, delta) == pytest.approx(integral, abs=1e-6)
-    assert auc_ceiling(epsilon, delta) == pytest.approx(statistics_auc_ceiling(epsilon, delta), abs=1e-9)
+    assert auc_ceiling is statistics_auc_ceiling  # one implementation, the report imports it
     assert auc_ceiling(None, delta) == 1.0
 
 
