@@ -10,7 +10,7 @@ from typing import ClassVar
 import pytest
 
 import dpaudit.workflows.zoo  # noqa: F401  (registers the zoo's defenses)
-from dpaudit.cli import _defense_help
+from dpaudit.commands.train import _defense_help
 from dpaudit.constraints import (
     COUNT,
     MAX_WIDTH,

@@ -40,7 +40,7 @@ def parse_dataset_options(items: list[str] | None, dataset: str | None, declarin
     its range (:func:`dpaudit.datasets.check_dataset_options`), before anything is loaded. A
     graph file that a model is trained on (``declaring``) must declare its label domain
     (:func:`dpaudit.datasets.check_file_declaration`); an audit takes the model's."""
-    from dpaudit.commands.study import parse_literal
+    from dpaudit.commands._common import parse_literal
     from dpaudit.datasets import check_dataset_options, check_file_declaration
     from dpaudit.graph_files import is_graph_path
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 
+from dpaudit.commands._common import fmt as _fmt
 from dpaudit.errors import ConfigurationError, DPAuditError
 
 #: every registered attack, strongest membership attacks first (checked against the registry by
@@ -33,11 +33,6 @@ def _parse_setting(text: str):
     except json.JSONDecodeError:
         return key, value
 
-
-def _fmt(value) -> str:
-    if value is None:
-        return "-"
-    return "inf" if isinstance(value, float) and math.isinf(value) else f"{value:.3f}"
 
 
 def cmd_attack(args) -> int:

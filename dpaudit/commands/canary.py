@@ -25,7 +25,7 @@ _DESIGN_HELP = (
 
 def _design_options(kind: str, items: list[str]) -> dict:
     from attacks.canary import draw_edge_canaries, draw_node_canaries
-    from dpaudit.commands.study import parse_literal
+    from dpaudit.commands._common import parse_literal
 
     if kind == "gradient":
         from dpaudit.workflows.gradient_canary import DESIGN_KEYS
@@ -50,7 +50,7 @@ def cmd_canary(args) -> int:
     from dpaudit.names import check_defense_name
 
     check_defense_name(args.defense)  # before torch loads (a fraction of a second)
-    from dpaudit.cli import check_memory, check_target_epsilon, parse_delta
+    from dpaudit.commands._common import check_memory, check_target_epsilon, parse_delta
     from dpaudit.commands._dataset_args import check_declarations, parse_dataset_options
     from dpaudit.datasets import load_dataset
     from dpaudit.defense import parse_overrides

@@ -70,7 +70,8 @@ def demo_plan() -> tuple[list[str], dict, list[str], dict]:
 def demo_table(rows: list[dict], units: dict[str, str | None]) -> str:
     """The result table of :meth:`StudyResult.table` rows in at most 100 columns: defense, the
     unit its ε protects, ε, test accuracy and every attack's AUC under a short heading."""
-    from dpaudit.cli import _fmt, _table
+    from dpaudit.commands._common import fmt as _fmt
+    from dpaudit.commands._common import table as _table
 
     attack_keys = list(dict.fromkeys(k for r in rows for k in r if k.endswith(" AUC")))
     attack_names = [k.removesuffix(" AUC") for k in attack_keys]
@@ -101,7 +102,7 @@ def check_demo_folder(out) -> None:
 
 
 def cmd_demo(args) -> int:
-    from dpaudit.cli import cap_jobs
+    from dpaudit.commands._common import cap_jobs
     from dpaudit.outputs import check_output_dir, check_report_paths
     from dpaudit.registry import get_defense
     from dpaudit.workflows import Study, StudyConfig
