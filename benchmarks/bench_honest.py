@@ -769,7 +769,7 @@ that copy's spec grew to, never added to the training ε.
 
 **Non-private references.** `mlp` and `gcn` at ε = ∞ appear twice: `non-private` (registry defaults,
 one fit) and `non-private, grid on validation` (`select=validation`, `defenses/baselines.py`: every
-candidate of a declared public 16-point grid — hidden width, dropout, weight decay, lr, epochs — is
+candidate of a declared public grid (12 points for mlp, 16 for gcn) — hidden width, dropout, weight decay, lr, epochs — is
 trained and the best on validation nodes kept; a split without validation nodes holds out a seeded
 20 % of the training nodes, over the edges among the kept ones on an inductive split, then refits the
 chosen candidate on all training nodes). The chosen candidates follow each dataset's tables.
