@@ -372,7 +372,10 @@ def summarize(runs: list[dict[str, Any]], label: str = "") -> dict[str, Any]:
     return row
 
 
-NOT_STORED = {"status": "not run", "message": "not run: no result stored (the run was stopped before this cell)"}
+NOT_STORED = {
+    "status": "not run",
+    "message": "not run: no result stored (not reached in the time the runs had, or stopped before this cell)",
+}
 
 
 def rows_for(store: dict[str, Any], seeds: list[int], planned: list[tuple] = ()) -> list[dict[str, Any]]:
