@@ -73,15 +73,28 @@ the last iterate.
 Non-private baselines train full-batch for a fixed number of epochs and keep the last
 iterate — the same protocol as the private models, which may not select epochs on
 validation data (that would spend privacy nobody accounted for).
+
+``select=validation`` (``mlp``, ``gcn``, ``sage``; default ``none``: the one fit of the given
+values) makes a non-private baseline a fair reference: it trains every candidate of a small
+declared public grid (:data:`GRIDS`: hidden width, dropout, weight decay, lr, epochs; 16
+candidates for gcn and sage, 12 for mlp) under the run's seed and releases the one with the
+highest validation accuracy (the first in grid order among equals). A split without validation nodes (``inductive:0.8,0.2``)
+holds out a seeded 20 % of the training nodes (:func:`held_out_split`): the candidates train on
+the rest — on an inductive split over the edges among those only — are scored on the held-out
+nodes, and the chosen one is refitted on all training nodes. At ε = ∞ nothing is accounted, so
+the selection may read anything; the card records the grid, the rule and the chosen candidate
+(``card["validation_selection"]``), the owner's record the per-candidate scores.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
+import itertools
 import logging
 import math
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -98,7 +111,7 @@ from dpaudit.defense import Defense, Hyperparameters, PrivateHyperparameters
 from dpaudit.deployments import inference_entry
 from dpaudit.dpsgd import PoissonSchedule, make_optimizer, noise_for_plan, plan_mismatch, train_dp_sgd
 from dpaudit.errors import ConfigurationError, ModelFormatError
-from dpaudit.model import ModuleModel, register_model_kind
+from dpaudit.model import ModuleModel, ReleasedModel, register_model_kind
 from dpaudit.nn import (
     ACTIVATIONS,
     InputLinear,
@@ -113,6 +126,7 @@ from dpaudit.private_selection import Score
 from dpaudit.progress import steps as progress_steps
 from dpaudit.registry import register_defense
 from dpaudit.release import declared_train_size
+from dpaudit.runtime import seed_everything
 from dpaudit.splits import Split
 
 log = logging.getLogger(__name__)
@@ -273,7 +287,7 @@ class BatchingHyperparameters(Hyperparameters):
 class GNNHyperparameters(BatchingHyperparameters):
     _parameter_constraints: ClassVar[dict[str, list]] = {
         "hidden": [WIDTH], "layers": [COUNT], "dropout": [DROPOUT], "lr": [POSITIVE], "weight_decay": [NON_NEGATIVE],
-        "epochs": [COUNT],
+        "epochs": [COUNT], "select": [Options("none", "validation")],
     }  # fmt: skip
 
     hidden: int = 64
@@ -282,6 +296,7 @@ class GNNHyperparameters(BatchingHyperparameters):
     lr: float = 0.01
     weight_decay: float = 5e-4
     epochs: int = 200
+    select: str = "none"  # none: these values; validation: the public grid's best candidate on validation nodes
 
 
 @dataclass
@@ -290,7 +305,7 @@ class KipfGCNHyperparameters(BatchingHyperparameters):
 
     _parameter_constraints: ClassVar[dict[str, list]] = {
         "hidden": [WIDTH], "dropout": [DROPOUT], "lr": [POSITIVE], "weight_decay": [NON_NEGATIVE], "epochs": [COUNT],
-        "row_normalize": [bool],
+        "row_normalize": [bool], "select": [Options("none", "validation")],
     }  # fmt: skip
 
     hidden: int = 16
@@ -299,6 +314,7 @@ class KipfGCNHyperparameters(BatchingHyperparameters):
     weight_decay: float = 5e-4  # first layer only
     epochs: int = 200
     row_normalize: bool = True
+    select: str = "none"  # none: these values; validation: the public grid's best candidate on validation nodes
 
 
 def _batching_plan(defense: Defense, dataset: GraphDataset, edge_index: torch.Tensor, widths, hops: int):
@@ -326,14 +342,124 @@ NON_PRIVATE_CARD = {
 }
 
 
-class _FullBatchBaseline(Defense):
+SELECT_CHOICES = ("none", "validation")
+#: the share of the training nodes held out for the selection when the split has no validation part
+HELD_OUT_FRACTION = 0.2
+#: the public grids ``select=validation`` trains (every combination, in this order; the first of
+#: equally scored candidates wins). Each fit is as cheap as the default one.
+GRIDS: dict[str, dict[str, tuple]] = {
+    "mlp": {"hidden": (64, 256), "dropout": (0.0, 0.5), "weight_decay": (5e-4, 5e-3, 5e-2), "lr": (0.01,),
+            "epochs": (100,)},
+    "gcn": {"hidden": (16, 64), "dropout": (0.2, 0.5), "weight_decay": (5e-4, 5e-5), "lr": (0.01, 0.05),
+            "epochs": (200,)},
+    "sage": {"hidden": (32, 64), "dropout": (0.2, 0.5), "weight_decay": (5e-4, 5e-5), "lr": (0.01,),
+             "epochs": (100, 200)},
+}  # fmt: skip
+HELD_OUT_RULE = (
+    f"the split has no validation nodes: a seeded {HELD_OUT_FRACTION:.0%} of the training nodes (torch.randperm "
+    "under the run's seed) is held out as validation; the candidates train on the other training nodes (on an "
+    "inductive split over the edges among those only) and are scored on the held-out nodes over the graph the "
+    "split gives a validation part (inductive: the edges among the held-out nodes); the chosen candidate is then "
+    "refitted on all training nodes"
+)
+SPLIT_VALIDATION_RULE = (
+    "the candidates train on the split's training nodes and are scored on its validation nodes (over the split's "
+    "validation graph); the chosen candidate's fit is the released model"
+)
+
+
+def grid_candidates(grid: dict[str, tuple]) -> list[dict[str, Any]]:
+    """Every combination of a grid, in the grid's order (the last field varies fastest)."""
+    return [dict(zip(grid, values)) for values in itertools.product(*grid.values())]
+
+
+def held_out_split(split: Split, seed: int, fraction: float = HELD_OUT_FRACTION) -> Split:
+    """``split`` with a seeded ``fraction`` of its training nodes moved to validation (for a
+    selection on a split without validation nodes); the same kind (an inductive split's training
+    graph then has only the edges among the kept training nodes)."""
+    count = len(split.train)
+    held = int(round(fraction * count))
+    if held < 1 or held >= count:
+        raise ConfigurationError(
+            f"select=validation holds out {fraction:.0%} of the training nodes when the split has no validation "
+            f"nodes: {count} training node(s) leave none to hold out or none to train on"
+        )
+    order = torch.randperm(count, generator=torch.Generator().manual_seed(int(seed)))
+    return dataclasses.replace(
+        split, train=split.train[order[held:]].sort().values, val=split.train[order[:held]].sort().values,
+        declared_sizes=None,
+    )  # fmt: skip
+
+
+class _ValidationSelection(Defense):
+    """A non-private baseline whose ``select=validation`` trains every candidate of its public
+    grid (:data:`GRIDS`) and releases the best on validation nodes (ε = ∞: the selection may read
+    anything). The card records the grid, the chosen candidate and the held-out rule (public); the
+    owner's record the per-candidate scores. ``select=none`` is the one fit of the given values."""
+
+    unit = None
+    grid_name: ClassVar[str] = ""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.hp.select not in SELECT_CHOICES:
+            raise ConfigurationError(
+                f"{self.name}: select must be one of {', '.join(SELECT_CHOICES)}, got {self.hp.select!r}"
+            )
+
+    def _fit(self, dataset: GraphDataset, split: Split, delta: float) -> ReleasedModel:
+        if self.hp.select == "none":
+            return self._fit_one(dataset, split)
+        return self._select_on_validation(dataset, split, delta)
+
+    def _candidate(self, values: dict[str, Any]) -> Defense:
+        settings = {**dataclasses.asdict(self.hp), **values, "select": "none"}
+        return type(self)(epsilon=self.epsilon, delta=self.delta_option, seed=self.seed, device=self.device, **settings)
+
+    def _select_on_validation(self, dataset: GraphDataset, split: Split, delta: float) -> ReleasedModel:
+        grid = GRIDS[self.grid_name]
+        has_val = len(split.val) > 0
+        selection_split = split if has_val else held_out_split(split, self.seed)
+        graph = selection_split.graph_for(dataset, "val")
+        scores, best, best_model = [], None, None
+        for index, values in enumerate(grid_candidates(grid)):
+            seed_everything(self.seed)
+            model = self._candidate(values)._fit(dataset, selection_split, delta)
+            accuracy = float(model.accuracy(graph, selection_split.val))
+            scores.append({"candidate": values, "validation_accuracy": accuracy})
+            if best is None or accuracy > scores[best]["validation_accuracy"]:
+                best, best_model = index, model
+        chosen = scores[best]["candidate"]
+        if not has_val:  # refit the chosen candidate on every training node
+            seed_everything(self.seed)
+            best_model = self._candidate(chosen)._fit(dataset, split, delta)
+        best_model.card["validation_selection"] = {
+            "grid": {key: list(values) for key, values in grid.items()},
+            "candidates": len(scores),
+            "chosen": chosen,
+            "criterion": "highest validation accuracy; the first in grid order among equals",
+            "validation": SPLIT_VALIDATION_RULE if has_val else HELD_OUT_RULE,
+        }
+        best_model.record["validation_selection"] = {
+            "scores": scores,
+            "chosen_index": best,
+            "validation_nodes": len(selection_split.val),
+            "held_out": not has_val,
+        }
+        return best_model
+
+    def _fit_one(self, dataset: GraphDataset, split: Split) -> ReleasedModel:
+        raise NotImplementedError
+
+
+class _FullBatchBaseline(_ValidationSelection):
     """Non-private full-batch training of one :mod:`dpaudit.nn` architecture."""
 
     unit = None
     architecture_type: str = "gcn"
     hyperparameters_class = GNNHyperparameters
 
-    def _fit(self, dataset: GraphDataset, split: Split, delta: float) -> ModuleModel:
+    def _fit_one(self, dataset: GraphDataset, split: Split) -> ModuleModel:
         hp = self.hp
         arch = _architecture(self.architecture_type, dataset, hp.hidden, hp.layers, hp.dropout)
         edge_index = None if arch["type"] == "mlp" else split.edge_index_for(dataset, "train")
@@ -364,15 +490,16 @@ class _FullBatchBaseline(Defense):
 
 
 @register_defense
-class GCN(Defense):
+class GCN(_ValidationSelection):
     """Kipf & Welling's GCN in its published setup (module docstring); fixed schedule, last iterate."""
 
     name = "gcn"
     unit = None
     summary = "2-layer GCN (Kipf & Welling 2017) in the published setup, non-private"
     hyperparameters_class = KipfGCNHyperparameters
+    grid_name = "gcn"
 
-    def _fit(self, dataset: GraphDataset, split: Split, delta: float) -> BaselineModel:
+    def _fit_one(self, dataset: GraphDataset, split: Split) -> BaselineModel:
         hp = self.hp
         if hp.hidden < 1 or hp.epochs < 0 or not 0 <= hp.dropout < 1 or not hp.lr > 0:
             raise ConfigurationError("gcn needs hidden >= 1, epochs >= 0, 0 <= dropout < 1 and lr > 0")
@@ -409,6 +536,7 @@ class GraphSAGE(_FullBatchBaseline):
     name = "sage"
     summary = "2-layer GraphSAGE with mean aggregation (Hamilton et al. 2017), non-private"
     architecture_type = "sage"
+    grid_name = "sage"
 
 
 @dataclass
@@ -421,6 +549,7 @@ class MLPHyperparameters(Hyperparameters):
     lr: float = 0.01
     weight_decay: float = 5e-4
     epochs: int = 200
+    select: str = "none"  # none: these values; validation: the public grid's best candidate on validation nodes
 
 
 @register_defense
@@ -429,6 +558,7 @@ class MLPBaseline(_FullBatchBaseline):
     summary = "2-layer MLP on node features only, non-private"
     architecture_type = "mlp"
     hyperparameters_class = MLPHyperparameters
+    grid_name = "mlp"
 
 
 # --------------------------------------------------------------------------------- re-planning

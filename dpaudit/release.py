@@ -82,6 +82,8 @@ PUBLIC_CARD_KEYS = frozenset(
         "dpgnn",
         # accounted hyperparameter selection: public grid, law, per-run ε and the chosen candidate
         "selection",
+        # a non-private baseline's grid selected on validation: the grid, the rule, the chosen candidate
+        "validation_selection",
     }
 )
 PUBLIC_DATASET_KEYS = frozenset({"name", "num_classes", "num_features", "parameters", "target", "public_facts"})

@@ -291,3 +291,73 @@ def test_mlp_dp_without_a_declared_size(monkeypatch):
     assert model.card["mlp_dp"]["expected_batch_size"] == 256  # the preset's B, not min(B, n)
     # ε = ∞ accounts nothing: the real size may choose the configuration
     assert get_defense("mlp-dp")(seed=0, epochs=1).fit(undeclared, split).card["mlp_dp"]["layers"] == 1
+
+
+# --------------------------------------------------------------------------- select=validation
+def _tiny():
+    from dpaudit.datasets import csbm
+
+    return csbm(num_nodes=120, num_classes=3, num_features=8, avg_degree=5, homophily=0.8, feature_signal=0.6, seed=3)
+
+
+@pytest.mark.parametrize("name", ["mlp", "gcn"])
+def test_select_validation_keeps_the_best_candidate_on_validation_nodes(name, monkeypatch):
+    dataset = _tiny()
+    split = make_split(dataset, "random:0.5,0.25,0.25", 0)
+    # a 3-candidate grid keeps the test fast; the rule is the same for the declared grid
+    grid = {"hidden": (4, 16), "dropout": (0.0,), "weight_decay": (5e-4,), "lr": (0.01, 0.1), "epochs": (15,)}
+    monkeypatch.setitem(baselines.GRIDS, name, grid)
+    model = get_defense(name)(seed=3, select="validation").fit(dataset, split)
+    graph = split.graph_for(dataset, "val")
+    by_hand = []
+    for values in baselines.grid_candidates(grid):
+        fitted = get_defense(name)(seed=3, **values).fit(dataset, split)
+        by_hand.append(fitted.accuracy(graph, split.val))
+    recorded = model.record["validation_selection"]
+    assert [s["validation_accuracy"] for s in recorded["scores"]] == pytest.approx(by_hand)
+    best = max(range(len(by_hand)), key=lambda i: (by_hand[i], -i))
+    assert recorded["chosen_index"] == best and not recorded["held_out"]
+    card = model.card["validation_selection"]
+    assert card["chosen"] == baselines.grid_candidates(grid)[best] and card["candidates"] == len(by_hand)
+    assert card["grid"] == {k: list(v) for k, v in grid.items()}
+    chosen = get_defense(name)(seed=3, **card["chosen"]).fit(dataset, split)  # the release is that candidate's fit
+    assert torch.equal(model.predict_proba(dataset.data), chosen.predict_proba(dataset.data))
+    from dpaudit.release import check_public_card
+
+    check_public_card(model.card)
+
+
+def test_select_validation_holds_out_training_nodes_when_the_split_has_no_validation(monkeypatch):
+    dataset = _tiny()
+    split = make_split(dataset, "inductive:0.8,0.2", 0)
+    assert len(split.val) == 0
+    grid = {"hidden": (4, 16), "dropout": (0.0,), "weight_decay": (5e-4,), "lr": (0.05,), "epochs": (15,)}
+    monkeypatch.setitem(baselines.GRIDS, "gcn", grid)
+    first = get_defense("gcn")(seed=1, select="validation").fit(dataset, split)
+    again = get_defense("gcn")(seed=1, select="validation").fit(dataset, split)
+    assert first.record["validation_selection"] == again.record["validation_selection"]  # deterministic under a seed
+    assert torch.equal(first.predict_proba(dataset.data), again.predict_proba(dataset.data))
+    recorded = first.record["validation_selection"]
+    assert recorded["held_out"] and recorded["validation_nodes"] == round(0.2 * len(split.train))
+    assert "held out" in first.card["validation_selection"]["validation"]
+    held = baselines.held_out_split(split, 1)
+    assert set(held.train.tolist()) | set(held.val.tolist()) == set(split.train.tolist())
+    assert not set(held.train.tolist()) & set(held.val.tolist())
+    kept_edges = held.edge_index_for(dataset, "train")  # the selection fits see only edges among kept nodes
+    assert torch.isin(kept_edges, held.train).all()
+    # the release is the chosen candidate refitted on every training node
+    chosen = get_defense("gcn")(seed=1, **first.card["validation_selection"]["chosen"]).fit(dataset, split)
+    assert torch.equal(first.predict_proba(dataset.data), chosen.predict_proba(dataset.data))
+
+
+def test_select_unknown_value_is_one_line_and_none_is_unchanged(small_graph):
+    for name in ("mlp", "gcn", "sage"):
+        with pytest.raises(ConfigurationError, match="select must be one of none, validation") as info:
+            get_defense(name)(select="best")
+        assert "\n" not in str(info.value)
+    split = make_split(small_graph, "random:0.5,0.25,0.25", 0)
+    for name in ("mlp", "gcn"):
+        plain = get_defense(name)(seed=0, epochs=20).fit(small_graph, split)
+        none = get_defense(name)(seed=0, epochs=20, select="none").fit(small_graph, split)
+        assert torch.equal(plain.predict_proba(small_graph.data), none.predict_proba(small_graph.data))
+        assert "validation_selection" not in none.card and "validation_selection" not in none.record

@@ -76,8 +76,8 @@ def test_refusals_are_results_and_bugs_are_retried(bench):
 
 def test_plan_fills_acceptance_pairs_first_and_selection_last(bench):
     cells = bench.plan_cells(["cora_ml", JH], ["mlp-dp", "gap-ndp"], [1.0, 4.0, 8.0], include_baselines=True)
-    assert [c[2] for c in cells[:4]] == ["non-private"] * 4
-    private = [c for c in cells if c[2] != "non-private"]
+    assert [c[2] for c in cells[:8]] == ["non-private"] * 4 + [bench.TUNED] * 4
+    private = [c for c in cells if c[3] != math.inf]
     assert [(c[0], c[3]) for c in private[:2]] == [(JH, 8.0), (JH, 8.0)]
     first_selection = next(i for i, c in enumerate(private) if c[2] == "select=private")
     assert all(c[2] == "select=private" for c in private[first_selection:])
@@ -103,7 +103,7 @@ def test_acceptance_needs_a_sound_winner_by_003(bench):
         },
     )
     lines = bench.acceptance(bench.rows_for(sound_winner, [0, 1, 2]))
-    first = lines[0]
+    first = next(line for line in lines if line.startswith("- johnshopkins55:year, ε = 8"))
     # the unsound dpgnn is higher but cannot be the sound winner; dpar-em1 wins by +0.040
     assert "dpar-em1" in first and "+0.040" in first and "**holds**" in first
     unsound_only = _store(
@@ -113,7 +113,8 @@ def test_acceptance_needs_a_sound_winner_by_003(bench):
             (JH, "dpgnn", "sound", 8.0): [_ok(0.70, sound=False, inference_private=False)] * 3,
         },
     )
-    first = bench.acceptance(bench.rows_for(unsound_only, [0, 1, 2]))[0]
+    lines = bench.acceptance(bench.rows_for(unsound_only, [0, 1, 2]))
+    first = next(line for line in lines if line.startswith("- johnshopkins55:year, ε = 8"))
     assert "does not hold" in first and "sound: false" in first and "outside ε" in first
 
 
@@ -151,4 +152,126 @@ def test_report_marks_uncovered_inference_and_refusals(bench, tmp_path):
     assert "- **dpar-em1**: reads the graph" in text
     assert next(line for line in text.splitlines() if line.startswith("| gap-ndp")).endswith("too high a degree |")
     assert "no result stored" in next(line for line in text.splitlines() if line.startswith("| gcon"))
-    assert "## Acceptance (issue 24)" in text
+    assert "## Acceptance (issues 24 and 37)" in text
+
+
+JH_IND = "johnshopkins55:year@inductive:0.8,0.2"
+
+
+def test_labels_keep_the_stored_keys_and_name_the_new_split(bench):
+    assert bench.SPLITS[JH] == "random:0.75,0.1,0.15" and bench.SPLITS["cora_ml"] == "inductive:0.8,0.2"
+    assert bench.JH_INDUCTIVE == JH_IND and bench.SPLITS[JH_IND] == "inductive:0.8,0.2"
+    assert bench.dataset_of(JH_IND) == JH and bench.dataset_of(JH) == JH
+    key = bench.run_key(JH_IND, "mlp-dp", "sound", 8.0, 2)
+    assert key == "johnshopkins55:year@inductive:0.8,0.2|mlp-dp|sound|8|2" and len(key.split("|")) == 5
+    assert bench.deployment_of(bench.SPLITS[JH]) == "training-graph"
+    assert bench.deployment_of(bench.SPLITS[JH_IND]) == "querier-graph"
+    # every key of the committed store still names a known label (the existing runs stay valid)
+    store = bench.load_store(bench.RESULTS / "honest.json", resume=True)
+    assert {key.split("|")[0] for key in store["runs"]} <= set(bench.SPLITS)
+    assert bench.validate(bench.parse_args(["--datasets", JH_IND, "--baselines-only"])).datasets == [JH_IND]
+    with pytest.raises(ConfigurationError):
+        bench.validate(bench.parse_args(["--baselines-only", "--no-baselines"]))
+
+
+def test_baselines_only_plans_untuned_then_tuned_references(bench):
+    cells = bench.plan_cells([JH_IND], ["mlp-dp"], [8.0], include_baselines=True, include_private=False)
+    assert cells == [(JH_IND, n, c, math.inf) for c in ("non-private", bench.TUNED) for n in ("mlp", "gcn")]
+    first = bench.plan_cells(["cora_ml", JH, JH_IND], ["mlp-dp"], [8.0], include_baselines=False)
+    assert first[0][0] == JH_IND  # the issue-37 acceptance pair first
+
+
+def test_deployment_column_follows_the_split_for_legacy_runs(bench, tmp_path):
+    """A run stored before deployments: inductive → the querier's graph, covered for a private
+    model whatever inference.private said; transductive → the training graph, covered only as
+    inference.private said. The ⚠ follows that coverage."""
+    store = _store(
+        bench,
+        {
+            (JH, "mlp-dp", "sound", 8.0): [_ok(0.50)] * 3,
+            (JH, "dpar-em1", "sound", 8.0): [_ok(0.60, inference_private=False)] * 3,
+            ("cora_ml", "mlp-dp", "sound", 8.0): [_ok(0.70)] * 3,
+            ("cora_ml", "dpar-em1", "sound", 8.0): [_ok(0.77, inference_private=False)] * 3,
+            ("cora_ml", "mlp", "non-private", math.inf): [_ok(0.80, unit=None) | {"epsilon_spent": None}] * 3,
+        },
+    )
+    rows = bench.rows_for(store, [0, 1, 2])
+    jh = bench.find(rows, JH, "dpar-em1", "sound", 8.0)
+    cora = bench.find(rows, "cora_ml", "dpar-em1", "sound", 8.0)
+    assert (jh["deployment"], jh["deployment_covered"]) == ("training-graph", False)
+    assert (cora["deployment"], cora["deployment_covered"]) == ("querier-graph", True)
+    text = bench.write_report(store, [0, 1, 2], "cmd", tmp_path / "h.md").read_text(encoding="utf-8")
+    lines = text.splitlines()
+    cora_at = lines.index("## cora_ml, split `inductive:0.8,0.2`")
+    jh_line = next(line for line in lines if line.startswith("| dpar-em1"))
+    cora_line = next(line for line in lines[cora_at:] if line.startswith("| dpar-em1"))
+    assert "training-graph: **no**" in jh_line and "⚠" in jh_line
+    assert "querier-graph: yes" in cora_line and "⚠" not in cora_line
+    mlp = next(line for line in lines[cora_at:] if line.startswith("| mlp |"))
+    assert "querier-graph: n/a (ε = ∞)" in mlp
+
+
+def test_query_ledger_is_its_own_column_never_the_training_epsilon(bench):
+    class Ledger:
+        epsilon = 3.5
+
+    class Session:
+        query_ledger = Ledger()
+
+    assert bench.query_ledger_epsilon(Session(), 1e-6) == 3.5
+    assert bench.query_ledger_epsilon(object(), 1e-6) is None
+    ledger_run = _ok(0.6, unit="edge") | {"query_ledger_epsilon": 3.5, "epsilon_after_test": None}
+    grown_run = _ok(0.6, unit="edge") | {"epsilon_after_test": 12.0}
+    store = _store(
+        bench, {(JH_IND, "gap-edp", "sound", 8.0): [ledger_run] * 3, (JH, "gap-edp", "sound", 8.0): [grown_run] * 3}
+    )
+    rows = bench.rows_for(store, [0, 1, 2])
+    ledger, grown = bench.find(rows, JH_IND, "gap-edp", "sound", 8.0), bench.find(rows, JH, "gap-edp", "sound", 8.0)
+    assert bench.epsilon_text(ledger) == bench.epsilon_text(grown) == "8.000"
+    assert bench.query_epsilon_text(ledger) == "3.500 (query ledger)"
+    assert "12.000" in bench.query_epsilon_text(grown)
+
+
+def test_fit_and_test_records_the_deployment(bench, small_graph):
+    from dpaudit.splits import make_split
+
+    inductive = make_split(small_graph, "inductive:0.8,0.2", 0)
+    private = bench.fit_and_test("dpar-em1", small_graph, inductive, 8.0, 0, {})
+    assert private["status"] == "ok" and private["deployment"] == "querier-graph" and private["deployment_covered"]
+    assert private["epsilon_after_test"] is None and private["query_ledger_epsilon"] is None
+    transductive = make_split(small_graph, "random:0.5,0.25,0.25", 0)
+    again = bench.fit_and_test("dpar-em1", small_graph, transductive, 8.0, 0, {})
+    assert again["deployment"] == "training-graph" and not again["deployment_covered"]
+    tuned = bench.fit_and_test("mlp", small_graph, inductive, math.inf, 0, {"select": "validation"})
+    assert tuned["deployment"] == "querier-graph" and not tuned["deployment_covered"]
+    assert set(tuned["validation_chosen"]) == {"hidden", "dropout", "weight_decay", "lr", "epochs"}
+
+
+def test_querier_graph_acceptance_needs_005_and_coverage(bench):
+    store = _store(
+        bench,
+        {
+            (JH_IND, "mlp-dp", "sound", 8.0): [_ok(0.54)] * 3,
+            (JH_IND, "dpar-em1", "sound", 8.0): [
+                _ok(0.68) | {"deployment": "querier-graph", "deployment_covered": True}
+            ]
+            * 3,
+            (JH_IND, "dpgnn", "sound", 8.0): [_ok(0.75, sound=False)] * 3,
+            (JH_IND, "mlp", bench.TUNED, math.inf): [_ok(0.58, unit=None) | {"epsilon_spent": None}] * 3,
+            (JH_IND, "mlp", "non-private", math.inf): [_ok(0.51, unit=None) | {"epsilon_spent": None}] * 3,
+        },
+    )
+    lines = bench.acceptance(bench.rows_for(store, [0, 1, 2]))
+    first = lines[0]
+    assert first.startswith("- johnshopkins55:year `inductive:0.8,0.2`, ε = 8, 3 seeds")
+    assert "dpar-em1" in first and "+0.140" in first and "covered" in first and "**holds**" in first
+    mlp = next(line for line in lines if "grid on validation" in line and line.startswith("- "))
+    assert "+0.040" in mlp and "**above**" in mlp and "untuned mlp 0.510" in mlp
+    close = _store(
+        bench,
+        {
+            (JH_IND, "mlp-dp", "sound", 8.0): [_ok(0.54)] * 3,
+            (JH_IND, "gap-ndp", "sound", 8.0): [_ok(0.58)] * 3,
+        },
+    )
+    assert "does not hold" in bench.acceptance(bench.rows_for(close, [0, 1, 2]))[0]
