@@ -37,19 +37,24 @@ def _env() -> dict:
     return env
 
 
+#: a dpgnn degree promise no training graph here keeps: refused when the cell fits
+BROKEN_PROMISE = {"degree_bound": "promise", "max_in_degree": 1, "steps": 2}
+
+
 def test_schema_failing_cell_and_retry(tmp_path):
     """A cell that raises is recorded with its error and the other cells still finish; every
     line follows the schema; the finished cell's folder holds a loadable model and results."""
     study = tmp_path / "study"
     result = dpaudit.compare(
         "csbm",
-        defenses=["gcn", "mlp-dp"],
+        defenses=["gcn", "dpgnn"],
         epsilons=[1, "inf"],
         seeds=1,
         attacks=["mia-threshold"],
         dataset_options=TINY,
-        # an optimizer mlp-dp rejects at fit time: both mlp-dp cells must fail, gcn must not
-        overrides={"gcn": {"epochs": 20}, "mlp-dp": {"epochs": 2, "optimizer": "bogus"}},
+        # a degree promise the training graph breaks, refused at fit time (a valid setting that the
+        # data refutes): both dpgnn cells must fail, gcn must not
+        overrides={"gcn": {"epochs": 20}, "dpgnn": BROKEN_PROMISE},
         attack_settings={"mia-threshold": THRESHOLD},
         out=study,
         progress=False,
@@ -63,11 +68,11 @@ def test_schema_failing_cell_and_retry(tmp_path):
     by_defense = {}
     for rec in lines:
         by_defense.setdefault(rec["defense"], []).append(rec)
-    assert sorted(r["epsilon"] for r in by_defense["mlp-dp"] if r["epsilon"]) == [1.0]
+    assert sorted(r["epsilon"] for r in by_defense["dpgnn"] if r["epsilon"]) == [1.0]
     assert [r["epsilon"] for r in by_defense["gcn"]] == [None]  # non-private: ε = ∞ only
-    for rec in by_defense["mlp-dp"]:
+    for rec in by_defense["dpgnn"]:
         assert rec["status"] == "failed"
-        assert rec["error"]["type"] == "ConfigurationError" and "optimizer" in rec["error"]["message"]
+        assert rec["error"]["type"] == "ConfigurationError" and "max_in_degree" in rec["error"]["message"]
         assert not (study / "cells" / rec["cell_id"]).exists()
     (gcn,) = by_defense["gcn"]
     assert gcn["status"] == "done" and gcn["error"] is None
@@ -84,18 +89,18 @@ def test_schema_failing_cell_and_retry(tmp_path):
     assert len(result.done) == 1 and len(result.failed) == 2 and not result.missing
 
     # keep_failed: nothing runs again; retry (default): failures rerun, still one line per cell
-    again = dpaudit.compare("csbm", ["gcn", "mlp-dp"], [1, "inf"], attacks=["mia-threshold"], dataset_options=TINY,
-                            overrides={"gcn": {"epochs": 20}, "mlp-dp": {"epochs": 2, "optimizer": "bogus"}},
+    again = dpaudit.compare("csbm", ["gcn", "dpgnn"], [1, "inf"], attacks=["mia-threshold"], dataset_options=TINY,
+                            overrides={"gcn": {"epochs": 20}, "dpgnn": BROKEN_PROMISE},
                             attack_settings={"mia-threshold": THRESHOLD}, out=study, progress=False,
                             retry_failed=False)  # fmt: skip
     assert _lines(study) == lines and len(again.records) == 3
-    dpaudit.compare("csbm", ["gcn", "mlp-dp"], [1, "inf"], attacks=["mia-threshold"], dataset_options=TINY,
-                    overrides={"gcn": {"epochs": 20}, "mlp-dp": {"epochs": 2, "optimizer": "bogus"}},
+    dpaudit.compare("csbm", ["gcn", "dpgnn"], [1, "inf"], attacks=["mia-threshold"], dataset_options=TINY,
+                    overrides={"gcn": {"epochs": 20}, "dpgnn": BROKEN_PROMISE},
                     attack_settings={"mia-threshold": THRESHOLD}, out=study, progress=False)  # fmt: skip
     retried = _lines(study)
     assert len(retried) == 3 and len({r["cell_id"] for r in retried}) == 3
     assert [r for r in retried if r["defense"] == "gcn"] == [gcn]  # the finished cell was not recomputed
-    assert all(r["run_id"] != lines[0]["run_id"] for r in retried if r["defense"] == "mlp-dp")
+    assert all(r["run_id"] != lines[0]["run_id"] for r in retried if r["defense"] == "dpgnn")
 
 
 def test_resume_after_sigkill(tmp_path):
