@@ -7,9 +7,9 @@
 
 Every attack consumes only the released-model interface (``predict_proba``, ``embed``,
 ``privacy``, ``card``) plus what its threat model gives the attacker, and returns a
-:class:`dpaudit.results.AttackResult` with the statistics of :mod:`dpaudit.statistics`;
+:class:`dpaudit.auditing.results.AttackResult` with the statistics of :mod:`dpaudit.auditing.statistics`;
 :func:`run` adds ``extra["low_fpr"]``, every low-FPR TPR as mean ± sd over the attack's runs
-with its number of negatives (:mod:`dpaudit.low_fpr`).
+with its number of negatives (:mod:`dpaudit.auditing.low_fpr`).
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ import inspect
 import math
 from collections.abc import Callable
 
-from dpaudit.datasets import GraphDataset
+from dpaudit.auditing.low_fpr import low_fpr_summary
+from dpaudit.auditing.results import AttackResult
+from dpaudit.data.datasets import GraphDataset
 from dpaudit.errors import ConfigurationError
-from dpaudit.low_fpr import low_fpr_summary
-from dpaudit.model import ReleasedModel
-from dpaudit.results import AttackResult
+from dpaudit.release.model import ReleasedModel
 
 _ATTACKS: dict[str, Callable[..., AttackResult]] = {}
 
@@ -68,7 +68,7 @@ COUNTS = frozenset({
 # Above these caps a count makes an attack run for hours (or holds more than any graph here
 # gives it), so a command refuses it in one line unless ``--allow-long``; what each count costs
 # is said with it. Each cap is 25-250 times the default; the audit's time estimate
-# (:func:`dpaudit.workflows.audit.audit_plan`) then judges the whole plan.
+# (:func:`dpaudit.app.workflows.audit.audit_plan`) then judges the whole plan.
 COUNT_CAPS: dict[str, tuple[int, str]] = {
     "runs": (50, "each run repeats the whole attack"),
     "num_shadows": (256, "each trains one shadow model with the target's recipe"),
@@ -128,7 +128,7 @@ def check_attack_ranges(name: str, settings: dict) -> None:
     fractions and scales of :data:`RANGES`) and each named option among
     :func:`setting_choices`, checked before the model or data is loaded; the types are
     :func:`check_setting_types`'. ``None`` keeps a setting's default."""
-    from dpaudit.defense import MAX_WIDTH
+    from dpaudit.training.defense import MAX_WIDTH
 
     choices = setting_choices()
     if settings.get("protocol") == "g-base" and settings.get("query") == "graph":
@@ -196,7 +196,7 @@ def run(name: str, model: ReleasedModel, dataset: GraphDataset | None = None, **
         raise ConfigurationError(f"attack {name!r}: unknown settings {unknown}; known: {sorted(known)}")
     check_setting_types(name, settings)
     if not isinstance(model, ReleasedModel):
-        raise ConfigurationError("attacks need a dpaudit ReleasedModel (wrap your module with dpaudit.adapters.adapt)")
+        raise ConfigurationError("attacks need a dpaudit ReleasedModel (wrap your module with dpaudit.training.adapters.adapt)")
     result = fn(model, dataset, **settings)
     result.extra["low_fpr"] = low_fpr_summary(result.runs)
     return result

@@ -17,14 +17,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from dpaudit.datasets import GraphDataset
-from dpaudit.deployments import DEPLOYMENTS, OWNER_GRAPH, QUERIER_GRAPH, TRAINING_GRAPH
+from dpaudit.auditing.results import AttackResult
+from dpaudit.auditing.statistics import Coverage, auc, coverage, epsilon_lower_bound, summarize_runs
+from dpaudit.data.datasets import GraphDataset
+from dpaudit.data.splits import Split, membership_partition, split_is_random
 from dpaudit.errors import ConfigurationError, DPAuditError
-from dpaudit.model import ReleasedModel, answering, training_release  # noqa: F401  (re-exported for the attacks)
-from dpaudit.registry import get_defense
-from dpaudit.results import AttackResult
-from dpaudit.splits import Split, membership_partition, split_is_random
-from dpaudit.statistics import Coverage, auc, coverage, epsilon_lower_bound, summarize_runs
+from dpaudit.release.deployments import DEPLOYMENTS, OWNER_GRAPH, QUERIER_GRAPH, TRAINING_GRAPH
+from dpaudit.release.model import ReleasedModel, answering, training_release  # noqa: F401  (re-exported for the attacks)
+from dpaudit.training.registry import get_defense
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ def partition(
     shadow_per_class: int,
     shadow_pool: str = "disjoint",
 ):
-    """The randomized audit game's pairs and a shadow part (:func:`dpaudit.splits.membership_partition`)."""
+    """The randomized audit game's pairs and a shadow part (:func:`dpaudit.data.splits.membership_partition`)."""
     return membership_partition(
         dataset, split, seed=seed, max_members=max_members, shadow_per_class=shadow_per_class, shadow_pool=shadow_pool
     )
@@ -226,7 +226,7 @@ def undirected_edges(edge_index: torch.Tensor) -> torch.Tensor:
 # --------------------------------------------------------------------------- deployments
 
 def resolve_deployment(model: ReleasedModel, deployment: str | None) -> str:
-    """The deployment an attack audits (:mod:`dpaudit.deployments`). ``"auto"``: a model trained
+    """The deployment an attack audits (:mod:`dpaudit.release.deployments`). ``"auto"``: a model trained
     on an inductive split is audited as deployed — answering over a graph the querier supplies
     (``querier-graph``); any other model answers over the owner's training graph
     (``training-graph``). ``owner-graph`` is refused: its answers are post-processing for the
@@ -250,7 +250,7 @@ def query_graph(dataset: GraphDataset, split: Split, deployment: str, attack_uni
     ``training-graph``: the owner's graph (``dataset.data``). ``querier-graph``: a graph the
     querier could supply, identical in both worlds of the attack's game — for node membership
     the auditor's whole graph (members and non-members alike are in it); for edge inference the
-    same graph without the edges training read (:meth:`~dpaudit.splits.Split.edge_index_for`:
+    same graph without the edges training read (:meth:`~dpaudit.data.splits.Split.edge_index_for`:
     the training subgraph's edges on an inductive split, every edge on a transductive one),
     which a querier does not hold. Pairs and labels are always read from ``dataset.data``."""
     if deployment == TRAINING_GRAPH or attack_unit == "node":
@@ -366,10 +366,10 @@ def make_result(
     audit_game: bool = True,
     diagnostic: bool | None = None,
 ) -> AttackResult:
-    """Statistics (:func:`dpaudit.statistics.summarize_runs`) + coverage + ceiling + validity → result.
+    """Statistics (:func:`dpaudit.auditing.statistics.summarize_runs`) + coverage + ceiling + validity → result.
 
     Node-membership ``runs`` are expected in the order of
-    :meth:`dpaudit.splits.MembershipSet.nodes_and_labels` on a :func:`C.partition` target
+    :meth:`dpaudit.data.splits.MembershipSet.nodes_and_labels` on a :func:`C.partition` target
     (``audit_game=True``): the i-th member and i-th non-member score are pair i of the
     randomized audit game, which the one-run ε lower bound needs. ``nodes`` (one array per run,
     aligned with that run's scores) and ``dataset`` add per-node risk slices

@@ -11,7 +11,7 @@ and Jagielski, Ullman & Oprea 2020 for several runs)::
                      score_i = f(M_r, canary i)             — one number per canary, same query for in/out
 
 If the defense is (ε, δ)-DP for the canary's unit, the scores cannot reveal the coins better
-than the DP hypothesis-testing bound allows; :mod:`dpaudit.estimators` turns the
+than the DP hypothesis-testing bound allows; :mod:`dpaudit.auditing.estimators` turns the
 (score, coin) pairs into ε lower bounds. What makes the bound *valid* here:
 
 * every coin is an independent fair coin drawn *after* the design and never read by the defense
@@ -80,17 +80,17 @@ import torch
 from torch_geometric.data import Data
 
 from attacks import _common as C
-from dpaudit.canary_design import (
+from dpaudit.auditing.canary_design import (
     CanaryDesign,
     CanaryStructure,
     dataset_with_canaries,
     structure_of,
     undirected_pairs,
 )
-from dpaudit.datasets import GraphDataset
+from dpaudit.data.datasets import GraphDataset
+from dpaudit.data.splits import Split
 from dpaudit.errors import ConfigurationError, DPAuditError
-from dpaudit.model import ReleasedModel
-from dpaudit.splits import Split
+from dpaudit.release.model import ReleasedModel
 
 log = logging.getLogger(__name__)
 

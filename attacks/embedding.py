@@ -37,10 +37,10 @@ import torch
 
 from attacks import _common as C
 from attacks.membership import _check_shadow_settings, _setup, locals_settings, match_split_shape
-from dpaudit.datasets import GraphDataset
+from dpaudit.auditing.results import AttackResult
+from dpaudit.data.datasets import GraphDataset
 from dpaudit.errors import ConfigurationError
-from dpaudit.model import ReleasedModel
-from dpaudit.results import AttackResult
+from dpaudit.release.model import ReleasedModel
 from dpaudit.runtime import seed_everything
 
 log = logging.getLogger(__name__)

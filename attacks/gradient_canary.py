@@ -5,7 +5,7 @@ learning"; Steinke, Nasr & Jagielski, NeurIPS 2023, "Privacy auditing with one (
 The insertion itself — canary gradients of norm exactly C joining each batch by the law the
 run's accountant assumes for one unit (DP-SGD's Poisson rate; a DP-GNN node's N(K, r) subgraph
 terms, :mod:`defenses.dpgnn.canaries`), the observations of every iterate — is
-:class:`dpaudit.dpsgd.DiracCanaries`, the part the guarantee rests on. This module decides what
+:class:`dpaudit.training.dpsgd.DiracCanaries`, the part the guarantee rests on. This module decides what
 it is given:
 
 * **Design** (:class:`DiracDesign`): m distinct parameter coordinates. A canary's score is the
@@ -44,9 +44,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from dpaudit.dpsgd import DiracCanaries
 from dpaudit.errors import ConfigurationError
 from dpaudit.nn import SparseFeatures
+from dpaudit.training.dpsgd import DiracCanaries
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ def input_layer(module: nn.Module, params: list[nn.Parameter], num_features: int
 @dataclass
 class DiracDesign:
     """``count`` canary coordinates (module docstring); call it as ``design(module, params,
-    inputs)`` — the signature :class:`dpaudit.dpsgd.DiracCanaries` expects. ``chosen`` records
+    inputs)`` — the signature :class:`dpaudit.training.dpsgd.DiracCanaries` expects. ``chosen`` records
     what the last call picked (counts only: the coordinates themselves are in the hook)."""
 
     count: int

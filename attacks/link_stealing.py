@@ -18,7 +18,7 @@ uniformly drawn non-edges.
 
 Edges and non-edges are different node pairs, not neighbouring graphs: the result says
 whether the model's guarantee covers edges, but carries no DP ceiling and no ε lower bound
-(see :mod:`dpaudit.statistics`, "Neighbouring tests only").
+(see :mod:`dpaudit.auditing.statistics`, "Neighbouring tests only").
 """
 
 from __future__ import annotations
@@ -29,12 +29,12 @@ import numpy as np
 
 from attacks import _common as C
 from attacks.membership import _setup, locals_settings
-from dpaudit.datasets import GraphDataset
+from dpaudit.auditing.results import AttackResult
+from dpaudit.auditing.statistics import auc
+from dpaudit.data.datasets import GraphDataset
 from dpaudit.errors import ConfigurationError
-from dpaudit.model import ReleasedModel
-from dpaudit.results import AttackResult
+from dpaudit.release.model import ReleasedModel
 from dpaudit.runtime import seed_everything
-from dpaudit.statistics import auc
 
 log = logging.getLogger(__name__)
 

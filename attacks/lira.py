@@ -60,10 +60,10 @@ from tqdm.auto import tqdm
 
 from attacks import _common as C
 from attacks.membership import _check_shadow_settings, _setup, locals_settings
-from dpaudit.datasets import GraphDataset
+from dpaudit.auditing.results import AttackResult
+from dpaudit.data.datasets import GraphDataset
 from dpaudit.errors import ConfigurationError, DPAuditError
-from dpaudit.model import ReleasedModel
-from dpaudit.results import AttackResult
+from dpaudit.release.model import ReleasedModel
 from dpaudit.runtime import device_memory, seed_everything
 
 log = logging.getLogger(__name__)

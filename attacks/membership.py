@@ -1,7 +1,7 @@
 r"""Node membership inference: TSTF with a shadow model and threshold attacks (LiRA: :mod:`attacks.lira`,
 RMIA: :mod:`attacks.rmia`).
 
-Every attack scores the randomized audit game's audit set (:func:`dpaudit.splits.audit_game`:
+Every attack scores the randomized audit game's audit set (:func:`dpaudit.data.splits.audit_game`:
 class-stratified pairs of one training node and one labeled non-member outside training and
 validation), all queried **in the same way**: one query of the model on the full graph, the
 context the model is deployed on. Shadow models train on nodes disjoint from the target's
@@ -26,11 +26,11 @@ import torch
 from tqdm.auto import tqdm
 
 from attacks import _common as C
-from dpaudit.datasets import GraphDataset
+from dpaudit.auditing.results import AttackResult
+from dpaudit.data.datasets import GraphDataset
 from dpaudit.errors import ConfigurationError
-from dpaudit.model import ReleasedModel
-from dpaudit.provenance import resolve_dataset, target_split
-from dpaudit.results import AttackResult
+from dpaudit.release.model import ReleasedModel
+from dpaudit.release.provenance import resolve_dataset, target_split
 from dpaudit.runtime import seed_everything
 
 log = logging.getLogger(__name__)
@@ -89,7 +89,7 @@ def _check_shadow_settings(attack: str, shadow_size: str, runs: int) -> None:
 
 def _setup(model, dataset, data_root):
     if not isinstance(model, ReleasedModel):
-        raise ConfigurationError("attacks need a dpaudit ReleasedModel (see dpaudit.adapters for your own module)")
+        raise ConfigurationError("attacks need a dpaudit ReleasedModel (see dpaudit.training.adapters for your own module)")
     ds = resolve_dataset(model, dataset, data_root)
     split = target_split(model, ds)
     return ds, split
@@ -296,7 +296,7 @@ def _calibrated_columns(features: np.ndarray, classes: np.ndarray, calibration: 
 
 
 def _auc_safe(scores, labels) -> float | None:
-    from dpaudit.statistics import auc
+    from dpaudit.auditing.statistics import auc
 
     try:
         return auc(scores, labels)

@@ -54,12 +54,12 @@ import numpy as np
 from attacks import _common as C
 from attacks.lira import audit_and_pool, query_graph, resolve_protocol, size_notes, train_references
 from attacks.membership import _check_shadow_settings, _setup, locals_settings
-from dpaudit.datasets import GraphDataset
+from dpaudit.auditing.results import AttackResult
+from dpaudit.auditing.statistics import auc
+from dpaudit.data.datasets import GraphDataset
 from dpaudit.errors import ConfigurationError, DPAuditError
-from dpaudit.model import ReleasedModel
-from dpaudit.results import AttackResult
+from dpaudit.release.model import ReleasedModel
 from dpaudit.runtime import seed_everything
-from dpaudit.statistics import auc
 
 log = logging.getLogger(__name__)
 

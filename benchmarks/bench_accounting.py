@@ -40,8 +40,8 @@ from dpaudit.accounting import (  # noqa: E402
     auto_delta,
     calibrate_noise,
 )
-from dpaudit.dpsgd import PoissonSchedule  # noqa: E402
 from dpaudit.runtime import atomic_write_text  # noqa: E402
+from dpaudit.training.dpsgd import PoissonSchedule  # noqa: E402
 
 log = logging.getLogger("bench_accounting")
 ACCOUNTANTS = ("rdp", "pld", "auto")
@@ -61,7 +61,7 @@ def mlp_dp_factory():
 
 
 def gap_factory(name: str):
-    from dpaudit.registry import get_defense
+    from dpaudit.training.registry import get_defense
 
     defense = get_defense(name)(epsilon=1.0)
     schedules = defense.schedules(CORA_TRAIN)  # the DP-SGD schedules of the declared size (node level)
@@ -108,7 +108,7 @@ def dpar_plan(accountant: str, epsilon: float, delta: float, variant: str = "em1
     bound to that accountant here."""
     import defenses.dpar as dpar
     import defenses.dpar.protocols as protocols
-    from dpaudit.dpsgd import noise_for_plan
+    from dpaudit.training.dpsgd import noise_for_plan
 
     hp = dpar.DPARHyperparameters(protocol="sound")
     saved = protocols.noise_for_plan, protocols.PrivacyLedger
@@ -179,10 +179,10 @@ def sigma_rows(delta: float) -> list[dict]:
 def mlp_dp_accuracy(seeds, data_root: str) -> list[dict]:
     """Test accuracy of mlp-dp on cora_ml with σ calibrated under RDP vs auto (same seeds)."""
     import defenses.baselines as baselines
-    from dpaudit.datasets import load_dataset
-    from dpaudit.dpsgd import noise_for_plan
-    from dpaudit.registry import get_defense
-    from dpaudit.splits import make_split
+    from dpaudit.data.datasets import load_dataset
+    from dpaudit.data.splits import make_split
+    from dpaudit.training.dpsgd import noise_for_plan
+    from dpaudit.training.registry import get_defense
 
     dataset = load_dataset("cora_ml", root=data_root)
     out = []

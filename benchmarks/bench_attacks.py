@@ -20,7 +20,7 @@ with ``tie_break=none``. Part ``table`` (cora_ml, split ``--split``): every atta
 registered defense at ε ∈ ``--epsilons`` (non-private baselines at ε = ∞ only).
 
 Each row reports AUC (95 % bootstrap CI), TPR at FPR 1 % and 0.1 % as mean ± sd over the
-attack's seeds (runs) with the number of negatives per run (:mod:`dpaudit.low_fpr`; a level
+attack's seeds (runs) with the number of negatives per run (:mod:`dpaudit.auditing.low_fpr`; a level
 below one false positive is marked unresolved), the ε lower bound with its δ, coverage and the
 AUC ceiling, attack-specific details, attack seconds and peak RSS. Tables
 are printed and written to ``benchmarks/results/attacks.md`` (+ ``attacks.json``); a section
@@ -40,10 +40,10 @@ from pathlib import Path
 import torch
 
 import attacks
-from dpaudit.datasets import load_dataset
-from dpaudit.pipeline import train
-from dpaudit.registry import available_defenses, get_defense
+from dpaudit.app.pipeline import train
+from dpaudit.data.datasets import load_dataset
 from dpaudit.runtime import atomic_write_text
+from dpaudit.training.registry import available_defenses, get_defense
 
 OUT = Path(__file__).resolve().parent / "results"
 NOTES_MARKER = "<!-- hand-written notes below: kept when the tables are regenerated -->"

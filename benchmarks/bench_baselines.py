@@ -17,8 +17,8 @@ from pathlib import Path
 import torch
 from _harness import markdown_table, mean_std, measure, write_result
 
-from dpaudit.datasets import load_dataset
-from dpaudit.pipeline import train
+from dpaudit.app.pipeline import train
+from dpaudit.data.datasets import load_dataset
 
 RUNS = [("gcn", math.inf), ("sage", math.inf), ("mlp", math.inf), ("mlp-dp", 1.0), ("mlp-dp", 4.0), ("mlp-dp", 8.0)]
 

@@ -6,10 +6,10 @@ python benchmarks/bench_cli_latency.py --root OTHER    # another checkout (e.g. 
 
 Writes ``benchmarks/results/cli_latency.md``. The target: ``dpaudit train --defense no-such
 --dataset cora --out x`` exits 2 within 2 s on an idle machine (the names are checked before
-torch and PyG are imported, :mod:`dpaudit.names`). Each run is a fresh interpreter
-(``python -m dpaudit.cli``), so the time includes Python's start-up; the CPU time of the child
+torch and PyG are imported, :mod:`dpaudit.app.names`). Each run is a fresh interpreter
+(``python -m dpaudit.app.cli``), so the time includes Python's start-up; the CPU time of the child
 is recorded beside the wall time, with the load average, since a busy machine inflates only
-the wall time. Tests never time anything: ``tests/test_cli.py`` asserts on ``sys.modules``
+the wall time. Tests never time anything: ``tests/dpaudit/app/test_cli.py`` asserts on ``sys.modules``
 that torch was not imported on these paths.
 """
 
@@ -41,7 +41,7 @@ def one_run(argv: list[str], root: Path) -> tuple[float, float, int]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     with tempfile.TemporaryDirectory() as tmp:
         start = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-m", "dpaudit.cli", *argv], cwd=tmp, env=env, capture_output=True,
+        proc = subprocess.run([sys.executable, "-m", "dpaudit.app.cli", *argv], cwd=tmp, env=env, capture_output=True,
                               text=True, timeout=600)  # fmt: skip
         wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -67,7 +67,7 @@ def main(argv=None) -> int:
     lines = [
         "# Command-line latency of a refusal",
         "",
-        f"Median of {args.runs} fresh interpreters (`python -m dpaudit.cli …`); target ≤ {TARGET_SECONDS:g} s wall on "
+        f"Median of {args.runs} fresh interpreters (`python -m dpaudit.app.cli …`); target ≤ {TARGET_SECONDS:g} s wall on "
         "an idle machine. Written by `benchmarks/bench_cli_latency.py`.",
         "",
         f"Checkout: `{args.root}`; machine: {os.cpu_count()} CPUs, Python {sys.version.split()[0]}.",

@@ -74,11 +74,11 @@ from _harness import mean_std, without_node  # noqa: E402
 import defenses  # noqa: E402,F401  (registers the defenses)
 from dpaudit.accounting.calibrate import calibrate_noise  # noqa: E402
 from dpaudit.accounting.mechanisms import GaussianMechanism  # noqa: E402
-from dpaudit.datasets import load_dataset  # noqa: E402
+from dpaudit.data.datasets import load_dataset  # noqa: E402
+from dpaudit.data.splits import make_split  # noqa: E402
 from dpaudit.errors import DPAuditError  # noqa: E402
-from dpaudit.registry import get_defense  # noqa: E402
 from dpaudit.runtime import atomic_write_text  # noqa: E402
-from dpaudit.splits import make_split  # noqa: E402
+from dpaudit.training.registry import get_defense  # noqa: E402
 
 log = logging.getLogger("bench_covered_inference")
 

@@ -46,7 +46,7 @@ from defenses.gap.projection import (  # noqa: E402
     removal_terms,
     simple_pairs,
 )
-from dpaudit.datasets import csbm, load_dataset  # noqa: E402
+from dpaudit.data.datasets import csbm, load_dataset  # noqa: E402
 from dpaudit.errors import DPAuditError  # noqa: E402
 from dpaudit.runtime import atomic_write_text  # noqa: E402
 
@@ -162,9 +162,9 @@ def hypothetical_rows(root: str | None, sensitivities: list[float], cap: int = 1
     """gap-ndp at ε = 8 on johnshopkins55:year with Δ overridden (NOT private: a what-if)."""
     import defenses  # noqa: F401  (registers the defenses)
     import defenses.gap.protocols as gap_protocols
-    from dpaudit.model import answering
-    from dpaudit.registry import get_defense
-    from dpaudit.splits import make_split
+    from dpaudit.data.splits import make_split
+    from dpaudit.release.model import answering
+    from dpaudit.training.registry import get_defense
 
     dataset = load_dataset("johnshopkins55:year", root=root)
     proven = projection_sensitivity(cap, dataset.num_nodes)

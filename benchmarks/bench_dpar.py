@@ -86,9 +86,9 @@ def _quiet():
 
 def fit_once(name: str, epsilon, seed: int, data_root: str, dataset: str = "cora_ml", **overrides) -> dict:
     import defenses  # noqa: F401
-    from dpaudit.datasets import load_dataset
-    from dpaudit.registry import get_defense
-    from dpaudit.splits import make_split
+    from dpaudit.data.datasets import load_dataset
+    from dpaudit.data.splits import make_split
+    from dpaudit.training.registry import get_defense
 
     data = load_dataset(dataset, root=data_root, remove_unlabeled=True)
     split = make_split(data, "inductive:0.8,0.2", seed=seed)

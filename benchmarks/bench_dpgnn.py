@@ -4,7 +4,7 @@ Usage (writes benchmarks/results/dpgnn.md and prints the same tables)::
 
     OMP_NUM_THREADS=1 nice -n 5 .venv/bin/python benchmarks/bench_dpgnn.py --data-root /tmp/ds_copy
 
-Every model is trained through ``dpaudit.pipeline.train`` (the registry) on the dataset's
+Every model is trained through ``dpaudit.app.pipeline.train`` (the registry) on the dataset's
 default split (random 75/10/15 for these datasets), with the same seeds. Test accuracy is
 the last iterate (no selection on validation data). Private models are calibrated so the
 accounted ε ≤ the target at δ = auto (largest power of ten below 1/#nodes).
@@ -32,7 +32,7 @@ MLP_DP_OVERRIDES = {"epochs": 10}
 
 
 def _run(defense: str, dataset: str, epsilon: float, seed: int, root: str, overrides: dict) -> dict:
-    from dpaudit.pipeline import train
+    from dpaudit.app.pipeline import train
 
     result = train(defense, dataset, epsilon=epsilon, seed=seed, data_root=root, overrides=overrides)
     return {
@@ -81,7 +81,7 @@ def utility(datasets: list[str], seeds: list[int], epsilons: list[float], root: 
 
 def _cost_worker(layers: int, steps: int, root: str, queue) -> None:
     warnings.filterwarnings("ignore")
-    from dpaudit.datasets import load_dataset
+    from dpaudit.data.datasets import load_dataset
 
     dataset = load_dataset("cornell5", root=root)
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -93,7 +93,7 @@ def _cost_worker(layers: int, steps: int, root: str, queue) -> None:
 
 
 def cost(steps: int, root: str) -> list[str]:
-    from dpaudit.datasets import load_dataset
+    from dpaudit.data.datasets import load_dataset
 
     dataset = load_dataset("cornell5", root=root)  # process once so the workers only load
     rows = [

@@ -5,11 +5,11 @@ python benchmarks/bench_estimates.py --quick      # gcn only, 1 run of each (a f
 
 Each defense is trained once on Cora with a random split (``dpaudit train``); each audit runs
 in a fresh Python process (as ``dpaudit audit`` does: cold torch, numba compiling UMAP) and
-reports the plan (:func:`dpaudit.workflows.audit.audit_plan`, with the costs it measured on the
+reports the plan (:func:`dpaudit.app.workflows.audit.audit_plan`, with the costs it measured on the
 model) and, per attack, the wall and CPU seconds it took. Writes
 ``benchmarks/results/estimates.md`` and ``estimates.json``: medians over the runs, the
 estimate / actual ratios, and each attack's residual (actual CPU − estimate), which is what the
-constants of :data:`dpaudit.workflows.audit._COST` are fitted from.
+constants of :data:`dpaudit.app.workflows.audit._COST` are fitted from.
 
 The audits run on one torch thread (``--threads``): the estimate is CPU time of one idle
 core, and on a shared machine several torch threads spin at every barrier, which multiplies
@@ -49,8 +49,8 @@ def child(model_dir: str, quick: bool, threads: int) -> None:
 
     torch.set_num_threads(threads)
     import attacks
-    from dpaudit.model import load
-    from dpaudit.workflows import audit
+    from dpaudit.app.workflows import audit
+    from dpaudit.release.model import load
 
     cpu: dict[str, float] = {}
     run = attacks.run

@@ -7,7 +7,7 @@ python benchmarks/bench_estimators.py --out /tmp/estimators.json --quick        
 checked against dpaudit.accounting.gaussian_epsilon). Each seed draws m = 1,000 canaries with a
 fair coin each; canary i's score is the mechanism's output on its coordinate, coin_i + N(0, σ²)
 (in-canaries shifted by the sensitivity 1): the ideal one-run game. Every estimator of
-dpaudit.estimators runs on its own at confidence 0.95, and audit_epsilon runs them together
+dpaudit.auditing.estimators runs on its own at confidence 0.95, and audit_epsilon runs them together
 (Bonferroni over the estimators). The same is repeated with σ halved (true ε ≈ 9.1, claim 4) to
 show which estimators catch the broken mechanism.
 
@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _harness import markdown_table  # noqa: E402
 
 from dpaudit.accounting import gaussian_epsilon  # noqa: E402
-from dpaudit.estimators import (  # noqa: E402
+from dpaudit.auditing.estimators import (  # noqa: E402
     audit_epsilon,
     fdp_guess_grid,
     fdp_one_run_lower_bound,
@@ -51,7 +51,7 @@ EPSILON, DELTA, CANARIES, CONFIDENCE = 4.0, 1e-5, 1000, 0.95
 SEEDS, QUICK_SEEDS = 50, 12
 RESULTS = Path(__file__).resolve().parent / "results"
 
-#: What each certified estimator's ε is certified for (its assumptions in dpaudit.estimators).
+#: What each certified estimator's ε is certified for (its assumptions in dpaudit.auditing.estimators).
 CERTIFIED_FOR = {
     "one-run": "any mechanism (Steinke, Nasr & Jagielski 2023)",
     "one-run-fdp": "any mechanism (f-DP test against the (ε, δ) curve)",
@@ -254,7 +254,7 @@ def main(argv=None) -> int:
         f"({'met' if max(payload['max_certified'].values()) <= EPSILON else 'NOT MET: a bug'}); seeds whose "
         f"certified μ exceeds the true μ: {payload['sound_seeds_mu_above_truth']}/{len(seeds)}.\n\n"
         "The f-DP estimators guess by the extremes rule (the r scores farthest from the median, 'in' above it), "
-        f"r = {' and '.join(map(str, grid))}, each at β/{len(grid)} (`dpaudit.estimators.fdp_guess_grid`); the split "
+        f"r = {' and '.join(map(str, grid))}, each at β/{len(grid)} (`dpaudit.auditing.estimators.fdp_guess_grid`); the split "
         "between 'in' and 'out' guesses is read from the scores, so it costs no Bonferroni share.\n\n"
         f"How much the count itself allows: at r = {ceiling['r']} (level {ceiling['level']:g}) the median seed has "
         f"{ceiling['median_correct']} right guesses, where the f-DP recursion certifies μ = "

@@ -41,10 +41,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import defenses  # noqa: E402,F401  (registers the defenses)
-from dpaudit.datasets import load_dataset  # noqa: E402
-from dpaudit.pipeline import evaluate  # noqa: E402
-from dpaudit.registry import get_defense  # noqa: E402
-from dpaudit.splits import make_split  # noqa: E402
+from dpaudit.app.pipeline import evaluate  # noqa: E402
+from dpaudit.data.datasets import load_dataset  # noqa: E402
+from dpaudit.data.splits import make_split  # noqa: E402
+from dpaudit.training.registry import get_defense  # noqa: E402
 
 log = logging.getLogger("bench_gap")
 PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096

@@ -43,9 +43,9 @@ RELEASE_COUNTS = (1, 5, 40, 100, 1000)
 def ledger_part(repeats: int) -> list[dict]:
 
     import defenses  # noqa: F401
-    from dpaudit.datasets import csbm
-    from dpaudit.registry import get_defense
-    from dpaudit.splits import make_split
+    from dpaudit.data.datasets import csbm
+    from dpaudit.data.splits import make_split
+    from dpaudit.training.registry import get_defense
 
     graph = csbm(num_nodes=2708, num_classes=7, num_features=128, avg_degree=4, seed=0)
     split = make_split(graph, "random:0.6,0.2,0.2", 0)
@@ -80,8 +80,8 @@ def linkteller_part(model_dir: str, pairs: int) -> dict:
     import defenses  # noqa: F401
     from attacks import _common as C
     from attacks.linkteller import FeatureProbe, influence_scores
-    from dpaudit.datasets import reload_dataset
-    from dpaudit.model import load
+    from dpaudit.data.datasets import reload_dataset
+    from dpaudit.release.model import load
 
     model = load(model_dir)
     dataset = reload_dataset(model.card.get("dataset"), model.provenance("dataset"), "csbm")
@@ -134,7 +134,7 @@ def train(size: int, out: Path, tree: Path) -> None:
     does not know)."""
     if (out / "model.json").exists():
         return
-    argv = [sys.executable, "-m", "dpaudit.cli", "train", "--defense", "gap-edp", "--dataset", "csbm",
+    argv = [sys.executable, "-m", "dpaudit.app.cli", "train", "--defense", "gap-edp", "--dataset", "csbm",
             "--dataset-option", f"num_nodes={size}", "--dataset-option", "avg_degree=20", "--epsilon", "1",
             "--set", "encoder_epochs=10", "--set", "epochs=10", "--out", str(out), "--force"]  # fmt: skip
     subprocess.run(argv, cwd=tree, check=True, env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(tree)})

@@ -27,9 +27,9 @@ from _harness import markdown_table, measure, write_result
 def run(root: str | None, defense: str, num_nodes: int, features: int, epochs: int, queries: int) -> dict:
     if root is not None:  # a child process: import the other checkout's dpaudit and defenses
         sys.path.insert(0, root)
-    from dpaudit.datasets import csbm
-    from dpaudit.registry import get_defense
-    from dpaudit.splits import make_split
+    from dpaudit.data.datasets import csbm
+    from dpaudit.data.splits import make_split
+    from dpaudit.training.registry import get_defense
 
     torch.set_num_threads(1)
     dataset = csbm(num_nodes=num_nodes, avg_degree=20, num_features=features)

@@ -35,9 +35,9 @@ def run_one(dataset_name: str, method: str, seeds: list[int], epsilons: list[flo
     import logging
 
     logging.basicConfig(level=logging.WARNING)
-    from dpaudit.datasets import load_dataset
-    from dpaudit.registry import get_defense
-    from dpaudit.splits import make_split
+    from dpaudit.data.datasets import load_dataset
+    from dpaudit.data.splits import make_split
+    from dpaudit.training.registry import get_defense
 
     dataset = load_dataset(dataset_name, root=data_root)
     cls = get_defense(method)
@@ -85,9 +85,9 @@ def run_paper_protocol(dataset_name: str, seeds: list[int], data_root: str) -> l
     privacy cost is NOT accounted — exactly as in the paper ("we do not account for the privacy cost of
     hyperparameter tuning") — so every such model says ``sound: false``."""
     sys.path.insert(0, str(ROOT))
-    from dpaudit.datasets import load_dataset
-    from dpaudit.registry import get_defense
-    from dpaudit.splits import make_split
+    from dpaudit.data.datasets import load_dataset
+    from dpaudit.data.splits import make_split
+    from dpaudit.training.registry import get_defense
 
     dataset = load_dataset(dataset_name, root=data_root)
     cls = get_defense("gcon")
@@ -186,7 +186,7 @@ def main() -> None:
 
     sys.path.insert(0, str(ROOT))
     from dpaudit.errors import ConfigurationError
-    from dpaudit.registry import get_defense
+    from dpaudit.training.registry import get_defense
 
     methods = []
     for method in args.methods.split(","):

@@ -28,13 +28,13 @@ from pathlib import Path
 import torch
 from _harness import markdown_table
 
-import dpaudit.workflows.zoo  # noqa: F401  (registers the zoo-* defenses)
-from dpaudit.datasets import load_dataset
-from dpaudit.estimators import RIGOROUS_ESTIMATORS
-from dpaudit.registry import get_defense
+import dpaudit.app.workflows.zoo  # noqa: F401  (registers the zoo-* defenses)
+from dpaudit.app.workflows.gradient_canary import gradient_canary_audit
+from dpaudit.auditing.estimators import RIGOROUS_ESTIMATORS
+from dpaudit.data.datasets import load_dataset
+from dpaudit.data.splits import make_split
 from dpaudit.runtime import atomic_write_text
-from dpaudit.splits import make_split
-from dpaudit.workflows.gradient_canary import gradient_canary_audit
+from dpaudit.training.registry import get_defense
 
 #: (defense, variant, claimed ε, audited DP-SGD module, canaries, score). GAP's classifier has ~1,200
 #: weights and reads dense encodings: no coordinate has a zero real gradient, so its scores are

@@ -8,7 +8,7 @@ one fit per configuration through the registry, tested on the split's test nodes
 * ``paper`` — the authors' protocol; its spec is ``sound: false`` (never a guarantee);
 * ``sound`` — the registry's defaults, every step accounted;
 * ``select=private`` — ``sound`` plus the random-stopping selection of Papernot & Steinke
-  (ICLR 2022, Theorem 2; :mod:`dpaudit.private_selection`), whose whole cost stays ≤ the target;
+  (ICLR 2022, Theorem 2; :mod:`dpaudit.training.private_selection`), whose whole cost stays ≤ the target;
 * ``mlp`` and ``gcn`` at ε = ∞ as the non-private references, twice: ``non-private`` (the
   registry defaults) and ``non-private, grid on validation`` (``select=validation``: the best
   candidate of a declared public grid on validation nodes, a seeded 20 % of the training nodes
@@ -17,7 +17,7 @@ one fit per configuration through the registry, tested on the split's test nodes
 
 A defense that refuses a configuration (a :class:`dpaudit.errors.DPAuditError`) is a finding:
 its one-line message is the cell's status. Each row says which **deployment** its test answers
-were computed over (:mod:`dpaudit.deployments`): an inductive split's test graph is the querier's
+were computed over (:mod:`dpaudit.release.deployments`): an inductive split's test graph is the querier's
 (``querier-graph``: the answers are post-processing of the private weights, covered by ε for
 every private defense), a transductive split answers over the owner's training graph
 (``training-graph``: covered only where the card says so — not for DPAR's Eq. 4, DP-GNN's or
@@ -68,13 +68,13 @@ sys.path.insert(0, str(ROOT))
 import defenses  # noqa: E402,F401  (registers the defenses)
 from defenses.dpgnn.mechanism import training_readers  # noqa: E402
 from defenses.gap.mechanism import max_degree_of  # noqa: E402
-from dpaudit.datasets import load_dataset  # noqa: E402
-from dpaudit.deployments import QUERIER_GRAPH, TRAINING_GRAPH, deployment_entry  # noqa: E402
+from dpaudit.data.datasets import load_dataset  # noqa: E402
+from dpaudit.data.splits import make_split  # noqa: E402
 from dpaudit.errors import ConfigurationError, DPAuditError  # noqa: E402
-from dpaudit.model import answering  # noqa: E402
-from dpaudit.registry import available_defenses, get_defense  # noqa: E402
+from dpaudit.release.deployments import QUERIER_GRAPH, TRAINING_GRAPH, deployment_entry  # noqa: E402
+from dpaudit.release.model import answering  # noqa: E402
 from dpaudit.runtime import atomic_write_json, atomic_write_text  # noqa: E402
-from dpaudit.splits import make_split  # noqa: E402
+from dpaudit.training.registry import available_defenses, get_defense  # noqa: E402
 
 log = logging.getLogger("bench_honest")
 
@@ -200,7 +200,7 @@ def query_ledger_epsilon(asked, delta: float) -> float | None:
 
 
 def fit_and_test(defense: str, dataset, split, epsilon: float, seed: int, settings: dict[str, Any]) -> dict[str, Any]:
-    """One fit; test accuracy answered as :func:`dpaudit.pipeline.evaluate` answers the test part."""
+    """One fit; test accuracy answered as :func:`dpaudit.app.pipeline.evaluate` answers the test part."""
     cpu_start, wall_start = time.process_time(), time.perf_counter()
     try:
         model = get_defense(defense)(epsilon=epsilon, seed=seed, **settings).fit(dataset, split)
@@ -327,7 +327,7 @@ def run_cells(cells, seeds, store: dict[str, Any], store_path: Path, budget: flo
 # --------------------------------------------------------------------------- the report
 def run_deployment(result: dict[str, Any], label: str) -> tuple[str, bool]:
     """(deployment, covered by ε) of one stored run. A run stored before deployments were
-    recorded is derived as :func:`dpaudit.deployments.deployment_entry` derives a legacy card: the
+    recorded is derived as :func:`dpaudit.release.deployments.deployment_entry` derives a legacy card: the
     split gives the deployment; the querier's graph is covered for every private model, the
     training graph only when ``inference.private`` said so; a non-private model covers nothing."""
     deployment = result.get("deployment") or deployment_of(SPLITS.get(label, ""))
@@ -670,7 +670,7 @@ def acceptance(rows: list[dict[str, Any]]) -> list[str]:
         proven = [r for r in promise if r["sound"]]
         text = (
             "- dpgnn: `protocol=sound` with `degree_bound=promise` (no sampling; graphs whose nodes are read by ≤ K "
-            "training nodes, refused otherwise; the removal/addition test on Cora is `tests/test_dpgnn.py`) has a "
+            "training nodes, refused otherwise; the removal/addition test on Cora is `tests/defenses/dpgnn/test_dpgnn.py`) has a "
             f"`sound: {'true' if proven else 'false'}` spec → **{'holds, for bounded-degree node DP' if proven else 'not measured'}**"
         )
         if proven:
@@ -748,11 +748,11 @@ values alongside), registry defaults, δ = auto (below 1 / the declared populati
 thread on a shared 2-core machine (CPU s = `time.process_time` of `fit`, median over seeds).
 `paper` is the authors' protocol: its spec says `sound: false`, so its ε is **not** a guarantee.
 `select=private` is Papernot & Steinke's random-stopping selection over the public grid of
-`dpaudit/private_selection.py`, accounted within the target. `sound` is read from each model's spec.
+`dpaudit/training/private_selection.py`, accounted within the target. `sound` is read from each model's spec.
 
 **Deployment.** The column `deployment: covered by ε` says over which graph the test answers were
 computed and whether the model's ε covers them there, read from its card
-(`dpaudit.deployments.deployment_entry(card["inference"], deployment, private)`). An inductive split
+(`dpaudit.release.deployments.deployment_entry(card["inference"], deployment, private)`). An inductive split
 (`inductive:0.8,0.2`: cora_ml and johnshopkins55:year's second section) answers over the
 **querier's graph** — the test nodes with the edges among them, disjoint from training — so the
 answers are post-processing of the private weights: covered for every private defense, DPAR's

@@ -4,7 +4,7 @@ python benchmarks/bench_interrupt.py              # 3 runs each of Ctrl-C (jobs=
 python benchmarks/bench_interrupt.py --runs 5
 
 Writes ``benchmarks/results/interrupt.md``. The target is a stop within 2 s of the signal on an
-idle machine; ``tests/test_interrupt.py`` asserts what an interrupt must do (a cell boundary,
+idle machine; ``tests/dpaudit/app/test_interrupt.py`` asserts what an interrupt must do (a cell boundary,
 exit 130, nothing lost, the rerun completes) with only a hang guard, because a wall-clock assert
 fails on a busy shared machine. The same study as the tests: ``compare`` of mlp, gcn and sage at
 ε = ∞, two seeds, mia-tstf, on a 150-node csbm graph; the signal is sent once the first cell is
@@ -31,7 +31,7 @@ TINY = {"num_nodes": 150, "num_classes": 3, "num_features": 8, "avg_degree": 5.0
 
 def _argv(study: Path, jobs: int) -> list[str]:
     return [
-        sys.executable, "-m", "dpaudit.cli", "compare", "--dataset", "csbm", "--defenses", "mlp,gcn,sage",
+        sys.executable, "-m", "dpaudit.app.cli", "compare", "--dataset", "csbm", "--defenses", "mlp,gcn,sage",
         "--epsilons", "inf", "--seeds", "2", "--attacks", "mia-tstf", "--set", "epochs=150",
         "--attack-set", "runs=2", "--attack-set", "n_boot=50", "--jobs", str(jobs), "--no-report",
         "--out", str(study), *[a for k, v in TINY.items() for a in ("--dataset-option", f"{k}={v}")],

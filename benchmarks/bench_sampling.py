@@ -1,5 +1,5 @@
 """Poisson batch draws: one uniform per example (``rand(n) < q``, O(n) per step) against
-:func:`dpaudit.sampling.poisson_subset` (Binomial size + uniform subset, O(B)), side by side.
+:func:`dpaudit.training.sampling.poisson_subset` (Binomial size + uniform subset, O(B)), side by side.
 
 python benchmarks/bench_sampling.py            # n = 10⁴ … 10⁷, B = 256, medians of 7 × 20 draws
 """
@@ -14,7 +14,7 @@ import time
 import torch
 from _harness import markdown_table, write_result
 
-from dpaudit.sampling import poisson_subset
+from dpaudit.training.sampling import poisson_subset
 
 
 def per_example_draw(n: int, q: float, generator: torch.Generator) -> torch.Tensor:
@@ -62,7 +62,7 @@ def main() -> None:
         "# Poisson batch draws: O(n) uniforms vs O(B) Binomial + uniform subset\n\n"
         f"`python benchmarks/bench_sampling.py` — {platform.machine()}, one torch thread, B = {args.batch}; CPU "
         f"milliseconds per draw, median of {args.repeats} × {args.draws} draws, both measured in one run. The two "
-        "draw the same law (every subset S with probability q^|S|(1 − q)^(n − |S|); `tests/test_sampling.py`). A "
+        "draw the same law (every subset S with probability q^|S|(1 − q)^(n − |S|); `tests/dpaudit/training/test_sampling.py`). A "
         "DP-SGD epoch takes n/B steps, so the per-example draw costs O(n²/B) per epoch and the subset draw O(n)."
     )
     path = write_result("sampling", header, markdown_table(rows, list(rows[0])))

@@ -9,7 +9,7 @@ memory of the real commands on generated graphs, one child process per run.
     python benchmarks/bench_scale.py --merge 'scale-s7,scale-defenses,scale-1m-audit:audit (every attack)' --out scale
 
 Graphs: ``--dataset csbm --dataset-option num_nodes=N --dataset-option avg_degree=20`` with 128
-features (the contextual SBM of :func:`dpaudit.datasets.csbm`), and csbm graphs with the
+features (the contextual SBM of :func:`dpaudit.data.datasets.csbm`), and csbm graphs with the
 published shapes of the papers' graphs (:data:`SHAPES`: nodes, undirected edges, features; the
 average degree is 2·edges/nodes). For each graph, each run is a fresh child process running the
 CLI a user runs:
@@ -231,7 +231,7 @@ class Results:
 
 def measure_graph(spec: dict, args, results: Results, log) -> None:
     label = spec["label"]
-    base = [sys.executable, "-m", "dpaudit.cli"]
+    base = [sys.executable, "-m", "dpaudit.app.cli"]
     work = Path(args.work) / label
     work.mkdir(parents=True, exist_ok=True)
     cap = int(args.memory_cap_gib * 2**30) if args.memory_cap_gib else None
@@ -251,7 +251,7 @@ def measure_graph(spec: dict, args, results: Results, log) -> None:
         return row
 
     options = {k: spec[k] for k in ("num_nodes", "avg_degree", "num_features")}
-    generate = f"from dpaudit.datasets import load_dataset; print(load_dataset('csbm', **{options!r}))"
+    generate = f"from dpaudit.data.datasets import load_dataset; print(load_dataset('csbm', **{options!r}))"
     first = run("dataset", [sys.executable, "-c", generate])
     if first["outcome"] != "ok" or args.dataset_only:
         return

@@ -1,7 +1,7 @@
 """Private hyperparameter selection (``--set select=private``) against the sound fixed defaults.
 
 For each defense, ε and seed: one run with the registry's sound defaults, and one accounted
-selection (Papernot & Steinke 2022, Theorem 2; :mod:`dpaudit.private_selection`) over the
+selection (Papernot & Steinke 2022, Theorem 2; :mod:`dpaudit.training.private_selection`) over the
 defense's public grid, both calibrated to the same target ε. Test accuracy on the split's test
 nodes, the ε spent, the per-run ε of the selection and CPU seconds of ``fit`` (one torch
 thread). The number of runs is the owner's measurement (never in a model's public files).
@@ -46,11 +46,11 @@ sys.path.insert(0, str(ROOT))
 from _harness import markdown_table, write_result  # noqa: E402
 
 import defenses  # noqa: E402,F401  (registers the defenses)
-from dpaudit.datasets import load_dataset  # noqa: E402
-from dpaudit.pipeline import evaluate  # noqa: E402
-from dpaudit.registry import get_defense  # noqa: E402
+from dpaudit.app.pipeline import evaluate  # noqa: E402
+from dpaudit.data.datasets import load_dataset  # noqa: E402
+from dpaudit.data.splits import make_split  # noqa: E402
 from dpaudit.runtime import atomic_write_text  # noqa: E402
-from dpaudit.splits import make_split  # noqa: E402
+from dpaudit.training.registry import get_defense  # noqa: E402
 
 log = logging.getLogger("bench_selection")
 
@@ -161,7 +161,7 @@ def main(argv: list[str] | None = None) -> None:
             if args.select_runs
             else "registry defaults for the law (`select_runs`, `select_eta`)"
         )
-        + ", the public grids of `dpaudit/private_selection.py`; every run accounted at "
+        + ", the public grids of `dpaudit/training/private_selection.py`; every run accounted at "
         "the per-run ε shown, the whole selection at ≤ the target; δ = the registry default. Test accuracy mean ± "
         "sd over seeds."
         + (f" gap-ndp: max_degree = {args.ndp_max_degree}." if "gap-ndp" in args.defenses else "")

@@ -11,7 +11,7 @@ medians and the ratio of medians.
 
 What is timed (the training call inside ``fit``; setup, accounting and calibration excluded):
 
-* ``mlp-dp`` — :func:`dpaudit.dpsgd.train_dp_sgd`, 2 × 64 MLP, batch 256. Twin: the same
+* ``mlp-dp`` — :func:`dpaudit.training.dpsgd.train_dp_sgd`, 2 × 64 MLP, batch 256. Twin: the same
   call with σ = 0 (same module, same batch size, no clipping or noise). Also the opacus
   per-sample path (``clipping="per-sample"``) and dense inputs, for reference.
 * ``gap-ndp`` — its encoder and classifier DP-Adam runs (both through ``train_dp_sgd``).
@@ -49,10 +49,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _harness import markdown_table, measure, write_result  # noqa: E402
 
 import dpaudit.nn as dnn  # noqa: E402
-from dpaudit.datasets import load_dataset  # noqa: E402
+from dpaudit.data.datasets import load_dataset  # noqa: E402
+from dpaudit.data.splits import make_split  # noqa: E402
 from dpaudit.nn import InputLinear, SparseFeatures  # noqa: E402
-from dpaudit.registry import get_defense  # noqa: E402
-from dpaudit.splits import make_split  # noqa: E402
+from dpaudit.training.registry import get_defense  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
@@ -97,7 +97,7 @@ def run_training(name: str, epsilon: float, hp: dict, dataset, split, variant: s
     import defenses.dpar.defense as dpar
     import defenses.dpgnn.defense as dpgnn
     import defenses.gap.defense as gap
-    from dpaudit import dpsgd
+    from dpaudit.training import dpsgd
 
     times: list[tuple[float, float]] = []
     if variant == "per-sample":

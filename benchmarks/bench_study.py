@@ -51,7 +51,7 @@ def load_average() -> str:
 
 def run_study(args, out: Path) -> tuple[float, int | None, str]:
     command = [
-        sys.executable, "-m", "dpaudit.cli", "compare", "--dataset", args.dataset, "--data-root", args.data_root,
+        sys.executable, "-m", "dpaudit.app.cli", "compare", "--dataset", args.dataset, "--data-root", args.data_root,
         "--defenses", args.defenses, "--epsilons", args.epsilons, "--attacks", args.attacks, "--seeds", "1",
         "--out", str(out), "--no-report", "--set", f"gap-ndp.max_degree={args.gap_max_degree}", "--set", "gap-ndp.degree_bound=promise",
     ]  # fmt: skip

@@ -1,5 +1,5 @@
 """The broken-mechanism zoo on real graphs (issue 25, item 6): every variant of
-:mod:`dpaudit.workflows.zoo` (``sound`` and named breaks) audited with the canaries of its
+:mod:`dpaudit.app.workflows.zoo` (``sound`` and named breaks) audited with the canaries of its
 defense's threat model, at claims ε = 0.5, 1, 4, on Cora and cora_ml.
 
     DPAUDIT_DATA=/work/shared/datasets python benchmarks/bench_zoo.py --out benchmarks/results/zoo.json
@@ -15,8 +15,8 @@ caught, and no sound variant ever is; the script prints both checks and exits 1 
 4,000–12,000 trainings (measured: with 1,000 pooled trainings it was missed at both claims —
 certified 0.123 at claim 0.5 against a true 4.95, 3.545 at claim 4 against 39.6 — while the full
 plan catches it), so GCON's rows are left to the full run (``--defenses gcon`` runs them alone). GAP trains
-30 + 30 epochs (:data:`OVERRIDES`); GCON is audited at :data:`dpaudit.workflows.zoo.AUDIT_OVERRIDES` (d₁ = 1, one propagation step, Λ = 5, no
-pseudo-labels) and δ = :data:`dpaudit.workflows.zoo.AUDIT_DELTAS` with its worst-case pair canaries
+30 + 30 epochs (:data:`OVERRIDES`); GCON is audited at :data:`dpaudit.app.workflows.zoo.AUDIT_OVERRIDES` (d₁ = 1, one propagation step, Λ = 5, no
+pseudo-labels) and δ = :data:`dpaudit.app.workflows.zoo.AUDIT_DELTAS` with its worst-case pair canaries
 (one endpoint a row of the objective), one per training over ``zoo.gcon_runs(claim)`` trainings
 (12,000 below claim 1, else 4,000).
 """
@@ -33,9 +33,9 @@ from pathlib import Path
 
 from _harness import markdown_table
 
-from dpaudit.datasets import load_dataset
+from dpaudit.app.workflows import zoo
+from dpaudit.data.datasets import load_dataset
 from dpaudit.runtime import atomic_write_json
-from dpaudit.workflows import zoo
 
 log = logging.getLogger("bench_zoo")
 SPLIT = "random:0.5,0.25,0.25"

@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import defenses  # noqa: E402,F401  (registers the datasets' defenses)
-from dpaudit.datasets import load_dataset  # noqa: E402
+from dpaudit.data.datasets import load_dataset  # noqa: E402
 from dpaudit.runtime import atomic_write_text  # noqa: E402
 
 log = logging.getLogger("gap_projection_check")

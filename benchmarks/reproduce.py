@@ -66,9 +66,9 @@ class Run:
 
     def execute(self, seed: int, data_root: str | None) -> dict:
         """Train through the same pipeline the CLI uses; return its metrics."""
-        from dpaudit.defense import parse_overrides
-        from dpaudit.pipeline import train
-        from dpaudit.registry import get_defense
+        from dpaudit.app.pipeline import train
+        from dpaudit.training.defense import parse_overrides
+        from dpaudit.training.registry import get_defense
 
         overrides = parse_overrides(get_defense(self.defense).hyperparameters_class, list(self.sets))
         start = time.perf_counter()

@@ -1,5 +1,5 @@
 """Private (and baseline) GNN training recipes. Importing this package registers every
-defense module in it with :mod:`dpaudit.registry`."""
+defense module in it with :mod:`dpaudit.training.registry`."""
 
 import importlib
 import pkgutil

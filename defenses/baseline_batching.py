@@ -2,11 +2,11 @@ r"""How the non-private message-passing baselines (``gcn``, ``sage``) train at s
 
 Full-batch training holds, besides the dataset, working copies of the features (row
 normalisation, the dropout mask and output), the graph's CSR adjacency and its transpose
-(:class:`~dpaudit.adjacency.Adjacency`: 48 bytes per stored edge with int32 indices while it is
+(:class:`~dpaudit.data.adjacency.Adjacency`: 48 bytes per stored edge with int32 indices while it is
 built) and a few activations per node and layer. When that estimate exceeds the memory budget,
 training runs on neighbour-sampled mini-batches instead (GraphSAGE's node-wise sampling,
 Hamilton et al., NeurIPS 2017, Alg. 2, with fan-outs S₁ = 25, S₂ = 10 of their §4.1;
-:meth:`~dpaudit.adjacency.Adjacency.sample_neighbourhood`), which holds the CSR and one sampled
+:meth:`~dpaudit.data.adjacency.Adjacency.sample_neighbourhood`), which holds the CSR and one sampled
 batch. When neither fits, the fit is refused before anything is allocated, naming the component
 (:class:`MemoryBudgetError`).
 
@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from dpaudit.adjacency import Adjacency, index_dtype
+from dpaudit.data.adjacency import Adjacency, index_dtype
 from dpaudit.errors import ConfigurationError, DPAuditError
 from dpaudit.progress import steps as progress_steps
 from dpaudit.runtime import device_memory

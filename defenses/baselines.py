@@ -15,12 +15,12 @@ random function on the non-zeros (dropping a zero changes nothing). Sparse featu
 (:class:`~dpaudit.nn.SparseFeatures`, at most 10 % non-zero) enter the first layer as a sparse ×
 dense product; dense ones (csbm's Gaussian features) as a plain matmul, with dense dropout (the
 same law on the non-zeros). :math:`\hat A` is the graph's CSR adjacency built once per fit
-(:meth:`dpaudit.adjacency.Adjacency.gcn`); a graph whose full batch exceeds the memory budget
+(:meth:`dpaudit.data.adjacency.Adjacency.gcn`); a graph whose full batch exceeds the memory budget
 trains on neighbour-sampled mini-batches (:mod:`defenses.baseline_batching`), and a query on a
-few nodes reads only their 2-hop neighbourhood (:meth:`dpaudit.model.ModuleModel._forward`).
+few nodes reads only their 2-hop neighbourhood (:meth:`dpaudit.release.model.ModuleModel._forward`).
 
 ``mlp-dp`` is the "Features" baseline of DPAR and "MLP-DP" of GAP: an MLP on node features
-alone, trained with DP-Adam (or DP-SGD) by :func:`dpaudit.dpsgd.train_dp_sgd` (ghost
+alone, trained with DP-Adam (or DP-SGD) by :func:`dpaudit.training.dpsgd.train_dp_sgd` (ghost
 clipping; opacus' clipping and noise, bit for bit) — Poisson sampling at a rate q fixed before
 training, per-node gradient clipping to C, Gaussian noise N(0, z²C²I) with z calibrated so that
 the accounted ε ≤ target (:class:`~dpaudit.accounting.PoissonSubsampledGaussian`, Mironov et al.
@@ -33,7 +33,7 @@ private (one node more or less changes it), and the architecture, q, the steps a
 published in ``model.json``; so the whole plan (:class:`MLPDPPlan`, :meth:`MLPDP.plan`) reads
 only public inputs — the hyperparameters, the feature count and the **declared** training-set
 size n̂ (:func:`dpaudit.release.declared_train_size`: a public benchmark's split size, or what the
-user declares). The schedule is :meth:`dpaudit.dpsgd.PoissonSchedule.plan`: q = 1/⌈n̂/B⌉ and
+user declares). The schedule is :meth:`dpaudit.training.dpsgd.PoissonSchedule.plan`: q = 1/⌈n̂/B⌉ and
 ⌈n̂/B⌉ steps per epoch, or q = the ``sample_rate`` hyperparameter and ⌈1/q⌉ steps per epoch; B
 is min(B, n̂). With neither a declaration nor ``sample_rate`` a private run is refused before any
 work; ``auto`` needs the declaration. Neighbouring training sets of n and n − 1 nodes therefore
@@ -104,14 +104,11 @@ from defenses.baseline_batching import BATCHING, GraphSizes, plan_batching, trai
 from dpaudit.accounting import PrivacyLedger, PrivacySpec
 from dpaudit.accounting.mechanisms import PoissonSubsampledGaussian
 from dpaudit.accounting.verify import refuse
-from dpaudit.adjacency import Adjacency, as_adjacency
-from dpaudit.constraints import COUNT, DROPOUT, NON_NEGATIVE, POSITIVE, SAMPLE_RATE, WIDTH, Items, Options
-from dpaudit.datasets import GraphDataset
-from dpaudit.defense import Defense, Hyperparameters, PrivateHyperparameters
-from dpaudit.deployments import inference_entry
-from dpaudit.dpsgd import PoissonSchedule, make_optimizer, noise_for_plan, plan_mismatch, train_dp_sgd
+from dpaudit.training.constraints import COUNT, DROPOUT, NON_NEGATIVE, POSITIVE, SAMPLE_RATE, WIDTH, Items, Options
+from dpaudit.data.adjacency import Adjacency, as_adjacency
+from dpaudit.data.datasets import GraphDataset
+from dpaudit.data.splits import Split
 from dpaudit.errors import ConfigurationError, ModelFormatError
-from dpaudit.model import ModuleModel, ReleasedModel, register_model_kind
 from dpaudit.nn import (
     ACTIVATIONS,
     InputLinear,
@@ -122,12 +119,15 @@ from dpaudit.nn import (
     feature_dropout,
     features,
 )
-from dpaudit.private_selection import Score
 from dpaudit.progress import steps as progress_steps
-from dpaudit.registry import register_defense
 from dpaudit.release import declared_train_size
+from dpaudit.release.deployments import inference_entry
+from dpaudit.release.model import ModuleModel, ReleasedModel, register_model_kind
 from dpaudit.runtime import seed_everything
-from dpaudit.splits import Split
+from dpaudit.training.defense import Defense, Hyperparameters, PrivateHyperparameters
+from dpaudit.training.dpsgd import PoissonSchedule, make_optimizer, noise_for_plan, plan_mismatch, train_dp_sgd
+from dpaudit.training.private_selection import Score
+from dpaudit.training.registry import register_defense
 
 log = logging.getLogger(__name__)
 
@@ -149,8 +149,8 @@ class KipfGCN(nn.Module):
         ``[N, hidden]``. ``x`` is the raw features, dense (the first layer is a plain matmul) or
         :class:`~dpaudit.nn.SparseFeatures` (a sparse × dense product over the non-zeros); it is
         row-normalised here when ``normalize``. ``graph`` is an ``edge_index`` [2, E] or its
-        :class:`~dpaudit.adjacency.Adjacency` (:math:`\hat A` is that adjacency's
-        :meth:`~dpaudit.adjacency.Adjacency.gcn`, a sparse × dense product).
+        :class:`~dpaudit.data.adjacency.Adjacency` (:math:`\hat A` is that adjacency's
+        :meth:`~dpaudit.data.adjacency.Adjacency.gcn`, a sparse × dense product).
     """
 
     #: a node's logits read its 2-hop neighbourhood
@@ -564,7 +564,7 @@ class MLPBaseline(_FullBatchBaseline):
 # --------------------------------------------------------------------------------- re-planning
 def defense_from_card(cls: type[Defense], card: dict, privacy: PrivacySpec) -> Defense:
     """The defense a saved card describes — its hyperparameters, ``card["target_epsilon"]`` and
-    the spec's δ — on the CPU, so :meth:`~dpaudit.defense.Defense.replan` can run the same plan
+    the spec's δ — on the CPU, so :meth:`~dpaudit.training.defense.Defense.replan` can run the same plan
     method training ran. Malformed hyperparameters are one :class:`ConfigurationError`."""
     hyperparameters = card.get("hyperparameters")
     if not isinstance(hyperparameters, dict):
@@ -693,7 +693,7 @@ def train_mlp_dp(
     on_epoch=None,
     progress: str | None = None,
 ) -> PoissonSubsampledGaussian | None:
-    r"""DP-Adam/DP-SGD (Abadi et al. 2016) by :func:`~dpaudit.dpsgd.train_dp_sgd` (ghost
+    r"""DP-Adam/DP-SGD (Abadi et al. 2016) by :func:`~dpaudit.training.dpsgd.train_dp_sgd` (ghost
     clipping) with Poisson sampling at the ``schedule``'s rate, steps and normaliser (fixed from
     public inputs before training). ``on_epoch(module)`` is called after each epoch (the ``paper``
     protocol's validation checkpointing). Returns the mechanism spent (``None`` without noise:
@@ -791,7 +791,7 @@ class MLPDP(Defense):
     ) -> MLPDPPlan:
         """The run's plan from public inputs: the feature count, the declared training-set size
         (``None``: nothing declared), δ and the target ε. ``recorded_sigma``: a saved model's σ,
-        reused when it meets the calibration's contract (:func:`~dpaudit.dpsgd.noise_for_plan`).
+        reused when it meets the calibration's contract (:func:`~dpaudit.training.dpsgd.noise_for_plan`).
 
         Raises:
             ConfigurationError: ``auto`` without a declared size, or a private run with neither a

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch_geometric.nn import GCNConv, SAGEConv
 
-from dpaudit.adjacency import Adjacency, as_adjacency
+from dpaudit.data.adjacency import Adjacency, as_adjacency
 from dpaudit.errors import ModelFormatError
 
 _ACTIVATIONS = {"relu": nn.ReLU, "selu": nn.SELU, "tanh": nn.Tanh, "elu": nn.ELU}
@@ -303,7 +303,7 @@ class GNN(nn.Module):
     """Stack of message-passing layers (GCN or GraphSAGE-mean); the last one outputs logits.
 
     The layers are PyG's ``GCNConv`` / ``SAGEConv`` (their parameters and state-dict keys), run
-    by :func:`_conv` as sparse × dense products over a :class:`~dpaudit.adjacency.Adjacency`
+    by :func:`_conv` as sparse × dense products over a :class:`~dpaudit.data.adjacency.Adjacency`
     (built once per graph); ``graph`` is an ``edge_index`` [2, E] or that adjacency."""
 
     def __init__(
@@ -350,7 +350,7 @@ def _conv(conv: nn.Module, x, adjacency: Adjacency) -> torch.Tensor:
     * SAGE-mean: :math:`W_l\,\mathrm{mean}_{j\in N(i)} x_j + b_l + W_r x_i
       = \mathrm{mean}_{j\in N(i)}(W_l x_j) + b_l + W_r x_i`;
     * GCN: :math:`\hat A (X W^\top) + b` with ``gcn_norm``'s weights
-      (:meth:`~dpaudit.adjacency.Adjacency.gcn`).
+      (:meth:`~dpaudit.data.adjacency.Adjacency.gcn`).
     """
     if isinstance(conv, SAGEConv) and conv.root_weight and not conv.project and not conv.normalize:
         out_dim = conv.lin_l.weight.size(0)

@@ -1,7 +1,7 @@
 r"""From cell records to the numbers a report shows (the JSON sidecar is exactly this data).
 
 A *cell record* is one trained model and the attacks run against it (one line of a study's
-``results.jsonl``; see :mod:`dpaudit.workflows.study`). :func:`build_report_data` groups records by
+``results.jsonl``; see :mod:`dpaudit.app.workflows.study`). :func:`build_report_data` groups records by
 (defense, target ε), aggregates over seeds and returns plain JSON-able data: every number
 the HTML shows is in it, and nothing else is computed at render time.
 
@@ -13,7 +13,7 @@ Intervals:
   one seed the attack's own interval over its repetitions;
 * TPR at 1 % FPR — beside the mean, the mean ± sd over every run of the attack (each model
   seed's runs pooled) and the number of negatives, which says whether 1 % is even one false
-  positive (:mod:`dpaudit.low_fpr`).
+  positive (:mod:`dpaudit.auditing.low_fpr`).
 
 The ceiling :math:`\mathrm{AUC}_{\max}(\varepsilon,\delta)` is the area under the most
 powerful ROC curve any test can reach against an (ε, δ)-DP mechanism: by the hypothesis
@@ -34,9 +34,9 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from dpaudit.deployments import DEPLOYMENTS, deployment_entry
-from dpaudit.intervals import clopper_pearson_interval
-from dpaudit.statistics import auc_ceiling
+from dpaudit.auditing.intervals import clopper_pearson_interval
+from dpaudit.auditing.statistics import auc_ceiling
+from dpaudit.release.deployments import DEPLOYMENTS, deployment_entry
 
 CONFIDENCE = 0.95
 # Strongest first (shadow-model membership attacks, then edge attacks, then cheap diagnostics):
@@ -122,13 +122,13 @@ FAMILY_CONFIDENCE = 0.95
 
 def _bonferroni_bound(result: dict, tests: int) -> float | None:
     """The result's one-run ε lower bound recomputed at confidence 1 − 0.05/``tests`` from its
-    stored pair-test counts (:func:`dpaudit.statistics.pair_test_from_counts`); None without
+    stored pair-test counts (:func:`dpaudit.auditing.statistics.pair_test_from_counts`); None without
     counts (only a single test may then use its own 95 % value)."""
     lb = (result.get("extra") or {}).get("lower_bound") or {}
     counts, pairs = lb.get("counts"), lb.get("pairs")
     if not counts or not pairs:
         return result.get("epsilon_lower_bound") if tests <= 1 else None
-    from dpaudit.statistics import pair_test_from_counts
+    from dpaudit.auditing.statistics import pair_test_from_counts
 
     confidence = 1.0 - (1.0 - FAMILY_CONFIDENCE) / max(1, tests)
     return pair_test_from_counts(
@@ -138,7 +138,7 @@ def _bonferroni_bound(result: dict, tests: int) -> float | None:
 
 @functools.lru_cache(maxsize=4096)
 def _pair_power(pairs: int, delta: float, group_size: int, confidence: float, fractions: tuple) -> float:
-    from dpaudit.statistics import pair_test_max_possible
+    from dpaudit.auditing.statistics import pair_test_max_possible
 
     return pair_test_max_possible(pairs, delta, group_size, confidence, fractions)
 
@@ -160,11 +160,11 @@ def audit_design(result: dict) -> dict | None:
 
 def audit_power(design: dict | None, confidence: float = FAMILY_CONFIDENCE) -> float | None:
     """The largest ε an audit of this ``design`` (:func:`audit_design`) could certify at
-    ``confidence`` if every guess were correct (:func:`dpaudit.statistics.pair_test_max_possible`):
+    ``confidence`` if every guess were correct (:func:`dpaudit.auditing.statistics.pair_test_max_possible`):
     an audit whose power is at most the claim could not have refuted it, whatever the attack."""
     if not design:
         return None
-    from dpaudit.statistics import PAIR_GUESS_FRACTIONS
+    from dpaudit.auditing.statistics import PAIR_GUESS_FRACTIONS
 
     fractions = tuple(design.get("fractions") or PAIR_GUESS_FRACTIONS)
     return _pair_power(int(design["pairs"]), float(design["delta"]), int(design["group_size"]),
@@ -381,7 +381,7 @@ def _verdict(row: dict, rec: dict, lower: list[dict] | None = None, correction: 
         "uncovered_attacks": {n: s.get("coverage") for n, s in attacks.items() if not s["covered_by_guarantee"]},
         "inference_private": inference.get("private"),
         "inference_note": inference.get("note"),
-        # what ε covers per deployment (dpaudit.deployments), and which deployment the attacks audited
+        # what ε covers per deployment (dpaudit.release.deployments), and which deployment the attacks audited
         "deployments": {d: deployment_entry(inference, d, private) for d in DEPLOYMENTS} if private else None,
         "audited_deployments": sorted(
             {
@@ -535,8 +535,8 @@ def _attack_names(records: list[dict]) -> list[str]:
 
 def tpr_over_runs(results: list[dict]) -> dict[str, Any]:
     """TPR at 1 % FPR over every run of ``results`` (each seed's ``runs``; a result written
-    without them counts as one run of unknown negatives): :func:`dpaudit.low_fpr.summarize_level`."""
-    from dpaudit.low_fpr import summarize_level
+    without them counts as one run of unknown negatives): :func:`dpaudit.auditing.low_fpr.summarize_level`."""
+    from dpaudit.auditing.low_fpr import summarize_level
 
     runs = [run for r in results for run in (r.get("runs") or [r])]
     tprs = [(run.get("tpr_at_fpr") or {}).get(TPR_KEY) for run in runs]
@@ -1082,10 +1082,10 @@ def canary_points(done: list[dict]) -> list[dict]:
 
 def _certified_max_possible(max_possible) -> float | None:
     """The largest ε a canary audit's certified estimators could show with every guess right
-    (``max_possible`` per estimator, :func:`dpaudit.estimators.audit_epsilon`)."""
+    (``max_possible`` per estimator, :func:`dpaudit.auditing.estimators.audit_epsilon`)."""
     if not isinstance(max_possible, dict):
         return float(max_possible) if _is_number(max_possible) else None
-    from dpaudit.estimators import RIGOROUS_ESTIMATORS
+    from dpaudit.auditing.estimators import RIGOROUS_ESTIMATORS
 
     values = [v for k, v in max_possible.items() if k in RIGOROUS_ESTIMATORS and _is_number(v)]
     return float(max(values)) if values else None

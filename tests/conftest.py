@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
 
-from dpaudit.datasets import csbm, load_dataset
+from dpaudit.data.datasets import csbm, load_dataset
+
+# the test helpers (neighbours, editing, contract) import by name from every test folder
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
 

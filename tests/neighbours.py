@@ -6,7 +6,7 @@ public files that agree on every leaf except the weights (the accounted mechanis
 and their hash. The declared public facts are constants of the run, so the neighbour keeps
 them (:mod:`dpaudit.release`); everything derived from the data (the class count and label
 mapping, the mask, the fingerprint) is rebuilt from the neighbour's own raw data by the same
-preparation (:func:`dpaudit.datasets.prepare` with the same declared facts), never copied from
+preparation (:func:`dpaudit.data.datasets.prepare` with the same declared facts), never copied from
 the base graph — a derived field copied over would hide a leak of private data into it.
 """
 
@@ -21,9 +21,9 @@ import torch
 from torch_geometric.data import Data
 from torch_geometric.utils import subgraph
 
-from dpaudit.datasets import GraphDataset, prepare
+from dpaudit.data.datasets import GraphDataset, prepare
+from dpaudit.data.splits import Split
 from dpaudit.release import PUBLIC_FILES
-from dpaudit.splits import Split
 
 #: leaves of model.json that are a function of the released weights themselves
 WEIGHT_LEAVES = ("weights_sha256",)
@@ -32,7 +32,7 @@ WEIGHT_LEAVES = ("weights_sha256",)
 def raw_graph(dataset: GraphDataset) -> Data:
     """``dataset``'s raw graph: features, edges, the public split and every label as its declared
     value (class ``i`` → ``public_facts["classes"][i]``; -1 unlabeled), what a loader hands
-    :func:`dpaudit.datasets.prepare`."""
+    :func:`dpaudit.data.datasets.prepare`."""
     declared = dataset.public_facts.get("classes")
     if declared is None:
         raise ValueError(f"{dataset.name}: no declared label domain (public_facts['classes']) to rebuild a neighbour")

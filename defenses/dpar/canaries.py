@@ -1,6 +1,6 @@
 r"""The law by which one white-box gradient canary enters sound DPAR's training: a node owning
 the most terms a node can own, each at its own Poisson rate (Dirac canaries of Steinke, Nasr &
-Jagielski, NeurIPS 2023, driven by :class:`dpaudit.dpsgd.DiracCanaries`).
+Jagielski, NeurIPS 2023, driven by :class:`dpaudit.training.dpsgd.DiracCanaries`).
 
 Under ``protocol=sound`` a node owns at most d = 1 + K + D training terms — its identity term,
 Poisson-sampled at rate q, and ≤ K + D pair terms at rate q_p = λq — and removing it removes exactly
@@ -37,7 +37,7 @@ COVERAGE = (
 
 @dataclass
 class NodeTerms:
-    """A :class:`dpaudit.dpsgd.CanaryLaw` for sound DPAR (module docstring): ``terms`` d, the identity
+    """A :class:`dpaudit.training.dpsgd.CanaryLaw` for sound DPAR (module docstring): ``terms`` d, the identity
     rate ``sample_rate`` q and the pair rate ``pair_rate`` q_p. Draws come from a NumPy generator
     seeded once from the hook's own torch generator (the training's batches and noise are untouched)."""
 

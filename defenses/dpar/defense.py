@@ -100,7 +100,7 @@ sensitivity 2C each under the loose joint-convexity bound: noise 65–117·C at 
   only, so no entry enters or leaves for another reason, and every other term has the same label,
   features and weight. The terms involving u number at most d = 1 + K + D: its identity term, the
   ≤ K pair terms of its own source row, and the ≤ D pair terms naming it (the cap).
-  ``tests/test_dpar_cora_terms.py`` checks this on cora_ml by removing and adding real nodes
+  ``tests/defenses/dpar/test_dpar_cora_terms.py`` checks this on cora_ml by removing and adding real nodes
   (high-degree ones and the most-selected columns included); the bound is attained.
 * DP-SGD: identity terms are Poisson-sampled at rate q and pair terms at q_p = λq (λ =
   ``pair_sample_share``), every term on its own coin; q = min(1, B/(n̄ + λMK)) and
@@ -195,7 +195,7 @@ from defenses.dpar.training import (
 )
 from dpaudit.accounting.mechanisms import mechanism_from_record
 from dpaudit.accounting.verify import refuse
-from dpaudit.constraints import (
+from dpaudit.training.constraints import (
     COUNT,
     DROPOUT,
     FRACTION,
@@ -206,14 +206,14 @@ from dpaudit.constraints import (
     WIDTH,
     Interval,
 )
-from dpaudit.datasets import GraphDataset
-from dpaudit.defense import Defense, PrivateHyperparameters
-from dpaudit.dpsgd import plan_mismatch
+from dpaudit.data.datasets import GraphDataset
+from dpaudit.data.splits import Split
 from dpaudit.errors import ConfigurationError, DPAuditError
-from dpaudit.private_selection import FEATURES_ONLY_SCORE, accounted_records
-from dpaudit.registry import register_defense
 from dpaudit.release import declared_train_size, require_declared
-from dpaudit.splits import Split
+from dpaudit.training.defense import Defense, PrivateHyperparameters
+from dpaudit.training.dpsgd import plan_mismatch
+from dpaudit.training.private_selection import FEATURES_ONLY_SCORE, accounted_records
+from dpaudit.training.registry import register_defense
 
 __all__ = [
     'DPARHyperparameters',
@@ -584,7 +584,7 @@ class _DPAR(Defense):
 def _sound_run_mechanisms(cls, hyperparameters: str, epsilon: float, delta: float, declared: int) -> tuple:
     """A sound DPAR run's mechanisms: the plan its ``_fit`` makes from the declared training-set
     size n̂ (:meth:`_DPAR.plan`), rebuilt from the plan's records without the identity
-    amplification (:func:`~dpaudit.private_selection.accounted_records`). Cached: a plan
+    amplification (:func:`~dpaudit.training.private_selection.accounted_records`). Cached: a plan
     calibrates three noise scales (seconds each), and the per-run ε search, the selection and
     the load-time re-plan ask for the same candidates at the same ε_run; the key is every public
     input of the plan."""

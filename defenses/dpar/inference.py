@@ -1,4 +1,4 @@
-"""What DPAR's answers read, and so what its ε covers per deployment (:mod:`dpaudit.deployments`).
+"""What DPAR's answers read, and so what its ε covers per deployment (:mod:`dpaudit.release.deployments`).
 
 Eq. 4 propagates f_θ's outputs over the query graph. Over a graph the querier supplies that is a
 function of the private weights and the querier's graph (covered); over the owner's training
@@ -8,7 +8,7 @@ an answer is f_θ(x_v) of the queried node's own features (covered everywhere, l
 
 from __future__ import annotations
 
-from dpaudit.deployments import inference_entry
+from dpaudit.release.deployments import inference_entry
 
 INFERENCE_NOTE = (
     "inference propagates the MLP outputs over the query graph (with self-loops) by power iteration (DPAR Eq. 4): "
@@ -23,7 +23,7 @@ FEATURES_NOTE = (
 
 
 def inference_card(power_steps: int, private: bool = True) -> dict:
-    """The card's ``inference`` entry, per deployment (:mod:`dpaudit.deployments`). Over a graph the
+    """The card's ``inference`` entry, per deployment (:mod:`dpaudit.release.deployments`). Over a graph the
     querier supplies (DPAR's own inductive setting), Eq. 4 is a function of the private weights
     and the querier's graph: covered for the training data. Over the owner's training graph, Eq. 4
     with P ≥ 1 reads its edges and neighbours' features in the clear (not covered); P = 0 answers

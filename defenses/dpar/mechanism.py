@@ -11,7 +11,7 @@ import torch
 from scipy.stats import binom
 
 from dpaudit.accounting import SensitivityMixtureGaussian
-from dpaudit.sampling import poisson_subset
+from dpaudit.training.sampling import poisson_subset
 
 
 def poisson_sample(num: int, rate: float, generator: torch.Generator) -> torch.Tensor:

@@ -10,8 +10,8 @@ from torch_geometric.utils import add_self_loops, remove_self_loops
 from defenses.dpar.inference import FEATURES_NOTE, INFERENCE_NOTE, inference_card  # noqa: F401  (re-exported)
 from defenses.dpar.protocols import verify_privacy
 from dpaudit.errors import DPAuditError, ModelFormatError
-from dpaudit.model import ReleasedModel, _node_index, register_model_kind
 from dpaudit.nn import build_architecture
+from dpaudit.release.model import ReleasedModel, _node_index, register_model_kind
 
 
 class DPARNet(torch.nn.Module):

@@ -5,7 +5,7 @@ calibration and the privacy spec (see the package docstring of :mod:`defenses.dp
   count |S|; ``sound``: from :func:`expected_rows`, round(q′n̂) of the **declared** training-set
   size n̂, and M·K pair terms at λq — never the real n).
 * :func:`plan_dpar` — the whole plan of a run (schedule, noise, the card's ``dpar`` section), shared by
-  training and by the load-time re-planning of a saved card (:meth:`dpaudit.defense.Defense.replan`).
+  training and by the load-time re-planning of a saved card (:meth:`dpaudit.training.defense.Defense.replan`).
 * :func:`plan_sound` — DP-APPR + the mixture-of-Gaussians DP-SGD of a node's removed terms,
   amplified by q′ node sampling; ``sound: true``.
 * :func:`plan_paper` — the paper's Theorems 1–3 with q′ scaling; ``sound: false`` and every
@@ -38,8 +38,8 @@ from dpaudit.accounting import (
 )
 from dpaudit.accounting.mechanisms import NODE_SAMPLING_AMPLIFICATION
 from dpaudit.accounting.verify import Verification
-from dpaudit.dpsgd import noise_for_plan
 from dpaudit.errors import PrivacyParameterError
+from dpaudit.training.dpsgd import noise_for_plan
 
 if TYPE_CHECKING:
     from defenses.dpar import DPARHyperparameters
@@ -116,7 +116,7 @@ def plan_sound(
     """Calibrate DP-APPR to ``appr_budget_ratio`` of the inner budget, then DP-SGD to the rest,
     so that the Poisson-node-sampling-amplified total is ≤ ε (module docstring, ``sound``).
     ``recorded``: a saved card's ``dpar`` section, whose noise scales are reused where they meet
-    the calibration's contract (:func:`dpaudit.dpsgd.noise_for_plan`)."""
+    the calibration's contract (:func:`dpaudit.training.dpsgd.noise_for_plan`)."""
     q_node = hp.node_sample_rate
     if not delta < q_node:
         raise PrivacyParameterError(f"dpar: delta ({delta:g}) must be below the node sampling rate q′ ({q_node:g})")
@@ -384,7 +384,7 @@ def verify_privacy(privacy: PrivacySpec, card: dict[str, Any]) -> Verification:
     A privately selected model (``card["selection"]``) records one
     :class:`~dpaudit.accounting.PrivateSelection` instead, recomputed by
     :func:`~dpaudit.accounting.verify.verify_spec`; its candidates' plans are re-derived on load
-    by :func:`dpaudit.private_selection.replan_selection`.
+    by :func:`dpaudit.training.private_selection.replan_selection`.
 
     ``paper``: the paper's arithmetic is redone — ε_pr = ratio·ε_target/q′ (the record's), the
     per-row ε by DPAR's strong composition, σ (GM) or the selection ε (EM) from it, the DP-SGD
@@ -395,7 +395,7 @@ def verify_privacy(privacy: PrivacySpec, card: dict[str, Any]) -> Verification:
         IntegrityError: on any mismatch (one line).
     """
     from dpaudit.accounting.verify import check_claims, check_ledger_epsilon, close, refuse, verify_spec
-    from dpaudit.model import card_protocol
+    from dpaudit.release.model import card_protocol
 
     check_claims(privacy, "node", card_protocol(card))
     if not privacy.is_private:
@@ -406,7 +406,7 @@ def verify_privacy(privacy: PrivacySpec, card: dict[str, Any]) -> Verification:
     if not records:
         return verify_spec(privacy, "node", card_protocol(card))
     if "selection" in card:
-        # select=private (dpaudit.private_selection): one selection record, recomputed here from
+        # select=private (dpaudit.training.private_selection): one selection record, recomputed here from
         # its candidates' records; the load-time re-plan re-derives every candidate from the card
         if len(records) != 1 or records[0].get("mechanism") != "PrivateSelection":
             raise refuse("a privately selected DPAR spec records exactly one private selection")

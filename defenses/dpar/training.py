@@ -9,9 +9,9 @@ from torch.func import functional_call, grad, vmap
 
 from defenses.dpar.mechanism import poisson_sample
 from defenses.dpar.model import DPARNet
-from dpaudit.dpsgd import CanaryLaw, canaries_for
 from dpaudit.progress import steps as progress_steps
 from dpaudit.runtime import rand_on, randn_on
+from dpaudit.training.dpsgd import CanaryLaw, canaries_for
 
 
 def _row_loss(params, buffers, module, features, weights, label):
@@ -153,7 +153,7 @@ def train_rows(
     A private run takes every one of ``steps`` steps, noise-only when the batch is empty (skipping
     it would reveal that). Returns the number of steps taken.
 
-    Inside :func:`dpaudit.dpsgd.inserting_canaries`, a noisy run with a ``canary_law`` (``sound``:
+    Inside :func:`dpaudit.training.dpsgd.inserting_canaries`, a noisy run with a ``canary_law`` (``sound``:
     :class:`defenses.dpar.canaries.NodeTerms`) also trains on the white-box Dirac canaries: added
     to the clipped sum before the noise, observed after it, on a generator of their own."""
     device = x.device

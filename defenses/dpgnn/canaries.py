@@ -2,7 +2,7 @@ r"""The law by which one gradient canary enters DP-GNN's training: a node of The
 relation, owning N(K, r) subgraph terms drawn like a real node's (Daigavane et al.,
 "Node-Level Differentially Private Graph Neural Networks", Theorem 1 and Lemma 2; white-box
 Dirac canaries as in Steinke, Nasr & Jagielski, NeurIPS 2023, driven by
-:class:`dpaudit.dpsgd.DiracCanaries`).
+:class:`dpaudit.training.dpsgd.DiracCanaries`).
 
 Theorem 1 bounds one step of DP-GNN for a node v whose k = N(K, r) training subgraphs (its own,
 rooted at v, and at most k − 1 it is read in) sit in k of the N slots, of which the batch takes a
@@ -49,7 +49,7 @@ COVERAGE = (
 
 @dataclass
 class NodeOccurrences:
-    """A :class:`dpaudit.dpsgd.CanaryLaw` for DP-GNN (module docstring): ``population`` N slots,
+    """A :class:`dpaudit.training.dpsgd.CanaryLaw` for DP-GNN (module docstring): ``population`` N slots,
     ``batch_size`` m drawn per step without replacement, ``terms`` k = min(N(K, r), N) slots per
     node. Draws come from a NumPy generator seeded once from the hook's own torch generator (the
     training's batches and noise are untouched)."""

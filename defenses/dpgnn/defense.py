@@ -70,7 +70,7 @@ cover that, and no local degree-bounding rule that refills a node's K slots (or 
 when one neighbour disappears can: a node of unbounded degree touches unboundedly many such
 neighbourhoods. Measured on Cora (K = 5, r = 1, coupled coins): removing the highest-degree
 training node with all its edges changes 60 training subgraphs against N(K, r) = 6
-(``tests/test_dpgnn.py``); the directed removal of the same node changes ≤ 6. Both protocols
+(``tests/defenses/dpgnn/test_dpgnn.py``); the directed removal of the same node changes ≤ 6. Both protocols
 therefore list this in ``spec.unaccounted`` and report ``sound: false`` with the sampler: the
 printed ε is a proven bound for the directed relation only.
 
@@ -113,16 +113,16 @@ from defenses.dpgnn.training import (  # noqa: F401  (clipped_gradient_sum re-ex
     train_dp,
 )
 from dpaudit.accounting import PrivacyLedger, PrivacySpec
-from dpaudit.constraints import COUNT, POSITIVE, WIDTH, Interval, Options
-from dpaudit.datasets import GraphDataset
-from dpaudit.defense import Defense, PrivateHyperparameters
-from dpaudit.deployments import inference_entry
+from dpaudit.training.constraints import COUNT, POSITIVE, WIDTH, Interval, Options
+from dpaudit.data.datasets import GraphDataset
+from dpaudit.data.splits import Split
 from dpaudit.errors import ConfigurationError, ModelFormatError
 from dpaudit.nn import ACTIVATIONS, activation
 from dpaudit.nn import features as sparse_features
-from dpaudit.registry import register_defense
 from dpaudit.release import declared_train_size
-from dpaudit.splits import Split
+from dpaudit.release.deployments import inference_entry
+from dpaudit.training.defense import Defense, PrivateHyperparameters
+from dpaudit.training.registry import register_defense
 
 __all__ = [
     'protocols',

@@ -11,8 +11,8 @@ from torch_geometric.utils import remove_self_loops
 
 from defenses.dpgnn.mechanism import unit_condition
 from dpaudit.errors import ModelFormatError
-from dpaudit.model import ModuleModel, _node_index, register_model_kind
 from dpaudit.nn import activation
+from dpaudit.release.model import ModuleModel, _node_index, register_model_kind
 
 INFERENCE_NOTE = (
     "inference is NOT private: predictions aggregate each queried node's full neighbourhood in the "
@@ -161,7 +161,7 @@ class DPGNNModel(ModuleModel):
         ``sound: true`` with its stated unit condition for the degree promise. The plan itself
         is re-derived from the card by :meth:`defenses.dpgnn.DPGNN.replan`."""
         from dpaudit.accounting.verify import refuse, verify_spec
-        from dpaudit.model import card_protocol
+        from dpaudit.release.model import card_protocol
 
         protocol = card_protocol(card)
         condition = unit_condition(protocol, dict(card.get("hyperparameters") or {}))

@@ -58,7 +58,7 @@ UNDIRECTED_STEP = (
     "N(K, r) = {bound} training subgraphs change. Removing a node together with all its undirected edges also "
     "removes it from the incoming edgelists of the nodes it reads, which changes Algorithm 1's keep probability "
     "K/(2|RE_w|) and its drop rule at each of them, and so subgraphs it never occurs in: the number of changed "
-    "subgraphs is unbounded in the worst case (tests/test_dpgnn.py measures it on Cora), so the spent ε is a "
+    "subgraphs is unbounded in the worst case (tests/defenses/dpgnn/test_dpgnn.py measures it on Cora), so the spent ε is a "
     "proven bound for the directed relation only"
 )
 

@@ -24,10 +24,10 @@ from defenses.dpgnn.batches import FlatBatch, flat_batch, padded_gram
 from defenses.dpgnn.canaries import NodeOccurrences
 from defenses.dpgnn.mechanism import SubgraphIndex, sample_slots
 from defenses.dpgnn.model import DPGCNNet
-from dpaudit.dpsgd import DiracCanaries, canaries_for
 from dpaudit.nn import SparseFeatures
 from dpaudit.nn import features as sparse_features
 from dpaudit.progress import steps as progress_steps
+from dpaudit.training.dpsgd import DiracCanaries, canaries_for
 
 # --------------------------------------------------------------------------- reference (materialised)
 
@@ -346,7 +346,7 @@ def train_dp(
     ``seed + 1`` and ``seed + 2``. ``occurrences``: Lemma 1's N(K, r), the most subgraphs one
     node occurs in (what a canary node owns).
 
-    Inside :func:`dpaudit.dpsgd.inserting_canaries`, a noisy run also trains on the white-box
+    Inside :func:`dpaudit.training.dpsgd.inserting_canaries`, a noisy run also trains on the white-box
     Dirac canaries, each a node of Theorem 1's relation (:mod:`defenses.dpgnn.canaries`): they
     are added to the clipped sum before the noise and observed after it; their draws come from
     a generator of their own, so the batches and the noise are those of the run without them.

@@ -31,7 +31,7 @@ where the others use L2-normalise → BatchNorm → SELU. Setting ``batch_norm=T
 Shapes: features ``x`` [N, F]; encodings and each hop [N, hidden]; training aggregations
 [N, K·hidden]; classifier input [N, (K+1)·hidden]; embedding [N, (K+1)·hidden]; logits [N, C].
 
-Protocols (``protocol`` hyperparameter, :class:`dpaudit.defense.PrivateHyperparameters`)
+Protocols (``protocol`` hyperparameter, :class:`dpaudit.training.defense.PrivateHyperparameters`)
 -----------------------------------------------------------------------------------------
 ``paper`` uses the per-direction edge sensitivity 1, the random out-degree sampling with the
 paper's √D, best-validation checkpoints and selects K (and D) on validation accuracy over
@@ -142,7 +142,7 @@ neighbour-side quantity at each of its m neighbours, and no constant bounds the 
 maximum-entropy projection above is global — a hub's edges get weight ≈ D/m, so its removal
 barely moves its neighbours — and its bound comes from strong convexity, not from a local rule.
 
-Both DP-SGD runs sample with a rate fixed before training (:class:`~dpaudit.dpsgd.PoissonSchedule`):
+Both DP-SGD runs sample with a rate fixed before training (:class:`~dpaudit.training.dpsgd.PoissonSchedule`):
 the ``sample_rate`` hyperparameter, or 1/⌈n̂/B⌉ with ⌈n̂/B⌉ steps per epoch from the declared
 training-set size n̂ (a public benchmark's split size). The real number n of training nodes
 is private at node level; each node is included in a batch independently with probability q
@@ -233,17 +233,17 @@ from defenses.gap.model import (  # noqa: F401  (re-exported)
 from defenses.gap.projection import DegreeProjection, projection_of
 from defenses.gap.training import _accuracy, _train_full_batch, _train_minibatch
 from dpaudit.accounting import GaussianMechanism, PoissonSubsampledGaussian, PrivacyLedger, PrivacySpec
-from dpaudit.constraints import COUNT, DROPOUT, POSITIVE, SAMPLE_RATE, WIDTH, Interval, Items, Options
-from dpaudit.datasets import GraphDataset
-from dpaudit.defense import Defense, PrivateHyperparameters
-from dpaudit.deployments import inference_entry
-from dpaudit.dpsgd import PoissonSchedule, noise_for_plan, plan_mismatch
+from dpaudit.training.constraints import COUNT, DROPOUT, POSITIVE, SAMPLE_RATE, WIDTH, Interval, Items, Options
+from dpaudit.data.datasets import GraphDataset
+from dpaudit.data.splits import Split
 from dpaudit.errors import ConfigurationError, DPAuditError
 from dpaudit.nn import features as sparse_features
-from dpaudit.private_selection import Score
-from dpaudit.registry import register_defense
 from dpaudit.release import declared_population, declared_train_size, require_declared
-from dpaudit.splits import Split
+from dpaudit.release.deployments import inference_entry
+from dpaudit.training.defense import Defense, PrivateHyperparameters
+from dpaudit.training.dpsgd import PoissonSchedule, noise_for_plan, plan_mismatch
+from dpaudit.training.private_selection import Score
+from dpaudit.training.registry import register_defense
 
 __all__ = [
     'protocols',
@@ -354,7 +354,7 @@ class GAPNodeHyperparameters(GAPHyperparameters):
     graphs of at most the declared number of nodes); ``degree_bound=promise`` refuses a graph of
     maximum degree above ``max_degree`` (bounded-degree node-level DP).
     The DP-SGD rate is ``sample_rate`` when set, else 1/⌈n̂/B⌉ from the declared training-set
-    size n̂ (:class:`~dpaudit.dpsgd.PoissonSchedule`); the real number of training nodes is never read."""
+    size n̂ (:class:`~dpaudit.training.dpsgd.PoissonSchedule`); the real number of training nodes is never read."""
 
     _parameter_constraints: ClassVar[dict[str, list]] = {
         "batch_size": [COUNT],
@@ -567,7 +567,7 @@ class _GAP(Defense):
         ]
 
     def _calibrate(self, delta: float, schedules, hops: int) -> float:
-        """σ for ε at δ with K hops (:func:`~dpaudit.dpsgd.noise_for_plan`), memoised per process: σ is a
+        """σ for ε at δ with K hops (:func:`~dpaudit.training.dpsgd.noise_for_plan`), memoised per process: σ is a
         deterministic function of the mechanisms' parameters, which repeat across seeds of a
         plan (the opacus RDP of a Poisson-sampled Gaussian is slow to evaluate)."""
         shape = tuple((s.sample_rate, s.steps) for s in schedules) if schedules else ()
@@ -588,7 +588,7 @@ class _GAP(Defense):
         the card's ``gap`` section names (chosen on validation data under ``paper``, which its
         spec lists as unaccounted, or as post-processing at edge level) with the hops released on
         the training graph (``released_hops``, K_max of a prefix choice; K when absent). σ is the section's when it meets the calibration's contract
-        (:func:`~dpaudit.dpsgd.noise_for_plan`), else re-calibrated; the section itself must be
+        (:func:`~dpaudit.training.dpsgd.noise_for_plan`), else re-calibrated; the section itself must be
         the plan's, and every record after the training ledger one query-graph PMA release.
 
         Raises:

@@ -1,7 +1,7 @@
 """GAP's mechanism math as pure functions: SUM aggregation, PMA (Algorithm 1), the paper's
 degree sampling, the sound degree promise, sensitivities and the canonical graph key.
 
-Each function is tested alone in ``tests/test_gap.py`` (sensitivities measured empirically).
+Each function is tested alone in ``tests/defenses/gap/test_gap.py`` (sensitivities measured empirically).
 The proofs are in :mod:`defenses.gap` (package docstring).
 """
 
@@ -14,7 +14,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from dpaudit.adjacency import Adjacency
+from dpaudit.data.adjacency import Adjacency
 from dpaudit.errors import ConfigurationError, DPAuditError
 from dpaudit.runtime import randn_on
 
@@ -75,7 +75,7 @@ def private_multi_hop_aggregation(
     ``x0`` must already be row-normalised (Eq. 6). For each hop: aggregate (Eq. 7), add
     :math:`\mathcal N(0, \text{noise\_std}^2)` to every entry (Eq. 8), row-normalise (Eq. 9).
     ``noise_std = 0`` gives GAP-∞. With noise 0 the first k hops of a K-hop run are the k-hop run.
-    ``operator`` (a :class:`~dpaudit.adjacency.Propagation`, e.g. a degree projection's weighted
+    ``operator`` (a :class:`~dpaudit.data.adjacency.Propagation`, e.g. a degree projection's weighted
     sum) replaces the plain SUM over ``edge_index``.
     """
     if noise_std < 0 or not math.isfinite(noise_std):

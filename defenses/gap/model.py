@@ -36,10 +36,10 @@ from defenses.gap.projection import projection_of
 from defenses.gap.queries import QueryRelease, features_unchanged, local_edges, row_digests, structure_key
 from dpaudit.accounting import GaussianMechanism, PoissonSubsampledGaussian, PrivacyLedger, PrivacySpec
 from dpaudit.accounting.mechanisms import mechanism_from_record
-from dpaudit.adjacency import TensorCache
+from dpaudit.data.adjacency import TensorCache
 from dpaudit.errors import DPAuditError, ModelFormatError, PrivacyParameterError
-from dpaudit.model import Answers, ReleasedModel, _node_index, register_model_kind
 from dpaudit.nn import InputLinear
+from dpaudit.release.model import Answers, ReleasedModel, _node_index, register_model_kind
 
 log = logging.getLogger(__name__)
 
@@ -154,7 +154,7 @@ def _mechanism_record(m) -> dict[str, Any]:
 
 
 def _mechanism_from(record: dict[str, Any]):
-    if "mechanism" in record:  # dpaudit's own record: a private selection (dpaudit.private_selection)
+    if "mechanism" in record:  # dpaudit's own record: a private selection (dpaudit.training.private_selection)
         try:
             return mechanism_from_record(record)
         except PrivacyParameterError as exc:
@@ -270,7 +270,7 @@ def query_graph_key(graph: Data) -> str:
     """:func:`~defenses.gap.mechanism.graph_key` of ``graph`` (SHA-256 of the node count, the
     canonical edge set and the features), hashed once per graph object: while the very same
     ``edge_index`` and ``x`` tensors are alive and unmodified in place (identity and version
-    counter, :class:`~dpaudit.adjacency.TensorCache`), the key is reused; any other tensor, or an
+    counter, :class:`~dpaudit.data.adjacency.TensorCache`), the key is reused; any other tensor, or an
     in-place torch edit of one, is hashed in full. Two graphs that differ in one edge or one
     feature value therefore never share a key. (Writes through ``.numpy()`` or ``.data`` bypass
     torch's version counter: edit query graphs with torch operations.)"""
@@ -681,7 +681,7 @@ class GAPModel(ReleasedModel):
             IntegrityError: on any mismatch (one line).
         """
         from dpaudit.accounting.verify import refuse, verify_spec
-        from dpaudit.model import card_protocol
+        from dpaudit.release.model import card_protocol
 
         level_unit = {"edge": "edge", "node": "node"}.get(config.get("level"))
         try:

@@ -57,7 +57,7 @@ highest-degree nodes, moved the other rows by at most 1.44·D in squared norm (D
 J was at most 1.6 % of H_v (step 1), and the whole change was ≈ D against Δ ≈ 3D–4D; the
 worst family found, v joined to one side of K_{D,D}, reaches ≈ 4.9·D. A proof that the other
 rows move by O(D) would bring Δ to ≈ D. On a graph of N̄ = D + 1 nodes Δ is within 1.5× of the
-change a star's centre makes (``tests/test_gap_projection.py``).
+change a star's centre makes (``tests/defenses/gap/test_gap_projection.py``).
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ from dataclasses import dataclass
 
 import torch
 
-from dpaudit.adjacency import Propagation, TensorCache, index_dtype
+from dpaudit.data.adjacency import Propagation, TensorCache, index_dtype
 from dpaudit.errors import DPAuditError
 
 log = logging.getLogger(__name__)
@@ -171,7 +171,7 @@ _PROJECTIONS = TensorCache(size=4)
 
 def projection_of(edge_index: torch.Tensor, num_nodes: int, cap: int | float) -> DegreeProjection:
     """:func:`entropy_projection` at the default tolerance, cached while that very ``edge_index``
-    tensor is alive and unedited (:class:`~dpaudit.adjacency.TensorCache`): a private selection's
+    tensor is alive and unedited (:class:`~dpaudit.data.adjacency.TensorCache`): a private selection's
     runs and repeated queries of one graph solve it once. The solve is deterministic, so a
     cached projection is the one a new solve would return."""
     return _PROJECTIONS.get(

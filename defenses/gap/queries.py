@@ -7,7 +7,7 @@ queried nodes, and the memo entry that lets the same release answer again.
 v's in-neighbours at hop K − 1 and of :math:`Z^{(K)}_v` only; unrolled, the rows of a node set T
 at hop K are a function of the encoder rows :math:`\check X^{(0)}` of the nodes within K hops of
 T, of the edges into the nodes within K − 1 hops, and of the noise of those nodes' (node, hop)
-entries — nothing else. PMA run on exactly that subgraph (:meth:`~dpaudit.adjacency.Adjacency.
+entries — nothing else. PMA run on exactly that subgraph (:meth:`~dpaudit.data.adjacency.Adjacency.
 neighbourhood`: every in-edge of a node within K − 1 hops, none into the boundary) computes the
 same function of the same inputs with noise of the same law, so T's rows have **the same joint
 distribution** as T's rows of a whole-graph release: the answer is a sub-view of the release on
@@ -36,7 +36,7 @@ import torch
 from torch_geometric.data import Data
 
 from defenses.gap.mechanism import canonical_edges
-from dpaudit.adjacency import TensorCache, adjacency_of
+from dpaudit.data.adjacency import TensorCache, adjacency_of
 
 # edge structures of recently queried graphs, by the identity and version of ``edge_index``
 _STRUCTURE_KEYS = TensorCache(size=64)

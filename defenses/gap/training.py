@@ -1,5 +1,5 @@
 """GAP's training loops: full-batch Adam (gap-inf, gap-edp) and DP-Adam through
-:func:`dpaudit.dpsgd.train_dp_sgd` on a planned :class:`~dpaudit.dpsgd.PoissonSchedule`
+:func:`dpaudit.training.dpsgd.train_dp_sgd` on a planned :class:`~dpaudit.training.dpsgd.PoissonSchedule`
 (gap-ndp), each keeping the last iterate or, under ``protocol=paper``, the best-validation epoch.
 """
 
@@ -13,8 +13,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from dpaudit.accounting import PoissonSubsampledGaussian
-from dpaudit.dpsgd import PoissonSchedule, make_optimizer, train_dp_sgd
 from dpaudit.progress import steps as progress_steps
+from dpaudit.training.dpsgd import PoissonSchedule, make_optimizer, train_dp_sgd
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ def _train_minibatch(
     desc: str,
     val: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> PoissonSubsampledGaussian | None:
-    """DP-Adam through :func:`dpaudit.dpsgd.train_dp_sgd` on the planned ``schedule`` (Poisson
+    """DP-Adam through :func:`dpaudit.training.dpsgd.train_dp_sgd` on the planned ``schedule`` (Poisson
     rate, steps and normaliser fixed from public inputs before training; per-example clipping to
     ``max_grad_norm`` by ghost norms, Gaussian noise σ·C); returns the mechanism spent (``None``
     when σ = 0: plain minibatch Adam over ``epochs``, ``schedule`` None). With ``val`` the

@@ -75,10 +75,10 @@ import torch.nn.functional as F
 
 from defenses.gcon.mechanism import gcon_features, make_loss, normalized_adjacency
 from defenses.gcon.model import GCONModel, encode_features
-from dpaudit.canary_design import CanaryDesign, dataset_with_canaries, register_structure, undirected_pairs
-from dpaudit.datasets import GraphDataset
+from dpaudit.auditing.canary_design import CanaryDesign, dataset_with_canaries, register_structure, undirected_pairs
+from dpaudit.data.datasets import GraphDataset
+from dpaudit.data.splits import Split
 from dpaudit.errors import ConfigurationError, DPAuditError
-from dpaudit.splits import Split
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +117,7 @@ def _check_count(count) -> int:
 
 @dataclass(frozen=True)
 class GCONPairs:
-    """The :class:`dpaudit.canary_design.CanaryStructure` of GCON's worst-case edge canaries (module
+    """The :class:`dpaudit.auditing.canary_design.CanaryStructure` of GCON's worst-case edge canaries (module
     docstring): auditor-added node pairs, the edge inside each pair being the coin."""
 
     name: str = STRUCTURE

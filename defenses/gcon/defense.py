@@ -114,7 +114,7 @@ from defenses.gcon.protocols import (
     selects_encoder_checkpoint,
 )
 from dpaudit.accounting import PrivacyLedger, PrivacySpec
-from dpaudit.constraints import (
+from dpaudit.training.constraints import (
     COUNT,
     DROPOUT,
     FRACTION,
@@ -125,16 +125,16 @@ from dpaudit.constraints import (
     Interval,
     Options,
 )
-from dpaudit.datasets import GraphDataset
-from dpaudit.defense import Defense, PrivateHyperparameters
-from dpaudit.deployments import inference_entry
+from dpaudit.data.datasets import GraphDataset
+from dpaudit.data.splits import Split
 from dpaudit.errors import ConfigurationError
 from dpaudit.nn import ACTIVATIONS, MLP
 from dpaudit.nn import features as sparse_features
 from dpaudit.progress import steps as progress_steps
-from dpaudit.registry import register_defense
+from dpaudit.release.deployments import inference_entry
 from dpaudit.runtime import seed_everything
-from dpaudit.splits import Split
+from dpaudit.training.defense import Defense, PrivateHyperparameters
+from dpaudit.training.registry import register_defense
 
 __all__ = [
     'GCON',

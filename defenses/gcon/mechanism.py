@@ -213,7 +213,7 @@ def normalized_adjacency(edge_index: torch.Tensor, num_nodes: int, dtype=torch.f
     r""":math:`\tilde A = D^{-1}(A + I)` (Section IV-C2, r = 0) as a sparse COO tensor.
 
     ``edge_index`` must hold both directions of every undirected edge and no self loops (the
-    :class:`~dpaudit.datasets.GraphDataset` invariants); every row of :math:`\tilde A` sums to 1.
+    :class:`~dpaudit.data.datasets.GraphDataset` invariants); every row of :math:`\tilde A` sums to 1.
     """
     device = edge_index.device
     loops = torch.arange(num_nodes, device=device)

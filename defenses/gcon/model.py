@@ -24,8 +24,8 @@ from defenses.gcon.mechanism import (  # noqa: F401  (json_float, steps_to_json 
 from defenses.gcon.plan import amp_calibration
 from dpaudit.accounting import PrivacySpec
 from dpaudit.errors import ModelFormatError
-from dpaudit.model import ReleasedModel, _node_index, register_model_kind
 from dpaudit.nn import MLP
+from dpaudit.release.model import ReleasedModel, _node_index, register_model_kind
 
 INFERENCE_MODES = ("private", "public")
 
@@ -92,7 +92,7 @@ class GCONModel(ReleasedModel):
         """
         from defenses.gcon.mechanism import TheoremOneParameters, make_loss, sensitivity_psi, theorem1_parameters
         from dpaudit.accounting.verify import check_claims, close, refuse, verify_spec
-        from dpaudit.model import card_protocol
+        from dpaudit.release.model import card_protocol
 
         check_claims(privacy, "edge", card_protocol(card))
         if not privacy.is_private:

@@ -76,7 +76,7 @@ class PrivacySpec:
         unaccounted: every step that read private data and is not covered by ``epsilon``
             (selection on validation data, clipping norms from private gradients, a paper's
             invalid bound, ...). Non-empty exactly when ``sound`` is ``False``.
-        protocol: ``"sound"`` or ``"paper"`` (see :mod:`dpaudit.defense`); ``None`` for
+        protocol: ``"sound"`` or ``"paper"`` (see :mod:`dpaudit.training.defense`); ``None`` for
             models that have no protocol choice (baselines, adapted models).
         epsilon_by_accountant: ε at the same δ under every analysis the ledger could apply
             (``"rdp"``, ``"pld"``, ``"gaussian"``); ``epsilon`` is the one ``accountant`` names

@@ -26,7 +26,7 @@ a spec whose ε, δ, μ, unit, protocol or ``sound`` flag does not match:
 What it cannot do alone: this is a *consistency* check, not a signature. Someone who edits ε
 *and* every mechanism parameter so that they agree (e.g. raises σ in the record) produces a
 file whose arithmetic is proven — for mechanisms the weights did not go through. Defenses with
-a plan close most of that gap on load (:func:`dpaudit.model.check_plan` re-derives the records
+a plan close most of that gap on load (:func:`dpaudit.release.model.check_plan` re-derives the records
 from the card's hyperparameters, target ε, δ and declared facts); editing those too still
 produces a consistent file. Tying σ to the
 weights needs a signed release; dpaudit ships none. Steps a paper's protocol leaves

@@ -1,9 +1,9 @@
 """The defense contract, one function per check (scikit-learn's ``check_estimator`` for defenses).
 
-Every registered defense (:func:`dpaudit.registry.available_defenses`) must pass every check;
+Every registered defense (:func:`dpaudit.training.registry.available_defenses`) must pass every check;
 :mod:`tests.contract.test_defense_contract` parametrises them over the registry, so a new
 defense gets them all by registering. :func:`check_defense` runs them all on one defense
-(a registered name or a :class:`~dpaudit.defense.Defense` subclass)::
+(a registered name or a :class:`~dpaudit.training.defense.Defense` subclass)::
 
     check_defense("gcon", tmp_path, encoder_epochs=5)
 
@@ -28,14 +28,14 @@ from typing import Any
 import torch
 from safetensors import safe_open
 
-import dpaudit.model
-from dpaudit.datasets import GraphDataset, csbm
-from dpaudit.defense import Defense
+import dpaudit.release.model
+from dpaudit.data.datasets import GraphDataset, csbm
+from dpaudit.data.splits import Split, make_split
 from dpaudit.errors import ConfigurationError, ModelFormatError
-from dpaudit.model import META_FILE, PLUGIN_GROUP, WEIGHTS_FILE, ReleasedModel, training_release
-from dpaudit.registry import available_defenses, get_defense
+from dpaudit.release.model import META_FILE, PLUGIN_GROUP, WEIGHTS_FILE, ReleasedModel, training_release
 from dpaudit.runtime import to_json
-from dpaudit.splits import Split, make_split
+from dpaudit.training.defense import Defense
+from dpaudit.training.registry import available_defenses, get_defense
 
 #: the privacy target of a private defense under test (δ given: no declared size is needed)
 EPSILON, DELTA = 4.0, 1e-3
@@ -45,8 +45,8 @@ SPLIT = "random:0.6,0.2,0.2"
 
 def registered_defenses() -> list[str]:
     """Every defense the installed plugins register (``dpaudit.plugins`` entry points), by name:
-    :func:`~dpaudit.registry.available_defenses` less the ones a test module registered for
-    itself (e.g. tests/test_gradient_canary.py's deliberately quieter mlp-dp), which would
+    :func:`~dpaudit.training.registry.available_defenses` less the ones a test module registered for
+    itself (e.g. tests/dpaudit/app/test_gradient_canary.py's deliberately quieter mlp-dp), which would
     otherwise join the suite or not depending on which test file was imported first."""
     plugins = {entry.value.split(":")[0].split(".")[0] for entry in metadata.entry_points(group=PLUGIN_GROUP)}
     return [name for name in available_defenses() if get_defense(name).__module__.split(".")[0] in plugins]
@@ -163,7 +163,7 @@ def _manifest(directory: Path) -> dict[str, tuple[tuple[int, ...], str]]:
 
 
 def check_save_load_round_trip(subject: Subject, tmp_path: Path) -> None:
-    """``save`` then :func:`dpaudit.model.load` — the owner's copy and a third party's
+    """``save`` then :func:`dpaudit.release.model.load` — the owner's copy and a third party's
     (``record=False``) — give the same kind, privacy spec, card, config and tensors, and the
     same answers: ``predict_proba`` / ``embed`` under one global seed, and the owner's training
     release (where the model has one: GAP's cached aggregations) answer for answer."""
@@ -176,8 +176,8 @@ def check_save_load_round_trip(subject: Subject, tmp_path: Path) -> None:
         "record": _json(model.record),
     }
     tensors = model.state_tensors()
-    owner = dpaudit.model.load(directory)
-    public = dpaudit.model.load(directory, record=False)
+    owner = dpaudit.release.model.load(directory)
+    public = dpaudit.release.model.load(directory, record=False)
     graph, nodes = subject.dataset.data, subject.split.test
     reference = _answers(copy.deepcopy(model), graph, nodes)
     release = training_release(model)
@@ -207,7 +207,7 @@ def check_save_load_round_trip(subject: Subject, tmp_path: Path) -> None:
 def _refused(directory: Path) -> str | None:
     """The load error's message, or ``None`` when the file loads."""
     try:
-        dpaudit.model.load(directory, record=False)
+        dpaudit.release.model.load(directory, record=False)
     except ModelFormatError as exc:  # IntegrityError is one
         return str(exc)
     return None

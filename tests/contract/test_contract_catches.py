@@ -8,8 +8,8 @@ import os
 import pytest
 import torch
 
-import dpaudit.model
-import dpaudit.registry
+import dpaudit.release.model
+import dpaudit.training.registry
 from contract.checks import (
     Subject,
     check_defense,
@@ -19,8 +19,8 @@ from contract.checks import (
     tiny_graph,
 )
 from defenses.baselines import MLPBaseline
-from dpaudit.model import ModuleModel, register_model_kind
-from dpaudit.registry import get_defense, register_defense
+from dpaudit.release.model import ModuleModel, register_model_kind
+from dpaudit.training.registry import get_defense, register_defense
 
 FAST = {"epochs": 3, "hidden": 8}
 
@@ -102,9 +102,9 @@ def broken():
         register_defense(defense)
     yield
     for defense in (*kinds, NondeterministicDefense, LeakyGCON):
-        dpaudit.registry._DEFENSES.pop(defense.name, None)
-        dpaudit.model._MODEL_KINDS.pop(defense.name, None)
-    assert not any(name.startswith("contract-") for name in dpaudit.registry.available_defenses())
+        dpaudit.training.registry._DEFENSES.pop(defense.name, None)
+        dpaudit.release.model._MODEL_KINDS.pop(defense.name, None)
+    assert not any(name.startswith("contract-") for name in dpaudit.training.registry.available_defenses())
 
 
 @pytest.fixture(scope="module")

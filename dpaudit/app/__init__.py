@@ -1,0 +1,1 @@
+"""The composition layer — the only part of the core that imports defenses, attacks and reports: the command line (one module per command), workflows (audit, compare, canaries, study), the train pipeline and output-file checks. Nothing in the core imports it."""

@@ -1,0 +1,150 @@
+"""The arguments ``audit``, ``compare`` and ``demo`` share: ``[NAME.]KEY=VALUE`` overrides of
+defenses and attacks, lists and ε grids, the study options and ``--allow-long``."""
+
+from __future__ import annotations
+
+import dataclasses
+import shlex
+import sys
+from typing import Any
+
+from dpaudit.app.commands._common import parse_literal
+from dpaudit.errors import ConfigurationError
+
+
+def split_assignment(item: str, flag: str) -> tuple[str | None, str, str]:
+    key, sep, value = item.partition("=")
+    if not sep or not key.strip():
+        raise ConfigurationError(f"{flag} expects [NAME.]KEY=VALUE, got {item!r}")
+    scope, dot, key = key.strip().rpartition(".") if "." in key else ("", "", key.strip())
+    return (scope or None), key.strip().replace("-", "_"), value.strip()
+
+
+def defense_overrides(assignments: list[str], defenses: list[str]) -> dict[str, dict[str, Any]]:
+    """``--set DEFENSE.KEY=VALUE`` (one defense) or ``--set KEY=VALUE`` (every defense that has KEY),
+    typed by each defense's hyperparameter dataclass."""
+    from dpaudit.training.defense import parse_overrides
+    from dpaudit.training.registry import get_defense
+
+    out: dict[str, dict[str, Any]] = {}
+    for item in assignments or []:
+        scope, key, value = split_assignment(item, "--set")
+        targets = [scope] if scope else defenses
+        if scope and scope not in defenses:
+            raise ConfigurationError(f"--set {item}: defense {scope!r} is not in --defenses")
+        applied = False
+        for defense in targets:
+            cls = get_defense(defense)
+            if key in {f.name for f in dataclasses.fields(cls.hyperparameters_class)} or scope:
+                out.setdefault(defense, {}).update(parse_overrides(cls.hyperparameters_class, [f"{key}={value}"]))
+                applied = True
+        if not applied:
+            raise ConfigurationError(f"--set {item}: no defense in the study has a hyperparameter {key!r}")
+    return out
+
+
+def attack_overrides(
+    assignments: list[str], attacks: list[str], allow_long: bool = False
+) -> dict[str, dict[str, Any]]:
+    """``--attack-set ATTACK.KEY=VALUE`` or ``--attack-set KEY=VALUE`` (every attack that accepts
+    KEY); each count at most its cap unless ``allow_long`` (:func:`attacks.check_attack_caps`)."""
+    import attacks as attack_registry
+    from attacks import check_attack_caps, check_attack_ranges
+
+    out: dict[str, dict[str, Any]] = {}
+    for item in assignments or []:
+        scope, key, value = split_assignment(item, "--attack-set")
+        if scope and scope not in attacks:
+            raise ConfigurationError(f"--attack-set {item}: attack {scope!r} is not being run")
+        targets = [scope] if scope else attacks
+        applied = False
+        for name in targets:
+            known = attack_registry.attack_settings(name)
+            if key in known:
+                out.setdefault(name, {})[key] = parse_literal(value)
+                attack_registry.check_setting_types(name, {key: out[name][key]})
+                check_attack_ranges(name, {key: out[name][key]})
+                check_attack_caps(name, {key: out[name][key]}, allow_long)
+                applied = True
+            elif scope:
+                raise ConfigurationError(f"attack {name!r} has no setting {key!r}; known: {', '.join(sorted(known))}")
+        if not applied:
+            raise ConfigurationError(f"--attack-set {item}: no attack being run accepts {key!r}")
+    return out
+
+
+def list_option(text: str | None, option: str) -> list[str] | None:
+    """``"a, b"`` → ``["a", "b"]``; ``None`` when the option was not given; an option given
+    with nothing in it (``--attacks ''``) is refused, naming ``option``."""
+    if text is None:
+        return None
+    items = [t.strip() for t in text.split(",") if t.strip()]
+    if not items:
+        raise ConfigurationError(f"{option} was given an empty list; name at least one, or leave {option} out")
+    return items
+
+
+def attack_names(text: str | None) -> list[str]:
+    import attacks as attack_registry
+
+    names = list_option(text, "--attacks") or attack_registry.available_attacks()
+    for name in names:
+        attack_registry.get_attack(name)
+    return names
+
+
+def command_line() -> str:
+    return shlex.join(["dpaudit", *sys.argv[1:]])
+
+
+def epsilon_grid(text: str) -> list[str]:
+    """``--epsilons``, each a valid target ε that a defense can calibrate (checked before work)."""
+    from dpaudit.accounting.spec import validate_epsilon
+    from dpaudit.app.commands._common import check_target_epsilon
+
+    items = list_option(text, "--epsilons")
+    for item in items:
+        check_target_epsilon(validate_epsilon(item), what="--epsilons")
+    return items
+
+
+def add_allow_long_argument(p) -> None:
+    """``--allow-long``: run attack counts above their caps and plans estimated above the limit."""
+    p.add_argument(
+        "--allow-long",
+        action="store_true",
+        help="run attack counts above their caps (num_references > 256, runs > 50 ...; see the README) and audits "
+        "estimated above 2 h, which are otherwise refused before any work",
+    )
+
+
+def add_study_arguments(p) -> None:
+    """Options shared by ``compare`` and ``demo``-like commands."""
+    from dpaudit.app.commands._dataset_args import SPLIT_HELP, add_dataset_option_argument
+
+    p.add_argument("--attacks", default=None, help="comma-separated attack names (default: every attack)")
+    p.add_argument("--seeds", type=int, default=1, help="number of seeds per (defense, ε) (seeds 0..N-1)")
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        help="cells run in parallel (worker processes or Ray tasks; default: one per core)",
+    )
+    p.add_argument("--executor", default="local", choices=["local", "ray"])
+    p.add_argument("--split", default=None, help=SPLIT_HELP)
+    p.add_argument("--delta", default="auto", help="δ in (0, 1) or auto (a power of ten below 1/#declared units)")
+    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    p.add_argument("--data-root", default=None)
+    p.add_argument("--set", action="append", metavar="[DEFENSE.]KEY=VALUE", help="defense hyperparameter (repeatable)")
+    p.add_argument("--attack-set", action="append", metavar="[ATTACK.]KEY=VALUE", help="attack setting (repeatable)")
+    add_dataset_option_argument(p)
+    p.add_argument("--keep-failed", action="store_true", help="do not retry cells that failed in an earlier run")
+    p.add_argument("--title", default=None, help="report title")
+    add_allow_long_argument(p)
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="write into --out even if it holds something else "
+        "(another kind of output, or a study with another configuration)",
+    )
+

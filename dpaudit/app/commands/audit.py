@@ -1,0 +1,112 @@
+"""``dpaudit audit``: every applicable attack against one released model, then its report."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from dpaudit.app.commands._common import print_table
+from dpaudit.app.commands._study_args import (
+    add_allow_long_argument,
+    attack_names,
+    attack_overrides,
+    command_line,
+)
+
+
+def cmd_audit(args) -> int:
+    from dpaudit.app.names import check_names
+    from dpaudit.app.outputs import output_lock
+
+    check_names(attacks=args.attacks)  # before torch loads (a fraction of a second)
+    with output_lock(args.out):  # a second audit to the same --out refuses, naming this one
+        return _audit_locked(args)
+
+
+def _audit_locked(args) -> int:
+    from dpaudit.app.commands._dataset_args import parse_dataset_options, valid_bound_advice
+    from dpaudit.app.outputs import check_report_paths
+    from dpaudit.app.workflows import audit, format_plan
+    from dpaudit.app.workflows.audit import check_plan_duration
+    from dpaudit.data.datasets import reload_dataset
+    from dpaudit.release.model import load
+
+    check_report_paths(args.out, "audit", force=args.force)
+    options = parse_dataset_options(args.dataset_option, args.dataset, declaring=False)  # the model's classes
+    names = attack_names(args.attacks)  # names and settings are refused before the model is read
+    settings = attack_overrides(args.attack_set, names, args.allow_long)
+    model = load(args.model, device="cpu")
+    dataset = reload_dataset(model.card.get("dataset"), model.provenance("dataset"), args.dataset, options,
+                             args.data_root)  # fmt: skip
+    result = audit(
+        model,
+        dataset=dataset,
+        attacks=names,
+        settings=settings,
+        quick=args.quick,
+        on_plan=lambda plan: (print(format_plan(plan), flush=True), check_plan_duration(plan, args.allow_long)),
+        data_root=args.data_root,
+        device=args.device,
+        command=command_line(),
+        **({} if args.deployment is None else {"deployment": args.deployment}),
+    )
+    rows = [
+        {"attack": n, "AUC": r.auc, "TPR@1%FPR": (r.tpr_at_fpr or {}).get("0.01"), "ε lower bound": r.epsilon_lower_bound,
+         "covered": "yes" if r.covered_by_guarantee else "no",
+         "fair game": "yes" if getattr(r, "bound_valid", False) else "no"}
+        for n, r in result.results.items()
+    ]  # fmt: skip
+    audited = sorted({str(r.extra.get("deployment")) for r in result.results.values() if r.extra.get("deployment")})
+    where = f", deployment {', '.join(audited)}" if audited else ""
+    print(f"audit of {model.method} ({model.privacy.summary()}) on {result.dataset.name}{where}")
+    print_table(rows)
+    advice = valid_bound_advice(model, result.dataset)
+    if advice:
+        print(advice)
+    for name, err in result.errors.items():
+        print(f"{name}: not run: {err}")
+    path = result.to_html(args.out)
+    print(f"verdict: {_report_verdict(path)}")
+    print(f"report: {Path(path).resolve()}")
+    if result.interrupted:
+        print("audit interrupted: the report holds the attacks that finished", file=sys.stderr)
+        return 130
+    return 0
+
+
+def _report_verdict(html_path) -> str:
+    """The report's own verdict of the audited model (its sidecar), so that the terminal and the
+    report never say different things."""
+    import json
+
+    from reports.render import sidecar_path
+
+    verdicts = json.loads(sidecar_path(html_path).read_text(encoding="utf-8")).get("verdicts") or []
+    return verdicts[0]["headline"] if verdicts else "no verdict (no attack finished)"
+
+
+def add_parser(subparsers) -> None:
+    from dpaudit.app.commands._dataset_args import add_dataset_option_argument
+
+    p = subparsers.add_parser("audit", help="run every applicable attack against one released model, then report")
+    p.add_argument("--model", required=True, help="released-model folder")
+    p.add_argument("--dataset", default=None,
+                   help="the model's dataset: a name or graph file, to give again when the default fails (default: "
+                   "the card's dataset, or the graph file in the owner's record)")  # fmt: skip
+    add_dataset_option_argument(p)
+    p.add_argument("--attacks", default=None, help="comma-separated attack names (default: every attack)")
+    p.add_argument("--attack-set", action="append", metavar="[ATTACK.]KEY=VALUE", help="attack setting (repeatable)")
+    p.add_argument("--data-root", default=None)
+    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    p.add_argument("--out", default="audit-report.html", help="HTML report path (a .json sidecar goes next to it)")
+    p.add_argument("--quick", action="store_true", help="smaller settings: a first look in about a minute")
+    p.add_argument(
+        "--deployment",
+        default=None,
+        choices=["auto", "querier-graph", "training-graph"],
+        help="which graph the attacks' queries are answered over (default auto: the querier's graph for a model "
+        "trained on an inductive split, the owner's training graph otherwise)",
+    )
+    p.add_argument("--force", action="store_true", help="replace --out and its sidecar whatever they hold")
+    add_allow_long_argument(p)
+    p.set_defaults(func=cmd_audit)

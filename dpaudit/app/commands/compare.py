@@ -1,0 +1,98 @@
+"""``dpaudit compare``: train and attack a defense × ε × seed grid (resumable)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from dpaudit.app.commands._common import print_table
+from dpaudit.app.commands._study_args import (
+    add_study_arguments,
+    attack_names,
+    attack_overrides,
+    command_line,
+    defense_overrides,
+    epsilon_grid,
+    list_option,
+)
+from dpaudit.errors import ConfigurationError
+
+
+def run_compare(args, command: str | None = None):
+    """Build and run the study described by ``compare``-style arguments; returns the StudyResult."""
+    from dpaudit.app.names import check_names
+
+    check_names(defenses=args.defenses, attacks=args.attacks)  # before torch loads
+    from dpaudit.accounting.spec import validate_epsilon
+    from dpaudit.app.commands._common import cap_jobs
+    from dpaudit.app.commands._dataset_args import absolute_dataset, check_declarations, parse_dataset_options
+    from dpaudit.app.outputs import check_output_dir, check_report_paths
+    from dpaudit.app.workflows import Study, StudyConfig
+    from dpaudit.training.registry import get_defense
+
+    if args.no_report and args.report is not None:
+        raise ConfigurationError("--report and --no-report contradict each other; give one of them")
+    check_output_dir(args.out, "study", force=args.force)
+    if not args.no_report:
+        check_report_paths(args.report or Path(args.out) / "report.html", "study", force=args.force, what="--report")
+    args.jobs = cap_jobs(args.jobs)
+    defenses = list_option(args.defenses, "--defenses")
+    names = attack_names(args.attacks)
+    options = parse_dataset_options(args.dataset_option, args.dataset, declaring=False)
+    epsilons = epsilon_grid(args.epsilons)
+    finite = [validate_epsilon(e) for e in epsilons if validate_epsilon(e) < math.inf]
+    private = []
+    if finite:
+        overrides = defense_overrides(args.set, defenses)
+        private = [get_defense(d)(epsilon=finite[0], delta=args.delta, device="cpu", **overrides.get(d, {}))
+                   for d in defenses if get_defense(d).unit is not None]  # fmt: skip
+    # the label domain, δ, declared sizes and every private defense's own needs, all in one line
+    check_declarations(args.dataset, options, private, args.delta)
+    config = StudyConfig(
+        dataset=absolute_dataset(args.dataset),
+        defenses=defenses,
+        epsilons=epsilons,
+        seeds=args.seeds,
+        attacks=names,
+        dataset_options=options,
+        split=args.split,
+        delta=args.delta,
+        overrides=defense_overrides(args.set, defenses),
+        attack_settings=attack_overrides(args.attack_set, names, getattr(args, "allow_long", False)),
+        device=args.device,
+        data_root=args.data_root,
+        title=args.title,
+        canaries=list_option(getattr(args, "canaries", None), "--canaries") or [],
+        canary_count=getattr(args, "canary_count", 200),
+    )
+    study = Study(config, args.out, command=command or command_line(), force=args.force)
+    return study.run(jobs=args.jobs, executor=args.executor, retry_failed=not args.keep_failed)
+
+
+def cmd_compare(args) -> int:
+    result = run_compare(args)
+    print_table(result.table())
+    print(f"{len(result.done)} cells done, {len(result.failed)} failed -> {Path(args.out).resolve()}")
+    for rec in result.failed:
+        err = rec.get("error") or {}
+        print(f"failed: {rec['cell_id']}: {err.get('type')}: {err.get('message')}")
+    if not args.no_report:
+        path = result.to_html(args.report)
+        print(f"report: {Path(path).resolve()}")
+    return 0 if not result.failed else 1
+
+
+def add_parser(subparsers) -> None:
+    from dpaudit.app.commands._dataset_args import DATASET_HELP
+
+    p = subparsers.add_parser("compare", help="train and attack a defense × ε × seed grid (resumable)")
+    p.add_argument("--dataset", required=True, help=DATASET_HELP)
+    p.add_argument("--defenses", required=True, help="comma-separated defense names")
+    p.add_argument("--epsilons", required=True, help="comma-separated target ε values (inf allowed)")
+    p.add_argument("--out", required=True, help="study folder (rerun the same command to resume)")
+    p.add_argument("--report", default=None, help="HTML report path (default STUDY_DIR/report.html)")
+    p.add_argument("--no-report", action="store_true", help="do not render the report at the end")
+    p.add_argument("--canaries", default=None, help="canary audits per cell: node, edge or node,edge (dpaudit canary)")
+    p.add_argument("--canary-count", type=int, default=200, help="canaries per canary audit (default 200)")
+    add_study_arguments(p)
+    p.set_defaults(func=cmd_compare)

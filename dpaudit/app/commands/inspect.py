@@ -1,0 +1,58 @@
+"""``dpaudit inspect``: validate a released model, say which files are public, print its guarantee per deployment."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def cmd_inspect(args) -> int:
+    from dpaudit.release import OWNER_FILES, PUBLIC_FILES
+    from dpaudit.release.deployments import DEPLOYMENTS, deployment_entry
+    from dpaudit.release.model import load
+
+    model = load(args.model)
+    directory = Path(args.model)
+    print(f"model: {args.model}")
+    print(f"kind: {model.kind}   method: {model.method}")
+    print(f"privacy: {model.privacy.summary()}")
+    query_ledger = getattr(model, "query_ledger", None)  # GAP: releases on query graphs, a separate ledger
+    if query_ledger is not None and query_ledger.releases:
+        print(query_ledger.summary())
+    if model.privacy.public_facts:
+        facts = ", ".join(
+            f"{k} = {v}" for k, v in model.privacy.public_facts.items() if k not in ("declared_by", "published")
+        )
+        print(f"public facts: {facts} (declared by {model.privacy.public_facts.get('declared_by', '?')})")
+    if model.verification is not None:
+        print(f"privacy check: {model.verification.summary}")
+        if model.verification.checked:
+            print(f"  checked: {'; '.join(model.verification.checked)}")
+        for item in model.verification.not_checked:
+            print(f"  not verified: {item}")
+    print("what ε covers, per deployment (whose graph the answers are computed over):")
+    inference = model.card.get("inference")
+    for deployment in DEPLOYMENTS:
+        entry = deployment_entry(inference, deployment, model.privacy.is_private)
+        print(f"  {deployment:<16} {'covered' if entry['covered'] else 'NOT covered'}: {entry['note']}")
+    print("files:")
+    for name in PUBLIC_FILES:
+        print(f"  {name:<24} public release: covered by the guarantee (ship these two)")
+    for name in OWNER_FILES:
+        if (directory / name).is_file():
+            print(f"  {name:<24} owner's record: NOT covered by the guarantee (never ship it)")
+    if args.json:
+        shown = {"privacy": model.privacy.to_dict(), "card": model.card}
+        if query_ledger is not None:
+            shown["query_ledger"] = query_ledger.to_dict()
+        print(json.dumps(shown, indent=2, default=str))
+    else:
+        print("(--json prints the whole privacy spec and public card)")
+    return 0
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser("inspect", help="validate a released model, say which files are public, print its guarantee")
+    p.add_argument("model")
+    p.add_argument("--json", action="store_true", help="also print the whole privacy spec and public card as JSON")
+    p.set_defaults(func=cmd_inspect)

@@ -1,0 +1,337 @@
+"""Canary audits: K trainings through the defense registry with fresh fair coins, canary scores,
+ε lower bounds (:mod:`dpaudit.auditing.estimators`) and a verdict — one JSON document.
+
+>>> result = canary_audit("mlp-dp", "csbm", 1.0, kind="node", canaries=200, runs=1)   # doctest: +SKIP
+>>> result["epsilon_lower_bound"]["overall"], result["verdict"]                        # doctest: +SKIP
+
+The game and the scores are :mod:`attacks.canary`; ``kind="gradient"`` (white-box Dirac
+gradient canaries inside DP-SGD) is :mod:`dpaudit.app.workflows.gradient_canary`, dispatched from
+here with the same arguments and JSON keys. What this module adds:
+
+* δ is resolved **once** on the base graph (``--delta auto`` counts the base graph's units) and
+  given explicitly to every run, so no run's guarantee depends on how many canaries it drew;
+* every run is ``get_defense(name)(epsilon, delta, seed + run, **overrides).fit(...)`` — the
+  defense's own ``fit`` with its privacy checks; run r's coins are seeded by (seed, r);
+* the claim tested is the ε each run actually *spent* after the audit's queries (a GAP query on
+  a foreign graph is recorded in its spec), maximised over runs — for edge canaries against a
+  node-level defense through group privacy of size 2 (:func:`attacks.canary.audited_claim`);
+* one call to :func:`dpaudit.auditing.estimators.audit_epsilon` on the pooled (score, coin) pairs with
+  the run of each score (pooling is valid for the one-run test: canary i enters only run r(i),
+  so the joint output of all runs is as private for it as run r(i) alone; the multi-run
+  estimator runs only with one canary per run, ``canaries=1, runs=K``, its independent trials) (Bonferroni over the estimators used). The verdict "guarantee broken"
+  requires the **certified** bound (one-run / one-run-fdp / multi-run) to exceed the claim — a statement at
+  the audit's confidence (95 % by default) after that correction. When only the GDP estimate
+  (valid if the trade-off curve is Gaussian-shaped, as for Gaussian mechanisms and DP-SGD)
+  exceeds it, the verdict says "likely broken (GDP estimate ...)": the one-run bound cannot
+  certify a factor-2 violation at small ε with a few thousand canaries;
+* when every run's spec states a μ-GDP guarantee (``gdp_mu``: exact Gaussian mechanisms, e.g.
+  GAP's edge-level PMA), the audit also tests it: ``claimed_mu`` is the largest μ over runs at
+  the canary's unit (2μ for edge canaries against node-level DP,
+  :func:`attacks.canary.audited_mu`) and one-run-fdp-gaussian's certified μ above it is a
+  refuted claim ("guarantee broken", with a note when the (ε, δ) claim itself stands). Specs
+  without μ — subsampled DP-SGD (mlp-dp, GAP's node level, the gradient canaries of
+  :mod:`dpaudit.app.workflows.gradient_canary`), recorded guarantees (GCON, DP-GNN) — are tested
+  on (ε, δ) only, and the JSON says so (``claimed_mu``: null and a note);
+* Ctrl-C keeps finished runs: the JSON is written with ``"partial": true`` before the
+  interrupt propagates.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dpaudit.auditing.results import CANARY_SCHEMA, CANARY_SCHEMA_VERSION, CANARY_VERDICTS, ESTIMATE_VERDICT  # noqa: F401
+from dpaudit.auditing.statistics import auc_or_none
+from dpaudit.data.datasets import GraphDataset, load_dataset
+from dpaudit.data.splits import make_split
+from dpaudit.errors import ConfigurationError
+from dpaudit.runtime import atomic_write_json
+from dpaudit.training.registry import get_defense
+
+log = logging.getLogger(__name__)
+
+SCHEMA, SCHEMA_VERSION = CANARY_SCHEMA, CANARY_SCHEMA_VERSION
+#: δ of the ε lower bound for a non-private model (no claim: the bound only shows the attack's power).
+NON_PRIVATE_DELTA = 1e-5
+VERDICTS = CANARY_VERDICTS
+
+
+#: every canary kind: the graph-native ones of :mod:`attacks.canary` and white-box gradient canaries
+#: in DP-SGD (:mod:`dpaudit.app.workflows.gradient_canary`)
+ALL_KINDS = ("node", "edge", "gradient")
+
+
+def check_canary_request(defense: str, epsilon, kind: str, canaries: int, runs: int, overrides: dict | None,
+                         delta="auto", device: str = "auto", seed: int = 0, design: dict | None = None):  # fmt: skip
+    """Validate everything that can be validated before data is loaded; returns the defense class."""
+    if kind not in ALL_KINDS:
+        raise ConfigurationError(f"--kind must be one of {', '.join(ALL_KINDS)}, got {kind!r}")
+    if kind == "gradient":
+        from dpaudit.app.workflows.gradient_canary import check_gradient_request
+
+        return check_gradient_request(defense, epsilon, canaries, runs, overrides, delta, device, seed, design)
+    if isinstance(canaries, bool) or not isinstance(canaries, int) or canaries < 1:
+        raise ConfigurationError(f"--canaries must be an integer >= 1, got {canaries!r}")
+    if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
+        raise ConfigurationError(f"--runs must be an integer >= 1, got {runs!r}")
+    cls = get_defense(defense)
+    cls(epsilon=epsilon, delta=delta, seed=seed, device=device, **(overrides or {}))  # ranges, protocol, ε
+    structure = canary_structure(design)
+    if structure is not None:
+        if kind != "edge":
+            raise ConfigurationError(f"--design structure={structure.name} designs edge canaries (--kind edge)")
+        structure.check(cls, canaries)
+    return cls
+
+
+#: the modules that register a defense's own edge-canary structure (:class:`dpaudit.auditing.canary_design.CanaryStructure`)
+STRUCTURE_MODULES = {"gcon-pairs": "defenses.gcon.canaries"}
+
+
+def canary_structure(design: dict | None):
+    """The structure ``design`` names (its module imported, which registers it), or ``None``."""
+    import importlib
+
+    from attacks import canary as game
+
+    name = (design or {}).get("structure")
+    if name is None:
+        return None
+    if name in STRUCTURE_MODULES:
+        importlib.import_module(STRUCTURE_MODULES[name])
+    return game.structure_of(name)
+
+
+def canary_audit(
+    defense: str,
+    dataset: str | GraphDataset,
+    epsilon: float | str,
+    *,
+    kind: str,
+    canaries: int = 200,
+    runs: int = 1,
+    overrides: dict[str, Any] | None = None,
+    split: str | None = None,
+    seed: int = 0,
+    delta: float | str = "auto",
+    device: str = "auto",
+    data_root: str | None = None,
+    dataset_options: dict[str, Any] | None = None,
+    design: dict[str, Any] | None = None,
+    confidence: float = 0.95,
+    out: str | Path | None = None,
+    progress: bool = True,
+    keep_scores: bool = True,
+) -> dict[str, Any]:
+    """Run the canary audit (module docstring) and return (and, with ``out``, write) its JSON.
+
+    ``kind="gradient"`` is the white-box DP-SGD audit of
+    :func:`dpaudit.app.workflows.gradient_canary.gradient_canary_audit`, called with every other
+    argument unchanged (same JSON keys)."""
+    from tqdm.auto import tqdm
+
+    from attacks import canary as game
+    from dpaudit.auditing.estimators import audit_epsilon
+
+    if kind == "gradient":
+        from dpaudit.app.workflows.gradient_canary import gradient_canary_audit
+
+        return gradient_canary_audit(
+            defense, dataset, epsilon, canaries=canaries, runs=runs, overrides=overrides, split=split, seed=seed,
+            delta=delta, device=device, data_root=data_root, dataset_options=dataset_options, design=design,
+            confidence=confidence, out=out, progress=progress, keep_scores=keep_scores,
+        )  # fmt: skip
+    cls = check_canary_request(defense, epsilon, kind, canaries, runs, overrides, delta, device, seed, design)
+    base = dataset if isinstance(dataset, GraphDataset) else load_dataset(
+        dataset, root=data_root, **(dataset_options or {})
+    )  # fmt: skip
+    sp = make_split(base, split, seed)
+    probe = cls(epsilon=epsilon, delta=delta, seed=seed, device=device, **(overrides or {}))
+    run_delta = probe.resolve_delta(base, sp)
+    canary_design = game.draw_canaries(base, sp, kind, canaries, seed, **(design or {}))
+
+    record: dict[str, Any] = {
+        "schema": SCHEMA,
+        "version": SCHEMA_VERSION,
+        "defense": defense,
+        "dataset": base.name,
+        "dataset_fingerprint": base.fingerprint,
+        "split": sp.spec,
+        "seed": int(seed),
+        "kind": kind,
+        "unit": cls.unit,
+        "target_epsilon": None if math.isinf(probe.epsilon) else probe.epsilon,
+        "defense_delta": run_delta if probe.private else None,
+        "overrides": dict(overrides or {}),
+        "canaries": canaries,
+        "design": canary_design.describe(),
+        "runs_requested": runs,
+        "confidence": confidence,
+        "partial": False,
+    }
+    scores: list[np.ndarray] = []
+    coins: list[np.ndarray] = []
+    per_run: list[dict[str, Any]] = []
+    score_name = None
+    interrupted = False
+    try:
+        for r in tqdm(range(runs), desc=f"canary audit {defense}", disable=None if progress else True):
+            start = time.perf_counter()
+            included = game.flip_coins(canaries, seed, r)
+            train_ds, train_split = game.training_data(base, sp, canary_design, included)
+            instance = cls(
+                epsilon=epsilon, delta=run_delta if probe.private else delta, seed=seed + r, device=device,
+                **(overrides or {}),
+            )  # fmt: skip
+            model = instance.fit(train_ds, train_split)
+            s, score_name = game.score_run(model, base, sp, canary_design, train_ds, train_split, seed=seed + r)
+            spec = model.privacy
+            scores.append(s)
+            coins.append(included)
+            per_run.append(
+                {
+                    "run": r,
+                    "seed": seed + r,
+                    "included": int(included.sum()),
+                    "spent_epsilon": spec.epsilon if spec.is_private else None,
+                    "delta": spec.delta if spec.is_private else None,
+                    "gdp_mu": spec.gdp_mu if spec.is_private else None,
+                    "unit": spec.unit,
+                    "sound": spec.sound,
+                    "protocol": spec.protocol,
+                    "auc": auc_or_none(s, included),
+                    "seconds": time.perf_counter() - start,
+                }
+            )
+    except KeyboardInterrupt:
+        interrupted = True
+        record["partial"] = True
+        log.warning("interrupted after %d finished run(s); writing them", len(per_run))
+    record.update(_summarise(record, per_run, scores, coins, score_name, probe, kind, run_delta, confidence,
+                             audit_epsilon, game, keep_scores))  # fmt: skip
+    if out is not None:
+        atomic_write_json(out, record)
+    if interrupted:
+        raise KeyboardInterrupt
+    return record
+
+
+def _summarise(record, per_run, scores, coins, score_name, probe, kind, run_delta, confidence, audit_epsilon, game,
+               keep_scores) -> dict[str, Any]:  # fmt: skip
+    out: dict[str, Any] = {"runs": len(per_run), "per_run": per_run, "score": score_name}
+    spent = [r["spent_epsilon"] for r in per_run if r["spent_epsilon"] is not None]
+    epsilon = max(spent) if spent else (probe.epsilon if probe.private else math.inf)
+    valid, why, claim, claim_delta = game.audited_claim(probe.unit if probe.private else None, kind, epsilon,
+                                                        run_delta)  # fmt: skip
+    mus = [r["gdp_mu"] for r in per_run]
+    claimed_mu = game.audited_mu(probe.unit if probe.private else None, kind,
+                                 max(mus) if mus and None not in mus else None)  # fmt: skip
+    if not (valid and math.isfinite(claim)):
+        claimed_mu = None
+    notes = []
+    if per_run and any(r["sound"] is False for r in per_run):
+        notes.append("the defense's spec is sound: false (a paper's own accounting): its ε is not a guarantee")
+    out.update(
+        claimed_epsilon=claim if math.isfinite(claim) else None,
+        claim_delta=claim_delta if math.isfinite(claim) else None,
+        bound_valid=valid,
+        coverage=why,
+        notes=notes,
+    )
+    if not valid:
+        out["why"] = why
+    if not per_run:
+        out.update(epsilon_lower_bound=None, verdict="not applicable", auc=None)
+        out.setdefault("why", "no run finished")
+        out["bound_valid"] = False
+        return out
+    s = np.concatenate(scores)
+    y = np.concatenate(coins)
+    run_ids = np.concatenate([np.full(len(c), i) for i, c in enumerate(coins)])
+    estimate_delta = claim_delta if (math.isfinite(claim) and claim_delta > 0) else NON_PRIVATE_DELTA
+    estimators = None
+    if y.all() or not y.any():  # one coin value: only the guess-count tests apply
+        estimators = ("one-run", "one-run-fdp", "one-run-fdp-gaussian")
+        notes.append("every coin came up the same: the GDP and multi-run estimators need both values")
+    audit = audit_epsilon(
+        s, y, delta=min(estimate_delta, 0.5), confidence=confidence, run_ids=run_ids, estimators=estimators,
+        claimed_epsilon=claim if (valid and math.isfinite(claim)) else None, claimed_mu=claimed_mu,
+    )  # fmt: skip
+    out.update(
+        epsilon_lower_bound=audit["epsilon_lower_bound"],
+        certified_epsilon_lower_bound=audit["certified_epsilon_lower_bound"],
+        delta=audit["delta"],
+        estimates=audit["estimates"],
+        estimators_skipped=audit.get("skipped", {}),
+        multiple_testing=audit["multiple_testing"],
+        max_possible=audit.get("max_possible"),
+        can_refute_claim=audit.get("can_refute_claim"),
+        auc=auc_or_none(s, y),
+        claimed_mu=claimed_mu,
+        certified_mu_lower_bound=audit.get("certified_mu_lower_bound"),
+        mu_claim_refuted=audit.get("mu_claim_refuted"),
+    )
+    if valid and math.isfinite(claim) and claimed_mu is None:
+        notes.append("the spec states no μ-GDP guarantee for this unit: only its (ε, δ) claim is tested")
+    elif audit.get("mu_claim_refuted") and audit["certified_epsilon_lower_bound"] <= claim:
+        notes.append(f"the μ-GDP guarantee the spec states (μ = {claimed_mu:.4g}) is refuted (certified μ ≥ "
+                     f"{audit['certified_mu_lower_bound']:.4g}); its (ε, δ) claim is not")  # fmt: skip
+    if audit.get("can_refute_claim") is False:
+        notes.append("even a perfect attack could not certify more than the claim with this many canaries and runs: "
+                     "ask for more canaries before reading 'consistent with the claim' as evidence")  # fmt: skip
+    if not valid:
+        out["verdict"] = "not applicable"
+    elif audit.get("claim_refuted"):
+        out["verdict"] = "guarantee broken"
+    elif audit.get("estimate_exceeds_claim"):
+        out["verdict"] = ESTIMATE_VERDICT
+    else:
+        out["verdict"] = "consistent with the claim"
+    if keep_scores:
+        out["scores"] = [float(v) for v in s]
+        out["included"] = [bool(v) for v in y]
+        out["run_ids"] = [int(v) for v in run_ids]
+    return out
+
+
+def summary_lines(result: dict[str, Any]) -> list[str]:
+    """A one-screen summary of a canary audit's JSON."""
+
+    def fmt(v):
+        if v is None:
+            return "-"
+        return "inf" if isinstance(v, float) and math.isinf(v) else f"{v:.3f}"
+
+    lines = [
+        f"canary audit: {result['defense']} on {result['dataset']} ({result['split']}), {result['kind']} canaries: "
+        f"{result['canaries']} per run × {result['runs']} run(s){' (partial)' if result.get('partial') else ''}",
+        f"score: {result.get('score')}   AUC {fmt(result.get('auc'))}",
+    ]
+    bounds = result.get("epsilon_lower_bound") or {}
+    if bounds:
+        parts = [f"{k} {fmt(v)}" for k, v in bounds.items()]
+        lines.append(f"ε lower bound at δ = {result.get('delta', 0):g}, {100 * result['confidence']:g} % "
+                     f"(Bonferroni over estimators): " + ", ".join(parts))  # fmt: skip
+        if "gdp" in bounds:
+            lines.append(
+                "  (gdp and one-run-fdp-gaussian are estimates under a Gaussian trade-off curve; the verdict "
+                "uses the certified one-run / one-run-fdp / multi-run bounds)"
+            )
+    claim = result.get("claimed_epsilon")
+    lines.append(f"claimed ε {fmt(claim)} (spent, max over runs; unit {result.get('unit')})   "
+                 f"bound valid: {'yes' if result.get('bound_valid') else 'no'}")  # fmt: skip
+    if result.get("claimed_mu") is not None:
+        lines.append(f"claimed μ-GDP {fmt(result['claimed_mu'])}   certified μ lower bound "
+                     f"{fmt(result.get('certified_mu_lower_bound'))} (one-run-fdp-gaussian's μ is certified for any "
+                     f"mechanism: above the claimed μ, the verdict is 'guarantee broken')")  # fmt: skip
+    if result.get("why"):
+        lines.append(f"  why: {result['why']}")
+    lines.append(f"verdict: {result.get('verdict')}")
+    lines += [f"  note: {n}" for n in result.get("notes") or []]
+    return lines

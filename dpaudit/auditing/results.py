@@ -1,0 +1,103 @@
+"""Result records shared by attacks (which produce them) and reports (which render them).
+
+An :class:`AttackResult` is plain data: every number a report shows comes from one, and it
+round-trips through JSON (``to_dict`` / ``from_dict``) so studies can be re-rendered
+without recomputation.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from dpaudit.runtime import atomic_write_json
+
+#: the canary audit's JSON record (``dpaudit canary``, :func:`dpaudit.app.workflows.canary.canary_audit`
+#: and its gradient form): schema name and version
+CANARY_SCHEMA = "dpaudit.canary-audit"
+CANARY_SCHEMA_VERSION = 1
+#: a canary audit's verdict when only the GDP estimate (not a certified bound) exceeds the claim
+ESTIMATE_VERDICT = "likely broken (GDP estimate above the claim; not certified)"
+CANARY_VERDICTS = ("guarantee broken", ESTIMATE_VERDICT, "consistent with the claim", "not applicable")
+
+FPR_LEVELS = ("0.1", "0.01", "0.001")
+
+
+def _clean(value: Any) -> Any:
+    """JSON-safe: non-finite floats become None (JSON has no inf/NaN)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    return value
+
+
+@dataclass
+class AttackResult:
+    """Outcome of one attack (aggregated over its repetitions) against one released model.
+
+    Attributes:
+        attack: attack name (``mia-tstf``, ``link-steal``, ...).
+        auc: mean AUC over runs (scores oriented by design: higher = member / edge).
+        auc_ci: (low, high) 95 % interval for the AUC.
+        tpr_at_fpr: TPR at FPR 10 %, 1 %, 0.1 % (keys ``"0.1"``, ``"0.01"``, ``"0.001"``).
+        advantage: max over thresholds of TPR − FPR.
+        epsilon_lower_bound: empirical ε lower bound (one-run pair test on the randomized audit
+            game, :func:`dpaudit.auditing.statistics.pair_test_lower_bound`); None when not
+            ``bound_valid`` (the number then sits in ``extra["not_a_valid_bound"]``).
+        epsilon_lower_bound_delta: the δ used for the lower bound.
+        covered_by_guarantee: whether the model's DP guarantee covers this attack's unit.
+        ceiling_auc: the AUC no attack can exceed under the guarantee (None when uncovered or
+            non-private).
+        ceiling: how the ceiling was derived (ε, δ used, group size, μ if GDP, ...).
+        roc: {"fpr": [...], "tpr": [...]} of a representative run (down-sampled).
+        settings: every setting the attack used (for reproducibility).
+        runs: per-run numbers (auc, seed, ...).
+        extra: attack-specific numbers (e.g. the AUC of each of 8 distances, probe scores).
+        artifacts: name → base64 PNG (e.g. t-SNE / UMAP panels) for inline embedding.
+        notes: caveats (surrogate recipe used, inference not private, ...).
+        model: summary of the attacked model (method, dataset, ε, δ, unit).
+        bound_valid: whether the ε lower bound and the ceiling may be compared with the DP
+            guarantee: membership decided at random by a process the defense never saw
+            (a ``random:``/``per-class:``/``inductive:`` split and the randomized audit game),
+            and an attack on neighbouring inputs.
+        bound_validity: why (or why not), in plain words.
+    """
+
+    attack: str
+    auc: float | None
+    auc_ci: tuple[float | None, float | None] = (None, None)
+    tpr_at_fpr: dict[str, float | None] = field(default_factory=dict)
+    advantage: float | None = None
+    epsilon_lower_bound: float | None = None
+    epsilon_lower_bound_delta: float | None = None
+    covered_by_guarantee: bool = False
+    ceiling_auc: float | None = None
+    ceiling: dict[str, Any] = field(default_factory=dict)
+    roc: dict[str, list[float]] = field(default_factory=dict)
+    settings: dict[str, Any] = field(default_factory=dict)
+    runs: list[dict[str, Any]] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+    artifacts: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    model: dict[str, Any] = field(default_factory=dict)
+    bound_valid: bool = False
+    bound_validity: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return _clean(asdict(self))
+
+    @classmethod
+    def from_dict(cls, payload: dict[str, Any]) -> AttackResult:
+        known = {f.name for f in fields(cls)}
+        data = {k: v for k, v in payload.items() if k in known}
+        if "auc_ci" in data and data["auc_ci"] is not None:
+            data["auc_ci"] = tuple(data["auc_ci"])
+        return cls(**data)
+
+    def save(self, path: str | Path) -> None:
+        atomic_write_json(path, self.to_dict())
