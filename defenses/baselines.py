@@ -104,7 +104,6 @@ from defenses.baseline_batching import BATCHING, GraphSizes, plan_batching, trai
 from dpaudit.accounting import PrivacyLedger, PrivacySpec
 from dpaudit.accounting.mechanisms import PoissonSubsampledGaussian
 from dpaudit.accounting.verify import refuse
-from dpaudit.training.constraints import COUNT, DROPOUT, NON_NEGATIVE, POSITIVE, SAMPLE_RATE, WIDTH, Items, Options
 from dpaudit.data.adjacency import Adjacency, as_adjacency
 from dpaudit.data.datasets import GraphDataset
 from dpaudit.data.splits import Split
@@ -124,6 +123,7 @@ from dpaudit.release import declared_train_size
 from dpaudit.release.deployments import inference_entry
 from dpaudit.release.model import ModuleModel, ReleasedModel, register_model_kind
 from dpaudit.runtime import seed_everything
+from dpaudit.training.constraints import COUNT, DROPOUT, NON_NEGATIVE, POSITIVE, SAMPLE_RATE, WIDTH, Items, Options
 from dpaudit.training.defense import Defense, Hyperparameters, PrivateHyperparameters
 from dpaudit.training.dpsgd import PoissonSchedule, make_optimizer, noise_for_plan, plan_mismatch, train_dp_sgd
 from dpaudit.training.private_selection import Score

@@ -195,6 +195,10 @@ from defenses.dpar.training import (
 )
 from dpaudit.accounting.mechanisms import mechanism_from_record
 from dpaudit.accounting.verify import refuse
+from dpaudit.data.datasets import GraphDataset
+from dpaudit.data.splits import Split
+from dpaudit.errors import ConfigurationError, DPAuditError
+from dpaudit.release import declared_train_size, require_declared
 from dpaudit.training.constraints import (
     COUNT,
     DROPOUT,
@@ -206,10 +210,6 @@ from dpaudit.training.constraints import (
     WIDTH,
     Interval,
 )
-from dpaudit.data.datasets import GraphDataset
-from dpaudit.data.splits import Split
-from dpaudit.errors import ConfigurationError, DPAuditError
-from dpaudit.release import declared_train_size, require_declared
 from dpaudit.training.defense import Defense, PrivateHyperparameters
 from dpaudit.training.dpsgd import plan_mismatch
 from dpaudit.training.private_selection import FEATURES_ONLY_SCORE, accounted_records

@@ -113,7 +113,6 @@ from defenses.dpgnn.training import (  # noqa: F401  (clipped_gradient_sum re-ex
     train_dp,
 )
 from dpaudit.accounting import PrivacyLedger, PrivacySpec
-from dpaudit.training.constraints import COUNT, POSITIVE, WIDTH, Interval, Options
 from dpaudit.data.datasets import GraphDataset
 from dpaudit.data.splits import Split
 from dpaudit.errors import ConfigurationError, ModelFormatError
@@ -121,6 +120,7 @@ from dpaudit.nn import ACTIVATIONS, activation
 from dpaudit.nn import features as sparse_features
 from dpaudit.release import declared_train_size
 from dpaudit.release.deployments import inference_entry
+from dpaudit.training.constraints import COUNT, POSITIVE, WIDTH, Interval, Options
 from dpaudit.training.defense import Defense, PrivateHyperparameters
 from dpaudit.training.registry import register_defense
 

@@ -233,13 +233,13 @@ from defenses.gap.model import (  # noqa: F401  (re-exported)
 from defenses.gap.projection import DegreeProjection, projection_of
 from defenses.gap.training import _accuracy, _train_full_batch, _train_minibatch
 from dpaudit.accounting import GaussianMechanism, PoissonSubsampledGaussian, PrivacyLedger, PrivacySpec
-from dpaudit.training.constraints import COUNT, DROPOUT, POSITIVE, SAMPLE_RATE, WIDTH, Interval, Items, Options
 from dpaudit.data.datasets import GraphDataset
 from dpaudit.data.splits import Split
 from dpaudit.errors import ConfigurationError, DPAuditError
 from dpaudit.nn import features as sparse_features
 from dpaudit.release import declared_population, declared_train_size, require_declared
 from dpaudit.release.deployments import inference_entry
+from dpaudit.training.constraints import COUNT, DROPOUT, POSITIVE, SAMPLE_RATE, WIDTH, Interval, Items, Options
 from dpaudit.training.defense import Defense, PrivateHyperparameters
 from dpaudit.training.dpsgd import PoissonSchedule, noise_for_plan, plan_mismatch
 from dpaudit.training.private_selection import Score

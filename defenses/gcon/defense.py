@@ -114,6 +114,14 @@ from defenses.gcon.protocols import (
     selects_encoder_checkpoint,
 )
 from dpaudit.accounting import PrivacyLedger, PrivacySpec
+from dpaudit.data.datasets import GraphDataset
+from dpaudit.data.splits import Split
+from dpaudit.errors import ConfigurationError
+from dpaudit.nn import ACTIVATIONS, MLP
+from dpaudit.nn import features as sparse_features
+from dpaudit.progress import steps as progress_steps
+from dpaudit.release.deployments import inference_entry
+from dpaudit.runtime import seed_everything
 from dpaudit.training.constraints import (
     COUNT,
     DROPOUT,
@@ -125,14 +133,6 @@ from dpaudit.training.constraints import (
     Interval,
     Options,
 )
-from dpaudit.data.datasets import GraphDataset
-from dpaudit.data.splits import Split
-from dpaudit.errors import ConfigurationError
-from dpaudit.nn import ACTIVATIONS, MLP
-from dpaudit.nn import features as sparse_features
-from dpaudit.progress import steps as progress_steps
-from dpaudit.release.deployments import inference_entry
-from dpaudit.runtime import seed_everything
 from dpaudit.training.defense import Defense, PrivateHyperparameters
 from dpaudit.training.registry import register_defense
 
