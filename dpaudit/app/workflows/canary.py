@@ -8,6 +8,12 @@ The game and the scores are :mod:`attacks.canary`; ``kind="gradient"`` (white-bo
 gradient canaries inside DP-SGD) is :mod:`dpaudit.app.workflows.gradient_canary`, dispatched from
 here with the same arguments and JSON keys. What this module adds:
 
+* what trains is a registered defense or **your own** ``fit(dataset, split)``
+  (:class:`dpaudit.training.user_fit.FitFunction`): then the claim (ε, δ, unit) is yours, tested
+  as a hypothesis, and a certified bound above it is "claim refuted";
+* before any training, :func:`canary_plan` states the audit's power — the largest ε a perfect
+  attack could certify at this size (:mod:`dpaudit.auditing.power`) — and warns, with the
+  canaries needed, when that is at most the claim;
 * δ is resolved **once** on the base graph (``--delta auto`` counts the base graph's units) and
   given explicitly to every run, so no run's guarantee depends on how many canaries it drew;
 * every run is ``get_defense(name)(epsilon, delta, seed + run, **overrides).fit(...)`` — the
