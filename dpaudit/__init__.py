@@ -10,8 +10,9 @@ The core is layered; every import points down:
 * :mod:`dpaudit.app` — the composition layer (CLI, workflows): the only part of the core that
   imports ``defenses``, ``attacks`` and ``reports``; nothing in the core imports it.
 
-``dpaudit.audit``, ``dpaudit.compare`` and ``dpaudit.report`` (see :mod:`dpaudit.app.workflows`)
-are imported lazily, so ``import dpaudit`` stays light (no torch until a workflow runs).
+``dpaudit.audit``, ``dpaudit.compare``, ``dpaudit.report`` (see :mod:`dpaudit.app.workflows`) and
+``dpaudit.canary_audit`` (:mod:`dpaudit.app.workflows.canary`: a defense's, or your own ``fit``
+function's, canary audit) are imported lazily, so ``import dpaudit`` stays light (no torch until a workflow runs).
 
 The flat module paths of earlier releases (``dpaudit.datasets``, ``dpaudit.model``,
 ``dpaudit.workflows``, ``dpaudit.cli`` …) still import, as aliases of their new modules, for
@@ -25,9 +26,14 @@ import sys
 
 __version__ = "0.1.0"
 
-_LAZY = {"audit": "dpaudit.app.workflows", "compare": "dpaudit.app.workflows", "report": "dpaudit.app.workflows"}
+_LAZY = {
+    "audit": "dpaudit.app.workflows",
+    "compare": "dpaudit.app.workflows",
+    "report": "dpaudit.app.workflows",
+    "canary_audit": "dpaudit.app.workflows.canary",
+}
 
-__all__ = ["__version__", "audit", "compare", "report"]
+__all__ = ["__version__", "audit", "canary_audit", "compare", "report"]
 
 #: old flat module → its layer (``dpaudit.datasets`` is now ``dpaudit.data.datasets``)
 MOVED = {

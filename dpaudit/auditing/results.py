@@ -20,7 +20,9 @@ CANARY_SCHEMA = "dpaudit.canary-audit"
 CANARY_SCHEMA_VERSION = 1
 #: a canary audit's verdict when only the GDP estimate (not a certified bound) exceeds the claim
 ESTIMATE_VERDICT = "likely broken (GDP estimate above the claim; not certified)"
-CANARY_VERDICTS = ("guarantee broken", ESTIMATE_VERDICT, "consistent with the claim", "not applicable")
+#: "claim refuted" is "guarantee broken" for a claim the user stated (a fit function's), which no
+#: accountant proved
+CANARY_VERDICTS = ("guarantee broken", "claim refuted", ESTIMATE_VERDICT, "consistent with the claim", "not applicable")
 
 FPR_LEVELS = ("0.1", "0.01", "0.001")
 

@@ -3,11 +3,18 @@
     dpaudit canary --defense gap-edp --dataset csbm --epsilon 1 --kind edge --canaries 200 \\
         --runs 1 --set epochs=30 --out gap-edp-edge.json
     dpaudit canary --defense mlp-dp --dataset cora --epsilon 4 --kind gradient --canaries 2000 --out g.json
+    dpaudit canary --train train.py:fit --dataset cora --epsilon 1 --delta 1e-5 --kind node --out mine.json
+
+``--train FILE.py:FUNCTION`` (or ``package.module:FUNCTION``) audits **your own training
+function** ``fit(dataset, split)`` against the claim ``--epsilon``/``--delta``/``--unit``
+(:class:`dpaudit.training.user_fit.FitFunction`). Loading it runs that file's code: it is your
+training code, and training it is what you asked for.
 
 Everything is checked before any training (one line on stderr, exit 2): names, ε/δ, kind,
 counts, every ``--set`` against the defense's hyperparameters and the memory of the device,
-``--design`` keys, the output file. Ctrl-C keeps the finished runs (the JSON is written with
-``"partial": true``).
+``--design`` keys, the output file; with ``--train``, the file, the function and its signature,
+before any dataset is loaded. The audit's power plan is printed before the first training.
+Ctrl-C keeps the finished runs (the JSON is written with ``"partial": true``).
 """
 
 from __future__ import annotations
@@ -46,7 +53,58 @@ def _design_options(kind: str, items: list[str]) -> dict:
     return out
 
 
+def _print_plan(plan: dict) -> None:
+    from dpaudit.app.workflows.canary import plan_lines
+
+    print("\n".join(plan_lines(plan)), flush=True)
+
+
+def cmd_canary_train(args) -> int:
+    """``--train FILE.py:FUNCTION``: the user's fit function against their claim."""
+    from dpaudit.app.commands._common import check_target_epsilon, parse_delta
+    from dpaudit.app.commands._dataset_args import check_declarations, parse_dataset_options
+    from dpaudit.app.outputs import check_output_file
+    from dpaudit.app.workflows.canary import canary_audit, check_fit_request, summary_lines
+    from dpaudit.data.datasets import load_dataset
+    from dpaudit.data.splits import make_split
+    from dpaudit.training.user_fit import load_fit_function
+
+    for required in ("dataset", "kind", "out"):
+        if getattr(args, required) is None:
+            raise DPAuditError(f"canary needs --{required}")
+    if args.set:
+        raise DPAuditError("--set sets a registered defense's hyperparameters; a --train function sets its own")
+    if args.kind == "gradient":
+        raise DPAuditError("--train is audited with --kind node or edge (gradient canaries go inside a registered "
+                           "DP-SGD defense)")  # fmt: skip
+    if args.epsilon is None:
+        raise DPAuditError("canary --train needs --epsilon: the ε you claim for your training (inf: no claim)")
+    args.delta = parse_delta(args.delta)
+    design = _design_options(args.kind, args.design)
+    fit = load_fit_function(args.train)  # imports (runs) the user's file: by their request
+    probe = check_fit_request(fit, args.epsilon, args.kind, args.canaries, args.runs, args.unit, args.delta,
+                              args.device, args.seed, design)  # fmt: skip
+    check_target_epsilon(probe.epsilon)
+    options = parse_dataset_options(args.dataset_option, args.dataset, declaring=False)
+    check_declarations(args.dataset, options, [probe], args.delta)
+    check_output_file(args.out, "canary", force=args.force)
+    dataset = load_dataset(args.dataset, root=args.data_root, **options)
+    make_split(dataset, args.split, args.seed)
+    result = canary_audit(
+        fit=fit, dataset=dataset, epsilon=args.epsilon, kind=args.kind, unit=args.unit, canaries=args.canaries,
+        runs=args.runs, split=args.split, seed=args.seed, delta=args.delta, device=args.device, design=design,
+        out=args.out, on_plan=_print_plan,
+    )  # fmt: skip
+    print("\n".join(summary_lines(result)))
+    print(f"-> {args.out}")
+    return 0
+
+
 def cmd_canary(args) -> int:
+    if args.train is not None:
+        return cmd_canary_train(args)
+    if args.unit is not None:
+        raise DPAuditError("--unit states the claim of a --train function; a defense declares its own unit")
     from dpaudit.app.names import check_defense_name
 
     check_defense_name(args.defense)  # before torch loads (a fraction of a second)
@@ -58,7 +116,9 @@ def cmd_canary(args) -> int:
     from dpaudit.data.splits import make_split
     from dpaudit.training.defense import parse_overrides
 
-    for required in ("defense", "dataset", "kind", "out"):
+    if args.defense is None:
+        raise DPAuditError("canary needs --defense NAME or --train FILE.py:FUNCTION")
+    for required in ("dataset", "kind", "out"):
         if getattr(args, required) is None:
             raise DPAuditError(f"canary needs --{required}")
     from dpaudit.training.registry import get_defense
@@ -95,6 +155,7 @@ def cmd_canary(args) -> int:
         device=args.device,
         design=design,
         out=args.out,
+        on_plan=_print_plan,
     )
     print("\n".join(summary_lines(result)))
     print(f"-> {args.out}")
@@ -107,13 +168,30 @@ def add_parser(subparsers) -> None:
 
     p = subparsers.add_parser(
         "canary",
-        help="audit a defense with node, edge or DP-SGD gradient canaries inserted by fair coins (JSON ε lower bounds)",
+        help="audit a defense, or your own training function, with node, edge or DP-SGD gradient canaries inserted by "
+        "fair coins (JSON ε lower bounds)",
     )
-    p.add_argument("--defense")
+    recipe = p.add_mutually_exclusive_group()
+    recipe.add_argument("--defense", help="a registered defense to audit")
+    recipe.add_argument(
+        "--train",
+        metavar="FILE.py:FUNCTION",
+        help="audit your own training function fit(dataset, split) -> trained torch module (also "
+        "package.module:FUNCTION) against the claim --epsilon/--delta/--unit. Loading it RUNS that file's code "
+        "(your training code, as you asked): only name code you trust",
+    )
     p.add_argument("--dataset", help=DATASET_HELP)
     add_dataset_option_argument(p)
     p.add_argument(
-        "--epsilon", help="target ε of a private defense (a positive number or inf); a non-private one needs none"
+        "--epsilon",
+        help="target ε of a private defense (a positive number or inf; a non-private one needs none); with --train, "
+        "the ε you claim (inf: no claim)",
+    )
+    p.add_argument(
+        "--unit",
+        choices=["node", "edge"],
+        help="with --train: the privacy unit of your claim (default: the canaries' --kind); edge canaries test a "
+        "node-level claim by group privacy (2ε)",
     )
     p.add_argument(
         "--kind",

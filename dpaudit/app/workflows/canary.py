@@ -8,6 +8,12 @@ The game and the scores are :mod:`attacks.canary`; ``kind="gradient"`` (white-bo
 gradient canaries inside DP-SGD) is :mod:`dpaudit.app.workflows.gradient_canary`, dispatched from
 here with the same arguments and JSON keys. What this module adds:
 
+* what trains is a registered defense or **your own** ``fit(dataset, split)``
+  (:class:`dpaudit.training.user_fit.FitFunction`): then the claim (ε, δ, unit) is yours, tested
+  as a hypothesis, and a certified bound above it is "claim refuted";
+* before any training, :func:`canary_plan` states the audit's power — the largest ε a perfect
+  attack could certify at this size (:mod:`dpaudit.auditing.power`) — and warns, with the
+  canaries needed, when that is at most the claim;
 * δ is resolved **once** on the base graph (``--delta auto`` counts the base graph's units) and
   given explicitly to every run, so no run's guarantee depends on how many canaries it drew;
 * every run is ``get_defense(name)(epsilon, delta, seed + run, **overrides).fit(...)`` — the
@@ -41,6 +47,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +60,7 @@ from dpaudit.data.splits import make_split
 from dpaudit.errors import ConfigurationError
 from dpaudit.runtime import atomic_write_json
 from dpaudit.training.registry import get_defense
+from dpaudit.training.user_fit import FitFunction, function_name
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +75,13 @@ VERDICTS = CANARY_VERDICTS
 ALL_KINDS = ("node", "edge", "gradient")
 
 
+def _check_counts(canaries, runs) -> None:
+    if isinstance(canaries, bool) or not isinstance(canaries, int) or canaries < 1:
+        raise ConfigurationError(f"--canaries must be an integer >= 1, got {canaries!r}")
+    if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
+        raise ConfigurationError(f"--runs must be an integer >= 1, got {runs!r}")
+
+
 def check_canary_request(defense: str, epsilon, kind: str, canaries: int, runs: int, overrides: dict | None,
                          delta="auto", device: str = "auto", seed: int = 0, design: dict | None = None):  # fmt: skip
     """Validate everything that can be validated before data is loaded; returns the defense class."""
@@ -76,10 +91,7 @@ def check_canary_request(defense: str, epsilon, kind: str, canaries: int, runs: 
         from dpaudit.app.workflows.gradient_canary import check_gradient_request
 
         return check_gradient_request(defense, epsilon, canaries, runs, overrides, delta, device, seed, design)
-    if isinstance(canaries, bool) or not isinstance(canaries, int) or canaries < 1:
-        raise ConfigurationError(f"--canaries must be an integer >= 1, got {canaries!r}")
-    if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
-        raise ConfigurationError(f"--runs must be an integer >= 1, got {runs!r}")
+    _check_counts(canaries, runs)
     cls = get_defense(defense)
     cls(epsilon=epsilon, delta=delta, seed=seed, device=device, **(overrides or {}))  # ranges, protocol, ε
     structure = canary_structure(design)
@@ -88,6 +100,26 @@ def check_canary_request(defense: str, epsilon, kind: str, canaries: int, runs: 
             raise ConfigurationError(f"--design structure={structure.name} designs edge canaries (--kind edge)")
         structure.check(cls, canaries)
     return cls
+
+
+def check_fit_request(fit, epsilon, kind: str, canaries: int, runs: int, unit: str | None = None, delta="auto",
+                      device: str = "auto", seed: int = 0, design: dict | None = None) -> FitFunction:  # fmt: skip
+    """Validate an audit of the user's ``fit(dataset, split)`` before data is loaded (the claim, the
+    kind, the counts, the design); returns the recipe of run 0."""
+    if kind not in game_kinds():
+        why = " (gradient canaries are inserted inside a registered DP-SGD defense)" if kind == "gradient" else ""
+        raise ConfigurationError(f"a fit function is audited with --kind node or edge, got {kind!r}{why}")
+    _check_counts(canaries, runs)
+    if (design or {}).get("structure") is not None:
+        raise ConfigurationError("--design structure=... is a registered defense's own canary design, not for --train")
+    if epsilon is None:
+        raise ConfigurationError("auditing a fit function needs --epsilon: the ε you claim (inf: no claim)")
+    return FitFunction(fit, epsilon=epsilon, delta=delta, unit=unit or kind, seed=seed, device=device)
+
+
+def game_kinds() -> tuple[str, ...]:
+    """The graph-native canary kinds (:data:`attacks.canary.KINDS`)."""
+    return tuple(k for k in ALL_KINDS if k != "gradient")
 
 
 #: the modules that register a defense's own edge-canary structure (:class:`dpaudit.auditing.canary_design.CanaryStructure`)
@@ -109,11 +141,13 @@ def canary_structure(design: dict | None):
 
 
 def canary_audit(
-    defense: str,
-    dataset: str | GraphDataset,
-    epsilon: float | str,
+    defense: str | Callable | None = None,
+    dataset: str | GraphDataset | None = None,
+    epsilon: float | str | None = None,
     *,
     kind: str,
+    fit: Callable | None = None,
+    unit: str | None = None,
     canaries: int = 200,
     runs: int = 1,
     overrides: dict[str, Any] | None = None,
@@ -128,8 +162,21 @@ def canary_audit(
     out: str | Path | None = None,
     progress: bool = True,
     keep_scores: bool = True,
+    on_plan: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     """Run the canary audit (module docstring) and return (and, with ``out``, write) its JSON.
+
+    What trains is a registered defense (``defense``, its name) or **your own function**
+    (``fit``, or a callable as first argument): ``fit(dataset, split)`` returning a trained
+    torch module (:class:`dpaudit.training.user_fit.FitFunction`), audited against the claim
+    ``epsilon`` (``"inf"``: none), ``delta`` and ``unit`` (default: the canaries' kind) that you
+    state — a hypothesis the audit tests: verdict "claim refuted" when a certified bound exceeds
+    it, "consistent with the claim" otherwise. The function sees only each run's training
+    dataset and split (the base graph with the canaries its coins included).
+
+    Before any training the audit's power is planned (:func:`canary_plan`, ``result["plan"]``)
+    and given to ``on_plan`` — or, without one, logged (INFO), a claim no attack could refute at
+    this size at WARNING, with the number of canaries that could.
 
     ``kind="gradient"`` is the white-box DP-SGD audit of
     :func:`dpaudit.app.workflows.gradient_canary.gradient_canary_audit`, called with every other
@@ -139,7 +186,19 @@ def canary_audit(
     from attacks import canary as game
     from dpaudit.auditing.estimators import audit_epsilon
 
-    if kind == "gradient":
+    if callable(defense) and not isinstance(defense, str):
+        if fit is not None:
+            raise ConfigurationError("canary_audit: pass your function once (as fit=...)")
+        defense, fit = None, defense
+    if (defense is None) == (fit is None):
+        raise ConfigurationError(
+            "canary_audit: audit a registered defense (its name) or your fit function, one of them"
+        )
+    if dataset is None:
+        raise ConfigurationError("canary_audit: a dataset is required (a name, a graph file or a GraphDataset)")
+    if epsilon is None and fit is None:
+        raise ConfigurationError("canary_audit: epsilon is required (the defense's target ε, inf for a baseline)")
+    if kind == "gradient" and fit is None:
         from dpaudit.app.workflows.gradient_canary import gradient_canary_audit
 
         return gradient_canary_audit(
@@ -147,25 +206,52 @@ def canary_audit(
             delta=delta, device=device, data_root=data_root, dataset_options=dataset_options, design=design,
             confidence=confidence, out=out, progress=progress, keep_scores=keep_scores,
         )  # fmt: skip
-    cls = check_canary_request(defense, epsilon, kind, canaries, runs, overrides, delta, device, seed, design)
+    if fit is not None:
+        if overrides:
+            raise ConfigurationError("canary_audit: overrides set a registered defense's hyperparameters, not a fit's")
+        probe = check_fit_request(fit, epsilon, kind, canaries, runs, unit, delta, device, seed, design)
+        name, claim_source = function_name(fit), "user"
+
+        def recipe(run_delta, run_seed):
+            return FitFunction(fit, epsilon=epsilon, delta=run_delta, unit=probe.unit, seed=run_seed, device=device)
+    else:
+        if unit is not None:
+            raise ConfigurationError(
+                "canary_audit: unit states the claim of a fit function; a defense declares its own"
+            )
+        cls = check_canary_request(defense, epsilon, kind, canaries, runs, overrides, delta, device, seed, design)
+        probe = cls(epsilon=epsilon, delta=delta, seed=seed, device=device, **(overrides or {}))
+        name, claim_source = defense, "defense"
+
+        def recipe(run_delta, run_seed):
+            return cls(epsilon=epsilon, delta=run_delta, seed=run_seed, device=device, **(overrides or {}))
+
     base = dataset if isinstance(dataset, GraphDataset) else load_dataset(
         dataset, root=data_root, **(dataset_options or {})
     )  # fmt: skip
     sp = make_split(base, split, seed)
-    probe = cls(epsilon=epsilon, delta=delta, seed=seed, device=device, **(overrides or {}))
     run_delta = probe.resolve_delta(base, sp)
     canary_design = game.draw_canaries(base, sp, kind, canaries, seed, **(design or {}))
+    plan = canary_plan(canary_design, runs, probe, kind, run_delta, confidence, claim_source)
+    if on_plan is not None:
+        on_plan(plan)
+    else:
+        for line in plan_lines(plan):
+            log.info("%s", line)
+        if plan.get("warning"):
+            log.warning("%s", plan["warning"])
 
     record: dict[str, Any] = {
         "schema": SCHEMA,
         "version": SCHEMA_VERSION,
-        "defense": defense,
+        "defense": name,
+        "claim_source": claim_source,
         "dataset": base.name,
         "dataset_fingerprint": base.fingerprint,
         "split": sp.spec,
         "seed": int(seed),
         "kind": kind,
-        "unit": cls.unit,
+        "unit": probe.unit,
         "target_epsilon": None if math.isinf(probe.epsilon) else probe.epsilon,
         "defense_delta": run_delta if probe.private else None,
         "overrides": dict(overrides or {}),
@@ -173,6 +259,7 @@ def canary_audit(
         "design": canary_design.describe(),
         "runs_requested": runs,
         "confidence": confidence,
+        "plan": plan,
         "partial": False,
     }
     scores: list[np.ndarray] = []
@@ -181,15 +268,12 @@ def canary_audit(
     score_name = None
     interrupted = False
     try:
-        for r in tqdm(range(runs), desc=f"canary audit {defense}", disable=None if progress else True):
+        for r in tqdm(range(runs), desc=f"canary audit {name}", disable=None if progress else True):
             start = time.perf_counter()
+            # the coins are drawn after the design; the recipe sees only the data they make
             included = game.flip_coins(canaries, seed, r)
             train_ds, train_split = game.training_data(base, sp, canary_design, included)
-            instance = cls(
-                epsilon=epsilon, delta=run_delta if probe.private else delta, seed=seed + r, device=device,
-                **(overrides or {}),
-            )  # fmt: skip
-            model = instance.fit(train_ds, train_split)
+            model = recipe(run_delta if probe.private else delta, seed + r).fit(train_ds, train_split)
             s, score_name = game.score_run(model, base, sp, canary_design, train_ds, train_split, seed=seed + r)
             spec = model.privacy
             scores.append(s)
@@ -222,6 +306,81 @@ def canary_audit(
     return record
 
 
+def canary_plan(design, runs: int, probe, kind: str, delta: float, confidence: float,
+                claim_source: str = "defense") -> dict[str, Any]:  # fmt: skip
+    """The audit's power, before any training: how many canaries, how loud, the claim it tests
+    and the largest ε a **perfect** attack could certify at this size
+    (:func:`dpaudit.auditing.power.audit_power`); when that is at most the claim, a warning and
+    the canaries per run that could (:func:`dpaudit.auditing.power.canaries_needed`).
+
+    The claim planned for is the recipe's target ε (a defense's runs may spend less, or more
+    after the audit's queries; the audit tests what they spend), at the canary's unit
+    (:func:`attacks.canary.audited_claim`: edge canaries against node-level DP test 2ε)."""
+    from attacks import canary as game
+    from dpaudit.auditing.power import audit_power, canaries_needed
+
+    count = design.count
+    valid, why, claim, claim_delta = game.audited_claim(probe.unit if probe.private else None, kind, probe.epsilon,
+                                                        delta)  # fmt: skip
+    testable = bool(valid and math.isfinite(claim))
+    estimate_delta = min(claim_delta if (testable and claim_delta > 0) else NON_PRIVATE_DELTA, 0.5)
+    power = audit_power(count, runs=runs, delta=estimate_delta, confidence=confidence,
+                        claimed_epsilon=claim if testable else None)  # fmt: skip
+    loudness = {k: v for k, v in design.describe().items() if k not in ("pairs", "count", "kind")}
+    if design.kind == "node" and design.features is not None:
+        loudness["feature_norm"] = float(design.features.norm(dim=1).max())
+    plan: dict[str, Any] = {
+        "kind": design.kind,
+        "canaries": count,
+        "runs": runs,
+        "scores": count * runs,
+        "loudness": loudness,
+        "claim_source": claim_source,
+        "claimed_epsilon": claim if testable else None,
+        "claim_delta": claim_delta if testable else None,
+        "delta": estimate_delta,
+        "confidence": confidence,
+        "bound_valid": bool(valid),
+        "coverage": why,
+        "certifiable_epsilon": power["certifiable_epsilon"],
+        "max_possible": power["max_possible"],
+        "can_refute_claim": power.get("can_refute_claim"),
+        "canaries_needed": None,
+        "warning": None,
+    }
+    if testable and not power["can_refute_claim"]:
+        needed = canaries_needed(claim, runs=runs, delta=estimate_delta, confidence=confidence, start=count)
+        plan["canaries_needed"] = needed
+        advice = (f"use >= {needed} canaries" if needed is not None else
+                  "no count up to 10,000 canaries per run could (the one-run tests cap near ε ≈ 4-6): more runs or "
+                  "a larger δ")  # fmt: skip
+        plan["warning"] = (
+            f"this audit cannot refute ε = {claim:g} at this size: a perfect attack certifies at most "
+            f"{power['certifiable_epsilon']:.3g} with {count} canaries × {runs} run(s); {advice}"
+        )
+    return plan
+
+
+def plan_lines(plan: dict[str, Any]) -> list[str]:
+    """The plan of :func:`canary_plan` in a few lines (printed before any training)."""
+    loud = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in plan["loudness"].items())
+    claim = plan.get("claimed_epsilon")
+    whose = "your claim" if plan.get("claim_source") == "user" else "the target"
+    if claim is not None:
+        tested = f"tests ε = {claim:g} at δ = {plan['claim_delta']:g} ({whose})"
+    else:
+        tested = f"no claim to test ({plan['coverage']})"
+    lines = [
+        f"plan: {plan['canaries']} {plan['kind']} canaries × {plan['runs']} run(s) = {plan['scores']} scores; "
+        f"design: {loud}",
+        f"plan: {tested}; a perfect attack could certify at most ε = {plan['certifiable_epsilon']:.3g} at "
+        f"{100 * plan['confidence']:g} %",
+    ]
+    if plan.get("warning"):
+        lines.append(f"warning: {plan['warning']}")
+    return lines
+
+
 def _summarise(record, per_run, scores, coins, score_name, probe, kind, run_delta, confidence, audit_epsilon, game,
                keep_scores) -> dict[str, Any]:  # fmt: skip
     out: dict[str, Any] = {"runs": len(per_run), "per_run": per_run, "score": score_name}
@@ -235,7 +394,11 @@ def _summarise(record, per_run, scores, coins, score_name, probe, kind, run_delt
     if not (valid and math.isfinite(claim)):
         claimed_mu = None
     notes = []
-    if per_run and any(r["sound"] is False for r in per_run):
+    stated = record.get("claim_source") == "user"
+    if stated and valid and math.isfinite(claim):
+        notes.append("the claim (ε, δ, unit) is your statement, not a guarantee dpaudit proved: the audit tests it as a "
+                     "hypothesis")  # fmt: skip
+    elif per_run and any(r["sound"] is False for r in per_run):
         notes.append("the defense's spec is sound: false (a paper's own accounting): its ε is not a guarantee")
     out.update(
         claimed_epsilon=claim if math.isfinite(claim) else None,
@@ -288,7 +451,7 @@ def _summarise(record, per_run, scores, coins, score_name, probe, kind, run_delt
     if not valid:
         out["verdict"] = "not applicable"
     elif audit.get("claim_refuted"):
-        out["verdict"] = "guarantee broken"
+        out["verdict"] = "claim refuted" if stated else "guarantee broken"
     elif audit.get("estimate_exceeds_claim"):
         out["verdict"] = ESTIMATE_VERDICT
     else:
@@ -324,7 +487,8 @@ def summary_lines(result: dict[str, Any]) -> list[str]:
                 "uses the certified one-run / one-run-fdp / multi-run bounds)"
             )
     claim = result.get("claimed_epsilon")
-    lines.append(f"claimed ε {fmt(claim)} (spent, max over runs; unit {result.get('unit')})   "
+    source = "your claim" if result.get("claim_source") == "user" else "spent, max over runs"
+    lines.append(f"claimed ε {fmt(claim)} ({source}; unit {result.get('unit')})   "
                  f"bound valid: {'yes' if result.get('bound_valid') else 'no'}")  # fmt: skip
     if result.get("claimed_mu") is not None:
         lines.append(f"claimed μ-GDP {fmt(result['claimed_mu'])}   certified μ lower bound "

@@ -1,5 +1,6 @@
 """The documentation site: ``mkdocs build --strict`` passes, and every ``dpaudit`` subcommand has
-its page under ``docs/commands/`` that names every option the parser defines."""
+its page under ``docs/commands/`` that names every option the parser defines; the Python example
+of docs/canaries.md runs."""
 
 from __future__ import annotations
 
@@ -95,3 +96,15 @@ def test_mkdocs_build_strict(tmp_path):
     assert proc.returncode == 0, f"mkdocs build --strict failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
     api = (tmp_path / "site" / "api" / "index.html").read_text(encoding="utf-8")
     assert 'id="dpaudit.accounting.PrivacyLedger"' in api
+
+
+def test_canaries_fit_function_example_runs(data_root, monkeypatch, capsys):
+    """docs/canaries.md's "Canaries through your fit function": its Python block, as written, on
+    the session's copy of Cora, prints what its comment says."""
+    text = (ROOT / "docs" / "canaries.md").read_text(encoding="utf-8")
+    section = text.split("## Canaries through your fit function", 1)[1]
+    block = section.split("```python\n", 1)[1].split("```", 1)[0]
+    expected = block.rsplit("# ", 1)[1].split("(")[0].strip()
+    monkeypatch.setenv("DPAUDIT_DATA", str(data_root))
+    exec(compile(block, "docs/canaries.md", "exec"), {"__name__": "docs_canaries"})  # our own docs' code
+    assert capsys.readouterr().out.strip().splitlines()[-1] == expected

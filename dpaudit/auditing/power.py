@@ -1,0 +1,78 @@
+"""An audit's power before it runs: the largest ε a canary audit of this size could certify
+for *any* attack, and how many canaries a claim needs.
+
+>>> power = audit_power(200, delta=1e-5, claimed_epsilon=1.0)     # doctest: +SKIP
+>>> power["certifiable_epsilon"], power["can_refute_claim"]         # doctest: +SKIP
+(3.29..., True)
+
+The numbers are the estimators' own ceilings (``max_possible`` of
+:func:`dpaudit.auditing.estimators.audit_epsilon`, one home): the audit is run on the scores of a
+*perfect* attack — every included canary scored 1, every excluded one 0 — with balanced coins,
+the same runs and the same Bonferroni split as the real audit, and the certified estimators'
+(:data:`~dpaudit.auditing.estimators.RIGOROUS_ESTIMATORS`) ceilings are read off. Nothing here
+depends on a model or on the coins a run will draw: it is a property of the audit's size, δ and
+confidence. When the certifiable maximum is at most the claim, no attack can refute the claim
+at this size and "consistent with the claim" is no evidence.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from dpaudit.auditing.estimators import RIGOROUS_ESTIMATORS, audit_epsilon
+from dpaudit.errors import ConfigurationError
+
+#: :func:`canaries_needed` looks no further than this many canaries per run
+MAX_PLANNED_CANARIES = 10_000
+
+
+def audit_power(canaries: int, *, runs: int = 1, delta: float, confidence: float = 0.95,
+                claimed_epsilon: float | None = None) -> dict:  # fmt: skip
+    """The ceilings of an audit with ``canaries`` per run pooled over ``runs`` runs (module docstring).
+
+    Returns ``max_possible`` {estimator: ceiling}, ``certifiable_epsilon`` (the largest certified
+    ceiling) and, with ``claimed_epsilon``, ``can_refute_claim``."""
+    for name, value in (("canaries", canaries), ("runs", runs)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise ConfigurationError(f"audit_power: {name} must be an integer >= 1, got {value!r}")
+    coins = np.arange(canaries * runs) % 2 == 0  # balanced over all scores (one canary per run too)
+    run_ids = np.repeat(np.arange(runs), canaries)
+    # one score has one coin value: only the guess-count tests apply (as in the audit itself)
+    estimators = ("one-run", "one-run-fdp", "one-run-fdp-gaussian") if coins.size == 1 else None
+    audit = audit_epsilon(coins.astype(float), coins, delta=delta, confidence=confidence, run_ids=run_ids,
+                          estimators=estimators)  # fmt: skip
+    ceilings = {name: value for name, value in audit["max_possible"].items() if value is not None}
+    certifiable = max((v for name, v in ceilings.items() if name in RIGOROUS_ESTIMATORS), default=0.0)
+    out = {"max_possible": ceilings, "certifiable_epsilon": float(certifiable), "confidence": float(confidence),
+           "delta": float(delta)}  # fmt: skip
+    if claimed_epsilon is not None:
+        out["can_refute_claim"] = bool(certifiable > float(claimed_epsilon))
+    return out
+
+
+def canaries_needed(claimed_epsilon: float, *, runs: int = 1, delta: float, confidence: float = 0.95,
+                    start: int = 1, limit: int = MAX_PLANNED_CANARIES) -> int | None:  # fmt: skip
+    """The fewest canaries per run (searched on a doubling grid above ``start``, a
+    count known too small, then bisected to 10 %) whose
+    :func:`audit_power` exceeds ``claimed_epsilon``; ``None`` when not even ``limit`` do (the δ
+    term caps the one-run test: no count certifies much above ≈ 4-6 at δ = 1e-5).
+
+    The ceiling is not exactly monotone in the count (the guess grid changes with it), so the
+    answer is the first count found that suffices, checked by :func:`audit_power` itself."""
+    if not (isinstance(claimed_epsilon, (int, float)) and math.isfinite(claimed_epsilon) and claimed_epsilon >= 0):
+        raise ConfigurationError(f"canaries_needed: the claim must be a finite ε >= 0, got {claimed_epsilon!r}")
+
+    def enough(m: int) -> bool:
+        return audit_power(m, runs=runs, delta=delta, confidence=confidence)["certifiable_epsilon"] > claimed_epsilon
+
+    if not enough(limit):  # one evaluation, so that a claim beyond reach costs little
+        return None
+    low, high = max(0, int(start)), min(max(2, 2 * int(start)), limit)
+    while not enough(high):
+        low, high = high, min(2 * high, limit)
+    while high - low > max(1, high // 10):  # to 10 %: a plan, not a theorem
+        mid = (low + high) // 2
+        low, high = (low, mid) if enough(mid) else (mid, high)
+    return high

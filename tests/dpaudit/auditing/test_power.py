@@ -1,0 +1,42 @@
+"""An audit's power before it runs (issue 39): the estimators' ceilings at a given size, and the
+canaries a claim needs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dpaudit.auditing.estimators import audit_epsilon
+from dpaudit.auditing.power import audit_power, canaries_needed
+from dpaudit.errors import ConfigurationError
+
+DELTA = 1e-5
+
+
+def test_power_is_what_a_perfect_attack_certifies():
+    power = audit_power(100, delta=DELTA, claimed_epsilon=1.0)
+    balanced = np.random.default_rng(0).permutation(np.arange(100) < 50)
+    perfect = audit_epsilon(balanced.astype(float), balanced, delta=DELTA, run_ids=np.zeros(100, int))
+    assert power["certifiable_epsilon"] == pytest.approx(perfect["certified_epsilon_lower_bound"])
+    assert power["can_refute_claim"] and 2.0 < power["certifiable_epsilon"] < 3.0
+    coins = np.random.default_rng(0).random(100) < 0.5  # fair coins: a perfect ranking may get less, never more
+    lucky = audit_epsilon(coins.astype(float), coins, delta=DELTA, run_ids=np.zeros(100, int))
+    assert lucky["certified_epsilon_lower_bound"] <= power["certifiable_epsilon"]
+    noisy = audit_epsilon(np.random.default_rng(1).normal(size=100) + coins, coins, delta=DELTA,
+                          run_ids=np.zeros(100, int))  # fmt: skip
+    assert noisy["certified_epsilon_lower_bound"] <= power["certifiable_epsilon"]
+    # 20 canaries cannot refute ε = 1 whatever the attack; more runs pooled can
+    assert not audit_power(20, delta=DELTA, claimed_epsilon=1.0)["can_refute_claim"]
+    assert audit_power(20, runs=3, delta=DELTA, claimed_epsilon=1.0)["can_refute_claim"]
+    with pytest.raises(ConfigurationError, match="canaries"):
+        audit_power(0, delta=DELTA)
+
+
+def test_canaries_needed_is_the_smallest_count_that_suffices_to_ten_percent():
+    needed = canaries_needed(1.0, delta=DELTA)
+    assert audit_power(needed, delta=DELTA)["certifiable_epsilon"] > 1.0
+    assert audit_power(int(needed * 0.85), delta=DELTA)["certifiable_epsilon"] <= 1.0
+    assert canaries_needed(1.0, delta=DELTA, start=10) == needed
+    assert canaries_needed(12.0, delta=DELTA, start=500, limit=2000) is None  # the δ term caps the test
+    with pytest.raises(ConfigurationError, match="finite"):
+        canaries_needed(float("inf"), delta=DELTA)
