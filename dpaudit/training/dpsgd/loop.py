@@ -57,6 +57,7 @@ def train_dp_sgd(
     progress: str | None = None,
     on_epoch: Callable[[nn.Module], None] | None = None,
     clipping: str = "ghost",
+    shuffle: bool = True,
 ) -> PoissonSubsampledGaussian | None:
     """Train ``module`` in place on (inputs[i], targets[i]) pairs; return the mechanism spent.
 
@@ -70,13 +71,17 @@ def train_dp_sgd(
     ``schedule`` alone (:meth:`PoissonSchedule.plan`; ``epochs`` must be the schedule's) and
     returns ``PoissonSubsampledGaussian(noise_multiplier, schedule.sample_rate, schedule.steps)``;
     ``batch_size`` is then unused. Without noise, shuffled minibatches of min(``batch_size``, n)
-    for ``epochs`` epochs, and ``None`` is returned. Inside :func:`inserting_canaries`, a noisy
+    for ``epochs`` epochs (``shuffle=False``: the rows in their given order, no permutation; with
+    ``batch_size`` ≥ n, one full batch per epoch), and ``None`` is returned. Inside :func:`inserting_canaries`, a noisy
     run the :class:`DiracCanaries` ask for (by ``progress`` label) also trains on them.
 
     Raises:
-        ConfigurationError: a noisy run without a schedule, or with other epochs than it plans.
+        ConfigurationError: a noisy run without a schedule, with other epochs than it plans, or
+            with ``shuffle=False`` (its batches are the accounted Poisson draws).
     """
     if noise_multiplier > 0:
+        if not shuffle:
+            raise ConfigurationError("noisy DP-SGD draws Poisson batches: shuffle=False is for noise-free runs only")
         if schedule is None:
             raise ConfigurationError(
                 "noisy DP-SGD needs a PoissonSchedule fixed before training (PoissonSchedule.plan): its rate and "
@@ -98,7 +103,7 @@ def train_dp_sgd(
         for _ in epochs_bar:
             module.train()
             # torch's RandomSampler: one randperm per epoch from the seeded generator.
-            order = torch.randperm(n, generator=generator).to(device)
+            order = torch.randperm(n, generator=generator).to(device) if shuffle else torch.arange(n, device=device)
             for start in range(0, n, batch_size):
                 index = order[start : start + batch_size]
                 opt.zero_grad()

@@ -240,3 +240,26 @@ def test_noise_for_plan_reuses_only_a_calibrated_sigma(monkeypatch):
     assert noise_for_plan(2.0, 1e-5, family, recorded=sigma) == sigma and not calls
     assert noise_for_plan(2.0, 1e-5, family, recorded=sigma * 1.5) == -1.0 and len(calls) == 1
     assert noise_for_plan(2.0, 1e-5, family, recorded=sigma * 0.9) == -1.0 and len(calls) == 2
+
+
+def test_noise_free_run_in_order_is_plain_full_batch_adam():
+    """``shuffle=False`` without noise is full-batch Adam on the rows in order, bit for bit (GAP's
+    non-private steps train through it); a noisy run refuses it (its batches are the Poisson draws)."""
+    x, y = _data()
+    reference = _mlp()
+    opt = torch.optim.Adam(reference.parameters(), lr=0.05)
+    for _ in range(3):
+        reference.train()
+        opt.zero_grad()
+        nn.functional.cross_entropy(reference(x), y).backward()
+        opt.step()
+    trained = _mlp()
+    spent = train_dp_sgd(trained, x, y, noise_multiplier=0.0, max_grad_norm=math.inf, batch_size=len(y), epochs=3,
+                         lr=0.05, shuffle=False)  # fmt: skip
+    assert spent is None
+    for a, b in zip(reference.parameters(), trained.parameters()):
+        assert torch.equal(a, b)
+    schedule = PoissonSchedule.plan(batch_size=10, epochs=1, declared_size=40)
+    with pytest.raises(ConfigurationError, match="shuffle=False"):
+        train_dp_sgd(_mlp(), x, y, noise_multiplier=1.0, max_grad_norm=1.0, batch_size=10, epochs=1, lr=0.05,
+                     schedule=schedule, shuffle=False)  # fmt: skip
