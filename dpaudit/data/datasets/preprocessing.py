@@ -132,36 +132,8 @@ def prepare(
     """
     if classes is None:
         raise DatasetError(f"{name}: the label domain is not declared; {DECLARE_CLASSES_PYTHON}")
-    x, y, edge_index = getattr(data, "x", None), getattr(data, "y", None), getattr(data, "edge_index", None)
-    if x is None or y is None or edge_index is None:
-        raise DatasetError(f"{name}: a graph needs node features x, labels y and an edge_index")
-    if not torch.is_tensor(x) or x.dim() != 2 or x.size(0) == 0 or x.size(1) == 0:
-        raise DatasetError(f"{name}: x must be a non-empty [num_nodes, num_features] tensor")
+    x, y, edge_index = _checked_graph(data, name)
     n = x.size(0)
-    x = x.to(torch.float32)
-    if not torch.isfinite(x).all():
-        bad = (~torch.isfinite(x)).any(dim=1).nonzero().view(-1)
-        raise DatasetError(
-            f"{name}: node features contain NaN or infinite values in {bad.numel()} nodes (first: {bad[:5].tolist()})"
-        )
-    y = torch.as_tensor(y)
-    if y.dim() == 2 and y.size(1) == 1:
-        y = y.view(-1)
-    if y.dim() != 1 or y.size(0) != n:
-        raise DatasetError(f"{name}: y must be a vector with one label per node ({n}), got shape {tuple(y.shape)}")
-    if y.is_floating_point():
-        if not torch.isfinite(y).all() or not torch.equal(y, y.round()):
-            raise DatasetError(f"{name}: labels must be integers (use -1 for unlabeled nodes)")
-    y = y.to(torch.long)
-    edge_index = torch.as_tensor(edge_index)
-    if edge_index.dim() != 2 or edge_index.size(0) != 2:
-        raise DatasetError(f"{name}: edge_index must have shape [2, num_edges], got {tuple(edge_index.shape)}")
-    if edge_index.is_floating_point() or edge_index.dtype == torch.bool or edge_index.is_complex():
-        raise DatasetError(f"{name}: edge_index must hold integer node indices")
-    if edge_index.numel() and (edge_index.min() < 0 or edge_index.max() >= n):
-        raise DatasetError(f"{name}: edge_index refers to nodes outside 0..{n - 1}")
-    edge_index = edge_index.detach().cpu()
-    edge_index = undirected_edges(edge_index[0].numpy(), edge_index[1].numpy(), n)
 
     label_mask = y >= 0
     public_split = getattr(data, "public_split", None)
@@ -169,25 +141,7 @@ def prepare(
     if not label_mask.any():
         raise DatasetError(f"{name}: no labeled node (labels must be >= 0 for at least one node)")
 
-    if isinstance(classes, str) and classes == PUBLISHED:  # the graph's own label set, declared public
-        classes = torch.unique(y[label_mask]).tolist()
-        if len(classes) < 2:
-            raise DatasetError(f"{name}: node classification needs at least 2 classes, found {len(classes)}")
-    domain = torch.tensor(declared_classes(name, classes), dtype=torch.long)
-    outside = label_mask & ~torch.isin(y, domain)
-    if outside.any():
-        values = torch.unique(y[outside])
-        raise DatasetError(
-            f"{name}: labels {values[:10].tolist()}{' ...' if values.numel() > 10 else ''} of "
-            f"{int(outside.sum())} nodes are outside the declared classes {domain.tolist()}; declare them too "
-            "or mark those nodes unlabeled (-1)"
-        )
-    if isinstance(class_counts, str) and class_counts == PUBLISHED:
-        class_counts = [int((y[label_mask] == c).sum()) for c in domain.tolist()]
-    if class_counts is not None:
-        class_counts = [int(k) for k in class_counts]
-        if len(class_counts) != domain.numel() or any(k < 0 for k in class_counts):
-            raise DatasetError(f"{name}: declared class counts {class_counts} must be one count >= 0 per class")
+    domain, class_counts = _label_domain(name, y, label_mask, classes, class_counts)
 
     if min_class_size is not None and min_class_size > 0:
         if class_counts is None:
@@ -228,3 +182,76 @@ def prepare(
     if class_counts is not None:
         facts["class_counts"] = class_counts
     return GraphDataset(out, name, int(domain.numel()), fingerprint(out), meta, facts)
+
+
+def _checked_graph(data: Data, name: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """:func:`prepare`'s validation: float32 finite features [n, F], integer labels [n] (long),
+    and the edges within 0..n-1 made undirected, deduplicated and free of self loops
+    (:func:`undirected_edges`).
+
+    Raises:
+        DatasetError: a missing or malformed x, y or edge_index, non-finite features or
+            non-integer labels.
+    """
+    x, y, edge_index = getattr(data, "x", None), getattr(data, "y", None), getattr(data, "edge_index", None)
+    if x is None or y is None or edge_index is None:
+        raise DatasetError(f"{name}: a graph needs node features x, labels y and an edge_index")
+    if not torch.is_tensor(x) or x.dim() != 2 or x.size(0) == 0 or x.size(1) == 0:
+        raise DatasetError(f"{name}: x must be a non-empty [num_nodes, num_features] tensor")
+    n = x.size(0)
+    x = x.to(torch.float32)
+    if not torch.isfinite(x).all():
+        bad = (~torch.isfinite(x)).any(dim=1).nonzero().view(-1)
+        raise DatasetError(
+            f"{name}: node features contain NaN or infinite values in {bad.numel()} nodes (first: {bad[:5].tolist()})"
+        )
+    y = torch.as_tensor(y)
+    if y.dim() == 2 and y.size(1) == 1:
+        y = y.view(-1)
+    if y.dim() != 1 or y.size(0) != n:
+        raise DatasetError(f"{name}: y must be a vector with one label per node ({n}), got shape {tuple(y.shape)}")
+    if y.is_floating_point():
+        if not torch.isfinite(y).all() or not torch.equal(y, y.round()):
+            raise DatasetError(f"{name}: labels must be integers (use -1 for unlabeled nodes)")
+    y = y.to(torch.long)
+    edge_index = torch.as_tensor(edge_index)
+    if edge_index.dim() != 2 or edge_index.size(0) != 2:
+        raise DatasetError(f"{name}: edge_index must have shape [2, num_edges], got {tuple(edge_index.shape)}")
+    if edge_index.is_floating_point() or edge_index.dtype == torch.bool or edge_index.is_complex():
+        raise DatasetError(f"{name}: edge_index must hold integer node indices")
+    if edge_index.numel() and (edge_index.min() < 0 or edge_index.max() >= n):
+        raise DatasetError(f"{name}: edge_index refers to nodes outside 0..{n - 1}")
+    edge_index = edge_index.detach().cpu()
+    edge_index = undirected_edges(edge_index[0].numpy(), edge_index[1].numpy(), n)
+    return x, y, edge_index
+
+
+def _label_domain(name: str, y: torch.Tensor, label_mask: torch.Tensor, classes, class_counts):
+    """:func:`prepare`'s declared label domain as a tensor of label values (the graph's own label
+    set for :data:`PUBLISHED`) and the declared per-class counts (``None``, or one per class;
+    :data:`PUBLISHED`: counted on the labels).
+
+    Raises:
+        DatasetError: fewer than 2 published classes, a label outside the domain, or counts that
+            are not one count >= 0 per class.
+    """
+    if isinstance(classes, str) and classes == PUBLISHED:  # the graph's own label set, declared public
+        classes = torch.unique(y[label_mask]).tolist()
+        if len(classes) < 2:
+            raise DatasetError(f"{name}: node classification needs at least 2 classes, found {len(classes)}")
+    domain = torch.tensor(declared_classes(name, classes), dtype=torch.long)
+    outside = label_mask & ~torch.isin(y, domain)
+    if outside.any():
+        values = torch.unique(y[outside])
+        raise DatasetError(
+            f"{name}: labels {values[:10].tolist()}{' ...' if values.numel() > 10 else ''} of "
+            f"{int(outside.sum())} nodes are outside the declared classes {domain.tolist()}; declare them too "
+            "or mark those nodes unlabeled (-1)"
+        )
+    if isinstance(class_counts, str) and class_counts == PUBLISHED:
+        class_counts = [int((y[label_mask] == c).sum()) for c in domain.tolist()]
+    if class_counts is not None:
+        class_counts = [int(k) for k in class_counts]
+        if len(class_counts) != domain.numel() or any(k < 0 for k in class_counts):
+            raise DatasetError(f"{name}: declared class counts {class_counts} must be one count >= 0 per class")
+    return domain, class_counts
