@@ -56,7 +56,9 @@ def _new_name(fullname: str) -> str | None:
 
 class _MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """Imports ``dpaudit.<old>`` as the very module object at its new path (one object, so
-    registries and monkeypatches see one module)."""
+    registries and monkeypatches see one module). It sits first on ``sys.meta_path``: a moved
+    package's submodule by its old path (``dpaudit.datasets.loading``) would otherwise be found
+    by the path finder in the package's folder and run a second time, as another module."""
 
     def find_spec(self, fullname, path=None, target=None):
         if _new_name(fullname) is None:
@@ -71,7 +73,7 @@ class _MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 
 if not any(isinstance(finder, _MovedModules) for finder in sys.meta_path):
-    sys.meta_path.append(_MovedModules())
+    sys.meta_path.insert(0, _MovedModules())
 
 
 def __getattr__(name: str):

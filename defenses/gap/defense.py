@@ -756,31 +756,9 @@ class _GAP(Defense):
                 sens = self.aggregation_sensitivity(max_degree)
                 noise_std = sigma * sens if sens is not None else 0.0
                 # Steps 2–4: PMA (once per configuration; cached).
-                ei, operator, projection = edge_index, None, None
-                if node and protocols.samples_degrees(self.protocol):
-                    ei = bound_out_degree(
-                        ei, num_nodes, max_degree, torch.Generator().manual_seed(self.seed + 1_000_003)
-                    )
-                if self.projects:
-                    projection = projection_of(ei, num_nodes, max_degree)
-                    operator = projection.sum_operator(num_nodes, x0.dtype, device)
-                with torch.no_grad():
-                    gen = torch.Generator().manual_seed(self.seed + 2_000_003 + 7919 * released_hops)  # CPU: as CUDA
-                    if one_release:
-                        if shared_hops is None:
-                            shared_hops = torch.cat(
-                                private_multi_hop_aggregation(
-                                    x0, ei.to(device), released_hops, noise_std, gen, operator=operator
-                                ),
-                                dim=1,
-                            )
-                        cache = shared_hops[:, : hops * hp.hidden].contiguous()
-                    else:
-                        cache = torch.cat(
-                            private_multi_hop_aggregation(x0, ei.to(device), hops, noise_std, gen, operator=operator),
-                            dim=1,
-                        )
-                    features = torch.cat([x0, cache], dim=1)
+                features, cache, ei, projection, shared_hops = self._aggregate(
+                    x0, edge_index, num_nodes, hops, released_hops, max_degree, noise_std, one_release, shared_hops
+                )
                 # Step 5: the classification module on the cached representations.
                 torch.manual_seed(self.seed + 1)
                 classifier = _build_classifier(base_cfg, hops).to(device)
@@ -813,6 +791,53 @@ class _GAP(Defense):
                 if best is None or (selects and val_acc > best.val_accuracy):
                     best = candidate
         assert best is not None
+        return self._release(best, dataset, edge_index, delta, base_cfg, len(hop_grid) * len(degree_grid),
+                             schedules)  # fmt: skip
+
+    def _aggregate(self, x0, edge_index, num_nodes, hops, released_hops, max_degree, noise_std, one_release,
+                   shared_hops):  # fmt: skip
+        """Steps 2–4 for one (K, D): the sampled degree bound (node level, where the protocol samples
+        it), the projection (where it projects) and the private multi-hop aggregation of the encoder's
+        output ``x0`` with noise std ``noise_std`` — or, with ``one_release``, the first K hops of the
+        one release of ``released_hops`` hops (``shared_hops``: computed on the first call, then
+        sliced). Returns (features [n, (K+1)·hidden], the K hops' cache, the kept edges, the
+        projection or None, shared_hops)."""
+        hp, device = self.hp, self.device
+        node = self.level == "node"
+        ei, operator, projection = edge_index, None, None
+        if node and protocols.samples_degrees(self.protocol):
+            ei = bound_out_degree(
+                ei, num_nodes, max_degree, torch.Generator().manual_seed(self.seed + 1_000_003)
+            )
+        if self.projects:
+            projection = projection_of(ei, num_nodes, max_degree)
+            operator = projection.sum_operator(num_nodes, x0.dtype, device)
+        with torch.no_grad():
+            gen = torch.Generator().manual_seed(self.seed + 2_000_003 + 7919 * released_hops)  # CPU: as CUDA
+            if one_release:
+                if shared_hops is None:
+                    shared_hops = torch.cat(
+                        private_multi_hop_aggregation(
+                            x0, ei.to(device), released_hops, noise_std, gen, operator=operator
+                        ),
+                        dim=1,
+                    )
+                cache = shared_hops[:, : hops * hp.hidden].contiguous()
+            else:
+                cache = torch.cat(
+                    private_multi_hop_aggregation(x0, ei.to(device), hops, noise_std, gen, operator=operator),
+                    dim=1,
+                )
+            features = torch.cat([x0, cache], dim=1)
+        return features, cache, ei, projection, shared_hops
+
+    def _release(self, best: _Candidate, dataset: GraphDataset, edge_index: torch.Tensor, delta: float,
+                 base_cfg: dict, grid_size: int, schedules) -> GAPModel:  # fmt: skip
+        """The released model of the chosen candidate: its configuration (with the ledger and the
+        query mechanism), spec, card (the plan) and training release; what was measured on the
+        private graph (validation accuracy, kept edges, the projection) goes to the owner's record."""
+        node = self.level == "node"
+        data, num_nodes = dataset.data, dataset.num_nodes
         cfg = {
             "level": self.level,
             "protocol": self.protocol,
@@ -830,7 +855,6 @@ class _GAP(Defense):
             ),
             "query_releases": 0,
         }
-        grid_size = len(hop_grid) * len(degree_grid)
         privacy = self._privacy(best, delta, grid_size)
         card = {
             "inference": self._inference_card(),

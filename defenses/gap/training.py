@@ -1,5 +1,5 @@
-"""GAP's training loops: full-batch Adam (gap-inf, gap-edp) and DP-Adam through
-:func:`dpaudit.training.dpsgd.train_dp_sgd` on a planned :class:`~dpaudit.training.dpsgd.PoissonSchedule`
+"""GAP's training loops, both through :func:`dpaudit.training.dpsgd.train_dp_sgd`: full-batch Adam
+(gap-inf, gap-edp; its noise-free path) and DP-Adam on a planned :class:`~dpaudit.training.dpsgd.PoissonSchedule`
 (gap-ndp), each keeping the last iterate or, under ``protocol=paper``, the best-validation epoch.
 """
 
@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import copy
 import logging
+import math
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from dpaudit.accounting import PoissonSubsampledGaussian
-from dpaudit.progress import steps as progress_steps
-from dpaudit.training.dpsgd import PoissonSchedule, make_optimizer, train_dp_sgd
+from dpaudit.training.dpsgd import PoissonSchedule, train_dp_sgd
 
 log = logging.getLogger(__name__)
 
@@ -58,16 +57,25 @@ def _train_full_batch(
     desc: str,
     val: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> None:
-    """Full-batch Adam on cross-entropy; keeps the last iterate, or with ``val`` the
-    best-validation epoch (paper protocol)."""
-    opt = make_optimizer("adam", module.parameters(), lr)
+    """Full-batch Adam on cross-entropy: :func:`dpaudit.training.dpsgd.train_dp_sgd`'s noise-free
+    path on one batch of every row in order (no clipping, no noise, nothing accounted: gap-inf's
+    and gap-edp's modules train on the already private aggregates); keeps the last iterate, or
+    with ``val`` the best-validation epoch (paper protocol)."""
     ckpt = _Checkpoint(module, val)
-    for _ in progress_steps(epochs, desc, unit="epoch"):
-        module.train()
-        opt.zero_grad()
-        F.cross_entropy(module(inputs), targets).backward()
-        opt.step()
-        ckpt.update()
+    train_dp_sgd(
+        module,
+        inputs,
+        targets,
+        noise_multiplier=0.0,
+        max_grad_norm=math.inf,  # unused without noise: nothing is clipped
+        batch_size=max(1, int(targets.size(0))),
+        epochs=epochs,
+        lr=lr,
+        optimizer="adam",
+        progress=desc,
+        on_epoch=lambda _: ckpt.update(),
+        shuffle=False,
+    )
     ckpt.finish()
 
 

@@ -151,7 +151,8 @@ def test_reddit_unreadable_files_are_one_clear_error(tmp_path):
 
 @pytest.mark.parametrize("name", ["reddit", "ogbn-arxiv"])
 def test_a_graph_too_large_for_the_machine_is_refused_before_reading(tmp_path, monkeypatch, name):
-    import dpaudit.data.datasets
+    import dpaudit.data.datasets.preprocessing
+    import dpaudit.data.datasets.streamed
     import dpaudit.runtime
 
     if name == "reddit":
@@ -159,8 +160,8 @@ def test_a_graph_too_large_for_the_machine_is_refused_before_reading(tmp_path, m
     else:
         _write_arxiv(tmp_path)
     monkeypatch.setattr(dpaudit.runtime, "device_memory", lambda device: 100_000)  # a 100 kB machine
-    monkeypatch.setattr(dpaudit.data.datasets, "undirected_edges", None)  # never reached
-    monkeypatch.setattr(dpaudit.data.datasets, "_raw_graph", None)  # nor are the arrays assembled
+    monkeypatch.setattr(dpaudit.data.datasets.preprocessing, "undirected_edges", None)  # never reached
+    monkeypatch.setattr(dpaudit.data.datasets.streamed, "_raw_graph", None)  # nor are the arrays assembled
     with pytest.raises(DatasetError, match=rf"{name}: loading needs about .* GiB .*this machine has"):
         load_dataset(name, root=tmp_path)
 

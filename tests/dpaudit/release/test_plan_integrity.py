@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import pytest
 from editing import edited_copy
 
-import dpaudit.training.dpsgd as dpsgd
+import dpaudit.training.dpsgd.planning as dpsgd_planning
 from dpaudit.accounting import PrivacySpec, amplify_by_subsampling
 from dpaudit.accounting.verify import recompute
 from dpaudit.app.cli import main
@@ -115,7 +115,7 @@ def test_unmodified_models_load_and_are_replanned_without_a_calibration(saved, k
     def no_calibration(*args, **kwargs):
         raise AssertionError("load re-calibrated an unmodified model's noise")
 
-    monkeypatch.setattr(dpsgd, "calibrate_noise", no_calibration)
+    monkeypatch.setattr(dpsgd_planning, "calibrate_noise", no_calibration)
     model = load(saved[key])  # no calibration ran (the patched one raises): the property, not a clock
     assert model.verification.status == "recomputed"
     assert any("re-derived" in item for item in model.verification.checked), model.verification

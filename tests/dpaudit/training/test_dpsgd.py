@@ -12,7 +12,6 @@ from defenses.baselines import FeatureMLP
 from dpaudit.accounting import PoissonSubsampledGaussian
 from dpaudit.errors import ConfigurationError
 from dpaudit.nn import MLP, SparseFeatures
-from dpaudit.training import dpsgd
 from dpaudit.training.dpsgd import (
     GhostClipper,
     PerSampleClipper,
@@ -23,6 +22,8 @@ from dpaudit.training.dpsgd import (
     poisson_sample_rate,
     train_dp_sgd,
 )
+from dpaudit.training.dpsgd import loop as dpsgd_loop
+from dpaudit.training.dpsgd import planning as dpsgd_planning
 
 
 def _data(n=40, f=30, c=3, seed=0):
@@ -180,13 +181,13 @@ def test_schedule_not_the_number_of_examples_fixes_rate_steps_and_normaliser(mon
     schedule = PoissonSchedule.plan(batch_size=13, epochs=2, declared_size=52)
     assert (schedule.sample_rate, schedule.steps, schedule.expected_batch_size) == (0.25, 8, 13.0)
     seen = []
-    real = dpsgd.noisy_gradients
+    real = dpsgd_loop.noisy_gradients
 
     def spy(summed, params, std, expected_batch_size, generator):
         seen.append(expected_batch_size)
         return real(summed, params, std, expected_batch_size, generator)
 
-    monkeypatch.setattr(dpsgd, "noisy_gradients", spy)
+    monkeypatch.setattr(dpsgd_loop, "noisy_gradients", spy)
     spent = []
     for n in (40, 39):
         spent.append(
@@ -235,7 +236,30 @@ def test_noise_for_plan_reuses_only_a_calibrated_sigma(monkeypatch):
     family = lambda s: PoissonSubsampledGaussian(s, 0.2, 50)  # noqa: E731
     sigma = noise_for_plan(2.0, 1e-5, family)
     calls = []
-    monkeypatch.setattr(dpsgd, "calibrate_noise", lambda *a, **k: calls.append(1) or -1.0)
+    monkeypatch.setattr(dpsgd_planning, "calibrate_noise", lambda *a, **k: calls.append(1) or -1.0)
     assert noise_for_plan(2.0, 1e-5, family, recorded=sigma) == sigma and not calls
     assert noise_for_plan(2.0, 1e-5, family, recorded=sigma * 1.5) == -1.0 and len(calls) == 1
     assert noise_for_plan(2.0, 1e-5, family, recorded=sigma * 0.9) == -1.0 and len(calls) == 2
+
+
+def test_noise_free_run_in_order_is_plain_full_batch_adam():
+    """``shuffle=False`` without noise is full-batch Adam on the rows in order, bit for bit (GAP's
+    non-private steps train through it); a noisy run refuses it (its batches are the Poisson draws)."""
+    x, y = _data()
+    reference = _mlp()
+    opt = torch.optim.Adam(reference.parameters(), lr=0.05)
+    for _ in range(3):
+        reference.train()
+        opt.zero_grad()
+        nn.functional.cross_entropy(reference(x), y).backward()
+        opt.step()
+    trained = _mlp()
+    spent = train_dp_sgd(trained, x, y, noise_multiplier=0.0, max_grad_norm=math.inf, batch_size=len(y), epochs=3,
+                         lr=0.05, shuffle=False)  # fmt: skip
+    assert spent is None
+    for a, b in zip(reference.parameters(), trained.parameters()):
+        assert torch.equal(a, b)
+    schedule = PoissonSchedule.plan(batch_size=10, epochs=1, declared_size=40)
+    with pytest.raises(ConfigurationError, match="shuffle=False"):
+        train_dp_sgd(_mlp(), x, y, noise_multiplier=1.0, max_grad_norm=1.0, batch_size=10, epochs=1, lr=0.05,
+                     schedule=schedule, shuffle=False)  # fmt: skip

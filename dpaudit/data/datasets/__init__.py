@@ -1,0 +1,106 @@
+"""Graph datasets: PyG loaders behind one name, an embedded synthetic default, and the
+preprocessing every loader applies.
+
+Every dataset comes out as a :class:`GraphDataset`: a PyG ``Data`` with undirected,
+deduplicated edges and no self loops, ``y = -1`` and ``label_mask = False`` on unlabeled
+nodes, finite float features, plus its name, number of classes and a content fingerprint.
+
+Where data lives (first match wins): the ``root`` argument (``--data-root``), the
+``DPAUDIT_DATA`` environment variable, ``~/.cache/dpaudit/datasets``. The root holds raw
+files in the layout PyG expects (``ROOT/Cora/raw/ind.cora.x`` ...). The root is only ever
+read: PyG processes into a cache (``DPAUDIT_CACHE`` or ``~/.cache/dpaudit/processed``) whose
+``raw/`` folders link to the source files, so a read-only or shared folder is never touched.
+
+The package, one concern per module (every name below is importable from here):
+
+* :mod:`~dpaudit.data.datasets.graph` — :class:`GraphDataset`, its card and record;
+* :mod:`~dpaudit.data.datasets.preprocessing` — :func:`prepare` (validation, edges, the declared
+  label domain) and :func:`fingerprint`;
+* :mod:`~dpaudit.data.datasets.user` — :func:`from_data`, a user's own graph and its declared facts;
+* :mod:`~dpaudit.data.datasets.synthetic` — :func:`csbm`, the generated default;
+* :mod:`~dpaudit.data.datasets.sources` — the registry of named datasets and where their raw files live;
+* :mod:`~dpaudit.data.datasets.pyg` — reading a registry dataset through its PyG class;
+* :mod:`~dpaudit.data.datasets.facebook` — Facebook100 schools and their label targets;
+* :mod:`~dpaudit.data.datasets.streamed` — the streaming readers of Reddit and ogbn-arxiv;
+* :mod:`~dpaudit.data.datasets.options` — the options each dataset accepts, checked before loading;
+* :mod:`~dpaudit.data.datasets.loading` — :func:`load_dataset`, :func:`reload_dataset`,
+  :func:`describe_availability`.
+"""
+
+from dpaudit.data.datasets.facebook import (
+    FACEBOOK100,
+    FACEBOOK100_CLASSES,
+    FACEBOOK100_COLUMNS,
+    FACEBOOK100_MIN_CLASS_SHARE,
+    FACEBOOK100_TARGETS,
+    facebook100,
+)
+from dpaudit.data.datasets.graph import GraphDataset
+from dpaudit.data.datasets.loading import describe_availability, load_dataset, reload_dataset
+from dpaudit.data.datasets.options import (
+    FILE_OPTIONS,
+    PREPROCESSING_OPTIONS,
+    check_dataset_options,
+    check_file_declaration,
+    dataset_options,
+)
+from dpaudit.data.datasets.preprocessing import (
+    DECLARE_CLASSES_PYTHON,
+    PUBLISHED,
+    declared_classes,
+    fingerprint,
+    prepare,
+    undirected_edges,
+)
+from dpaudit.data.datasets.sources import (
+    PUBLISHED_CLASSES,
+    SOURCES,
+    SYNTHETIC,
+    available_datasets,
+    cache_root,
+    data_root,
+    missing_raw_files,
+    parse_dataset_name,
+)
+from dpaudit.data.datasets.streamed import LOAD_BYTES_PER_EDGE, STREAMED, ogbn_arxiv, reddit
+from dpaudit.data.datasets.synthetic import csbm
+from dpaudit.data.datasets.user import USER_FACTS, from_data
+
+__all__ = [
+    "DECLARE_CLASSES_PYTHON",
+    "FACEBOOK100",
+    "FACEBOOK100_CLASSES",
+    "FACEBOOK100_COLUMNS",
+    "FACEBOOK100_MIN_CLASS_SHARE",
+    "FACEBOOK100_TARGETS",
+    "FILE_OPTIONS",
+    "LOAD_BYTES_PER_EDGE",
+    "PREPROCESSING_OPTIONS",
+    "PUBLISHED",
+    "PUBLISHED_CLASSES",
+    "SOURCES",
+    "STREAMED",
+    "SYNTHETIC",
+    "USER_FACTS",
+    "GraphDataset",
+    "available_datasets",
+    "cache_root",
+    "check_dataset_options",
+    "check_file_declaration",
+    "csbm",
+    "data_root",
+    "dataset_options",
+    "declared_classes",
+    "describe_availability",
+    "facebook100",
+    "fingerprint",
+    "from_data",
+    "load_dataset",
+    "missing_raw_files",
+    "ogbn_arxiv",
+    "parse_dataset_name",
+    "prepare",
+    "reddit",
+    "reload_dataset",
+    "undirected_edges",
+]
