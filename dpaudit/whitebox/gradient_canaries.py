@@ -105,6 +105,7 @@ class GradientCanaries:
         self._optimizer = None
         self._params: list[torch.Tensor] = []
         self._noise_multipliers: set[float] = set()
+        self._injected = False  # your loop's step is between inject() and observe()
 
     # ------------------------------------------------------------------------------------ attach
     def attach(self, target, *, sample_rate: float, features=None, module: nn.Module | None = None,
@@ -218,13 +219,21 @@ class GradientCanaries:
         and any division) with this step's sampled canaries added (C along each one's
         coordinate); the inputs are not modified."""
         mapping = self._loop_tensors(summed, "inject")
+        if self._injected:
+            raise ConfigurationError("inject() twice without observe(): observe each step's noisy sums first")
         self._hook.insert(mapping)
+        self._injected = True
         return [mapping[p] for p in self._params]
 
     def observe(self, noisy: Sequence[torch.Tensor]) -> None:
         """Record this step's noisy sums (the output of :meth:`inject` plus the noise, before any
         division) along the canaries' coordinates."""
         mapping = self._loop_tensors(noisy, "observe")
+        if not self._injected:
+            raise ConfigurationError(
+                "observe() without inject(): inject the canaries into this step's clipped sums first"
+            )
+        self._injected = False
         saved = [p.grad for p in self._params]
         try:  # DiracCanaries reads the noisy sum from .grad
             for p in self._params:

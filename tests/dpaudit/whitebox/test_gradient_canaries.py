@@ -130,6 +130,11 @@ def test_refusals_come_before_any_work():
         canaries.result(epsilon=1.0, delta=1e-5)
     with pytest.raises(ConfigurationError, match="one tensor per attached parameter"):
         canaries.inject([torch.zeros(5)])
+    with pytest.raises(ConfigurationError, match="observe\\(\\) without inject"):
+        canaries.observe([torch.zeros(4)])
+    canaries.inject([torch.zeros(4)])
+    with pytest.raises(ConfigurationError, match="inject\\(\\) twice"):
+        canaries.inject([torch.zeros(4)])
     _, optimizer = _opacus_mlp(noise=1.0, clip=1.0, batch=4)
     hooked = dpaudit.GradientCanaries(count=2).attach(optimizer, sample_rate=0.1)
     with pytest.raises(ConfigurationError, match="injects and observes itself"):
