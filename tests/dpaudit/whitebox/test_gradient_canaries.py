@@ -167,7 +167,7 @@ def _verdict_line(result) -> tuple[str, float]:
 def test_opacus_example_on_cora_catches_a_tenth_of_the_noise(bug, data_root, monkeypatch):
     """examples/opacus_canaries.py (the page's Opacus script) on real Cora, 5,000 canaries, one
     run, on a smaller budget than the page's (10 epochs, batch 1024, 16 hidden units; measured:
-    about 40 s per variant on a loaded 2-core machine, most of it opacus' noise calibration)."""
+    about 30 s per variant on a loaded 2-core machine, a third of it opacus' noise calibration)."""
     monkeypatch.setenv("DPAUDIT_DATA", str(data_root))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
