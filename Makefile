@@ -27,7 +27,7 @@ test: $(STAMP)
 	$(PY) -m pytest -q
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check dpaudit defenses attacks reports tests benchmarks
+	$(VENV)/bin/ruff check dpaudit defenses attacks reports tests benchmarks examples
 
 clean:
 	rm -rf $(VENV) demo-out demo-report.html demo-report.json

@@ -22,6 +22,7 @@ LAYERS = (
     ("dpaudit.nn",),
     ("dpaudit.release",),
     ("dpaudit.auditing", "dpaudit.training"),
+    ("dpaudit.whitebox",),
     ("dpaudit.app",),
 )
 

@@ -26,6 +26,7 @@ from dpaudit.accounting.mechanisms import (
     RecordedGuarantee,
     SensitivityMixtureGaussian,
 )
+from dpaudit.accounting.opacus_claims import OpacusClaim, claim_from_opacus
 from dpaudit.accounting.pld import DEFAULT_DISCRETIZATION, gaussian_delta, gaussian_epsilon, pld_epsilon
 from dpaudit.accounting.selection import PrivateSelection
 from dpaudit.accounting.spec import UNITS, PrivacySpec, auto_delta, validate_delta, validate_epsilon
@@ -41,6 +42,7 @@ __all__ = [
     "GaussianMechanism",
     "LaplaceMechanism",
     "Mechanism",
+    "OpacusClaim",
     "PoissonSubsampledGaussian",
     "PrivateSelection",
     "PrivacyLedger",
@@ -51,6 +53,7 @@ __all__ = [
     "amplify_by_subsampling",
     "auto_delta",
     "calibrate_noise",
+    "claim_from_opacus",
     "epsilon_for_sigma",
     "gaussian_delta",
     "gaussian_epsilon",

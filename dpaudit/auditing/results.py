@@ -7,6 +7,7 @@ without recomputation.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -25,6 +26,34 @@ ESTIMATE_VERDICT = "likely broken (GDP estimate above the claim; not certified)"
 CANARY_VERDICTS = ("guarantee broken", "claim refuted", ESTIMATE_VERDICT, "consistent with the claim", "not applicable")
 
 FPR_LEVELS = ("0.1", "0.01", "0.001")
+
+
+class CanaryAuditRecord(dict):
+    """A canary audit's JSON record (:data:`CANARY_SCHEMA`) as a ``dict`` — the keys ``dpaudit
+    canary`` writes — with its headline numbers as attributes and :meth:`to_json` (non-finite
+    floats written as ``null``)."""
+
+    @property
+    def certified_epsilon_lower_bound(self) -> float | None:
+        return self.get("certified_epsilon_lower_bound")
+
+    @property
+    def max_possible(self) -> float | None:
+        return self.get("max_possible")
+
+    @property
+    def verdict(self) -> str | None:
+        return self.get("verdict")
+
+    @property
+    def bound_valid(self) -> bool:
+        return bool(self.get("bound_valid"))
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(_clean(dict(self)), indent=indent)
+
+    def save(self, path: str | Path) -> None:
+        atomic_write_json(path, _clean(dict(self)))
 
 
 def _clean(value: Any) -> Any:

@@ -8,8 +8,8 @@ The game (Steinke, Nasr & Jagielski, NeurIPS 2023, Dirac canaries with every ite
 Nasr et al., USENIX Security 2023): the defense trains on its real data, unchanged, while
 :class:`dpaudit.training.dpsgd.DiracCanaries` — entered with :func:`dpaudit.training.dpsgd.inserting_canaries`
 around ``Defense.fit`` — adds m canary gradients of norm C to one of its DP-SGD runs, each
-included by a fair coin and then sampled like any example; :mod:`attacks.gradient_canary`
-designs the coordinates, draws the coins and scores. No defense is edited: every defense whose
+included by a fair coin and then sampled like any example; :mod:`dpaudit.auditing.gradient_canary`
+designs the coordinates, draws the coins, scores and gives the verdict. No defense is edited: every defense whose
 DP-SGD goes through :func:`dpaudit.training.dpsgd.train_dp_sgd` is auditable (:func:`dpsgd_modules`), and
 so is DP-GNN, whose own loop drives the same hook with the law its accountant assumes for a node
 (:mod:`defenses.dpgnn.canaries`: N(K, r) subgraph terms drawn without replacement, ±C each).
@@ -36,7 +36,9 @@ from typing import Any
 
 import numpy as np
 
-from dpaudit.auditing.results import CANARY_SCHEMA, CANARY_SCHEMA_VERSION, ESTIMATE_VERDICT
+from dpaudit.auditing import gradient_canary as game
+from dpaudit.auditing.gradient_canary import OBSERVATIONS, SCORE_NAMES, sampling_seed, summarise_game
+from dpaudit.auditing.results import CANARY_SCHEMA, CANARY_SCHEMA_VERSION
 from dpaudit.auditing.statistics import auc_or_none
 from dpaudit.data.datasets import GraphDataset, load_dataset
 from dpaudit.data.splits import make_split
@@ -48,8 +50,6 @@ log = logging.getLogger(__name__)
 
 CLAIMS = ("module", "total")
 DESIGN_KEYS = ("module", "observe", "claim")
-#: separates the canaries' sampling stream from the coins and the training seeds
-_SAMPLING_STREAM = 0x73616D70
 COVERAGE = (
     "gradient canaries are examples of one DP-SGD run (norm exactly the clipping bound, Poisson-sampled at the "
     "run's rate): the bound is valid for that run's example-level guarantee, which for these defenses is the "
@@ -90,8 +90,6 @@ def check_gradient_request(defense: str, epsilon, canaries: int, runs: int, over
                            design: dict | None = None):  # fmt: skip
     """Validate everything that can be validated before data is loaded; returns the defense class
     and the resolved design options ``{"module", "label", "observe", "claim"}``."""
-    from attacks.gradient_canary import OBSERVATIONS
-
     if isinstance(canaries, bool) or not isinstance(canaries, int) or canaries < 1:
         raise ConfigurationError(f"--canaries must be an integer >= 1, got {canaries!r}")
     if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
@@ -148,10 +146,6 @@ def module_claim(spec, hook) -> tuple[float, float | None] | None:
     return max(PrivacyLedger().step(m).get_epsilon(spec.delta) for m in found), mu
 
 
-def _sampling_seed(seed: int, run: int) -> int:
-    return int(np.random.SeedSequence([int(seed), int(run), _SAMPLING_STREAM]).generate_state(1)[0])
-
-
 def gradient_canary_audit(
     defense: str,
     dataset: str | GraphDataset,
@@ -174,11 +168,10 @@ def gradient_canary_audit(
 ) -> dict[str, Any]:
     """Run the gradient-canary audit (module docstring) and return (and, with ``out``, write) its
     JSON. ``design``: ``module`` (:func:`dpsgd_modules`; default the first), ``observe``
-    (:data:`attacks.gradient_canary.OBSERVATIONS`, default ``"iterates"``), ``claim``
+    (:data:`dpaudit.auditing.gradient_canary.OBSERVATIONS`, default ``"iterates"``), ``claim``
     (``"module"`` or ``"total"``)."""
     from tqdm.auto import tqdm
 
-    from attacks import gradient_canary as game
     from dpaudit.training.dpsgd import DiracCanaries, inserting_canaries
 
     cls, options = check_gradient_request(defense, epsilon, canaries, runs, overrides, delta, device, seed, design)
@@ -216,7 +209,7 @@ def gradient_canary_audit(
     try:
         for r in tqdm(range(runs), desc=f"gradient canary audit {defense}", disable=None if progress else True):
             start = time.perf_counter()
-            hook = DiracCanaries(canary_design, game.fair_coins(seed, r), seed=_sampling_seed(seed, r),
+            hook = DiracCanaries(canary_design, game.fair_coins(seed, r), seed=sampling_seed(seed, r),
                                  module_label=options["label"], centre=options["observe"] == "centred")  # fmt: skip
             instance = cls(epsilon=epsilon, delta=run_delta, seed=seed + r, device=device, **(overrides or {}))
             with inserting_canaries(hook):
@@ -276,8 +269,6 @@ def _claim(per_run: list[dict[str, Any]], scope: str) -> tuple[float, float | No
 
 
 def _summarise(per_run, scores, coins, options, run_delta, confidence, keep_scores) -> dict[str, Any]:
-    from dpaudit.auditing.estimators import audit_epsilon
-
     out: dict[str, Any] = {"runs": len(per_run), "per_run": per_run, "score": _score_name(options["observe"])}
     notes: list[str] = []
     if not per_run:
@@ -301,44 +292,10 @@ def _summarise(per_run, scores, coins, options, run_delta, confidence, keep_scor
         coverage=_coverage(per_run),
         notes=notes,
     )
-    s = np.concatenate(scores)
-    y = np.concatenate(coins)
     run_ids = np.concatenate([np.full(len(c), i) for i, c in enumerate(coins)])
-    estimators = None
-    if y.all() or not y.any():  # one coin value: only the guess-count test applies
-        estimators = ("one-run",)
-        notes.append("every coin came up the same: the GDP and multi-run estimators need both values")
-        if claimed_mu is not None:
-            notes.append("the claim's μ-GDP is not tested: one-run-fdp-gaussian needs both coin values")
-            claimed_mu = None
-    audit = audit_epsilon(s, y, delta=min(run_delta, 0.5), confidence=confidence, run_ids=run_ids,
-                          estimators=estimators, claimed_epsilon=claim, claimed_mu=claimed_mu)  # fmt: skip
-    out.update(
-        epsilon_lower_bound=audit["epsilon_lower_bound"],
-        certified_epsilon_lower_bound=audit["certified_epsilon_lower_bound"],
-        delta=audit["delta"],
-        estimates=audit["estimates"],
-        estimators_skipped=audit.get("skipped", {}),
-        multiple_testing=audit["multiple_testing"],
-        max_possible=audit.get("max_possible"),
-        can_refute_claim=audit.get("can_refute_claim"),
-        claimed_mu=audit.get("claimed_mu"),
-        certified_mu_lower_bound=audit.get("certified_mu_lower_bound"),
-        auc=auc_or_none(s, y),
-    )
-    if audit.get("can_refute_claim") is False:
-        notes.append("even a perfect attack could not certify more than the claim with this many canaries and runs: "
-                     "ask for more canaries before reading 'consistent with the claim' as evidence")  # fmt: skip
-    if audit.get("claim_refuted"):
-        out["verdict"] = "guarantee broken"
-    elif audit.get("estimate_exceeds_claim"):
-        out["verdict"] = ESTIMATE_VERDICT
-    else:
-        out["verdict"] = "consistent with the claim"
-    if keep_scores:
-        out["scores"] = [float(v) for v in s]
-        out["included"] = [bool(v) for v in y]
-        out["run_ids"] = [int(v) for v in run_ids]
+    out.update(summarise_game(np.concatenate(scores), np.concatenate(coins), delta=run_delta, claimed_epsilon=claim,
+                              claimed_mu=claimed_mu, run_ids=run_ids, confidence=confidence, keep_scores=keep_scores,
+                              notes=notes))  # fmt: skip
     return out
 
 
@@ -354,6 +311,4 @@ def _coverage(per_run: list[dict[str, Any]]) -> str:
 
 
 def _score_name(observe: str) -> str:
-    from attacks.gradient_canary import SCORE_NAMES
-
     return f"white-box gradient canaries: {SCORE_NAMES[observe]}"

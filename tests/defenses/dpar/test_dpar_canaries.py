@@ -28,7 +28,7 @@ def padded(small_graph):
 
 
 def _hook(count: int, seed: int = 0) -> DiracCanaries:
-    from attacks import gradient_canary as game
+    from dpaudit.auditing import gradient_canary as game
 
     return DiracCanaries(game.DiracDesign(count, seed), game.fair_coins(seed, 0), seed=seed + 17)
 

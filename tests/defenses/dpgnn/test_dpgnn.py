@@ -725,7 +725,7 @@ def _padded_graph(small_graph, pad=40):
 
 
 def _canary_hook(count, seed=0, label=None):
-    from attacks import gradient_canary as game
+    from dpaudit.auditing import gradient_canary as game
     from dpaudit.training.dpsgd import DiracCanaries
 
     return DiracCanaries(game.DiracDesign(count, seed), game.fair_coins(seed, 0), seed=seed + 17, module_label=label)
@@ -767,7 +767,7 @@ def test_canaries_touch_only_their_coordinates_and_leave_the_run_otherwise_ident
 def test_iterate_scores_follow_the_node_law(small_graph):
     """Batch = population (every slot drawn) and almost no noise: a present canary adds k·C per
     step, a removed one −(k − 1)·C, exactly; non-private runs take no canaries."""
-    from attacks import gradient_canary as game
+    from dpaudit.auditing import gradient_canary as game
     from dpaudit.training.dpsgd import inserting_canaries
 
     graph = _padded_graph(small_graph)

@@ -1,5 +1,5 @@
 """White-box Dirac gradient canaries in DP-SGD (issue 25, item 1): the hook in dpaudit.training.dpsgd, the
-design and scores in attacks.gradient_canary, the composed audit in
+design, scores and verdict in dpaudit.auditing.gradient_canary, the composed audit in
 dpaudit.app.workflows.gradient_canary."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from torch_geometric.data import Data
 
 import defenses.baselines as baselines
 import defenses.dpgnn.defense as dpgnn
-from attacks import gradient_canary as game
 from defenses.baselines import FeatureMLP
 from dpaudit.accounting import PoissonSubsampledGaussian
 from dpaudit.app.workflows.gradient_canary import gradient_canary_audit
+from dpaudit.auditing import gradient_canary as game
 from dpaudit.data.datasets import csbm, from_data
 from dpaudit.errors import ConfigurationError
 from dpaudit.nn import SparseFeatures

@@ -1,0 +1,323 @@
+r"""Dirac gradient canaries for any DP-SGD loop: an Opacus ``DPOptimizer`` or a loop of your own
+(Nasr et al., USENIX Security 2023; Steinke, Nasr & Jagielski, NeurIPS 2023, one run, every
+iterate observed).
+
+>>> canaries = GradientCanaries(count=5000, seed=0)                        # doctest: +SKIP
+>>> canaries.attach(optimizer, sample_rate=loader.sample_rate, features=x)  # doctest: +SKIP
+>>> ...                                                   # train as before  # doctest: +SKIP
+>>> canaries.result(epsilon=4.0, delta=1e-5).verdict                        # doctest: +SKIP
+
+The game is :class:`dpaudit.training.dpsgd.DiracCanaries`'s, the hook dpaudit's own DP-SGD
+drives: m canaries, canary i an extra example whose clipped gradient is :math:`C e_{k_i}` (C the
+clipping bound, :math:`e_{k_i}` a coordinate of the trainable parameters, flattened and
+concatenated in the optimizer's parameter order, param groups in turn). The coordinates are
+fixed first (:class:`dpaudit.auditing.gradient_canary.DiracDesign`: rare input columns of
+``features``, else seeded random coordinates); then independent fair coins decide which canaries
+are included; they are kept here and never handed to the loop. At every step each included
+canary joins the batch with the loop's Poisson rate q, on a generator of its own (the loop's
+batches and noise are the draws they would be without canaries), and its gradient is added to
+the **clipped sum** — the sum the noise N(0, σ²C²) is calibrated to — before the noise. Each
+canary is then one more example of the accounted mechanism PoissonSubsampledGaussian(σ, q, T)
+under add/remove, so the (score, coin) game bounds the run's ε whatever the coordinates and
+whatever the real examples do. The score of canary i is the noisy sum along :math:`e_{k_i}`,
+summed over every step (what an auditor who sees every noisy gradient observes), and
+:meth:`GradientCanaries.result` turns the scores and coins into the canary audit's record
+(:func:`dpaudit.auditing.gradient_canary.summarise_game`).
+
+**Opacus.** :meth:`~GradientCanaries.attach` wraps the optimizer's ``add_noise``: Opacus has
+summed the clipped per-sample gradients into ``p.summed_grad`` (with ``loss_reduction="mean"``
+the per-sample gradients are rescaled to the per-example ones first, so the sum is the sum of
+clipped per-example gradients); the canaries are added there, Opacus adds its noise into
+``p.grad``, the canaries read ``p.grad`` (before ``scale_grad`` divides it by the expected batch
+size). Per-layer and adaptive clipping (another C per layer or per step), distributed optimizers
+and gradient accumulation over several batches per step are refused: a canary of norm C would
+not be one example of those mechanisms.
+
+**Your own loop.** ``attach(parameters, sample_rate=q, max_grad_norm=C)``, then at every step
+``summed = canaries.inject(summed)`` on the list of clipped gradient sums (one tensor per
+parameter, in the order given, before any division), and ``canaries.observe(noisy)`` on the
+same sums after the noise (before any division).
+
+What is claimed: the bound is valid for the example-level (ε, δ) of a run that samples every
+example with the ``sample_rate`` given here and clips at C. A rate larger than the loop's makes
+the canaries stronger than its examples (a false alarm); a smaller one, weaker (a weaker audit).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import torch
+from torch import nn
+
+from dpaudit.accounting.spec import validate_delta, validate_epsilon
+from dpaudit.auditing import gradient_canary as game
+from dpaudit.auditing.results import CANARY_SCHEMA, CANARY_SCHEMA_VERSION, CanaryAuditRecord
+from dpaudit.errors import ConfigurationError
+from dpaudit.nn import SparseFeatures
+from dpaudit.training.dpsgd import DiracCanaries
+
+COVERAGE = (
+    "gradient canaries are examples of this one DP-SGD run (clipped gradient of norm exactly C, Poisson-sampled at "
+    "the sample_rate given, added to the clipped sum before the noise): the bound is valid for the run's "
+    "example-level (epsilon, delta) if the run samples its examples at that rate and clips at C"
+)
+#: Opacus optimizers whose clipping bound is not one C for the whole step, or whose step is not one
+#: Poisson batch on one process
+_REFUSED_OPACUS = {
+    "DPPerLayerOptimizer": "per-layer clipping (a bound per layer, not one C)",
+    "AdaClipDPOptimizer": "adaptive clipping (C changes every step)",
+    "DistributedDPOptimizer": "a distributed optimizer (each process adds to the sum)",
+    "DistributedPerLayerOptimizer": "a distributed optimizer (each process adds to the sum)",
+    "SimpleDistributedPerLayerOptimizer": "a distributed optimizer (each process adds to the sum)",
+    "DistributedDPOptimizerFastGradientClipping": "a distributed optimizer (each process adds to the sum)",
+    "FSDPOptimizerFastGradientClipping": "a distributed optimizer (each process adds to the sum)",
+}
+
+
+def _positive(name: str, value, upper: float | None = None) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0 \
+            or (upper is not None and value > upper):  # fmt: skip
+        bound = f"(0, {upper:g}]" if upper is not None else "(0, ∞)"
+        raise ConfigurationError(f"{name} must be a number in {bound}, got {value!r}")
+    return float(value)
+
+
+class GradientCanaries:
+    """``count`` Dirac gradient canaries for one DP-SGD run (module docstring); ``seed`` fixes the
+    design, the coins and the canaries' sampling (apart streams).
+
+    Raises:
+        ConfigurationError: ``count`` is not an integer ≥ 1.
+    """
+
+    def __init__(self, count: int, *, seed: int = 0):
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise ConfigurationError(f"count must be an integer >= 1, got {count!r}")
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise ConfigurationError(f"seed must be an integer, got {seed!r}")
+        self.count, self.seed = count, seed
+        self._design = game.DiracDesign(count, seed)
+        self._hook = DiracCanaries(self._design, game.fair_coins(seed, 0), seed=game.sampling_seed(seed, 0))
+        self._source: str | None = None
+        self._optimizer = None
+        self._params: list[torch.Tensor] = []
+        self._noise_multipliers: set[float] = set()
+        self._injected = False  # your loop's step is between inject() and observe()
+
+    # ------------------------------------------------------------------------------------ attach
+    def attach(self, target, *, sample_rate: float, features=None, module: nn.Module | None = None,
+               max_grad_norm: float | None = None) -> GradientCanaries:  # fmt: skip
+        """Fix the design, draw the coins, and join ``target``'s steps from now on.
+
+        ``target``: an Opacus ``DPOptimizer`` (hooked; ``max_grad_norm`` is the optimizer's), or
+        the trainable parameters of your own loop (an iterable of tensors; ``max_grad_norm`` = C
+        is then required, and you call :meth:`inject` and :meth:`observe`). ``sample_rate``: the
+        loop's Poisson rate q (Opacus: ``loader.sample_rate``). ``features``: the training inputs
+        [n, F] (dense or :class:`dpaudit.nn.SparseFeatures`), to put the canaries on the input
+        layer's least-used columns; ``module``: where to find that layer (default: the first
+        [out, F] parameter). Returns ``self``.
+
+        Raises:
+            ConfigurationError: attached already, a rate outside (0, 1], a non-DP optimizer, an
+                Opacus optimizer of another mechanism, a missing or non-positive C, or more
+                canaries than coordinates (before anything is changed).
+        """
+        if self._source is not None:
+            raise ConfigurationError("these gradient canaries are attached already: one instance audits one run")
+        q = _positive("sample_rate", sample_rate, upper=1.0)
+        features = self._check_features(features)
+        if isinstance(target, torch.optim.Optimizer):
+            optimizer = self._check_optimizer(target)
+            params, sigma = list(optimizer.params), optimizer.noise_multiplier
+            clip = _positive("the optimizer's max_grad_norm", optimizer.max_grad_norm)
+            source = f"opacus {type(optimizer).__name__}"
+        else:
+            params = self._check_params(target)
+            clip, sigma, optimizer = _positive("max_grad_norm", max_grad_norm), math.nan, None
+            source = "your DP-SGD loop (inject / observe)"
+        self._hook.attach(module, params, features, sample_rate=q, noise_multiplier=float(sigma),
+                          max_grad_norm=clip, label=source)  # fmt: skip
+        self._source, self._params, self._optimizer = source, params, optimizer
+        if optimizer is not None:
+            self._wrap(optimizer)
+        return self
+
+    @staticmethod
+    def _check_features(features):
+        if features is None or isinstance(features, SparseFeatures):
+            return features
+        try:
+            features = torch.as_tensor(features)
+        except (TypeError, ValueError, RuntimeError):
+            raise ConfigurationError(f"features must be a [n, F] matrix, got {type(features).__name__}") from None
+        if features.dim() != 2:
+            raise ConfigurationError(f"features must be a [n, F] matrix, got shape {tuple(features.shape)}")
+        return features
+
+    @staticmethod
+    def _check_optimizer(optimizer):
+        if not (hasattr(optimizer, "add_noise") and hasattr(optimizer, "original_optimizer")):
+            raise ConfigurationError(
+                f"{type(optimizer).__name__} is not a DP optimizer: make it private with opacus' PrivacyEngine first, or "
+                "pass your loop's parameters and call inject/observe"
+            )
+        refused = next((why for cls in type(optimizer).__mro__ if (why := _REFUSED_OPACUS.get(cls.__name__))), None)
+        if refused is not None:
+            raise ConfigurationError(f"gradient canaries need one clipping bound C per step; {type(optimizer).__name__} "
+                                     f"uses {refused}")  # fmt: skip
+        return optimizer
+
+    @staticmethod
+    def _check_params(target) -> list[torch.Tensor]:
+        if isinstance(target, torch.Tensor) or not isinstance(target, Iterable):
+            raise ConfigurationError(
+                f"attach needs an Opacus DPOptimizer or an iterable of parameter tensors, got {type(target).__name__}"
+            )
+        params = list(target)
+        if not params or not all(isinstance(p, torch.Tensor) and p.is_leaf for p in params):
+            raise ConfigurationError(
+                "attach needs at least one parameter, every one a leaf tensor (model.parameters())"
+            )
+        if len({id(p) for p in params}) != len(params):
+            raise ConfigurationError("attach got the same parameter twice")
+        return params
+
+    def _wrap(self, optimizer) -> None:
+        """Replace this optimizer instance's ``add_noise`` by canaries → Opacus' noise → observation."""
+        add_noise = optimizer.add_noise
+
+        def add_noise_with_canaries():
+            self._check_opacus_step(optimizer)
+            summed = {p: p.summed_grad for p in self._params}
+            self._hook.insert(summed)
+            for p in self._params:
+                p.summed_grad = summed[p]
+            add_noise()
+            self._noise_multipliers.add(float(optimizer.noise_multiplier))
+            self._hook.observe(1.0)  # p.grad is the noisy sum until scale_grad divides it
+
+        optimizer.add_noise = add_noise_with_canaries
+
+    def _check_opacus_step(self, optimizer) -> None:
+        if float(optimizer.max_grad_norm) != self._hook.max_grad_norm:
+            raise ConfigurationError(
+                f"the optimizer's max_grad_norm changed from {self._hook.max_grad_norm:g} to {optimizer.max_grad_norm:g} "
+                "during the run: the canaries' norm is the C of the whole run"
+            )
+        if int(getattr(optimizer, "accumulated_iterations", 1)) != 1:
+            raise ConfigurationError(
+                "gradient accumulation over several Poisson batches per step is not one example's law at the rate "
+                "given: audit a run that steps after every batch"
+            )
+
+    # ------------------------------------------------------------------------- your own loop
+    def inject(self, summed: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        """The clipped gradient sums of this step (one per attached parameter, before the noise
+        and any division) with this step's sampled canaries added (C along each one's
+        coordinate); the inputs are not modified."""
+        mapping = self._loop_tensors(summed, "inject")
+        if self._injected:
+            raise ConfigurationError("inject() twice without observe(): observe each step's noisy sums first")
+        self._hook.insert(mapping)
+        self._injected = True
+        return [mapping[p] for p in self._params]
+
+    def observe(self, noisy: Sequence[torch.Tensor]) -> None:
+        """Record this step's noisy sums (the output of :meth:`inject` plus the noise, before any
+        division) along the canaries' coordinates."""
+        mapping = self._loop_tensors(noisy, "observe")
+        if not self._injected:
+            raise ConfigurationError(
+                "observe() without inject(): inject the canaries into this step's clipped sums first"
+            )
+        self._injected = False
+        saved = [p.grad for p in self._params]
+        try:  # DiracCanaries reads the noisy sum from .grad
+            for p in self._params:
+                p.grad = mapping[p].detach().reshape(p.shape).to(p.dtype)
+            self._hook.observe(1.0)
+        finally:
+            for p, g in zip(self._params, saved):
+                p.grad = g
+
+    def _loop_tensors(self, tensors: Sequence[torch.Tensor], what: str) -> dict[torch.Tensor, torch.Tensor]:
+        if self._source is None:
+            raise ConfigurationError(f"{what}() before attach(): attach the loop's parameters first")
+        if self._optimizer is not None:
+            raise ConfigurationError(f"these canaries are hooked into {self._source}: it injects and observes itself")
+        tensors = list(tensors)
+        if len(tensors) != len(self._params) or any(t.shape != p.shape for t, p in zip(tensors, self._params)):
+            raise ConfigurationError(f"{what}() needs one tensor per attached parameter, of its shape, in order")
+        return dict(zip(self._params, tensors))
+
+    # ------------------------------------------------------------------------------------ result
+    @property
+    def steps(self) -> int:
+        """Steps the canaries have joined so far."""
+        return self._hook.steps
+
+    def result(self, epsilon: float, delta: float, *, confidence: float = 0.95,
+               keep_scores: bool = False) -> CanaryAuditRecord:  # fmt: skip
+        """The canary audit's record (:data:`dpaudit.auditing.results.CANARY_SCHEMA`, the keys of
+        ``dpaudit canary``) testing the claim that the run is (``epsilon``, ``delta``)-DP for one
+        example: ``certified_epsilon_lower_bound``, ``max_possible``, ``verdict``, ``bound_valid``
+        …; ``keep_scores`` adds the scores and the coins (reveals them).
+
+        Raises:
+            ConfigurationError: before attach or before any step, or an ε, δ or confidence
+                out of range.
+        """
+        if self._source is None or not self._hook.steps:
+            raise ConfigurationError("result() needs a finished run: attach the canaries and train at least one step")
+        claim, delta = validate_epsilon(epsilon), validate_delta(delta)
+        if not math.isfinite(claim):
+            raise ConfigurationError("result() tests a finite ε claim, got ε = inf")
+        _positive("confidence", confidence, upper=1.0)
+        hook = self._hook
+        s = game.scores(hook, "iterates")
+        notes: list[str] = []
+        per_run: dict[str, Any] = {
+            "run": 0,
+            "seed": self.seed,
+            "included": int(hook.included.sum()),
+            "steps": hook.steps,
+            "sample_rate": hook.sample_rate,
+            "sampled_rate": game.sampling_rate_seen(hook),
+            "max_grad_norm": hook.max_grad_norm,
+            "law": hook.law.describe(),
+            "auc": None,
+        }
+        if self._optimizer is not None:
+            per_run["noise_multipliers_used"] = sorted(self._noise_multipliers)
+        record = CanaryAuditRecord(
+            schema=CANARY_SCHEMA,
+            version=CANARY_SCHEMA_VERSION,
+            kind="gradient",
+            source=self._source,
+            seed=self.seed,
+            canaries=self.count,
+            design={**self._design.describe(), "observe": "iterates", "claim": "stated"},
+            runs_requested=1,
+            runs=1,
+            confidence=confidence,
+            partial=False,
+            score=f"white-box gradient canaries: {game.SCORE_NAMES['iterates']}",
+            claimed_epsilon=claim,
+            claim_delta=delta,
+            claim_scope="stated",
+            bound_valid=True,
+            coverage=COVERAGE,
+            notes=notes,
+        )
+        record.update(game.summarise_game(s, hook.included, delta=delta, claimed_epsilon=claim,
+                                          confidence=confidence, keep_scores=keep_scores, notes=notes))  # fmt: skip
+        per_run["auc"] = record["auc"]
+        record["per_run"] = [per_run]
+        return record
+
+    def __repr__(self) -> str:
+        where = self._source or "not attached"
+        return f"GradientCanaries(count={self.count}, seed={self.seed}; {where}, {self._hook.steps} steps)"
