@@ -10,7 +10,6 @@ import argparse
 import json
 
 from dpaudit.app.commands._common import fmt as _fmt
-from dpaudit.auditing.statistics import coverage_phrase
 from dpaudit.errors import ConfigurationError, DPAuditError
 
 #: every registered attack, strongest membership attacks first (checked against the registry by
@@ -42,6 +41,7 @@ def cmd_attack(args) -> int:
     check_attack_name(args.attack)  # before torch loads (a fraction of a second)
     import attacks
     from dpaudit.data.datasets import reload_dataset
+    from dpaudit.auditing.statistics import coverage_phrase
     from dpaudit.release.model import load
     from dpaudit.runtime import resolve_device
 
