@@ -43,8 +43,8 @@ from dpaudit.accounting.verify import stated_verification
 from dpaudit.data.datasets import GraphDataset
 from dpaudit.data.splits import Split
 from dpaudit.errors import ConfigurationError, DPAuditError, ModelFormatError
-from dpaudit.release.deployments import inference_entry
 from dpaudit.nn import ACTIVATIONS, STACK_LAYERS, build_architecture
+from dpaudit.release.deployments import inference_entry
 from dpaudit.release.model import ModuleModel, ReleasedModel, _node_index
 from dpaudit.training.registry import get_defense
 

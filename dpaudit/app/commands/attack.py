@@ -40,8 +40,8 @@ def cmd_attack(args) -> int:
 
     check_attack_name(args.attack)  # before torch loads (a fraction of a second)
     import attacks
-    from dpaudit.data.datasets import reload_dataset
     from dpaudit.auditing.statistics import coverage_phrase
+    from dpaudit.data.datasets import reload_dataset
     from dpaudit.release.model import load
     from dpaudit.runtime import resolve_device
 
