@@ -483,7 +483,9 @@ def overall_verdict(verdicts: list[dict]) -> dict[str, Any]:
         untested = by["underpowered"] + by["not-auditable"]
         action = (f"No claim is refuted, but {len(untested)} of {private} claims were not tested by an audit "
                   f"strong enough to refute them ({names(untested)}): treat those as unaudited, not as confirmed.")
-    parts = [f"{len(by['broken'])} broken", f"{len(by['consistent'])} consistent with an audit that could refute them",
+    refuted = sum(bool(v.get("hypothesis")) for v in by["broken"])  # a hypothesis is refuted, not broken
+    broken_word = "refuted" if refuted == len(by["broken"]) > 0 else "broken" if not refuted else "broken or refuted"
+    parts = [f"{len(by['broken'])} {broken_word}", f"{len(by['consistent'])} consistent with an audit that could refute them",
              f"{len(by['underpowered'])} not refuted by audits too small to refute them",
              f"{len(by['not-auditable'])} not tested by any valid audit",
              f"{len(by['none'])} without a guarantee"]  # fmt: skip

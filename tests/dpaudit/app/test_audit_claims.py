@@ -163,6 +163,7 @@ def test_exported_model_round_trips_through_the_cli(model_c, broken, tmp_path, c
     assert main(["inspect", str(folder)]) == 0
     out = capsys.readouterr().out
     assert "claimed by the user" in out and "stated by the user" in out
+    assert "within the claim" in out and "covered by the guarantee" not in out
     assert main(["attack", "--model", str(folder), "--attack", "mia-threshold", "--attack-set", "n_boot=50",
                  "--out", str(tmp_path / "a.json")]) == 0  # fmt: skip
     out = capsys.readouterr().out
