@@ -12,7 +12,7 @@ from torch_geometric.nn import GATConv, GCNConv, SAGEConv
 from dpaudit.accounting.spec import PrivacySpec
 from dpaudit.data.datasets import load_dataset
 from dpaudit.data.splits import make_split
-from dpaudit.errors import ConfigurationError, IntegrityError
+from dpaudit.errors import ConfigurationError, IntegrityError, ModelFormatError
 from dpaudit.release.model import load
 from dpaudit.training.adapters import USER_STATED, adapt, export
 
@@ -136,3 +136,19 @@ def test_a_claimed_file_cannot_pose_as_a_registered_defense(graph, split, tmp_pa
     path.write_text(json.dumps(meta))
     with pytest.raises(IntegrityError, match="records no mechanism"):
         load(tmp_path / "m")
+
+
+def test_an_edited_declaration_is_refused_on_load(graph, split, tmp_path):
+    module = torch.nn.Sequential(torch.nn.Linear(graph.num_features, 4), torch.nn.ReLU(),
+                                 torch.nn.Linear(4, graph.num_classes))  # fmt: skip
+    adapt(module, graph, split=split, privacy=CLAIM, input="features").save(tmp_path / "m")
+    path = tmp_path / "m" / "model.json"
+    meta = json.loads(path.read_text())
+    for layer, message in (({"op": "conv3d", "in": 6, "out": 4}, "unknown stack layer 'conv3d'"),
+                           ({"op": "linear", "in": 6, "out": 300_000}, "size mismatch|architecture"),
+                           ({"op": "linear", "in": 6, "out": 4, "code": "import os"}, "takes no options")):  # fmt: skip
+        edited = json.loads(json.dumps(meta))
+        edited["config"]["architecture"]["layers"][0] = layer
+        path.write_text(json.dumps(edited))
+        with pytest.raises(ModelFormatError, match=message):
+            load(tmp_path / "m")
