@@ -835,6 +835,8 @@ def _lower_bounds(done: list[dict]) -> tuple[list[dict], dict]:
                     "lower_bound_delta": res.get("epsilon_lower_bound_delta"),
                     "covered": covered,
                     "sound": bool(privacy.get("sound", True)),
+                    # a user's or a paper's unproven ε: a bound above it refutes a claim, breaks no guarantee
+                    "hypothesis": claim_status(privacy) in HYPOTHESES,
                     "valid_audit": valid,
                     "caveat": caveat,
                     "exceeds_claim": bool(claimed is not None and covered and bound > claimed * (1 + 1e-9)),
