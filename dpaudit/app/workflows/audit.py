@@ -646,9 +646,12 @@ def check_canary_results(model, canaries) -> list[dict[str, Any]]:
             raise ConfigurationError(f"{where}: the model states no privacy claim, so there is nothing to test")
         if res["unit"] != privacy.unit:
             raise ConfigurationError(f"{where} audits {res['unit']}-level DP, the model claims {privacy.unit}-level DP")
+        # the ε the recipe was run at: the card's target (a trained model spends at most it), else the claim
+        stated = model.card.get("target_epsilon")
+        stated = float(stated) if isinstance(stated, (int, float)) else privacy.epsilon
         target = res["target_epsilon"]
-        if not isinstance(target, (int, float)) or not math.isclose(float(target), privacy.epsilon, rel_tol=1e-6):
-            raise ConfigurationError(f"{where} audits ε = {target}, the model claims ε = {privacy.epsilon:g}")
+        if not isinstance(target, (int, float)) or not math.isclose(float(target), stated, rel_tol=1e-6):
+            raise ConfigurationError(f"{where} audits ε = {target}, the model claims ε = {stated:g}")
         if dataset is not None and res["dataset"] != dataset:
             raise ConfigurationError(f"{where} audits on {res['dataset']!r}, the model was trained on {dataset!r}")
         if res.get("partial"):

@@ -181,3 +181,22 @@ def test_exported_model_round_trips_through_the_cli(model_c, broken, tmp_path, c
     lines = [line for line in err.strip().splitlines() if line.strip()]
     assert len(lines) == 1 and "not a canary audit result" in lines[0] and "Traceback" not in err
     assert not (tmp_path / "never.html").exists()
+
+
+def test_a_proven_models_canary_result_keeps_the_guarantee_wording(dataset, sound, tmp_path):
+    """The same canary evidence for a model dpaudit trained and accounted (mlp-dp, sound: true): its
+    card's target ε is the one the recipe ran at (it spent at most that), and its verdict keeps the
+    proven guarantee's words."""
+    from dpaudit.app.pipeline import train
+    from reports.render import verdict_label
+
+    trained = train("mlp-dp", dataset, epsilon=1.0, delta=1e-5, split=SPLIT, device="cpu", overrides={"epochs": 40})
+    model = trained.model
+    assert model.privacy.status == "proven" and model.privacy.epsilon <= 1.0
+    result = dpaudit.audit(model, dataset=dataset, attacks=["mia-threshold"], canaries=[sound], n_boot=50,
+                           progress=False)  # fmt: skip
+    [entry] = result.canaries.values()
+    assert entry["verdict"] == "consistent with the claim" and entry["claim_status"] == "proven"
+    result.to_html(tmp_path / "audit.html")
+    verdict = json.loads((tmp_path / "audit.json").read_text())["verdicts"][0]
+    assert not verdict["hypothesis"] and verdict_label(verdict).startswith("consistent (audit could certify")
