@@ -312,6 +312,7 @@ def model_summary(model: ReleasedModel) -> dict[str, Any]:
         "delta": p.delta,
         "unit": p.unit,
         "sound": p.sound,
+        "status": p.status,
         "target_epsilon": model.card.get("target_epsilon"),
         "inference_private": model.inference_private,
     }

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch_geometric.nn import GCNConv, SAGEConv
+from torch_geometric.nn import GATConv, GCNConv, SAGEConv
 
 from dpaudit.data.adjacency import Adjacency, as_adjacency
 from dpaudit.errors import ModelFormatError
@@ -363,8 +363,75 @@ def _conv(conv: nn.Module, x, adjacency: Adjacency) -> torch.Tensor:
     raise ModelFormatError(f"unsupported message-passing layer {conv!r}")
 
 
+#: the layers a declared stack may hold (:class:`LayerStack`): op → (class, the constructor
+#: options a declaration may set, with their types). Every other option keeps PyG's default.
+STACK_LAYERS: dict[str, tuple[type, dict[str, type]]] = {
+    "linear": (nn.Linear, {"bias": bool}),
+    "gcn": (GCNConv, {"improved": bool, "add_self_loops": bool, "normalize": bool, "bias": bool}),
+    "sage": (SAGEConv, {"aggr": str, "normalize": bool, "root_weight": bool, "project": bool, "bias": bool}),
+    "gat": (GATConv, {"heads": int, "concat": bool, "negative_slope": float, "add_self_loops": bool, "bias": bool}),
+}
+
+
+class LayerStack(nn.Module):
+    """A declared stack of PyG / torch layers with one activation between consecutive layers:
+    ``layers[-1](act(... act(layers[0](x, edge_index)) ...))``, each message-passing layer called
+    as PyG calls it (``conv(x, edge_index)``), each ``linear`` on ``x`` alone.
+
+    How a user's module is exported (:func:`dpaudit.training.adapters.export`): declared, never
+    code. ``layers`` are ``{"op": "linear"|"gcn"|"sage"|"gat", "in": F, "out": H, ...options}``
+    (:data:`STACK_LAYERS`). Shapes: ``x`` [n, F], ``edge_index`` [2, E] → logits [n, C];
+    :meth:`embed` is the penultimate representation (the input for a one-layer stack)."""
+
+    def __init__(self, layers: list[dict], act: str = "relu"):
+        super().__init__()
+        self.declaration = [dict(layer) for layer in layers]
+        self.layers = nn.ModuleList(_stack_layer(layer) for layer in layers)
+        self.act = activation(act)
+
+    def _call_layer(self, layer: nn.Module, x, edge_index):
+        return layer(x) if isinstance(layer, nn.Linear) else layer(x, edge_index)
+
+    def embed(self, x, edge_index: torch.Tensor | None = None) -> torch.Tensor:
+        for layer in self.layers[:-1]:
+            x = self.act(self._call_layer(layer, x, edge_index))
+        return x
+
+    def forward(self, x, edge_index: torch.Tensor | None = None) -> torch.Tensor:
+        return self._call_layer(self.layers[-1], self.embed(x, edge_index), edge_index)
+
+
+def _stack_layer(layer: dict) -> nn.Module:
+    op = layer.get("op")
+    if op not in STACK_LAYERS:
+        raise ModelFormatError(f"unknown stack layer {op!r}; known: {', '.join(STACK_LAYERS)}")
+    cls, options = STACK_LAYERS[op]
+    extra = set(layer) - {"op", "in", "out", *options}
+    if extra:
+        raise ModelFormatError(f"stack layer {op!r} takes no options {sorted(extra)}")
+    kwargs = {}
+    for key, kind in options.items():
+        if key in layer:
+            value = layer[key]
+            if kind is float and isinstance(value, int) and not isinstance(value, bool):
+                value = float(value)
+            if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+                raise ModelFormatError(f"stack layer {op!r}: {key} must be {kind.__name__}, got {value!r}")
+            kwargs[key] = value
+    size = layer.get("in"), layer.get("out")
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in size):
+        raise ModelFormatError(f"stack layer {op!r}: in and out must be positive integers, got {size}")
+    return cls(*size, **kwargs)
+
+
 def build_architecture(config: dict) -> nn.Module:
-    """Build ``{"type": "mlp"|"gcn"|"sage", "in_dim", "hidden", "out_dim", ...}``."""
+    """Build ``{"type": "mlp"|"gcn"|"sage", "in_dim", "hidden", "out_dim", ...}`` or
+    ``{"type": "stack", "layers": [...], "act": ...}`` (:class:`LayerStack`)."""
+    if isinstance(config, dict) and config.get("type") == "stack":
+        layers = config.get("layers")
+        if not isinstance(layers, list) or not layers or not all(isinstance(layer, dict) for layer in layers):
+            raise ModelFormatError("malformed architecture config: a stack needs a non-empty list of layers")
+        return LayerStack(layers, str(config.get("act", "relu")))
     try:
         kind = config["type"]
         common = dict(

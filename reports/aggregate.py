@@ -34,8 +34,10 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from dpaudit.accounting.spec import HYPOTHESES, PrivacySpec
 from dpaudit.auditing.intervals import clopper_pearson_interval
-from dpaudit.auditing.statistics import auc_ceiling
+from dpaudit.auditing.results import REFUTING_VERDICTS
+from dpaudit.auditing.statistics import HYPOTHESIS_WORDS, auc_ceiling
 from dpaudit.release.deployments import DEPLOYMENTS, deployment_entry
 
 CONFIDENCE = 0.95
@@ -194,6 +196,24 @@ def defense_family(name: str) -> str:
     return "other"
 
 
+def claim_status(privacy: dict | None) -> str:
+    """A record's :attr:`~dpaudit.accounting.spec.PrivacySpec.status` (proven, claimed, paper, ...)."""
+    if not privacy or privacy.get("epsilon") is None:
+        return "none"
+    return PrivacySpec.from_dict(privacy).status
+
+
+#: what each hypothesis is, said after a verdict's headline (a proven guarantee needs nothing)
+STATUS_NOTES = {
+    "claimed": " The claim is the user's own statement (protocol=claimed): a hypothesis this audit tests, not a "
+    "proven bound.",
+    "paper": " The claimed ε is the paper's own analysis (protocol=paper): a hypothesis this audit tests, not a "
+    "proven bound.",
+    "unsound": " The claimed ε leaves a step unaccounted (sound: false): a hypothesis this audit tests, not a proven "
+    "bound.",
+}
+
+
 def _coverage_reason(result: dict) -> str:
     return str((result.get("ceiling") or {}).get("reason") or "")
 
@@ -289,6 +309,8 @@ def _verdict(row: dict, rec: dict, lower: list[dict] | None = None, correction: 
             why = s.get("coverage") or "the guarantee does not cover this attack's unit"
         elif not s["valid_audit"]:
             why = s.get("why_not_valid") or "members were not assigned at random"
+        elif private and claim_status(privacy) in HYPOTHESES:
+            why = "members were assigned at random and the claim speaks to the attack"
         else:
             why = "members were assigned at random and the guarantee covers the attack"
         lb = {"attack": name, "value": value, "delta": s.get("epsilon_lower_bound_delta"),
@@ -305,6 +327,15 @@ def _verdict(row: dict, rec: dict, lower: list[dict] | None = None, correction: 
         power["enough"] = bool(claimed is not None and power["max_epsilon"] > float(claimed) * (1 + 1e-9))
     broken_points = [p for p in (lower or []) if p["broken"] and p["defense"] == row["defense"]
                      and p["epsilon_target"] == row["epsilon"]]  # fmt: skip
+    status_of_claim = row.get("claim_status") or claim_status(privacy)
+    hypothesis = private and status_of_claim in HYPOTHESES
+    # canary audits of this model's own claim (dpaudit.audit(..., canaries=...)): re-tested against it
+    canaries = [dict(e, name=k) for k, e in (rec.get("canaries") or {}).items()
+                if isinstance(e, dict) and e.get("claim_status")]  # fmt: skip
+    refuting = [e for e in canaries if e.get("verdict") in REFUTING_VERDICTS]
+    canary_power = [e for e in canaries if e.get("bound_valid") and e.get("can_refute_claim")
+                    and e.get("verdict") not in REFUTING_VERDICTS]  # fmt: skip
+    refuted_word = "Claim refuted" if hypothesis else "Guarantee broken"
     invalid = [s.get("why_not_valid") for n, s in attacks.items()
                if not s["valid_audit"] and s.get("why_not_valid")]  # fmt: skip
     confidence_words = "95 %" if tests == 1 else f"95 % over {tests} tests (Bonferroni)"
@@ -313,15 +344,34 @@ def _verdict(row: dict, rec: dict, lower: list[dict] | None = None, correction: 
     elif broken_points:
         worst = max(broken_points, key=lambda p: p["epsilon_lower_bound_bonferroni"])
         status = "broken"
-        headline = (f"Guarantee broken: a valid audit ({worst['attack']}, seed {worst['seed']}) proves "
+        headline = (f"{refuted_word}: a valid audit ({worst['attack']}, seed {worst['seed']}) proves "
                     f"ε ≥ {worst['epsilon_lower_bound_bonferroni']:.2f} at 95 % after Bonferroni over "
                     f"{correction['tests']} test(s), above the claimed ε = {claimed:.2f}.")  # fmt: skip
+    elif refuting:
+        worst = max(refuting, key=lambda e: e["certified_epsilon_lower_bound"])
+        status = "broken"
+        headline = (f"{refuted_word}: a valid canary audit ({worst['name']}: {worst.get('canaries')} canaries, "
+                    f"recipe {worst.get('recipe')}) certifies ε ≥ {worst['certified_epsilon_lower_bound']:.2f} at "
+                    f"{100 * worst['confidence']:.3g} % (δ = {worst['delta']:.1e}), above the ε = "
+                    f"{worst['claimed_epsilon']:.2f} the claim allows at its unit.")  # fmt: skip
     elif lb and lb["valid"] and power is not None and power["enough"]:
         status = "consistent"
-        headline = (f"Consistent with the claim ε = {claimed:.2f}: no fair, covered audit refutes it, and one could have — "
+        headline = (f"Consistent with the claim ε = {claimed:.2f}: no fair, {'testing' if hypothesis else 'covered'} "
+                    f"audit refutes it, and one could have — "
                     f"{power['attack']} on {power['pairs']} member/non-member pairs could certify up to "
                     f"ε = {power['max_epsilon']:.2f} ({confidence_words}) with every guess right; the strongest "
                     f"valid audit proves only ε ≥ {lb['value']:.2f} ({lb['attack']}).")  # fmt: skip
+    elif canary_power:
+        best = max(canary_power, key=lambda e: _certified_max_possible(e.get("max_possible")) or 0.0)
+        status = "consistent"
+        if power is None or not power.get("enough"):
+            power = {"attack": best["name"], "max_epsilon": _certified_max_possible(best.get("max_possible")),
+                     "pairs": best.get("canaries"), "delta": best.get("delta"), "group_size": 1,
+                     "confidence": best["confidence"], "tests": 1, "enough": True, "canary": True}  # fmt: skip
+        headline = (f"Consistent with the claim ε = {claimed:.2f}: no valid audit refutes it, and one could have — "
+                    f"the {best['name']} audit ({best.get('canaries')} canaries) could certify up to "
+                    f"ε = {power['max_epsilon']:.2f} at {100 * best['confidence']:.3g} % with every guess right; "
+                    f"it certifies only ε ≥ {best['certified_epsilon_lower_bound']:.2f}.")  # fmt: skip
     elif lb and lb["valid"]:
         status = "underpowered"
         if power is None:
@@ -330,14 +380,17 @@ def _verdict(row: dict, rec: dict, lower: list[dict] | None = None, correction: 
             size = (f"with {power['pairs']} member/non-member pairs (δ = {power['delta']:.1e}) even a perfect attack "
                     f"could certify at most ε = {power['max_epsilon']:.2f} ({confidence_words}), "
                     f"{'not above' if power['max_epsilon'] > 0 else 'far below'} the claim")  # fmt: skip
-        headline = (f"Not refuted, but not tested either: no fair, covered audit refutes ε = {claimed:.2f}, yet the audit "
+        headline = (f"Not refuted, but not tested either: no fair, {'testing' if hypothesis else 'covered'} audit "
+                    f"refutes ε = {claimed:.2f}, yet the audit "
                     f"was too small to refute it — {size}. Audit a larger graph (more pairs) to test the claim.")
     else:
         status = "not-auditable"
-        headline = ("Claim not tested: no attack here is a fair, covered audit of this guarantee, so the leakage "
-                    "below is measured but cannot be held against the claim.")
+        headline = ("Claim not tested: no attack here is a fair audit of this claim, so the leakage below is measured "
+                    "but cannot be held against it." if hypothesis else
+                    "Claim not tested: no attack here is a fair, covered audit of this guarantee, so the leakage "
+                    "below is measured but cannot be held against the claim.")  # fmt: skip
     if private and not row["sound"]:
-        headline += " The claimed ε itself is not a sound bound (paper accounting)."
+        headline += STATUS_NOTES.get(status_of_claim, " The claimed ε itself is not a sound bound.")
     inference = (rec.get("card") or {}).get("inference") or {}
     below = [n for n, s in attacks.items() if s.get("below_chance")]
     return {
@@ -392,6 +445,11 @@ def _verdict(row: dict, rec: dict, lower: list[dict] | None = None, correction: 
         ),
         "sound": row["sound"],
         "protocol": row.get("protocol"),
+        "claim_status": status_of_claim,
+        # a user's or a paper's unproven claim: tested here, never "covered" or "proven"
+        "hypothesis": hypothesis,
+        "claim_words": HYPOTHESIS_WORDS.get(status_of_claim) if hypothesis else None,
+        "canaries": canaries,
         "unaccounted": row.get("unaccounted") or [],
         "test_accuracy": row["test_accuracy"],
     }
@@ -412,6 +470,8 @@ def overall_verdict(verdicts: list[dict]) -> dict[str, Any]:
         status = "broken"
         action = (f"Do not rely on the claimed ε of {names(by['broken'])}: a valid audit refutes "
                   f"{'it' if len(by['broken']) == 1 else 'them'}.")  # fmt: skip
+        if all(v.get("hypothesis") for v in by["broken"]):
+            action += " (A claim, not a proven guarantee, is what is refuted.)"
     elif not private:
         status, action = "none", "No model here claims a privacy guarantee: the report measures leakage only."
     elif len(by["consistent"]) == private:
@@ -423,7 +483,9 @@ def overall_verdict(verdicts: list[dict]) -> dict[str, Any]:
         untested = by["underpowered"] + by["not-auditable"]
         action = (f"No claim is refuted, but {len(untested)} of {private} claims were not tested by an audit "
                   f"strong enough to refute them ({names(untested)}): treat those as unaudited, not as confirmed.")
-    parts = [f"{len(by['broken'])} broken", f"{len(by['consistent'])} consistent with an audit that could refute them",
+    refuted = sum(bool(v.get("hypothesis")) for v in by["broken"])  # a hypothesis is refuted, not broken
+    broken_word = "refuted" if refuted == len(by["broken"]) > 0 else "broken" if not refuted else "broken or refuted"
+    parts = [f"{len(by['broken'])} {broken_word}", f"{len(by['consistent'])} consistent with an audit that could refute them",
              f"{len(by['underpowered'])} not refuted by audits too small to refute them",
              f"{len(by['not-auditable'])} not tested by any valid audit",
              f"{len(by['none'])} without a guarantee"]  # fmt: skip
@@ -431,8 +493,8 @@ def overall_verdict(verdicts: list[dict]) -> dict[str, Any]:
     leak = None
     if leaks:
         v, s = max(leaks, key=lambda p: p[1]["auc"] if p[1]["auc"] is not None else -1.0)
-        coverage = ("no guarantee" if v["status"] == "none" else "covered by its guarantee" if s["covered"]
-                    else "outside its guarantee")  # fmt: skip
+        coverage = ("no guarantee" if v["status"] == "none" else "outside its guarantee" if not s["covered"]
+                    else "tested against its claim" if v.get("hypothesis") else "covered by its guarantee")  # fmt: skip
         leak = {"defense": v["defense"], "epsilon_label": v["epsilon_label"], "attack": s["attack"], "auc": s["auc"],
                 "coverage": coverage}  # fmt: skip
     powers = [v["power"]["max_epsilon"] for v in verdicts if v.get("power")]
@@ -618,6 +680,8 @@ def _summary_rows(done: list[dict], attacks: list[str], defenses: list[str]) -> 
             "delta": privacy.get("delta"),
             "sound": all(bool((r.get("privacy") or {}).get("sound", True)) for r in recs),
             "protocol": privacy.get("protocol"),
+            "claim_status": claim_status(privacy),
+            "hypothesis": claim_status(privacy) in HYPOTHESES,
             "unaccounted": _ordered_unique(
                 u for r in recs for u in ((r.get("privacy") or {}).get("unaccounted") or [])
             ),
@@ -771,6 +835,8 @@ def _lower_bounds(done: list[dict]) -> tuple[list[dict], dict]:
                     "lower_bound_delta": res.get("epsilon_lower_bound_delta"),
                     "covered": covered,
                     "sound": bool(privacy.get("sound", True)),
+                    # a user's or a paper's unproven ε: a bound above it refutes a claim, breaks no guarantee
+                    "hypothesis": claim_status(privacy) in HYPOTHESES,
                     "valid_audit": valid,
                     "caveat": caveat,
                     "exceeds_claim": bool(claimed is not None and covered and bound > claimed * (1 + 1e-9)),
@@ -873,6 +939,7 @@ def _ledgers(done: list[dict], defenses: list[str]) -> list[dict]:
                 "accountant": privacy.get("accountant"),
                 "sound": privacy.get("sound", True),
                 "protocol": privacy.get("protocol"),
+                "claim_status": claim_status(privacy),
                 "unaccounted": privacy.get("unaccounted") or [],
                 "gdp_mu": privacy.get("gdp_mu"),
                 "mechanisms": mechanisms,
@@ -1071,7 +1138,7 @@ def canary_points(done: list[dict]) -> list[dict]:
                     "bound_valid": bool(res.get("bound_valid")),
                     "why": res.get("why") or res.get("coverage"),
                     "verdict": res.get("verdict"),
-                    "broken": res.get("verdict") == "guarantee broken",
+                    "broken": res.get("verdict") in REFUTING_VERDICTS,
                     # the audit's power: the most its certified estimators could show (every guess right)
                     "max_possible": _certified_max_possible(res.get("max_possible")),
                     "can_refute_claim": res.get("can_refute_claim"),

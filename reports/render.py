@@ -162,11 +162,17 @@ VERDICT_WORDS = {
 }
 
 
+#: the words of a hypothesis's verdict (a user's or a paper's claim is tested, never proven)
+HYPOTHESIS_VERDICT_WORDS = {"broken": "claim refuted", "consistent": "consistent with the claim"}
+
+
 def verdict_label(verdict: dict) -> str:
     """A verdict's short label: "consistent" always with the largest ε its audit could have
     certified, so a reader never sees it without the audit's power; "not refuted · audit too
     small" likewise."""
     word = VERDICT_WORDS.get(verdict.get("status"), str(verdict.get("status")))
+    if verdict.get("hypothesis"):  # a user's or a paper's unproven claim: refuted or consistent, never "broken"
+        word = HYPOTHESIS_VERDICT_WORDS.get(verdict.get("status"), word)
     power = verdict.get("power")
     if verdict.get("status") in ("consistent", "underpowered") and power:
         return f"{word} (audit could certify ε ≤ {_num(power['max_epsilon'])})"
@@ -242,7 +248,9 @@ def render_html(data: dict[str, Any], sidecar_name: str | None = None) -> str:
         version=__version__,
         generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         multi_seed=any(len(r["seeds"]) > 1 for r in data["summary"]),
-        unsound=sorted({r["defense"] for r in data["summary"] if r["unit"] and not r["sound"]}),
+        unsound=sorted({r["defense"] for r in data["summary"] if r["unit"] and not r["sound"]
+                        and r.get("claim_status") != "claimed"}),
+        claimed=sorted({r["defense"] for r in data["summary"] if r["unit"] and r.get("claim_status") == "claimed"}),
         paper_protocol=any(r.get("protocol") == "paper" for r in data["summary"]),
         verdict_word=VERDICT_WORDS.get,
         verdict_label=verdict_label,

@@ -11,6 +11,17 @@ from dpaudit.errors import PrivacyParameterError
 Unit = Literal["node", "edge"]
 UNITS = ("node", "edge")
 
+#: ``PrivacySpec.protocol`` of a guarantee the user states for their own model
+#: (:func:`dpaudit.training.adapters.adapt`): no mechanism dpaudit ran is behind it.
+CLAIMED = "claimed"
+#: what a spec's ε is (:attr:`PrivacySpec.status`): ``proven`` (sound, every neighbouring graph),
+#: ``conditional`` (sound over graphs meeting ``unit_condition`` only), ``claimed`` (the user's
+#: statement), ``paper`` (a paper's own analysis), ``unsound`` (a defense's accounting with an
+#: unaccounted step) or ``none`` (non-private). ``claimed``, ``paper`` and ``unsound`` are
+#: hypotheses: audits test them (a valid lower bound above ε refutes them), never cover them.
+STATUSES = ("proven", "conditional", "claimed", "paper", "unsound", "none")
+HYPOTHESES = ("claimed", "paper", "unsound")
+
 
 def validate_epsilon(epsilon: float | str | None) -> float:
     """Parse and check a target ε: a positive number or ``inf`` (non-private)."""
@@ -76,8 +87,10 @@ class PrivacySpec:
         unaccounted: every step that read private data and is not covered by ``epsilon``
             (selection on validation data, clipping norms from private gradients, a paper's
             invalid bound, ...). Non-empty exactly when ``sound`` is ``False``.
-        protocol: ``"sound"`` or ``"paper"`` (see :mod:`dpaudit.training.defense`); ``None`` for
-            models that have no protocol choice (baselines, adapted models).
+        protocol: ``"sound"`` or ``"paper"`` (see :mod:`dpaudit.training.defense`),
+            :data:`CLAIMED` for a guarantee the user states for their own model (``sound: false``:
+            a hypothesis, neither proven nor a paper's); ``None`` for models that have no
+            protocol choice (baselines).
         epsilon_by_accountant: ε at the same δ under every analysis the ledger could apply
             (``"rdp"``, ``"pld"``, ``"gaussian"``); ``epsilon`` is the one ``accountant`` names
             (the smallest under the default ``auto`` accountant). Empty when not computed.
@@ -124,6 +137,23 @@ class PrivacySpec:
         """Whether this spec is a guarantee a ceiling may be drawn from: private, sound and
         over the unrestricted unit."""
         return self.is_private and self.sound and not self.unit_condition
+
+    @property
+    def status(self) -> str:
+        """What ε is (:data:`STATUSES`): proven, conditional, claimed, paper, unsound or none."""
+        if not self.is_private:
+            return "none"
+        if self.sound:
+            return "conditional" if self.unit_condition else "proven"
+        if self.protocol == CLAIMED:
+            return "claimed"
+        return "paper" if self.protocol == "paper" else "unsound"
+
+    @property
+    def hypothesis(self) -> bool:
+        """Whether ε is an unproven claim that audits test (:data:`HYPOTHESES`): a ceiling drawn
+        from it is what the claim allows, and a valid lower bound above it refutes the claim."""
+        return self.status in HYPOTHESES and not self.unit_condition
 
     def __post_init__(self) -> None:
         if self.unaccounted and self.sound:
@@ -204,5 +234,8 @@ class PrivacySpec:
     def summary(self) -> str:
         if not self.is_private:
             return "non-private (ε = ∞)"
-        tag = "" if self.sound else f" [NOT a sound bound: {len(self.unaccounted)} unaccounted step(s)]"
+        if self.status == "claimed":
+            tag = " [claimed by the user: a hypothesis, not proven]"
+        else:
+            tag = "" if self.sound else f" [NOT a sound bound: {len(self.unaccounted)} unaccounted step(s)]"
         return f"({self.epsilon:.4g}, {self.delta:.3g})-DP at the {self.unit_label} level via {self.accountant}{tag}"

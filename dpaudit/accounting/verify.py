@@ -54,7 +54,7 @@ import numpy as np
 from dpaudit.accounting.ledger import ACCOUNTANTS, LABELS, PrivacyLedger
 from dpaudit.accounting.mechanisms import RecordedGuarantee, mechanism_from_record
 from dpaudit.accounting.pld import DEFAULT_DISCRETIZATION, gaussian_epsilon
-from dpaudit.accounting.spec import UNITS, PrivacySpec
+from dpaudit.accounting.spec import CLAIMED, UNITS, PrivacySpec
 from dpaudit.errors import DPAuditError, IntegrityError
 
 #: Relative tolerance of every recomputed-vs-stated comparison.
@@ -322,6 +322,40 @@ def check_claims(
             raise refuse(f"spent ε = {spec.epsilon:.6g} exceeds the target ε = {spec.target_epsilon:.6g}")
 
 
+def stated_verification(spec: PrivacySpec) -> Verification:
+    """The verification of a guarantee the user states for their own model (``protocol:
+    claimed``): shown, tested by audits as a hypothesis, never recomputed."""
+    if not spec.is_private:
+        return Verification("non-private", "non-private (no privacy claim)")
+    return Verification(
+        "stated",
+        "stated by the user, not recomputed: dpaudit recorded no mechanism for this guarantee (a claim audits test)",
+        not_checked=["ε, δ and unit are the user's claim"],
+    )
+
+
+def check_stated(spec: PrivacySpec, expected_unit: str | None, expected_protocol: str | None) -> Verification:
+    """Check a ``protocol: claimed`` spec (a user's claim, e.g. an exported adapted model): it
+    is never a registered defense's (whose ε dpaudit accounts itself), never ``sound: true``, and
+    states ε, δ and a unit; it records no mechanism, so nothing is recomputed (:func:`stated_verification`).
+
+    Raises:
+        IntegrityError: one line, on any mismatch.
+    """
+    if spec.protocol != expected_protocol:
+        raise refuse(f"protocol {spec.protocol!r} stated, the model card says {expected_protocol!r}")
+    if expected_unit is not None:
+        raise refuse(f"a registered defense's model ({expected_unit}-level) cannot carry a user's claim (protocol=claimed)")
+    if spec.sound or not spec.unaccounted:
+        raise refuse("a user's claim (protocol=claimed) is sound: false with its unaccounted step listed")
+    if spec.is_private:
+        if spec.unit not in UNITS or not (spec.epsilon > 0) or not 0.0 <= spec.delta < 1.0:
+            raise refuse(f"a user's claim needs ε > 0, δ in [0, 1) and a unit, got {spec.to_dict()}")
+    if spec.mechanisms:
+        raise refuse("a user's claim records no mechanism (dpaudit ran none)")
+    return stated_verification(spec)
+
+
 def verify_spec(
     spec: PrivacySpec,
     expected_unit: str | None = None,
@@ -340,6 +374,8 @@ def verify_spec(
     """
     import time
 
+    if CLAIMED in (spec.protocol, expected_protocol):
+        return check_stated(spec, expected_unit, expected_protocol)
     check_claims(spec, expected_unit, expected_protocol, allow_above_target, expected_sound)
     if not spec.is_private:
         return Verification("non-private", "non-private (ε = ∞): nothing to recompute", ["no mechanism recorded"])

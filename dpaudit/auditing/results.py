@@ -21,9 +21,12 @@ CANARY_SCHEMA = "dpaudit.canary-audit"
 CANARY_SCHEMA_VERSION = 1
 #: a canary audit's verdict when only the GDP estimate (not a certified bound) exceeds the claim
 ESTIMATE_VERDICT = "likely broken (GDP estimate above the claim; not certified)"
-#: "claim refuted" is "guarantee broken" for a claim the user stated (a fit function's), which no
-#: accountant proved
-CANARY_VERDICTS = ("guarantee broken", "claim refuted", ESTIMATE_VERDICT, "consistent with the claim", "not applicable")
+#: the verdict on a hypothesis (a user's or a paper's unproven claim, a fit function's) that a valid
+#: certified lower bound exceeds; a proven guarantee's is "guarantee broken"
+CLAIM_REFUTED = "claim refuted"
+CANARY_VERDICTS = ("guarantee broken", CLAIM_REFUTED, ESTIMATE_VERDICT, "consistent with the claim", "not applicable")
+#: the verdicts that say a certified bound exceeds what the spec states
+REFUTING_VERDICTS = ("guarantee broken", CLAIM_REFUTED)
 
 FPR_LEVELS = ("0.1", "0.01", "0.001")
 

@@ -46,10 +46,11 @@ Coverage (:func:`coverage`): node membership is covered only by node-level DP; e
 inference by edge-level DP, or by node-level DP through group privacy over the two node
 changes that remove an edge (:func:`dpaudit.accounting.group_privacy`, k = 2), and — when
 the attack's queries run the model on the private graph — only if the model's inference is
-itself private (otherwise the outputs read the edge directly, outside the guarantee). Only
-a proven spec draws a ceiling: a ``sound: false`` spec (a paper's own accounting) or a
+itself private (otherwise the outputs read the edge directly, outside the guarantee). A
 guarantee over a restricted relation (``unit_condition``, e.g. bounded-degree node DP) covers
-nothing, whatever its ε.
+nothing, whatever its ε. A ``sound: false`` spec (a user's claim, a paper's own accounting) is
+a hypothesis: its ceiling is drawn as what the claim allows and marked ``hypothesis`` — a
+valid lower bound above it refutes the claim, and nothing below it proves the claim.
 
 Neighbouring tests only. The ceilings and ε_LB bound a test between *neighbouring* inputs
 whose unit was included at random. Node membership on a random split is such a test. Edge
@@ -457,6 +458,12 @@ class Coverage:
     attack_unit: str = "node"
     sound: bool = True
     notes: list[str] = field(default_factory=list)
+    #: the guarantee is a hypothesis (:attr:`~dpaudit.accounting.spec.PrivacySpec.hypothesis`: a
+    #: user's or a paper's unproven claim): ``covered`` then means the claim speaks to the attack,
+    #: the ceiling is what the claim allows, and a valid bound above it refutes the claim
+    hypothesis: bool = False
+    #: the spec's :attr:`~dpaudit.accounting.spec.PrivacySpec.status` (proven, claimed, paper, ...)
+    status: str = "proven"
 
     @property
     def ceiling_auc(self) -> float | None:
@@ -498,6 +505,12 @@ def coverage(
     """Decide whether ``privacy`` covers an attack on ``attack_unit`` ("node" membership or
     "edge" inference) and with which (ε, δ[, μ]).
 
+    A hypothesis (a user's claim, a paper's own accounting, a defense's ε with an unaccounted
+    step: :attr:`~dpaudit.accounting.spec.PrivacySpec.hypothesis`) is tested like a guarantee —
+    same units, group sizes and deployments — but the result says so (``hypothesis``): its
+    ceiling is what the claim allows, and a valid lower bound above it refutes the claim; it
+    never proves anything.
+
     ``deployment`` (:mod:`dpaudit.release.deployments`): the graph the attack's answers are computed
     over. Over a graph the querier supplies the answers are post-processing of the weights;
     over the owner's training graph they are covered only when the card's ``inference`` entry
@@ -515,17 +528,40 @@ def coverage(
     """
     if attack_unit not in ATTACK_UNITS:
         raise DPAuditError(f"attack unit must be one of {ATTACK_UNITS}, got {attack_unit!r}")
+    cov = _coverage(privacy, attack_unit, queries_private_graph, inference_private, node_group_size, deployment,
+                    inference)  # fmt: skip
+    cov.status = privacy.status
+    if cov.covered and privacy.hypothesis:
+        cov.hypothesis = True
+        cov.reason = (
+            f"{HYPOTHESIS_WORDS[privacy.status]} is tested, not proven: it would bound this attack "
+            f"({cov.reason.replace(' covers ', ' would bound ')}), so the ceiling is what the claim allows and a valid "
+            "lower bound above the claimed ε refutes it"
+        )
+    return cov
+
+
+def coverage_phrase(covered: bool, hypothesis: bool = False) -> str:
+    """How a result's coverage is said: a hypothesis is tested against, never "covered"."""
+    if not covered:
+        return "not covered by the guarantee"
+    return "tested against the claim (a hypothesis, not proven)" if hypothesis else "covered by the guarantee"
+
+
+#: how a hypothesis (:data:`~dpaudit.accounting.spec.HYPOTHESES`) is named in coverage reasons and reports
+HYPOTHESIS_WORDS = {
+    "claimed": "the user's claim",
+    "paper": "the paper's claim (its own accounting, protocol=paper)",
+    "unsound": "the defense's claimed ε (an unaccounted step, sound: false)",
+}
+
+
+def _coverage(privacy, attack_unit, queries_private_graph, inference_private, node_group_size, deployment,
+              inference) -> Coverage:  # fmt: skip
     unit = privacy.unit
     base = dict(model_unit=unit, attack_unit=attack_unit, sound=privacy.sound)
     if not privacy.is_private or unit is None:
         return Coverage(False, "the model is not private: no guarantee, no ceiling", **base)
-    if not privacy.sound:
-        return Coverage(
-            False,
-            "the model's spec is sound: false (a paper's own accounting with unaccounted steps): it is not a bound, "
-            "so no ceiling is drawn from it",
-            **base,
-        )
     if privacy.unit_condition:
         return Coverage(
             False,

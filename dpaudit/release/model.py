@@ -492,7 +492,7 @@ def verify_model_privacy(
         raise IntegrityError(f"{meta_path}: the card's plan cannot be recomputed: {exc}") from None
     if replanned:
         verification.checked.append(replanned)
-    elif privacy.is_private:
+    elif privacy.is_private and privacy.status != "claimed":  # a claim records no mechanism to re-derive
         verification.not_checked.append("the mechanisms were not re-derived from the card's hyperparameters (no plan)")
     if meta.get("schema_version") == 1:
         verification.not_checked.insert(

@@ -13,15 +13,20 @@ What the adapter cannot know — and therefore states:
 
 * the privacy guarantee is the user's **claim** (a :class:`PrivacySpec`, a dict in its JSON
   form, or ``None`` for a non-private model); dpaudit does not verify it: a private claim is
-  marked ``sound: false`` with the unaccounted step :data:`USER_STATED`, and the model's
-  ``verification`` says "stated by the user, not recomputed";
+  ``protocol: claimed`` (status ``claimed``: a hypothesis, neither proven nor a paper's), marked
+  ``sound: false`` with the unaccounted step :data:`USER_STATED`, and the model's
+  ``verification`` says "stated by the user, not recomputed". Audits test it: ceilings are what
+  the claim allows, and a valid certified lower bound above it refutes it ("claim refuted");
 * the training recipe is unknown, so attacks that need shadow models train them with a
   stated **surrogate** recipe (a registered defense, ``gcn`` by default) and say so in
   their result notes;
 * which nodes were training nodes must be given (``train_nodes`` or a :class:`Split`).
 
-An adapted model lives in memory only: it cannot be saved, because a released model on disk
-is data, never code, and the user's module class is code.
+An adapted model is saved (:func:`export`, :meth:`AdaptedModel.save`) as a released model of
+kind ``module`` whose architecture is **declared** (:class:`dpaudit.nn.LayerStack`: Linear,
+GCNConv, SAGEConv and GATConv layers with one activation between them), never code: a module
+that is not such a stack is refused, naming the layer, and the declared stack must give the
+module's own outputs on the dataset's graph before anything is written.
 """
 
 from __future__ import annotations
@@ -33,13 +38,14 @@ import torch
 from torch_geometric.data import Data
 
 import dpaudit
-from dpaudit.accounting.spec import PrivacySpec
-from dpaudit.accounting.verify import Verification
+from dpaudit.accounting.spec import CLAIMED, PrivacySpec
+from dpaudit.accounting.verify import stated_verification
 from dpaudit.data.datasets import GraphDataset
 from dpaudit.data.splits import Split
 from dpaudit.errors import ConfigurationError, DPAuditError, ModelFormatError
+from dpaudit.nn import ACTIVATIONS, STACK_LAYERS, build_architecture
 from dpaudit.release.deployments import inference_entry
-from dpaudit.release.model import ReleasedModel, _node_index
+from dpaudit.release.model import ModuleModel, ReleasedModel, _node_index
 from dpaudit.training.registry import get_defense
 
 #: The unaccounted step every private user claim carries (``sound: false``).
@@ -70,13 +76,7 @@ class AdaptedModel(ReleasedModel):
         self.module = module.eval()
         self.input = input
         self.output = output
-        self.verification = Verification(
-            "stated" if privacy.is_private else "non-private",
-            "stated by the user, not recomputed: dpaudit recorded no mechanism for this guarantee"
-            if privacy.is_private
-            else "non-private (no privacy claim)",
-            not_checked=["ε, δ and unit are the user's claim"] if privacy.is_private else [],
-        )
+        self.verification = stated_verification(privacy)
 
     @property
     def device(self) -> torch.device:
@@ -108,14 +108,19 @@ class AdaptedModel(ReleasedModel):
         return out[idx.to(out.device)]
 
     def config(self) -> dict[str, Any]:
-        raise ModelFormatError("an adapted user module cannot be saved: released models on disk hold no code")
+        raise ModelFormatError("an adapted module is written as a declared architecture: use save() or export()")
 
     def state_tensors(self) -> dict[str, torch.Tensor]:
-        raise ModelFormatError("an adapted user module cannot be saved: released models on disk hold no code")
+        raise ModelFormatError("an adapted module is written as a declared architecture: use save() or export()")
 
     @classmethod
     def from_state(cls, config, tensors, privacy, card):
-        raise ModelFormatError("adapted user modules cannot be loaded from disk")
+        raise ModelFormatError("adapted user modules load as kind 'module' (their declared architecture)")
+
+    def save(self, directory, activation: str | None = None):
+        """Write this model as a released model (:func:`export`): the declared architecture and
+        its weights, the user's claim (``protocol: claimed``) and the owner's record."""
+        return export(self, activation=activation).save(directory)
 
 
 def _privacy(claim) -> PrivacySpec:
@@ -131,7 +136,10 @@ def _privacy(claim) -> PrivacySpec:
         raise ConfigurationError(f"inconsistent privacy claim {spec.to_dict()}")
     spec.notes = [*spec.notes, "claimed by the user; not verified by dpaudit"]
     if spec.is_private:
-        # No mechanism dpaudit ran is behind it: shown as stated, never as a proven bound.
+        if spec.mechanisms:
+            raise ConfigurationError("a user's claim records no mechanism (dpaudit ran none): drop 'mechanisms'")
+        # No mechanism dpaudit ran is behind it: a hypothesis audits test, never a proven bound.
+        spec.protocol = CLAIMED
         spec.mark_unaccounted(USER_STATED)
     return spec
 
@@ -201,6 +209,7 @@ def adapt(
         "split": split.public_dict(),
         "dpaudit_version": dpaudit.__version__,
         "surrogate": {"method": surrogate, "hyperparameters": hp},
+        **({"protocol": CLAIMED} if spec.is_private else {}),
         "inference": inference_entry(
             private=spec.is_private,
             training_graph=bool(inference_private),
@@ -214,6 +223,7 @@ def adapt(
     }
     model = AdaptedModel(module, spec, card, input=input, output=output)
     _dry_run(model, dataset)
+    model._graph = dataset.data  # export() checks the declared stack on it
     # who trained and on which nodes is the owner's record, never the shareable card
     model.record = {
         "dataset": dataset.record(),
@@ -237,3 +247,152 @@ def _drawn_by_dpaudit(dataset: GraphDataset, split: Split) -> bool:
     except DPAuditError:
         return False
     return all(torch.equal(getattr(drawn, part), getattr(split, part)) for part in ("train", "val", "test"))
+
+
+# --------------------------------------------------------------------------- export
+
+#: activation modules a stack may hold between its layers, by the name :mod:`dpaudit.nn` knows
+_ACTIVATION_MODULES = {torch.nn.ReLU: "relu", torch.nn.ELU: "elu", torch.nn.Tanh: "tanh", torch.nn.SELU: "selu"}
+
+
+def declare(module: torch.nn.Module, input: str = "graph") -> tuple[list[dict[str, Any]], list[str], dict[str, str]]:
+    """The layer stack ``module`` holds, in registration order: ``(layers, activations, keys)``
+    with ``layers`` the :class:`dpaudit.nn.LayerStack` declarations, ``activations`` the names of
+    the activation modules met (empty when the forward calls them as functions) and ``keys`` the
+    module's state-dict prefix of each layer → ``layers.i.``. Dropout is skipped (identity in
+    evaluation).
+
+    Raises:
+        ConfigurationError: a layer dpaudit cannot declare (one line naming it).
+    """
+    layers: list[dict[str, Any]] = []
+    acts: list[str] = []
+    keys: dict[str, str] = {}
+    supported = {cls: op for op, (cls, _) in STACK_LAYERS.items()}
+    names = "Linear, GCNConv, SAGEConv, GATConv, Dropout, " + "/".join(c.__name__ for c in _ACTIVATION_MODULES)
+
+    def walk(mod: torch.nn.Module, prefix: str) -> None:
+        for name, child in mod.named_children():
+            path = f"{prefix}{name}"
+            op = supported.get(type(child))
+            if op is not None:
+                if input == "features" and op != "linear":
+                    raise ConfigurationError(f"export: layer {path!r} ({type(child).__name__}) reads edges, but the "
+                                             "module is adapted with input='features'")  # fmt: skip
+                keys[f"{path}."] = f"layers.{len(layers)}."
+                layers.append(_layer_declaration(op, child))
+            elif type(child) in _ACTIVATION_MODULES:
+                acts.append(_ACTIVATION_MODULES[type(child)])
+            elif isinstance(child, torch.nn.Dropout):
+                continue
+            elif isinstance(child, (torch.nn.Sequential, torch.nn.ModuleList, torch.nn.ModuleDict)) or (
+                type(child) is not torch.nn.Module and list(child.children()) and not list(child.parameters(False))
+            ):
+                walk(child, f"{path}.")
+            else:
+                raise ConfigurationError(f"export: layer {path!r} ({type(child).__name__}) is not one dpaudit can "
+                                         f"declare; a saved model is a stack of {names}")  # fmt: skip
+
+    if type(module) in supported:  # the module is itself one layer
+        keys[""] = "layers.0."
+        layers.append(_layer_declaration(supported[type(module)], module))
+        if input == "features" and supported[type(module)] != "linear":
+            raise ConfigurationError(f"export: {type(module).__name__} reads edges, but the module is adapted with "
+                                     "input='features'")  # fmt: skip
+        return layers, acts, keys
+    walk(module, "")
+    own = [n for n, _ in module.named_parameters(recurse=False)] + [n for n, _ in module.named_buffers(recurse=False)]
+    if own:
+        raise ConfigurationError(f"export: the module holds tensors outside any layer ({', '.join(own)}): "
+                                 "not a declared layer stack")  # fmt: skip
+    if not layers:
+        raise ConfigurationError("export: the module holds no Linear, GCNConv, SAGEConv or GATConv layer")
+    return layers, acts, keys
+
+
+def _layer_declaration(op: str, layer: torch.nn.Module) -> dict[str, Any]:
+    """One layer's declaration: its sizes and the constructor options :data:`STACK_LAYERS` lists."""
+    if op == "linear":
+        return {"op": op, "in": layer.in_features, "out": layer.out_features, "bias": layer.bias is not None}
+    out: dict[str, Any] = {"op": op, "in": int(layer.in_channels), "out": int(layer.out_channels)}
+    if op == "gcn":
+        out.update(improved=bool(layer.improved), add_self_loops=bool(layer.add_self_loops),
+                   normalize=bool(layer.normalize), bias=layer.bias is not None)  # fmt: skip
+    elif op == "sage":
+        if not isinstance(layer.aggr, str):
+            raise ConfigurationError(f"export: SAGEConv with aggregation {layer.aggr!r} is not declarable (a name only)")
+        out.update(aggr=layer.aggr, normalize=bool(layer.normalize), root_weight=bool(layer.root_weight),
+                   project=bool(layer.project), bias=layer.lin_l.bias is not None)  # fmt: skip
+    else:
+        if layer.edge_dim is not None or layer.dropout != 0 or isinstance(layer.in_channels, tuple):
+            raise ConfigurationError("export: GATConv with edge features, attention dropout or bipartite input is "
+                                     "not declarable")  # fmt: skip
+        out.update(heads=int(layer.heads), concat=bool(layer.concat), negative_slope=float(layer.negative_slope),
+                   add_self_loops=bool(layer.add_self_loops), bias=layer.bias is not None)  # fmt: skip
+    return out
+
+
+def export(model: AdaptedModel, activation: str | None = None, atol: float = 1e-5) -> ModuleModel:
+    """The adapted ``model`` as a released model that can be saved (kind ``module``, architecture
+    ``{"type": "stack", ...}``): data, never code. Its card and spec keep the user's claim
+    (``protocol: claimed``), its owner's record the training nodes.
+
+    ``activation``: the function between layers when the module's forward calls it as a function
+    (``torch.relu(...)``); ``None`` takes the activation modules the module holds, else tries every
+    activation :mod:`dpaudit.nn` knows. The declared stack is run on the dataset's graph
+    (``model.record``'s dataset must be the one the module was adapted on) and must give the
+    module's own outputs within ``atol``: a forward that does more than the stack (skip
+    connections, normalisation, a different order) is refused, never written.
+
+    Raises:
+        ConfigurationError: a module that is not a declarable stack (one line naming why).
+    """
+    if not isinstance(model, AdaptedModel):
+        raise ConfigurationError("export expects a model returned by adapt()")
+    if model.output != "logits":
+        raise ConfigurationError("export: only a module that returns logits (output='logits') is declarable")
+    layers, acts, keys = declare(model.module, model.input)
+    if activation is not None and activation not in ACTIVATIONS:
+        raise ConfigurationError(f"export: activation must be one of {', '.join(ACTIVATIONS)}, got {activation!r}")
+    if activation is not None:
+        candidates = [activation]
+    elif len(set(acts)) > 1:
+        raise ConfigurationError(f"export: the module mixes activations {sorted(set(acts))}; a stack has one")
+    else:
+        candidates = list(acts[:1]) or list(ACTIVATIONS)
+    state = {}
+    for name, tensor in model.module.state_dict().items():
+        prefix = next((p for p in keys if name.startswith(p)), None)
+        if prefix is None:
+            raise ConfigurationError(f"export: tensor {name!r} belongs to no declared layer")
+        state[keys[prefix] + name[len(prefix) :]] = tensor.detach().clone()
+    graph = _graph_of(model)
+    expected = model.predict_proba(graph)
+    tried = []
+    for act in candidates:
+        architecture = {"type": "stack", "layers": layers, "act": act}
+        module = build_architecture(architecture)
+        module.load_state_dict(state, strict=True)
+        module = module.to(model.device)
+        card = {**model.card, "adapter": {**model.card.get("adapter", {}), "embed": "the declared stack's "
+                                          "penultimate layer", "exported": True}}  # fmt: skip
+        released = ModuleModel(module, architecture, model.privacy, card)
+        gap = float((released.predict_proba(graph) - expected).abs().max())
+        if gap <= atol:
+            released.record = dict(model.record)
+            released.verification = stated_verification(model.privacy)
+            return released
+        tried.append(f"{act}: {gap:.2g}")
+    raise ConfigurationError(
+        f"export: the declared stack ({' → '.join(layer['op'] for layer in layers)}) does not give the module's outputs "
+        f"(largest probability difference {'; '.join(tried)}): its forward does more than a layer stack"
+        + ("" if activation else " — name the activation between layers with activation=")
+    )
+
+
+def _graph_of(model: AdaptedModel):
+    """The graph ``model`` was adapted on (its dry run's), kept for :func:`export`'s check."""
+    graph = getattr(model, "_graph", None)
+    if graph is None:
+        raise ConfigurationError("export needs a model returned by adapt() (it checks the outputs on its graph)")
+    return graph

@@ -624,6 +624,10 @@ def test_unsound_paper_protocol_is_flagged_with_its_unaccounted_steps(study):
     assert "sound: false" in box and "protocol=paper" in box
     assert "best-val checkpointing <on private data>" in box  # listed, as escaped text
     assert "&lt;on private data&gt;" in html
+    # a paper's unproven ε is a hypothesis the report tests, and still said to be the paper's
+    assert "the paper's claim (its own accounting, protocol=paper): a hypothesis this audit tests" in box
+    assert "The claimed ε is the paper's own analysis (protocol=paper): a hypothesis" in box
+    assert "user's" not in box and "proven bound" in box and "covered by the guarantee" not in box
     banner = parse(html[html.index('id="unsound-banner"') :].split("</div>", 1)[0]).text
     assert f"{HOSTILE_DEFENSE} reports ε from a paper's own analysis" in banner  # one defense: singular
     second = {**copy.deepcopy(private), "defense": "second-dp", "cell_id": "second-dp-cell"}

@@ -40,6 +40,7 @@ def cmd_attack(args) -> int:
 
     check_attack_name(args.attack)  # before torch loads (a fraction of a second)
     import attacks
+    from dpaudit.auditing.statistics import coverage_phrase
     from dpaudit.data.datasets import reload_dataset
     from dpaudit.release.model import load
     from dpaudit.runtime import resolve_device
@@ -85,14 +86,18 @@ def cmd_attack(args) -> int:
     result = attacks.run(args.attack, model, dataset, **settings)
     result.settings["model_dir"] = str(args.model)
     result.save(args.out)
-    ceiling = (
-        f"ceiling AUC {_fmt(result.ceiling_auc)}" if result.covered_by_guarantee else "not covered by the guarantee"
-    )
+    hypothesis = bool(result.ceiling.get("hypothesis"))
+    if not result.covered_by_guarantee:
+        ceiling = coverage_phrase(False)
+    elif hypothesis:
+        ceiling = f"the claim allows AUC ≤ {_fmt(result.ceiling_auc)} (a hypothesis, not proven)"
+    else:
+        ceiling = f"ceiling AUC {_fmt(result.ceiling_auc)}"
     if not result.bound_valid:
         bound = (
             f"NOT A VALID BOUND ({result.bound_validity}): no ε lower bound or ceiling is compared with the guarantee"
         )
-        ceiling = "covered by the guarantee" if result.covered_by_guarantee else "not covered by the guarantee"
+        ceiling = coverage_phrase(result.covered_by_guarantee, hypothesis)
     else:
         bound = (
             f"valid bound: ε lower bound {_fmt(result.epsilon_lower_bound)} (δ = {result.epsilon_lower_bound_delta:g})"

@@ -27,7 +27,7 @@ def _audit_locked(args) -> int:
     from dpaudit.app.commands._dataset_args import parse_dataset_options, valid_bound_advice
     from dpaudit.app.outputs import check_report_paths
     from dpaudit.app.workflows import audit, format_plan
-    from dpaudit.app.workflows.audit import check_plan_duration
+    from dpaudit.app.workflows.audit import check_canary_results, check_plan_duration
     from dpaudit.data.datasets import reload_dataset
     from dpaudit.release.model import load
 
@@ -36,6 +36,7 @@ def _audit_locked(args) -> int:
     names = attack_names(args.attacks)  # names and settings are refused before the model is read
     settings = attack_overrides(args.attack_set, names, args.allow_long)
     model = load(args.model, device="cpu")
+    canaries = check_canary_results(model, args.canaries)  # one line before any work
     dataset = reload_dataset(model.card.get("dataset"), model.provenance("dataset"), args.dataset, options,
                              args.data_root)  # fmt: skip
     result = audit(
@@ -48,11 +49,12 @@ def _audit_locked(args) -> int:
         data_root=args.data_root,
         device=args.device,
         command=command_line(),
+        canaries=canaries or None,
         **({} if args.deployment is None else {"deployment": args.deployment}),
     )
     rows = [
         {"attack": n, "AUC": r.auc, "TPR@1%FPR": (r.tpr_at_fpr or {}).get("0.01"), "ε lower bound": r.epsilon_lower_bound,
-         "covered": "yes" if r.covered_by_guarantee else "no",
+         "covered": ("claim" if r.ceiling.get("hypothesis") else "yes") if r.covered_by_guarantee else "no",
          "fair game": "yes" if getattr(r, "bound_valid", False) else "no"}
         for n, r in result.results.items()
     ]  # fmt: skip
@@ -63,6 +65,9 @@ def _audit_locked(args) -> int:
     advice = valid_bound_advice(model, result.dataset)
     if advice:
         print(advice)
+    for name, entry in result.canaries.items():
+        print(f"{name} ({entry.get('recipe')}): certified ε ≥ {entry.get('certified_epsilon_lower_bound')} against "
+              f"the claim's ε = {entry.get('claimed_epsilon'):g}: {entry['verdict']}")  # fmt: skip
     for name, err in result.errors.items():
         print(f"{name}: not run: {err}")
     path = result.to_html(args.out)
@@ -107,6 +112,9 @@ def add_parser(subparsers) -> None:
         help="which graph the attacks' queries are answered over (default auto: the querier's graph for a model "
         "trained on an inductive split, the owner's training graph otherwise)",
     )
+    p.add_argument("--canaries", nargs="+", default=None, metavar="RESULT.json",
+                   help="canary audit results (dpaudit canary --out) of this model's recipe at its claimed unit, ε "
+                   "and dataset: re-tested against the model's claim, they enter its verdict")  # fmt: skip
     p.add_argument("--force", action="store_true", help="replace --out and its sidecar whatever they hold")
     add_allow_long_argument(p)
     p.set_defaults(func=cmd_audit)

@@ -30,17 +30,22 @@ def cmd_inspect(args) -> int:
             print(f"  checked: {'; '.join(model.verification.checked)}")
         for item in model.verification.not_checked:
             print(f"  not verified: {item}")
-    print("what ε covers, per deployment (whose graph the answers are computed over):")
+    # a hypothesis (a user's or a paper's unproven claim) is what the claim says, never "covered"
+    hypothesis = model.privacy.hypothesis
+    yes, no = ("within the claim", "NOT within the claim") if hypothesis else ("covered", "NOT covered")
+    whose = "the claim (a hypothesis, not proven)" if hypothesis else "the guarantee"
+    print(f"what ε {'is claimed to cover' if hypothesis else 'covers'}, per deployment (whose graph the answers are "
+          "computed over):")  # fmt: skip
     inference = model.card.get("inference")
     for deployment in DEPLOYMENTS:
         entry = deployment_entry(inference, deployment, model.privacy.is_private)
-        print(f"  {deployment:<16} {'covered' if entry['covered'] else 'NOT covered'}: {entry['note']}")
+        print(f"  {deployment:<16} {yes if entry['covered'] else no}: {entry['note']}")
     print("files:")
     for name in PUBLIC_FILES:
-        print(f"  {name:<24} public release: covered by the guarantee (ship these two)")
+        print(f"  {name:<24} public release: {yes if hypothesis else 'covered by the guarantee'} (ship these two)")
     for name in OWNER_FILES:
         if (directory / name).is_file():
-            print(f"  {name:<24} owner's record: NOT covered by the guarantee (never ship it)")
+            print(f"  {name:<24} owner's record: NOT covered by {whose} (never ship it)")
     if args.json:
         shown = {"privacy": model.privacy.to_dict(), "card": model.card}
         if query_ledger is not None:

@@ -183,11 +183,18 @@ def test_files_before_format_3_still_load_with_their_record_in_the_card(trained_
     assert torch.equal(target_split(model, resolve_dataset(model, small_graph)).train, split.train)
 
 
-def test_ceilings_come_only_from_proven_unconditional_specs():
+def test_ceilings_come_from_proven_specs_and_hypotheses_never_from_conditional_ones():
     sound = PrivacySpec(epsilon=1.0, delta=1e-5, unit="node", mechanisms=[{"m": 1}], accountant="rdp")
-    assert coverage(sound, "node").covered
-    paper = dataclasses.replace(sound, sound=False, unaccounted=["best-validation checkpoint"])
-    assert not coverage(paper, "node").covered and coverage(paper, "node").ceiling_auc is None
+    assert coverage(sound, "node").covered and not coverage(sound, "node").hypothesis
+    assert sound.status == "proven"
+    # a paper's unproven ε is a hypothesis: tested (its ceiling is what the claim allows), never proven
+    paper = dataclasses.replace(sound, sound=False, unaccounted=["best-validation checkpoint"], protocol="paper")
+    tested = coverage(paper, "node")
+    assert paper.status == "paper" and tested.covered and tested.hypothesis and tested.status == "paper"
+    assert tested.ceiling_auc == pytest.approx(coverage(sound, "node").ceiling_auc)
+    assert "the paper's claim" in tested.reason and " covers " not in tested.reason
+    edge = coverage(paper, "edge")  # the same units and group sizes as a proven spec's
+    assert edge.hypothesis and edge.group_size == 2 and edge.epsilon == pytest.approx(2.0)
     bounded = dataclasses.replace(sound, unit_condition="max degree <= 10")
     assert bounded.unit_label == "node (max degree <= 10)" and not bounded.proven
     assert not coverage(bounded, "node").covered and not coverage(bounded, "edge").covered
