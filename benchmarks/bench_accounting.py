@@ -178,7 +178,7 @@ def sigma_rows(delta: float) -> list[dict]:
 
 def mlp_dp_accuracy(seeds, data_root: str) -> list[dict]:
     """Test accuracy of mlp-dp on cora_ml with σ calibrated under RDP vs auto (same seeds)."""
-    import defenses.baselines as baselines
+    import defenses.baselines.mlp_dp as mlp_dp
     from dpaudit.data.datasets import load_dataset
     from dpaudit.data.splits import make_split
     from dpaudit.training.dpsgd import noise_for_plan
@@ -186,11 +186,11 @@ def mlp_dp_accuracy(seeds, data_root: str) -> list[dict]:
 
     dataset = load_dataset("cora_ml", root=data_root)
     out = []
-    saved = baselines.noise_for_plan  # the name mlp-dp's plan calibrates σ through
+    saved = mlp_dp.noise_for_plan  # the name mlp-dp's plan calibrates σ through
     try:
         for eps in EPSILONS:
             for accountant in ("rdp", "auto"):
-                baselines.noise_for_plan = functools.partial(noise_for_plan, accountant=accountant)
+                mlp_dp.noise_for_plan = functools.partial(noise_for_plan, accountant=accountant)
                 accs = []
                 for seed in seeds:
                     split = make_split(dataset, None, seed)
@@ -200,7 +200,7 @@ def mlp_dp_accuracy(seeds, data_root: str) -> list[dict]:
                 out.append({"epsilon": eps, "accountant": accountant, "accs": accs})
                 log.info("mlp-dp eps=%s %s acc=%s", eps, accountant, accs)
     finally:
-        baselines.noise_for_plan = saved
+        mlp_dp.noise_for_plan = saved
     return out
 
 

@@ -771,7 +771,7 @@ test-graph release into the answering copy's spec (the runs stored before the qu
 that copy's spec grew to, never added to the training ε.
 
 **Non-private references.** `mlp` and `gcn` at ε = ∞ appear twice: `non-private` (registry defaults,
-one fit) and `non-private, grid on validation` (`select=validation`, `defenses/baselines.py`: every
+one fit) and `non-private, grid on validation` (`select=validation`, `defenses/baselines/nonprivate.py`: every
 candidate of a declared public grid (12 points for mlp, 16 for gcn) — hidden width, dropout, weight decay, lr, epochs — is
 trained and the best on validation nodes kept; a split without validation nodes holds out a seeded
 20 % of the training nodes, over the edges among the kept ones on an inductive split, then refits the

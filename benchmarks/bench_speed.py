@@ -93,7 +93,7 @@ def _plain_dpgnn_sum(module, params, x, batch, labels, groups, clip_norm):
 
 def run_training(name: str, epsilon: float, hp: dict, dataset, split, variant: str = "") -> dict:
     """Fit ``name`` with the training call wrapped by a timer; returns seconds and units."""
-    import defenses.baselines as baselines
+    import defenses.baselines.mlp_dp as mlp_dp
     import defenses.dpar.defense as dpar
     import defenses.dpgnn.defense as dpgnn
     import defenses.gap.defense as gap
@@ -106,9 +106,9 @@ def run_training(name: str, epsilon: float, hp: dict, dataset, split, variant: s
         def per_sample(*args, **kwargs):
             return original(*args, **kwargs, clipping="per-sample")
 
-        baselines.train_dp_sgd = _timer(times, per_sample)
+        mlp_dp.train_dp_sgd = _timer(times, per_sample)
     else:
-        baselines.train_dp_sgd = _timer(times, baselines.train_dp_sgd)
+        mlp_dp.train_dp_sgd = _timer(times, mlp_dp.train_dp_sgd)
     if variant == "dense":
         dnn.SPARSE_DENSITY = 0.0
     gap._train_minibatch = _timer(times, gap._train_minibatch)

@@ -12,6 +12,7 @@ from neighbours import train_and_compare, without_node
 from torch_geometric.data import Data
 
 import defenses.baselines as baselines
+import defenses.baselines.mlp_dp as mlp_dp
 from defenses.baselines import (
     SMALL_TRAINING_SET,
     MLPDPHyperparameters,
@@ -275,7 +276,7 @@ def test_mlp_dp_without_a_declared_size(monkeypatch):
     undeclared = _flat(120, public_facts=None)
     split = make_split(undeclared, "random:0.7,0.1,0.2", 0)
     calls = []
-    monkeypatch.setattr(baselines, "train_dp_sgd", lambda *a, **k: calls.append(1))
+    monkeypatch.setattr(mlp_dp, "train_dp_sgd", lambda *a, **k: calls.append(1))
     with pytest.raises(ConfigurationError, match="declared training-set size"):
         get_defense("mlp-dp")(epsilon=2.0, delta=1e-5, seed=0, sample_rate=0.1).fit(undeclared, split)
     with pytest.raises(ConfigurationError, match="sample_rate"):

@@ -39,7 +39,7 @@ from typing import Any
 
 import torch
 
-import defenses.baselines as baselines
+import defenses.baselines.mlp_dp as mlp_dp
 from dpaudit.accounting import GaussianMechanism, PoissonSubsampledGaussian, PrivacyLedger, calibrate_noise
 from dpaudit.data.datasets import GraphDataset
 from dpaudit.data.splits import Split
@@ -63,7 +63,7 @@ def _mlp_dp_training(noise_factor: float, clip_factor: float):
     """While open, mlp-dp's DP-SGD adds noise std σ·C·``noise_factor`` and clips at
     C·``clip_factor``, and reports the mechanism it was asked to run (σ, q, T): what a bug
     between the accountant and the optimiser looks like from outside."""
-    real = baselines.train_mlp_dp
+    real = mlp_dp.train_mlp_dp
 
     def wrong(module, x, y, *, noise_multiplier, max_grad_norm, **kw):
         # opacus-style noise std is σ'·C': σ' = σ·noise/clip keeps it at σ·C·noise.
@@ -73,14 +73,14 @@ def _mlp_dp_training(noise_factor: float, clip_factor: float):
             return None
         return PoissonSubsampledGaussian(noise_multiplier, spent.sample_rate, spent.steps)
 
-    baselines.train_mlp_dp = wrong
+    mlp_dp.train_mlp_dp = wrong
     try:
         yield
     finally:
-        baselines.train_mlp_dp = real
+        mlp_dp.train_mlp_dp = real
 
 
-class _BrokenMLPDP(baselines.MLPDP):
+class _BrokenMLPDP(mlp_dp.MLPDP):
     """mlp-dp whose DP-SGD runs with another (noise multiplier, clipping norm) than it accounts."""
 
     noise_factor = 1.0

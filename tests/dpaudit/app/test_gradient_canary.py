@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch_geometric.data import Data
 
-import defenses.baselines as baselines
+import defenses.baselines.mlp_dp as mlp_dp
 import defenses.dpgnn.defense as dpgnn
 from defenses.baselines import FeatureMLP
 from dpaudit.accounting import PoissonSubsampledGaussian
@@ -180,23 +180,23 @@ def test_bad_designs_and_nested_blocks_are_refused():
 
 
 @register_defense
-class MLPDPNoiseTenth(baselines.MLPDP):
+class MLPDPNoiseTenth(mlp_dp.MLPDP):
     """mlp-dp that trains with a tenth of the noise it accounts (its spec is the sound one's)."""
 
     name = "gradient-canary-test-mlp-dp-noise-div10"
 
     def _fit(self, dataset, split, delta):
-        real = baselines.train_mlp_dp
+        real = mlp_dp.train_mlp_dp
 
         def quieter(module, x, y, *, noise_multiplier, **kw):
             real(module, x, y, noise_multiplier=noise_multiplier / 10, **kw)
             return PoissonSubsampledGaussian(noise_multiplier, kw["schedule"].sample_rate, kw["schedule"].steps)
 
-        baselines.train_mlp_dp = quieter
+        mlp_dp.train_mlp_dp = quieter
         try:
             return super()._fit(dataset, split, delta)
         finally:
-            baselines.train_mlp_dp = real
+            mlp_dp.train_mlp_dp = real
 
 
 @pytest.fixture(scope="module")
@@ -309,7 +309,7 @@ def test_broken_dpgnn_is_caught_and_sound_is_not(padded):
 
 
 @register_defense
-class MLPDPClaimingMu(baselines.MLPDP):
+class MLPDPClaimingMu(mlp_dp.MLPDP):
     """mlp-dp whose spec also claims a (false, tiny) μ-GDP guarantee."""
 
     name = "gradient-canary-test-mlp-dp-claims-mu"

@@ -10,7 +10,7 @@ import torch
 from torch_geometric.data import Data
 
 import defenses  # noqa: F401  (registers the defenses)
-import defenses.baselines as baselines
+import defenses.baseline_batching as baseline_batching
 from defenses.baseline_batching import GIB, GraphSizes, MemoryBudgetError, plan_batching
 from dpaudit.data.adjacency import Adjacency
 from dpaudit.data.splits import make_split
@@ -57,7 +57,7 @@ def test_an_over_budget_fit_is_refused_before_any_allocation(small_graph, monkey
 def test_sampled_mini_batches_train_and_the_choice_stays_the_owners(name, small_graph, tmp_path):
     split = make_split(small_graph, "random:0.6,0.2,0.2", 0)
     # a budget the full graph exceeds but one sampled batch fits: auto picks sampling
-    sizes = baselines.GraphSizes(300, small_graph.data.edge_index.size(1), 16, (16,), 3)
+    sizes = baseline_batching.GraphSizes(300, small_graph.data.edge_index.size(1), 16, (16,), 3)
     full, sampled = sum(sizes.full_batch().values()), sum(sizes.sampled(8, (2, 2)).values())
     assert sampled < full
     model = get_defense(name)(seed=0, epochs=3, batch_size=8, fanouts=[2, 2], hidden=16,
