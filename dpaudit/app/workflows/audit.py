@@ -617,8 +617,9 @@ _CANARY_KEYS = ("kind", "unit", "target_epsilon", "dataset", "bound_valid", "cer
 
 def check_canary_results(model, canaries) -> list[dict[str, Any]]:
     """Refuse, before any work and in one line, canary audit results (``dpaudit canary`` JSON,
-    :func:`dpaudit.app.workflows.canary.canary_audit` dicts) that do not audit ``model``'s claim:
-    another schema, another unit, another ε, another dataset. Returns them as dicts."""
+    :func:`dpaudit.app.workflows.canary.canary_audit` dicts, :meth:`dpaudit.GradientCanaries.result`
+    records) that do not audit ``model``'s claim: another schema, another unit, another ε, another
+    dataset or none named. Returns them as dicts."""
     from dpaudit.auditing.results import CANARY_SCHEMA, CANARY_SCHEMA_VERSION
 
     if canaries is None:
@@ -652,6 +653,9 @@ def check_canary_results(model, canaries) -> list[dict[str, Any]]:
         target = res["target_epsilon"]
         if not isinstance(target, (int, float)) or not math.isclose(float(target), stated, rel_tol=1e-6):
             raise ConfigurationError(f"{where} audits ε = {target}, the model claims ε = {stated:g}")
+        if dataset is not None and res["dataset"] is None:
+            raise ConfigurationError(f"{where} names no dataset, the model was trained on {dataset!r}: name it "
+                                     "(GradientCanaries: features=<the GraphDataset> or result(dataset=...))")  # fmt: skip
         if dataset is not None and res["dataset"] != dataset:
             raise ConfigurationError(f"{where} audits on {res['dataset']!r}, the model was trained on {dataset!r}")
         if res.get("partial"):
@@ -686,7 +690,7 @@ def canary_evidence(model, canaries: list[dict[str, Any]]) -> dict[str, dict[str
         valid, why, claim, claim_delta = audited_claim(privacy.unit, kind, privacy.epsilon, privacy.delta)
         confidence = 1.0 - (1.0 - float(res.get("confidence", 0.95))) / k
         entry = {
-            "schema": res.get("schema"), "version": res.get("version"), "recipe": res.get("defense"),
+            "schema": res.get("schema"), "version": res.get("version"), "recipe": res.get("defense") or res.get("source"),
             "dataset": res.get("dataset"), "kind": kind, "canaries": res.get("canaries"), "runs": res.get("runs"),
             "claimed_epsilon": claim, "claim_delta": claim_delta, "claim_status": privacy.status,
             "confidence": confidence, "source_verdict": res.get("verdict"), "auc": res.get("auc"),
