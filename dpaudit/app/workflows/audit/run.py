@@ -63,22 +63,51 @@ def audit(
     and enter its verdict: a valid certified bound above a user's or a paper's claim is "claim
     refuted". A mismatched or malformed result is refused in one line before any attack runs.
     """
-    import attacks as attack_registry
-    from attacks import _common as C
-    from dpaudit.app.pipeline import evaluate
     from dpaudit.release.model import ReleasedModel, load
-    from dpaudit.release.provenance import resolve_dataset, target_split
 
     if isinstance(model, (str, Path)):
         model = load(model)
     if not isinstance(model, ReleasedModel):
         raise DPAuditError("audit expects a dpaudit ReleasedModel or the folder of a saved one")
     canary_results = check_canary_results(model, canaries)
+    dataset = _resolve_dataset(model, dataset, data_root)
+    names, plans = _attack_plans(attacks, settings, common, quick, device, data_root)
+    plan = audit_plan(model, dataset, names, plans, quick=quick, device=device)
+    log.info("%s", format_plan(plan))
+    if on_plan is not None:
+        on_plan(plan)
+    targets = _Targets(model)
+    split, metrics = _accuracy(targets, dataset)
+    results, errors, seconds, cpu_seconds, interrupted = _run_attacks(plan, plans, targets, dataset, progress)
+    risk = None
+    if split is not None and not interrupted:
+        risk = _node_risk(targets, dataset, split, plans)
+    queries = query_api_finding(model, targets.releases()) if targets.charged else None
+    if queries and queries["releases"]:
+        log.warning("audit: %s", queries["finding"])
+    return AuditResult(model, dataset, results, errors, seconds, metrics, command=command, plan=plan,
+                       interrupted=interrupted, node_risk=risk, query_api=queries, cpu_seconds=cpu_seconds,
+                       canaries=canary_evidence(model, canary_results))  # fmt: skip
+
+
+def _resolve_dataset(model, dataset, data_root):
+    """The dataset the attacks run on: a name or graph file comes back with the options recorded at
+    training; none, the card's (its fingerprint checked)."""
+    from dpaudit.release.provenance import resolve_dataset
+
     if isinstance(dataset, str):  # a name or graph file: the options recorded at training come back with it
         from dpaudit.data.datasets import reload_dataset
 
         dataset = reload_dataset(model.card.get("dataset"), model.provenance("dataset"), dataset, root=data_root)
-    dataset = resolve_dataset(model, dataset, data_root)
+    return resolve_dataset(model, dataset, data_root)
+
+
+def _attack_plans(attacks, settings, common, quick, device, data_root) -> tuple[list[str], dict[str, dict]]:
+    """The attacks to run, strongest first, and each one's complete settings (quick preset, common
+    keywords, device and data root, its own settings — later wins); unknown names and settings are
+    refused before any work."""
+    import attacks as attack_registry
+
     names = attacks.split(",") if isinstance(attacks, str) else list(attacks or attack_registry.available_attacks())
     names = order_attacks(list(dict.fromkeys(n.strip() for n in names if n.strip())))
     settings = {k: dict(v) for k, v in (settings or {}).items()}
@@ -103,30 +132,58 @@ def audit(
         plan.update(settings.get(name, {}))
         attack_registry.check_setting_types(name, plan)
         plans[name] = plan
-    plan = audit_plan(model, dataset, names, plans, quick=quick, device=device)
-    log.info("%s", format_plan(plan))
-    if on_plan is not None:
-        on_plan(plan)
-    charged = charges_queries(model)
-    releases: dict[str, int] = {}
-    counted: list[tuple[str, Any]] = []  # (audit step, the query session it queried)
+    return names, plans
 
-    def target_for(what: str):
-        """The model an audit step queries: for a query-charged model a fresh query session
-        (its own query ledger and memo: what the step releases is counted, the model unchanged);
-        for any other model the model itself."""
-        if not charged:
-            return model
-        twin = model.query_session()
-        counted.append((what, twin))
+
+class _Targets:
+    """The model an audit step queries (``targets(what)``): for a query-charged model a fresh query
+    session (its own query ledger and memo: what the step releases is counted, the model
+    unchanged); for any other model the model itself."""
+
+    def __init__(self, model):
+        self.model = model
+        self.charged = charges_queries(model)
+        self.counted: list[tuple[str, Any]] = []  # (audit step, the query session it queried)
+
+    def __call__(self, what: str):
+        if not self.charged:
+            return self.model
+        twin = self.model.query_session()
+        self.counted.append((what, twin))
         return twin
 
+    def releases(self) -> dict[str, int]:
+        """The new releases each step's sessions made (a session's ledger starts at 0)."""
+        releases: dict[str, int] = {}
+        for what, twin in self.counted:
+            made = twin.query_ledger.releases
+            if made:
+                releases[what] = releases.get(what, 0) + made
+        return releases
+
+
+def _accuracy(targets: _Targets, dataset) -> tuple[Any, dict[str, Any]]:
+    """The target split and the model's accuracy on it; ``(None, {})`` when the model has none."""
+    from attacks import _common as C
+    from dpaudit.app.pipeline import evaluate
+    from dpaudit.release.provenance import target_split
+
     try:
-        split = target_split(model, dataset)
-        metrics = {**evaluate(C.OwnerView(target_for("accuracy")), dataset, split), "n_train": len(split.train),
+        split = target_split(targets.model, dataset)
+        metrics = {**evaluate(C.OwnerView(targets("accuracy")), dataset, split), "n_train": len(split.train),
                    "n_val": len(split.val), "n_test": len(split.test)}  # fmt: skip
     except DPAuditError:
         split, metrics = None, {}
+    return split, metrics
+
+
+def _run_attacks(plan, plans, targets: _Targets, dataset, progress):
+    """Every planned attack in order, interruptibly: (results, errors, seconds, cpu_seconds,
+    interrupted). An attack that does not apply is recorded in errors, as is a bug in one attack
+    (logged); a configuration error and Ctrl-C between attacks stop the audit (Ctrl-C keeping what
+    finished)."""
+    import attacks as attack_registry
+
     results, errors, seconds, cpu_seconds = {}, {}, {}, {}
     interrupted = False
     bar = _AuditProgress(plan, progress)
@@ -137,7 +194,7 @@ def audit(
             start, cpu_start = time.perf_counter(), time.process_time()
             ok = False
             try:
-                target = target_for(name)
+                target = targets(name)
                 results[name] = _run_interruptibly(attack_registry.run, name, target, dataset, **plans[name])
                 ok = True
             except ConfigurationError:
@@ -158,25 +215,20 @@ def audit(
                     ", ".join(results) or "none")  # fmt: skip
     finally:
         bar.close()
-    risk = None
-    if split is not None and not interrupted:
-        try:
-            risk = node_risk(
-                target_for("per-node risk"),
-                dataset,
-                split,
-                seed=int(plans.get("mia-threshold", {}).get("seed", 0)),
-                max_members=plans.get("mia-threshold", {}).get("max_members"),
-            )
-        except DPAuditError as exc:
-            log.info("no per-node risk: %s", exc)
-    for what, twin in counted:
-        made = twin.query_ledger.releases  # a session's ledger starts at 0
-        if made:
-            releases[what] = releases.get(what, 0) + made
-    queries = query_api_finding(model, releases) if charged else None
-    if queries and queries["releases"]:
-        log.warning("audit: %s", queries["finding"])
-    return AuditResult(model, dataset, results, errors, seconds, metrics, command=command, plan=plan,
-                       interrupted=interrupted, node_risk=risk, query_api=queries, cpu_seconds=cpu_seconds,
-                       canaries=canary_evidence(model, canary_results))  # fmt: skip
+    return results, errors, seconds, cpu_seconds, interrupted
+
+
+def _node_risk(targets: _Targets, dataset, split, plans) -> dict[str, Any] | None:
+    """Per-node risk with the threshold attack's seed and member cap; ``None`` (logged) when it
+    does not apply."""
+    try:
+        return node_risk(
+            targets("per-node risk"),
+            dataset,
+            split,
+            seed=int(plans.get("mia-threshold", {}).get("seed", 0)),
+            max_members=plans.get("mia-threshold", {}).get("max_members"),
+        )
+    except DPAuditError as exc:
+        log.info("no per-node risk: %s", exc)
+        return None
