@@ -584,11 +584,17 @@ def audited_claim(unit: str | None, kind: str, epsilon: float, delta: float) -> 
 
     Node canaries test node-level DP only. Edge canaries test edge-level DP, or node-level DP
     through group privacy of size 2 (an edge change is a node removal followed by its
-    re-insertion without the edge): (2ε, (1 + e^ε)δ).
+    re-insertion without the edge): (2ε, (1 + e^ε)δ). Gradient canaries are examples of one DP-SGD
+    run and test its example-level DP, at the unit their record says one example is (a node's row
+    for a model of node features; :mod:`dpaudit.whitebox.gradient_canaries`, "Which unit"): the
+    caller has matched that unit with ``unit``.
     """
     if unit is None or not math.isfinite(epsilon):
         return False, "the defense is not private: there is no claim to test (the bound shows the attack's power)", \
             math.inf, 0.0  # fmt: skip
+    if kind == "gradient":
+        return True, f"gradient canaries test the DP-SGD run's example-level DP, one example one {unit}", epsilon, \
+            delta  # fmt: skip
     if kind == "node":
         if unit == "node":
             return True, "node canaries test node-level DP", epsilon, delta

@@ -31,6 +31,7 @@ from _harness import markdown_table
 import dpaudit.app.workflows.zoo  # noqa: F401  (registers the zoo-* defenses)
 from dpaudit.app.workflows.gradient_canary import gradient_canary_audit
 from dpaudit.auditing.estimators import RIGOROUS_ESTIMATORS
+from dpaudit.auditing.results import REFUTING_VERDICTS
 from dpaudit.data.datasets import load_dataset
 from dpaudit.data.splits import make_split
 from dpaudit.runtime import atomic_write_text
@@ -105,7 +106,7 @@ def audit_row(defense: str, variant: str, claim: float, module: str, canaries: i
         "claimed_mu": result.get("claimed_mu"),
         "certified_mu": result.get("certified_mu_lower_bound"),
         # refuted: certified ε above the claimed ε, or certified μ above the claimed μ (audit_epsilon)
-        "caught": result["verdict"] == "guarantee broken",
+        "caught": result["verdict"] in REFUTING_VERDICTS,
         "can_refute_claim": result.get("can_refute_claim"),
         "max_possible": result.get("max_possible"),
         "bounds": result["epsilon_lower_bound"],

@@ -53,7 +53,7 @@ import torch
 from torch import nn
 
 from dpaudit.auditing.estimators import audit_epsilon
-from dpaudit.auditing.results import ESTIMATE_VERDICT
+from dpaudit.auditing.results import CLAIM_REFUTED, ESTIMATE_VERDICT
 from dpaudit.auditing.statistics import auc_or_none
 from dpaudit.errors import ConfigurationError
 from dpaudit.nn import SparseFeatures
@@ -208,13 +208,15 @@ def sampling_seed(seed: int, run: int) -> int:
 
 def summarise_game(scores, coins, *, delta: float, claimed_epsilon: float, claimed_mu: float | None = None,
                    run_ids=None, confidence: float = 0.95, keep_scores: bool = True,
-                   notes: list[str] | None = None) -> dict[str, Any]:  # fmt: skip
+                   notes: list[str] | None = None, hypothesis: bool = False) -> dict[str, Any]:  # fmt: skip
     """The canary audit's verdict keys for the pooled (score, coin) pairs of finished runs:
     ``epsilon_lower_bound``, ``certified_epsilon_lower_bound`` (Bonferroni over the estimators of
     :func:`dpaudit.auditing.estimators.audit_epsilon`), ``max_possible``, ``can_refute_claim``,
     ``verdict`` ("guarantee broken" when the certified ε exceeds ``claimed_epsilon`` or the
-    certified μ exceeds ``claimed_mu``; :data:`dpaudit.auditing.results.ESTIMATE_VERDICT` when
-    only the GDP estimate does), ``auc`` and, with ``keep_scores``, the scores and coins.
+    certified μ exceeds ``claimed_mu`` — :data:`dpaudit.auditing.results.CLAIM_REFUTED` when the
+    claim is a ``hypothesis``: the user's, a paper's or an unsound spec's —;
+    :data:`dpaudit.auditing.results.ESTIMATE_VERDICT` when only the GDP estimate does), ``auc``
+    and, with ``keep_scores``, the scores and coins.
     ``run_ids``: the run of each canary (canary i enters only run r(i)); ``notes`` is extended
     with the caveats met."""
     notes = [] if notes is None else notes
@@ -247,7 +249,7 @@ def summarise_game(scores, coins, *, delta: float, claimed_epsilon: float, claim
         notes.append("even a perfect attack could not certify more than the claim with this many canaries and runs: "
                      "ask for more canaries before reading 'consistent with the claim' as evidence")  # fmt: skip
     if audit.get("claim_refuted"):
-        out["verdict"] = "guarantee broken"
+        out["verdict"] = CLAIM_REFUTED if hypothesis else "guarantee broken"
     elif audit.get("estimate_exceeds_claim"):
         out["verdict"] = ESTIMATE_VERDICT
     else:

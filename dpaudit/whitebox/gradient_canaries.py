@@ -39,8 +39,19 @@ parameter, in the order given, before any division), and ``canaries.observe(nois
 same sums after the noise (before any division).
 
 What is claimed: the bound is valid for the example-level (ε, δ) of a run that samples every
-example with the ``sample_rate`` given here and clips at C. A rate larger than the loop's makes
-the canaries stronger than its examples (a false alarm); a smaller one, weaker (a weaker audit).
+example with the ``sample_rate`` given here and clips at C — the guarantee DP-SGD's analysis
+gives for any clipped gradient, so the one your accountant's ε rests on. A rate larger than the
+loop's makes the canaries stronger than its examples (a false alarm); a smaller one, weaker (a
+weaker audit).
+
+**Which unit.** The record's ``unit`` (``result(unit=...)``, default ``"node"``) names what one
+example of your loop is. For a model of node features (an MLP: one example is one node's row, and
+removing a node removes that example and changes no other) example-level DP *is* node-level DP, so
+the record tests a node-level claim — ``dpaudit.audit(adapt(model, dataset, privacy=claim,
+input="features"), canaries=[result])`` weighs it against the model's claim. A loop whose example
+is one edge states ``unit="edge"``. The record names its ``dataset`` when ``features`` is the
+:class:`~dpaudit.data.datasets.GraphDataset` itself, or by ``result(dataset=...)``; the audit
+refuses a record of another unit, ε or dataset than the model's claim.
 """
 
 from __future__ import annotations
@@ -52,9 +63,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from dpaudit.accounting.spec import validate_delta, validate_epsilon
+from dpaudit.accounting.spec import UNITS, validate_delta, validate_epsilon
 from dpaudit.auditing import gradient_canary as game
 from dpaudit.auditing.results import CANARY_SCHEMA, CANARY_SCHEMA_VERSION, CanaryAuditRecord
+from dpaudit.data.datasets import GraphDataset
 from dpaudit.errors import ConfigurationError
 from dpaudit.nn import SparseFeatures
 from dpaudit.training.dpsgd import DiracCanaries
@@ -102,6 +114,7 @@ class GradientCanaries:
         self._design = game.DiracDesign(count, seed)
         self._hook = DiracCanaries(self._design, game.fair_coins(seed, 0), seed=game.sampling_seed(seed, 0))
         self._source: str | None = None
+        self._dataset: str | None = None  # the GraphDataset's name when features is one
         self._optimizer = None
         self._params: list[torch.Tensor] = []
         self._noise_multipliers: set[float] = set()
@@ -117,8 +130,9 @@ class GradientCanaries:
         is then required, and you call :meth:`inject` and :meth:`observe`). ``sample_rate``: the
         loop's Poisson rate q (Opacus: ``loader.sample_rate``). ``features``: the training inputs
         [n, F] (dense or :class:`dpaudit.nn.SparseFeatures`), to put the canaries on the input
-        layer's least-used columns; ``module``: where to find that layer (default: the first
-        [out, F] parameter). Returns ``self``.
+        layer's least-used columns — a :class:`~dpaudit.data.datasets.GraphDataset` gives its node
+        features and names the record's ``dataset``; ``module``: where to find that layer
+        (default: the first [out, F] parameter). Returns ``self``.
 
         Raises:
             ConfigurationError: attached already, a rate outside (0, 1], a non-DP optimizer, an
@@ -128,7 +142,8 @@ class GradientCanaries:
         if self._source is not None:
             raise ConfigurationError("these gradient canaries are attached already: one instance audits one run")
         q = _positive("sample_rate", sample_rate, upper=1.0)
-        features = self._check_features(features)
+        dataset = features.name if isinstance(features, GraphDataset) else None
+        features = self._check_features(features.data.x if isinstance(features, GraphDataset) else features)
         if isinstance(target, torch.optim.Optimizer):
             optimizer = self._check_optimizer(target)
             params, sigma = list(optimizer.params), optimizer.noise_multiplier
@@ -140,7 +155,7 @@ class GradientCanaries:
             source = "your DP-SGD loop (inject / observe)"
         self._hook.attach(module, params, features, sample_rate=q, noise_multiplier=float(sigma),
                           max_grad_norm=clip, label=source)  # fmt: skip
-        self._source, self._params, self._optimizer = source, params, optimizer
+        self._source, self._params, self._optimizer, self._dataset = source, params, optimizer, dataset
         if optimizer is not None:
             self._wrap(optimizer)
         return self
@@ -259,22 +274,31 @@ class GradientCanaries:
         """Steps the canaries have joined so far."""
         return self._hook.steps
 
-    def result(self, epsilon: float, delta: float, *, confidence: float = 0.95,
-               keep_scores: bool = False) -> CanaryAuditRecord:  # fmt: skip
+    def result(self, epsilon: float, delta: float, *, unit: str = "node", dataset: str | None = None,
+               confidence: float = 0.95, keep_scores: bool = False) -> CanaryAuditRecord:  # fmt: skip
         """The canary audit's record (:data:`dpaudit.auditing.results.CANARY_SCHEMA`, the keys of
-        ``dpaudit canary``) testing the claim that the run is (``epsilon``, ``delta``)-DP for one
-        example: ``certified_epsilon_lower_bound``, ``max_possible``, ``verdict``, ``bound_valid``
-        …; ``keep_scores`` adds the scores and the coins (reveals them).
+        ``dpaudit canary``) testing your claim that the run is (``epsilon``, ``delta``)-DP for one
+        example — a hypothesis: "claim refuted" when a certified bound exceeds it —:
+        ``certified_epsilon_lower_bound``, ``max_possible``, ``verdict``, ``bound_valid`` …;
+        ``unit``: what one example is (module docstring, "Which unit"); ``dataset``: the name of
+        the data trained on (default: the ``GraphDataset`` given as ``features``, else none), for
+        ``dpaudit.audit(..., canaries=[record])``; ``keep_scores`` adds the scores and the coins
+        (reveals them).
 
         Raises:
-            ConfigurationError: before attach or before any step, or an ε, δ or confidence
-                out of range.
+            ConfigurationError: before attach or before any step, or an ε, δ, unit, dataset name
+                or confidence out of range.
         """
         if self._source is None or not self._hook.steps:
             raise ConfigurationError("result() needs a finished run: attach the canaries and train at least one step")
         claim, delta = validate_epsilon(epsilon), validate_delta(delta)
         if not math.isfinite(claim):
             raise ConfigurationError("result() tests a finite ε claim, got ε = inf")
+        if unit not in UNITS:
+            raise ConfigurationError(f"unit must be one of {', '.join(UNITS)} (what one example of the loop is), "
+                                     f"got {unit!r}")  # fmt: skip
+        if dataset is not None and (not isinstance(dataset, str) or not dataset):
+            raise ConfigurationError(f"dataset must be the name of the data trained on, got {dataset!r}")
         _positive("confidence", confidence, upper=1.0)
         hook = self._hook
         s = game.scores(hook, "iterates")
@@ -308,12 +332,17 @@ class GradientCanaries:
             claimed_epsilon=claim,
             claim_delta=delta,
             claim_scope="stated",
+            claim_source="user",
+            unit=unit,
+            target_epsilon=claim,
+            dataset=dataset if dataset is not None else self._dataset,
             bound_valid=True,
             coverage=COVERAGE,
             notes=notes,
         )
         record.update(game.summarise_game(s, hook.included, delta=delta, claimed_epsilon=claim,
-                                          confidence=confidence, keep_scores=keep_scores, notes=notes))  # fmt: skip
+                                          confidence=confidence, keep_scores=keep_scores, notes=notes,
+                                          hypothesis=True))  # fmt: skip
         per_run["auc"] = record["auc"]
         record["per_run"] = [per_run]
         return record

@@ -26,7 +26,10 @@ here with the same arguments and JSON keys. What this module adds:
   so the joint output of all runs is as private for it as run r(i) alone; the multi-run
   estimator runs only with one canary per run, ``canaries=1, runs=K``, its independent trials) (Bonferroni over the estimators used). The verdict "guarantee broken"
   requires the **certified** bound (one-run / one-run-fdp / multi-run) to exceed the claim — a statement at
-  the audit's confidence (95 % by default) after that correction. When only the GDP estimate
+  the audit's confidence (95 % by default) after that correction. When the claim is a hypothesis
+  (:attr:`dpaudit.accounting.spec.PrivacySpec.hypothesis`: your fit function's, a ``protocol=paper``
+  defense's, a spec with an unaccounted step) the same bound gives "claim refuted" (:data:`CLAIM_REFUTED`):
+  there was no guarantee to break. When only the GDP estimate
   (valid if the trade-off curve is Gaussian-shaped, as for Gaussian mechanisms and DP-SGD)
   exceeds it, the verdict says "likely broken (GDP estimate ...)": the one-run bound cannot
   certify a factor-2 violation at small ε with a few thousand canaries;
@@ -34,7 +37,7 @@ here with the same arguments and JSON keys. What this module adds:
   GAP's edge-level PMA), the audit also tests it: ``claimed_mu`` is the largest μ over runs at
   the canary's unit (2μ for edge canaries against node-level DP,
   :func:`attacks.canary.audited_mu`) and one-run-fdp-gaussian's certified μ above it is a
-  refuted claim ("guarantee broken", with a note when the (ε, δ) claim itself stands). Specs
+  refuted claim ("guarantee broken" or "claim refuted", with a note when the (ε, δ) claim itself stands). Specs
   without μ — subsampled DP-SGD (mlp-dp, GAP's node level, the gradient canaries of
   :mod:`dpaudit.app.workflows.gradient_canary`), recorded guarantees (GCON, DP-GNN) — are tested
   on (ε, δ) only, and the JSON says so (``claimed_mu``: null and a note);
@@ -53,7 +56,13 @@ from typing import Any
 
 import numpy as np
 
-from dpaudit.auditing.results import CANARY_SCHEMA, CANARY_SCHEMA_VERSION, CANARY_VERDICTS, ESTIMATE_VERDICT  # noqa: F401
+from dpaudit.auditing.results import (  # noqa: F401
+    CANARY_SCHEMA,
+    CANARY_SCHEMA_VERSION,
+    CANARY_VERDICTS,
+    CLAIM_REFUTED,
+    ESTIMATE_VERDICT,
+)
 from dpaudit.auditing.statistics import auc_or_none
 from dpaudit.data.datasets import GraphDataset, load_dataset
 from dpaudit.data.splits import make_split
@@ -289,6 +298,8 @@ def canary_audit(
                     "unit": spec.unit,
                     "sound": spec.sound,
                     "protocol": spec.protocol,
+                    "status": spec.status,
+                    "hypothesis": spec.hypothesis,
                     "auc": auc_or_none(s, included),
                     "seconds": time.perf_counter() - start,
                 }
@@ -381,6 +392,14 @@ def plan_lines(plan: dict[str, Any]) -> list[str]:
     return lines
 
 
+#: whose hypothesis a ``sound: false`` spec states, by :attr:`dpaudit.accounting.spec.PrivacySpec.status`
+_HYPOTHESIS_SOURCE = {
+    "paper": "the paper's own accounting",
+    "unsound": "an accounting with an unaccounted step",
+    "claimed": "the user's claim",
+}
+
+
 def _summarise(record, per_run, scores, coins, score_name, probe, kind, run_delta, confidence, audit_epsilon, game,
                keep_scores) -> dict[str, Any]:  # fmt: skip
     out: dict[str, Any] = {"runs": len(per_run), "per_run": per_run, "score": score_name}
@@ -395,11 +414,16 @@ def _summarise(record, per_run, scores, coins, score_name, probe, kind, run_delt
         claimed_mu = None
     notes = []
     stated = record.get("claim_source") == "user"
+    # a hypothesis (the user's claim, a paper's accounting, an unaccounted step) is refuted, not broken
+    hypothesis = stated or any(r.get("hypothesis") for r in per_run)
     if stated and valid and math.isfinite(claim):
         notes.append("the claim (ε, δ, unit) is your statement, not a guarantee dpaudit proved: the audit tests it as a "
                      "hypothesis")  # fmt: skip
     elif per_run and any(r["sound"] is False for r in per_run):
-        notes.append("the defense's spec is sound: false (a paper's own accounting): its ε is not a guarantee")
+        whose = sorted({_HYPOTHESIS_SOURCE.get(r.get("status"), "an unproven accounting") for r in per_run
+                        if r["sound"] is False})  # fmt: skip
+        notes.append(f"the defense's spec is sound: false ({' and '.join(whose)}): its ε is a hypothesis the audit "
+                     "tests, not a guarantee")  # fmt: skip
     out.update(
         claimed_epsilon=claim if math.isfinite(claim) else None,
         claim_delta=claim_delta if math.isfinite(claim) else None,
@@ -451,7 +475,7 @@ def _summarise(record, per_run, scores, coins, score_name, probe, kind, run_delt
     if not valid:
         out["verdict"] = "not applicable"
     elif audit.get("claim_refuted"):
-        out["verdict"] = "claim refuted" if stated else "guarantee broken"
+        out["verdict"] = CLAIM_REFUTED if hypothesis else "guarantee broken"
     elif audit.get("estimate_exceeds_claim"):
         out["verdict"] = ESTIMATE_VERDICT
     else:
@@ -493,7 +517,7 @@ def summary_lines(result: dict[str, Any]) -> list[str]:
     if result.get("claimed_mu") is not None:
         lines.append(f"claimed μ-GDP {fmt(result['claimed_mu'])}   certified μ lower bound "
                      f"{fmt(result.get('certified_mu_lower_bound'))} (one-run-fdp-gaussian's μ is certified for any "
-                     f"mechanism: above the claimed μ, the verdict is 'guarantee broken')")  # fmt: skip
+                     f"mechanism: above the claimed μ, the claim is refuted)")  # fmt: skip
     if result.get("why"):
         lines.append(f"  why: {result['why']}")
     lines.append(f"verdict: {result.get('verdict')}")

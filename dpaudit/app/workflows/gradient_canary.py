@@ -234,6 +234,7 @@ def gradient_canary_audit(
                     "unit": spec.unit,
                     "sound": spec.sound,
                     "protocol": spec.protocol,
+                    "hypothesis": spec.hypothesis,
                     "auc": auc_or_none(s, hook.included),
                     "run_label": hook.label,
                     "sample_rate": hook.sample_rate,
@@ -295,7 +296,7 @@ def _summarise(per_run, scores, coins, options, run_delta, confidence, keep_scor
     run_ids = np.concatenate([np.full(len(c), i) for i, c in enumerate(coins)])
     out.update(summarise_game(np.concatenate(scores), np.concatenate(coins), delta=run_delta, claimed_epsilon=claim,
                               claimed_mu=claimed_mu, run_ids=run_ids, confidence=confidence, keep_scores=keep_scores,
-                              notes=notes))  # fmt: skip
+                              notes=notes, hypothesis=any(r["hypothesis"] for r in per_run)))  # fmt: skip
     return out
 
 

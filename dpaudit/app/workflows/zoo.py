@@ -41,6 +41,7 @@ import torch
 
 import defenses.baselines.mlp_dp as mlp_dp
 from dpaudit.accounting import GaussianMechanism, PoissonSubsampledGaussian, PrivacyLedger, calibrate_noise
+from dpaudit.auditing.results import REFUTING_VERDICTS
 from dpaudit.data.datasets import GraphDataset
 from dpaudit.data.splits import Split
 from dpaudit.release import declared_train_size
@@ -452,7 +453,8 @@ def audit_variant(variant: Variant, dataset: GraphDataset, claim: float, *, spli
 
     With k audits, each runs at confidence 1 − (1 − ``confidence``)/k (Bonferroni), so the
     largest certified bound over them is valid at ``confidence``; ``caught``: some audit's
-    verdict is "guarantee broken" — its certified ε bound exceeds the ε it tests (the spent
+    verdict refutes the spec (:data:`dpaudit.auditing.results.REFUTING_VERDICTS`: "guarantee
+    broken", or "claim refuted" for a hypothesis) — its certified ε bound exceeds the ε it tests (the spent
     ε), or, where the spec states μ-GDP (``claimed_mu``, e.g. GAP's edge level), its certified
     μ exceeds that μ. Each audit trains its own run(s) with its own fair coins.
     """
@@ -492,7 +494,7 @@ def audit_variant(variant: Variant, dataset: GraphDataset, claim: float, *, spli
     certified = max(r["certified_epsilon_lower_bound"] or 0.0 for r in results)
     # each audit against its own claim (a module's share, or a group-privacy claim, may differ);
     # a spec that states μ-GDP is also caught by a certified μ above it (the canary verdict)
-    caught = any(r["verdict"] == "guarantee broken" for r in results)
+    caught = any(r["verdict"] in REFUTING_VERDICTS for r in results)
     mus = [(r["claimed_mu"], r["certified_mu_lower_bound"]) for r in results if r.get("claimed_mu") is not None]
     # gradient canaries in one module of several test that module's share: compare like with like
     modules = {r.get("module") if r.get("claim_scope") == "module" else None for r in results}

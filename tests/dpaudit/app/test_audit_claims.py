@@ -15,6 +15,7 @@ import json
 import numpy as np
 import pytest
 import torch
+from report_text import visible_text
 
 import dpaudit
 from dpaudit.app.cli import main
@@ -82,14 +83,6 @@ def model_c(dataset):
     return adapt(module, dataset, split=split, privacy=CLAIM, input="features", surrogate="mlp", name="model-c")
 
 
-def _text(html: str) -> str:
-    import html as h
-    import re
-
-    body = re.sub(r"<style.*?</style>|<script.*?</script>|<svg.*?</svg>", "", html, flags=re.S)
-    return h.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", body)))
-
-
 def test_a_valid_canary_bound_above_the_claim_refutes_it(model_c, dataset, broken, tmp_path):
     """The issue's acceptance: the user's claim is tested, and a canary result whose certified
     bound exceeds it gives "claim refuted" — no "paper accounting", no "covered", no "proven"."""
@@ -105,7 +98,7 @@ def test_a_valid_canary_bound_above_the_claim_refutes_it(model_c, dataset, broke
     res = result.results["mia-threshold"]
     assert res.covered_by_guarantee and res.ceiling["hypothesis"] and res.ceiling_auc is not None
     html = result.to_html(tmp_path / "audit.html").read_text()
-    text = _text(html)
+    text = visible_text(html)
     assert "claim refuted" in text and "Claim refuted: a valid canary audit" in text
     assert "the user's own statement (protocol=claimed)" in text
     for wrong in ("paper accounting", "paper's own", "guarantee broken", "covered by the guarantee", "Covered here"):

@@ -336,7 +336,7 @@ def test_audit_and_compare_refuse_a_count_above_its_cap(setting, tiny_model, tmp
 def test_a_plan_estimated_above_the_limit_is_refused_unless_allow_long(tiny_model, tmp_path, capsys, monkeypatch):
     import importlib
 
-    audit_workflow = importlib.import_module("dpaudit.app.workflows.audit")  # the module, not the function
+    audit_workflow = importlib.import_module("dpaudit.app.workflows.audit.plan")  # where check_plan_duration looks
     monkeypatch.setattr(audit_workflow, "LONG_RUN_SECONDS", 0.0)  # every plan is "long": the rule, not the clock
     out = tmp_path / "a.html"
     argv = ["audit", "--model", str(tiny_model), "--attacks", "mia-threshold", "--attack-set", "n_boot=50"]

@@ -20,6 +20,7 @@ from torch_geometric.data import Data
 from attacks import canary as game
 from dpaudit.app.workflows import zoo  # noqa: F401  (registers the zoo-* defenses the tests audit)
 from dpaudit.app.workflows.canary import ESTIMATE_VERDICT, canary_audit
+from dpaudit.auditing.results import CLAIM_REFUTED, REFUTING_VERDICTS
 from dpaudit.data.datasets import csbm, from_data
 from dpaudit.data.splits import make_split
 from dpaudit.errors import ConfigurationError
@@ -161,6 +162,9 @@ def test_node_canaries_are_not_covered_by_edge_level_dp():
     assert not valid and "not covered" in why
     valid, _, eps, delta = game.audited_claim("node", "edge", 1.0, 1e-5)
     assert valid and eps == 2.0 and delta == pytest.approx((1 + math.e) * 1e-5)
+    # gradient canaries test the DP-SGD run's example-level claim as stated, at the unit their record names
+    valid, why, eps, delta = game.audited_claim("node", "gradient", 1.0, 1e-5)
+    assert valid and (eps, delta) == (1.0, 1e-5) and "example-level" in why
 
 
 # --------------------------------------------------------------------------- the zoo
@@ -194,6 +198,18 @@ def test_zoo_gap_edp_with_sensitivity_div10_is_caught_by_edge_canaries(graph):
     # PMA is an exact Gaussian: the spec also claims μ-GDP, and the audit tests that claim too
     assert result["claimed_mu"] == max(r["gdp_mu"] for r in result["per_run"]) > 0
     assert result["certified_mu_lower_bound"] > result["claimed_mu"] and result["mu_claim_refuted"]
+
+
+def test_a_paper_protocol_claim_is_refuted_not_broken(graph):
+    """The same break under ``protocol=paper``: the spec's ε is the paper's own accounting, a
+    hypothesis — a certified bound above it is "claim refuted", and the note says whose claim."""
+    result = canary_audit("zoo-gap-edp-sensitivity-div10", graph, 2.0, kind="edge", canaries=250, split=SPLIT,
+                          delta=DELTA, overrides={**GAP_FAST, "protocol": "paper"}, device="cpu",
+                          progress=False)  # fmt: skip
+    assert [r["status"] for r in result["per_run"]] == ["paper"] and result["per_run"][0]["hypothesis"]
+    assert result["certified_epsilon_lower_bound"] > 2.0 and result["verdict"] == CLAIM_REFUTED
+    assert any("the paper's own accounting" in note and "hypothesis" in note for note in result["notes"])
+    assert result["verdict"] in REFUTING_VERDICTS  # what the zoo counts as caught
 
 
 def test_edge_canaries_power_on_gap_inf_and_a_bound_for_gap_edp(graph):

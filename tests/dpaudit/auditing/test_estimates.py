@@ -9,13 +9,13 @@ import sys
 import pytest
 
 import defenses  # noqa: F401  (registers the defenses)
-import dpaudit.app.workflows.audit  # noqa: F401  (the module, not the function it exports)
+import dpaudit.app.workflows.audit.plan  # noqa: F401  (the module that holds and looks up the cost model)
 from dpaudit.app.workflows import audit_plan, format_plan
 from dpaudit.data.splits import make_split
 from dpaudit.release.model import load
 from dpaudit.training.registry import get_defense
 
-AUDIT = sys.modules["dpaudit.app.workflows.audit"]
+AUDIT = sys.modules["dpaudit.app.workflows.audit.plan"]  # patched where looked up
 COSTS = {"shadow_source": "trial", "shadow": 2.0, "first_shadow_extra": 0.0, "query": 0.01, "seconds": 0.0}
 
 

@@ -1,0 +1,359 @@
+"""The audit plan, before any work: which attacks run in which order (strongest first), with
+which settings, and how long they should take — the cost model (:data:`_COST`), calibrated on the
+audited model itself (:func:`calibrate`: one warm shadow model, one query) — and the refusal of a
+plan too long to start without ``allow_long`` (:func:`check_plan_duration`)."""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+from dpaudit.app.workflows.audit.formatting import format_seconds
+from dpaudit.app.workflows.audit.queries import charges_queries, query_plan, query_plan_line
+from dpaudit.errors import ConfigurationError, DPAuditError
+
+# ``audit(..., quick=True)``: a first look in about a minute on a Cora-sized graph. Settings the
+# caller gives explicitly always win over these.
+QUICK_SETTINGS: dict[str, dict[str, Any]] = {
+    "*": {"n_boot": 200},
+    "mia-rmia": {"num_references": 2},
+    "mia-lira": {"num_shadows": 2},
+    "mia-tstf": {"runs": 1},
+    "link-steal": {"runs": 1, "max_pairs": 400},
+    "linkteller": {"num_pairs": 100, "pr_nodes": 200},
+    "embedding-probe": {"projections": ["tsne"], "max_plot_nodes": 300},
+}
+
+
+# Cost model of the plan's time estimate, in CPU seconds (what an idle core spends; a loaded
+# machine stretches the wall time, which the progress bar's ETA then follows). Two costs are
+# measured on the audited model itself when the plan is made (:func:`calibrate`): one shadow
+# model trained warm with the target's recipe, and one query of a perturbed copy of the graph.
+# The constants below are what is left of each attack beside those two, set from per-attack
+# CPU times of gcn audits of Cora; benchmarks/bench_estimates.py reports each attack's residual
+# (actual − estimate) to check and refit them (benchmarks/results/estimates.md).
+_COST = {
+    "fixed": 0.05,  # per attack: the dataset, the split and the result's statistics
+    "per_boot": 2e-4,  # per bootstrap draw of the result's confidence intervals
+    "tstf_attack_model": 0.3,  # per run: the attack MLP on the shadow nodes' posteriors
+    "threshold": 0.02,  # per run: one loss per audit node
+    "link_steal_per_pair": 6e-5,  # per sampled pair and run (8 distances + attack-2/3 MLP)
+    "tsne_per_node": 0.004,
+    "umap": 8.0,  # including numba's compilation, paid by every fresh process
+}
+
+
+#: the settings that count a recipe's training epochs, per defense: a shadow model's cost is
+#: linear in them (full-batch or DP-SGD epochs), so a short trial measures the cost per epoch.
+#: Recipes not listed (and plug-ins) are not calibrated: their estimate reads the recorded
+#: training time, a cold upper estimate.
+EPOCH_SETTINGS = {
+    "gcn": ("epochs",),
+    "sage": ("epochs",),
+    "mlp": ("epochs",),
+    "mlp-dp": ("epochs",),
+    "gap-edp": ("encoder_epochs", "epochs"),
+    "gap-ndp": ("encoder_epochs", "epochs"),
+    "gap-inf": ("encoder_epochs", "epochs"),
+    "dpar-gm": ("epochs",),
+    "dpar-em0": ("epochs",),
+    "dpar-em1": ("epochs",),
+    "dpar-nodp": ("epochs",),
+}
+
+
+#: the trial trains with 1/TRIAL_FRACTION of each epoch count, then twice that
+TRIAL_FRACTION = 20
+
+
+#: attacks that train shadow (reference) models with the target's recipe
+_SHADOW_ATTACKS = ("mia-rmia", "mia-lira", "mia-tstf", "embedding-probe")
+
+
+def _epoch_counts(method: str, hyperparameters: dict[str, Any], card: dict) -> dict[str, int] | None:
+    """The recipe's epoch counts (:data:`EPOCH_SETTINGS`); an automatic count (``None``, e.g.
+    mlp-dp's preset) is read from the card's resolved configuration. ``None`` when unknown."""
+    counts = {}
+    for key in EPOCH_SETTINGS.get(method, ()):
+        value = hyperparameters.get(key)
+        if value is None:
+            value = (card.get(method.replace("-", "_")) or {}).get(key)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            return None
+        counts[key] = value
+    return counts or None
+
+
+class _RecipeWith:
+    """What :func:`attacks._common.train_shadow` reads of a model (its card and privacy), with
+    the recipe's hyperparameters replaced: the trial trains exactly as a shadow does."""
+
+    def __init__(self, model, changes: dict[str, Any]):
+        self.privacy = model.privacy
+        self.card = dict(model.card)
+        if self.card.get("surrogate"):
+            surrogate = dict(self.card["surrogate"])
+            surrogate["hyperparameters"] = {**(surrogate.get("hyperparameters") or {}), **changes}
+            self.card["surrogate"] = surrogate
+        else:
+            self.card["hyperparameters"] = {**(self.card.get("hyperparameters") or {}), **changes}
+
+
+def _cpu_seconds(fn, *args) -> float:
+    """CPU seconds of ``fn(*args)`` on one torch thread: on a busy machine the CPU time of
+    several threads counts their spinning at every barrier (10-20× a shadow's cost measured
+    with 2 threads on a 2-core machine at load 5), one thread's does not."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        start = time.process_time()
+        fn(*args)
+        return time.process_time() - start
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _shadow_trial(model, dataset, device: str) -> dict[str, float] | None:
+    """Warm CPU seconds of one shadow model, from short trainings with the target's recipe.
+
+    A warm-up training first (torch's first calls, caches), then ``c`` epochs, ``2c`` epochs
+    and ``c`` epochs again (``c`` = 1/:data:`TRIAL_FRACTION` of the recipe's): the difference
+    of the warm runs is the cost of ``c`` epochs, the last run the fixed cost beside them, and
+    the first ``c`` run's excess over the last the one-time cost (a DP recipe's noise
+    calibration, memoised) that only the audit's first shadow pays. ``None`` when the recipe's
+    epochs are unknown or it cannot be rebuilt from the card (the attacks will say why)."""
+    import torch
+
+    from attacks import _common as C
+
+    try:
+        method, hyperparameters, _, _, _ = C.shadow_recipe(model)
+    except DPAuditError:
+        return None
+    counts = _epoch_counts(method, hyperparameters, model.card)
+    if counts is None:
+        return None
+    short = {k: max(1, v // TRIAL_FRACTION) for k, v in counts.items()}
+    double = {k: min(2 * short[k], counts[k]) for k in counts}
+    # the attacks' shadow and reference sets hold a quarter of the target's training size or
+    # so (235 to 672 nodes on Cora, of 2031): the DP-SGD cost per epoch grows with it
+    declared = (model.privacy.public_facts or {}).get("num_train") or dataset.num_nodes // 2
+    size = max(2, min(int(declared) // 4, dataset.num_nodes // 2))
+    order = torch.randperm(dataset.num_nodes, generator=torch.Generator().manual_seed(0))
+    members, non_members = order[:size].sort().values, order[size : 2 * size].sort().values
+
+    def fit(epochs: dict[str, int]) -> None:
+        C.train_shadow(_RecipeWith(model, epochs), dataset, members, non_members, seed=0, device=device)
+
+    try:
+        _cpu_seconds(fit, double)
+        first = _cpu_seconds(fit, short)
+        twice = _cpu_seconds(fit, double)
+        once = _cpu_seconds(fit, short)
+    except DPAuditError:
+        return None
+    per_short = max(twice - once, 0.0) * sum(short.values()) / max(sum(double.values()) - sum(short.values()), 1)
+    scale = sum(counts.values()) / sum(short.values())
+    return {"shadow": once + (scale - 1.0) * per_short, "first_shadow_extra": max(first - once, 0.0)}
+
+
+def _query_seconds(model, dataset) -> float:
+    """Warm CPU seconds of one LinkTeller query: a node's features moved in place and the node
+    and another target queried, with their unperturbed twin (what LinkTeller asks for each node
+    it moves; the node is among its own targets, so a query-charged model answers with a new
+    release, as for every target the move reaches; a query session is asked and the model
+    itself is unchanged). Nothing is copied: the row is restored after."""
+    import numpy as np
+
+    from attacks import _common as C
+    from attacks.linkteller import FeatureProbe
+
+    target = model.query_session() if charges_queries(model) else model
+    graph = dataset.data
+    probe = FeatureProbe(graph, 1e-2, 0)
+    count = int(graph.num_nodes)
+
+    def query(node: int) -> None:
+        targets = np.array([node % count, (node + 1) % count])
+        C.posteriors(target, graph, targets)
+        probe.posteriors(target, node % count, targets)
+
+    _cpu_seconds(query, 0)
+    return sorted(_cpu_seconds(query, node) for node in (1, 2, 3))[1]
+
+
+def calibrate(model, dataset, device: str = "auto", shadows: bool = True) -> dict[str, Any]:
+    """The measured costs the plan's estimate scales (CPU seconds): ``shadow`` (one warm shadow
+    model), ``first_shadow_extra`` (paid once), ``query`` (one perturbed full-graph query),
+    ``shadow_source`` and ``seconds`` (what measuring took).
+
+    ``shadow_source`` says where the shadow cost comes from: ``"trial"`` (measured warm,
+    :func:`_shadow_trial`), ``"recorded"`` (an uncalibrated recipe: the target's recorded
+    training time, cold, so an upper estimate), ``"guess"`` (neither: a size guess) or
+    ``"none"`` (``shadows=False``: no planned attack trains one)."""
+    start = time.perf_counter()
+    trial = _shadow_trial(model, dataset, device) if shadows else {"shadow": 0.0, "first_shadow_extra": 0.0}
+    costs: dict[str, Any] = {"shadow_source": "trial" if shadows else "none"}
+    if trial is None:
+        timings = model.provenance("timings") or {}
+        seconds = timings.get("train_seconds")
+        recorded = isinstance(seconds, (int, float)) and math.isfinite(seconds) and seconds > 0
+        costs["shadow_source"] = "recorded" if recorded else "guess"
+        if not recorded:
+            seconds = 5.0 + 2e-6 * dataset.num_nodes * max(dataset.num_features, 1)
+        trial = {"shadow": float(seconds), "first_shadow_extra": 0.0}
+    costs.update(trial)
+    try:
+        costs["query"] = _query_seconds(model, dataset)
+    except DPAuditError:  # the attacks will say why the model cannot be queried
+        costs["query"] = 0.0
+    costs["seconds"] = time.perf_counter() - start
+    return costs
+
+
+def _count(settings: dict[str, Any], key: str, default: int) -> int:
+    value = settings.get(key, default)
+    return default if value is None else int(value)
+
+
+def _attack_cost(name: str, settings: dict[str, Any], costs: dict[str, float], dataset) -> tuple[int, float]:
+    """(work units shown on the progress bar, estimated CPU seconds) of one attack with
+    ``settings``, given the measured ``costs`` (:func:`calibrate`)."""
+    c = _COST
+    runs = _count(settings, "runs", 1)
+    shadow, query = costs["shadow"], costs["query"]
+    fixed = c["fixed"] + _count(settings, "n_boot", 1000) * c["per_boot"] + query
+    if name == "mia-tstf":
+        return runs, runs * (shadow + query + c["tstf_attack_model"]) + fixed
+    if name in ("mia-lira", "mia-rmia"):
+        models = _count(settings, "num_shadows" if name == "mia-lira" else "num_references", 4)
+        return runs * models, runs * models * (shadow + query) + fixed
+    if name == "mia-threshold":
+        return runs, runs * c["threshold"] + fixed
+    if name == "link-steal":
+        pairs = min(_count(settings, "max_pairs", 1000), dataset.num_edges // 2 or 1)
+        return runs, runs * 2 * pairs * c["link_steal_per_pair"] + fixed
+    if name == "linkteller":
+        pairs = min(_count(settings, "num_pairs", 250), dataset.num_edges // 2 or 1)
+        per_run = min(2 * pairs, dataset.num_nodes) + (pairs if settings.get("hard_negatives", True) else 0)
+        per_run += min(_count(settings, "pr_nodes", 500), dataset.num_nodes)
+        return runs, runs * per_run * query + fixed
+    if name == "embedding-probe":
+        projections = settings.get("projections", ("tsne", "umap"))
+        if isinstance(projections, str):
+            projections = [p for p in projections.split(",") if p.strip()]
+        nodes = min(_count(settings, "max_plot_nodes", 1000), dataset.num_nodes)
+        seconds = shadow + 2 * query + (nodes * c["tsne_per_node"] if "tsne" in projections else 0.0)
+        return runs, runs * seconds + (c["umap"] if "umap" in projections else 0.0) + fixed
+    return runs, runs * shadow + fixed
+
+
+def order_attacks(names: list[str]) -> list[str]:
+    """``names`` strongest first, unknown names (plug-ins) last in the given order.
+
+    If the audit is stopped, what finished is what matters most: RMIA, LiRA and TSTF (reference
+    or shadow models trained by the target's own recipe) are the most powerful membership attacks
+    at low FPR;
+    LinkTeller and link stealing test edges; the shadow-free threshold attack and the embedding
+    probe are cheap diagnostics. The order is :data:`reports.aggregate.ATTACK_ORDER`, the one
+    reports show attacks in.
+    """
+    from reports.aggregate import ATTACK_ORDER
+
+    rank = {n: i for i, n in enumerate(ATTACK_ORDER)}
+    return sorted(names, key=lambda n: (rank.get(n, len(rank)), names.index(n)))
+
+
+def audit_plan(
+    model, dataset, names: list[str], settings: dict[str, dict[str, Any]], quick: bool = False,
+    device: str = "auto", costs: dict[str, Any] | None = None,
+) -> dict:  # fmt: skip
+    """What an audit will run, in which order, and how long it should take.
+
+    ``settings`` are the complete per-attack settings (defaults filled in by the caller).
+    Returns ``{"attacks": [{"attack", "settings", "units", "estimated_seconds"}, ...],
+    "estimated_seconds", "units", "quick", "shadow_seconds", "costs", "queries"}``. The
+    estimate is the cost model's (:data:`_COST`) scaled by ``costs``, measured on the model
+    when not given (:func:`calibrate`: a warm shadow model of the target's recipe, one query);
+    it is printed before any work starts. For a query-charged model each step also says at
+    most how many new releases it needs (``foreign_releases``) and ``queries`` sums them
+    (:func:`query_plan`).
+    """
+    import attacks as attack_registry
+
+    ordered = order_attacks(list(names))
+    if costs is None:
+        costs = calibrate(model, dataset, device, shadows=any(n in _SHADOW_ATTACKS for n in ordered))
+    steps = []
+    first_shadow = True
+    for name in ordered:
+        full = {**attack_registry.attack_settings(name), **settings.get(name, {})}
+        units, seconds = _attack_cost(name, full, costs, dataset)
+        if name in _SHADOW_ATTACKS and first_shadow:
+            seconds += costs["first_shadow_extra"]
+            first_shadow = False
+        shown = {k: full[k] for k in ("runs", "num_shadows", "num_references", "max_pairs", "num_pairs", "projections")
+                 if k in full}  # fmt: skip
+        steps.append({"attack": name, "settings": shown, "units": units, "estimated_seconds": round(seconds, 1),
+                      "full_settings": full})  # fmt: skip
+    queries = query_plan(model, dataset, steps)
+    for step in steps:
+        del step["full_settings"]
+    return {
+        "attacks": steps,
+        "units": sum(s["units"] for s in steps),
+        "estimated_seconds": round(sum(s["estimated_seconds"] for s in steps), 1),
+        "shadow_seconds": round(costs["shadow"], 2),
+        "costs": {k: round(v, 4) if isinstance(v, float) else v for k, v in costs.items()},
+        "quick": bool(quick),
+        "queries": queries,
+    }
+
+
+#: an audit (or attack) estimated above this many seconds is refused unless ``--allow-long``
+LONG_RUN_SECONDS = 2 * 3600
+
+
+def check_plan_duration(plan: dict, allow_long: bool = False) -> None:
+    """Refuse, before any attack runs, a plan (:func:`audit_plan`) estimated above
+    :data:`LONG_RUN_SECONDS` on an idle machine, unless ``allow_long``; the line names the
+    costliest step."""
+    seconds = float(plan.get("estimated_seconds") or 0.0)
+    if allow_long or seconds <= LONG_RUN_SECONDS:
+        return
+    step = max(plan["attacks"], key=lambda s: s["estimated_seconds"])
+    opts = ", ".join(f"{k}={v}" for k, v in step["settings"].items())
+    raise ConfigurationError(
+        f"this would take about {format_seconds(seconds)} on an idle machine (above the {format_seconds(LONG_RUN_SECONDS)} "
+        f"limit; {step['attack']} ({opts}) about {format_seconds(step['estimated_seconds'])}); lower its counts "
+        "(--quick for a first look), or pass --allow-long to run it anyway"
+    )
+
+
+#: how :func:`format_plan` says where an uncalibrated shadow cost came from
+_SHADOW_SOURCE = {
+    "recorded": ", the target's recorded training time: an upper estimate",
+    "guess": ", guessed from the graph's size",
+}
+
+
+def format_plan(plan: dict) -> str:
+    """The plan as a few lines of text (what ``audit`` logs and the CLI can print)."""
+    lines = [
+        f"audit plan: {len(plan['attacks'])} attack(s), {plan['units']} run(s), about "
+        f"{format_seconds(plan['estimated_seconds'])} on an idle machine (one shadow model ≈ "
+        f"{format_seconds(plan['shadow_seconds'])}{_SHADOW_SOURCE.get((plan.get('costs') or {}).get('shadow_source'), '')})"
+        + (" [quick preset]" if plan.get("quick") else "")
+    ]
+    for i, step in enumerate(plan["attacks"], 1):
+        opts = ", ".join(f"{k}={v}" for k, v in step["settings"].items())
+        cost = step.get("foreign_releases", 0)
+        queries = "" if cost == 0 else f", {'?' if cost is None else f'≤ {cost}'} new query-graph release(s)"
+        lines.append(f"  {i}. {step['attack']} ({opts}): ~{format_seconds(step['estimated_seconds'])}{queries}")
+    queries = plan.get("queries")
+    if queries:
+        lines.append("  " + query_plan_line(queries))
+    return "\n".join(lines)

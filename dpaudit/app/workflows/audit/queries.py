@@ -1,0 +1,109 @@
+"""A query-charged model's queries (GAP: every query graph is a new release): how many new
+releases each audit step may need (:func:`query_plan`), and what the audit's queries would cost an
+interactive query API, as one finding (:func:`query_api_finding`)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+#: attacks whose only query of the target is one full-graph query on the audited graph
+#: (their shadow and reference models are the auditor's own, never the target)
+_ONE_GRAPH_QUERY = ("mia-tstf", "mia-threshold", "mia-lira", "mia-rmia", "link-steal", "embedding-probe")
+
+
+def charges_queries(model) -> bool:
+    """Whether ``model`` answers queries as new, accounted releases (GAP: every query graph is
+    a PMA release counted in its query ledger, about the query graphs, never in its training
+    ε), so an audit queries its own sessions and reports their releases."""
+    return callable(getattr(model, "query_session", None))
+
+
+def _foreign_releases(name: str, settings: dict[str, Any], dataset, free_graph: bool) -> int | None:
+    """At most how many new releases (graphs other than what the owner's training release
+    answers) attack ``name`` asks a query-charged target for; ``None`` when unknown (a plug-in).
+
+    ``free_graph``: the audited graph is the training graph and the owner's training release is
+    there, so the attacks' full-graph query costs nothing. LinkTeller, per run, queries the
+    unperturbed graph once per part (pairs, hard negatives, the density protocol; free with
+    ``free_graph``) and one perturbed graph per distinct node it moves in each part: a GAP
+    release covers only the nodes it was asked for, so a node moved again for other targets
+    is a new release."""
+    base = 0 if free_graph else 1
+    if name in _ONE_GRAPH_QUERY:
+        return base
+    if name == "linkteller":
+        runs = int(settings.get("runs", 1) or 1)
+        pairs = min(int(settings.get("num_pairs", 250) or 250), max(dataset.num_edges, 1))
+        hard = bool(settings.get("hard_negatives", True))
+        density = min(int(settings.get("pr_nodes", 0) or 0), dataset.num_nodes)
+        per_run = min(2 * pairs, dataset.num_nodes) + (min(pairs, dataset.num_nodes) if hard else 0) + density
+        return runs * (per_run + base * (1 + hard + bool(density)))
+    return None
+
+
+def query_plan(model, dataset, steps: list[dict]) -> dict | None:
+    """For a query-charged model (:func:`charges_queries`), what the planned attacks cost: at
+    most how many new releases they need (each step's ``foreign_releases``), whether the
+    owner's training release answers the training-graph queries for free, and the query ledger
+    those releases would make (``query_ledger``: about the query graphs, never added to the
+    model's training ε, ``training_epsilon``). ``None`` for other models."""
+    if not charges_queries(model):
+        return None
+    from attacks import _common as C
+
+    release = C.training_release(model)
+    free_graph = release is not None and release.is_training_graph(dataset.data)
+    for step in steps:
+        step["foreign_releases"] = _foreign_releases(step["attack"], step["full_settings"], dataset, free_graph)
+    counts = [s["foreign_releases"] for s in steps]
+    known = sum(c for c in counts if c is not None)
+    return {
+        "training_release": release is not None,
+        "training_graph_free": free_graph,
+        "releases_at_most": known,
+        "unknown": [s["attack"] for s in steps if s["foreign_releases"] is None],
+        "training_epsilon": model.privacy.epsilon if model.privacy.is_private else None,
+        "query_ledger": _query_ledger(model, known),
+    }
+
+
+def _query_ledger(model, releases: int) -> dict[str, Any]:
+    """``model``'s query ledger (:attr:`defenses.gap.GAPModel.query_ledger`) as JSON, with
+    ``releases`` releases: what they guarantee for the query graph(s)."""
+    return dataclasses.replace(model.query_ledger, releases=int(releases)).to_dict()
+
+
+def query_plan_line(queries: dict) -> str:
+    """One line on what a query-charged model's audit costs (:func:`query_plan`)."""
+    free = ("training-graph queries read the owner's training release (free)" if queries["training_graph_free"]
+            else "no owner's training release for the audited graph: every query is charged")  # fmt: skip
+    text = f"query-charged model: the attacks need at most {queries['releases_at_most']} new release(s); {free}"
+    ledger = queries.get("query_ledger") or {}
+    if ledger.get("epsilon") is not None and queries["releases_at_most"]:
+        text += (f"; their releases go to the query-graph ledger (ε ≤ {ledger['epsilon']:.4g} at δ = "
+                 f"{ledger['delta']:.3g}, about the query graphs; the model's training ε = "
+                 f"{queries['training_epsilon']:.4g} is unchanged)")  # fmt: skip
+    if queries["unknown"]:
+        text += f"; unknown for {', '.join(queries['unknown'])}"
+    return text
+
+
+def query_api_finding(model, releases: dict[str, int]) -> dict[str, Any]:
+    """The audit's queries of a query-charged model as one finding: the new releases each step
+    made (``releases``), their total and their query ledger (``query_ledger``: the composition
+    of all of them, about the query graph(s) — each step answered afresh in its own session —
+    never added to the model's training ε, ``training_epsilon``, which no query changes)."""
+    total = sum(releases.values())
+    ledger = _query_ledger(model, total)
+    training = model.privacy.epsilon if model.privacy.is_private else None
+    if not total:
+        finding = "the audit made no new release on a query graph (every query read the owner's training release)"
+    elif ledger["epsilon"] is None:
+        finding = f"answering these {total} queries releases noise-free aggregations: the model is not private"
+    else:
+        finding = (f"answering these {total} queries made {total} PMA release(s) on query graphs, query-graph ledger "
+                   f"ε = {ledger['epsilon']:.4g} at δ = {ledger['delta']:.3g} (it protects the query graphs, not the "
+                   f"training data; the model's training guarantee, ε = {training:.4g}, is unchanged)")  # fmt: skip
+    return {"releases": total, "by_step": dict(releases), "query_ledger": ledger, "training_epsilon": training,
+            "finding": finding}  # fmt: skip
