@@ -260,7 +260,7 @@ class GCONHyperparameters(PrivateHyperparameters):
         "grid": [str],  # parse_grid, under protocol=paper
     }
 
-    encoder_hidden: int = 8
+    encoder_hidden: int = 16
     encoder_epochs: int = 200
     encoder_lr: float = 0.01
     encoder_weight_decay: float = 5e-4
