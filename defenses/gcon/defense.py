@@ -50,7 +50,7 @@ whether it reached its tolerance) and the validation accuracy of a ``paper`` sel
 either read from what edge-level DP leaves public or charged in the ledger — the encoder
 (architecture, its best-validation epoch) and the pseudo-labels read node features and labels
 only, which edge-level DP does not protect, and no edge (tested: changing only edges changes
-neither); the restarts α and α_I are set by the public rule of :mod:`defenses.gcon.homophily`
+neither); the inference restart α_I is set by the public rule of :mod:`defenses.gcon.homophily`
 from a label-agreement rate of the edges released with Laplace noise at ε_h = hε (pure, in the
 ledger; Theorem 1 and AMP get (1 − h)ε); ``sound: true``. ``paper``: Appendix Q's protocol — every
 configuration of ``grid`` (default :data:`PAPER_GRID`) is trained with the same mechanism and
@@ -205,10 +205,10 @@ class GCONHyperparameters(PrivateHyperparameters):
     """GCON's hyperparameters. Defaults (``protocol=sound``): m = 2, d₁ = 16, tanh encoder, Λ = 0.2,
     ξ = 0.1, n₁ = n, MSL, chosen once from small sweeps on Cora (Planetoid; not a benchmark
     dataset here) and fixed — a public rule, never tuned on the validation data of the graph
-    being trained on (issue 41: d₁ = 16 against 8, 32, 64 on Cora at ε = 1 and 4). α and α_I come
-    from the public rule of :mod:`defenses.gcon.homophily` applied to a noisy label agreement of
-    the edges (``adapt="homophily"``, charged in the ledger); with ``adapt="none"`` they are the
-    fixed ``alpha`` = 0.6 and ``alpha_inference`` (``None``: α).
+    being trained on (issue 41: d₁ = 16 against 8, 32, 64 on Cora at ε = 1 and 4), α = 0.6. α_I
+    comes from the public rule of :mod:`defenses.gcon.homophily` applied to a noisy label
+    agreement of the edges (``adapt="homophily"``, charged in the ledger); with ``adapt="none"``
+    it is the fixed ``alpha_inference`` (``None``: α).
 
     ``protocol=paper`` reproduces Appendix Q's protocol *inside* ``fit``: every configuration of
     ``grid`` is trained (its own encoder, Theorem 1 noise, AMP) and the one with the best
@@ -244,11 +244,10 @@ class GCONHyperparameters(PrivateHyperparameters):
             larger bound and correspondingly more AMP noise (decided from public constants; never
             a refusal).
         amp_share: share s of ε and of δ given to AMP's Gaussian; Theorem 1 gets (1 − s)(ε, δ).
-        adapt: ``protocol=sound`` only. ``"homophily"`` (default): α and α_I are set by the public
-            rule of :mod:`defenses.gcon.homophily` from a noisy label agreement of the edges
-            (Laplace counts, pure ε_h = hε, in the ledger; the ``alpha`` and ``alpha_inference``
-            fields are not used); ``"none"``: the fixed ``alpha`` / ``alpha_inference``, nothing
-            spent.
+        adapt: ``protocol=sound`` only. ``"homophily"`` (default): α_I is set by the public rule
+            of :mod:`defenses.gcon.homophily` from a noisy label agreement of the edges (Laplace
+            counts, pure ε_h = hε, in the ledger; the ``alpha_inference`` field is not used);
+            ``"none"``: the fixed ``alpha_inference``, nothing spent.
         homophily_share: share h of ε spent on that statistic; Theorem 1 and AMP then share (1 − h)ε.
         max_iter: the warm start's budget: L-BFGS iterations per (re)start and at most this many
             Newton steps (utility only: the residual bound holds whatever the warm start returns).
@@ -284,7 +283,7 @@ class GCONHyperparameters(PrivateHyperparameters):
         "grid": [str],  # parse_grid, under protocol=paper
     }
 
-    encoder_hidden: int = 8
+    encoder_hidden: int = 16
     encoder_epochs: int = 200
     encoder_lr: float = 0.01
     encoder_weight_decay: float = 5e-4
@@ -382,6 +381,15 @@ class GCON(Defense):
         "select=private composes each run's Rényi-DP curve (Papernot & Steinke 2022, Theorem 2), and GCON's "
         "objective perturbation is proven (ε, δ)-edge-DP only (Wei et al., Theorem 1): an (ε, δ) guarantee with δ > 0 "
         "bounds no Rényi divergence, so a run has no curve to compose (its validation score would be free at edge level)"
+    )
+
+    #: the homophily statistic's output (the Laplace-noised ĥ) and the α_I the public rule computes
+    #: from it: accounted in the ledger, so they may differ between neighbouring graphs
+    released_statistics = (
+        "card.gcon.homophily.estimate",
+        "card.gcon.homophily.alpha_inference",
+        "card.gcon.config.alpha_inference",
+        "settings.alpha_inference",
     )
 
     def __init__(self, *args, **kwargs):
@@ -512,9 +520,7 @@ class GCON(Defense):
                 rng = np.random.default_rng(np.random.SeedSequence([self.seed, 0x40D]))
                 homophily = release_homophily(*counts, share * self.epsilon, rng)
                 homophily_counts = counts
-                config = dataclasses.replace(
-                    config, alpha=homophily.alpha, alpha_inference=homophily.alpha_inference
-                )
+                config = dataclasses.replace(config, alpha_inference=homophily.alpha_inference)
             key = (config.alpha, tuple(config.steps))
             if key not in features:
                 with torch.no_grad():
@@ -651,10 +657,7 @@ class GCON(Defense):
                 if config not in grid_configs(hp, checked):
                     raise ConfigurationError("the gcon card's chosen configuration is not a point of its grid")
             else:
-                config = default_config(hp, checked)
-                if homophily_share(hp) > 0 and "homophily" in gcon:
-                    # α from the released statistic (the load-time check re-derives it by the rule)
-                    config = dataclasses.replace(config, alpha=check_alpha(float(gcon["config"]["alpha"])))
+                config = default_config(hp, checked)  # α_I (the statistic's) does not enter the plan
             num_classes, n1 = int(card["dataset"]["num_classes"]), int(gcon["n1"])
             target_epsilon = float(card["target_epsilon"])
         except (KeyError, TypeError, ValueError) as exc:

@@ -1,12 +1,11 @@
 r"""``protocol=sound``'s accounted graph statistic: a noisy label-agreement rate of the edges, and
-the public rule that maps it to the restart probabilities α (training, Eq. 9) and α_I
-(inference, Eq. 16).
+the public rule that maps it to the inference restart α_I of Eq. (16).
 
 Why a statistic and not a selection: with fixed defaults GCON's accuracy on Cora-ML is capped by
 its configuration, not by the noise (issue 41); the knob that carries most of the paper
 protocol's gain is α_I, how much a node's prediction leans on its neighbours (the paper's
-selection picks α_I = 0.1 on Cora-ML), and what that should be — like α, how much training
-propagates — depends on whether neighbours share labels (homophily). Two counts over the edges the
+selection picks α_I = 0.1 on Cora-ML), and what that should be depends on whether
+neighbours share labels (homophily). Two counts over the edges the
 training may read give it, each of edge sensitivity 1:
 
 * ``agree`` = #undirected edges {u, v} with ℓ(u) = ℓ(v), and ``total`` = #undirected edges,
@@ -18,7 +17,7 @@ edges), so the pair has L1 sensitivity 2 and Laplace noise of scale 2/ε_h on ea
 ε_h-edge-DP (Dwork, McSherry, Nissim & Smith 2006) — pure, δ = 0, charged in the ledger.
 ĥ = agree~ / total~ (clipped to [0, 1]) is post-processing, and so is everything computed from it.
 
-The rule (:func:`restarts`) is public: a piecewise-linear map fixed on graphs that are
+The rule (:func:`inference_restart`) is public: a piecewise-linear map fixed on graphs that are
 not benchmarks here (Planetoid Cora, homophilous, pseudo-label agreement ≈ 0.42; WebKB Texas,
 Wisconsin and Cornell, heterophilous, ≈ 0.13, 0.21, 0.34; see ``docs/defenses/gcon.md``), then
 frozen. It is never fitted to the graph being trained on.
@@ -36,11 +35,12 @@ from dpaudit.accounting import RecordedGuarantee
 
 HOMOPHILY_RECORD = "gcon label agreement of the edges (Laplace counts)"
 
-#: (ĥ, α, α_I) knots of the public rule: below the low knot the graph is treated as
-#: heterophilous (α = α_I = 1: neither training nor inference propagates), above the high one as
-#: homophilous (α = 0.6 as before, α_I = 0.1: predictions lean on the neighbours), linear in between.
-#: Fixed on Cora and WebKB (see the module docstring).
-RULE_KNOTS = ((0.25, 1.0, 1.0), (0.38, 0.6, 0.1))
+#: (ĥ, α_I) knots of the public rule: at or below the low knot the graph is treated as
+#: heterophilous (α_I = 1: a prediction reads the node's own features only), at or above the high
+#: one as homophilous (α_I = 0.1: predictions lean on the neighbours), linear in between. Fixed
+#: on Cora and WebKB (see the module docstring). α (training) stays the fixed ``alpha``, so
+#: Theorem 1's plan does not depend on the statistic.
+RULE_KNOTS = ((0.25, 1.0), (0.38, 0.1))
 
 #: L1 sensitivity of the pair (agree, total) to one undirected edge
 COUNTS_SENSITIVITY = 2.0
@@ -59,28 +59,26 @@ def label_agreement_counts(edge_index: torch.Tensor, labels: torch.Tensor) -> tu
     return agree, int(pairs.shape[1])
 
 
-def restarts(estimate: float) -> tuple[float, float]:
-    """The public rule: (α, α_I) from a label-agreement rate ĥ ∈ [0, 1] (see :data:`RULE_KNOTS`)."""
-    (h_low, alpha_low, inference_low), (h_high, alpha_high, inference_high) = RULE_KNOTS
+def inference_restart(estimate: float) -> float:
+    """The public rule: α_I from a label-agreement rate ĥ ∈ [0, 1] (see :data:`RULE_KNOTS`)."""
+    (h_low, a_low), (h_high, a_high) = RULE_KNOTS
     h = float(estimate)
     if h <= h_low:
-        return alpha_low, inference_low
+        return a_low
     if h >= h_high:
-        return alpha_high, inference_high
-    t = (h - h_low) / (h_high - h_low)
-    return alpha_low + t * (alpha_high - alpha_low), inference_low + t * (inference_high - inference_low)
+        return a_high
+    return a_low + (h - h_low) / (h_high - h_low) * (a_high - a_low)
 
 
 @dataclass(frozen=True)
 class HomophilyRelease:
-    """The released statistic: ĥ (public, post-processing of the Laplace counts), the (α, α_I) it
+    """The released statistic: ĥ (public, post-processing of the Laplace counts), the α_I it
     gives, and the Laplace calibration (ε_h, scale). ``epsilon`` is ``math.inf`` when nothing is
     private (exact counts, no noise)."""
 
     epsilon: float
     scale: float
     estimate: float
-    alpha: float
     alpha_inference: float
 
     def mechanism(self) -> RecordedGuarantee:
@@ -95,7 +93,6 @@ class HomophilyRelease:
             "epsilon": self.epsilon if math.isfinite(self.epsilon) else None,
             "laplace_scale": self.scale,
             "estimate": self.estimate,
-            "alpha": self.alpha,
             "alpha_inference": self.alpha_inference,
             "rule_knots": [list(k) for k in RULE_KNOTS],
         }
@@ -107,20 +104,20 @@ def laplace_scale(epsilon: float) -> float:
 
 
 def release_homophily(agree: int, total: int, epsilon: float, rng: np.random.Generator) -> HomophilyRelease:
-    """Laplace(2/ε_h) on both counts, ĥ = agree~ / max(total~, 1) clipped to [0, 1], (α, α_I) by the rule."""
+    """Laplace(2/ε_h) on both counts, ĥ = agree~ / max(total~, 1) clipped to [0, 1], α_I by the rule."""
     scale = laplace_scale(epsilon)
     noisy_agree, noisy_total = float(agree), float(total)
     if scale > 0:
         noisy_agree += float(rng.laplace(0.0, scale))
         noisy_total += float(rng.laplace(0.0, scale))
     estimate = min(max(noisy_agree / max(noisy_total, 1.0), 0.0), 1.0)
-    return HomophilyRelease(epsilon, scale, estimate, *restarts(estimate))
+    return HomophilyRelease(epsilon, scale, estimate, inference_restart(estimate))
 
 
 def homophily_share(hp) -> float:
     """The share h of ε a fit spends on the statistic: ``hp.homophily_share`` under
     ``protocol=sound`` with ``adapt="homophily"``; 0 otherwise (``paper`` keeps Appendix Q's
-    grid; ``adapt="none"`` keeps the fixed α and α_I and spends nothing)."""
+    grid; ``adapt="none"`` keeps the fixed α_I and spends nothing)."""
     if getattr(hp, "protocol", "sound") == "paper" or hp.adapt != "homophily":
         return 0.0
     return float(hp.homophily_share)
@@ -129,4 +126,4 @@ def homophily_share(hp) -> float:
 def homophily_mechanism(epsilon: float) -> RecordedGuarantee:
     """The ledger record of the statistic at ε_h (what :meth:`HomophilyRelease.mechanism` records;
     a function of ε_h only, so ``replan`` and the load-time check re-derive it)."""
-    return HomophilyRelease(epsilon, laplace_scale(epsilon), math.nan, math.nan, math.nan).mechanism()
+    return HomophilyRelease(epsilon, laplace_scale(epsilon), math.nan, math.nan).mechanism()

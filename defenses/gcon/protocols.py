@@ -6,8 +6,8 @@ step                          ``sound`` (default)                         ``pape
 hyperparameters               the fixed defaults of GCONHyperparameters   every configuration of ``grid`` (default
                               (a public rule; nothing read from the       :data:`PAPER_GRID`) is trained; the best by
                               graph being trained on)                     validation accuracy is released
-α, α_I (restarts of Eqs.      the public rule of defenses.gcon.homophily  from the grid, by validation accuracy
-9 and 16)                     from a noisy label agreement of the edges
+α_I (inference restart,       the public rule of defenses.gcon.homophily  from the grid, by validation accuracy
+Eq. 16)                       from a noisy label agreement of the edges
                               (Laplace counts, pure ε_h = hε, h = 2 %,
                               charged in the ledger; ``adapt="none"``
                               keeps the fixed fields and spends nothing)
