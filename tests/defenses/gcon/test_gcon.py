@@ -718,7 +718,7 @@ def test_gcon_save_load_round_trip(small_graph, tmp_path):
     assert loaded.kind == "gcon" and loaded.privacy.to_dict() == model.privacy.to_dict()
     assert torch.allclose(loaded.predict_proba(small_graph.data), model.predict_proba(small_graph.data))
     assert torch.allclose(loaded.embed(small_graph.data, [0, 5]), model.embed(small_graph.data, [0, 5]))
-    assert loaded.embed(small_graph.data, [0]).shape == (1, 2 * 8)
+    assert loaded.embed(small_graph.data, [0]).shape == (1, 2 * 16)  # s = 2 steps × d₁ = 16
     # a config that does not fit the tensors is refused
     from defenses.gcon import GCONModel
 
