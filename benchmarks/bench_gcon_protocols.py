@@ -30,6 +30,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / "benchmarks" / "cache" / "gcon_protocols.jsonl"
 OUT = ROOT / "benchmarks" / "results" / "gcon_protocols.md"
+DOC = ROOT / "docs" / "defenses" / "gcon.md"  # the table is also written between these markers
+DOC_MARKERS = ("<!-- gcon-protocols-table:start -->", "<!-- gcon-protocols-table:end -->")
 SPLITS = {"cora_ml": "per-class:20,500,1000", "actor": "random:0.6,0.2,0.2"}
 EPSILONS = [1.0, 2.0, 4.0]
 METHODS = ["gcon-paper", "gcon-sound", "mlp", "gap-edp"]
@@ -158,6 +160,9 @@ def main() -> None:
         "`gcon-paper` selects on validation accuracy without accounting it (`sound: false`); mlp reads "
         "no edge (one value per seed, repeated in every ε column).\n\n" + text + "\n"
     )
+    doc = DOC.read_text()
+    start, end = doc.index(DOC_MARKERS[0]) + len(DOC_MARKERS[0]), doc.index(DOC_MARKERS[1])
+    DOC.write_text(doc[:start] + "\n" + text + "\n" + doc[end:])
 
 
 if __name__ == "__main__":
