@@ -648,7 +648,8 @@ class GCON(Defense):
                 configuration is not a point of the grid.
         """
         try:
-            hp = cls.hyperparameters_class(**card["hyperparameters"])
+            # a card written before ``adapt`` existed (issue 41) spent nothing on the statistic
+            hp = cls.hyperparameters_class(**{"adapt": "none", **card["hyperparameters"]})
             checked = _validate(hp)
             gcon = card["gcon"]
             if hp.protocol == "paper":

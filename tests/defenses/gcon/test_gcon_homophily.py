@@ -136,3 +136,12 @@ def test_release_differs_between_neighbours_only_in_the_statistics_output(small_
     off = train_and_compare(lambda: GCON(epsilon=4.0, seed=0, encoder_epochs=20, adapt="none"),
                             (small_graph, split), (neighbour, split), tmp_path / "off")  # fmt: skip
     assert off == {}
+
+
+def test_a_card_without_adapt_is_replanned_as_before(small_graph):
+    """A card saved before ``adapt`` existed holds no statistic: it re-plans with none."""
+    split = make_split(small_graph, SPLIT, seed=0)
+    model = GCON(epsilon=2.0, seed=0, encoder_epochs=5, adapt="none").fit(small_graph, split)
+    card = json.loads(json.dumps(model.card))
+    del card["hyperparameters"]["adapt"], card["hyperparameters"]["homophily_share"]
+    assert compare_records(json.loads(json.dumps(model.privacy.mechanisms)), GCON.replan(card, model.privacy)) is None
