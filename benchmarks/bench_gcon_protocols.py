@@ -104,7 +104,7 @@ def table(rows: list[dict], datasets: list[str], methods: list[str], seeds: list
                 vals = [r["accuracy"] for r in sub if r["epsilon"] in (eps, None)]
                 n = len(vals)
                 cell = f"{100 * np.mean(vals):.1f} ± {100 * np.std(vals):.1f}" if vals else "—"
-                cells.append(cell + ("" if n in (0, len(seeds)) else f" ({n} seeds)"))
+                cells.append(cell + ("" if n in (0, len(seeds)) else f" ({n} of {len(seeds)} seeds)"))
             sound = {r["sound"] for r in sub}
             secs = np.mean([r["seconds"] for r in sub])
             lines.append(
