@@ -12,7 +12,8 @@ number, so the claim checked is the ordering at ε = 4.
 :data:`defenses.gcon.PAPER_GRID` (d₁, α, m₁, n₁, loss/δ_l, Λ, α_I; everything but Adam's
 learning rate, which has no counterpart in an exact solver) trained with Theorem 1 + AMP, the
 best by validation accuracy released, the selection unaccounted (``sound: false``).
-``sound``: the fixed defaults, no selection (``sound: true``).
+``sound``: the defaults, no selection (``sound: true``); since issue 41 its α_I comes from an
+accounted homophily statistic (2 % of ε), so its cached runs from before were removed.
 """
 
 from __future__ import annotations

@@ -46,9 +46,13 @@ What the warm start measured on the edges (objective, gradient norms, iterations
 whether it reached its tolerance) and the validation accuracy of a ``paper`` selection go to
 ``model.record["gcon"]`` (``provenance.json``), never to ``model.json`` or the spec's notes.
 
-**Protocols.** ``sound`` (default): the fixed defaults of :class:`GCONHyperparameters`, no
-choice read from private data — the encoder keeps its best-validation epoch, a choice on node
-features and labels only, which edge-level DP does not protect; ``sound: true``. ``paper``: Appendix Q's protocol — every
+**Protocols.** ``sound`` (default): the defaults of :class:`GCONHyperparameters`, every choice
+either read from what edge-level DP leaves public or charged in the ledger — the encoder
+(architecture, its best-validation epoch) and the pseudo-labels read node features and labels
+only, which edge-level DP does not protect, and no edge (tested: changing only edges changes
+neither); the inference restart α_I is set by the public rule of :mod:`defenses.gcon.homophily`
+from a label-agreement rate of the edges released with Laplace noise at ε_h = hε (pure, in the
+ledger; Theorem 1 and AMP get (1 − h)ε); ``sound: true``. ``paper``: Appendix Q's protocol — every
 configuration of ``grid`` (default :data:`PAPER_GRID`) is trained with the same mechanism and
 the best by validation accuracy is released; that selection is not accounted, so the spec is
 ``sound: false`` and lists it (each candidate alone spends ≤ the target, as the paper reports). What each protocol changes is laid out in :mod:`defenses.gcon.protocols`.
@@ -72,6 +76,7 @@ graph is public.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import logging
 import math
 from dataclasses import asdict, dataclass
@@ -82,6 +87,13 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
+from defenses.gcon.homophily import (
+    HomophilyRelease,
+    homophily_mechanism,
+    homophily_share,
+    label_agreement_counts,
+    release_homophily,
+)
 from defenses.gcon.mechanism import (
     check_alpha,
     descend,
@@ -190,9 +202,13 @@ RESTART = Interval(float, 0, 1, closed="right")
 
 @dataclass
 class GCONHyperparameters(PrivateHyperparameters):
-    """GCON's hyperparameters. Defaults (``protocol=sound``): α = 0.6, m = 2, d₁ = 8, tanh encoder,
-    Λ = 0.2, ξ = 0.1, n₁ = n, MSL, chosen once from a small sweep on Cora (not a benchmark dataset)
-    and fixed — a public rule, never tuned on the validation data of the graph being trained on.
+    """GCON's hyperparameters. Defaults (``protocol=sound``): m = 2, d₁ = 16, tanh encoder, Λ = 0.2,
+    ξ = 0.1, n₁ = n, MSL, chosen once from small sweeps on Cora (Planetoid; not a benchmark
+    dataset here) and fixed — a public rule, never tuned on the validation data of the graph
+    being trained on (issue 41: d₁ = 16 against 8, 32, 64 on Cora at ε = 1 and 4), α = 0.6. α_I
+    comes from the public rule of :mod:`defenses.gcon.homophily` applied to a noisy label
+    agreement of the edges (``adapt="homophily"``, charged in the ledger); with ``adapt="none"``
+    it is the fixed ``alpha_inference`` (``None``: α).
 
     ``protocol=paper`` reproduces Appendix Q's protocol *inside* ``fit``: every configuration of
     ``grid`` is trained (its own encoder, Theorem 1 noise, AMP) and the one with the best
@@ -228,6 +244,11 @@ class GCONHyperparameters(PrivateHyperparameters):
             larger bound and correspondingly more AMP noise (decided from public constants; never
             a refusal).
         amp_share: share s of ε and of δ given to AMP's Gaussian; Theorem 1 gets (1 − s)(ε, δ).
+        adapt: ``protocol=sound`` only. ``"homophily"`` (default): α_I is set by the public rule
+            of :mod:`defenses.gcon.homophily` from a noisy label agreement of the edges (Laplace
+            counts, pure ε_h = hε, in the ledger; the ``alpha_inference`` field is not used);
+            ``"none"``: the fixed ``alpha_inference``, nothing spent.
+        homophily_share: share h of ε spent on that statistic; Theorem 1 and AMP then share (1 − h)ε.
         max_iter: the warm start's budget: L-BFGS iterations per (re)start and at most this many
             Newton steps (utility only: the residual bound holds whatever the warm start returns).
         grid: ``protocol=paper`` only: ``"key=v1,v2; key=..."`` over encoder_hidden, alpha, steps
@@ -256,6 +277,8 @@ class GCONHyperparameters(PrivateHyperparameters):
         "residual_tol": [POSITIVE],
         "descent_steps": [NON_NEGATIVE_INT],
         "amp_share": [FRACTION],
+        "adapt": [Options("homophily", "none")],
+        "homophily_share": [FRACTION],
         "max_iter": [COUNT],
         "grid": [str],  # parse_grid, under protocol=paper
     }
@@ -279,6 +302,8 @@ class GCONHyperparameters(PrivateHyperparameters):
     residual_tol: float = 1e-8
     descent_steps: int = 10000
     amp_share: float = 0.01
+    adapt: str = "homophily"
+    homophily_share: float = 0.02
     max_iter: int = 5000
     grid: str = PAPER_GRID
 
@@ -358,6 +383,15 @@ class GCON(Defense):
         "bounds no Rényi divergence, so a run has no curve to compose (its validation score would be free at edge level)"
     )
 
+    #: the homophily statistic's output (the Laplace-noised ĥ) and the α_I the public rule computes
+    #: from it: accounted in the ledger, so they may differ between neighbouring graphs
+    released_statistics = (
+        "card.gcon.homophily.estimate",
+        "card.gcon.homophily.alpha_inference",
+        "card.gcon.config.alpha_inference",
+        "settings.alpha_inference",
+    )
+
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         _validate(self.hp)  # bad hyperparameters fail at construction, before any training
@@ -396,8 +430,14 @@ class GCON(Defense):
             encoder.load_state_dict(best_state)
         return encoder.eval()
 
+    def _homophily_share(self) -> float:
+        """h of :mod:`defenses.gcon.homophily` when this fit spends it (``sound`` with
+        ``adapt="homophily"``), else 0."""
+        return homophily_share(self.hp)
+
     def _train_theta(
-        self, z: torch.Tensor, y_rows: torch.Tensor, config: Config, c: int, delta: float, stream: tuple[int, ...]
+        self, z: torch.Tensor, y_rows: torch.Tensor, config: Config, c: int, delta: float, stream: tuple[int, ...],
+        epsilon: float | None = None,
     ) -> _Trained:
         r"""Steps 4–5 of Algorithm 1 for one configuration: the plan (public inputs only), the
         objective noise, the warm start, the fixed schedule and AMP.
@@ -406,7 +446,8 @@ class GCON(Defense):
         hp = self.hp
         z_np, y_np = z.cpu().numpy(), y_rows.cpu().numpy()
         n1, d = z_np.shape
-        plan = plan_configuration(self.epsilon, delta, c, d, n1, config, hp)
+        epsilon = self.epsilon if epsilon is None else epsilon
+        plan = plan_configuration(epsilon, delta, c, d, n1, config, hp)
         loss = make_loss(config.loss, c, config.huber_delta)
         noise = np.zeros((d, c))
         if plan.theorem1 is not None:
@@ -451,6 +492,8 @@ class GCON(Defense):
             adj_val = normalized_adjacency(split.edge_index_for(dataset, "val").to(self.device), n)
 
         best = None  # (val_accuracy, config, encoder, trained)
+        homophily: HomophilyRelease | None = None
+        homophily_counts = None
         encoders: dict[int, tuple] = {}
         features: dict[tuple, torch.Tensor] = {}
         trained_cache: dict[tuple, _Trained] = {}
@@ -469,6 +512,15 @@ class GCON(Defense):
                 pseudo[train] = y_all[train]
                 encoders[config.encoder_hidden] = (encoder, x_enc, pseudo)
             encoder, x_enc, pseudo = encoders[config.encoder_hidden]
+            share = 0.0 if self.paper_protocol else self._homophily_share()
+            if share > 0:
+                # the accounted statistic (Laplace counts over the training graph's edges, labels
+                # = training labels + encoder pseudo-labels: no edge read but the counted ones)
+                counts = label_agreement_counts(split.edge_index_for(dataset, "train"), pseudo.cpu())
+                rng = np.random.default_rng(np.random.SeedSequence([self.seed, 0x40D]))
+                homophily = release_homophily(*counts, share * self.epsilon, rng)
+                homophily_counts = counts
+                config = dataclasses.replace(config, alpha_inference=homophily.alpha_inference)
             key = (config.alpha, tuple(config.steps))
             if key not in features:
                 with torch.no_grad():
@@ -486,7 +538,8 @@ class GCON(Defense):
             if train_key not in trained_cache:
                 trained_cache.clear()
                 trained_cache[train_key] = self._train_theta(
-                    features[key][rows], y_rows, config, c, delta, (index,) if self.paper_protocol else ()
+                    features[key][rows], y_rows, config, c, delta, (index,) if self.paper_protocol else (),
+                    (1.0 - share) * self.epsilon,
                 )
             trained = trained_cache[train_key]
             if not self.paper_protocol:
@@ -498,10 +551,13 @@ class GCON(Defense):
             if best is None or accuracy > best[0]:
                 best = (accuracy, config, encoder, trained)
         val_accuracy, config, encoder, trained = best
-        return self._release(dataset, delta, config, encoder, trained, val_accuracy, len(configs))
+        return self._release(
+            dataset, delta, config, encoder, trained, val_accuracy, len(configs), homophily, homophily_counts
+        )
 
     def _release(self, dataset, delta, config: Config, encoder: MLP, trained: _Trained, val_accuracy,
-                 num_candidates: int) -> GCONModel:  # fmt: skip
+                 num_candidates: int, homophily: HomophilyRelease | None = None,
+                 homophily_counts: tuple[int, int] | None = None) -> GCONModel:  # fmt: skip
         hp = self.hp
         c = dataset.num_classes
         plan = trained.plan
@@ -516,6 +572,9 @@ class GCON(Defense):
         }
         # the owner's: everything the warm start and the descent measured on the edges
         gcon_record = dict(trained.diagnostics)
+        if homophily is not None:
+            gcon_card["homophily"] = {"share": hp.homophily_share, **homophily.card()}
+            gcon_record["homophily_counts"] = {"agree": homophily_counts[0], "total": homophily_counts[1]}
         unaccounted = []
         if self.paper_protocol:
             gcon_card["selection"] = {"grid": hp.grid, "candidates": num_candidates, "chosen": config.to_dict()}
@@ -533,14 +592,24 @@ class GCON(Defense):
                 plan.note(),
             ]
             ledger = PrivacyLedger()
+            if homophily is not None:
+                notes.append(  # public constants only: ĥ and α_I are in card["gcon"]["homophily"]
+                    "α_I set by the public rule of defenses.gcon.homophily from the label agreement of the edges ĥ, "
+                    f"released with Laplace noise (scale {homophily.scale:.4g} on two counts of edge sensitivity 1) "
+                    f"at pure ε_h = {homophily.epsilon:.4g}; Theorem 1 and AMP share the remaining ε"
+                )
             for mechanism in plan.mechanisms():
                 ledger.step(mechanism)
+            if homophily is not None:
+                ledger.step(homophily.mechanism())
             privacy = ledger.spec(
                 delta,
                 "edge",
                 target_epsilon=self.epsilon,
                 notes=notes,
-                accountant="GCON Theorem 1 + AMP analytic Gaussian, both (ε, δ) proven directly, basic composition",
+                accountant="GCON Theorem 1 + AMP analytic Gaussian, both (ε, δ) proven directly"
+                + (" + Laplace counts (pure ε_h)" if homophily is not None else "")
+                + ", basic composition",
                 unaccounted=unaccounted,
             )
         settings = {
@@ -579,7 +648,8 @@ class GCON(Defense):
                 configuration is not a point of the grid.
         """
         try:
-            hp = cls.hyperparameters_class(**card["hyperparameters"])
+            # a card written before ``adapt`` existed (issue 41) spent nothing on the statistic
+            hp = cls.hyperparameters_class(**{"adapt": "none", **card["hyperparameters"]})
             checked = _validate(hp)
             gcon = card["gcon"]
             if hp.protocol == "paper":
@@ -588,11 +658,15 @@ class GCON(Defense):
                 if config not in grid_configs(hp, checked):
                     raise ConfigurationError("the gcon card's chosen configuration is not a point of its grid")
             else:
-                config = default_config(hp, checked)
+                config = default_config(hp, checked)  # α_I (the statistic's) does not enter the plan
             num_classes, n1 = int(card["dataset"]["num_classes"]), int(gcon["n1"])
             target_epsilon = float(card["target_epsilon"])
         except (KeyError, TypeError, ValueError) as exc:
             raise ConfigurationError(f"gcon card cannot be re-planned: {type(exc).__name__}: {exc}") from None
         dim = len(config.steps) * config.encoder_hidden
-        plan = plan_configuration(target_epsilon, privacy.delta, num_classes, dim, n1, config, hp)
-        return [mechanism.describe() for mechanism in plan.mechanisms()]
+        share = homophily_share(hp)
+        plan = plan_configuration((1.0 - share) * target_epsilon, privacy.delta, num_classes, dim, n1, config, hp)
+        mechanisms = plan.mechanisms()
+        if share > 0 and math.isfinite(target_epsilon):
+            mechanisms.append(homophily_mechanism(share * target_epsilon))
+        return [mechanism.describe() for mechanism in mechanisms]

@@ -7,11 +7,13 @@ Shapes: node features X [n, F] → encoded, L2-normalised :math:`\bar X` [n, d�
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import torch
 import torch.nn.functional as F
 from torch_geometric.data import Data
 
+from defenses.gcon.homophily import HOMOPHILY_RECORD, homophily_mechanism, homophily_share, inference_restart
 from defenses.gcon.mechanism import (  # noqa: F401  (json_float, steps_to_json re-exported)
     check_alpha,
     gcon_features,
@@ -106,14 +108,43 @@ class GCONModel(ReleasedModel):
         verified = set()
         theorem = [i for i, r in enumerate(privacy.mechanisms) if str(r.get("name", "")).startswith("gcon objective")]
         amp = [i for i, r in enumerate(privacy.mechanisms) if str(r.get("name", "")).startswith("gcon AMP")]
-        if len(theorem) != 1 or len(amp) > 1 or len(privacy.mechanisms) != len(theorem) + len(amp):
-            raise refuse("a GCON spec records one Theorem 1 guarantee and at most one AMP Gaussian")
+        counts = [i for i, r in enumerate(privacy.mechanisms) if r.get("name") == HOMOPHILY_RECORD]
+        if len(theorem) != 1 or len(amp) > 1 or len(privacy.mechanisms) != len(theorem) + len(amp) + len(counts):
+            raise refuse("a GCON spec records one Theorem 1 guarantee, at most one AMP Gaussian and at most one "
+                         "homophily statistic")  # fmt: skip
+        # the homophily statistic (defenses.gcon.homophily): pure ε_h = h·target, and the rest of
+        # the chain is calibrated to (1 − h)·target
+        h = homophily_share(SimpleNamespace(
+            protocol=hyperparameters.get("protocol", "sound"), adapt=hyperparameters.get("adapt", "none"),
+            homophily_share=float(hyperparameters.get("homophily_share", 0.0)),
+        ))  # fmt: skip
+        if len(counts) != (1 if h > 0 else 0):
+            raise refuse(f"the card's hyperparameters spend a share h = {h:g} on the homophily statistic, the spec "
+                         f"records {len(counts)} such statistic(s)")  # fmt: skip
+        if counts:
+            record, expected_record = privacy.mechanisms[counts[0]], homophily_mechanism(h * target)
+            details = dict(record.get("details") or {})
+            if not (close(record["epsilon"], expected_record.epsilon) and record.get("delta") == 0.0
+                    and all(close(float(details.get(k, math.nan)), float(v))
+                            for k, v in expected_record.details.items())):  # fmt: skip
+                raise refuse(f"the homophily statistic records ε = {record['epsilon']!r}, details {details}; "
+                             f"h × target gives ε = {expected_record.epsilon:.6g}, {expected_record.details}")
+            released, chosen = info.get("homophily") or {}, info.get("config") or {}
+            try:
+                expected = inference_restart(float(released["estimate"]))
+                given = float(chosen["alpha_inference"])
+            except (KeyError, TypeError, ValueError):
+                raise refuse("the card lacks the released estimate ĥ or the α_I it set") from None
+            if not close(given, expected):
+                raise refuse(f"the card's α_I = {given} is not the public rule's {expected} at the released ĥ")
+            verified.add(counts[0])
+            target = (1.0 - h) * target
         record = privacy.mechanisms[theorem[0]]
         details = dict(record.get("details") or {})
         if not details:  # Ψ = 0: the model reads no edge
             if amp or info.get("psi", 0.0) != 0.0 or record.get("delta") != 0.0 or not close(record["epsilon"], target):
                 raise refuse("the no-edge (Ψ = 0) record is valid only with Ψ = 0, δ = 0, ε = target and no AMP")
-            return verify_spec(privacy, "edge", card_protocol(card), verified_records={theorem[0]})
+            return verify_spec(privacy, "edge", card_protocol(card), verified_records=verified | {theorem[0]})
         try:
             params = TheoremOneParameters(**{k: math.inf if v is None else v for k, v in details.items()})
         except TypeError as exc:

@@ -6,12 +6,19 @@ step                          ``sound`` (default)                         ``pape
 hyperparameters               the fixed defaults of GCONHyperparameters   every configuration of ``grid`` (default
                               (a public rule; nothing read from the       :data:`PAPER_GRID`) is trained; the best by
                               graph being trained on)                     validation accuracy is released
+α_I (inference restart,       the public rule of defenses.gcon.homophily  from the grid, by validation accuracy
+Eq. 16)                       from a noisy label agreement of the edges
+                              (Laplace counts, pure ε_h = hε, h = 2 %,
+                              charged in the ledger; ``adapt="none"``
+                              keeps the fixed fields and spends nothing)
 encoder checkpoint            the epoch of best validation accuracy of    the last epoch
                               the encoder itself (free: it reads only
                               features and labels, which edge-level DP
                               does not protect, and no edge)
 mechanism per configuration   Theorem 1 + AMP, calibrated to the target   the same (each candidate alone ≤ target)
-accounting                    everything in the ledger, ``sound: true``   the selection is NOT accounted (the paper:
+accounting                    everything in the ledger (Theorem 1 + AMP   the selection is NOT accounted (the paper:
+                              at (1 − h)ε, the statistic at hε),
+                              ``sound: true``
                                                                           "we do not account for the privacy cost of
                                                                           hyperparameter tuning"); ``sound: false``
                                                                           with the selection in ``spec.unaccounted``
@@ -19,7 +26,9 @@ accounting                    everything in the ledger, ``sound: true``   the se
 
 Which data a choice may read for free: the unit is one undirected edge, so node features and
 labels of every split are not protected; a choice that reads only them (the encoder's checkpoint)
-costs nothing. A choice that reads Θ's validation accuracy reads the edges through the propagated
+costs nothing. A choice that reads the edges only through a noisy count of edge sensitivity 1
+(the homophily statistic of ``sound``) costs what its Laplace noise is charged, and everything
+computed from that count is post-processing. A choice that reads Θ's validation accuracy reads the edges through the propagated
 features: each candidate is its own release, so a grid over them composes (``paper`` leaves it
 unaccounted). Everything else (encoder architecture, propagation, loss, Theorem 1, the fixed
 descent schedule, AMP, inference) is shared. The only unsound step of ``paper`` is the selection.

@@ -255,6 +255,11 @@ class Defense(ABC):
     selection_grid: ClassVar[tuple[dict[str, Any], ...]] = ()
     #: why ``select=private`` is refused for this defense (one line), or ``None``
     selection_refusal: ClassVar[str | None] = None
+    #: leaves of ``model.json`` (dotted paths, ``card.gcon.homophily.estimate``) that hold the
+    #: output of an accounted mechanism other than the weights — a noisy statistic charged in the
+    #: ledger, or a public function of it — so they may differ between neighbouring inputs like
+    #: the weights do (the contract's release-neutrality check allows exactly these)
+    released_statistics: ClassVar[tuple[str, ...]] = ()
 
     def __init__(
         self,
