@@ -24,7 +24,7 @@ demo: $(STAMP)
 	$(VENV)/bin/dpaudit demo
 
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=20
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check dpaudit defenses attacks reports tests benchmarks examples
