@@ -53,7 +53,7 @@ import torch
 from torch import nn
 
 from dpaudit.auditing.estimators import audit_epsilon
-from dpaudit.auditing.results import CLAIM_REFUTED, ESTIMATE_VERDICT
+from dpaudit.auditing.results import NO_POWER_NOTE, canary_verdict
 from dpaudit.auditing.statistics import auc_or_none
 from dpaudit.errors import ConfigurationError
 from dpaudit.nn import SparseFeatures
@@ -246,14 +246,8 @@ def summarise_game(scores, coins, *, delta: float, claimed_epsilon: float, claim
         "auc": auc_or_none(s, y),
     }
     if audit.get("can_refute_claim") is False:
-        notes.append("even a perfect attack could not certify more than the claim with this many canaries and runs: "
-                     "ask for more canaries before reading 'consistent with the claim' as evidence")  # fmt: skip
-    if audit.get("claim_refuted"):
-        out["verdict"] = CLAIM_REFUTED if hypothesis else "guarantee broken"
-    elif audit.get("estimate_exceeds_claim"):
-        out["verdict"] = ESTIMATE_VERDICT
-    else:
-        out["verdict"] = "consistent with the claim"
+        notes.append(NO_POWER_NOTE)
+    out["verdict"] = canary_verdict(audit, hypothesis=hypothesis)
     if keep_scores:
         out["scores"] = [float(v) for v in s]
         out["included"] = [bool(v) for v in y]

@@ -28,6 +28,27 @@ CANARY_VERDICTS = ("guarantee broken", CLAIM_REFUTED, ESTIMATE_VERDICT, "consist
 #: the verdicts that say a certified bound exceeds what the spec states
 REFUTING_VERDICTS = ("guarantee broken", CLAIM_REFUTED)
 
+#: the note a canary audit carries when even a perfect attack could not certify more than the claim
+NO_POWER_NOTE = ("even a perfect attack could not certify more than the claim with this many canaries and runs: "
+                 "ask for more canaries before reading 'consistent with the claim' as evidence")
+
+
+def canary_verdict(audit: dict[str, Any], *, hypothesis: bool, valid: bool = True) -> str:
+    """A canary audit's verdict from :func:`dpaudit.auditing.estimators.audit_epsilon`'s output:
+    "not applicable" when the game does not test the claim (``valid`` false); a valid certified
+    bound above the claim refutes it — :data:`CLAIM_REFUTED` for a hypothesis (a user's or a
+    paper's unproven claim), "guarantee broken" for a proven guarantee; :data:`ESTIMATE_VERDICT`
+    when only the GDP estimate exceeds it; else "consistent with the claim" (read beside the
+    audit's ``max_possible``)."""
+    if not valid:
+        return "not applicable"
+    if audit.get("claim_refuted"):
+        return CLAIM_REFUTED if hypothesis else "guarantee broken"
+    if audit.get("estimate_exceeds_claim"):
+        return ESTIMATE_VERDICT
+    return "consistent with the claim"
+
+
 FPR_LEVELS = ("0.1", "0.01", "0.001")
 
 

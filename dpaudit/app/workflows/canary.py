@@ -62,6 +62,8 @@ from dpaudit.auditing.results import (  # noqa: F401
     CANARY_VERDICTS,
     CLAIM_REFUTED,
     ESTIMATE_VERDICT,
+    NO_POWER_NOTE,
+    canary_verdict,
 )
 from dpaudit.auditing.statistics import auc_or_none
 from dpaudit.data.datasets import GraphDataset, load_dataset
@@ -470,16 +472,8 @@ def _summarise(record, per_run, scores, coins, score_name, probe, kind, run_delt
         notes.append(f"the μ-GDP guarantee the spec states (μ = {claimed_mu:.4g}) is refuted (certified μ ≥ "
                      f"{audit['certified_mu_lower_bound']:.4g}); its (ε, δ) claim is not")  # fmt: skip
     if audit.get("can_refute_claim") is False:
-        notes.append("even a perfect attack could not certify more than the claim with this many canaries and runs: "
-                     "ask for more canaries before reading 'consistent with the claim' as evidence")  # fmt: skip
-    if not valid:
-        out["verdict"] = "not applicable"
-    elif audit.get("claim_refuted"):
-        out["verdict"] = CLAIM_REFUTED if hypothesis else "guarantee broken"
-    elif audit.get("estimate_exceeds_claim"):
-        out["verdict"] = ESTIMATE_VERDICT
-    else:
-        out["verdict"] = "consistent with the claim"
+        notes.append(NO_POWER_NOTE)
+    out["verdict"] = canary_verdict(audit, hypothesis=hypothesis, valid=valid)
     if keep_scores:
         out["scores"] = [float(v) for v in s]
         out["included"] = [bool(v) for v in y]
