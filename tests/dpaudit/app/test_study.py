@@ -132,6 +132,10 @@ def test_resume_after_sigkill(tmp_path):
     assert len(cells) == 5  # mlp, gcn, sage at ∞; mlp-dp at 2 and ∞
     before = _lines(study)
     assert 2 <= len(before) < len(cells), "the kill must land mid-way"
+    # a cell can be renamed into place between the last poll and the kill: its folder is kept
+    # and the rerun must recover it, run id and all, rather than compute it again
+    in_place = {cid for cid in cells if (study / "cells" / cid / "cell.json").exists()}
+    assert {r["cell_id"] for r in before} <= in_place
     assert all(r["status"] == "done" for r in before)
 
     # a crash between "folder renamed into place" and "line appended": drop the last line;
@@ -151,7 +155,9 @@ def test_resume_after_sigkill(tmp_path):
     by_id = {r["cell_id"]: r for r in after}
     for rec in before:  # finished before the kill: identical record, same run → not recomputed
         assert by_id[rec["cell_id"]] == rec
-    new_runs = {r["run_id"] for r in after if r["cell_id"] not in {b["cell_id"] for b in before}}
+    for cid in in_place:  # finished folders are recovered, never recomputed
+        assert by_id[cid]["run_id"] == before[0]["run_id"]
+    new_runs = {r["run_id"] for r in after if r["cell_id"] not in in_place}
     assert new_runs and before[0]["run_id"] not in new_runs
     assert by_id[lost["cell_id"]]["run_id"] == lost["run_id"]  # recovered from its folder
     assert not list((study / "cells").glob(".tmp-*"))
