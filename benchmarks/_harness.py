@@ -9,6 +9,7 @@ function and arguments must be importable and picklable).
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import resource
 import statistics
 import time
@@ -69,8 +70,16 @@ def markdown_table(rows: list[dict], columns: list[str]) -> str:
     return "\n".join(lines)
 
 
-def write_result(name: str, header: str, table: str) -> Path:
-    path = Path(__file__).resolve().parent / "results" / f"{name}.md"
+def write_atomic(path: Path, text: str) -> Path:
+    """Write ``text`` to ``path`` through a temporary file beside it, so an interrupted run
+    leaves the previous result whole."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(f"{header}\n\n{table}\n", encoding="utf-8")
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
     return path
+
+
+def write_result(name: str, header: str, table: str) -> Path:
+    """``benchmarks/results/NAME.md``: ``header``, a blank line, ``table``."""
+    return write_atomic(Path(__file__).resolve().parent / "results" / f"{name}.md", f"{header}\n\n{table}\n")

@@ -8,7 +8,9 @@ runs with its default hyperparameters — nothing is selected on validation or t
 Each (dataset, method) pair runs in a fresh subprocess so that its peak resident memory
 (``resource.getrusage``, dataset loading included) is its own.
 
-    OMP_NUM_THREADS=1 nice -n 5 .venv/bin/python benchmarks/bench_gcon.py --data-root /tmp/ds_gcon
+    OMP_NUM_THREADS=1 nice -n 5 .venv/bin/python benchmarks/bench_gcon.py --data-root DIR
+
+writes ``benchmarks/results/gcon.md`` (the table) and ``gcon.json`` (every per-seed row).
 """
 
 from __future__ import annotations
@@ -26,6 +28,10 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _harness import write_atomic, write_result  # noqa: E402
+
 EPSILONS = [0.5, 1.0, 2.0, 3.0, 4.0]
 SPLIT = "per-class:20,500,1000"
 
@@ -119,6 +125,16 @@ def run_paper_protocol(dataset_name: str, seeds: list[int], data_root: str) -> l
     return rows_out
 
 
+def tree_state() -> str:
+    """The commit measured, and whether the working tree differed from it."""
+
+    def git(*a):
+        return subprocess.run(["git", *a], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+
+    dirty = git("status", "--porcelain", "--untracked-files=no")
+    return f"commit {git('rev-parse', '--short', 'HEAD') or 'unknown'}" + (" + uncommitted changes" if dirty else "")
+
+
 def fmt(values: list[float]) -> str:
     if not values:
         return "—"
@@ -170,9 +186,8 @@ def main() -> None:
     parser.add_argument("--methods", default="gcon,gcn,mlp,gap-edp")
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--data-root", default=os.environ.get("DPAUDIT_DATA"))
-    # benchmarks/results/gcon.md holds the tables plus the analysis; --out writes just the table
-    parser.add_argument("--out", help="write the markdown table to this file (default: print only)")
-    parser.add_argument("--json", help="also write every per-seed row to this JSON file")
+    parser.add_argument("--out", default="gcon", help="results name: benchmarks/results/NAME.md and NAME.json")
+    parser.add_argument("--note", action="append", default=[], help="a line printed under the table (repeatable)")
     parser.add_argument("--worker", nargs=2, metavar=("DATASET", "METHOD"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     seeds = list(range(args.seeds))
@@ -199,6 +214,7 @@ def main() -> None:
         except ConfigurationError:
             print(f"skipping {method}: not registered", file=sys.stderr)
     datasets = args.datasets.split(",")
+    load_start = " ".join(f"{v:.1f}" for v in os.getloadavg())
     rows = []
     for ds in datasets:
         for method in methods:
@@ -212,11 +228,19 @@ def main() -> None:
             rows += json.loads(proc.stdout.strip().splitlines()[-1])
     text = table(rows, methods, datasets, seeds)
     print(text)
-    if args.out:
-        out = Path(args.out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        header = "# GCON benchmark\n\nReproduce: `" + " ".join(["python", "benchmarks/bench_gcon.py", *sys.argv[1:]])
-        out.write_text(header + "`\n\n" + text + "\n")
+    command = " ".join(["python", "benchmarks/bench_gcon.py", *sys.argv[1:]])
+    header = (
+        "# GCON utility against ε\n\n"
+        f"`{command}`: {time.strftime('%Y-%m-%d', time.gmtime())}, {tree_state()}; load average "
+        f"{load_start} at the start, {' '.join(f'{v:.1f}' for v in os.getloadavg())} at the end "
+        "(s/fit is wall time, so it follows the load).\n\n"
+        "Every method at its defaults (`gcon` is `protocol=sound`); the paper's selection against "
+        "the sound defaults is `bench_gcon_protocols.py` ([gcon_protocols.md](gcon_protocols.md))."
+    )
+    notes = "".join(f"\n- {note}" for note in args.note)
+    path = write_result(args.out, header, text + ("\n" + notes if notes else ""))
+    write_atomic(path.with_suffix(".json"), json.dumps({"command": command, "rows": rows}, indent=1) + "\n")
+    print(f"wrote {path} and {path.with_suffix('.json').name}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -32,9 +32,10 @@ slopes of net CPU and of peak memory against the number of edges, over every csb
 component ran at (at least three).
 
 Every row records the 1-minute load average when its run started and ended (on a shared machine
-wall times follow the load; CPU times much less). Results go to ``benchmarks/results/<out>.json``
-after every run (a rerun with the same ``--out`` skips the runs already there unless ``--fresh``)
-and ``<out>.md``. ``--merge`` joins several such parts into one record (:func:`merge`): a run
+wall times follow the load; CPU times much less). Results go to ``benchmarks/results/scale.json``
+(``--out NAME``: the part ``benchmarks/results/scale-parts/NAME.json``) after every run (a rerun
+with the same ``--out`` skips the runs already there unless ``--fresh``) and the ``.md`` beside
+it. ``--merge`` joins several parts into one record (:func:`merge`): a run
 measured in a later part replaces that run's rows of earlier parts, and each row keeps its part,
 whose ``dataset`` run its net CPU subtracts.
 """
@@ -59,6 +60,16 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = Path(__file__).resolve().parent / "results"
+#: the record ``scale.md`` renders; every other ``--out NAME`` is a part, kept in :data:`PARTS`
+MERGED = "scale"
+PARTS = RESULTS / "scale-parts"
+
+
+def result_path(name: str, suffix: str) -> Path:
+    """Where results name ``name`` lives: ``results/scale.{json,md}`` for the merged record,
+    ``results/scale-parts/NAME.{json,md}`` for a part (``--out NAME``)."""
+    return (RESULTS if name == MERGED else PARTS) / f"{name}{suffix}"
+
 
 #: (nodes, undirected edges, features) of the graphs the papers run on, and the 1 M / 10 M
 #: graph of issue 27's acceptance test
@@ -417,7 +428,7 @@ def merge(entries: list[str], results: Results) -> None:
     parts = []
     for entry in entries:
         name, only, adds = parse_part(entry)
-        data = json.loads((RESULTS / f"{name}.json").read_text())
+        data = json.loads(result_path(name, ".json").read_text())
         for part in parts_of(data["meta"], name):
             parts.append({k: v for k, v in part.items() if k != "parts" and k != "notes"})
         taken = [{"part": name, **row} for row in data["runs"]
@@ -464,7 +475,12 @@ def main() -> None:
     parser.add_argument("--memory-cap-gib", type=float, default=22.0, help="address-space cap per child (0: none)")
     parser.add_argument("--timeout-s", type=float, default=3600.0, help="wall-clock limit per child")
     parser.add_argument("--nice", type=int, default=10, help="niceness of the children")
-    parser.add_argument("--out", default="scale", help="results name (benchmarks/results/NAME.md/.json)")
+    parser.add_argument(
+        "--out",
+        default=MERGED,
+        help=f"results name: {MERGED} (results/{MERGED}.md/.json), any other NAME is a part "
+        "(results/scale-parts/NAME.md/.json) for --merge",
+    )
     parser.add_argument("--fresh", action="store_true", help="rerun the runs already in NAME.json")
     parser.add_argument("--note", action="append", default=[], help="a line to print under the tables (repeatable)")
     parser.add_argument("--dataset-only", action="store_true", help="generate each graph only (no training)")
@@ -492,7 +508,7 @@ def main() -> None:
     unknown = [s for s in shapes if s not in SHAPES]
     if unknown or not all(s.strip().isdigit() for s in sizes):
         parser.error(f"sizes are node counts; shapes are {', '.join(SHAPES)}")
-    RESULTS.mkdir(parents=True, exist_ok=True)
+    PARTS.mkdir(parents=True, exist_ok=True)
     meta = {
         "command": shlex.join(["python", "benchmarks/bench_scale.py", *sys.argv[1:]]),
         "machine": machine(),
@@ -506,19 +522,19 @@ def main() -> None:
         "notes": args.note,
     }
     merged = [m for m in args.merge.split(",") if m]
-    results = Results(RESULTS / f"{args.out}.json", args.fresh or bool(merged), meta)
+    results = Results(result_path(args.out, ".json"), args.fresh or bool(merged), meta)
     if merged:
         names = [parse_part(m)[0] for m in merged]
-        missing = [m for m in names if not (RESULTS / f"{m}.json").exists()]
+        missing = [m for m in names if not result_path(m, ".json").exists()]
         if missing or args.out in names:
             parser.error(f"--merge needs existing parts other than --out; missing: {', '.join(missing) or '-'}")
         merge(merged, results)
-        (RESULTS / f"{args.out}.md").write_text(render(results, args), encoding="utf-8")
+        result_path(args.out, ".md").write_text(render(results, args), encoding="utf-8")
         return
     if args.render_only:
         results.data["meta"] = json.loads(results.path.read_text())["meta"]
         results.data["meta"]["notes"] = args.note or results.data["meta"].get("notes", [])
-        (RESULTS / f"{args.out}.md").write_text(render(results, args), encoding="utf-8")
+        result_path(args.out, ".md").write_text(render(results, args), encoding="utf-8")
         return
 
     def log(message: str) -> None:
@@ -527,8 +543,8 @@ def main() -> None:
     for label in [*sizes, *shapes]:
         measure_graph(graph_spec(label.strip()), args, results, log)
         results.data["meta"]["load_end"] = " ".join(f"{v:.1f}" for v in os.getloadavg())
-        (RESULTS / f"{args.out}.md").write_text(render(results, args), encoding="utf-8")
-    log(f"wrote {RESULTS / (args.out + '.md')}")
+        result_path(args.out, ".md").write_text(render(results, args), encoding="utf-8")
+    log(f"wrote {result_path(args.out, '.md')}")
 
 
 if __name__ == "__main__":

@@ -3,6 +3,10 @@
 python benchmarks/bench_speed.py                 # cora_ml, 3 repeats (+ scaling if --scaling)
 python benchmarks/bench_speed.py --quick         # fewer epochs/steps, cora_ml only
 python benchmarks/bench_speed.py --scaling       # also johnshopkins55:year and cornell5:year, every defense
+python benchmarks/bench_speed.py --scaling-only  # the scaling table alone
+
+Results: ``results/speed.md`` on a CPU, ``results/speed_cuda.md`` on a GPU,
+``results/speed_scaling.md`` with ``--scaling-only`` (``--out NAME`` → ``results/NAME.md``).
 
 Writes ``benchmarks/results/speed.md``. Every configuration runs in a forked child (its own
 peak RSS; on CUDA ``torch.cuda.max_memory_allocated``); the private run and its twin
@@ -301,6 +305,14 @@ def environment() -> str:
     )
 
 
+def default_out(scaling_only: bool) -> str:
+    """Where a run writes when ``--out`` is not given: each kind of run has its own file, so no
+    run overwrites another's and every result file is some command's default."""
+    if scaling_only:
+        return "speed_scaling"
+    return "speed_cuda" if DEVICE == "cuda" else "speed"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dataset", default="cora_ml")
@@ -308,10 +320,16 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer epochs/steps (the ratios stay comparable)")
     parser.add_argument("--scaling", action="store_true", help="also cora_ml → johnshopkins55:year → cornell5:year")
     parser.add_argument("--data-root", default=str(Path(__file__).resolve().parents[2] / "shared" / "datasets"))
-    parser.add_argument("--out", default="speed")
+    parser.add_argument(
+        "--out",
+        help="results name (benchmarks/results/NAME.md); default: speed, speed_cuda on a GPU, "
+        "speed_scaling with --scaling-only",
+    )
     parser.add_argument("--only", default="", help="comma-separated defenses for the twin table (default: all)")
     parser.add_argument("--scaling-only", action="store_true", help="only the scaling table (implies --scaling)")
     args = parser.parse_args()
+    if args.out is None:
+        args.out = default_out(args.scaling_only)
 
     started = time.perf_counter()
     dataset = load_dataset(args.dataset, root=args.data_root)

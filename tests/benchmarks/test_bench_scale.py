@@ -20,6 +20,7 @@ def bench(tmp_path, monkeypatch):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     monkeypatch.setattr(module, "RESULTS", tmp_path)
+    monkeypatch.setattr(module, "PARTS", tmp_path / "scale-parts")
     return module
 
 
@@ -35,7 +36,9 @@ def _row(graph: str, component: str, cpu: float, outcome: str = "ok", series: st
 
 
 def _write(bench, name: str, rows: list[dict]) -> None:
-    (bench.RESULTS / f"{name}.json").write_text(json.dumps({"meta": _meta(name), "runs": rows}))
+    path = bench.result_path(name, ".json")  # a part: results/scale-parts/NAME.json
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"meta": _meta(name), "runs": rows}))
 
 
 def test_a_run_measured_in_a_later_part_replaces_all_its_rows_and_net_cpu_subtracts_its_own_parts_dataset(bench):
