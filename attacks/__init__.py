@@ -10,30 +10,65 @@ Every attack consumes only the released-model interface (``predict_proba``, ``em
 :class:`dpaudit.auditing.results.AttackResult` with the statistics of :mod:`dpaudit.auditing.statistics`;
 :func:`run` adds ``extra["low_fpr"]``, every low-FPR TPR as mean ± sd over the attack's runs
 with its number of negatives (:mod:`dpaudit.auditing.low_fpr`).
+
+Each attack declares what its settings accept beside its function (``MIA_TSTF_CONSTRAINTS``
+...: :mod:`dpaudit.training.constraints`, as a defense's ``_parameter_constraints``), and
+:func:`register_attack` refuses one that leaves a setting undeclared; :func:`run` and every
+command check settings against the declarations (:func:`check_settings`) before any work.
 """
 
 from __future__ import annotations
 
 import inspect
-import math
 from collections.abc import Callable
+from typing import Any
 
 from dpaudit.auditing.low_fpr import low_fpr_summary
 from dpaudit.auditing.results import AttackResult
 from dpaudit.data.datasets import GraphDataset
 from dpaudit.errors import ConfigurationError
 from dpaudit.release.model import ReleasedModel
+from dpaudit.training.constraints import Constraint, Interval, check, describe, make_constraint
 
 _ATTACKS: dict[str, Callable[..., AttackResult]] = {}
+_CONSTRAINTS: dict[str, dict[str, list[Constraint]]] = {}
 
 
-def register_attack(name: str):
-    """Decorator: make ``fn(model, dataset=None, **settings) -> AttackResult`` available as ``name``."""
+def _keyword_settings(fn: Callable) -> dict[str, object]:
+    return {
+        p.name: p.default for p in inspect.signature(fn).parameters.values() if p.kind is inspect.Parameter.KEYWORD_ONLY
+    }
+
+
+def register_attack(name: str, constraints: dict[str, list[Any]]):
+    """Decorator: make ``fn(model, dataset=None, *, **settings) -> AttackResult`` available as ``name``.
+
+    ``constraints`` declares, for each keyword-only setting of ``fn``, the values it accepts: a
+    list of :mod:`dpaudit.training.constraints` (any one suffices; ``None`` admits ``None``, a
+    type its instances), as a defense's ``_parameter_constraints`` does. A setting left
+    undeclared, a declaration naming no setting of ``fn``, or a default outside its declaration is
+    a ``TypeError`` (the attack's programming error, raised at registration)."""
 
     def decorate(fn):
+        settings = _keyword_settings(fn)
+        declared = {key: [make_constraint(c) for c in specs] for key, specs in constraints.items()}
+        missing = [key for key in settings if key not in declared]
+        if missing:
+            raise TypeError(
+                f"attack {name!r} declares no constraint for {', '.join(missing)}: add them to its constraints "
+                f"(dpaudit.training.constraints)"
+            )
+        extra = sorted(set(declared) - set(settings))
+        if extra:
+            raise TypeError(f"attack {name!r} declares constraints for {', '.join(extra)}, which it has no setting for")
+        for key, default in settings.items():
+            bad = check(key, default, declared[key])
+            if bad:
+                raise TypeError(f"attack {name!r}: the default {bad}")
         if name in _ATTACKS and _ATTACKS[name] is not fn:
             raise RuntimeError(f"attack {name!r} registered twice")
         _ATTACKS[name] = fn
+        _CONSTRAINTS[name] = {key: declared[key] for key in settings}
         return fn
 
     return decorate
@@ -52,19 +87,22 @@ def get_attack(name: str) -> Callable[..., AttackResult]:
 
 def attack_settings(name: str) -> dict[str, object]:
     """The settings ``name`` accepts, with their defaults."""
-    fn = get_attack(name)
-    return {
-        p.name: p.default for p in inspect.signature(fn).parameters.values() if p.kind is inspect.Parameter.KEYWORD_ONLY
-    }
+    return _keyword_settings(get_attack(name))
 
 
-# Settings that count something (bootstrap draws, repetitions, nodes, pairs, models,
-# neighbours, units): below 1 they crash late (n_boot=0) or quietly change the audit
-# (max_members=-5 becomes a negative slice of the audit pairs: exit 0, AUC 1.000).
-COUNTS = frozenset({
-    "n_boot", "runs", "max_members", "num_shadows", "num_references", "max_pairs", "num_pairs", "hidden", "top_k",
-    "knn_k", "max_plot_nodes", "population_size", "shadow_nodes_per_class", "label_probe_nodes",
-})  # fmt: skip
+def attack_constraints(name: str) -> dict[str, list[Constraint]]:
+    """What each setting of ``name`` accepts, as declared at registration (in the order of the
+    attack's signature); :func:`dpaudit.training.constraints.describe` says it in words."""
+    get_attack(name)
+    return {key: list(specs) for key, specs in _CONSTRAINTS[name].items()}
+
+
+def describe_settings(name: str) -> dict[str, tuple[object, str]]:
+    """Each setting of ``name``: its default and the values it accepts in words (``--help``)."""
+    declared = attack_constraints(name)
+    return {key: (default, describe(declared[key])) for key, default in attack_settings(name).items()}
+
+
 # Above these caps a count makes an attack run for hours (or holds more than any graph here
 # gives it), so a command refuses it in one line unless ``--allow-long``; what each count costs
 # is said with it. Each cap is 25-250 times the default; the audit's time estimate
@@ -104,124 +142,84 @@ def check_attack_caps(name: str, settings: dict, allow_long: bool = False) -> No
         )
 
 
-# Settings with a range of their own: (what the range is, the test).
-RANGES = {
-    "a": ("in [0, 1]", lambda v: 0 <= v <= 1),
-    "known_fraction": ("in (0, 1)", lambda v: 0 < v < 1),
-    "gamma": ("> 0", lambda v: v > 0),
-    "delta": ("> 0", lambda v: v > 0),
-    "pr_nodes": ("0 (skip) or >= 2", lambda v: v == 0 or v >= 2),
-}
-
-
-def setting_choices() -> dict[str, tuple[str, ...]]:
-    """Settings that name one of a few options (the G-BASE protocol and query mode of
-    :mod:`attacks.lira`, RMIA's tie-break), with the options."""
-    from attacks.lira import PROTOCOLS, QUERIES
-    from attacks.rmia import TIE_BREAKS
-
-    return {"query": QUERIES, "protocol": PROTOCOLS, "tie_break": TIE_BREAKS}
-
-
-def check_attack_ranges(name: str, settings: dict) -> None:
-    """Each numeric setting of attack ``name`` in its range (counts ≥ 1, widths capped, the
-    fractions and scales of :data:`RANGES`) and each named option among
-    :func:`setting_choices`, checked before the model or data is loaded; the types are
-    :func:`check_setting_types`'. ``None`` keeps a setting's default."""
-    from dpaudit.training.defense import MAX_WIDTH
-
-    choices = setting_choices()
+def check_settings(name: str, settings: dict) -> None:
+    """Every setting given to attack ``name`` known and within its declaration
+    (:func:`attack_constraints`), and the one rule across settings (G-BASE queries features
+    only), checked before the model or data is loaded: one line naming the attack and the
+    setting. The caps of :func:`check_attack_caps` are apart (``--allow-long`` lifts them)."""
+    declared = attack_constraints(name)
+    unknown = sorted(set(settings) - set(declared))
+    if unknown:
+        raise ConfigurationError(f"attack {name!r}: unknown settings {unknown}; known: {sorted(declared)}")
+    for key, value in settings.items():
+        bad = check(key, value, declared[key])
+        if bad:
+            raise ConfigurationError(f"attack {name!r}: setting {bad}")
     if settings.get("protocol") == "g-base" and settings.get("query") == "graph":
         raise ConfigurationError(f"attack {name!r}: protocol=g-base queries features only; drop query=graph")
-    for key, value in settings.items():
-        if key == "seed" and value is not None:
-            from dpaudit.seeds import check_seed
-
-            check_seed(value, f"attack {name!r}: setting seed")
-        if key in choices and value is not None and value not in choices[key]:
-            raise ConfigurationError(
-                f"attack {name!r}: setting {key}={value!r} must be one of {', '.join(choices[key])}"
-            )
-        if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
-            continue
-        bad = None
-        if not math.isfinite(value):
-            bad = "must be finite"
-        elif key in COUNTS and (not isinstance(value, int) or value < 1):
-            bad = "must be an integer >= 1"
-        elif key == "hidden" and value > MAX_WIDTH:
-            bad = f"must be <= {MAX_WIDTH}"
-        elif key in RANGES and not RANGES[key][1](value):
-            bad = f"must be {RANGES[key][0]}"
-        if bad:
-            raise ConfigurationError(f"attack {name!r}: setting {key}={value!r} {bad}")
 
 
-def check_setting_types(name: str, settings: dict) -> None:
-    """Each setting must have the type of its default (ints for ints, numbers for floats ...)."""
-    defaults = attack_settings(name)
-    for key, value in settings.items():
-        default = defaults.get(key)
-        if value is None or default is None or key in ("data_root", "device", "seed"):
-            continue
-        if isinstance(default, bool):
-            ok = isinstance(value, bool)
-        elif isinstance(default, int):
-            ok = isinstance(value, int) and not isinstance(value, bool)
-        elif isinstance(default, float):
-            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        elif isinstance(default, (list, tuple)):
-            ok = isinstance(value, (list, tuple, str))
-        else:
-            ok = isinstance(value, type(default))
-        if not ok:
-            kind = "a list" if isinstance(default, (list, tuple)) else f"a {type(default).__name__}"
-            raise ConfigurationError(f"attack {name!r}: setting {key}={value!r} must be {kind} (default {default!r})")
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0:
-            raise ConfigurationError(f"attack {name!r}: setting {key}={value!r} must not be negative")
-    # ranges too, also for settings whose default is None (max_members, a), which the type
-    # check above cannot see: attacks.run and every command share one rule
-    check_attack_ranges(name, settings)
+#: the names earlier releases checked settings with: both are :func:`check_settings` now
+check_attack_ranges = check_setting_types = check_settings
+
+
+def _as_declared(name: str, settings: dict) -> dict:
+    """``settings`` with an integral float given for an integer setting (``n_boot=1e3`` from a
+    command line) as that integer, so that the attack counts with an ``int``."""
+    declared = attack_constraints(name)
+
+    def integral(key, value):
+        return isinstance(value, float) and any(
+            isinstance(c, Interval) and c.type is int and c.is_satisfied_by(value) for c in declared[key]
+        )
+
+    return {key: int(value) if integral(key, value) else value for key, value in settings.items()}
 
 
 def run(name: str, model: ReleasedModel, dataset: GraphDataset | None = None, **settings) -> AttackResult:
     """Run attack ``name`` against ``model``; ``dataset`` defaults to the one named in its card.
 
-    Unknown settings are a :class:`~dpaudit.errors.ConfigurationError`.
+    Unknown settings, and settings outside their declaration (:func:`check_settings`), are a
+    :class:`~dpaudit.errors.ConfigurationError` raised before the model is touched.
     """
     fn = get_attack(name)
-    known = attack_settings(name)
-    unknown = sorted(set(settings) - set(known))
-    if unknown:
-        raise ConfigurationError(f"attack {name!r}: unknown settings {unknown}; known: {sorted(known)}")
-    check_setting_types(name, settings)
+    check_settings(name, settings)
     if not isinstance(model, ReleasedModel):
         raise ConfigurationError("attacks need a dpaudit ReleasedModel (wrap your module with dpaudit.training.adapters.adapt)")
-    result = fn(model, dataset, **settings)
+    result = fn(model, dataset, **_as_declared(name, settings))
     result.extra["low_fpr"] = low_fpr_summary(result.runs)
     return result
 
 
 def _register_builtin() -> None:
-    from attacks.embedding import embedding_probe
-    from attacks.link_stealing import link_steal
-    from attacks.linkteller import linkteller
-    from attacks.lira import mia_lira
-    from attacks.membership import mia_threshold, mia_tstf
-    from attacks.rmia import mia_rmia
+    from attacks.embedding import EMBEDDING_PROBE_CONSTRAINTS, embedding_probe
+    from attacks.link_stealing import LINK_STEAL_CONSTRAINTS, link_steal
+    from attacks.linkteller import LINKTELLER_CONSTRAINTS, linkteller
+    from attacks.lira import MIA_LIRA_CONSTRAINTS, mia_lira
+    from attacks.membership import MIA_THRESHOLD_CONSTRAINTS, MIA_TSTF_CONSTRAINTS, mia_threshold, mia_tstf
+    from attacks.rmia import MIA_RMIA_CONSTRAINTS, mia_rmia
 
-    for name, fn in (
-        ("mia-tstf", mia_tstf),
-        ("mia-threshold", mia_threshold),
-        ("mia-lira", mia_lira),
-        ("mia-rmia", mia_rmia),
-        ("link-steal", link_steal),
-        ("linkteller", linkteller),
-        ("embedding-probe", embedding_probe),
+    for name, fn, constraints in (
+        ("mia-tstf", mia_tstf, MIA_TSTF_CONSTRAINTS),
+        ("mia-threshold", mia_threshold, MIA_THRESHOLD_CONSTRAINTS),
+        ("mia-lira", mia_lira, MIA_LIRA_CONSTRAINTS),
+        ("mia-rmia", mia_rmia, MIA_RMIA_CONSTRAINTS),
+        ("link-steal", link_steal, LINK_STEAL_CONSTRAINTS),
+        ("linkteller", linkteller, LINKTELLER_CONSTRAINTS),
+        ("embedding-probe", embedding_probe, EMBEDDING_PROBE_CONSTRAINTS),
     ):
-        register_attack(name)(fn)
+        register_attack(name, constraints)(fn)
 
 
 _register_builtin()
 
-__all__ = ["attack_settings", "check_setting_types", "available_attacks", "get_attack", "register_attack", "run"]
+__all__ = [
+    "attack_constraints",
+    "attack_settings",
+    "available_attacks",
+    "check_settings",
+    "describe_settings",
+    "get_attack",
+    "register_attack",
+    "run",
+]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import logging
 import math
+import os
 from typing import Any
 
 import numpy as np
@@ -24,6 +25,7 @@ from dpaudit.data.splits import Split, membership_partition, split_is_random
 from dpaudit.errors import ConfigurationError, DPAuditError
 from dpaudit.release.deployments import DEPLOYMENTS, OWNER_GRAPH, QUERIER_GRAPH, TRAINING_GRAPH
 from dpaudit.release.model import ReleasedModel, answering, training_release  # noqa: F401  (re-exported for the attacks)
+from dpaudit.training.constraints import COUNT, SEED, Interval, Options
 from dpaudit.training.registry import get_defense
 
 log = logging.getLogger(__name__)
@@ -46,6 +48,32 @@ NOT_NEIGHBOURING = (
     "feature-only model that never sees an edge separates them too); the guarantee bounds what the model adds "
     "about one given pair, which this comparison cannot isolate"
 )
+
+
+# --------------------------------------------------------------------------- declared settings
+# What the settings every attack shares accept (attacks.register_attack: each attack module
+# declares the rest of its own beside its function).
+
+#: how a shadow or reference model's training set is sized: like the target's, or half the pool
+SHADOW_SIZES = ("match", "full")
+#: counts a statistic needs two of (pairs of a ROC, shadows of a variance, nodes of a probe)
+TWO_OR_MORE = Interval(int, 2, None)
+
+#: the settings of every attack
+SETTING_CONSTRAINTS: dict[str, list[Any]] = {
+    "runs": [COUNT],
+    "seed": [SEED],
+    "n_boot": [COUNT],  # bootstrap draws of every confidence interval
+    "device": [str, torch.device],  # dpaudit.runtime.resolve_device: auto, cpu or cuda[:i]
+    "data_root": [str, os.PathLike, None],
+    "deployment": [Options("auto", QUERIER_GRAPH, TRAINING_GRAPH)],  # resolve_deployment
+}
+#: the settings of the attacks that draw a membership game and train shadows with the target's recipe
+SHADOW_SETTING_CONSTRAINTS: dict[str, list[Any]] = {
+    "max_members": [COUNT, None],  # None: every member the split allows
+    "shadow_nodes_per_class": [COUNT],
+    "shadow_size": [Options(*SHADOW_SIZES)],
+}
 
 
 # --------------------------------------------------------------------------- the target

@@ -42,6 +42,7 @@ from dpaudit.data.datasets import GraphDataset
 from dpaudit.errors import ConfigurationError
 from dpaudit.release.model import ReleasedModel
 from dpaudit.runtime import seed_everything
+from dpaudit.training.constraints import COUNT, Items, Options
 
 log = logging.getLogger(__name__)
 
@@ -201,6 +202,17 @@ def _is_input(emb: np.ndarray, x: torch.Tensor, nodes: np.ndarray) -> bool:
         return a / np.maximum(np.linalg.norm(a, axis=1, keepdims=True), 1e-300)
 
     return bool(np.allclose(unit(emb[nodes]), unit(rows), rtol=1e-5, atol=1e-6))
+
+
+#: what each setting of :func:`embedding_probe` accepts (:func:`attacks.register_attack`)
+EMBEDDING_PROBE_CONSTRAINTS = {
+    **C.SETTING_CONSTRAINTS,
+    **C.SHADOW_SETTING_CONSTRAINTS,
+    "projections": [Items(Options(*PROJECTIONS), empty=True), str],  # a string: comma-separated names
+    "max_plot_nodes": [COUNT],
+    "knn_k": [COUNT],
+    "label_probe_nodes": [C.TWO_OR_MORE],
+}
 
 
 def embedding_probe(

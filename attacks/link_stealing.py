@@ -35,6 +35,7 @@ from dpaudit.data.datasets import GraphDataset
 from dpaudit.errors import ConfigurationError
 from dpaudit.release.model import ReleasedModel
 from dpaudit.runtime import seed_everything
+from dpaudit.training.constraints import FRACTION, WIDTH, Boolean, Options
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +86,17 @@ def supervised_features(pu: np.ndarray, pv: np.ndarray, xu: np.ndarray | None = 
     if xu is not None:
         parts.append(np.stack(list(pair_distances(xu, xv).values()), axis=1))
     return np.concatenate(parts, axis=1)
+
+
+#: what each setting of :func:`link_steal` accepts (:func:`attacks.register_attack`)
+LINK_STEAL_CONSTRAINTS = {
+    **C.SETTING_CONSTRAINTS,
+    "max_pairs": [C.TWO_OR_MORE],
+    "headline": [Options(*DISTANCES)],
+    "known_fraction": [FRACTION],
+    "supervised": [Boolean()],
+    "hidden": [WIDTH],
+}
 
 
 def link_steal(

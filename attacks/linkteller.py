@@ -59,6 +59,7 @@ from dpaudit.data.datasets import GraphDataset
 from dpaudit.errors import ConfigurationError
 from dpaudit.release.model import ReleasedModel
 from dpaudit.runtime import seed_everything
+from dpaudit.training.constraints import POSITIVE, Boolean, Interval
 
 log = logging.getLogger(__name__)
 
@@ -214,6 +215,16 @@ def two_hop_non_edges(edge_index, num_nodes: int, count: int, rng: np.random.Gen
         found = np.concatenate([found, key[np.sort(first)]])
     found = found[:count]
     return found // num_nodes, found % num_nodes
+
+
+#: what each setting of :func:`linkteller` accepts (:func:`attacks.register_attack`)
+LINKTELLER_CONSTRAINTS = {
+    **C.SETTING_CONSTRAINTS,
+    "num_pairs": [C.TWO_OR_MORE],
+    "delta": [POSITIVE],
+    "pr_nodes": [Interval(int, 0, 0, closed="both"), C.TWO_OR_MORE],  # 0: skip precision/recall
+    "hard_negatives": [Boolean()],
+}
 
 
 def linkteller(

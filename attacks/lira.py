@@ -65,6 +65,7 @@ from dpaudit.data.datasets import GraphDataset
 from dpaudit.errors import ConfigurationError, DPAuditError
 from dpaudit.release.model import ReleasedModel
 from dpaudit.runtime import device_memory, seed_everything
+from dpaudit.training.constraints import Boolean, Options
 
 log = logging.getLogger(__name__)
 
@@ -274,6 +275,9 @@ def query_graph(graph, query: str):
 
 QUERIES = ("graph", "features")
 PROTOCOLS = ("dpaudit", "g-base")
+#: the query mode and protocol of the reference-model attacks (LiRA, RMIA); ``query=None``: the
+#: protocol's own (graph for ``dpaudit``, features for ``g-base``)
+QUERY_CONSTRAINTS = {"query": [Options(*QUERIES), None], "protocol": [Options(*PROTOCOLS)]}
 
 
 def resolve_protocol(attack: str, model: ReleasedModel, protocol: str, query: str | None) -> tuple[str, list[str]]:
@@ -384,6 +388,18 @@ def lira_offline_scores(target_phi: np.ndarray, ref_phi: np.ndarray, global_vari
 
 
 # --------------------------------------------------------------------------- the attack
+
+
+#: what each setting of :func:`mia_lira` accepts (:func:`attacks.register_attack`); an online
+#: attack's even ``num_shadows`` (IN/OUT pairs) depends on ``online`` and is checked by the attack
+MIA_LIRA_CONSTRAINTS = {
+    **C.SETTING_CONSTRAINTS,
+    **C.SHADOW_SETTING_CONSTRAINTS,
+    **QUERY_CONSTRAINTS,
+    "num_shadows": [C.TWO_OR_MORE],
+    "online": [Boolean()],
+    "global_variance": [Boolean()],
+}
 
 
 def mia_lira(

@@ -28,10 +28,12 @@ from tqdm.auto import tqdm
 from attacks import _common as C
 from dpaudit.auditing.results import AttackResult
 from dpaudit.data.datasets import GraphDataset
+from dpaudit.data.splits import SHADOW_POOLS
 from dpaudit.errors import ConfigurationError
 from dpaudit.release.model import ReleasedModel
 from dpaudit.release.provenance import resolve_dataset, target_split
 from dpaudit.runtime import seed_everything
+from dpaudit.training.constraints import COUNT, WIDTH, Options
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +95,19 @@ def _setup(model, dataset, data_root):
     ds = resolve_dataset(model, dataset, data_root)
     split = target_split(model, ds)
     return ds, split
+
+
+#: what each setting of :func:`mia_tstf` accepts (:func:`attacks.register_attack`)
+MIA_TSTF_CONSTRAINTS = {
+    **C.SETTING_CONSTRAINTS,
+    **C.SHADOW_SETTING_CONSTRAINTS,
+    "variant": [Options(*TSTF_VARIANTS)],
+    "top_k": [COUNT],
+    "num_shadows": [COUNT],
+    "hidden": [WIDTH],
+    "calibration": [Options(*CALIBRATIONS)],
+    "shadow_pool": [Options(*SHADOW_POOLS)],
+}
 
 
 def mia_tstf(
@@ -325,6 +340,15 @@ def threshold_scores(probs: np.ndarray, labels: np.ndarray) -> dict[str, np.ndar
         "confidence": probs.max(axis=1),
         "entropy": (p * np.log(p)).sum(axis=1),
     }
+
+
+#: what each setting of :func:`mia_threshold` accepts (:func:`attacks.register_attack`)
+MIA_THRESHOLD_CONSTRAINTS = {
+    **C.SETTING_CONSTRAINTS,
+    "score": [Options(*THRESHOLD_SCORES)],
+    "max_members": C.SHADOW_SETTING_CONSTRAINTS["max_members"],
+    "calibration": [Options(*CALIBRATIONS)],
+}
 
 
 def mia_threshold(

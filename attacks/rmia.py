@@ -52,7 +52,7 @@ import logging
 import numpy as np
 
 from attacks import _common as C
-from attacks.lira import audit_and_pool, query_graph, resolve_protocol, size_notes, train_references
+from attacks.lira import QUERY_CONSTRAINTS, audit_and_pool, query_graph, resolve_protocol, size_notes, train_references
 from attacks.membership import _check_shadow_settings, _setup, locals_settings
 from dpaudit.auditing.results import AttackResult
 from dpaudit.auditing.statistics import auc
@@ -60,6 +60,7 @@ from dpaudit.data.datasets import GraphDataset
 from dpaudit.errors import ConfigurationError, DPAuditError
 from dpaudit.release.model import ReleasedModel
 from dpaudit.runtime import seed_everything
+from dpaudit.training.constraints import COUNT, POSITIVE, Boolean, Interval, Options
 
 log = logging.getLogger(__name__)
 
@@ -181,6 +182,21 @@ def choose_a(
         if value > best_auc + 1e-12:
             best, best_auc = a, value
     return float(best), float(best_auc)
+
+
+#: what each setting of :func:`mia_rmia` accepts (:func:`attacks.register_attack`); an online
+#: attack's even ``num_references`` (IN/OUT pairs) depends on ``offline`` and is checked by the attack
+MIA_RMIA_CONSTRAINTS = {
+    **C.SETTING_CONSTRAINTS,
+    **C.SHADOW_SETTING_CONSTRAINTS,
+    **QUERY_CONSTRAINTS,
+    "num_references": [COUNT],
+    "offline": [Boolean()],
+    "gamma": [POSITIVE],
+    "a": [Interval(float, 0, 1, closed="both"), None],  # None: chosen by choose_a (offline)
+    "population_size": [COUNT],
+    "tie_break": [Options(*TIE_BREAKS)],
+}
 
 
 def mia_rmia(

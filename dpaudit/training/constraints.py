@@ -31,6 +31,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from typing import Any
 
+from dpaudit.seeds import SEED_LIMIT
+
 __all__ = [
     "COUNT",
     "DROPOUT",
@@ -40,6 +42,7 @@ __all__ = [
     "NON_NEGATIVE_INT",
     "POSITIVE",
     "SAMPLE_RATE",
+    "SEED",
     "WIDTH",
     "Boolean",
     "Constraint",
@@ -139,6 +142,8 @@ class Interval(Constraint):
 
     def __str__(self) -> str:
         kind = self.type.__name__
+        if self.left is not None and self.left == self.right and self.closed == "both":
+            return _fmt(self.left)  # one value: pr_nodes' "0 (skip) or int >= 2"
         if self.left is not None and self.right is not None:
             return (
                 f"{kind} in {'[' if self._left_closed else '('}{_fmt(self.left)}, "
@@ -283,6 +288,7 @@ POSITIVE = Interval(float, 0, None, closed="neither")  # learning rates, norms, 
 DROPOUT = Interval(float, 0, 1, closed="left")
 FRACTION = Interval(float, 0, 1, closed="neither")
 SAMPLE_RATE = Interval(float, 0, 1, closed="right")  # a Poisson sampling rate q (dpaudit.training.dpsgd.PoissonSchedule)
+SEED = Interval(int, 0, SEED_LIMIT)  # a seed a user gives: dpaudit.seeds.check_seed's range, [0, 2**31)
 
 
 def make_constraint(spec: Any) -> Constraint:

@@ -51,7 +51,7 @@ from dpaudit.release import declared_facts, declared_population, require_declare
 from dpaudit.release.model import ReleasedModel
 from dpaudit.runtime import library_versions, resolve_device, seed_everything
 from dpaudit.seeds import DERIVED_SEED_LIMIT, check_seed
-from dpaudit.training.constraints import MAX_WIDTH as MAX_WIDTH  # re-exported: attacks.check_attack_ranges caps widths
+from dpaudit.training.constraints import MAX_WIDTH as MAX_WIDTH  # re-exported: the cap of widths
 from dpaudit.training.constraints import NON_NEGATIVE, WIDTH, Options, check, describe, parameter_constraints
 from dpaudit.training.private_selection import (
     SELECT_CHOICES,

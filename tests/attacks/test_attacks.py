@@ -374,8 +374,8 @@ def test_cli_attack_writes_json(saved_gcn, tmp_path, capsys):
         (["--attack", "mia-threshold", "--set", "bogus=1"], "unknown settings"),
         (["--attack", "mia-threshold", "--runs", "0"], "--runs"),
         (["--attack", "mia-threshold", "--set", "novalue"], "KEY=VALUE"),
-        (["--attack", "mia-rmia", "--set", "tie_break=random"], "tie_break='random' must be one of"),
-        (["--attack", "mia-lira", "--set", "query=2-hop"], "query='2-hop' must be one of graph, features"),
+        (["--attack", "mia-rmia", "--set", "tie_break=random"], "tie_break must be one of likelihood-ratio, none, got 'random'"),
+        (["--attack", "mia-lira", "--set", "query=2-hop"], "query must be one of graph, features, got '2-hop'"),
         # the G-BASE protocol needs a target trained on its own half's induced subgraph
         (["--attack", "mia-rmia", "--set", "protocol=g-base"], "--split inductive:0.5,0.5"),
         (["--attack", "mia-lira", "--set", "protocol=g-base", "--set", "query=graph"], "queries features only"),

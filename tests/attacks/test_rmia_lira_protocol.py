@@ -153,7 +153,7 @@ def test_g_base_protocol(half_inductive, transductive, graph):
         attacks.run("mia-lira", half_inductive, graph, num_shadows=2, protocol="g-base", query="graph")
     for key, value in (("protocol", "gbase"), ("query", "2-hop"), ("tie_break", "random")):
         with pytest.raises(ConfigurationError, match=key):
-            attacks.check_attack_ranges("mia-rmia", {key: value})
+            attacks.check_settings("mia-rmia", {key: value})
 
 
 # --------------------------------------------------------------------------- low-FPR reporting

@@ -49,7 +49,7 @@ def attack_overrides(
     """``--attack-set ATTACK.KEY=VALUE`` or ``--attack-set KEY=VALUE`` (every attack that accepts
     KEY); each count at most its cap unless ``allow_long`` (:func:`attacks.check_attack_caps`)."""
     import attacks as attack_registry
-    from attacks import check_attack_caps, check_attack_ranges
+    from attacks import check_attack_caps, check_settings
 
     out: dict[str, dict[str, Any]] = {}
     for item in assignments or []:
@@ -62,8 +62,7 @@ def attack_overrides(
             known = attack_registry.attack_settings(name)
             if key in known:
                 out.setdefault(name, {})[key] = parse_literal(value)
-                attack_registry.check_setting_types(name, {key: out[name][key]})
-                check_attack_ranges(name, {key: out[name][key]})
+                check_settings(name, {key: out[name][key]})
                 check_attack_caps(name, {key: out[name][key]}, allow_long)
                 applied = True
             elif scope:

@@ -65,12 +65,7 @@ def cmd_attack(args) -> int:
         settings["data_root"] = args.data_root
     if "device" in known:
         settings["device"] = args.device
-    known_now = attacks.attack_settings(args.attack)
-    unknown = sorted(set(settings) - set(known_now))
-    if unknown:
-        raise ConfigurationError(f"attack {args.attack!r}: unknown settings {unknown}; known: {sorted(known_now)}")
-    attacks.check_setting_types(args.attack, settings)
-    attacks.check_attack_ranges(args.attack, settings)
+    attacks.check_settings(args.attack, settings)
     attacks.check_attack_caps(args.attack, settings, args.allow_long)
     device = resolve_device(args.device)
     model = load(args.model, device=device)
@@ -117,14 +112,19 @@ def cmd_attack(args) -> int:
 
 
 def attack_settings_help() -> str:
-    """Every attack's settings with their defaults (imported only when help is asked for)."""
+    """Every attack's settings with their defaults and the values they accept (imported only when
+    help is asked for)."""
     import attacks
 
     lines = ["attack settings (--set KEY=VALUE; device, data_root and seed come from their own flags):"]
     for name in attacks.available_attacks():
-        settings = {k: v for k, v in attacks.attack_settings(name).items() if k not in ("device", "data_root", "seed")}
+        settings = attacks.describe_settings(name)
         lines.append(f"  {name}:")
-        lines += [f"    {key}={value!r}" for key, value in settings.items()]
+        lines += [
+            f"    {key}={default!r}  ({accepted})"
+            for key, (default, accepted) in settings.items()
+            if key not in ("device", "data_root", "seed")
+        ]
     return "\n".join(lines)
 
 

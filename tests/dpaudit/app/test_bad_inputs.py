@@ -59,7 +59,7 @@ def test_seeds_in_settings_and_options_are_range_checked(tmp_path, capsys):
     _one_line_error(capsys, "seed=", "[0, 2**31)")
     compare = ["compare", "--dataset", "csbm", "--defenses", "gcn", "--epsilons", "inf", "--out", str(tmp_path / "s")]
     assert main([*compare, "--attacks", "mia-threshold", "--attack-set", f"seed={big}"]) == 2
-    _one_line_error(capsys, "seed", "[0, 2**31)")
+    _one_line_error(capsys, "seed", "[0, 2147483648)")
     assert not (tmp_path / "s").exists()
 
 

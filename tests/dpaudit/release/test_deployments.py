@@ -153,7 +153,7 @@ def test_edge_inference_is_covered_over_the_queriers_graph_only(graph, dpar_indu
     assert any("training-graph" in n for n in owner.notes)
     with pytest.raises(ConfigurationError, match="owner-graph"):
         attacks.run("link-steal", dpar_inductive, graph, runs=1, max_pairs=200, deployment=OWNER_GRAPH)
-    with pytest.raises(ConfigurationError, match="unknown deployment"):
+    with pytest.raises(ConfigurationError, match="deployment must be one of auto, querier-graph, training-graph"):
         attacks.run("mia-threshold", dpar_inductive, graph, runs=1, deployment="elsewhere")
 
 

@@ -130,7 +130,7 @@ def _attack_plans(attacks, settings, common, quick, device, data_root) -> tuple[
         defaults = {"device": device, "data_root": data_root}
         plan.update({k: v for k, v in defaults.items() if k in known and v is not None and k not in plan})
         plan.update(settings.get(name, {}))
-        attack_registry.check_setting_types(name, plan)
+        attack_registry.check_settings(name, plan)
         plans[name] = plan
     return names, plans
 
