@@ -147,7 +147,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--model", help="released-model directory")
     p.add_argument(
         "--attack",
-        help=f"{ATTACK_NAMES} (see the README's attack table)",
+        help=f"{ATTACK_NAMES} (docs/attacks.md describes each)",
     )
     p.add_argument("--runs", type=int, default=None, help="repetitions (default: the attack's own)")
     p.add_argument("--seed", type=seed_argument, default=0, help="0 <= seed < 2**31")
