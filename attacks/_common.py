@@ -423,12 +423,51 @@ def make_result(
     """
     if diagnostic is None:
         diagnostic = attack in DIAGNOSTIC_ATTACKS
+    deployment = resolve_deployment(model, settings.get("deployment"))
+    settings = {**settings, "deployment": deployment}
+    cov, group, coverage_notes = _attack_coverage(model, attack_unit, queries_private_graph, deployment)
+    paired = attack_unit == "node" and neighbouring and audit_game
+    summary = _run_statistics(model, runs, cov, attack_unit, settings, 2 * group if paired else None, run_extra)
+    valid, validity = bound_validity(model, attack, neighbouring=neighbouring, audit_game=audit_game,
+                                     diagnostic=diagnostic)  # fmt: skip
+    per_run = summary["runs"]
+    all_notes = [*(notes or []), *coverage_notes]
+    extra = _measured_extra(model, extra, summary, attack_unit, runs, nodes, dataset)
+    ceiling = cov.describe()
+    spent_note = _spent_above_target(model, ceiling)
+    if spent_note:
+        all_notes.append(spent_note)
+    bound = (cov.ceiling_auc, summary["epsilon_lower_bound"], summary["epsilon_lower_bound_delta"])
+    if not neighbouring:
+        bound = _distinguishability_instead_of_bound(model, cov, runs, settings, ceiling, extra, per_run, all_notes)
+    elif not valid:
+        bound = _set_aside_invalid_bound(validity, bound, ceiling, extra, per_run, all_notes)
+    else:
+        ceiling["applies"] = cov.covered
+        all_notes.append(LOWER_BOUND_CAVEAT)
+    extra["deployment"] = deployment
+    if not model.inference_private and model.privacy.is_private and deployment == TRAINING_GRAPH:
+        note = (model.card.get("inference") or {}).get("note")
+        if note:
+            all_notes.append(f"inference: {note}")
+    ceiling_auc, lower_bound, lower_bound_delta_used = bound
+    return AttackResult(attack=attack, auc=summary["auc"], auc_ci=summary["auc_ci"], tpr_at_fpr=summary["tpr_at_fpr"],
+                        advantage=summary["advantage"], epsilon_lower_bound=lower_bound,
+                        epsilon_lower_bound_delta=lower_bound_delta_used, covered_by_guarantee=cov.covered,
+                        ceiling_auc=ceiling_auc, ceiling=ceiling, roc=summary["roc"], settings=dict(settings),
+                        runs=per_run, extra=extra, artifacts=dict(artifacts or {}), notes=all_notes,
+                        model=model_summary(model), bound_valid=valid, bound_validity=validity)  # fmt: skip
+
+
+def _attack_coverage(
+    model: ReleasedModel, attack_unit: str, queries_private_graph: bool, deployment: str
+) -> tuple[Coverage, int, list[str]]:
+    """The guarantee's coverage of the attack (:func:`coverage`), the group size one member/non-member
+    difference is (:func:`keeps_non_members_in_training_graph`), and the notes both imply."""
     group, group_why = 1, ""
     if attack_unit == "node":
         keeps, group_why = keeps_non_members_in_training_graph(model)
         group = 2 if keeps else 1
-    deployment = resolve_deployment(model, settings.get("deployment"))
-    settings = {**settings, "deployment": deployment}
     cov = coverage(
         model.privacy,
         attack_unit,
@@ -438,28 +477,33 @@ def make_result(
         deployment=deployment if (queries_private_graph or attack_unit == "node") else QUERIER_GRAPH,
         inference=model.card.get("inference"),
     )
-    paired = attack_unit == "node" and neighbouring and audit_game
+    notes = [cov.reason, *cov.notes]
+    if attack_unit == "node":
+        notes.append(f"group size {group}: {group_why}")
+    return cov, group, notes
+
+
+def _run_statistics(model, runs, cov, attack_unit, settings, pair_group_size, run_extra) -> dict[str, Any]:
+    """:func:`summarize_runs` at the δ the attack's ε lower bound is stated at, each run numbered and
+    given its ``run_extra``."""
     base_delta = float(model.privacy.delta) if model.privacy.is_private else 0.0
     summary = summarize_runs(
         runs,
         base_delta if attack_unit == "node" else lower_bound_delta(cov, model),
         n_boot=int(settings.get("n_boot", 1000)),
         seed=int(settings.get("seed", 0)),
-        pair_group_size=2 * group if paired else None,
+        pair_group_size=pair_group_size,
     )
-    valid, validity = bound_validity(
-        model, attack, neighbouring=neighbouring, audit_game=audit_game, diagnostic=diagnostic
-    )
-    per_run = summary["runs"]
-    for i, r in enumerate(per_run):
+    for i, r in enumerate(summary["runs"]):
         r["run"] = i
         if run_extra and i < len(run_extra):
             r.update(run_extra[i])
-    all_notes = list(notes or [])
-    all_notes.append(cov.reason)
-    all_notes.extend(cov.notes)
-    if attack_unit == "node":
-        all_notes.append(f"group size {group}: {group_why}")
+    return summary
+
+
+def _measured_extra(model, extra, summary, attack_unit, runs, nodes, dataset) -> dict[str, Any]:
+    """The result's ``extra``: the caller's, the summary's lower bound and AUC spread, per-node risk
+    slices (:func:`risk_slices`) and a query-charged model's query ledger."""
     extra = dict(extra or {})
     extra["lower_bound"] = summary["lower_bound"]
     extra["auc_std"] = summary["auc_std"]
@@ -467,80 +511,54 @@ def make_result(
     extra["attack_unit"] = attack_unit
     if nodes is not None and dataset is not None and attack_unit == "node":
         extra["risk_slices"] = risk_slices(dataset, nodes, runs)
-    ceiling = cov.describe()
-    spent_note = _spent_above_target(model, ceiling)
-    if spent_note:
-        all_notes.append(spent_note)
     query_ledger = getattr(model, "query_ledger", None)  # GAP: releases on query graphs, their own ledger
     if query_ledger is not None:
         extra["query_ledger"] = query_ledger.to_dict()
-    ceiling_auc, lower_bound, lower_bound_delta_used = (
-        cov.ceiling_auc,
-        summary["epsilon_lower_bound"],
-        summary["epsilon_lower_bound_delta"],
-    )
-    if not neighbouring:
-        ceiling["applies"] = False
-        ceiling["ceiling_auc_if_neighbouring"] = ceiling.pop("ceiling_auc")
-        ceiling["why_not"] = NOT_NEIGHBOURING
-        # a distinguishability statistic (held-out threshold, Clopper-Pearson on the pairs as
-        # independent trials), never a bound: natural edges and non-edges are not neighbours
-        extra.pop("lower_bound")
-        dist_delta = lower_bound_delta(cov, model)
-        stats_by_run = [
-            epsilon_lower_bound(sc, lab, dist_delta, seed=int(settings.get("seed", 0)) + i)
-            for i, (sc, lab) in enumerate(runs)
-        ]
-        extra["pair_distinguishability"] = stats_by_run[0]
-        ceiling_auc = lower_bound = lower_bound_delta_used = None
-        all_notes.append(NOT_NEIGHBOURING)
-        for r, st in zip(per_run, stats_by_run):
-            r.pop("epsilon_lower_bound", None)
-            r["pair_distinguishability"] = st["epsilon"]
-    elif not valid:
-        ceiling["applies"] = False
-        ceiling["ceiling_auc_not_a_valid_bound"] = ceiling.pop("ceiling_auc")
-        ceiling["why_not"] = validity
-        extra["not_a_valid_bound"] = {
-            "why": validity,
-            "epsilon_lower_bound": lower_bound,
-            "epsilon_lower_bound_delta": lower_bound_delta_used,
-            "ceiling_auc": ceiling_auc,
-        }
-        ceiling_auc = lower_bound = lower_bound_delta_used = None
-        all_notes.append(f"NOT A VALID BOUND: {validity}; no ε lower bound or ceiling is compared with the guarantee")
-        for r in per_run:  # the per-run key stays (None) for callers that read it
-            r["epsilon_lower_bound_not_valid"] = r.get("epsilon_lower_bound")
-            r["epsilon_lower_bound"] = None
-    else:
-        ceiling["applies"] = cov.covered
-        all_notes.append(LOWER_BOUND_CAVEAT)
-    extra["deployment"] = deployment
-    if not model.inference_private and model.privacy.is_private and deployment == TRAINING_GRAPH:
-        note = (model.card.get("inference") or {}).get("note")
-        if note:
-            all_notes.append(f"inference: {note}")
-    return AttackResult(
-        attack=attack,
-        auc=summary["auc"],
-        auc_ci=summary["auc_ci"],
-        tpr_at_fpr=summary["tpr_at_fpr"],
-        advantage=summary["advantage"],
-        epsilon_lower_bound=lower_bound,
-        epsilon_lower_bound_delta=lower_bound_delta_used,
-        covered_by_guarantee=cov.covered,
-        ceiling_auc=ceiling_auc,
-        ceiling=ceiling,
-        roc=summary["roc"],
-        settings=dict(settings),
-        runs=per_run,
-        extra=extra,
-        artifacts=dict(artifacts or {}),
-        notes=all_notes,
-        model=model_summary(model),
-        bound_valid=valid,
-        bound_validity=validity,
-    )
+    return extra
+
+
+def _distinguishability_instead_of_bound(model, cov, runs, settings, ceiling, extra, per_run, notes) -> tuple:
+    """Two classes that are not neighbouring datasets: no ceiling or ε lower bound, a
+    distinguishability statistic in their place (``ceiling``, ``extra``, ``per_run`` and ``notes``
+    are updated); the (ceiling AUC, ε lower bound, its δ) shown: all None."""
+    ceiling["applies"] = False
+    ceiling["ceiling_auc_if_neighbouring"] = ceiling.pop("ceiling_auc")
+    ceiling["why_not"] = NOT_NEIGHBOURING
+    # a distinguishability statistic (held-out threshold, Clopper-Pearson on the pairs as
+    # independent trials), never a bound: natural edges and non-edges are not neighbours
+    extra.pop("lower_bound")
+    dist_delta = lower_bound_delta(cov, model)
+    stats_by_run = [
+        epsilon_lower_bound(sc, lab, dist_delta, seed=int(settings.get("seed", 0)) + i)
+        for i, (sc, lab) in enumerate(runs)
+    ]
+    extra["pair_distinguishability"] = stats_by_run[0]
+    notes.append(NOT_NEIGHBOURING)
+    for r, st in zip(per_run, stats_by_run):
+        r.pop("epsilon_lower_bound", None)
+        r["pair_distinguishability"] = st["epsilon"]
+    return None, None, None
+
+
+def _set_aside_invalid_bound(validity: str, bound: tuple, ceiling, extra, per_run, notes) -> tuple:
+    """A bound from a game that is not a valid audit: the (ceiling AUC, ε lower bound, its δ) are kept
+    under ``extra["not_a_valid_bound"]`` and the ceiling, per run, never compared with the guarantee
+    (``ceiling``, ``extra``, ``per_run`` and ``notes`` are updated); the ones shown: all None."""
+    ceiling_auc, lower_bound, lower_bound_delta_used = bound
+    ceiling["applies"] = False
+    ceiling["ceiling_auc_not_a_valid_bound"] = ceiling.pop("ceiling_auc")
+    ceiling["why_not"] = validity
+    extra["not_a_valid_bound"] = {
+        "why": validity,
+        "epsilon_lower_bound": lower_bound,
+        "epsilon_lower_bound_delta": lower_bound_delta_used,
+        "ceiling_auc": ceiling_auc,
+    }
+    notes.append(f"NOT A VALID BOUND: {validity}; no ε lower bound or ceiling is compared with the guarantee")
+    for r in per_run:  # the per-run key stays (None) for callers that read it
+        r["epsilon_lower_bound_not_valid"] = r.get("epsilon_lower_bound")
+        r["epsilon_lower_bound"] = None
+    return None, None, None
 
 
 # --------------------------------------------------------------------------- per-node risk slices

@@ -20,6 +20,7 @@ learns the graph context instead of membership; we never do that.)
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import numpy as np
 import torch
@@ -173,70 +174,100 @@ def mia_tstf(
     _check_shadow_settings("mia-tstf", shadow_size, runs)
     ds, split = _setup(model, dataset, data_root)
     seed_everything(seed)
-    graph = ds.data
-    y = ds.data.y.numpy()
     _, _, _, _, recipe_notes = C.shadow_recipe(model)
-    run_scores, run_extra = [], []
-    target_probs_cache = C.posteriors(model, graph)
-    run_nodes = []
+    run_scores, run_extra, run_nodes = [], [], []
+    target_probs = C.posteriors(model, ds.data)
+    features = {"variant": variant, "top_k": top_k, "calibration": calibration}
     for r in tqdm(range(runs), desc="mia-tstf", leave=False, disable=None):
         run_seed = seed + 7919 * r
         part = C.partition(ds, split, run_seed, max_members, max(1, shadow_nodes_per_class // 2), shadow_pool)
-        s_in, s_out = part.shadow.members, part.shadow.non_members
-        if len(s_in) < 2 or len(s_out) < 2:
-            raise ConfigurationError("not enough labeled nodes outside the target's split for a shadow set")
-        feature_rows, label_rows, class_rows, accuracies, sizes, overlap = [], [], [], [], [], 0
-        for j in range(num_shadows):
-            shadow_seed = run_seed + 104729 * j
-            m_in, m_out = (
-                match_split_shape(s_in, s_out, split, ds.data.y, shadow_seed)
-                if shadow_size == "match"
-                else (s_in, s_out)
-            )
-            shadow = C.train_shadow(model, ds, m_in, m_out, seed=shadow_seed, device=device, inductive=split.inductive)
-            shadow_nodes = torch.cat([m_in, m_out]).numpy()
-            probs = C.posteriors(shadow, graph, shadow_nodes)
-            feature_rows.append(
-                _calibrated_columns(
-                    _tstf_features(probs, y[shadow_nodes], variant, top_k), y[shadow_nodes], calibration
-                )
-            )
-            label_rows.append(np.concatenate([np.ones(len(m_in)), np.zeros(len(m_out))]))
-            class_rows.append(y[shadow_nodes])
-            accuracies.append((shadow.accuracy(graph, m_in), shadow.accuracy(graph, m_out)))
-            sizes.append((len(m_in), len(m_out)))
-            overlap += int(np.isin(shadow_nodes, split.train.numpy()).sum())
-        features, shadow_labels = np.concatenate(feature_rows), np.concatenate(label_rows)
-        shadow_classes = np.concatenate(class_rows)
-        fit_idx, held_idx = _holdout(shadow_labels, run_seed)
-        score_fn = C.fit_attack_mlp(features[fit_idx], shadow_labels[fit_idx], hidden=(hidden, hidden), seed=run_seed)
-        nodes, labels = part.target.nodes_and_labels()
-        nodes = nodes.numpy()
-        raw = score_fn(
-            _calibrated_columns(
-                _tstf_features(target_probs_cache[nodes], y[nodes], variant, top_k), y[nodes], calibration
-            )
-        )
-        scores = _calibrated(raw, y[nodes], calibration)
-        run_scores.append((scores, labels.numpy()))
+        scored, nodes, info = _tstf_run(model, ds, split, part, target_probs, run_seed, num_shadows, shadow_size,
+                                        hidden, device, features)  # fmt: skip
+        run_scores.append(scored)
         run_nodes.append(nodes)
-        held = held_idx if len(held_idx) else fit_idx
-        held_scores = _calibrated(score_fn(features[held]), shadow_classes[held], calibration)
-        run_extra.append(
-            {
-                "seed": run_seed,
-                "shadow_models": num_shadows,
-                "shadow_members": sizes[0][0],
-                "shadow_non_members": sizes[0][1],
-                "shadow_pool": part.info["shadow_pool"],
-                "shadow_nodes_in_target_training_set": overlap,
-                "shadow_heldout_auc": _auc_safe(held_scores, shadow_labels[held]),
-                "shadow_heldout_nodes": int(len(held_idx)),
-                "auc_uncalibrated": _auc_safe(raw, labels.numpy()),
-                "shadow_train_accuracy": float(np.mean([a for a, _ in accuracies])),
-                "shadow_test_accuracy": float(np.mean([b for _, b in accuracies])),
-            }
+        run_extra.append(info)
+    extra, notes = _tstf_extra_and_notes(model, ds, split, variant, calibration, run_extra, recipe_notes)
+    return C.make_result("mia-tstf", model, run_scores, "node", settings, extra=extra, notes=notes,
+                         run_extra=run_extra, nodes=run_nodes, dataset=ds)  # fmt: skip
+
+
+def _tstf_columns(probs: np.ndarray, classes: np.ndarray, variant: str, top_k: int, calibration: str) -> np.ndarray:
+    """The attack MLP's input for posteriors ``probs`` of nodes of ``classes``: the variant's features
+    (:func:`_tstf_features`), each column calibrated (:func:`_calibrated_columns`)."""
+    return _calibrated_columns(_tstf_features(probs, classes, variant, top_k), classes, calibration)
+
+
+def _tstf_shadows(model, ds, split, s_in, s_out, run_seed: int, num_shadows: int, shadow_size: str, device: str,
+                  features: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:  # fmt: skip
+    """One run's shadow models (the target's recipe, members drawn afresh from the pool each), each
+    queried on the full graph: the MLP's features, the known membership and the class of every
+    shadow node, and the shadows' sizes, accuracies and overlap with the target's training set."""
+    graph, y = ds.data, ds.data.y.numpy()
+    feature_rows, label_rows, class_rows, accuracies, sizes, overlap = [], [], [], [], [], 0
+    for j in range(num_shadows):
+        shadow_seed = run_seed + 104729 * j
+        m_in, m_out = (
+            match_split_shape(s_in, s_out, split, ds.data.y, shadow_seed)
+            if shadow_size == "match"
+            else (s_in, s_out)
         )
+        shadow = C.train_shadow(model, ds, m_in, m_out, seed=shadow_seed, device=device, inductive=split.inductive)
+        shadow_nodes = torch.cat([m_in, m_out]).numpy()
+        probs = C.posteriors(shadow, graph, shadow_nodes)
+        feature_rows.append(_tstf_columns(probs, y[shadow_nodes], **features))
+        label_rows.append(np.concatenate([np.ones(len(m_in)), np.zeros(len(m_out))]))
+        class_rows.append(y[shadow_nodes])
+        accuracies.append((shadow.accuracy(graph, m_in), shadow.accuracy(graph, m_out)))
+        sizes.append((len(m_in), len(m_out)))
+        overlap += int(np.isin(shadow_nodes, split.train.numpy()).sum())
+    info = {"sizes": sizes, "accuracies": accuracies, "overlap": overlap}
+    return np.concatenate(feature_rows), np.concatenate(label_rows), np.concatenate(class_rows), info
+
+
+def _tstf_run(model, ds, split, part, target_probs: np.ndarray, run_seed: int, num_shadows: int, shadow_size: str,
+              hidden: int, device: str, features: dict) -> tuple[tuple, np.ndarray, dict[str, Any]]:  # fmt: skip
+    """One TSTF run on the audit set ``part``: shadows, the attack MLP fitted on three quarters of
+    their nodes, the target's members and non-members scored; returns (scores, membership), the
+    audited nodes and the run's record."""
+    calibration = features["calibration"]
+    y = ds.data.y.numpy()
+    s_in, s_out = part.shadow.members, part.shadow.non_members
+    if len(s_in) < 2 or len(s_out) < 2:
+        raise ConfigurationError("not enough labeled nodes outside the target's split for a shadow set")
+    shadow_features, shadow_labels, shadow_classes, shadows = _tstf_shadows(
+        model, ds, split, s_in, s_out, run_seed, num_shadows, shadow_size, device, features
+    )
+    fit_idx, held_idx = _holdout(shadow_labels, run_seed)
+    score_fn = C.fit_attack_mlp(shadow_features[fit_idx], shadow_labels[fit_idx], hidden=(hidden, hidden),
+                                seed=run_seed)  # fmt: skip
+    nodes, labels = part.target.nodes_and_labels()
+    nodes = nodes.numpy()
+    raw = score_fn(_tstf_columns(target_probs[nodes], y[nodes], **features))
+    scores = _calibrated(raw, y[nodes], calibration)
+    held = held_idx if len(held_idx) else fit_idx
+    held_scores = _calibrated(score_fn(shadow_features[held]), shadow_classes[held], calibration)
+    sizes, accuracies = shadows["sizes"], shadows["accuracies"]
+    info = {
+        "seed": run_seed,
+        "shadow_models": num_shadows,
+        "shadow_members": sizes[0][0],
+        "shadow_non_members": sizes[0][1],
+        "shadow_pool": part.info["shadow_pool"],
+        "shadow_nodes_in_target_training_set": shadows["overlap"],
+        "shadow_heldout_auc": _auc_safe(held_scores, shadow_labels[held]),
+        "shadow_heldout_nodes": int(len(held_idx)),
+        "auc_uncalibrated": _auc_safe(raw, labels.numpy()),
+        "shadow_train_accuracy": float(np.mean([a for a, _ in accuracies])),
+        "shadow_test_accuracy": float(np.mean([b for _, b in accuracies])),
+    }
+    return (scores, labels.numpy()), nodes, info
+
+
+def _tstf_extra_and_notes(model, ds, split, variant: str, calibration: str, run_extra: list[dict],
+                          recipe_notes: list[str]) -> tuple[dict[str, Any], list[str]]:  # fmt: skip
+    """The result's ``extra`` (variant, calibration, mean uncalibrated AUC, the target's accuracies)
+    and notes (the recipe's, the queries, a shadow pool that fell back to 'any')."""
+    graph = ds.data
     extra = {
         "variant": variant,
         "calibration": calibration,
@@ -249,18 +280,7 @@ def mia_tstf(
     notes = recipe_notes + ["members and non-members (target and shadow) are all queried on the full graph"]
     if any(e["shadow_pool"] != "disjoint" for e in run_extra):
         notes.append("shadow pool fell back to 'any': too few labeled nodes outside the target's training set")
-    return C.make_result(
-        "mia-tstf",
-        model,
-        run_scores,
-        "node",
-        settings,
-        extra=extra,
-        notes=notes,
-        run_extra=run_extra,
-        nodes=run_nodes,
-        dataset=ds,
-    )
+    return extra, notes
 
 
 def _holdout(labels: np.ndarray, seed: int, fraction: float = 0.25) -> tuple[np.ndarray, np.ndarray]:

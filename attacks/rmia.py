@@ -235,16 +235,7 @@ def mia_rmia(
     unless given.
     """
     settings = locals_settings(locals())
-    if num_references < 1 or (not offline and (num_references < 2 or num_references % 2)):
-        raise ConfigurationError("mia-rmia: online needs an even num_references >= 2 (IN/OUT pairs), offline >= 1")
-    if not gamma > 0:
-        raise ConfigurationError("mia-rmia gamma must be > 0")
-    if a is not None and not 0.0 <= float(a) <= 1.0:
-        raise ConfigurationError("mia-rmia a must lie in [0, 1]")
-    if population_size < 1:
-        raise ConfigurationError("mia-rmia population_size must be >= 1")
-    if tie_break not in TIE_BREAKS:
-        raise ConfigurationError(f"mia-rmia tie_break must be one of {TIE_BREAKS}, got {tie_break!r}")
+    _check_rmia_settings(num_references, offline, gamma, a, population_size, tie_break)
     _check_shadow_settings("mia-rmia", shadow_size, runs)
     query, protocol_notes = resolve_protocol("mia-rmia", model, protocol, query)
     ds, split = _setup(model, dataset, data_root)
@@ -257,77 +248,18 @@ def mia_rmia(
     run_nodes: list = []
     trained_sets: list[np.ndarray] = []
     for r in range(runs):
-        run_seed = seed + 7919 * r
-        nodes, labels, pool, pool_kind = audit_and_pool(
-            ds, split, run_seed, max_members, shadow_nodes_per_class, not offline, shadow_size, population_size
-        )
-        refs = train_references(
-            model,
-            ds,
-            split,
-            nodes,
-            pool,
-            num_references,
-            not offline,
-            shadow_size,
-            run_seed,
-            device,
-            population_size=population_size,
-            desc="mia-rmia references",
-            query=query,
-        )
-        population = refs.reserved
-        if len(population) < 1:
-            raise ConfigurationError(
-                "mia-rmia: the references need every pool node, none is left for the population "
-                "(lower max_members, or raise shadow_nodes_per_class)"
-            )
-        p_ref = true_label_prob(refs.probs, y)  # [R, num_nodes]
-        used_a, sim_auc = a, None
-        if offline and a is None:
-            trained_pool = np.setdiff1d(pool, population)
-            used_a, sim_auc = choose_a(p_ref, refs.in_mask, trained_pool, population, gamma, tie_break)
-        scores = rmia_scores(
-            p_target[nodes],
-            p_ref[:, nodes],
-            p_target[population],
-            p_ref[:, population],
-            in_mask_x=refs.in_mask[:, nodes],
-            offline=offline,
-            a=1.0 if used_a is None else float(used_a),
-            gamma=gamma,
-            tie_break=tie_break,
-        )
-        run_scores.append((scores, labels))
+        scored, nodes, train_sets, info = _rmia_run(
+            model, ds, split, p_target, seed + 7919 * r, num_references=num_references, offline=offline,
+            gamma=gamma, a=a, population_size=population_size, shadow_nodes_per_class=shadow_nodes_per_class,
+            shadow_size=shadow_size, max_members=max_members, tie_break=tie_break, query=query, device=device,
+        )  # fmt: skip
+        run_scores.append(scored)
         run_nodes.append(nodes)
-        trained_sets.extend(refs.train_sets)
-        run_extra.append(
-            {
-                "seed": run_seed,
-                "population": int(len(population)),
-                "a": used_a,
-                "a_simulation_auc": sim_auc,
-                "target_train_size": int(len(split.train)),
-                "reference_train_sizes": [int(len(s)) for s in refs.train_sets],
-                "reference_pool": pool_kind,
-            }
-        )
-    mode = (
-        f"offline RMIA: {num_references} OUT references per run, Pr(x) ≈ ((1+a)Pr_OUT(x) + 1 - a)/2"
-        if offline
-        else f"online RMIA: {num_references} references per run in IN/OUT pairs over the audit nodes"
-    )
-    notes = (
-        recipe_notes
-        + protocol_notes
-        + size_notes(trained_sets, len(split.train))
-        + [
-            mode,
-            f"population Z: {run_extra[0]['population']} pool nodes no reference trained on; γ = {gamma:g}",
-            f"tie-break: {tie_break} ('none' is the reference implementation's count; low-FPR TPRs depend on it)",
-            "target and references are queried once; only audit nodes are scored",
-        ]
-    )
+        trained_sets.extend(train_sets)
+        run_extra.append(info)
+    notes = recipe_notes + protocol_notes + size_notes(trained_sets, len(split.train)) + _rmia_notes(
+        offline, num_references, run_extra[0]["population"], gamma, tie_break
+    )  # fmt: skip
     extra = {
         "offline": offline,
         "num_references": num_references,
@@ -337,15 +269,94 @@ def mia_rmia(
         "query": query,
         "protocol": protocol,
     }
-    return C.make_result(
-        "mia-rmia",
-        model,
-        run_scores,
-        "node",
-        settings,
-        extra=extra,
-        notes=notes,
-        run_extra=run_extra,
-        nodes=run_nodes,
-        dataset=ds,
+    return C.make_result("mia-rmia", model, run_scores, "node", settings, extra=extra, notes=notes,
+                         run_extra=run_extra, nodes=run_nodes, dataset=ds)  # fmt: skip
+
+
+def _check_rmia_settings(num_references: int, offline: bool, gamma: float, a: float | None, population_size: int,
+                         tie_break: str) -> None:  # fmt: skip
+    """Refuse RMIA settings out of range, in one line, before any work."""
+    if num_references < 1 or (not offline and (num_references < 2 or num_references % 2)):
+        raise ConfigurationError("mia-rmia: online needs an even num_references >= 2 (IN/OUT pairs), offline >= 1")
+    if not gamma > 0:
+        raise ConfigurationError("mia-rmia gamma must be > 0")
+    if a is not None and not 0.0 <= float(a) <= 1.0:
+        raise ConfigurationError("mia-rmia a must lie in [0, 1]")
+    if population_size < 1:
+        raise ConfigurationError("mia-rmia population_size must be >= 1")
+    if tie_break not in TIE_BREAKS:
+        raise ConfigurationError(f"mia-rmia tie_break must be one of {TIE_BREAKS}, got {tie_break!r}")
+
+
+def _rmia_run(model, ds, split, p_target: np.ndarray, run_seed: int, *, num_references: int, offline: bool,
+              gamma: float, a: float | None, population_size: int, shadow_nodes_per_class: int, shadow_size: str,
+              max_members: int | None, tie_break: str, query: str, device: str):  # fmt: skip
+    """One RMIA run: the audit nodes and the attacker's pool, the references, the population Z they
+    leave, ``a`` (chosen offline unless given) and the audit nodes' scores; returns (scores,
+    membership), the audited nodes, the references' training sets and the run's record."""
+    y = ds.data.y.numpy()
+    nodes, labels, pool, pool_kind = audit_and_pool(
+        ds, split, run_seed, max_members, shadow_nodes_per_class, not offline, shadow_size, population_size
     )
+    refs = train_references(
+        model,
+        ds,
+        split,
+        nodes,
+        pool,
+        num_references,
+        not offline,
+        shadow_size,
+        run_seed,
+        device,
+        population_size=population_size,
+        desc="mia-rmia references",
+        query=query,
+    )
+    population = refs.reserved
+    if len(population) < 1:
+        raise ConfigurationError(
+            "mia-rmia: the references need every pool node, none is left for the population "
+            "(lower max_members, or raise shadow_nodes_per_class)"
+        )
+    p_ref = true_label_prob(refs.probs, y)  # [R, num_nodes]
+    used_a, sim_auc = a, None
+    if offline and a is None:
+        trained_pool = np.setdiff1d(pool, population)
+        used_a, sim_auc = choose_a(p_ref, refs.in_mask, trained_pool, population, gamma, tie_break)
+    scores = rmia_scores(
+        p_target[nodes],
+        p_ref[:, nodes],
+        p_target[population],
+        p_ref[:, population],
+        in_mask_x=refs.in_mask[:, nodes],
+        offline=offline,
+        a=1.0 if used_a is None else float(used_a),
+        gamma=gamma,
+        tie_break=tie_break,
+    )
+    info = {
+        "seed": run_seed,
+        "population": int(len(population)),
+        "a": used_a,
+        "a_simulation_auc": sim_auc,
+        "target_train_size": int(len(split.train)),
+        "reference_train_sizes": [int(len(s)) for s in refs.train_sets],
+        "reference_pool": pool_kind,
+    }
+    return (scores, labels), nodes, refs.train_sets, info
+
+
+def _rmia_notes(offline: bool, num_references: int, population: int, gamma: float, tie_break: str) -> list[str]:
+    """What the result says of the mode (online or offline), the population, γ, the tie-break and the queries."""
+    mode = (
+        f"offline RMIA: {num_references} OUT references per run, Pr(x) ≈ ((1+a)Pr_OUT(x) + 1 - a)/2"
+        if offline
+        else f"online RMIA: {num_references} references per run in IN/OUT pairs over the audit nodes"
+    )
+    return [
+        mode,
+        f"population Z: {population} pool nodes no reference trained on; γ = {gamma:g}",
+        f"tie-break: {tie_break} ('none' is the reference implementation's count; low-FPR TPRs depend on it)",
+        "target and references are queried once; only audit nodes are scored",
+    ]

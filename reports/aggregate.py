@@ -288,6 +288,55 @@ def _verdict(row: dict, rec: dict, lower: list[dict] | None = None, correction: 
     privacy = rec.get("privacy") or {}
     claimed = privacy.get("epsilon")
     private = _is_private(row, rec)
+    leakage = _strongest_leakage(attacks, private)
+    lb = _strongest_lower_bound(attacks, private, privacy)
+    correction = correction or {"tests": 1}
+    tests = max(1, int(correction.get("tests") or 1))
+    power = _refutation_power(attacks, private, claimed, tests)
+    status_of_claim = row.get("claim_status") or claim_status(privacy)
+    hypothesis = private and status_of_claim in HYPOTHESES
+    # canary audits of this model's own claim (dpaudit.audit(..., canaries=...)): re-tested against it
+    canaries = [dict(e, name=k) for k, e in (rec.get("canaries") or {}).items()
+                if isinstance(e, dict) and e.get("claim_status")]  # fmt: skip
+    invalid = [s.get("why_not_valid") for n, s in attacks.items()
+               if not s["valid_audit"] and s.get("why_not_valid")]  # fmt: skip
+    if not private:
+        status, headline = "none", "No privacy guarantee: the numbers below are the leakage of an unprotected model."
+    elif (refuted := _refuted_headline(row, lower, correction, canaries, claimed, hypothesis)) is not None:
+        status, headline = "broken", refuted
+    else:
+        status, headline, power = _unrefuted_verdict(claimed, hypothesis, lb, power, canaries, tests)
+    if private and not row["sound"]:
+        headline += STATUS_NOTES.get(status_of_claim, " The claimed ε itself is not a sound bound.")
+    return {
+        "defense": row["defense"],
+        "epsilon": row["epsilon"],
+        "epsilon_label": row["epsilon_label"],
+        "status": status,
+        "headline": headline,
+        **leakage,
+        "power": power,
+        "below_chance": [n for n, s in attacks.items() if s.get("below_chance")],
+        "lower_bound": lb,
+        "bound_validity": invalid[0] if invalid and not (lb and lb["valid"]) else None,
+        "multiple_testing": {"tests": correction.get("tests")},
+        **_claim_scope(row, rec, privacy, private),
+        "sound": row["sound"],
+        "protocol": row.get("protocol"),
+        "claim_status": status_of_claim,
+        # a user's or a paper's unproven claim: tested here, never "covered" or "proven"
+        "hypothesis": hypothesis,
+        "claim_words": HYPOTHESIS_WORDS.get(status_of_claim) if hypothesis else None,
+        "canaries": canaries,
+        "unaccounted": row.get("unaccounted") or [],
+        "test_accuracy": row["test_accuracy"],
+    }
+
+
+def _strongest_leakage(attacks: dict[str, dict], private: bool) -> dict[str, Any]:
+    """A verdict's leakage entries: the headline AUC and TPR at 1 % FPR (among the attacks that may
+    headline the model, :func:`headline_pool`), the strongest attack its guarantee does not cover,
+    and the strongest leakage measured, covered or not."""
     pool = headline_pool(attacks, private)
     uncovered_pool = {n: s for n, s in attacks.items() if not s["covered_by_guarantee"]} if private else {}
     best_auc = _headline_attack(pool)
@@ -296,109 +345,7 @@ def _verdict(row: dict, rec: dict, lower: list[dict] | None = None, correction: 
     tprs = {n: s["tpr_at_1pct_fpr"] for n, s in pool.items()
             if s.get("tpr_at_1pct_fpr") is not None and n not in DIAGNOSTIC_ATTACKS}  # fmt: skip
     best_tpr = max(tprs, key=tprs.get) if tprs else None
-    bounds = [(n, s) for n, s in attacks.items() if s.get("epsilon_lower_bound_max") is not None]
-    valid = [(n, s) for n, s in bounds if s["valid_audit"] and s["covered_by_guarantee"]]
-    pick = max(valid or bounds, key=lambda p: p[1]["epsilon_lower_bound_max"]) if bounds else None
-    lb = None
-    if pick:
-        name, s = pick
-        value = s["epsilon_lower_bound_max"]
-        if not private:
-            why = "the model claims no guarantee, so there is nothing to test it against"
-        elif not s["covered_by_guarantee"]:
-            why = s.get("coverage") or "the guarantee does not cover this attack's unit"
-        elif not s["valid_audit"]:
-            why = s.get("why_not_valid") or "members were not assigned at random"
-        elif private and claim_status(privacy) in HYPOTHESES:
-            why = "members were assigned at random and the claim speaks to the attack"
-        else:
-            why = "members were assigned at random and the guarantee covers the attack"
-        lb = {"attack": name, "value": value, "delta": s.get("epsilon_lower_bound_delta"),
-              "valid": bool(s["valid_audit"] and s["covered_by_guarantee"] and private), "why": why,
-              "max_possible": s.get("epsilon_lower_bound_power")}  # fmt: skip
-    correction = correction or {"tests": 1}
-    tests = max(1, int(correction.get("tests") or 1))
-    refute_confidence = 1.0 - (1.0 - FAMILY_CONFIDENCE) / tests
-    testing = [n for n, s in attacks.items() if private and s["valid_audit"] and s["covered_by_guarantee"]
-               and n not in DIAGNOSTIC_ATTACKS]  # fmt: skip
-    power = _power(attacks, testing, refute_confidence)
-    if power is not None:
-        power["tests"] = tests
-        power["enough"] = bool(claimed is not None and power["max_epsilon"] > float(claimed) * (1 + 1e-9))
-    broken_points = [p for p in (lower or []) if p["broken"] and p["defense"] == row["defense"]
-                     and p["epsilon_target"] == row["epsilon"]]  # fmt: skip
-    status_of_claim = row.get("claim_status") or claim_status(privacy)
-    hypothesis = private and status_of_claim in HYPOTHESES
-    # canary audits of this model's own claim (dpaudit.audit(..., canaries=...)): re-tested against it
-    canaries = [dict(e, name=k) for k, e in (rec.get("canaries") or {}).items()
-                if isinstance(e, dict) and e.get("claim_status")]  # fmt: skip
-    refuting = [e for e in canaries if e.get("verdict") in REFUTING_VERDICTS]
-    canary_power = [e for e in canaries if e.get("bound_valid") and e.get("can_refute_claim")
-                    and e.get("verdict") not in REFUTING_VERDICTS]  # fmt: skip
-    refuted_word = "Claim refuted" if hypothesis else "Guarantee broken"
-    invalid = [s.get("why_not_valid") for n, s in attacks.items()
-               if not s["valid_audit"] and s.get("why_not_valid")]  # fmt: skip
-    confidence_words = "95 %" if tests == 1 else f"95 % over {tests} tests (Bonferroni)"
-    if not private:
-        status, headline = "none", "No privacy guarantee: the numbers below are the leakage of an unprotected model."
-    elif broken_points:
-        worst = max(broken_points, key=lambda p: p["epsilon_lower_bound_bonferroni"])
-        status = "broken"
-        headline = (f"{refuted_word}: a valid audit ({worst['attack']}, seed {worst['seed']}) proves "
-                    f"ε ≥ {worst['epsilon_lower_bound_bonferroni']:.2f} at 95 % after Bonferroni over "
-                    f"{correction['tests']} test(s), above the claimed ε = {claimed:.2f}.")  # fmt: skip
-    elif refuting:
-        worst = max(refuting, key=lambda e: e["certified_epsilon_lower_bound"])
-        status = "broken"
-        headline = (f"{refuted_word}: a valid canary audit ({worst['name']}: {worst.get('canaries')} canaries, "
-                    f"recipe {worst.get('recipe')}) certifies ε ≥ {worst['certified_epsilon_lower_bound']:.2f} at "
-                    f"{100 * worst['confidence']:.3g} % (δ = {worst['delta']:.1e}), above the ε = "
-                    f"{worst['claimed_epsilon']:.2f} the claim allows at its unit.")  # fmt: skip
-    elif lb and lb["valid"] and power is not None and power["enough"]:
-        status = "consistent"
-        headline = (f"Consistent with the claim ε = {claimed:.2f}: no fair, {'testing' if hypothesis else 'covered'} "
-                    f"audit refutes it, and one could have — "
-                    f"{power['attack']} on {power['pairs']} member/non-member pairs could certify up to "
-                    f"ε = {power['max_epsilon']:.2f} ({confidence_words}) with every guess right; the strongest "
-                    f"valid audit proves only ε ≥ {lb['value']:.2f} ({lb['attack']}).")  # fmt: skip
-    elif canary_power:
-        best = max(canary_power, key=lambda e: _certified_max_possible(e.get("max_possible")) or 0.0)
-        status = "consistent"
-        if power is None or not power.get("enough"):
-            power = {"attack": best["name"], "max_epsilon": _certified_max_possible(best.get("max_possible")),
-                     "pairs": best.get("canaries"), "delta": best.get("delta"), "group_size": 1,
-                     "confidence": best["confidence"], "tests": 1, "enough": True, "canary": True}  # fmt: skip
-        headline = (f"Consistent with the claim ε = {claimed:.2f}: no valid audit refutes it, and one could have — "
-                    f"the {best['name']} audit ({best.get('canaries')} canaries) could certify up to "
-                    f"ε = {power['max_epsilon']:.2f} at {100 * best['confidence']:.3g} % with every guess right; "
-                    f"it certifies only ε ≥ {best['certified_epsilon_lower_bound']:.2f}.")  # fmt: skip
-    elif lb and lb["valid"]:
-        status = "underpowered"
-        if power is None:
-            size = "its size is not recorded, so its power is unknown"
-        else:
-            size = (f"with {power['pairs']} member/non-member pairs (δ = {power['delta']:.1e}) even a perfect attack "
-                    f"could certify at most ε = {power['max_epsilon']:.2f} ({confidence_words}), "
-                    f"{'not above' if power['max_epsilon'] > 0 else 'far below'} the claim")  # fmt: skip
-        headline = (f"Not refuted, but not tested either: no fair, {'testing' if hypothesis else 'covered'} audit "
-                    f"refutes ε = {claimed:.2f}, yet the audit "
-                    f"was too small to refute it — {size}. Audit a larger graph (more pairs) to test the claim.")
-    else:
-        status = "not-auditable"
-        headline = ("Claim not tested: no attack here is a fair audit of this claim, so the leakage below is measured "
-                    "but cannot be held against it." if hypothesis else
-                    "Claim not tested: no attack here is a fair, covered audit of this guarantee, so the leakage "
-                    "below is measured but cannot be held against the claim.")  # fmt: skip
-    if private and not row["sound"]:
-        headline += STATUS_NOTES.get(status_of_claim, " The claimed ε itself is not a sound bound.")
-    inference = (rec.get("card") or {}).get("inference") or {}
-    below = [n for n, s in attacks.items() if s.get("below_chance")]
     return {
-        "defense": row["defense"],
-        "epsilon": row["epsilon"],
-        "epsilon_label": row["epsilon_label"],
-        "status": status,
-        "headline": headline,
         "best_auc": _auc_entry(attacks, best_auc),
         "best_tpr_at_1pct_fpr": {
             "attack": best_tpr,
@@ -416,13 +363,123 @@ def _verdict(row: dict, rec: dict, lower: list[dict] | None = None, correction: 
         "strongest_leakage": _auc_entry(
             attacks, strongest, covered=bool(strongest and attacks[strongest]["covered_by_guarantee"])
         ),
-        "power": power,
-        "below_chance": below,
-        "lower_bound": lb,
-        "bound_validity": invalid[0] if invalid and not (lb and lb["valid"]) else None,
-        "multiple_testing": {"tests": correction.get("tests")},
+    }
+
+
+def _strongest_lower_bound(attacks: dict[str, dict], private: bool, privacy: dict) -> dict | None:
+    """The largest ε lower bound measured (a valid, covered one first), with whether it may be held
+    against the claim and why."""
+    bounds = [(n, s) for n, s in attacks.items() if s.get("epsilon_lower_bound_max") is not None]
+    valid = [(n, s) for n, s in bounds if s["valid_audit"] and s["covered_by_guarantee"]]
+    pick = max(valid or bounds, key=lambda p: p[1]["epsilon_lower_bound_max"]) if bounds else None
+    if not pick:
+        return None
+    name, s = pick
+    value = s["epsilon_lower_bound_max"]
+    if not private:
+        why = "the model claims no guarantee, so there is nothing to test it against"
+    elif not s["covered_by_guarantee"]:
+        why = s.get("coverage") or "the guarantee does not cover this attack's unit"
+    elif not s["valid_audit"]:
+        why = s.get("why_not_valid") or "members were not assigned at random"
+    elif private and claim_status(privacy) in HYPOTHESES:
+        why = "members were assigned at random and the claim speaks to the attack"
+    else:
+        why = "members were assigned at random and the guarantee covers the attack"
+    return {"attack": name, "value": value, "delta": s.get("epsilon_lower_bound_delta"),
+            "valid": bool(s["valid_audit"] and s["covered_by_guarantee"] and private), "why": why,
+            "max_possible": s.get("epsilon_lower_bound_power")}  # fmt: skip
+
+
+def _refutation_power(attacks: dict[str, dict], private: bool, claimed, tests: int) -> dict | None:
+    """The power (:func:`_power`) of the valid, covered audits that test the claim, at the confidence
+    a refutation needs after Bonferroni over ``tests``, and whether it exceeds the claim."""
+    refute_confidence = 1.0 - (1.0 - FAMILY_CONFIDENCE) / tests
+    testing = [n for n, s in attacks.items() if private and s["valid_audit"] and s["covered_by_guarantee"]
+               and n not in DIAGNOSTIC_ATTACKS]  # fmt: skip
+    power = _power(attacks, testing, refute_confidence)
+    if power is not None:
+        power["tests"] = tests
+        power["enough"] = bool(claimed is not None and power["max_epsilon"] > float(claimed) * (1 + 1e-9))
+    return power
+
+
+def _refuted_headline(row: dict, lower: list[dict] | None, correction: dict, canaries: list[dict], claimed,
+                      hypothesis: bool) -> str | None:  # fmt: skip
+    """A private model's headline when a valid audit refutes its claim: a Bonferroni-corrected
+    attack bound (:func:`_lower_bounds`) first, else a refuting canary audit; ``None`` when neither does."""
+    refuted_word = "Claim refuted" if hypothesis else "Guarantee broken"
+    broken_points = [p for p in (lower or []) if p["broken"] and p["defense"] == row["defense"]
+                     and p["epsilon_target"] == row["epsilon"]]  # fmt: skip
+    refuting = [e for e in canaries if e.get("verdict") in REFUTING_VERDICTS]
+    if broken_points:
+        worst = max(broken_points, key=lambda p: p["epsilon_lower_bound_bonferroni"])
+        return (f"{refuted_word}: a valid audit ({worst['attack']}, seed {worst['seed']}) proves "
+                f"ε ≥ {worst['epsilon_lower_bound_bonferroni']:.2f} at 95 % after Bonferroni over "
+                f"{correction['tests']} test(s), above the claimed ε = {claimed:.2f}.")  # fmt: skip
+    if refuting:
+        worst = max(refuting, key=lambda e: e["certified_epsilon_lower_bound"])
+        return (f"{refuted_word}: a valid canary audit ({worst['name']}: {worst.get('canaries')} canaries, "
+                f"recipe {worst.get('recipe')}) certifies ε ≥ {worst['certified_epsilon_lower_bound']:.2f} at "
+                f"{100 * worst['confidence']:.3g} % (δ = {worst['delta']:.1e}), above the ε = "
+                f"{worst['claimed_epsilon']:.2f} the claim allows at its unit.")  # fmt: skip
+    return None
+
+
+def _unrefuted_verdict(claimed, hypothesis: bool, lb: dict | None, power: dict | None, canaries: list[dict],
+                       tests: int) -> tuple[str, str, dict | None]:  # fmt: skip
+    """A private model's status, headline and power when no valid audit refutes its claim:
+    ``consistent`` when an attack audit or a canary audit could have, ``underpowered`` when a valid
+    audit ran but none could have, else ``not-auditable``."""
+    canary_power = [e for e in canaries if e.get("bound_valid") and e.get("can_refute_claim")
+                    and e.get("verdict") not in REFUTING_VERDICTS]  # fmt: skip
+    confidence_words = "95 %" if tests == 1 else f"95 % over {tests} tests (Bonferroni)"
+    audited = "testing" if hypothesis else "covered"
+    if lb and lb["valid"] and power is not None and power["enough"]:
+        return "consistent", (
+            f"Consistent with the claim ε = {claimed:.2f}: no fair, {audited} "
+            f"audit refutes it, and one could have — "
+            f"{power['attack']} on {power['pairs']} member/non-member pairs could certify up to "
+            f"ε = {power['max_epsilon']:.2f} ({confidence_words}) with every guess right; the strongest "
+            f"valid audit proves only ε ≥ {lb['value']:.2f} ({lb['attack']})."), power  # fmt: skip
+    if canary_power:
+        best = max(canary_power, key=lambda e: _certified_max_possible(e.get("max_possible")) or 0.0)
+        if power is None or not power.get("enough"):
+            power = {"attack": best["name"], "max_epsilon": _certified_max_possible(best.get("max_possible")),
+                     "pairs": best.get("canaries"), "delta": best.get("delta"), "group_size": 1,
+                     "confidence": best["confidence"], "tests": 1, "enough": True, "canary": True}  # fmt: skip
+        return "consistent", (
+            f"Consistent with the claim ε = {claimed:.2f}: no valid audit refutes it, and one could have — "
+            f"the {best['name']} audit ({best.get('canaries')} canaries) could certify up to "
+            f"ε = {power['max_epsilon']:.2f} at {100 * best['confidence']:.3g} % with every guess right; "
+            f"it certifies only ε ≥ {best['certified_epsilon_lower_bound']:.2f}."), power  # fmt: skip
+    if lb and lb["valid"]:
+        if power is None:
+            size = "its size is not recorded, so its power is unknown"
+        else:
+            size = (f"with {power['pairs']} member/non-member pairs (δ = {power['delta']:.1e}) even a perfect attack "
+                    f"could certify at most ε = {power['max_epsilon']:.2f} ({confidence_words}), "
+                    f"{'not above' if power['max_epsilon'] > 0 else 'far below'} the claim")  # fmt: skip
+        return "underpowered", (
+            f"Not refuted, but not tested either: no fair, {audited} audit "
+            f"refutes ε = {claimed:.2f}, yet the audit "
+            f"was too small to refute it — {size}. Audit a larger graph (more pairs) to test the claim."), power
+    return "not-auditable", (
+        "Claim not tested: no attack here is a fair audit of this claim, so the leakage below is measured "
+        "but cannot be held against it." if hypothesis else
+        "Claim not tested: no attack here is a fair, covered audit of this guarantee, so the leakage "
+        "below is measured but cannot be held against the claim."), power  # fmt: skip
+
+
+def _claim_scope(row: dict, rec: dict, privacy: dict, private: bool) -> dict[str, Any]:
+    """A verdict's entries on what the claim covers: its (ε, δ, unit), the attacks it covers and
+    those it does not, whether inference is private, what ε covers per deployment
+    (:mod:`dpaudit.release.deployments`) and which deployments the attacks audited."""
+    attacks = row["attacks"]
+    inference = (rec.get("card") or {}).get("inference") or {}
+    return {
         "claimed": {
-            "epsilon": claimed,
+            "epsilon": privacy.get("epsilon"),
             "delta": privacy.get("delta"),
             "unit": row["unit"],
             "unit_label": row["unit_label"],
@@ -434,7 +491,6 @@ def _verdict(row: dict, rec: dict, lower: list[dict] | None = None, correction: 
         "uncovered_attacks": {n: s.get("coverage") for n, s in attacks.items() if not s["covered_by_guarantee"]},
         "inference_private": inference.get("private"),
         "inference_note": inference.get("note"),
-        # what ε covers per deployment (dpaudit.release.deployments), and which deployment the attacks audited
         "deployments": {d: deployment_entry(inference, d, private) for d in DEPLOYMENTS} if private else None,
         "audited_deployments": sorted(
             {
@@ -443,15 +499,6 @@ def _verdict(row: dict, rec: dict, lower: list[dict] | None = None, correction: 
                 if isinstance(res, dict) and (res.get("extra") or {}).get("deployment")
             }
         ),
-        "sound": row["sound"],
-        "protocol": row.get("protocol"),
-        "claim_status": status_of_claim,
-        # a user's or a paper's unproven claim: tested here, never "covered" or "proven"
-        "hypothesis": hypothesis,
-        "claim_words": HYPOTHESIS_WORDS.get(status_of_claim) if hypothesis else None,
-        "canaries": canaries,
-        "unaccounted": row.get("unaccounted") or [],
-        "test_accuracy": row["test_accuracy"],
     }
 
 

@@ -1165,60 +1165,14 @@ def audit_epsilon(
         if runs is None:
             raise EstimatorInputError("standardize=True needs run_ids (scores are standardized within each run)")
         s = standardize_per_run(s, run_ids)
-    skipped: dict[str, str] = {}
-    if estimators is None:
-        chosen = ["one-run", "one-run-fdp", "one-run-fdp-gaussian"]
-        if runs is None:
-            skipped["multi-run"] = "no run_ids"
-        elif int(runs.max()) + 1 < 2:
-            skipped["multi-run"] = "a single training run"
-        elif np.bincount(runs).max() > 1 and per_run == "error":
-            skipped["multi-run"] = "several canaries per run (not independent trials); pass per_run='sample'"
-        else:
-            chosen.append("multi-run")
-        chosen.append("gdp")
-    else:
-        if isinstance(estimators, str):
-            estimators = (estimators,)
-        chosen = list(dict.fromkeys(estimators))
-        unknown = [e for e in chosen if e not in ESTIMATORS]
-        if unknown or not chosen:
-            raise EstimatorInputError(f"estimators must be a non-empty subset of {ESTIMATORS}, got {estimators!r}")
-    if claimed_epsilon is not None and not (float(claimed_epsilon) >= 0 and math.isfinite(float(claimed_epsilon))):
-        raise EstimatorInputError(f"claimed_epsilon must be a finite number >= 0, got {claimed_epsilon}")
-    if claimed_mu is not None:
-        if (
-            isinstance(claimed_mu, bool)
-            or not isinstance(claimed_mu, (int, float, np.floating, np.integer))
-            or not (0.0 <= float(claimed_mu) < math.inf)
-        ):
-            raise EstimatorInputError(f"claimed_mu must be a finite number >= 0, got {claimed_mu!r}")
-        if "one-run-fdp-gaussian" not in chosen:
-            raise EstimatorInputError("claimed_mu is tested by one-run-fdp-gaussian: include it in estimators")
+    chosen, skipped = _chosen_estimators(estimators, runs, per_run)
+    _check_claims(claimed_epsilon, claimed_mu, chosen)
     k = len(chosen)
     each = 1.0 - (1.0 - float(confidence)) / k
-    results: dict[str, EpsilonEstimate] = {}
-    for name in chosen:
-        if name == "one-run":
-            results[name] = one_run_lower_bound(s, y, delta=delta, confidence=each, seed=seed)
-        elif name in ("one-run-fdp", "one-run-fdp-gaussian"):
-            tradeoff = "gaussian" if name == "one-run-fdp-gaussian" else "epsilon-delta"
-            results[name] = fdp_one_run_lower_bound(s, y, delta=delta, confidence=each, tradeoff=tradeoff, seed=seed)
-        elif name == "multi-run":
-            results[name] = multi_run_lower_bound(
-                s, y, delta=delta, confidence=each, run_ids=run_ids, per_run=per_run, seed=seed
-            )
-        else:
-            results[name] = gdp_estimate(s, y, delta=delta, confidence=each)
+    results = _run_estimators(chosen, s, y, delta, each, run_ids, per_run, seed)
     bounds = {name: float(est.epsilon_lower_bound) for name, est in results.items()}
-    log.debug(
-        "audit_epsilon: %d scores, delta=%g, each estimator at %.6g: %s (skipped: %s)",
-        s.size,
-        delta,
-        each,
-        bounds,
-        skipped,
-    )
+    log.debug("audit_epsilon: %d scores, delta=%g, each estimator at %.6g: %s (skipped: %s)",
+              s.size, delta, each, bounds, skipped)  # fmt: skip
     certified = max([bounds[n] for n in bounds if n in RIGOROUS_ESTIMATORS], default=0.0)
     out = {
         "estimates": {name: est.to_dict() for name, est in results.items()},
@@ -1233,6 +1187,75 @@ def audit_epsilon(
         "standardized_per_run": bool(standardize),
         "max_possible": {name: est.details.get("max_possible") for name, est in results.items()},
     }
+    out.update(_claim_tests(results, out["epsilon_lower_bound"]["overall"], certified, claimed_epsilon, claimed_mu))
+    return out
+
+
+def _chosen_estimators(estimators, runs, per_run: str) -> tuple[list[str], dict[str, str]]:
+    """The estimators :func:`audit_epsilon` runs — ``estimators`` checked, or by default every one the
+    data support — and those skipped, each with the reason."""
+    skipped: dict[str, str] = {}
+    if estimators is None:
+        chosen = ["one-run", "one-run-fdp", "one-run-fdp-gaussian"]
+        if runs is None:
+            skipped["multi-run"] = "no run_ids"
+        elif int(runs.max()) + 1 < 2:
+            skipped["multi-run"] = "a single training run"
+        elif np.bincount(runs).max() > 1 and per_run == "error":
+            skipped["multi-run"] = "several canaries per run (not independent trials); pass per_run='sample'"
+        else:
+            chosen.append("multi-run")
+        chosen.append("gdp")
+        return chosen, skipped
+    if isinstance(estimators, str):
+        estimators = (estimators,)
+    chosen = list(dict.fromkeys(estimators))
+    unknown = [e for e in chosen if e not in ESTIMATORS]
+    if unknown or not chosen:
+        raise EstimatorInputError(f"estimators must be a non-empty subset of {ESTIMATORS}, got {estimators!r}")
+    return chosen, skipped
+
+
+def _check_claims(claimed_epsilon, claimed_mu, chosen: list[str]) -> None:
+    """Refuse a claimed ε or μ that is not a finite number >= 0, or a μ without the estimator that tests it."""
+    if claimed_epsilon is not None and not (float(claimed_epsilon) >= 0 and math.isfinite(float(claimed_epsilon))):
+        raise EstimatorInputError(f"claimed_epsilon must be a finite number >= 0, got {claimed_epsilon}")
+    if claimed_mu is not None:
+        if (
+            isinstance(claimed_mu, bool)
+            or not isinstance(claimed_mu, (int, float, np.floating, np.integer))
+            or not (0.0 <= float(claimed_mu) < math.inf)
+        ):
+            raise EstimatorInputError(f"claimed_mu must be a finite number >= 0, got {claimed_mu!r}")
+        if "one-run-fdp-gaussian" not in chosen:
+            raise EstimatorInputError("claimed_mu is tested by one-run-fdp-gaussian: include it in estimators")
+
+
+def _run_estimators(chosen: list[str], s, y, delta: float, each: float, run_ids, per_run: str,
+                    seed: int) -> dict[str, EpsilonEstimate]:  # fmt: skip
+    """Each of ``chosen`` on the (score, inclusion) pairs at confidence ``each``."""
+    results: dict[str, EpsilonEstimate] = {}
+    for name in chosen:
+        if name == "one-run":
+            results[name] = one_run_lower_bound(s, y, delta=delta, confidence=each, seed=seed)
+        elif name in ("one-run-fdp", "one-run-fdp-gaussian"):
+            tradeoff = "gaussian" if name == "one-run-fdp-gaussian" else "epsilon-delta"
+            results[name] = fdp_one_run_lower_bound(s, y, delta=delta, confidence=each, tradeoff=tradeoff, seed=seed)
+        elif name == "multi-run":
+            results[name] = multi_run_lower_bound(
+                s, y, delta=delta, confidence=each, run_ids=run_ids, per_run=per_run, seed=seed
+            )
+        else:
+            results[name] = gdp_estimate(s, y, delta=delta, confidence=each)
+    return results
+
+
+def _claim_tests(results: dict[str, EpsilonEstimate], overall: float, certified: float, claimed_epsilon,
+                 claimed_mu) -> dict:  # fmt: skip
+    """The claims tested: the certified μ against ``claimed_mu``; the certified ε (refutes) and the
+    overall maximum (estimate exceeds) against ``claimed_epsilon``, and whether a certified estimator
+    could exceed it at all (``can_refute_claim``)."""
+    out: dict = {}
     mu_refuted = False
     if claimed_mu is not None:
         gaussian = results["one-run-fdp-gaussian"].details
@@ -1242,7 +1265,7 @@ def audit_epsilon(
     if claimed_epsilon is not None:
         out["claimed_epsilon"] = float(claimed_epsilon)
         out["claim_refuted"] = bool(certified > float(claimed_epsilon)) or mu_refuted
-        out["estimate_exceeds_claim"] = bool(out["epsilon_lower_bound"]["overall"] > float(claimed_epsilon))
+        out["estimate_exceeds_claim"] = bool(overall > float(claimed_epsilon))
         ceilings = [results[n].details["max_possible"] for n in results if n in RIGOROUS_ESTIMATORS]
         out["can_refute_claim"] = bool(max(ceilings, default=0.0) > float(claimed_epsilon)) or (
             claimed_mu is not None and results["one-run-fdp-gaussian"].details["max_possible_mu"] > float(claimed_mu)

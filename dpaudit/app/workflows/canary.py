@@ -192,11 +192,47 @@ def canary_audit(
     ``kind="gradient"`` is the white-box DP-SGD audit of
     :func:`dpaudit.app.workflows.gradient_canary.gradient_canary_audit`, called with every other
     argument unchanged (same JSON keys)."""
-    from tqdm.auto import tqdm
-
     from attacks import canary as game
     from dpaudit.auditing.estimators import audit_epsilon
 
+    defense, fit = _who_trains(defense, fit, dataset, epsilon)
+    if kind == "gradient" and fit is None:
+        from dpaudit.app.workflows.gradient_canary import gradient_canary_audit
+
+        return gradient_canary_audit(
+            defense, dataset, epsilon, canaries=canaries, runs=runs, overrides=overrides, split=split, seed=seed,
+            delta=delta, device=device, data_root=data_root, dataset_options=dataset_options, design=design,
+            confidence=confidence, out=out, progress=progress, keep_scores=keep_scores,
+        )  # fmt: skip
+    probe, name, claim_source, recipe = _recipe(defense, fit, epsilon, kind, canaries, runs, unit, overrides, delta,
+                                                device, seed, design)  # fmt: skip
+    base = dataset if isinstance(dataset, GraphDataset) else load_dataset(
+        dataset, root=data_root, **(dataset_options or {})
+    )  # fmt: skip
+    sp = make_split(base, split, seed)
+    run_delta = probe.resolve_delta(base, sp)
+    canary_design = game.draw_canaries(base, sp, kind, canaries, seed, **(design or {}))
+    plan = canary_plan(canary_design, runs, probe, kind, run_delta, confidence, claim_source)
+    _announce_plan(plan, on_plan)
+    record = _record_head(name, claim_source, base, sp, seed, kind, probe, run_delta, overrides, canaries,
+                          canary_design, runs, confidence, plan)  # fmt: skip
+    scores, coins, per_run, score_name, interrupted = _play_runs(
+        game, recipe, probe, base, sp, canary_design, canaries, runs, seed, delta, run_delta, name, progress
+    )  # fmt: skip
+    if interrupted:
+        record["partial"] = True
+    record.update(_summarise(record, per_run, scores, coins, score_name, probe, kind, run_delta, confidence,
+                             audit_epsilon, game, keep_scores))  # fmt: skip
+    if out is not None:
+        atomic_write_json(out, record)
+    if interrupted:
+        raise KeyboardInterrupt
+    return record
+
+
+def _who_trains(defense, fit, dataset, epsilon) -> tuple[str | None, Callable | None]:
+    """(the registered defense's name, the user's fit function): exactly one of them, a callable
+    first argument read as ``fit``; a dataset and, for a defense, ε required."""
     if callable(defense) and not isinstance(defense, str):
         if fit is not None:
             raise ConfigurationError("canary_audit: pass your function once (as fit=...)")
@@ -209,41 +245,37 @@ def canary_audit(
         raise ConfigurationError("canary_audit: a dataset is required (a name, a graph file or a GraphDataset)")
     if epsilon is None and fit is None:
         raise ConfigurationError("canary_audit: epsilon is required (the defense's target ε, inf for a baseline)")
-    if kind == "gradient" and fit is None:
-        from dpaudit.app.workflows.gradient_canary import gradient_canary_audit
+    return defense, fit
 
-        return gradient_canary_audit(
-            defense, dataset, epsilon, canaries=canaries, runs=runs, overrides=overrides, split=split, seed=seed,
-            delta=delta, device=device, data_root=data_root, dataset_options=dataset_options, design=design,
-            confidence=confidence, out=out, progress=progress, keep_scores=keep_scores,
-        )  # fmt: skip
+
+def _recipe(defense, fit, epsilon, kind, canaries, runs, unit, overrides, delta, device, seed, design):
+    """The request checked before any data is loaded (:func:`check_fit_request` or
+    :func:`check_canary_request`); returns run 0's recipe (the claim's probe), the audited name, who
+    states the claim (``user`` or ``defense``) and ``recipe(delta, seed)``, what each run fits."""
     if fit is not None:
         if overrides:
             raise ConfigurationError("canary_audit: overrides set a registered defense's hyperparameters, not a fit's")
         probe = check_fit_request(fit, epsilon, kind, canaries, runs, unit, delta, device, seed, design)
-        name, claim_source = function_name(fit), "user"
 
         def recipe(run_delta, run_seed):
             return FitFunction(fit, epsilon=epsilon, delta=run_delta, unit=probe.unit, seed=run_seed, device=device)
-    else:
-        if unit is not None:
-            raise ConfigurationError(
-                "canary_audit: unit states the claim of a fit function; a defense declares its own"
-            )
-        cls = check_canary_request(defense, epsilon, kind, canaries, runs, overrides, delta, device, seed, design)
-        probe = cls(epsilon=epsilon, delta=delta, seed=seed, device=device, **(overrides or {}))
-        name, claim_source = defense, "defense"
 
-        def recipe(run_delta, run_seed):
-            return cls(epsilon=epsilon, delta=run_delta, seed=run_seed, device=device, **(overrides or {}))
+        return probe, function_name(fit), "user", recipe
+    if unit is not None:
+        raise ConfigurationError(
+            "canary_audit: unit states the claim of a fit function; a defense declares its own"
+        )
+    cls = check_canary_request(defense, epsilon, kind, canaries, runs, overrides, delta, device, seed, design)
+    probe = cls(epsilon=epsilon, delta=delta, seed=seed, device=device, **(overrides or {}))
 
-    base = dataset if isinstance(dataset, GraphDataset) else load_dataset(
-        dataset, root=data_root, **(dataset_options or {})
-    )  # fmt: skip
-    sp = make_split(base, split, seed)
-    run_delta = probe.resolve_delta(base, sp)
-    canary_design = game.draw_canaries(base, sp, kind, canaries, seed, **(design or {}))
-    plan = canary_plan(canary_design, runs, probe, kind, run_delta, confidence, claim_source)
+    def recipe(run_delta, run_seed):
+        return cls(epsilon=epsilon, delta=run_delta, seed=run_seed, device=device, **(overrides or {}))
+
+    return probe, defense, "defense", recipe
+
+
+def _announce_plan(plan: dict[str, Any], on_plan) -> None:
+    """Give the plan to ``on_plan``, or without one log it (INFO; its warning at WARNING)."""
     if on_plan is not None:
         on_plan(plan)
     else:
@@ -252,7 +284,12 @@ def canary_audit(
         if plan.get("warning"):
             log.warning("%s", plan["warning"])
 
-    record: dict[str, Any] = {
+
+def _record_head(name, claim_source, base, sp, seed, kind, probe, run_delta, overrides, canaries, canary_design,
+                 runs, confidence, plan) -> dict[str, Any]:  # fmt: skip
+    """The JSON's first keys, known before any run: what was audited, on what, against which claim,
+    with which design and plan (``partial``: False until an interrupt)."""
+    return {
         "schema": SCHEMA,
         "version": SCHEMA_VERSION,
         "defense": name,
@@ -273,11 +310,18 @@ def canary_audit(
         "plan": plan,
         "partial": False,
     }
+
+
+def _play_runs(game, recipe, probe, base, sp, canary_design, canaries, runs, seed, delta, run_delta, name, progress):
+    """The game's runs: run r flips its coins (seeded by (seed, r)), fits the recipe on the data they
+    make and scores the canaries; returns the scores, coins, per-run records, the score's name and
+    whether Ctrl-C stopped it (the finished runs are kept)."""
+    from tqdm.auto import tqdm
+
     scores: list[np.ndarray] = []
     coins: list[np.ndarray] = []
     per_run: list[dict[str, Any]] = []
     score_name = None
-    interrupted = False
     try:
         for r in tqdm(range(runs), desc=f"canary audit {name}", disable=None if progress else True):
             start = time.perf_counter()
@@ -307,16 +351,9 @@ def canary_audit(
                 }
             )
     except KeyboardInterrupt:
-        interrupted = True
-        record["partial"] = True
         log.warning("interrupted after %d finished run(s); writing them", len(per_run))
-    record.update(_summarise(record, per_run, scores, coins, score_name, probe, kind, run_delta, confidence,
-                             audit_epsilon, game, keep_scores))  # fmt: skip
-    if out is not None:
-        atomic_write_json(out, record)
-    if interrupted:
-        raise KeyboardInterrupt
-    return record
+        return scores, coins, per_run, score_name, True
+    return scores, coins, per_run, score_name, False
 
 
 def canary_plan(design, runs: int, probe, kind: str, delta: float, confidence: float,
