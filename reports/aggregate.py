@@ -528,8 +528,11 @@ def overall_verdict(verdicts: list[dict]) -> dict[str, Any]:
     else:
         status = "untested"
         untested = by["underpowered"] + by["not-auditable"]
-        action = (f"No claim is refuted, but {len(untested)} of {private} claims were not tested by an audit "
-                  f"strong enough to refute them ({names(untested)}): treat those as unaudited, not as confirmed.")
+        one = len(untested) == 1
+        which = "the only claim" if one and private == 1 else f"{len(untested)} of {private} claims"
+        action = (f"No claim is refuted, but {which} {'was' if one else 'were'} not tested by an audit strong "
+                  f"enough to refute {'it' if one else 'them'} ({names(untested)}): treat "
+                  f"{'it' if one else 'those'} as unaudited, not as confirmed.")  # fmt: skip
     refuted = sum(bool(v.get("hypothesis")) for v in by["broken"])  # a hypothesis is refuted, not broken
     broken_word = "refuted" if refuted == len(by["broken"]) > 0 else "broken" if not refuted else "broken or refuted"
     parts = [f"{len(by['broken'])} {broken_word}", f"{len(by['consistent'])} consistent with an audit that could refute them",

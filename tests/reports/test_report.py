@@ -19,6 +19,7 @@ import dpaudit
 from defenses.baselines import MLPDP
 from dpaudit.auditing.statistics import auc_ceiling as statistics_auc_ceiling
 from dpaudit.data.datasets import csbm, from_data
+from dpaudit.training.constraints import COUNT
 from dpaudit.training.registry import register_defense
 from reports.aggregate import DIAGNOSTIC_ATTACKS, _headline_attack, auc_ceiling, build_report_data
 from reports.render import render_html
@@ -706,6 +707,7 @@ def test_interrupted_audit_keeps_what_finished(tmp_path):
     """Ctrl-C during an attack: the finished attacks are kept; the interrupted one and the rest are
     listed as not run."""
     import attacks as attack_registry
+    from dpaudit.app.pipeline import train
 
     def interrupt(model, dataset=None, *, runs: int = 1):
         raise KeyboardInterrupt
@@ -713,15 +715,16 @@ def test_interrupted_audit_keeps_what_finished(tmp_path):
     def never(model, dataset=None, *, runs: int = 1):
         raise AssertionError("ran after the interrupt")
 
-    attack_registry.register_attack("zz-interrupt")(interrupt)
-    attack_registry.register_attack("zz-never")(never)
+    attack_registry.register_attack("zz-interrupt", {"runs": [COUNT]})(interrupt)
+    attack_registry.register_attack("zz-never", {"runs": [COUNT]})(never)
     try:
         ds = csbm(num_nodes=120, num_classes=3, num_features=8, avg_degree=5, seed=4)
-        model = dpaudit.app.pipeline.train("mlp", ds, epsilon="inf", seed=0, overrides={"epochs": 5}).model
+        model = train("mlp", ds, epsilon="inf", seed=0, overrides={"epochs": 5}).model
         result = dpaudit.audit(model, dataset=ds, attacks=["zz-interrupt", "mia-threshold", "zz-never"], progress=False)
     finally:
-        attack_registry._ATTACKS.pop("zz-interrupt", None)
-        attack_registry._ATTACKS.pop("zz-never", None)
+        for name in ("zz-interrupt", "zz-never"):
+            attack_registry._ATTACKS.pop(name, None)
+            attack_registry._CONSTRAINTS.pop(name, None)
     assert (
         result.interrupted
         and list(result.results) == ["mia-threshold"]
@@ -750,6 +753,7 @@ def test_ctrl_c_returns_an_audit_without_waiting_for_compiled_code(tmp_path):
         "import attacks, dpaudit\n"
         "from dpaudit.data.datasets import csbm\n"
         "from dpaudit.app.pipeline import train\n"
+        "from dpaudit.training.constraints import COUNT\n"
         "def slow(model, dataset=None, *, runs: int = 1):\n"
         "    print('SLOW', flush=True)\n"
         # compiled calls (no signal check) until the test says stop, so no load makes them end
@@ -760,7 +764,7 @@ def test_ctrl_c_returns_an_audit_without_waiting_for_compiled_code(tmp_path):
         "        np.linalg.svd(np.random.default_rng(0).normal(size=(1500, 1500)))\n"
         f"    open({str(tmp_path / 'svd-finished')!r}, 'w').close()\n"
         "    raise AssertionError('not interrupted')\n"
-        "attacks.register_attack('zz-slow')(slow)\n"
+        "attacks.register_attack('zz-slow', {'runs': [COUNT]})(slow)\n"
         "ds = csbm(num_nodes=120, num_classes=3, num_features=8, avg_degree=5, seed=4)\n"
         "model = train('mlp', ds, epsilon='inf', seed=0, overrides={'epochs': 5}).model\n"
         "r = dpaudit.audit(model, dataset=ds, attacks=['mia-threshold', 'zz-slow'], progress=False)\n"
