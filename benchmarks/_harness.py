@@ -12,6 +12,7 @@ import multiprocessing as mp
 import os
 import resource
 import statistics
+import subprocess
 import time
 import traceback
 from collections.abc import Callable
@@ -68,6 +69,18 @@ def markdown_table(rows: list[dict], columns: list[str]) -> str:
     lines = ["| " + " | ".join(columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
     lines += ["| " + " | ".join(str(r.get(c, "")) for c in columns) + " |" for r in rows]
     return "\n".join(lines)
+
+
+def tree_state() -> str:
+    """The commit a benchmark measured, and whether tracked files differed from it."""
+    root = Path(__file__).resolve().parents[1]
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True).stdout.strip()
+
+    head = git("rev-parse", "HEAD") or "unknown commit"
+    dirty = git("status", "--porcelain", "--untracked-files=no")
+    return f"{head}" + (" + working tree with uncommitted changes" if dirty else " (clean)")
 
 
 def write_atomic(path: Path, text: str) -> Path:

@@ -30,7 +30,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _harness import write_atomic, write_result  # noqa: E402
+from _harness import tree_state, write_atomic, write_result  # noqa: E402
 
 EPSILONS = [0.5, 1.0, 2.0, 3.0, 4.0]
 SPLIT = "per-class:20,500,1000"
@@ -123,16 +123,6 @@ def run_paper_protocol(dataset_name: str, seeds: list[int], data_root: str) -> l
     for row in rows_out:
         row["peak_rss_mb"] = peak_mb
     return rows_out
-
-
-def tree_state() -> str:
-    """The commit measured, and whether the working tree differed from it."""
-
-    def git(*a):
-        return subprocess.run(["git", *a], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-
-    dirty = git("status", "--porcelain", "--untracked-files=no")
-    return f"commit {git('rev-parse', '--short', 'HEAD') or 'unknown'}" + (" + uncommitted changes" if dirty else "")
 
 
 def fmt(values: list[float]) -> str:
@@ -231,7 +221,7 @@ def main() -> None:
     command = " ".join(["python", "benchmarks/bench_gcon.py", *sys.argv[1:]])
     header = (
         "# GCON utility against ε\n\n"
-        f"`{command}`: {time.strftime('%Y-%m-%d', time.gmtime())}, {tree_state()}; load average "
+        f"`{command}`: {time.strftime('%Y-%m-%d', time.gmtime())}, commit {tree_state()}; load average "
         f"{load_start} at the start, {' '.join(f'{v:.1f}' for v in os.getloadavg())} at the end "
         "(s/fit is wall time, so it follows the load).\n\n"
         "Every method at its defaults (`gcon` is `protocol=sound`); the paper's selection against "

@@ -58,6 +58,10 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _harness import tree_state  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = Path(__file__).resolve().parent / "results"
 #: the record ``scale.md`` renders; every other ``--out NAME`` is a part, kept in :data:`PARTS`
@@ -444,15 +448,6 @@ def merge(entries: list[str], results: Results) -> None:
         runs += taken
     results.data["meta"]["parts"] = parts
     results.data["runs"] = runs
-
-
-def tree_state() -> str:
-    def git(*a):
-        return subprocess.run(["git", *a], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-
-    head = git("rev-parse", "HEAD") or "unknown commit"
-    dirty = git("status", "--porcelain", "--untracked-files=no")
-    return f"{head}" + (" + working tree with uncommitted changes" if dirty else " (clean)")
 
 
 def machine() -> str:
