@@ -32,6 +32,20 @@ DEMO_DEFENSES = [
 # schedule takes 16 s per training, and the attacks train shadow models with the same recipe;
 # 200 steps take 2 s and reach 0.92 test accuracy at ε = 4 (the default reaches 1.0).
 DEMO_DEFENSE_OVERRIDES = {"dpgnn": {"steps": 200}}
+# A deliberately broken private model beside the sound ones: mlp-dp whose DP-SGD adds a tenth of
+# the noise it accounts, still claiming mlp-dp's ε (the broken-mechanism zoo,
+# dpaudit/app/workflows/zoo.py). The demo's audit must refute it, and must not refute the others.
+DEMO_BROKEN = "zoo-mlp-dp-noise-div10"
+#: the demo table's short name for a defense (its full name is said under the table)
+DEMO_LABELS = {DEMO_BROKEN: "mlp-dp-σ/10"}
+DEMO_MODULES = ["dpaudit.app.workflows.zoo"]
+# The claims' δ. δ = auto on 500 nodes is 1e-3, where the one-run canary tests pay about m·δ for
+# m canaries and certify nothing at any count; every defense calibrates its noise to the δ it is
+# given, so the demo claims δ = 1e-5, where 24 canaries can refute ε = 1 and 640 can refute ε = 4.
+DEMO_DELTA = 1e-5
+# Each private model is also tested by the canary audit its claim needs to be refutable
+# (dpaudit/app/workflows/audit/refute.py): the graph's 37 member/non-member pairs cannot.
+DEMO_CANARIES = ["auto"]
 DEMO_ATTACK_SETTINGS = {
     "*": {"n_boot": 200},
     "mia-tstf": {"runs": 1, "hidden": 32},
@@ -52,9 +66,15 @@ ATTACK_HEADINGS = {"mia-rmia": "rmia", "mia-lira": "lira", "mia-tstf": "tstf", "
 
 
 def demo_plan() -> tuple[list[str], dict, list[str], dict]:
-    """The demo's defenses, their overrides, every registered attack and the settings that apply
-    to each (keys an attack does not have are skipped, so a new attack joins with its defaults)."""
+    """The demo's defenses (its broken model last among the private ones), their overrides, every
+    registered attack and the settings that apply to each (keys an attack does not have are
+    skipped, so a new attack joins with its defaults)."""
+    import importlib
+
     import attacks as attack_registry
+
+    for module in DEMO_MODULES:  # registers the broken model (the study's workers import them too)
+        importlib.import_module(module)
 
     names = attack_registry.available_attacks()
     settings = {}
@@ -64,7 +84,28 @@ def demo_plan() -> tuple[list[str], dict, list[str], dict]:
         chosen = {k: v for k, v in chosen.items() if k in known}
         if chosen:
             settings[name] = chosen
-    return list(DEMO_DEFENSES), dict(DEMO_DEFENSE_OVERRIDES), names, settings
+    defenses = list(DEMO_DEFENSES)
+    defenses.insert(defenses.index("mlp-dp") + 1, DEMO_BROKEN)
+    return defenses, dict(DEMO_DEFENSE_OVERRIDES), names, settings
+
+
+def demo_power_line(defenses: list[str]) -> str:
+    """What tests the demo's claims, said before any training: the canaries each ε needs at the
+    demo's δ (:func:`~dpaudit.app.workflows.audit.refute.plan_refuting_audit`) and their kinds."""
+    from dpaudit.app.workflows.audit.refute import canary_kind, plan_refuting_audit
+    from dpaudit.training.registry import get_defense
+
+    private = [d for d in defenses if get_defense(d).unit is not None]
+    kinds = {d: canary_kind(d, max(DEMO_EPSILONS), DEMO_DEFENSE_OVERRIDES.get(d)) for d in private}
+    plans = [plan_refuting_audit(private[0], e, DEMO_DELTA, kind="node") for e in DEMO_EPSILONS]
+    needs = ", ".join(f"ε = {p.claim:g} by {p.canaries} canaries (a perfect attack certifies ≤ {p.certifiable:.2f})"
+                      for p in plans)  # fmt: skip
+    by_kind = "; ".join(f"{kind}: {', '.join(d for d in private if kinds[d] == kind)}"
+                        for kind in dict.fromkeys(kinds.values()))  # fmt: skip
+    return (
+        f"each private claim (δ = {DEMO_DELTA:g}) is also tested by a canary audit able to refute it: {needs}, "
+        f"spread over runs where a run holds fewer ({by_kind}); {DEMO_BROKEN} is broken on purpose"
+    )
 
 
 def demo_table(rows: list[dict], units: dict[str, str | None]) -> str:
@@ -78,7 +119,8 @@ def demo_table(rows: list[dict], units: dict[str, str | None]) -> str:
     columns = ["defense", "unit", "ε", "test acc", *(ATTACK_HEADINGS.get(name, name) for name in attack_names)]
     table_rows = []
     for r in rows:
-        values = [r["defense"], units.get(r["defense"]) or "-", r["epsilon"], _fmt(r.get("test_accuracy"))]
+        label = DEMO_LABELS.get(r["defense"], r["defense"])
+        values = [label, units.get(r["defense"]) or "-", r["epsilon"], _fmt(r.get("test_accuracy"))]
         values += [_fmt(r.get(k)) for k in attack_keys]
         table_rows.append(dict(zip(columns, values)))
     # the formatter pads every cell, the last one included; trailing blanks only widen the table
@@ -123,6 +165,9 @@ def cmd_demo(args) -> int:
         dataset_options=dict(DEMO_DATASET_OPTIONS),
         overrides=overrides,
         attack_settings=settings,
+        delta=DEMO_DELTA,
+        canaries=list(DEMO_CANARIES),
+        modules=list(DEMO_MODULES),
         device=args.device,
         title="dpaudit demo: every defense family under every attack on the embedded synthetic graph",
     )
@@ -131,12 +176,15 @@ def cmd_demo(args) -> int:
         f"{len(defenses) - private} non-private models under {len(names)} attacks"
     )
     print(f"graph: csbm, {DEMO_DATASET_OPTIONS['num_nodes']} nodes; {args.jobs} worker(s); study folder {args.out}/")
+    print(demo_power_line(defenses))
     start = time.perf_counter()
     # the demo folder is ours: a newer demo configuration may re-configure it
     result = Study(config, args.out, command="dpaudit " + " ".join(sys.argv[1:]), force=True,
                    made_by="demo").run(jobs=args.jobs)  # fmt: skip
     print(demo_table(result.table(), units))
     print("attack AUC: 0.5 is chance, 1.0 always right; the report says which attacks each guarantee covers.")
+    print(f"{DEMO_LABELS[DEMO_BROKEN]}: {DEMO_BROKEN}, mlp-dp adding a tenth of the noise it accounts (broken on "
+          "purpose: the report's verdict refutes its claim)")  # fmt: skip
     for rec in result.failed:
         err = rec.get("error") or {}
         print(f"failed: {rec['cell_id']}: {err.get('type')}: {err.get('message')}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import copy
 import dataclasses
+import importlib
 import json
 import logging
 import math
@@ -79,6 +80,8 @@ def run_cell(task: dict[str, Any]) -> dict[str, Any]:
     started = time.perf_counter()
     started_at = now_iso()
     config = StudyConfig.from_dict(task["config"])
+    for module in config.modules:  # e.g. a module registering defenses, imported in every worker
+        importlib.import_module(module)
     cell = task["cell"]
     epsilon = math.inf if cell["epsilon"] is None else float(cell["epsilon"])
     record: dict[str, Any] = {
@@ -178,7 +181,7 @@ def run_cell(task: dict[str, Any]) -> dict[str, Any]:
                 record["attacks"][name] = _without_artifacts(result.to_dict())
             if charged:
                 record["query_api"] = query_api_finding(trained.model, releases)
-            _run_canaries(record, config, dataset, cell, epsilon, work)
+            _run_canaries(record, config, dataset, cell, epsilon, work, trained.model, split)
             record["status"] = "done"
         except Exception as exc:
             if not isinstance(exc, DPAuditError):
@@ -196,12 +199,17 @@ def run_cell(task: dict[str, Any]) -> dict[str, Any]:
     return {"record": record, "files": files}
 
 
-def _run_canaries(record: dict, config: StudyConfig, dataset, cell: dict, epsilon: float, work: Path) -> None:
+def _run_canaries(record: dict, config: StudyConfig, dataset, cell: dict, epsilon: float, work: Path, model=None,
+                  split=None) -> None:  # fmt: skip
     """The cell's canary audits (one extra training with canaries per kind), recorded under
-    ``record["canaries"][kind]`` without per-canary scores (those are in ``canaries/<kind>.json``)."""
+    ``record["canaries"][kind]`` without per-canary scores (those are in ``canaries/<kind>.json``);
+    ``"auto"``: :func:`_run_refuting_audit`."""
     from dpaudit.app.workflows.canary import canary_audit
 
     for kind in config.canaries:
+        if kind == "auto":
+            _run_refuting_audit(record, config, dataset, cell, epsilon, work, model, split)
+            continue
         try:
             result = canary_audit(
                 cell["defense"], dataset, epsilon, kind=kind, canaries=config.canary_count, runs=1,
@@ -216,6 +224,41 @@ def _run_canaries(record: dict, config: StudyConfig, dataset, cell: dict, epsilo
             record["canary_errors"][kind] = f"{type(exc).__name__}: {exc}"
             continue
         record["canaries"][kind] = {k: v for k, v in result.items() if k not in ("scores", "included", "run_ids")}
+
+
+def _run_refuting_audit(record: dict, config: StudyConfig, dataset, cell: dict, epsilon: float, work: Path, model,
+                        split) -> None:  # fmt: skip
+    """A private cell's canary audit sized to refute its claim (:mod:`dpaudit.app.workflows.audit.refute`):
+    the plan under ``record["canary_plan"]``, the audit re-tested against the cell's model
+    (:func:`~dpaudit.app.workflows.audit.canaries.canary_evidence`) under
+    ``record["canaries"]["<kind> canaries"]`` — the canary evidence the report's verdict weighs —
+    and a plan that cannot refute the claim under ``record["canary_errors"]["auto"]`` (its line
+    says what would)."""
+    from dpaudit.app.workflows.audit.canaries import canary_evidence, check_canary_results
+    from dpaudit.app.workflows.audit.refute import canary_kind, plan_refuting_audit, run_capacity, run_refuting_audit
+
+    if model is None or not model.privacy.is_private or math.isinf(epsilon):
+        return
+    privacy, overrides, seed = model.privacy, record["overrides"], cell["seed"]
+    try:
+        kind = canary_kind(cell["defense"], epsilon, overrides)
+        capacity = run_capacity(cell["defense"], kind, dataset, split, epsilon, privacy.delta, overrides, seed)
+        plan = plan_refuting_audit(cell["defense"], privacy.epsilon, privacy.delta, kind=kind, capacity=capacity,
+                                   overrides=overrides,
+                                   seconds_per_run=record["metrics"].get("train_seconds"))  # fmt: skip
+        record["canary_plan"] = plan.to_dict()
+        if not plan.can_refute:
+            record["canary_errors"]["auto"] = plan.line()
+            return
+        result = run_refuting_audit(plan, dataset, epsilon, split=config.split, seed=seed, delta=privacy.delta,
+                                    overrides=overrides, device=config.device,
+                                    out=work / "canaries" / f"{kind}.json")  # fmt: skip
+        record["canaries"].update(canary_evidence(model, check_canary_results(model, [result])))
+    except DPAuditError as exc:
+        record["canary_errors"]["auto"] = f"{type(exc).__name__}: {exc}"
+    except Exception as exc:  # a bug in the audit must not cost the cell
+        log.exception("refuting canary audit failed on cell %s", cell["cell_id"])
+        record["canary_errors"]["auto"] = f"{type(exc).__name__}: {exc}"
 
 
 # Library warnings that repeat once per cell and say nothing about the study's validity.

@@ -26,6 +26,10 @@ def _slug(text: str, limit: int = 40) -> str:
     return re.sub(r"[^A-Za-z0-9.-]+", "-", str(text)).strip("-")[:limit] or "x"
 
 
+#: the canary audits a study's cells can run: a kind, or ``"auto"`` (the one that can refute the claim)
+CANARY_CHOICES = ("node", "edge", "auto")
+
+
 def _eps_value(epsilon) -> float:
     from dpaudit.accounting.spec import validate_epsilon
 
@@ -70,8 +74,13 @@ class StudyConfig:
         data_root: folder of real datasets (never written).
         title: report title.
         canaries: canary audits each cell also runs (``"node"``, ``"edge"``; see
-            :mod:`dpaudit.app.workflows.canary`): one extra training with canaries per kind.
+            :mod:`dpaudit.app.workflows.canary`): one extra training with canaries per kind;
+            ``"auto"``: the audit each private cell's claim needs to be refutable
+            (:func:`dpaudit.app.workflows.audit.refute.plan_refuting_audit`), re-tested against
+            the cell's model as the report's canary evidence.
         canary_count: canaries per canary audit.
+        modules: Python modules every worker imports before its cell (modules that register
+            defenses, e.g. the demo's broken-mechanism zoo, :mod:`dpaudit.app.workflows.zoo`).
     """
 
     dataset: str
@@ -89,6 +98,7 @@ class StudyConfig:
     title: str | None = None
     canaries: list[str] = field(default_factory=list)
     canary_count: int = 200
+    modules: list[str] = field(default_factory=list)
 
     def __post_init__(self):
         if not self.defenses:
@@ -109,9 +119,14 @@ class StudyConfig:
         if self.attacks is not None:
             self.attacks = list(dict.fromkeys(self.attacks))
         self.canaries = list(dict.fromkeys(self.canaries or []))
-        bad = [k for k in self.canaries if k not in ("node", "edge")]
+        bad = [k for k in self.canaries if k not in CANARY_CHOICES]
         if bad:
-            raise ConfigurationError(f"canaries must be node and/or edge, got {bad}")
+            raise ConfigurationError(f"canaries must be {', '.join(CANARY_CHOICES)}, got {bad}")
+        self.modules = list(dict.fromkeys(self.modules or []))
+        # a study file is data: it may name dpaudit's own modules only, never code from elsewhere
+        if not all(isinstance(m, str) and m.startswith("dpaudit.") and all(p.isidentifier() for p in m.split("."))
+                   for m in self.modules):  # fmt: skip
+            raise ConfigurationError(f"modules must be dotted names of dpaudit modules, got {self.modules}")
         if isinstance(self.canary_count, bool) or not isinstance(self.canary_count, int) or self.canary_count < 2:
             raise ConfigurationError(f"canary_count must be an integer >= 2, got {self.canary_count!r}")
 
@@ -121,6 +136,8 @@ class StudyConfig:
         if not self.canaries:  # studies without canary audits keep their configuration hash
             out.pop("canaries")
             out.pop("canary_count")
+        if not self.modules:  # as do studies that import nothing
+            out.pop("modules")
         return out
 
     @classmethod
