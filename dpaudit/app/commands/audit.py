@@ -39,6 +39,8 @@ def _audit_locked(args) -> int:
     canaries = check_canary_results(model, args.canaries)  # one line before any work
     dataset = reload_dataset(model.card.get("dataset"), model.provenance("dataset"), args.dataset, options,
                              args.data_root)  # fmt: skip
+    if not canaries and not args.no_canaries and model.privacy.is_private:
+        canaries = _refuting_canaries(model, dataset, args.device)
     result = audit(
         model,
         dataset=dataset,
@@ -79,6 +81,23 @@ def _audit_locked(args) -> int:
     return 0
 
 
+def _refuting_canaries(model, dataset, device: str) -> list[dict]:
+    """The canary audit of the model's recipe that can refute its claim (the member/non-member
+    pairs of a graph this size cannot): its plan printed before any training, or the one line
+    saying what would suffice when none here can."""
+    from dpaudit.app.workflows.audit.refute import refuting_canaries
+
+    def announce(plan) -> None:
+        if isinstance(plan, str):
+            print(f"canary audit: none ({plan})", flush=True)
+        elif plan.can_refute:
+            print(f"canary audit: {plan.line()}; --no-canaries skips it", flush=True)
+        else:
+            print(f"canary audit: {plan.line()}", flush=True)
+
+    return refuting_canaries(model, dataset, device=device, progress=True, on_plan=announce)
+
+
 def _report_verdict(html_path) -> str:
     """The report's own verdict of the audited model (its sidecar), so that the terminal and the
     report never say different things."""
@@ -115,6 +134,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--canaries", nargs="+", default=None, metavar="RESULT.json",
                    help="canary audit results (dpaudit canary --out) of this model's recipe at its claimed unit, ε "
                    "and dataset: re-tested against the model's claim, they enter its verdict")  # fmt: skip
+    p.add_argument("--no-canaries", action="store_true",
+                   help="skip the canary audit of the model's recipe that runs by default when --canaries is not "
+                   "given (sized to refute the claim; its plan is printed before it trains)")  # fmt: skip
     p.add_argument("--force", action="store_true", help="replace --out and its sidecar whatever they hold")
     add_allow_long_argument(p)
     p.set_defaults(func=cmd_audit)

@@ -18,6 +18,12 @@ from dpaudit.app.commands._study_args import (
 from dpaudit.errors import ConfigurationError
 
 
+def _canary_kinds(value) -> list[str]:
+    """``--canaries``: ``none`` (or unset) runs no canary audit."""
+    kinds = list_option(value, "--canaries") if value else []
+    return [] if kinds == ["none"] else kinds
+
+
 def run_compare(args, command: str | None = None):
     """Build and run the study described by ``compare``-style arguments; returns the StudyResult."""
     from dpaudit.app.names import check_names
@@ -62,11 +68,29 @@ def run_compare(args, command: str | None = None):
         device=args.device,
         data_root=args.data_root,
         title=args.title,
-        canaries=list_option(getattr(args, "canaries", None), "--canaries") or [],
+        canaries=_canary_kinds(getattr(args, "canaries", None)),
         canary_count=getattr(args, "canary_count", 200),
     )
+    _say_power(config)
     study = Study(config, args.out, command=command or command_line(), force=args.force)
     return study.run(jobs=args.jobs, executor=args.executor, retry_failed=not args.keep_failed)
+
+
+def _say_power(config) -> None:
+    """Print, before any training, which canary audit will test each private claim (``--canaries
+    auto``, the default) or what would suffice where none can."""
+    from dpaudit.app.workflows.audit.refute import study_power_lines
+    from dpaudit.data.datasets import load_dataset
+    from dpaudit.errors import DPAuditError
+
+    if "auto" not in config.canaries:
+        return
+    try:
+        dataset = load_dataset(config.dataset, root=config.data_root, **config.dataset_options)
+    except DPAuditError:  # the study itself says why, before any training
+        return
+    for line in study_power_lines(config, dataset):
+        print(f"canary audit: {line}", flush=True)
 
 
 def cmd_compare(args) -> int:
@@ -92,7 +116,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--out", required=True, help="study folder (rerun the same command to resume)")
     p.add_argument("--report", default=None, help="HTML report path (default STUDY_DIR/report.html)")
     p.add_argument("--no-report", action="store_true", help="do not render the report at the end")
-    p.add_argument("--canaries", default=None, help="canary audits per cell: node, edge or node,edge (dpaudit canary)")
+    p.add_argument("--canaries", default="auto",
+                   help="canary audits per private cell: auto (default: the audit each claim needs to be refutable, "
+                   "its size printed before training), node, edge, a comma-separated list, or none")  # fmt: skip
     p.add_argument("--canary-count", type=int, default=200, help="canaries per canary audit (default 200)")
     add_study_arguments(p)
     p.set_defaults(func=cmd_compare)

@@ -307,3 +307,136 @@ def run_refuting_audit(plan: RefutingPlan, dataset, epsilon: float, *, split: st
         seed=seed, delta=plan.delta if delta is None else delta, overrides=overrides, device=device,
         design=dict(plan.design) or None, confidence=confidence, out=out, progress=progress,
     )  # fmt: skip
+
+
+def model_recipe(model) -> dict[str, Any]:
+    """What retrains ``model``'s recipe with canaries: its defense, target ε, δ, hyperparameter
+    overrides, split specification and seed (from its card and the owner's record).
+
+    Args:
+        model: a private :class:`~dpaudit.release.model.ReleasedModel` trained by a registered defense.
+
+    Returns:
+        ``{"defense", "epsilon", "claim", "delta", "overrides", "split", "seed", "train_seconds"}``.
+
+    Raises:
+        DPAuditError: the model states no claim, or has no recipe to retrain (an adapted model).
+    """
+    from dpaudit.training.registry import get_defense
+
+    card, privacy = model.card, model.privacy
+    if not privacy.is_private:
+        raise DPAuditError("the model states no privacy claim: there is nothing for canaries to refute")
+    method = card.get("method")
+    if not method or card.get("surrogate"):
+        raise DPAuditError("the model has no dpaudit recipe to retrain with canaries (run dpaudit canary on your "
+                           "training function: --train fit.py:fit)")  # fmt: skip
+    get_defense(str(method))
+    target = card.get("target_epsilon")
+    timings = model.provenance("timings") or {}
+    seconds = timings.get("train_seconds")
+    return {
+        "defense": str(method),
+        "epsilon": float(target) if isinstance(target, (int, float)) else float(privacy.epsilon),
+        "claim": float(privacy.epsilon),
+        "delta": float(privacy.delta),
+        "overrides": dict(card.get("overrides") or {}),
+        "split": (card.get("split") or {}).get("spec"),
+        "seed": int(model.provenance("seed", 0) or 0),
+        "train_seconds": float(seconds) if isinstance(seconds, (int, float)) and math.isfinite(seconds) else None,
+    }
+
+
+def plan_for_model(model, dataset, confidence: float = 0.95) -> tuple[RefutingPlan, dict[str, Any]]:
+    """The refuting canary audit of ``model``'s recipe (:func:`plan_refuting_audit`, the run's
+    capacity measured on ``dataset`` by :func:`run_capacity`), and the recipe (:func:`model_recipe`).
+
+    Args:
+        model: a private released model trained by a registered defense.
+        dataset: its dataset.
+        confidence: the audit's confidence.
+
+    Returns:
+        ``(plan, recipe)``.
+
+    Raises:
+        DPAuditError: no recipe to retrain, or no claim.
+    """
+    from dpaudit.data.splits import make_split
+
+    recipe = model_recipe(model)
+    kind = canary_kind(recipe["defense"], recipe["epsilon"], recipe["overrides"])
+    split = make_split(dataset, recipe["split"], recipe["seed"])
+    capacity = run_capacity(recipe["defense"], kind, dataset, split, recipe["epsilon"], recipe["delta"],
+                            recipe["overrides"], recipe["seed"])  # fmt: skip
+    plan = plan_refuting_audit(recipe["defense"], recipe["claim"], recipe["delta"], kind=kind, capacity=capacity,
+                               confidence=confidence, overrides=recipe["overrides"],
+                               seconds_per_run=recipe["train_seconds"])  # fmt: skip
+    return plan, recipe
+
+
+def refuting_canaries(model, dataset, *, device: str = "auto", progress: bool = False,
+                      on_plan=None) -> list[dict[str, Any]]:  # fmt: skip
+    """Plan (:func:`plan_for_model`), announce (``on_plan(plan)``, before any training) and run
+    the canary audit of ``model``'s recipe able to refute its claim; the result in a list, ready
+    for :func:`dpaudit.app.workflows.audit.run.audit`'s ``canaries``, or an empty list when no
+    audit here can refute the claim (the plan's line says what would) or the model has no recipe.
+
+    Args:
+        model: a released model.
+        dataset: its dataset.
+        device: where to train.
+        progress: show the runs' progress bar.
+        on_plan: called with the :class:`RefutingPlan` (or the reason there is none, a string)
+            before any training.
+
+    Returns:
+        The canary results.
+    """
+    try:
+        plan, recipe = plan_for_model(model, dataset)
+    except DPAuditError as exc:
+        if on_plan is not None:
+            on_plan(str(exc))
+        return []
+    if on_plan is not None:
+        on_plan(plan)
+    if not plan.can_refute:
+        return []
+    return [run_refuting_audit(plan, dataset, recipe["epsilon"], split=recipe["split"], seed=recipe["seed"],
+                               delta=recipe["delta"], overrides=recipe["overrides"], device=device,
+                               progress=progress)]  # fmt: skip
+
+
+def study_power_lines(config, dataset) -> list[str]:
+    """Before a study trains: one line per private (defense, ε) of ``config`` saying which canary
+    audit will test its claim (``canaries=["auto"]``), or what would suffice where none can.
+
+    Args:
+        config: the :class:`~dpaudit.app.workflows.config.StudyConfig`.
+        dataset: the study's dataset (δ = auto counts its units).
+
+    Returns:
+        The lines (empty when the study runs no ``auto`` canary audit or trains nothing private).
+    """
+    from dpaudit.data.splits import make_split
+    from dpaudit.training.registry import get_defense
+
+    if "auto" not in (config.canaries or []):
+        return []
+    split = make_split(dataset, config.split, config.seeds[0])
+    lines = []
+    for defense in config.defenses:
+        cls = get_defense(defense)
+        if cls.unit is None:
+            continue
+        overrides = config.overrides.get(defense) or {}
+        for epsilon in sorted(e for e in config.epsilons if math.isfinite(e)):
+            try:
+                delta = cls(epsilon=epsilon, delta=config.delta, device="cpu", **overrides).resolve_delta(
+                    dataset, split
+                )
+                lines.append(plan_refuting_audit(defense, epsilon, delta, overrides=overrides).line())
+            except DPAuditError as exc:
+                lines.append(f"{defense} at ε = {epsilon:g}: no canary audit ({exc})")
+    return lines
