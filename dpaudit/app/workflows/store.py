@@ -28,6 +28,7 @@ RECORD_KEYS = (
     "schema", "version", "cell_id", "config_hash", "status", "defense", "epsilon", "seed", "dataset", "split",
     "privacy", "metrics", "card", "overrides", "attacks", "attack_errors", "attack_seconds", "error", "seconds",
     "started_at", "finished_at", "run_id", "worker", "canaries", "canary_errors", "query_api",
+    "canary_plan",
 )  # fmt: skip
 
 

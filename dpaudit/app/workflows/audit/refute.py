@@ -7,7 +7,8 @@ labelled nodes: :func:`plan_refuting_audit` picks the strongest canary game the 
 white-box Dirac gradient canaries inside its DP-SGD run
 (:func:`dpaudit.app.workflows.gradient_canary.dpsgd_modules`), else edge canaries for an
 edge-level claim, else node canaries — and sizes it with :func:`dpaudit.auditing.power.canaries_needed`
-so that a perfect attack could certify :data:`REFUTE_MARGIN` above the claim. Where a run holds
+so that a perfect attack certifies :data:`REFUTE_MARGIN` above the claim
+(:func:`perfect_attack_bound`). Where a run holds
 fewer canaries than that (a Dirac canary needs its own coordinate of the audited module; an edge
 canary its own pair of distant endpoints), the canaries are spread over several runs, pooled
 (canary i enters run r(i) only). Where no size can (the one-run tests pay about m·δ for m
@@ -41,6 +42,9 @@ SUGGESTED_DELTA = 1e-5
 
 #: the most runs a plan spreads its canaries over (each is one more training of the recipe)
 MAX_RUNS = 16
+
+#: how many edge canaries may share an endpoint in a refuting audit's design
+EDGE_ENDPOINT_USES = 4
 
 
 @dataclass(frozen=True)
@@ -84,7 +88,7 @@ class RefutingPlan:
             return f"{self.defense} at ε = {self.claim:g}: no canary audit here can refute the claim — {self.advice}"
         spread = f" over {self.runs} runs" if self.runs > 1 else ""
         return (f"{self.defense} at ε = {self.claim:g}: {self.canaries * self.runs} {self.kind} canaries{spread} "
-                f"(a perfect attack could certify ε up to {self.certifiable:.2f} at δ = {self.delta:.0e}{cost})")  # fmt: skip
+                f"(a perfect attack would certify ε ≥ {self.certifiable:.2f} at δ = {self.delta:.0e}{cost})")  # fmt: skip
 
 
 def _seconds(seconds: float) -> str:
@@ -123,21 +127,65 @@ def canary_kind(defense: str, epsilon: float, overrides: dict | None = None) -> 
 
 
 @lru_cache(maxsize=256)
-def _needed(target: float, delta: float, confidence: float) -> int | None:
-    from dpaudit.auditing.power import canaries_needed
+def perfect_attack_bound(canaries: int, runs: int, delta: float, confidence: float) -> float:
+    """The certified ε a *perfect* attack gets from ``canaries`` per run over ``runs`` runs, with
+    the fair coins one standard deviation off balance (√m/2 more included than excluded, as
+    often happens): every score right, the audit's own estimators
+    (:func:`dpaudit.auditing.estimators.audit_epsilon`). Below the estimators' ``max_possible``
+    ceilings (:func:`dpaudit.auditing.power.audit_power`), which count every guess right at
+    balanced coins: 24 canaries have a ceiling of 1.15 at δ = 1e-5, yet a perfect attack with 16
+    of them included certifies 0.67.
 
-    return canaries_needed(target, delta=delta, confidence=confidence)
+    Args:
+        canaries: canaries per run.
+        runs: runs pooled.
+        delta: the claim's δ.
+        confidence: the audit's confidence.
+
+    Returns:
+        The certified ε lower bound.
+    """
+    import numpy as np
+
+    from dpaudit.auditing.estimators import audit_epsilon
+
+    total = canaries * runs
+    included = min(total, total // 2 + math.ceil(math.sqrt(total) / 2))
+    coins = np.zeros(total, dtype=bool)
+    coins[np.random.default_rng(0).permutation(total)[:included]] = True
+    estimators = ("one-run", "one-run-fdp", "one-run-fdp-gaussian") if coins.all() or not coins.any() else None
+    audit = audit_epsilon(coins.astype(float), coins, delta=delta, confidence=confidence,
+                          run_ids=np.repeat(np.arange(runs), canaries), estimators=estimators)  # fmt: skip
+    return float(audit["certified_epsilon_lower_bound"] or 0.0)
 
 
 @lru_cache(maxsize=256)
+def _needed(target: float, delta: float, confidence: float) -> int | None:
+    """The fewest canaries (one run; grown by a fifth from the power module's count) whose
+    :func:`perfect_attack_bound` exceeds ``target``; ``None`` above the power module's limit."""
+    from dpaudit.auditing.power import MAX_PLANNED_CANARIES, canaries_needed
+
+    count = canaries_needed(target, delta=delta, confidence=confidence)
+    while count is not None and perfect_attack_bound(count, 1, delta, confidence) <= target:
+        count = math.ceil(count * 1.2) if count < MAX_PLANNED_CANARIES else None
+    return count
+
+
 def _ceiling(canaries: int, runs: int, delta: float, confidence: float) -> float:
-    from dpaudit.auditing.power import audit_power
-
-    return audit_power(canaries, runs=runs, delta=delta, confidence=confidence)["certifiable_epsilon"]
+    return perfect_attack_bound(canaries, runs, delta, confidence)
 
 
-def _design(kind: str) -> dict:
-    return {}
+def _design(kind: str, defense: str) -> dict:
+    """The canary design: gradient canaries scored on the iterates less the real examples'
+    clipped sum where the defense's loop gives it (``observe=centred``: on a small model the
+    real gradients otherwise drown the canaries); edge canaries sharing an endpoint up to 4 times
+    (a graph of n nodes then holds about n canaries, not n/2)."""
+    from dpaudit.app.workflows.gradient_canary import centres_scores
+    from dpaudit.training.registry import get_defense
+
+    if kind == "gradient":
+        return {"observe": "centred"} if centres_scores(get_defense(defense)) else {}
+    return {"endpoint_uses": EDGE_ENDPOINT_USES} if kind == "edge" else {}
 
 
 def plan_refuting_audit(defense: str, epsilon: float, delta: float, *, kind: str | None = None,
@@ -173,7 +221,13 @@ def plan_refuting_audit(defense: str, epsilon: float, delta: float, *, kind: str
     kind = kind or canary_kind(defense, epsilon, overrides)
     target = float(epsilon) * (1.0 + REFUTE_MARGIN)
     total = _needed(target, float(delta), confidence)
-    base = {"defense": defense, "kind": kind, "claim": float(epsilon), "delta": float(delta), "design": _design(kind)}
+    base = {
+        "defense": defense,
+        "kind": kind,
+        "claim": float(epsilon),
+        "delta": float(delta),
+        "design": _design(kind, defense),
+    }
     if total is None:
         return RefutingPlan(**base, canaries=None, runs=1, certifiable=None, can_refute=False,
                             advice=_advice(defense, kind, epsilon, delta, confidence, capacity, seconds_per_run))  # fmt: skip
@@ -235,7 +289,7 @@ def run_capacity(defense: str, kind: str, dataset, split, epsilon: float, delta:
     """The most canaries of ``kind`` one run of ``defense`` holds on ``dataset``: the trainable
     coordinates of the DP-SGD module gradient canaries join (measured by starting the run and
     stopping it as the canaries attach: no step is trained), or for edge canaries the pairs of
-    distant endpoints, each used once (half the nodes); ``None`` for node canaries (unbounded).
+    distant endpoints, each shared by at most :data:`EDGE_ENDPOINT_USES` (as many as the nodes); ``None`` for node canaries (unbounded).
 
     Args:
         defense: a registered defense.
@@ -251,8 +305,8 @@ def run_capacity(defense: str, kind: str, dataset, split, epsilon: float, delta:
     Returns:
         The capacity, or ``None`` when unbounded or the run could not be measured.
     """
-    if kind == "edge":
-        return max(1, dataset.num_nodes // 2)
+    if kind == "edge":  # pairs at distance >= 3, each endpoint in at most EDGE_ENDPOINT_USES of them
+        return max(1, dataset.num_nodes)
     if kind != "gradient":
         return None
     from dpaudit.app.workflows.gradient_canary import check_gradient_request
