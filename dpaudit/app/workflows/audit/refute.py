@@ -129,8 +129,8 @@ def canary_kind(defense: str, epsilon: float, overrides: dict | None = None) -> 
 @lru_cache(maxsize=256)
 def perfect_attack_bound(canaries: int, runs: int, delta: float, confidence: float) -> float:
     """The certified ε a *perfect* attack gets from ``canaries`` per run over ``runs`` runs, with
-    the fair coins one standard deviation off balance (√m/2 more included than excluded, as
-    often happens): every score right, the audit's own estimators
+    the fair coins two standard deviations off balance (√m more included than excluded; fair
+    coins are at least this balanced 95 % of the time): every score right, the audit's own estimators
     (:func:`dpaudit.auditing.estimators.audit_epsilon`). Below the estimators' ``max_possible``
     ceilings (:func:`dpaudit.auditing.power.audit_power`), which count every guess right at
     balanced coins: 24 canaries have a ceiling of 1.15 at δ = 1e-5, yet a perfect attack with 16
@@ -150,7 +150,7 @@ def perfect_attack_bound(canaries: int, runs: int, delta: float, confidence: flo
     from dpaudit.auditing.estimators import audit_epsilon
 
     total = canaries * runs
-    included = min(total, total // 2 + math.ceil(math.sqrt(total) / 2))
+    included = min(total, total // 2 + math.ceil(math.sqrt(total)))
     coins = np.zeros(total, dtype=bool)
     coins[np.random.default_rng(0).permutation(total)[:included]] = True
     estimators = ("one-run", "one-run-fdp", "one-run-fdp-gaussian") if coins.all() or not coins.any() else None
