@@ -58,6 +58,7 @@ def test_where_no_size_can_refute_the_plan_says_what_would_before_training():
     assert "--delta 1e-05" in line and "gradient canaries in" in line and "training(s), about" in line
 
 
+@pytest.mark.slow
 def test_the_broken_model_is_refuted_and_the_sound_one_tested(graph, tmp_path):
     """A study with ``canaries=["auto"]`` (what the demo runs, at reduced size): the broken zoo
     model's claim is refuted by its canary audit, the sound model's claim tested and not refuted,
