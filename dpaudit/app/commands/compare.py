@@ -68,7 +68,8 @@ def run_compare(args, command: str | None = None):
         device=args.device,
         data_root=args.data_root,
         title=args.title,
-        canaries=_canary_kinds(getattr(args, "canaries", None)),
+        # a study that trains nothing private has no claim to test (and keeps its configuration hash)
+        canaries=[k for k in _canary_kinds(getattr(args, "canaries", None)) if private or k != "auto"],
         canary_count=getattr(args, "canary_count", 200),
     )
     _say_power(config)
