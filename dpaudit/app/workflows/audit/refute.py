@@ -85,9 +85,9 @@ class RefutingPlan:
         """The plan in one line (printed before any training)."""
         cost = "" if self.estimated_seconds is None else f", about {_seconds(self.estimated_seconds)}"
         if not self.can_refute:
-            return f"{self.defense} at ε = {self.claim:g}: no canary audit here can refute the claim — {self.advice}"
+            return f"{self.defense} at ε = {self.claim:.3g}: no canary audit here can refute the claim — {self.advice}"
         spread = f" over {self.runs} runs" if self.runs > 1 else ""
-        return (f"{self.defense} at ε = {self.claim:g}: {self.canaries * self.runs} {self.kind} canaries{spread} "
+        return (f"{self.defense} at ε = {self.claim:.3g}: {self.canaries * self.runs} {self.kind} canaries{spread} "
                 f"(a perfect attack would certify ε ≥ {self.certifiable:.2f} at δ = {self.delta:.0e}{cost})")  # fmt: skip
 
 
