@@ -105,6 +105,7 @@ def run_cell(task: dict[str, Any]) -> dict[str, Any]:
         "query_api": None,
         "canaries": {},
         "canary_errors": {},
+        "canary_plan": None,
         "error": None,
         "seconds": None,
         "started_at": started_at,
