@@ -68,8 +68,10 @@ def _audit_locked(args) -> int:
     if advice:
         print(advice)
     for name, entry in result.canaries.items():
-        print(f"{name} ({entry.get('recipe')}): certified ε ≥ {entry.get('certified_epsilon_lower_bound')} against "
-              f"the claim's ε = {entry.get('claimed_epsilon'):g}: {entry['verdict']}")  # fmt: skip
+        certified = entry.get("certified_epsilon_lower_bound")
+        certified = "-" if certified is None else f"{certified:.2f}"
+        print(f"{name} ({entry.get('recipe')}): certified ε ≥ {certified} against "
+              f"the claim's ε = {entry.get('claimed_epsilon'):.3g}: {entry['verdict']}")  # fmt: skip
     for name, err in result.errors.items():
         print(f"{name}: not run: {err}")
     path = result.to_html(args.out)
