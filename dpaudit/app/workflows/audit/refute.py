@@ -41,7 +41,7 @@ REFUTE_MARGIN = 0.05
 SUGGESTED_DELTA = 1e-5
 
 #: the most runs a plan spreads its canaries over (each is one more training of the recipe)
-MAX_RUNS = 16
+MAX_RUNS = 32
 
 #: how many edge canaries may share an endpoint in a refuting audit's design
 EDGE_ENDPOINT_USES = 4
