@@ -56,6 +56,7 @@ from typing import Any
 
 import numpy as np
 
+from dpaudit.auditing.estimators import RIGOROUS_ESTIMATORS
 from dpaudit.auditing.results import (  # noqa: F401
     CANARY_SCHEMA,
     CANARY_SCHEMA_VERSION,
@@ -63,6 +64,7 @@ from dpaudit.auditing.results import (  # noqa: F401
     CLAIM_REFUTED,
     ESTIMATE_VERDICT,
     NO_POWER_NOTE,
+    CanaryAuditRecord,
     canary_verdict,
 )
 from dpaudit.auditing.statistics import auc_or_none
@@ -174,8 +176,9 @@ def canary_audit(
     progress: bool = True,
     keep_scores: bool = True,
     on_plan: Callable[[dict[str, Any]], None] | None = None,
-) -> dict[str, Any]:
-    """Run the canary audit (module docstring) and return (and, with ``out``, write) its JSON.
+) -> CanaryAuditRecord:
+    """Run the canary audit (module docstring) and return (and, with ``out``, write) its JSON
+    record (a ``dict`` with ``.verdict`` and ``.certified_epsilon_lower_bound``).
 
     What trains is a registered defense (``defense``, its name) or **your own function**
     (``fit``, or a callable as first argument): ``fit(dataset, split)`` returning a trained
@@ -214,8 +217,8 @@ def canary_audit(
     canary_design = game.draw_canaries(base, sp, kind, canaries, seed, **(design or {}))
     plan = canary_plan(canary_design, runs, probe, kind, run_delta, confidence, claim_source)
     _announce_plan(plan, on_plan)
-    record = _record_head(name, claim_source, base, sp, seed, kind, probe, run_delta, overrides, canaries,
-                          canary_design, runs, confidence, plan)  # fmt: skip
+    record = CanaryAuditRecord(_record_head(name, claim_source, base, sp, seed, kind, probe, run_delta, overrides,
+                                            canaries, canary_design, runs, confidence, plan))  # fmt: skip
     scores, coins, per_run, score_name, interrupted = _play_runs(
         game, recipe, probe, base, sp, canary_design, canaries, runs, seed, delta, run_delta, name, progress
     )  # fmt: skip
@@ -262,9 +265,7 @@ def _recipe(defense, fit, epsilon, kind, canaries, runs, unit, overrides, delta,
 
         return probe, function_name(fit), "user", recipe
     if unit is not None:
-        raise ConfigurationError(
-            "canary_audit: unit states the claim of a fit function; a defense declares its own"
-        )
+        raise ConfigurationError("canary_audit: unit states the claim of a fit function; a defense declares its own")
     cls = check_canary_request(defense, epsilon, kind, canaries, runs, overrides, delta, device, seed, design)
     probe = cls(epsilon=epsilon, delta=delta, seed=seed, device=device, **(overrides or {}))
 
@@ -531,16 +532,7 @@ def summary_lines(result: dict[str, Any]) -> list[str]:
         f"{result['canaries']} per run × {result['runs']} run(s){' (partial)' if result.get('partial') else ''}",
         f"score: {result.get('score')}   AUC {fmt(result.get('auc'))}",
     ]
-    bounds = result.get("epsilon_lower_bound") or {}
-    if bounds:
-        parts = [f"{k} {fmt(v)}" for k, v in bounds.items()]
-        lines.append(f"ε lower bound at δ = {result.get('delta', 0):g}, {100 * result['confidence']:g} % "
-                     f"(Bonferroni over estimators): " + ", ".join(parts))  # fmt: skip
-        if "gdp" in bounds:
-            lines.append(
-                "  (gdp and one-run-fdp-gaussian are estimates under a Gaussian trade-off curve; the verdict "
-                "uses the certified one-run / one-run-fdp / multi-run bounds)"
-            )
+    lines += bound_lines(result)
     claim = result.get("claimed_epsilon")
     source = "your claim" if result.get("claim_source") == "user" else "spent, max over runs"
     lines.append(f"claimed ε {fmt(claim)} ({source}; unit {result.get('unit')})   "
@@ -553,4 +545,28 @@ def summary_lines(result: dict[str, Any]) -> list[str]:
         lines.append(f"  why: {result['why']}")
     lines.append(f"verdict: {result.get('verdict')}")
     lines += [f"  note: {n}" for n in result.get("notes") or []]
+    return lines
+
+
+def bound_lines(result: dict[str, Any]) -> list[str]:
+    """The certified ε lower bound on its own line, then the estimates, labelled as estimates
+    (never as bounds): the GDP ones assume a Gaussian trade-off curve, and the verdict never
+    rests on them alone (:data:`ESTIMATE_VERDICT` says so when they exceed the claim)."""
+    bounds = result.get("epsilon_lower_bound") or {}
+    if not bounds:
+        return []
+
+    def fmt(v):
+        return "-" if v is None else ("inf" if isinstance(v, float) and math.isinf(v) else f"{v:.3f}")
+
+    where = (f"at δ = {result.get('delta', 0):g}, {100 * result['confidence']:g} % confidence "
+             "(Bonferroni over estimators)")  # fmt: skip
+    certified = {k: v for k, v in bounds.items() if k in RIGOROUS_ESTIMATORS}
+    estimates = {k: v for k, v in bounds.items() if k not in RIGOROUS_ESTIMATORS and k != "overall"}
+    lines = [f"certified ε lower bound: {fmt(result.get('certified_epsilon_lower_bound'))} {where}"]
+    if certified:
+        lines.append("  certified, by estimator: " + ", ".join(f"{k} {fmt(v)}" for k, v in certified.items()))
+    if estimates:
+        lines.append("  estimates (not bounds: they assume a Gaussian trade-off curve): "
+                     + ", ".join(f"{k} {fmt(v)}" for k, v in estimates.items()))  # fmt: skip
     return lines

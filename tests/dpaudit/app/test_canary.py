@@ -667,3 +667,30 @@ def test_cli_canary_help_says_train_runs_the_users_code(capsys):
         main(["canary", "--help"])
     out = " ".join(capsys.readouterr().out.split())
     assert "--train FILE.py:FUNCTION" in out and "RUNS that file's code" in out and "--unit" in out
+
+
+def test_cli_canary_train_imports_the_fit_files_sibling_modules_and_prints_the_certified_bound_alone(
+    tmp_path, capsys, monkeypatch
+):
+    """A fit file importing a module beside it works (its folder is importable, as with ``python
+    fit.py``); the summary prints the certified bound on its own line, the estimates as estimates."""
+    from dpaudit.app.cli import main
+
+    folder = tmp_path / "project"
+    folder.mkdir()
+    model_code, fit_code = TRAIN_FILE.split("\n\ndef fit", 1)
+    (folder / "alarms_sibling_model.py").write_text(model_code)
+    (folder / "fit.py").write_text("from alarms_sibling_model import GCN, torch  # a sibling module\n\n\ndef fit"
+                                   + fit_code.split("\n\ndef one_argument")[0])  # fmt: skip
+    monkeypatch.chdir(tmp_path)  # not the file's folder
+    monkeypatch.setattr("sys.path", list(__import__("sys").path))
+    code = main(["canary", "--train", f"{folder / 'fit.py'}:fit", "--dataset", "csbm", "--dataset-option",
+                 "num_nodes=200", "--epsilon", "1", "--delta", "1e-5", "--kind", "node", "--canaries", "10",
+                 "--split", SPLIT, "--out", str(tmp_path / "r.json")])  # fmt: skip
+    assert code == 0, capsys.readouterr().err
+    lines = capsys.readouterr().out.splitlines()
+    certified = [line for line in lines if line.startswith("certified ε lower bound: ")]
+    assert len(certified) == 1
+    assert not any("overall" in line for line in lines)
+    assert any(line.startswith("verdict: ") for line in lines)
+    assert all("gdp" not in line for line in lines if "lower bound" in line)
