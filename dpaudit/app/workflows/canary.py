@@ -83,6 +83,9 @@ NON_PRIVATE_DELTA = 1e-5
 VERDICTS = CANARY_VERDICTS
 
 
+#: the plan predicts a perfect ranking's bound over the coin draws up to this many scores (canaries × runs)
+PREDICTED_SCORES = 10_000
+
 #: every canary kind: the graph-native ones of :mod:`attacks.canary` and white-box gradient canaries
 #: in DP-SGD (:mod:`dpaudit.app.workflows.gradient_canary`)
 ALL_KINDS = ("node", "edge", "gradient")
@@ -368,7 +371,7 @@ def canary_plan(design, runs: int, probe, kind: str, delta: float, confidence: f
     after the audit's queries; the audit tests what they spend), at the canary's unit
     (:func:`attacks.canary.audited_claim`: edge canaries against node-level DP test 2ε)."""
     from attacks import canary as game
-    from dpaudit.auditing.power import audit_power, canaries_needed
+    from dpaudit.auditing.power import audit_power, canaries_needed, canaries_needed_typically, perfect_attack_interval
 
     count = design.count
     valid, why, claim, claim_delta = game.audited_claim(probe.unit if probe.private else None, kind, probe.epsilon,
@@ -399,6 +402,23 @@ def canary_plan(design, runs: int, probe, kind: str, delta: float, confidence: f
         "canaries_needed": None,
         "warning": None,
     }
+    # what a perfect ranking certifies over the coin draws (the ceiling needs a balanced draw); skipped
+    # above PREDICTED_SCORES scores, where three audits of perfect scores would delay the plan
+    predicted = None
+    if count * runs <= PREDICTED_SCORES:
+        predicted = perfect_attack_interval(count, runs=runs, delta=estimate_delta, confidence=confidence)
+        plan["predicted_epsilon"] = predicted["median"]
+        plan["predicted_interval"] = [predicted["low"], predicted["high"]]
+        plan["predicted_coverage"] = predicted["coverage"]
+    if testable and predicted is not None and power["can_refute_claim"] and predicted["median"] <= claim:
+        needed = canaries_needed_typically(claim, runs=runs, delta=estimate_delta, confidence=confidence, start=count)
+        plan["canaries_needed"] = needed
+        advice = f"use >= {needed} canaries" if needed is not None else "pool more runs"
+        plan["warning"] = (
+            f"a perfect attack refutes ε = {claim:g} only if the coins come out nearly balanced: it certifies "
+            f"{predicted['median']:.3g} at the median coin draw ({100 * predicted['coverage']:g} % of draws: "
+            f"{predicted['low']:.3g}-{predicted['high']:.3g}) with {count} canaries × {runs} run(s); {advice}"
+        )
     if testable and not power["can_refute_claim"]:
         needed = canaries_needed(claim, runs=runs, delta=estimate_delta, confidence=confidence, start=count)
         plan["canaries_needed"] = needed
@@ -427,6 +447,10 @@ def plan_lines(plan: dict[str, Any]) -> list[str]:
         f"plan: {tested}; a perfect attack could certify at most ε = {plan['certifiable_epsilon']:.3g} at "
         f"{100 * plan['confidence']:g} %",
     ]
+    if plan.get("predicted_interval"):
+        low, high = plan["predicted_interval"]
+        lines.append(f"plan: a perfect ranking certifies {plan['predicted_epsilon']:.3g} at the median coin draw "
+                     f"({100 * plan['predicted_coverage']:g} % of draws: {low:.3g}-{high:.3g})")  # fmt: skip
     if plan.get("warning"):
         lines.append(f"warning: {plan['warning']}")
     return lines
