@@ -58,6 +58,10 @@ def main() -> None:
                     "CPU s": f"{time.process_time() - start:.0f}",
                 })  # fmt: skip
                 print(rows[-1], flush=True)
+                _write(args, rows)  # after every row: an interrupted run keeps the rows it finished
+
+
+def _write(args, rows) -> None:
     header = (
         f"# Black-box canary power against its plan\n\n`{Path(__file__).name}` on {args.dataset}: a non-private "
         f"GCN through `--train benchmarks/blackbox_fit/fit.py:fit`, node canaries, claim ε = {args.epsilon:g}, "
@@ -65,7 +69,7 @@ def main() -> None:
     )
     columns = ["canaries", "seed", "design", "plan: perfect attack", "plan: interval", "certified", "within", "AUC",
                "verdict", "CPU s"]  # fmt: skip
-    print(write_result("blackbox_power", header, markdown_table(rows, columns)))
+    write_result("blackbox_power", header, markdown_table(rows, columns))
 
 
 if __name__ == "__main__":
