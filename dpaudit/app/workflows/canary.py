@@ -402,6 +402,15 @@ def canary_plan(design, runs: int, probe, kind: str, delta: float, confidence: f
         "canaries_needed": None,
         "warning": None,
     }
+    settings = design.settings or {}
+    if design.kind == "node" and settings.get("feature") == "rare" and design.features is not None:
+        slots, columns = count * int(settings.get("support", 1)), int(design.features.shape[1])
+        if slots > columns:
+            plan["interference"] = (
+                f"{count} canaries × support {settings.get('support', 1)} exceed the {columns} feature columns: "
+                "canaries share columns and interfere (one included canary moves another's score), so the ranking "
+                "is not perfect and the prediction below is optimistic; fewer canaries, or more runs"
+            )
     # what a perfect ranking certifies over the coin draws (the ceiling needs a balanced draw); skipped
     # above PREDICTED_SCORES scores, where three audits of perfect scores would delay the plan
     predicted = None
@@ -414,6 +423,9 @@ def canary_plan(design, runs: int, probe, kind: str, delta: float, confidence: f
         needed = canaries_needed_typically(claim, runs=runs, delta=estimate_delta, confidence=confidence, start=count)
         plan["canaries_needed"] = needed
         advice = f"use >= {needed} canaries" if needed is not None else "pool more runs"
+        columns = int(design.features.shape[1]) if design.kind == "node" and design.features is not None else None
+        if needed is not None and columns is not None and settings.get("feature") == "rare" and needed > columns:
+            advice += f", more than the {columns} feature columns hold without interference: pool more runs (--runs)"
         plan["warning"] = (
             f"a perfect attack refutes ε = {claim:g} only if the coins come out nearly balanced: it certifies "
             f"{predicted['median']:.3g} at the median coin draw ({100 * predicted['coverage']:g} % of draws: "
@@ -451,6 +463,8 @@ def plan_lines(plan: dict[str, Any]) -> list[str]:
         low, high = plan["predicted_interval"]
         lines.append(f"plan: a perfect ranking certifies {plan['predicted_epsilon']:.3g} at the median coin draw "
                      f"({100 * plan['predicted_coverage']:g} % of draws: {low:.3g}-{high:.3g})")  # fmt: skip
+    if plan.get("interference"):
+        lines.append(f"note: {plan['interference']}")
     if plan.get("warning"):
         lines.append(f"warning: {plan['warning']}")
     return lines
