@@ -694,3 +694,21 @@ def test_cli_canary_train_imports_the_fit_files_sibling_modules_and_prints_the_c
     assert not any("overall" in line for line in lines)
     assert any(line.startswith("verdict: ") for line in lines)
     assert all("gdp" not in line for line in lines if "lower bound" in line)
+
+
+def test_signed_node_canaries_give_a_columns_second_canary_the_opposite_sign():
+    """With more canaries than feature columns, ``signed=True`` makes the canaries sharing a column
+    +e_j and −e_j (distinct inputs) instead of two copies of +e_j."""
+    from attacks.canary import draw_node_canaries
+    from dpaudit.data.datasets import csbm
+    from dpaudit.data.splits import make_split
+
+    g = csbm(num_nodes=60, num_features=8, avg_degree=3.0, seed=0)
+    sp = make_split(g, None, 0)
+    plain = draw_node_canaries(g, sp, 12, 0).features
+    signed = draw_node_canaries(g, sp, 12, 0, signed=True).features
+    assert (plain >= 0).all() and torch.equal(signed[:8], plain[:8])
+    assert torch.equal(signed[8:], -plain[8:]) and (signed[8:].sum(1) < 0).all()
+    assert len({tuple(r.tolist()) for r in signed}) == 12 and len({tuple(r.tolist()) for r in plain}) == 8
+    with pytest.raises(ConfigurationError, match="signed must be true or false"):
+        draw_node_canaries(g, sp, 12, 0, signed="yes")
