@@ -2,7 +2,7 @@
 ε lower bounds (:mod:`dpaudit.auditing.estimators`) and a verdict — one JSON document.
 
 >>> result = canary_audit("mlp-dp", "csbm", 1.0, kind="node", canaries=200, runs=1)   # doctest: +SKIP
->>> result["epsilon_lower_bound"]["overall"], result["verdict"]                        # doctest: +SKIP
+>>> result.certified_epsilon_lower_bound, result.verdict                                  # doctest: +SKIP
 
 The game and the scores are :mod:`attacks.canary`; ``kind="gradient"`` (white-box Dirac
 gradient canaries inside DP-SGD) is :mod:`dpaudit.app.workflows.gradient_canary`, dispatched from
