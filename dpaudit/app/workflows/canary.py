@@ -409,7 +409,8 @@ def canary_plan(design, runs: int, probe, kind: str, delta: float, confidence: f
             plan["interference"] = (
                 f"{count} canaries × support {settings.get('support', 1)} exceed the {columns} feature columns: "
                 "canaries share columns and interfere (one included canary moves another's score), so the ranking "
-                "is not perfect and the prediction below is optimistic; fewer canaries, or more runs"
+                "is not perfect and the prediction below is optimistic; fewer canaries, --design signed=true (a "
+                "column's second canary is -e_j), or more runs"
             )
     # what a perfect ranking certifies over the coin draws (the ceiling needs a balanced draw); skipped
     # above PREDICTED_SCORES scores, where three audits of perfect scores would delay the plan
