@@ -712,3 +712,23 @@ def test_signed_node_canaries_give_a_columns_second_canary_the_opposite_sign():
     assert len({tuple(r.tolist()) for r in signed}) == 12 and len({tuple(r.tolist()) for r in plain}) == 8
     with pytest.raises(ConfigurationError, match="signed must be true or false"):
         draw_node_canaries(g, sp, 12, 0, signed="yes")
+
+
+def test_the_plan_predicts_a_perfect_rankings_bound_over_the_coin_draws_and_notes_interference():
+    from attacks.canary import draw_node_canaries
+    from dpaudit.app.workflows.canary import canary_plan, plan_lines
+    from dpaudit.data.datasets import csbm
+    from dpaudit.data.splits import make_split
+    from dpaudit.training.user_fit import FitFunction
+
+    g = csbm(num_nodes=60, num_features=8, avg_degree=3.0, seed=0)
+    sp = make_split(g, None, 0)
+    probe = FitFunction(lambda dataset, split: None, epsilon=1.0, delta=1e-5)
+    plan = canary_plan(draw_node_canaries(g, sp, 12, 0), 1, probe, "node", 1e-5, 0.95, "user")
+    low, high = plan["predicted_interval"]
+    assert low <= plan["predicted_epsilon"] <= high <= plan["certifiable_epsilon"] + 1e-9
+    assert "12 canaries × support 1 exceed the 8 feature columns" in plan["interference"]
+    lines = plan_lines(plan)
+    assert any(line.startswith("plan: a perfect ranking certifies") for line in lines)
+    assert any(line.startswith("note: 12 canaries") for line in lines)
+    assert "interference" not in canary_plan(draw_node_canaries(g, sp, 6, 0), 1, probe, "node", 1e-5, 0.95, "user")
