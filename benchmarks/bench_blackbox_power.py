@@ -48,20 +48,36 @@ def main() -> None:
             for name in args.designs.split(","):
                 design = DESIGNS[name]
                 start = time.process_time()
-                result = canary_audit(fit, dataset, args.epsilon, kind="node", canaries=count, seed=seed,
-                                      delta=1e-5, design=design, progress=False, keep_scores=False)  # fmt: skip
+                result = canary_audit(
+                    fit,
+                    dataset,
+                    args.epsilon,
+                    kind="node",
+                    canaries=count,
+                    seed=seed,
+                    delta=1e-5,
+                    design=design,
+                    progress=False,
+                    keep_scores=False,
+                )
                 plan = result["plan"]
                 low, high = plan.get("predicted_interval") or (None, None)
-                rows.append({
-                    "canaries": count, "seed": seed, "design": name,
-                    "plan: perfect attack": f"{plan['certifiable_epsilon']:.2f}",
-                    "plan: interval": "-" if low is None else f"[{low:.2f}, {high:.2f}]",
-                    "certified": f"{result.certified_epsilon_lower_bound:.2f}",
-                    "within": "-" if low is None else ("yes" if low <= result.certified_epsilon_lower_bound <= high
-                                                       else "no"),
-                    "AUC": f"{result['auc']:.3f}", "verdict": result.verdict,
-                    "CPU s": f"{time.process_time() - start:.0f}",
-                })  # fmt: skip
+                rows.append(
+                    {
+                        "canaries": count,
+                        "seed": seed,
+                        "design": name,
+                        "plan: perfect attack": f"{plan['certifiable_epsilon']:.2f}",
+                        "plan: interval": "-" if low is None else f"[{low:.2f}, {high:.2f}]",
+                        "certified": f"{result.certified_epsilon_lower_bound:.2f}",
+                        "within": "-"
+                        if low is None
+                        else ("yes" if low <= result.certified_epsilon_lower_bound <= high else "no"),
+                        "AUC": f"{result['auc']:.3f}",
+                        "verdict": result.verdict,
+                        "CPU s": f"{time.process_time() - start:.0f}",
+                    }
+                )
                 print(rows[-1], flush=True)
                 _write(args, rows)  # after every row: an interrupted run keeps the rows it finished
 
@@ -73,16 +89,28 @@ def _write(args, rows) -> None:
     kept = json.loads(store.read_text(encoding="utf-8")) if store.is_file() else []
     key = ("canaries", "seed", "design")
     fresh = {tuple(r[k] for k in key) for r in rows}
-    rows = sorted([r for r in kept if tuple(r[k] for k in key) not in fresh] + rows,
-                  key=lambda r: (r["canaries"], r["design"], r["seed"]))  # fmt: skip
+    rows = sorted(
+        [r for r in kept if tuple(r[k] for k in key) not in fresh] + rows,
+        key=lambda r: (r["canaries"], r["design"], r["seed"]),
+    )
     write_atomic(store, json.dumps(rows, indent=1) + "\n")
     header = (
         f"# Black-box canary power against its plan\n\n`{Path(__file__).name}` on {args.dataset}: a non-private "
         f"GCN through `--train benchmarks/blackbox_fit/fit.py:fit`, node canaries, claim ε = {args.epsilon:g}, "
         f"δ = 1e-5, one run per row, 95 %.\n\nTree: {tree_state()}"
     )
-    columns = ["canaries", "seed", "design", "plan: perfect attack", "plan: interval", "certified", "within", "AUC",
-               "verdict", "CPU s"]  # fmt: skip
+    columns = [
+        "canaries",
+        "seed",
+        "design",
+        "plan: perfect attack",
+        "plan: interval",
+        "certified",
+        "within",
+        "AUC",
+        "verdict",
+        "CPU s",
+    ]
     write_result("blackbox_power", header, markdown_table(rows, columns))
 
 

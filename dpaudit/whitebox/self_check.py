@@ -126,15 +126,27 @@ class PlacementCheck:
         a, se = self.slope()
         out: dict[str, Any] = {"steps": self.steps, "placement_checked": self.placement}
         if self.placement:
-            out.update(observed_slope=a, observed_slope_se=se, noise_std=self.noise_std(),
-                       max_clipped_sum_over_c=self.real_max / self.clip)  # fmt: skip
+            out.update(
+                observed_slope=a,
+                observed_slope_se=se,
+                noise_std=self.noise_std(),
+                max_clipped_sum_over_c=self.real_max / self.clip,
+            )
         if self.batch_steps:
             out["mean_batch_size"] = self.batch_total / self.batch_steps
         return out
 
     # -------------------------------------------------------------------------------- refusals
-    def refusal(self, *, epsilon: float, delta: float, sample_rate: float, steps: int,
-                dataset_size: int | None, record: dict[str, Any]) -> str | None:  # fmt: skip
+    def refusal(
+        self,
+        *,
+        epsilon: float,
+        delta: float,
+        sample_rate: float,
+        steps: int,
+        dataset_size: int | None,
+        record: dict[str, Any],
+    ) -> str | None:
         """The one-line refusal, or ``None``; ``record`` (the audit's ``self_check``) gets the
         numbers measured."""
         record.update(self.summary())

@@ -35,7 +35,7 @@ def test_every_verdict_a_canary_result_can_give_is_in_the_docs_table():
     produced = {
         canary_verdict(
             {"claim_refuted": refuted, "estimate_exceeds_claim": estimate}, hypothesis=hypothesis, valid=valid
-        )  # fmt: skip
+        )
         for refuted, estimate, hypothesis, valid in itertools.product([True, False], repeat=4)
     }
     assert produced == set(CANARY_VERDICTS)
@@ -47,8 +47,14 @@ def test_every_verdict_an_attack_result_can_give_is_in_the_docs_table():
 
 
 def _attack(bound, *, valid=True, covered=True, epsilon=1.0, hypothesis=False) -> AttackResult:
-    return AttackResult(attack="mia-threshold", auc=0.6, epsilon_lower_bound=bound, bound_valid=valid,
-                        covered_by_guarantee=covered, ceiling={"epsilon": epsilon, "hypothesis": hypothesis})  # fmt: skip
+    return AttackResult(
+        attack="mia-threshold",
+        auc=0.6,
+        epsilon_lower_bound=bound,
+        bound_valid=valid,
+        covered_by_guarantee=covered,
+        ceiling={"epsilon": epsilon, "hypothesis": hypothesis},
+    )
 
 
 @pytest.mark.parametrize(
@@ -71,13 +77,31 @@ def test_an_attack_result_has_a_verdict(result, verdict):
 def test_the_summary_prints_the_certified_bound_alone_and_estimates_as_estimates():
     """The CLI's "overall ε lower bound 3.24" for a correct ε = 4 run was the GDP estimate."""
     result = {
-        "defense": "fit.py:fit", "dataset": "cora", "split": "random:0.5", "kind": "node", "canaries": 1000,
-        "runs": 1, "score": "logit margin", "auc": 0.7, "delta": 1e-5, "confidence": 0.95,
-        "epsilon_lower_bound": {"one-run": 1.1, "one-run-fdp": 1.4, "one-run-fdp-gaussian": 2.9, "gdp": 3.24,
-                                "overall": 3.24},
-        "certified_epsilon_lower_bound": 1.4, "claimed_epsilon": 4.0, "claim_source": "user", "unit": "node",
-        "bound_valid": True, "verdict": "consistent with the claim", "notes": [],
-    }  # fmt: skip
+        "defense": "fit.py:fit",
+        "dataset": "cora",
+        "split": "random:0.5",
+        "kind": "node",
+        "canaries": 1000,
+        "runs": 1,
+        "score": "logit margin",
+        "auc": 0.7,
+        "delta": 1e-5,
+        "confidence": 0.95,
+        "epsilon_lower_bound": {
+            "one-run": 1.1,
+            "one-run-fdp": 1.4,
+            "one-run-fdp-gaussian": 2.9,
+            "gdp": 3.24,
+            "overall": 3.24,
+        },
+        "certified_epsilon_lower_bound": 1.4,
+        "claimed_epsilon": 4.0,
+        "claim_source": "user",
+        "unit": "node",
+        "bound_valid": True,
+        "verdict": "consistent with the claim",
+        "notes": [],
+    }
     lines = summary_lines(result)
     certified = [line for line in lines if line.startswith("certified ε lower bound: ")]
     assert certified == [certified[0]] and "1.400" in certified[0] and "3.240" not in certified[0]

@@ -26,8 +26,15 @@ def sigma() -> float:
     return calibrate_noise(EPSILON, DELTA, lambda s: PoissonSubsampledGaussian(s, RATE, STEPS), accountant="rdp")
 
 
-def _loop(sigma: float, *, placement: str = "sum", noise_factor: float = 1.0, seed: int = 0,
-          claimed_rate: float = RATE, dataset_size: int | None = None):  # fmt: skip
+def _loop(
+    sigma: float,
+    *,
+    placement: str = "sum",
+    noise_factor: float = 1.0,
+    seed: int = 0,
+    claimed_rate: float = RATE,
+    dataset_size: int | None = None,
+):
     """A hand-rolled DP-SGD loop (Poisson sampling, per-example clipping with torch.func, Gaussian
     noise) on N synthetic rows whose last 64 feature columns are unused (where the canaries go);
     ``placement``: ``"sum"`` (inject/observe on the clipped sum, the documented place),
@@ -47,8 +54,9 @@ def _loop(sigma: float, *, placement: str = "sum", noise_factor: float = 1.0, se
 
     per_example = vmap(grad(loss), in_dims=(None, 0, 0))
     canaries = dpaudit.GradientCanaries(count=4000, seed=seed)
-    canaries.attach(params.values(), sample_rate=claimed_rate, max_grad_norm=CLIP, features=x,
-                    dataset_size=dataset_size)  # fmt: skip
+    canaries.attach(
+        params.values(), sample_rate=claimed_rate, max_grad_norm=CLIP, features=x, dataset_size=dataset_size
+    )
     batch_norm = RATE * N
     std = sigma * noise_factor * CLIP
     for _ in range(STEPS):
