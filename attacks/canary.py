@@ -130,6 +130,7 @@ def draw_node_canaries(
     scale: float = 1.0,
     query_scale: float = 1.0,
     wires: int = 0,
+    signed: bool = False,
 ) -> CanaryDesign:
     """``count`` crafted nodes (module docstring): features, labels and wires.
 
@@ -187,7 +188,12 @@ def draw_node_canaries(
             coords = order[(np.arange(count)[:, None] * k + np.arange(k)[None, :]) % num_features]
         else:
             coords = np.stack([rng.choice(num_features, size=k, replace=False) for _ in range(count)])
-        np.put_along_axis(x, coords, 1.0, axis=1)
+        values = np.ones((count, 1))
+        if signed and feature == "rare":
+            # a column's second canary gets the opposite sign: -e_j, not a copy of +e_j (a ReLU network
+            # answers the two differently, so one included canary does not lift the other's score)
+            values = np.where((np.arange(count) * k // num_features) % 2 == 1, -1.0, 1.0)[:, None]
+        np.put_along_axis(x, coords, np.broadcast_to(values, coords.shape).copy(), axis=1)
     else:
         x = rng.normal(size=(count, num_features))
     if feature != "copy":
@@ -200,8 +206,10 @@ def draw_node_canaries(
             raise ConfigurationError(f"canaries: wires={wires} exceeds the {len(train)} training nodes")
         ends = np.stack([rng.choice(train, size=wires, replace=False) for _ in range(count)])
         wire_rows = np.stack([np.repeat(np.arange(count), wires), ends.reshape(-1)], axis=1).astype(np.int64)
+    if not isinstance(signed, bool):
+        raise ConfigurationError(f"canaries: signed must be true or false, got {signed!r}")
     settings = {"feature": feature, "support": support, "scale": scale, "query_scale": query_scale, "wires": wires,
-                "seed": int(seed)}  # fmt: skip
+                "seed": int(seed), **({"signed": True} if signed else {})}  # fmt: skip
     return CanaryDesign(
         "node",
         count,

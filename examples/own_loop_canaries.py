@@ -41,7 +41,13 @@ def train(sigma: float, steps: int = 150, sample_rate: float = 0.2, noise_diviso
     per_example_grads = vmap(grad(loss), in_dims=(None, 0, 0))
 
     audit = dpaudit.GradientCanaries(count=canaries, seed=0)
-    audit.attach(params.values(), sample_rate=sample_rate, max_grad_norm=CLIP, features=x[train_rows])
+    audit.attach(
+        params.values(),
+        sample_rate=sample_rate,
+        max_grad_norm=CLIP,
+        features=x[train_rows],
+        dataset_size=train_rows.numel(),
+    )  # with the batch sizes, checks sample_rate
 
     generator = torch.Generator().manual_seed(1)
     for _ in range(steps):
@@ -51,7 +57,7 @@ def train(sigma: float, steps: int = 150, sample_rate: float = 0.2, noise_diviso
         factor = (CLIP / (norms + 1e-6)).clamp(max=1.0)
         summed = [torch.einsum("i,i...->...", factor, g[k]) for k in params]  # clipped sum
 
-        summed = audit.inject(summed)
+        summed = audit.inject(summed, batch_size=batch.numel())
         noisy = [s + torch.randn(s.shape, generator=generator) * (sigma / noise_divisor) * CLIP for s in summed]
         audit.observe(noisy)
 

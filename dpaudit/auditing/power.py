@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from scipy import stats
 
 from dpaudit.auditing.estimators import RIGOROUS_ESTIMATORS, audit_epsilon
 from dpaudit.errors import ConfigurationError
@@ -76,6 +77,78 @@ def canaries_needed(claimed_epsilon: float, *, runs: int = 1, delta: float, conf
             return None
         low, high = high, min(2 * high, limit)
     while high - low > max(1, high // 10):  # to 10 %: a plan, not a theorem
+        mid = (low + high) // 2
+        low, high = (low, mid) if enough(mid) else (mid, high)
+    return high
+
+
+#: the coverage of :func:`perfect_attack_interval` (a central interval over the coin draws)
+PREDICTION_COVERAGE = 0.9
+
+
+def perfect_attack_interval(canaries: int, *, runs: int = 1, delta: float, confidence: float = 0.95,
+                            coverage: float = PREDICTION_COVERAGE) -> dict:  # fmt: skip
+    """What a perfect ranking certifies over the coins the audit will draw, not only with balanced
+    coins: the one-run tests guess a fixed number of canaries "in" and "out" (balanced pairs,
+    or the median split), so a perfect ranking makes |N_in − m/2| wrong guesses at the full count,
+    N_in ~ Binomial(m, ½) the included canaries, and falls back to a smaller guess count. The
+    certified bound of perfectly ranked scores is computed at the quantiles of |N_in − m/2| (it
+    falls as the imbalance grows): its median and a central ``coverage`` interval over the coin
+    draws. The ceiling of :func:`audit_power` (balanced coins) is the interval's top only when
+    an exactly balanced draw is likely.
+
+    Args:
+        canaries: canaries per run. runs: runs pooled. delta, confidence: the audit's.
+        coverage: the interval's probability over the coin draws.
+
+    Returns:
+        ``{"median", "low", "high", "coverage"}``: certified ε of a perfect ranking at the
+        median imbalance and at the interval's ends.
+
+    Raises:
+        ConfigurationError: counts below 1 or a coverage outside (0, 1).
+    """
+    for name, value in (("canaries", canaries), ("runs", runs)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise ConfigurationError(f"perfect_attack_interval: {name} must be an integer >= 1, got {value!r}")
+    if not 0 < coverage < 1:
+        raise ConfigurationError(f"perfect_attack_interval: coverage must be in (0, 1), got {coverage!r}")
+    m = canaries * runs
+    run_ids = np.repeat(np.arange(runs), canaries)
+
+    def certified(imbalance: int) -> float:
+        included = np.zeros(m, dtype=bool)
+        included[: max(0, min(m, m // 2 - imbalance))] = True
+        if included.all() or not included.any():
+            estimators = ("one-run", "one-run-fdp", "one-run-fdp-gaussian")
+        else:
+            estimators = None
+        audit = audit_epsilon(included.astype(float), included, delta=delta, confidence=confidence,
+                              run_ids=run_ids, estimators=estimators)  # fmt: skip
+        return float(audit["certified_epsilon_lower_bound"])
+
+    def imbalance(q: float) -> int:  # the q-quantile of |N_in − m/2|
+        return max(0, int(math.ceil(stats.binom.ppf(0.5 + q / 2, m, 0.5) - m / 2)))
+
+    low, median, high = (certified(imbalance(q)) for q in ((1 + coverage) / 2, 0.5, (1 - coverage) / 2))
+    return {"median": median, "low": low, "high": high, "coverage": float(coverage)}
+
+
+def canaries_needed_typically(claimed_epsilon: float, *, runs: int = 1, delta: float, confidence: float = 0.95,
+                              start: int = 1, limit: int = MAX_PLANNED_CANARIES) -> int | None:  # fmt: skip
+    """The fewest canaries per run (doubling from ``start``, then bisected to 10 %) for which a
+    perfect ranking's certified bound at the median coin draw (:func:`perfect_attack_interval`)
+    exceeds ``claimed_epsilon``; ``None`` when not even ``limit`` do."""
+
+    def enough(m: int) -> bool:
+        return perfect_attack_interval(m, runs=runs, delta=delta, confidence=confidence)["median"] > claimed_epsilon
+
+    low, high = max(0, int(start)), min(max(2, 2 * int(start)), limit)
+    while not enough(high):
+        if high >= limit:
+            return None
+        low, high = high, min(2 * high, limit)
+    while high - low > max(1, high // 10):
         mid = (low + high) // 2
         low, high = (low, mid) if enough(mid) else (mid, high)
     return high

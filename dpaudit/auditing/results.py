@@ -25,12 +25,17 @@ ESTIMATE_VERDICT = "likely broken (GDP estimate above the claim; not certified)"
 #: certified lower bound exceeds; a proven guarantee's is "guarantee broken"
 CLAIM_REFUTED = "claim refuted"
 CANARY_VERDICTS = ("guarantee broken", CLAIM_REFUTED, ESTIMATE_VERDICT, "consistent with the claim", "not applicable")
+#: the verdicts one attack's result can give on its own (:attr:`AttackResult.verdict`): a valid bound
+#: above the guarantee the attack is covered by, at or under it, or no comparison at all
+ATTACK_VERDICTS = ("guarantee broken", CLAIM_REFUTED, "consistent with the claim", "not applicable")
 #: the verdicts that say a certified bound exceeds what the spec states
 REFUTING_VERDICTS = ("guarantee broken", CLAIM_REFUTED)
 
 #: the note a canary audit carries when even a perfect attack could not certify more than the claim
-NO_POWER_NOTE = ("even a perfect attack could not certify more than the claim with this many canaries and runs: "
-                 "ask for more canaries before reading 'consistent with the claim' as evidence")
+NO_POWER_NOTE = (
+    "even a perfect attack could not certify more than the claim with this many canaries and runs: "
+    "ask for more canaries before reading 'consistent with the claim' as evidence"
+)
 
 
 def canary_verdict(audit: dict[str, Any], *, hypothesis: bool, valid: bool = True) -> str:
@@ -142,6 +147,22 @@ class AttackResult:
     model: dict[str, Any] = field(default_factory=dict)
     bound_valid: bool = False
     bound_validity: str = ""
+
+    @property
+    def verdict(self) -> str:
+        """This attack's verdict on its own (:data:`ATTACK_VERDICTS`): "not applicable" unless the
+        bound is valid and the model's guarantee (or claim) covers the attacked unit; a valid ε
+        lower bound above the covering ε is "guarantee broken" — :data:`CLAIM_REFUTED` when the
+        ε is a hypothesis (a user's or a paper's unproven claim) —, else "consistent with the
+        claim". One attack at its own confidence: the model's verdict over all its attacks
+        (Bonferroni, power) is :mod:`dpaudit.auditing.verdict`'s."""
+        claimed = self.ceiling.get("epsilon") if self.covered_by_guarantee else None
+        comparable = self.bound_valid and self.epsilon_lower_bound is not None and claimed is not None
+        if not comparable or not math.isfinite(float(claimed)):
+            return "not applicable"
+        if float(self.epsilon_lower_bound) > float(claimed) * (1 + 1e-9):
+            return CLAIM_REFUTED if self.ceiling.get("hypothesis") else "guarantee broken"
+        return "consistent with the claim"
 
     def to_dict(self) -> dict[str, Any]:
         return _clean(asdict(self))

@@ -90,8 +90,10 @@ def check_fit_function(fit: Any, label: str = "fit") -> Callable:
 def load_fit_function(spec: str) -> Callable:
     """The function ``spec`` names — ``path/to/file.py:function`` or ``package.module:function``
     — checked by :func:`check_fit_function`. **Importing it runs that file's code** (it is the
-    user's training code, by their request); a module name is looked up from the current
-    directory first, as ``python -m`` does. Every failure is one :class:`ConfigurationError`."""
+    user's training code, by their request). A file's folder is put first on ``sys.path``, as
+    ``python path/to/file.py`` does, so its sibling modules import (``from model import GCN``
+    beside ``fit.py``); a module name is looked up from the current directory first, as
+    ``python -m`` does. Every failure is one :class:`ConfigurationError`."""
     source, sep, name = str(spec).rpartition(":")
     label = f"--train {spec}"
     if not sep or not source or not name.isidentifier():
@@ -106,6 +108,9 @@ def load_fit_function(spec: str) -> Callable:
             raise ConfigurationError(f"{label}: {source} cannot be imported as a Python file")
         module = importlib.util.module_from_spec(loader_spec)
         sys.modules[module_name] = module
+        folder = str(path.resolve().parent)
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
         try:
             loader_spec.loader.exec_module(module)
         except Exception as exc:

@@ -70,6 +70,7 @@ from dpaudit.data.datasets import GraphDataset
 from dpaudit.errors import ConfigurationError
 from dpaudit.nn import SparseFeatures
 from dpaudit.training.dpsgd import DiracCanaries
+from dpaudit.whitebox.self_check import PlacementCheck
 
 COVERAGE = (
     "gradient canaries are examples of this one DP-SGD run (clipped gradient of norm exactly C, Poisson-sampled at "
@@ -119,10 +120,12 @@ class GradientCanaries:
         self._params: list[torch.Tensor] = []
         self._noise_multipliers: set[float] = set()
         self._injected = False  # your loop's step is between inject() and observe()
+        self._check: PlacementCheck | None = None
+        self._dataset_size: int | None = None
 
     # ------------------------------------------------------------------------------------ attach
     def attach(self, target, *, sample_rate: float, features=None, module: nn.Module | None = None,
-               max_grad_norm: float | None = None) -> GradientCanaries:  # fmt: skip
+               max_grad_norm: float | None = None, dataset_size: int | None = None) -> GradientCanaries:  # fmt: skip
         """Fix the design, draw the coins, and join ``target``'s steps from now on.
 
         ``target``: an Opacus ``DPOptimizer`` (hooked; ``max_grad_norm`` is the optimizer's), or
@@ -132,16 +135,23 @@ class GradientCanaries:
         [n, F] (dense or :class:`dpaudit.nn.SparseFeatures`), to put the canaries on the input
         layer's least-used columns — a :class:`~dpaudit.data.datasets.GraphDataset` gives its node
         features and names the record's ``dataset``; ``module``: where to find that layer
-        (default: the first [out, F] parameter). Returns ``self``.
+        (default: the first [out, F] parameter). ``dataset_size``: how many examples the loop
+        samples from (N), to check ``sample_rate`` against the batch sizes seen (Opacus' batches,
+        or ``inject(..., batch_size=b)``; :mod:`dpaudit.whitebox.self_check`). Returns ``self``.
 
         Raises:
             ConfigurationError: attached already, a rate outside (0, 1], a non-DP optimizer, an
-                Opacus optimizer of another mechanism, a missing or non-positive C, or more
-                canaries than coordinates (before anything is changed).
+                Opacus optimizer of another mechanism, a missing or non-positive C, a
+                ``dataset_size`` that is not a positive integer, or more canaries than
+                coordinates (before anything is changed).
         """
         if self._source is not None:
             raise ConfigurationError("these gradient canaries are attached already: one instance audits one run")
         q = _positive("sample_rate", sample_rate, upper=1.0)
+        if dataset_size is not None and (isinstance(dataset_size, bool) or not isinstance(dataset_size, int)
+                                         or dataset_size < 1):  # fmt: skip
+            raise ConfigurationError(f"dataset_size must be an integer >= 1 (the examples the loop samples from), "
+                                     f"got {dataset_size!r}")  # fmt: skip
         dataset = features.name if isinstance(features, GraphDataset) else None
         features = self._check_features(features.data.x if isinstance(features, GraphDataset) else features)
         if isinstance(target, torch.optim.Optimizer):
@@ -156,6 +166,10 @@ class GradientCanaries:
         self._hook.attach(module, params, features, sample_rate=q, noise_multiplier=float(sigma),
                           max_grad_norm=clip, label=source)  # fmt: skip
         self._source, self._params, self._optimizer, self._dataset = source, params, optimizer, dataset
+        self._dataset_size = dataset_size
+        mask = torch.zeros(sum(p.numel() for p in params), dtype=torch.bool)
+        mask[self._hook.coordinates] = True
+        self._check = PlacementCheck(mask, clip, placement=optimizer is None)
         if optimizer is not None:
             self._wrap(optimizer)
         return self
@@ -206,6 +220,7 @@ class GradientCanaries:
 
         def add_noise_with_canaries():
             self._check_opacus_step(optimizer)
+            self._check.batch(_opacus_batch_size(self._params))
             summed = {p: p.summed_grad for p in self._params}
             self._hook.insert(summed)
             for p in self._params:
@@ -229,16 +244,35 @@ class GradientCanaries:
             )
 
     # ------------------------------------------------------------------------- your own loop
-    def inject(self, summed: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    def inject(self, summed: Sequence[torch.Tensor], *, batch_size: int | None = None) -> list[torch.Tensor]:
         """The clipped gradient sums of this step (one per attached parameter, before the noise
         and any division) with this step's sampled canaries added (C along each one's
-        coordinate); the inputs are not modified."""
+        coordinate); the inputs are not modified.
+
+        Args:
+            summed: one tensor per attached parameter, of its shape, in order.
+            batch_size: how many examples this step's batch held (optional: with
+                ``attach(..., dataset_size=N)`` it checks ``sample_rate``).
+
+        Returns:
+            The sums with the canaries added, one tensor per parameter.
+
+        Raises:
+            ConfigurationError: before attach, with the wrong tensors, twice without
+                :meth:`observe`, or a ``batch_size`` that is not an integer >= 0.
+        """
         mapping = self._loop_tensors(summed, "inject")
         if self._injected:
             raise ConfigurationError("inject() twice without observe(): observe each step's noisy sums first")
+        if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int)
+                                       or batch_size < 0):  # fmt: skip
+            raise ConfigurationError(f"batch_size must be an integer >= 0, got {batch_size!r}")
+        real = _flat([mapping[p] for p in self._params])
         self._hook.insert(mapping)
         self._injected = True
-        return [mapping[p] for p in self._params]
+        out = [mapping[p] for p in self._params]
+        self._check.injected(real, _flat(out), batch_size)
+        return out
 
     def observe(self, noisy: Sequence[torch.Tensor]) -> None:
         """Record this step's noisy sums (the output of :meth:`inject` plus the noise, before any
@@ -249,6 +283,7 @@ class GradientCanaries:
                 "observe() without inject(): inject the canaries into this step's clipped sums first"
             )
         self._injected = False
+        self._check.observed(_flat([mapping[p] for p in self._params]))
         saved = [p.grad for p in self._params]
         try:  # DiracCanaries reads the noisy sum from .grad
             for p in self._params:
@@ -285,9 +320,14 @@ class GradientCanaries:
         ``dpaudit.audit(..., canaries=[record])``; ``keep_scores`` adds the scores and the coins
         (reveals them).
 
+        The canaries check their own placement first (:mod:`dpaudit.whitebox.self_check`: observed
+        after a rescaling, injected after the division by the batch size, a wrong
+        ``sample_rate``); the numbers go to the record's ``self_check``.
+
         Raises:
             ConfigurationError: before attach or before any step, or an ε, δ, unit, dataset name
-                or confidence out of range.
+                or confidence out of range; or canaries placed where their verdict would say
+                nothing about the claim (one line saying how to place them).
         """
         if self._source is None or not self._hook.steps:
             raise ConfigurationError("result() needs a finished run: attach the canaries and train at least one step")
@@ -301,6 +341,11 @@ class GradientCanaries:
             raise ConfigurationError(f"dataset must be the name of the data trained on, got {dataset!r}")
         _positive("confidence", confidence, upper=1.0)
         hook = self._hook
+        self_check: dict[str, Any] = {}
+        refusal = self._check.refusal(epsilon=claim, delta=delta, sample_rate=hook.sample_rate, steps=hook.steps,
+                                      dataset_size=self._dataset_size, record=self_check)  # fmt: skip
+        if refusal is not None:
+            raise ConfigurationError(f"gradient canaries refused: {refusal}")
         s = game.scores(hook, "iterates")
         notes: list[str] = []
         per_run: dict[str, Any] = {
@@ -339,6 +384,7 @@ class GradientCanaries:
             bound_valid=True,
             coverage=COVERAGE,
             notes=notes,
+            self_check=self_check,
         )
         record.update(game.summarise_game(s, hook.included, delta=delta, claimed_epsilon=claim,
                                           confidence=confidence, keep_scores=keep_scores, notes=notes,
@@ -350,3 +396,16 @@ class GradientCanaries:
     def __repr__(self) -> str:
         where = self._source or "not attached"
         return f"GradientCanaries(count={self.count}, seed={self.seed}; {where}, {self._hook.steps} steps)"
+
+
+def _flat(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
+    return torch.cat([t.detach().reshape(-1).double().cpu() for t in tensors])
+
+
+def _opacus_batch_size(params: list[torch.Tensor]) -> int | None:
+    """This step's batch size from Opacus' per-sample gradients (``None`` when it cannot tell)."""
+    for p in params:
+        sample = getattr(p, "grad_sample", None)
+        if isinstance(sample, torch.Tensor) and sample.dim() >= 1:
+            return int(sample.shape[0])
+    return None

@@ -34,7 +34,6 @@ def _parse_setting(text: str):
         return key, value
 
 
-
 def cmd_attack(args) -> int:
     from dpaudit.app.names import check_attack_name
 
@@ -108,6 +107,9 @@ def cmd_attack(args) -> int:
         f"{args.attack} vs {model.method} (deployment {result.extra.get('deployment')}): AUC {_fmt(result.auc)} "
         f"[{_fmt(lo)}, {_fmt(hi)}]{tpr}, {bound}, {ceiling} -> {args.out}"
     )
+    if result.bound_valid and result.epsilon_lower_bound is not None:
+        print(f"certified ε lower bound: {_fmt(result.epsilon_lower_bound)} (δ = {result.epsilon_lower_bound_delta:g})")
+    print(f"verdict: {result.verdict}")
     return 0
 
 

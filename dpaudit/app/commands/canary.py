@@ -24,7 +24,7 @@ import inspect
 from dpaudit.errors import ConfigurationError, DPAuditError
 
 _DESIGN_HELP = (
-    "canary design (repeatable): node: feature=rare|sparse|gaussian|copy, support=INT, scale=FLOAT, wires=INT; "
+    "canary design (repeatable): node: feature=rare|sparse|gaussian|copy, support=INT, scale=FLOAT, wires=INT, signed=true|false; "
     "edge: min_distance=INT, endpoints=low-degree|random, endpoint_uses=1..6 (canaries per endpoint); gradient: module=mlp|encoder|classifier|gnn|rows, "
     "observe=iterates|final, claim=module|total"
 )

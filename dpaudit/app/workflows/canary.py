@@ -2,7 +2,7 @@
 ε lower bounds (:mod:`dpaudit.auditing.estimators`) and a verdict — one JSON document.
 
 >>> result = canary_audit("mlp-dp", "csbm", 1.0, kind="node", canaries=200, runs=1)   # doctest: +SKIP
->>> result["epsilon_lower_bound"]["overall"], result["verdict"]                        # doctest: +SKIP
+>>> result.certified_epsilon_lower_bound, result.verdict                                  # doctest: +SKIP
 
 The game and the scores are :mod:`attacks.canary`; ``kind="gradient"`` (white-box Dirac
 gradient canaries inside DP-SGD) is :mod:`dpaudit.app.workflows.gradient_canary`, dispatched from
@@ -56,6 +56,7 @@ from typing import Any
 
 import numpy as np
 
+from dpaudit.auditing.estimators import RIGOROUS_ESTIMATORS
 from dpaudit.auditing.results import (  # noqa: F401
     CANARY_SCHEMA,
     CANARY_SCHEMA_VERSION,
@@ -63,6 +64,7 @@ from dpaudit.auditing.results import (  # noqa: F401
     CLAIM_REFUTED,
     ESTIMATE_VERDICT,
     NO_POWER_NOTE,
+    CanaryAuditRecord,
     canary_verdict,
 )
 from dpaudit.auditing.statistics import auc_or_none
@@ -80,6 +82,9 @@ SCHEMA, SCHEMA_VERSION = CANARY_SCHEMA, CANARY_SCHEMA_VERSION
 NON_PRIVATE_DELTA = 1e-5
 VERDICTS = CANARY_VERDICTS
 
+
+#: the plan predicts a perfect ranking's bound over the coin draws up to this many scores (canaries × runs)
+PREDICTED_SCORES = 10_000
 
 #: every canary kind: the graph-native ones of :mod:`attacks.canary` and white-box gradient canaries
 #: in DP-SGD (:mod:`dpaudit.app.workflows.gradient_canary`)
@@ -174,8 +179,9 @@ def canary_audit(
     progress: bool = True,
     keep_scores: bool = True,
     on_plan: Callable[[dict[str, Any]], None] | None = None,
-) -> dict[str, Any]:
-    """Run the canary audit (module docstring) and return (and, with ``out``, write) its JSON.
+) -> CanaryAuditRecord:
+    """Run the canary audit (module docstring) and return (and, with ``out``, write) its JSON
+    record (a ``dict`` with ``.verdict`` and ``.certified_epsilon_lower_bound``).
 
     What trains is a registered defense (``defense``, its name) or **your own function**
     (``fit``, or a callable as first argument): ``fit(dataset, split)`` returning a trained
@@ -214,8 +220,8 @@ def canary_audit(
     canary_design = game.draw_canaries(base, sp, kind, canaries, seed, **(design or {}))
     plan = canary_plan(canary_design, runs, probe, kind, run_delta, confidence, claim_source)
     _announce_plan(plan, on_plan)
-    record = _record_head(name, claim_source, base, sp, seed, kind, probe, run_delta, overrides, canaries,
-                          canary_design, runs, confidence, plan)  # fmt: skip
+    record = CanaryAuditRecord(_record_head(name, claim_source, base, sp, seed, kind, probe, run_delta, overrides,
+                                            canaries, canary_design, runs, confidence, plan))  # fmt: skip
     scores, coins, per_run, score_name, interrupted = _play_runs(
         game, recipe, probe, base, sp, canary_design, canaries, runs, seed, delta, run_delta, name, progress
     )  # fmt: skip
@@ -262,9 +268,7 @@ def _recipe(defense, fit, epsilon, kind, canaries, runs, unit, overrides, delta,
 
         return probe, function_name(fit), "user", recipe
     if unit is not None:
-        raise ConfigurationError(
-            "canary_audit: unit states the claim of a fit function; a defense declares its own"
-        )
+        raise ConfigurationError("canary_audit: unit states the claim of a fit function; a defense declares its own")
     cls = check_canary_request(defense, epsilon, kind, canaries, runs, overrides, delta, device, seed, design)
     probe = cls(epsilon=epsilon, delta=delta, seed=seed, device=device, **(overrides or {}))
 
@@ -367,7 +371,7 @@ def canary_plan(design, runs: int, probe, kind: str, delta: float, confidence: f
     after the audit's queries; the audit tests what they spend), at the canary's unit
     (:func:`attacks.canary.audited_claim`: edge canaries against node-level DP test 2ε)."""
     from attacks import canary as game
-    from dpaudit.auditing.power import audit_power, canaries_needed
+    from dpaudit.auditing.power import audit_power, canaries_needed, canaries_needed_typically, perfect_attack_interval
 
     count = design.count
     valid, why, claim, claim_delta = game.audited_claim(probe.unit if probe.private else None, kind, probe.epsilon,
@@ -398,6 +402,36 @@ def canary_plan(design, runs: int, probe, kind: str, delta: float, confidence: f
         "canaries_needed": None,
         "warning": None,
     }
+    settings = design.settings or {}
+    if design.kind == "node" and settings.get("feature") == "rare" and design.features is not None:
+        slots, columns = count * int(settings.get("support", 1)), int(design.features.shape[1])
+        if slots > columns:
+            plan["interference"] = (
+                f"{count} canaries × support {settings.get('support', 1)} exceed the {columns} feature columns: "
+                "canaries share columns and interfere (one included canary moves another's score), so the ranking "
+                "is not perfect and the prediction below is optimistic; fewer canaries, --design signed=true (a "
+                "column's second canary is -e_j), or more runs"
+            )
+    # what a perfect ranking certifies over the coin draws (the ceiling needs a balanced draw); skipped
+    # above PREDICTED_SCORES scores, where three audits of perfect scores would delay the plan
+    predicted = None
+    if count * runs <= PREDICTED_SCORES:
+        predicted = perfect_attack_interval(count, runs=runs, delta=estimate_delta, confidence=confidence)
+        plan["predicted_epsilon"] = predicted["median"]
+        plan["predicted_interval"] = [predicted["low"], predicted["high"]]
+        plan["predicted_coverage"] = predicted["coverage"]
+    if testable and predicted is not None and power["can_refute_claim"] and predicted["median"] <= claim:
+        needed = canaries_needed_typically(claim, runs=runs, delta=estimate_delta, confidence=confidence, start=count)
+        plan["canaries_needed"] = needed
+        advice = f"use >= {needed} canaries" if needed is not None else "pool more runs"
+        columns = int(design.features.shape[1]) if design.kind == "node" and design.features is not None else None
+        if needed is not None and columns is not None and settings.get("feature") == "rare" and needed > columns:
+            advice += f", more than the {columns} feature columns hold without interference: pool more runs (--runs)"
+        plan["warning"] = (
+            f"a perfect attack refutes ε = {claim:g} only if the coins come out nearly balanced: it certifies "
+            f"{predicted['median']:.3g} at the median coin draw ({100 * predicted['coverage']:g} % of draws: "
+            f"{predicted['low']:.3g}-{predicted['high']:.3g}) with {count} canaries × {runs} run(s); {advice}"
+        )
     if testable and not power["can_refute_claim"]:
         needed = canaries_needed(claim, runs=runs, delta=estimate_delta, confidence=confidence, start=count)
         plan["canaries_needed"] = needed
@@ -426,6 +460,12 @@ def plan_lines(plan: dict[str, Any]) -> list[str]:
         f"plan: {tested}; a perfect attack could certify at most ε = {plan['certifiable_epsilon']:.3g} at "
         f"{100 * plan['confidence']:g} %",
     ]
+    if plan.get("predicted_interval"):
+        low, high = plan["predicted_interval"]
+        lines.append(f"plan: a perfect ranking certifies {plan['predicted_epsilon']:.3g} at the median coin draw "
+                     f"({100 * plan['predicted_coverage']:g} % of draws: {low:.3g}-{high:.3g})")  # fmt: skip
+    if plan.get("interference"):
+        lines.append(f"note: {plan['interference']}")
     if plan.get("warning"):
         lines.append(f"warning: {plan['warning']}")
     return lines
@@ -531,16 +571,7 @@ def summary_lines(result: dict[str, Any]) -> list[str]:
         f"{result['canaries']} per run × {result['runs']} run(s){' (partial)' if result.get('partial') else ''}",
         f"score: {result.get('score')}   AUC {fmt(result.get('auc'))}",
     ]
-    bounds = result.get("epsilon_lower_bound") or {}
-    if bounds:
-        parts = [f"{k} {fmt(v)}" for k, v in bounds.items()]
-        lines.append(f"ε lower bound at δ = {result.get('delta', 0):g}, {100 * result['confidence']:g} % "
-                     f"(Bonferroni over estimators): " + ", ".join(parts))  # fmt: skip
-        if "gdp" in bounds:
-            lines.append(
-                "  (gdp and one-run-fdp-gaussian are estimates under a Gaussian trade-off curve; the verdict "
-                "uses the certified one-run / one-run-fdp / multi-run bounds)"
-            )
+    lines += bound_lines(result)
     claim = result.get("claimed_epsilon")
     source = "your claim" if result.get("claim_source") == "user" else "spent, max over runs"
     lines.append(f"claimed ε {fmt(claim)} ({source}; unit {result.get('unit')})   "
@@ -553,4 +584,28 @@ def summary_lines(result: dict[str, Any]) -> list[str]:
         lines.append(f"  why: {result['why']}")
     lines.append(f"verdict: {result.get('verdict')}")
     lines += [f"  note: {n}" for n in result.get("notes") or []]
+    return lines
+
+
+def bound_lines(result: dict[str, Any]) -> list[str]:
+    """The certified ε lower bound on its own line, then the estimates, labelled as estimates
+    (never as bounds): the GDP ones assume a Gaussian trade-off curve, and the verdict never
+    rests on them alone (:data:`ESTIMATE_VERDICT` says so when they exceed the claim)."""
+    bounds = result.get("epsilon_lower_bound") or {}
+    if not bounds:
+        return []
+
+    def fmt(v):
+        return "-" if v is None else ("inf" if isinstance(v, float) and math.isinf(v) else f"{v:.3f}")
+
+    where = (f"at δ = {result.get('delta', 0):g}, {100 * result['confidence']:g} % confidence "
+             "(Bonferroni over estimators)")  # fmt: skip
+    certified = {k: v for k, v in bounds.items() if k in RIGOROUS_ESTIMATORS}
+    estimates = {k: v for k, v in bounds.items() if k not in RIGOROUS_ESTIMATORS and k != "overall"}
+    lines = [f"certified ε lower bound: {fmt(result.get('certified_epsilon_lower_bound'))} {where}"]
+    if certified:
+        lines.append("  certified, by estimator: " + ", ".join(f"{k} {fmt(v)}" for k, v in certified.items()))
+    if estimates:
+        lines.append("  estimates (not bounds: they assume a Gaussian trade-off curve): "
+                     + ", ".join(f"{k} {fmt(v)}" for k, v in estimates.items()))  # fmt: skip
     return lines

@@ -38,7 +38,7 @@ import numpy as np
 
 from dpaudit.auditing import gradient_canary as game
 from dpaudit.auditing.gradient_canary import OBSERVATIONS, SCORE_NAMES, sampling_seed, summarise_game
-from dpaudit.auditing.results import CANARY_SCHEMA, CANARY_SCHEMA_VERSION
+from dpaudit.auditing.results import CANARY_SCHEMA, CANARY_SCHEMA_VERSION, CanaryAuditRecord
 from dpaudit.auditing.statistics import auc_or_none
 from dpaudit.data.datasets import GraphDataset, load_dataset
 from dpaudit.data.splits import make_split
@@ -165,9 +165,9 @@ def gradient_canary_audit(
     out: str | Path | None = None,
     progress: bool = True,
     keep_scores: bool = True,
-) -> dict[str, Any]:
+) -> CanaryAuditRecord:
     """Run the gradient-canary audit (module docstring) and return (and, with ``out``, write) its
-    JSON. ``design``: ``module`` (:func:`dpsgd_modules`; default the first), ``observe``
+    JSON record (a ``dict`` with ``.verdict`` and ``.certified_epsilon_lower_bound``). ``design``: ``module`` (:func:`dpsgd_modules`; default the first), ``observe``
     (:data:`dpaudit.auditing.gradient_canary.OBSERVATIONS`, default ``"iterates"``), ``claim``
     (``"module"`` or ``"total"``)."""
     from tqdm.auto import tqdm
@@ -182,26 +182,28 @@ def gradient_canary_audit(
     probe = cls(epsilon=epsilon, delta=delta, seed=seed, device=device, **(overrides or {}))
     run_delta = probe.resolve_delta(base, sp)
     canary_design = game.DiracDesign(canaries, seed)
-    record: dict[str, Any] = {
-        "schema": CANARY_SCHEMA,
-        "version": CANARY_SCHEMA_VERSION,
-        "defense": defense,
-        "dataset": base.name,
-        "dataset_fingerprint": base.fingerprint,
-        "split": sp.spec,
-        "seed": int(seed),
-        "kind": "gradient",
-        "unit": cls.unit,
-        "target_epsilon": probe.epsilon,
-        "defense_delta": run_delta,
-        "overrides": dict(overrides or {}),
-        "canaries": canaries,
-        "design": {},
-        "module": options["module"],
-        "runs_requested": runs,
-        "confidence": confidence,
-        "partial": False,
-    }
+    record = CanaryAuditRecord(
+        {
+            "schema": CANARY_SCHEMA,
+            "version": CANARY_SCHEMA_VERSION,
+            "defense": defense,
+            "dataset": base.name,
+            "dataset_fingerprint": base.fingerprint,
+            "split": sp.spec,
+            "seed": int(seed),
+            "kind": "gradient",
+            "unit": cls.unit,
+            "target_epsilon": probe.epsilon,
+            "defense_delta": run_delta,
+            "overrides": dict(overrides or {}),
+            "canaries": canaries,
+            "design": {},
+            "module": options["module"],
+            "runs_requested": runs,
+            "confidence": confidence,
+            "partial": False,
+        }
+    )
     scores: list[np.ndarray] = []
     coins: list[np.ndarray] = []
     per_run: list[dict[str, Any]] = []

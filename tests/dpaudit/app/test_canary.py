@@ -667,3 +667,68 @@ def test_cli_canary_help_says_train_runs_the_users_code(capsys):
         main(["canary", "--help"])
     out = " ".join(capsys.readouterr().out.split())
     assert "--train FILE.py:FUNCTION" in out and "RUNS that file's code" in out and "--unit" in out
+
+
+def test_cli_canary_train_imports_the_fit_files_sibling_modules_and_prints_the_certified_bound_alone(
+    tmp_path, capsys, monkeypatch
+):
+    """A fit file importing a module beside it works (its folder is importable, as with ``python
+    fit.py``); the summary prints the certified bound on its own line, the estimates as estimates."""
+    from dpaudit.app.cli import main
+
+    folder = tmp_path / "project"
+    folder.mkdir()
+    model_code, fit_code = TRAIN_FILE.split("\n\ndef fit", 1)
+    (folder / "alarms_sibling_model.py").write_text(model_code)
+    (folder / "fit.py").write_text("from alarms_sibling_model import GCN, torch  # a sibling module\n\n\ndef fit"
+                                   + fit_code.split("\n\ndef one_argument")[0])  # fmt: skip
+    monkeypatch.chdir(tmp_path)  # not the file's folder
+    monkeypatch.setattr("sys.path", list(__import__("sys").path))
+    code = main(["canary", "--train", f"{folder / 'fit.py'}:fit", "--dataset", "csbm", "--dataset-option",
+                 "num_nodes=200", "--epsilon", "1", "--delta", "1e-5", "--kind", "node", "--canaries", "10",
+                 "--split", SPLIT, "--out", str(tmp_path / "r.json")])  # fmt: skip
+    assert code == 0, capsys.readouterr().err
+    lines = capsys.readouterr().out.splitlines()
+    certified = [line for line in lines if line.startswith("certified ε lower bound: ")]
+    assert len(certified) == 1
+    assert not any("overall" in line for line in lines)
+    assert any(line.startswith("verdict: ") for line in lines)
+    assert all("gdp" not in line for line in lines if "lower bound" in line)
+
+
+def test_signed_node_canaries_give_a_columns_second_canary_the_opposite_sign():
+    """With more canaries than feature columns, ``signed=True`` makes the canaries sharing a column
+    +e_j and −e_j (distinct inputs) instead of two copies of +e_j."""
+    from attacks.canary import draw_node_canaries
+    from dpaudit.data.datasets import csbm
+    from dpaudit.data.splits import make_split
+
+    g = csbm(num_nodes=60, num_features=8, avg_degree=3.0, seed=0)
+    sp = make_split(g, None, 0)
+    plain = draw_node_canaries(g, sp, 12, 0).features
+    signed = draw_node_canaries(g, sp, 12, 0, signed=True).features
+    assert (plain >= 0).all() and torch.equal(signed[:8], plain[:8])
+    assert torch.equal(signed[8:], -plain[8:]) and (signed[8:].sum(1) < 0).all()
+    assert len({tuple(r.tolist()) for r in signed}) == 12 and len({tuple(r.tolist()) for r in plain}) == 8
+    with pytest.raises(ConfigurationError, match="signed must be true or false"):
+        draw_node_canaries(g, sp, 12, 0, signed="yes")
+
+
+def test_the_plan_predicts_a_perfect_rankings_bound_over_the_coin_draws_and_notes_interference():
+    from attacks.canary import draw_node_canaries
+    from dpaudit.app.workflows.canary import canary_plan, plan_lines
+    from dpaudit.data.datasets import csbm
+    from dpaudit.data.splits import make_split
+    from dpaudit.training.user_fit import FitFunction
+
+    g = csbm(num_nodes=60, num_features=8, avg_degree=3.0, seed=0)
+    sp = make_split(g, None, 0)
+    probe = FitFunction(lambda dataset, split: None, epsilon=1.0, delta=1e-5)
+    plan = canary_plan(draw_node_canaries(g, sp, 12, 0), 1, probe, "node", 1e-5, 0.95, "user")
+    low, high = plan["predicted_interval"]
+    assert low <= plan["predicted_epsilon"] <= high <= plan["certifiable_epsilon"] + 1e-9
+    assert "12 canaries × support 1 exceed the 8 feature columns" in plan["interference"]
+    lines = plan_lines(plan)
+    assert any(line.startswith("plan: a perfect ranking certifies") for line in lines)
+    assert any(line.startswith("note: 12 canaries") for line in lines)
+    assert "interference" not in canary_plan(draw_node_canaries(g, sp, 6, 0), 1, probe, "node", 1e-5, 0.95, "user")

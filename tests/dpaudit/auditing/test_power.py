@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from dpaudit.auditing.estimators import audit_epsilon
-from dpaudit.auditing.power import audit_power, canaries_needed
+from dpaudit.auditing.power import audit_power, canaries_needed, perfect_attack_interval
 from dpaudit.errors import ConfigurationError
 
 DELTA = 1e-5
@@ -40,3 +40,17 @@ def test_canaries_needed_is_the_smallest_count_that_suffices_to_ten_percent():
     assert canaries_needed(12.0, delta=DELTA, start=500, limit=2000) is None  # the δ term caps the test
     with pytest.raises(ConfigurationError, match="finite"):
         canaries_needed(float("inf"), delta=DELTA)
+
+
+def test_a_perfect_ranking_certifies_the_ceiling_only_with_balanced_coins():
+    """The plan's interval over the coin draws (issue 47 item 5): the one-run tests guess a fixed
+    number "in", so a perfect ranking with 498 of 1,000 canaries included certifies less than the
+    ceiling (4.17 against 4.32), and with a typical imbalance (|N_in − 500| ≈ 11) less again."""
+    ceiling = audit_power(1000, delta=1e-5)["certifiable_epsilon"]
+    interval = perfect_attack_interval(1000, delta=1e-5)
+    assert interval["low"] <= interval["median"] <= interval["high"] <= ceiling + 1e-9
+    assert interval["median"] < 4.0 < ceiling  # the ceiling promises ε = 4; a typical draw does not
+    y = np.zeros(1000, dtype=bool)
+    y[:498] = True
+    seen = audit_epsilon(y.astype(float), y, delta=1e-5, confidence=0.95)["certified_epsilon_lower_bound"]
+    assert interval["low"] <= seen <= interval["high"] and seen < ceiling

@@ -213,8 +213,9 @@ def test_opacus_example_on_cora_catches_a_tenth_of_the_noise(opacus_run):
         assert claim.supported is True
 
 
-def test_the_opacus_runs_record_puts_its_verdict_in_the_audit_report(opacus_run, data_root, monkeypatch, tmp_path,
-                                                                      capsys):
+def test_the_opacus_runs_record_puts_its_verdict_in_the_audit_report(
+    opacus_run, data_root, monkeypatch, tmp_path, capsys
+):
     """The issue's acceptance: ``dpaudit.audit(adapt(model_C, …, privacy=claim), canaries=[result])``
     (examples/opacus_canaries.py's ``report``) writes a report whose verdict is "claim refuted" for
     C, with no paper's wording for the user's claim; "consistent with the claim" for B."""

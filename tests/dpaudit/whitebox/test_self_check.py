@@ -1,0 +1,142 @@
+"""The gradient canaries check their own placement (issue 47 item 4, dpaudit/whitebox/self_check.py):
+a correct hand-rolled DP-SGD loop that divides by the batch size before adding σC/B and calls
+inject/observe after that division is refused (a usage error, never "claim refuted"), over
+several seeds; the correct placement is accepted and not refuted; a loop with a tenth of the noise
+and correct placement is still refuted (the self-check hides no noise bug); observing after a
+rescaling and a wrong sample_rate are refused with one line saying how to place the canaries."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+from torch.func import functional_call, grad, vmap
+
+import dpaudit
+from dpaudit.accounting import PoissonSubsampledGaussian, calibrate_noise
+from dpaudit.auditing.results import REFUTING_VERDICTS
+from dpaudit.errors import ConfigurationError
+
+EPSILON, DELTA, CLIP, STEPS, RATE, N = 4.0, 1e-5, 1.0, 30, 0.2, 1000
+
+
+@pytest.fixture(scope="module")
+def sigma() -> float:
+    """What the user calibrated (RDP: a little more noise than the tightest accountant needs)."""
+    return calibrate_noise(EPSILON, DELTA, lambda s: PoissonSubsampledGaussian(s, RATE, STEPS), accountant="rdp")
+
+
+def _loop(
+    sigma: float,
+    *,
+    placement: str = "sum",
+    noise_factor: float = 1.0,
+    seed: int = 0,
+    claimed_rate: float = RATE,
+    dataset_size: int | None = None,
+):
+    """A hand-rolled DP-SGD loop (Poisson sampling, per-example clipping with torch.func, Gaussian
+    noise) on N synthetic rows whose last 64 feature columns are unused (where the canaries go);
+    ``placement``: ``"sum"`` (inject/observe on the clipped sum, the documented place),
+    ``"after-division"`` (divides by B = qN, adds σC/B and injects/observes on the mean: correct
+    DP, misplaced canaries), ``"observe-divided"`` (injects on the sum, observes the mean).
+    Returns the record or the ConfigurationError that result() raised."""
+    generator = torch.Generator().manual_seed(seed)
+    x = torch.zeros(N, 128)
+    x[:, :64] = torch.randn(N, 64, generator=generator)
+    y = (x[:, 0] > 0).long() + 2 * (x[:, 1] > 0).long()
+    torch.manual_seed(seed)
+    model = nn.Sequential(nn.Linear(128, 64), nn.ReLU(), nn.Linear(64, 4))
+    params = dict(model.named_parameters())
+
+    def loss(p, xi, yi):
+        return nn.functional.cross_entropy(functional_call(model, p, (xi.unsqueeze(0),)), yi.unsqueeze(0))
+
+    per_example = vmap(grad(loss), in_dims=(None, 0, 0))
+    canaries = dpaudit.GradientCanaries(count=4000, seed=seed)
+    canaries.attach(
+        params.values(), sample_rate=claimed_rate, max_grad_norm=CLIP, features=x, dataset_size=dataset_size
+    )
+    batch_norm = RATE * N
+    std = sigma * noise_factor * CLIP
+    for _ in range(STEPS):
+        batch = torch.nonzero(torch.rand(N, generator=generator) < RATE).reshape(-1)
+        g = per_example({k: v.detach() for k, v in params.items()}, x[batch], y[batch])
+        norms = torch.sqrt(sum(v.flatten(1).pow(2).sum(1) for v in g.values()))
+        factor = (CLIP / (norms + 1e-6)).clamp(max=1.0)
+        summed = [torch.einsum("i,i...->...", factor, g[k]) for k in params]
+        if placement == "after-division":
+            mean = canaries.inject([s / batch_norm for s in summed], batch_size=int(batch.numel()))
+            update = [m + torch.randn(m.shape, generator=generator) * std / batch_norm for m in mean]
+            canaries.observe(update)
+        else:
+            summed = canaries.inject(summed, batch_size=int(batch.numel()))
+            noisy = [s + torch.randn(s.shape, generator=generator) * std for s in summed]
+            update = [t / batch_norm for t in noisy]
+            canaries.observe(update if placement == "observe-divided" else noisy)
+        with torch.no_grad():
+            for p, u in zip(params.values(), update):
+                p -= 0.5 * u
+    try:
+        return canaries.result(epsilon=EPSILON, delta=DELTA)
+    except ConfigurationError as exc:
+        return exc
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_canaries_injected_after_the_division_by_the_batch_size_are_refused_never_refuted(sigma, seed):
+    out = _loop(sigma, placement="after-division", seed=seed)
+    assert isinstance(out, ConfigurationError), (out.verdict, out.certified_epsilon_lower_bound)
+    line = str(out)
+    assert "\n" not in line and "before dividing by the batch size" in line
+    assert "expected σ·C = " in line and "along non-canary coordinates" in line
+
+
+def test_the_correct_placement_is_accepted_and_not_refuted(sigma):
+    out = _loop(sigma, dataset_size=N)
+    assert not isinstance(out, Exception), out
+    assert out.verdict not in REFUTING_VERDICTS and out.certified_epsilon_lower_bound <= EPSILON
+    check = out["self_check"]
+    assert check["observed_slope"] == pytest.approx(1.0, abs=0.1)
+    assert check["noise_std"] == pytest.approx(sigma * CLIP, rel=0.05)
+    assert check["max_clipped_sum_over_c"] > 2  # a batch's clipped sum, not a mean
+    assert check["observed_sample_rate"] == pytest.approx(RATE, abs=0.02)
+
+
+def test_a_tenth_of_the_noise_with_the_canaries_well_placed_is_still_refuted(sigma):
+    out = _loop(sigma, noise_factor=0.1)
+    assert not isinstance(out, Exception), out
+    assert out.verdict == "claim refuted" and out.certified_epsilon_lower_bound > EPSILON
+    assert out["self_check"]["noise_std"] == pytest.approx(0.1 * sigma * CLIP, rel=0.05)
+
+
+def test_observing_after_the_division_is_refused(sigma):
+    out = _loop(sigma, placement="observe-divided")
+    assert isinstance(out, ConfigurationError)
+    assert "call observe() on inject()'s output plus the noise" in str(out) and "\n" not in str(out)
+
+
+def test_a_wrong_sample_rate_is_refused_when_the_batches_show_it(sigma):
+    out = _loop(sigma, claimed_rate=2 * RATE, dataset_size=N)
+    assert isinstance(out, ConfigurationError)
+    assert f"sample_rate={2 * RATE:g}" in str(out) and "loader.sample_rate" in str(out)
+
+
+def test_no_noise_at_all_is_audited_not_refused():
+    """Observing the injected sums unchanged (no noise) is a noise bug, not a placement error."""
+    params = [torch.zeros(400, requires_grad=True)]
+    canaries = dpaudit.GradientCanaries(count=300, seed=0).attach(params, sample_rate=0.5, max_grad_norm=1.0)
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(10):
+        real = 0.01 * torch.randn(400, generator=generator)  # tiny clipped sums, as after a division
+        canaries.observe(canaries.inject([real]))
+    assert canaries.result(epsilon=1.0, delta=1e-5)["self_check"]["noise_std"] == 0.0
+
+
+def test_bad_batch_size_and_dataset_size_are_refused_before_any_work():
+    params = [torch.zeros(4, requires_grad=True)]
+    with pytest.raises(ConfigurationError, match="dataset_size must be an integer"):
+        dpaudit.GradientCanaries(count=2).attach(params, sample_rate=0.1, max_grad_norm=1.0, dataset_size=0)
+    canaries = dpaudit.GradientCanaries(count=2).attach(params, sample_rate=0.1, max_grad_norm=1.0)
+    with pytest.raises(ConfigurationError, match="batch_size must be an integer"):
+        canaries.inject([torch.zeros(4)], batch_size=-1)
