@@ -253,6 +253,7 @@ def undirected_edges(edge_index: torch.Tensor) -> torch.Tensor:
 
 # --------------------------------------------------------------------------- deployments
 
+
 def resolve_deployment(model: ReleasedModel, deployment: str | None) -> str:
     """The deployment an attack audits (:mod:`dpaudit.release.deployments`). ``"auto"``: a model trained
     on an inductive split is audited as deployed — answering over a graph the querier supplies
@@ -692,3 +693,18 @@ def fit_attack_mlp(features: np.ndarray, labels: np.ndarray, hidden=(64, 64), se
         return clf.predict_proba(scaler.transform(x))[:, positive]
 
     return score
+
+
+def count_setting(settings: dict[str, Any], key: str, default: int) -> int:
+    """An integer setting of a cost model (:data:`attacks.CostModel`), ``default`` when absent or ``None``.
+
+    Args:
+        settings: the attack's settings.
+        key: the setting.
+        default: its value when absent or ``None``.
+
+    Returns:
+        The count.
+    """
+    value = settings.get(key, default)
+    return default if value is None else int(value)

@@ -263,6 +263,9 @@ class MLPDPPlan:
 class MLPDP(Defense):
     name = "mlp-dp"
     unit = "node"
+    family = "MLP-DP"
+    relative_cost = 1.1
+    epoch_settings = ("epochs",)
     summary = "MLP on node features with node-level DP-Adam/DP-SGD (ghost clipping), noise calibrated to ε"
     hyperparameters_class = MLPDPHyperparameters
 

@@ -442,6 +442,9 @@ class GCN(_ValidationSelection):
 
     name = "gcn"
     unit = None
+    family = "non-private baselines"
+    relative_cost = 1.0
+    epoch_settings = ("epochs",)
     summary = "2-layer GCN (Kipf & Welling 2017) in the published setup, non-private"
     hyperparameters_class = KipfGCNHyperparameters
     grid_name = "gcn"
@@ -481,6 +484,9 @@ class GCN(_ValidationSelection):
 @register_defense
 class GraphSAGE(_FullBatchBaseline):
     name = "sage"
+    family = "non-private baselines"
+    relative_cost = 1.0
+    epoch_settings = ("epochs",)
     summary = "2-layer GraphSAGE with mean aggregation (Hamilton et al. 2017), non-private"
     architecture_type = "sage"
     grid_name = "sage"
@@ -502,6 +508,9 @@ class MLPHyperparameters(Hyperparameters):
 @register_defense
 class MLPBaseline(_FullBatchBaseline):
     name = "mlp"
+    family = "non-private baselines"
+    relative_cost = 1.0
+    epoch_settings = ("epochs",)
     summary = "2-layer MLP on node features only, non-private"
     architecture_type = "mlp"
     hyperparameters_class = MLPHyperparameters

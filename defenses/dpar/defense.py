@@ -384,6 +384,9 @@ class _DPAR(Defense):
     """Shared pipeline; subclasses fix the DP-APPR ``variant`` (em0, em1, gm or exact)."""
 
     unit = "node"
+    family = "DPAR"
+    relative_cost = 3.0
+    epoch_settings = ("epochs",)
     hyperparameters_class = DPARHyperparameters
     variant: ClassVar[str] = "em0"
     selection_score = FEATURES_ONLY_SCORE
@@ -618,5 +621,6 @@ class DPARGM(_DPAR):
 class DPARNoDP(_DPAR):
     name = "dpar-nodp"
     unit = None
+    relative_cost = 2.5
     summary = "DPAR pipeline without privacy (exact top-K APPR, no clipping or noise)"
     variant = "exact"

@@ -255,6 +255,8 @@ class DPGNN(Defense):
 
     name = "dpgnn"
     unit = "node"
+    family = "DP-GNN"
+    relative_cost = 10.0  # its 3,000-step schedule times six trainings dominates a study
     summary = "DP-GNN (Daigavane et al.): r-layer residual GCN, bounded occurrences, DP-Adam, Theorem 1 RDP"
     hyperparameters_class = DPGNNHyperparameters
     selection_refusal = (

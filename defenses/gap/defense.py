@@ -403,6 +403,8 @@ class _GAP(Defense):
     """Algorithm 2 for the three privacy levels and both protocols."""
 
     level: ClassVar[str] = "inf"
+    family = "GAP"
+    epoch_settings = ("encoder_epochs", "epochs")
     hyperparameters_class = GAPHyperparameters
 
     def __init__(self, *args, **kwargs):
@@ -921,6 +923,7 @@ class _GAP(Defense):
 class GAPInf(_GAP):
     name = "gap-inf"
     unit = None
+    relative_cost = 1.1
     level = "inf"
     summary = "GAP-∞ (Sajadmanesh et al. 2023): encoder + non-noisy multi-hop SUM aggregation + per-hop classifier"
     hyperparameters_class = GAPHyperparameters
@@ -930,6 +933,7 @@ class GAPInf(_GAP):
 class GAPEdge(_GAP):
     name = "gap-edp"
     unit = "edge"
+    relative_cost = 1.1
     level = "edge"
     summary = "GAP-EDP: edge-level DP by aggregation perturbation (PMA, Theorem 1 with Δ = √2), noise calibrated to ε"
     hyperparameters_class = GAPHyperparameters
@@ -948,6 +952,7 @@ class GAPEdge(_GAP):
 class GAPNode(_GAP):
     name = "gap-ndp"
     unit = "node"
+    relative_cost = 1.2
     level = "node"
     summary = (
         "GAP-NDP: node-level DP by PMA over a proven max-entropy degree projection (or, degree_bound=promise, "

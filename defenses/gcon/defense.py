@@ -375,6 +375,8 @@ class GCON(Defense):
 
     name = "gcon"
     unit = "edge"
+    family = "GCON"
+    relative_cost = 1.2
     summary = "GCON (Wei et al.): linear APPR/PPR graph convolution with objective perturbation + AMP, edge-level DP"
     hyperparameters_class = GCONHyperparameters
     selection_refusal = (

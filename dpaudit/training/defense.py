@@ -244,9 +244,20 @@ def parse_overrides(hp_class: type, assignments: list[str]) -> dict[str, Any]:
 class Defense(ABC):
     """A training recipe; ``fit(dataset, split)`` returns a :class:`ReleasedModel`."""
 
+    #: the registered name (:func:`dpaudit.training.registry.register_defense`)
     name: ClassVar[str]
+    #: what its ε protects: ``"node"``, ``"edge"``, or ``None`` for a non-private recipe
     unit: ClassVar[str | None] = None
     summary: ClassVar[str] = ""
+    #: the family reports group and colour it by (``"GAP"``, ``"non-private baselines"``, ...)
+    family: ClassVar[str] = "other"
+    #: the cost of one study cell (training plus the shadow and reference models the attacks
+    #: train with its recipe) relative to a GCN's: a study starts the costliest cells first
+    relative_cost: ClassVar[float] = 2.0
+    #: the hyperparameters that count its training epochs (its cost is linear in them): the
+    #: audit plan measures a shadow model from a short trial with 1/20 of each; ``()``: the
+    #: plan reads the recorded training time instead (an upper estimate)
+    epoch_settings: ClassVar[tuple[str, ...]] = ()
     hyperparameters_class: ClassVar[type[Hyperparameters]] = Hyperparameters
     #: ``select=private`` (:mod:`dpaudit.training.private_selection`): how a run is scored — a
     #: :class:`~dpaudit.training.private_selection.Score` proven private for the unit — or ``None``
@@ -353,7 +364,9 @@ class Defense(ABC):
     def fit(self, dataset: GraphDataset, split: Split) -> ReleasedModel:
         """Train on ``split.train`` of ``dataset`` and return the released model."""
         if not isinstance(dataset, GraphDataset):
-            raise DPAuditError("fit expects a dpaudit GraphDataset (see dpaudit.data.datasets.load_dataset / from_data)")
+            raise DPAuditError(
+                "fit expects a dpaudit GraphDataset (see dpaudit.data.datasets.load_dataset / from_data)"
+            )
         if len(split.train) == 0:
             raise DPAuditError("the split has no training node")
         if not dataset.data.label_mask[split.train].all():
