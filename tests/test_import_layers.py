@@ -23,6 +23,7 @@ LAYERS = (
     ("dpaudit.release",),
     ("dpaudit.auditing", "dpaudit.training"),
     ("dpaudit.whitebox",),
+    ("dpaudit.testing",),
     ("dpaudit.app",),
 )
 
