@@ -16,7 +16,7 @@ PACKAGES = ("dpaudit", "defenses", "attacks", "reports")
 #: (layers on one line are siblings: neither imports the other)
 LAYERS = (
     ("dpaudit.errors",),
-    ("dpaudit.runtime", "dpaudit.progress", "dpaudit.seeds"),
+    ("dpaudit.runtime", "dpaudit.progress", "dpaudit.seeds", "dpaudit.assignments"),
     ("dpaudit.accounting",),
     ("dpaudit.data",),
     ("dpaudit.nn",),

@@ -44,6 +44,7 @@ import torch
 
 import dpaudit
 from dpaudit.accounting.spec import validate_delta, validate_epsilon
+from dpaudit.assignments import NONE_WORDS, parse_boolean, split_assignment
 from dpaudit.data.datasets import GraphDataset
 from dpaudit.data.splits import Split
 from dpaudit.errors import ConfigurationError, DPAuditError, PrivacyParameterError
@@ -114,17 +115,13 @@ def parse_value(name: str, text: str, annotation: Any) -> Any:
     args = typing.get_args(annotation)
     if origin is typing.Union or (origin is not None and str(origin) == "<class 'types.UnionType'>"):
         non_none = [a for a in args if a is not type(None)]
-        if text.lower() in {"none", "null"} and type(None) in args:
+        if text.lower() in NONE_WORDS and type(None) in args:
             return None
         annotation = non_none[0]
         origin, args = typing.get_origin(annotation), typing.get_args(annotation)
     try:
         if annotation is bool:
-            if text.lower() in {"1", "true", "yes", "on"}:
-                return True
-            if text.lower() in {"0", "false", "no", "off"}:
-                return False
-            raise ValueError
+            return parse_boolean(text)
         if annotation is int:
             return int(text)
         if annotation is float:
@@ -231,10 +228,7 @@ def parse_overrides(hp_class: type, assignments: list[str]) -> dict[str, Any]:
     types = _field_types(hp_class)
     out: dict[str, Any] = {}
     for item in assignments:
-        key, sep, value = item.partition("=")
-        key = key.strip().replace("-", "_")
-        if not sep or not key:
-            raise ConfigurationError(f"--set expects KEY=VALUE, got {item!r}")
+        _, key, value = split_assignment(item, "--set")
         if key not in types:
             raise ConfigurationError(f"unknown hyperparameter {key!r}; known: {', '.join(sorted(types))}")
         out[key] = parse_value(key, value.strip(), types[key])
