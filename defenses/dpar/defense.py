@@ -268,7 +268,6 @@ __all__ = [
     'require_declared',
     'Split',
     'PROTOCOL_DEFAULTS',
-    '_validate',
     '_DPAR',
     '_sound_run_mechanisms',
     'DPAREM0',
@@ -353,33 +352,6 @@ class DPARHyperparameters(PrivateHyperparameters):
                 setattr(self, name, value)
 
 
-def _validate(hp: DPARHyperparameters) -> None:
-    checks = {
-        "appr_budget_ratio": 0 < hp.appr_budget_ratio < 1,
-        "node_sample_rate": 0 < hp.node_sample_rate <= 1,
-        "em_value_share": 0 < hp.em_value_share < 1,
-        "pair_sample_share": 0 < hp.pair_sample_share <= 1,
-        "alpha": 0 < hp.alpha < 1,
-        "rho": hp.rho > 0,
-        "ista_tol": hp.ista_tol >= 0,
-        "clip_gm": hp.clip_gm > 0,
-        "clip_em": hp.clip_em > 0,
-        "column_l1_bound": hp.column_l1_bound > 0,
-        "max_grad_norm": hp.max_grad_norm > 0,
-        "lr": hp.lr > 0,
-        "dropout": 0 <= hp.dropout < 1,
-    }
-    for name in ("num_sources", "top_k", "max_occurrences", "batch_size", "epochs", "hidden", "ista_max_iter"):
-        checks[name] = int(getattr(hp, name)) == getattr(hp, name) and getattr(hp, name) >= 1
-    checks["power_steps"] = int(hp.power_steps) == hp.power_steps and hp.power_steps >= 0
-    bad = [name for name, ok in checks.items() if not ok]
-    if bad:
-        raise ConfigurationError(
-            "dpar: invalid hyperparameters " + ", ".join(f"{n}={getattr(hp, n)!r}" for n in bad) + " (fractions in "
-            "(0, 1), α in (0, 1), dropout in [0, 1), positive bounds, integers ≥ 1)"
-        )
-
-
 class _DPAR(Defense):
     """Shared pipeline; subclasses fix the DP-APPR ``variant`` (em0, em1, gm or exact)."""
 
@@ -439,8 +411,7 @@ class _DPAR(Defense):
         return declared
 
     def _fit(self, dataset: GraphDataset, split: Split, delta: float) -> DPARModel:
-        hp = self.hp
-        _validate(hp)
+        hp = self.hp  # in its declared ranges since construction (check_hyperparameter_ranges)
         protocol = self.protocol_name
         device = self.device
         # sound: everything public is planned before the private data is read

@@ -413,45 +413,13 @@ class _GAP(Defense):
         self._universe_nodes: int | None = None  # N̄ of a private projected run (universe_nodes)
 
     def _validate_hyperparameters(self) -> None:
-        hp = self.hp
-        if not (isinstance(hp.hops, int) and 1 <= hp.hops <= MAX_HOPS):
+        """The one rule the declared ranges (``_parameter_constraints``, checked at construction)
+        cannot say: batch normalisation mixes a batch's examples, so node-level DP-SGD refuses it."""
+        if self.level == "node" and self.hp.batch_norm:
             raise ConfigurationError(
-                f"{self.name}: hops K must be an integer in 1..{MAX_HOPS} (Section 7.3), got {hp.hops}"
+                f"{self.name}: batch_norm mixes the examples of a batch, which per-example DP-SGD cannot clip "
+                "(the reference code turns it off at node level too); use batch_norm=false"
             )
-        grid = hp.hop_grid
-        if not grid or not all(isinstance(k, int) and 1 <= k <= MAX_HOPS for k in grid):
-            raise ConfigurationError(f"{self.name}: hop_grid must list integers in 1..{MAX_HOPS}, got {grid!r}")
-        for name in ("hidden", "encoder_layers", "base_layers", "head_layers", "encoder_epochs", "epochs"):
-            value = getattr(hp, name)
-            if not isinstance(value, int) or value < 1:
-                raise ConfigurationError(f"{self.name}: {name} must be a positive integer, got {value!r}")
-        if not 0.0 <= hp.dropout < 1.0:
-            raise ConfigurationError(f"{self.name}: dropout must lie in [0, 1), got {hp.dropout}")
-        if not (hp.lr > 0 and math.isfinite(hp.lr)):
-            raise ConfigurationError(f"{self.name}: lr must be positive, got {hp.lr}")
-        if self.level == "node":
-            if hp.batch_norm:
-                raise ConfigurationError(
-                    f"{self.name}: batch_norm mixes the examples of a batch, which per-example DP-SGD cannot clip "
-                    "(the reference code turns it off at node level too); use batch_norm=false"
-                )
-            if not isinstance(hp.batch_size, int) or hp.batch_size < 1:
-                raise ConfigurationError(f"{self.name}: batch_size must be a positive integer, got {hp.batch_size!r}")
-            for d in [hp.max_degree, *hp.degree_grid]:
-                if not isinstance(d, int) or d < 1:
-                    raise ConfigurationError(
-                        f"{self.name}: max_degree / degree_grid must be positive integers, got {d!r}"
-                    )
-            if not hp.degree_grid:
-                raise ConfigurationError(f"{self.name}: degree_grid must not be empty")
-            if not (hp.max_grad_norm > 0 and math.isfinite(hp.max_grad_norm)):
-                raise ConfigurationError(f"{self.name}: max_grad_norm must be positive, got {hp.max_grad_norm}")
-            if hp.sample_rate is not None and not 0.0 < hp.sample_rate <= 1.0:
-                raise ConfigurationError(f"{self.name}: sample_rate must lie in (0, 1], got {hp.sample_rate}")
-            if hp.degree_bound not in protocols.DEGREE_BOUNDS:
-                raise ConfigurationError(
-                    f"{self.name}: degree_bound must be one of {', '.join(protocols.DEGREE_BOUNDS)}, got {hp.degree_bound!r}"
-                )
 
     # -- the plan: everything the privacy spec says, from public inputs only ---------------------
     @property
