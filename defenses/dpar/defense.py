@@ -322,29 +322,52 @@ class DPARHyperparameters(PrivateHyperparameters):
         "self_loops": [bool],
     }
 
-    appr_budget_ratio: float | None = None  # share of the budget spent on DP-APPR (paper 0.5; sound 0.1)
-    node_sample_rate: float | None = None  # q′, Poisson node sampling of the training graph (paper 0.09; sound 1)
-    num_sources: int = 70  # M: DP-APPR rows (paper: the first M sampled nodes; sound: M public slots)
-    top_k: int | None = None  # K (paper 2; sound 1)
-    alpha: float = 0.25  # teleport (ISTA and inference)
-    rho: float = 1e-4  # ISTA ℓ₁ regularisation
-    ista_tol: float = 1e-4  # γ, ISTA termination slack
+    appr_budget_ratio: float | None = None
+    """share of the budget spent on DP-APPR (paper 0.5; sound 0.1)"""
+    node_sample_rate: float | None = None
+    """q′, Poisson node sampling of the training graph (paper 0.09; sound 1)"""
+    num_sources: int = 70
+    """M: DP-APPR rows (paper: the first M sampled nodes; sound: M public slots)"""
+    top_k: int | None = None
+    """K (paper 2; sound 1)"""
+    alpha: float = 0.25
+    """teleport (ISTA and inference)"""
+    rho: float = 1e-4
+    """ISTA ℓ₁ regularisation"""
+    ista_tol: float = 1e-4
+    """γ, ISTA termination slack"""
     ista_max_iter: int = 1000
-    clip_gm: float = 0.01  # C₁
-    clip_em: float = 0.001  # C₂
-    em_value_share: float = 0.5  # option II: share of the DP-APPR budget for the Laplace values
-    column_l1_bound: float = 1.0  # τ: every non-empty column of Π is rescaled to this ℓ₁ norm (paper)
-    max_occurrences: int | None = None  # D: entries kept per column of Z (sound; paper 4 is unused; sound 1)
-    pair_sample_share: float | None = None  # λ: pair terms are Poisson-sampled at λ·q (sound 0.1; paper unused)
-    max_grad_norm: float = 1.0  # C
-    batch_size: int | None = None  # B, expected Poisson batch size (paper 60; sound 256)
-    epochs: int | None = None  # paper 200; sound 30
+    """ISTA's iteration cap per source node"""
+    clip_gm: float = 0.01
+    """C₁"""
+    clip_em: float = 0.001
+    """C₂"""
+    em_value_share: float = 0.5
+    """option II: share of the DP-APPR budget for the Laplace values"""
+    column_l1_bound: float = 1.0
+    """τ: every non-empty column of Π is rescaled to this ℓ₁ norm (paper)"""
+    max_occurrences: int | None = None
+    """D: entries kept per column of Z (sound; paper 4 is unused; sound 1)"""
+    pair_sample_share: float | None = None
+    """λ: pair terms are Poisson-sampled at λ·q (sound 0.1; paper unused)"""
+    max_grad_norm: float = 1.0
+    """C"""
+    batch_size: int | None = None
+    """B, expected Poisson batch size (paper 60; sound 256)"""
+    epochs: int | None = None
+    """paper 200; sound 30"""
     lr: float = 0.005
+    """f_θ's learning rate (DP-Adam)"""
     hidden: int = 32
-    dropout: float = 0.1  # on the input and hidden layer of f_θ (reference code)
-    bias: bool = False  # the reference's linear layers have no bias
-    power_steps: int = 2  # P of Eq. 4
-    self_loops: bool = True  # add self-loops to the query graph at inference (reference code)
+    """f_θ's hidden width"""
+    dropout: float = 0.1
+    """on the input and hidden layer of f_θ (reference code)"""
+    bias: bool = False
+    """the reference's linear layers have no bias"""
+    power_steps: int = 2
+    """P of Eq. 4"""
+    self_loops: bool = True
+    """add self-loops to the query graph at inference (reference code)"""
 
     def __post_init__(self):
         for name, value in PROTOCOL_DEFAULTS.get(self.protocol, PROTOCOL_DEFAULTS["sound"]).items():

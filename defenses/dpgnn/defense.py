@@ -188,22 +188,39 @@ class DPGNNHyperparameters(PrivateHyperparameters):
     }
 
     layers: int = 1
+    """message-passing layers of the DP-GCN (1 to 4)"""
     max_in_degree: int = 5
+    """K: in-edges kept per node, which bounds a node's occurrences across subgraphs"""
     latent: int = 100
+    """width of the latent node representation"""
     encoder_layers: int = 1
+    """layers of the per-node encoder before message passing"""
     decoder_layers: int = 1
+    """layers of the decoder after message passing"""
     act: str = "tanh"
+    """activation between layers"""
     residual: bool = True
+    """add each message-passing layer's input to its output"""
     batch_size: int | None = None
+    """expected subgraphs per batch; None: the reference schedule of the declared training size"""
     steps: int | None = None
+    """DP-SGD steps; None: the reference schedule of the declared training size"""
     lr: float = 3e-3
+    """learning rate"""
     optimizer: str = "adam"
+    """adam or sgd (the noisy gradient's optimiser)"""
     clip_norm: float = 1.0
+    """per-subgraph gradient clipping norm C (protocol=sound)"""
     clipping: str = "flat"
+    """flat: one norm over all parameters; layerwise: one norm per parameter tensor"""
     clip_percentile: float = 75.0
+    """protocol=paper: the percentile of initial gradient norms each tensor is clipped to"""
     clip_estimate_nodes: int = 10_000
+    """protocol=paper: training subgraphs the clipping percentile is read from"""
     microbatch: int = 2048
-    degree_bound: str = "sampler"  # "sampler" (Algorithm 1, sound: false) or "promise" (sound only, proven)
+    """subgraphs whose per-example gradients are computed at once (memory only, not privacy)"""
+    degree_bound: str = "sampler"
+    """sampler (Algorithm 1, sound: false) or promise (sound only, proven)"""
 
 
 def _train_mask(split: Split, num_nodes: int) -> torch.Tensor:

@@ -333,16 +333,27 @@ class GAPHyperparameters(PrivateHyperparameters):
     }
 
     hops: int = 2
+    """K: aggregation hops PMA releases (the fixed K at node level)"""
     hidden: int = 16
+    """hidden width of the encoder and the classification modules"""
     encoder_layers: int = 2
+    """layers of the edge-free encoder"""
     base_layers: int = 1
+    """layers of each hop's base MLP"""
     head_layers: int = 1
+    """layers of the classification head over the combined hops"""
     dropout: float = 0.0
+    """dropout in every module"""
     batch_norm: bool = True
+    """batch normalisation between layers (refused at node level)"""
     lr: float = 0.01
+    """learning rate of every module (Adam)"""
     encoder_epochs: int = 100
+    """epochs of the encoder"""
     epochs: int = 100
+    """epochs of the classification module"""
     hop_grid: tuple[int, ...] = (1, 2, 3, 4, 5)
+    """protocol=paper: the K searched, one release per K"""
 
 
 @dataclass
@@ -369,11 +380,17 @@ class GAPNodeHyperparameters(GAPHyperparameters):
     encoder_epochs: int = 10
     epochs: int = 10
     batch_size: int = 256
+    """expected Poisson batch size of DP-Adam"""
     max_grad_norm: float = 1.0
+    """per-example gradient clipping norm of DP-Adam"""
     max_degree: int = 100
+    """D: the degree bound of the aggregation (in-edges kept per node)"""
     degree_grid: tuple[int, ...] = (100, 200, 300, 400)
-    sample_rate: float | None = None  # Poisson rate q of DP-SGD; default: batch_size over the declared training size
-    degree_bound: str = "projection"  # sound only: "projection" (node-level DP) or "promise" (bounded-degree)
+    """protocol=paper: the D searched"""
+    sample_rate: float | None = None
+    """Poisson rate q of DP-SGD; default: batch_size over the declared training size"""
+    degree_bound: str = "projection"
+    """sound only: "projection" (node-level DP) or "promise" (bounded-degree)"""
 
 
 @dataclass

@@ -32,9 +32,13 @@ whole cost stays within the target ε; other defenses refuse it at construction.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import inspect
 import logging
 import math
+import re
+import textwrap
 import time
 import typing
 from abc import ABC, abstractmethod
@@ -97,11 +101,16 @@ class PrivateHyperparameters(Hyperparameters):
         "select_score_noise": [NON_NEGATIVE],  # select=private at node level refuses 0 itself
     }
 
-    protocol: str = "sound"  # sound: every step proven (default); paper: as the authors ran it, sound: false
-    select: str = "none"  # private: accounted selection over a public grid (dpaudit.training.private_selection)
-    select_runs: float = 5.0  # select=private: expected number of runs E[K]
-    select_eta: float = 0.0  # select=private: η >= 0 of the law of K (0: logarithmic, 1: geometric)
-    select_score_noise: float = 5.0  # select=private at node level: noise std on the correct validation count
+    protocol: str = "sound"
+    """sound: every step proven (default); paper: as the authors ran it, sound: false"""
+    select: str = "none"
+    """private: accounted selection over a public grid (dpaudit.training.private_selection)"""
+    select_runs: float = 5.0
+    """select=private: expected number of runs E[K]"""
+    select_eta: float = 0.0
+    """select=private: η >= 0 of the law of K (0: logarithmic, 1: geometric)"""
+    select_score_noise: float = 5.0
+    """select=private at node level: noise std on the correct validation count"""
 
 
 def _field_types(hp_class: type) -> dict[str, Any]:
@@ -145,31 +154,79 @@ def parse_value(name: str, text: str, annotation: Any) -> Any:
     raise ConfigurationError(f"hyperparameter {name} of type {annotation} cannot be set from the command line")
 
 
+def _attributes_section(doc: str | None) -> dict[str, str]:
+    """The ``Attributes:`` section of a Google-style class docstring: ``name: text`` (or
+    ``a, b, c: text`` for several fields), continuation lines indented further."""
+    found: dict[str, str] = {}
+    lines = inspect.cleandoc(doc or "").splitlines()
+    try:
+        start = next(i for i, line in enumerate(lines) if line.strip() == "Attributes:")
+    except StopIteration:
+        return found
+    names: list[str] = []
+    indent = None
+    for line in lines[start + 1 :]:
+        if not line.strip():
+            continue
+        depth = len(line) - len(line.lstrip())
+        if depth == 0:
+            break  # the next section
+        indent = depth if indent is None else indent
+        entry = re.match(r"([\w, ]+):\s*(.*)$", line.strip()) if depth == indent else None
+        if entry:
+            names = [n.strip() for n in entry.group(1).split(",") if n.strip()]
+            for name in names:
+                found[name] = entry.group(2).strip()
+        else:
+            for name in names:
+                found[name] = f"{found[name]} {line.strip()}".strip()
+    return found
+
+
+def _attribute_docstrings(klass: type) -> dict[str, str]:
+    """Each field's attribute docstring (PEP 257: a string literal right below the field, as
+    mkdocstrings and Sphinx read it), from the class's source."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(klass)))
+    except (OSError, TypeError, SyntaxError):
+        return {}
+    body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
+    found = {}
+    for field, after in zip(body, body[1:]):
+        if (
+            isinstance(field, ast.AnnAssign)
+            and isinstance(field.target, ast.Name)
+            and isinstance(after, ast.Expr)
+            and isinstance(after.value, ast.Constant)
+            and isinstance(after.value.value, str)
+        ):
+            found[field.target.id] = " ".join(inspect.cleandoc(after.value.value).split())
+    return found
+
+
 def hyperparameter_help(hp_class: type) -> dict[str, str]:
-    """One line per field: ``field(metadata={"help": ...})``, else the comment on its line.
+    """One description per field, for ``dpaudit train --defense NAME --help`` and the API docs.
 
-    Comments are read from the source of the class and each of its bases, so a dataclass
-    written as ``lr: float = 0.01  # Adam learning rate`` documents itself in ``--help``.
+    Read from the dataclass and each of its bases, the nearest winning: ``field(metadata={"help":
+    ...})``, else the field's attribute docstring (a string right below it), else its entry in
+    the class docstring's ``Attributes:`` section (Google style).
+
+    Args:
+        hp_class: a hyperparameter dataclass.
+
+    Returns:
+        ``{field: description}`` (fields without one are absent).
     """
-    import inspect
-    import re
-
     found: dict[str, str] = {}
     for klass in reversed(hp_class.__mro__):
         if not dataclasses.is_dataclass(klass):
             continue
-        try:
-            source = inspect.getsource(klass)
-        except (OSError, TypeError):
-            continue
-        for match in re.finditer(r"^\s+(\w+)\s*:[^=\n]+=[^#\n]*#\s*(.+)$", source, flags=re.MULTILINE):
-            found[match.group(1)] = match.group(2).strip()
+        found.update(_attributes_section(klass.__dict__.get("__doc__")))
+        found.update(_attribute_docstrings(klass))
     for f in dataclasses.fields(hp_class):
         if f.metadata.get("help"):
             found[f.name] = str(f.metadata["help"])
-    if "protocol" in {f.name for f in dataclasses.fields(hp_class)}:
-        found.setdefault("protocol", "sound: every step proven (default); paper: the authors' run, sound: false")
-    return found
+    return {name: text for name, text in found.items() if name in {f.name for f in dataclasses.fields(hp_class)}}
 
 
 def hyperparameter_constraints(hp_class: type) -> dict[str, list]:
