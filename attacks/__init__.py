@@ -119,7 +119,7 @@ def register_attack(
     cost: CostModel | None = None,
     releases: ReleaseModel | None = None,
     diagnostic: bool = False,
-):
+) -> Callable[[Callable[..., AttackResult]], Callable[..., AttackResult]]:
     """Decorator: make ``fn(model, dataset=None, *, **settings) -> AttackResult`` available as ``name``.
 
     Args:
@@ -127,8 +127,13 @@ def register_attack(
         constraints: for each keyword-only setting of ``fn``, the values it accepts: a list of
             :mod:`dpaudit.training.constraints` (any one suffices; ``None`` admits ``None``, a
             type its instances), as a defense's ``_parameter_constraints`` does.
-        order, heading, quick, shadows, cost, releases, diagnostic: its
-            :class:`AttackDeclaration` (what the app and the report read of it).
+        order: its rank, strongest first (:attr:`AttackDeclaration.order`).
+        heading: its short column heading.
+        quick: its settings in a quick audit.
+        shadows: whether it trains shadow or reference models with the target's recipe.
+        cost: its cost model (:data:`CostModel`).
+        releases: its release model for query-charged targets (:data:`ReleaseModel`).
+        diagnostic: whether it is a diagnostic (never a test or a bound).
 
     Returns:
         The decorator; it returns ``fn`` unchanged.

@@ -66,7 +66,11 @@ def train(
             (the command line's: its ε, δ, seed, device and ``overrides`` were parsed and checked
             once, when it was built; the arguments below that configure one are then unused).
         dataset: a dataset name or a loaded graph.
-        epsilon, delta, seed, device, overrides: build the defense named ``defense``.
+        epsilon: the target ε of the defense named ``defense``.
+        delta: its δ (``"auto"``: from the declared size).
+        seed: its seed.
+        device: its device.
+        overrides: its hyperparameters (also written to the card).
         split: the split spec (the defense's seed draws it).
         data_root: where a named dataset is read from.
         out: the folder to write the released model to, or ``None``.
