@@ -276,6 +276,7 @@ class MLPDPPlan:
 class MLPDP(Defense):
     name = "mlp-dp"
     unit = "node"
+    reads_graph = False
     family = "MLP-DP"
     relative_cost = 1.1
     epoch_settings = ("epochs",)

@@ -533,6 +533,7 @@ class MLPHyperparameters(Hyperparameters):
 @register_defense
 class MLPBaseline(_FullBatchBaseline):
     name = "mlp"
+    reads_graph = False
     family = "non-private baselines"
     relative_cost = 1.0
     epoch_settings = ("epochs",)

@@ -309,6 +309,10 @@ class Defense(ABC):
     #: audit plan measures a shadow model from a short trial with 1/20 of each; ``()``: the
     #: plan reads the recorded training time instead (an upper estimate)
     epoch_settings: ClassVar[tuple[str, ...]] = ()
+    #: whether training reads nodes outside the training set (the transductive graph): then a
+    #: non-member stays in the training graph, and member vs non-member is two node changes;
+    #: ``False`` for a recipe that reads only the training nodes' features (mlp, mlp-dp)
+    reads_graph: ClassVar[bool] = True
     hyperparameters_class: ClassVar[type[Hyperparameters]] = Hyperparameters
     #: ``select=private`` (:mod:`dpaudit.training.private_selection`): how a run is scored — a
     #: :class:`~dpaudit.training.private_selection.Score` proven private for the unit — or ``None``
