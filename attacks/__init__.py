@@ -15,12 +15,22 @@ Each attack declares what its settings accept beside its function (``MIA_TSTF_CO
 ...: :mod:`dpaudit.training.constraints`, as a defense's ``_parameter_constraints``), and
 :func:`register_attack` refuses one that leaves a setting undeclared; :func:`run` and every
 command check settings against the declarations (:func:`check_settings`) before any work.
+
+Each attack module registers itself (:func:`register_attack` on its function) and declares there
+what the command line, the audit plan and the report need to know about it
+(:class:`AttackDeclaration`: its order, heading, quick settings, whether it trains shadow
+models, its cost and its queries); this package imports every module in it (:mod:`pkgutil`), so
+adding an attack is adding one module (docs/howto/new-attack.md).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
 import inspect
-from collections.abc import Callable
+import math
+import pkgutil
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from dpaudit.auditing.low_fpr import low_fpr_summary
@@ -32,6 +42,64 @@ from dpaudit.training.constraints import Constraint, Interval, check, describe, 
 
 _ATTACKS: dict[str, Callable[..., AttackResult]] = {}
 _CONSTRAINTS: dict[str, dict[str, list[Constraint]]] = {}
+_DECLARATIONS: dict[str, AttackDeclaration] = {}
+
+#: ``cost(settings, measured, dataset) -> (work units, CPU seconds)`` of one attack with its full
+#: settings, given ``measured`` ``{"shadow": s, "query": s}`` (one shadow model trained with the
+#: target's recipe, one query; :func:`dpaudit.app.workflows.audit.plan.calibrate`)
+CostModel = Callable[[Mapping[str, Any], Mapping[str, float], GraphDataset], tuple[int, float]]
+#: ``releases(settings, dataset, free_graph) -> int``: at most how many new releases the attack
+#: asks a query-charged target for (``free_graph``: the owner's training release answers the
+#: full-graph query on the training graph)
+ReleaseModel = Callable[[Mapping[str, Any], GraphDataset, bool], int]
+
+
+def one_graph_query(settings: Mapping[str, Any], dataset: GraphDataset, free_graph: bool) -> int:
+    """The :data:`ReleaseModel` of an attack whose only query of the target is one full-graph
+    query on the audited graph (its shadow and reference models are the auditor's own).
+
+    Args:
+        settings: the attack's settings (unused).
+        dataset: the audited graph (unused).
+        free_graph: whether the owner's training release answers that query.
+
+    Returns:
+        0 when the query is free, else 1.
+    """
+    return 0 if free_graph else 1
+
+
+@dataclasses.dataclass(frozen=True)
+class AttackDeclaration:
+    """What the app and the report know about an attack, declared at its registration.
+
+    Attributes:
+        name: the registered name.
+        order: rank in audits and reports, strongest first (lower runs first; ties and
+            undeclared attacks keep the given order after the ranked ones).
+        heading: short column heading (tables that must fit 100 columns); the name by default.
+        quick: settings of a quick audit (``audit --quick``); explicit settings still win.
+        shadows: whether it trains shadow or reference models with the target's recipe (the
+            audit plan measures one such model first).
+        cost: its cost model (:data:`CostModel`); ``None``: one shadow model per run.
+        releases: its release model for query-charged targets (:data:`ReleaseModel`);
+            ``None``: unknown.
+        diagnostic: fitted after looking at the target's membership (never a test or a bound).
+    """
+
+    name: str
+    order: float = math.inf
+    heading: str | None = None
+    quick: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    shadows: bool = False
+    cost: CostModel | None = None
+    releases: ReleaseModel | None = None
+    diagnostic: bool = False
+
+    @property
+    def short(self) -> str:
+        """The heading, or the name when none is declared."""
+        return self.heading or self.name
 
 
 def _keyword_settings(fn: Callable) -> dict[str, object]:
@@ -40,14 +108,42 @@ def _keyword_settings(fn: Callable) -> dict[str, object]:
     }
 
 
-def register_attack(name: str, constraints: dict[str, list[Any]]):
+def register_attack(
+    name: str,
+    constraints: dict[str, list[Any]],
+    *,
+    order: float = math.inf,
+    heading: str | None = None,
+    quick: Mapping[str, Any] | None = None,
+    shadows: bool = False,
+    cost: CostModel | None = None,
+    releases: ReleaseModel | None = None,
+    diagnostic: bool = False,
+) -> Callable[[Callable[..., AttackResult]], Callable[..., AttackResult]]:
     """Decorator: make ``fn(model, dataset=None, *, **settings) -> AttackResult`` available as ``name``.
 
-    ``constraints`` declares, for each keyword-only setting of ``fn``, the values it accepts: a
-    list of :mod:`dpaudit.training.constraints` (any one suffices; ``None`` admits ``None``, a
-    type its instances), as a defense's ``_parameter_constraints`` does. A setting left
-    undeclared, a declaration naming no setting of ``fn``, or a default outside its declaration is
-    a ``TypeError`` (the attack's programming error, raised at registration)."""
+    Args:
+        name: the attack's name on the command line and in reports.
+        constraints: for each keyword-only setting of ``fn``, the values it accepts: a list of
+            :mod:`dpaudit.training.constraints` (any one suffices; ``None`` admits ``None``, a
+            type its instances), as a defense's ``_parameter_constraints`` does.
+        order: its rank, strongest first (:attr:`AttackDeclaration.order`).
+        heading: its short column heading.
+        quick: its settings in a quick audit.
+        shadows: whether it trains shadow or reference models with the target's recipe.
+        cost: its cost model (:data:`CostModel`).
+        releases: its release model for query-charged targets (:data:`ReleaseModel`).
+        diagnostic: whether it is a diagnostic (never a test or a bound).
+
+    Returns:
+        The decorator; it returns ``fn`` unchanged.
+
+    Raises:
+        TypeError: a setting left undeclared, a declaration naming no setting of ``fn``, a
+            default outside its declaration, or a quick setting outside it (the attack's
+            programming error, raised at registration).
+        RuntimeError: another function is already registered as ``name``.
+    """
 
     def decorate(fn):
         settings = _keyword_settings(fn)
@@ -67,15 +163,54 @@ def register_attack(name: str, constraints: dict[str, list[Any]]):
                 raise TypeError(f"attack {name!r}: the default {bad}")
         if name in _ATTACKS and _ATTACKS[name] is not fn:
             raise RuntimeError(f"attack {name!r} registered twice")
+        for key, value in (quick or {}).items():
+            bad = check(key, value, declared[key]) if key in declared else f"{key} is no setting"
+            if bad:
+                raise TypeError(f"attack {name!r}: the quick setting {bad}")
         _ATTACKS[name] = fn
         _CONSTRAINTS[name] = {key: declared[key] for key in settings}
+        _DECLARATIONS[name] = AttackDeclaration(
+            name, order, heading, dict(quick or {}), shadows, cost, releases, diagnostic
+        )
         return fn
 
     return decorate
 
 
 def available_attacks() -> list[str]:
+    """The registered attacks' names, sorted."""
     return sorted(_ATTACKS)
+
+
+def declaration(name: str) -> AttackDeclaration:
+    """What attack ``name`` declared at registration (:class:`AttackDeclaration`).
+
+    Args:
+        name: a registered attack.
+
+    Returns:
+        Its declaration.
+
+    Raises:
+        ConfigurationError: ``name`` is not registered.
+    """
+    get_attack(name)
+    return _DECLARATIONS[name]
+
+
+def order_attacks(names: list[str]) -> list[str]:
+    """``names`` in their declared order (strongest first); undeclared or unknown names (e.g.
+    the records of an attack no longer installed) last, in the given order.
+
+    Args:
+        names: attack names.
+
+    Returns:
+        The names, reordered.
+    """
+    rank = {n: d.order for n, d in _DECLARATIONS.items()}
+    position = {n: i for i, n in enumerate(names)}
+    return sorted(names, key=lambda n: (rank.get(n, math.inf), position[n]))
 
 
 def get_attack(name: str) -> Callable[..., AttackResult]:
@@ -159,10 +294,6 @@ def check_settings(name: str, settings: dict) -> None:
         raise ConfigurationError(f"attack {name!r}: protocol=g-base queries features only; drop query=graph")
 
 
-#: the names earlier releases checked settings with: both are :func:`check_settings` now
-check_attack_ranges = check_setting_types = check_settings
-
-
 def _as_declared(name: str, settings: dict) -> dict:
     """``settings`` with an integral float given for an integer setting (``n_boot=1e3`` from a
     command line) as that integer, so that the attack counts with an ``int``."""
@@ -185,41 +316,34 @@ def run(name: str, model: ReleasedModel, dataset: GraphDataset | None = None, **
     fn = get_attack(name)
     check_settings(name, settings)
     if not isinstance(model, ReleasedModel):
-        raise ConfigurationError("attacks need a dpaudit ReleasedModel (wrap your module with dpaudit.training.adapters.adapt)")
+        raise ConfigurationError(
+            "attacks need a dpaudit ReleasedModel (wrap your module with dpaudit.training.adapters.adapt)"
+        )
     result = fn(model, dataset, **_as_declared(name, settings))
     result.extra["low_fpr"] = low_fpr_summary(result.runs)
     return result
 
 
-def _register_builtin() -> None:
-    from attacks.embedding import EMBEDDING_PROBE_CONSTRAINTS, embedding_probe
-    from attacks.link_stealing import LINK_STEAL_CONSTRAINTS, link_steal
-    from attacks.linkteller import LINKTELLER_CONSTRAINTS, linkteller
-    from attacks.lira import MIA_LIRA_CONSTRAINTS, mia_lira
-    from attacks.membership import MIA_THRESHOLD_CONSTRAINTS, MIA_TSTF_CONSTRAINTS, mia_threshold, mia_tstf
-    from attacks.rmia import MIA_RMIA_CONSTRAINTS, mia_rmia
-
-    for name, fn, constraints in (
-        ("mia-tstf", mia_tstf, MIA_TSTF_CONSTRAINTS),
-        ("mia-threshold", mia_threshold, MIA_THRESHOLD_CONSTRAINTS),
-        ("mia-lira", mia_lira, MIA_LIRA_CONSTRAINTS),
-        ("mia-rmia", mia_rmia, MIA_RMIA_CONSTRAINTS),
-        ("link-steal", link_steal, LINK_STEAL_CONSTRAINTS),
-        ("linkteller", linkteller, LINKTELLER_CONSTRAINTS),
-        ("embedding-probe", embedding_probe, EMBEDDING_PROBE_CONSTRAINTS),
-    ):
-        register_attack(name, constraints)(fn)
+def _import_modules() -> None:
+    """Import every module of this package: each registers its attacks (:func:`register_attack`)."""
+    for info in pkgutil.iter_modules(__path__):
+        if not info.name.startswith("_"):
+            importlib.import_module(f"{__name__}.{info.name}")
 
 
-_register_builtin()
+_import_modules()
 
 __all__ = [
+    "AttackDeclaration",
     "attack_constraints",
     "attack_settings",
     "available_attacks",
     "check_settings",
+    "declaration",
     "describe_settings",
     "get_attack",
+    "one_graph_query",
+    "order_attacks",
     "register_attack",
     "run",
 ]

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from attacks import declaration
 from dpaudit.auditing.results import AttackResult
 from dpaudit.auditing.statistics import Coverage, auc, coverage, epsilon_lower_bound, summarize_runs
 from dpaudit.data.datasets import GraphDataset
@@ -36,11 +37,6 @@ LOWER_BOUND_CAVEAT = (
     "pair's coin is a group of node changes (group privacy), so it is deliberately conservative"
 )
 
-#: recipes that never read a non-training node in training (their non-members are absent)
-FEATURE_ONLY_METHODS = ("mlp", "mlp-dp")
-#: diagnostics: attacks whose AUC is never an ε lower bound (the embedding probe's features were
-#: chosen after looking at models; it is not a pre-registered test)
-DIAGNOSTIC_ATTACKS = ("embedding-probe",)
 
 NOT_NEIGHBOURING = (
     "no DP ceiling or ε lower bound: edges and non-edges are different node pairs whose features differ "
@@ -110,7 +106,11 @@ def keeps_non_members_in_training_graph(model: ReleasedModel) -> tuple[bool, str
         if adapter.get("input") == "features":
             return False, "the adapted model reads node features only"
         return True, "an adapted model that reads the graph: assumed to keep non-members in its training graph"
-    if method in FEATURE_ONLY_METHODS:
+    try:
+        reads_graph = get_defense(method).reads_graph  # as the recipe declares (Defense.reads_graph)
+    except DPAuditError:
+        reads_graph = True  # an unknown recipe, conservatively
+    if not reads_graph:
         return False, f"{method!r} reads only the training nodes' features"
     return True, f"{method!r} reads the whole transductive graph in training: non-members stay in it"
 
@@ -252,6 +252,7 @@ def undirected_edges(edge_index: torch.Tensor) -> torch.Tensor:
 
 
 # --------------------------------------------------------------------------- deployments
+
 
 def resolve_deployment(model: ReleasedModel, deployment: str | None) -> str:
     """The deployment an attack audits (:mod:`dpaudit.release.deployments`). ``"auto"``: a model trained
@@ -421,8 +422,11 @@ def make_result(
     changes, so the ceiling uses group privacy with k = 2; one pair's coin in the ε lower bound
     is twice that many changes (remove the member, add the non-member).
     """
-    if diagnostic is None:
-        diagnostic = attack in DIAGNOSTIC_ATTACKS
+    if diagnostic is None:  # as the attack declares (attacks.AttackDeclaration.diagnostic)
+        try:
+            diagnostic = declaration(attack).diagnostic
+        except DPAuditError:
+            diagnostic = False
     deployment = resolve_deployment(model, settings.get("deployment"))
     settings = {**settings, "deployment": deployment}
     cov, group, coverage_notes = _attack_coverage(model, attack_unit, queries_private_graph, deployment)
@@ -692,3 +696,18 @@ def fit_attack_mlp(features: np.ndarray, labels: np.ndarray, hidden=(64, 64), se
         return clf.predict_proba(scaler.transform(x))[:, positive]
 
     return score
+
+
+def count_setting(settings: dict[str, Any], key: str, default: int) -> int:
+    """An integer setting of a cost model (:data:`attacks.CostModel`), ``default`` when absent or ``None``.
+
+    Args:
+        settings: the attack's settings.
+        key: the setting.
+        default: its value when absent or ``None``.
+
+    Returns:
+        The count.
+    """
+    value = settings.get(key, default)
+    return default if value is None else int(value)

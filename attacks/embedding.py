@@ -36,6 +36,7 @@ import numpy as np
 import torch
 
 from attacks import _common as C
+from attacks import one_graph_query, register_attack
 from attacks.membership import _check_shadow_settings, _setup, locals_settings, match_split_shape
 from dpaudit.auditing.results import AttackResult
 from dpaudit.data.datasets import GraphDataset
@@ -214,7 +215,33 @@ EMBEDDING_PROBE_CONSTRAINTS = {
     "label_probe_nodes": [C.TWO_OR_MORE],
 }
 
+#: CPU seconds per node projected by t-SNE, and of one UMAP projection (numba's compilation
+#: included, paid by every fresh process): the audit plan's cost model
+TSNE_NODE_SECONDS = 0.004
+UMAP_SECONDS = 8.0
 
+
+def _embedding_probe_cost(settings, measured, dataset) -> tuple[int, float]:
+    runs = C.count_setting(settings, "runs", 1)
+    projections = settings.get("projections", PROJECTIONS)
+    if isinstance(projections, str):
+        projections = [p for p in projections.split(",") if p.strip()]
+    nodes = min(C.count_setting(settings, "max_plot_nodes", 1000), dataset.num_nodes)
+    seconds = measured["shadow"] + 2 * measured["query"] + (nodes * TSNE_NODE_SECONDS if "tsne" in projections else 0.0)
+    return runs, runs * seconds + (UMAP_SECONDS if "umap" in projections else 0.0)
+
+
+@register_attack(
+    "embedding-probe",
+    EMBEDDING_PROBE_CONSTRAINTS,
+    order=7,
+    heading="probe",
+    quick={"projections": ["tsne"], "max_plot_nodes": 300},
+    shadows=True,
+    cost=_embedding_probe_cost,
+    releases=one_graph_query,
+    diagnostic=True,
+)
 def embedding_probe(
     model: ReleasedModel,
     dataset: GraphDataset | None = None,

@@ -28,6 +28,7 @@ import logging
 import numpy as np
 
 from attacks import _common as C
+from attacks import one_graph_query, register_attack
 from attacks.membership import _setup, locals_settings
 from dpaudit.auditing.results import AttackResult
 from dpaudit.auditing.statistics import auc
@@ -98,7 +99,24 @@ LINK_STEAL_CONSTRAINTS = {
     "hidden": [WIDTH],
 }
 
+#: CPU seconds per sampled pair and run (8 distances and the attack-2/3 MLP; the audit plan's cost model)
+PAIR_SECONDS = 6e-5
 
+
+def _link_steal_cost(settings, measured, dataset) -> tuple[int, float]:
+    runs = C.count_setting(settings, "runs", 1)
+    pairs = min(C.count_setting(settings, "max_pairs", 1000), dataset.num_edges // 2 or 1)
+    return runs, runs * 2 * pairs * PAIR_SECONDS
+
+
+@register_attack(
+    "link-steal",
+    LINK_STEAL_CONSTRAINTS,
+    order=5,
+    quick={"runs": 1, "max_pairs": 400},
+    cost=_link_steal_cost,
+    releases=one_graph_query,
+)
 def link_steal(
     model: ReleasedModel,
     dataset: GraphDataset | None = None,

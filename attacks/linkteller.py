@@ -52,6 +52,7 @@ from sklearn.metrics import average_precision_score
 from tqdm.auto import tqdm
 
 from attacks import _common as C
+from attacks import register_attack
 from attacks.membership import _setup, locals_settings
 from dpaudit.auditing.results import AttackResult
 from dpaudit.auditing.statistics import auc
@@ -227,6 +228,37 @@ LINKTELLER_CONSTRAINTS = {
 }
 
 
+def _linkteller_cost(settings, measured, dataset) -> tuple[int, float]:
+    """One query per perturbed graph: two per pair, one per hard negative and per density node."""
+    runs = C.count_setting(settings, "runs", 1)
+    pairs = min(C.count_setting(settings, "num_pairs", 250), dataset.num_edges // 2 or 1)
+    per_run = min(2 * pairs, dataset.num_nodes) + (pairs if settings.get("hard_negatives", True) else 0)
+    per_run += min(C.count_setting(settings, "pr_nodes", 500), dataset.num_nodes)
+    return runs, runs * per_run * measured["query"]
+
+
+def _linkteller_releases(settings, dataset, free_graph: bool) -> int:
+    """Per run, the unperturbed graph once per part (pairs, hard negatives, the density
+    protocol; free with ``free_graph``) and one perturbed graph per distinct node moved in each
+    part: a GAP release covers only the nodes it was asked for, so a node moved again for other
+    targets is a new release."""
+    base = 0 if free_graph else 1
+    runs = int(settings.get("runs", 1) or 1)
+    pairs = min(int(settings.get("num_pairs", 250) or 250), max(dataset.num_edges, 1))
+    hard = bool(settings.get("hard_negatives", True))
+    density = min(int(settings.get("pr_nodes", 0) or 0), dataset.num_nodes)
+    per_run = min(2 * pairs, dataset.num_nodes) + (min(pairs, dataset.num_nodes) if hard else 0) + density
+    return runs * (per_run + base * (1 + hard + bool(density)))
+
+
+@register_attack(
+    "linkteller",
+    LINKTELLER_CONSTRAINTS,
+    order=4,
+    quick={"num_pairs": 100, "pr_nodes": 200},
+    cost=_linkteller_cost,
+    releases=_linkteller_releases,
+)
 def linkteller(
     model: ReleasedModel,
     dataset: GraphDataset | None = None,

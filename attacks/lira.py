@@ -59,6 +59,7 @@ import torch
 from tqdm.auto import tqdm
 
 from attacks import _common as C
+from attacks import one_graph_query, register_attack
 from attacks.membership import _check_shadow_settings, _setup, locals_settings
 from dpaudit.auditing.results import AttackResult
 from dpaudit.data.datasets import GraphDataset
@@ -402,6 +403,34 @@ MIA_LIRA_CONSTRAINTS = {
 }
 
 
+def shadow_models_cost(key: str):
+    """The cost model of an attack training ``settings[key]`` models (default 4) per run, each
+    queried once (LiRA's shadows, RMIA's references).
+
+    Args:
+        key: the setting counting the models.
+
+    Returns:
+        A :data:`attacks.CostModel`.
+    """
+
+    def cost(settings, measured, dataset) -> tuple[int, float]:
+        models = C.count_setting(settings, "runs", 1) * C.count_setting(settings, key, 4)
+        return models, models * (measured["shadow"] + measured["query"])
+
+    return cost
+
+
+@register_attack(
+    "mia-lira",
+    MIA_LIRA_CONSTRAINTS,
+    order=2,
+    heading="lira",
+    quick={"num_shadows": 2},
+    shadows=True,
+    cost=shadow_models_cost("num_shadows"),
+    releases=one_graph_query,
+)
 def mia_lira(
     model: ReleasedModel,
     dataset: GraphDataset | None = None,

@@ -27,6 +27,7 @@ import torch
 from tqdm.auto import tqdm
 
 from attacks import _common as C
+from attacks import one_graph_query, register_attack
 from dpaudit.auditing.results import AttackResult
 from dpaudit.data.datasets import GraphDataset
 from dpaudit.data.splits import SHADOW_POOLS
@@ -92,7 +93,9 @@ def _check_shadow_settings(attack: str, shadow_size: str, runs: int) -> None:
 
 def _setup(model, dataset, data_root):
     if not isinstance(model, ReleasedModel):
-        raise ConfigurationError("attacks need a dpaudit ReleasedModel (see dpaudit.training.adapters for your own module)")
+        raise ConfigurationError(
+            "attacks need a dpaudit ReleasedModel (see dpaudit.training.adapters for your own module)"
+        )
     ds = resolve_dataset(model, dataset, data_root)
     split = target_split(model, ds)
     return ds, split
@@ -110,7 +113,33 @@ MIA_TSTF_CONSTRAINTS = {
     "shadow_pool": [Options(*SHADOW_POOLS)],
 }
 
+#: CPU seconds per run of the TSTF attack MLP on the shadow nodes' posteriors (the audit plan's
+#: cost model; benchmarks/bench_estimates.py checks it)
+TSTF_ATTACK_MODEL_SECONDS = 0.3
+#: CPU seconds per run of the threshold attack: one loss per audit node
+THRESHOLD_SECONDS = 0.02
 
+
+def _tstf_cost(settings, measured, dataset) -> tuple[int, float]:
+    runs = C.count_setting(settings, "runs", 1)
+    return runs, runs * (measured["shadow"] + measured["query"] + TSTF_ATTACK_MODEL_SECONDS)
+
+
+def _threshold_cost(settings, measured, dataset) -> tuple[int, float]:
+    runs = C.count_setting(settings, "runs", 1)
+    return runs, runs * THRESHOLD_SECONDS
+
+
+@register_attack(
+    "mia-tstf",
+    MIA_TSTF_CONSTRAINTS,
+    order=3,
+    heading="tstf",
+    quick={"runs": 1},
+    shadows=True,
+    cost=_tstf_cost,
+    releases=one_graph_query,
+)
 def mia_tstf(
     model: ReleasedModel,
     dataset: GraphDataset | None = None,
@@ -207,9 +236,7 @@ def _tstf_shadows(model, ds, split, s_in, s_out, run_seed: int, num_shadows: int
     for j in range(num_shadows):
         shadow_seed = run_seed + 104729 * j
         m_in, m_out = (
-            match_split_shape(s_in, s_out, split, ds.data.y, shadow_seed)
-            if shadow_size == "match"
-            else (s_in, s_out)
+            match_split_shape(s_in, s_out, split, ds.data.y, shadow_seed) if shadow_size == "match" else (s_in, s_out)
         )
         shadow = C.train_shadow(model, ds, m_in, m_out, seed=shadow_seed, device=device, inductive=split.inductive)
         shadow_nodes = torch.cat([m_in, m_out]).numpy()
@@ -371,6 +398,14 @@ MIA_THRESHOLD_CONSTRAINTS = {
 }
 
 
+@register_attack(
+    "mia-threshold",
+    MIA_THRESHOLD_CONSTRAINTS,
+    order=6,
+    heading="threshold",
+    cost=_threshold_cost,
+    releases=one_graph_query,
+)
 def mia_threshold(
     model: ReleasedModel,
     dataset: GraphDataset | None = None,

@@ -52,7 +52,16 @@ import logging
 import numpy as np
 
 from attacks import _common as C
-from attacks.lira import QUERY_CONSTRAINTS, audit_and_pool, query_graph, resolve_protocol, size_notes, train_references
+from attacks import one_graph_query, register_attack
+from attacks.lira import (
+    QUERY_CONSTRAINTS,
+    audit_and_pool,
+    query_graph,
+    resolve_protocol,
+    shadow_models_cost,
+    size_notes,
+    train_references,
+)
 from attacks.membership import _check_shadow_settings, _setup, locals_settings
 from dpaudit.auditing.results import AttackResult
 from dpaudit.auditing.statistics import auc
@@ -199,6 +208,16 @@ MIA_RMIA_CONSTRAINTS = {
 }
 
 
+@register_attack(
+    "mia-rmia",
+    MIA_RMIA_CONSTRAINTS,
+    order=1,
+    heading="rmia",
+    quick={"num_references": 2},
+    shadows=True,
+    cost=shadow_models_cost("num_references"),
+    releases=one_graph_query,
+)
 def mia_rmia(
     model: ReleasedModel,
     dataset: GraphDataset | None = None,

@@ -9,7 +9,8 @@ reports the plan (:func:`dpaudit.app.workflows.audit.audit_plan`, with the costs
 model) and, per attack, the wall and CPU seconds it took. Writes
 ``benchmarks/results/estimates.md`` and ``estimates.json``: medians over the runs, the
 estimate / actual ratios, and each attack's residual (actual CPU − estimate), which is what the
-constants of :data:`dpaudit.app.workflows.audit.plan._COST` are fitted from.
+constants of :data:`dpaudit.app.workflows.audit.plan._COST` and of each attack's declared cost
+(:attr:`attacks.AttackDeclaration.cost`) are fitted from.
 
 The audits run on one torch thread (``--threads``): the estimate is CPU time of one idle
 core, and on a shared machine several torch threads spin at every barrier, which multiplies

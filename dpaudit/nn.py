@@ -310,7 +310,9 @@ class GNN(nn.Module):
         self, conv: str, in_dim: int, hidden: list[int], out_dim: int, dropout: float = 0.5, act: str = "relu"
     ):
         super().__init__()
-        layer = {"gcn": lambda a, b: GCNConv(a, b, cached=False), "sage": lambda a, b: SAGEConv(a, b)}[conv]
+        if conv not in GNN_CONVS:
+            raise ModelFormatError(f"unknown message-passing layer {conv!r}; known: {', '.join(GNN_CONVS)}")
+        layer = STACK_LAYERS[conv][0]  # GCNConv caches nothing by default
         dims = [in_dim, *hidden]
         self.hidden_layers = nn.ModuleList(layer(a, b) for a, b in zip(dims[:-1], dims[1:]))
         self.out = layer(dims[-1], out_dim)
@@ -371,6 +373,8 @@ STACK_LAYERS: dict[str, tuple[type, dict[str, type]]] = {
     "sage": (SAGEConv, {"aggr": str, "normalize": bool, "root_weight": bool, "project": bool, "bias": bool}),
     "gat": (GATConv, {"heads": int, "concat": bool, "negative_slope": float, "add_self_loops": bool, "bias": bool}),
 }
+#: the message-passing layers a :class:`GNN` stacks (PyG's GCN and GraphSAGE convolutions)
+GNN_CONVS = tuple(op for op, (cls, _) in STACK_LAYERS.items() if cls in (GCNConv, SAGEConv))
 
 
 class LayerStack(nn.Module):
@@ -445,6 +449,6 @@ def build_architecture(config: dict) -> nn.Module:
         raise ModelFormatError(f"malformed architecture config: {exc}") from None
     if kind == "mlp":
         return MLP(**common)
-    if kind in ("gcn", "sage"):
+    if kind in GNN_CONVS:
         return GNN(kind, **common)
     raise ModelFormatError(f"unknown architecture type {kind!r}")

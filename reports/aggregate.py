@@ -34,16 +34,19 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+import attacks as attack_registry
 from dpaudit.accounting.spec import HYPOTHESES, PrivacySpec
 from dpaudit.auditing.intervals import clopper_pearson_interval
 from dpaudit.auditing.results import REFUTING_VERDICTS
 from dpaudit.auditing.statistics import HYPOTHESIS_WORDS, auc_ceiling
+from dpaudit.errors import DPAuditError
 from dpaudit.release.deployments import DEPLOYMENTS, deployment_entry
+from dpaudit.training.registry import get_defense
 
 CONFIDENCE = 0.95
 # Strongest first (shadow-model membership attacks, then edge attacks, then cheap diagnostics):
 # the order audits run attacks in and reports show them; other attacks follow in their own order.
-ATTACK_ORDER = ("mia-rmia", "mia-lira", "mia-tstf", "linkteller", "link-steal", "mia-threshold", "embedding-probe")
+ATTACK_ORDER = tuple(attack_registry.order_attacks(attack_registry.available_attacks()))
 TPR_KEY = "0.01"  # the summary table's TPR at 1 % FPR
 
 
@@ -179,21 +182,12 @@ FAMILIES = ("GAP", "DPAR", "DP-GNN", "GCON", "MLP-DP", "non-private baselines", 
 
 
 def defense_family(name: str) -> str:
-    """The family a defense belongs to (figures colour and group by it)."""
-    name = str(name)
-    if name.startswith("gap-"):
-        return "GAP"
-    if name.startswith("dpar-"):
-        return "DPAR"
-    if name == "dpgnn" or name.startswith("dpgnn-"):
-        return "DP-GNN"
-    if name == "gcon" or name.startswith("gcon-"):
-        return "GCON"
-    if name == "mlp-dp":
-        return "MLP-DP"
-    if name in ("gcn", "sage", "mlp"):
-        return "non-private baselines"
-    return "other"
+    """The family a defense belongs to (figures colour and group by it), as its class declares
+    (:attr:`dpaudit.training.defense.Defense.family`); ``"other"`` for a defense not installed."""
+    try:
+        return get_defense(str(name)).family
+    except DPAuditError:
+        return "other"
 
 
 def claim_status(privacy: dict | None) -> str:
@@ -586,7 +580,7 @@ def _split_banner(done: list[dict], meta: dict) -> dict[str, Any] | None:
 
 
 #: attacks that are diagnostics by design (fitted on the target's membership): never a bound
-DIAGNOSTIC_ATTACKS = ("embedding-probe",)
+DIAGNOSTIC_ATTACKS = tuple(n for n in attack_registry.available_attacks() if attack_registry.declaration(n).diagnostic)
 
 
 def _risk_slices(done: list[dict], defenses: list[str]) -> list[dict]:

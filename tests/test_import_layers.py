@@ -16,13 +16,14 @@ PACKAGES = ("dpaudit", "defenses", "attacks", "reports")
 #: (layers on one line are siblings: neither imports the other)
 LAYERS = (
     ("dpaudit.errors",),
-    ("dpaudit.runtime", "dpaudit.progress", "dpaudit.seeds"),
+    ("dpaudit.runtime", "dpaudit.progress", "dpaudit.seeds", "dpaudit.assignments"),
     ("dpaudit.accounting",),
     ("dpaudit.data",),
     ("dpaudit.nn",),
     ("dpaudit.release",),
     ("dpaudit.auditing", "dpaudit.training"),
     ("dpaudit.whitebox",),
+    ("dpaudit.testing",),
     ("dpaudit.app",),
 )
 

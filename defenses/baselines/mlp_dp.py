@@ -119,18 +119,31 @@ class MLPDPHyperparameters(PrivateHyperparameters):
     }
 
     preset: str = "auto"
+    """auto, gap or dpar: the configuration fields left at None take"""
     hidden: int | None = None
+    """hidden width; None: the preset's"""
     layers: int | None = None
+    """layers; None: the preset's"""
     dropout: float | None = None
+    """dropout; None: the preset's"""
     lr: float | None = None
+    """learning rate; None: the preset's"""
     epochs: int | None = None
+    """DP-SGD epochs; None: the preset's"""
     batch_size: int | None = None
+    """expected Poisson batch size B; None: the preset's"""
     act: str | None = None
+    """activation; None: the preset's"""
     bias: bool | None = None
+    """bias terms in the linear layers; None: the preset's"""
     row_normalize: bool = False
+    """scale every feature row to unit ℓ₁ norm first (a per-node, public transform)"""
     max_grad_norm: float = 1.0
+    """per-example gradient clipping norm C"""
     optimizer: str = "adam"
-    sample_rate: float | None = None  # Poisson rate q of DP-SGD; None: B / the declared training-set size
+    """adam or sgd (the noisy gradient's optimiser)"""
+    sample_rate: float | None = None
+    """Poisson rate q of DP-SGD; None: B / the declared training-set size"""
 
 
 def resolve_mlp_dp(hp: MLPDPHyperparameters, train_size: int | None, num_features: int) -> dict:
@@ -263,6 +276,10 @@ class MLPDPPlan:
 class MLPDP(Defense):
     name = "mlp-dp"
     unit = "node"
+    reads_graph = False
+    family = "MLP-DP"
+    relative_cost = 1.1
+    epoch_settings = ("epochs",)
     summary = "MLP on node features with node-level DP-Adam/DP-SGD (ghost clipping), noise calibrated to ε"
     hyperparameters_class = MLPDPHyperparameters
 

@@ -223,10 +223,14 @@ class BatchingHyperparameters(Hyperparameters):
         "memory_budget_gib": [NON_NEGATIVE, None],
     }
 
-    batching: str = "auto"  # auto: full batch when the memory estimate fits the budget, else sampled; full; sampled
-    batch_size: int = 512  # training nodes per sampled mini-batch
-    fanouts: list[int] | None = None  # in-edges sampled per node and layer; None: 25, 10 (Hamilton et al. 2017)
-    memory_budget_gib: float | None = None  # None: half the device's memory, or of RLIMIT_AS when lower
+    batching: str = "auto"
+    """auto: full batch when the memory estimate fits the budget, else sampled; full; sampled"""
+    batch_size: int = 512
+    """training nodes per sampled mini-batch"""
+    fanouts: list[int] | None = None
+    """in-edges sampled per node and layer; None: 25, 10 (Hamilton et al. 2017)"""
+    memory_budget_gib: float | None = None
+    """None: half the device's memory, or of RLIMIT_AS when lower"""
 
 
 @dataclass
@@ -237,12 +241,19 @@ class GNNHyperparameters(BatchingHyperparameters):
     }  # fmt: skip
 
     hidden: int = 64
+    """hidden width"""
     layers: int = 2
+    """message-passing layers"""
     dropout: float = 0.5
+    """dropout between layers"""
     lr: float = 0.01
+    """Adam's learning rate"""
     weight_decay: float = 5e-4
+    """Adam's weight decay"""
     epochs: int = 200
-    select: str = "none"  # none: these values; validation: the public grid's best candidate on validation nodes
+    """full-batch (or mini-batch) epochs"""
+    select: str = "none"
+    """none: these values; validation: the public grid's best candidate on validation nodes"""
 
 
 @dataclass
@@ -255,12 +266,19 @@ class KipfGCNHyperparameters(BatchingHyperparameters):
     }  # fmt: skip
 
     hidden: int = 16
+    """hidden width"""
     dropout: float = 0.5
+    """dropout on the input and hidden layer"""
     lr: float = 0.01
-    weight_decay: float = 5e-4  # first layer only
+    """Adam's learning rate"""
+    weight_decay: float = 5e-4
+    """first layer only"""
     epochs: int = 200
+    """training epochs"""
     row_normalize: bool = True
-    select: str = "none"  # none: these values; validation: the public grid's best candidate on validation nodes
+    """scale every feature row to unit ℓ₁ norm (Kipf & Welling's preprocessing)"""
+    select: str = "none"
+    """none: these values; validation: the public grid's best candidate on validation nodes"""
 
 
 def _batching_plan(defense: Defense, dataset: GraphDataset, edge_index: torch.Tensor, widths, hops: int):
@@ -442,6 +460,9 @@ class GCN(_ValidationSelection):
 
     name = "gcn"
     unit = None
+    family = "non-private baselines"
+    relative_cost = 1.0
+    epoch_settings = ("epochs",)
     summary = "2-layer GCN (Kipf & Welling 2017) in the published setup, non-private"
     hyperparameters_class = KipfGCNHyperparameters
     grid_name = "gcn"
@@ -481,6 +502,9 @@ class GCN(_ValidationSelection):
 @register_defense
 class GraphSAGE(_FullBatchBaseline):
     name = "sage"
+    family = "non-private baselines"
+    relative_cost = 1.0
+    epoch_settings = ("epochs",)
     summary = "2-layer GraphSAGE with mean aggregation (Hamilton et al. 2017), non-private"
     architecture_type = "sage"
     grid_name = "sage"
@@ -491,17 +515,28 @@ class MLPHyperparameters(Hyperparameters):
     _parameter_constraints: ClassVar[dict[str, list]] = GNNHyperparameters._parameter_constraints
 
     hidden: int = 64
+    """hidden width"""
     layers: int = 2
+    """layers"""
     dropout: float = 0.0
+    """dropout between layers"""
     lr: float = 0.01
+    """Adam's learning rate"""
     weight_decay: float = 5e-4
+    """Adam's weight decay"""
     epochs: int = 200
-    select: str = "none"  # none: these values; validation: the public grid's best candidate on validation nodes
+    """training epochs"""
+    select: str = "none"
+    """none: these values; validation: the public grid's best candidate on validation nodes"""
 
 
 @register_defense
 class MLPBaseline(_FullBatchBaseline):
     name = "mlp"
+    reads_graph = False
+    family = "non-private baselines"
+    relative_cost = 1.0
+    epoch_settings = ("epochs",)
     summary = "2-layer MLP on node features only, non-private"
     architecture_type = "mlp"
     hyperparameters_class = MLPHyperparameters

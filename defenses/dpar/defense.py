@@ -268,7 +268,6 @@ __all__ = [
     'require_declared',
     'Split',
     'PROTOCOL_DEFAULTS',
-    '_validate',
     '_DPAR',
     '_sound_run_mechanisms',
     'DPAREM0',
@@ -323,29 +322,52 @@ class DPARHyperparameters(PrivateHyperparameters):
         "self_loops": [bool],
     }
 
-    appr_budget_ratio: float | None = None  # share of the budget spent on DP-APPR (paper 0.5; sound 0.1)
-    node_sample_rate: float | None = None  # q′, Poisson node sampling of the training graph (paper 0.09; sound 1)
-    num_sources: int = 70  # M: DP-APPR rows (paper: the first M sampled nodes; sound: M public slots)
-    top_k: int | None = None  # K (paper 2; sound 1)
-    alpha: float = 0.25  # teleport (ISTA and inference)
-    rho: float = 1e-4  # ISTA ℓ₁ regularisation
-    ista_tol: float = 1e-4  # γ, ISTA termination slack
+    appr_budget_ratio: float | None = None
+    """share of the budget spent on DP-APPR (paper 0.5; sound 0.1)"""
+    node_sample_rate: float | None = None
+    """q′, Poisson node sampling of the training graph (paper 0.09; sound 1)"""
+    num_sources: int = 70
+    """M: DP-APPR rows (paper: the first M sampled nodes; sound: M public slots)"""
+    top_k: int | None = None
+    """K (paper 2; sound 1)"""
+    alpha: float = 0.25
+    """teleport (ISTA and inference)"""
+    rho: float = 1e-4
+    """ISTA ℓ₁ regularisation"""
+    ista_tol: float = 1e-4
+    """γ, ISTA termination slack"""
     ista_max_iter: int = 1000
-    clip_gm: float = 0.01  # C₁
-    clip_em: float = 0.001  # C₂
-    em_value_share: float = 0.5  # option II: share of the DP-APPR budget for the Laplace values
-    column_l1_bound: float = 1.0  # τ: every non-empty column of Π is rescaled to this ℓ₁ norm (paper)
-    max_occurrences: int | None = None  # D: entries kept per column of Z (sound; paper 4 is unused; sound 1)
-    pair_sample_share: float | None = None  # λ: pair terms are Poisson-sampled at λ·q (sound 0.1; paper unused)
-    max_grad_norm: float = 1.0  # C
-    batch_size: int | None = None  # B, expected Poisson batch size (paper 60; sound 256)
-    epochs: int | None = None  # paper 200; sound 30
+    """ISTA's iteration cap per source node"""
+    clip_gm: float = 0.01
+    """C₁"""
+    clip_em: float = 0.001
+    """C₂"""
+    em_value_share: float = 0.5
+    """option II: share of the DP-APPR budget for the Laplace values"""
+    column_l1_bound: float = 1.0
+    """τ: every non-empty column of Π is rescaled to this ℓ₁ norm (paper)"""
+    max_occurrences: int | None = None
+    """D: entries kept per column of Z (sound; paper 4 is unused; sound 1)"""
+    pair_sample_share: float | None = None
+    """λ: pair terms are Poisson-sampled at λ·q (sound 0.1; paper unused)"""
+    max_grad_norm: float = 1.0
+    """C"""
+    batch_size: int | None = None
+    """B, expected Poisson batch size (paper 60; sound 256)"""
+    epochs: int | None = None
+    """paper 200; sound 30"""
     lr: float = 0.005
+    """f_θ's learning rate (DP-Adam)"""
     hidden: int = 32
-    dropout: float = 0.1  # on the input and hidden layer of f_θ (reference code)
-    bias: bool = False  # the reference's linear layers have no bias
-    power_steps: int = 2  # P of Eq. 4
-    self_loops: bool = True  # add self-loops to the query graph at inference (reference code)
+    """f_θ's hidden width"""
+    dropout: float = 0.1
+    """on the input and hidden layer of f_θ (reference code)"""
+    bias: bool = False
+    """the reference's linear layers have no bias"""
+    power_steps: int = 2
+    """P of Eq. 4"""
+    self_loops: bool = True
+    """add self-loops to the query graph at inference (reference code)"""
 
     def __post_init__(self):
         for name, value in PROTOCOL_DEFAULTS.get(self.protocol, PROTOCOL_DEFAULTS["sound"]).items():
@@ -353,37 +375,13 @@ class DPARHyperparameters(PrivateHyperparameters):
                 setattr(self, name, value)
 
 
-def _validate(hp: DPARHyperparameters) -> None:
-    checks = {
-        "appr_budget_ratio": 0 < hp.appr_budget_ratio < 1,
-        "node_sample_rate": 0 < hp.node_sample_rate <= 1,
-        "em_value_share": 0 < hp.em_value_share < 1,
-        "pair_sample_share": 0 < hp.pair_sample_share <= 1,
-        "alpha": 0 < hp.alpha < 1,
-        "rho": hp.rho > 0,
-        "ista_tol": hp.ista_tol >= 0,
-        "clip_gm": hp.clip_gm > 0,
-        "clip_em": hp.clip_em > 0,
-        "column_l1_bound": hp.column_l1_bound > 0,
-        "max_grad_norm": hp.max_grad_norm > 0,
-        "lr": hp.lr > 0,
-        "dropout": 0 <= hp.dropout < 1,
-    }
-    for name in ("num_sources", "top_k", "max_occurrences", "batch_size", "epochs", "hidden", "ista_max_iter"):
-        checks[name] = int(getattr(hp, name)) == getattr(hp, name) and getattr(hp, name) >= 1
-    checks["power_steps"] = int(hp.power_steps) == hp.power_steps and hp.power_steps >= 0
-    bad = [name for name, ok in checks.items() if not ok]
-    if bad:
-        raise ConfigurationError(
-            "dpar: invalid hyperparameters " + ", ".join(f"{n}={getattr(hp, n)!r}" for n in bad) + " (fractions in "
-            "(0, 1), α in (0, 1), dropout in [0, 1), positive bounds, integers ≥ 1)"
-        )
-
-
 class _DPAR(Defense):
     """Shared pipeline; subclasses fix the DP-APPR ``variant`` (em0, em1, gm or exact)."""
 
     unit = "node"
+    family = "DPAR"
+    relative_cost = 3.0
+    epoch_settings = ("epochs",)
     hyperparameters_class = DPARHyperparameters
     variant: ClassVar[str] = "em0"
     selection_score = FEATURES_ONLY_SCORE
@@ -436,8 +434,7 @@ class _DPAR(Defense):
         return declared
 
     def _fit(self, dataset: GraphDataset, split: Split, delta: float) -> DPARModel:
-        hp = self.hp
-        _validate(hp)
+        hp = self.hp  # in its declared ranges since construction (check_hyperparameter_ranges)
         protocol = self.protocol_name
         device = self.device
         # sound: everything public is planned before the private data is read
@@ -618,5 +615,6 @@ class DPARGM(_DPAR):
 class DPARNoDP(_DPAR):
     name = "dpar-nodp"
     unit = None
+    relative_cost = 2.5
     summary = "DPAR pipeline without privacy (exact top-K APPR, no clipping or noise)"
     variant = "exact"

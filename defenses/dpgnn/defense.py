@@ -91,7 +91,6 @@ query graph (as in the paper, Section 4), so the card says ``inference.private =
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -121,7 +120,7 @@ from dpaudit.nn import features as sparse_features
 from dpaudit.release import declared_train_size
 from dpaudit.release.deployments import inference_entry
 from dpaudit.training.constraints import COUNT, POSITIVE, WIDTH, Interval, Options
-from dpaudit.training.defense import Defense, PrivateHyperparameters
+from dpaudit.training.defense import Defense, PrivateHyperparameters, check_hyperparameter_ranges
 from dpaudit.training.registry import register_defense
 
 __all__ = [
@@ -154,7 +153,6 @@ __all__ = [
     'declared_train_size',
     'Split',
     'DPGNNHyperparameters',
-    '_check_hyperparameters',
     '_train_mask',
     'DPGNN',
 ]
@@ -190,55 +188,39 @@ class DPGNNHyperparameters(PrivateHyperparameters):
     }
 
     layers: int = 1
+    """message-passing layers of the DP-GCN (1 to 4)"""
     max_in_degree: int = 5
+    """K: in-edges kept per node, which bounds a node's occurrences across subgraphs"""
     latent: int = 100
+    """width of the latent node representation"""
     encoder_layers: int = 1
+    """layers of the per-node encoder before message passing"""
     decoder_layers: int = 1
+    """layers of the decoder after message passing"""
     act: str = "tanh"
+    """activation between layers"""
     residual: bool = True
+    """add each message-passing layer's input to its output"""
     batch_size: int | None = None
+    """expected subgraphs per batch; None: the reference schedule of the declared training size"""
     steps: int | None = None
+    """DP-SGD steps; None: the reference schedule of the declared training size"""
     lr: float = 3e-3
+    """learning rate"""
     optimizer: str = "adam"
+    """adam or sgd (the noisy gradient's optimiser)"""
     clip_norm: float = 1.0
+    """per-subgraph gradient clipping norm C (protocol=sound)"""
     clipping: str = "flat"
+    """flat: one norm over all parameters; layerwise: one norm per parameter tensor"""
     clip_percentile: float = 75.0
+    """protocol=paper: the percentile of initial gradient norms each tensor is clipped to"""
     clip_estimate_nodes: int = 10_000
+    """protocol=paper: training subgraphs the clipping percentile is read from"""
     microbatch: int = 2048
-    degree_bound: str = "sampler"  # "sampler" (Algorithm 1, sound: false) or "promise" (sound only, proven)
-
-
-def _check_hyperparameters(hp: DPGNNHyperparameters) -> None:
-    if not 1 <= hp.layers <= 4:
-        raise ConfigurationError(f"dpgnn layers must be between 1 and 4, got {hp.layers}")
-    if hp.max_in_degree < 1:
-        raise ConfigurationError(f"dpgnn max_in_degree (K) must be >= 1, got {hp.max_in_degree}")
-    if hp.latent < 1 or hp.encoder_layers < 1 or hp.decoder_layers < 1:
-        raise ConfigurationError("dpgnn latent, encoder_layers and decoder_layers must be >= 1")
-    if (hp.batch_size is not None and hp.batch_size < 1) or (hp.steps is not None and hp.steps < 1):
-        raise ConfigurationError("dpgnn batch_size and steps must be >= 1")
-    if hp.microbatch < 1 or hp.clip_estimate_nodes < 1:
-        raise ConfigurationError("dpgnn microbatch and clip_estimate_nodes must be >= 1")
-    if not 0 < hp.clip_percentile <= 100:
-        raise ConfigurationError(f"dpgnn clip_percentile must lie in (0, 100], got {hp.clip_percentile}")
-    if not (hp.lr > 0 and math.isfinite(hp.lr)):
-        raise ConfigurationError(f"dpgnn lr must be positive, got {hp.lr}")
-    if not (hp.clip_norm > 0 and math.isfinite(hp.clip_norm)):
-        raise ConfigurationError(f"dpgnn clip_norm must be positive and finite, got {hp.clip_norm}")
-    if hp.optimizer not in ("adam", "sgd"):
-        raise ConfigurationError(f"dpgnn optimizer must be adam or sgd, got {hp.optimizer!r}")
-    if hp.clipping not in ("flat", "layerwise"):
-        raise ConfigurationError(f"dpgnn clipping must be flat or layerwise, got {hp.clipping!r}")
-    if hp.degree_bound not in protocols.DEGREE_BOUNDS:
-        raise ConfigurationError(
-            f"dpgnn degree_bound must be one of {', '.join(protocols.DEGREE_BOUNDS)}, got {hp.degree_bound!r}"
-        )
-    if hp.degree_bound == "promise" and hp.protocol == "paper":
-        raise ConfigurationError("dpgnn degree_bound=promise is a sound protocol's choice; protocol=paper samples")
-    try:
-        activation(hp.act)
-    except ModelFormatError:
-        raise ConfigurationError(f"dpgnn act must be one of relu, selu, tanh, elu, got {hp.act!r}") from None
+    """subgraphs whose per-example gradients are computed at once (memory only, not privacy)"""
+    degree_bound: str = "sampler"
+    """sampler (Algorithm 1, sound: false) or promise (sound only, proven)"""
 
 
 def _train_mask(split: Split, num_nodes: int) -> torch.Tensor:
@@ -255,6 +237,8 @@ class DPGNN(Defense):
 
     name = "dpgnn"
     unit = "node"
+    family = "DP-GNN"
+    relative_cost = 10.0  # its 3,000-step schedule times six trainings dominates a study
     summary = "DP-GNN (Daigavane et al.): r-layer residual GCN, bounded occurrences, DP-Adam, Theorem 1 RDP"
     hyperparameters_class = DPGNNHyperparameters
     selection_refusal = (
@@ -265,7 +249,6 @@ class DPGNN(Defense):
 
     def check_data(self, dataset: GraphDataset, split: Split) -> None:
         """``degree_bound=promise``: the training graph keeps the promise, checked before any work."""
-        _check_hyperparameters(self.hp)
         if protocols.keeps_promise(self.protocol, self.hp):
             promised_edgelists(
                 split.edge_index_for(dataset, "train"), dataset.num_nodes, _train_mask(split, dataset.num_nodes),
@@ -274,7 +257,6 @@ class DPGNN(Defense):
 
     def _fit(self, dataset: GraphDataset, split: Split, delta: float) -> DPGNNModel:
         hp, device, protocol = self.hp, self.device, self.protocol
-        _check_hyperparameters(hp)
         # Public first: the schedule and σ, before anything private is read.
         run = protocols.plan(hp, protocol, self.epsilon, delta, declared_train_size(dataset, split))
         data = dataset.data
@@ -391,7 +373,7 @@ class DPGNN(Defense):
             return None
         try:
             hp = cls.hyperparameters_class(**dict(card["hyperparameters"]))
-            _check_hyperparameters(hp)
+            check_hyperparameter_ranges(cls.name, hp)
             term_norm = protocols.recorded_term_norm(hp.protocol, hp, privacy.mechanisms)
             claimed = float(privacy.mechanisms[0]["sigma"]) / term_norm
             target = float(card["target_epsilon"])

@@ -333,16 +333,27 @@ class GAPHyperparameters(PrivateHyperparameters):
     }
 
     hops: int = 2
+    """K: aggregation hops PMA releases (the fixed K at node level)"""
     hidden: int = 16
+    """hidden width of the encoder and the classification modules"""
     encoder_layers: int = 2
+    """layers of the edge-free encoder"""
     base_layers: int = 1
+    """layers of each hop's base MLP"""
     head_layers: int = 1
+    """layers of the classification head over the combined hops"""
     dropout: float = 0.0
+    """dropout in every module"""
     batch_norm: bool = True
+    """batch normalisation between layers (refused at node level)"""
     lr: float = 0.01
+    """learning rate of every module (Adam)"""
     encoder_epochs: int = 100
+    """epochs of the encoder"""
     epochs: int = 100
+    """epochs of the classification module"""
     hop_grid: tuple[int, ...] = (1, 2, 3, 4, 5)
+    """protocol=paper: the K searched, one release per K"""
 
 
 @dataclass
@@ -369,11 +380,17 @@ class GAPNodeHyperparameters(GAPHyperparameters):
     encoder_epochs: int = 10
     epochs: int = 10
     batch_size: int = 256
+    """expected Poisson batch size of DP-Adam"""
     max_grad_norm: float = 1.0
+    """per-example gradient clipping norm of DP-Adam"""
     max_degree: int = 100
+    """D: the degree bound of the aggregation (in-edges kept per node)"""
     degree_grid: tuple[int, ...] = (100, 200, 300, 400)
-    sample_rate: float | None = None  # Poisson rate q of DP-SGD; default: batch_size over the declared training size
-    degree_bound: str = "projection"  # sound only: "projection" (node-level DP) or "promise" (bounded-degree)
+    """protocol=paper: the D searched"""
+    sample_rate: float | None = None
+    """Poisson rate q of DP-SGD; default: batch_size over the declared training size"""
+    degree_bound: str = "projection"
+    """sound only: "projection" (node-level DP) or "promise" (bounded-degree)"""
 
 
 @dataclass
@@ -403,6 +420,8 @@ class _GAP(Defense):
     """Algorithm 2 for the three privacy levels and both protocols."""
 
     level: ClassVar[str] = "inf"
+    family = "GAP"
+    epoch_settings = ("encoder_epochs", "epochs")
     hyperparameters_class = GAPHyperparameters
 
     def __init__(self, *args, **kwargs):
@@ -411,45 +430,13 @@ class _GAP(Defense):
         self._universe_nodes: int | None = None  # N̄ of a private projected run (universe_nodes)
 
     def _validate_hyperparameters(self) -> None:
-        hp = self.hp
-        if not (isinstance(hp.hops, int) and 1 <= hp.hops <= MAX_HOPS):
+        """The one rule the declared ranges (``_parameter_constraints``, checked at construction)
+        cannot say: batch normalisation mixes a batch's examples, so node-level DP-SGD refuses it."""
+        if self.level == "node" and self.hp.batch_norm:
             raise ConfigurationError(
-                f"{self.name}: hops K must be an integer in 1..{MAX_HOPS} (Section 7.3), got {hp.hops}"
+                f"{self.name}: batch_norm mixes the examples of a batch, which per-example DP-SGD cannot clip "
+                "(the reference code turns it off at node level too); use batch_norm=false"
             )
-        grid = hp.hop_grid
-        if not grid or not all(isinstance(k, int) and 1 <= k <= MAX_HOPS for k in grid):
-            raise ConfigurationError(f"{self.name}: hop_grid must list integers in 1..{MAX_HOPS}, got {grid!r}")
-        for name in ("hidden", "encoder_layers", "base_layers", "head_layers", "encoder_epochs", "epochs"):
-            value = getattr(hp, name)
-            if not isinstance(value, int) or value < 1:
-                raise ConfigurationError(f"{self.name}: {name} must be a positive integer, got {value!r}")
-        if not 0.0 <= hp.dropout < 1.0:
-            raise ConfigurationError(f"{self.name}: dropout must lie in [0, 1), got {hp.dropout}")
-        if not (hp.lr > 0 and math.isfinite(hp.lr)):
-            raise ConfigurationError(f"{self.name}: lr must be positive, got {hp.lr}")
-        if self.level == "node":
-            if hp.batch_norm:
-                raise ConfigurationError(
-                    f"{self.name}: batch_norm mixes the examples of a batch, which per-example DP-SGD cannot clip "
-                    "(the reference code turns it off at node level too); use batch_norm=false"
-                )
-            if not isinstance(hp.batch_size, int) or hp.batch_size < 1:
-                raise ConfigurationError(f"{self.name}: batch_size must be a positive integer, got {hp.batch_size!r}")
-            for d in [hp.max_degree, *hp.degree_grid]:
-                if not isinstance(d, int) or d < 1:
-                    raise ConfigurationError(
-                        f"{self.name}: max_degree / degree_grid must be positive integers, got {d!r}"
-                    )
-            if not hp.degree_grid:
-                raise ConfigurationError(f"{self.name}: degree_grid must not be empty")
-            if not (hp.max_grad_norm > 0 and math.isfinite(hp.max_grad_norm)):
-                raise ConfigurationError(f"{self.name}: max_grad_norm must be positive, got {hp.max_grad_norm}")
-            if hp.sample_rate is not None and not 0.0 < hp.sample_rate <= 1.0:
-                raise ConfigurationError(f"{self.name}: sample_rate must lie in (0, 1], got {hp.sample_rate}")
-            if hp.degree_bound not in protocols.DEGREE_BOUNDS:
-                raise ConfigurationError(
-                    f"{self.name}: degree_bound must be one of {', '.join(protocols.DEGREE_BOUNDS)}, got {hp.degree_bound!r}"
-                )
 
     # -- the plan: everything the privacy spec says, from public inputs only ---------------------
     @property
@@ -921,6 +908,7 @@ class _GAP(Defense):
 class GAPInf(_GAP):
     name = "gap-inf"
     unit = None
+    relative_cost = 1.1
     level = "inf"
     summary = "GAP-∞ (Sajadmanesh et al. 2023): encoder + non-noisy multi-hop SUM aggregation + per-hop classifier"
     hyperparameters_class = GAPHyperparameters
@@ -930,6 +918,7 @@ class GAPInf(_GAP):
 class GAPEdge(_GAP):
     name = "gap-edp"
     unit = "edge"
+    relative_cost = 1.1
     level = "edge"
     summary = "GAP-EDP: edge-level DP by aggregation perturbation (PMA, Theorem 1 with Δ = √2), noise calibrated to ε"
     hyperparameters_class = GAPHyperparameters
@@ -948,6 +937,7 @@ class GAPEdge(_GAP):
 class GAPNode(_GAP):
     name = "gap-ndp"
     unit = "node"
+    relative_cost = 1.2
     level = "node"
     summary = (
         "GAP-NDP: node-level DP by PMA over a proven max-entropy degree projection (or, degree_bound=promise, "

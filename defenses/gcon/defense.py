@@ -145,7 +145,7 @@ from dpaudit.training.constraints import (
     Interval,
     Options,
 )
-from dpaudit.training.defense import Defense, PrivateHyperparameters
+from dpaudit.training.defense import Defense, PrivateHyperparameters, check_hyperparameter_ranges
 from dpaudit.training.registry import register_defense
 
 __all__ = [
@@ -309,31 +309,16 @@ class GCONHyperparameters(PrivateHyperparameters):
 
 
 def _validate(hp: GCONHyperparameters) -> dict:
-    if hp.encoder_hidden < 1 or hp.encoder_epochs < 0:
-        raise ConfigurationError("gcon encoder_hidden must be ≥ 1 and encoder_epochs ≥ 0")
-    if hp.encoder_act not in ("relu", "selu", "tanh", "elu"):
-        raise ConfigurationError(f"gcon encoder_act must be relu, selu, tanh or elu, got {hp.encoder_act!r}")
-    if not 0.0 <= hp.encoder_dropout < 1.0:
-        raise ConfigurationError(f"gcon encoder_dropout must lie in [0, 1), got {hp.encoder_dropout}")
-    alpha = check_alpha(hp.alpha)
-    alpha_inference = check_alpha(alpha if hp.alpha_inference is None else hp.alpha_inference, "alpha_inference")
-    steps = parse_steps(hp.steps)
-    if hp.loss not in ("msl", "huber"):
-        raise ConfigurationError(f"gcon loss must be 'msl' or 'huber', got {hp.loss!r}")
+    """Every field in its declared range (``_parameter_constraints``: a card's hyperparameters are
+    checked as a constructed defense's are), the one rule across fields no constraint can say
+    (a pseudo-Huber loss needs δ_l > 0), and what the text fields say: α, α_I, the steps and,
+    under ``protocol=paper``, the grid."""
+    check_hyperparameter_ranges("gcon", hp)
     if hp.loss == "huber" and not hp.huber_delta > 0:
-        raise ConfigurationError(f"gcon huber_delta must be > 0, got {hp.huber_delta}")
-    if not (math.isfinite(hp.regularization) and hp.regularization > 0):
-        raise ConfigurationError(f"gcon regularization Λ must be > 0 (strong convexity), got {hp.regularization}")
-    if not 0.0 < hp.omega < 1.0:
-        raise ConfigurationError(f"gcon omega must lie in (0, 1), got {hp.omega}")
-    if not (math.isfinite(hp.xi) and hp.xi > 0):
-        raise ConfigurationError(f"gcon xi must be > 0, got {hp.xi}")
-    if hp.inference not in INFERENCE_MODES:
-        raise ConfigurationError(f"gcon inference must be one of {INFERENCE_MODES}, got {hp.inference!r}")
-    if not (math.isfinite(hp.residual_tol) and hp.residual_tol > 0) or hp.max_iter < 1 or hp.descent_steps < 0:
-        raise ConfigurationError("gcon residual_tol must be > 0, max_iter ≥ 1 and descent_steps ≥ 0")
-    if not 0.0 < hp.amp_share < 1.0:
-        raise ConfigurationError(f"gcon amp_share must lie in (0, 1), got {hp.amp_share}")
+        raise ConfigurationError(f"gcon huber_delta must be > 0 with loss=huber, got {hp.huber_delta}")
+    alpha = float(hp.alpha)
+    alpha_inference = alpha if hp.alpha_inference is None else float(hp.alpha_inference)
+    steps = parse_steps(hp.steps)
     grid = parse_grid(hp.grid) if hp.protocol == "paper" else {}
     return {"alpha": alpha, "alpha_inference": alpha_inference, "steps": steps, "grid": grid}
 
@@ -375,6 +360,8 @@ class GCON(Defense):
 
     name = "gcon"
     unit = "edge"
+    family = "GCON"
+    relative_cost = 1.2
     summary = "GCON (Wei et al.): linear APPR/PPR graph convolution with objective perturbation + AMP, edge-level DP"
     hyperparameters_class = GCONHyperparameters
     selection_refusal = (

@@ -41,6 +41,7 @@ import math
 from dataclasses import dataclass
 
 from defenses.gcon.mechanism import check_alpha, parse_steps, steps_to_json
+from dpaudit.assignments import parse_boolean
 from dpaudit.errors import ConfigurationError
 
 PAPER_GRID = (
@@ -55,15 +56,6 @@ have no counterpart: we release the end of a fixed gradient-descent schedule who
 exact minimiser is bounded (the paper's Adam iterate is not covered by Theorem 1)."""
 
 GRID_KEYS = ("encoder_hidden", "alpha", "steps", "pseudo_labels", "loss", "regularization", "alpha_inference")
-
-
-def _parse_bool(text: str) -> bool:
-    low = text.strip().lower()
-    if low in ("true", "1", "yes"):
-        return True
-    if low in ("false", "0", "no"):
-        return False
-    raise ConfigurationError(f"gcon grid: pseudo_labels values must be true/false, got {text!r}")
 
 
 def parse_grid(text: str) -> dict[str, list]:
@@ -97,7 +89,7 @@ def parse_grid(text: str) -> dict[str, list]:
                 for v in parsed:
                     parse_steps(v)
             elif key == "pseudo_labels":
-                parsed = [_parse_bool(v) for v in items]
+                parsed = [parse_boolean(v) for v in items]  # the one set of boolean words
             elif key == "loss":
                 parsed = []
                 for v in items:

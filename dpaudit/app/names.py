@@ -1,29 +1,92 @@
-"""The names of the built-in defenses and attacks, known without importing them.
+"""The names of the installed defenses and attacks, known without importing them.
 
 Importing a defense or an attack imports torch and PyG (about 10 CPU-seconds on a cold start),
 so the command line checks a name here first and refuses an unknown one in a fraction of a
-second. The lists are the registries' (a test compares them); a name that is not built in is
-still looked up in the registry — loading the plugins — whenever another package registers
-``dpaudit.plugins`` entry points, or a defense or attack was registered in this process.
+second. The names are read from the source of the ``defenses`` and ``attacks`` packages, where
+each part registers itself (a class decorated with ``register_defense`` and its ``name``; a
+function decorated with ``register_attack("name", ...)``): no list is kept here, and a test
+compares what is read with the registries. A name not found is still looked up in the registry
+— loading the plugins — whenever another package registers ``dpaudit.plugins`` entry points, or
+a defense or attack was registered in this process.
 """
 
 from __future__ import annotations
 
+import ast
+import functools
+import importlib.util
 import sys
+from pathlib import Path
 
 from dpaudit.errors import ConfigurationError
 
-#: ``dpaudit.training.registry.available_defenses()`` of this distribution (tests/dpaudit/app/test_cli.py checks it)
-BUILTIN_DEFENSES = (
-    "dpar-em0", "dpar-em1", "dpar-gm", "dpar-nodp", "dpgnn", "gap-edp", "gap-inf", "gap-ndp", "gcn", "gcon",
-    "mlp", "mlp-dp", "sage",
-)  # fmt: skip
-#: ``attacks.available_attacks()`` of this distribution
-BUILTIN_ATTACKS = (
-    "embedding-probe", "link-steal", "linkteller", "mia-lira", "mia-rmia", "mia-threshold", "mia-tstf",
-)  # fmt: skip
 #: the entry points (``dpaudit.plugins``) this distribution declares
 BUILTIN_PLUGINS = ("defenses", "attacks")
+
+
+def _package_sources(package: str) -> list[Path]:
+    """The ``.py`` files of top-level ``package``, found without importing it."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        return []
+    return sorted(p for root in spec.submodule_search_locations for p in Path(root).rglob("*.py"))
+
+
+def _decorator_name(node: ast.expr) -> str | None:
+    target = node.func if isinstance(node, ast.Call) else node
+    if isinstance(target, ast.Attribute):
+        return target.attr
+    return target.id if isinstance(target, ast.Name) else None
+
+
+def _registered_in(path: Path, decorator: str) -> list[str]:
+    """The names ``path`` registers with ``decorator``: a decorated class's ``name = "..."``
+    (``register_defense``), or the decorator call's first argument (``register_attack``)."""
+    text = path.read_text(encoding="utf-8")
+    if decorator not in text:
+        return []
+    names = []
+    for node in ast.walk(ast.parse(text)):
+        if not isinstance(node, (ast.ClassDef, ast.FunctionDef)):
+            continue
+        for deco in node.decorator_list:
+            if _decorator_name(deco) != decorator:
+                continue
+            if isinstance(deco, ast.Call) and deco.args and isinstance(deco.args[0], ast.Constant):
+                names.append(str(deco.args[0].value))
+            elif isinstance(node, ast.ClassDef):
+                names += [
+                    str(item.value.value)
+                    for item in node.body
+                    if isinstance(item, ast.Assign)
+                    and any(isinstance(t, ast.Name) and t.id == "name" for t in item.targets)
+                    and isinstance(item.value, ast.Constant)
+                ]
+    return names
+
+
+@functools.cache
+def installed_names(package: str, decorator: str) -> tuple[str, ...]:
+    """The names registered in ``package``'s source with ``decorator``, sorted (no import).
+
+    Args:
+        package: ``"defenses"`` or ``"attacks"``.
+        decorator: ``"register_defense"`` or ``"register_attack"``.
+
+    Returns:
+        The names, sorted.
+    """
+    return tuple(sorted({n for path in _package_sources(package) for n in _registered_in(path, decorator)}))
+
+
+def builtin_defenses() -> tuple[str, ...]:
+    """The defenses the ``defenses`` package registers (``dpaudit.training.registry.available_defenses()``)."""
+    return installed_names("defenses", "register_defense")
+
+
+def builtin_attacks() -> tuple[str, ...]:
+    """The attacks the ``attacks`` package registers (``attacks.available_attacks()``)."""
+    return installed_names("attacks", "register_attack")
 
 
 def _other_plugins() -> bool:
@@ -42,20 +105,20 @@ def _registered_here(module: str, attribute: str) -> set[str]:
 
 def check_defense_name(name: str | None) -> None:
     """Refuse an unknown defense name before torch is imported (see the module docstring)."""
-    if name is None or name in BUILTIN_DEFENSES or name in _registered_here("dpaudit.training.registry", "_DEFENSES"):
+    if name is None or name in builtin_defenses() or name in _registered_here("dpaudit.training.registry", "_DEFENSES"):
         return
     if _other_plugins():
         return  # a plugin may register it: the registry decides
-    raise ConfigurationError(f"unknown defense {name!r}; available: {', '.join(BUILTIN_DEFENSES)}")
+    raise ConfigurationError(f"unknown defense {name!r}; available: {', '.join(builtin_defenses())}")
 
 
 def check_attack_name(name: str | None) -> None:
     """Refuse an unknown attack name before torch is imported (see the module docstring)."""
-    if name is None or name in BUILTIN_ATTACKS or name in _registered_here("attacks", "_ATTACKS"):
+    if name is None or name in builtin_attacks() or name in _registered_here("attacks", "_ATTACKS"):
         return
     if _other_plugins():
         return
-    raise ConfigurationError(f"unknown attack {name!r}; available: {', '.join(BUILTIN_ATTACKS)}")
+    raise ConfigurationError(f"unknown attack {name!r}; available: {', '.join(builtin_attacks())}")
 
 
 def check_names(defenses=None, attacks=None) -> None:

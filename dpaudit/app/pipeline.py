@@ -15,6 +15,7 @@ from dpaudit.data.datasets import GraphDataset, load_dataset
 from dpaudit.data.splits import Split, make_split
 from dpaudit.release.model import ReleasedModel, answering
 from dpaudit.runtime import atomic_write_json
+from dpaudit.training.defense import Defense
 from dpaudit.training.registry import get_defense
 
 log = logging.getLogger(__name__)
@@ -45,7 +46,7 @@ def evaluate(model: ReleasedModel, dataset: GraphDataset, split: Split) -> dict[
 
 
 def train(
-    defense: str,
+    defense: str | Defense,
     dataset: str | GraphDataset,
     epsilon: float | str = math.inf,
     delta: float | str = "auto",
@@ -58,9 +59,30 @@ def train(
 ) -> TrainResult:
     """Train one defense and, when ``out`` is given, write the released model there with the
     owner's record and ``metrics.json`` (both the owner's, never covered by ε: see
-    :mod:`dpaudit.release`)."""
-    cls = get_defense(defense)
-    instance = cls(epsilon=epsilon, delta=delta, seed=seed, device=device, **(overrides or {}))
+    :mod:`dpaudit.release`).
+
+    Args:
+        defense: a registered name, or a configured :class:`~dpaudit.training.defense.Defense`
+            (the command line's: its ε, δ, seed, device and ``overrides`` were parsed and checked
+            once, when it was built; the arguments below that configure one are then unused).
+        dataset: a dataset name or a loaded graph.
+        epsilon: the target ε of the defense named ``defense``.
+        delta: its δ (``"auto"``: from the declared size).
+        seed: its seed.
+        device: its device.
+        overrides: its hyperparameters (also written to the card).
+        split: the split spec (the defense's seed draws it).
+        data_root: where a named dataset is read from.
+        out: the folder to write the released model to, or ``None``.
+
+    Returns:
+        The model, the dataset, the split and the metrics.
+    """
+    if isinstance(defense, Defense):
+        instance = defense
+    else:
+        instance = get_defense(defense)(epsilon=epsilon, delta=delta, seed=seed, device=device, **(overrides or {}))
+    seed = instance.seed
     ds = dataset if isinstance(dataset, GraphDataset) else load_dataset(dataset, root=data_root)
     sp = make_split(ds, split, seed)
     model = instance.fit(ds, sp)
@@ -68,7 +90,7 @@ def train(
     model.record["split"]["spec"] = sp.spec
     model.card["overrides"] = dict(overrides or {})
     metrics = {
-        "defense": defense,
+        "defense": instance.name,
         "dataset": ds.name,
         "seed": seed,
         **evaluate(model, ds, sp),
@@ -80,7 +102,7 @@ def train(
             "sound": model.privacy.sound,
             "protocol": model.privacy.protocol,
             "unaccounted": list(model.privacy.unaccounted),
-            "target_epsilon": None if math.isinf(instance.epsilon) else instance.epsilon,
+            "target_epsilon": model.card.get("target_epsilon"),  # Defense.fit wrote it from the parsed ε
         },
         "split": sp.to_dict(),
     }

@@ -184,7 +184,7 @@ class Adjacency:
 
     def gcn(self, dtype: torch.dtype = torch.float32) -> Propagation:
         r""":math:`\hat A` of GCN (module docstring)."""
-        key = ("gcn", dtype)
+        key = (self.gcn.__name__, dtype)
         if key not in self._operators:
             inv_sqrt = (self.degree - self.loops + 1).to(dtype).pow(-0.5)
             dst = self._edge_destinations()

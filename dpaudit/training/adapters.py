@@ -36,6 +36,7 @@ from typing import Any
 
 import torch
 from torch_geometric.data import Data
+from torch_geometric.nn import GCNConv, SAGEConv
 
 import dpaudit
 from dpaudit.accounting.spec import CLAIMED, PrivacySpec
@@ -315,10 +316,10 @@ def _layer_declaration(op: str, layer: torch.nn.Module) -> dict[str, Any]:
     if op == "linear":
         return {"op": op, "in": layer.in_features, "out": layer.out_features, "bias": layer.bias is not None}
     out: dict[str, Any] = {"op": op, "in": int(layer.in_channels), "out": int(layer.out_channels)}
-    if op == "gcn":
+    if isinstance(layer, GCNConv):
         out.update(improved=bool(layer.improved), add_self_loops=bool(layer.add_self_loops),
                    normalize=bool(layer.normalize), bias=layer.bias is not None)  # fmt: skip
-    elif op == "sage":
+    elif isinstance(layer, SAGEConv):
         if not isinstance(layer.aggr, str):
             raise ConfigurationError(f"export: SAGEConv with aggregation {layer.aggr!r} is not declarable (a name only)")
         out.update(aggr=layer.aggr, normalize=bool(layer.normalize), root_weight=bool(layer.root_weight),

@@ -32,9 +32,13 @@ whole cost stays within the target ε; other defenses refuse it at construction.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import inspect
 import logging
 import math
+import re
+import textwrap
 import time
 import typing
 from abc import ABC, abstractmethod
@@ -44,6 +48,7 @@ import torch
 
 import dpaudit
 from dpaudit.accounting.spec import validate_delta, validate_epsilon
+from dpaudit.assignments import NONE_WORDS, parse_boolean, split_assignment
 from dpaudit.data.datasets import GraphDataset
 from dpaudit.data.splits import Split
 from dpaudit.errors import ConfigurationError, DPAuditError, PrivacyParameterError
@@ -96,11 +101,16 @@ class PrivateHyperparameters(Hyperparameters):
         "select_score_noise": [NON_NEGATIVE],  # select=private at node level refuses 0 itself
     }
 
-    protocol: str = "sound"  # sound: every step proven (default); paper: as the authors ran it, sound: false
-    select: str = "none"  # private: accounted selection over a public grid (dpaudit.training.private_selection)
-    select_runs: float = 5.0  # select=private: expected number of runs E[K]
-    select_eta: float = 0.0  # select=private: η >= 0 of the law of K (0: logarithmic, 1: geometric)
-    select_score_noise: float = 5.0  # select=private at node level: noise std on the correct validation count
+    protocol: str = "sound"
+    """sound: every step proven (default); paper: as the authors ran it, sound: false"""
+    select: str = "none"
+    """private: accounted selection over a public grid (dpaudit.training.private_selection)"""
+    select_runs: float = 5.0
+    """select=private: expected number of runs E[K]"""
+    select_eta: float = 0.0
+    """select=private: η >= 0 of the law of K (0: logarithmic, 1: geometric)"""
+    select_score_noise: float = 5.0
+    """select=private at node level: noise std on the correct validation count"""
 
 
 def _field_types(hp_class: type) -> dict[str, Any]:
@@ -114,17 +124,13 @@ def parse_value(name: str, text: str, annotation: Any) -> Any:
     args = typing.get_args(annotation)
     if origin is typing.Union or (origin is not None and str(origin) == "<class 'types.UnionType'>"):
         non_none = [a for a in args if a is not type(None)]
-        if text.lower() in {"none", "null"} and type(None) in args:
+        if text.lower() in NONE_WORDS and type(None) in args:
             return None
         annotation = non_none[0]
         origin, args = typing.get_origin(annotation), typing.get_args(annotation)
     try:
         if annotation is bool:
-            if text.lower() in {"1", "true", "yes", "on"}:
-                return True
-            if text.lower() in {"0", "false", "no", "off"}:
-                return False
-            raise ValueError
+            return parse_boolean(text)
         if annotation is int:
             return int(text)
         if annotation is float:
@@ -148,31 +154,79 @@ def parse_value(name: str, text: str, annotation: Any) -> Any:
     raise ConfigurationError(f"hyperparameter {name} of type {annotation} cannot be set from the command line")
 
 
+def _attributes_section(doc: str | None) -> dict[str, str]:
+    """The ``Attributes:`` section of a Google-style class docstring: ``name: text`` (or
+    ``a, b, c: text`` for several fields), continuation lines indented further."""
+    found: dict[str, str] = {}
+    lines = inspect.cleandoc(doc or "").splitlines()
+    try:
+        start = next(i for i, line in enumerate(lines) if line.strip() == "Attributes:")
+    except StopIteration:
+        return found
+    names: list[str] = []
+    indent = None
+    for line in lines[start + 1 :]:
+        if not line.strip():
+            continue
+        depth = len(line) - len(line.lstrip())
+        if depth == 0:
+            break  # the next section
+        indent = depth if indent is None else indent
+        entry = re.match(r"([\w, ]+):\s*(.*)$", line.strip()) if depth == indent else None
+        if entry:
+            names = [n.strip() for n in entry.group(1).split(",") if n.strip()]
+            for name in names:
+                found[name] = entry.group(2).strip()
+        else:
+            for name in names:
+                found[name] = f"{found[name]} {line.strip()}".strip()
+    return found
+
+
+def _attribute_docstrings(klass: type) -> dict[str, str]:
+    """Each field's attribute docstring (PEP 257: a string literal right below the field, as
+    mkdocstrings and Sphinx read it), from the class's source."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(klass)))
+    except (OSError, TypeError, SyntaxError):
+        return {}
+    body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
+    found = {}
+    for field, after in zip(body, body[1:]):
+        if (
+            isinstance(field, ast.AnnAssign)
+            and isinstance(field.target, ast.Name)
+            and isinstance(after, ast.Expr)
+            and isinstance(after.value, ast.Constant)
+            and isinstance(after.value.value, str)
+        ):
+            found[field.target.id] = " ".join(inspect.cleandoc(after.value.value).split())
+    return found
+
+
 def hyperparameter_help(hp_class: type) -> dict[str, str]:
-    """One line per field: ``field(metadata={"help": ...})``, else the comment on its line.
+    """One description per field, for ``dpaudit train --defense NAME --help`` and the API docs.
 
-    Comments are read from the source of the class and each of its bases, so a dataclass
-    written as ``lr: float = 0.01  # Adam learning rate`` documents itself in ``--help``.
+    Read from the dataclass and each of its bases, the nearest winning: ``field(metadata={"help":
+    ...})``, else the field's attribute docstring (a string right below it), else its entry in
+    the class docstring's ``Attributes:`` section (Google style).
+
+    Args:
+        hp_class: a hyperparameter dataclass.
+
+    Returns:
+        ``{field: description}`` (fields without one are absent).
     """
-    import inspect
-    import re
-
     found: dict[str, str] = {}
     for klass in reversed(hp_class.__mro__):
         if not dataclasses.is_dataclass(klass):
             continue
-        try:
-            source = inspect.getsource(klass)
-        except (OSError, TypeError):
-            continue
-        for match in re.finditer(r"^\s+(\w+)\s*:[^=\n]+=[^#\n]*#\s*(.+)$", source, flags=re.MULTILINE):
-            found[match.group(1)] = match.group(2).strip()
+        found.update(_attributes_section(klass.__dict__.get("__doc__")))
+        found.update(_attribute_docstrings(klass))
     for f in dataclasses.fields(hp_class):
         if f.metadata.get("help"):
             found[f.name] = str(f.metadata["help"])
-    if "protocol" in {f.name for f in dataclasses.fields(hp_class)}:
-        found.setdefault("protocol", "sound: every step proven (default); paper: the authors' run, sound: false")
-    return found
+    return {name: text for name, text in found.items() if name in {f.name for f in dataclasses.fields(hp_class)}}
 
 
 def hyperparameter_constraints(hp_class: type) -> dict[str, list]:
@@ -231,10 +285,7 @@ def parse_overrides(hp_class: type, assignments: list[str]) -> dict[str, Any]:
     types = _field_types(hp_class)
     out: dict[str, Any] = {}
     for item in assignments:
-        key, sep, value = item.partition("=")
-        key = key.strip().replace("-", "_")
-        if not sep or not key:
-            raise ConfigurationError(f"--set expects KEY=VALUE, got {item!r}")
+        _, key, value = split_assignment(item, "--set")
         if key not in types:
             raise ConfigurationError(f"unknown hyperparameter {key!r}; known: {', '.join(sorted(types))}")
         out[key] = parse_value(key, value.strip(), types[key])
@@ -244,9 +295,24 @@ def parse_overrides(hp_class: type, assignments: list[str]) -> dict[str, Any]:
 class Defense(ABC):
     """A training recipe; ``fit(dataset, split)`` returns a :class:`ReleasedModel`."""
 
+    #: the registered name (:func:`dpaudit.training.registry.register_defense`)
     name: ClassVar[str]
+    #: what its ε protects: ``"node"``, ``"edge"``, or ``None`` for a non-private recipe
     unit: ClassVar[str | None] = None
     summary: ClassVar[str] = ""
+    #: the family reports group and colour it by (``"GAP"``, ``"non-private baselines"``, ...)
+    family: ClassVar[str] = "other"
+    #: the cost of one study cell (training plus the shadow and reference models the attacks
+    #: train with its recipe) relative to a GCN's: a study starts the costliest cells first
+    relative_cost: ClassVar[float] = 2.0
+    #: the hyperparameters that count its training epochs (its cost is linear in them): the
+    #: audit plan measures a shadow model from a short trial with 1/20 of each; ``()``: the
+    #: plan reads the recorded training time instead (an upper estimate)
+    epoch_settings: ClassVar[tuple[str, ...]] = ()
+    #: whether training reads nodes outside the training set (the transductive graph): then a
+    #: non-member stays in the training graph, and member vs non-member is two node changes;
+    #: ``False`` for a recipe that reads only the training nodes' features (mlp, mlp-dp)
+    reads_graph: ClassVar[bool] = True
     hyperparameters_class: ClassVar[type[Hyperparameters]] = Hyperparameters
     #: ``select=private`` (:mod:`dpaudit.training.private_selection`): how a run is scored — a
     #: :class:`~dpaudit.training.private_selection.Score` proven private for the unit — or ``None``
@@ -353,7 +419,9 @@ class Defense(ABC):
     def fit(self, dataset: GraphDataset, split: Split) -> ReleasedModel:
         """Train on ``split.train`` of ``dataset`` and return the released model."""
         if not isinstance(dataset, GraphDataset):
-            raise DPAuditError("fit expects a dpaudit GraphDataset (see dpaudit.data.datasets.load_dataset / from_data)")
+            raise DPAuditError(
+                "fit expects a dpaudit GraphDataset (see dpaudit.data.datasets.load_dataset / from_data)"
+            )
         if len(split.train) == 0:
             raise DPAuditError("the split has no training node")
         if not dataset.data.label_mask[split.train].all():

@@ -4,6 +4,7 @@ declaration are refused before the model is touched."""
 from __future__ import annotations
 
 import math
+import sys
 
 import pytest
 
@@ -208,3 +209,56 @@ def test_the_docs_list_every_setting_as_declared():
             assert row == (repr(default), accepted), (name, key, row)
             listed.add((name, key) if (name, key) in own else key)
     assert listed == set(shared) | set(own)
+
+
+NEW_ATTACK_MODULE = '''
+from attacks import register_attack
+from dpaudit.training.constraints import COUNT
+
+
+def _cost(settings, measured, dataset):
+    return settings["runs"], settings["runs"] * measured["query"]
+
+
+@register_attack(
+    "made-up-attack", {"runs": [COUNT]}, order=0.5, heading="made-up", quick={"runs": 1}, cost=_cost
+)
+def made_up_attack(model, dataset=None, *, runs: int = 3):
+    raise AssertionError("never run here")
+'''
+
+
+def test_a_module_placed_in_the_package_registers_itself_with_its_declaration(tmp_path, monkeypatch):
+    """Adding an attack is adding one module: the package imports every module it holds
+    (pkgutil over its path) and the module's decorator declares everything the app reads."""
+    for table in ("_ATTACKS", "_CONSTRAINTS", "_DECLARATIONS"):
+        monkeypatch.setattr(attacks, table, dict(getattr(attacks, table)))
+    (tmp_path / "made_up.py").write_text(NEW_ATTACK_MODULE)
+    monkeypatch.setattr(attacks, "__path__", [*attacks.__path__, str(tmp_path)])
+    monkeypatch.setattr(attacks, "made_up", None, raising=False)  # the submodule attribute goes after the test
+    assert "made-up-attack" not in attacks.available_attacks()
+    try:
+        attacks._import_modules()
+    finally:
+        sys.modules.pop("attacks.made_up", None)
+    assert "made-up-attack" in attacks.available_attacks()
+    declared = attacks.declaration("made-up-attack")
+    assert (declared.short, declared.quick, declared.shadows) == ("made-up", {"runs": 1}, False)
+    # its declared order puts it first; its cost model is the one the audit plan calls
+    assert attacks.order_attacks(["mia-threshold", "made-up-attack", "mia-rmia"])[0] == "made-up-attack"
+    assert declared.cost({"runs": 4}, {"shadow": 9.0, "query": 0.5}, None) == (4, 2.0)
+
+
+def test_every_shipped_attack_declares_its_order_heading_and_cost():
+    names = [n for n in attacks.available_attacks() if attacks.get_attack(n).__module__.startswith("attacks.")]
+    declared = [attacks.declaration(n) for n in names]
+    assert all(math.isfinite(d.order) and d.cost is not None and d.releases is not None for d in declared)
+    assert len({d.order for d in declared}) == len(declared)  # one rank each
+    assert all(len(d.short) <= 10 for d in declared)  # the demo's table fits in 100 columns
+
+
+def test_a_quick_setting_outside_its_declaration_is_refused_at_registration():
+    with pytest.raises(TypeError, match="quick setting"):
+        attacks.register_attack("probe", {"runs": [COUNT], "n_boot": [COUNT], "mode": [str]}, quick={"runs": 0})(
+            _probe
+        )

@@ -10,7 +10,9 @@ import torch
 
 import dpaudit.release.model
 import dpaudit.training.registry
-from contract.checks import (
+from defenses.baselines import MLPBaseline
+from dpaudit.release.model import ModuleModel, register_model_kind
+from dpaudit.testing.checks import (
     Subject,
     check_defense,
     check_determinism,
@@ -18,8 +20,6 @@ from contract.checks import (
     check_save_load_round_trip,
     tiny_graph,
 )
-from defenses.baselines import MLPBaseline
-from dpaudit.release.model import ModuleModel, register_model_kind
 from dpaudit.training.registry import get_defense, register_defense
 
 FAST = {"epochs": 3, "hidden": 8}

@@ -1,6 +1,6 @@
 """The defense contract (scikit-learn's ``parametrize_with_checks``): one test per (defense,
-check) of :mod:`contract.checks`, over every registered defense
-(:func:`contract.checks.registered_defenses`: what the ``dpaudit.plugins`` entry points
+check) of :mod:`dpaudit.testing.checks`, over every registered defense
+(:func:`dpaudit.testing.registered_defenses`: what the ``dpaudit.plugins`` entry points
 register), so a new defense gets every check by registering.
 
 ``FAST`` holds each defense's fast settings on the 150-node graph (a few epochs, small
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from contract.checks import CHECKS, CheckSkipped, Subject, registered_defenses, tiny_graph
+from dpaudit.testing.checks import CHECKS, CheckSkipped, Subject, registered_defenses, tiny_graph
 
 _DPAR = {"epochs": 2, "num_sources": 20, "batch_size": 20}
 _GAP = {"encoder_epochs": 3, "epochs": 3, "hidden": 8}
@@ -32,7 +32,7 @@ FAST = {
     "gcon": {"encoder_epochs": 5},
     "dpgnn": {"steps": 3, "latent": 8, "batch_size": 40},
 }
-#: a split other than contract.checks.SPLIT, where a defense needs one
+#: a split other than dpaudit.testing.checks.SPLIT, where a defense needs one
 SPLITS: dict[str, str] = {}
 SLOW = {"mlp-dp", "dpar-em0", "dpar-em1", "dpar-gm", "dpgnn"}
 

@@ -8,7 +8,6 @@ import math
 
 import pytest
 import torch
-from neighbours import train_and_compare, without_node
 from torch_geometric.data import Data
 
 import defenses.baselines as baselines
@@ -27,6 +26,7 @@ from dpaudit.data.datasets import from_data
 from dpaudit.data.splits import make_split
 from dpaudit.errors import ConfigurationError, PrivacyParameterError
 from dpaudit.release.model import load
+from dpaudit.testing.neighbours import train_and_compare, without_node
 from dpaudit.training.registry import available_defenses, get_defense
 
 

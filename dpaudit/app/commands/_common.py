@@ -4,11 +4,9 @@ from the command line."""
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
-from typing import Any
 
 from dpaudit.errors import DPAuditError, PrivacyParameterError
 
@@ -68,29 +66,6 @@ def cap_jobs(jobs: int | None) -> int:
     if jobs > cores:
         log.warning("--jobs %d capped at the %d cores of this machine", jobs, cores)
     return min(jobs, cores)
-
-
-
-def parse_literal(text: str) -> Any:
-    """``3`` → 3, ``0.5`` → 0.5, ``true`` → True, ``none`` → None, ``[1,2]`` → list, else the string."""
-    low = text.strip().lower()
-    if low in {"true", "yes", "on"}:
-        return True
-    if low in {"false", "no", "off"}:
-        return False
-    if low in {"none", "null"}:
-        return None
-    for cast in (int, float):
-        try:
-            return cast(text)
-        except ValueError:
-            pass
-    if text.strip().startswith(("[", "{")):
-        try:
-            return json.loads(text)
-        except json.JSONDecodeError:
-            pass
-    return text
 
 
 

@@ -40,19 +40,16 @@ def parse_dataset_options(items: list[str] | None, dataset: str | None, declarin
     its range (:func:`dpaudit.data.datasets.check_dataset_options`), before anything is loaded. A
     graph file that a model is trained on (``declaring``) must declare its label domain
     (:func:`dpaudit.data.datasets.check_file_declaration`); an audit takes the model's."""
-    from dpaudit.app.commands._common import parse_literal
+    from dpaudit.assignments import parse_literal, split_assignment
     from dpaudit.data.datasets import check_dataset_options, check_file_declaration
     from dpaudit.data.graph_files import is_graph_path
 
     options = {}
     for item in items or []:
-        key, sep, value = item.partition("=")
-        key = key.strip().replace("-", "_")
-        if not sep or not key:
-            raise ConfigurationError(f"--dataset-option expects KEY=VALUE, got {item!r}")
+        _, key, value = split_assignment(item, "--dataset-option")
         if key in options:
             raise ConfigurationError(f"--dataset-option {key} is given twice")
-        options[key] = parse_literal(value.strip())
+        options[key] = parse_literal(value)
     if options and dataset is None:
         raise ConfigurationError("--dataset-option needs --dataset")
     if dataset is not None:

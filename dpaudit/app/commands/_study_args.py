@@ -8,16 +8,14 @@ import shlex
 import sys
 from typing import Any
 
-from dpaudit.app.commands._common import parse_literal
+from dpaudit.assignments import parse_literal
+from dpaudit.assignments import split_assignment as _split
 from dpaudit.errors import ConfigurationError
 
 
 def split_assignment(item: str, flag: str) -> tuple[str | None, str, str]:
-    key, sep, value = item.partition("=")
-    if not sep or not key.strip():
-        raise ConfigurationError(f"{flag} expects [NAME.]KEY=VALUE, got {item!r}")
-    scope, dot, key = key.strip().rpartition(".") if "." in key else ("", "", key.strip())
-    return (scope or None), key.strip().replace("-", "_"), value.strip()
+    """``[NAME.]KEY=VALUE`` (:func:`dpaudit.assignments.split_assignment`, scoped)."""
+    return _split(item, flag, scoped=True)
 
 
 def defense_overrides(assignments: list[str], defenses: list[str]) -> dict[str, dict[str, Any]]:

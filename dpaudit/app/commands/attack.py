@@ -7,31 +7,15 @@ dpaudit attack --model DIR --attack NAME [--runs N] [--seed S] [--data-root DIR]
 from __future__ import annotations
 
 import argparse
-import json
 
 from dpaudit.app.commands._common import fmt as _fmt
+from dpaudit.assignments import parse_literal, split_assignment
 from dpaudit.errors import ConfigurationError, DPAuditError
-
-#: every registered attack, strongest membership attacks first (checked against the registry by
-#: the tests; spelled out so that building the parser does not import every attack)
-ATTACK_NAMES = "mia-rmia | mia-lira | mia-tstf | mia-threshold | link-steal | linkteller | embedding-probe"
 
 
 def _parse_setting(text: str):
-    key, sep, value = text.partition("=")
-    key = key.strip().replace("-", "_")
-    if not sep or not key:
-        raise ConfigurationError(f"--set expects KEY=VALUE, got {text!r}")
-    value = value.strip()
-    lowered = value.lower()
-    if lowered in ("true", "false"):
-        return key, lowered == "true"
-    if lowered in ("none", "null"):
-        return key, None
-    try:
-        return key, json.loads(value)
-    except json.JSONDecodeError:
-        return key, value
+    _, key, value = split_assignment(text, "--set")
+    return key, parse_literal(value)
 
 
 def cmd_attack(args) -> int:
@@ -142,6 +126,7 @@ class _HelpWithSettings(argparse.Action):
 
 
 def add_parser(subparsers) -> None:
+    from dpaudit.app.names import builtin_attacks
     from dpaudit.seeds import seed_argument
 
     p = subparsers.add_parser("attack", help="attack a released model and write the result (JSON)", add_help=False)
@@ -149,7 +134,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--model", help="released-model directory")
     p.add_argument(
         "--attack",
-        help=f"{ATTACK_NAMES} (docs/attacks.md describes each)",
+        # read from the attacks' source (dpaudit.app.names): building the parser imports no attack
+        help=f"{' | '.join(builtin_attacks())} (docs/attacks.md describes each)",
     )
     p.add_argument("--runs", type=int, default=None, help="repetitions (default: the attack's own)")
     p.add_argument("--seed", type=seed_argument, default=0, help="0 <= seed < 2**31")

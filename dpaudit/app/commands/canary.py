@@ -32,7 +32,7 @@ _DESIGN_HELP = (
 
 def _design_options(kind: str, items: list[str]) -> dict:
     from attacks.canary import draw_edge_canaries, draw_node_canaries
-    from dpaudit.app.commands._common import parse_literal
+    from dpaudit.assignments import parse_literal, split_assignment
 
     if kind == "gradient":
         from dpaudit.app.workflows.gradient_canary import DESIGN_KEYS
@@ -43,10 +43,7 @@ def _design_options(kind: str, items: list[str]) -> dict:
         known = {p.name for p in inspect.signature(fn).parameters.values() if p.kind is inspect.Parameter.KEYWORD_ONLY}
     out = {}
     for item in items or []:
-        key, sep, value = item.partition("=")
-        key = key.strip().replace("-", "_")
-        if not sep or not key:
-            raise ConfigurationError(f"--design expects KEY=VALUE, got {item!r}")
+        _, key, value = split_assignment(item, "--design")
         if key not in known:
             raise ConfigurationError(f"--design {key}: unknown for {kind} canaries; known: {', '.join(sorted(known))}")
         out[key] = parse_literal(value)

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from dpaudit import __version__
+from dpaudit.errors import DPAuditError
 
 # The demo's plan, all in one place. The graph is small enough that a cell takes seconds, and
 # hard enough to show a trade-off: with a weak feature signal (0.3 per coordinate; csbm's default
@@ -63,10 +64,6 @@ DEMO_ATTACK_SETTINGS = {
     "linkteller": {"num_pairs": 40, "pr_nodes": 0, "hard_negatives": False},
     "embedding-probe": {"projections": ["tsne"], "max_plot_nodes": 200},
 }
-# Short column headings (other attacks keep their names), so that every attack fits in 100
-# columns; the report names each attack in full, with its intervals.
-ATTACK_HEADINGS = {"mia-rmia": "rmia", "mia-lira": "lira", "mia-tstf": "tstf", "mia-threshold": "threshold",
-                   "embedding-probe": "probe"}  # fmt: skip
 
 
 def demo_plan() -> tuple[list[str], dict, list[str], dict]:
@@ -112,6 +109,16 @@ def demo_power_line(defenses: list[str]) -> str:
     )
 
 
+def _heading(name: str) -> str:
+    """Attack ``name``'s declared short heading; its name when it is not installed."""
+    import attacks as attack_registry
+
+    try:
+        return attack_registry.declaration(name).short
+    except DPAuditError:
+        return name
+
+
 def demo_table(rows: list[dict], units: dict[str, str | None]) -> str:
     """The result table of :meth:`StudyResult.table` rows in at most 100 columns: defense, the
     unit its ε protects, ε, test accuracy and every attack's AUC under a short heading."""
@@ -120,7 +127,9 @@ def demo_table(rows: list[dict], units: dict[str, str | None]) -> str:
 
     attack_keys = list(dict.fromkeys(k for r in rows for k in r if k.endswith(" AUC")))
     attack_names = [k.removesuffix(" AUC") for k in attack_keys]
-    columns = ["defense", "unit", "ε", "test acc", *(ATTACK_HEADINGS.get(name, name) for name in attack_names)]
+    # each attack's declared short heading (attacks.AttackDeclaration.heading), so that every
+    # attack fits in 100 columns; the report names each attack in full, with its intervals
+    columns = ["defense", "unit", "ε", "test acc", *(_heading(name) for name in attack_names)]
     table_rows = []
     for r in rows:
         label = DEMO_LABELS.get(r["defense"], r["defense"])

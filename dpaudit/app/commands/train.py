@@ -71,17 +71,8 @@ def cmd_train(args) -> int:
         log.info("training %s on %s (%d nodes) -> %s", args.defense, dataset.name, dataset.num_nodes, args.out)
         # a bar on a terminal; otherwise a progress line every 30 s
         with log_progress(every=30.0):
-            result = train(
-                args.defense,
-                dataset,
-                epsilon=args.epsilon,
-                delta=args.delta,
-                seed=args.seed,
-                split=args.split,
-                device=args.device,
-                overrides=overrides,
-                out=args.out,
-            )
+            # the defense built (ε parsed and checked) above: pipeline.train parses nothing again
+            result = train(defense, dataset, split=args.split, overrides=overrides, out=args.out)
         m = result.metrics
         print(
             f"{m['defense']} on {m['dataset']}: test accuracy {fmt(m['test_accuracy'])}, "
@@ -105,7 +96,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--split", default=None, help=SPLIT_HELP)
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     p.add_argument("--data-root", default=None)
-    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a hyperparameter (repeatable)")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a hyperparameter (repeatable; `--defense NAME --help` lists each with its range, default and description)")
     p.add_argument("--out", help="released-model folder to write")
     p.add_argument("--force", action="store_true", help="replace a released model in --out, or write among other files")
     p.set_defaults(func=cmd_train, parser=p)

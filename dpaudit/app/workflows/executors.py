@@ -12,7 +12,8 @@ from tqdm.auto import tqdm
 from dpaudit.app.workflows.cell import NotATerminal, run_cell, worker_init
 from dpaudit.app.workflows.config import now_iso
 from dpaudit.app.workflows.store import CELL_SCHEMA, CELL_SCHEMA_VERSION
-from dpaudit.errors import ConfigurationError
+from dpaudit.errors import ConfigurationError, DPAuditError
+from dpaudit.training.registry import get_defense
 
 log = logging.getLogger(__name__)
 #: normal progress: INFO on its own logger, which the command line shows without ``-v``
@@ -91,20 +92,19 @@ class CellProgress:
         self.bar.close()
 
 
-# Relative cost of one cell by defense (training plus the shadow and reference models the attacks
-# train with the same recipe), from a cora_ml study with mia-rmia, link-steal and embedding-probe
-# (benchmarks/bench_study.py): DP-GNN's 3,000-step schedule times six trainings dominates. Used
-# only to start the longest cells first, so that no core idles at the end while one long cell
-# finishes; a wrong guess costs some idle time, never a result.
-RELATIVE_COST = {
-    "dpgnn": 10.0, "dpar-em0": 3.0, "dpar-em1": 3.0, "dpar-gm": 3.0, "dpar-nodp": 2.5, "gap-ndp": 1.2,
-    "gcon": 1.2, "gap-edp": 1.1, "gap-inf": 1.1, "mlp-dp": 1.1, "sage": 1.0, "gcn": 1.0, "mlp": 1.0,
-}  # fmt: skip
-
-
 def longest_first(tasks: list[dict]) -> list[dict]:
-    """Tasks ordered by decreasing expected cost (stable: the grid order breaks ties)."""
-    return sorted(tasks, key=lambda task: -RELATIVE_COST.get(task["cell"]["defense"], 2.0))
+    """Tasks ordered by decreasing expected cost, each cell's defense's declared
+    :attr:`~dpaudit.training.defense.Defense.relative_cost` (stable: the grid order breaks
+    ties), so that no core idles at the end while one long cell finishes; a wrong guess costs
+    some idle time, never a result. A defense that is not registered counts 2.0."""
+
+    def cost(task: dict) -> float:
+        try:
+            return float(get_defense(task["cell"]["defense"]).relative_cost)
+        except DPAuditError:
+            return 2.0
+
+    return sorted(tasks, key=lambda task: -cost(task))
 
 
 def failed_record(task: dict, exc: BaseException | str) -> dict:

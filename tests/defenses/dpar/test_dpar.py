@@ -274,7 +274,7 @@ def test_fit_builds_its_sound_terms_with_pair_terms_over_the_declared_slots(grap
     """``fit`` on G and on G − u (``without_node``) plans from the same declaration and runs
     :func:`pair_terms` — the function whose removal lemma ``tests/defenses/dpar/test_dpar_cora_terms.py`` checks
     on cora_ml — over the same n̂ slots and the same public source slots."""
-    from neighbours import without_node
+    from dpaudit.testing.neighbours import without_node
 
     defense = get_defense("dpar-em1")(epsilon=4.0, delta=1e-3, seed=0, **FAST)
     graph_h, split_h = without_node(graph, split, node=int(split.train[5]))
@@ -547,7 +547,7 @@ def test_sound_release_is_neutral_to_removing_a_node(graph, split, name, extra, 
     model.json leaf by leaf: the schedule n̄, the universe and σ come from the declared size, and
     what sampling measured (sampled nodes, rows) is in the owner's record only. The covered
     inference card (P = 0) is as neutral."""
-    from neighbours import train_and_compare, without_node
+    from dpaudit.testing.neighbours import train_and_compare, without_node
 
     differences = train_and_compare(
         lambda: get_defense(name)(epsilon=4.0, delta=1e-3, seed=0, **FAST, **extra), (graph, split),

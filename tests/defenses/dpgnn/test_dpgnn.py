@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 import torch
 from editing import edited_copy
-from neighbours import train_and_compare, without_node
 
 from defenses.dpgnn import DPGNN, DPGNNHyperparameters, protocols
 from defenses.dpgnn.batches import flat_batch, pad_batch
@@ -38,6 +37,7 @@ from dpaudit.data.splits import make_split
 from dpaudit.errors import ConfigurationError, DPAuditError, IntegrityError, ModelFormatError, PrivacyParameterError
 from dpaudit.release import declared_train_size
 from dpaudit.release.model import compare_records, load
+from dpaudit.testing.neighbours import train_and_compare, without_node
 from dpaudit.training.registry import get_defense
 
 

@@ -8,10 +8,10 @@ validation accuracy, and gap-ndp's ledger q = B/n and ⌈n/B⌉ steps per epoch 
 from __future__ import annotations
 
 import pytest
-from neighbours import train_and_compare, without_edge, without_node
 
 import defenses  # noqa: F401  (registers the defenses)
 from dpaudit.data.splits import make_split
+from dpaudit.testing.neighbours import train_and_compare, without_edge, without_node
 from dpaudit.training.registry import get_defense
 
 SPLIT = "random:0.5,0.25,0.25"

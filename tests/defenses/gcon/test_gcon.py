@@ -15,7 +15,6 @@ import numpy as np
 import pytest
 import torch
 from editing import edited_copy
-from neighbours import train_and_compare, without_edge
 from scipy import stats
 
 import dpaudit.release.model
@@ -49,6 +48,7 @@ from defenses.gcon.protocols import default_config, grid_configs
 from dpaudit.data.splits import make_split
 from dpaudit.errors import ConfigurationError, DPAuditError, IntegrityError, ModelFormatError
 from dpaudit.release.model import compare_records
+from dpaudit.testing.neighbours import train_and_compare, without_edge
 from dpaudit.training.registry import get_defense
 
 STEPS = [1, 2, 5, 10, math.inf]

@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 import torch
 from editing import edited_copy
-from neighbours import train_and_compare, without_edge
 
 import dpaudit.release.model
 from defenses.gcon import GCON
@@ -27,6 +26,7 @@ from dpaudit.data.splits import make_split
 from dpaudit.errors import IntegrityError
 from dpaudit.release.model import compare_records
 from dpaudit.runtime import seed_everything
+from dpaudit.testing.neighbours import train_and_compare, without_edge
 
 SPLIT = "random:0.5,0.2,0.3"
 

@@ -12,7 +12,7 @@ import attacks as attack_registry
 from dpaudit.app.cli import main
 from dpaudit.app.workflows.config import epsilon_json, grid, validate_config
 from dpaudit.training.registry import available_defenses, get_defense
-from reports.aggregate import ATTACK_ORDER, defense_family
+from reports.aggregate import defense_family
 
 
 class _StubResult:
@@ -20,7 +20,7 @@ class _StubResult:
 
     def __init__(self, config):
         self.cells = grid(config, "stub-fingerprint")
-        self.attacks = sorted(config.attacks, key=lambda a: ATTACK_ORDER.index(a) if a in ATTACK_ORDER else 99)
+        self.attacks = attack_registry.order_attacks(list(config.attacks))
         self.done, self.failed = [object()] * len(self.cells), []
 
     def table(self):

@@ -10,6 +10,7 @@ import pytest
 
 import defenses  # noqa: F401  (registers the defenses)
 import dpaudit.app.workflows.audit.plan  # noqa: F401  (the module that holds and looks up the cost model)
+from attacks.membership import TSTF_ATTACK_MODEL_SECONDS
 from dpaudit.app.workflows import audit_plan, format_plan
 from dpaudit.data.splits import make_split
 from dpaudit.release.model import load
@@ -42,7 +43,7 @@ def test_the_estimate_scales_with_shadows_references_runs_and_pairs(saved_gcn, s
     one_model = COSTS["shadow"] + COSTS["query"]  # each shadow or reference model is trained, then queried once
     assert b["mia-lira"] - a["mia-lira"] == pytest.approx(4 * one_model, abs=0.1)
     assert b["mia-rmia"] - a["mia-rmia"] == pytest.approx(6 * one_model, abs=0.1)
-    assert b["mia-tstf"] - a["mia-tstf"] == pytest.approx(2 * (one_model + AUDIT._COST["tstf_attack_model"]), abs=0.1)
+    assert b["mia-tstf"] - a["mia-tstf"] == pytest.approx(2 * (one_model + TSTF_ATTACK_MODEL_SECONDS), abs=0.1)
     assert b["link-steal"] > a["link-steal"]
     # LinkTeller: one perturbed query per sampled node, 3 per pair with hard negatives
     assert b["linkteller"] - a["linkteller"] == pytest.approx(3 * 50 * COSTS["query"], abs=0.1)
@@ -107,7 +108,7 @@ def test_an_automatic_epoch_count_is_read_from_the_card():
 
 
 def test_an_uncalibrated_recipe_says_its_estimate_is_an_upper_one(saved_gcn, small_graph, monkeypatch):
-    monkeypatch.setattr(AUDIT, "EPOCH_SETTINGS", {})
+    monkeypatch.setattr(get_defense("gcn"), "epoch_settings", ())  # a recipe that declares no epoch counts
     model = load(saved_gcn)
     plan = audit_plan(model, small_graph, ["mia-lira"], {})
     assert plan["costs"]["shadow_source"] == "recorded"

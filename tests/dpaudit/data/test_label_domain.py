@@ -16,7 +16,6 @@ import json
 import numpy as np
 import pytest
 import torch
-from neighbours import leaf_differences, train_and_compare, without_node
 from safetensors import safe_open
 from torch_geometric.data import Data
 
@@ -24,6 +23,7 @@ from dpaudit.app.cli import main
 from dpaudit.data.datasets import from_data, load_dataset
 from dpaudit.data.splits import make_split
 from dpaudit.errors import DatasetError
+from dpaudit.testing.neighbours import leaf_differences, train_and_compare, without_node
 from dpaudit.training.registry import get_defense
 
 N, F = 60, 8

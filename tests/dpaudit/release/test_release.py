@@ -10,7 +10,6 @@ import math
 import numpy as np
 import pytest
 import torch
-from neighbours import leaf_differences, public_leaves, train_and_compare, without_edge, without_node
 from torch_geometric.data import Data
 
 from attacks.canary import draw_canaries, training_data
@@ -23,6 +22,7 @@ from dpaudit.errors import DatasetError, DPAuditError
 from dpaudit.release import PublicCardError, check_public_card, declared_population
 from dpaudit.release.model import load
 from dpaudit.release.provenance import resolve_dataset, target_split
+from dpaudit.testing.neighbours import leaf_differences, public_leaves, train_and_compare, without_edge, without_node
 from dpaudit.training.registry import get_defense
 
 SPLIT = "random:0.6,0.2,0.2"

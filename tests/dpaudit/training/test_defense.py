@@ -173,3 +173,42 @@ def test_help_shows_each_fields_declared_range():
     assert "dropout (float in [0, 1), default 0.1)" in text
     assert "protocol (one of sound, paper, default 'sound')" in text
     assert "top_k (int >= 1 or None, default None)" in text
+
+
+def test_every_hyperparameter_of_every_defense_has_a_description_the_help_reads():
+    """``dpaudit train --defense NAME --help`` describes every field, read from the field's
+    attribute docstring or the class's ``Attributes:`` section (no comment is scraped)."""
+    from dpaudit.testing import registered_defenses
+    from dpaudit.training.defense import hyperparameter_help
+
+    missing = {
+        name: [
+            f.name
+            for f in dataclasses.fields(get_defense(name).hyperparameters_class)
+            if not hyperparameter_help(get_defense(name).hyperparameters_class).get(f.name)
+        ]
+        for name in registered_defenses()
+    }
+    assert {name: fields for name, fields in missing.items() if fields} == {}
+
+
+def test_help_reads_attribute_docstrings_and_the_attributes_section_not_comments():
+    from dpaudit.training.defense import Hyperparameters, hyperparameter_help
+
+    @dataclasses.dataclass
+    class Made(Hyperparameters):
+        """A made-up recipe.
+
+        Attributes:
+            a, b: shared text
+                that goes on.
+            c: from the section.
+        """
+
+        a: int = 1
+        b: int = 2
+        """b's own"""
+        c: int = 3
+        d: int = 4  # a comment is not a description
+
+    assert hyperparameter_help(Made) == {"a": "shared text that goes on.", "b": "b's own", "c": "from the section."}

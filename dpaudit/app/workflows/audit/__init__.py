@@ -28,9 +28,8 @@ not this package.
 from dpaudit.app.workflows.audit.canaries import canary_evidence, check_canary_results
 from dpaudit.app.workflows.audit.formatting import format_float, format_seconds, slug_name
 from dpaudit.app.workflows.audit.plan import (
-    EPOCH_SETTINGS,
     LONG_RUN_SECONDS,
-    QUICK_SETTINGS,
+    QUICK_COMMON,
     TRIAL_FRACTION,
     audit_plan,
     calibrate,
@@ -44,10 +43,9 @@ from dpaudit.app.workflows.audit.risk import NODE_RISK_FPR, node_risk
 from dpaudit.app.workflows.audit.run import audit
 
 __all__ = [
-    "EPOCH_SETTINGS",
     "LONG_RUN_SECONDS",
     "NODE_RISK_FPR",
-    "QUICK_SETTINGS",
+    "QUICK_COMMON",
     "TRIAL_FRACTION",
     "AuditResult",
     "audit",

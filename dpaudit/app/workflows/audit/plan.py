@@ -13,53 +13,23 @@ from dpaudit.app.workflows.audit.formatting import format_seconds
 from dpaudit.app.workflows.audit.queries import charges_queries, query_plan, query_plan_line
 from dpaudit.errors import ConfigurationError, DPAuditError
 
-# ``audit(..., quick=True)``: a first look in about a minute on a Cora-sized graph. Settings the
-# caller gives explicitly always win over these.
-QUICK_SETTINGS: dict[str, dict[str, Any]] = {
-    "*": {"n_boot": 200},
-    "mia-rmia": {"num_references": 2},
-    "mia-lira": {"num_shadows": 2},
-    "mia-tstf": {"runs": 1},
-    "link-steal": {"runs": 1, "max_pairs": 400},
-    "linkteller": {"num_pairs": 100, "pr_nodes": 200},
-    "embedding-probe": {"projections": ["tsne"], "max_plot_nodes": 300},
-}
+# ``audit(..., quick=True)``: a first look in about a minute on a Cora-sized graph, with each
+# attack's declared quick settings (:attr:`attacks.AttackDeclaration.quick`) over these common
+# ones. Settings the caller gives explicitly always win.
+QUICK_COMMON: dict[str, Any] = {"n_boot": 200}
 
 
 # Cost model of the plan's time estimate, in CPU seconds (what an idle core spends; a loaded
 # machine stretches the wall time, which the progress bar's ETA then follows). Two costs are
 # measured on the audited model itself when the plan is made (:func:`calibrate`): one shadow
 # model trained warm with the target's recipe, and one query of a perturbed copy of the graph.
-# The constants below are what is left of each attack beside those two, set from per-attack
-# CPU times of gcn audits of Cora; benchmarks/bench_estimates.py reports each attack's residual
-# (actual − estimate) to check and refit them (benchmarks/results/estimates.md).
+# Each attack declares what it costs beside those two (:attr:`attacks.AttackDeclaration.cost`,
+# set from per-attack CPU times of gcn audits of Cora); these are the costs every attack pays.
+# benchmarks/bench_estimates.py reports each attack's residual (actual − estimate) to check
+# and refit them (benchmarks/results/estimates.md).
 _COST = {
     "fixed": 0.05,  # per attack: the dataset, the split and the result's statistics
     "per_boot": 2e-4,  # per bootstrap draw of the result's confidence intervals
-    "tstf_attack_model": 0.3,  # per run: the attack MLP on the shadow nodes' posteriors
-    "threshold": 0.02,  # per run: one loss per audit node
-    "link_steal_per_pair": 6e-5,  # per sampled pair and run (8 distances + attack-2/3 MLP)
-    "tsne_per_node": 0.004,
-    "umap": 8.0,  # including numba's compilation, paid by every fresh process
-}
-
-
-#: the settings that count a recipe's training epochs, per defense: a shadow model's cost is
-#: linear in them (full-batch or DP-SGD epochs), so a short trial measures the cost per epoch.
-#: Recipes not listed (and plug-ins) are not calibrated: their estimate reads the recorded
-#: training time, a cold upper estimate.
-EPOCH_SETTINGS = {
-    "gcn": ("epochs",),
-    "sage": ("epochs",),
-    "mlp": ("epochs",),
-    "mlp-dp": ("epochs",),
-    "gap-edp": ("encoder_epochs", "epochs"),
-    "gap-ndp": ("encoder_epochs", "epochs"),
-    "gap-inf": ("encoder_epochs", "epochs"),
-    "dpar-gm": ("epochs",),
-    "dpar-em0": ("epochs",),
-    "dpar-em1": ("epochs",),
-    "dpar-nodp": ("epochs",),
 }
 
 
@@ -67,15 +37,18 @@ EPOCH_SETTINGS = {
 TRIAL_FRACTION = 20
 
 
-#: attacks that train shadow (reference) models with the target's recipe
-_SHADOW_ATTACKS = ("mia-rmia", "mia-lira", "mia-tstf", "embedding-probe")
-
-
 def _epoch_counts(method: str, hyperparameters: dict[str, Any], card: dict) -> dict[str, int] | None:
-    """The recipe's epoch counts (:data:`EPOCH_SETTINGS`); an automatic count (``None``, e.g.
+    """The recipe's epoch counts (the settings its defense declares,
+    :attr:`dpaudit.training.defense.Defense.epoch_settings`); an automatic count (``None``, e.g.
     mlp-dp's preset) is read from the card's resolved configuration. ``None`` when unknown."""
+    from dpaudit.training.registry import get_defense
+
+    try:
+        declared = get_defense(method).epoch_settings
+    except DPAuditError:
+        return None
     counts = {}
-    for key in EPOCH_SETTINGS.get(method, ()):
+    for key in declared:
         value = hyperparameters.get(key)
         if value is None:
             value = (card.get(method.replace("-", "_")) or {}).get(key)
@@ -214,57 +187,36 @@ def calibrate(model, dataset, device: str = "auto", shadows: bool = True) -> dic
     return costs
 
 
-def _count(settings: dict[str, Any], key: str, default: int) -> int:
-    value = settings.get(key, default)
-    return default if value is None else int(value)
-
-
 def _attack_cost(name: str, settings: dict[str, Any], costs: dict[str, float], dataset) -> tuple[int, float]:
     """(work units shown on the progress bar, estimated CPU seconds) of one attack with
-    ``settings``, given the measured ``costs`` (:func:`calibrate`)."""
-    c = _COST
-    runs = _count(settings, "runs", 1)
-    shadow, query = costs["shadow"], costs["query"]
-    fixed = c["fixed"] + _count(settings, "n_boot", 1000) * c["per_boot"] + query
-    if name == "mia-tstf":
-        return runs, runs * (shadow + query + c["tstf_attack_model"]) + fixed
-    if name in ("mia-lira", "mia-rmia"):
-        models = _count(settings, "num_shadows" if name == "mia-lira" else "num_references", 4)
-        return runs * models, runs * models * (shadow + query) + fixed
-    if name == "mia-threshold":
-        return runs, runs * c["threshold"] + fixed
-    if name == "link-steal":
-        pairs = min(_count(settings, "max_pairs", 1000), dataset.num_edges // 2 or 1)
-        return runs, runs * 2 * pairs * c["link_steal_per_pair"] + fixed
-    if name == "linkteller":
-        pairs = min(_count(settings, "num_pairs", 250), dataset.num_edges // 2 or 1)
-        per_run = min(2 * pairs, dataset.num_nodes) + (pairs if settings.get("hard_negatives", True) else 0)
-        per_run += min(_count(settings, "pr_nodes", 500), dataset.num_nodes)
-        return runs, runs * per_run * query + fixed
-    if name == "embedding-probe":
-        projections = settings.get("projections", ("tsne", "umap"))
-        if isinstance(projections, str):
-            projections = [p for p in projections.split(",") if p.strip()]
-        nodes = min(_count(settings, "max_plot_nodes", 1000), dataset.num_nodes)
-        seconds = shadow + 2 * query + (nodes * c["tsne_per_node"] if "tsne" in projections else 0.0)
-        return runs, runs * seconds + (c["umap"] if "umap" in projections else 0.0) + fixed
-    return runs, runs * shadow + fixed
+    ``settings``, given the measured ``costs`` (:func:`calibrate`): what every attack pays
+    (:data:`_COST`, one query) plus what the attack declares (:attr:`attacks.AttackDeclaration.cost`;
+    undeclared: one shadow model per run)."""
+    import attacks as attack_registry
+    from attacks._common import count_setting
+
+    boot = count_setting(settings, "n_boot", 1000)
+    fixed = _COST["fixed"] + boot * _COST["per_boot"] + costs["query"]
+    declared = attack_registry.declaration(name).cost
+    if declared is None:
+        runs = count_setting(settings, "runs", 1)
+        return runs, runs * costs["shadow"] + fixed
+    units, seconds = declared(settings, costs, dataset)
+    return units, seconds + fixed
 
 
 def order_attacks(names: list[str]) -> list[str]:
-    """``names`` strongest first, unknown names (plug-ins) last in the given order.
+    """``names`` strongest first (each attack's declared order, :attr:`attacks.AttackDeclaration.order`),
+    undeclared names (plug-ins) last in the given order.
 
     If the audit is stopped, what finished is what matters most: RMIA, LiRA and TSTF (reference
     or shadow models trained by the target's own recipe) are the most powerful membership attacks
-    at low FPR;
-    LinkTeller and link stealing test edges; the shadow-free threshold attack and the embedding
-    probe are cheap diagnostics. The order is :data:`reports.aggregate.ATTACK_ORDER`, the one
-    reports show attacks in.
+    at low FPR; LinkTeller and link stealing test edges; the shadow-free threshold attack and the
+    embedding probe are cheap diagnostics. Reports show attacks in the same order.
     """
-    from reports.aggregate import ATTACK_ORDER
+    import attacks as attack_registry
 
-    rank = {n: i for i, n in enumerate(ATTACK_ORDER)}
-    return sorted(names, key=lambda n: (rank.get(n, len(rank)), names.index(n)))
+    return attack_registry.order_attacks(names)
 
 
 def audit_plan(
@@ -285,14 +237,15 @@ def audit_plan(
     import attacks as attack_registry
 
     ordered = order_attacks(list(names))
+    shadows = {n for n in ordered if attack_registry.declaration(n).shadows}
     if costs is None:
-        costs = calibrate(model, dataset, device, shadows=any(n in _SHADOW_ATTACKS for n in ordered))
+        costs = calibrate(model, dataset, device, shadows=bool(shadows))
     steps = []
     first_shadow = True
     for name in ordered:
         full = {**attack_registry.attack_settings(name), **settings.get(name, {})}
         units, seconds = _attack_cost(name, full, costs, dataset)
-        if name in _SHADOW_ATTACKS and first_shadow:
+        if name in shadows and first_shadow:
             seconds += costs["first_shadow_extra"]
             first_shadow = False
         shown = {k: full[k] for k in ("runs", "num_shadows", "num_references", "max_pairs", "num_pairs", "projections")

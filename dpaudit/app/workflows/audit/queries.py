@@ -7,10 +7,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-#: attacks whose only query of the target is one full-graph query on the audited graph
-#: (their shadow and reference models are the auditor's own, never the target)
-_ONE_GRAPH_QUERY = ("mia-tstf", "mia-threshold", "mia-lira", "mia-rmia", "link-steal", "embedding-probe")
-
 
 def charges_queries(model) -> bool:
     """Whether ``model`` answers queries as new, accounted releases (GAP: every query graph is
@@ -21,25 +17,15 @@ def charges_queries(model) -> bool:
 
 def _foreign_releases(name: str, settings: dict[str, Any], dataset, free_graph: bool) -> int | None:
     """At most how many new releases (graphs other than what the owner's training release
-    answers) attack ``name`` asks a query-charged target for; ``None`` when unknown (a plug-in).
+    answers) attack ``name`` asks a query-charged target for, as it declares
+    (:attr:`attacks.AttackDeclaration.releases`); ``None`` when it declares none.
 
     ``free_graph``: the audited graph is the training graph and the owner's training release is
-    there, so the attacks' full-graph query costs nothing. LinkTeller, per run, queries the
-    unperturbed graph once per part (pairs, hard negatives, the density protocol; free with
-    ``free_graph``) and one perturbed graph per distinct node it moves in each part: a GAP
-    release covers only the nodes it was asked for, so a node moved again for other targets
-    is a new release."""
-    base = 0 if free_graph else 1
-    if name in _ONE_GRAPH_QUERY:
-        return base
-    if name == "linkteller":
-        runs = int(settings.get("runs", 1) or 1)
-        pairs = min(int(settings.get("num_pairs", 250) or 250), max(dataset.num_edges, 1))
-        hard = bool(settings.get("hard_negatives", True))
-        density = min(int(settings.get("pr_nodes", 0) or 0), dataset.num_nodes)
-        per_run = min(2 * pairs, dataset.num_nodes) + (min(pairs, dataset.num_nodes) if hard else 0) + density
-        return runs * (per_run + base * (1 + hard + bool(density)))
-    return None
+    there, so the attacks' full-graph query costs nothing."""
+    import attacks as attack_registry
+
+    releases = attack_registry.declaration(name).releases
+    return None if releases is None else int(releases(settings, dataset, free_graph))
 
 
 def query_plan(model, dataset, steps: list[dict]) -> dict | None:

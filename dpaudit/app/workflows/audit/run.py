@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from dpaudit.app.workflows.audit.canaries import canary_evidence, check_canary_results
-from dpaudit.app.workflows.audit.plan import QUICK_SETTINGS, audit_plan, format_plan, order_attacks
+from dpaudit.app.workflows.audit.plan import QUICK_COMMON, audit_plan, format_plan, order_attacks
 from dpaudit.app.workflows.audit.progress import _AuditProgress, _run_interruptibly
 from dpaudit.app.workflows.audit.queries import charges_queries, query_api_finding
 from dpaudit.app.workflows.audit.result import AuditResult
@@ -39,7 +39,7 @@ def audit(
     ``dataset`` defaults to the one named in the model card (its fingerprint is checked).
     Settings: ``settings={"mia-tstf": {"runs": 2}}`` per attack; any other keyword (e.g.
     ``runs=2``) goes to every attack that accepts it. ``quick=True`` starts from
-    :data:`QUICK_SETTINGS` (explicit settings still win). An attack that does not apply to the
+    :data:`~dpaudit.app.workflows.audit.plan.QUICK_COMMON` and each attack's declared quick settings (explicit settings still win). An attack that does not apply to the
     model (a :class:`~dpaudit.errors.DPAuditError`) is recorded in ``errors``; unknown attack
     names or settings raise :class:`~dpaudit.errors.ConfigurationError`.
 
@@ -124,7 +124,7 @@ def _attack_plans(attacks, settings, common, quick, device, data_root) -> tuple[
         known = attack_registry.attack_settings(name)
         plan = {}
         if quick:
-            preset = {**QUICK_SETTINGS.get("*", {}), **QUICK_SETTINGS.get(name, {})}
+            preset = {**QUICK_COMMON, **attack_registry.declaration(name).quick}
             plan.update({k: v for k, v in preset.items() if k in known})
         plan.update({k: v for k, v in common.items() if k in known})
         defaults = {"device": device, "data_root": data_root}
@@ -221,13 +221,14 @@ def _run_attacks(plan, plans, targets: _Targets, dataset, progress):
 def _node_risk(targets: _Targets, dataset, split, plans) -> dict[str, Any] | None:
     """Per-node risk with the threshold attack's seed and member cap; ``None`` (logged) when it
     does not apply."""
+    threshold = plans.get("mia-threshold", {})
     try:
         return node_risk(
             targets("per-node risk"),
             dataset,
             split,
-            seed=int(plans.get("mia-threshold", {}).get("seed", 0)),
-            max_members=plans.get("mia-threshold", {}).get("max_members"),
+            seed=int(threshold.get("seed", 0)),
+            max_members=threshold.get("max_members"),
         )
     except DPAuditError as exc:
         log.info("no per-node risk: %s", exc)

@@ -1,10 +1,12 @@
 """The defense contract, one function per check (scikit-learn's ``check_estimator`` for defenses).
 
 Every registered defense (:func:`dpaudit.training.registry.available_defenses`) must pass every check;
-:mod:`tests.contract.test_defense_contract` parametrises them over the registry, so a new
-defense gets them all by registering. :func:`check_defense` runs them all on one defense
-(a registered name or a :class:`~dpaudit.training.defense.Defense` subclass)::
+the project's tests/contract/test_defense_contract.py parametrises them over the registry, so a
+new defense gets them all by registering. :func:`check_defense` runs them all on one defense
+(a registered name or a :class:`~dpaudit.training.defense.Defense` subclass), e.g. in a new
+defense's own tests (docs/howto/new-defense.md)::
 
+    from dpaudit.testing import check_defense
     check_defense("gcon", tmp_path, encoder_epochs=5)
 
 A check takes a :class:`Subject` (the defense, its fast settings, a tiny graph and split, and
@@ -34,6 +36,7 @@ from dpaudit.data.splits import Split, make_split
 from dpaudit.errors import ConfigurationError, ModelFormatError
 from dpaudit.release.model import META_FILE, PLUGIN_GROUP, WEIGHTS_FILE, ReleasedModel, training_release
 from dpaudit.runtime import to_json
+from dpaudit.testing.neighbours import leaf_differences, public_files, without_edge, without_node
 from dpaudit.training.defense import Defense
 from dpaudit.training.registry import available_defenses, get_defense
 
@@ -275,7 +278,6 @@ def check_release_neutrality(subject: Subject, tmp_path: Path) -> None:
     ``model.json`` (bar the weights' hash and the leaves the defense declares in
     ``released_statistics``: outputs of accounted mechanisms) and the same tensor names, shapes and dtypes in
     ``model.safetensors``: nothing but the accounted weights depends on the protected unit."""
-    from neighbours import leaf_differences, public_files, without_edge, without_node
 
     if not subject.private:
         raise CheckSkipped("non-private: nothing to be neutral about")
@@ -357,10 +359,28 @@ CHECKS: tuple[Callable[[Subject, Path], None], ...] = (
 )
 
 
-def check_defense(defense: str | type[Defense], tmp_path: str | Path, dataset: GraphDataset | None = None,
-                  split: Split | str | None = None, **settings: Any) -> dict[str, str]:  # fmt: skip
-    """Run every check on ``defense`` with the (fast) hyperparameters ``settings``; raise the
-    first failure's ``AssertionError``. Returns ``{check: "passed" | "skipped: why"}``."""
+def check_defense(
+    defense: str | type[Defense],
+    tmp_path: str | Path,
+    dataset: GraphDataset | None = None,
+    split: Split | str | None = None,
+    **settings: Any,
+) -> dict[str, str]:
+    """Run every check of the defense contract (:data:`CHECKS`) on one defense.
+
+    Args:
+        defense: a registered name or a :class:`~dpaudit.training.defense.Defense` subclass.
+        tmp_path: a scratch folder (one subfolder per check).
+        dataset: the graph to train on; by default a 150-node CSBM graph (:func:`tiny_graph`).
+        split: a :class:`~dpaudit.data.splits.Split` or a split spec; by default :data:`SPLIT`.
+        **settings: hyperparameters that make training fast (a few epochs, small widths).
+
+    Returns:
+        ``{check name: "passed" | "skipped: why"}``.
+
+    Raises:
+        AssertionError: the first check the defense fails, saying what broke.
+    """
     subject = Subject.of(defense, Path(tmp_path) / "subject", dataset, split, **settings)
     outcome = {}
     for check in CHECKS:
