@@ -121,6 +121,12 @@ def caught(row: dict) -> bool:
 
 
 def render(rows: list[dict], seeds) -> str:
+    seen, unique = set(), []
+    for r in rows:  # a rerun of a (place, bug, seed) keeps the first
+        if (r["where"], r["bug"], r["seed"]) not in seen:
+            seen.add((r["where"], r["bug"], r["seed"]))
+            unique.append(r)
+    rows = unique
     table = []
     keys = []
     for r in rows:

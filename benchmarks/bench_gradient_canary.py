@@ -277,6 +277,7 @@ def load_jax_privacy_auditing(wheel: Path | None):
         archive.extract("jax_privacy/auditing.py", folder)
     spec = importlib.util.spec_from_file_location("jax_privacy_auditing", folder / "jax_privacy" / "auditing.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
     spec.loader.exec_module(module)
     return module
 
