@@ -142,3 +142,16 @@ def test_bad_inputs_are_refused():
         ScoreLaw(1.0, 1.5, 1)
     with pytest.raises(ConfigurationError):
         top_guesses_p_value(ScoreLaw(1.0, 1.0, 1).profile(), 10, 11, 0)
+
+
+def test_the_canary_record_reports_both_results():
+    from dpaudit.auditing.gradient_canary import summarise_game
+
+    s, coins = simulate(3000, 10.81, 1.0, 100, 0, factor=0.8)
+    mechanism = {"noise_multiplier": 10.81, "sample_rate": 1.0, "steps": 100, "max_grad_norm": 1.0}
+    out = summarise_game(s, coins, delta=1e-5, claimed_epsilon=4.0, mechanism=mechanism, keep_scores=False)
+    assert out["hypothesis_test"]["refuted"] and out["hypothesis_test"]["p_value"] < 0.05
+    assert out["certified_epsilon_lower_bound"] < 4.0  # the any-mechanism bound alone does not refute it
+    with pytest.raises(ConfigurationError):
+        summarise_game(s, coins, delta=1e-5, claimed_epsilon=4.0, mechanism=mechanism,
+                       run_ids=np.arange(s.size) % 2)  # fmt: skip
