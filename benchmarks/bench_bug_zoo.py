@@ -2,8 +2,8 @@
 white-box gradient canaries, reported two ways — the certified ε lower bound valid for any
 mechanism (:func:`dpaudit.auditing.estimators.audit_epsilon`, Bonferroni over its estimators) and
 the hypothesis test of the claim's own mechanism SGM(σ, q, T), σ calibrated from the claimed
-(ε, δ, q, T) (:mod:`dpaudit.auditing.hypothesis`). Caught = the test refutes at 95 % or the
-certified ε exceeds the claim.
+(ε, δ, q, T) (:mod:`dpaudit.auditing.hypothesis`). Caught = the test refutes at 99 % (α = 0.01, :data:`LEVEL`) or
+the certified ε exceeds the claim; the table also counts refutations at 95 %.
 
 Three places the bugs live:
 
@@ -116,8 +116,13 @@ def user_row(where: str, bug: str, seed: int) -> dict:
     }
 
 
-def caught(row: dict) -> bool:
-    return bool(row["hypothesis"]["refuted"] or row["certified"] > EPSILON)
+#: the hypothesis test's level in the zoo (pre-stated: three sound runs at α = 0.05 would see a
+#: false refutation with probability ≈ 14 %; the table also counts refutations at 0.05)
+LEVEL = 0.01
+
+
+def caught(row: dict, level: float = LEVEL) -> bool:
+    return bool(row["hypothesis"]["p_value"] <= level or row["certified"] > EPSILON)
 
 
 def render(rows: list[dict], seeds) -> str:
@@ -144,7 +149,8 @@ def render(rows: list[dict], seeds) -> str:
                 if trues and trues[0] == float("inf")
                 else (f"{statistics.median(trues):.2f}" if trues else "-"),
                 "caught": f"{sum(caught(r) for r in group)}/{len(group)}",
-                "refuted by the hypothesis test": f"{sum(r['hypothesis']['refuted'] for r in group)}/{len(group)}",
+                "refuted by the hypothesis test at 99 % / 95 %": f"{sum(p <= LEVEL for p in ps)}/{len(group)} / "
+                f"{sum(p <= 0.05 for p in ps)}/{len(group)}",
                 "p-value (median / max)": f"{statistics.median(ps):.2g} / {max(ps):.2g}",
                 "certified ε, any mechanism (median)": f"{statistics.median(r['certified'] for r in group):.2f}",
                 "canaries": str(group[0]["canaries"]),
@@ -158,7 +164,8 @@ def render(rows: list[dict], seeds) -> str:
         f"{torch.__version__}, {platform.processor() or platform.machine()}. **Hypothesis test**: the claim's "
         "mechanism SGM(σ, q, T), σ calibrated from (ε, δ, q, T) by the project's accountant, tested on the canary "
         "scores' exact law under it (dpaudit.auditing.hypothesis; Xiang et al. 2025's order-statistics tail, "
-        "Bonferroni over 2 guess counts), refuted at p ≤ 0.05. **Certified ε**: the bound valid for any mechanism "
+        "Bonferroni over 2 guess counts), refuted at p ≤ 0.01 (99 %; the count at 0.05 is shown too: at α = 0.05 three "
+        "sound runs see a false refutation with probability ≈ 14 %). **Certified ε**: the bound valid for any mechanism "
         "(one-run, one-run-fdp; Bonferroni). Caught = refuted, or certified ε > the claim. True ε: the accountant's ε "
         "of the mechanism really run (Opacus rows: with our calibration of σ, an upper value — Opacus' RDP σ is a "
         "little larger). See docs/canaries.md for what each row can and cannot show."

@@ -247,10 +247,6 @@ def median_or_dash(values: list[float | None]) -> str:
     return f"{statistics.median(present):.3f}" if present else "-"
 
 
-if __name__ == "__main__":
-    main()
-
-
 # ------------------------------------------------------------------------------------- tightness
 TIGHT_CLAIMS = (4.0, 1.0)
 TIGHT_CANARIES = (4000, 10038)
@@ -383,3 +379,7 @@ def render_tightness(rows: list[dict]) -> str:
         "hypothesis test's cell is its p-value against the claim (large = not refuted)."
     )
     return f"{header}\n\n{markdown_table(table, list(table[0]))}\n"
+
+
+if __name__ == "__main__":
+    main()
