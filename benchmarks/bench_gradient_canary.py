@@ -215,7 +215,7 @@ def main() -> None:
             )
     header = (
         "# White-box gradient canaries (mlp-dp, GAP-NDP, DP-GNN and sound DPAR, one training run per audit)\n\n"
-        f"`{' '.join(['python', *(a for a in sys.argv if a != '--render')])}`"
+        f"`{' '.join(['python', *main_table_args()])}`"
         f" — Dirac canaries, δ = {DELTA:g}, seeds {list(seeds)}, default splits, GAP with D = the graph's largest "
         f"degree, torch {torch.__version__}, {platform.processor() or platform.machine()}, 1 thread. The claim "
         "compared is the audited DP-SGD module's own ε from the defense's spec (mlp-dp and DP-GNN: the whole "
@@ -240,6 +240,19 @@ def main() -> None:
     path = Path(__file__).resolve().parent / "results" / "gradient_canary.md"
     atomic_write_text(path, text)
     print(path)
+
+
+def main_table_args() -> list[str]:
+    """The command line that wrote the main table's rows: without --render and the tightness options."""
+    out, skip = [], False
+    for a in sys.argv:
+        if skip:
+            skip = False
+        elif a == "--jax-privacy-wheel":
+            skip = True
+        elif a not in ("--render", "--tightness"):
+            out.append(a)
+    return out
 
 
 def median_or_dash(values: list[float | None]) -> str:
