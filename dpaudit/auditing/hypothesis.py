@@ -246,7 +246,7 @@ class HypothesisTest:
         tried: one row per guess count: ``guesses``, ``mistakes``, ``p_value`` (unadjusted).
         bayes_error: the claimed channel's error with every guess made (what a correct run's
             mistake rate is near).
-        mu: √T/σ·q-free GDP parameter of the score when q = 1 (else ``None``).
+        mu: the score's GDP parameter √T/σ when q = 1 (else ``None``).
     """
 
     noise_multiplier: float
