@@ -160,8 +160,11 @@ def render(rows: list[dict], seeds) -> str:
         )
     header = (
         "# The subtle-bug zoo: each bug, one run, white-box gradient canaries\n\n"
-        f"`python {' '.join(sys.argv)}` — claim ε = {EPSILON:g}, δ = {DELTA:g}, Cora, seeds {list(seeds)}, torch "
-        f"{torch.__version__}, {platform.processor() or platform.machine()}. **Hypothesis test**: the claim's "
+        "Recorded by `python benchmarks/bench_bug_zoo.py --out benchmarks/results/bug_zoo.json --parts opacus --bugs "
+        "sound noise-0.6`, then `--append --parts own`, `--append --parts opacus --bugs noise-0.8 rate-x2 --seeds 0`, "
+        "`--append --parts hand --seeds 0` (CPU was shared by 8 jobs: the user loops' other seeds were left out) — "
+        f"claim ε = {EPSILON:g}, δ = {DELTA:g}, Cora, seeds {list(seeds)}, torch "
+        f"{torch.__version__}, {platform.processor() or platform.machine()}, 1 thread. **Hypothesis test**: the claim's "
         "mechanism SGM(σ, q, T), σ calibrated from (ε, δ, q, T) by the project's accountant, tested on the canary "
         "scores' exact law under it (dpaudit.auditing.hypothesis; Xiang et al. 2025's order-statistics tail, "
         "Bonferroni over 2 guess counts), refuted at p ≤ 0.01 (99 %; the count at 0.05 is shown too: at α = 0.05 three "
