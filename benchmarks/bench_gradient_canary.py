@@ -8,6 +8,17 @@ DPAUDIT_DATA=/work/shared/datasets nice python benchmarks/bench_gradient_canary.
     ... --quick                                               # Cora, 1 seed
     ... --defenses dpgnn                                      # only those rows, merged into --out
     ... --render                                              # the table from --out's rows, no audit
+    ... --render --tightness [--jax-privacy-wheel jax_privacy-2.0.0-py3-none-any.whl]
+
+``--tightness`` (issue 47, items 2 and D): sound mlp-dp on Cora at ε = 4 and 1, seeds 0-2, one run of
+4,000 and of 10,038 canaries (every parameter of the model), each run's scores read by every
+estimator side by side with its CPU time — ours (certified for any mechanism; the claim's
+hypothesis test), Xiang et al. 2025's order-statistics bound (``dpaudit.auditing.hypothesis``), and
+jax_privacy's auditing estimators (``jax_privacy.auditing.CanaryScoreAuditor``, loaded from the
+installed package or from the wheel given: it imports only dp_accounting, numpy and scipy, so jax
+is not needed) — and the ideal Gaussian game at the run's μ with up to 100,000 canaries: the limit
+of a one-run bound valid for any mechanism. Its rows go to ``gradient_canary_tightness.json``
+beside ``--out``; the table is appended to ``gradient_canary.md``.
 
 CPU time per audit is in the table: 0.2-3 s for mlp-dp, GAP and DPAR, 20-45 s for DP-GNN, whose
 own loop trains on its subgraph terms (the whole run: 84 audits, 13.5 CPU minutes).
@@ -25,12 +36,14 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 from _harness import markdown_table
 
 import dpaudit.app.workflows.zoo  # noqa: F401  (registers the zoo-* defenses)
 from dpaudit.app.workflows.gradient_canary import gradient_canary_audit
-from dpaudit.auditing.estimators import RIGOROUS_ESTIMATORS
+from dpaudit.auditing.estimators import RIGOROUS_ESTIMATORS, audit_epsilon
+from dpaudit.auditing.hypothesis import claimed_noise_multiplier, sgm_hypothesis_test, xiang_epsilon_lower_bound
 from dpaudit.auditing.results import REFUTING_VERDICTS
 from dpaudit.data.datasets import load_dataset
 from dpaudit.data.splits import make_split
@@ -132,6 +145,17 @@ def main() -> None:
     parser.add_argument("--render", action="store_true",
                         help="run no audit: write the table from the rows already in --out (a run stopped for time "
                              "keeps every audit it finished there)")  # fmt: skip
+    parser.add_argument(
+        "--tightness",
+        action="store_true",
+        help="also run the tightness comparison (module docstring) into gradient_canary_tightness.json",
+    )
+    parser.add_argument(
+        "--jax-privacy-wheel",
+        type=Path,
+        metavar="WHEEL",
+        help="a jax_privacy wheel to read its auditing module from (when not installed)",
+    )
     args = parser.parse_args()
     if args.render and not args.out.is_file():
         parser.error(f"--render: no rows to render, {args.out} does not exist")
@@ -191,7 +215,7 @@ def main() -> None:
             )
     header = (
         "# White-box gradient canaries (mlp-dp, GAP-NDP, DP-GNN and sound DPAR, one training run per audit)\n\n"
-        f"`{' '.join(['python', *(a for a in sys.argv if a != '--render')])}`"
+        f"`{' '.join(['python', *main_table_args()])}`"
         f" — Dirac canaries, δ = {DELTA:g}, seeds {list(seeds)}, default splits, GAP with D = the graph's largest "
         f"degree, torch {torch.__version__}, {platform.processor() or platform.machine()}, 1 thread. The claim "
         "compared is the audited DP-SGD module's own ε from the defense's spec (mlp-dp and DP-GNN: the whole "
@@ -207,14 +231,167 @@ def main() -> None:
         "claimed ε, or certified μ > its claimed μ."
     )
     text = f"{header}\n\n{markdown_table(table, list(table[0]))}\n"
+    tight_path = args.out.with_name("gradient_canary_tightness.json")
+    if args.tightness:
+        tight = tightness_rows(load_jax_privacy_auditing(args.jax_privacy_wheel), (0, 1, 2))
+        atomic_write_text(tight_path, json.dumps(tight, indent=1) + "\n")
+    if tight_path.is_file():
+        text += "\n" + render_tightness(json.loads(tight_path.read_text(encoding="utf-8")))
     path = Path(__file__).resolve().parent / "results" / "gradient_canary.md"
     atomic_write_text(path, text)
     print(path)
 
 
+def main_table_args() -> list[str]:
+    """The command line that wrote the main table's rows: without --render and the tightness options."""
+    out, skip = [], False
+    for a in sys.argv:
+        if skip:
+            skip = False
+        elif a == "--jax-privacy-wheel":
+            skip = True
+        elif a not in ("--render", "--tightness"):
+            out.append(a)
+    return out
+
+
 def median_or_dash(values: list[float | None]) -> str:
     present = [v for v in values if v is not None]
     return f"{statistics.median(present):.3f}" if present else "-"
+
+
+# ------------------------------------------------------------------------------------- tightness
+TIGHT_CLAIMS = (4.0, 1.0)
+TIGHT_CANARIES = (4000, 10038)
+IDEAL_CANARIES = (10_000, 50_000, 100_000)
+
+
+def load_jax_privacy_auditing(wheel: Path | None):
+    """jax_privacy's auditing module: the installed one, or the file from ``wheel`` (it imports
+    only dp_accounting, numpy and scipy); ``None`` when neither is there."""
+    try:
+        from jax_privacy import auditing
+
+        return auditing
+    except ImportError:
+        pass
+    if wheel is None:
+        return None
+    import importlib.util
+    import tempfile
+    import zipfile
+
+    folder = Path(tempfile.mkdtemp(prefix="jax_privacy_"))
+    with zipfile.ZipFile(wheel) as archive:
+        archive.extract("jax_privacy/auditing.py", folder)
+    spec = importlib.util.spec_from_file_location("jax_privacy_auditing", folder / "jax_privacy" / "auditing.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def timed(fn):
+    start = time.process_time()
+    value = fn()
+    return value, time.process_time() - start
+
+
+def estimators_on(scores: np.ndarray, coins: np.ndarray, claim: float, q: float, steps: int, jaxp) -> dict:
+    """Every estimator on one run's (scores, coins), each with its CPU seconds (95 % each)."""
+    out: dict = {}
+    audit, cpu = timed(lambda: audit_epsilon(scores, coins, delta=DELTA))
+    out["ours: certified (any mechanism)"] = (audit["certified_epsilon_lower_bound"], cpu)
+    out["ours: one-run-fdp-gaussian (estimate)"] = (audit["epsilon_lower_bound"]["one-run-fdp-gaussian"], cpu)
+    sigma = claimed_noise_multiplier(claim, DELTA, q, steps)
+    test, cpu = timed(lambda: sgm_hypothesis_test(scores, coins, noise_multiplier=sigma, sample_rate=q, steps=steps))
+    out["ours: hypothesis test p-value"] = (test.p_value, cpu)
+    for family in ("epsilon-delta", "gaussian"):
+        bound, cpu = timed(lambda f=family: xiang_epsilon_lower_bound(scores, coins, delta=DELTA, family=f))
+        out[f"Xiang et al., {family} family"] = (bound["epsilon"], cpu)
+    if jaxp is not None:
+        auditor = jaxp.CanaryScoreAuditor(scores[coins], scores[~coins])
+        for name, call in (
+            ("jax_privacy epsilon_one_run", lambda: auditor.epsilon_one_run(0.05, DELTA)),
+            ("jax_privacy epsilon_one_run_fdp", lambda: auditor.epsilon_one_run_fdp(0.05, DELTA)),
+            ("jax_privacy epsilon_clopper_pearson (assumes independent canaries)",
+             lambda: auditor.epsilon_clopper_pearson(0.05, DELTA)),
+            ("jax_privacy epsilon_from_gdp (estimate)", lambda: auditor.epsilon_from_gdp(0.05, DELTA)),
+        ):  # fmt: skip
+            value, cpu = timed(call)
+            out[name] = (float(value), cpu)
+    return out
+
+
+def tightness_rows(jaxp, seeds) -> list[dict]:
+    dataset = load_dataset("cora")
+    rows = []
+    for claim in TIGHT_CLAIMS:
+        for canaries in TIGHT_CANARIES:
+            for seed in seeds:
+                record = gradient_canary_audit("mlp-dp", dataset, claim, canaries=canaries, delta=DELTA, seed=seed,
+                                               device="cpu", progress=False, keep_scores=True)  # fmt: skip
+                run = record["per_run"][0]
+                s, y = np.asarray(record["scores"]), np.asarray(record["included"], dtype=bool)
+                est = estimators_on(s, y, claim, run["sample_rate"], run["steps"], jaxp)
+                rows.append({"game": "mlp-dp run", "claim": claim, "canaries": canaries, "seed": seed,
+                             "on_unused_input_columns": record["design"]["on_unused_input_columns"],
+                             "estimators": est})  # fmt: skip
+                print({"claim": claim, "canaries": canaries, "seed": seed,
+                       **{k: round(v[0], 3) for k, v in est.items()}}, flush=True)  # fmt: skip
+        # the ideal game at the run's μ (q = 1, T = 100 on Cora): a one-run bound's limit
+        sigma = claimed_noise_multiplier(claim, DELTA, 1.0, 100)
+        for canaries in IDEAL_CANARIES:
+            for seed in seeds:
+                rng = np.random.default_rng([seed, canaries])
+                y = rng.integers(0, 2, canaries).astype(bool)
+                s = 100.0 * y + rng.normal(0.0, 10.0 * sigma, canaries)
+                est = estimators_on(s, y, claim, 1.0, 100, None)
+                rows.append({"game": "ideal Gaussian", "claim": claim, "canaries": canaries, "seed": seed,
+                             "estimators": est})  # fmt: skip
+                print({"ideal": claim, "canaries": canaries, "seed": seed,
+                       **{k: round(v[0], 3) for k, v in est.items()}}, flush=True)  # fmt: skip
+    return rows
+
+
+def render_tightness(rows: list[dict]) -> str:
+    names = []
+    for r in rows:
+        names += [n for n in r["estimators"] if n not in names]
+    table = []
+    groups = []
+    for r in rows:
+        key = (r["game"], r["claim"], r["canaries"])
+        if key not in groups:
+            groups.append(key)
+    for game, claim, canaries in groups:
+        group = [r for r in rows if (r["game"], r["claim"], r["canaries"]) == (game, claim, canaries)]
+        row = {"game": game, "claim ε": f"{claim:g}", "canaries": str(canaries)}
+        for name in names:
+            values = [r["estimators"][name] for r in group if name in r["estimators"]]
+            if not values:
+                row[name] = "-"
+                continue
+            med = statistics.median(v[0] for v in values)
+            cpu = statistics.median(v[1] for v in values)
+            shown = f"{med:.2g}" if "p-value" in name else f"{med:.2f} ({med / claim:.0%})"
+            row[name] = f"{shown}; {cpu:.2f} s"
+        table.append(row)
+    header = (
+        "## Tightness: one run of sound mlp-dp on Cora, every estimator on the same scores\n\n"
+        "`python benchmarks/bench_gradient_canary.py --out benchmarks/results/gradient_canary.json --render "
+        "--tightness --jax-privacy-wheel jax_privacy-2.0.0-py3-none-any.whl` — medians over seeds "
+        f"{sorted({r['seed'] for r in rows})}; each cell: ε (fraction of the claim); CPU seconds of the estimator "
+        "alone. mlp-dp on Cora is full-batch (q = 1, T = 100): a Gaussian mechanism of μ = 0.925 at ε = 4, 0.268 at "
+        "ε = 1; its model has 10,038 parameters, so 10,038 canaries is every coordinate (4,109 of them on input "
+        "columns no training row uses: no interference). 'ideal Gaussian': simulated scores of the same mechanism "
+        "with no model at all, with more canaries than the model has. Valid for any mechanism: ours certified "
+        "(one-run, one-run-fdp, Bonferroni), jax_privacy epsilon_one_run and epsilon_one_run_fdp. Valid for a "
+        "family: Xiang et al. (independent canaries through an (ε, δ) or μ-GDP channel), jax_privacy "
+        "clopper_pearson (independent canaries). Estimates: one-run-fdp-gaussian's ε, epsilon_from_gdp. The "
+        "hypothesis test's cell is its p-value against the claim (large = not refuted)."
+    )
+    return f"{header}\n\n{markdown_table(table, list(table[0]))}\n"
 
 
 if __name__ == "__main__":

@@ -53,6 +53,7 @@ import torch
 from torch import nn
 
 from dpaudit.auditing.estimators import audit_epsilon
+from dpaudit.auditing.hypothesis import sgm_hypothesis_test
 from dpaudit.auditing.results import NO_POWER_NOTE, canary_verdict
 from dpaudit.auditing.statistics import auc_or_none
 from dpaudit.errors import ConfigurationError
@@ -208,7 +209,8 @@ def sampling_seed(seed: int, run: int) -> int:
 
 def summarise_game(scores, coins, *, delta: float, claimed_epsilon: float, claimed_mu: float | None = None,
                    run_ids=None, confidence: float = 0.95, keep_scores: bool = True,
-                   notes: list[str] | None = None, hypothesis: bool = False) -> dict[str, Any]:  # fmt: skip
+                   notes: list[str] | None = None, hypothesis: bool = False,
+                   mechanism: dict[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
     """The canary audit's verdict keys for the pooled (score, coin) pairs of finished runs:
     ``epsilon_lower_bound``, ``certified_epsilon_lower_bound`` (Bonferroni over the estimators of
     :func:`dpaudit.auditing.estimators.audit_epsilon`), ``max_possible``, ``can_refute_claim``,
@@ -218,7 +220,13 @@ def summarise_game(scores, coins, *, delta: float, claimed_epsilon: float, claim
     :data:`dpaudit.auditing.results.ESTIMATE_VERDICT` when only the GDP estimate does), ``auc``
     and, with ``keep_scores``, the scores and coins.
     ``run_ids``: the run of each canary (canary i enters only run r(i)); ``notes`` is extended
-    with the caveats met."""
+    with the caveats met.
+
+    ``mechanism`` (``noise_multiplier``, ``sample_rate``, ``steps``, ``max_grad_norm``: the SGM the
+    claim names, σ from :func:`dpaudit.auditing.hypothesis.claimed_noise_multiplier`) adds
+    ``hypothesis_test``: the one-run test of that mechanism on these scores
+    (:func:`dpaudit.auditing.hypothesis.sgm_hypothesis_test`, at ``confidence``; one run only) —
+    reported beside the certified bound, never merged into it."""
     notes = [] if notes is None else notes
     s = np.asarray(scores, dtype=float).reshape(-1)
     y = np.asarray(coins, dtype=bool).reshape(-1)
@@ -248,6 +256,11 @@ def summarise_game(scores, coins, *, delta: float, claimed_epsilon: float, claim
     if audit.get("can_refute_claim") is False:
         notes.append(NO_POWER_NOTE)
     out["verdict"] = canary_verdict(audit, hypothesis=hypothesis)
+    if mechanism is not None:
+        if np.unique(run_ids).size > 1:
+            raise ConfigurationError("the hypothesis test reads one run's canaries: pass one run's scores")
+        test = sgm_hypothesis_test(s, y, confidence=confidence, **mechanism)
+        out["hypothesis_test"] = test.to_dict()
     if keep_scores:
         out["scores"] = [float(v) for v in s]
         out["included"] = [bool(v) for v in y]

@@ -19,6 +19,10 @@ composition layer (benchmarks, tests) imports it: the zoo is never on a user's p
 defense                            break (true ε)
 =================================  ===========================================================
 ``zoo-mlp-dp-noise-div10``         DP-SGD noise multiplier σ/10 (accountant's ε at σ/10)
+``zoo-mlp-dp-noise-0.6``           DP-SGD noise multiplier 0.6σ (accountant's ε at 0.6σ)
+``zoo-mlp-dp-noise-0.8``           DP-SGD noise multiplier 0.8σ (accountant's ε at 0.8σ)
+``zoo-mlp-dp-rate-x2``             Poisson rate 2q (≤ 1) where the accountant is told q
+``zoo-mlp-dp-missing-step``        T + 1 steps where the accountant counts T
 ``zoo-mlp-dp-no-clipping``         no per-example clipping; noise std σ·C kept (∞)
 ``zoo-gap-edp-sensitivity-div10``  PMA calibrated to Δ/10 = √2/10 per hop (Gaussian ε at σΔ/10)
 ``zoo-gap-ndp-noise-div10``        encoder, PMA and classifier noise ÷ 10 (ledger at σ/10)
@@ -60,18 +64,28 @@ def ledger_epsilon(mechanisms, delta: float) -> float:
 
 
 @contextmanager
-def _mlp_dp_training(noise_factor: float, clip_factor: float):
-    """While open, mlp-dp's DP-SGD adds noise std σ·C·``noise_factor`` and clips at
-    C·``clip_factor``, and reports the mechanism it was asked to run (σ, q, T): what a bug
-    between the accountant and the optimiser looks like from outside."""
+def _mlp_dp_training(noise_factor: float, clip_factor: float, rate_factor: float = 1.0, extra_steps: int = 0):
+    """While open, mlp-dp's DP-SGD adds noise std σ·C·``noise_factor``, clips at
+    C·``clip_factor``, samples at ``rate_factor`` × the planned rate q (capped at 1) and runs
+    ``extra_steps`` more steps than planned, and reports the mechanism it was asked to run (σ, q,
+    T): what a bug between the accountant and the optimiser looks like from outside."""
     real = mlp_dp.train_mlp_dp
 
-    def wrong(module, x, y, *, noise_multiplier, max_grad_norm, **kw):
+    def wrong(module, x, y, *, noise_multiplier, max_grad_norm, schedule=None, **kw):
+        planned = schedule
+        if schedule is not None and rate_factor != 1.0:
+            schedule = dataclasses.replace(schedule, sample_rate=min(1.0, schedule.sample_rate * rate_factor))
+        if schedule is not None and extra_steps:
+            # one epoch of all the steps: the extra step needs no equal split
+            schedule = dataclasses.replace(schedule, steps=schedule.steps + extra_steps, epochs=1)
+            kw["epochs"] = 1
         # opacus-style noise std is σ'·C': σ' = σ·noise/clip keeps it at σ·C·noise.
         spent = real(module, x, y, noise_multiplier=noise_multiplier * noise_factor / clip_factor,
-                     max_grad_norm=max_grad_norm * clip_factor, **kw)  # fmt: skip
+                     max_grad_norm=max_grad_norm * clip_factor, schedule=schedule, **kw)  # fmt: skip
         if spent is None:
             return None
+        if planned is not None:
+            return PoissonSubsampledGaussian(noise_multiplier, planned.sample_rate, planned.steps)
         return PoissonSubsampledGaussian(noise_multiplier, spent.sample_rate, spent.steps)
 
     mlp_dp.train_mlp_dp = wrong
@@ -82,13 +96,16 @@ def _mlp_dp_training(noise_factor: float, clip_factor: float):
 
 
 class _BrokenMLPDP(mlp_dp.MLPDP):
-    """mlp-dp whose DP-SGD runs with another (noise multiplier, clipping norm) than it accounts."""
+    """mlp-dp whose DP-SGD runs another mechanism than it accounts: another (noise multiplier,
+    clipping norm), a higher sampling rate, or more steps."""
 
     noise_factor = 1.0
     clip_factor = 1.0
+    rate_factor = 1.0
+    extra_steps = 0
 
     def _fit(self, dataset, split, delta):
-        with _mlp_dp_training(self.noise_factor, self.clip_factor):
+        with _mlp_dp_training(self.noise_factor, self.clip_factor, self.rate_factor, self.extra_steps):
             return super()._fit(dataset, split, delta)
 
     def true_epsilon(self, dataset: GraphDataset, split: Split, delta: float, module: str | None = None) -> float:
@@ -97,8 +114,9 @@ class _BrokenMLPDP(mlp_dp.MLPDP):
             return math.inf  # an unclipped gradient has unbounded sensitivity
         plan = self.plan(dataset.num_features, declared_train_size(dataset, split), delta)
         mech = plan.mechanism
-        return ledger_epsilon([PoissonSubsampledGaussian(mech.sigma * self.noise_factor, mech.sample_rate,
-                                                         mech.steps)], delta)  # fmt: skip
+        run = PoissonSubsampledGaussian(mech.sigma * self.noise_factor, min(1.0, mech.sample_rate * self.rate_factor),
+                                        mech.steps + self.extra_steps)  # fmt: skip
+        return ledger_epsilon([run], delta)
 
 
 @register_defense
@@ -106,6 +124,34 @@ class MLPDPNoiseDiv10(_BrokenMLPDP):
     name = "zoo-mlp-dp-noise-div10"
     summary = "zoo: mlp-dp with a tenth of the accounted DP-SGD noise"
     noise_factor = 0.1
+
+
+@register_defense
+class MLPDPNoise06(_BrokenMLPDP):
+    name = "zoo-mlp-dp-noise-0.6"
+    summary = "zoo: mlp-dp with 0.6 of the accounted DP-SGD noise"
+    noise_factor = 0.6
+
+
+@register_defense
+class MLPDPNoise08(_BrokenMLPDP):
+    name = "zoo-mlp-dp-noise-0.8"
+    summary = "zoo: mlp-dp with 0.8 of the accounted DP-SGD noise (20 % short)"
+    noise_factor = 0.8
+
+
+@register_defense
+class MLPDPRateX2(_BrokenMLPDP):
+    name = "zoo-mlp-dp-rate-x2"
+    summary = "zoo: mlp-dp sampling at twice the Poisson rate its accountant is told"
+    rate_factor = 2.0
+
+
+@register_defense
+class MLPDPMissingStep(_BrokenMLPDP):
+    name = "zoo-mlp-dp-missing-step"
+    summary = "zoo: mlp-dp running one DP-SGD step more than its accountant counts"
+    extra_steps = 1
 
 
 @register_defense
@@ -330,7 +376,9 @@ class ToyGaussianSum(Defense):
         g = torch.Generator().manual_seed(self.seed)
         w = x.t() @ y + self.sigma_factor * sigma * torch.randn(x.size(1), y.size(1), generator=g, dtype=torch.double)
         spec = PrivacyLedger().step(GaussianMechanism(sigma, 1.0, 1)).spec(delta, "node", target_epsilon=self.epsilon)
-        return ToyGaussianModel(w, spec, {"inference": inference_entry(private=True, training_graph=True, note="features only")})
+        return ToyGaussianModel(
+            w, spec, {"inference": inference_entry(private=True, training_graph=True, note="features only")}
+        )
 
     def true_epsilon(self, dataset: GraphDataset, split: Split, delta: float, module: str | None = None) -> float:
         """The true ε (one Gaussian release: ``module`` names nothing else)."""
@@ -374,6 +422,17 @@ VARIANTS: tuple[Variant, ...] = (
 )
 
 
+#: the subtle bugs of issue 47 (item 3), tested by gradient canaries and the claim's hypothesis
+#: test (``benchmarks/bench_bug_zoo.py``): each trains like mlp-dp and claims its ε
+SUBTLE_VARIANTS: tuple[Variant, ...] = (
+    Variant("mlp-dp", "sound", "mlp-dp"),
+    Variant("mlp-dp", "noise-0.8", "zoo-mlp-dp-noise-0.8"),
+    Variant("mlp-dp", "noise-0.6", "zoo-mlp-dp-noise-0.6"),
+    Variant("mlp-dp", "rate-x2", "zoo-mlp-dp-rate-x2"),
+    Variant("mlp-dp", "missing-step", "zoo-mlp-dp-missing-step"),
+)
+
+
 def max_in_degree(dataset: GraphDataset) -> int:
     """The largest in-degree of the graph: the degree promise the zoo gives sound node-level GAP."""
     return int(torch.bincount(dataset.data.edge_index[1], minlength=dataset.num_nodes).max())
@@ -391,6 +450,7 @@ def true_epsilon(defense: str, dataset: GraphDataset, split: Split, epsilon: flo
 
 
 # --------------------------------------------------------------------------- auditing a variant
+
 
 def gcon_runs(claim: float) -> int:
     """Trainings pooled in GCON's audit at ``claim`` (each holds one canary). Below ε = 1 each
