@@ -65,6 +65,7 @@ from torch import nn
 
 from dpaudit.accounting.spec import UNITS, validate_delta, validate_epsilon
 from dpaudit.auditing import gradient_canary as game
+from dpaudit.auditing.hypothesis import claimed_noise_multiplier
 from dpaudit.auditing.results import CANARY_SCHEMA, CANARY_SCHEMA_VERSION, CanaryAuditRecord
 from dpaudit.data.datasets import GraphDataset
 from dpaudit.errors import ConfigurationError
@@ -386,9 +387,15 @@ class GradientCanaries:
             notes=notes,
             self_check=self_check,
         )
+        mechanism = {
+            "noise_multiplier": claimed_noise_multiplier(claim, delta, hook.sample_rate, hook.steps),
+            "sample_rate": hook.sample_rate,
+            "steps": hook.steps,
+            "max_grad_norm": hook.max_grad_norm,
+        }
         record.update(game.summarise_game(s, hook.included, delta=delta, claimed_epsilon=claim,
                                           confidence=confidence, keep_scores=keep_scores, notes=notes,
-                                          hypothesis=True))  # fmt: skip
+                                          hypothesis=True, mechanism=mechanism))  # fmt: skip
         per_run["auc"] = record["auc"]
         record["per_run"] = [per_run]
         return record

@@ -608,4 +608,9 @@ def bound_lines(result: dict[str, Any]) -> list[str]:
     if estimates:
         lines.append("  estimates (not bounds: they assume a Gaussian trade-off curve): "
                      + ", ".join(f"{k} {fmt(v)}" for k, v in estimates.items()))  # fmt: skip
+    test = result.get("hypothesis_test")
+    if test:
+        outcome = "refuted" if test["refuted"] else "not refuted"
+        lines.append(f"the claim as a hypothesis, {test['mechanism']}: p = {test['p_value']:.3g}, {outcome} at the "
+                     f"{100 * (1 - test['confidence']):g} % level (exact for that mechanism; not a bound for any other)")  # fmt: skip
     return lines

@@ -30,6 +30,7 @@ enters only run r(i)).
 from __future__ import annotations
 
 import logging
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,7 @@ import numpy as np
 
 from dpaudit.auditing import gradient_canary as game
 from dpaudit.auditing.gradient_canary import OBSERVATIONS, SCORE_NAMES, sampling_seed, summarise_game
+from dpaudit.auditing.hypothesis import claimed_noise_multiplier
 from dpaudit.auditing.results import CANARY_SCHEMA, CANARY_SCHEMA_VERSION, CanaryAuditRecord
 from dpaudit.auditing.statistics import auc_or_none
 from dpaudit.data.datasets import GraphDataset, load_dataset
@@ -240,6 +242,7 @@ def gradient_canary_audit(
                     "auc": auc_or_none(s, hook.included),
                     "run_label": hook.label,
                     "sample_rate": hook.sample_rate,
+                    "max_grad_norm": hook.max_grad_norm,
                     "law": hook.law.describe(),
                     "steps": hook.steps,
                     "sampled_rate": game.sampling_rate_seen(hook),
@@ -298,8 +301,36 @@ def _summarise(per_run, scores, coins, options, run_delta, confidence, keep_scor
     run_ids = np.concatenate([np.full(len(c), i) for i, c in enumerate(coins)])
     out.update(summarise_game(np.concatenate(scores), np.concatenate(coins), delta=run_delta, claimed_epsilon=claim,
                               claimed_mu=claimed_mu, run_ids=run_ids, confidence=confidence, keep_scores=keep_scores,
-                              notes=notes, hypothesis=any(r["hypothesis"] for r in per_run)))  # fmt: skip
+                              notes=notes, hypothesis=any(r["hypothesis"] for r in per_run),
+                              mechanism=_claimed_mechanism(per_run, claim, run_delta, options, out["coverage"])))  # fmt: skip
     return out
+
+
+def _claimed_mechanism(per_run, claim: float, delta: float, options, coverage: str) -> dict[str, Any] | None:
+    """The SGM(σ, q, T) the claim names, for the one-run hypothesis test
+    (:func:`dpaudit.auditing.hypothesis.sgm_hypothesis_test`), or ``None`` where that test's score
+    law does not apply: several runs (it reads one run's canaries), a score other than the summed
+    iterates, or canaries whose law is not one DP-SGD example's (DP-GNN's, DPAR's).
+
+    Args:
+        per_run: the finished runs' rows.
+        claim: the ε claim tested.
+        delta: its δ.
+        options: the audit's options (``observe``).
+        coverage: what the bound covers (:data:`COVERAGE` for DP-SGD examples).
+
+    Returns:
+        ``noise_multiplier``, ``sample_rate``, ``steps``, ``max_grad_norm``, or ``None``.
+    """
+    if len(per_run) != 1 or options["observe"] != "iterates" or coverage != COVERAGE or not math.isfinite(claim):
+        return None
+    run = per_run[0]
+    return {
+        "noise_multiplier": claimed_noise_multiplier(claim, delta, run["sample_rate"], run["steps"]),
+        "sample_rate": run["sample_rate"],
+        "steps": run["steps"],
+        "max_grad_norm": run["max_grad_norm"],
+    }
 
 
 def _coverage(per_run: list[dict[str, Any]]) -> str:

@@ -14,6 +14,7 @@ from torch.func import functional_call, grad, vmap
 
 import dpaudit
 from dpaudit.accounting import PoissonSubsampledGaussian, calibrate_noise
+from dpaudit.auditing.hypothesis import claimed_noise_multiplier
 from dpaudit.auditing.results import REFUTING_VERDICTS
 from dpaudit.errors import ConfigurationError
 
@@ -101,6 +102,16 @@ def test_the_correct_placement_is_accepted_and_not_refuted(sigma):
     assert check["noise_std"] == pytest.approx(sigma * CLIP, rel=0.05)
     assert check["max_clipped_sum_over_c"] > 2  # a batch's clipped sum, not a mean
     assert check["observed_sample_rate"] == pytest.approx(RATE, abs=0.02)
+    test = out["hypothesis_test"]  # the claim as SGM(σ, q, T): a correct run is not refuted
+    assert test["refuted"] is False and test["p_value"] > 0.05
+
+
+def test_noise_six_tenths_of_the_claim_is_refuted_by_the_hypothesis_test_in_one_run(sigma):
+    out = _loop(sigma, noise_factor=0.6, dataset_size=N)
+    assert not isinstance(out, Exception), out
+    test = out["hypothesis_test"]
+    assert test["refuted"] is True and test["p_value"] < 1e-3
+    assert test["noise_multiplier"] == pytest.approx(claimed_noise_multiplier(EPSILON, DELTA, RATE, STEPS), rel=1e-6)
 
 
 def test_a_tenth_of_the_noise_with_the_canaries_well_placed_is_still_refuted(sigma):
