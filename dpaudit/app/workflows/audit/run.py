@@ -66,7 +66,7 @@ def audit(
     from dpaudit.release.model import ReleasedModel, load
 
     if isinstance(model, (str, Path)):
-        model = load(model)
+        model = load(model, record=True)  # a folder: the owner's audit reads its record when it is there
     if not isinstance(model, ReleasedModel):
         raise DPAuditError("audit expects a dpaudit ReleasedModel or the folder of a saved one")
     canary_results = check_canary_results(model, canaries)
