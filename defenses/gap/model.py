@@ -556,6 +556,11 @@ class GAPModel(ReleasedModel):
         answers are counted. :attr:`privacy` itself when nothing was charged."""
         return charged_spec(self.cfg, self.privacy, self.charged_releases)
 
+    def total_with(self, releases: int) -> PrivacySpec:
+        """The training spec composed with ``releases`` PMA releases charged to the training data
+        (:func:`charged_spec`): what a plan of that many releases over the training graph costs."""
+        return charged_spec(self.cfg, self.privacy, int(releases))
+
     def charges_training(self, graph: Data) -> bool:
         """Whether a release over ``graph`` is charged to the training data: the object answers
         in the ``training-graph`` deployment (declared so: every graph it answers over is the
