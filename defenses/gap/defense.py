@@ -870,7 +870,7 @@ class _GAP(Defense):
             num_nodes,
             structure_key(Data(edge_index=edge_index, num_nodes=num_nodes)),
         )
-        model.keep_training_release(trained, best.cache)
+        model.keep_training_release(trained, best.cache, edge_index)
         # no validation nodes: no accuracy (None, not NaN, which JSON cannot hold)
         val_accuracy = best.val_accuracy if math.isfinite(best.val_accuracy) else None
         model.record["gap"]["selection"] = {"val_accuracy": val_accuracy, "kept_edges": best.kept_edges}

@@ -36,7 +36,15 @@ from defenses.gap.mechanism import (
     row_normalize,
 )
 from defenses.gap.projection import projection_of
-from defenses.gap.queries import QueryRelease, features_unchanged, local_edges, row_digests, structure_key
+from defenses.gap.queries import (
+    QueryRelease,
+    edge_codes,
+    features_unchanged,
+    local_edges,
+    row_digests,
+    shares_edges,
+    structure_key,
+)
 from dpaudit.accounting import GaussianMechanism, PoissonSubsampledGaussian, PrivacyLedger, PrivacySpec
 from dpaudit.accounting.mechanisms import mechanism_from_record
 from dpaudit.data.adjacency import TensorCache
@@ -317,6 +325,9 @@ class QueryLedger:
 
 #: name of the owner's record tensor (``provenance.safetensors``)
 TRAINING_AGGREGATIONS = "gap.training_aggregations"
+#: the training graph's edge set (:func:`~defenses.gap.queries.edge_codes`), owner's record only: what
+#: :meth:`GAPModel.charges_training` recognises a graph sharing an edge with the training graph by
+TRAINING_EDGES = "gap.training_edges"
 #: where files before format 3 kept the training aggregations (in the public ``model.safetensors``)
 LEGACY_CACHE = "cache.aggregations"
 
@@ -512,6 +523,8 @@ class GAPModel(ReleasedModel):
         # what queries learn about the training graph (shared with interactive copies)
         self._training: tuple[TrainingGraph, torch.Tensor] | None = None
         self._training_rows = TrainingRows()
+        # the training graph's edge codes (owner's record), when known
+        self._training_edges: torch.Tensor | None = None
         # a query session's PMA releases on query graphs, least recently used first (a bounded
         # memo, never saved; at most ``query_memo_size`` kept). None on the model object itself:
         # it answers every caller, so it memoises nothing (:meth:`query_session`)
@@ -566,17 +579,22 @@ class GAPModel(ReleasedModel):
         in the ``training-graph`` deployment (declared so: every graph it answers over is the
         owner's, or built from it, as LinkTeller's feature-perturbed copies), or — unless it is
         declared ``querier-graph`` (the querier's own graph, the same whatever the training data)
-        — the owner's record is here and ``graph`` has the training graph's node count and edge
-        structure (the training graph, or a copy with changed features). Decided from the declaration and the
-        owner's record only: the answer itself (a fresh PMA release) is the same either way, and a
-        third party's copy, which holds no record, decides from its declaration alone."""
+        — the owner's record is here and ``graph``, over the training graph's nodes (the same
+        node count: node ids name the same nodes), shares an edge with it (its edge set in the
+        record; for a record without it, the same edge structure: the training graph, or a copy
+        with changed features). A graph of another node count built from the training graph
+        (relabelled nodes) is not recognised: answer it in a ``training-graph`` session. Decided from the declaration and
+        the owner's record only: the answer itself (a fresh PMA release) is the same either way,
+        and a third party's copy, which holds no record, decides from its declaration alone."""
         if self.deployment == TRAINING_GRAPH:
             return True
         if self.deployment == QUERIER_GRAPH or self._training is None:  # declared: the querier's own graph
             return False
         trained, _ = self._training
-        if int(graph.num_nodes) != trained.num_nodes:
+        if int(graph.num_nodes) != trained.num_nodes:  # node ids name the training graph's nodes only there
             return False
+        if self._training_edges is not None:  # any shared edge, whatever the features
+            return shares_edges(graph, self._training_edges)
         structure = trained.structure or self._training_rows.structure
         if structure is not None:
             return structure_key(graph) == structure
@@ -588,8 +606,12 @@ class GAPModel(ReleasedModel):
         return self._memo is not None
 
     # -- the owner's training release --------------------------------------------------------
-    def keep_training_release(self, graph: TrainingGraph, aggregations: torch.Tensor) -> None:
-        """Hold PMA's training-graph output as the owner's record (``fit`` calls this)."""
+    def keep_training_release(
+        self, graph: TrainingGraph, aggregations: torch.Tensor, edge_index: torch.Tensor | None = None
+    ) -> None:
+        """Hold PMA's training-graph output as the owner's record (``fit`` calls this), with the
+        training graph's edges (``edge_index``; kept as :func:`~defenses.gap.queries.edge_codes`)
+        when given: what :meth:`charges_training` recognises a graph sharing an edge with it by."""
         expected = (graph.num_nodes, int(self.cfg["hops"]) * int(self.cfg["hidden"]))
         if tuple(aggregations.shape) != expected:
             raise ModelFormatError(
@@ -598,6 +620,10 @@ class GAPModel(ReleasedModel):
             )
         self._training = (graph, aggregations)
         self._training_rows = TrainingRows()
+        if edge_index is not None:
+            self._training_edges = edge_index if edge_index.dtype == torch.int64 and edge_index.dim() == 1 else None
+            if self._training_edges is None:
+                self._training_edges = edge_codes(edge_index)
         self.record.setdefault("gap", {})["training_graph"] = graph.to_dict()
 
     def training_release(self) -> TrainingRelease:
@@ -617,14 +643,27 @@ class GAPModel(ReleasedModel):
         return TrainingRelease(self, *self._training, self._training_rows)
 
     def record_tensors(self) -> dict[str, torch.Tensor]:
-        return {} if self._training is None else {TRAINING_AGGREGATIONS: self._training[1]}
+        if self._training is None:
+            return {}
+        tensors = {TRAINING_AGGREGATIONS: self._training[1]}
+        if self._training_edges is not None:
+            tensors[TRAINING_EDGES] = self._training_edges
+        return tensors
 
     def attach_record_tensors(self, tensors: dict[str, torch.Tensor]) -> None:
-        if set(tensors) != {TRAINING_AGGREGATIONS}:
+        if TRAINING_AGGREGATIONS not in tensors or not set(tensors) <= {TRAINING_AGGREGATIONS, TRAINING_EDGES}:
             raise ModelFormatError(
-                f"GAP owner's record tensors: expected {TRAINING_AGGREGATIONS!r}, got {sorted(tensors)}"
+                f"GAP owner's record tensors: expected {TRAINING_AGGREGATIONS!r} (and {TRAINING_EDGES!r}), got "
+                f"{sorted(tensors)}"
             )
-        self.keep_training_release(TrainingGraph.from_record(self.record), tensors[TRAINING_AGGREGATIONS])
+        edges = tensors.get(TRAINING_EDGES)
+        if edges is not None and (edges.dtype != torch.int64 or edges.dim() != 1):
+            raise ModelFormatError(f"GAP owner's record tensor {TRAINING_EDGES!r} must be a 1-D int64 tensor")
+        self.keep_training_release(
+            TrainingGraph.from_record(self.record),
+            tensors[TRAINING_AGGREGATIONS],
+            None if edges is None else edges.cpu(),
+        )
 
     # -- a caller's query session ------------------------------------------------------------
     def query_session(self, deployment: str | None = None, budget: float | None = None) -> GAPModel:
