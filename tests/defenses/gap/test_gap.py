@@ -731,7 +731,7 @@ def test_save_load_round_trip(fitted, small_graph, tmp_path, name):
     (``provenance.safetensors`` + the graph's key in ``provenance.json``) and comes back with it."""
     model = fitted[name]
     directory = model.save(tmp_path / name)
-    loaded = load(directory)
+    loaded = load(directory, record=True)
     assert isinstance(loaded, GAPModel)
     ours, theirs = model.training_release(), loaded.training_release()
     assert torch.equal(theirs.predict_proba(small_graph.data), ours.predict_proba(small_graph.data))

@@ -14,10 +14,10 @@ import logging
 import pytest
 
 import defenses  # noqa: F401  (registers the defenses)
+from defenses.gap.model import QUERY_LEDGER_PROTECTS
 from dpaudit.app.workflows import audit, audit_plan, format_plan
 from dpaudit.data.splits import make_split
 from dpaudit.release.model import load
-from defenses.gap.model import QUERY_LEDGER_PROTECTS
 from dpaudit.training.registry import get_defense
 from reports.aggregate import collapse_mechanisms
 from reports.render import write_report
