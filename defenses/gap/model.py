@@ -538,6 +538,9 @@ class GAPModel(ReleasedModel):
         #: ``None``: no cap (:meth:`query_session`)
         self.query_budget: float | None = None
         self._budget_releases: int | None = None
+        #: a session's policy: answer every query over the training graph's edge structure from
+        #: the training release, whatever the features (:meth:`query_session`)
+        self.answer_from_release = False
 
     @property
     def device(self) -> torch.device:
@@ -666,7 +669,9 @@ class GAPModel(ReleasedModel):
         )
 
     # -- a caller's query session ------------------------------------------------------------
-    def query_session(self, deployment: str | None = None, budget: float | None = None) -> GAPModel:
+    def query_session(
+        self, deployment: str | None = None, budget: float | None = None, answer_from_release: bool = False
+    ) -> GAPModel:
         """A caller's own session: the same weights, training spec and training release, its
         own query ledger (starting at 0 releases) and its own memo. Inside it an identical
         repeated query (rows a release of this session computed, their neighbourhood's
@@ -683,6 +688,12 @@ class GAPModel(ReleasedModel):
                 session, each counted as charged (so the refusal depends on the number of
                 releases only, never on which graph was queried). A query that would pass it is
                 refused in one line before any release (:class:`QueryBudgetExceeded`).
+            answer_from_release: the owner answers every query over its training graph's edge
+                structure (the graph itself, or a copy with the querier's features) from the
+                training release: hops 1..K are the aggregations PMA released in training (paid
+                for by the training ε), hop 0 the queried features — post-processing, nothing new
+                charged; a querier's feature change then moves only the changed node's own
+                answer. Needs the owner's record (its training release and edge structure).
 
         Raises:
             ConfigurationError: an unknown deployment, or a budget below the training ε.
@@ -703,6 +714,12 @@ class GAPModel(ReleasedModel):
         twin.deployment = deployment if deployment is not None else self.deployment
         twin.query_budget = budget
         twin._budget_releases = None
+        twin.answer_from_release = bool(answer_from_release)
+        if twin.answer_from_release and (self._training is None or self._training[0].structure is None):
+            raise ConfigurationError(
+                "answer_from_release needs the owner's record with the training graph's edge structure "
+                "(load(..., record=True) of a model saved by this version)"
+            )
         twin.privacy = copy.deepcopy(self.privacy)
         twin.card = copy.deepcopy(self.card)
         twin.record = copy.deepcopy(self.record)
@@ -788,6 +805,11 @@ class GAPModel(ReleasedModel):
         read are unchanged (:class:`~defenses.gap.queries.QueryRelease`). Any other row — a node
         the release did not cover, or a graph whose release was evicted — is a new release,
         charged like any. The model object itself memoises nothing: every call is a release."""
+        if self.answer_from_release:
+            trained, aggregations = self._training
+            if int(graph.num_nodes) == trained.num_nodes and structure_key(graph) == trained.structure:
+                # the training release's rows: post-processing of what training released and paid for
+                return aggregations[idx.to(aggregations.device)]
         memo = self._memo
         if memo is not None and self.query_memo_size < 1:
             raise DPAuditError(f"GAP query_memo_size must be >= 1, got {self.query_memo_size}")

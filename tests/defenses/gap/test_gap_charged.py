@@ -141,3 +141,25 @@ def test_answers_from_the_training_release_spend_nothing(gap, small_graph):
     assert probs.shape == (small_graph.num_nodes, small_graph.num_classes)
     assert session.query_ledger.releases == 0 and session.charged_privacy is session.privacy
     assert torch.equal(torch.as_tensor(C.posteriors(session, small_graph.data)), torch.as_tensor(probs))
+
+
+def test_linkteller_answered_from_the_training_release_spends_nothing_new(gap, small_graph, tmp_path):
+    """The owner's policy ``answer_from_release``: every query over the training graph's edge
+    structure reads the training release (hops 1..K) and the queried features (hop 0), so
+    LinkTeller's feature-perturbed queries cost nothing new and its ceiling stays at the
+    training ε."""
+    import attacks
+
+    session = gap.query_session(deployment="training-graph", answer_from_release=True)
+    result = attacks.run("linkteller", session, small_graph, num_pairs=15, pr_nodes=0, hard_negatives=False)
+    assert session.query_ledger.releases == 0 and session.charged_privacy is session.privacy
+    assert result.ceiling["epsilon_spent"] == pytest.approx(gap.privacy.epsilon)
+    assert result.ceiling["charged_releases"] == 0
+    assert result.extra["query_access"]["ran"].endswith("answered from the training release (nothing new charged)")
+    # a querier's feature change moves only the changed node's own answer
+    moved = _perturbed(small_graph.data, node=3)
+    before, after = session.predict_proba(small_graph.data), session.predict_proba(moved)
+    assert not torch.equal(before[3], after[3])
+    assert torch.equal(torch.cat([before[:3], before[4:]]), torch.cat([after[:3], after[4:]]))
+    with pytest.raises(ConfigurationError, match="owner's record"):  # a public copy has no training release
+        load(gap.save(tmp_path / "m")).query_session(answer_from_release=True)
