@@ -160,10 +160,11 @@ Inference (Section 4.5/5.1) — no query may average PMA's noise away, no query 
 -------------------------------------------------------------------------------------------
 Every graph passed to :meth:`GAPModel.predict_proba` / :meth:`GAPModel.embed` gets a **new
 PMA release** on that graph with the training noise std, counted in the model's **query
-ledger** (:attr:`GAPModel.query_ledger`): what those releases guarantee is about the query
-graph(s) and is never added to the training guarantee — the model's ε (:attr:`GAPModel.privacy`)
-is about its training data and does not change with queries. The training graph is no
-exception. An earlier design answered a query whose canonical key matched the training graph's
+ledger** (:attr:`GAPModel.query_ledger`). A release over the training graph, or a graph sharing
+its nodes or edges, is about the training data and is charged to it: the training data's total is
+:attr:`GAPModel.charged_privacy`, the training ε composed with those releases
+(:meth:`GAPModel.charges_training`; the model's ε, :attr:`GAPModel.privacy`, is the training spec
+and does not change with queries). The training graph is no exception. An earlier design answered a query whose canonical key matched the training graph's
 from the cached training aggregations, for free; with the key in ``model.json`` that was an
 exact "is this your training graph?" oracle — ε = ∞ at either level, since G and G minus one
 edge were answered differently (free and identical vs. charged and fresh). A later design

@@ -549,8 +549,9 @@ class GAPModel(ReleasedModel):
     @property
     def query_ledger(self) -> QueryLedger:
         """The PMA releases this object (or session) made on query graphs so far, at the
-        model's δ and unit (:class:`QueryLedger`): a separate ledger about the query graphs.
-        :attr:`privacy` stays the training spec whatever was queried."""
+        model's δ and unit (:class:`QueryLedger`), with those charged to the training data and
+        their total (:attr:`charged_privacy`). :attr:`privacy` stays the training spec whatever
+        was queried."""
         return QueryLedger(
             int(self.cfg["query_releases"]),
             self.cfg.get("query_mechanism"),
