@@ -32,6 +32,7 @@ from defenses.gap import (
 )
 from defenses.gap.model import RELEASES_NOTE, _mechanism_from
 from defenses.gap.projection import projection_sensitivity
+from defenses.gap.queries import structure_key
 from dpaudit.accounting import GaussianMechanism, PoissonSubsampledGaussian, PrivacyLedger
 from dpaudit.data.splits import make_split
 from dpaudit.errors import ConfigurationError, DPAuditError, IntegrityError, ModelFormatError, PrivacyParameterError
@@ -749,8 +750,11 @@ def test_save_load_round_trip(fitted, small_graph, tmp_path, name):
     if model.privacy.is_private:
         assert "mechanisms re-derived from the card's hyperparameters and declared facts" in loaded.verification.checked
     record = json.loads((directory / "provenance.json").read_text())
-    assert record["gap"]["training_graph"] == {"key": ours.graph.key, "num_nodes": small_graph.num_nodes}
-    public = load(directory, record=False)
+    assert record["gap"]["training_graph"] == {"key": ours.graph.key, "num_nodes": small_graph.num_nodes,
+                                               "structure": structure_key(small_graph.data)}  # fmt: skip
+    # the training graph's edge set travels in the owner's record (what charges a graph sharing an edge)
+    assert torch.equal(loaded._training_edges, model._training_edges) and loaded._training_edges.numel() > 0
+    public = load(directory)
     with pytest.raises(DPAuditError, match="owner's record"):
         public.training_release()
     if name == "gap-inf":  # no noise: a charged release on the training graph repeats the cache exactly
