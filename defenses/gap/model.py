@@ -945,6 +945,12 @@ class GAPModel(ReleasedModel):
             raise refuse(f"gap config ledger is unreadable: {exc}") from None
         if releases < 0:
             raise refuse(f"query_releases must be >= 0, got {releases}")
+        try:
+            charged = int(config.get("charged_releases", 0) or 0)
+        except (TypeError, ValueError):
+            raise refuse(f"charged_releases must be an integer, got {config.get('charged_releases')!r}") from None
+        if not 0 <= charged <= releases:
+            raise refuse(f"charged_releases must lie in 0..query_releases ({releases}), got {charged}")
         if privacy.is_private and privacy.mechanisms != expected:
             what = f" + {releases} query-graph release(s) (a spec written before the query ledger)" if legacy else ""
             raise refuse(

@@ -163,3 +163,28 @@ def test_linkteller_answered_from_the_training_release_spends_nothing_new(gap, s
     assert torch.equal(torch.cat([before[:3], before[4:]]), torch.cat([after[:3], after[4:]]))
     with pytest.raises(ConfigurationError, match="owner's record"):  # a public copy has no training release
         load(gap.save(tmp_path / "m")).query_session(answer_from_release=True)
+
+
+def test_charged_releases_survive_save_and_load_and_are_checked(gap, small_graph, tmp_path, capsys):
+    """A saved model's charged releases come back with it (its total over the training graph is
+    what ``inspect`` prints); a count edited past the releases made is refused on load."""
+    import json
+
+    from dpaudit.app.cli import main
+    from dpaudit.errors import IntegrityError
+
+    session = gap.query_session()
+    session.predict_proba(small_graph.data, [0])
+    directory = session.save(tmp_path / "queried")
+    public = load(directory)
+    assert public.charged_releases == 1
+    assert public.charged_privacy.epsilon == pytest.approx(session.charged_privacy.epsilon)
+    assert main(["inspect", str(directory)]) == 0
+    shown = capsys.readouterr().out
+    assert f"total over the training graph: ({public.charged_privacy.epsilon:.4g}, " in shown
+    assert "a querier-chosen feature change: one new release over the training graph, charged" in shown
+    meta = json.loads((directory / "model.json").read_text())
+    meta["config"]["charged_releases"] = 5
+    (directory / "model.json").write_text(json.dumps(meta))
+    with pytest.raises(IntegrityError, match="charged_releases must lie in"):
+        load(directory)
