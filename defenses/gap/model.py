@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import json
 import logging
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -279,7 +281,14 @@ class QueryLedger:
     delta: float
     unit: str | None
     charged: int = 0
-    total: PrivacySpec | None = None
+    #: the training data's total, composed only when read (``None``: unknown)
+    total_spec: Callable[[], PrivacySpec] | None = dataclasses.field(default=None, compare=False)
+
+    @property
+    def total(self) -> PrivacySpec | None:
+        """The training spec composed with the ``charged`` releases (:func:`charged_spec`),
+        computed when read; ``None`` when unknown."""
+        return None if self.total_spec is None else self.total_spec()
 
     def spec(self) -> PrivacySpec:
         """The composition of the ``releases`` releases (:class:`~dpaudit.accounting.PrivacyLedger`)
@@ -558,7 +567,7 @@ class GAPModel(ReleasedModel):
             float(self.privacy.delta),
             self.privacy.unit,
             charged=self.charged_releases,
-            total=self.charged_privacy,
+            total_spec=functools.partial(charged_spec, self.cfg, self.privacy, self.charged_releases),
         )
 
     @property

@@ -93,7 +93,7 @@ def test_the_query_api_cost_is_one_finding_and_one_warning(audited):
     # LinkTeller's feature-perturbed copies of the training graph: every release charged to the training data
     assert found["charged_releases"] == made and found["charged_by_step"] == {"linkteller": made}
     total = result.model.total_with(made)
-    ledger = dataclasses.replace(result.model.query_ledger, releases=made, charged=made, total=total)
+    ledger = dataclasses.replace(result.model.query_ledger, releases=made, charged=made, total_spec=lambda: total)
     assert found["query_ledger"] == ledger.to_dict() and found["query_ledger"]["releases"] == made
     assert found["training_epsilon"] == result.model.privacy.epsilon
     assert found["epsilon_total"] == pytest.approx(total.epsilon) and total.epsilon > result.model.privacy.epsilon

@@ -7,6 +7,7 @@ training data: their total is the training ε composed with them (``epsilon_tota
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 #: attacks whose only query of the target is one full-graph query on the audited graph
@@ -84,8 +85,9 @@ def _query_ledger(model, releases: int, charged: int = 0) -> dict[str, Any]:
     ``releases`` releases, ``charged`` of them over the training graph (their total with the
     training ε: ``epsilon_total``)."""
     total_with = getattr(model, "total_with", None)
-    total = total_with(charged) if callable(total_with) else None
-    return dataclasses.replace(model.query_ledger, releases=int(releases), charged=int(charged), total=total).to_dict()
+    total = functools.partial(total_with, int(charged)) if callable(total_with) else None
+    ledger = dataclasses.replace(model.query_ledger, releases=int(releases), charged=int(charged), total_spec=total)
+    return ledger.to_dict()
 
 
 def query_plan_line(queries: dict) -> str:
