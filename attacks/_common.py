@@ -9,6 +9,7 @@ used only to *evaluate* attacks, never to orient or tune their scores.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
 import math
@@ -273,6 +274,24 @@ def resolve_deployment(model: ReleasedModel, deployment: str | None) -> str:
     return deployment
 
 
+@contextlib.contextmanager
+def deployed(model: ReleasedModel, deployment: str | None):
+    """Declare, for the duration of an attack, the deployment ``model`` answers in
+    (:func:`resolve_deployment`) to a model whose answers are accounted releases (GAP:
+    :meth:`~defenses.gap.GAPModel.charges_training`): in ``training-graph`` every release it makes
+    is over the owner's graph, or a copy of it with the querier's features, and is charged to
+    the training data; in ``querier-graph`` none is. Other models are unchanged."""
+    if not callable(getattr(model, "charges_training", None)):
+        yield model
+        return
+    before = getattr(model, "deployment", None)
+    model.deployment = resolve_deployment(model, deployment)
+    try:
+        yield model
+    finally:
+        model.deployment = before
+
+
 def query_graph(dataset: GraphDataset, split: Split, deployment: str, attack_unit: str):
     """The graph an attack's queries are computed over in ``deployment``.
 
@@ -294,6 +313,34 @@ def query_graph(dataset: GraphDataset, split: Split, deployment: str, attack_uni
     drop = torch.isin(keys, trained[0] * n + trained[1])
     data.edge_index = dataset.data.edge_index[:, ~drop]
     return data
+
+
+def query_access(model: ReleasedModel, deployment: str, what: str, feature_changes: int = 0) -> dict[str, Any]:
+    """What an edge attack ran, as its result records it (``extra["query_access"]``) and labels it:
+    the graph its queries read (``graph``), how many of them moved a node's features by the
+    querier's choice (``feature_changes``), how many new releases were charged to the training
+    data (``charged_releases``) and the label (``ran``), e.g. "training-graph: 412 queries with
+    querier-chosen feature changes over the owner's full training graph; 413 release(s) charged
+    to the training data"."""
+    full = deployment == TRAINING_GRAPH
+    graph = "the owner's full training graph"
+    if not full:
+        graph = "the querier's graph (the auditor's graph without the edges training read)"
+    charged = int(getattr(model, "charged_releases", 0) or 0)
+    label = f"{deployment}: {what} over {graph}"
+    if feature_changes:
+        label = f"{deployment}: {feature_changes} queries with querier-chosen feature changes over {graph}"
+    if charged:
+        label += f"; {charged} release(s) charged to the training data"
+    elif callable(getattr(model, "charges_training", None)) and full:
+        label += "; answered from the training release (nothing new charged)"
+    return {
+        "deployment": deployment,
+        "graph": graph,
+        "feature_changes": int(feature_changes),
+        "charged_releases": charged,
+        "ran": label,
+    }
 
 
 def sample_pairs(edge_index: torch.Tensor, num_nodes: int, count: int, rng: np.random.Generator):
@@ -332,12 +379,19 @@ def sample_pairs(edge_index: torch.Tensor, num_nodes: int, count: int, rng: np.r
 
 
 def model_summary(model: ReleasedModel) -> dict[str, Any]:
+    """The attacked model as a result records it: ``epsilon`` is the training ε,
+    ``epsilon_total`` the training data's total once the releases this object made over the
+    training graph are charged to it (:attr:`~dpaudit.release.model.ReleasedModel.charged_privacy`;
+    equal to ``epsilon`` when nothing was charged), ``charged_releases`` their number."""
     p = model.privacy
+    total = model.charged_privacy
     return {
         "method": model.method,
         "kind": model.kind,
         "dataset": (model.card.get("dataset") or {}).get("name"),
         "epsilon": p.epsilon if p.is_private else None,
+        "epsilon_total": total.epsilon if total.is_private else None,
+        "charged_releases": int(getattr(model, "charged_releases", 0) or 0),
         "delta": p.delta,
         "unit": p.unit,
         "sound": p.sound,
@@ -359,17 +413,29 @@ def lower_bound_delta(cov: Coverage, model: ReleasedModel) -> float:
 
 
 def _spent_above_target(model: ReleasedModel, ceiling: dict[str, Any]) -> str | None:
-    """Record in ``ceiling`` the ε the comparison used — the model's spec when the attack ended
-    (a training guarantee: GAP's releases on query graphs go to its separate query ledger,
-    ``extra["query_ledger"]``, never into this ε) — beside the training target, and say so when
-    it is above it: a table's ε column names the target, and "covered" alone would read as
-    covered at it."""
+    """Record in ``ceiling`` the ε the comparison used — the training data's total when the attack
+    ended: the training ε composed with the releases this object made over the training graph
+    (:attr:`~dpaudit.release.model.ReleasedModel.charged_privacy`; GAP's PMA releases over the
+    training graph or a feature-perturbed copy of it) — beside the training ε
+    (``epsilon_training``), the number of charged releases and the training target, and say so
+    when it is above the target: a table's ε column names the target, and "covered" alone would
+    read as covered at it."""
     if not model.privacy.is_private:
         return None
-    spent = float(model.privacy.epsilon)
+    total = model.charged_privacy
+    spent = float(total.epsilon)
+    charged = int(getattr(model, "charged_releases", 0) or 0)
     target = model.card.get("target_epsilon")
     ceiling["epsilon_spent"] = spent
+    ceiling["epsilon_training"] = float(model.privacy.epsilon)
+    ceiling["charged_releases"] = charged
     ceiling["target_epsilon"] = target
+    if charged and total is not model.privacy:
+        return (
+            f"compared with ε = {spent:.4g}: the training ε = {model.privacy.epsilon:.4g} composed with the "
+            f"{charged} release(s) this attack's queries made over the training graph (charged to the training "
+            f"data){'' if target is None else f'; the training target was ε = {float(target):g}'}"
+        )
     if target is None or spent <= float(target) * (1.0 + 1e-9):
         return None
     return (
@@ -473,7 +539,7 @@ def _attack_coverage(
         keeps, group_why = keeps_non_members_in_training_graph(model)
         group = 2 if keeps else 1
     cov = coverage(
-        model.privacy,
+        model.charged_privacy,  # the training ε composed with the releases charged to the training data
         attack_unit,
         queries_private_graph,
         model.inference_private,
@@ -515,7 +581,7 @@ def _measured_extra(model, extra, summary, attack_unit, runs, nodes, dataset) ->
     extra["attack_unit"] = attack_unit
     if nodes is not None and dataset is not None and attack_unit == "node":
         extra["risk_slices"] = risk_slices(dataset, nodes, runs)
-    query_ledger = getattr(model, "query_ledger", None)  # GAP: releases on query graphs, their own ledger
+    query_ledger = getattr(model, "query_ledger", None)  # GAP: releases on query graphs, some charged to training
     if query_ledger is not None:
         extra["query_ledger"] = query_ledger.to_dict()
     return extra

@@ -181,7 +181,9 @@ def link_steal(
     if supervised:
         extra.update({k: float(np.mean(v)) for k, v in sup.items()})
         extra["known_fraction"] = known_fraction
+    extra["query_access"] = C.query_access(model, deployment, "one query of every node")
     notes = [
+        f"ran: {extra['query_access']['ran']}",
         "posteriors from one query of the model on the full (private) graph"
         if deployment == C.TRAINING_GRAPH
         else "posteriors from one query of the model on the querier's graph: the auditor's graph without the edges "

@@ -94,6 +94,8 @@ class FeatureProbe:
         norms = torch.linalg.vector_norm(x.float(), dim=1)
         nonzero = norms[norms > 0]
         self.fallback_scale = float(nonzero.mean()) if len(nonzero) else 1.0
+        #: queries made with a node's features moved (querier-chosen feature changes)
+        self.changes = 0
 
     def posteriors(self, model: ReleasedModel, node: int, targets: np.ndarray) -> np.ndarray:
         """The model's posteriors of ``targets`` with node ``node``'s features perturbed."""
@@ -101,6 +103,7 @@ class FeatureProbe:
         original = x[node].clone()
         scale = float(torch.linalg.vector_norm(original.float())) or self.fallback_scale
         x[node] = original + (self.delta * scale) * self.direction
+        self.changes += 1
         try:
             return C.posteriors(model, self.graph, targets)
         finally:
@@ -290,6 +293,7 @@ def linkteller(
     graph = ds.data  # pairs and their labels: the true edges
     queried = C.query_graph(ds, split, deployment, "edge")
     run_scores, run_extra = [], []
+    changes = 0
     for r in range(runs):
         rng = np.random.default_rng(seed + 7919 * r)
         probe = FeatureProbe(queried, delta, seed + 7919 * r)
@@ -314,6 +318,7 @@ def linkteller(
                 info["hard_negatives"] = int(len(hard))
         if pr_nodes:
             info.update(density_protocol(model, probe, ds.num_nodes, graph.edge_index, pr_nodes, rng))
+        changes += probe.changes
         run_extra.append(info)
     extra = {"average_precision": float(np.mean([e["average_precision"] for e in run_extra]))}
     for key in ("auc_random_negatives", "auc_hard_negatives", "precision_at_density", "recall_at_density"):
@@ -324,8 +329,11 @@ def linkteller(
         extra["density_protocol"] = {
             k: run_extra[0][k] for k in ("sampled_nodes", "pairs", "density", "predicted_edges", "true_edges")
         }
+    extra["query_access"] = C.query_access(model, deployment, "feature-perturbed queries", changes)
     notes = [
-        "the model is queried on the private graph with the attacker's perturbed features (inductive access)"
+        f"ran: {extra['query_access']['ran']}",
+        "the model is queried on the private graph with the attacker's perturbed features (inductive access); a "
+        "release over it is charged to the training data"
         if deployment == C.TRAINING_GRAPH
         else "the model is queried on the querier's graph (the auditor's graph without the edges training read) "
         "with the attacker's perturbed features",

@@ -66,7 +66,7 @@ def child(model_dir: str, quick: bool, threads: int) -> None:
     attacks.run = timed_run
     marks: dict[str, float] = {}
     load_before = load_average()
-    model = load(model_dir, device="cpu")
+    model = load(model_dir, device="cpu", record=True)
 
     def on_plan(plan):
         marks["wall"], marks["cpu"] = time.perf_counter(), time.process_time()

@@ -83,7 +83,7 @@ def linkteller_part(model_dir: str, pairs: int) -> dict:
     from dpaudit.data.datasets import reload_dataset
     from dpaudit.release.model import load
 
-    model = load(model_dir)
+    model = load(model_dir, record=True)
     dataset = reload_dataset(model.card.get("dataset"), model.provenance("dataset"), "csbm")
     api = model.interactive_copy()
     graph = dataset.data

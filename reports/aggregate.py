@@ -990,7 +990,7 @@ def _ledgers(done: list[dict], defenses: list[str]) -> list[dict]:
                 "mechanism_rows": spans,
                 "notes": privacy.get("notes") or [],
                 "inference": (rec.get("card") or {}).get("inference"),
-                # GAP: releases on query graphs, a separate ledger (never in the guarantee above)
+                # GAP: releases on query graphs; those over the training graph charged to it (epsilon_total)
                 "query_ledger": (rec.get("query_api") or {}).get("query_ledger"),
                 "hyperparameters": (rec.get("card") or {}).get("hyperparameters"),
                 "selection": (rec.get("card") or {}).get("selection"),

@@ -71,7 +71,7 @@ from dpaudit.data.splits import Split
 from dpaudit.errors import ConfigurationError, ModelFormatError
 from dpaudit.nn import ACTIVATIONS, activation, features
 from dpaudit.release import declared_train_size
-from dpaudit.release.deployments import inference_entry
+from dpaudit.release.deployments import OWN_FEATURES, inference_entry
 from dpaudit.training.constraints import COUNT, DROPOUT, POSITIVE, SAMPLE_RATE, WIDTH, Options
 from dpaudit.training.defense import Defense, PrivateHyperparameters
 from dpaudit.training.dpsgd import PoissonSchedule, noise_for_plan, plan_mismatch, train_dp_sgd
@@ -392,6 +392,7 @@ class MLPDP(Defense):
                 private=mechanism is not None,
                 training_graph=True,
                 note="inference reads only the queried node's own features; the graph is never used",
+                feature_change=OWN_FEATURES,
             ),
             "mlp_dp": plan.card(),
         }

@@ -67,7 +67,7 @@ from dpaudit.nn import (
     features,
 )
 from dpaudit.progress import steps as progress_steps
-from dpaudit.release.deployments import inference_entry
+from dpaudit.release.deployments import READ_IN_CLEAR, inference_entry
 from dpaudit.release.model import ModuleModel, ReleasedModel, register_model_kind
 from dpaudit.runtime import seed_everything
 from dpaudit.training.constraints import COUNT, DROPOUT, NON_NEGATIVE, POSITIVE, WIDTH, Items, Options
@@ -302,7 +302,12 @@ def _architecture(kind: str, dataset: GraphDataset, hidden: int, layers: int, dr
 
 
 NON_PRIVATE_CARD = {
-    "inference": inference_entry(private=False, training_graph=False, note="non-private model: nothing is protected")
+    "inference": inference_entry(
+        private=False,
+        training_graph=False,
+        note="non-private model: nothing is protected",
+        feature_change=READ_IN_CLEAR,
+    )
 }
 
 

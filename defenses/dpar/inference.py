@@ -8,7 +8,7 @@ an answer is f_θ(x_v) of the queried node's own features (covered everywhere, l
 
 from __future__ import annotations
 
-from dpaudit.release.deployments import inference_entry
+from dpaudit.release.deployments import OWN_FEATURES, READ_IN_CLEAR, inference_entry
 
 INFERENCE_NOTE = (
     "inference propagates the MLP outputs over the query graph (with self-loops) by power iteration (DPAR Eq. 4): "
@@ -29,4 +29,9 @@ def inference_card(power_steps: int, private: bool = True) -> dict:
     with P ≥ 1 reads its edges and neighbours' features in the clear (not covered); P = 0 answers
     from the queried node's own features alone (covered, like ``mlp-dp``)."""
     note = FEATURES_NOTE if power_steps == 0 else INFERENCE_NOTE
-    return inference_entry(private=private, training_graph=power_steps == 0, note=note)
+    return inference_entry(
+        private=private,
+        training_graph=power_steps == 0,
+        note=note,
+        feature_change=OWN_FEATURES if power_steps == 0 else READ_IN_CLEAR,
+    )

@@ -118,7 +118,7 @@ from dpaudit.errors import ConfigurationError, ModelFormatError
 from dpaudit.nn import ACTIVATIONS, activation
 from dpaudit.nn import features as sparse_features
 from dpaudit.release import declared_train_size
-from dpaudit.release.deployments import inference_entry
+from dpaudit.release.deployments import READ_IN_CLEAR, inference_entry
 from dpaudit.training.constraints import COUNT, POSITIVE, WIDTH, Interval, Options
 from dpaudit.training.defense import Defense, PrivateHyperparameters, check_hyperparameter_ranges
 from dpaudit.training.registry import register_defense
@@ -327,7 +327,9 @@ class DPGNN(Defense):
         )
 
         privacy = self._privacy(run, term_norm, delta)
-        inference = inference_entry(private=privacy.is_private, training_graph=False, note=INFERENCE_NOTE)
+        inference = inference_entry(
+            private=privacy.is_private, training_graph=False, note=INFERENCE_NOTE, feature_change=READ_IN_CLEAR
+        )
         card = {"inference": inference, "dpgnn": run.card()}
         model = DPGNNModel(module.eval(), arch, privacy, card)
         model.record["dpgnn"] = {

@@ -160,10 +160,11 @@ Inference (Section 4.5/5.1) — no query may average PMA's noise away, no query 
 -------------------------------------------------------------------------------------------
 Every graph passed to :meth:`GAPModel.predict_proba` / :meth:`GAPModel.embed` gets a **new
 PMA release** on that graph with the training noise std, counted in the model's **query
-ledger** (:attr:`GAPModel.query_ledger`): what those releases guarantee is about the query
-graph(s) and is never added to the training guarantee — the model's ε (:attr:`GAPModel.privacy`)
-is about its training data and does not change with queries. The training graph is no
-exception. An earlier design answered a query whose canonical key matched the training graph's
+ledger** (:attr:`GAPModel.query_ledger`). A release over the training graph, or a graph sharing
+its nodes or edges, is about the training data and is charged to it: the training data's total is
+:attr:`GAPModel.charged_privacy`, the training ε composed with those releases
+(:meth:`GAPModel.charges_training`; the model's ε, :attr:`GAPModel.privacy`, is the training spec
+and does not change with queries). The training graph is no exception. An earlier design answered a query whose canonical key matched the training graph's
 from the cached training aggregations, for free; with the key in ``model.json`` that was an
 exact "is this your training graph?" oracle — ε = ∞ at either level, since G and G minus one
 edge were answered differently (free and identical vs. charged and fresh). A later design
@@ -201,6 +202,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import torch
+from torch_geometric.data import Data
 
 from defenses.gap import protocols
 from defenses.gap.mechanism import (  # noqa: F401  (re-exported)
@@ -231,6 +233,7 @@ from defenses.gap.model import (  # noqa: F401  (re-exported)
     unit_condition,
 )
 from defenses.gap.projection import DegreeProjection, projection_of
+from defenses.gap.queries import structure_key
 from defenses.gap.training import _accuracy, _train_full_batch, _train_minibatch
 from dpaudit.accounting import GaussianMechanism, PoissonSubsampledGaussian, PrivacyLedger, PrivacySpec
 from dpaudit.data.datasets import GraphDataset
@@ -238,7 +241,7 @@ from dpaudit.data.splits import Split
 from dpaudit.errors import ConfigurationError, DPAuditError
 from dpaudit.nn import features as sparse_features
 from dpaudit.release import declared_population, declared_train_size, require_declared
-from dpaudit.release.deployments import inference_entry
+from dpaudit.release.deployments import CHARGED_RELEASE, inference_entry
 from dpaudit.training.constraints import COUNT, DROPOUT, POSITIVE, SAMPLE_RATE, WIDTH, Interval, Items, Options
 from dpaudit.training.defense import Defense, PrivateHyperparameters
 from dpaudit.training.dpsgd import PoissonSchedule, noise_for_plan, plan_mismatch
@@ -850,7 +853,12 @@ class _GAP(Defense):
             ),
         }
         model = GAPModel(best.encoder.eval(), best.classifier.eval(), cfg, privacy, card)
-        model.keep_training_release(TrainingGraph(graph_key(num_nodes, edge_index, data.x), num_nodes), best.cache)
+        trained = TrainingGraph(
+            graph_key(num_nodes, edge_index, data.x),
+            num_nodes,
+            structure_key(Data(edge_index=edge_index, num_nodes=num_nodes)),
+        )
+        model.keep_training_release(trained, best.cache, edge_index)
         # no validation nodes: no accuracy (None, not NaN, which JSON cannot hold)
         val_accuracy = best.val_accuracy if math.isfinite(best.val_accuracy) else None
         model.record["gap"]["selection"] = {"val_accuracy": val_accuracy, "kept_edges": best.kept_edges}
@@ -895,12 +903,14 @@ class _GAP(Defense):
             private=True,
             training_graph=True,
             note="every graph passed to predict_proba / embed, the training graph included, is a new PMA release "
-            "counted in the model's query ledger (about the query graph, never added to the training ε); the release "
+            "counted in the model's query ledger; a release over the training graph or a graph sharing its nodes or "
+            "edges is charged to the training data (total ε = training ε composed with those releases); the release "
             "made on the training graph in training is the owner's (training_release(), owner's record only)",
             training_note="answers on the training graph read the release PMA made in training (training_release(), "
-            "the owner's record): covered",
-            # inference_entry adds "recorded in the query ledger (never in the training ε)"
+            "the owner's record: free) or are new PMA releases charged to the training data: covered at the "
+            "composed ε",
             owner_graph_mechanism=f"a PMA release per query graph ({self.name}: {self.level}-level)",
+            feature_change=CHARGED_RELEASE,
         )
 
 

@@ -1,17 +1,22 @@
 """GAP's neural modules (encoder, per-hop classifier; reference architecture) and the released
 model kind ``gap``: every query graph a new PMA release, counted in the model's query ledger
-(:class:`QueryLedger`, about the query graphs, never added to the training guarantee); the
-training graph's release kept as the owner's record and answered only through
-:meth:`GAPModel.training_release`. Repeated identical queries are free only inside a caller's
-own :meth:`GAPModel.query_session`.
+(:class:`QueryLedger`); a release over the training graph (or a graph sharing its nodes or edges:
+:meth:`GAPModel.charges_training`) is charged to the training data, whose total is the training
+ε composed with those releases (:attr:`GAPModel.charged_privacy`); the training graph's release
+kept as the owner's record and answered only through :meth:`GAPModel.training_release` (free).
+Repeated identical queries are free only inside a caller's own :meth:`GAPModel.query_session`,
+which may cap its releases with a declared budget (:class:`QueryBudgetExceeded`).
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
+import functools
 import json
 import logging
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -33,12 +38,21 @@ from defenses.gap.mechanism import (
     row_normalize,
 )
 from defenses.gap.projection import projection_of
-from defenses.gap.queries import QueryRelease, features_unchanged, local_edges, row_digests, structure_key
+from defenses.gap.queries import (
+    QueryRelease,
+    edge_codes,
+    features_unchanged,
+    local_edges,
+    row_digests,
+    shares_edges,
+    structure_key,
+)
 from dpaudit.accounting import GaussianMechanism, PoissonSubsampledGaussian, PrivacyLedger, PrivacySpec
 from dpaudit.accounting.mechanisms import mechanism_from_record
 from dpaudit.data.adjacency import TensorCache
-from dpaudit.errors import DPAuditError, ModelFormatError, PrivacyParameterError
+from dpaudit.errors import ConfigurationError, DPAuditError, ModelFormatError, PrivacyParameterError
 from dpaudit.nn import InputLinear
+from dpaudit.release.deployments import DEPLOYMENTS, QUERIER_GRAPH, TRAINING_GRAPH
 from dpaudit.release.model import Answers, ReleasedModel, _node_index, register_model_kind
 
 log = logging.getLogger(__name__)
@@ -191,7 +205,17 @@ def _legacy_mechanisms(cfg: dict[str, Any]) -> list[dict[str, Any]]:
 #: the query ledger: loaded as the training spec, the releases moved to :class:`QueryLedger`)
 RELEASES_NOTE = "PMA releases on query graphs composed into ε: "
 #: what a query ledger protects (its ``to_dict()["protects"]``)
-QUERY_LEDGER_PROTECTS = "the query graph(s), not the training data"
+QUERY_LEDGER_PROTECTS = (
+    "the query graph(s); releases over the training graph or a graph sharing its nodes or edges are also charged to "
+    "the training data (charged_to_training, epsilon_total)"
+)
+#: the note of a charged spec (:attr:`GAPModel.charged_privacy`)
+CHARGED_NOTE = "training ε composed with {n} PMA release(s) over the training graph (charged to the training data)"
+
+
+class QueryBudgetExceeded(ConfigurationError):
+    """A query past a session's declared budget (:meth:`GAPModel.query_session`): refused in one
+    line before any release is made."""
 
 
 @lru_cache(maxsize=64)
@@ -202,20 +226,69 @@ def _query_composition(record: str, releases: int, delta: float, unit: str | Non
     return PrivacyLedger().extend([mechanism] * releases).spec(delta, unit)
 
 
+@lru_cache(maxsize=256)
+def _charged_composition(ledger: str, record: str, releases: int, delta: float, unit: str | None) -> PrivacySpec:
+    """The training ledger (JSON list of records) composed with ``releases`` PMA releases of the
+    JSON mechanism ``record`` at ``delta`` (:class:`~dpaudit.accounting.PrivacyLedger`: the one
+    composition every ε is computed with)."""
+    mechanisms = [_mechanism_from(r) for r in json.loads(ledger)]
+    query = _mechanism_from(json.loads(record))
+    if isinstance(query, GaussianMechanism):  # n releases of a Gaussian: one mechanism applied n·count times
+        queries = [dataclasses.replace(query, count=query.count * releases, name=f"{query.name} × {releases}")]
+    else:  # pragma: no cover - GAP's query mechanism is a Gaussian
+        queries = [query] * releases
+    return PrivacyLedger().extend(mechanisms + queries).spec(delta, unit)
+
+
+def charged_spec(cfg: dict[str, Any], training: PrivacySpec, releases: int) -> PrivacySpec:
+    """``training`` (the model's spec of its training ledger ``cfg["ledger"]``) composed with
+    ``releases`` PMA releases of ``cfg["query_mechanism"]`` at the same δ and unit: the total ε of
+    the training data once those releases over the training graph are charged to it. ``training``
+    itself when nothing is charged or the model is not private."""
+    if releases <= 0 or not training.is_private or cfg.get("query_mechanism") is None:
+        return training
+    composed = _charged_composition(
+        json.dumps(cfg["ledger"], sort_keys=True),
+        json.dumps(cfg["query_mechanism"], sort_keys=True),
+        int(releases),
+        float(training.delta),
+        training.unit,
+    )
+    spec = copy.deepcopy(composed)
+    spec.target_epsilon = training.target_epsilon
+    spec.unit_condition = training.unit_condition
+    spec.protocol = training.protocol
+    spec.public_facts = copy.deepcopy(training.public_facts)
+    spec.notes = [CHARGED_NOTE.format(n=int(releases)), *training.notes]
+    if not training.sound:
+        spec.sound = False
+        spec.unaccounted = list(training.unaccounted)
+    return spec
+
+
 @dataclass(frozen=True)
 class QueryLedger:
     """The PMA releases a GAP model object (or one :meth:`GAPModel.query_session`) made on
     query graphs: ``releases`` of ``mechanism`` (the config's ``query_mechanism``; ``None`` for
     the non-private gap-inf, whose releases carry no noise), at the model's ``delta`` and
-    ``unit``. What they guarantee is about the **query graph(s)** — each answer is a PMA release
-    on the graph it reads — and is never added to the model's training guarantee
-    (:attr:`GAPModel.privacy`), which no query changes. The composition of all ``releases``
-    bounds the worst case: every release made on the same query graph."""
+    ``unit``; ``charged`` of them were over the training graph or a graph sharing its nodes or
+    edges (:meth:`GAPModel.charges_training`) and are charged to the training data: the training
+    ε composed with them is ``total`` (:attr:`GAPModel.charged_privacy`). The composition of all
+    ``releases`` bounds the worst case for a query graph: every release made on the same graph."""
 
     releases: int
     mechanism: dict[str, Any] | None
     delta: float
     unit: str | None
+    charged: int = 0
+    #: the training data's total, composed only when read (``None``: unknown)
+    total_spec: Callable[[], PrivacySpec] | None = dataclasses.field(default=None, compare=False)
+
+    @property
+    def total(self) -> PrivacySpec | None:
+        """The training spec composed with the ``charged`` releases (:func:`charged_spec`),
+        computed when read; ``None`` when unknown."""
+        return None if self.total_spec is None else self.total_spec()
 
     def spec(self) -> PrivacySpec:
         """The composition of the ``releases`` releases (:class:`~dpaudit.accounting.PrivacyLedger`)
@@ -232,26 +305,38 @@ class QueryLedger:
         return spec
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON: ``{"releases", "epsilon", "delta", "unit", "protects"}`` (ε ``None``: not private)."""
+        """JSON: ``{"releases", "epsilon", "delta", "unit", "protects", "charged_to_training",
+        "epsilon_total"}`` (ε ``None``: not private; ``epsilon_total``: the training ε composed
+        with the ``charged_to_training`` releases, ``None`` when unknown or not private)."""
         spec = self.spec()
+        total = self.total
         return {
             "releases": int(self.releases),
             "epsilon": spec.epsilon if spec.is_private else None,
             "delta": spec.delta,
             "unit": self.unit,
             "protects": QUERY_LEDGER_PROTECTS,
+            "charged_to_training": int(self.charged),
+            "epsilon_total": total.epsilon if total is not None and total.is_private else None,
         }
 
     def summary(self) -> str:
         """One line (what ``dpaudit inspect`` prints)."""
         spec = self.spec()
         eps = f"ε = {spec.epsilon:.4g} at δ = {spec.delta:.3g}" if spec.is_private else "ε = ∞ (no noise)"
-        return (f"query ledger: {self.releases} PMA release(s) on query graphs, {eps} ({self.unit or 'no'} level); "
-                f"protects {QUERY_LEDGER_PROTECTS}")  # fmt: skip
+        line = f"query ledger: {self.releases} PMA release(s) on query graphs, {eps} ({self.unit or 'no'} level)"
+        if self.charged and self.total is not None and self.total.is_private:
+            total = self.total
+            line += f"; {self.charged} over the training graph, charged to the training data: total ε = "
+            line += f"{total.epsilon:.4g} at δ = {total.delta:.3g}"
+        return line
 
 
 #: name of the owner's record tensor (``provenance.safetensors``)
 TRAINING_AGGREGATIONS = "gap.training_aggregations"
+#: the training graph's edge set (:func:`~defenses.gap.queries.edge_codes`), owner's record only: what
+#: :meth:`GAPModel.charges_training` recognises a graph sharing an edge with the training graph by
+TRAINING_EDGES = "gap.training_edges"
 #: where files before format 3 kept the training aggregations (in the public ``model.safetensors``)
 LEGACY_CACHE = "cache.aggregations"
 
@@ -291,15 +376,23 @@ class TrainingGraph:
 
     key: str
     num_nodes: int
+    #: :func:`~defenses.gap.queries.structure_key` of the training graph (its edges without the
+    #: features): what :meth:`GAPModel.charges_training` recognises a feature-perturbed copy by.
+    #: ``None`` in records written before it
+    structure: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"key": self.key, "num_nodes": self.num_nodes}
+        out = {"key": self.key, "num_nodes": self.num_nodes}
+        if self.structure is not None:
+            out["structure"] = self.structure
+        return out
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> TrainingGraph:
         try:
             info = record["gap"]["training_graph"]
-            return cls(str(info["key"]), int(info["num_nodes"]))
+            structure = info.get("structure")
+            return cls(str(info["key"]), int(info["num_nodes"]), None if structure is None else str(structure))
         except (KeyError, TypeError, ValueError):
             raise ModelFormatError(
                 "the owner's record holds GAP's training aggregations but provenance.json lacks gap.training_graph"
@@ -387,7 +480,10 @@ class GAPModel(ReleasedModel):
     """A trained GAP model: encoder and classifier weights, the training ledger
     (``ledger``: what :attr:`privacy` composes, never changed by a query), the mechanism one
     PMA release on a query graph costs (``query_mechanism``) and how many such releases this
-    object has made (``query_releases``: its :attr:`query_ledger`, about the query graphs).
+    object has made (``query_releases``: its :attr:`query_ledger`), of which ``charged_releases``
+    were over the training graph or a graph sharing its nodes or edges (:meth:`charges_training`):
+    those are charged to the training data, whose total is :attr:`charged_privacy` (the training
+    ε composed with them).
 
     Public tensors: ``encoder.*``, ``classifier.*``. The config holds nothing measured on the
     training graph (no key, no node count): from the public files a third party can query any
@@ -436,11 +532,24 @@ class GAPModel(ReleasedModel):
         # what queries learn about the training graph (shared with interactive copies)
         self._training: tuple[TrainingGraph, torch.Tensor] | None = None
         self._training_rows = TrainingRows()
+        # the training graph's edge codes (owner's record), when known
+        self._training_edges: torch.Tensor | None = None
         # a query session's PMA releases on query graphs, least recently used first (a bounded
         # memo, never saved; at most ``query_memo_size`` kept). None on the model object itself:
         # it answers every caller, so it memoises nothing (:meth:`query_session`)
         self._memo: OrderedDict[int, QueryRelease] | None = None
         self.query_memo_size = QUERY_MEMO_SIZE
+        #: the deployment this object answers in (:mod:`dpaudit.release.deployments`): ``None`` on
+        #: the model object (undeclared: only the owner's record decides what is charged), the
+        #: declared one in a :meth:`query_session`
+        self.deployment: str | None = None
+        #: a session's declared cap on the total ε (training ε ⊕ every release of the session),
+        #: ``None``: no cap (:meth:`query_session`)
+        self.query_budget: float | None = None
+        self._budget_releases: int | None = None
+        #: a session's policy: answer every query over the training graph's edge structure from
+        #: the training release, whatever the features (:meth:`query_session`)
+        self.answer_from_release = False
 
     @property
     def device(self) -> torch.device:
@@ -449,14 +558,60 @@ class GAPModel(ReleasedModel):
     @property
     def query_ledger(self) -> QueryLedger:
         """The PMA releases this object (or session) made on query graphs so far, at the
-        model's δ and unit (:class:`QueryLedger`): a separate ledger about the query graphs.
-        :attr:`privacy` stays the training spec whatever was queried."""
+        model's δ and unit (:class:`QueryLedger`), with those charged to the training data and
+        their total (:attr:`charged_privacy`). :attr:`privacy` stays the training spec whatever
+        was queried."""
         return QueryLedger(
             int(self.cfg["query_releases"]),
             self.cfg.get("query_mechanism"),
             float(self.privacy.delta),
             self.privacy.unit,
+            charged=self.charged_releases,
+            total_spec=functools.partial(charged_spec, self.cfg, self.privacy, self.charged_releases),
         )
+
+    @property
+    def charged_releases(self) -> int:
+        """How many of this object's query releases were charged to the training data."""
+        return int(self.cfg.get("charged_releases", 0) or 0)
+
+    @property
+    def charged_privacy(self) -> PrivacySpec:
+        """The training spec composed with the :attr:`charged_releases` PMA releases over the
+        training graph (:func:`charged_spec`): what the training data has spent once this object's
+        answers are counted. :attr:`privacy` itself when nothing was charged."""
+        return charged_spec(self.cfg, self.privacy, self.charged_releases)
+
+    def total_with(self, releases: int) -> PrivacySpec:
+        """The training spec composed with ``releases`` PMA releases charged to the training data
+        (:func:`charged_spec`): what a plan of that many releases over the training graph costs."""
+        return charged_spec(self.cfg, self.privacy, int(releases))
+
+    def charges_training(self, graph: Data) -> bool:
+        """Whether a release over ``graph`` is charged to the training data: the object answers
+        in the ``training-graph`` deployment (declared so: every graph it answers over is the
+        owner's, or built from it, as LinkTeller's feature-perturbed copies), or — unless it is
+        declared ``querier-graph`` (the querier's own graph, the same whatever the training data)
+        — the owner's record is here and ``graph``, over the training graph's nodes (the same
+        node count: node ids name the same nodes), shares an edge with it (its edge set in the
+        record; for a record without it, the same edge structure: the training graph, or a copy
+        with changed features). A graph of another node count built from the training graph
+        (relabelled nodes) is not recognised: answer it in a ``training-graph`` session. Decided from the declaration and
+        the owner's record only: the answer itself (a fresh PMA release) is the same either way,
+        and a third party's copy, which holds no record, decides from its declaration alone."""
+        if self.deployment == TRAINING_GRAPH:
+            return True
+        if self.deployment == QUERIER_GRAPH or self._training is None:  # declared: the querier's own graph
+            return False
+        trained, _ = self._training
+        if int(graph.num_nodes) != trained.num_nodes:  # node ids name the training graph's nodes only there
+            return False
+        if self._training_edges is not None:  # any shared edge, whatever the features
+            return shares_edges(graph, self._training_edges)
+        structure = trained.structure or self._training_rows.structure
+        if structure is not None:
+            return structure_key(graph) == structure
+        return query_graph_key(graph) == trained.key
 
     @property
     def is_query_session(self) -> bool:
@@ -464,8 +619,12 @@ class GAPModel(ReleasedModel):
         return self._memo is not None
 
     # -- the owner's training release --------------------------------------------------------
-    def keep_training_release(self, graph: TrainingGraph, aggregations: torch.Tensor) -> None:
-        """Hold PMA's training-graph output as the owner's record (``fit`` calls this)."""
+    def keep_training_release(
+        self, graph: TrainingGraph, aggregations: torch.Tensor, edge_index: torch.Tensor | None = None
+    ) -> None:
+        """Hold PMA's training-graph output as the owner's record (``fit`` calls this), with the
+        training graph's edges (``edge_index``; kept as :func:`~defenses.gap.queries.edge_codes`)
+        when given: what :meth:`charges_training` recognises a graph sharing an edge with it by."""
         expected = (graph.num_nodes, int(self.cfg["hops"]) * int(self.cfg["hidden"]))
         if tuple(aggregations.shape) != expected:
             raise ModelFormatError(
@@ -474,6 +633,10 @@ class GAPModel(ReleasedModel):
             )
         self._training = (graph, aggregations)
         self._training_rows = TrainingRows()
+        if edge_index is not None:
+            self._training_edges = edge_index if edge_index.dtype == torch.int64 and edge_index.dim() == 1 else None
+            if self._training_edges is None:
+                self._training_edges = edge_codes(edge_index)
         self.record.setdefault("gap", {})["training_graph"] = graph.to_dict()
 
     def training_release(self) -> TrainingRelease:
@@ -493,27 +656,80 @@ class GAPModel(ReleasedModel):
         return TrainingRelease(self, *self._training, self._training_rows)
 
     def record_tensors(self) -> dict[str, torch.Tensor]:
-        return {} if self._training is None else {TRAINING_AGGREGATIONS: self._training[1]}
+        if self._training is None:
+            return {}
+        tensors = {TRAINING_AGGREGATIONS: self._training[1]}
+        if self._training_edges is not None:
+            tensors[TRAINING_EDGES] = self._training_edges
+        return tensors
 
     def attach_record_tensors(self, tensors: dict[str, torch.Tensor]) -> None:
-        if set(tensors) != {TRAINING_AGGREGATIONS}:
+        if TRAINING_AGGREGATIONS not in tensors or not set(tensors) <= {TRAINING_AGGREGATIONS, TRAINING_EDGES}:
             raise ModelFormatError(
-                f"GAP owner's record tensors: expected {TRAINING_AGGREGATIONS!r}, got {sorted(tensors)}"
+                f"GAP owner's record tensors: expected {TRAINING_AGGREGATIONS!r} (and {TRAINING_EDGES!r}), got "
+                f"{sorted(tensors)}"
             )
-        self.keep_training_release(TrainingGraph.from_record(self.record), tensors[TRAINING_AGGREGATIONS])
+        edges = tensors.get(TRAINING_EDGES)
+        if edges is not None and (edges.dtype != torch.int64 or edges.dim() != 1):
+            raise ModelFormatError(f"GAP owner's record tensor {TRAINING_EDGES!r} must be a 1-D int64 tensor")
+        self.keep_training_release(
+            TrainingGraph.from_record(self.record),
+            tensors[TRAINING_AGGREGATIONS],
+            None if edges is None else edges.cpu(),
+        )
 
     # -- a caller's query session ------------------------------------------------------------
-    def query_session(self) -> GAPModel:
+    def query_session(
+        self, deployment: str | None = None, budget: float | None = None, answer_from_release: bool = False
+    ) -> GAPModel:
         """A caller's own session: the same weights, training spec and training release, its
         own query ledger (starting at 0 releases) and its own memo. Inside it an identical
         repeated query (rows a release of this session computed, their neighbourhood's
         features unchanged) is answered again from that release, free; nothing it answers,
         charges or memoises depends on queries made on the model object or another session,
         and its queries leave the model's ledgers unchanged (an audit's queries do not alter
-        the saved model)."""
+        the saved model).
+
+        Args:
+            deployment: the graph the session answers over (:mod:`dpaudit.release.deployments`):
+                ``training-graph`` charges every release to the training data
+                (:meth:`charges_training`); ``None`` keeps the model object's rule.
+            budget: a cap on the total ε: the training ε composed with every release of this
+                session, each counted as charged (so the refusal depends on the number of
+                releases only, never on which graph was queried). A query that would pass it is
+                refused in one line before any release (:class:`QueryBudgetExceeded`).
+            answer_from_release: the owner answers every query over its training graph's edge
+                structure (the graph itself, or a copy with the querier's features) from the
+                training release: hops 1..K are the aggregations PMA released in training (paid
+                for by the training ε), hop 0 the queried features — post-processing, nothing new
+                charged; a querier's feature change then moves only the changed node's own
+                answer. Needs the owner's record (its training release and edge structure).
+
+        Raises:
+            ConfigurationError: an unknown deployment, or a budget below the training ε.
+        """
+        if deployment is not None and deployment not in DEPLOYMENTS:
+            raise ConfigurationError(f"unknown deployment {deployment!r}; use one of {', '.join(DEPLOYMENTS)}")
+        if budget is not None:
+            budget = float(budget)
+            if not budget > 0 or (self.privacy.is_private and budget < self.privacy.epsilon):
+                raise ConfigurationError(
+                    f"query budget ε = {budget:g} must be positive and at least the training ε = "
+                    f"{self.privacy.epsilon:.4g}"
+                )
         twin = copy.copy(self)
         twin.cfg = copy.deepcopy(self.cfg)
         twin.cfg["query_releases"] = 0
+        twin.cfg["charged_releases"] = 0
+        twin.deployment = deployment if deployment is not None else self.deployment
+        twin.query_budget = budget
+        twin._budget_releases = None
+        twin.answer_from_release = bool(answer_from_release)
+        if twin.answer_from_release and (self._training is None or self._training[0].structure is None):
+            raise ConfigurationError(
+                "answer_from_release needs the owner's record with the training graph's edge structure "
+                "(load(..., record=True) of a model saved by this version)"
+            )
         twin.privacy = copy.deepcopy(self.privacy)
         twin.card = copy.deepcopy(self.card)
         twin.record = copy.deepcopy(self.record)
@@ -532,9 +748,44 @@ class GAPModel(ReleasedModel):
                 f"query graph has features of shape {tuple(graph.x.shape)}; expected [N, {self.cfg['in_dim']}]"
             )
 
-    def _record_query_release(self) -> None:
-        """Count one more PMA release in the query ledger (never in :attr:`privacy`)."""
+    def _check_budget(self) -> None:
+        """Refuse, before any work, a release that would take the session past its declared
+        :attr:`query_budget` (every release counted as charged)."""
+        if self.query_budget is None or self.cfg.get("query_mechanism") is None or not self.privacy.is_private:
+            return
+        if self._budget_releases is None:
+            self._budget_releases = self._releases_within(self.query_budget)
+        if int(self.cfg["query_releases"]) + 1 > self._budget_releases:
+            raise QueryBudgetExceeded(
+                f"query refused: one more PMA release would take the total ε past the declared budget "
+                f"{self.query_budget:g} (training ε = {self.privacy.epsilon:.4g}; {self.cfg['query_releases']} "
+                f"release(s) made, {self._budget_releases} allowed)"
+            )
+
+    def _releases_within(self, budget: float) -> int:
+        """The most releases whose composition with the training ledger stays within ``budget``
+        (an exponential then a binary search over cached compositions)."""
+
+        def fits(n: int) -> bool:
+            return charged_spec(self.cfg, self.privacy, n).epsilon <= budget * (1 + 1e-12)
+
+        high = 1
+        while fits(high) and high < 1 << 24:
+            high *= 2
+        low = high // 2 if high > 1 else 0
+        if low == 0 and not fits(1):
+            return 0
+        while high - low > 1:  # fits(low), not fits(high)
+            mid = (low + high) // 2
+            low, high = (mid, high) if fits(mid) else (low, mid)
+        return low
+
+    def _record_query_release(self, charged: bool = False) -> None:
+        """Count one more PMA release in the query ledger (never in :attr:`privacy`); a
+        ``charged`` one also in :attr:`charged_releases` (the training data's total)."""
         self.cfg["query_releases"] = int(self.cfg["query_releases"]) + 1
+        if charged:
+            self.cfg["charged_releases"] = self.charged_releases + 1
         # debug: an audit makes hundreds of releases and reports them once, summed (its plan
         # and finding); the query ledger, which every caller can read, records each one
         log.debug("GAP: a new PMA release on a query graph (%d release(s))", self.cfg["query_releases"])
@@ -564,6 +815,11 @@ class GAPModel(ReleasedModel):
         read are unchanged (:class:`~defenses.gap.queries.QueryRelease`). Any other row — a node
         the release did not cover, or a graph whose release was evicted — is a new release,
         charged like any. The model object itself memoises nothing: every call is a release."""
+        if self.answer_from_release:
+            trained, aggregations = self._training
+            if int(graph.num_nodes) == trained.num_nodes and structure_key(graph) == trained.structure:
+                # the training release's rows: post-processing of what training released and paid for
+                return aggregations[idx.to(aggregations.device)]
         memo = self._memo
         if memo is not None and self.query_memo_size < 1:
             raise DPAuditError(f"GAP query_memo_size must be >= 1, got {self.query_memo_size}")
@@ -574,6 +830,7 @@ class GAPModel(ReleasedModel):
             if rows is not None:
                 memo.move_to_end(key)
                 return rows
+        self._check_budget()
         private = self.cfg["query_mechanism"] is not None
         degree_bound = self.cfg.get("degree_bound") or "promise"  # files written before the projection
         projects = protocols.projects_degrees(self.cfg["level"], self.cfg["protocol"], degree_bound)
@@ -617,7 +874,7 @@ class GAPModel(ReleasedModel):
             x0 = self.encoder.encode(graph.x[subset.to(graph.x.device)].to(self.device).float())
             released = private_multi_hop_aggregation(x0, edge_index.to(self.device), hops, self.cfg["noise_std"], gen)
             rows, covered = torch.cat(released, dim=1)[positions.to(self.device)], wanted
-        self._record_query_release()
+        self._record_query_release(charged=self.charges_training(graph))
         if memo is not None:  # a session keeps its own release to answer its own repeats
             digests = row_digests(graph.x) if subset is None else row_digests(graph.x, subset)
             release = QueryRelease(structure_key(graph), num_nodes, covered, subset, digests, rows)
@@ -697,6 +954,12 @@ class GAPModel(ReleasedModel):
             raise refuse(f"gap config ledger is unreadable: {exc}") from None
         if releases < 0:
             raise refuse(f"query_releases must be >= 0, got {releases}")
+        try:
+            charged = int(config.get("charged_releases", 0) or 0)
+        except (TypeError, ValueError):
+            raise refuse(f"charged_releases must be an integer, got {config.get('charged_releases')!r}") from None
+        if not 0 <= charged <= releases:
+            raise refuse(f"charged_releases must lie in 0..query_releases ({releases}), got {charged}")
         if privacy.is_private and privacy.mechanisms != expected:
             what = f" + {releases} query-graph release(s) (a spec written before the query ledger)" if legacy else ""
             raise refuse(

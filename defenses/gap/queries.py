@@ -62,6 +62,30 @@ def structure_key(graph: Data) -> str:
     return _STRUCTURE_KEYS.get((graph.edge_index,), build, (num_nodes,))
 
 
+# whether recently queried edge structures share an edge with a training graph (by ``edge_index``)
+_OVERLAPS = TensorCache(size=16)
+
+
+def edge_codes(edge_index: torch.Tensor) -> torch.Tensor:
+    """Every directed edge (u, v) as the int64 code u·2³² + v, sorted, duplicates removed: an edge
+    set comparable across graphs of any node count (the same node ids)."""
+    e = edge_index.detach().to("cpu", torch.int64)
+    return torch.unique(e[0] * (1 << 32) + e[1]) if e.numel() else torch.zeros(0, dtype=torch.int64)
+
+
+def shares_edges(graph: Data, codes: torch.Tensor) -> bool:
+    """Whether ``graph`` holds any edge of the sorted :func:`edge_codes` ``codes`` (the training
+    graph's, from the owner's record), computed once per ``edge_index`` tensor while it is alive
+    and unmodified in place."""
+
+    def build() -> bool:
+        if codes.numel() == 0 or graph.edge_index.numel() == 0:
+            return False
+        return bool(torch.isin(edge_codes(graph.edge_index), codes).any())
+
+    return _OVERLAPS.get((graph.edge_index, codes), build)
+
+
 def _keys(width: int) -> np.ndarray:
     if width not in _DIGEST_KEYS:
         _DIGEST_KEYS[width] = np.random.default_rng([_DIGEST_SEED, width]).integers(

@@ -132,7 +132,7 @@ from dpaudit.errors import ConfigurationError
 from dpaudit.nn import ACTIVATIONS, MLP
 from dpaudit.nn import features as sparse_features
 from dpaudit.progress import steps as progress_steps
-from dpaudit.release.deployments import inference_entry
+from dpaudit.release.deployments import READ_IN_CLEAR, inference_entry
 from dpaudit.runtime import seed_everything
 from dpaudit.training.constraints import (
     COUNT,
@@ -614,7 +614,10 @@ class GCON(Defense):
             "loss": config.loss,
         }
         inference = inference_entry(
-            private=privacy.is_private, training_graph=False, note=INFERENCE_NOTES[hp.inference]
+            private=privacy.is_private,
+            training_graph=False,
+            note=INFERENCE_NOTES[hp.inference],
+            feature_change=READ_IN_CLEAR,  # Eq. (16) / Algorithm 4 read the queried graph in the clear
         )
         card = {"inference": inference, "gcon": gcon_card}
         theta_t = torch.as_tensor(trained.theta, dtype=torch.float64, device=self.device)

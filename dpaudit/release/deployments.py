@@ -12,17 +12,36 @@ deployment          what the training guarantee says about the answers
                     post-processing of the private weights, covered for the training data by
                     every private defense. The querier's graph is theirs; it is not protected
                     and needs no protection from them.
-``training-graph``  the owner answers over its own training graph. Covered only through a
-                    release the training mechanism made (GAP's cached PMA aggregations) or when
-                    the answer reads nothing of the graph but the queried node's own features
-                    (mlp-dp, DPAR with ``power_steps = 0``). Any other read of the training
-                    graph at inference is outside ε.
-``owner-graph``     the owner answers over another private graph it holds. For the training
-                    data this is post-processing, as for a querier's graph; *that* graph is read
-                    in the clear unless a query mechanism is accounted for it (GAP's PMA per
-                    query), and that accounting is a separate ledger about that graph, never
-                    added to the training guarantee.
+``training-graph``  the owner answers over its own training graph. Covered through a release
+                    the training mechanism made (GAP's cached PMA aggregations: free), when the
+                    answer reads nothing of the graph but the queried node's own features
+                    (mlp-dp, DPAR with ``power_steps = 0``), or when every answer is a new
+                    accounted release **charged to the training data** (GAP's PMA per query):
+                    the training data's total is then the training ε composed with those
+                    releases (:attr:`~dpaudit.release.model.ReleasedModel.charged_privacy`). Any
+                    other read of the training graph at inference is outside ε.
+``owner-graph``     the owner answers over another private graph it holds, disjoint from the
+                    training graph. For the training data this is post-processing, as for a
+                    querier's graph; *that* graph is read in the clear unless a query mechanism
+                    is accounted for it (GAP's PMA per query, in the query ledger about that
+                    graph). A graph sharing nodes or edges with the training graph is not
+                    another graph: its releases are charged to the training data.
 ==================  ==========================================================================
+
+**Charged releases.** A release computed over any graph that shares nodes or edges with the
+training graph is about the training data, whoever chose the features: its cost composes with
+the training ε (one accountant, :class:`~dpaudit.accounting.PrivacyLedger`). What is charged is
+decided from what the owner declares (the deployment a query session answers in) and the
+owner's own record (the training graph's edge structure), never from anything a querier sees:
+the answer is the same fresh release either way.
+
+**A querier-chosen feature change** (LinkTeller's probe: the querier moves one node's features
+and asks again) costs what the defense declares per deployment (``feature_change``,
+:data:`FEATURE_CHANGE`): ``own-features`` answers read only the queried node's own features
+(free everywhere); ``charged-release`` answers are a new accounted release, charged to the
+training data over the training graph; ``read-in-clear`` answers read the training graph in the
+clear (not covered there, ε = ∞ for that deployment). Over a querier's graph every change is
+post-processing of the weights.
 
 The entry keeps its ``private`` key (= the ``training-graph`` answer) for files and code written
 before deployments were recorded; :func:`deployment_entry` derives the three answers for such a
@@ -52,6 +71,30 @@ OWNER_CLEAR_NOTE = (
 )
 NON_PRIVATE_NOTE = "non-private model: no answer is covered by a guarantee"
 
+#: what a querier-chosen feature change over the private graph costs, per kind a defense declares
+OWN_FEATURES = "own-features"
+CHARGED_RELEASE = "charged-release"
+READ_IN_CLEAR = "read-in-clear"
+FEATURE_CHANGE = {
+    OWN_FEATURES: {
+        QUERIER_GRAPH: "free: post-processing of the private weights",
+        TRAINING_GRAPH: "free: the answer reads only the queried node's own features (post-processing)",
+        OWNER_GRAPH: "free for the training data: post-processing of the private weights",
+    },
+    CHARGED_RELEASE: {
+        QUERIER_GRAPH: "free for the training data: a release over the querier's graph (post-processing)",
+        TRAINING_GRAPH: "one new release over the training graph, charged to the training data (total ε = training "
+        "ε composed with every such release; free only for unchanged rows, answered from the training release)",
+        OWNER_GRAPH: "one new release in that graph's query ledger (free for the training data when the graph "
+        "shares no node or edge with it; charged to it otherwise)",
+    },
+    READ_IN_CLEAR: {
+        QUERIER_GRAPH: "free: post-processing of the private weights",
+        TRAINING_GRAPH: "not covered: the answer reads the training graph in the clear (ε = ∞ for this deployment)",
+        OWNER_GRAPH: "free for the training data (post-processing); that graph is read in the clear",
+    },
+}
+
 
 def inference_entry(
     *,
@@ -60,6 +103,7 @@ def inference_entry(
     note: str,
     training_note: str | None = None,
     owner_graph_mechanism: str | None = None,
+    feature_change: str | None = None,
 ) -> dict[str, Any]:
     """A card's ``inference`` entry.
 
@@ -72,27 +116,49 @@ def inference_entry(
         training_note: why the training-graph answers are (not) covered; ``note`` when None.
         owner_graph_mechanism: the accounted query mechanism that protects another owner
             graph at each query (its own ledger), or None when such a graph is read in the clear.
+        feature_change: what a querier-chosen feature change over the private graph costs
+            (:data:`FEATURE_CHANGE`: ``own-features``, ``charged-release``, ``read-in-clear``);
+            ``None``: derived (a query mechanism: charged; the training graph covered without
+            one: own features; else read in the clear). Said per deployment.
+
+    Raises:
+        DPAuditError: an unknown ``feature_change``.
     """
+    if feature_change is None:
+        feature_change = (
+            CHARGED_RELEASE if owner_graph_mechanism is not None else OWN_FEATURES if training_graph else READ_IN_CLEAR
+        )
+    if feature_change not in FEATURE_CHANGE:
+        raise DPAuditError(f"feature_change must be one of {', '.join(FEATURE_CHANGE)}, got {feature_change!r}")
+    costs = FEATURE_CHANGE[feature_change]
     if not private:
         off = {"covered": False, "note": NON_PRIVATE_NOTE}
         return {
             "private": False,
             "note": note,
-            "deployments": {d: dict(off) for d in DEPLOYMENTS},
+            "deployments": {d: dict(off, feature_change="not covered: non-private model") for d in DEPLOYMENTS},
         }
     owner: dict[str, Any] = {"covered": True, "graph_protected": owner_graph_mechanism is not None}
     owner["note"] = (
         OWNER_CLEAR_NOTE
         if owner_graph_mechanism is None
-        else "answers over another graph the owner holds are post-processing of the weights for the training data; "
-        f"that graph is protected by {owner_graph_mechanism}, recorded in the query ledger (never in the training ε)"
+        else "answers over another graph the owner holds (sharing no node or edge with the training graph) are "
+        f"post-processing of the weights for the training data; that graph is protected by {owner_graph_mechanism}, "
+        "recorded in the query ledger; a graph sharing nodes or edges with the training graph is charged to the "
+        "training data"
     )
+    owner["feature_change"] = costs[OWNER_GRAPH]
     return {
         "private": bool(training_graph),
         "note": note,
+        "feature_change": feature_change,
         "deployments": {
-            QUERIER_GRAPH: {"covered": True, "note": QUERIER_NOTE},
-            TRAINING_GRAPH: {"covered": bool(training_graph), "note": training_note or note},
+            QUERIER_GRAPH: {"covered": True, "note": QUERIER_NOTE, "feature_change": costs[QUERIER_GRAPH]},
+            TRAINING_GRAPH: {
+                "covered": bool(training_graph),
+                "note": training_note or note,
+                "feature_change": costs[TRAINING_GRAPH],
+            },
             OWNER_GRAPH: owner,
         },
     }
@@ -107,7 +173,8 @@ def check_deployment(name: str) -> str:
 
 def deployment_entry(inference: dict[str, Any] | None, deployment: str, private: bool = True) -> dict[str, Any]:
     """The ``{"covered": bool, "note": str}`` answer of a card's ``inference`` entry for
-    ``deployment``; for an entry written before deployments were recorded, derived from its
+    ``deployment`` (plus ``feature_change``, what a querier-chosen feature change costs there,
+    when the card says it); for an entry written before deployments were recorded, derived from its
     ``private`` key (the training graph) and the weights being the only other channel.
     ``private``: whether the model's weights are private at all (a non-private model covers
     nothing, whatever an old card says)."""
@@ -117,7 +184,10 @@ def deployment_entry(inference: dict[str, Any] | None, deployment: str, private:
         return {"covered": False, "note": NON_PRIVATE_NOTE}
     recorded = (inference.get("deployments") or {}).get(deployment)
     if isinstance(recorded, dict) and "covered" in recorded:
-        return {"covered": bool(recorded["covered"]), "note": str(recorded.get("note") or "")}
+        entry = {"covered": bool(recorded["covered"]), "note": str(recorded.get("note") or "")}
+        if recorded.get("feature_change"):
+            entry["feature_change"] = str(recorded["feature_change"])
+        return entry
     if deployment == TRAINING_GRAPH:
         return {"covered": bool(inference.get("private", False)), "note": str(inference.get("note") or "")}
     if deployment == QUERIER_GRAPH:

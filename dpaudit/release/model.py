@@ -183,6 +183,14 @@ class ReleasedModel(Answers, ABC):
         """Penultimate representation [len(nodes), H]."""
 
     @property
+    def charged_privacy(self) -> PrivacySpec:
+        """The training data's total: :attr:`privacy` composed with every release this object
+        made over the training graph or a graph sharing its nodes or edges (GAP's PMA releases
+        over the training graph, :mod:`dpaudit.release.deployments`). :attr:`privacy` itself for
+        a model whose answers make no accounted release (the default)."""
+        return self.privacy
+
+    @property
     def method(self) -> str:
         return self.card.get("method", self.kind)
 
@@ -288,19 +296,35 @@ class ReleasedModel(Answers, ABC):
         return directory
 
     @classmethod
-    def load(cls, directory: str | Path) -> ReleasedModel:
-        return load(directory)
+    def load(cls, directory: str | Path, record: bool = False) -> ReleasedModel:
+        """:func:`load` (the public view unless ``record=True``)."""
+        return load(directory, record=record)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.method} on {self.card.get('dataset', {}).get('name')}: {self.privacy.summary()}>"
 
 
-def load(directory: str | Path, device: str | torch.device = "cpu", record: bool = True) -> ReleasedModel:
+def load(directory: str | Path, device: str | torch.device = "cpu", record: bool = False) -> ReleasedModel:
     """Load and validate a released model directory (never unpickles anything).
 
-    The public files suffice. With ``record=True`` (default) the owner's record
-    (``provenance.json`` / ``provenance.safetensors``) is attached when present; ``record=False``
-    loads exactly what a third party holds."""
+    By default (``record=False``) the public view: exactly what a third party holds
+    (``model.json`` + ``model.safetensors``), whatever else lies in the folder. The owner's
+    record (``provenance.json`` / ``provenance.safetensors``: the training graph's key, the
+    split, the training release) is attached only when asked for with ``record=True``: it
+    answers "is this your training graph?" exactly and for free, so only the owner's own code
+    paths (its audit, its evaluation) ask for it.
+
+    Args:
+        directory: the released model's folder.
+        device: where the tensors go.
+        record: attach the owner's record when present (the owner's copy).
+
+    Returns:
+        The validated model (:attr:`ReleasedModel.verification` set).
+
+    Raises:
+        ModelFormatError: a missing, malformed or inconsistent file (one line).
+        IntegrityError: a privacy spec its recorded mechanisms do not prove."""
     directory = Path(directory)
     meta_path, weights_path = directory / META_FILE, directory / WEIGHTS_FILE
     if not directory.is_dir():

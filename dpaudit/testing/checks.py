@@ -179,7 +179,7 @@ def check_save_load_round_trip(subject: Subject, tmp_path: Path) -> None:
         "record": _json(model.record),
     }
     tensors = model.state_tensors()
-    owner = dpaudit.release.model.load(directory)
+    owner = dpaudit.release.model.load(directory, record=True)
     public = dpaudit.release.model.load(directory, record=False)
     graph, nodes = subject.dataset.data, subject.split.test
     reference = _answers(copy.deepcopy(model), graph, nodes)

@@ -208,7 +208,7 @@ def test_mlp_dp_presets_and_paper_protocol(tmp_path, small_graph):
     assert "best_val_epoch" not in paper.card["mlp_dp"] and paper.card["mlp_dp"]["checkpoint"].startswith("best")
     paper.save(tmp_path / "m")
     assert "best_val_epoch" not in (tmp_path / "m" / "model.json").read_text()
-    again = load(tmp_path / "m")
+    again = load(tmp_path / "m", record=True)
     assert torch.allclose(again.predict_proba(small_graph.data), paper.predict_proba(small_graph.data))
     assert not again.privacy.sound and again.privacy.unaccounted == spec.unaccounted
     assert again.record["mlp_dp"]["best_val_epoch"] == best

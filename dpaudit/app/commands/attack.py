@@ -51,7 +51,7 @@ def cmd_attack(args) -> int:
     attacks.check_settings(args.attack, settings)
     attacks.check_attack_caps(args.attack, settings, args.allow_long)
     device = resolve_device(args.device)
-    model = load(args.model, device=device)
+    model = load(args.model, device=device, record=True)  # the owner's attack: its record when it is there
     # the model's own graph: a graph file from the owner's record, else the card's dataset
     dataset = reload_dataset(model.card.get("dataset"), model.provenance("dataset"), root=args.data_root)
     # the audit's cost model, measured on this model: the estimate is said, and a run estimated

@@ -35,7 +35,7 @@ def _audit_locked(args) -> int:
     options = parse_dataset_options(args.dataset_option, args.dataset, declaring=False)  # the model's classes
     names = attack_names(args.attacks)  # names and settings are refused before the model is read
     settings = attack_overrides(args.attack_set, names, args.allow_long)
-    model = load(args.model, device="cpu")
+    model = load(args.model, device="cpu", record=True)  # the owner's audit: its record when it is there
     canaries = check_canary_results(model, args.canaries)  # one line before any work
     dataset = reload_dataset(model.card.get("dataset"), model.provenance("dataset"), args.dataset, options,
                              args.data_root)  # fmt: skip

@@ -11,12 +11,19 @@ def cmd_inspect(args) -> int:
     from dpaudit.release.deployments import DEPLOYMENTS, deployment_entry
     from dpaudit.release.model import load
 
-    model = load(args.model)
+    # the public view unless the owner asks for its record (--record): the record answers "is this your graph?"
+    model = load(args.model, record=bool(getattr(args, "record", False)))
     directory = Path(args.model)
     print(f"model: {args.model}")
     print(f"kind: {model.kind}   method: {model.method}")
     print(f"privacy: {model.privacy.summary()}")
-    query_ledger = getattr(model, "query_ledger", None)  # GAP: releases on query graphs, a separate ledger
+    charged = model.charged_privacy  # the training ε composed with releases over the training graph
+    if charged is not model.privacy:
+        print(
+            f"total over the training graph: {charged.summary()} (training ε composed with the releases charged to "
+            "the training data)"
+        )
+    query_ledger = getattr(model, "query_ledger", None)  # GAP: releases on query graphs
     if query_ledger is not None and query_ledger.releases:
         print(query_ledger.summary())
     if model.privacy.public_facts:
@@ -40,6 +47,8 @@ def cmd_inspect(args) -> int:
     for deployment in DEPLOYMENTS:
         entry = deployment_entry(inference, deployment, model.privacy.is_private)
         print(f"  {deployment:<16} {yes if entry['covered'] else no}: {entry['note']}")
+        if entry.get("feature_change"):
+            print(f"  {'':<16} a querier-chosen feature change: {entry['feature_change']}")
     print("files:")
     for name in PUBLIC_FILES:
         print(f"  {name:<24} public release: {yes if hypothesis else 'covered by the guarantee'} (ship these two)")
@@ -48,6 +57,8 @@ def cmd_inspect(args) -> int:
             print(f"  {name:<24} owner's record: NOT covered by {whose} (never ship it)")
     if args.json:
         shown = {"privacy": model.privacy.to_dict(), "card": model.card}
+        if charged is not model.privacy:
+            shown["charged_privacy"] = charged.to_dict()
         if query_ledger is not None:
             shown["query_ledger"] = query_ledger.to_dict()
         print(json.dumps(shown, indent=2, default=str))
@@ -60,4 +71,9 @@ def add_parser(subparsers) -> None:
     p = subparsers.add_parser("inspect", help="validate a released model, say which files are public, print its guarantee")
     p.add_argument("model")
     p.add_argument("--json", action="store_true", help="also print the whole privacy spec and public card as JSON")
+    p.add_argument(
+        "--record",
+        action="store_true",
+        help="read the owner's record too (provenance.json; default: the public view a third party holds)",
+    )
     p.set_defaults(func=cmd_inspect)

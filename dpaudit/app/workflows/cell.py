@@ -160,6 +160,7 @@ def run_cell(task: dict[str, Any]) -> dict[str, Any]:
             }
             charged = charges_queries(trained.model)
             releases: dict[str, int] = {}
+            charged_releases: dict[str, int] = {}  # of them, over the training graph: charged to the training data
             for name in config.attacks or []:
                 attack_start = time.perf_counter()
                 # a query-charged model (GAP) is attacked through its own query session: the saved
@@ -178,10 +179,11 @@ def run_cell(task: dict[str, Any]) -> dict[str, Any]:
                     record["attack_seconds"][name] = time.perf_counter() - attack_start
                     if charged:
                         releases[name] = target.query_ledger.releases
+                        charged_releases[name] = target.query_ledger.charged  # over the training graph
                 result.save(work / "attacks" / f"{name}.json")
                 record["attacks"][name] = _without_artifacts(result.to_dict())
             if charged:
-                record["query_api"] = query_api_finding(trained.model, releases)
+                record["query_api"] = query_api_finding(trained.model, releases, charged_releases)
             _run_canaries(record, config, dataset, cell, epsilon, work, trained.model, split)
             record["status"] = "done"
         except Exception as exc:

@@ -16,6 +16,7 @@ import torch
 from torch_geometric.utils import to_undirected
 
 import defenses  # noqa: F401  (registers the defenses)
+import defenses.gap.model as gap_model
 from defenses.gap import (
     EDGE_SENSITIVITY,
     GAPModel,
@@ -31,6 +32,7 @@ from defenses.gap import (
 )
 from defenses.gap.model import RELEASES_NOTE, _mechanism_from
 from defenses.gap.projection import projection_sensitivity
+from defenses.gap.queries import structure_key
 from dpaudit.accounting import GaussianMechanism, PoissonSubsampledGaussian, PrivacyLedger
 from dpaudit.data.splits import make_split
 from dpaudit.errors import ConfigurationError, DPAuditError, IntegrityError, ModelFormatError, PrivacyParameterError
@@ -62,8 +64,8 @@ def fitted(small_graph, split):
 
 
 def _copy(model, tmp_path, name="copy"):
-    """A fresh copy (save + load) that a test may query on foreign graphs."""
-    return load(model.save(tmp_path / name))
+    """A fresh owner's copy (save + load with the record) that a test may query on foreign graphs."""
+    return load(model.save(tmp_path / name), record=True)
 
 
 def _hub_graph(num_nodes: int = 60, hub_degree: int = 40, extra_edges: int = 120, seed: int = 0):
@@ -627,7 +629,7 @@ def test_a_repeat_is_free_only_inside_its_own_session(fitted, small_graph, split
     assert theirs.query_ledger.releases == 1 and not torch.equal(other, first)
     assert model.query_ledger.releases == 0 and model._memo is None
     assert mine.query_ledger.to_dict() == theirs.query_ledger.to_dict()
-    assert mine.query_ledger.to_dict()["protects"] == "the query graph(s), not the training data"
+    assert mine.query_ledger.to_dict()["protects"] == gap_model.QUERY_LEDGER_PROTECTS
 
 
 def test_zeroing_a_neighbours_features_changes_the_answer(fitted, small_graph, tmp_path):
@@ -665,8 +667,13 @@ def test_query_releases_go_to_the_query_ledger_never_to_the_training_spec(fitted
     spec = model.query_ledger.spec()
     assert spec.epsilon == pytest.approx(ledger.get_epsilon(model.privacy.delta), rel=1e-9)
     assert spec.delta == model.privacy.delta and spec.unit == "edge" and len(spec.mechanisms) == 2
+    # half the training graph's edges: it shares edges with the training graph, so both releases are
+    # charged to the training data too (issue 46 §2)
+    total = model.charged_privacy
+    assert total.epsilon > model.privacy.epsilon and model.query_ledger.charged == 2
     assert model.query_ledger.to_dict() == {"releases": 2, "epsilon": spec.epsilon, "delta": spec.delta, "unit": "edge",
-                                            "protects": "the query graph(s), not the training data"}  # fmt: skip
+                                            "protects": gap_model.QUERY_LEDGER_PROTECTS, "charged_to_training": 2,
+                                            "epsilon_total": total.epsilon}  # fmt: skip
     reloaded = _copy(model, tmp_path, "again")  # the count survives save/load; the spec stays training
     assert reloaded.privacy.to_dict() == trained and reloaded.query_ledger.releases == 2
     reloaded.predict_proba(other)
@@ -731,7 +738,7 @@ def test_save_load_round_trip(fitted, small_graph, tmp_path, name):
     (``provenance.safetensors`` + the graph's key in ``provenance.json``) and comes back with it."""
     model = fitted[name]
     directory = model.save(tmp_path / name)
-    loaded = load(directory)
+    loaded = load(directory, record=True)
     assert isinstance(loaded, GAPModel)
     ours, theirs = model.training_release(), loaded.training_release()
     assert torch.equal(theirs.predict_proba(small_graph.data), ours.predict_proba(small_graph.data))
@@ -743,8 +750,11 @@ def test_save_load_round_trip(fitted, small_graph, tmp_path, name):
     if model.privacy.is_private:
         assert "mechanisms re-derived from the card's hyperparameters and declared facts" in loaded.verification.checked
     record = json.loads((directory / "provenance.json").read_text())
-    assert record["gap"]["training_graph"] == {"key": ours.graph.key, "num_nodes": small_graph.num_nodes}
-    public = load(directory, record=False)
+    assert record["gap"]["training_graph"] == {"key": ours.graph.key, "num_nodes": small_graph.num_nodes,
+                                               "structure": structure_key(small_graph.data)}  # fmt: skip
+    # the training graph's edge set travels in the owner's record (what charges a graph sharing an edge)
+    assert torch.equal(loaded._training_edges, model._training_edges) and loaded._training_edges.numel() > 0
+    public = load(directory)
     with pytest.raises(DPAuditError, match="owner's record"):
         public.training_release()
     if name == "gap-inf":  # no noise: a charged release on the training graph repeats the cache exactly

@@ -32,7 +32,7 @@ def _seconds(plan: dict) -> dict[str, float]:
 
 
 def test_the_estimate_scales_with_shadows_references_runs_and_pairs(saved_gcn, small_graph):
-    model = load(saved_gcn)
+    model = load(saved_gcn, record=True)
     names = ["mia-lira", "mia-rmia", "mia-tstf", "link-steal", "linkteller"]
     small = {"mia-lira": {"num_shadows": 2}, "mia-rmia": {"num_references": 2}, "mia-tstf": {"runs": 1},
              "link-steal": {"runs": 1, "max_pairs": 400}, "linkteller": {"num_pairs": 50, "pr_nodes": 20}}  # fmt: skip
@@ -55,7 +55,7 @@ def test_the_estimate_scales_with_shadows_references_runs_and_pairs(saved_gcn, s
 def test_a_cold_recorded_training_time_is_not_the_shadow_cost(saved_gcn, small_graph):
     """The owner's record says the first training took 1000 s (cold torch, first calls): the
     plan measures a warm shadow of the recipe instead of repeating that per shadow model."""
-    model = load(saved_gcn)
+    model = load(saved_gcn, record=True)
     model.record["timings"]["train_seconds"] = 1000.0
     plan = audit_plan(model, small_graph, ["mia-lira"], {})
     assert 0 < plan["shadow_seconds"] < 100
@@ -83,18 +83,18 @@ def test_the_trial_extrapolates_the_warm_per_epoch_cost(saved_gcn, small_graph, 
         return next(timings)
 
     monkeypatch.setattr(AUDIT, "_cpu_seconds", scripted)
-    trial = AUDIT._shadow_trial(load(saved_gcn), small_graph, "cpu")
+    trial = AUDIT._shadow_trial(load(saved_gcn, record=True), small_graph, "cpu")
     assert calls == [{"epochs": 4}, {"epochs": 2}, {"epochs": 4}, {"epochs": 2}]  # the recipe trains 40 epochs
     # 2 epochs cost 0.2 s warm, the fixed part 0.8 s: 0.8 + 20 × 0.2
     assert trial["shadow"] == pytest.approx(4.8)
     assert trial["first_shadow_extra"] == pytest.approx(0.5)
-    plan = audit_plan(load(saved_gcn), small_graph, ["mia-lira", "mia-tstf"], {}, costs={**COSTS, **trial,
+    plan = audit_plan(load(saved_gcn, record=True), small_graph, ["mia-lira", "mia-tstf"], {}, costs={**COSTS, **trial,
                       "first_shadow_extra": 0.5})  # fmt: skip
     lira = _seconds(plan)["mia-lira"]
     tstf = _seconds(plan)["mia-tstf"]
-    assert lira == pytest.approx(_seconds(audit_plan(load(saved_gcn), small_graph, ["mia-lira"], {},
+    assert lira == pytest.approx(_seconds(audit_plan(load(saved_gcn, record=True), small_graph, ["mia-lira"], {},
                                  costs={**COSTS, **trial, "first_shadow_extra": 0.0}))["mia-lira"] + 0.5, abs=0.1)  # fmt: skip
-    assert tstf == pytest.approx(_seconds(audit_plan(load(saved_gcn), small_graph, ["mia-tstf"], {},
+    assert tstf == pytest.approx(_seconds(audit_plan(load(saved_gcn, record=True), small_graph, ["mia-tstf"], {},
                                  costs={**COSTS, **trial, "first_shadow_extra": 0.0}))["mia-tstf"], abs=0.1)  # fmt: skip
 
 
@@ -109,7 +109,7 @@ def test_an_automatic_epoch_count_is_read_from_the_card():
 
 def test_an_uncalibrated_recipe_says_its_estimate_is_an_upper_one(saved_gcn, small_graph, monkeypatch):
     monkeypatch.setattr(get_defense("gcn"), "epoch_settings", ())  # a recipe that declares no epoch counts
-    model = load(saved_gcn)
+    model = load(saved_gcn, record=True)
     plan = audit_plan(model, small_graph, ["mia-lira"], {})
     assert plan["costs"]["shadow_source"] == "recorded"
     assert plan["shadow_seconds"] == pytest.approx(model.record["timings"]["train_seconds"], abs=0.01)

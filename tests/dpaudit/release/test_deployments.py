@@ -22,9 +22,13 @@ from dpaudit.data.datasets import csbm
 from dpaudit.data.splits import make_split
 from dpaudit.errors import ConfigurationError, DPAuditError
 from dpaudit.release.deployments import (
+    CHARGED_RELEASE,
     DEPLOYMENTS,
+    FEATURE_CHANGE,
+    OWN_FEATURES,
     OWNER_GRAPH,
     QUERIER_GRAPH,
+    READ_IN_CLEAR,
     TRAINING_GRAPH,
     covered_deployments,
     deployment_entry,
@@ -55,6 +59,28 @@ def _edge_spec():
 
 
 # --------------------------------------------------------------------------- the card's entry
+
+
+def test_each_defense_declares_what_a_feature_change_costs_per_deployment(graph):
+    """What a querier-chosen feature change over the private graph costs is declared by each
+    defense and said per deployment on its card (issue 46 §2)."""
+    split = make_split(graph, "random:0.5,0.25,0.25", seed=0)
+    fits = {
+        "gap-edp": (CHARGED_RELEASE, {"encoder_epochs": 2, "epochs": 2}),
+        "mlp-dp": (OWN_FEATURES, {"epochs": 2}),
+        "dpar-em1": (READ_IN_CLEAR, DPAR_FAST),
+    }
+    for name, (kind, hp) in fits.items():
+        card = get_defense(name)(epsilon=4.0, seed=0, **hp).fit(graph, split).card["inference"]
+        assert card["feature_change"] == kind
+        for deployment in DEPLOYMENTS:
+            entry = deployment_entry(card, deployment)
+            assert entry["feature_change"] == FEATURE_CHANGE[kind][deployment]
+    charged = deployment_entry(inference_entry(private=True, training_graph=True, note="n",
+                                               owner_graph_mechanism="a PMA release"), TRAINING_GRAPH)  # fmt: skip
+    assert "charged to the training data" in charged["feature_change"]
+    with pytest.raises(DPAuditError, match="feature_change must be one of"):
+        inference_entry(private=True, training_graph=True, note="n", feature_change="whatever")
 
 
 def test_an_entry_says_every_deployment_and_a_non_private_model_covers_none():

@@ -33,6 +33,35 @@ def test_round_trip_gives_identical_predictions(saved, small_graph):
     assert again.privacy == model.privacy and again.card == json.loads(json.dumps(model.card))
 
 
+def test_load_is_the_public_view_unless_the_record_is_asked_for(saved, small_graph):
+    """The owner's record (split, seeds, fingerprint, GAP's training release) answers "is this your
+    training graph?" exactly: ``load`` attaches it only with ``record=True`` (issue 46 §2)."""
+    from dpaudit.release import OWNER_FILES
+    from dpaudit.release.model import training_release
+
+    model, directory, _ = saved
+    assert (directory / "provenance.json").is_file() and model.record  # the owner's files are there
+    public = load(directory)
+    assert public.record == {} and not public.has_record
+    for key in model.record:  # only what the public card says, never the owner's measurement
+        assert public.provenance(key) == json.loads(json.dumps(model.card.get(key)))
+    assert model.record["split"] != model.card.get("split")  # the record holds more (seed, sizes, nodes)
+    assert training_release(public) is None
+    owner = load(directory, record=True)
+    assert owner.has_record and owner.record == json.loads(json.dumps(model.record))
+    assert "provenance.json" in OWNER_FILES and "metrics.json" in OWNER_FILES
+
+
+def test_inspect_shows_the_public_view_unless_asked_for_the_record(saved, capsys):
+    from dpaudit.app.cli import main
+
+    _, directory, _ = saved
+    assert main(["inspect", str(directory), "--json"]) == 0
+    shown = capsys.readouterr().out
+    assert "a querier-chosen feature change: free" in shown  # mlp-dp reads the queried node's own features
+    assert main(["inspect", str(directory), "--record"]) == 0
+
+
 def test_gnn_round_trip(small_graph, tmp_path):
     split = make_split(small_graph, "random:0.6,0.2,0.2", 0)
     model = get_defense("gcn")(seed=0, epochs=5).fit(small_graph, split)

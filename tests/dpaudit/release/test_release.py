@@ -56,7 +56,8 @@ def test_public_files_alone_load_and_membership_needs_the_owners_record(trained_
     assert third_party.predict_proba(small_graph.data).shape == (small_graph.num_nodes, small_graph.num_classes)
     with pytest.raises(DPAuditError, match="owner's record"):
         target_split(third_party, small_graph)
-    owner = load(directory)
+    assert load(directory).record == {}  # the public view is the default
+    owner = load(directory, record=True)  # the owner's record only when asked for
     assert owner.has_record
     rebuilt = target_split(owner, resolve_dataset(owner, small_graph))
     assert torch.equal(rebuilt.train, split.train)
@@ -224,5 +225,5 @@ def test_a_malformed_owners_record_is_refused_not_guessed(trained_gcn, tmp_path)
         (copy / name).write_bytes((directory / name).read_bytes())
     (copy / "provenance.json").write_text('{"seed": 1}')
     with pytest.raises(ModelFormatError, match="owner's record"):
-        load(copy)
-    assert load(copy, record=False).record == {}
+        load(copy, record=True)
+    assert load(copy).record == {}

@@ -1,17 +1,20 @@
 """A query-charged model's queries (GAP: every query graph is a new release): how many new
 releases each audit step may need (:func:`query_plan`), and what the audit's queries would cost an
-interactive query API, as one finding (:func:`query_api_finding`)."""
+interactive query API, as one finding (:func:`query_api_finding`). Releases over the training graph
+(the ``training-graph`` deployment, LinkTeller's feature-perturbed copies) are charged to the
+training data: their total is the training ε composed with them (``epsilon_total``)."""
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 
 def charges_queries(model) -> bool:
     """Whether ``model`` answers queries as new, accounted releases (GAP: every query graph is
-    a PMA release counted in its query ledger, about the query graphs, never in its training
-    ε), so an audit queries its own sessions and reports their releases."""
+    a PMA release counted in its query ledger; those over the training graph are charged to the
+    training data), so an audit queries its own sessions and reports their releases."""
     return callable(getattr(model, "query_session", None))
 
 
@@ -51,13 +54,26 @@ def query_plan(model, dataset, steps: list[dict]) -> dict | None:
         "unknown": [s["attack"] for s in steps if s["foreign_releases"] is None],
         "training_epsilon": model.privacy.epsilon if model.privacy.is_private else None,
         "query_ledger": _query_ledger(model, known),
+        "epsilon_total_at_most": _total(model, known),
     }
 
 
-def _query_ledger(model, releases: int) -> dict[str, Any]:
+def _total(model, releases: int) -> float | None:
+    """The training ε composed with ``releases`` releases charged to the training data
+    (:meth:`defenses.gap.GAPModel.total_with`); ``None`` for a model that is not private."""
+    total_with = getattr(model, "total_with", None)
+    spec = total_with(releases) if callable(total_with) else model.privacy
+    return spec.epsilon if spec.is_private else None
+
+
+def _query_ledger(model, releases: int, charged: int = 0) -> dict[str, Any]:
     """``model``'s query ledger (:attr:`defenses.gap.GAPModel.query_ledger`) as JSON, with
-    ``releases`` releases: what they guarantee for the query graph(s)."""
-    return dataclasses.replace(model.query_ledger, releases=int(releases)).to_dict()
+    ``releases`` releases, ``charged`` of them over the training graph (their total with the
+    training ε: ``epsilon_total``)."""
+    total_with = getattr(model, "total_with", None)
+    total = functools.partial(total_with, int(charged)) if callable(total_with) else None
+    ledger = dataclasses.replace(model.query_ledger, releases=int(releases), charged=int(charged), total_spec=total)
+    return ledger.to_dict()
 
 
 def query_plan_line(queries: dict) -> str:
@@ -67,29 +83,39 @@ def query_plan_line(queries: dict) -> str:
     text = f"query-charged model: the attacks need at most {queries['releases_at_most']} new release(s); {free}"
     ledger = queries.get("query_ledger") or {}
     if ledger.get("epsilon") is not None and queries["releases_at_most"]:
-        text += (f"; their releases go to the query-graph ledger (ε ≤ {ledger['epsilon']:.4g} at δ = "
-                 f"{ledger['delta']:.3g}, about the query graphs; the model's training ε = "
-                 f"{queries['training_epsilon']:.4g} is unchanged)")  # fmt: skip
+        text += (f"; their releases go to the query ledger (ε ≤ {ledger['epsilon']:.4g} at δ = "
+                 f"{ledger['delta']:.3g}); those over the training graph are charged to the training data: total ε ≤ "
+                 f"{queries.get('epsilon_total_at_most') or 0:.4g} (training ε = {queries['training_epsilon']:.4g})")  # fmt: skip
     if queries["unknown"]:
         text += f"; unknown for {', '.join(queries['unknown'])}"
     return text
 
 
-def query_api_finding(model, releases: dict[str, int]) -> dict[str, Any]:
+def query_api_finding(model, releases: dict[str, int], charged: dict[str, int] | None = None) -> dict[str, Any]:
     """The audit's queries of a query-charged model as one finding: the new releases each step
     made (``releases``), their total and their query ledger (``query_ledger``: the composition
-    of all of them, about the query graph(s) — each step answered afresh in its own session —
-    never added to the model's training ε, ``training_epsilon``, which no query changes)."""
+    of all of them), and those made over the training graph (``charged``, per step): charged to
+    the training data, whose total is the training ε composed with all of them
+    (``epsilon_total``; ``charged_releases`` their count). ``training_epsilon`` is the model's
+    training ε."""
     total = sum(releases.values())
-    ledger = _query_ledger(model, total)
+    charged = {k: v for k, v in (charged or {}).items() if v}
+    n_charged = sum(charged.values())
+    ledger = _query_ledger(model, total, n_charged)
     training = model.privacy.epsilon if model.privacy.is_private else None
+    epsilon_total = _total(model, n_charged)
     if not total:
         finding = "the audit made no new release on a query graph (every query read the owner's training release)"
     elif ledger["epsilon"] is None:
         finding = f"answering these {total} queries releases noise-free aggregations: the model is not private"
+    elif n_charged:
+        finding = (f"answering these {total} queries made {total} PMA release(s), {n_charged} of them over the training "
+                   f"graph: charged to the training data, total ε = {epsilon_total:.4g} at δ = {ledger['delta']:.3g} "
+                   f"(training ε = {training:.4g} composed with them)")  # fmt: skip
     else:
-        finding = (f"answering these {total} queries made {total} PMA release(s) on query graphs, query-graph ledger "
-                   f"ε = {ledger['epsilon']:.4g} at δ = {ledger['delta']:.3g} (it protects the query graphs, not the "
-                   f"training data; the model's training guarantee, ε = {training:.4g}, is unchanged)")  # fmt: skip
+        finding = (f"answering these {total} queries made {total} PMA release(s) on query graphs sharing nothing with "
+                   f"the training graph, query ledger ε = {ledger['epsilon']:.4g} at δ = {ledger['delta']:.3g} (it "
+                   f"protects the query graphs; the model's training guarantee, ε = {training:.4g}, is unchanged)")  # fmt: skip
     return {"releases": total, "by_step": dict(releases), "query_ledger": ledger, "training_epsilon": training,
+            "charged_releases": n_charged, "charged_by_step": charged, "epsilon_total": epsilon_total,
             "finding": finding}  # fmt: skip

@@ -66,7 +66,7 @@ def audit(
     from dpaudit.release.model import ReleasedModel, load
 
     if isinstance(model, (str, Path)):
-        model = load(model)
+        model = load(model, record=True)  # a folder: the owner's audit reads its record when it is there
     if not isinstance(model, ReleasedModel):
         raise DPAuditError("audit expects a dpaudit ReleasedModel or the folder of a saved one")
     canary_results = check_canary_results(model, canaries)
@@ -82,7 +82,7 @@ def audit(
     risk = None
     if split is not None and not interrupted:
         risk = _node_risk(targets, dataset, split, plans)
-    queries = query_api_finding(model, targets.releases()) if targets.charged else None
+    queries = query_api_finding(model, targets.releases(), targets.releases("charged_releases")) if targets.charged else None
     if queries and queries["releases"]:
         log.warning("audit: %s", queries["finding"])
     return AuditResult(model, dataset, results, errors, seconds, metrics, command=command, plan=plan,
@@ -152,11 +152,12 @@ class _Targets:
         self.counted.append((what, twin))
         return twin
 
-    def releases(self) -> dict[str, int]:
-        """The new releases each step's sessions made (a session's ledger starts at 0)."""
+    def releases(self, count: str = "releases") -> dict[str, int]:
+        """The new releases each step's sessions made (a session's ledger starts at 0); with
+        ``count="charged_releases"`` those charged to the training data (made over the training graph)."""
         releases: dict[str, int] = {}
         for what, twin in self.counted:
-            made = twin.query_ledger.releases
+            made = getattr(twin.query_ledger, "charged" if count == "charged_releases" else "releases")
             if made:
                 releases[what] = releases.get(what, 0) + made
         return releases
