@@ -33,7 +33,7 @@ import pkgutil
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from attacks import _common as C
+from attacks._deployment import deployed
 from dpaudit.auditing.low_fpr import low_fpr_summary
 from dpaudit.auditing.results import AttackResult
 from dpaudit.data.datasets import GraphDataset
@@ -320,7 +320,7 @@ def run(name: str, model: ReleasedModel, dataset: GraphDataset | None = None, **
         raise ConfigurationError(
             "attacks need a dpaudit ReleasedModel (wrap your module with dpaudit.training.adapters.adapt)"
         )
-    with C.deployed(model, settings.get("deployment")):  # releases over the training graph: charged to it
+    with deployed(model, settings.get("deployment")):  # releases over the training graph: charged to it
         result = fn(model, dataset, **_as_declared(name, settings))
     result.extra["low_fpr"] = low_fpr_summary(result.runs)
     return result

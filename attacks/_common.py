@@ -9,7 +9,6 @@ used only to *evaluate* attacks, never to orient or tune their scores.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import logging
 import math
@@ -20,12 +19,13 @@ import numpy as np
 import torch
 
 from attacks import declaration
+from attacks._deployment import deployed, resolve_deployment  # noqa: F401  (re-exported for the attacks)
 from dpaudit.auditing.results import AttackResult
 from dpaudit.auditing.statistics import Coverage, auc, coverage, epsilon_lower_bound, summarize_runs
 from dpaudit.data.datasets import GraphDataset
 from dpaudit.data.splits import Split, membership_partition, split_is_random
 from dpaudit.errors import ConfigurationError, DPAuditError
-from dpaudit.release.deployments import DEPLOYMENTS, OWNER_GRAPH, QUERIER_GRAPH, TRAINING_GRAPH
+from dpaudit.release.deployments import DEPLOYMENTS, OWNER_GRAPH, QUERIER_GRAPH, TRAINING_GRAPH  # noqa: F401
 from dpaudit.release.model import ReleasedModel, answering, training_release  # noqa: F401  (re-exported for the attacks)
 from dpaudit.training.constraints import COUNT, SEED, Interval, Options
 from dpaudit.training.registry import get_defense
@@ -250,46 +250,6 @@ def undirected_edges(edge_index: torch.Tensor) -> torch.Tensor:
     """[2, E/2] with u < v."""
     mask = edge_index[0] < edge_index[1]
     return edge_index[:, mask]
-
-
-# --------------------------------------------------------------------------- deployments
-
-
-def resolve_deployment(model: ReleasedModel, deployment: str | None) -> str:
-    """The deployment an attack audits (:mod:`dpaudit.release.deployments`). ``"auto"``: a model trained
-    on an inductive split is audited as deployed — answering over a graph the querier supplies
-    (``querier-graph``); any other model answers over the owner's training graph
-    (``training-graph``). ``owner-graph`` is refused: its answers are post-processing for the
-    training data, and the other graph's protection is that graph's own ledger."""
-    if deployment in (None, "auto"):
-        split = model.card.get("split") or {}
-        return QUERIER_GRAPH if split.get("inductive") else TRAINING_GRAPH
-    if deployment not in DEPLOYMENTS:
-        raise ConfigurationError(f"unknown deployment {deployment!r}; use auto, {QUERIER_GRAPH} or {TRAINING_GRAPH}")
-    if deployment == OWNER_GRAPH:
-        raise ConfigurationError(
-            "deployment owner-graph is not an attack on the training data (its answers are post-processing of the "
-            "weights); audit that graph's own query ledger instead: use querier-graph or training-graph"
-        )
-    return deployment
-
-
-@contextlib.contextmanager
-def deployed(model: ReleasedModel, deployment: str | None):
-    """Declare, for the duration of an attack, the deployment ``model`` answers in
-    (:func:`resolve_deployment`) to a model whose answers are accounted releases (GAP:
-    :meth:`~defenses.gap.GAPModel.charges_training`): in ``training-graph`` every release it makes
-    is over the owner's graph, or a copy of it with the querier's features, and is charged to
-    the training data; in ``querier-graph`` none is. Other models are unchanged."""
-    if not callable(getattr(model, "charges_training", None)):
-        yield model
-        return
-    before = getattr(model, "deployment", None)
-    model.deployment = resolve_deployment(model, deployment)
-    try:
-        yield model
-    finally:
-        model.deployment = before
 
 
 def query_graph(dataset: GraphDataset, split: Split, deployment: str, attack_unit: str):
