@@ -2,7 +2,7 @@
 
 >>> from attacks import run, available_attacks
 >>> available_attacks()
-['embedding-probe', 'link-steal', 'linkteller', 'mia-lira', 'mia-rmia', 'mia-threshold', 'mia-tstf']
+['embedding-probe', 'link-steal', 'linkteller', 'mia-lira', 'mia-rmia', 'mia-threshold', 'mia-tstf', 'seed-replay']
 >>> result = run("link-steal", model, dataset, runs=3)          # doctest: +SKIP
 
 Every attack consumes only the released-model interface (``predict_proba``, ``embed``,
@@ -198,6 +198,7 @@ def _register_builtin() -> None:
     from attacks.lira import MIA_LIRA_CONSTRAINTS, mia_lira
     from attacks.membership import MIA_THRESHOLD_CONSTRAINTS, MIA_TSTF_CONSTRAINTS, mia_threshold, mia_tstf
     from attacks.rmia import MIA_RMIA_CONSTRAINTS, mia_rmia
+    from attacks.seed_replay import SEED_REPLAY_CONSTRAINTS, seed_replay
 
     for name, fn, constraints in (
         ("mia-tstf", mia_tstf, MIA_TSTF_CONSTRAINTS),
@@ -207,6 +208,7 @@ def _register_builtin() -> None:
         ("link-steal", link_steal, LINK_STEAL_CONSTRAINTS),
         ("linkteller", linkteller, LINKTELLER_CONSTRAINTS),
         ("embedding-probe", embedding_probe, EMBEDDING_PROBE_CONSTRAINTS),
+        ("seed-replay", seed_replay, SEED_REPLAY_CONSTRAINTS),
     ):
         register_attack(name, constraints)(fn)
 

@@ -55,12 +55,14 @@ def train(
     data_root: str | None = None,
     overrides: dict[str, Any] | None = None,
     out: str | Path | None = None,
+    noise: str | None = None,
 ) -> TrainResult:
     """Train one defense and, when ``out`` is given, write the released model there with the
     owner's record and ``metrics.json`` (both the owner's, never covered by ε: see
-    :mod:`dpaudit.release`)."""
+    :mod:`dpaudit.release`). ``noise``: the privacy noise source (:mod:`dpaudit.training.noise`;
+    ``"seeded"`` = ``--reproducible-noise``, recorded on the card as not a release)."""
     cls = get_defense(defense)
-    instance = cls(epsilon=epsilon, delta=delta, seed=seed, device=device, **(overrides or {}))
+    instance = cls(epsilon=epsilon, delta=delta, seed=seed, device=device, noise=noise, **(overrides or {}))
     ds = dataset if isinstance(dataset, GraphDataset) else load_dataset(dataset, root=data_root)
     sp = make_split(ds, split, seed)
     model = instance.fit(ds, sp)

@@ -53,6 +53,7 @@ from dpaudit.runtime import library_versions, resolve_device, seed_everything
 from dpaudit.seeds import DERIVED_SEED_LIMIT, check_seed
 from dpaudit.training.constraints import MAX_WIDTH as MAX_WIDTH  # re-exported: the cap of widths
 from dpaudit.training.constraints import NON_NEGATIVE, WIDTH, Options, check, describe, parameter_constraints
+from dpaudit.training.noise import noise_source
 from dpaudit.training.private_selection import (
     SELECT_CHOICES,
     check_selection_request,
@@ -267,8 +268,11 @@ class Defense(ABC):
         delta: float | str | None = "auto",
         seed: int = 0,
         device: str | torch.device = "auto",
+        noise: str | None = None,
         **hyperparameters: Any,
     ):
+        # privacy noise: OS entropy unless seeded noise is asked for (dpaudit.training.noise)
+        self.noise = noise_source(noise)
         self.epsilon = validate_epsilon(epsilon)
         if self.unit is None and math.isfinite(self.epsilon):
             raise PrivacyParameterError(f"{self.name} is not a private defense; its epsilon must be inf")
@@ -401,6 +405,7 @@ class Defense(ABC):
             "protocol": self.protocol,
             "target_epsilon": None if math.isinf(self.epsilon) else self.epsilon,
             "delta_option": str(self.delta_option),
+            "noise": self.noise.mode,  # "seeded": reproducible from the seed, not a release
             "dataset": dataset.card(),
             "split": split.public_dict(),
             "dpaudit_version": dpaudit.__version__,

@@ -10,12 +10,15 @@ def cmd_inspect(args) -> int:
     from dpaudit.release import OWNER_FILES, PUBLIC_FILES
     from dpaudit.release.deployments import DEPLOYMENTS, deployment_entry
     from dpaudit.release.model import load
+    from dpaudit.training.noise import seeded_flag
 
     model = load(args.model)
     directory = Path(args.model)
     print(f"model: {args.model}")
     print(f"kind: {model.kind}   method: {model.method}")
     print(f"privacy: {model.privacy.summary()}")
+    if seeded_flag(model.card):  # dpaudit.training.noise: noise replayable from the seed
+        print(f"WARNING: {seeded_flag(model.card)}")
     query_ledger = getattr(model, "query_ledger", None)  # GAP: releases on query graphs, a separate ledger
     if query_ledger is not None and query_ledger.releases:
         print(query_ledger.summary())
@@ -57,7 +60,9 @@ def cmd_inspect(args) -> int:
 
 
 def add_parser(subparsers) -> None:
-    p = subparsers.add_parser("inspect", help="validate a released model, say which files are public, print its guarantee")
+    p = subparsers.add_parser(
+        "inspect", help="validate a released model, say which files are public, print its guarantee"
+    )
     p.add_argument("model")
     p.add_argument("--json", action="store_true", help="also print the whole privacy spec and public card as JSON")
     p.set_defaults(func=cmd_inspect)
