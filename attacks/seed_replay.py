@@ -5,7 +5,7 @@ drawn from ``--seed`` (dpaudit before issue 46, and every library that seeds its
 deterministic function of (data, seed), and the seed is small: the default 0, or below 2³¹.
 This attack re-trains the release from its **public card** alone — defense, hyperparameters,
 target ε and δ option, dataset name and split specification — with seeded noise
-(``noise="seeded"``) for the seeds ``0 .. seeds − 1`` (the default seed first, as
+(``noise="seeded"``) for ``seeds`` seeds — 0 (the default) first, then ``seed``, ``seed + 1`` ... (as
 ``dpaudit train --seed s`` would: the split and the training take the same seed), and compares
 each re-training's ``weights_sha256`` with the release's. It stops at the first match.
 
@@ -42,17 +42,20 @@ from dpaudit.data.splits import make_split
 from dpaudit.errors import ConfigurationError, DPAuditError
 from dpaudit.release.model import ReleasedModel
 from dpaudit.release.provenance import resolve_dataset
-from dpaudit.training.constraints import COUNT, Options
+from dpaudit.training.constraints import COUNT
 from dpaudit.training.noise import SEEDED, card_noise_mode
 from dpaudit.training.registry import get_defense
 
 log = logging.getLogger(__name__)
 
 SEED_REPLAY_CONSTRAINTS: dict[str, list[Any]] = {
-    "seeds": [COUNT],  # the seeds 0 .. seeds - 1 are tried (0, the default seed, first)
+    "runs": C.SETTING_CONSTRAINTS["runs"],  # unused: a replay is exact, one run says all
+    "seeds": [COUNT],  # how many seeds are tried: 0 (the default seed) first, then seed, seed + 1, ...
+    "seed": C.SETTING_CONSTRAINTS["seed"],
+    "n_boot": C.SETTING_CONSTRAINTS["n_boot"],  # unused: no statistic is bootstrapped
     "device": C.SETTING_CONSTRAINTS["device"],
     "data_root": C.SETTING_CONSTRAINTS["data_root"],
-    "deployment": [Options("auto")],  # nothing is queried: the release's tensors are compared
+    "deployment": C.SETTING_CONSTRAINTS["deployment"],  # unused: nothing is queried, the tensors are compared
 }
 
 #: what a reproduced release is reported as
@@ -81,7 +84,10 @@ def seed_replay(
     model: ReleasedModel,
     dataset: GraphDataset | None = None,
     *,
+    runs: int = 1,
     seeds: int = 4,
+    seed: int = 0,
+    n_boot: int = 1000,
     device: str = "cpu",
     data_root: str | None = None,
     deployment: str = "auto",
@@ -92,10 +98,14 @@ def seed_replay(
     Args:
         model: the release (its card names a registered defense).
         dataset: the dataset its card names (loaded from the card when ``None``).
-        seeds: how many seeds to try, from 0.
+        seeds: how many seeds to try: 0 (the default seed) first, then ``seed``, ``seed + 1`` ...
+            (with ``seed = 0``: the seeds ``0 .. seeds − 1``).
+        runs: unused (a replay is exact: one run says all).
+        seed: where the range after the default seed starts.
+        n_boot: unused (no statistic is bootstrapped).
         device: where to re-train (CPU: the seeded streams are drawn on the CPU either way).
         data_root: where to load the dataset from.
-        deployment: unused (nothing is queried); ``auto`` only.
+        deployment: unused (nothing is queried).
 
     Returns:
         The :class:`AttackResult`: ``extra["seed_replay"]`` says whether and with which seed the
@@ -105,7 +115,15 @@ def seed_replay(
     Raises:
         ConfigurationError: the card names no defense, or its recipe cannot be rebuilt.
     """
-    settings = {"seeds": seeds, "device": device, "data_root": data_root, "deployment": deployment}
+    settings = {
+        "runs": runs,
+        "seeds": seeds,
+        "seed": seed,
+        "n_boot": n_boot,
+        "device": device,
+        "data_root": data_root,
+        "deployment": deployment,
+    }
     cls, hp, epsilon, delta, spec = _recipe(model)
     released = model.weights_sha256()
     summary: dict[str, Any] = {
@@ -125,27 +143,47 @@ def seed_replay(
         "seed-replay: up to %d re-training(s) of %s%s", seeds, cls.name,
         f", about {each:.1f}s each (the owner's training time)" if isinstance(each, (int, float)) else "",
     )  # fmt: skip
-    for seed in range(int(seeds)):
+    for candidate in candidate_seeds(seeds, seed):
         try:
-            defense = cls(epsilon=epsilon, delta=delta, seed=seed, device=device, noise=SEEDED, **hp)
+            defense = cls(epsilon=epsilon, delta=delta, seed=candidate, device=device, noise=SEEDED, **hp)
         except (TypeError, DPAuditError) as exc:
             raise ConfigurationError(f"seed-replay cannot rebuild {cls.name!r} from the card: {exc}") from None
-        replay = defense.fit(dataset, make_split(dataset, spec, seed))
-        summary["seeds_tried"].append(seed)
+        replay = defense.fit(dataset, make_split(dataset, spec, candidate))
+        summary["seeds_tried"].append(candidate)
         if replay.weights_sha256() == released:
-            summary.update(reproduced=True, seed=seed)
+            summary.update(reproduced=True, seed=candidate)
             break
-        log.info("seed-replay: seed %d does not reproduce the release", seed)
+        log.info("seed-replay: seed %d does not reproduce the release", candidate)
     if summary["reproduced"]:
         notes.append(BROKEN.format(seed=summary["seed"]))
     else:
+        tried = ", ".join(str(s) for s in summary["seeds_tried"])
         notes.append(
-            f"not reproduced by the seeds 0..{int(seeds) - 1}: this says nothing about other seeds, and the noise may "
-            "still be seeded"
+            f"not reproduced by the seeds {tried}: this says nothing about other seeds, and the noise may still be seeded"
             if summary["card_noise"] == SEEDED
-            else f"not reproduced by the seeds 0..{int(seeds) - 1} (the card says the noise is drawn from OS entropy)"
+            else f"not reproduced by the seeds {tried} (the card says the noise is drawn from OS entropy)"
         )
     return _result(model, settings, summary, notes)
+
+
+def candidate_seeds(count: int, start: int = 0) -> list[int]:
+    """The seeds tried: 0 (``--seed``'s default) first, then ``start``, ``start + 1`` ... — ``count``
+    distinct seeds.
+
+    Args:
+        count: how many.
+        start: where the range after 0 starts.
+
+    Returns:
+        The seeds, in the order tried.
+    """
+    out = [0]
+    candidate = int(start)
+    while len(out) < int(count):
+        if candidate not in out:
+            out.append(candidate)
+        candidate += 1
+    return out[: int(count)]
 
 
 def _result(model: ReleasedModel, settings: dict, summary: dict, notes: list[str]) -> AttackResult:
