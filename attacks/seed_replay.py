@@ -139,10 +139,8 @@ def seed_replay(
         return _result(model, settings, summary, notes)
     dataset = resolve_dataset(model, dataset, data_root)
     each = ((model.record or {}).get("timings") or {}).get("train_seconds")
-    log.info(
-        "seed-replay: up to %d re-training(s) of %s%s", seeds, cls.name,
-        f", about {each:.1f}s each (the owner's training time)" if isinstance(each, (int, float)) else "",
-    )  # fmt: skip
+    about = f", about {each:.1f}s each (the owner's training time)" if isinstance(each, (int, float)) else ""
+    log.info("seed-replay: up to %d re-training(s) of %s%s", seeds, cls.name, about)
     for candidate in candidate_seeds(seeds, seed):
         try:
             defense = cls(epsilon=epsilon, delta=delta, seed=candidate, device=device, noise=SEEDED, **hp)

@@ -20,9 +20,9 @@ SMALL = {
 
 def _train(tmp_path, defense: str, seed: int, name: str, *extra: str) -> dict:
     out = tmp_path / name
-    argv = ["train", "--defense", defense, "--dataset", "csbm", "--dataset-option", "num_nodes=200",
-            "--epsilon", "2", "--seed", str(seed), "--split", "random:0.5,0.2,0.3", "--device", "cpu",
-            *SMALL[defense], *extra, "--out", str(out)]  # fmt: skip
+    data = ["--dataset", "csbm", "--dataset-option", "num_nodes=200", "--split", "random:0.5,0.2,0.3"]
+    argv = ["train", "--defense", defense, *data, "--epsilon", "2", "--seed", str(seed), "--device", "cpu"]
+    argv += [*SMALL[defense], *extra, "--out", str(out)]
     assert main(argv) == 0
     return json.loads((out / "model.json").read_text())
 
