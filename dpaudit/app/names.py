@@ -20,7 +20,7 @@ BUILTIN_DEFENSES = (
 )  # fmt: skip
 #: ``attacks.available_attacks()`` of this distribution
 BUILTIN_ATTACKS = (
-    "embedding-probe", "link-steal", "linkteller", "mia-lira", "mia-rmia", "mia-threshold", "mia-tstf",
+    "embedding-probe", "link-steal", "linkteller", "mia-lira", "mia-rmia", "mia-threshold", "mia-tstf", "seed-replay",
 )  # fmt: skip
 #: the entry points (``dpaudit.plugins``) this distribution declares
 BUILTIN_PLUGINS = ("defenses", "attacks")

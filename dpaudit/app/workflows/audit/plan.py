@@ -248,6 +248,9 @@ def _attack_cost(name: str, settings: dict[str, Any], costs: dict[str, float], d
         nodes = min(_count(settings, "max_plot_nodes", 1000), dataset.num_nodes)
         seconds = shadow + 2 * query + (nodes * c["tsne_per_node"] if "tsne" in projections else 0.0)
         return runs, runs * seconds + (c["umap"] if "umap" in projections else 0.0) + fixed
+    if name == "seed-replay":  # one re-training of the target's recipe per seed tried, at most
+        seeds = _count(settings, "seeds", 4)
+        return seeds, seeds * shadow + fixed
     return runs, runs * shadow + fixed
 
 
