@@ -243,7 +243,12 @@ def parse_overrides(hp_class: type, assignments: list[str]) -> dict[str, Any]:
 
 
 class Defense(ABC):
-    """A training recipe; ``fit(dataset, split)`` returns a :class:`ReleasedModel`."""
+    """A training recipe; ``fit(dataset, split)`` returns a :class:`ReleasedModel`.
+
+    ``seed`` drives splits, initialisation and non-private randomness; the privacy noise and
+    private sampling come from ``self.noise`` (:mod:`dpaudit.training.noise`): OS entropy by
+    default, the seed's generators only with ``noise="seeded"`` (reproducible, carded as not a
+    release; ``None`` reads ``DPAUDIT_NOISE``, which the test suite sets)."""
 
     name: ClassVar[str]
     unit: ClassVar[str | None] = None
