@@ -14,7 +14,9 @@ from dpaudit.errors import ConfigurationError, DPAuditError
 
 #: every registered attack, strongest membership attacks first (checked against the registry by
 #: the tests; spelled out so that building the parser does not import every attack)
-ATTACK_NAMES = "mia-rmia | mia-lira | mia-tstf | mia-threshold | link-steal | linkteller | embedding-probe | seed-replay"
+ATTACK_NAMES = (
+    "mia-rmia | mia-lira | mia-tstf | mia-threshold | link-steal | linkteller | embedding-probe | seed-replay"
+)
 
 
 def _parse_setting(text: str):
