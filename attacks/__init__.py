@@ -2,7 +2,7 @@
 
 >>> from attacks import run, available_attacks
 >>> available_attacks()
-['embedding-probe', 'link-steal', 'linkteller', 'mia-lira', 'mia-rmia', 'mia-threshold', 'mia-tstf']
+['embedding-probe', 'link-steal', 'linkteller', 'mia-lira', 'mia-rmia', 'mia-threshold', 'mia-tstf', 'seed-replay']
 >>> result = run("link-steal", model, dataset, runs=3)          # doctest: +SKIP
 
 Every attack consumes only the released-model interface (``predict_proba``, ``embed``,

@@ -28,6 +28,7 @@ from dpaudit.errors import ConfigurationError, DPAuditError
 from dpaudit.release.deployments import DEPLOYMENTS, OWNER_GRAPH, QUERIER_GRAPH, TRAINING_GRAPH  # noqa: F401
 from dpaudit.release.model import ReleasedModel, answering, training_release  # noqa: F401  (re-exported for the attacks)
 from dpaudit.training.constraints import COUNT, SEED, Interval, Options
+from dpaudit.training.noise import card_noise_mode, seeded_flag
 from dpaudit.training.registry import get_defense
 
 log = logging.getLogger(__name__)
@@ -358,6 +359,7 @@ def model_summary(model: ReleasedModel) -> dict[str, Any]:
         "status": p.status,
         "target_epsilon": model.card.get("target_epsilon"),
         "inference_private": model.inference_private,
+        "noise": card_noise_mode(model.card),  # "seeded": not a release (dpaudit.training.noise)
     }
 
 
@@ -461,7 +463,7 @@ def make_result(
     valid, validity = bound_validity(model, attack, neighbouring=neighbouring, audit_game=audit_game,
                                      diagnostic=diagnostic)  # fmt: skip
     per_run = summary["runs"]
-    all_notes = [*(notes or []), *coverage_notes]
+    all_notes = [*(notes or []), *coverage_notes, *filter(None, [seeded_flag(model.card)])]
     extra = _measured_extra(model, extra, summary, attack_unit, runs, nodes, dataset)
     ceiling = cov.describe()
     spent_note = _spent_above_target(model, ceiling)

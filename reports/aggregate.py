@@ -41,6 +41,7 @@ from dpaudit.auditing.results import REFUTING_VERDICTS
 from dpaudit.auditing.statistics import HYPOTHESIS_WORDS, auc_ceiling
 from dpaudit.errors import DPAuditError
 from dpaudit.release.deployments import DEPLOYMENTS, deployment_entry
+from dpaudit.training.noise import seeded_flag
 from dpaudit.training.registry import get_defense
 
 CONFIDENCE = 0.95
@@ -485,6 +486,7 @@ def _claim_scope(row: dict, rec: dict, privacy: dict, private: bool) -> dict[str
         "uncovered_attacks": {n: s.get("coverage") for n, s in attacks.items() if not s["covered_by_guarantee"]},
         "inference_private": inference.get("private"),
         "inference_note": inference.get("note"),
+        "seeded_noise": seeded_flag(rec.get("card") or {}),  # dpaudit.training.noise: not a release
         "deployments": {d: deployment_entry(inference, d, private) for d in DEPLOYMENTS} if private else None,
         "audited_deployments": sorted(
             {

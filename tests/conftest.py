@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from dpaudit.data.datasets import csbm, load_dataset
+from dpaudit.training.noise import NOISE_ENV, SEEDED
 
 # the test helpers (neighbours, editing, contract) import by name from every test folder
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -28,6 +29,24 @@ def data_root(tmp_path_factory) -> Path:
         if entry.is_dir():
             shutil.copytree(entry, root / entry.name)
     return root
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _seeded_noise():
+    """The test suite asks for **seeded** privacy noise, explicitly: ``DPAUDIT_NOISE=seeded``
+    (:data:`dpaudit.training.noise.NOISE_ENV`), so a test's runs are reproducible from its seed
+    and neighbour-diff tests compare D and D′ on the same noise. It is read only by defenses
+    given no ``noise`` argument (and inherited by the CLI's subprocesses); the models are carded
+    ``"noise": "seeded"`` (not a release). Outside the tests the default is OS-entropy noise;
+    tests of that default pass ``noise="secure"`` or unset the variable themselves
+    (``monkeypatch.delenv``)."""
+    old = os.environ.get(NOISE_ENV)
+    os.environ[NOISE_ENV] = SEEDED
+    yield
+    if old is None:
+        os.environ.pop(NOISE_ENV, None)
+    else:
+        os.environ[NOISE_ENV] = old
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -75,6 +75,7 @@ from dpaudit.release.deployments import OWN_FEATURES, inference_entry
 from dpaudit.training.constraints import COUNT, DROPOUT, POSITIVE, SAMPLE_RATE, WIDTH, Options
 from dpaudit.training.defense import Defense, PrivateHyperparameters
 from dpaudit.training.dpsgd import PoissonSchedule, noise_for_plan, plan_mismatch, train_dp_sgd
+from dpaudit.training.noise import NoiseSource
 from dpaudit.training.private_selection import Score
 from dpaudit.training.registry import register_defense
 
@@ -208,11 +209,13 @@ def train_mlp_dp(
     schedule: PoissonSchedule | None = None,
     on_epoch=None,
     progress: str | None = None,
+    noise: NoiseSource | None = None,
 ) -> PoissonSubsampledGaussian | None:
     r"""DP-Adam/DP-SGD (Abadi et al. 2016) by :func:`~dpaudit.training.dpsgd.train_dp_sgd` (ghost
     clipping) with Poisson sampling at the ``schedule``'s rate, steps and normaliser (fixed from
     public inputs before training). ``on_epoch(module)`` is called after each epoch (the ``paper``
-    protocol's validation checkpointing). Returns the mechanism spent (``None`` without noise:
+    protocol's validation checkpointing); the batches and the noise come from ``noise``
+    (:mod:`dpaudit.training.noise`). Returns the mechanism spent (``None`` without noise:
     the same loop without clipping or noise, and no schedule).
 
     Shapes: ``x [n, F]``, ``y [n]`` — one row per protected node.
@@ -220,7 +223,7 @@ def train_mlp_dp(
     return train_dp_sgd(
         module, x, y, noise_multiplier=noise_multiplier, max_grad_norm=max_grad_norm, batch_size=batch_size,
         epochs=epochs, lr=lr, optimizer=optimizer, seed=seed, progress=progress, on_epoch=on_epoch,
-        schedule=schedule,
+        schedule=schedule, noise=noise,
     )  # fmt: skip
 
 
@@ -379,6 +382,7 @@ class MLPDP(Defense):
             lr=config["lr"],
             optimizer=hp.optimizer,
             seed=self.seed,
+            noise=self.noise,
             schedule=plan.schedule,
             on_epoch=on_epoch,
             progress=self.name,

@@ -439,8 +439,11 @@ class _DPAR(Defense):
         device = self.device
         # sound: everything public is planned before the private data is read
         plan = self.plan(delta, declared_pool=self.declared_pool(dataset, split)) if protocol == "sound" else None
-        generator = torch.Generator().manual_seed(self.seed)
-        noise_generator = torch.Generator().manual_seed(self.seed + 1)  # CPU: CUDA runs draw the same numbers
+        generator = torch.Generator().manual_seed(self.seed)  # public: the source slots' order
+        # the privacy noise (Gumbel/Laplace/Gaussian, dropout, DP-SGD; CPU: CUDA draws the same) and the
+        # private Poisson sampling (nodes, then batches): the noise source's (dpaudit.training.noise);
+        # seeded mode continues the seed's generator, as before
+        noise_generator = self.noise.torch(self.seed + 1)
 
         # 1. Poisson node sampling of the training graph (pool ids 0..n_train-1). An empty sample is
         #    not refused (that would be an event outside the accountant): training is then noise only.
@@ -450,10 +453,12 @@ class _DPAR(Defense):
         train_edges, _ = subgraph(train, train_edges, relabel_nodes=True, num_nodes=dataset.num_nodes)
         if protocol == "sound":  # the M source slots: a public random order of the n̂ slots (seed only)
             source_slots = torch.randperm(plan.universe, generator=generator)[: hp.num_sources]
-            sampled = poisson_sample(n_train, hp.node_sample_rate, generator)
+            sampler = self.noise.torch(generator)
+            sampled = poisson_sample(n_train, hp.node_sample_rate, sampler)
         else:  # the first M sampled nodes in a random order of the pool
             priority = torch.randperm(n_train, generator=generator)
-            sampled = poisson_sample(n_train, hp.node_sample_rate, generator)
+            sampler = self.noise.torch(generator)
+            sampled = poisson_sample(n_train, hp.node_sample_rate, sampler)
             sampled = sampled[torch.argsort(priority[sampled])]
         graph_edges, _ = subgraph(sampled, train_edges, relabel_nodes=True, num_nodes=n_train)
         if plan is None:  # paper: the schedule of the private sample size, as the authors run it
@@ -534,7 +539,7 @@ class _DPAR(Defense):
             else None,
             steps=plan.steps,
             lr=hp.lr,
-            generator=generator,
+            generator=sampler,
             noise_generator=noise_generator,
             progress=self.name,
         )

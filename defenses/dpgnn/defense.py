@@ -324,6 +324,7 @@ class DPGNN(Defense):
             seed=self.seed,
             device=device,
             desc=self.name,
+            noise_from=self.noise,
         )
 
         privacy = self._privacy(run, term_norm, delta)

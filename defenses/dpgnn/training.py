@@ -28,6 +28,7 @@ from dpaudit.nn import SparseFeatures
 from dpaudit.nn import features as sparse_features
 from dpaudit.progress import steps as progress_steps
 from dpaudit.training.dpsgd import DiracCanaries, canaries_for
+from dpaudit.training.noise import NoiseSource, noise_source
 
 # --------------------------------------------------------------------------- reference (materialised)
 
@@ -335,6 +336,7 @@ def train_dp(
     seed: int,
     device: torch.device,
     desc: str = "dpgnn",
+    noise_from: NoiseSource | None = None,
 ) -> None:
     """Algorithm 4 (``optimizer="sgd"``) / 5 (``"adam"``) for ``steps`` steps, in place.
 
@@ -342,8 +344,9 @@ def train_dp(
     slots of ``max(n, population)``), their clipped gradients summed by
     :func:`clipped_gradient_sum` in microbatches, Gaussian noise of std ``noise_std`` on every
     coordinate (drawn on the CPU from its own generator, so CUDA runs draw the same noise),
-    divided by the public ``batch_size``. Batches and noise come from generators seeded
-    ``seed + 1`` and ``seed + 2``. ``occurrences``: Lemma 1's N(K, r), the most subgraphs one
+    divided by the public ``batch_size``. Batches and noise come from ``noise_from``
+    (:mod:`dpaudit.training.noise`; ``None``: :func:`~dpaudit.training.noise.noise_source`'s default), generators seeded ``seed + 1`` and
+    ``seed + 2`` only in its ``seeded`` mode. ``occurrences``: Lemma 1's N(K, r), the most subgraphs one
     node occurs in (what a canary node owns).
 
     Inside :func:`dpaudit.training.dpsgd.inserting_canaries`, a noisy run also trains on the white-box
@@ -365,8 +368,10 @@ def train_dp(
         opt = torch.optim.Adam(params.values(), lr=lr, fused=True)
     else:
         opt = torch.optim.SGD(params.values(), lr=lr, fused=True)  # plain SGD, Algorithm 4
-    batches = torch.Generator().manual_seed(seed + 1)
-    noise = torch.Generator().manual_seed(seed + 2)  # CPU: CUDA runs draw the same noise
+    # the sampled batches and the Gaussian noise (CPU: CUDA draws the same): the privacy noise source's
+    noise_from = noise_source() if noise_from is None else noise_from
+    batches = noise_from.torch(seed + 1)
+    noise = noise_from.torch(seed + 2)
     module.train()
     for _ in progress_steps(steps, desc):
         batch = sample_slots(index.num_subgraphs, population, batch_size, batches)

@@ -667,6 +667,7 @@ class _GAP(Defense):
                 seed=seed,
                 desc=desc,
                 val=val,
+                noise=self.noise,
             )
         _train_full_batch(module, inputs, targets, epochs, hp.lr, desc, val)
         return None
@@ -803,7 +804,8 @@ class _GAP(Defense):
             projection = projection_of(ei, num_nodes, max_degree)
             operator = projection.sum_operator(num_nodes, x0.dtype, device)
         with torch.no_grad():
-            gen = torch.Generator().manual_seed(self.seed + 2_000_003 + 7919 * released_hops)  # CPU: as CUDA
+            # the aggregation noise (CPU: CUDA draws the same): the privacy noise source's
+            gen = self.noise.torch(self.seed + 2_000_003 + 7919 * released_hops)
             if one_release:
                 if shared_hops is None:
                     shared_hops = torch.cat(

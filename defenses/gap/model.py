@@ -54,6 +54,7 @@ from dpaudit.errors import ConfigurationError, DPAuditError, ModelFormatError, P
 from dpaudit.nn import InputLinear
 from dpaudit.release.deployments import DEPLOYMENTS, QUERIER_GRAPH, TRAINING_GRAPH
 from dpaudit.release.model import Answers, ReleasedModel, _node_index, register_model_kind
+from dpaudit.training.noise import card_noise_mode, noise_source
 
 log = logging.getLogger(__name__)
 
@@ -852,8 +853,9 @@ class GAPModel(ReleasedModel):
         if not whole:
             subset, edge_index, positions = local_edges(graph, wanted, hops)
             whole = 2 * subset.numel() > num_nodes
-        # Fresh randomness from torch's global RNG (not derivable from the saved model).
-        seed = int(torch.randint(0, 2**62, (1,)).item())
+        # A fresh release: OS entropy (dpaudit.training.noise), or torch's global RNG for a model
+        # trained with seeded noise (reproducible, not a release) — never derivable from the saved model.
+        seed = noise_source(card_noise_mode(self.card)).fresh_seed()
         gen = torch.Generator().manual_seed(seed + 1)
         if whole:
             edge_index = graph.edge_index

@@ -14,6 +14,7 @@ from torch import nn
 
 from dpaudit.accounting import PoissonSubsampledGaussian
 from dpaudit.training.dpsgd import PoissonSchedule, train_dp_sgd
+from dpaudit.training.noise import NoiseSource
 
 log = logging.getLogger(__name__)
 
@@ -93,12 +94,14 @@ def _train_minibatch(
     seed: int,
     desc: str,
     val: tuple[torch.Tensor, torch.Tensor] | None = None,
+    noise: NoiseSource | None = None,
 ) -> PoissonSubsampledGaussian | None:
     """DP-Adam through :func:`dpaudit.training.dpsgd.train_dp_sgd` on the planned ``schedule`` (Poisson
     rate, steps and normaliser fixed from public inputs before training; per-example clipping to
     ``max_grad_norm`` by ghost norms, Gaussian noise σ·C); returns the mechanism spent (``None``
     when σ = 0: plain minibatch Adam over ``epochs``, ``schedule`` None). With ``val`` the
-    best-validation epoch is kept (paper protocol; the choice is not accounted). Shapes: inputs
+    best-validation epoch is kept (paper protocol; the choice is not accounted). Batches and noise
+    come from ``noise`` (:mod:`dpaudit.training.noise`). Shapes: inputs
     [n, d] (dense or :class:`~dpaudit.nn.SparseFeatures`), targets [n]."""
     ckpt = _Checkpoint(module, val)
     mechanism = train_dp_sgd(
@@ -113,6 +116,7 @@ def _train_minibatch(
         lr=lr,
         optimizer="adam",
         seed=seed,
+        noise=noise,
         progress=desc,
         on_epoch=lambda _: ckpt.update(),
     )

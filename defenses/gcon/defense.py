@@ -438,7 +438,7 @@ class GCON(Defense):
         loss = make_loss(config.loss, c, config.huber_delta)
         noise = np.zeros((d, c))
         if plan.theorem1 is not None:
-            rng = np.random.default_rng(np.random.SeedSequence([self.seed, 0x6C0, *stream]))
+            rng = self.noise.numpy([self.seed, 0x6C0, *stream])  # the privacy noise source's
             noise = sample_objective_noise(d, c, plan.theorem1.beta, rng)
             if plan.theorem1.regularization > config.regularization:
                 log.debug(
@@ -456,7 +456,7 @@ class GCON(Defense):
             theta = descend(project_columns(theta, schedule.radius), z_np, y_np, loss, noise, schedule)
             _, grad = perturbed_objective(theta, z_np, y_np, loss, schedule.strong_convexity, noise)
             diagnostics["grad_norm_after_schedule"] = float(np.linalg.norm(grad))
-            amp_rng = np.random.default_rng(np.random.SeedSequence([self.seed, 0xA3, *stream]))
+            amp_rng = self.noise.numpy([self.seed, 0xA3, *stream])
             theta = theta + amp_rng.normal(0.0, plan.amp.sigma, size=theta.shape)
         return _Trained(theta, plan, diagnostics, n1, d)
 
@@ -504,7 +504,7 @@ class GCON(Defense):
                 # the accounted statistic (Laplace counts over the training graph's edges, labels
                 # = training labels + encoder pseudo-labels: no edge read but the counted ones)
                 counts = label_agreement_counts(split.edge_index_for(dataset, "train"), pseudo.cpu())
-                rng = np.random.default_rng(np.random.SeedSequence([self.seed, 0x40D]))
+                rng = self.noise.numpy([self.seed, 0x40D])
                 homophily = release_homophily(*counts, share * self.epsilon, rng)
                 homophily_counts = counts
                 config = dataclasses.replace(config, alpha_inference=homophily.alpha_inference)

@@ -13,9 +13,17 @@ training may read give it, each of edge sensitivity 1:
 where ℓ is the training label on training nodes and the encoder's argmax elsewhere (the
 pseudo-labels of Appendix Q: features and public labels only, no edge). Adding or removing one
 undirected edge changes ``total`` by exactly 1 and ``agree`` by 0 or 1 (ℓ does not depend on the
-edges), so the pair has L1 sensitivity 2 and Laplace noise of scale 2/ε_h on each count is
-ε_h-edge-DP (Dwork, McSherry, Nissim & Smith 2006) — pure, δ = 0, charged in the ledger.
-ĥ = agree~ / total~ (clipped to [0, 1]) is post-processing, and so is everything computed from it.
+edges), so the pair has L1 sensitivity 2. The counts are integers and get integer noise: the
+discrete Laplace (two-sided geometric) law of scale t = 2/ε_h on each count, Pr[k] ∝ exp(−|k|/t),
+is ε_h-edge-DP — the geometric mechanism of Ghosh, Roughgarden & Sundararajan (2009, 2012),
+in the form of Canonne, Kamath & Steinke (2020, Theorem 7 / Proposition 1: discrete Laplace of
+scale Δ/ε on an integer query of L1 sensitivity Δ is ε-DP) — pure, δ = 0, charged in the ledger
+exactly as the continuous Laplace of the same scale was (same ε_h, same scale recorded).
+Integer noise on integer counts closes Mironov's (2012) floating-point attack on the textbook
+Laplace sampler, whose double outputs are porous sets that can reveal the exact count; the
+draw is ``scipy.stats.dlaplace`` (a difference of two geometric draws) on the privacy noise
+source's generator (:mod:`dpaudit.training.noise`). ĥ = agree~ / total~ (clipped to [0, 1]) is
+post-processing, and so is everything computed from it.
 
 The rule (:func:`inference_restart`) is public: a piecewise-linear map fixed on graphs that are
 not benchmarks here (Planetoid Cora, homophilous, label agreement 0.42–0.46 with d₁ = 8 or 16,
@@ -31,6 +39,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from scipy import stats
 
 from dpaudit.accounting import RecordedGuarantee
 
@@ -73,8 +82,8 @@ def inference_restart(estimate: float) -> float:
 
 @dataclass(frozen=True)
 class HomophilyRelease:
-    """The released statistic: ĥ (public, post-processing of the Laplace counts), the α_I it
-    gives, and the Laplace calibration (ε_h, scale). ``epsilon`` is ``math.inf`` when nothing is
+    """The released statistic: ĥ (public, post-processing of the discrete-Laplace counts), the α_I
+    it gives, and the calibration (ε_h, scale). ``epsilon`` is ``math.inf`` when nothing is
     private (exact counts, no noise)."""
 
     epsilon: float
@@ -93,6 +102,7 @@ class HomophilyRelease:
         return {
             "epsilon": self.epsilon if math.isfinite(self.epsilon) else None,
             "laplace_scale": self.scale,
+            "distribution": "discrete Laplace (two-sided geometric) on the integer counts",
             "estimate": self.estimate,
             "alpha_inference": self.alpha_inference,
             "rule_knots": [list(k) for k in RULE_KNOTS],
@@ -100,18 +110,51 @@ class HomophilyRelease:
 
 
 def laplace_scale(epsilon: float) -> float:
-    """Scale b of each count's Laplace noise at ε_h: b = Δ₁/ε_h with Δ₁ = 2 (0 when ε_h = ∞)."""
+    """Scale t of each count's discrete Laplace noise at ε_h: t = Δ₁/ε_h with Δ₁ = 2 (0 when ε_h = ∞)."""
     return 0.0 if math.isinf(epsilon) else COUNTS_SENSITIVITY / epsilon
 
 
+def discrete_laplace(scale: float, size: int, rng: np.random.Generator) -> np.ndarray:
+    r"""Integer noise of the discrete Laplace (two-sided geometric) law of scale ``scale``:
+    Pr[k] = (1 − e^{−1/t}) / (1 + e^{−1/t}) · e^{−|k|/t} for every integer k (t = ``scale``).
+
+    Added to an integer query of L1 sensitivity Δ with t = Δ/ε it is ε-DP (Ghosh, Roughgarden &
+    Sundararajan 2009; Canonne, Kamath & Steinke 2020): the pmf ratio at k and k + Δ is at most
+    e^{Δ/t} = e^ε. Drawn by ``scipy.stats.dlaplace`` (a difference of two i.i.d. geometric
+    draws) on ``rng`` — integer outputs, so none of the porous floating-point support Mironov
+    (2012) exploits in the textbook Laplace sampler.
+
+    Args:
+        scale: t > 0.
+        size: how many draws.
+        rng: the generator (the privacy noise source's, :mod:`dpaudit.training.noise`).
+
+    Returns:
+        ``size`` int64 draws.
+    """
+    return np.asarray(stats.dlaplace.rvs(1.0 / scale, size=size, random_state=rng), dtype=np.int64)
+
+
 def release_homophily(agree: int, total: int, epsilon: float, rng: np.random.Generator) -> HomophilyRelease:
-    """Laplace(2/ε_h) on both counts, ĥ = agree~ / max(total~, 1) clipped to [0, 1], α_I by the rule."""
+    """Discrete Laplace of scale 2/ε_h (:func:`discrete_laplace`) on both integer counts,
+    ĥ = agree~ / max(total~, 1) clipped to [0, 1], α_I by the rule.
+
+    Args:
+        agree: the number of undirected edges whose ends share a label.
+        total: the number of undirected edges.
+        epsilon: ε_h (``math.inf``: exact counts, no noise).
+        rng: the privacy noise source's generator.
+
+    Returns:
+        The :class:`HomophilyRelease`.
+    """
     scale = laplace_scale(epsilon)
-    noisy_agree, noisy_total = float(agree), float(total)
+    noisy_agree, noisy_total = int(agree), int(total)
     if scale > 0:
-        noisy_agree += float(rng.laplace(0.0, scale))
-        noisy_total += float(rng.laplace(0.0, scale))
-    estimate = min(max(noisy_agree / max(noisy_total, 1.0), 0.0), 1.0)
+        noise = discrete_laplace(scale, 2, rng)
+        noisy_agree += int(noise[0])
+        noisy_total += int(noise[1])
+    estimate = min(max(noisy_agree / max(noisy_total, 1), 0.0), 1.0)
     return HomophilyRelease(epsilon, scale, estimate, inference_restart(estimate))
 
 

@@ -56,6 +56,7 @@ def train(
     data_root: str | None = None,
     overrides: dict[str, Any] | None = None,
     out: str | Path | None = None,
+    noise: str | None = None,
 ) -> TrainResult:
     """Train one defense and, when ``out`` is given, write the released model there with the
     owner's record and ``metrics.json`` (both the owner's, never covered by ε: see
@@ -74,6 +75,9 @@ def train(
         split: the split spec (the defense's seed draws it).
         data_root: where a named dataset is read from.
         out: the folder to write the released model to, or ``None``.
+        noise: the privacy noise source of the defense named ``defense``
+            (:mod:`dpaudit.training.noise`; ``"seeded"`` = ``--reproducible-noise``, recorded on
+            the card as not a release).
 
     Returns:
         The model, the dataset, the split and the metrics.
@@ -81,7 +85,9 @@ def train(
     if isinstance(defense, Defense):
         instance = defense
     else:
-        instance = get_defense(defense)(epsilon=epsilon, delta=delta, seed=seed, device=device, **(overrides or {}))
+        instance = get_defense(defense)(
+            epsilon=epsilon, delta=delta, seed=seed, device=device, noise=noise, **(overrides or {})
+        )
     seed = instance.seed
     ds = dataset if isinstance(dataset, GraphDataset) else load_dataset(dataset, root=data_root)
     sp = make_split(ds, split, seed)

@@ -74,6 +74,8 @@ PUBLIC_CARD_KEYS = frozenset(
         "overrides",
         "surrogate",
         "adapter",
+        # the privacy noise source's mode ("secure"/"seeded"; dpaudit.training.noise): seeded is not a release
+        "noise",
         # per-defense plans: derived from public hyperparameters and declared facts only
         "mlp_dp",
         "dpar",

@@ -268,8 +268,7 @@ class ReleasedModel(Answers, ABC):
         if replanned:
             self.verification.checked.append(replanned)
         directory.mkdir(parents=True, exist_ok=True)
-        tensors = {k: v.detach().cpu().contiguous() for k, v in self.state_tensors().items()}
-        blob = save_safetensors(tensors) if tensors else save_safetensors({"_empty": torch.zeros(0)})
+        tensors, blob = self._weights_blob()
         meta = {
             "schema": SCHEMA,
             "schema_version": SCHEMA_VERSION,
@@ -294,6 +293,19 @@ class ReleasedModel(Answers, ABC):
         else:
             (directory / RECORD_FILE).unlink(missing_ok=True)
         return directory
+
+    def _weights_blob(self) -> tuple[dict[str, torch.Tensor], bytes]:
+        tensors = {k: v.detach().cpu().contiguous() for k, v in self.state_tensors().items()}
+        blob = save_safetensors(tensors) if tensors else save_safetensors({"_empty": torch.zeros(0)})
+        return tensors, blob
+
+    def weights_sha256(self) -> str:
+        """The SHA-256 of the released tensors, as :meth:`save` writes it (``weights_sha256``).
+
+        Returns:
+            The hex digest.
+        """
+        return hashlib.sha256(self._weights_blob()[1]).hexdigest()
 
     @classmethod
     def load(cls, directory: str | Path, record: bool = False) -> ReleasedModel:

@@ -38,6 +38,7 @@ from dpaudit.release.model import META_FILE, PLUGIN_GROUP, WEIGHTS_FILE, Release
 from dpaudit.runtime import to_json
 from dpaudit.testing.neighbours import leaf_differences, public_files, without_edge, without_node
 from dpaudit.training.defense import Defense
+from dpaudit.training.noise import SECURE, SEEDED
 from dpaudit.training.registry import available_defenses, get_defense
 
 #: the privacy target of a private defense under test (δ given: no declared size is needed)
@@ -104,11 +105,16 @@ class Subject:
     def privacy_args(self) -> dict[str, Any]:
         return {"epsilon": EPSILON, "delta": DELTA} if self.private else {"epsilon": math.inf}
 
-    def make(self, seed: int = 0, **overrides: Any) -> Defense:
-        return self.defense(seed=seed, **self.privacy_args, **{**self.settings, **overrides})
+    def make(self, seed: int = 0, noise: str = SEEDED, **overrides: Any) -> Defense:
+        """The defense with ``seed``; **seeded** noise unless asked otherwise: the checks compare
+        fits under one seed (:mod:`dpaudit.training.noise`; :func:`check_noise_source` asks for the
+        default, OS-entropy noise)."""
+        return self.defense(seed=seed, noise=noise, **self.privacy_args, **{**self.settings, **overrides})
 
-    def fit(self, seed: int = 0, dataset: GraphDataset | None = None, split: Split | None = None) -> ReleasedModel:
-        return self.make(seed).fit(dataset if dataset is not None else self.dataset, split or self.split)
+    def fit(
+        self, seed: int = 0, dataset: GraphDataset | None = None, split: Split | None = None, noise: str = SEEDED
+    ) -> ReleasedModel:
+        return self.make(seed, noise).fit(dataset if dataset is not None else self.dataset, split or self.split)
 
     def fitted(self) -> ReleasedModel:
         if self._fitted is None:
@@ -349,6 +355,23 @@ def check_determinism(subject: Subject, tmp_path: Path) -> None:
         )
 
 
+def check_noise_source(subject: Subject, tmp_path: Path) -> None:
+    """A private defense's noise cannot be replayed from the seed (issue 46): two fits with seed 0
+    and the default noise (OS entropy, :mod:`dpaudit.training.noise`) give different weights, and
+    the cards say which noise each fit drew (``secure``; ``seeded`` for the checks' own fits)."""
+    if not subject.private:
+        raise CheckSkipped("non-private: no privacy noise")
+    first, second = (subject.fit(0, noise=SECURE) for _ in range(2))
+    assert first.card.get("noise") == SECURE and subject.fitted().card.get("noise") == SEEDED, (
+        f"{subject.name}: the card does not say which noise the fit drew"
+    )
+    a, b = first.state_tensors(), second.state_tensors()
+    assert any(not torch.equal(a[k].cpu(), b[k].cpu()) for k in a if k in b), (
+        f"{subject.name}: two fits with seed 0 and the default noise give identical weights: its privacy noise is "
+        "replayable from the seed (draw it from the defense's noise source, dpaudit.training.noise)"
+    )
+
+
 #: every check, in the order :func:`check_defense` runs them
 CHECKS: tuple[Callable[[Subject, Path], None], ...] = (
     check_save_load_round_trip,
@@ -356,6 +379,7 @@ CHECKS: tuple[Callable[[Subject, Path], None], ...] = (
     check_release_neutrality,
     check_bad_hyperparameters_refused,
     check_determinism,
+    check_noise_source,
 )
 
 

@@ -58,6 +58,7 @@ from dpaudit.runtime import library_versions, resolve_device, seed_everything
 from dpaudit.seeds import DERIVED_SEED_LIMIT, check_seed
 from dpaudit.training.constraints import MAX_WIDTH as MAX_WIDTH  # re-exported: the cap of widths
 from dpaudit.training.constraints import NON_NEGATIVE, WIDTH, Options, check, describe, parameter_constraints
+from dpaudit.training.noise import noise_source
 from dpaudit.training.private_selection import (
     SELECT_CHOICES,
     check_selection_request,
@@ -293,7 +294,12 @@ def parse_overrides(hp_class: type, assignments: list[str]) -> dict[str, Any]:
 
 
 class Defense(ABC):
-    """A training recipe; ``fit(dataset, split)`` returns a :class:`ReleasedModel`."""
+    """A training recipe; ``fit(dataset, split)`` returns a :class:`ReleasedModel`.
+
+    ``seed`` drives splits, initialisation and non-private randomness; the privacy noise and
+    private sampling come from ``self.noise`` (:mod:`dpaudit.training.noise`): OS entropy by
+    default, the seed's generators only with ``noise="seeded"`` (reproducible, carded as not a
+    release; ``None`` reads ``DPAUDIT_NOISE``, which the test suite sets)."""
 
     #: the registered name (:func:`dpaudit.training.registry.register_defense`)
     name: ClassVar[str]
@@ -333,8 +339,11 @@ class Defense(ABC):
         delta: float | str | None = "auto",
         seed: int = 0,
         device: str | torch.device = "auto",
+        noise: str | None = None,
         **hyperparameters: Any,
     ):
+        # privacy noise: OS entropy unless seeded noise is asked for (dpaudit.training.noise)
+        self.noise = noise_source(noise)
         self.epsilon = validate_epsilon(epsilon)
         if self.unit is None and math.isfinite(self.epsilon):
             raise PrivacyParameterError(f"{self.name} is not a private defense; its epsilon must be inf")
@@ -469,6 +478,7 @@ class Defense(ABC):
             "protocol": self.protocol,
             "target_epsilon": None if math.isinf(self.epsilon) else self.epsilon,
             "delta_option": str(self.delta_option),
+            "noise": self.noise.mode,  # "seeded": reproducible from the seed, not a release
             "dataset": dataset.card(),
             "split": split.public_dict(),
             "dpaudit_version": dpaudit.__version__,

@@ -72,7 +72,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import torch
 
 from dpaudit.accounting import GaussianMechanism, Mechanism, PrivacyLedger, PrivateSelection
@@ -227,7 +226,7 @@ def candidate(defense: Defense, overrides: dict[str, Any], run_epsilon: float, s
     hp = {**dataclasses.asdict(defense.hp), **overrides, "select": "none"}
     run = type(defense)(
         epsilon=run_epsilon, delta=defense.delta_option, seed=defense.seed if seed is None else seed,
-        device=defense.device, **hp,
+        device=defense.device, noise=defense.noise.mode, **hp,
     )  # fmt: skip
     adopt = getattr(run, "adopt_declared_facts", None)
     if adopt is not None:  # a plan that reads declared facts (projected gap-ndp: the declared node count)
@@ -381,7 +380,8 @@ def select_privately(defense: Defense, dataset: GraphDataset, split: Split, delt
     eta, gamma = law(defense.hp)
     grid = grid_of(defense)
     score_spec = score_of(defense)
-    rng = np.random.default_rng(np.random.SeedSequence([defense.seed, 0x5E1EC7]))
+    # K, the candidates, the runs' seeds and the score noise: the selection's private randomness
+    rng = defense.noise.numpy([defense.seed, 0x5E1EC7])
     runs = draw_runs(eta, gamma, rng)
     log.info(
         "%s: private selection, ε_run = %.4g (selection ε = %.4g ≤ %g), %d candidate(s)",

@@ -16,10 +16,12 @@ from dpaudit.testing.checks import (
     Subject,
     check_defense,
     check_determinism,
+    check_noise_source,
     check_release_neutrality,
     check_save_load_round_trip,
     tiny_graph,
 )
+from dpaudit.training.noise import SEEDED, NoiseSource
 from dpaudit.training.registry import get_defense, register_defense
 
 FAST = {"epochs": 3, "hidden": 8}
@@ -140,4 +142,23 @@ def test_a_release_that_reads_the_protected_unit_fails_the_neutrality_check(brok
 def test_an_honest_defense_passes_every_check(graph, tmp_path):
     outcome = check_defense("mlp", tmp_path, graph, **FAST)
     assert outcome.pop("check_release_neutrality") == "skipped: non-private: nothing to be neutral about"
+    assert outcome.pop("check_noise_source") == "skipped: non-private: no privacy noise"
     assert set(outcome.values()) == {"passed"} and len(outcome) == 4
+
+
+class ReplayableNoise(get_defense("mlp-dp")):
+    """Draws its privacy noise from the seed whatever the card says: the replayable noise of issue 46."""
+
+    def _fit(self, dataset, split, delta):
+        carded, self.noise = self.noise, NoiseSource(SEEDED)
+        try:
+            return super()._fit(dataset, split, delta)
+        finally:
+            self.noise = carded
+
+
+def test_noise_replayable_from_the_seed_fails_the_noise_source_check(graph, tmp_path):
+    check_noise_source(Subject.of("mlp-dp", tmp_path / "honest", graph, epochs=2), tmp_path)
+    subject = Subject.of(ReplayableNoise, tmp_path / "subject", graph, epochs=2)
+    with pytest.raises(AssertionError, match="replayable from the seed"):
+        check_noise_source(subject, tmp_path)

@@ -10,6 +10,7 @@ def cmd_inspect(args) -> int:
     from dpaudit.release import OWNER_FILES, PUBLIC_FILES
     from dpaudit.release.deployments import DEPLOYMENTS, deployment_entry
     from dpaudit.release.model import load
+    from dpaudit.training.noise import seeded_flag
 
     # the public view unless the owner asks for its record (--record): the record answers "is this your graph?"
     model = load(args.model, record=bool(getattr(args, "record", False)))
@@ -23,6 +24,8 @@ def cmd_inspect(args) -> int:
             f"total over the training graph: {charged.summary()} (training ε composed with the releases charged to "
             "the training data)"
         )
+    if seeded_flag(model.card):  # dpaudit.training.noise: noise replayable from the seed
+        print(f"WARNING: {seeded_flag(model.card)}")
     query_ledger = getattr(model, "query_ledger", None)  # GAP: releases on query graphs
     if query_ledger is not None and query_ledger.releases:
         print(query_ledger.summary())
@@ -68,7 +71,9 @@ def cmd_inspect(args) -> int:
 
 
 def add_parser(subparsers) -> None:
-    p = subparsers.add_parser("inspect", help="validate a released model, say which files are public, print its guarantee")
+    p = subparsers.add_parser(
+        "inspect", help="validate a released model, say which files are public, print its guarantee"
+    )
     p.add_argument("model")
     p.add_argument("--json", action="store_true", help="also print the whole privacy spec and public card as JSON")
     p.add_argument(

@@ -56,7 +56,8 @@ def cmd_train(args) -> int:
     cls = get_defense(args.defense)
     overrides = parse_overrides(cls.hyperparameters_class, args.set or [])
     args.delta = parse_delta(args.delta)
-    defense = cls(epsilon=args.epsilon, delta=args.delta, seed=args.seed, device=args.device, **overrides)
+    noise = "seeded" if args.reproducible_noise else None
+    defense = cls(epsilon=args.epsilon, delta=args.delta, seed=args.seed, device=args.device, noise=noise, **overrides)
     check_target_epsilon(defense.epsilon)
     options = parse_dataset_options(args.dataset_option, args.dataset, declaring=False)
     # the label domain, δ, declared sizes and the defense's own needs, all in one line
@@ -93,6 +94,11 @@ def add_parser(subparsers) -> None:
     p.add_argument("--epsilon", default="inf", help="target ε (a positive number or inf)")
     p.add_argument("--delta", default="auto", help="δ in (0, 1) or auto (a power of ten below 1/#declared units)")
     p.add_argument("--seed", type=seed_argument, default=0, help="0 <= seed < 2**31")
+    p.add_argument(
+        "--reproducible-noise",
+        action="store_true",
+        help="draw the privacy noise from --seed (research and tests only): the card records it, not a release",
+    )
     p.add_argument("--split", default=None, help=SPLIT_HELP)
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     p.add_argument("--data-root", default=None)

@@ -17,6 +17,7 @@ from dpaudit.training.dpsgd.canaries import _full_clipped_sum, canaries_for
 from dpaudit.training.dpsgd.clipping import GhostClippingUnsupported, Loss, PerSampleClipper, _rows, make_clipper
 from dpaudit.training.dpsgd.optimizers import make_optimizer
 from dpaudit.training.dpsgd.schedule import PoissonSchedule
+from dpaudit.training.noise import NoiseSource, noise_source
 from dpaudit.training.sampling import poisson_subset
 
 log = logging.getLogger(__name__)
@@ -58,6 +59,7 @@ def train_dp_sgd(
     on_epoch: Callable[[nn.Module], None] | None = None,
     clipping: str = "ghost",
     shuffle: bool = True,
+    noise: NoiseSource | None = None,
 ) -> PoissonSubsampledGaussian | None:
     """Train ``module`` in place on (inputs[i], targets[i]) pairs; return the mechanism spent.
 
@@ -72,7 +74,10 @@ def train_dp_sgd(
     returns ``PoissonSubsampledGaussian(noise_multiplier, schedule.sample_rate, schedule.steps)``;
     ``batch_size`` is then unused. Without noise, shuffled minibatches of min(``batch_size``, n)
     for ``epochs`` epochs (``shuffle=False``: the rows in their given order, no permutation; with
-    ``batch_size`` ≥ n, one full batch per epoch), and ``None`` is returned. Inside :func:`inserting_canaries`, a noisy
+    ``batch_size`` ≥ n, one full batch per epoch), and ``None`` is returned. A noisy run draws its
+    Poisson batches and its Gaussian noise from ``noise`` (:mod:`dpaudit.training.noise`; ``None``:
+    :func:`~dpaudit.training.noise.noise_source`'s default, OS entropy), generators seeded ``seed``
+    and ``seed + 1`` only in ``seeded`` mode; the noise-free run's shuffles follow ``seed``. Inside :func:`inserting_canaries`, a noisy
     run the :class:`DiracCanaries` ask for (by ``progress`` label) also trains on them.
 
     Raises:
@@ -115,7 +120,10 @@ def train_dp_sgd(
         return None
 
     sample_rate = schedule.sample_rate
-    noise_generator = torch.Generator().manual_seed(seed + 1)
+    # the accounted Poisson batches and the Gaussian noise: the privacy noise source's
+    noise = noise_source() if noise is None else noise
+    generator = noise.torch(seed)
+    noise_generator = noise.torch(seed + 1)
     params = [p for p in module.parameters() if p.requires_grad]
     canaries = canaries_for(progress)
     if canaries is not None:
