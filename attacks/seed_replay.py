@@ -87,6 +87,11 @@ def _seed_replay_cost(settings, measured, dataset) -> tuple[int, float]:
     return seeds, seeds * measured["shadow"]
 
 
+def _no_releases(settings, dataset, free_graph) -> int:
+    """A replay queries nothing: it asks a query-charged target for no release."""
+    return 0
+
+
 @register_attack(
     "seed-replay",
     SEED_REPLAY_CONSTRAINTS,
@@ -94,6 +99,7 @@ def _seed_replay_cost(settings, measured, dataset) -> tuple[int, float]:
     heading="replay",
     quick={"seeds": 1},
     cost=_seed_replay_cost,
+    releases=_no_releases,
 )
 def seed_replay(
     model: ReleasedModel,
