@@ -18,10 +18,11 @@ import pytest
 import dpaudit
 from defenses.baselines import MLPDP
 from dpaudit.auditing.statistics import auc_ceiling as statistics_auc_ceiling
+from dpaudit.auditing.verdict import DIAGNOSTIC_ATTACKS, headline_attack
 from dpaudit.data.datasets import csbm, from_data
 from dpaudit.training.constraints import COUNT
 from dpaudit.training.registry import register_defense
-from reports.aggregate import DIAGNOSTIC_ATTACKS, _headline_attack, auc_ceiling, build_report_data
+from reports.aggregate import auc_ceiling, build_report_data
 from reports.render import render_html
 
 HOSTILE_DATASET = "<script>alert(1)</script> $x$ {{ 7*7 }}"
@@ -369,9 +370,11 @@ def test_verdict_box_opens_the_report_with_the_right_numbers(study):
 
 
 def test_a_diagnostic_is_never_the_headline_attack():
-    attacks = {"embedding-probe": {"auc": 0.99}, "mia-threshold": {"auc": 0.61}, "mia-rmia": {"auc": 0.74}}
-    assert _headline_attack(attacks) == "mia-rmia"
-    assert _headline_attack({"embedding-probe": {"auc": 0.99}}) is None
+    from types import SimpleNamespace as S
+
+    attacks = {"embedding-probe": S(auc=0.99), "mia-threshold": S(auc=0.61), "mia-rmia": S(auc=0.74)}
+    assert headline_attack(attacks) == "mia-rmia"
+    assert headline_attack({"embedding-probe": S(auc=0.99)}) is None
 
 
 def test_a_verdict_is_headlined_by_an_attack_its_guarantee_covers(study):
