@@ -276,17 +276,57 @@ def _roc_strongest(done: list[dict], attack: str, defenses: list[str]) -> list[d
                 best = (rec, res)
         if best:
             rec, res = best
+            negatives = [int(run["non_members"]) for run in res.get("runs") or [] if run.get("non_members")]
+            fpr = [float(f) for f in res["roc"]["fpr"]]
+            positive = [f for f in fpr if f > 0]
             curves.append(
                 {
                     "defense": defense,
                     "epsilon": rec.get("epsilon"),
                     "seed": rec["seed"],
                     "auc": res["auc"],
-                    "fpr": list(res["roc"]["fpr"]),
+                    "fpr": fpr,
                     "tpr": list(res["roc"]["tpr"]),
+                    "negatives": max(negatives) if negatives else None,
+                    # the smallest FPR its negatives resolve: one false positive among them (the
+                    # curve's smallest positive FPR when their number was not recorded)
+                    "fpr_floor": 1.0 / max(negatives) if negatives else (min(positive) if positive else None),
                 }
             )
     return curves
+
+
+def _roc_panels(done: list[dict], attacks: list[str], defenses: list[str]) -> list[dict]:
+    """Per attack the strongest ROC of each defense, with the panel's FPR floor: the smallest FPR any
+    of its curves resolves (an axis below 1/negatives would show only the zero-false-positive step)."""
+    panels = []
+    for a in attacks:
+        curves = _roc_strongest(done, a, defenses)
+        floors = [c["fpr_floor"] for c in curves if c["fpr_floor"]]
+        panels.append({"attack": a, "curves": curves, "fpr_floor": min(floors) if floors else None})
+    return panels
+
+
+def _charts(lower: list[dict], canaries: list[dict]) -> dict[str, dict]:
+    """Whether each scatter of ε lower bounds is drawn, and why not: a chart whose every point is 0
+    shows nothing but the axis, so it is replaced by a sentence."""
+    out = {}
+    bounds = [p["epsilon_lower_bound"] for p in lower if p["claimed_epsilon"] is not None]
+    out["lower_bounds"] = {"drawn": bool(bounds) and any(b > 0 for b in bounds), "why": None}
+    if bounds and not out["lower_bounds"]["drawn"]:
+        out["lower_bounds"]["why"] = (
+            f"Not drawn: all {len(bounds)} ε lower bound(s) are 0 — no attack here proves any leakage at 95 %, so "
+            "every point would sit on the axis. A bound of 0 refutes nothing; each verdict gives the most its audit "
+            "could have certified."
+        )
+    points = [p for p in canaries if p["claimed_epsilon"] is not None and p["certified"] is not None]
+    out["canaries"] = {"drawn": any((p["certified"] or 0) > 0 or (p["overall"] or 0) > 0 for p in points), "why": None}
+    if points and not out["canaries"]["drawn"]:
+        out["canaries"]["why"] = (
+            f"Not drawn: all {len(points)} canary ε lower bound(s) are 0 — no canary audit here proves any leakage, "
+            "so every point would sit on the axis; the table gives what each audit could have certified."
+        )
+    return out
 
 
 def _embeddings(done: list[dict], defenses: list[str], epsilons: list) -> dict:
@@ -415,7 +455,7 @@ def build_report_data(records: list[dict], meta: dict[str, Any]) -> dict[str, An
     attacks = sorted(attacks, key=lambda a: (rank.get(a, len(rank)), attacks.index(a)))
     epsilons = sorted(_ordered_unique(r.get("epsilon") for r in done), key=epsilon_key)
     # the conclusion, computed once in the core: the report renders it
-    sv = study_verdict(done, attacks, defenses)
+    sv = study_verdict(done, defenses=defenses)
     verdicts = [v.to_dict() for v in sv.models]
     rows = _summary_rows(done, list(sv.models))
     headline = [
@@ -455,6 +495,7 @@ def build_report_data(records: list[dict], meta: dict[str, Any]) -> dict[str, An
     if not dataset and done:
         dataset = dict(done[0].get("dataset") or {})
     lower = [b.to_dict() for b in sv.bounds]
+    canaries = canary_points(done)
     correction = sv.multiple_testing.to_dict()
     overall = sv.overall.to_dict()
     kind = meta.get("kind", "compare")
@@ -491,12 +532,13 @@ def build_report_data(records: list[dict], meta: dict[str, Any]) -> dict[str, An
         "summary": rows,
         "headline": headline,
         "utility": utility,
-        "roc": [{"attack": a, "curves": _roc_strongest(done, a, defenses)} for a in attacks],
+        "roc": _roc_panels(done, attacks, defenses),
         "embeddings": _embeddings(done, defenses, epsilons),
         "lower_bounds": lower,
         "multiple_testing": correction,
         "risk_slices": _risk_slices(done, defenses),
-        "canaries": canary_points(done),
+        "canaries": canaries,
+        "charts": _charts(lower, canaries),
         "broken": [p for p in lower if p["broken"]],
         "exceeds_not_valid": [p for p in lower if p["exceeds_claim"] and not p["broken"]],
         "ledgers": _ledgers(done, defenses),

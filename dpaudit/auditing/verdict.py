@@ -777,7 +777,7 @@ def model_verdict(
 
     Args:
         records: the model's finished cell records (same defense and target ε).
-        attacks: the attacks in display order (default: as recorded).
+        attacks: the attacks to weigh (default: every attack recorded); weighed in name order.
         bounds: the study's tested bounds (:func:`tested_bounds`); computed from ``records``
             when omitted.
         correction: the study's correction (with ``bounds``).
@@ -791,11 +791,8 @@ def model_verdict(
     confidence = correction.per_test_confidence if correction.tests else FAMILY_CONFIDENCE
     rec = records[0]
     privacy = rec.get("privacy") or {}
-    names = (
-        list(attacks)
-        if attacks is not None
-        else list(OrderedDict.fromkeys(n for r in records for n in r.get("attacks") or {}))
-    )
+    # one order whoever asks (the report, AuditResult.verdict): ties between attacks resolve the same
+    names = sorted({n for r in records for n in r.get("attacks") or {}} if attacks is None else set(attacks))
     summaries: dict[str, AttackSummary] = {}
     for name in names:
         pairs = [
@@ -1152,7 +1149,7 @@ def study_verdict(
     Args:
         records: cell records (:mod:`dpaudit.app.workflows.study`); those whose ``status`` is not
             ``"done"`` are ignored.
-        attacks: the attacks in display order (default: as recorded).
+        attacks: the attacks to weigh (default: every attack recorded); weighed in name order.
         defenses: the defenses in display order (default: as recorded).
 
     Returns:

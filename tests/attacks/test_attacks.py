@@ -362,7 +362,7 @@ def test_cli_attack_writes_json(saved_gcn, tmp_path, capsys):
     assert (
         low["runs"] == 1
         and low["negatives"] == payload["runs"][0]["non_members"]
-        and "1 seed, no spread" in low["text"]
+        and "1 run, no spread" in low["text"]
     )
     assert "link-steal vs gcn (deployment training-graph): AUC" in capsys.readouterr().out
 

@@ -358,7 +358,9 @@ def test_verdict_box_opens_the_report_with_the_right_numbers(study):
         lb = valid[attack]
         assert (verdict["lower_bound"]["attack"], verdict["lower_bound"]["value"]) == (attack, lb)
         assert verdict["lower_bound"]["valid"] is True
-        assert f"{lb:.3f} ({attack}; at most" in box and "— tests the claim" in box
+        # one maximum per card: the bound repeats no maximum when its attack is the power line's
+        same = verdict["power"] and verdict["power"]["attack"] == attack
+        assert f"{lb:.3f} ({attack}{')' if same else '; at most'}" in box and "— tests the claim" in box
         claimed = row["epsilon_spent"]
         assert f"({claimed:.3f}, {row['delta']:.1e})-DP at the node level" in box
         # "consistent" only when the audit could have refuted the claim (its power above it)
@@ -434,7 +436,7 @@ def test_attacks_left_uncovered_for_one_reason_share_one_sentence(study):
     text = parse(block).text
     covers = text[text.index("what it covers") : text.index("soundness")]
     assert covers.count("<sound: false>") == 1, covers
-    assert re.search(r"Not covered: [^.]*linkteller, link-steal \(the model's spec is <sound: false>\)", text), text
+    assert re.search(r"Not covered: [^.]*link-steal, linkteller \(the model's spec is <sound: false>\)", text), text
 
 
 def test_node_group_counts_are_integers(study):
@@ -939,3 +941,15 @@ def test_the_verdict_section_opens_with_one_overall_line(study):
     _with_design(private["attacks"]["mia-threshold"], pairs=5000, delta=0.0, group_size=1, correct=5000)
     data = build_report_data(records, result.report_meta())
     assert data["overall"]["status"] == "broken" and "Do not rely on the claimed ε" in data["overall"]["action"]
+
+
+def test_audit_result_verdict_is_the_object_its_report_renders(single_audit):
+    """``AuditResult.verdict`` is the typed verdict the report (and its JSON sidecar) shows."""
+    from dpaudit.auditing.verdict import Verdict
+
+    result, html_path = single_audit
+    verdict = result.verdict
+    assert isinstance(verdict, Verdict) and verdict.status == "none" and verdict.defense == "gcn"
+    sidecar = json.loads(html_path.with_suffix(".json").read_text(encoding="utf-8"))
+    assert sidecar["verdicts"] == [verdict.to_dict()]
+    assert Verdict.from_dict(sidecar["verdicts"][0]) == verdict
