@@ -22,13 +22,30 @@ RANDOM = "random:0.75,0.1,0.15"
 
 
 def _privacy(epsilon=2.0, *, sound=True, protocol="sound", unaccounted=()) -> dict:
-    spec = PrivacySpec(epsilon=epsilon, delta=1e-5, unit="node", accountant="prv", sound=sound, protocol=protocol,
-                       unaccounted=list(unaccounted))  # fmt: skip
+    spec = PrivacySpec(
+        epsilon=epsilon,
+        delta=1e-5,
+        unit="node",
+        accountant="prv",
+        sound=sound,
+        protocol=protocol,
+        unaccounted=list(unaccounted),
+    )
     return spec.to_dict()
 
 
-def _result(name: str, auc: float, *, pairs: int = 200, correct: int | None = None, valid: bool = True,
-            covered: bool = True, runs: int = 3, negatives: int = 37, delta: float = 1e-5) -> dict:  # fmt: skip
+def _result(
+    name: str,
+    auc: float,
+    *,
+    pairs: int = 200,
+    correct: int | None = None,
+    valid: bool = True,
+    covered: bool = True,
+    runs: int = 3,
+    negatives: int = 37,
+    delta: float = 1e-5,
+) -> dict:
     """A membership attack's result with a one-run pair test of ``pairs`` pairs (``correct`` right)."""
     correct = pairs // 2 if correct is None else correct
     counts = [{"fraction": 1.0, "guesses": pairs, "correct": correct}]
@@ -52,11 +69,19 @@ def _result(name: str, auc: float, *, pairs: int = 200, correct: int | None = No
 
 def _record(defense: str, epsilon, attacks: dict, privacy: dict | None = None, seed: int = 0) -> dict:
     return {
-        "status": "done", "defense": defense, "epsilon": epsilon, "seed": seed, "split": {"spec": RANDOM},
-        "privacy": privacy if privacy is not None else _privacy(epsilon), "metrics": {"test_accuracy": 0.7, "n_test": 100},
-        "card": {"inference": {"private": True}}, "attacks": attacks, "attack_errors": {}, "attack_seconds": {},
+        "status": "done",
+        "defense": defense,
+        "epsilon": epsilon,
+        "seed": seed,
+        "split": {"spec": RANDOM},
+        "privacy": privacy if privacy is not None else _privacy(epsilon),
+        "metrics": {"test_accuracy": 0.7, "n_test": 100},
+        "card": {"inference": {"private": True}},
+        "attacks": attacks,
+        "attack_errors": {},
+        "attack_seconds": {},
         "canaries": {},
-    }  # fmt: skip
+    }
 
 
 def _report(records: list[dict]) -> tuple[dict, str]:
@@ -109,11 +134,11 @@ def test_summary_rows_never_mix_attacks():
         "mia-lira": _result("mia-lira", 0.62, pairs=400, correct=330),  # weaker AUC, larger bound
     }
     data, html = _report([_record("gap-ndp", 2.0, attacks)])
-    row, = data["summary"]
+    (row,) = data["summary"]
     assert row["headline_attack"] == "mia-threshold"
     mine = row["attacks"]["mia-threshold"]
     assert mine["epsilon_lower_bound_max"] < row["attacks"]["mia-lira"]["epsilon_lower_bound_max"]
-    html_row, = _rows(html)
+    (html_row,) = _rows(html)
     assert _cell(html_row, "strongest attack").startswith("mia-threshold")
     assert _cell(html_row, "AUC").startswith(f"{mine['auc']:.3f}")
     assert _cell(html_row, "ε LB").startswith(f"{mine['epsilon_lower_bound_max']:.3f}")
@@ -149,9 +174,13 @@ def test_roc_axes_stop_at_the_resolvable_fpr(monkeypatch):
     """37 negatives resolve FPR down to 1/37, not 10⁻⁴: the panel's floor is 1/negatives."""
     from reports import figures
 
-    data, _ = _report([_record("gap-ndp", 2.0, {"mia-threshold": _result("mia-threshold", 0.7, negatives=37)}),
-                       _record("gap-ndp", 4.0, {"mia-threshold": _result("mia-threshold", 0.7, negatives=37)})])  # fmt: skip
-    panel, = data["roc"]
+    data, _ = _report(
+        [
+            _record("gap-ndp", 2.0, {"mia-threshold": _result("mia-threshold", 0.7, negatives=37)}),
+            _record("gap-ndp", 4.0, {"mia-threshold": _result("mia-threshold", 0.7, negatives=37)}),
+        ]
+    )
+    (panel,) = data["roc"]
     assert all(c["negatives"] == 37 for c in panel["curves"])
     assert panel["fpr_floor"] == pytest.approx(1 / 37)
     caught = []
@@ -167,9 +196,9 @@ def test_no_sound_false_beside_protocol_sound():
     """A spec with an unaccounted step is ``sound: false``; its card never adds "protocol=sound"."""
     privacy = _privacy(sound=False, protocol="sound", unaccounted=["the degree bound was read from the data"])
     data, html = _report([_record("gcon", 2.0, {"mia-threshold": _result("mia-threshold", 0.7)}, privacy)])
-    verdict, = data["verdicts"]
+    (verdict,) = data["verdicts"]
     assert verdict["sound"] is False and verdict["protocol"] is None
-    card, = _cards(html)
+    (card,) = _cards(html)
     assert "sound: false" in card and "protocol=sound" not in card
     assert "the degree bound was read from the data" in card
 
@@ -189,11 +218,17 @@ def test_a_chart_of_zeros_is_not_drawn():
 
 def test_the_verdict_round_trips_through_json_and_is_what_the_report_renders():
     records = [
-        _record("gap-ndp", 2.0, {"mia-threshold": _result("mia-threshold", 0.7, pairs=400, correct=300),
-                                 "mia-lira": _result("mia-lira", 0.6, valid=False)}),
+        _record(
+            "gap-ndp",
+            2.0,
+            {
+                "mia-threshold": _result("mia-threshold", 0.7, pairs=400, correct=300),
+                "mia-lira": _result("mia-lira", 0.6, valid=False),
+            },
+        ),
         _record("gap-ndp", 2.0, {"mia-threshold": _result("mia-threshold", 0.72)}, seed=1),
         _record("gcn", None, {"mia-threshold": _result("mia-threshold", 0.9)}, PrivacySpec.non_private().to_dict()),
-    ]  # fmt: skip
+    ]
     sv = study_verdict(records)
     again = StudyVerdict.from_dict(json.loads(json.dumps(sv.to_dict())))
     assert again == sv
