@@ -953,3 +953,18 @@ def test_audit_result_verdict_is_the_object_its_report_renders(single_audit):
     sidecar = json.loads(html_path.with_suffix(".json").read_text(encoding="utf-8"))
     assert sidecar["verdicts"] == [verdict.to_dict()]
     assert Verdict.from_dict(sidecar["verdicts"][0]) == verdict
+
+
+def test_study_verdict_is_what_the_report_renders(study):
+    """A study's ``.verdict`` (re-derived from its saved records) is the report's verdict data."""
+    from dpaudit.app.workflows.study import StudyResult
+    from dpaudit.auditing.verdict import StudyVerdict
+
+    result, html_path = study
+    sidecar = json.loads(html_path.with_suffix(".json").read_text(encoding="utf-8"))
+    verdict = result.verdict
+    assert isinstance(verdict, StudyVerdict)
+    assert sidecar["verdicts"] == [v.to_dict() for v in verdict.models]
+    assert sidecar["overall"] == verdict.overall.to_dict()
+    # re-loaded from its folder, the study re-derives the same verdict
+    assert StudyResult.load(html_path.parent).verdict == verdict
