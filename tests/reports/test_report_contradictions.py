@@ -237,3 +237,15 @@ def test_the_verdict_round_trips_through_json_and_is_what_the_report_renders():
     data, _ = _report(records)
     assert data["verdicts"] == [v.to_dict() for v in sv.models]
     assert data["overall"] == sv.overall.to_dict()
+
+
+def test_the_card_shows_a_composed_epsilon_and_seeded_noise_from_the_claim():
+    """Fields the spec states reach the card through the verdict's claim, nowhere else."""
+    privacy = _privacy() | {"composed_epsilon": 2.75, "seeded_noise": True}
+    data, html = _report([_record("gap-ndp", 2.0, {"mia-threshold": _result("mia-threshold", 0.7)}, privacy)])
+    (verdict,) = data["verdicts"]
+    assert verdict["claimed"]["composed_epsilon"] == 2.75 and verdict["claimed"]["seeded_noise"] is True
+    (card,) = _cards(html)
+    assert "ε = 2.750 composed with the query releases" in card and "seeded noise — not a release" in card
+    data, html = _report([_record("gap-ndp", 2.0, {"mia-threshold": _result("mia-threshold", 0.7)})])
+    assert "seeded noise" not in html and "composed with the query releases" not in html
