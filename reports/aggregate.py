@@ -2,8 +2,11 @@ r"""From cell records to the numbers a report shows (the JSON sidecar is exactly
 
 A *cell record* is one trained model and the attacks run against it (one line of a study's
 ``results.jsonl``; see :mod:`dpaudit.app.workflows.study`). :func:`build_report_data` groups records by
-(defense, target ε), aggregates over seeds and returns plain JSON-able data: every number
-the HTML shows is in it, and nothing else is computed at render time.
+(defense, target ε) and returns plain JSON-able data: every number the HTML shows is in it, and
+nothing else is computed at render time. The conclusion — validity, the Bonferroni correction,
+each audit's power, the claim's status and every number a verdict card shows — is
+:func:`dpaudit.auditing.verdict.study_verdict`'s, computed once in the core; this module lays it
+out (summary rows, figure series, ledgers) and computes nothing a verdict needs.
 
 Intervals:
 
