@@ -56,7 +56,9 @@ def threshold_counts(pos: np.ndarray, neg: np.ndarray, thresholds: np.ndarray) -
     return tp, fp
 
 
-def clopper_pearson_epsilon(pos, neg, thresholds, delta: float, alpha: float):
+def clopper_pearson_epsilon(
+    pos: np.ndarray, neg: np.ndarray, thresholds: np.ndarray, delta: float, alpha: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     r"""Both (ε, δ) hypothesis-testing bounds at each threshold, Clopper–Pearson at α/2 each: the
     held-out-threshold ε bound's one implementation.
 
