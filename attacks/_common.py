@@ -478,6 +478,7 @@ def make_result(
         ceiling["applies"] = cov.covered
         all_notes.append(LOWER_BOUND_CAVEAT)
     extra["deployment"] = deployment
+    extra["diagnostic"] = bool(diagnostic)  # as declared: the verdict reads it (dpaudit.auditing.verdict)
     if not model.inference_private and model.privacy.is_private and deployment == TRAINING_GRAPH:
         note = (model.card.get("inference") or {}).get("note")
         if note:

@@ -80,6 +80,7 @@ import torch
 from torch_geometric.data import Data
 
 from attacks import _common as C
+from dpaudit.accounting.conversion import group_privacy
 from dpaudit.auditing.canary_design import (
     CanaryDesign,
     CanaryStructure,
@@ -611,7 +612,7 @@ def audited_claim(unit: str | None, kind: str, epsilon: float, delta: float) -> 
         return True, "edge canaries test edge-level DP", epsilon, delta
     if unit == "node":
         return True, "edge canaries test node-level DP through group privacy of size 2: (2ε, (1+e^ε)δ)", \
-            2 * epsilon, (1 + math.exp(epsilon)) * delta  # fmt: skip
+            *group_privacy(epsilon, delta, 2)  # fmt: skip
     return False, f"unknown privacy unit {unit!r}", epsilon, delta
 
 

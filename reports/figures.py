@@ -371,9 +371,12 @@ def roc_curves(data: dict) -> list[dict]:
     if not panels:
         return []
     styles = _styles(data)
-    floor = 1e-4
+    # the axes reach down to the smallest FPR the negatives resolve (1/negatives), never to an
+    # FPR no curve can show; 1e-4 only for a result that recorded neither negatives nor an FPR
+    floors = [p["fpr_floor"] for p in panels if p.get("fpr_floor")]
+    floor = min(floors) if floors else 1e-4
 
-    def axes_setup(fig, ax, title):
+    def axes_setup(fig, ax, title, floor=floor):
         grid = np.geomspace(floor, 1, 50)
         ax.plot(grid, grid, color="0.4", lw=0.8, ls="--", label="chance")
         ax.set_xscale("log")
@@ -401,16 +404,17 @@ def roc_curves(data: dict) -> list[dict]:
     out = []
     for k, panel in enumerate(panels):
         figures = []
+        panel_floor = panel.get("fpr_floor") or floor
         for j, (family, group) in enumerate(_one_panel(panel["curves"], styles)):
             with matplotlib.rc_context(FONT):
                 fig, ax = _panel((4.0, 3.4))
                 for c in group:
                     st = styles[c["defense"]]
-                    fpr = np.clip(np.asarray(c["fpr"], dtype=float), floor, 1)
-                    tpr = np.clip(np.asarray(c["tpr"], dtype=float), floor, 1)
+                    fpr = np.clip(np.asarray(c["fpr"], dtype=float), panel_floor, 1)
+                    tpr = np.clip(np.asarray(c["tpr"], dtype=float), panel_floor, 1)
                     ax.plot(fpr, tpr, color=st["color"], lw=1.3, drawstyle="steps-post", ls=":" if c.get("reference") else "-",
                             label=f"{_label(c['defense'])} ε={epsilon_label(c['epsilon'])}")  # fmt: skip
-                axes_setup(fig, ax, f"ROC — {_label(panel['attack'])}")
+                axes_setup(fig, ax, f"ROC — {_label(panel['attack'])}", panel_floor)
             figures.append({"family": family, "svg": to_svg(fig, f"fig-roc-{k}-{j}")})
         out.append({"attack": panel["attack"], "panels": figures})
     return out
@@ -424,7 +428,7 @@ def lower_bounds(data: dict) -> str | None:
     the claim. Grey ×: the guarantee does not cover the attack's unit (no claim to test).
     """
     pts = [p for p in data["lower_bounds"] if p["claimed_epsilon"] is not None]
-    if not pts:
+    if not pts or not ((data.get("charts") or {}).get("lower_bounds") or {"drawn": True})["drawn"]:
         return None
     with matplotlib.rc_context(FONT):
         fig, ax = _panel((4.0, 3.6))
@@ -520,7 +524,7 @@ def canary_bounds(data: dict) -> str | None:
     the claim (broken); grey ×: the canary game is not covered by the defense's unit.
     """
     pts = [p for p in data.get("canaries") or [] if p["claimed_epsilon"] is not None and p["certified"] is not None]
-    if not pts:
+    if not pts or not ((data.get("charts") or {}).get("canaries") or {"drawn": True})["drawn"]:
         return None
     with matplotlib.rc_context(FONT):
         fig, ax = _panel((4.0, 3.6))

@@ -54,10 +54,25 @@ def amplify_by_subsampling(epsilon: float, delta: float, sample_rate: float) -> 
 
 
 def group_privacy(epsilon: float, delta: float, group_size: int) -> tuple[float, float]:
-    """(ε, δ) for neighbours that differ in ``group_size`` units."""
+    r"""(ε, δ) for neighbours that differ in ``group_size`` units: the one group-privacy theorem.
+
+    Chaining k neighbouring steps gives :math:`(k\varepsilon,\ \delta\sum_{i=0}^{k-1} e^{i\varepsilon})`
+    (Vadhan 2017, Lemma 2.2): for k = 2, :math:`(2\varepsilon, (1 + e^{\varepsilon})\delta)`.
+
+    Args:
+        epsilon: the guarantee's ε per unit.
+        delta: the guarantee's δ per unit.
+        group_size: k, the number of units that differ.
+
+    Returns:
+        ``(epsilon_k, delta_k)``, δ capped at 1.
+
+    Raises:
+        PrivacyParameterError: ``group_size`` below 1.
+    """
     if group_size < 1:
         raise PrivacyParameterError("group_size must be >= 1")
     k = int(group_size)
     if math.isinf(epsilon):
         return math.inf, min(1.0, k * delta)
-    return k * epsilon, min(1.0, k * math.exp((k - 1) * epsilon) * delta)
+    return k * epsilon, min(1.0, delta * sum(math.exp(i * epsilon) for i in range(k)))

@@ -1,4 +1,4 @@
-"""Low-FPR true-positive rates as they can honestly be reported: mean ± sd over attack seeds,
+"""Low-FPR true-positive rates as they can honestly be reported: mean ± sd over the attack's runs,
 with the number of negatives that decides how fine the FPR axis is.
 
 With ``n`` negatives (non-members, or non-edges), "TPR at FPR ≤ f" allows ⌊f·n⌋ false positives
@@ -6,7 +6,7 @@ With ``n`` negatives (non-members, or non-edges), "TPR at FPR ≤ f" allows ⌊f
 rounded down), and 0.1 % is none at all, so "TPR@0.1 %" is then the TPR at zero false positives.
 Where ⌊f·n⌋ < 1 the rate at level f is *not resolved* by the data and is reported as such. One
 run's TPR at 1 % moves with a single negative's score, so a single run is never a headline: the
-spread over the attack's seeds (each run redraws the audit set and the reference models) is
+spread over the attack's runs (each run redraws the audit set and the reference models) is
 shown beside the mean (Carlini et al., "Membership Inference Attacks From First Principles",
 IEEE S&P 2022, Sec. III-C, on reporting TPR at low FPR).
 """
@@ -54,7 +54,7 @@ def summarize_level(tprs: list[float], negatives: list[int], level: float) -> di
 
 
 def describe(summary: dict[str, Any]) -> str:
-    """``TPR@1%FPR 0.59 ± 0.08 (3 seeds, 140 negatives: 1% = 1.4 false positives)``; a level
+    """``TPR@1%FPR 0.59 ± 0.08 (3 runs, 140 negatives: 1% = 1.4 false positives)``; a level
     below one false positive says it is not resolved."""
     head = f"TPR@{_percent(summary['level'])}FPR"
     if summary["mean"] is None:
@@ -64,10 +64,12 @@ def describe(summary: dict[str, Any]) -> str:
 
 
 def describe_runs(summary: dict[str, Any]) -> str:
-    """What the TPR rests on, for a text that already shows the value: ``3 seeds, 140 negatives:
+    """What the TPR rests on, for a text that already shows the value: ``3 runs, 140 negatives:
     1% = 1.4 false positives`` (and whether the level is resolved)."""
     level, runs = summary["level"], summary["runs"]
-    seeds = f"{runs} seed" + ("s" if runs != 1 else ", no spread")
+    # the attack's runs (each with its own seed), never the models' seeds: "--seeds 1" with 3
+    # attack runs is "3 runs", not "3 seeds"
+    seeds = f"{runs} run" + ("s" if runs != 1 else ", no spread")
     fewest, most = summary.get("negatives"), summary.get("negatives_max")
     if fewest is None:
         return f"{seeds}; negatives unknown"

@@ -75,7 +75,7 @@ from sklearn import metrics as skm
 from dpaudit.accounting.conversion import group_privacy
 from dpaudit.accounting.spec import PrivacySpec
 from dpaudit.auditing.estimators import one_run_p_value
-from dpaudit.auditing.intervals import clopper_pearson_lower, clopper_pearson_upper
+from dpaudit.auditing.intervals import clopper_pearson_epsilon
 from dpaudit.auditing.results import FPR_LEVELS
 from dpaudit.errors import DPAuditError
 from dpaudit.release.deployments import deployment_entry
@@ -189,24 +189,6 @@ def bootstrap_auc_ci(scores, labels, n_boot: int = 1000, confidence: float = 0.9
 # --------------------------------------------------------------------------- ε lower bound
 
 
-def _epsilon_forms(pos_scores, neg_scores, thresholds, delta, alpha) -> tuple[np.ndarray, np.ndarray]:
-    """ε bounds of both forms for each threshold ("score ≥ t" = predicted member)."""
-    pos_sorted, neg_sorted = np.sort(pos_scores), np.sort(neg_scores)
-    n_pos, n_neg = pos_sorted.size, neg_sorted.size
-    tp = n_pos - np.searchsorted(pos_sorted, thresholds, side="left")
-    fp = n_neg - np.searchsorted(neg_sorted, thresholds, side="left")
-    fn, tn = n_pos - tp, n_neg - fp
-    half = alpha / 2  # Bonferroni over the two binomial bounds of one form
-    with np.errstate(divide="ignore", invalid="ignore"):
-        tpr_lo = clopper_pearson_lower(tp, n_pos, half)
-        fpr_hi = clopper_pearson_upper(fp, n_neg, half)
-        tnr_lo = clopper_pearson_lower(tn, n_neg, half)
-        fnr_hi = clopper_pearson_upper(fn, n_pos, half)
-        eps_fpr = np.where(tpr_lo - delta > 0, np.log(np.maximum(tpr_lo - delta, 1e-300) / fpr_hi), -np.inf)
-        eps_fnr = np.where(tnr_lo - delta > 0, np.log(np.maximum(tnr_lo - delta, 1e-300) / fnr_hi), -np.inf)
-    return eps_fpr, eps_fnr
-
-
 def epsilon_lower_bound(
     scores,
     labels,
@@ -247,14 +229,14 @@ def epsilon_lower_bound(
     candidates = np.unique(s[np.concatenate([sel_pos, sel_neg])])
     if candidates.size > max_thresholds:
         candidates = np.unique(np.quantile(candidates, np.linspace(0, 1, max_thresholds)))
-    sel_fpr, sel_fnr = _epsilon_forms(s[sel_pos], s[sel_neg], candidates, delta, alpha)
+    sel_fpr, sel_fnr, *_ = clopper_pearson_epsilon(s[sel_pos], s[sel_neg], candidates, delta, alpha)
     best_fpr, best_fnr = int(np.argmax(sel_fpr)), int(np.argmax(sel_fnr))
     if sel_fpr[best_fpr] >= sel_fnr[best_fnr]:
         form, threshold = "fpr", float(candidates[best_fpr])
     else:
         form, threshold = "fnr", float(candidates[best_fnr])
 
-    ev_fpr, ev_fnr = _epsilon_forms(s[ev_pos], s[ev_neg], np.array([threshold]), delta, alpha)
+    ev_fpr, ev_fnr, *_ = clopper_pearson_epsilon(s[ev_pos], s[ev_neg], np.array([threshold]), delta, alpha)
     value = float(ev_fpr[0] if form == "fpr" else ev_fnr[0])
     tp = int((s[ev_pos] >= threshold).sum())
     fp = int((s[ev_neg] >= threshold).sum())
@@ -523,7 +505,7 @@ def coverage(
     node membership. 2 for recipes that keep non-training nodes in their training graph (GAP,
     DPAR, DP-GNN, GCON and the GNN baselines on a transductive split): a non-member is still in
     the graph, so turning a member into a non-member removes the node and adds it back without
-    its label; the ceiling then uses group privacy (2ε, 2e^ε δ). 1 when non-members are absent
+    its label; the ceiling then uses group privacy (2ε, (1 + e^ε)δ). 1 when non-members are absent
     from training (``mlp-dp``, inductive splits).
     """
     if attack_unit not in ATTACK_UNITS:
@@ -636,7 +618,7 @@ def _coverage(privacy, attack_unit, queries_private_graph, inference_private, no
     eps2, delta2 = group_privacy(privacy.epsilon, privacy.delta, 2)
     notes.append(
         "group privacy over the two node changes that remove one edge: dpaudit.accounting.group_privacy(k=2) gives "
-        "(2ε, 2e^ε δ) (Vadhan 2017, Lemma 2.2), slightly looser than (1 + e^ε)δ"
+        "(2ε, (1 + e^ε)δ) (Vadhan 2017, Lemma 2.2)"
     )
     return Coverage(
         True,

@@ -165,11 +165,11 @@ def test_low_fpr_summary_shows_spread_negatives_and_resolution():
     one = summary["0.01"]
     assert one["mean"] == pytest.approx(0.5923, abs=1e-4) and one["sd"] == pytest.approx(0.1004, abs=1e-3)
     assert one["runs"] == 3 and one["negatives"] == 140 and one["resolved"]
-    assert one["text"] == "TPR@1%FPR 0.59 ± 0.10 (3 seeds, 140 negatives: 1% = 1.4 false positives)"
+    assert one["text"] == "TPR@1%FPR 0.59 ± 0.10 (3 runs, 140 negatives: 1% = 1.4 false positives)"
     tenth = summary["0.001"]
     assert not tenth["resolved"] and "not resolved" in tenth["text"] and "0.14 false positives" in tenth["text"]
     single = summarize_level([0.707], [140], 0.01)
-    assert single["sd"] is None and "1 seed, no spread" in single["text"]
+    assert single["sd"] is None and "1 run, no spread" in single["text"]
     assert "138–140 negatives" in summarize_level([0.5, 0.6], [140, 138], 0.01)["text"]
 
 

@@ -18,10 +18,11 @@ import pytest
 import dpaudit
 from defenses.baselines import MLPDP
 from dpaudit.auditing.statistics import auc_ceiling as statistics_auc_ceiling
+from dpaudit.auditing.verdict import headline_attack
 from dpaudit.data.datasets import csbm, from_data
 from dpaudit.training.constraints import COUNT
 from dpaudit.training.registry import register_defense
-from reports.aggregate import DIAGNOSTIC_ATTACKS, _headline_attack, auc_ceiling, build_report_data
+from reports.aggregate import auc_ceiling, build_report_data
 from reports.render import render_html
 
 HOSTILE_DATASET = "<script>alert(1)</script> $x$ {{ 7*7 }}"
@@ -339,7 +340,7 @@ def test_verdict_box_opens_the_report_with_the_right_numbers(study):
         box = parse(_verdict_block(html, i)).text
         # a private model's card names only attacks its guarantee covers
         tests = {a: s for a, s in row["attacks"].items()
-                 if a not in DIAGNOSTIC_ATTACKS and (row["unit"] is None or s["covered_by_guarantee"])}  # fmt: skip
+                 if not s.get("diagnostic") and (row["unit"] is None or s["covered_by_guarantee"])}  # fmt: skip
         aucs = {a: s["auc"] for a, s in tests.items()}
         best = max(aucs, key=aucs.get)
         assert verdict["best_auc"]["attack"] == best and verdict["best_auc"]["auc"] == aucs[best]
@@ -357,7 +358,9 @@ def test_verdict_box_opens_the_report_with_the_right_numbers(study):
         lb = valid[attack]
         assert (verdict["lower_bound"]["attack"], verdict["lower_bound"]["value"]) == (attack, lb)
         assert verdict["lower_bound"]["valid"] is True
-        assert f"{lb:.3f} ({attack}; at most" in box and "— tests the claim" in box
+        # one maximum per card: the bound repeats no maximum when its attack is the power line's
+        same = verdict["power"] and verdict["power"]["attack"] == attack
+        assert f"{lb:.3f} ({attack}{')' if same else '; at most'}" in box and "— tests the claim" in box
         claimed = row["epsilon_spent"]
         assert f"({claimed:.3f}, {row['delta']:.1e})-DP at the node level" in box
         # "consistent" only when the audit could have refuted the claim (its power above it)
@@ -369,9 +372,11 @@ def test_verdict_box_opens_the_report_with_the_right_numbers(study):
 
 
 def test_a_diagnostic_is_never_the_headline_attack():
-    attacks = {"embedding-probe": {"auc": 0.99}, "mia-threshold": {"auc": 0.61}, "mia-rmia": {"auc": 0.74}}
-    assert _headline_attack(attacks) == "mia-rmia"
-    assert _headline_attack({"embedding-probe": {"auc": 0.99}}) is None
+    from types import SimpleNamespace as S
+
+    attacks = {"embedding-probe": S(auc=0.99), "mia-threshold": S(auc=0.61), "mia-rmia": S(auc=0.74)}
+    assert headline_attack(attacks) == "mia-rmia"
+    assert headline_attack({"embedding-probe": S(auc=0.99)}) is None
 
 
 def test_a_verdict_is_headlined_by_an_attack_its_guarantee_covers(study):
@@ -431,7 +436,7 @@ def test_attacks_left_uncovered_for_one_reason_share_one_sentence(study):
     text = parse(block).text
     covers = text[text.index("what it covers") : text.index("soundness")]
     assert covers.count("<sound: false>") == 1, covers
-    assert re.search(r"Not covered: [^.]*linkteller, link-steal \(the model's spec is <sound: false>\)", text), text
+    assert re.search(r"Not covered: [^.]*link-steal, linkteller \(the model's spec is <sound: false>\)", text), text
 
 
 def test_node_group_counts_are_integers(study):
@@ -936,3 +941,30 @@ def test_the_verdict_section_opens_with_one_overall_line(study):
     _with_design(private["attacks"]["mia-threshold"], pairs=5000, delta=0.0, group_size=1, correct=5000)
     data = build_report_data(records, result.report_meta())
     assert data["overall"]["status"] == "broken" and "Do not rely on the claimed ε" in data["overall"]["action"]
+
+
+def test_audit_result_verdict_is_the_object_its_report_renders(single_audit):
+    """``AuditResult.verdict`` is the typed verdict the report (and its JSON sidecar) shows."""
+    from dpaudit.auditing.verdict import Verdict
+
+    result, html_path = single_audit
+    verdict = result.verdict
+    assert isinstance(verdict, Verdict) and verdict.status == "none" and verdict.defense == "gcn"
+    sidecar = json.loads(html_path.with_suffix(".json").read_text(encoding="utf-8"))
+    assert sidecar["verdicts"] == [verdict.to_dict()]
+    assert Verdict.from_dict(sidecar["verdicts"][0]) == verdict
+
+
+def test_study_verdict_is_what_the_report_renders(study):
+    """A study's ``.verdict`` (re-derived from its saved records) is the report's verdict data."""
+    from dpaudit.app.workflows.study import StudyResult
+    from dpaudit.auditing.verdict import StudyVerdict
+
+    result, html_path = study
+    sidecar = json.loads(html_path.with_suffix(".json").read_text(encoding="utf-8"))
+    verdict = result.verdict
+    assert isinstance(verdict, StudyVerdict)
+    assert sidecar["verdicts"] == [v.to_dict() for v in verdict.models]
+    assert sidecar["overall"] == verdict.overall.to_dict()
+    # re-loaded from its folder, the study re-derives the same verdict
+    assert StudyResult.load(html_path.parent).verdict == verdict

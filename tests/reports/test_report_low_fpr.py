@@ -6,8 +6,10 @@ from __future__ import annotations
 import pytest
 
 import dpaudit
+from dpaudit.auditing.results import AttackResult
+from dpaudit.auditing.verdict import tpr_over_runs
 from dpaudit.data.datasets import csbm
-from reports.aggregate import build_report_data, tpr_over_runs
+from reports.aggregate import build_report_data
 from reports.render import render_html
 
 
@@ -46,8 +48,8 @@ def test_tpr_cells_show_spread_runs_and_negatives(study):
 
 def test_tpr_over_runs_pools_seeds_and_reads_old_results():
     runs = lambda *t: [{"tpr_at_fpr": {"0.01": v}, "non_members": 140} for v in t]  # noqa: E731
-    pooled = tpr_over_runs([{"runs": runs(0.7, 0.5)}, {"runs": runs(0.6)}])
+    pooled = tpr_over_runs([AttackResult("a", None, runs=runs(0.7, 0.5)), AttackResult("a", None, runs=runs(0.6))])
     assert pooled["runs"] == 3 and pooled["mean"] == pytest.approx(0.6) and pooled["sd"] == pytest.approx(0.1)
     assert pooled["resolved"] and "140 negatives: 1% = 1.4 false positives" in pooled["text"]
-    old = tpr_over_runs([{"tpr_at_fpr": {"0.01": 0.4}}])  # written before per-run records: one value, no count
+    old = tpr_over_runs([AttackResult("a", None, tpr_at_fpr={"0.01": 0.4})])  # written before per-run records: one value, no count
     assert old["runs"] == 1 and old["negatives"] is None and "negatives unknown" in old["text"]

@@ -82,6 +82,7 @@ from dpaudit.app.workflows.store import (
     rewrite_results,
     save_dataset,
 )
+from dpaudit.auditing.verdict import StudyVerdict, study_verdict
 from dpaudit.errors import ConfigurationError, DPAuditError
 from dpaudit.runtime import atomic_write_json
 
@@ -416,6 +417,12 @@ class StudyResult:
             more = f" and {len(self.skipped_lines) - 3} more" if len(self.skipped_lines) > 3 else ""
             text += f" ({RESULTS_FILE} {where}{more})"
         return text
+
+    @property
+    def verdict(self) -> StudyVerdict:
+        """The study's verdict (:class:`dpaudit.auditing.verdict.StudyVerdict`), re-derived from its
+        finished records: the object its report renders."""
+        return study_verdict(self.records, defenses=list((self.report_meta() or {}).get("defenses") or []))
 
     def table(self) -> list[dict[str, Any]]:
         """One row per (defense, ε): test accuracy and each attack's AUC (means over seeds)."""

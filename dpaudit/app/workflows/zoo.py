@@ -45,6 +45,7 @@ import torch
 
 import defenses.baselines.mlp_dp as mlp_dp
 from dpaudit.accounting import GaussianMechanism, PoissonSubsampledGaussian, PrivacyLedger, calibrate_noise
+from dpaudit.auditing.intervals import bonferroni_confidence
 from dpaudit.auditing.results import REFUTING_VERDICTS
 from dpaudit.data.datasets import GraphDataset
 from dpaudit.data.splits import Split
@@ -522,7 +523,7 @@ def audit_variant(variant: Variant, dataset: GraphDataset, claim: float, *, spli
     from dpaudit.data.splits import make_split
 
     audits = plan if plan is not None else AUDIT_PLANS[variant.base]
-    level = 1.0 - (1.0 - confidence) / len(audits)
+    level = bonferroni_confidence(confidence, len(audits))
     settings = {**AUDIT_OVERRIDES.get(variant.base, {}), **(overrides or {})}
     if variant.base == "gap-ndp":
         # the degree promise at the graph's own degree, as the recorded rows ran (the gradient

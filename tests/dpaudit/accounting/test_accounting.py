@@ -547,7 +547,9 @@ def test_amplification_is_exact_not_linear():
 
 def test_group_privacy():
     eps, delta = group_privacy(1.0, 1e-6, 2)
-    assert eps == 2.0 and delta == pytest.approx(2 * math.e * 1e-6)
+    assert eps == 2.0 and delta == pytest.approx((1 + math.e) * 1e-6)  # (2ε, (1 + e^ε)δ), not 2e^ε·δ
+    assert group_privacy(1.0, 1e-6, 3) == pytest.approx((3.0, (1 + math.e + math.e**2) * 1e-6))
+    assert group_privacy(1.0, 1e-6, 1) == (1.0, 1e-6)
 
 
 def test_recorded_guarantees_compose_basically():

@@ -79,6 +79,7 @@ def canary_evidence(model, canaries: list[dict[str, Any]]) -> dict[str, dict[str
 
     from attacks.canary import audited_claim
     from dpaudit.auditing.estimators import audit_epsilon
+    from dpaudit.auditing.intervals import bonferroni_confidence
     from dpaudit.auditing.results import CLAIM_REFUTED, ESTIMATE_VERDICT
 
     privacy = model.privacy
@@ -88,7 +89,7 @@ def canary_evidence(model, canaries: list[dict[str, Any]]) -> dict[str, dict[str
     for i, res in enumerate(canaries, 1):
         kind = str(res["kind"])
         valid, why, claim, claim_delta = audited_claim(privacy.unit, kind, privacy.epsilon, privacy.delta)
-        confidence = 1.0 - (1.0 - float(res.get("confidence", 0.95))) / k
+        confidence = bonferroni_confidence(float(res.get("confidence", 0.95)), k)
         entry = {
             "schema": res.get("schema"), "version": res.get("version"), "recipe": res.get("defense") or res.get("source"),
             "dataset": res.get("dataset"), "kind": kind, "canaries": res.get("canaries"), "runs": res.get("runs"),

@@ -9,6 +9,7 @@ from typing import Any
 
 from dpaudit.app.workflows.config import content_hash, dataset_summary, now_iso
 from dpaudit.app.workflows.store import CELL_SCHEMA, CELL_SCHEMA_VERSION
+from dpaudit.auditing.verdict import Verdict, study_verdict
 
 
 class AuditResult:
@@ -49,6 +50,12 @@ class AuditResult:
         self.query_api = query_api
         #: canary audits of the model's claim (:func:`canary_evidence`), by ``"<kind> canaries"``
         self.canaries = dict(canaries or {})
+
+    @property
+    def verdict(self) -> Verdict:
+        """The verdict on this model (:class:`dpaudit.auditing.verdict.Verdict`), computed from its
+        attack results, its claim and its canary evidence: the object its report renders."""
+        return study_verdict([self.record(with_artifacts=False)]).models[0]
 
     @property
     def skipped(self) -> list[str]:
