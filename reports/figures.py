@@ -384,7 +384,7 @@ def roc_curves(data: dict) -> list[dict]:
         ax.set_xlim(floor, 1)
         ax.set_ylim(floor, 1.05)
         ax.set_xlabel("false positive rate")
-        ax.set_ylabel("true positive rate")
+        ax.set_ylabel("true positive rate", labelpad=8)  # room for browser fonts wider than matplotlib's
         ax.set_title(title)
         _powers_of_ten(ax)
         _legend_below(fig, ax)

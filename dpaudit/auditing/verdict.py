@@ -579,8 +579,17 @@ class AuditGame(_Record):
 
 @dataclass(frozen=True)
 class Deployment(_Record):
+    """What a model's answers in one deployment are covered by (:mod:`dpaudit.release.deployments`).
+
+    Attributes:
+        covered: whether the answers are covered by the guarantee.
+        note: why, in words.
+        feature_change: what a querier-chosen feature change over the private graph costs there.
+    """
+
     covered: bool
     note: str
+    feature_change: str | None = None
 
 
 @dataclass(frozen=True)
