@@ -374,9 +374,13 @@ def test_verdict_box_opens_the_report_with_the_right_numbers(study):
 def test_a_diagnostic_is_never_the_headline_attack():
     from types import SimpleNamespace as S
 
-    attacks = {"embedding-probe": S(auc=0.99), "mia-threshold": S(auc=0.61), "mia-rmia": S(auc=0.74)}
+    attacks = {
+        "embedding-probe": S(auc=0.99, diagnostic=True),
+        "mia-threshold": S(auc=0.61, diagnostic=False),
+        "mia-rmia": S(auc=0.74, diagnostic=False),
+    }
     assert headline_attack(attacks) == "mia-rmia"
-    assert headline_attack({"embedding-probe": S(auc=0.99)}) is None
+    assert headline_attack({"embedding-probe": S(auc=0.99, diagnostic=True)}) is None
 
 
 def test_a_verdict_is_headlined_by_an_attack_its_guarantee_covers(study):
