@@ -100,6 +100,7 @@ def run_training(name: str, epsilon: float, hp: dict, dataset, split, variant: s
     import defenses.baselines.mlp_dp as mlp_dp
     import defenses.dpar.defense as dpar
     import defenses.dpgnn.defense as dpgnn
+    import defenses.dpgnn.training as dpgnn_training
     import defenses.gap.defense as gap
     from dpaudit.training import dpsgd
 
@@ -119,7 +120,7 @@ def run_training(name: str, epsilon: float, hp: dict, dataset, split, variant: s
     dpar.train_rows = _timer(times, dpar.train_rows)
     dpgnn.train_dp = _timer(times, dpgnn.train_dp)
     if variant == "plain-backprop":
-        dpgnn.training.clipped_gradient_sum = _plain_dpgnn_sum
+        dpgnn_training.clipped_gradient_sum = _plain_dpgnn_sum  # train_dp looks it up in its own module
     if DEVICE == "cuda":
         torch.cuda.reset_peak_memory_stats()
     start = time.perf_counter()

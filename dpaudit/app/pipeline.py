@@ -55,12 +55,16 @@ def train(
     data_root: str | None = None,
     overrides: dict[str, Any] | None = None,
     out: str | Path | None = None,
+    overwrite: bool = False,
+    force_delta: bool = False,
 ) -> TrainResult:
     """Train one defense and, when ``out`` is given, write the released model there with the
     owner's record and ``metrics.json`` (both the owner's, never covered by ε: see
-    :mod:`dpaudit.release`)."""
+    :mod:`dpaudit.release`). A released model already in ``out`` is replaced only with
+    ``overwrite`` (:meth:`~dpaudit.release.ReleasedModel.save`); ``force_delta`` accepts a δ at or
+    above 1/(declared units) (:func:`dpaudit.accounting.spec.check_delta_population`)."""
     cls = get_defense(defense)
-    instance = cls(epsilon=epsilon, delta=delta, seed=seed, device=device, **(overrides or {}))
+    instance = cls(epsilon=epsilon, delta=delta, seed=seed, device=device, force_delta=force_delta, **(overrides or {}))
     ds = dataset if isinstance(dataset, GraphDataset) else load_dataset(dataset, root=data_root)
     sp = make_split(ds, split, seed)
     model = instance.fit(ds, sp)
@@ -86,6 +90,6 @@ def train(
     }
     if out is not None:
         out = Path(out)
-        model.save(out)
+        model.save(out, overwrite=overwrite)
         atomic_write_json(out / "metrics.json", metrics)
     return TrainResult(model, ds, sp, metrics)

@@ -47,6 +47,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from dpaudit.app.outputs import check_report_paths
 from dpaudit.app.workflows.config import (
     Cell,
     StudyConfig,
@@ -285,25 +286,6 @@ def keep_aside(study_dir: Path, skipped: list[dict]) -> None:
                 study_dir / RESULTS_FILE, kept)  # fmt: skip
 
 
-def study_made_by(directory: str | Path) -> str | None:
-    """Which command made the study in ``directory`` (``"demo"``, ``"compare"`` ...); ``None``
-    when it holds no study. A study written before ``made_by`` was recorded is told by its
-    command line."""
-    path = Path(directory) / STUDY_FILE
-    if not path.is_file():
-        return None
-    try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return "unknown"
-    if not isinstance(meta, dict):
-        return "unknown"
-    if meta.get("made_by"):
-        return str(meta["made_by"])
-    command = str(meta.get("command") or "").split()
-    return command[1] if len(command) > 1 and command[0] == "dpaudit" else "unknown"
-
-
 class _Interrupts:
     """While a study runs, Ctrl-C (SIGINT) and ``kill PID`` (SIGTERM, a batch system's stop)
     both raise KeyboardInterrupt: workers are killed, finished cells kept. Inside
@@ -461,10 +443,12 @@ class StudyResult:
         }
 
     def to_html(self, path: str | Path | None = None) -> Path:
-        """Write the HTML report (and its JSON sidecar); default ``STUDY_DIR/report.html``."""
+        """Write the HTML report (and its JSON sidecar); default ``STUDY_DIR/report.html``. The
+        location is probed first (:func:`dpaudit.app.outputs.check_report_paths`), before any rendering."""
         from reports.render import write_report
 
         path = Path(path) if path is not None else self.dir / "report.html"
+        check_report_paths(path, "study", what="to_html")
         records = [load_cell_artifacts(self.dir, r) if r.get("status") == "done" else r for r in self.records]
         html, _ = write_report(records, self.report_meta(), path)
         return html

@@ -383,3 +383,62 @@ def test_every_missing_declaration_is_said_at_once(tmp_path, capsys):
     declared = ["--dataset-option", "declare_num_train=150"]
     assert main(["train", "--defense", "mlp-dp", *base, *declared, "--out", str(tmp_path / "m")]) == 2
     _one_line_error(capsys, "pass --delta D (below 1/its nodes)")
+
+
+# --------------------------------------------------------------------------- issue 49: BAD 1–5
+
+
+def test_a_delta_not_below_one_over_n_is_refused_unless_forced(tmp_path, capsys):
+    """BAD 1: δ ≥ 1/n guarantees nothing (publishing one node in the clear is (0, 1/n)-DP)."""
+    base = ["train", "--defense", "mlp-dp", "--dataset", "csbm", "--dataset-option", "num_nodes=200",
+            "--epsilon", "4", "--set", "epochs=1", "--out", str(tmp_path / "m")]  # fmt: skip
+    assert main([*base, "--delta", "0.5"]) == 2
+    _one_line_error(capsys, "delta 0.5 is not below 1/n = 1/200", "--force-delta")
+    assert not (tmp_path / "m").exists()
+    assert main([*base, "--delta", "0.5", "--force-delta"]) == 0
+    assert json.loads((tmp_path / "m" / "model.json").read_text())["privacy"]["delta"] == 0.5
+
+
+def test_a_negative_label_other_than_minus_one_is_refused(tmp_path, capsys):
+    """BAD 2: −1 marks an unlabeled node; −5 is a mistake, never silently unlabeled."""
+    rng = np.random.default_rng(0)
+    y = np.arange(300) % 3
+    y[:3] = -5
+    np.savez(tmp_path / "g.npz", x=rng.standard_normal((300, 8)).astype(np.float32), y=y,
+             edge_index=rng.integers(0, 300, (2, 1200)))  # fmt: skip
+    argv = ["train", "--defense", "gcn", "--dataset", str(tmp_path / "g.npz"), "--dataset-option",
+            "declare_classes=3", "--set", "epochs=1", "--out", str(tmp_path / "m")]  # fmt: skip
+    assert main(argv) == 2
+    _one_line_error(capsys, "3 node(s) have a negative label other than -1 (-5)")
+    assert not (tmp_path / "m").exists()
+
+
+def test_edited_public_facts_are_refused_on_inspect(tiny_model, tmp_path, capsys):
+    """BAD 3: declared facts consistent with each other and with the card's declaration."""
+    import shutil
+
+    edited = tmp_path / "m"
+    shutil.copytree(tiny_model, edited)
+    meta = json.loads((edited / "model.json").read_text())
+    facts = meta["privacy"]["public_facts"] or meta["card"]["dataset"]["public_facts"]
+    meta["privacy"]["public_facts"] = {**facts, "num_nodes": 10}
+    (edited / "model.json").write_text(json.dumps(meta))
+    assert main(["inspect", str(edited)]) == 2
+    _one_line_error(capsys, "model.json", "num_nodes")
+
+
+def test_compare_refuses_a_non_private_defense_at_a_finite_epsilon(tmp_path, capsys):
+    """BAD 4: the rule train applies (``Defense.check_epsilon``), from the same place."""
+    argv = ["compare", "--dataset", "csbm", "--defenses", "gcn", "--epsilons", "1", "--out", str(tmp_path / "s")]
+    assert main(argv) == 2
+    _one_line_error(capsys, "gcn is not a private defense; its epsilon must be inf")
+    assert not (tmp_path / "s").exists()
+
+
+def test_compare_caps_its_seeds(tmp_path, capsys):
+    """BAD 5: a cap, said before anything is written or imported."""
+    argv = ["compare", "--dataset", "csbm", "--defenses", "gcn", "--epsilons", "inf", "--seeds", "1000000",
+            "--out", str(tmp_path / "s")]  # fmt: skip
+    assert main(argv) == 2
+    _one_line_error(capsys, "--seeds 1000000 is above its cap of 100", "--allow-long")
+    assert not (tmp_path / "s").exists()
