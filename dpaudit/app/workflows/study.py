@@ -39,6 +39,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import shutil
 import signal
 import sys
@@ -48,6 +49,8 @@ from pathlib import Path
 from typing import Any
 
 from dpaudit.app.outputs import check_report_paths
+from dpaudit.app.workflows.audit.formatting import format_seconds
+from dpaudit.app.workflows.audit.plan import guess_cell_seconds
 from dpaudit.app.workflows.config import (
     Cell,
     StudyConfig,
@@ -84,9 +87,11 @@ from dpaudit.app.workflows.store import (
     save_dataset,
 )
 from dpaudit.errors import ConfigurationError, DPAuditError
+from dpaudit.progress import load_factor, load_note
 from dpaudit.runtime import atomic_write_json
 
 log = logging.getLogger(__name__)
+progress_log = logging.getLogger("dpaudit.progress")
 
 
 # --------------------------------------------------------------------------- the study
@@ -169,6 +174,23 @@ class Study:
             "run_id": run_id,
         }  # fmt: skip
 
+    def _announce(self, meta: dict, pending: int, jobs: int) -> float | None:
+        """Say, before the first cell starts, how long the cells left should take here: a guess
+        from the graph's size (:func:`~dpaudit.app.workflows.audit.plan.guess_cell_seconds`) spread
+        over the workers and stretched by the machine's load; the ETA follows the cells after."""
+        if not pending:
+            return None
+        d = meta["dataset"]
+        cell = guess_cell_seconds(self.config.attacks, self.config.attack_settings or {}, int(d["num_nodes"]),
+                                  int(d["num_features"]), int(d["num_edges"]))  # fmt: skip
+        workers = max(1, min(jobs, pending))
+        seconds = cell * math.ceil(pending / workers) * load_factor(threads=workers)
+        progress_log.info(
+            "study: %d cell(s) to run on %d worker(s), about %s (%s; a guess from the graph's size until a cell "
+            "finishes, then the ETA follows the cells)", pending, workers, format_seconds(seconds), load_note(),
+        )  # fmt: skip
+        return seconds
+
     # -- run ---------------------------------------------------------------------------------
     def run(
         self, jobs: int = 1, executor: str = "local", progress: bool | None = None, retry_failed: bool = True
@@ -234,7 +256,9 @@ class Study:
             already_done = sum(1 for c in cells if c.cell_id in done)
             log.info("study %s: %d cells, %d done, %d to run", self.dir, len(cells), already_done, len(pending))
 
+            guess = self._announce(meta, len(pending), int(jobs))
             bar = CellProgress(len(cells), already_done, failed_kept, None if progress is None else not progress)
+            bar.guess_seconds = guess
 
             interrupts = _Interrupts()
 
