@@ -271,6 +271,7 @@ def cases(runner: Runner) -> list[Outcome]:
                        clean, seconds, (_lines(loser[0]) or [""])[-1] if loser else "both finished (one waited)",
                        {"exits": codes}))  # fmt: skip
     out += issue_49(runner, folder, model, private_model(runner, fixtures), study)
+    out += argument_refusals(runner, folder)
     return out
 
 
@@ -302,9 +303,18 @@ def no_data_refusals(runner: Runner) -> list[Outcome]:
     for value in ("-1", "0", "nan"):
         out.append(refuse(runner, f"train --epsilon {value}", ["train", "--defense", "mlp-dp", "--dataset", "csbm",
                           "--epsilon", value, "--out", "m"], folder(f"epsilon-{value}"), reads="nothing"))  # fmt: skip
-    out.append(refuse(runner, "train --delta 2", ["train", "--defense", "mlp-dp", "--dataset", "csbm", "--epsilon",
-                      "1", "--delta", "2", "--out", "m"], folder("delta-2"), reads="nothing"))  # fmt: skip
+    out += argument_refusals(runner, folder)
     return out
+
+
+def argument_refusals(runner: Runner, folder) -> list[Outcome]:
+    """Refusals of a bad δ or split syntax (not in issue 40's or 49's lists; the same rule)."""
+    return [
+        refuse(runner, "train --delta 2", ["train", "--defense", "mlp-dp", "--dataset", "csbm", "--epsilon", "1",
+               "--delta", "2", "--out", "m"], folder("delta-2"), reads="nothing"),
+        refuse(runner, "train --split nope", ["train", "--defense", "gcn", "--dataset", "csbm", "--split", "nope",
+               "--out", "m"], folder("split-nope"), reads="nothing"),
+    ]  # fmt: skip
 
 
 def private_model(runner: Runner, fixtures: Path) -> Path:

@@ -33,8 +33,12 @@ def cmd_train(args) -> int:
         check_defense_name(args.defense)
         from dpaudit.accounting.spec import validate_epsilon
 
-        check_target_epsilon(validate_epsilon(args.epsilon))  # ε and δ are read by no data: refused here
-        parse_delta(args.delta)
+        from dpaudit.data.split_specs import parse_split_spec
+
+        check_target_epsilon(validate_epsilon(args.epsilon))  # ε, δ and the split's syntax read no data:
+        parse_delta(args.delta)  # refused here, before torch is imported
+        if args.split is not None:
+            parse_split_spec(args.split)
     from dpaudit.app.commands._dataset_args import (
         check_declarations,
         parse_dataset_options,

@@ -442,3 +442,43 @@ def test_compare_caps_its_seeds(tmp_path, capsys):
     assert main(argv) == 2
     _one_line_error(capsys, "--seeds 1000000 is above its cap of 100", "--allow-long")
     assert not (tmp_path / "s").exists()
+
+
+# --------------------------------------------------------------------------- issue 49: PARTIAL
+
+
+def test_an_audit_of_the_public_files_says_why_once_up_front(tiny_model, tmp_path, capsys):
+    import shutil
+
+    public = tmp_path / "public"
+    public.mkdir()
+    for name in ("model.json", "model.safetensors"):
+        shutil.copy(tiny_model / name, public / name)
+    argv = ["audit", "--model", str(public), "--attacks", "mia-threshold", "--attack-set", "n_boot=50",
+            "--out", str(tmp_path / "a.html")]  # fmt: skip
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    said = [line for line in err.splitlines() if "owner's record" in line]
+    assert len(said) == 1 and "claim will not be tested" in said[0], err
+    assert "adapted model" not in err
+
+
+def test_to_html_probes_its_location_before_rendering(small_study):
+    import time
+
+    from dpaudit.app.outputs import OutputPathError
+    from dpaudit.app.workflows.study import StudyResult
+
+    result = StudyResult.load(small_study)
+    began = time.perf_counter()
+    with pytest.raises(OutputPathError, match="to_html"):
+        result.to_html("/proc/x.html")
+    assert time.perf_counter() - began < 5  # the probe, not 20 s of rendering first
+
+
+def test_canaries_that_cannot_fit_in_memory_are_refused_before_work(tmp_path, capsys):
+    argv = ["canary", "--defense", "gcn", "--dataset", "csbm", "--dataset-option", "num_nodes=200", "--kind", "node",
+            "--canaries", "100000000000", "--out", str(tmp_path / "c.json")]  # fmt: skip
+    assert main(argv) == 2
+    _one_line_error(capsys, "--canaries 100000000000", "GiB", "lower --canaries")
+    assert not (tmp_path / "c.json").exists()
