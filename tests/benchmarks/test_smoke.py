@@ -19,11 +19,18 @@ NO_SMOKE_YET = {
     "bench_attacks.py", "bench_covered_inference.py", "bench_degree_projection.py",
     "bench_dpar.py", "bench_dpgnn.py", "bench_estimators.py", "bench_gap.py", "bench_gap_queries.py",
     "bench_gcon.py", "bench_gcon_protocols.py", "bench_gradient_canary.py", "bench_honest.py",
-    "bench_scale.py", "bench_selection.py", "bench_study.py", "bench_zoo.py", "gap_projection_check.py",
+    "bench_scale.py", "bench_selection.py", "bench_zoo.py", "gap_projection_check.py",
     "reproduce.py",
 }  # fmt: skip
 #: smoke runs that take more than a few seconds on a shared 2-core machine (still run by `make test`)
-SLOW = {"bench_speed.py", "bench_baselines.py", "bench_estimates.py", "bench_interrupt.py", "bench_accounting.py"}
+SLOW = {
+    "bench_speed.py",
+    "bench_baselines.py",
+    "bench_estimates.py",
+    "bench_interrupt.py",
+    "bench_accounting.py",
+    "bench_study.py",
+}
 
 
 def _scripts() -> list[str]:
