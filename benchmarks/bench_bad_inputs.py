@@ -314,6 +314,8 @@ def argument_refusals(runner: Runner, folder) -> list[Outcome]:
                "--delta", "2", "--out", "m"], folder("delta-2"), reads="nothing"),
         refuse(runner, "train --split nope", ["train", "--defense", "gcn", "--dataset", "csbm", "--split", "nope",
                "--out", "m"], folder("split-nope"), reads="nothing"),
+        refuse(runner, "canary --epsilon nan", ["canary", "--defense", "mlp-dp", "--dataset", "csbm", "--epsilon",
+               "nan", "--kind", "node", "--out", "c.json"], folder("canary-nan"), reads="nothing"),
     ]  # fmt: skip
 
 

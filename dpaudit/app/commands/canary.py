@@ -137,7 +137,15 @@ def cmd_canary(args) -> int:
     from dpaudit.app.names import check_defense_name
 
     check_defense_name(args.defense)  # before torch loads (a fraction of a second)
+    from dpaudit.accounting.spec import validate_epsilon
     from dpaudit.app.commands._common import check_memory, check_target_epsilon, parse_delta
+    from dpaudit.data.split_specs import parse_split_spec
+
+    if args.epsilon is not None:  # ε, δ and the split's syntax read no data: refused before torch
+        check_target_epsilon(validate_epsilon(args.epsilon))
+    parse_delta(args.delta)
+    if args.split is not None:
+        parse_split_spec(args.split)
     from dpaudit.app.commands._dataset_args import check_declarations, parse_dataset_options
     from dpaudit.app.outputs import check_output_file
     from dpaudit.app.workflows.canary import canary_audit, check_canary_request, summary_lines

@@ -32,7 +32,6 @@ def cmd_train(args) -> int:
 
         check_defense_name(args.defense)
         from dpaudit.accounting.spec import validate_epsilon
-
         from dpaudit.data.split_specs import parse_split_spec
 
         check_target_epsilon(validate_epsilon(args.epsilon))  # ε, δ and the split's syntax read no data:
