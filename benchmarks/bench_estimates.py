@@ -32,7 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _harness import markdown_table, write_result  # noqa: E402
+from _harness import markdown_table, results_dir, write_atomic, write_result  # noqa: E402
 
 DEFENSES = {"gcn": None, "mlp-dp": "4", "gap-edp": "4"}  # defense: target ε (None: non-private)
 SPLIT = "random:0.75,0.1,0.15"
@@ -140,8 +140,8 @@ def summarise(defense: str, mode: str, records: list[dict]) -> tuple[dict, list[
 #: each: argv, the regex of the line holding its estimate (seconds in group 1, unit in group 2),
 #: and what "actual" is measured from
 COMMANDS = {
-    "train": (["train", "--defense", "mlp-dp", "--dataset", "csbm", "--dataset-option", "num_nodes=3000",
-               "--epsilon", "4", "--set", "epochs=40", "--out", "{tmp}/m"],
+    "train": (["train", "--defense", "mlp-dp", "--dataset", "csbm", "--dataset-option", "num_nodes=1500",
+               "--epsilon", "4", "--set", "epochs=20", "--out", "{tmp}/m"],
               r"\((\d+) %\), (\d+) s elapsed, about (\d+) s left", "the training loop (from its first line)"),
     "audit --quick": (["audit", "--model", "{tmp}/m", "--quick", "--out", "{tmp}/a.html"],
                       r"about [^,]+ on an idle machine, about ([\d.]+) (s|min|h) here", "the plan line to exit"),
@@ -181,7 +181,7 @@ def measure_command(name: str, tmp: Path, smoke: bool = False) -> dict:
     argv, pattern, what = COMMANDS[name]
     argv = [a.replace("{tmp}", str(tmp)) for a in argv]
     if smoke:  # seconds, not a measurement: the script still runs end to end
-        argv = [{"num_nodes=3000": "num_nodes=200", "epochs=40": "epochs=2"}.get(a, a) for a in argv]
+        argv = [{"num_nodes=1500": "num_nodes=200", "epochs=20": "epochs=2"}.get(a, a) for a in argv]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     load = load_average()
     code, lines, wall = _timed_lines(argv, env)
@@ -212,6 +212,29 @@ def _burn(seconds: float) -> None:
         pass
 
 
+def render_commands(rows: list[dict], extra_load: int) -> str:
+    """``results/estimates_load.md`` from the measured rows (also from a run's printed rows: ``--from-log``)."""
+    columns = ["load", "command", "load before", "estimate s", "actual s", "estimate / actual", "within 2×",
+               "actual is", "command wall s", "exit"]  # fmt: skip
+    within = sum(r.get("within 2×") == "yes" for r in rows)
+    loaded = any(r["load"] != "as found" for r in rows)
+    header = (
+        "# Time estimates at the machine's load (issue 49)\n\n"
+        f"`python benchmarks/bench_estimates.py --commands` — {platform.processor() or platform.machine()}, "
+        f"{os.cpu_count()} cores, run under `nice -n 10`. Each command is a fresh `dpaudit` process; its "
+        "**estimate** is the line it prints before the wait (train: the training loop's first progress line, 2 s "
+        "in, elapsed + left; audit: the plan's wall estimate with the report, corrected for the load; compare: "
+        "the study's up-front guess from the graph's size, corrected for the load and the workers); *actual*: "
+        "what that line estimates, measured. *command wall*: the whole process, imports included (at a load "
+        "of 20 on 2 cores importing torch alone takes minutes, before any line can be printed). *load before*: "
+        "the 1-minute load average when the command started. The machine is shared with other jobs, so no "
+        "row is idle" + (f"; the second block adds {extra_load} busy processes" if loaded else
+                         "; the loaded block (extra busy processes) did not finish before the deadline")
+        + f". **{within} of {len(rows)} estimates within 2×** of the time measured."
+    )
+    return header + "\n\n" + markdown_table(rows, [c for c in columns if any(c in r for r in rows)]) + "\n"
+
+
 def commands_main(extra_load: int, out: str, smoke: bool) -> int:
     """``--commands``: each command of :data:`COMMANDS` at the machine's load as it is, then with
     ``extra_load`` more busy processes; writes ``results/OUT.md`` (a temporary folder with --smoke)."""
@@ -238,26 +261,12 @@ def commands_main(extra_load: int, out: str, smoke: bool) -> int:
             finally:
                 for proc in procs:
                     proc.terminate()
-        columns = ["load", "command", "load before", "estimate s", "actual s", "estimate / actual", "within 2×",
-                   "actual is", "command wall s", "exit"]  # fmt: skip
-        within = sum(r.get("within 2×") == "yes" for r in rows)
-        header = (
-            "# Time estimates at the machine's load (issue 49)\n\n"
-            f"`python benchmarks/bench_estimates.py --commands` — {platform.processor() or platform.machine()}, "
-            f"{os.cpu_count()} cores. Each command is a fresh `dpaudit` process; its **estimate** is the line it "
-            "prints before the wait (train: the training loop's first progress line, 2 s in, elapsed + left; audit: "
-            "the plan's wall estimate with the report, corrected for the load; compare: the study's up-front guess "
-            "from the graph's size, corrected for the load and the workers). *load before*: the 1-minute load "
-            "average when the command started. The machine is shared with other jobs, so no row is idle; the "
-            f"second block adds {extra_load} busy processes. **{within} of {len(rows)} estimates within 2×** of "
-            "the time measured."
-        )
-        table = markdown_table(rows, [c for c in columns if any(c in r for r in rows)])
+        text = render_commands(rows, extra_load)
         if smoke:
             path = Path(tmp).parent / "estimates_load-smoke.md"
-            path.write_text(header + "\n\n" + table + "\n")
+            path.write_text(text)
         else:
-            path = write_result(out, header, table)
+            path = write_atomic(results_dir() / f"{out}.md", text)
     print(f"wrote {path}")
     return 0 if all(r.get("exit") == 0 for r in rows) else 1
 
@@ -271,11 +280,18 @@ def main() -> int:
                         "compare, estimate vs actual at the load found and under --extra-load (results/estimates_load.md)")
     parser.add_argument("--extra-load", type=int, default=4, help="busy processes added for the loaded block")
     parser.add_argument("--smoke", action="store_true", help="--commands' train row only, written to a temporary folder")
+    parser.add_argument("--from-log", default=None, help="re-render results/estimates_load.md from a --commands log")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--quick-audit", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         child(args.child, args.quick_audit, args.threads)
+        return 0
+    if args.from_log:  # re-render the rows a --commands run printed (one dict per line)
+        import ast
+
+        rows = [ast.literal_eval(line) for line in Path(args.from_log).read_text().splitlines() if line.startswith("{")]
+        print(f"wrote {write_atomic(results_dir() / 'estimates_load.md', render_commands(rows, args.extra_load))}")
         return 0
     if args.commands or args.smoke:
         return commands_main(args.extra_load, "estimates_load", args.smoke)
