@@ -381,9 +381,10 @@ def issue_49(runner: Runner, folder, model: Path, private: Path, study: Path) ->
         raise SystemExit(f"could not save the adapted model: {_lines(err)[-1:]}")
     out.append(refuse(runner, "model.save(path) twice", [], d, api=save, shown="model.save('m'); model.save('m')"))
     d = folder("audit-public-files")
-    shutil.copy(model / "model.json", d / "model.json")
-    shutil.copy(model / "model.safetensors", d / "model.safetensors")
-    code, _, err, seconds = runner.run(["audit", "--model", ".", "--attacks", "mia-threshold", "--attack-set",
+    (d / "m").mkdir()
+    shutil.copy(model / "model.json", d / "m" / "model.json")
+    shutil.copy(model / "model.safetensors", d / "m" / "model.safetensors")
+    code, _, err, seconds = runner.run(["audit", "--model", "m", "--attacks", "mia-threshold", "--attack-set",
                                         "n_boot=50", "--out", "a.html"], d)  # fmt: skip
     said = [line for line in _lines(err) if "owner's record" in line]
     clean = code == 0 and "Traceback" not in err and len(said) == 1 and "adapted model" not in err
