@@ -42,7 +42,7 @@ def test_the_table_says_no_refusal_that_reads_nothing_imported_torch(outcomes):
     rows = [line.split(" | ") for line in (ROOT / "benchmarks" / "results" / "bad_inputs.md").read_text().splitlines()
             if line.startswith("| ") and " | refuse | " in line]  # fmt: skip
     nothing = {row[0].removeprefix("| "): row for row in rows if row[3] == "nothing"}
-    assert len(nothing) >= 10
+    assert len(nothing) >= 9
     for row in nothing.values():
         assert row[2] == "yes" and row[4] == "none", row
     assert sum(o.name in nothing for o in outcomes) >= 8
