@@ -235,13 +235,13 @@ def render_commands(rows: list[dict], extra_load: int) -> str:
     return header + "\n\n" + markdown_table(rows, [c for c in columns if any(c in r for r in rows)]) + "\n"
 
 
-def commands_main(extra_load: int, out: str, smoke: bool) -> int:
+def commands_main(extra_load: int, out: str, smoke: bool, only: list[str] | None = None) -> int:
     """``--commands``: each command of :data:`COMMANDS` at the machine's load as it is, then with
     ``extra_load`` more busy processes; writes ``results/OUT.md`` (a temporary folder with --smoke)."""
     import multiprocessing as mp
 
     rows = []
-    names = ["train"] if smoke else list(COMMANDS)
+    names = ["train"] if smoke else [n for n in COMMANDS if not only or n in only]
     with tempfile.TemporaryDirectory(prefix="bench-estimates-") as tmp:
         for condition, burners in (("as found", 0), (f"+{extra_load} busy processes", extra_load)):
             if smoke and burners:
@@ -280,6 +280,7 @@ def main() -> int:
                         "compare, estimate vs actual at the load found and under --extra-load (results/estimates_load.md)")
     parser.add_argument("--extra-load", type=int, default=4, help="busy processes added for the loaded block")
     parser.add_argument("--smoke", action="store_true", help="--commands' train row only, written to a temporary folder")
+    parser.add_argument("--only", default=None, help="--commands: these commands only (comma-separated names)")
     parser.add_argument("--from-log", default=None, help="re-render results/estimates_load.md from a --commands log")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--quick-audit", action="store_true", help=argparse.SUPPRESS)
@@ -294,7 +295,8 @@ def main() -> int:
         print(f"wrote {write_atomic(results_dir() / 'estimates_load.md', render_commands(rows, args.extra_load))}")
         return 0
     if args.commands or args.smoke:
-        return commands_main(args.extra_load, "estimates_load", args.smoke)
+        only = [o.strip() for o in args.only.split(",")] if args.only else None
+        return commands_main(args.extra_load, "estimates_load", args.smoke, only)
     defenses = {"gcn": None} if args.quick else DEFENSES
     repeats = args.repeats or (1 if args.quick else 3)
     rows, attack_rows, raw = [], [], {}

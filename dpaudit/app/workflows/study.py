@@ -50,7 +50,7 @@ from typing import Any
 
 from dpaudit.app.outputs import check_report_paths
 from dpaudit.app.workflows.audit.formatting import format_seconds
-from dpaudit.app.workflows.audit.plan import guess_cell_seconds
+from dpaudit.app.workflows.audit.plan import WORKER_START_SECONDS, guess_cell_seconds
 from dpaudit.app.workflows.config import (
     Cell,
     StudyConfig,
@@ -184,7 +184,7 @@ class Study:
         cell = guess_cell_seconds(self.config.attacks, self.config.attack_settings or {}, int(d["num_nodes"]),
                                   int(d["num_features"]), int(d["num_edges"]))  # fmt: skip
         workers = max(1, min(jobs, pending))
-        seconds = cell * math.ceil(pending / workers) * load_factor(threads=workers)
+        seconds = (WORKER_START_SECONDS + cell * math.ceil(pending / workers)) * load_factor(threads=workers)
         progress_log.info(
             "study: %d cell(s) to run on %d worker(s), about %s (%s; a guess from the graph's size until a cell "
             "finishes, then the ETA follows the cells)", pending, workers, format_seconds(seconds), load_note(),

@@ -218,6 +218,10 @@ def calibrate(model, dataset, device: str = "auto", shadows: bool = True) -> dic
 #: a cell's CPU seconds beside its attacks: the target's training, evaluation and the cell's files,
 #: in units of one guessed shadow model (:func:`guess_cell_seconds`)
 CELL_TRAININGS = 1.0
+#: CPU seconds a study worker spends once before its first cell: a spawned interpreter importing
+#: torch, PyG and the attacks (benchmarks/results/estimates_load.md: without it a small compare's
+#: guess was 0.43 of the time taken)
+WORKER_START_SECONDS = 6.0
 
 
 def guess_cell_seconds(attacks: list[str], settings: dict[str, dict[str, Any]], num_nodes: int, num_features: int,
