@@ -243,7 +243,8 @@ def commands_main(extra_load: int, out: str, smoke: bool, only: list[str] | None
     rows = []
     names = ["train"] if smoke else [n for n in COMMANDS if not only or n in only]
     with tempfile.TemporaryDirectory(prefix="bench-estimates-") as tmp:
-        for condition, burners in (("as found", 0), (f"+{extra_load} busy processes", extra_load)):
+        blocks = [("as found", 0)] + ([(f"+{extra_load} busy processes", extra_load)] if extra_load else [])
+        for condition, burners in blocks:
             if smoke and burners:
                 continue
             procs = [mp.Process(target=_burn, args=(3600,), daemon=True) for _ in range(burners)]
