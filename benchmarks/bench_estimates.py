@@ -217,7 +217,7 @@ def render_commands(rows: list[dict], extra_load: int) -> str:
     columns = ["load", "command", "load before", "estimate s", "actual s", "estimate / actual", "within 2×",
                "actual is", "command wall s", "exit"]  # fmt: skip
     within = sum(r.get("within 2×") == "yes" for r in rows)
-    loaded = any(r["load"] != "as found" for r in rows)
+    loaded = any(r["load"].startswith("+") for r in rows)
     header = (
         "# Time estimates at the machine's load (issue 49)\n\n"
         f"`python benchmarks/bench_estimates.py --commands` — {platform.processor() or platform.machine()}, "
