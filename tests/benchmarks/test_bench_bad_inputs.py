@@ -5,6 +5,7 @@ is decided before torch (or torch_geometric, scipy, sklearn) is imported (issue 
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def _bench():
     spec = importlib.util.spec_from_file_location("bench_bad_inputs", ROOT / "benchmarks" / "bench_bad_inputs.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses resolve their annotations through sys.modules
     spec.loader.exec_module(module)
     return module
 
