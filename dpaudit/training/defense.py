@@ -272,7 +272,7 @@ class Defense(ABC):
     ):
         self.epsilon = validate_epsilon(epsilon)
         self.force_delta = bool(force_delta)  # accept δ >= 1/(declared units): check_delta_population
-        self.check_epsilon(self.epsilon)
+        self.check_epsilon(self.epsilon, unit=self.unit)
         self.delta_option = delta
         if delta is not None and not (isinstance(delta, str) and delta.strip().lower() == "auto"):
             validate_delta(delta)
@@ -291,18 +291,20 @@ class Defense(ABC):
             check_selection_request(self)
 
     @classmethod
-    def check_epsilon(cls, epsilon: float, hint: str = "") -> None:
+    def check_epsilon(cls, epsilon: float, hint: str = "", unit: str | None = "class") -> None:
         """The one rule for a target ε and this defense: a non-private defense (``unit`` ``None``)
         takes only ε = ∞ (``train`` and ``compare`` both ask it here).
 
         Args:
             epsilon: a validated target ε (:func:`dpaudit.accounting.spec.validate_epsilon`).
             hint: what the command can do instead, appended to the message.
+            unit: the instance's unit where it differs from the class's (a user's fit function
+                states its own); by default the class's.
 
         Raises:
             PrivacyParameterError: a finite ``epsilon`` for a non-private defense.
         """
-        if cls.unit is None and math.isfinite(epsilon):
+        if (cls.unit if unit == "class" else unit) is None and math.isfinite(epsilon):
             raise PrivacyParameterError(f"{cls.name} is not a private defense; its epsilon must be inf{hint}")
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
