@@ -13,6 +13,7 @@ import os
 import resource
 import statistics
 import subprocess
+import tempfile
 import time
 import traceback
 from collections.abc import Callable
@@ -93,6 +94,32 @@ def write_atomic(path: Path, text: str) -> Path:
     return path
 
 
+#: set by :func:`start_smoke`: the temporary folder a ``--smoke`` run writes its results to
+SMOKE_DIR_ENV = "DPAUDIT_BENCH_SMOKE_DIR"
+
+
+def add_smoke_argument(parser, what: str) -> None:
+    """``--smoke``: the script end to end in seconds (tiny data, one repeat: ``what``), writing to
+    a temporary folder, never to benchmarks/results (tests/benchmarks/test_smoke.py runs it)."""
+    parser.add_argument("--smoke", action="store_true",
+                        help=f"seconds, not a measurement ({what}); writes to a temporary folder")  # fmt: skip
+
+
+def start_smoke() -> Path:
+    """Send :func:`write_result` (and :func:`results_dir`) to a new temporary folder; returns it."""
+    folder = Path(os.environ.get(SMOKE_DIR_ENV) or tempfile.mkdtemp(prefix="dpaudit-bench-smoke-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    os.environ[SMOKE_DIR_ENV] = str(folder)
+    return folder
+
+
+def results_dir() -> Path:
+    """``benchmarks/results``, or a ``--smoke`` run's temporary folder (:func:`start_smoke`)."""
+    smoke = os.environ.get(SMOKE_DIR_ENV)
+    return Path(smoke) if smoke else Path(__file__).resolve().parent / "results"
+
+
 def write_result(name: str, header: str, table: str) -> Path:
-    """``benchmarks/results/NAME.md``: ``header``, a blank line, ``table``."""
-    return write_atomic(Path(__file__).resolve().parent / "results" / f"{name}.md", f"{header}\n\n{table}\n")
+    """``benchmarks/results/NAME.md`` (a smoke run's folder instead, :func:`results_dir`):
+    ``header``, a blank line, ``table``."""
+    return write_atomic(results_dir() / f"{name}.md", f"{header}\n\n{table}\n")

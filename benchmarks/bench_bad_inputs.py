@@ -15,6 +15,14 @@ command is the same entry point). A case is **clean** when it ends the way its r
 * ``one-wins``: two writers to one ``--out`` started together: exactly one exits 0, the other
   exits 2 in one line naming the first, or both exit 0 because the second waited (never two
   silent successes that replace each other's files — the surviving model must be complete).
+* ``say-why``: exits 0 and says once on stderr, up front, why a claim cannot be tested (an audit
+  of the two public files: membership is the owner's record).
+
+A refusal that reads ``nothing`` but the arguments must also be decided before torch,
+torch_geometric, scipy or sklearn is imported (each process records what it imported); issue 49's
+Python API cases (``adapt``, ``save``, ``to_html``) run as ``python -c`` and count a
+:class:`~dpaudit.errors.DPAuditError` as the one line. ``--smoke`` runs only the refusals that
+read nothing (seconds) and writes to a temporary folder, never to benchmarks/results.
 
 Writes ``benchmarks/results/bad_inputs.md`` with the command, the outcome, the seconds (wall)
 and the message of each case, and the counts. Tests assert the same behaviours on the Python
@@ -51,21 +59,59 @@ class Outcome:
     seconds: float
     message: str
     detail: dict = field(default_factory=dict)
+    reads: str = "-"
+
+
+#: run first in every process: at exit, write which heavy libraries the process imported to the
+#: file named by DPAUDIT_BENCH_IMPORTS (outside the case's folder, so its files stay the user's)
+_RECORD_IMPORTS = (
+    "import atexit, json, os, sys\n"
+    "def _record():\n"
+    "    with open(os.environ['DPAUDIT_BENCH_IMPORTS'], 'w') as fh:\n"
+    "        json.dump(sorted(m for m in ('torch', 'torch_geometric', 'scipy', 'sklearn') if m in sys.modules), fh)\n"
+    "atexit.register(_record)\n"
+)
+#: ``dpaudit ARGV`` exactly as the installed command runs it, with the import record
+_CLI = _RECORD_IMPORTS + "import runpy\nsys.argv[0] = 'dpaudit'\nrunpy.run_module('dpaudit.app.cli', run_name='__main__')\n"
+#: a Python API call (issue 49's adapt/save/to_html cases): a DPAuditError is the user's one line (exit 2)
+_API = _RECORD_IMPORTS + (
+    "from dpaudit.errors import DPAuditError\n"
+    "try:\n"
+    "    exec(compile(sys.argv[1], 'case', 'exec'))\n"
+    "except DPAuditError as exc:\n"
+    "    print(f'{type(exc).__name__}: {exc}', file=sys.stderr)\n"
+    "    sys.exit(2)\n"
+)
 
 
 class Runner:
     def __init__(self, root: Path, work: Path):
         self.root, self.work = root, work
         self.env = {**os.environ, "PYTHONPATH": str(root), "OMP_NUM_THREADS": "1"}
+        self.imports: dict[int, list[str]] = {}  # pid -> heavy modules it imported
+        self._record = work.parent / f"{work.name}-imports"
+        self._record.mkdir(exist_ok=True)
 
-    def start(self, argv: list[str], cwd: Path) -> subprocess.Popen:
-        return subprocess.Popen([sys.executable, "-m", "dpaudit.app.cli", *argv], cwd=cwd, env=self.env,
+    def start(self, argv: list[str], cwd: Path, api: str | None = None) -> subprocess.Popen:
+        record = self._record / f"{len(list(self._record.iterdir()))}-{time.monotonic_ns()}.json"
+        code = [_API, api] if api is not None else [_CLI, *argv]
+        proc = subprocess.Popen([sys.executable, "-c", *code], cwd=cwd, env={**self.env, "DPAUDIT_BENCH_IMPORTS": str(record)},
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+        proc.record = record
+        return proc
 
-    def run(self, argv: list[str], cwd: Path) -> tuple[int, str, str, float]:
+    def heavy(self, proc: subprocess.Popen) -> list[str] | None:
+        """The heavy libraries ``proc`` imported (after it ended); ``None`` if it recorded nothing."""
+        try:
+            return json.loads(Path(proc.record).read_text())
+        except (OSError, json.JSONDecodeError):
+            return None
+
+    def run(self, argv: list[str], cwd: Path, api: str | None = None) -> tuple[int, str, str, float]:
         began = time.perf_counter()
-        proc = self.start(argv, cwd)
+        proc = self.start(argv, cwd, api)
         out, err = proc.communicate()
+        self.last_heavy = self.heavy(proc)
         return proc.returncode, out, err, time.perf_counter() - began
 
 
@@ -95,13 +141,21 @@ STUDY = ["compare", "--dataset", "csbm", "--dataset-option", "num_nodes=200", "-
          "--jobs", "1", "--no-report"]  # fmt: skip
 
 
-def refuse(runner: Runner, name: str, argv: list[str], folder: Path) -> Outcome:
+def refuse(runner: Runner, name: str, argv: list[str], folder: Path, reads: str = "data", api: str | None = None,
+           shown: str | None = None) -> Outcome:  # fmt: skip
+    """A refusal: exit 2, one line, no traceback, the folder's files unchanged. ``reads``: what
+    deciding it needs — ``nothing`` (the arguments alone: refused before torch is imported, which
+    the row checks), ``part`` (a defense's or attack's declaration, which imports it) or ``data``."""
     before = _tree(folder)
-    code, _, err, seconds = runner.run(argv, folder)
+    code, _, err, seconds = runner.run(argv, folder, api)
     lines = _lines(err)
+    heavy = runner.last_heavy
     clean = code == 2 and len(lines) == 1 and "Traceback" not in err and _tree(folder) == before
-    return Outcome(name, "dpaudit " + " ".join(argv), "refuse", clean, seconds, lines[-1] if lines else "",
-                   {"exit": code, "stderr lines": len(lines), "files unchanged": _tree(folder) == before})
+    if reads == "nothing":
+        clean = clean and heavy == []
+    return Outcome(name, shown or "dpaudit " + " ".join(argv), "refuse", clean, seconds, lines[-1] if lines else "",
+                   {"exit": code, "stderr lines": len(lines), "files unchanged": _tree(folder) == before,
+                    "heavy imports": heavy}, reads)  # fmt: skip
 
 
 def cases(runner: Runner) -> list[Outcome]:
@@ -126,12 +180,12 @@ def cases(runner: Runner) -> list[Outcome]:
 
     d = folder("seed")
     out.append(refuse(runner, "seed above 2**31", ["train", *TINY_TRAIN, "--seed", "99999999999999999999999",
-                                                   "--out", "m"], d))  # fmt: skip
+                                                   "--out", "m"], d, reads="nothing"))  # fmt: skip
     d = folder("rmia-cap")
     out.append(refuse(runner, "attack count above its cap", ["attack", "--model", str(model), "--attack", "mia-rmia",
-                      "--attack-set", "num_references=100000", "--out", "r.json"], d))  # fmt: skip
+                      "--attack-set", "num_references=100000", "--out", "r.json"], d, reads="part"))  # fmt: skip
     d = folder("split-garbage")
-    out.append(refuse(runner, "compare --split garbage", [*STUDY, "--split", "garbage", "--out", "s"], d))
+    out.append(refuse(runner, "compare --split garbage", [*STUDY, "--split", "garbage", "--out", "s"], d, reads="nothing"))
     d = folder("split-too-big")
     _graph(d / "G.npz")
     out.append(refuse(runner, "compare split larger than the graph",
@@ -139,7 +193,7 @@ def cases(runner: Runner) -> list[Outcome]:
                        "--split", "per-class:1000,10,10", "--out", "s"], d))  # fmt: skip
     d = folder("demo-over-compare")
     shutil.copytree(study, d / "demo-out")
-    out.append(refuse(runner, "demo over a compare study", ["demo", "--jobs", "1"], d))
+    out.append(refuse(runner, "demo over a compare study", ["demo", "--jobs", "1"], d, reads="nothing"))
     for how in ("banana", "truncated", "corrupted"):
         d = folder(f"report-{how}")
         shutil.copytree(study, d / "s")
@@ -180,7 +234,7 @@ def cases(runner: Runner) -> list[Outcome]:
     d = folder("labels-undeclared")
     _graph(d / "g.npz", labels=[0, 5, 17])
     out.append(refuse(runner, "labels {0, 5, 17}, undeclared", ["train", "--defense", "gcn", "--dataset", "g.npz",
-                      "--out", "m"], d))  # fmt: skip
+                      "--out", "m"], d, reads="part"))  # fmt: skip
     d = folder("labels-declared")
     _graph(d / "g.npz", labels=[0, 5, 17])
     code, _, err, seconds = runner.run(["train", "--defense", "gcn", "--dataset", "g.npz", "--dataset-option",
@@ -196,12 +250,13 @@ def cases(runner: Runner) -> list[Outcome]:
                       "--dataset-option", "declare_classes=0,1", "--out", "m"], d))  # fmt: skip
     d = folder("empty-attacks")
     out.append(refuse(runner, "audit --attacks ''", ["audit", "--model", str(model), "--attacks", "",
-                                                     "--out", "a.html"], d))  # fmt: skip
+                                                     "--out", "a.html"], d, reads="nothing"))  # fmt: skip
     d = folder("audit-cap")
     out.append(refuse(runner, "audit count above its cap", ["audit", "--model", str(model), "--attack-set",
-                      "mia-rmia.num_references=100000", "--out", "a.html"], d))  # fmt: skip
+                      "mia-rmia.num_references=100000", "--out", "a.html"], d, reads="part"))  # fmt: skip
     d = folder("report-no-report")
-    out.append(refuse(runner, "compare --report X --no-report", [*STUDY, "--report", "X.html", "--out", "s"], d))
+    out.append(refuse(runner, "compare --report X --no-report", [*STUDY, "--report", "X.html", "--out", "s"], d,
+                      reads="nothing"))  # fmt: skip
     d = folder("two-audits")
     argv = ["audit", "--model", str(model), "--attacks", "mia-threshold", "--attack-set", "n_boot=50",
             "--out", "same.html"]  # fmt: skip
@@ -215,6 +270,143 @@ def cases(runner: Runner) -> list[Outcome]:
     out.append(Outcome("two audits to one --out", "dpaudit audit … --out same.html  (twice, at once)", "one-wins",
                        clean, seconds, (_lines(loser[0]) or [""])[-1] if loser else "both finished (one waited)",
                        {"exits": codes}))  # fmt: skip
+    out += issue_49(runner, folder, model, private_model(runner, fixtures), study)
+    out += argument_refusals(runner, folder)
+    return out
+
+
+def no_data_refusals(runner: Runner) -> list[Outcome]:
+    """Every refusal of the table that reads nothing but its arguments, with the least fixture
+    each needs (a missing model, a study.json another command made): ``--smoke`` and
+    tests/benchmarks/test_bench_bad_inputs.py run these, each checked to import no heavy library."""
+    out: list[Outcome] = []
+
+    def folder(name: str) -> Path:
+        path = runner.work / name
+        path.mkdir()
+        return path
+
+    out.append(refuse(runner, "seed above 2**31", ["train", *TINY_TRAIN, "--seed", "99999999999999999999999",
+                                                   "--out", "m"], folder("seed"), reads="nothing"))  # fmt: skip
+    out.append(refuse(runner, "compare --split garbage", [*STUDY, "--split", "garbage", "--out", "s"],
+                      folder("split-garbage"), reads="nothing"))  # fmt: skip
+    d = folder("demo-over-compare")
+    (d / "demo-out").mkdir()
+    (d / "demo-out" / "study.json").write_text(json.dumps({"schema": "dpaudit.study", "made_by": "compare"}))
+    out.append(refuse(runner, "demo over a compare study", ["demo", "--jobs", "1"], d, reads="nothing"))
+    out.append(refuse(runner, "audit --attacks ''", ["audit", "--model", "model", "--attacks", "", "--out", "a.html"],
+                      folder("empty-attacks"), reads="nothing"))  # fmt: skip
+    out.append(refuse(runner, "compare --report X --no-report", [*STUDY, "--report", "X.html", "--out", "s"],
+                      folder("report-no-report"), reads="nothing"))  # fmt: skip
+    out.append(refuse(runner, "compare --seeds 1000000", ["compare", "--dataset", "csbm", "--defenses", "gcn",
+                      "--epsilons", "inf", "--seeds", "1000000", "--out", "s"], folder("seeds"), reads="nothing"))  # fmt: skip
+    for value in ("-1", "0", "nan"):
+        out.append(refuse(runner, f"train --epsilon {value}", ["train", "--defense", "mlp-dp", "--dataset", "csbm",
+                          "--epsilon", value, "--out", "m"], folder(f"epsilon-{value}"), reads="nothing"))  # fmt: skip
+    out += argument_refusals(runner, folder)
+    return out
+
+
+def argument_refusals(runner: Runner, folder) -> list[Outcome]:
+    """Refusals of a bad δ or split syntax (not in issue 40's or 49's lists; the same rule)."""
+    return [
+        refuse(runner, "train --delta 2", ["train", "--defense", "mlp-dp", "--dataset", "csbm", "--epsilon", "1",
+               "--delta", "2", "--out", "m"], folder("delta-2"), reads="nothing"),
+        refuse(runner, "train --split nope", ["train", "--defense", "gcn", "--dataset", "csbm", "--split", "nope",
+               "--out", "m"], folder("split-nope"), reads="nothing"),
+        refuse(runner, "canary --epsilon nan", ["canary", "--defense", "mlp-dp", "--dataset", "csbm", "--epsilon",
+               "nan", "--kind", "node", "--out", "c.json"], folder("canary-nan"), reads="nothing"),
+    ]  # fmt: skip
+
+
+def private_model(runner: Runner, fixtures: Path) -> Path:
+    """A tiny private model (mlp-dp, ε = 4): its privacy spec records declared facts."""
+    code, _, err, _ = runner.run(["train", "--defense", "mlp-dp", "--dataset", "csbm", "--dataset-option",
+                                  "num_nodes=200", "--epsilon", "4", "--set", "epochs=1", "--out", "private"],
+                                 fixtures)  # fmt: skip
+    if code != 0:
+        raise SystemExit(f"could not train the private fixture model: {err.strip().splitlines()[-1:]}")
+    return fixtures / "private"
+
+
+#: a module and a graph for the adapt() cases (a csbm graph of 90 nodes and 3 classes)
+_ADAPT = (
+    "import torch\n"
+    "from dpaudit.data.datasets import load_dataset\n"
+    "from dpaudit.training.adapters import adapt\n"
+    "graph = load_dataset('csbm', num_nodes=90, num_classes=3, num_features=8, seed=0)\n"
+    "torch.manual_seed(0)\n"
+)
+
+
+def issue_49(runner: Runner, folder, model: Path, private: Path, study: Path) -> list[Outcome]:
+    """Issue 49's twelve cases (BAD 1–8, PARTIAL 1–4) and its slow refusals of ε."""
+    out: list[Outcome] = []
+    d = folder("delta-above-1-over-n")
+    out.append(refuse(runner, "δ ≥ 1/n (train --delta 0.5)", ["train", "--defense", "mlp-dp", "--dataset", "csbm",
+                      "--epsilon", "4", "--delta", "0.5", "--set", "epochs=1", "--out", "m"], d))  # fmt: skip
+    d = folder("label-minus-five")
+    rng = np.random.default_rng(0)
+    y = np.arange(300) % 3
+    y[:3] = -5
+    np.savez(d / "g.npz", x=rng.standard_normal((300, 8)).astype(np.float32), y=y,
+             edge_index=rng.integers(0, 300, (2, 1200)))  # fmt: skip
+    out.append(refuse(runner, "y = -5 on 3 nodes of a .npz", ["train", "--defense", "gcn", "--dataset", "g.npz",
+                      "--dataset-option", "declare_classes=3", "--set", "epochs=1", "--out", "m"], d))  # fmt: skip
+    d = folder("edited-facts")
+    shutil.copytree(private, d / "m")
+    meta = json.loads((d / "m" / "model.json").read_text())
+    meta["privacy"]["public_facts"]["num_nodes"] = 10
+    (d / "m" / "model.json").write_text(json.dumps(meta, indent=1))
+    out.append(refuse(runner, "inspect: public_facts.num_nodes edited to 10", ["inspect", "m"], d))
+    d = folder("compare-gcn-eps")
+    out.append(refuse(runner, "compare --defenses gcn --epsilons 1", ["compare", "--dataset", "csbm", "--defenses",
+                      "gcn", "--epsilons", "1", "--out", "s"], d, reads="part"))  # fmt: skip
+    d = folder("compare-seeds")
+    out.append(refuse(runner, "compare --seeds 1000000", ["compare", "--dataset", "csbm", "--defenses", "gcn",
+                      "--epsilons", "inf", "--seeds", "1000000", "--out", "s"], d, reads="nothing"))  # fmt: skip
+    d = folder("adapt-width")
+    out.append(refuse(runner, "adapt(): 5 outputs on a 3-class graph", [], d, api=_ADAPT
+                      + "adapt(torch.nn.Linear(8, 5), graph, train_nodes=range(40), input='features')",
+                      shown="adapt(Linear(8, 5), <3-class graph>, input='features')"))  # fmt: skip
+    d = folder("adapt-proba")
+    out.append(refuse(runner, "adapt(output='proba') of logits", [], d, api=_ADAPT
+                      + "adapt(torch.nn.Linear(8, 3), graph, train_nodes=range(40), input='features', output='proba')",
+                      shown="adapt(Linear(8, 3), ..., output='proba')"))  # fmt: skip
+    d = folder("save-twice")
+    save = (_ADAPT + "m = adapt(torch.nn.Linear(8, 3), graph, train_nodes=range(40), input='features', "
+            "privacy={'epsilon': 2.0, 'delta': 1e-4, 'unit': 'node'})\nm.save('m')\n")  # fmt: skip
+    code, _, err, _ = runner.run([], d, api=save)
+    if code != 0:
+        raise SystemExit(f"could not save the adapted model: {_lines(err)[-1:]}")
+    out.append(refuse(runner, "model.save(path) twice", [], d, api=save, shown="model.save('m'); model.save('m')"))
+    d = folder("audit-public-files")
+    (d / "m").mkdir()
+    shutil.copy(model / "model.json", d / "m" / "model.json")
+    shutil.copy(model / "model.safetensors", d / "m" / "model.safetensors")
+    code, _, err, seconds = runner.run(["audit", "--model", "m", "--attacks", "mia-threshold", "--attack-set",
+                                        "n_boot=50", "--out", "a.html"], d)  # fmt: skip
+    said = [line for line in _lines(err) if "owner's record" in line]
+    clean = code == 0 and "Traceback" not in err and len(said) == 1 and "adapted model" not in err
+    out.append(Outcome("audit of the two shipped files (no provenance.json)", "dpaudit audit --model DIR  (public "
+                       "files only)", "say-why", clean, seconds, said[0] if said else (_lines(err) or [""])[-1],
+                       {"exit": code, "lines saying why": len(said)}))  # fmt: skip
+    d = folder("adapt-claim")
+    out.append(refuse(runner, "adapt(privacy={'epsilon': -1, ...})", [], d, api=_ADAPT
+                      + "adapt(torch.nn.Linear(8, 3), graph, train_nodes=range(40), input='features', "
+                      "privacy={'epsilon': -1, 'delta': 1e-4, 'unit': 'node'})",
+                      shown="adapt(..., privacy={'epsilon': -1, 'delta': 1e-4, 'unit': 'node'})"))  # fmt: skip
+    d = folder("to-html-proc")
+    out.append(refuse(runner, "StudyResult.to_html('/proc/x.html')", [], d, api=(
+        "from dpaudit.app.workflows.study import StudyResult\n"
+        f"StudyResult.load({str(study)!r}).to_html('/proc/x.html')"), shown="StudyResult.load(S).to_html('/proc/x.html')"))
+    d = folder("canary-count")
+    out.append(refuse(runner, "canary --canaries 100000000", ["canary", "--defense", "gcn", "--dataset", "csbm",
+                      "--kind", "node", "--canaries", "100000000", "--out", "c.json"], d))  # fmt: skip
+    for value in ("-1", "0", "nan"):
+        d = folder(f"epsilon-{value}")
+        out.append(refuse(runner, f"train --epsilon {value}", ["train", "--defense", "mlp-dp", "--dataset", "csbm",
+                          "--epsilon", value, "--out", "m"], d, reads="nothing"))  # fmt: skip
     return out
 
 
@@ -226,33 +418,46 @@ def write(outcomes: list[Outcome], root: Path) -> str:
     clean = sum(o.clean for o in outcomes)
     load = os.getloadavg()[0]
     lines = [
-        "# Unusual inputs, rerun end to end (issue 40's table)",
+        "# Unusual inputs, rerun end to end (issues 40 and 49)",
         "",
         f"Written by `benchmarks/bench_bad_inputs.py` on checkout `{root}`; {os.cpu_count()} CPUs, "
         f"load {load:.1f} at the end. **{clean} of {len(outcomes)} cases clean** "
         f"({sum(o.expect == 'refuse' for o in outcomes)} refusals, "
         f"{sum(o.expect == 'accept' for o in outcomes)} accepted, "
         f"{sum(o.expect == 'skip-line' for o in outcomes)} skipped lines, "
-        f"{sum(o.expect == 'one-wins' for o in outcomes)} concurrent writers). "
+        f"{sum(o.expect == 'one-wins' for o in outcomes)} concurrent writers, "
+        f"{sum(o.expect == 'say-why' for o in outcomes)} said up front). "
         "What clean means per kind is in the script's docstring. Seconds are wall time of a fresh "
-        "interpreter on a shared machine.",
+        "interpreter on a shared machine. *reads*: what deciding a refusal needs — `nothing` (the "
+        "arguments: clean only if the process never imported torch, torch_geometric, scipy or sklearn), "
+        "`part` (a defense's or attack's declaration, which imports it) or `data`; *heavy*: what the "
+        "process imported of those four.",
         "",
-        "| case | expected | clean | s | what the user sees |",
-        "|---|---|---|---|---|",
+        "| case | expected | clean | reads | heavy | s | what the user sees |",
+        "|---|---|---|---|---|---|---|",
     ]
     for o in outcomes:
+        heavy = o.detail.get("heavy imports")
+        heavy = "-" if heavy is None else (", ".join(heavy) or "none")
         lines.append(f"| {_cell(o.name)} | {o.expect} | {'yes' if o.clean else 'NO ' + _cell(json.dumps(o.detail))} "
-                     f"| {o.seconds:.1f} | {_cell(o.message)} |")  # fmt: skip
+                     f"| {o.reads} | {heavy} | {o.seconds:.1f} | {_cell(o.message)} |")  # fmt: skip
     return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", type=Path, default=ROOT, help="the checkout to run (default: this one)")
-    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--out", type=Path, default=None, help=f"default {RESULTS.relative_to(ROOT)}")
+    parser.add_argument("--smoke", action="store_true", help="only the refusals that read nothing (seconds); "
+                        "writes to a temporary folder unless --out is given")  # fmt: skip
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="dpaudit-bad-inputs-") as tmp:
-        outcomes = cases(Runner(args.root.resolve(), Path(tmp)))
+        work = Path(tmp) / "cases"
+        work.mkdir()
+        runner = Runner(args.root.resolve(), work)
+        outcomes = no_data_refusals(runner) if args.smoke else cases(runner)
+    if args.out is None:
+        args.out = Path(tempfile.mkdtemp(prefix="dpaudit-bench-smoke-")) / RESULTS.name if args.smoke else RESULTS
     text = write(outcomes, args.root.resolve())
     args.out.parent.mkdir(parents=True, exist_ok=True)
     partial = args.out.with_suffix(".md.partial")

@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 
 import torch
-from _harness import markdown_table, mean_std, measure, write_result
+from _harness import add_smoke_argument, markdown_table, mean_std, measure, start_smoke, write_result
 
 from dpaudit.app.pipeline import train
 from dpaudit.data.datasets import load_dataset
@@ -34,7 +34,11 @@ def main() -> None:
     parser.add_argument("--split", default=None, help="split spec (default: the dataset's default)")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--data-root", default=str(Path(__file__).resolve().parents[2] / "shared" / "datasets"))
+    add_smoke_argument(parser, "csbm (generated, 1000 nodes), one seed")
     args = parser.parse_args()
+    if args.smoke:
+        start_smoke()
+        args.dataset, args.seeds = "csbm", 1
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "data"

@@ -26,6 +26,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from _harness import add_smoke_argument, start_smoke  # noqa: E402
+
 RESULTS = ROOT / "benchmarks" / "results" / "cli_latency.md"
 TARGET_SECONDS = 2.0
 COMMANDS = {
@@ -54,7 +58,10 @@ def main(argv=None) -> int:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--root", type=Path, default=ROOT, help="the checkout to measure (default: this one)")
     parser.add_argument("--out", type=Path, default=RESULTS)
+    add_smoke_argument(parser, "one run of each refusal")
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.runs, args.out = 1, start_smoke() / RESULTS.name
     rows = []
     for label, command in COMMANDS.items():
         load = os.getloadavg()[0]

@@ -21,7 +21,7 @@ import sys
 import time
 
 import torch
-from _harness import markdown_table, measure, write_result
+from _harness import add_smoke_argument, markdown_table, measure, start_smoke, write_result
 
 
 def run(root: str | None, defense: str, num_nodes: int, features: int, epochs: int, queries: int) -> dict:
@@ -57,7 +57,11 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=7)
     parser.add_argument("--baseline-root", help="another checkout to compare with, run side by side")
     parser.add_argument("--out", default="gcn_scale")
+    add_smoke_argument(parser, "one graph of 300 nodes, 2 epochs, one query")
     args = parser.parse_args()
+    if args.smoke:
+        start_smoke()
+        args.sizes, args.epochs, args.queries, args.features = [300], 2, 1, 16
     versions = [("this checkout", None)] + ([("baseline", args.baseline_root)] if args.baseline_root else [])
     rows = []
     for defense in args.defenses:

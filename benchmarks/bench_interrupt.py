@@ -24,6 +24,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from _harness import add_smoke_argument, start_smoke  # noqa: E402
+
 RESULTS = ROOT / "benchmarks" / "results" / "interrupt.md"
 TARGET_SECONDS = 2.0
 TINY = {"num_nodes": 150, "num_classes": 3, "num_features": 8, "avg_degree": 5.0, "seed": 3}
@@ -72,9 +76,12 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--out", type=Path, default=RESULTS)
+    add_smoke_argument(parser, "one SIGTERM run, one job")
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.runs, args.out = 1, start_smoke() / RESULTS.name
     rows = []
-    for kind, jobs in (("ctrl-c", 2), ("sigterm", 1), ("sigterm", 2)):
+    for kind, jobs in (("sigterm", 1),) if args.smoke else (("ctrl-c", 2), ("sigterm", 1), ("sigterm", 2)):
         runs = [one_run(kind, jobs) for _ in range(args.runs)]
         seconds = [r["seconds"] for r in runs if r["seconds"] is not None]
         median = statistics.median(seconds) if seconds else None

@@ -12,7 +12,7 @@ import statistics
 import time
 
 import torch
-from _harness import markdown_table, write_result
+from _harness import add_smoke_argument, markdown_table, start_smoke, write_result
 
 from dpaudit.training.sampling import poisson_subset
 
@@ -40,10 +40,14 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=256, help="expected batch size B (q = B/n)")
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--draws", type=int, default=20)
+    add_smoke_argument(parser, "n = 10,000 only, one draw")
     args = parser.parse_args()
+    if args.smoke:
+        start_smoke()
+        args.repeats, args.draws = 1, 1
     torch.set_num_threads(1)
     rows = []
-    for n in (10_000, 100_000, 1_000_000, 10_000_000):
+    for n in (10_000,) if args.smoke else (10_000, 100_000, 1_000_000, 10_000_000):
         q = args.batch / n
         per_example = cpu_ms_per_draw(per_example_draw, n, q, args.repeats, args.draws)
         subset = cpu_ms_per_draw(poisson_subset, n, q, args.repeats, args.draws)

@@ -50,7 +50,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _harness import markdown_table, measure, write_result  # noqa: E402
+from _harness import add_smoke_argument, markdown_table, measure, start_smoke, write_result  # noqa: E402
 
 import dpaudit.nn as dnn  # noqa: E402
 from dpaudit.data.datasets import load_dataset  # noqa: E402
@@ -100,6 +100,7 @@ def run_training(name: str, epsilon: float, hp: dict, dataset, split, variant: s
     import defenses.baselines.mlp_dp as mlp_dp
     import defenses.dpar.defense as dpar
     import defenses.dpgnn.defense as dpgnn
+    import defenses.dpgnn.training as dpgnn_training
     import defenses.gap.defense as gap
     from dpaudit.training import dpsgd
 
@@ -119,7 +120,7 @@ def run_training(name: str, epsilon: float, hp: dict, dataset, split, variant: s
     dpar.train_rows = _timer(times, dpar.train_rows)
     dpgnn.train_dp = _timer(times, dpgnn.train_dp)
     if variant == "plain-backprop":
-        dpgnn.training.clipped_gradient_sum = _plain_dpgnn_sum
+        dpgnn_training.clipped_gradient_sum = _plain_dpgnn_sum  # train_dp looks it up in its own module
     if DEVICE == "cuda":
         torch.cuda.reset_peak_memory_stats()
     start = time.perf_counter()
@@ -327,7 +328,12 @@ def main() -> None:
     )
     parser.add_argument("--only", default="", help="comma-separated defenses for the twin table (default: all)")
     parser.add_argument("--scaling-only", action="store_true", help="only the scaling table (implies --scaling)")
+    add_smoke_argument(parser, "csbm, --quick --repeats 1 --only mlp-dp,gap-ndp,dpgnn, no extras")
     args = parser.parse_args()
+    if args.smoke:
+        start_smoke()
+        args.dataset, args.quick, args.repeats, args.only = "csbm", True, 1, "mlp-dp,gap-ndp,dpgnn"
+        args.scaling = args.scaling_only = False
     if args.out is None:
         args.out = default_out(args.scaling_only)
 
@@ -335,10 +341,10 @@ def main() -> None:
     dataset = load_dataset(args.dataset, root=args.data_root)
     split = make_split(dataset, None, 0)
     print(f"{args.dataset}: {dataset.num_nodes} nodes, {len(split.train)} training nodes", flush=True)
-    layer_rows = first_layer(dataset, max(args.repeats, 10))
+    layer_rows = first_layer(dataset, 1 if args.smoke else max(args.repeats, 10))
     print(layer_rows, flush=True)
     only = [o for o in args.only.split(",") if o]
-    pair_rows = [] if args.scaling_only else time_pairs(dataset, split, args.repeats, args.quick, only)
+    pair_rows = [] if args.scaling_only else time_pairs(dataset, split, args.repeats, args.quick, only, not args.smoke)
     scale_rows = (
         scaling(["cora_ml", "johnshopkins55:year", "cornell5:year"], args.data_root, min(args.repeats, 2))
         if args.scaling or args.scaling_only

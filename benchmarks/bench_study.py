@@ -33,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _harness import markdown_table, write_result  # noqa: E402
+from _harness import add_smoke_argument, markdown_table, start_smoke, write_result  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFENSES = "mlp-dp,gap-edp,gap-ndp,gcon,dpar-em1,dpgnn"
@@ -53,8 +53,12 @@ def run_study(args, out: Path) -> tuple[float, int | None, str]:
     command = [
         sys.executable, "-m", "dpaudit.app.cli", "compare", "--dataset", args.dataset, "--data-root", args.data_root,
         "--defenses", args.defenses, "--epsilons", args.epsilons, "--attacks", args.attacks, "--seeds", "1",
-        "--out", str(out), "--no-report", "--set", f"gap-ndp.max_degree={args.gap_max_degree}", "--set", "gap-ndp.degree_bound=promise",
+        "--out", str(out), "--no-report",
     ]  # fmt: skip
+    if "gap-ndp" in args.defenses.split(","):
+        command += ["--set", f"gap-ndp.max_degree={args.gap_max_degree}", "--set", "gap-ndp.degree_bound=promise"]
+    if args.smoke:
+        command += ["--dataset-option", "num_nodes=200", "--set", "epochs=2", "--attack-set", "n_boot=50"]
     if args.jobs:
         command += ["--jobs", str(args.jobs)]
     timer = shutil.which("time") or ("/usr/bin/time" if Path("/usr/bin/time").exists() else None)
@@ -116,7 +120,11 @@ def main() -> None:
     parser.add_argument("--data-root", default=str(ROOT.parent / "shared" / "datasets"))
     parser.add_argument("--out", default="study", help="result name under benchmarks/results/")
     parser.add_argument("--keep", default=None, help="keep the study folder here (default: a temporary one)")
+    add_smoke_argument(parser, "csbm of 200 nodes, gcn and mlp-dp at ε = 4, mia-threshold, one job")
     args = parser.parse_args()
+    if args.smoke:
+        start_smoke()
+        args.dataset, args.defenses, args.epsilons, args.attacks, args.jobs = "csbm", "gcn,mlp-dp", "4", "mia-threshold", 1
 
     with tempfile.TemporaryDirectory(prefix="dpaudit-bench-study-") as tmp:
         out = Path(args.keep) if args.keep else Path(tmp) / "study"

@@ -31,3 +31,7 @@ class ConfigurationError(DPAuditError, ValueError):
 
 class IntegrityError(ModelFormatError):
     """A released model's stated privacy guarantee does not match what its recorded mechanisms prove."""
+
+
+class OutputExistsError(DPAuditError, FileExistsError):
+    """An output (a released model, a report) is already there and replacing it was not asked for."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import sys
 import time
 from collections.abc import Iterator
@@ -36,12 +37,16 @@ def log_progress(every: float = 30.0):
 
 
 def _logged(total: int, desc: str, unit: str, every: float) -> Iterator[int]:
+    """The log lines of :func:`steps`: the first as soon as 2 s have passed (the early
+    estimate, measured at the machine's current load), then one every ``every`` seconds."""
     start = last = time.monotonic()
+    announced = False
     for i in range(total):
         yield i
         now = time.monotonic()
-        if now - last >= every and i + 1 < total:
-            last = now
+        due = now - last >= every or (not announced and now - start >= min(2.0, every))
+        if due and i + 1 < total:
+            last, announced = now, True
             elapsed = now - start
             left = elapsed / (i + 1) * (total - i - 1)
             log.info("%s: %s %d/%d (%.0f %%), %.0f s elapsed, about %.0f s left",
@@ -64,3 +69,35 @@ def _is_terminal(stream) -> bool:
         return bool(stream.isatty())
     except (AttributeError, ValueError):
         return False
+
+
+# --------------------------------------------------------------------------- estimates at the current load
+
+
+def load_factor(threads: int = 1) -> float:
+    """How many times longer CPU work takes now than on an idle machine: with a 1-minute load
+    average ``L`` (other processes wanting a core) on ``C`` cores, ``threads`` more runnable
+    threads get about ``C / (L + threads)`` of a core each once ``L + threads > C``; so the
+    factor is ``max(1, (L + threads) / C)``. 1 where the load is unknown.
+
+    Args:
+        threads: the runnable threads the estimated work adds (1: one process, one thread).
+
+    Returns:
+        The factor by which an idle machine's CPU seconds stretch into wall seconds now.
+    """
+    try:
+        load = os.getloadavg()[0]
+    except (OSError, AttributeError):
+        return 1.0
+    cores = os.cpu_count() or 1
+    return max(1.0, (load + max(1, threads)) / cores)
+
+
+def load_note() -> str:
+    """``"load 9.7 on 2 cores"``: what :func:`load_factor` read, for an estimate's line."""
+    try:
+        load = os.getloadavg()[0]
+    except (OSError, AttributeError):
+        return "load unknown"
+    return f"load {load:.1f} on {os.cpu_count() or 1} core(s)"

@@ -68,6 +68,33 @@ def validate_delta(delta: float | str | None, population: int | None = None) -> 
     return value
 
 
+def check_delta_population(delta: float, population: int | None, unit: str = "node", force: bool = False) -> None:
+    """The δ rule: a δ at or above ``1/population`` is refused unless ``force``.
+
+    A mechanism that publishes one of ``n`` units chosen at random, in the clear, satisfies
+    (0, 1/n)-DP, so δ ≥ 1/n promises nothing; dpaudit's ``auto`` δ is the largest power of ten
+    strictly below 1/n (:func:`auto_delta`). ``population`` is the **declared** number of
+    protected units (nodes for node-level DP, undirected edges for edge-level DP); ``None``
+    (nothing declared) skips the check.
+
+    Args:
+        delta: the δ asked for, already in (0, 1).
+        population: the declared number of protected units, or ``None``.
+        unit: ``"node"`` or ``"edge"``, named in the message.
+        force: accept such a δ anyway (``--force-delta``).
+
+    Raises:
+        PrivacyParameterError: ``delta >= 1/population`` and not ``force``.
+    """
+    if force or population is None or population < 1 or delta < 1.0 / population:
+        return
+    raise PrivacyParameterError(
+        f"delta {delta:g} is not below 1/n = 1/{population} = {1.0 / population:.3g} (n = the declared {unit}s): "
+        f"publishing one {unit} in the clear is (0, 1/n)-DP, so such a δ guarantees nothing; use delta < "
+        f"{1.0 / population:.3g} (or auto = {auto_delta(population):g}), or --force-delta to use it anyway"
+    )
+
+
 @dataclass
 class PrivacySpec:
     """What a model's privacy guarantee is and how it was proven.

@@ -328,3 +328,22 @@ def _mtime(path: Path) -> float:
         return path.stat().st_mtime
     except OSError:
         return 0.0
+
+
+def study_made_by(directory: str | Path) -> str | None:
+    """Which command made the study in ``directory`` (``"demo"``, ``"compare"`` ...); ``None``
+    when it holds no study. A study written before ``made_by`` was recorded is told by its
+    command line."""
+    path = Path(directory) / STUDY_MARKER
+    if not path.is_file():
+        return None
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return "unknown"
+    if not isinstance(meta, dict):
+        return "unknown"
+    if meta.get("made_by"):
+        return str(meta["made_by"])
+    command = str(meta.get("command") or "").split()
+    return command[1] if len(command) > 1 and command[0] == "dpaudit" else "unknown"

@@ -57,6 +57,8 @@ def train(
     overrides: dict[str, Any] | None = None,
     out: str | Path | None = None,
     noise: str | None = None,
+    overwrite: bool = False,
+    force_delta: bool = False,
 ) -> TrainResult:
     """Train one defense and, when ``out`` is given, write the released model there with the
     owner's record and ``metrics.json`` (both the owner's, never covered by ε: see
@@ -78,6 +80,10 @@ def train(
         noise: the privacy noise source of the defense named ``defense``
             (:mod:`dpaudit.training.noise`; ``"seeded"`` = ``--reproducible-noise``, recorded on
             the card as not a release).
+        overwrite: replace a released model already in ``out``
+            (:meth:`~dpaudit.release.ReleasedModel.save`).
+        force_delta: accept a δ at or above 1/(declared units) for the defense named ``defense``
+            (:func:`dpaudit.accounting.spec.check_delta_population`).
 
     Returns:
         The model, the dataset, the split and the metrics.
@@ -86,7 +92,7 @@ def train(
         instance = defense
     else:
         instance = get_defense(defense)(
-            epsilon=epsilon, delta=delta, seed=seed, device=device, noise=noise, **(overrides or {})
+            epsilon=epsilon, delta=delta, seed=seed, device=device, noise=noise, force_delta=force_delta, **(overrides or {})
         )
     seed = instance.seed
     ds = dataset if isinstance(dataset, GraphDataset) else load_dataset(dataset, root=data_root)
@@ -114,6 +120,6 @@ def train(
     }
     if out is not None:
         out = Path(out)
-        model.save(out)
+        model.save(out, overwrite=overwrite)
         atomic_write_json(out / "metrics.json", metrics)
     return TrainResult(model, ds, sp, metrics)

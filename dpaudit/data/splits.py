@@ -24,6 +24,7 @@ import torch
 from torch_geometric.utils import subgraph
 
 from dpaudit.data.datasets import GraphDataset
+from dpaudit.data.split_specs import parse_split_spec
 from dpaudit.errors import ConfigurationError
 
 SPLIT_KINDS = ("public", "random", "per-class", "inductive", "metis")
@@ -203,33 +204,22 @@ def default_split_spec(dataset: GraphDataset) -> str:
 def make_split(dataset: GraphDataset, spec: str | None = None, seed: int = 0) -> Split:
     """Parse a split specification (see the module docstring) and build the split."""
     spec = (spec or default_split_spec(dataset)).strip()
-    kind, _, args = spec.partition(":")
-    kind = kind.strip().lower()
-    try:
-        values = [float(v) for v in args.split(",")] if args.strip() else []
-    except ValueError:
-        raise ConfigurationError(f"split {spec!r}: arguments must be numbers") from None
-    split = None
-    if kind == "public" and not values:
+    kind, values = parse_split_spec(spec)
+    if kind == "public":
         split = public_split(dataset, seed)
-    elif kind == "random" and len(values) == 3:
+    elif kind == "random":
         split = random_split(dataset, *values, seed=seed)
-    elif kind == "per-class" and len(values) == 3 and all(v == int(v) and v >= 0 for v in values):
+    elif kind == "per-class":
         split = per_class_split(dataset, *(int(v) for v in values), seed=seed)
-    elif kind == "metis" and len(values) == 1 and values[0] == int(values[0]):
+    elif kind == "metis":
         split = metis_split(dataset, int(values[0]), seed=seed)
-    elif kind == "inductive" and len(values) in (2, 3):
+    else:  # inductive
         split = inductive_split(dataset, values[0], values[1], seed=seed, val=values[2] if len(values) == 3 else 0.0)
-    if split is not None:
-        if (getattr(dataset, "public_facts", None) or {}).get("published"):
-            # the split of a graph whose own sizes are published is a public function of it (a
-            # user who declares only a bound, e.g. num_nodes, does not make the split sizes public)
-            split.declared_sizes = {"train": len(split.train), "val": len(split.val), "test": len(split.test)}
-        return split
-    raise ConfigurationError(
-        f"unknown split {spec!r}; use public, random:TRAIN,VAL,TEST, per-class:K,VAL,TEST, inductive:TRAIN,TEST "
-        "or metis:K"
-    )
+    if (getattr(dataset, "public_facts", None) or {}).get("published"):
+        # the split of a graph whose own sizes are published is a public function of it (a
+        # user who declares only a bound, e.g. num_nodes, does not make the split sizes public)
+        split.declared_sizes = {"train": len(split.train), "val": len(split.val), "test": len(split.test)}
+    return split
 
 
 # --------------------------------------------------------------------------- attack partitions

@@ -207,3 +207,67 @@ def require_declared(value: int | None, what: str, instead: str) -> int:
             f"or {instead}"
         )
     return int(value)
+
+
+#: the declared sizes :func:`check_public_facts` compares (each a count, so an integer >= 0)
+SIZE_FACTS = ("num_nodes", "num_edges", "num_labeled", "num_train")
+
+
+def check_public_facts(facts: dict[str, Any], card: dict[str, Any], mechanisms: list[dict] | None = None) -> None:
+    """The declared facts of a privacy spec, consistent with each other, with the card's copy of
+    the declaration, and with the recorded mechanisms (checked on load, so an edited
+    ``public_facts`` in ``model.json`` is refused rather than printed as the model's).
+
+    * each size is an integer >= 0; ``num_train <= num_labeled <= num_nodes`` and
+      ``num_edges <= num_nodes·(num_nodes − 1)/2``;
+    * every fact the card's ``dataset.public_facts`` also states has the same value there;
+    * a recorded sampling rate ``q`` samples at least one unit of the declared graph in
+      expectation (``q · max(num_nodes, num_edges) >= 1``: the schedule was planned with
+      ``q = batch / declared size``, so a declared size that shrank below the batch is an edit).
+
+    Args:
+        facts: the spec's ``public_facts`` (``{}`` when nothing was declared: nothing to check).
+        card: the model's public card.
+        mechanisms: the spec's recorded mechanism dicts.
+
+    Raises:
+        DPAuditError: the first inconsistency, in one line naming the facts.
+    """
+    if not facts:
+        return
+    sizes = {}
+    for key in SIZE_FACTS:
+        value = facts.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise DPAuditError(f"public_facts.{key} = {value!r} is not a count (an integer >= 0)")
+        sizes[key] = value
+    order = [k for k in ("num_train", "num_labeled", "num_nodes") if k in sizes]
+    for small, large in zip(order, order[1:]):
+        if sizes[small] > sizes[large]:
+            raise DPAuditError(
+                f"the declared facts contradict each other: {small} = {sizes[small]} > {large} = {sizes[large]}"
+            )
+    if "num_edges" in sizes and "num_nodes" in sizes:
+        most = sizes["num_nodes"] * (sizes["num_nodes"] - 1) // 2
+        if sizes["num_edges"] > most:
+            raise DPAuditError(
+                f"the declared facts contradict each other: num_edges = {sizes['num_edges']} exceeds the "
+                f"{most} possible edges of num_nodes = {sizes['num_nodes']}"
+            )
+    stated = ((card.get("dataset") or {}).get("public_facts")) or {}
+    for key, value in stated.items():
+        if key in facts and key != "declared_by" and facts[key] != value:
+            raise DPAuditError(
+                f"public_facts.{key} = {facts[key]!r} in the privacy spec, but the card's dataset declares {value!r}"
+            )
+    population = max(sizes.get("num_nodes", 0), sizes.get("num_edges", 0))
+    for i, mech in enumerate(mechanisms or [], 1):
+        rate = mech.get("sample_rate") if isinstance(mech, dict) else None
+        if population and isinstance(rate, (int, float)) and 0 < rate and rate * population < 1:
+            raise DPAuditError(
+                f"mechanism {i} ({mech.get('name', mech.get('mechanism', '?'))}) samples at rate q = {rate:g}, "
+                f"less than one unit of the declared graph (max(num_nodes, num_edges) = {population}); the facts "
+                "do not match what the mechanism was planned with"
+            )

@@ -38,9 +38,10 @@ from torch_geometric.data import Data
 from dpaudit.accounting.spec import PrivacySpec
 from dpaudit.accounting.verify import Verification, refuse, verify_spec
 from dpaudit.data.adjacency import TensorCache, adjacency_of
-from dpaudit.errors import DPAuditError, IntegrityError, ModelFormatError
+from dpaudit.errors import DPAuditError, IntegrityError, ModelFormatError, OutputExistsError
 from dpaudit.nn import build_architecture, features
 from dpaudit.release import RECORD_FILE, check_public_card, check_public_config
+from dpaudit.release.files import check_public_facts
 from dpaudit.runtime import atomic_write_bytes, atomic_write_json, to_json
 
 log = logging.getLogger(__name__)
@@ -241,7 +242,7 @@ class ReleasedModel(Answers, ABC):
             raise ModelFormatError(f"a {self.kind!r} model keeps no owner's tensors, found {sorted(tensors)[:3]}")
 
     # -- save / load -------------------------------------------------------------------------
-    def save(self, directory: str | Path) -> Path:
+    def save(self, directory: str | Path, overwrite: bool = False) -> Path:
         """Write the public release (``model.safetensors``, ``model.json``) and, when this
         model carries one, the owner's record (``provenance.json``, ``provenance.safetensors``)
         into ``directory``, each file atomically (:mod:`dpaudit.release` says which is which).
@@ -250,12 +251,26 @@ class ReleasedModel(Answers, ABC):
         the card is checked to hold only declared-public fields, so a file that could not be
         loaded back, or that would publish a private measurement, is never written.
 
+        Args:
+            directory: the released-model folder to write (created when missing).
+            overwrite: replace a released model already in ``directory`` (the CLI's ``--force``);
+                without it such a folder is refused, never silently replaced.
+
+        Returns:
+            ``directory``, as a :class:`~pathlib.Path`.
+
         Raises:
+            OutputExistsError: ``directory`` already holds a released model and ``overwrite`` is false.
             IntegrityError: the spec does not match its recorded mechanisms (a bug in the
                 defense, or a spec edited in memory).
             PublicCardError: the card holds a field that is not declared public.
         """
         directory = Path(directory)
+        if not overwrite and any((directory / name).exists() for name in (META_FILE, WEIGHTS_FILE)):
+            raise OutputExistsError(
+                f"{directory} already holds a released model; choose another folder, or pass overwrite=True "
+                "to replace it (the CLI's --force)"
+            )
         written = json.loads(to_json({"privacy": self.privacy.to_dict(), "config": self.config(), "card": self.card}))
         check_public_card(written["card"])
         check_public_config(written["config"])
@@ -526,6 +541,10 @@ def verify_model_privacy(
         raise IntegrityError(f"{meta_path}: {exc}") from None
     except DPAuditError as exc:
         raise IntegrityError(f"{meta_path}: the card's plan cannot be recomputed: {exc}") from None
+    try:  # what no plan re-derives (num_nodes when the schedule reads num_train ...)
+        check_public_facts(privacy.public_facts, meta["card"], privacy.mechanisms)
+    except DPAuditError as exc:
+        raise IntegrityError(f"{meta_path}: {exc}") from None
     if replanned:
         verification.checked.append(replanned)
     elif privacy.is_private and privacy.status != "claimed":  # a claim records no mechanism to re-derive

@@ -118,10 +118,11 @@ class AdaptedModel(ReleasedModel):
     def from_state(cls, config, tensors, privacy, card):
         raise ModelFormatError("adapted user modules load as kind 'module' (their declared architecture)")
 
-    def save(self, directory, activation: str | None = None):
+    def save(self, directory, activation: str | None = None, overwrite: bool = False):
         """Write this model as a released model (:func:`export`): the declared architecture and
-        its weights, the user's claim (``protocol: claimed``) and the owner's record."""
-        return export(self, activation=activation).save(directory)
+        its weights, the user's claim (``protocol: claimed``) and the owner's record; a released
+        model already in ``directory`` is replaced only with ``overwrite``."""
+        return export(self, activation=activation).save(directory, overwrite=overwrite)
 
 
 def _privacy(claim) -> PrivacySpec:
@@ -133,8 +134,14 @@ def _privacy(claim) -> PrivacySpec:
         spec = PrivacySpec.from_dict(claim)
     else:
         raise ConfigurationError("privacy must be a PrivacySpec, its dict form, or None")
-    if spec.is_private and (spec.unit is None or not 0.0 <= spec.delta < 1.0 or not spec.epsilon > 0):
-        raise ConfigurationError(f"inconsistent privacy claim {spec.to_dict()}")
+    if spec.is_private:
+        wrong = [
+            *(["unit is missing (node or edge)"] if spec.unit is None else []),
+            *([f"delta = {spec.delta} is not in [0, 1)"] if not 0.0 <= spec.delta < 1.0 else []),
+            *([f"epsilon = {spec.epsilon} is not > 0"] if not spec.epsilon > 0 else []),
+        ]
+        if wrong:
+            raise ConfigurationError(f"adapt: privacy claim: {'; '.join(wrong)}")
     spec.notes = [*spec.notes, "claimed by the user; not verified by dpaudit"]
     if spec.is_private:
         if spec.mechanisms:
@@ -161,6 +168,35 @@ def _dry_run(model: AdaptedModel, dataset: GraphDataset) -> None:
                 f"adapt: {call} fails on {dataset.name} ({dataset.num_nodes} nodes, {dataset.num_features} features): "
                 f"{type(exc).__name__}: {exc}"
             ) from exc
+    _check_outputs(model, dataset, "module" + args)
+
+
+#: how far a row of ``output="proba"`` may be from a probability vector (float32 softmax rounding)
+PROBA_TOLERANCE = 1e-3
+
+
+@torch.no_grad()
+def _check_outputs(model: AdaptedModel, dataset: GraphDataset, call: str) -> None:
+    """On the probe forward: one output per **declared** class (the model's output width is
+    public: a module with 5 outputs on a 3-class graph answers about classes that do not
+    exist), and with ``output="proba"`` rows that are probabilities (non-negative, summing to 1
+    within :data:`PROBA_TOLERANCE`; logits passed as probabilities would make every attack's
+    scores meaningless)."""
+    out = model._call(model.module, dataset.data)
+    if out.size(1) != dataset.num_classes:
+        raise ConfigurationError(
+            f"adapt: {call} returns {out.size(1)} outputs per node, and {dataset.name} declares "
+            f"{dataset.num_classes} classes; the module's output width must be the declared class count"
+        )
+    if model.output == "proba":
+        sums = out.float().sum(dim=1)
+        low = float(out.min()) if out.numel() else 0.0
+        if low < -PROBA_TOLERANCE or not bool(((sums - 1).abs() <= PROBA_TOLERANCE).all()):
+            shown = ", ".join(f"{v:.3g}" for v in sums[:3].tolist())
+            raise ConfigurationError(
+                f"adapt: output='proba', but the rows {call} returns are not probabilities (row sums {shown} ..., "
+                f"smallest entry {low:.3g}); pass output='logits' if it returns logits"
+            )
 
 
 def adapt(

@@ -47,7 +47,7 @@ from typing import Any, ClassVar
 import torch
 
 import dpaudit
-from dpaudit.accounting.spec import validate_delta, validate_epsilon
+from dpaudit.accounting.spec import check_delta_population, validate_delta, validate_epsilon
 from dpaudit.assignments import NONE_WORDS, parse_boolean, split_assignment
 from dpaudit.data.datasets import GraphDataset
 from dpaudit.data.splits import Split
@@ -340,13 +340,14 @@ class Defense(ABC):
         seed: int = 0,
         device: str | torch.device = "auto",
         noise: str | None = None,
+        force_delta: bool = False,
         **hyperparameters: Any,
     ):
         # privacy noise: OS entropy unless seeded noise is asked for (dpaudit.training.noise)
         self.noise = noise_source(noise)
         self.epsilon = validate_epsilon(epsilon)
-        if self.unit is None and math.isfinite(self.epsilon):
-            raise PrivacyParameterError(f"{self.name} is not a private defense; its epsilon must be inf")
+        self.force_delta = bool(force_delta)  # accept δ >= 1/(declared units): check_delta_population
+        self.check_epsilon(self.epsilon, unit=self.unit)
         self.delta_option = delta
         if delta is not None and not (isinstance(delta, str) and delta.strip().lower() == "auto"):
             validate_delta(delta)
@@ -363,6 +364,23 @@ class Defense(ABC):
             raise ConfigurationError(f"{self.name}: protocol must be one of {PROTOCOLS}, got {protocol!r}")
         if isinstance(self.hp, PrivateHyperparameters):
             check_selection_request(self)
+
+    @classmethod
+    def check_epsilon(cls, epsilon: float, hint: str = "", unit: str | None = "class") -> None:
+        """The one rule for a target ε and this defense: a non-private defense (``unit`` ``None``)
+        takes only ε = ∞ (``train`` and ``compare`` both ask it here).
+
+        Args:
+            epsilon: a validated target ε (:func:`dpaudit.accounting.spec.validate_epsilon`).
+            hint: what the command can do instead, appended to the message.
+            unit: the instance's unit where it differs from the class's (a user's fit function
+                states its own); by default the class's.
+
+        Raises:
+            PrivacyParameterError: a finite ``epsilon`` for a non-private defense.
+        """
+        if (cls.unit if unit == "class" else unit) is None and math.isfinite(epsilon):
+            raise PrivacyParameterError(f"{cls.name} is not a private defense; its epsilon must be inf{hint}")
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """A defense's own :meth:`replan` re-derives one run; a privately selected model's card
@@ -423,7 +441,9 @@ class Defense(ABC):
                 self.population(dataset, split), "delta=auto", "pass --delta (e.g. 1e-6, below 1/the graph's size)"
             )
             return validate_delta(self.delta_option, population)
-        return validate_delta(self.delta_option)
+        delta = validate_delta(self.delta_option)
+        check_delta_population(delta, self.population(dataset, split), self.unit, getattr(self, "force_delta", False))
+        return delta
 
     def fit(self, dataset: GraphDataset, split: Split) -> ReleasedModel:
         """Train on ``split.train`` of ``dataset`` and return the released model."""

@@ -105,6 +105,31 @@ def epsilon_grid(text: str) -> list[str]:
     return items
 
 
+#: ``--seeds N`` above this is refused unless ``--allow-long``: each seed is one cell per (defense, ε),
+#: a full train and attack run (minutes each on a laptop), so 100 seeds is already hours of work.
+MAX_SEEDS = 100
+
+
+def check_seed_count(seeds: int, allow_long: bool = False) -> None:
+    """``--seeds N``: at least 1, and at most :data:`MAX_SEEDS` unless ``allow_long`` (before any import
+    of torch, and before the study folder is written).
+
+    Args:
+        seeds: the number of seeds asked for.
+        allow_long: the user's ``--allow-long``.
+
+    Raises:
+        ConfigurationError: ``seeds < 1``, or above the cap without ``allow_long``.
+    """
+    if seeds < 1:
+        raise ConfigurationError(f"--seeds must be >= 1 (seeds 0..N-1), got {seeds}")
+    if seeds > MAX_SEEDS and not allow_long:
+        raise ConfigurationError(
+            f"--seeds {seeds} is above its cap of {MAX_SEEDS} (each seed trains and attacks every defense at every ε "
+            "once: hours of work per hundred); lower it, or pass --allow-long to run it anyway"
+        )
+
+
 def add_allow_long_argument(p) -> None:
     """``--allow-long``: run attack counts above their caps and plans estimated above the limit."""
     p.add_argument(
@@ -120,7 +145,12 @@ def add_study_arguments(p) -> None:
     from dpaudit.app.commands._dataset_args import SPLIT_HELP, add_dataset_option_argument
 
     p.add_argument("--attacks", default=None, help="comma-separated attack names (default: every attack)")
-    p.add_argument("--seeds", type=int, default=1, help="number of seeds per (defense, ε) (seeds 0..N-1)")
+    p.add_argument(
+        "--seeds",
+        type=int,
+        default=1,
+        help="number of seeds per (defense, ε) (seeds 0..N-1; at most 100 unless --allow-long)",
+    )
     p.add_argument(
         "--jobs",
         type=int,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 from pathlib import Path
 
@@ -11,7 +12,10 @@ from dpaudit.app.commands._study_args import (
     attack_names,
     attack_overrides,
     command_line,
+    list_option,
 )
+
+log = logging.getLogger("dpaudit")
 
 
 def cmd_audit(args) -> int:
@@ -19,6 +23,7 @@ def cmd_audit(args) -> int:
     from dpaudit.app.outputs import output_lock
 
     check_names(attacks=args.attacks)  # before torch loads (a fraction of a second)
+    list_option(args.attacks, "--attacks")  # an empty list too
     with output_lock(args.out):  # a second audit to the same --out refuses, naming this one
         return _audit_locked(args)
 
@@ -36,6 +41,13 @@ def _audit_locked(args) -> int:
     names = attack_names(args.attacks)  # names and settings are refused before the model is read
     settings = attack_overrides(args.attack_set, names, args.allow_long)
     model = load(args.model, device="cpu", record=True)  # the owner's audit: its record when it is there
+    if not model.has_record:  # said once, up front: otherwise only the report says why nothing was tested
+        log.warning(
+            "%s has no owner's record (provenance.json): membership is the owner's record, so no attack can tell "
+            "members from non-members and the claim will not be tested; audit the folder where provenance.json "
+            "sits beside model.json",
+            args.model,
+        )
     canaries = check_canary_results(model, args.canaries)  # one line before any work
     dataset = reload_dataset(model.card.get("dataset"), model.provenance("dataset"), args.dataset, options,
                              args.data_root)  # fmt: skip

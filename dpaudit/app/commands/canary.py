@@ -50,6 +50,35 @@ def _design_options(kind: str, items: list[str]) -> dict:
     return out
 
 
+#: bytes each canary takes at least, besides a node canary's feature row: its score, label, membership
+#: coin and endpoints in float64 arrays (issue 49: 10**8 canaries failed allocating 23.8 GiB ≈ 255 B each)
+CANARY_BYTES = 256
+
+
+def check_canary_memory(canaries: int, kind: str, num_features: int, device) -> None:
+    """Refuse, before any work and in one line, ``--canaries`` whose arrays cannot fit in the
+    device's memory (:func:`dpaudit.runtime.device_memory`), as ``--set`` widths are refused.
+
+    Args:
+        canaries: the number of canaries per run.
+        kind: ``node`` (each also a float32 feature row), ``edge`` or ``gradient``.
+        num_features: the dataset's feature width.
+        device: the torch device training runs on.
+
+    Raises:
+        ConfigurationError: the canaries' lower-bound footprint exceeds the device's memory.
+    """
+    from dpaudit.runtime import device_memory
+
+    memory = device_memory(device)
+    need = canaries * (CANARY_BYTES + (4 * num_features if kind == "node" else 0))
+    if memory is not None and need > memory:
+        raise ConfigurationError(
+            f"--canaries {canaries}: at least {need / 2**30:.1f} GiB for the canaries alone, more than the "
+            f"{memory / 2**30:.1f} GiB of this machine; lower --canaries"
+        )
+
+
 def _print_plan(plan: dict) -> None:
     from dpaudit.app.workflows.canary import plan_lines
 
@@ -105,7 +134,15 @@ def cmd_canary(args) -> int:
     from dpaudit.app.names import check_defense_name
 
     check_defense_name(args.defense)  # before torch loads (a fraction of a second)
+    from dpaudit.accounting.spec import validate_epsilon
     from dpaudit.app.commands._common import check_memory, check_target_epsilon, parse_delta
+    from dpaudit.data.split_specs import parse_split_spec
+
+    if args.epsilon is not None:  # ε, δ and the split's syntax read no data: refused before torch
+        check_target_epsilon(validate_epsilon(args.epsilon))
+    parse_delta(args.delta)
+    if args.split is not None:
+        parse_split_spec(args.split)
     from dpaudit.app.commands._dataset_args import check_declarations, parse_dataset_options
     from dpaudit.app.outputs import check_output_file
     from dpaudit.app.workflows.canary import canary_audit, check_canary_request, summary_lines
@@ -137,6 +174,7 @@ def cmd_canary(args) -> int:
     check_output_file(args.out, "canary", force=args.force)
     dataset = load_dataset(args.dataset, root=args.data_root, **options)
     check_memory(defense, dataset.num_nodes, dataset.num_features)
+    check_canary_memory(args.canaries, args.kind, dataset.num_features, defense.device)
     make_split(dataset, args.split, args.seed)  # a malformed split fails before training
     result = canary_audit(
         args.defense,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 from pathlib import Path
 
@@ -10,12 +11,15 @@ from dpaudit.app.commands._study_args import (
     add_study_arguments,
     attack_names,
     attack_overrides,
+    check_seed_count,
     command_line,
     defense_overrides,
     epsilon_grid,
     list_option,
 )
 from dpaudit.errors import ConfigurationError
+
+log = logging.getLogger("dpaudit")
 
 
 def _canary_kinds(value) -> list[str]:
@@ -29,23 +33,32 @@ def run_compare(args, command: str | None = None):
     from dpaudit.app.names import check_names
 
     check_names(defenses=args.defenses, attacks=args.attacks)  # before torch loads
-    from dpaudit.accounting.spec import validate_epsilon
-    from dpaudit.app.commands._common import cap_jobs
-    from dpaudit.app.commands._dataset_args import absolute_dataset, check_declarations, parse_dataset_options
+    check_seed_count(args.seeds, getattr(args, "allow_long", False))
+    # what reads no data is refused before torch (or any heavy library) is imported
+    from dpaudit.app.commands._common import cap_jobs, parse_delta
     from dpaudit.app.outputs import check_output_dir, check_report_paths
-    from dpaudit.app.workflows import Study, StudyConfig
-    from dpaudit.training.registry import get_defense
+    from dpaudit.data.split_specs import parse_split_spec
 
     if args.no_report and args.report is not None:
         raise ConfigurationError("--report and --no-report contradict each other; give one of them")
+    defenses = list_option(args.defenses, "--defenses")
+    list_option(args.attacks, "--attacks")
+    epsilons = epsilon_grid(args.epsilons)
+    parse_delta(args.delta)
+    if args.split is not None:
+        parse_split_spec(args.split)
     check_output_dir(args.out, "study", force=args.force)
     if not args.no_report:
         check_report_paths(args.report or Path(args.out) / "report.html", "study", force=args.force, what="--report")
     args.jobs = cap_jobs(args.jobs)
-    defenses = list_option(args.defenses, "--defenses")
+
+    from dpaudit.accounting.spec import validate_epsilon
+    from dpaudit.app.commands._dataset_args import absolute_dataset, check_declarations, parse_dataset_options
+    from dpaudit.app.workflows import Study, StudyConfig
+    from dpaudit.training.registry import get_defense
+
     names = attack_names(args.attacks)
     options = parse_dataset_options(args.dataset_option, args.dataset, declaring=False)
-    epsilons = epsilon_grid(args.epsilons)
     finite = [validate_epsilon(e) for e in epsilons if validate_epsilon(e) < math.inf]
     private = []
     if finite:
@@ -54,6 +67,13 @@ def run_compare(args, command: str | None = None):
                    for d in defenses if get_defense(d).unit is not None]  # fmt: skip
     # the label domain, δ, declared sizes and every private defense's own needs, all in one line
     check_declarations(args.dataset, options, private, args.delta)
+    settings = attack_overrides(args.attack_set, names, getattr(args, "allow_long", False))
+    if finite and len(finite) == len(epsilons):  # no ε = ∞ asked: a non-private defense runs at none of them
+        baselines = [name for name in defenses if get_defense(name).unit is None]
+        if len(baselines) == len(defenses):  # train's rule, from the same place
+            get_defense(baselines[0]).check_epsilon(finite[0], " (add inf to --epsilons to run it at ε = ∞)")
+        for name in baselines:
+            log.warning("%s is not a private defense: it runs at ε = ∞ only, as the baseline", name)
     config = StudyConfig(
         dataset=absolute_dataset(args.dataset),
         defenses=defenses,
@@ -64,7 +84,7 @@ def run_compare(args, command: str | None = None):
         split=args.split,
         delta=args.delta,
         overrides=defense_overrides(args.set, defenses),
-        attack_settings=attack_overrides(args.attack_set, names, getattr(args, "allow_long", False)),
+        attack_settings=settings,
         device=args.device,
         data_root=args.data_root,
         title=args.title,

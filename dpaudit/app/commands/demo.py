@@ -144,7 +144,7 @@ def check_demo_folder(out) -> None:
     """The demo re-configures its own study folder (a newer demo may change its plan), so it
     refuses, before any work, a folder holding a study that another command made: its
     ``study.json`` would be rewritten and the demo's cells appended to its ``results.jsonl``."""
-    from dpaudit.app.workflows.study import study_made_by
+    from dpaudit.app.outputs import study_made_by
     from dpaudit.errors import ConfigurationError
 
     made_by = study_made_by(out)
@@ -159,13 +159,14 @@ def check_demo_folder(out) -> None:
 def cmd_demo(args) -> int:
     from dpaudit.app.commands._common import cap_jobs
     from dpaudit.app.outputs import check_output_dir, check_report_paths
-    from dpaudit.app.workflows import Study, StudyConfig
-    from dpaudit.training.registry import get_defense
 
-    check_output_dir(args.out, "study")
+    check_output_dir(args.out, "study")  # refused before torch loads
     check_demo_folder(args.out)
     check_report_paths(args.report, "study", what="--report")
     args.jobs = cap_jobs(args.jobs)
+    from dpaudit.app.workflows import Study, StudyConfig
+    from dpaudit.training.registry import get_defense
+
     defenses, overrides, names, settings = demo_plan()
     units = {name: get_defense(name).unit for name in defenses}
     private = sum(unit is not None for unit in units.values())

@@ -31,6 +31,13 @@ def cmd_train(args) -> int:
         from dpaudit.app.names import check_defense_name
 
         check_defense_name(args.defense)
+        from dpaudit.accounting.spec import validate_epsilon
+        from dpaudit.data.split_specs import parse_split_spec
+
+        check_target_epsilon(validate_epsilon(args.epsilon))  # ε, δ and the split's syntax read no data:
+        parse_delta(args.delta)  # refused here, before torch is imported
+        if args.split is not None:
+            parse_split_spec(args.split)
     from dpaudit.app.commands._dataset_args import (
         check_declarations,
         parse_dataset_options,
@@ -57,7 +64,15 @@ def cmd_train(args) -> int:
     overrides = parse_overrides(cls.hyperparameters_class, args.set or [])
     args.delta = parse_delta(args.delta)
     noise = "seeded" if args.reproducible_noise else None
-    defense = cls(epsilon=args.epsilon, delta=args.delta, seed=args.seed, device=args.device, noise=noise, **overrides)
+    defense = cls(
+        epsilon=args.epsilon,
+        delta=args.delta,
+        seed=args.seed,
+        device=args.device,
+        noise=noise,
+        force_delta=args.force_delta,
+        **overrides,
+    )
     check_target_epsilon(defense.epsilon)
     options = parse_dataset_options(args.dataset_option, args.dataset, declaring=False)
     # the label domain, δ, declared sizes and the defense's own needs, all in one line
@@ -68,12 +83,15 @@ def cmd_train(args) -> int:
         check_output_dir(args.out, "model", force=args.force)
         dataset = load_dataset(args.dataset, root=args.data_root, **options)
         check_memory(defense, dataset.num_nodes, dataset.num_features)
-        warn_if_membership_not_random(dataset, make_split(dataset, args.split, args.seed), args.argv)
+        split = make_split(dataset, args.split, args.seed)
+        defense.resolve_delta(dataset, split)  # the δ rule (δ < 1/declared units), before training
+        warn_if_membership_not_random(dataset, split, args.argv)
         log.info("training %s on %s (%d nodes) -> %s", args.defense, dataset.name, dataset.num_nodes, args.out)
         # a bar on a terminal; otherwise a progress line every 30 s
         with log_progress(every=30.0):
-            # the defense built (ε parsed and checked) above: pipeline.train parses nothing again
-            result = train(defense, dataset, split=args.split, overrides=overrides, out=args.out)
+            # the defense built (ε parsed and checked) above: pipeline.train parses nothing again;
+            # check_output_dir refused a released model there unless --force
+            result = train(defense, dataset, split=args.split, overrides=overrides, out=args.out, overwrite=True)
         m = result.metrics
         print(
             f"{m['defense']} on {m['dataset']}: test accuracy {fmt(m['test_accuracy'])}, "
@@ -93,6 +111,11 @@ def add_parser(subparsers) -> None:
     add_dataset_option_argument(p)
     p.add_argument("--epsilon", default="inf", help="target ε (a positive number or inf)")
     p.add_argument("--delta", default="auto", help="δ in (0, 1) or auto (a power of ten below 1/#declared units)")
+    p.add_argument(
+        "--force-delta",
+        action="store_true",
+        help="accept a --delta at or above 1/n (n = the declared protected units), which is otherwise refused",
+    )
     p.add_argument("--seed", type=seed_argument, default=0, help="0 <= seed < 2**31")
     p.add_argument(
         "--reproducible-noise",

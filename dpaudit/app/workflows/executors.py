@@ -51,8 +51,9 @@ class CellProgress:
 
     def eta_seconds(self) -> float | None:
         finished = self.done + self.failed - self._start_count
-        if finished <= 0:
-            return None
+        if finished <= 0:  # before the first cell: the study's up-front guess, less the time gone
+            guess = getattr(self, "guess_seconds", None)
+            return None if guess is None else max(0.0, guess - (self._clock() - self._start))
         rate = (self._clock() - self._start) / finished
         return rate * (self.total - self.done - self.failed)
 

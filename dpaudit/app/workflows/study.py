@@ -39,6 +39,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import shutil
 import signal
 import sys
@@ -47,6 +48,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from dpaudit.app.outputs import check_report_paths
+from dpaudit.app.workflows.audit.formatting import format_seconds
+from dpaudit.app.workflows.audit.plan import WORKER_START_SECONDS, guess_cell_seconds
 from dpaudit.app.workflows.config import (
     Cell,
     StudyConfig,
@@ -84,9 +88,11 @@ from dpaudit.app.workflows.store import (
 )
 from dpaudit.auditing.verdict import StudyVerdict, study_verdict
 from dpaudit.errors import ConfigurationError, DPAuditError
+from dpaudit.progress import load_factor, load_note
 from dpaudit.runtime import atomic_write_json
 
 log = logging.getLogger(__name__)
+progress_log = logging.getLogger("dpaudit.progress")
 
 
 # --------------------------------------------------------------------------- the study
@@ -169,6 +175,23 @@ class Study:
             "run_id": run_id,
         }  # fmt: skip
 
+    def _announce(self, meta: dict, pending: int, jobs: int) -> float | None:
+        """Say, before the first cell starts, how long the cells left should take here: a guess
+        from the graph's size (:func:`~dpaudit.app.workflows.audit.plan.guess_cell_seconds`) spread
+        over the workers and stretched by the machine's load; the ETA follows the cells after."""
+        if not pending:
+            return None
+        d = meta["dataset"]
+        cell = guess_cell_seconds(self.config.attacks, self.config.attack_settings or {}, int(d["num_nodes"]),
+                                  int(d["num_features"]), int(d["num_edges"]))  # fmt: skip
+        workers = max(1, min(jobs, pending))
+        seconds = (WORKER_START_SECONDS + cell * math.ceil(pending / workers)) * load_factor(threads=workers)
+        progress_log.info(
+            "study: %d cell(s) to run on %d worker(s), about %s (%s; a guess from the graph's size until a cell "
+            "finishes, then the ETA follows the cells)", pending, workers, format_seconds(seconds), load_note(),
+        )  # fmt: skip
+        return seconds
+
     # -- run ---------------------------------------------------------------------------------
     def run(
         self, jobs: int = 1, executor: str = "local", progress: bool | None = None, retry_failed: bool = True
@@ -234,7 +257,9 @@ class Study:
             already_done = sum(1 for c in cells if c.cell_id in done)
             log.info("study %s: %d cells, %d done, %d to run", self.dir, len(cells), already_done, len(pending))
 
+            guess = self._announce(meta, len(pending), int(jobs))
             bar = CellProgress(len(cells), already_done, failed_kept, None if progress is None else not progress)
+            bar.guess_seconds = guess
 
             interrupts = _Interrupts()
 
@@ -284,25 +309,6 @@ def keep_aside(study_dir: Path, skipped: list[dict]) -> None:
             fh.write(s["text"].rstrip("\n") + "\n")
     log.warning("%d unreadable line(s) of %s kept in %s; their cells are run again", len(corrupted),
                 study_dir / RESULTS_FILE, kept)  # fmt: skip
-
-
-def study_made_by(directory: str | Path) -> str | None:
-    """Which command made the study in ``directory`` (``"demo"``, ``"compare"`` ...); ``None``
-    when it holds no study. A study written before ``made_by`` was recorded is told by its
-    command line."""
-    path = Path(directory) / STUDY_FILE
-    if not path.is_file():
-        return None
-    try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return "unknown"
-    if not isinstance(meta, dict):
-        return "unknown"
-    if meta.get("made_by"):
-        return str(meta["made_by"])
-    command = str(meta.get("command") or "").split()
-    return command[1] if len(command) > 1 and command[0] == "dpaudit" else "unknown"
 
 
 class _Interrupts:
@@ -468,10 +474,12 @@ class StudyResult:
         }
 
     def to_html(self, path: str | Path | None = None) -> Path:
-        """Write the HTML report (and its JSON sidecar); default ``STUDY_DIR/report.html``."""
+        """Write the HTML report (and its JSON sidecar); default ``STUDY_DIR/report.html``. The
+        location is probed first (:func:`dpaudit.app.outputs.check_report_paths`), before any rendering."""
         from reports.render import write_report
 
         path = Path(path) if path is not None else self.dir / "report.html"
+        check_report_paths(path, "study", what="to_html")
         records = [load_cell_artifacts(self.dir, r) if r.get("status") == "done" else r for r in self.records]
         html, _ = write_report(records, self.report_meta(), path)
         return html

@@ -27,44 +27,99 @@ The package, one concern per module (every name below is importable from here):
   :func:`describe_availability`.
 """
 
-from dpaudit.data.datasets.facebook import (
-    FACEBOOK100,
-    FACEBOOK100_CLASSES,
-    FACEBOOK100_COLUMNS,
-    FACEBOOK100_MIN_CLASS_SHARE,
-    FACEBOOK100_TARGETS,
-    facebook100,
-)
-from dpaudit.data.datasets.graph import GraphDataset
-from dpaudit.data.datasets.loading import describe_availability, load_dataset, reload_dataset
-from dpaudit.data.datasets.options import (
-    FILE_OPTIONS,
-    PREPROCESSING_OPTIONS,
-    check_dataset_options,
-    check_file_declaration,
-    dataset_options,
-)
-from dpaudit.data.datasets.preprocessing import (
-    DECLARE_CLASSES_PYTHON,
-    PUBLISHED,
-    declared_classes,
-    fingerprint,
-    prepare,
-    undirected_edges,
-)
-from dpaudit.data.datasets.sources import (
-    PUBLISHED_CLASSES,
-    SOURCES,
-    SYNTHETIC,
-    available_datasets,
-    cache_root,
-    data_root,
-    missing_raw_files,
-    parse_dataset_name,
-)
-from dpaudit.data.datasets.streamed import LOAD_BYTES_PER_EDGE, STREAMED, ogbn_arxiv, reddit
-from dpaudit.data.datasets.synthetic import csbm
-from dpaudit.data.datasets.user import USER_FACTS, from_data
+from importlib import import_module
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the names below, for type checkers; loaded on first use (see __getattr__)
+    from dpaudit.data.datasets.facebook import (
+        FACEBOOK100_CLASSES,
+        FACEBOOK100_COLUMNS,
+        FACEBOOK100_MIN_CLASS_SHARE,
+        facebook100,
+    )
+    from dpaudit.data.datasets.graph import GraphDataset
+    from dpaudit.data.datasets.loading import load_dataset, reload_dataset
+    from dpaudit.data.datasets.options import (
+        FILE_OPTIONS,
+        PREPROCESSING_OPTIONS,
+        check_dataset_options,
+        check_file_declaration,
+        dataset_options,
+    )
+    from dpaudit.data.datasets.preprocessing import (
+        DECLARE_CLASSES_PYTHON,
+        PUBLISHED,
+        declared_classes,
+        fingerprint,
+        prepare,
+        undirected_edges,
+    )
+    from dpaudit.data.datasets.sources import (
+        FACEBOOK100,
+        FACEBOOK100_TARGETS,
+        PUBLISHED_CLASSES,
+        SOURCES,
+        SYNTHETIC,
+        available_datasets,
+        cache_root,
+        data_root,
+        describe_availability,
+        missing_raw_files,
+        parse_dataset_name,
+    )
+    from dpaudit.data.datasets.streamed import LOAD_BYTES_PER_EDGE, STREAMED, ogbn_arxiv, reddit
+    from dpaudit.data.datasets.synthetic import csbm
+    from dpaudit.data.datasets.user import USER_FACTS, from_data
+
+#: where each public name lives: importing the package stays cheap (torch and PyG load on first use),
+#: so ``dpaudit datasets`` lists what is on disk without them (:func:`describe_availability`)
+_HOME = {
+    "DECLARE_CLASSES_PYTHON": "dpaudit.data.datasets.preprocessing",
+    "FACEBOOK100": "dpaudit.data.datasets.sources",
+    "FACEBOOK100_CLASSES": "dpaudit.data.datasets.facebook",
+    "FACEBOOK100_COLUMNS": "dpaudit.data.datasets.facebook",
+    "FACEBOOK100_MIN_CLASS_SHARE": "dpaudit.data.datasets.facebook",
+    "FACEBOOK100_TARGETS": "dpaudit.data.datasets.sources",
+    "FILE_OPTIONS": "dpaudit.data.datasets.options",
+    "GraphDataset": "dpaudit.data.datasets.graph",
+    "LOAD_BYTES_PER_EDGE": "dpaudit.data.datasets.streamed",
+    "PREPROCESSING_OPTIONS": "dpaudit.data.datasets.options",
+    "PUBLISHED": "dpaudit.data.datasets.preprocessing",
+    "PUBLISHED_CLASSES": "dpaudit.data.datasets.sources",
+    "SOURCES": "dpaudit.data.datasets.sources",
+    "STREAMED": "dpaudit.data.datasets.streamed",
+    "SYNTHETIC": "dpaudit.data.datasets.sources",
+    "USER_FACTS": "dpaudit.data.datasets.user",
+    "available_datasets": "dpaudit.data.datasets.sources",
+    "cache_root": "dpaudit.data.datasets.sources",
+    "check_dataset_options": "dpaudit.data.datasets.options",
+    "check_file_declaration": "dpaudit.data.datasets.options",
+    "csbm": "dpaudit.data.datasets.synthetic",
+    "data_root": "dpaudit.data.datasets.sources",
+    "dataset_options": "dpaudit.data.datasets.options",
+    "declared_classes": "dpaudit.data.datasets.preprocessing",
+    "describe_availability": "dpaudit.data.datasets.sources",
+    "facebook100": "dpaudit.data.datasets.facebook",
+    "fingerprint": "dpaudit.data.datasets.preprocessing",
+    "from_data": "dpaudit.data.datasets.user",
+    "load_dataset": "dpaudit.data.datasets.loading",
+    "missing_raw_files": "dpaudit.data.datasets.sources",
+    "ogbn_arxiv": "dpaudit.data.datasets.streamed",
+    "parse_dataset_name": "dpaudit.data.datasets.sources",
+    "prepare": "dpaudit.data.datasets.preprocessing",
+    "reddit": "dpaudit.data.datasets.streamed",
+    "reload_dataset": "dpaudit.data.datasets.loading",
+    "undirected_edges": "dpaudit.data.datasets.preprocessing",
+}
+
+
+def __getattr__(name: str):
+    if name in _HOME:
+        value = getattr(import_module(_HOME[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "DECLARE_CLASSES_PYTHON",

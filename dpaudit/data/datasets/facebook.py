@@ -12,8 +12,6 @@ from torch_geometric.data import Data
 
 from dpaudit.errors import DatasetError
 
-FACEBOOK100 = ("reed98", "amherst41", "cornell5", "johnshopkins55", "penn94")
-
 #: the published label domain of a Facebook100 school's target (raw ``local_info`` values, in
 #: class order) where GAP's threshold keeps the cohorts: the classes with >= 5 % of the labeled
 #: nodes (:data:`FACEBOOK100_MIN_CLASS_SHARE`). Derived once from the public files (LINKX's
@@ -33,7 +31,6 @@ FACEBOOK100_CLASSES: dict[tuple[str, str], tuple[int, ...]] = {
 # Columns of Facebook100's ``local_info`` (Traud et al. 2012); 0 means "missing".
 FACEBOOK100_COLUMNS = ("status", "gender", "major", "minor", "dorm", "year", "high_school")
 
-FACEBOOK100_TARGETS = ("gender", "year", "status", "dorm")
 
 # Default minimum class size for a Facebook100 target, as a share of the labeled nodes. GAP
 # keeps UIllinois20's class years with >= 1000 of ~30,000 nodes (~3 %); 5 % keeps the cohorts

@@ -1,6 +1,6 @@
 """One entry point by name: :func:`load_dataset` (a registry dataset, ``csbm`` or a graph file),
-:func:`reload_dataset` (the dataset a released model was trained on) and
-:func:`describe_availability` (``dpaudit datasets``)."""
+:func:`reload_dataset` (the dataset a released model was trained on); ``dpaudit datasets``
+lists what is on disk with :func:`dpaudit.data.datasets.sources.describe_availability`."""
 
 from __future__ import annotations
 
@@ -240,18 +240,3 @@ def reload_dataset(
 def _benchmark(dataset: GraphDataset) -> GraphDataset:
     """A registry dataset is a public benchmark: its published sizes are public facts."""
     return dataset.declare_public(f"the public benchmark {dataset.name!r}")
-
-
-def describe_availability(root: str | os.PathLike | None = None) -> list[dict]:
-    """For ``dpaudit datasets``: each dataset, whether it is present, and what it needs."""
-    rows = [{"name": "csbm", "available": True, "needs": "nothing (generated on the spot)", "folder": "-"}]
-    base = data_root(root)
-    for name, source in SOURCES.items():
-        missing = missing_raw_files(name, base)
-        needs = "present" if not missing else ", ".join(missing[:3]) + (" ..." if len(missing) > 3 else "")
-        if source.loader == "ogb" and missing:  # read without it once present
-            needs += " (the ogb package downloads them)"
-        rows.append(
-            {"name": name, "available": not missing, "needs": needs, "folder": str(base / source.folder / "raw")}
-        )
-    return rows

@@ -112,7 +112,7 @@ def prepare(
     """Validate and normalise a raw graph into a :class:`GraphDataset`.
 
     Steps: check shapes and finiteness; make edges undirected, deduplicated and free of self
-    loops; mark ``y < 0`` as unlabeled; check every label lies in the declared ``classes``;
+    loops; mark ``y = -1`` as unlabeled (any other negative label is refused); check every label lies in the declared ``classes``;
     optionally drop the classes whose declared count is below ``min_class_size`` (their nodes
     become unlabeled, as GAP does) and, with ``remove_unlabeled``, drop unlabeled nodes from the
     graph; relabel the declared class values to 0..C-1 in declared order.
@@ -127,7 +127,7 @@ def prepare(
 
     Raises:
         DatasetError: empty graph, malformed ``edge_index``, non-finite features, missing or
-            non-integer labels, no declared domain, a label outside it, ``min_class_size``
+            non-integer labels, a negative label other than -1, no declared domain, a label outside it, ``min_class_size``
             without declared counts, fewer than 2 classes, or no labeled node left.
     """
     if classes is None:
@@ -135,6 +135,14 @@ def prepare(
     x, y, edge_index = _checked_graph(data, name)
     n = x.size(0)
 
+    negative = y < -1  # -1 marks an unlabeled node; any other negative value is a mistake, never "unlabeled"
+    if bool(negative.any()):
+        values = sorted({int(v) for v in y[negative].tolist()})
+        raise DatasetError(
+            f"{name}: {int(negative.sum())} node(s) have a negative label other than -1 "
+            f"({', '.join(map(str, values[:5]))}{' ...' if len(values) > 5 else ''}); -1 marks an unlabeled node and "
+            "class labels are >= 0: fix those labels, or set them to -1 if the nodes are unlabeled"
+        )
     label_mask = y >= 0
     public_split = getattr(data, "public_split", None)
     steps = ["undirected", "deduplicated", "no self loops"]

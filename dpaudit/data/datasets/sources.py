@@ -8,8 +8,11 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from dpaudit.data.datasets.facebook import FACEBOOK100, FACEBOOK100_TARGETS
 from dpaudit.errors import DatasetError
+
+#: the Facebook100 schools dpaudit reads (LINKX's files) and the targets a school's labels can be
+FACEBOOK100 = ("reed98", "amherst41", "cornell5", "johnshopkins55", "penn94")
+FACEBOOK100_TARGETS = ("gender", "year", "status", "dorm")
 
 
 @dataclass(frozen=True)
@@ -117,3 +120,19 @@ def missing_raw_files(name: str, root: str | os.PathLike | None = None) -> list[
     source = SOURCES[name]
     raw = data_root(root) / source.folder / "raw"
     return [f for f in source.raw_files if not (raw / f).is_file()]
+
+
+def describe_availability(root: str | os.PathLike | None = None) -> list[dict]:
+    """For ``dpaudit datasets``: each dataset, whether it is present, and what it needs (file checks
+    only: nothing heavy is imported to list them)."""
+    rows = [{"name": "csbm", "available": True, "needs": "nothing (generated on the spot)", "folder": "-"}]
+    base = data_root(root)
+    for name, source in SOURCES.items():
+        missing = missing_raw_files(name, base)
+        needs = "present" if not missing else ", ".join(missing[:3]) + (" ..." if len(missing) > 3 else "")
+        if source.loader == "ogb" and missing:  # read without it once present
+            needs += " (the ogb package downloads them)"
+        rows.append(
+            {"name": name, "available": not missing, "needs": needs, "folder": str(base / source.folder / "raw")}
+        )
+    return rows

@@ -4,6 +4,7 @@ traceback, and nothing of the user's is overwritten."""
 from __future__ import annotations
 
 import json
+import logging
 
 import numpy as np
 import pytest
@@ -383,3 +384,104 @@ def test_every_missing_declaration_is_said_at_once(tmp_path, capsys):
     declared = ["--dataset-option", "declare_num_train=150"]
     assert main(["train", "--defense", "mlp-dp", *base, *declared, "--out", str(tmp_path / "m")]) == 2
     _one_line_error(capsys, "pass --delta D (below 1/its nodes)")
+
+
+# --------------------------------------------------------------------------- issue 49: BAD 1–5
+
+
+def test_a_delta_not_below_one_over_n_is_refused_unless_forced(tmp_path, capsys):
+    """BAD 1: δ ≥ 1/n guarantees nothing (publishing one node in the clear is (0, 1/n)-DP)."""
+    base = ["train", "--defense", "mlp-dp", "--dataset", "csbm", "--dataset-option", "num_nodes=200",
+            "--epsilon", "4", "--set", "epochs=1", "--out", str(tmp_path / "m")]  # fmt: skip
+    assert main([*base, "--delta", "0.5"]) == 2
+    _one_line_error(capsys, "delta 0.5 is not below 1/n = 1/200", "--force-delta")
+    assert not (tmp_path / "m").exists()
+    assert main([*base, "--delta", "0.5", "--force-delta"]) == 0
+    assert json.loads((tmp_path / "m" / "model.json").read_text())["privacy"]["delta"] == 0.5
+
+
+def test_a_negative_label_other_than_minus_one_is_refused(tmp_path, capsys):
+    """BAD 2: −1 marks an unlabeled node; −5 is a mistake, never silently unlabeled."""
+    rng = np.random.default_rng(0)
+    y = np.arange(300) % 3
+    y[:3] = -5
+    np.savez(tmp_path / "g.npz", x=rng.standard_normal((300, 8)).astype(np.float32), y=y,
+             edge_index=rng.integers(0, 300, (2, 1200)))  # fmt: skip
+    argv = ["train", "--defense", "gcn", "--dataset", str(tmp_path / "g.npz"), "--dataset-option",
+            "declare_classes=3", "--set", "epochs=1", "--out", str(tmp_path / "m")]  # fmt: skip
+    assert main(argv) == 2
+    _one_line_error(capsys, "3 node(s) have a negative label other than -1 (-5)")
+    assert not (tmp_path / "m").exists()
+
+
+def test_edited_public_facts_are_refused_on_inspect(tiny_model, tmp_path, capsys):
+    """BAD 3: declared facts consistent with each other and with the card's declaration."""
+    import shutil
+
+    edited = tmp_path / "m"
+    shutil.copytree(tiny_model, edited)
+    meta = json.loads((edited / "model.json").read_text())
+    facts = meta["privacy"]["public_facts"] or meta["card"]["dataset"]["public_facts"]
+    meta["privacy"]["public_facts"] = {**facts, "num_nodes": 10}
+    (edited / "model.json").write_text(json.dumps(meta))
+    assert main(["inspect", str(edited)]) == 2
+    _one_line_error(capsys, "model.json", "num_nodes")
+
+
+def test_compare_refuses_a_non_private_defense_at_a_finite_epsilon(tmp_path, capsys):
+    """BAD 4: the rule train applies (``Defense.check_epsilon``), from the same place."""
+    argv = ["compare", "--dataset", "csbm", "--defenses", "gcn", "--epsilons", "1", "--out", str(tmp_path / "s")]
+    assert main(argv) == 2
+    _one_line_error(capsys, "gcn is not a private defense; its epsilon must be inf")
+    assert not (tmp_path / "s").exists()
+
+
+def test_compare_caps_its_seeds(tmp_path, capsys):
+    """BAD 5: a cap, said before anything is written or imported."""
+    argv = ["compare", "--dataset", "csbm", "--defenses", "gcn", "--epsilons", "inf", "--seeds", "1000000",
+            "--out", str(tmp_path / "s")]  # fmt: skip
+    assert main(argv) == 2
+    _one_line_error(capsys, "--seeds 1000000 is above its cap of 100", "--allow-long")
+    assert not (tmp_path / "s").exists()
+
+
+# --------------------------------------------------------------------------- issue 49: PARTIAL
+
+
+def test_an_audit_of_the_public_files_says_why_once_up_front(tiny_model, tmp_path, capsys, caplog):
+    import shutil
+
+    public = tmp_path / "public"
+    public.mkdir()
+    for name in ("model.json", "model.safetensors"):
+        shutil.copy(tiny_model / name, public / name)
+    argv = ["audit", "--model", str(public), "--attacks", "mia-threshold", "--attack-set", "n_boot=50",
+            "--out", str(tmp_path / "a.html")]  # fmt: skip
+    with caplog.at_level(logging.WARNING, logger="dpaudit"):
+        assert main(argv) == 0
+    err = capsys.readouterr().err
+    said = [r.getMessage() for r in caplog.records if "owner's record" in r.getMessage()]
+    said += [line for line in err.splitlines() if "owner's record" in line]  # where no handler captures it
+    assert len(said) == 1 and "claim will not be tested" in said[0], (err, caplog.text)
+    assert "adapted model" not in err + caplog.text
+
+
+def test_to_html_probes_its_location_before_rendering(small_study):
+    import time
+
+    from dpaudit.app.outputs import OutputPathError
+    from dpaudit.app.workflows.study import StudyResult
+
+    result = StudyResult.load(small_study)
+    began = time.perf_counter()
+    with pytest.raises(OutputPathError, match="to_html"):
+        result.to_html("/proc/x.html")
+    assert time.perf_counter() - began < 5  # the probe, not 20 s of rendering first
+
+
+def test_canaries_that_cannot_fit_in_memory_are_refused_before_work(tmp_path, capsys):
+    argv = ["canary", "--defense", "gcn", "--dataset", "csbm", "--dataset-option", "num_nodes=200", "--kind", "node",
+            "--canaries", "100000000000", "--out", str(tmp_path / "c.json")]  # fmt: skip
+    assert main(argv) == 2
+    _one_line_error(capsys, "--canaries 100000000000", "GiB", "lower --canaries")
+    assert not (tmp_path / "c.json").exists()

@@ -152,3 +152,45 @@ def test_an_edited_declaration_is_refused_on_load(graph, split, tmp_path):
         path.write_text(json.dumps(edited))
         with pytest.raises(ModelFormatError, match=message):
             load(tmp_path / "m")
+
+
+def test_a_module_whose_outputs_are_not_the_declared_classes_is_refused(graph, split):
+    """Issue 49 BAD 6: five outputs on a three-class graph answer about classes that do not exist."""
+    wide = torch.nn.Linear(graph.num_features, graph.num_classes + 3)
+    with pytest.raises(ConfigurationError, match=rf"returns {graph.num_classes + 3} outputs per node.*declares "
+                       rf"{graph.num_classes} classes"):  # fmt: skip
+        adapt(wide, graph, split=split, input="features")
+
+
+def test_logits_passed_as_probabilities_are_refused(graph, split):
+    """Issue 49 BAD 7: ``output="proba"`` is checked on the probe forward (non-negative rows summing to 1)."""
+    torch.manual_seed(0)
+    logits = torch.nn.Linear(graph.num_features, graph.num_classes)
+    with pytest.raises(ConfigurationError, match=r"output='proba', but the rows .* are not probabilities"):
+        adapt(logits, graph, split=split, input="features", output="proba")
+    softmax = torch.nn.Sequential(logits, torch.nn.Softmax(1))
+    assert adapt(softmax, graph, split=split, input="features", output="proba").output == "proba"
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "said"), [("epsilon", -1, "epsilon = -1"), ("unit", None, "unit is missing")]
+)
+def test_a_bad_claim_names_its_field(graph, split, field, value, said):
+    """Issue 49 PARTIAL: not the whole dict, the field that is wrong."""
+    with pytest.raises(ConfigurationError, match=rf"adapt: privacy claim: {said}") as err:
+        adapt(GcnGat(graph.num_features, graph.num_classes), graph, split=split, privacy={**CLAIM, field: value})
+    assert "{" not in str(err.value)
+
+
+def test_save_twice_refuses_without_overwrite(graph, split, tmp_path):
+    """Issue 49 BAD 8: the API does not differ from the CLI (which needs --force)."""
+    from dpaudit.errors import OutputExistsError
+
+    model = adapt(GcnGat(graph.num_features, graph.num_classes), graph, split=split, privacy=CLAIM)
+    model.save(tmp_path / "m")
+    before = (tmp_path / "m" / "model.json").read_bytes()
+    with pytest.raises(OutputExistsError, match="already holds a released model.*overwrite=True"):
+        model.save(tmp_path / "m")
+    assert (tmp_path / "m" / "model.json").read_bytes() == before
+    model.save(tmp_path / "m", overwrite=True)
+    assert load(tmp_path / "m").privacy.epsilon == model.privacy.epsilon

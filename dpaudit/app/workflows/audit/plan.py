@@ -12,6 +12,7 @@ from typing import Any
 from dpaudit.app.workflows.audit.formatting import format_seconds
 from dpaudit.app.workflows.audit.queries import charges_queries, query_plan, query_plan_line
 from dpaudit.errors import ConfigurationError, DPAuditError
+from dpaudit.progress import load_factor, load_note
 
 # ``audit(..., quick=True)``: a first look in about a minute on a Cora-sized graph, with each
 # attack's declared quick settings (:attr:`attacks.AttackDeclaration.quick`) over these common
@@ -187,6 +188,37 @@ def calibrate(model, dataset, device: str = "auto", shadows: bool = True) -> dic
     return costs
 
 
+#: a cell's CPU seconds beside its attacks: the target's training, evaluation and the cell's files,
+#: in units of one guessed shadow model (:func:`guess_cell_seconds`)
+CELL_TRAININGS = 1.0
+#: CPU seconds a study worker spends once before its first cell: a spawned interpreter importing
+#: torch, PyG and the attacks (benchmarks/results/estimates_load.md: without it a small compare's
+#: guess was 0.43 of the time taken)
+WORKER_START_SECONDS = 6.0
+
+
+def guess_cell_seconds(attacks: list[str], settings: dict[str, dict[str, Any]], num_nodes: int, num_features: int,
+                       num_edges: int) -> float:  # fmt: skip
+    """A study cell's CPU seconds on an idle core, guessed before any model exists: one training
+    of the target plus each attack's cost (:func:`_attack_cost`) with a shadow model priced by the
+    graph's size (the guess :func:`calibrate` falls back to) and one query as a hundredth of it.
+
+    Args:
+        attacks: the attacks each cell runs.
+        settings: per-attack settings (missing keys take the attack's defaults).
+        num_nodes, num_features, num_edges: the study graph's sizes.
+
+    Returns:
+        The guessed CPU seconds of one cell; a study's ETA replaces it once a cell has finished.
+    """
+    shadow = 1.0 + 2e-6 * num_nodes * max(num_features, 1)
+    costs = {"shadow": shadow, "query": shadow / 100}
+    graph = type("Sizes", (), {"num_nodes": num_nodes, "num_edges": num_edges})()
+    return CELL_TRAININGS * shadow + sum(
+        _attack_cost(name, dict(settings.get(name) or {}), costs, graph)[1] for name in attacks
+    )
+
+
 def _attack_cost(name: str, settings: dict[str, Any], costs: dict[str, float], dataset) -> tuple[int, float]:
     """(work units shown on the progress bar, estimated CPU seconds) of one attack with
     ``settings``, given the measured ``costs`` (:func:`calibrate`): what every attack pays
@@ -293,11 +325,24 @@ _SHADOW_SOURCE = {
 }
 
 
+#: CPU seconds of what an audit does beside its attacks, on an idle core: writing the report (its
+#: figures) and its sidecar; measured by benchmarks/bench_estimates.py (benchmarks/results/estimates.md)
+REPORT_SECONDS = 8.0
+
+
+def wall_estimate(plan: dict) -> float:
+    """The plan's wall-clock seconds here and now: its attacks' CPU estimate plus the report
+    (:data:`REPORT_SECONDS`), stretched by the machine's current load (:func:`dpaudit.progress.load_factor`)."""
+    return (float(plan.get("estimated_seconds") or 0.0) + REPORT_SECONDS) * load_factor()
+
+
 def format_plan(plan: dict) -> str:
-    """The plan as a few lines of text (what ``audit`` logs and the CLI can print)."""
+    """The plan as a few lines of text (what ``audit`` logs and the CLI can print): the idle
+    machine's estimate and, corrected for the current load, the wall time to expect."""
     lines = [
         f"audit plan: {len(plan['attacks'])} attack(s), {plan['units']} run(s), about "
-        f"{format_seconds(plan['estimated_seconds'])} on an idle machine (one shadow model ≈ "
+        f"{format_seconds(plan['estimated_seconds'])} on an idle machine, about {format_seconds(wall_estimate(plan))} "
+        f"here with the report ({load_note()}) (one shadow model ≈ "
         f"{format_seconds(plan['shadow_seconds'])}{_SHADOW_SOURCE.get((plan.get('costs') or {}).get('shadow_source'), '')})"
         + (" [quick preset]" if plan.get("quick") else "")
     ]

@@ -7,6 +7,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+from dpaudit.app.outputs import check_report_paths
 from dpaudit.app.workflows.config import content_hash, dataset_summary, now_iso
 from dpaudit.app.workflows.store import CELL_SCHEMA, CELL_SCHEMA_VERSION
 from dpaudit.auditing.verdict import Verdict, study_verdict
@@ -140,9 +141,11 @@ class AuditResult:
         return self.record(with_artifacts=False)
 
     def to_html(self, path: str | Path) -> Path:
-        """Write the HTML report and its JSON sidecar (``.json`` next to it)."""
+        """Write the HTML report and its JSON sidecar (``.json`` next to it); the location is
+        probed first (:func:`dpaudit.app.outputs.check_report_paths`), before any rendering."""
         from reports.render import write_report
 
+        check_report_paths(path, "audit", what="to_html")
         html, _ = write_report([self.record()], self.report_meta(), path)
         return html
 
