@@ -81,7 +81,7 @@ def test_export_rebuilds_the_module_from_its_declaration(graph, split, tmp_path,
     meta = json.loads((tmp_path / "m" / "model.json").read_text())
     assert meta["kind"] == "module" and meta["privacy"]["protocol"] == "claimed" and meta["card"]["protocol"] == "claimed"
     assert not any(p.suffix in (".pt", ".pkl", ".pth") for p in (tmp_path / "m").iterdir())  # data, never a pickle
-    loaded = load(tmp_path / "m")
+    loaded = load(tmp_path / "m", record=True)  # the owner reads its record explicitly
     assert loaded.privacy.status == "claimed" and loaded.verification.status == "stated"
     assert torch.allclose(loaded.predict_proba(graph.data), model.predict_proba(graph.data), atol=1e-6)
     nodes = torch.tensor([3, 7, 50])
