@@ -43,7 +43,7 @@ from dpaudit.training.constraints import Constraint, Interval, check, describe, 
 
 _ATTACKS: dict[str, Callable[..., AttackResult]] = {}
 _CONSTRAINTS: dict[str, dict[str, list[Constraint]]] = {}
-_DECLARATIONS: dict[str, AttackDeclaration] = {}
+_DECLARATIONS: dict[str, AttackDeclaration] = C.DECLARATIONS  # one registry, read by C.make_result too
 
 #: ``cost(settings, measured, dataset) -> (work units, CPU seconds)`` of one attack with its full
 #: settings, given ``measured`` ``{"shadow": s, "query": s}`` (one shadow model trained with the
