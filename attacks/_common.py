@@ -48,6 +48,8 @@ NOT_NEIGHBOURING = (
 )
 
 
+
+
 # --------------------------------------------------------------------------- declared settings
 # What the settings every attack shares accept (attacks.register_attack: each attack module
 # declares the rest of its own beside its function).
@@ -423,6 +425,8 @@ def make_result(
     dataset: GraphDataset | None = None,
     audit_game: bool = True,
     diagnostic: bool | None = None,
+    baseline_runs: list[tuple[np.ndarray, np.ndarray]] | None = None,
+    baseline: str | None = None,
 ) -> AttackResult:
     """Statistics (:func:`dpaudit.auditing.statistics.summarize_runs`) + coverage + ceiling + validity → result.
 
@@ -449,6 +453,10 @@ def make_result(
     (:func:`keeps_non_members_in_training_graph`), a member and a non-member differ by two node
     changes, so the ceiling uses group privacy with k = 2; one pair's coin in the ε lower bound
     is twice that many changes (remove the member, add the non-member).
+
+    ``baseline_runs`` (one ``(scores, labels)`` per run, on the same pairs or targets as ``runs``)
+    are the attack's model-free baseline, computed from the node features alone as the attack
+    declares (``baseline`` says how): their mean AUC is the result's ``baseline_auc``.
     """
     if diagnostic is None:  # as the attack declares (attacks.AttackDeclaration.diagnostic)
         try:
@@ -489,7 +497,72 @@ def make_result(
                         epsilon_lower_bound_delta=lower_bound_delta_used, covered_by_guarantee=cov.covered,
                         ceiling_auc=ceiling_auc, ceiling=ceiling, roc=summary["roc"], settings=dict(settings),
                         runs=per_run, extra=extra, artifacts=dict(artifacts or {}), notes=all_notes,
-                        model=model_summary(model), bound_valid=valid, bound_validity=validity)  # fmt: skip
+                        model=model_summary(model), bound_valid=valid, bound_validity=validity,
+                        baseline_auc=baseline_auc(baseline_runs), baseline=baseline if baseline_runs else None)  # fmt: skip
+
+
+# --------------------------------------------------------------------------- model-free baselines
+
+
+def baseline_auc(baseline_runs: list[tuple[np.ndarray, np.ndarray]] | None) -> float | None:
+    """The mean AUC of a model-free baseline's runs (None without runs).
+
+    Args:
+        baseline_runs: one ``(scores, labels)`` per run, higher score = member / edge.
+
+    Returns:
+        The mean AUC over runs, or None.
+    """
+    if not baseline_runs:
+        return None
+    return float(np.mean([auc(np.asarray(s, dtype=float), np.asarray(lab)) for s, lab in baseline_runs]))
+
+
+def feature_cosine(x: np.ndarray, u: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """The cosine similarity of the features of the pairs ``(u[i], v[i])``: the feature-only
+    link-inference baseline (He et al. 2021's attack-0 on features instead of posteriors).
+
+    Args:
+        x: node features.
+        u: first endpoints.
+        v: second endpoints.
+
+    Returns:
+        One similarity per pair (0 where a row is all zero).
+
+    Shapes:
+        x: [N, F]; u, v: [P]; returns [P].
+    """
+    a, b = x[u].astype(np.float64), x[v].astype(np.float64)
+    norms = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
+    return (a * b).sum(axis=1) / np.maximum(norms, 1e-12)
+
+
+def class_typicality(dataset: GraphDataset, nodes: np.ndarray) -> np.ndarray:
+    """A feature-only membership score: minus the distance of each node's features to the mean
+    features of its class, the mean taken over every labelled node of the public dataset (no
+    membership information). Under a random split members and non-members are exchangeable, so
+    its AUC is ≈ 0.5 up to sampling noise.
+
+    Args:
+        dataset: the public dataset (features and labels).
+        nodes: the scored nodes.
+
+    Returns:
+        One score per node (higher = more typical of its class).
+
+    Shapes:
+        nodes: [M]; returns [M].
+    """
+    x = dataset.data.x.cpu().numpy().astype(np.float64)
+    y = dataset.data.y.cpu().numpy()
+    nodes = np.asarray(nodes, dtype=np.int64).reshape(-1)
+    labelled = y >= 0
+    means = np.zeros((int(y.max()) + 1 if labelled.any() else 1, x.shape[1]))
+    for c in np.unique(y[labelled]):
+        means[c] = x[y == c].mean(axis=0)
+    centre = np.where((y[nodes] >= 0)[:, None], means[np.maximum(y[nodes], 0)], x.mean(axis=0))
+    return -np.linalg.norm(x[nodes] - centre, axis=1)
 
 
 def _attack_coverage(

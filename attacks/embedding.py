@@ -37,7 +37,14 @@ import torch
 
 from attacks import _common as C
 from attacks import one_graph_query, register_attack
-from attacks.membership import _check_shadow_settings, _setup, locals_settings, match_split_shape
+from attacks.membership import (
+    BASELINE,
+    _check_shadow_settings,
+    _setup,
+    baseline_runs,
+    locals_settings,
+    match_split_shape,
+)
 from dpaudit.auditing.results import AttackResult
 from dpaudit.data.datasets import GraphDataset
 from dpaudit.errors import ConfigurationError
@@ -311,7 +318,7 @@ def embedding_probe(
         artifacts[f"{method}.png"] = render_png(points, y[plot_nodes], f"{name} of training embeddings")
 
     edge_index = graph.edge_index.cpu().numpy()
-    run_scores, run_extra = [], []
+    run_scores, run_extra, run_nodes = [], [], []
     for r in range(runs):
         run_seed = seed + 7919 * r
         part = C.partition(ds, split, run_seed, max_members, max(1, shadow_nodes_per_class // 2))
@@ -331,6 +338,7 @@ def embedding_probe(
         nodes = nodes.numpy()
         scores = probe.predict_proba(embedding_features(emb, y, edge_index, nodes))[:, 1]
         run_scores.append((scores, labels.numpy().astype(int)))
+        run_nodes.append(nodes)
         run_extra.append({"seed": run_seed, "shadow_members": len(s_in), "shadow_non_members": len(s_out)})
     notes = [
         "headline AUC: member-vs-non-member logistic probe trained on a shadow model's embeddings (known "
@@ -352,5 +360,7 @@ def embedding_probe(
         notes=notes,
         artifacts=artifacts,
         run_extra=run_extra,
+        baseline_runs=baseline_runs(ds, run_nodes, run_scores),
+        baseline=BASELINE,
     )
     return result

@@ -89,6 +89,26 @@ def supervised_features(pu: np.ndarray, pv: np.ndarray, xu: np.ndarray | None = 
     return np.concatenate(parts, axis=1)
 
 
+#: link stealing's model-free baseline (:attr:`~dpaudit.auditing.results.AttackResult.baseline`), on the same pairs
+BASELINE = (
+    "cosine similarity of the two endpoints' features on the same pairs (no model query; He et al. 2021's "
+    "feature-only link inference)"
+)
+
+
+def baseline_runs(x, pairs: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The model-free baseline's ``(scores, labels)`` on each run's pairs: :func:`C.feature_cosine`.
+
+    Args:
+        x: node features, [N, F].
+        pairs: each run's ``(u, v, labels)``.
+
+    Returns:
+        One ``(scores, labels)`` per run.
+    """
+    return [(C.feature_cosine(x, u, v), labels) for u, v, labels in pairs]
+
+
 #: what each setting of :func:`link_steal` accepts (:func:`attacks.register_attack`)
 LINK_STEAL_CONSTRAINTS = {
     **C.SETTING_CONSTRAINTS,
@@ -151,12 +171,13 @@ def link_steal(
     graph = ds.data  # pairs and their labels: the true edges
     probs = C.posteriors(model, C.query_graph(ds, split, deployment, "edge"))
     x = graph.x.cpu().numpy()  # the attacker's own features, read in place (rows cast per pair below)
-    run_scores, run_extra = [], []
+    run_scores, run_extra, run_pairs = [], [], []
     by_distance = {d: [] for d in DISTANCES}
     sup = {"attack-2": [], "attack-3": []}
     for r in range(runs):
         rng = np.random.default_rng(seed + 7919 * r)
         u, v, labels = C.sample_pairs(graph.edge_index, ds.num_nodes, max_pairs, rng)
+        run_pairs.append((u, v, labels))
         dists = pair_distances(probs[u], probs[v])
         aucs = {d: auc(-dists[d], labels) for d in DISTANCES}
         for d in DISTANCES:
@@ -201,6 +222,8 @@ def link_steal(
         extra=extra,
         notes=notes,
         run_extra=run_extra,
+        baseline_runs=baseline_runs(x, run_pairs),
+        baseline=BASELINE,
     )
 
 

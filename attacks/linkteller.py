@@ -53,6 +53,8 @@ from tqdm.auto import tqdm
 
 from attacks import _common as C
 from attacks import register_attack
+from attacks.link_stealing import BASELINE as LINK_BASELINE
+from attacks.link_stealing import baseline_runs
 from attacks.membership import _setup, locals_settings
 from dpaudit.auditing.results import AttackResult
 from dpaudit.auditing.statistics import auc
@@ -63,6 +65,10 @@ from dpaudit.runtime import seed_everything
 from dpaudit.training.constraints import POSITIVE, Boolean, Interval
 
 log = logging.getLogger(__name__)
+
+
+#: LinkTeller's model-free baseline: link stealing's (:data:`attacks.link_stealing.BASELINE`), on the same pairs
+BASELINE = LINK_BASELINE
 
 
 def probe_direction(num_features: int, seed: int) -> torch.Tensor:
@@ -292,7 +298,7 @@ def linkteller(
     seed_everything(seed)
     graph = ds.data  # pairs and their labels: the true edges
     queried = C.query_graph(ds, split, deployment, "edge")
-    run_scores, run_extra = [], []
+    run_scores, run_extra, run_pairs = [], [], []
     changes = 0
     for r in range(runs):
         rng = np.random.default_rng(seed + 7919 * r)
@@ -300,6 +306,7 @@ def linkteller(
         u, v, labels = C.sample_pairs(graph.edge_index, ds.num_nodes, num_pairs, rng)
         scores = influence_scores(model, probe, u, v)
         run_scores.append((scores, labels))
+        run_pairs.append((u, v, labels))
         info = {
             "seed": seed + 7919 * r,
             "average_precision": float(average_precision_score(labels, scores)),
@@ -357,4 +364,6 @@ def linkteller(
         extra=extra,
         notes=notes,
         run_extra=run_extra,
+        baseline_runs=baseline_runs(graph.x.cpu().numpy(), run_pairs),
+        baseline=BASELINE,
     )

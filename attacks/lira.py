@@ -60,7 +60,7 @@ from tqdm.auto import tqdm
 
 from attacks import _common as C
 from attacks import one_graph_query, register_attack
-from attacks.membership import _check_shadow_settings, _setup, locals_settings
+from attacks.membership import BASELINE, _check_shadow_settings, _setup, baseline_runs, locals_settings
 from dpaudit.auditing.results import AttackResult
 from dpaudit.data.datasets import GraphDataset
 from dpaudit.errors import ConfigurationError, DPAuditError
@@ -544,4 +544,6 @@ def mia_lira(
         run_extra=run_extra,
         nodes=run_nodes,
         dataset=ds,
+        baseline_runs=baseline_runs(ds, run_nodes, run_scores),
+        baseline=BASELINE,
     )

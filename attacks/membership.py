@@ -42,6 +42,31 @@ log = logging.getLogger(__name__)
 _EPS = 1e-12
 
 
+#: the membership attacks' model-free baseline (:attr:`~dpaudit.auditing.results.AttackResult.baseline`)
+BASELINE = (
+    "features alone on the same member/non-member targets: minus the distance of a node's features to its class's "
+    "mean features over the public dataset (no model query); ≈ 0.5 under a random split, where members and "
+    "non-members are exchangeable"
+)
+
+
+def baseline_runs(dataset, run_nodes, run_scores) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The model-free baseline's ``(scores, labels)`` on each run's targets: :func:`C.class_typicality`.
+
+    Args:
+        dataset: the public dataset.
+        run_nodes: each run's scored nodes, aligned with its scores.
+        run_scores: each run's ``(scores, labels)``.
+
+    Returns:
+        One ``(scores, labels)`` per run.
+    """
+    return [
+        (C.class_typicality(dataset, nodes), np.asarray(labels).astype(int))
+        for nodes, (_, labels) in zip(run_nodes, run_scores)
+    ]
+
+
 def _one_hot(labels: np.ndarray, num_classes: int) -> np.ndarray:
     out = np.zeros((len(labels), num_classes))
     out[np.arange(len(labels)), labels] = 1.0
@@ -217,7 +242,8 @@ def mia_tstf(
         run_extra.append(info)
     extra, notes = _tstf_extra_and_notes(model, ds, split, variant, calibration, run_extra, recipe_notes)
     return C.make_result("mia-tstf", model, run_scores, "node", settings, extra=extra, notes=notes,
-                         run_extra=run_extra, nodes=run_nodes, dataset=ds)  # fmt: skip
+                         run_extra=run_extra, nodes=run_nodes, dataset=ds,
+                         baseline_runs=baseline_runs(ds, run_nodes, run_scores), baseline=BASELINE)  # fmt: skip
 
 
 def _tstf_columns(probs: np.ndarray, classes: np.ndarray, variant: str, top_k: int, calibration: str) -> np.ndarray:
@@ -472,4 +498,6 @@ def mia_threshold(
         run_extra=run_extra,
         nodes=run_nodes,
         dataset=ds,
+        baseline_runs=baseline_runs(ds, run_nodes, run_scores),
+        baseline=BASELINE,
     )

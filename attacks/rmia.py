@@ -62,7 +62,7 @@ from attacks.lira import (
     size_notes,
     train_references,
 )
-from attacks.membership import _check_shadow_settings, _setup, locals_settings
+from attacks.membership import BASELINE, _check_shadow_settings, _setup, baseline_runs, locals_settings
 from dpaudit.auditing.results import AttackResult
 from dpaudit.auditing.statistics import auc
 from dpaudit.data.datasets import GraphDataset
@@ -289,7 +289,8 @@ def mia_rmia(
         "protocol": protocol,
     }
     return C.make_result("mia-rmia", model, run_scores, "node", settings, extra=extra, notes=notes,
-                         run_extra=run_extra, nodes=run_nodes, dataset=ds)  # fmt: skip
+                         run_extra=run_extra, nodes=run_nodes, dataset=ds,
+                         baseline_runs=baseline_runs(ds, run_nodes, run_scores), baseline=BASELINE)  # fmt: skip
 
 
 def _check_rmia_settings(num_references: int, offline: bool, gamma: float, a: float | None, population_size: int,

@@ -37,11 +37,16 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 
 import attacks
+from attacks import _common as C
+from attacks.link_stealing import baseline_runs as pair_baseline
+from attacks.membership import baseline_runs as node_baseline
 from dpaudit.app.pipeline import train
 from dpaudit.data.datasets import load_dataset
+from dpaudit.data.splits import make_split
 from dpaudit.runtime import atomic_write_text
 from dpaudit.training.registry import available_defenses, get_defense
 
@@ -78,6 +83,7 @@ def row_for(defense, eps, name, result, seconds, test_acc):
         "test acc": fmt(test_acc),
         "attack": name,
         "AUC": fmt(result.auc),
+        "baseline AUC": fmt(result.baseline_auc),
         "95% CI": f"[{fmt(ci[0])}, {fmt(ci[1])}]",
         "TPR@1%": tpr_cell(low.get("0.01")),
         "TPR@0.1%": tpr_cell(low.get("0.001")),
@@ -173,6 +179,7 @@ COLUMNS = [
     "test acc",
     "attack",
     "AUC",
+    "baseline AUC",
     "95% CI",
     "TPR@1%",
     "TPR@0.1%",
@@ -187,7 +194,64 @@ COLUMNS = [
 ]
 
 
-PARTS = ("strength", "gbase", "table")
+PARTS = ("strength", "gbase", "table", "baseline")
+
+#: how the 'baseline AUC' column is computed (the sentence the results file's header carries)
+BASELINE_NOTE = (
+    "'baseline AUC': the model-free baseline, the AUC the same attacker gets from the node features alone on "
+    "the same pairs or targets (AttackResult.baseline_auc; the attacked model is never queried): link-steal and "
+    "linkteller score a pair by the cosine similarity of its endpoints' features; membership attacks by minus the "
+    "distance of a node's features to its class's mean (≈ 0.5 under a random split). AUC − baseline AUC is what "
+    "the model adds. The baselines of rows run before the column existed were recomputed by "
+    "`python benchmarks/bench_attacks.py --part baseline`, which redraws each row's pairs or targets with the "
+    "attack's own sampling code and seeds (seed 0, the row's runs and negatives) without training or querying "
+    "any model; '-' for mia-tstf, mia-lira, mia-rmia and embedding-probe rows, whose audit draws depend on each "
+    "attack's shadow reservation and were not redrawn (new runs of these attacks report it)."
+)
+#: the split each section's models were trained on (:func:`fill_baselines`)
+SECTION_DATA = {"strength": ("cora", None), "gbase": ("cora", "inductive:0.5,0.5")}
+
+
+def _row_baseline(row: dict, ds, split, seed: int) -> str:
+    """The model-free baseline AUC of one existing table row, its pairs or targets redrawn exactly as the
+    attack drew them (seed ``seed`` + 7919 r for run r; the row's runs and negatives); '-' where not redrawn."""
+    name, runs, negatives = row.get("attack", ""), row.get("runs"), row.get("negatives")
+    if not runs or not negatives or negatives == "-":
+        return "-"
+    runs, negatives = int(runs), int(negatives)
+    if name.startswith(("link-steal", "linkteller")):
+        x = ds.data.x.cpu().numpy()
+        pairs = [
+            C.sample_pairs(ds.data.edge_index, ds.num_nodes, negatives, np.random.default_rng(seed + 7919 * r))
+            for r in range(runs)
+        ]
+        return fmt(C.baseline_auc(pair_baseline(x, pairs)))
+    if name.startswith("mia-threshold"):
+        targets = [C.partition(ds, split, seed + 7919 * r, None, 1).target.nodes_and_labels() for r in range(runs)]
+        if int((targets[0][1] == 0).sum()) != negatives:
+            return "-"  # not the draw the row was scored on
+        nodes = [t[0].numpy() for t in targets]
+        return fmt(C.baseline_auc(node_baseline(ds, nodes, [(None, t[1].numpy()) for t in targets])))
+    return "-"
+
+
+def fill_baselines(out: Path, data_root, seed: int) -> None:
+    """Fill the 'baseline AUC' column of every row of ``out`` (its JSON and markdown) from the dataset alone."""
+    report = json.loads(out.with_suffix(".json").read_text(encoding="utf-8"))
+    sections = {**SECTION_DATA, "table": ("cora_ml", report.get("split"))}
+    for section, (name, spec) in sections.items():
+        if not report.get(section):
+            continue
+        ds = load_dataset(name, root=data_root)
+        split = make_split(ds, spec, seed)
+        for row in report[section]:
+            row["baseline AUC"] = _row_baseline(row, ds, split, seed)
+            print(section, row.get("defense"), row.get("ε"), row.get("attack"), row["baseline AUC"], flush=True)
+    if BASELINE_NOTE not in report["header"]:
+        report["header"] += " " + BASELINE_NOTE
+    write(report, out)
+
+
 #: the attacks of the cora_ml table, in their default order
 TABLE_ATTACKS = ("mia-tstf", "mia-threshold", "mia-lira", "mia-rmia", "link-steal", "linkteller", "embedding-probe")
 
@@ -248,7 +312,12 @@ def merge_passes(out: Path, passes: list[Path]) -> None:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data-root", default=None)
-    ap.add_argument("--part", default="all", help="strength, gbase, table or all, or a comma list of them")
+    ap.add_argument(
+        "--part",
+        default="all",
+        help="strength, gbase, table or all, or a comma list of them; baseline: fill the 'baseline AUC' column of "
+        "the existing rows (no model trained or queried)",
+    )
     ap.add_argument("--defenses", default=None, help="comma list (default: every registered defense)")
     ap.add_argument("--epsilons", default="1,8,inf")
     ap.add_argument("--split", default="random:0.3,0.1,0.3")
@@ -290,7 +359,7 @@ def main(argv=None) -> int:
     if not parts <= set(PARTS) | {"all"}:
         ap.error(f"--part: choose among {', '.join(PARTS)}, all (comma-separated), got {args.part!r}")
     if "all" in parts:
-        parts = set(PARTS)
+        parts = set(PARTS) - {"baseline"}
     runs = (args.membership_runs, args.tstf_runs, args.strength_runs, args.linkteller_runs, args.probe_runs)
     if min(runs) < 1:
         ap.error("--membership-runs, --tstf-runs, --strength-runs, --linkteller-runs and --probe-runs must be >= 1")
@@ -298,6 +367,9 @@ def main(argv=None) -> int:
         unknown = sorted(set(args.attacks.split(",")) - set(TABLE_ATTACKS))
         ap.error(f"--attacks: unknown {', '.join(unknown)}; choose among {', '.join(TABLE_ATTACKS)}")
     out = Path(args.out)
+    if "baseline" in parts:
+        fill_baselines(out, args.data_root, args.seed)
+        return 0
     if args.merge:
         missing = [p for p in [out.with_suffix(".json"), *map(Path, args.merge)] if not p.is_file()]
         if missing:

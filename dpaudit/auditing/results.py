@@ -126,6 +126,11 @@ class AttackResult:
             (a ``random:``/``per-class:``/``inductive:`` split and the randomized audit game),
             and an attack on neighbouring inputs.
         bound_validity: why (or why not), in plain words.
+        baseline_auc: the model-free baseline: the AUC an attacker gets from the node features
+            alone (no query of the model) on exactly the pairs or targets the attack scored, mean
+            over the same runs; ``auc − baseline_auc`` is the leakage due to the model. None when
+            the attack declares none (and in results saved before the field existed).
+        baseline: how the baseline was computed, as the attack declares it.
     """
 
     attack: str
@@ -147,6 +152,8 @@ class AttackResult:
     model: dict[str, Any] = field(default_factory=dict)
     bound_valid: bool = False
     bound_validity: str = ""
+    baseline_auc: float | None = None
+    baseline: str | None = None
 
     @property
     def verdict(self) -> str:

@@ -64,6 +64,8 @@ def check_result(result: AttackResult, name: str):
     assert isinstance(result.bound_valid, bool) and result.bound_validity
     if name in EDGE_ATTACKS or name == "embedding-probe":
         assert result.bound_valid is False
+    # every attack states its model-free baseline (features alone, same pairs or targets)
+    assert 0.0 <= result.baseline_auc <= 1.0 and result.baseline
     payload = json.loads(json.dumps(result.to_dict()))
     for key in (
         "attack",
@@ -358,13 +360,16 @@ def test_cli_attack_writes_json(saved_gcn, tmp_path, capsys):
     assert payload["ceiling_auc"] is None and payload["covered_by_guarantee"] is False
     assert payload["settings"]["runs"] == 1 and payload["settings"]["seed"] == 3
     assert payload["settings"]["max_pairs"] == 200
+    assert 0.5 < payload["baseline_auc"] <= 1
     low = payload["extra"]["low_fpr"]["0.01"]
     assert (
         low["runs"] == 1
         and low["negatives"] == payload["runs"][0]["non_members"]
         and "1 run, no spread" in low["text"]
     )
-    assert "link-steal vs gcn (deployment training-graph): AUC" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "link-steal vs gcn (deployment training-graph): AUC" in printed
+    assert "model-free baseline AUC" in printed
 
 
 @pytest.mark.parametrize(
@@ -374,7 +379,10 @@ def test_cli_attack_writes_json(saved_gcn, tmp_path, capsys):
         (["--attack", "mia-threshold", "--set", "bogus=1"], "unknown settings"),
         (["--attack", "mia-threshold", "--runs", "0"], "--runs"),
         (["--attack", "mia-threshold", "--set", "novalue"], "KEY=VALUE"),
-        (["--attack", "mia-rmia", "--set", "tie_break=random"], "tie_break must be one of likelihood-ratio, none, got 'random'"),
+        (
+            ["--attack", "mia-rmia", "--set", "tie_break=random"],
+            "tie_break must be one of likelihood-ratio, none, got 'random'",
+        ),
         (["--attack", "mia-lira", "--set", "query=2-hop"], "query must be one of graph, features, got '2-hop'"),
         # the G-BASE protocol needs a target trained on its own half's induced subgraph
         (["--attack", "mia-rmia", "--set", "protocol=g-base"], "--split inductive:0.5,0.5"),

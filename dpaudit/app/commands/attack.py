@@ -91,6 +91,11 @@ def cmd_attack(args) -> int:
         f"{args.attack} vs {model.method} (deployment {result.extra.get('deployment')}): AUC {_fmt(result.auc)} "
         f"[{_fmt(lo)}, {_fmt(hi)}]{tpr}, {bound}, {ceiling} -> {args.out}"
     )
+    if result.baseline_auc is not None and result.auc is not None:
+        print(
+            f"model-free baseline AUC: {_fmt(result.baseline_auc)} (features alone: {result.baseline}); "
+            f"AUC − baseline {result.auc - result.baseline_auc:+.3f}"
+        )
     if result.bound_valid and result.epsilon_lower_bound is not None:
         print(f"certified ε lower bound: {_fmt(result.epsilon_lower_bound)} (δ = {result.epsilon_lower_bound_delta:g})")
     print(f"verdict: {result.verdict}")
