@@ -79,7 +79,18 @@ _SAMPLING_STREAM = 0x73616D70
 
 
 def column_usage(inputs) -> torch.Tensor:
-    """[F] how many training rows have a non-zero in each feature column."""
+    """[F] how many training rows have a non-zero in each feature column.
+
+    Args:
+        inputs: the training features, dense or :class:`~dpaudit.nn.SparseFeatures`.
+
+    Returns:
+        The count of each column (on CPU).
+
+    Shapes:
+        inputs: [rows, F]
+        return: [F]
+    """
     if isinstance(inputs, SparseFeatures):
         stored = inputs.col[inputs.values != 0]
         return torch.bincount(stored.cpu(), minlength=inputs.size(1))
@@ -87,7 +98,16 @@ def column_usage(inputs) -> torch.Tensor:
 
 
 def input_layer(module: nn.Module, params: list[nn.Parameter], num_features: int) -> nn.Linear | None:
-    """The first trainable linear layer (in module order) that reads ``num_features`` inputs."""
+    """The first trainable linear layer (in module order) that reads ``num_features`` inputs.
+
+    Args:
+        module: the trained module.
+        params: its trainable parameters.
+        num_features: number of input features F.
+
+    Returns:
+        The layer, or ``None``.
+    """
     trainable = {id(p) for p in params}
     for layer in module.modules():
         if isinstance(layer, nn.Linear) and id(layer.weight) in trainable and layer.in_features == num_features:
@@ -97,7 +117,19 @@ def input_layer(module: nn.Module, params: list[nn.Parameter], num_features: int
 
 def input_weight(module: nn.Module | None, params: list[torch.Tensor], num_features: int) -> torch.Tensor | None:
     """The input layer's weight [out, F]: :func:`input_layer`'s, or without a module the first
-    of ``params`` shaped [out, ``num_features``] (a loop that hands its tensors, not its module)."""
+    of ``params`` shaped [out, ``num_features``] (a loop that hands its tensors, not its module).
+
+    Args:
+        module: the trained module, or ``None``.
+        params: its trainable tensors.
+        num_features: number of input features F.
+
+    Returns:
+        The weight, or ``None`` when there is none.
+
+    Shapes:
+        return: [out, F]
+    """
     if module is not None:
         layer = input_layer(module, params, num_features)
         return None if layer is None else layer.weight
@@ -109,7 +141,13 @@ class DiracDesign:
     """``count`` canary coordinates (module docstring); call it as ``design(module, params,
     inputs)`` — the signature :class:`dpaudit.training.dpsgd.DiracCanaries` expects; ``module``
     and ``inputs`` may be ``None`` (module docstring). ``chosen`` records what the last call
-    picked (counts only: the coordinates themselves are in the hook)."""
+    picked (counts only: the coordinates themselves are in the hook).
+
+    Attributes:
+        count: number of canaries (≥ 1).
+        seed: seed of the coordinate choice.
+        chosen: counts of what the last call picked.
+    """
 
     count: int
     seed: int = 0
@@ -163,11 +201,20 @@ class DiracDesign:
         return torch.from_numpy(np.concatenate([preferred, others]))
 
     def describe(self) -> dict[str, Any]:
+        """JSON-able description: type, norm, seed and :attr:`chosen`."""
         return {"type": "dirac", "norm": "the run's clipping bound C", "seed": self.seed, **self.chosen}
 
 
 def fair_coins(seed: int, run: int) -> Callable[[int], np.ndarray]:
-    """``coins(m)``: m independent fair coins of run ``run``, from a stream no other draw shares."""
+    """``coins(m)``: m independent fair coins of run ``run``, from a stream no other draw shares.
+
+    Args:
+        seed: the audit's seed.
+        run: the run index.
+
+    Returns:
+        ``coins(m)`` → bool array of m fair coins.
+    """
 
     def coins(m: int) -> np.ndarray:
         return np.random.default_rng([int(seed), int(run), _COIN_STREAM]).integers(0, 2, size=int(m)).astype(bool)
@@ -176,7 +223,18 @@ def fair_coins(seed: int, run: int) -> Callable[[int], np.ndarray]:
 
 
 def scores(canaries: DiracCanaries, observe: str = "iterates") -> np.ndarray:
-    """[m] scores of a finished run, higher = "more likely included" (module docstring)."""
+    """[m] scores of a finished run, higher = "more likely included" (module docstring).
+
+    Args:
+        canaries: the canaries of a finished run.
+        observe: ``"iterates"``, ``"centred"`` or ``"final"``.
+
+    Returns:
+        One score per canary.
+
+    Raises:
+        ConfigurationError: an unknown ``observe``, canaries never attached, or centred scores without ``centre=True``.
+    """
     if observe not in OBSERVATIONS:
         raise ConfigurationError(f"observe must be one of {', '.join(OBSERVATIONS)}, got {observe!r}")
     if not canaries.attached:
@@ -193,7 +251,14 @@ def scores(canaries: DiracCanaries, observe: str = "iterates") -> np.ndarray:
 def sampling_rate_seen(canaries: DiracCanaries) -> float | None:
     """The fraction of (included canary's term, step) pairs in which the term was drawn — the
     law's per-term rate in expectation (DP-SGD: q; DP-GNN: m/N for each of a node's N(K, r)
-    terms); ``None`` when nothing was included or no step ran."""
+    terms); ``None`` when nothing was included or no step ran.
+
+    Args:
+        canaries: the canaries of a finished run.
+
+    Returns:
+        The observed rate, or ``None``.
+    """
     members = int(canaries.included.sum())
     if not members or not canaries.steps:
         return None
@@ -202,7 +267,15 @@ def sampling_rate_seen(canaries: DiracCanaries) -> float | None:
 
 def sampling_seed(seed: int, run: int) -> int:
     """The seed of run ``run``'s canary-sampling generator: a stream apart from the coins and the
-    training seeds."""
+    training seeds.
+
+    Args:
+        seed: the audit's seed.
+        run: the run index.
+
+    Returns:
+        The seed.
+    """
     return int(np.random.SeedSequence([int(seed), int(run), _SAMPLING_STREAM]).generate_state(1)[0])
 
 
@@ -218,7 +291,23 @@ def summarise_game(scores, coins, *, delta: float, claimed_epsilon: float, claim
     :data:`dpaudit.auditing.results.ESTIMATE_VERDICT` when only the GDP estimate does), ``auc``
     and, with ``keep_scores``, the scores and coins.
     ``run_ids``: the run of each canary (canary i enters only run r(i)); ``notes`` is extended
-    with the caveats met."""
+    with the caveats met.
+
+    Args:
+        scores: score of each canary.
+        coins: inclusion coin of each canary.
+        delta: δ of the claim (capped at 0.5).
+        claimed_epsilon: the claimed ε.
+        claimed_mu: the claimed μ, if the model is GDP.
+        run_ids: the run of each canary (``None``: all run 0).
+        confidence: joint confidence of the certified bounds.
+        keep_scores: include scores, coins and run ids in the output.
+        notes: list extended with caveats.
+        hypothesis: the claim is unproven (changes the verdict's wording).
+
+    Returns:
+        The verdict dict.
+    """
     notes = [] if notes is None else notes
     s = np.asarray(scores, dtype=float).reshape(-1)
     y = np.asarray(coins, dtype=bool).reshape(-1)
