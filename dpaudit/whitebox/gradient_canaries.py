@@ -103,6 +103,10 @@ class GradientCanaries:
 
     Raises:
         ConfigurationError: ``count`` is not an integer ≥ 1.
+
+    Args:
+        count: number of canaries.
+        seed: seed of design, coins and sampling.
     """
 
     def __init__(self, count: int, *, seed: int = 0):
@@ -138,6 +142,16 @@ class GradientCanaries:
             ConfigurationError: attached already, a rate outside (0, 1], a non-DP optimizer, an
                 Opacus optimizer of another mechanism, a missing or non-positive C, or more
                 canaries than coordinates (before anything is changed).
+
+        Args:
+            target: a ``DPOptimizer`` or your loop's trainable parameters.
+            sample_rate: the loop's Poisson rate q.
+            features: training inputs or a GraphDataset, or ``None``.
+            module: the module holding the input layer, or ``None``.
+            max_grad_norm: clipping bound C (required for your own loop).
+
+        Returns:
+            ``self``.
         """
         if self._source is not None:
             raise ConfigurationError("these gradient canaries are attached already: one instance audits one run")
@@ -232,7 +246,17 @@ class GradientCanaries:
     def inject(self, summed: Sequence[torch.Tensor]) -> list[torch.Tensor]:
         """The clipped gradient sums of this step (one per attached parameter, before the noise
         and any division) with this step's sampled canaries added (C along each one's
-        coordinate); the inputs are not modified."""
+        coordinate); the inputs are not modified.
+
+        Args:
+            summed: this step's clipped gradient sums, one per attached parameter.
+
+        Returns:
+            The sums with the canaries added, in parameter order.
+
+        Raises:
+            ConfigurationError: not attached to your own loop, wrong tensors, or ``inject`` twice without ``observe``.
+        """
         mapping = self._loop_tensors(summed, "inject")
         if self._injected:
             raise ConfigurationError("inject() twice without observe(): observe each step's noisy sums first")
@@ -242,7 +266,14 @@ class GradientCanaries:
 
     def observe(self, noisy: Sequence[torch.Tensor]) -> None:
         """Record this step's noisy sums (the output of :meth:`inject` plus the noise, before any
-        division) along the canaries' coordinates."""
+        division) along the canaries' coordinates.
+
+        Args:
+            noisy: this step's noisy sums, one per attached parameter.
+
+        Raises:
+            ConfigurationError: not attached to your own loop, wrong tensors, or ``observe`` without ``inject``.
+        """
         mapping = self._loop_tensors(noisy, "observe")
         if not self._injected:
             raise ConfigurationError(
@@ -288,6 +319,17 @@ class GradientCanaries:
         Raises:
             ConfigurationError: before attach or before any step, or an ε, δ, unit, dataset name
                 or confidence out of range.
+
+        Args:
+            epsilon: the claimed ε (finite).
+            delta: the claimed δ.
+            unit: ``"node"`` or ``"edge"``.
+            dataset: name of the data trained on, or ``None``.
+            confidence: confidence of the certified bounds.
+            keep_scores: include scores and coins.
+
+        Returns:
+            The :class:`~dpaudit.auditing.results.CanaryAuditRecord`.
         """
         if self._source is None or not self._hook.steps:
             raise ConfigurationError("result() needs a finished run: attach the canaries and train at least one step")
