@@ -27,7 +27,17 @@ def _percent(level: float) -> str:
 
 def summarize_level(tprs: list[float], negatives: list[int], level: float) -> dict[str, Any]:
     """Mean ± sd (ddof 1; None with one run) of one FPR level's per-run TPRs, the negatives per
-    run (the smallest decides the resolution), and a one-line description."""
+    run (the smallest decides the resolution), and a one-line description.
+
+    Args:
+        tprs: TPR of each run at ``level`` (``None``/non-finite skipped).
+        negatives: number of negatives of each run.
+        level: the FPR level.
+
+    Returns:
+        Dict with ``level``, ``mean``, ``sd``, ``runs``, ``per_run``, ``negatives``, ``negatives_max``,
+        ``false_positives_at_level``, ``resolved``, ``text`` and ``detail``.
+    """
     values = [float(v) for v in tprs if v is not None and math.isfinite(float(v))]
     counts = [int(n) for n in negatives if n is not None]
     mean = float(np.mean(values)) if values else None
@@ -55,7 +65,14 @@ def summarize_level(tprs: list[float], negatives: list[int], level: float) -> di
 
 def describe(summary: dict[str, Any]) -> str:
     """``TPR@1%FPR 0.59 ± 0.08 (3 seeds, 140 negatives: 1% = 1.4 false positives)``; a level
-    below one false positive says it is not resolved."""
+    below one false positive says it is not resolved.
+
+    Args:
+        summary: a dict from :func:`summarize_level`.
+
+    Returns:
+        The line.
+    """
     head = f"TPR@{_percent(summary['level'])}FPR"
     if summary["mean"] is None:
         return f"{head} - (no run)"
@@ -65,7 +82,14 @@ def describe(summary: dict[str, Any]) -> str:
 
 def describe_runs(summary: dict[str, Any]) -> str:
     """What the TPR rests on, for a text that already shows the value: ``3 seeds, 140 negatives:
-    1% = 1.4 false positives`` (and whether the level is resolved)."""
+    1% = 1.4 false positives`` (and whether the level is resolved).
+
+    Args:
+        summary: a dict from :func:`summarize_level`.
+
+    Returns:
+        The phrase.
+    """
     level, runs = summary["level"], summary["runs"]
     seeds = f"{runs} seed" + ("s" if runs != 1 else ", no spread")
     fewest, most = summary.get("negatives"), summary.get("negatives_max")
@@ -82,7 +106,14 @@ def describe_runs(summary: dict[str, Any]) -> str:
 def low_fpr_summary(runs: list[dict]) -> dict[str, dict[str, Any]]:
     """Every FPR level of :data:`dpaudit.auditing.results.FPR_LEVELS` over an attack result's ``runs``
     (each with ``tpr_at_fpr`` and ``non_members``, as :func:`dpaudit.auditing.statistics.summarize_runs`
-    writes them), keyed like ``tpr_at_fpr`` (``"0.01"``)."""
+    writes them), keyed like ``tpr_at_fpr`` (``"0.01"``).
+
+    Args:
+        runs: the result's per-run dicts.
+
+    Returns:
+        :func:`summarize_level` of each level, by level key.
+    """
     out = {}
     for key in FPR_LEVELS:
         tprs = [(r.get("tpr_at_fpr") or {}).get(key) for r in runs]

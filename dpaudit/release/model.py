@@ -152,7 +152,13 @@ def _node_index(graph: Data, nodes) -> torch.Tensor:
 
 class Answers:
     """What every query interface derives from its posteriors (a released model, or GAP's
-    training release): the predicted class and the accuracy on labeled nodes."""
+    training release): the predicted class and the accuracy on labeled nodes.
+
+    Subclasses provide ``predict_proba(graph, nodes)``.
+
+    Attributes:
+        (none): a mixin without state.
+    """
 
     def predict(self, graph: Data, nodes=None) -> torch.Tensor:
         """Predicted class of each queried node (argmax of :meth:`predict_proba`).
