@@ -254,7 +254,8 @@ class PrivacySpec:
             The spec.
 
         Raises:
-            PrivacyParameterError: not an object, an unknown unit, δ outside [0, 1), or unaccounted steps on a sound spec.
+            PrivacyParameterError: not an object, an unknown unit, δ outside [0, 1), or unaccounted steps on a sound
+                spec.
         """
         if not isinstance(payload, dict):
             raise PrivacyParameterError("privacy spec must be a JSON object")

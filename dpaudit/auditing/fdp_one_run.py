@@ -106,7 +106,8 @@ def fdp_rejects(m: int, guesses, correct, level: float, inverse, params) -> np.n
         guesses: number of guesses r of each test.
         correct: number of correct guesses v of each test.
         level: significance level τ.
-        inverse: ``inverse(y, param)``, f̄⁻¹ of the trade-off curve (:func:`epsilon_delta_inverse`, :func:`gaussian_inverse`).
+        inverse: ``inverse(y, param)``, f̄⁻¹ of the trade-off curve (:func:`epsilon_delta_inverse`,
+            :func:`gaussian_inverse`).
         params: the curve's parameter of each test.
 
     Returns:
@@ -153,7 +154,8 @@ def largest_rejected(m: int, guesses, correct, level: float, inverse, upper: flo
         guesses: number of guesses r of each test.
         correct: number of correct guesses v of each test.
         level: significance level.
-        inverse: ``inverse(y, param)``, f̄⁻¹ of the trade-off curve (:func:`epsilon_delta_inverse`, :func:`gaussian_inverse`).
+        inverse: ``inverse(y, param)``, f̄⁻¹ of the trade-off curve (:func:`epsilon_delta_inverse`,
+            :func:`gaussian_inverse`).
         upper: top of the search range.
         tol: bracket width at which the search stops.
 
@@ -227,7 +229,8 @@ def implied_p_value(m: int, guesses: int, correct: int, inverse, param: float, t
         m: number of canaries.
         guesses: number of guesses r.
         correct: number of correct guesses v.
-        inverse: ``inverse(y, param)``, f̄⁻¹ of the trade-off curve (:func:`epsilon_delta_inverse`, :func:`gaussian_inverse`).
+        inverse: ``inverse(y, param)``, f̄⁻¹ of the trade-off curve (:func:`epsilon_delta_inverse`,
+            :func:`gaussian_inverse`).
         param: the curve's parameter.
         tol: relative precision of τ.
 

@@ -485,7 +485,8 @@ def check_split(defense: Defense, split: Split) -> None:
         split: the split to be used.
 
     Raises:
-        ConfigurationError: the split is inductive where the score needs the training release, or has no validation nodes.
+        ConfigurationError: the split is inductive where the score needs the training release, or has no validation
+            nodes.
     """
     if score_of(defense).needs_training_release and split.inductive:
         raise ConfigurationError(
