@@ -63,11 +63,7 @@ EPSILON_SEARCH_MAX = 50.0
 
 
 class EstimatorInputError(DPAuditError, ValueError):
-    """Scores, coins, run ids or a parameter of an ε estimator are invalid.
-
-    Attributes:
-        args: the one-line message (as for any exception).
-    """
+    """Scores, coins, run ids or a parameter of an ε estimator are invalid."""
 
 
 # --------------------------------------------------------------------------- result type

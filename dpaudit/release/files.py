@@ -111,11 +111,7 @@ PRIVATE_LEAF_NAMES = frozenset(
 
 
 class PublicCardError(DPAuditError):
-    """A public card holds a field that is not declared public (a bug in the defense).
-
-    Attributes:
-        args: the one-line message naming the offending field.
-    """
+    """A public card holds a field that is not declared public (a bug in the defense)."""
 
 
 def check_public_card(card: dict[str, Any]) -> None:

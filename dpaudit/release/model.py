@@ -155,9 +155,6 @@ class Answers:
     training release): the predicted class and the accuracy on labeled nodes.
 
     Subclasses provide ``predict_proba(graph, nodes)``.
-
-    Attributes:
-        (none): a mixin without state.
     """
 
     def predict(self, graph: Data, nodes=None) -> torch.Tensor:

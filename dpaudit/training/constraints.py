@@ -64,9 +64,6 @@ class Constraint(ABC):
     """One set of acceptable values.
 
     Subclasses implement :meth:`is_satisfied_by` and ``__str__``.
-
-    Attributes:
-        (none): the base class holds no state; see each subclass.
     """
 
     @abstractmethod
@@ -264,11 +261,7 @@ class Options(Constraint):
 
 
 class Boolean(Constraint):
-    """``True`` or ``False``.
-
-    Attributes:
-        (none): any ``bool`` is accepted.
-    """
+    """``True`` or ``False``."""
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Boolean)

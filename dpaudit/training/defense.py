@@ -492,9 +492,6 @@ class Defense(ABC):
         Args:
             dataset: the dataset.
             split: the split.
-
-        Raises:
-            ConfigurationError: in subclasses, the data break a condition of the recipe's proof.
         """
         return None
 

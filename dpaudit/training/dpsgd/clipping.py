@@ -40,11 +40,7 @@ CLIP_EPS = 1e-6  # opacus' clip factor C / (‖g‖ + 1e-6)
 
 
 class GhostClippingUnsupported(Exception):
-    """The module has a layer ghost clipping cannot handle (the caller falls back).
-
-    Attributes:
-        args: the reason ghost clipping does not apply.
-    """
+    """The module has a layer ghost clipping cannot handle (the caller falls back)."""
 
 
 def _rows(inputs, index: torch.Tensor):
