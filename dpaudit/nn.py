@@ -382,7 +382,15 @@ def feature_dropout(x, p: float, training: bool):
 class InputLinear(nn.Linear):
     r"""``nn.Linear`` (same parameters and state-dict keys) that also accepts
     :class:`SparseFeatures`: then :math:`y = XW^\top + b` is a CSR × dense product, forward and
-    backward. Dense input takes the ordinary path. Shapes: ``[n, in] → [n, out]``."""
+    backward. Dense input takes the ordinary path. Shapes: ``[n, in] → [n, out]``.
+
+    Args:
+        in_features: input width F (``nn.Linear``'s constructor).
+        out_features: output width.
+        bias: whether the layer has a bias.
+        device: device of the parameters.
+        dtype: dtype of the parameters.
+    """
 
     def forward(self, x):
         """Args:
