@@ -38,6 +38,14 @@ class SparseFeatures:
 
     Shapes: ``shape == (n, F)``; ``row`` [nnz] (row of every stored value, CSR order);
     ``values`` [nnz]; ``perm`` [nnz] with ``xt.values() == values[perm]``.
+
+    Args:
+        crow: CSR row pointers.
+        col: column of every stored value.
+        values: the stored values.
+        row: row of every stored value.
+        shape: ``(n, F)``.
+        transpose: ``(t_crow, t_col, perm)`` of X^T when already built, else ``None``.
     """
 
     def __init__(self, crow, col, values, row, shape, transpose=None):
@@ -65,7 +73,20 @@ class SparseFeatures:
     # -- construction -----------------------------------------------------------------------
     @classmethod
     def from_tensor(cls, x: torch.Tensor) -> SparseFeatures:
-        """From a dense, COO or CSR ``[n, F]`` tensor (values keep their dtype and device)."""
+        """From a dense, COO or CSR ``[n, F]`` tensor (values keep their dtype and device).
+
+        Args:
+            x: the matrix.
+
+        Returns:
+            The sparse features.
+
+        Raises:
+            ValueError: ``x`` is not two-dimensional.
+
+        Shapes:
+            x: [n, F]
+        """
         if x.dim() != 2:
             raise ValueError(f"features must be a matrix, got shape {tuple(x.shape)}")
         coo = (x if x.layout == torch.sparse_coo else x.to_sparse()).coalesce()
@@ -84,9 +105,18 @@ class SparseFeatures:
 
     # -- tensor-like helpers ----------------------------------------------------------------
     def size(self, dim: int | None = None):
+        """The shape, or one of its sizes (as ``Tensor.size``).
+
+        Args:
+            dim: the dimension, or ``None`` for the whole shape.
+
+        Returns:
+            ``torch.Size`` or an int.
+        """
         return self.shape if dim is None else self.shape[dim]
 
     def dim(self) -> int:
+        """Always 2 (a matrix)."""
         return 2
 
     def __len__(self) -> int:
@@ -114,14 +144,25 @@ class SparseFeatures:
         return SparseFeatures(self.crow, self.col, values, self.row, self.shape, self.transpose_pattern)
 
     def to(self, device=None, dtype=None) -> SparseFeatures:
+        """A copy on ``device`` with values of ``dtype`` (the transpose pattern is kept if built).
+
+        Args:
+            device: target device, or ``None`` to keep it.
+            dtype: dtype of the values, or ``None`` to keep it.
+
+        Returns:
+            The copy.
+        """
         crow, col, row = (t.to(device) for t in (self.crow, self.col, self.row))
         transpose = None if self._transpose is None else tuple(t.to(device) for t in self._transpose)
         return SparseFeatures(crow, col, self.values.to(device=device, dtype=dtype), row, self.shape, transpose)
 
     def float(self) -> SparseFeatures:
+        """A copy with float32 values."""
         return self.to(dtype=torch.float32)
 
     def to_dense(self) -> torch.Tensor:
+        """The dense matrix [n, F] (materialises n × F values)."""
         out = self.values.new_zeros(self.shape)
         out[self.row, self.col] = self.values
         return out
@@ -133,7 +174,17 @@ class SparseFeatures:
         return self._t_values
 
     def rows(self, index: torch.Tensor) -> SparseFeatures:
-        """The sub-matrix of rows ``index`` (in that order; a row may repeat). O(nnz of the rows)."""
+        """The sub-matrix of rows ``index`` (in that order; a row may repeat). O(nnz of the rows).
+
+        Args:
+            index: row ids.
+
+        Returns:
+            The rows as :class:`SparseFeatures`.
+
+        Shapes:
+            index: [k]
+        """
         index = index.to(self.device)
         counts = (self.crow[1:] - self.crow[:-1])[index]
         new_rows = torch.repeat_interleave(torch.arange(len(index), device=self.device), counts)
@@ -153,7 +204,15 @@ class SparseFeatures:
 
     # -- operations -------------------------------------------------------------------------
     def dropout(self, p: float, training: bool = True) -> SparseFeatures:
-        """Inverted dropout on the stored values (see the class docstring)."""
+        """Inverted dropout on the stored values (see the class docstring).
+
+        Args:
+            p: drop probability.
+            training: apply dropout (else return ``self``).
+
+        Returns:
+            The features with dropped stored values.
+        """
         if not training or p == 0:
             return self
         return self._with_values(F.dropout(self.values, p, True))
@@ -176,17 +235,50 @@ class SparseFeatures:
 
         Computed as a weighted sum-``embedding_bag`` (bag v = v's stored columns, weights its
         values): the same sums as a CSR × dense product, 3–4× faster on CPU (cora_ml, one thread)
-        and available on CUDA."""
+        and available on CUDA.
+
+        Args:
+            m: the dense matrix.
+
+        Returns:
+            XM.
+
+        Shapes:
+            m: [F, k]
+            return: [n, k]
+        """
         return _bag_sum(self.col, self.crow, self.values, m)
 
     def t_matmul(self, g: torch.Tensor) -> torch.Tensor:
         r""":math:`X^\top G` for dense G [n, k] → [F, k] (no autograd); :meth:`matmul` over
-        :math:`X^\top`'s pattern (bag f = the rows storing column f)."""
+        :math:`X^\top`'s pattern (bag f = the rows storing column f).
+
+        Args:
+            g: the dense matrix.
+
+        Returns:
+            X^T G.
+
+        Shapes:
+            g: [n, k]
+            return: [F, k]
+        """
         t_crow, t_col, _ = self.transpose_pattern
         return _bag_sum(t_col, t_crow, self.t_values(), g)
 
     def linear(self, weight: torch.Tensor) -> torch.Tensor:
-        r""":math:`X W^\top`, differentiable in ``weight`` [out, F] → [n, out]."""
+        r""":math:`X W^\top`, differentiable in ``weight`` [out, F] → [n, out].
+
+        Args:
+            weight: the weight.
+
+        Returns:
+            X W^T.
+
+        Shapes:
+            weight: [out, F]
+            return: [n, out]
+        """
         return _SparseLinearFunction.apply(weight, self)
 
 
@@ -196,6 +288,20 @@ def row_dots(x, first: torch.Tensor, second: torch.Tensor, chunk: int = 1 << 14)
     Dense x: chunked row products. :class:`SparseFeatures`: the stored values of
     the u rows are matched with those of the v rows by the key (pair, column) — one sort and a
     binary search, O(ν log ν) for ν stored values, nothing of size P × F.
+
+    Args:
+        x: node features, dense or :class:`SparseFeatures`.
+        first: first node of every pair.
+        second: second node of every pair.
+        chunk: pairs per chunk (dense ``x``).
+
+    Returns:
+        The dot products.
+
+    Shapes:
+        first: [P]
+        second: [P]
+        return: [P]
     """
     if not isinstance(x, SparseFeatures):
         first, second = first.to(x.device), second.to(x.device)
@@ -236,7 +342,15 @@ class _SparseLinearFunction(torch.autograd.Function):
 
 def features(x: torch.Tensor, density: float | None = None) -> torch.Tensor | SparseFeatures:
     """``x`` as :class:`SparseFeatures` when at most ``density`` (default :data:`SPARSE_DENSITY`)
-    of it is non-zero (cora_ml's bag-of-words: 1.75 %), else unchanged. Shapes: ``[n, F]`` → ``[n, F]``."""
+    of it is non-zero (cora_ml's bag-of-words: 1.75 %), else unchanged. Shapes: ``[n, F]`` → ``[n, F]``.
+
+    Args:
+        x: node features.
+        density: largest fraction of non-zeros kept sparse, or ``None`` for :data:`SPARSE_DENSITY`.
+
+    Returns:
+        ``x`` or its :class:`SparseFeatures`.
+    """
     density = SPARSE_DENSITY if density is None else density
     if isinstance(x, SparseFeatures):
         return x
@@ -250,7 +364,16 @@ def features(x: torch.Tensor, density: float | None = None) -> torch.Tensor | Sp
 
 
 def feature_dropout(x, p: float, training: bool):
-    """Dropout on dense or :class:`SparseFeatures` input (sparse: on the non-zeros only)."""
+    """Dropout on dense or :class:`SparseFeatures` input (sparse: on the non-zeros only).
+
+    Args:
+        x: node features, dense or :class:`SparseFeatures`.
+        p: drop probability.
+        training: apply dropout.
+
+    Returns:
+        The features after dropout, same kind as ``x``.
+    """
     if isinstance(x, SparseFeatures):
         return x.dropout(p, training)
     return F.dropout(x, p, training)
@@ -259,9 +382,27 @@ def feature_dropout(x, p: float, training: bool):
 class InputLinear(nn.Linear):
     r"""``nn.Linear`` (same parameters and state-dict keys) that also accepts
     :class:`SparseFeatures`: then :math:`y = XW^\top + b` is a CSR × dense product, forward and
-    backward. Dense input takes the ordinary path. Shapes: ``[n, in] → [n, out]``."""
+    backward. Dense input takes the ordinary path. Shapes: ``[n, in] → [n, out]``.
+
+    Args:
+        in_features: input width F (``nn.Linear``'s constructor).
+        out_features: output width.
+        bias: whether the layer has a bias.
+        device: device of the parameters.
+        dtype: dtype of the parameters.
+    """
 
     def forward(self, x):
+        """Args:
+            x: node features, dense or :class:`SparseFeatures`.
+
+        Returns:
+            ``xW^T + b``.
+
+        Shapes:
+            x: [n, in]
+            return: [n, out]
+        """
         if isinstance(x, SparseFeatures):
             out = x.linear(self.weight)
             return out if self.bias is None else out + self.bias
@@ -269,6 +410,17 @@ class InputLinear(nn.Linear):
 
 
 def activation(name: str) -> nn.Module:
+    """A new activation module by name (one of :data:`ACTIVATIONS`).
+
+    Args:
+        name: the activation's name.
+
+    Returns:
+        The module.
+
+    Raises:
+        ModelFormatError: an unknown name.
+    """
     try:
         return _ACTIVATIONS[name]()
     except KeyError:
@@ -276,7 +428,15 @@ def activation(name: str) -> nn.Module:
 
 
 class MLP(nn.Module):
-    """Multi-layer perceptron; ignores the graph. ``hidden`` lists the hidden widths."""
+    """Multi-layer perceptron; ignores the graph. ``hidden`` lists the hidden widths.
+
+    Args:
+        in_dim: number of input features.
+        hidden: widths of the hidden layers.
+        out_dim: number of classes.
+        dropout: dropout probability before every layer.
+        act: activation name.
+    """
 
     #: a node's output reads its own features only
     propagation_hops = 0
@@ -290,12 +450,37 @@ class MLP(nn.Module):
         self.act = activation(act)
 
     def embed(self, x, edge_index: torch.Tensor | None = None) -> torch.Tensor:
-        """``x`` dense ``[n, F]`` or :class:`SparseFeatures` (first layer sparse × dense)."""
+        """``x`` dense ``[n, F]`` or :class:`SparseFeatures` (first layer sparse × dense).
+
+        Args:
+            x: node features, dense or :class:`SparseFeatures`.
+            edge_index: ignored.
+
+        Returns:
+            The last hidden layer's output.
+
+        Shapes:
+            x: [n, F]
+            return: [n, hidden[-1]]
+        """
         for layer in self.hidden_layers:
             x = self.act(layer(feature_dropout(x, self.dropout.p, self.training)))
         return x
 
     def forward(self, x, edge_index: torch.Tensor | None = None) -> torch.Tensor:
+        """Logits of every row (the graph is ignored).
+
+        Args:
+            x: node features, dense or :class:`SparseFeatures`.
+            edge_index: ignored.
+
+        Returns:
+            Logits.
+
+        Shapes:
+            x: [n, F]
+            return: [n, out_dim]
+        """
         return self.out(feature_dropout(self.embed(x), self.dropout.p, self.training))
 
 
@@ -304,7 +489,16 @@ class GNN(nn.Module):
 
     The layers are PyG's ``GCNConv`` / ``SAGEConv`` (their parameters and state-dict keys), run
     by :func:`_conv` as sparse × dense products over a :class:`~dpaudit.data.adjacency.Adjacency`
-    (built once per graph); ``graph`` is an ``edge_index`` [2, E] or that adjacency."""
+    (built once per graph); ``graph`` is an ``edge_index`` [2, E] or that adjacency.
+
+    Args:
+        conv: ``"gcn"`` or ``"sage"``.
+        in_dim: number of input features.
+        hidden: widths of the hidden layers.
+        out_dim: number of classes.
+        dropout: dropout probability before every layer.
+        act: activation name.
+    """
 
     def __init__(
         self, conv: str, in_dim: int, hidden: list[int], out_dim: int, dropout: float = 0.5, act: str = "relu"
@@ -325,13 +519,38 @@ class GNN(nn.Module):
         return len(self.hidden_layers) + 1
 
     def embed(self, x, graph: torch.Tensor | Adjacency) -> torch.Tensor:
-        """``x`` dense ``[n, F]`` or :class:`SparseFeatures` → ``[n, hidden]``."""
+        """``x`` dense ``[n, F]`` or :class:`SparseFeatures` → ``[n, hidden]``.
+
+        Args:
+            x: node features, dense or :class:`SparseFeatures`.
+            graph: ``edge_index`` [2, E] or an :class:`~dpaudit.data.adjacency.Adjacency`.
+
+        Returns:
+            The last hidden layer's output (``x`` itself without hidden layers).
+
+        Shapes:
+            x: [n, F]
+            return: [n, hidden[-1]]
+        """
         adjacency = as_adjacency(graph, x.size(0)) if self.hidden_layers else None
         for conv in self.hidden_layers:
             x = self.act(_conv(conv, feature_dropout(x, self.dropout.p, self.training), adjacency))
         return x
 
     def forward(self, x, graph: torch.Tensor | Adjacency) -> torch.Tensor:
+        """Logits of every node.
+
+        Args:
+            x: node features, dense or :class:`SparseFeatures`.
+            graph: ``edge_index`` [2, E] or an :class:`~dpaudit.data.adjacency.Adjacency`.
+
+        Returns:
+            Logits.
+
+        Shapes:
+            x: [n, F]
+            return: [n, out_dim]
+        """
         adjacency = as_adjacency(graph, x.size(0))
         if not self.hidden_layers:
             return _conv(self.out, feature_dropout(x, self.dropout.p, self.training), adjacency)
@@ -340,7 +559,20 @@ class GNN(nn.Module):
 
 def dense_or_sparse_linear(x, weight: torch.Tensor) -> torch.Tensor:
     r""":math:`xW^\top` for dense ``x`` (a plain matmul) or :class:`SparseFeatures` (a sparse ×
-    dense product over the stored values), differentiable in ``weight``."""
+    dense product over the stored values), differentiable in ``weight``.
+
+    Args:
+        x: node features, dense or :class:`SparseFeatures`.
+        weight: the weight.
+
+    Returns:
+        xW^T.
+
+    Shapes:
+        x: [n, F]
+        weight: [out, F]
+        return: [n, out]
+    """
     return x.linear(weight) if isinstance(x, SparseFeatures) else F.linear(x, weight)
 
 
@@ -385,7 +617,15 @@ class LayerStack(nn.Module):
     How a user's module is exported (:func:`dpaudit.training.adapters.export`): declared, never
     code. ``layers`` are ``{"op": "linear"|"gcn"|"sage"|"gat", "in": F, "out": H, ...options}``
     (:data:`STACK_LAYERS`). Shapes: ``x`` [n, F], ``edge_index`` [2, E] → logits [n, C];
-    :meth:`embed` is the penultimate representation (the input for a one-layer stack)."""
+    :meth:`embed` is the penultimate representation (the input for a one-layer stack).
+
+    Args:
+        layers: the layer declarations.
+        act: activation name between layers.
+
+    Raises:
+        ModelFormatError: an unknown layer, option or activation, or non-positive sizes.
+    """
 
     def __init__(self, layers: list[dict], act: str = "relu"):
         super().__init__()
@@ -397,11 +637,30 @@ class LayerStack(nn.Module):
         return layer(x) if isinstance(layer, nn.Linear) else layer(x, edge_index)
 
     def embed(self, x, edge_index: torch.Tensor | None = None) -> torch.Tensor:
+        """Args:
+            x: node features.
+            edge_index: the edges, or ``None`` for a stack of linear layers.
+
+        Returns:
+            The input of the last layer.
+        """
         for layer in self.layers[:-1]:
             x = self.act(self._call_layer(layer, x, edge_index))
         return x
 
     def forward(self, x, edge_index: torch.Tensor | None = None) -> torch.Tensor:
+        """Args:
+            x: node features.
+            edge_index: the edges, or ``None`` for a stack of linear layers.
+
+        Returns:
+            Logits.
+
+        Shapes:
+            x: [n, F]
+            edge_index: [2, E]
+            return: [n, C]
+        """
         return self._call_layer(self.layers[-1], self.embed(x, edge_index), edge_index)
 
 
@@ -430,7 +689,17 @@ def _stack_layer(layer: dict) -> nn.Module:
 
 def build_architecture(config: dict) -> nn.Module:
     """Build ``{"type": "mlp"|"gcn"|"sage", "in_dim", "hidden", "out_dim", ...}`` or
-    ``{"type": "stack", "layers": [...], "act": ...}`` (:class:`LayerStack`)."""
+    ``{"type": "stack", "layers": [...], "act": ...}`` (:class:`LayerStack`).
+
+    Args:
+        config: the architecture config.
+
+    Returns:
+        The module (untrained).
+
+    Raises:
+        ModelFormatError: a malformed config or an unknown type.
+    """
     if isinstance(config, dict) and config.get("type") == "stack":
         layers = config.get("layers")
         if not isinstance(layers, list) or not layers or not all(isinstance(layer, dict) for layer in layers):

@@ -27,7 +27,14 @@ _LOG_EVERY: float | None = None
 
 @contextlib.contextmanager
 def log_progress(every: float = 30.0):
-    """While inside, training loops without a terminal log a progress line every ``every`` s."""
+    """While inside, training loops without a terminal log a progress line every ``every`` s.
+
+    Args:
+        every: seconds between progress lines.
+
+    Returns:
+        A context manager.
+    """
     global _LOG_EVERY
     previous, _LOG_EVERY = _LOG_EVERY, float(every)
     try:
@@ -57,7 +64,17 @@ def _logged(total: int, desc: str, unit: str, every: float) -> Iterator[int]:
 
 def steps(total: int, desc: str | None, *, disable: bool | None = None, unit: str = "step"):
     """``range(total)`` with progress: a tqdm bar on a terminal (``disable=None``: only there;
-    ``True``: never), otherwise log lines when :func:`log_progress` is on."""
+    ``True``: never), otherwise log lines when :func:`log_progress` is on.
+
+    Args:
+        total: number of steps.
+        desc: label of the bar or the log lines.
+        disable: ``None`` (bar only on a terminal), ``True`` (never) or ``False`` (always a bar).
+        unit: name of one step.
+
+    Returns:
+        An iterable over ``range(total)``.
+    """
     total = int(total)
     if disable is None and _LOG_EVERY is not None and not _is_terminal(sys.stderr):
         return _logged(total, desc or "training", unit, _LOG_EVERY)

@@ -20,7 +20,17 @@ DEVICE_CHOICES = ("auto", "cpu", "cuda")
 
 
 def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
-    """``auto`` picks CUDA when available; ``cuda`` without a GPU is a clear error."""
+    """``auto`` picks CUDA when available; ``cuda`` without a GPU is a clear error.
+
+    Args:
+        device: ``"auto"``, ``"cpu"``, ``"cuda[:i]"``, a ``torch.device`` or ``None`` (auto).
+
+    Returns:
+        The device.
+
+    Raises:
+        ConfigurationError: CUDA requested without a GPU, or an unknown name.
+    """
     if isinstance(device, torch.device):
         return device
     name = (device or "auto").lower()
@@ -37,7 +47,14 @@ def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
 
 def device_memory(device: torch.device) -> int | None:
     """Bytes of memory ``device`` has in all: the GPU's, or the machine's RAM capped by this
-    process's cgroup limit (a container sees the host's RAM); ``None`` when unknown."""
+    process's cgroup limit (a container sees the host's RAM); ``None`` when unknown.
+
+    Args:
+        device: the device.
+
+    Returns:
+        Bytes, or ``None``.
+    """
     if device.type == "cuda":
         return int(torch.cuda.get_device_properties(device).total_memory)
     try:
@@ -52,7 +69,11 @@ def device_memory(device: torch.device) -> int | None:
 
 
 def seed_everything(seed: int) -> None:
-    """Seed Python, NumPy and torch (CPU and CUDA) so a run is reproducible on CPU."""
+    """Seed Python, NumPy and torch (CPU and CUDA) so a run is reproducible on CPU.
+
+    Args:
+        seed: the seed (NumPy gets it modulo 2³²).
+    """
     random.seed(seed)
     np.random.seed(seed % (2**32))
     torch.manual_seed(seed)
@@ -65,7 +86,12 @@ def _umask() -> int:
 
 
 def atomic_write_bytes(path: str | os.PathLike, payload: bytes) -> None:
-    """Write ``payload`` so that ``path`` is either the old file or the complete new one."""
+    """Write ``payload`` so that ``path`` is either the old file or the complete new one.
+
+    Args:
+        path: the file (parent folders are created).
+        payload: the bytes to write.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -83,6 +109,12 @@ def atomic_write_bytes(path: str | os.PathLike, payload: bytes) -> None:
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` as UTF-8, atomically (:func:`atomic_write_bytes`).
+
+    Args:
+        path: the file.
+        text: the text.
+    """
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
@@ -99,10 +131,28 @@ def _json_default(obj: Any):
 
 
 def to_json(payload: Any) -> str:
+    """Indented JSON of ``payload`` (numpy, torch and paths converted; NaN/∞ refused).
+
+    Args:
+        payload: JSON-able data.
+
+    Returns:
+        The JSON text.
+
+    Raises:
+        TypeError: an object that cannot be converted.
+        ValueError: a NaN or infinite float.
+    """
     return json.dumps(payload, indent=2, sort_keys=False, default=_json_default, allow_nan=False)
 
 
 def atomic_write_json(path: str | os.PathLike, payload: Any) -> None:
+    """Write :func:`to_json` of ``payload`` plus a newline, atomically.
+
+    Args:
+        path: the file.
+        payload: JSON-able data.
+    """
     atomic_write_text(path, to_json(payload) + "\n")
 
 
@@ -134,10 +184,30 @@ def randn_on(shape, generator: torch.Generator | None, device, dtype: torch.dtyp
 
     Defenses keep their noise generators on the CPU, so a CUDA run draws exactly the numbers a
     CPU run with the same seed draws (the CPU and CUDA generators are different streams); the
-    cost is one host → device copy. Without a generator the global RNG of ``device`` is used."""
+    cost is one host → device copy. Without a generator the global RNG of ``device`` is used.
+
+    Args:
+        shape: shape of the draw.
+        generator: the generator, or ``None`` for ``device``'s global RNG.
+        device: device of the result.
+        dtype: dtype of the result.
+
+    Returns:
+        The draws.
+    """
     return _draw(torch.randn, shape, generator, device, dtype)
 
 
 def rand_on(shape, generator: torch.Generator | None, device, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    """Uniform [0, 1) draws on ``generator``'s device, moved to ``device`` (see :func:`randn_on`)."""
+    """Uniform [0, 1) draws on ``generator``'s device, moved to ``device`` (see :func:`randn_on`).
+
+    Args:
+        shape: shape of the draw.
+        generator: the generator, or ``None`` for ``device``'s global RNG.
+        device: device of the result.
+        dtype: dtype of the result.
+
+    Returns:
+        The draws.
+    """
     return _draw(torch.rand, shape, generator, device, dtype)

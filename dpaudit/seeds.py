@@ -21,7 +21,19 @@ DERIVED_SEED_LIMIT = 2**63
 
 
 def check_seed(value, what: str = "--seed", limit: int = SEED_LIMIT) -> int:
-    """``value`` as a seed in ``[0, limit)``, or one clear error naming ``what``."""
+    """``value`` as a seed in ``[0, limit)``, or one clear error naming ``what``.
+
+    Args:
+        value: an int, numpy/torch integer or a numeric string.
+        what: the name in the error message.
+        limit: exclusive upper bound.
+
+    Returns:
+        The seed as an int.
+
+    Raises:
+        ConfigurationError: not an integer, or outside ``[0, limit)``.
+    """
     if isinstance(value, str):
         try:
             value = int(value.strip())
@@ -44,7 +56,17 @@ def _range(limit: int) -> str:
 
 
 def seed_argument(text: str) -> int:
-    """argparse ``type=`` of every ``--seed``: a bad one is the parser's one-line error (exit 2)."""
+    """argparse ``type=`` of every ``--seed``: a bad one is the parser's one-line error (exit 2).
+
+    Args:
+        text: the command-line value.
+
+    Returns:
+        The seed.
+
+    Raises:
+        argparse.ArgumentTypeError: not a seed in ``[0, 2**31)``.
+    """
     import argparse
 
     try:

@@ -38,7 +38,17 @@ def _family_key(mechanisms_for_sigma: MechanismsForSigma) -> tuple | None:
 def epsilon_for_sigma(
     mechanisms_for_sigma: MechanismsForSigma, sigma: float, delta: float, accountant: str = "auto"
 ) -> float:
-    """ε at δ that a :class:`PrivacyLedger` with ``accountant`` reports for ``mechanisms_for_sigma(σ)``."""
+    """ε at δ that a :class:`PrivacyLedger` with ``accountant`` reports for ``mechanisms_for_sigma(σ)``.
+
+    Args:
+        mechanisms_for_sigma: ``σ`` → the mechanism(s) spent at that σ.
+        sigma: the noise multiplier σ.
+        delta: target δ.
+        accountant: ``"auto"``, ``"rdp"`` or ``"pld"``.
+
+    Returns:
+        ε.
+    """
     produced = mechanisms_for_sigma(sigma)
     ledger = PrivacyLedger(accountant=accountant)
     if isinstance(produced, Mechanism):
@@ -79,6 +89,18 @@ def calibrate_noise(
         PrivacyParameterError: when even ``sigma_max`` cannot reach the target (for instance
             because a σ-independent part of the composition already spends it), or when the
             target is so small that the σ reaching it makes the accountant report ε = 0.
+
+    Args:
+        target_epsilon: target ε (> 0, finite).
+        delta: target δ, in (0, 1).
+        mechanisms_for_sigma: ``σ`` → the mechanism(s) spent at that σ.
+        sigma_min: smallest σ searched.
+        sigma_max: largest σ searched.
+        rel_tol: relative precision of σ.
+        accountant: ``"auto"``, ``"rdp"`` or ``"pld"``.
+
+    Returns:
+        σ.
     """
     if not (target_epsilon > 0 and math.isfinite(target_epsilon)):
         raise PrivacyParameterError(f"target epsilon must be positive and finite, got {target_epsilon}")

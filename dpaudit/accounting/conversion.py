@@ -22,7 +22,20 @@ from dpaudit.errors import PrivacyParameterError
 
 
 def rdp_to_epsilon(rdp, delta: float, orders=None) -> tuple[float, float]:
-    """Smallest ε over the orders for the given δ; returns ``(epsilon, best_order)``."""
+    """Smallest ε over the orders for the given δ; returns ``(epsilon, best_order)``.
+
+    Args:
+        rdp: RDP ε(α) at each order.
+        delta: target δ, in (0, 1).
+        orders: the orders (``None``: the default grid).
+
+    Returns:
+        ``(epsilon, best_order)`` (ε = ∞ when no order is finite).
+
+    Raises:
+        PrivacyParameterError: δ outside (0, 1).
+        ValueError: ``rdp`` and ``orders`` differ in length.
+    """
     from opacus.accountants.analysis.rdp import get_privacy_spent
 
     if not 0.0 < delta < 1.0:
@@ -45,7 +58,21 @@ def rdp_to_epsilon(rdp, delta: float, orders=None) -> tuple[float, float]:
 
 
 def amplify_by_subsampling(epsilon: float, delta: float, sample_rate: float) -> tuple[float, float]:
-    """(ε, δ) of an (ε, δ)-DP mechanism applied to a Poisson subsample of rate q."""
+    """(ε, δ) of an (ε, δ)-DP mechanism applied to a Poisson subsample of rate q.
+
+    ε' = ln(1 + q(e^ε − 1)), δ' = qδ (Balle, Barthe & Gaboardi 2018).
+
+    Args:
+        epsilon: ε of the mechanism.
+        delta: δ of the mechanism.
+        sample_rate: Poisson rate q in (0, 1].
+
+    Returns:
+        ``(epsilon, delta)`` of the subsampled mechanism.
+
+    Raises:
+        PrivacyParameterError: q outside (0, 1].
+    """
     if not 0.0 < sample_rate <= 1.0:
         raise PrivacyParameterError(f"sample_rate must lie in (0, 1], got {sample_rate}")
     if math.isinf(epsilon):

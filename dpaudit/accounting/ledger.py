@@ -54,6 +54,17 @@ DELTA_SHARES = (0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 0.65, 0.8, 0.9, 0.95, 0.98)
 
 
 def check_accountant(accountant: str) -> str:
+    """Validate an accountant choice.
+
+    Args:
+        accountant: ``"auto"``, ``"rdp"`` or ``"pld"``.
+
+    Returns:
+        ``accountant`` unchanged.
+
+    Raises:
+        PrivacyParameterError: any other value.
+    """
     if accountant not in ACCOUNTANTS:
         raise PrivacyParameterError(f"accountant must be one of {ACCOUNTANTS}, got {accountant!r}")
     return accountant
@@ -83,13 +94,31 @@ class PrivacyLedger:
             raise PrivacyParameterError("value_discretization_interval must be positive")
 
     def step(self, mechanism: Mechanism) -> PrivacyLedger:
-        """Record one (possibly repeated) mechanism; returns ``self`` for chaining."""
+        """Record one (possibly repeated) mechanism; returns ``self`` for chaining.
+
+        Args:
+            mechanism: the mechanism spent.
+
+        Returns:
+            This ledger.
+
+        Raises:
+            TypeError: ``mechanism`` is not a :class:`~dpaudit.accounting.mechanisms.Mechanism`.
+        """
         if not isinstance(mechanism, Mechanism):
             raise TypeError(f"expected a Mechanism, got {type(mechanism).__name__}")
         self.mechanisms.append(mechanism)
         return self
 
     def extend(self, mechanisms) -> PrivacyLedger:
+        """Record several mechanisms in order (:meth:`step` each).
+
+        Args:
+            mechanisms: iterable of mechanisms.
+
+        Returns:
+            This ledger.
+        """
         for m in mechanisms:
             self.step(m)
         return self
@@ -100,6 +129,11 @@ class PrivacyLedger:
         return composable, recorded
 
     def rdp(self) -> np.ndarray:
+        """Composed RDP curve of every mechanism except recorded (ε, δ) guarantees, at :attr:`orders`.
+
+        Returns:
+            Array of ε(α), one per order.
+        """
         composable, _ = self._split()
         total = np.zeros_like(self.orders)
         for m in composable:
@@ -142,7 +176,14 @@ class PrivacyLedger:
 
     def pld_grid(self, rdp_epsilon: float) -> float:
         """PLD grid width: ``value_discretization_interval``, refined to ε_rdp/100 (≥ 1e-5) for
-        small ε, where a fixed grid's pessimistic rounding would dominate the answer."""
+        small ε, where a fixed grid's pessimistic rounding would dominate the answer.
+
+        Args:
+            rdp_epsilon: ε of the RDP analysis.
+
+        Returns:
+            The grid width.
+        """
         return min(self.value_discretization_interval, max(1e-5, rdp_epsilon / 100.0))
 
     def epsilon_by_accountant(self, delta: float, only: str | None = None) -> dict[str, float]:
@@ -152,6 +193,16 @@ class PrivacyLedger:
         most :data:`PLD_MAX_EPSILON`; ``"rdp+pld"`` when some mechanisms are tighter alone under
         RDP and others under PLD; ``"gaussian"`` when the composed part is exactly μ-GDP.
         ``only="rdp"`` / ``"pld"`` skips the other analyses (RDP is always computed).
+
+        Args:
+            delta: target δ, in (0, 1).
+            only: ``"rdp"``, ``"pld"`` or ``None`` (all).
+
+        Returns:
+            ε by analysis name.
+
+        Raises:
+            PrivacyParameterError: δ out of range, or recorded guarantees leave no δ for the rest.
         """
         if not 0.0 < delta < 1.0:
             raise PrivacyParameterError(f"delta must lie in (0, 1), got {delta}")
@@ -208,7 +259,15 @@ class PrivacyLedger:
 
     def explain_epsilon(self, delta: float, full: bool = True) -> tuple[float, str, dict[str, float]]:
         """(ε reported under this ledger's accountant, the analysis that produced it, the values
-        of the analyses computed — all of them when ``full``)."""
+        of the analyses computed — all of them when ``full``).
+
+        Args:
+            delta: target δ, in (0, 1).
+            full: compute every analysis, not only the chosen accountant's.
+
+        Returns:
+            ``(epsilon, analysis, values)``.
+        """
         values = self.epsilon_by_accountant(delta, only=None if full or self.accountant == "auto" else self.accountant)
         if self.accountant == "rdp" or len(values) == 1:
             return values["rdp"], "rdp", values
@@ -221,13 +280,27 @@ class PrivacyLedger:
 
     def get_epsilon(self, delta: float) -> float:
         """ε spent at δ under this ledger's accountant (δ is shared out among the parts only
-        when recorded guarantees exist)."""
+        when recorded guarantees exist).
+
+        Args:
+            delta: target δ, in (0, 1).
+
+        Returns:
+            ε.
+        """
         eps, _, _ = self.explain_epsilon(delta, full=False)
         return eps
 
     def get_epsilon_and_order(self, delta: float) -> tuple[float, float | None]:
         """The RDP analysis only: (ε, optimal order); order ∞ when the pure-DP sum is smaller,
-        ``None`` when only recorded guarantees exist."""
+        ``None`` when only recorded guarantees exist.
+
+        Args:
+            delta: target δ, in (0, 1).
+
+        Returns:
+            ``(epsilon, order)``.
+        """
         composable, _ = self._split()
         rec_eps, remaining = self._recorded_part(delta)
         if not composable:
@@ -243,7 +316,14 @@ class PrivacyLedger:
         return math.sqrt(sum(mu * mu for mu in mus))
 
     def accounting_record(self, analysis: str) -> dict:
-        """What :mod:`dpaudit.accounting.verify` needs to redo this ledger's computation."""
+        """What :mod:`dpaudit.accounting.verify` needs to redo this ledger's computation.
+
+        Args:
+            analysis: the analysis that produced the reported ε.
+
+        Returns:
+            ``{"accountant", "analysis", "value_discretization_interval"[, "orders"]}``.
+        """
         record = {
             "accountant": self.accountant,
             "analysis": analysis,
@@ -269,6 +349,18 @@ class PrivacyLedger:
         the analysis that produced ε (a caller's own label gets that name appended). The ε of
         every analysis is kept in ``epsilon_by_accountant``. ``unaccounted`` lists steps that
         read private data outside this ledger; any entry makes the spec ``sound: false``.
+
+        Args:
+            delta: target δ, in (0, 1).
+            unit: the protected unit (``"node"`` or ``"edge"``).
+            target_epsilon: the run's target ε, or ``None``.
+            sound: whether every step is proven.
+            notes: free-text notes kept on the spec.
+            accountant: caller's label (see above), or ``None``.
+            unaccounted: steps outside this ledger that read private data.
+
+        Returns:
+            The spec (``sound: false`` when ``unaccounted`` is non-empty).
         """
         eps, used, values = self.explain_epsilon(delta)
         composable, recorded = self._split()

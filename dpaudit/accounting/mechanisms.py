@@ -49,6 +49,14 @@ EXTENDED_ORDERS: tuple[float, ...] = (1536.0, 2048.0, 3072.0, 4096.0, 6144.0, 81
 
 
 def orders_array(orders=None) -> np.ndarray:
+    """Rényi orders as a float64 array.
+
+    Args:
+        orders: orders to use; ``None`` gives :data:`DEFAULT_ORDERS`.
+
+    Returns:
+        1-D float64 array of the orders.
+    """
     return np.asarray(DEFAULT_ORDERS if orders is None else orders, dtype=np.float64)
 
 
@@ -67,11 +75,22 @@ def _check_count(name: str, value: int) -> int:
 
 @dataclass(frozen=True)
 class Mechanism(ABC):
-    """A mechanism applied ``count`` times; subclasses give its RDP curve."""
+    """A mechanism applied ``count`` times; subclasses give its RDP curve.
+
+    Attributes:
+        name: label of the mechanism in the ledger (each subclass declares it, with a default, among its fields).
+    """
 
     @abstractmethod
     def rdp(self, orders=None) -> np.ndarray:
-        """RDP ε(α) at every order (all applications composed)."""
+        """RDP ε(α) at every order (all applications composed).
+
+        Args:
+            orders: Rényi orders α > 1; ``None`` uses :data:`DEFAULT_ORDERS`.
+
+        Returns:
+            Array of ε(α), one per order.
+        """
 
     def pure_epsilon(self) -> float | None:
         """ε of a pure ε-DP mechanism (all applications composed), else ``None``."""
@@ -83,10 +102,22 @@ class Mechanism(ABC):
 
     def pld(self, value_discretization_interval: float):
         """dp-accounting ``PrivacyLossDistribution`` of a dominating pair (all applications
-        composed), or ``None`` when the mechanism has none (then the ledger uses RDP)."""
+        composed), or ``None`` when the mechanism has none (then the ledger uses RDP).
+
+        Args:
+            value_discretization_interval: width of dp-accounting's privacy-loss grid.
+
+        Returns:
+            A ``PrivacyLossDistribution``, or ``None`` in this base class.
+        """
         return None
 
     def describe(self) -> dict:
+        """Ledger record of the mechanism: its class name and every public dataclass field.
+
+        Returns:
+            Dict with ``"mechanism"`` (class name) and the field values; :func:`mechanism_from_record` inverts it.
+        """
         record = {"mechanism": type(self).__name__}
         record.update({k: v for k, v in asdict(self).items() if not k.startswith("_")})
         return record
@@ -98,6 +129,12 @@ class GaussianMechanism(Mechanism):
 
     RDP: :math:`\varepsilon(\alpha) = \text{count}\cdot\alpha\Delta^2 / (2\sigma^2)`;
     exactly μ-GDP with :math:`\mu = \sqrt{\text{count}}\,\Delta/\sigma` (Dong et al. 2019).
+
+    Attributes:
+        sigma: noise standard deviation σ (> 0).
+        sensitivity: L2 sensitivity Δ (> 0).
+        count: number of applications composed (≥ 0).
+        name: label in the ledger.
     """
 
     sigma: float
@@ -111,13 +148,34 @@ class GaussianMechanism(Mechanism):
         _check_count("count", self.count)
 
     def rdp(self, orders=None) -> np.ndarray:
+        """RDP ε(α) at every order (all applications composed).
+
+        Args:
+            orders: Rényi orders α > 1; ``None`` uses :data:`DEFAULT_ORDERS`.
+
+        Returns:
+            Array of ε(α), one per order.
+        """
         a = orders_array(orders)
         return self.count * a * self.sensitivity**2 / (2.0 * self.sigma**2)
 
     def gdp_mu(self) -> float:
+        """μ of the composed mechanism, which is exactly μ-GDP: √count·Δ/σ.
+
+        Returns:
+            μ (float).
+        """
         return math.sqrt(self.count) * self.sensitivity / self.sigma
 
     def pld(self, value_discretization_interval: float):
+        """dp-accounting ``PrivacyLossDistribution`` of a dominating pair (all applications composed).
+
+        Args:
+            value_discretization_interval: width of dp-accounting's privacy-loss grid (smaller is tighter and slower).
+
+        Returns:
+            The pessimistically discretised ``PrivacyLossDistribution``.
+        """
         from dpaudit.accounting.pld import gaussian_pld
 
         return gaussian_pld(self.sigma, self.sensitivity, value_discretization_interval, 1.0, self.count)
@@ -132,6 +190,12 @@ class PoissonSubsampledGaussian(Mechanism):
     folded into σ (σ = noise std / clipping norm). PLD of the add/remove dominating pair
     :math:`(\mathcal N(0,\sigma^2), (1-q)\mathcal N(0,\sigma^2) + q\mathcal N(1,\sigma^2))` and
     its reverse (Zhu, Dong & Wang 2022; Koskela et al. 2020), composed ``steps`` times.
+
+    Attributes:
+        sigma: noise multiplier (noise std divided by the clipping norm, > 0).
+        sample_rate: Poisson sampling probability q in (0, 1].
+        steps: number of steps composed (≥ 0).
+        name: label in the ledger.
     """
 
     sigma: float
@@ -146,6 +210,14 @@ class PoissonSubsampledGaussian(Mechanism):
         _check_count("steps", self.steps)
 
     def rdp(self, orders=None) -> np.ndarray:
+        """RDP ε(α) at every order (all applications composed).
+
+        Args:
+            orders: Rényi orders α > 1; ``None`` uses :data:`DEFAULT_ORDERS`.
+
+        Returns:
+            Array of ε(α), one per order.
+        """
         a = orders_array(orders)
         out = np.empty_like(a)
         small = a <= 1024.0
@@ -158,6 +230,14 @@ class PoissonSubsampledGaussian(Mechanism):
         return self.steps * out
 
     def pld(self, value_discretization_interval: float):
+        """dp-accounting ``PrivacyLossDistribution`` of a dominating pair (all applications composed).
+
+        Args:
+            value_discretization_interval: width of dp-accounting's privacy-loss grid (smaller is tighter and slower).
+
+        Returns:
+            The pessimistically discretised ``PrivacyLossDistribution``.
+        """
         from dpaudit.accounting.pld import gaussian_pld
 
         return gaussian_pld(self.sigma, 1.0, value_discretization_interval, self.sample_rate, self.steps)
@@ -204,6 +284,14 @@ class FixedSizeSubsampledGaussian(Mechanism):
     Gaboardi 2018, Thm 10). With the Gaussian pair :math:`P = \mathcal N(0, \sigma^2)`,
     :math:`Q = \mathcal N(\text{sensitivity}, \sigma^2)` this is dp-accounting's Poisson
     add/remove pair at rate γ with noise σ/sensitivity — the same σ/2 convention as the RDP.
+
+    Attributes:
+        sigma: noise std divided by the clipping norm C (> 0).
+        batch_size: batch size m, in (0, population].
+        population: number of examples n the batch is drawn from.
+        steps: number of steps composed (≥ 0).
+        sensitivity: replace-one sensitivity in units of C (default 2).
+        name: label in the ledger.
     """
 
     sigma: float
@@ -221,11 +309,27 @@ class FixedSizeSubsampledGaussian(Mechanism):
             raise PrivacyParameterError("batch_size must lie in (0, population]")
 
     def rdp(self, orders=None) -> np.ndarray:
+        """RDP ε(α) at every order (all applications composed).
+
+        Args:
+            orders: Rényi orders α > 1; ``None`` uses :data:`DEFAULT_ORDERS`.
+
+        Returns:
+            Array of ε(α), one per order.
+        """
         a = tuple(float(x) for x in orders_array(orders))
         q = self.batch_size / self.population
         return self.steps * np.asarray(_wor_rdp_cached(q, float(self.sigma / self.sensitivity), a))
 
     def pld(self, value_discretization_interval: float):
+        """dp-accounting ``PrivacyLossDistribution`` of a dominating pair (all applications composed).
+
+        Args:
+            value_discretization_interval: width of dp-accounting's privacy-loss grid (smaller is tighter and slower).
+
+        Returns:
+            The pessimistically discretised ``PrivacyLossDistribution``.
+        """
         from dpaudit.accounting.pld import gaussian_pld
 
         gamma = self.batch_size / self.population
@@ -315,6 +419,15 @@ class SensitivityMixtureGaussian(Mechanism):
     and we know no proof that the pair with s = 2C dominates for more than one term. Callers
     must choose it only under (a) and (b); the default stays ``"convexity"``. RDP of the pair
     is integrated numerically (orders ≤ 256) and its PLD built by dp-accounting.
+
+    Attributes:
+        sigma: Gaussian noise std σ (> 0).
+        sensitivity_per_term: s, how far one affected term moves the sum (> 0).
+        support: values ρ can take (numbers of affected terms, ≥ 0).
+        probabilities: P(ρ) for each support point (non-negative, sum 1).
+        steps: number of repetitions composed (≥ 0).
+        name: label in the ledger.
+        analysis: ``"convexity"`` (default) or ``"mixture-of-gaussians"`` (see above for when it is valid).
     """
 
     sigma: float
@@ -349,6 +462,14 @@ class SensitivityMixtureGaussian(Mechanism):
         return tuple(s for s, _ in pairs), tuple(p for _, p in pairs)
 
     def rdp(self, orders=None) -> np.ndarray:
+        """RDP ε(α) at every order (all applications composed).
+
+        Args:
+            orders: Rényi orders α > 1; ``None`` uses :data:`DEFAULT_ORDERS`.
+
+        Returns:
+            Array of ε(α), one per order.
+        """
         a = orders_array(orders)
         if self.analysis == "mixture-of-gaussians":
             sens, probs = self._sensitivities()
@@ -365,6 +486,14 @@ class SensitivityMixtureGaussian(Mechanism):
         return self.steps * log_mgf / (a[:, 0] - 1.0)
 
     def pld(self, value_discretization_interval: float):
+        """dp-accounting ``PrivacyLossDistribution`` of a dominating pair (all applications composed).
+
+        Args:
+            value_discretization_interval: width of dp-accounting's privacy-loss grid (smaller is tighter and slower).
+
+        Returns:
+            The pessimistically discretised ``PrivacyLossDistribution``.
+        """
         from dpaudit.accounting.pld import mixture_of_gaussians_pld, revealed_mixture_pld
 
         sens, probs = self._sensitivities()
@@ -372,6 +501,11 @@ class SensitivityMixtureGaussian(Mechanism):
         return build(self.sigma, sens, probs, value_discretization_interval, self.steps)
 
     def describe(self) -> dict:
+        """Ledger record: the fields, the whole law of ρ and a reference for the analysis used.
+
+        Returns:
+            Dict as :meth:`Mechanism.describe` plus ``support``, ``probabilities`` (lists) and ``analysis_reference``.
+        """
         record = super().describe()
         # The whole law is kept: load-time verification rebuilds the mechanism from it.
         record["support"] = [float(s) for s in self.support]
@@ -389,6 +523,12 @@ class LaplaceMechanism(Mechanism):
     r"""Laplace mechanism with scale b and L1 sensitivity Δ, ``count`` times: pure (count·Δ/b)-DP.
 
     RDP from Mironov (2017), Prop. 6, via autodp (tighter than going through pure DP).
+
+    Attributes:
+        scale: Laplace scale b (> 0).
+        sensitivity: L1 sensitivity Δ (> 0).
+        count: number of applications composed (≥ 0).
+        name: label in the ledger.
     """
 
     scale: float
@@ -402,15 +542,36 @@ class LaplaceMechanism(Mechanism):
         _check_count("count", self.count)
 
     def rdp(self, orders=None) -> np.ndarray:
+        """RDP ε(α) at every order (all applications composed).
+
+        Args:
+            orders: Rényi orders α > 1; ``None`` uses :data:`DEFAULT_ORDERS`.
+
+        Returns:
+            Array of ε(α), one per order.
+        """
         from autodp.rdp_bank import RDP_laplace
 
         b = self.scale / self.sensitivity
         return self.count * np.array([RDP_laplace({"b": b}, float(x)) for x in orders_array(orders)])
 
     def pure_epsilon(self) -> float:
+        """Pure ε of the composition, count·Δ/b.
+
+        Returns:
+            ε (float).
+        """
         return self.count * self.sensitivity / self.scale
 
     def pld(self, value_discretization_interval: float):
+        """dp-accounting ``PrivacyLossDistribution`` of a dominating pair (all applications composed).
+
+        Args:
+            value_discretization_interval: width of dp-accounting's privacy-loss grid (smaller is tighter and slower).
+
+        Returns:
+            The pessimistically discretised ``PrivacyLossDistribution``.
+        """
         from dpaudit.accounting.pld import laplace_pld
 
         return laplace_pld(self.scale, self.sensitivity, value_discretization_interval, self.count)
@@ -423,6 +584,11 @@ class PureDPMechanism(Mechanism):
     RDP from Bun & Steinke (2016), Lemma 4 (via autodp's ``RDP_pureDP``), capped at ε. PLD of
     the randomized-response pair, which dominates every ε-DP mechanism (Kairouz, Oh &
     Viswanath 2015), so its composition is the optimal one for pure-DP parts.
+
+    Attributes:
+        epsilon: ε of one application (> 0).
+        count: number of applications composed (≥ 0).
+        name: label in the ledger.
     """
 
     epsilon: float
@@ -434,14 +600,35 @@ class PureDPMechanism(Mechanism):
         _check_count("count", self.count)
 
     def rdp(self, orders=None) -> np.ndarray:
+        """RDP ε(α) at every order (all applications composed).
+
+        Args:
+            orders: Rényi orders α > 1; ``None`` uses :data:`DEFAULT_ORDERS`.
+
+        Returns:
+            Array of ε(α), one per order.
+        """
         from autodp.rdp_bank import RDP_pureDP
 
         return self.count * np.array([RDP_pureDP({"eps": self.epsilon}, float(x)) for x in orders_array(orders)])
 
     def pure_epsilon(self) -> float:
+        """Pure ε of the composition, count·ε.
+
+        Returns:
+            ε (float).
+        """
         return self.count * self.epsilon
 
     def pld(self, value_discretization_interval: float):
+        """dp-accounting ``PrivacyLossDistribution`` of a dominating pair (all applications composed).
+
+        Args:
+            value_discretization_interval: width of dp-accounting's privacy-loss grid (smaller is tighter and slower).
+
+        Returns:
+            The pessimistically discretised ``PrivacyLossDistribution``.
+        """
         from dpaudit.accounting.pld import pure_dp_pld
 
         return pure_dp_pld(self.epsilon, value_discretization_interval, self.count)
@@ -460,6 +647,11 @@ class ExponentialMechanism(Mechanism):
     PLD: the randomized-response pair of ε-DP (valid for any ε-DP mechanism, not specific to
     the bounded-range property; the ledger also keeps the bounded-range RDP and reports the
     smaller ε).
+
+    Attributes:
+        epsilon: ε of one application (> 0).
+        count: number of applications composed (≥ 0; k for a one-shot top-k).
+        name: label in the ledger.
     """
 
     epsilon: float
@@ -471,15 +663,36 @@ class ExponentialMechanism(Mechanism):
         _check_count("count", self.count)
 
     def rdp(self, orders=None) -> np.ndarray:
+        """RDP ε(α) at every order (all applications composed).
+
+        Args:
+            orders: Rényi orders α > 1; ``None`` uses :data:`DEFAULT_ORDERS`.
+
+        Returns:
+            Array of ε(α), one per order.
+        """
         a = orders_array(orders)
         bounded_range = a * self.epsilon**2 / 8.0
         pure = PureDPMechanism(self.epsilon, 1).rdp(a)
         return self.count * np.minimum(bounded_range, pure)
 
     def pure_epsilon(self) -> float:
+        """Pure ε of the composition, count·ε.
+
+        Returns:
+            ε (float).
+        """
         return self.count * self.epsilon
 
     def pld(self, value_discretization_interval: float):
+        """dp-accounting ``PrivacyLossDistribution`` of a dominating pair (all applications composed).
+
+        Args:
+            value_discretization_interval: width of dp-accounting's privacy-loss grid (smaller is tighter and slower).
+
+        Returns:
+            The pessimistically discretised ``PrivacyLossDistribution``.
+        """
         from dpaudit.accounting.pld import pure_dp_pld
 
         return pure_dp_pld(self.epsilon, value_discretization_interval, self.count)
@@ -488,7 +701,14 @@ class ExponentialMechanism(Mechanism):
 @dataclass(frozen=True)
 class RecordedGuarantee(Mechanism):
     """A guarantee proven outside RDP (e.g. GCON's objective perturbation, Theorem 1), recorded
-    as (ε, δ) so it appears in the ledger. It cannot be composed through RDP."""
+    as (ε, δ) so it appears in the ledger. It cannot be composed through RDP.
+
+    Attributes:
+        epsilon: the proven ε.
+        delta: the proven δ.
+        name: label in the ledger.
+        details: free-form parameters of the proof, kept in the record.
+    """
 
     epsilon: float
     delta: float
@@ -496,6 +716,14 @@ class RecordedGuarantee(Mechanism):
     details: dict = field(default_factory=dict)
 
     def rdp(self, orders=None) -> np.ndarray:
+        """Always raises: an (ε, δ) guarantee has no RDP curve.
+
+        Args:
+            orders: ignored.
+
+        Raises:
+            PrivacyParameterError: always.
+        """
         raise PrivacyParameterError(f"{self.name}: an (ε, δ) guarantee has no RDP curve; compose it in (ε, δ)")
 
 
@@ -524,6 +752,12 @@ def mechanism_from_record(record: dict) -> Mechanism:
 
     Raises:
         PrivacyParameterError: unknown mechanism name, missing or invalid parameters.
+
+    Args:
+        record: a dict as written by :meth:`Mechanism.describe` (e.g. read back from a ledger JSON).
+
+    Returns:
+        The rebuilt mechanism.
     """
     from dataclasses import MISSING, fields
 

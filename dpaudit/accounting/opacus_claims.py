@@ -58,6 +58,7 @@ class OpacusClaim:
     message: str
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON-able form (``history`` as lists)."""
         out = asdict(self)
         out["history"] = [list(entry) for entry in self.history]
         return out
@@ -66,7 +67,17 @@ class OpacusClaim:
 def opacus_history(engine_or_accountant) -> tuple[tuple[float, float, int], ...]:
     """The ``(noise_multiplier, sample_rate, steps)`` entries of an Opacus ``PrivacyEngine`` (its
     ``accountant``) or accountant; raises PrivacyParameterError when there is no history, it is
-    empty, or an entry is not three numbers of the mechanism's ranges."""
+    empty, or an entry is not three numbers of the mechanism's ranges.
+
+    Args:
+        engine_or_accountant: an Opacus ``PrivacyEngine`` or accountant.
+
+    Returns:
+        The history entries.
+
+    Raises:
+        PrivacyParameterError: see above.
+    """
     source = getattr(engine_or_accountant, "accountant", engine_or_accountant)
     history = getattr(source, "history", None)
     if history is None:
@@ -98,6 +109,15 @@ def claim_from_opacus(engine_or_accountant, delta: float, claimed_epsilon: float
         PrivacyParameterError: δ outside (0, 1), a claimed ε that is not positive, an unknown
             accountant, or an object without a non-empty history of valid entries (before any
             computation).
+
+    Args:
+        engine_or_accountant: an Opacus ``PrivacyEngine`` or accountant.
+        delta: the δ at which ε is computed.
+        claimed_epsilon: the ε the user states, or ``None``.
+        accountant: the ledger's accountant.
+
+    Returns:
+        The :class:`OpacusClaim`.
     """
     delta = validate_delta(delta)
     claim = None if claimed_epsilon is None else validate_epsilon(claimed_epsilon)

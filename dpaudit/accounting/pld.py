@@ -46,7 +46,14 @@ def _pld_module():
 
 
 def identity_pld(interval: float):
-    """The PLD of a mechanism that reads nothing (loss 0 with probability 1)."""
+    """The PLD of a mechanism that reads nothing (loss 0 with probability 1).
+
+    Args:
+        interval: dp-accounting's value discretization interval (privacy-loss grid width).
+
+    Returns:
+        A dp-accounting ``PrivacyLossDistribution``.
+    """
     return _pld_module().identity(value_discretization_interval=interval)
 
 
@@ -55,7 +62,18 @@ def gaussian_pld(sigma: float, sensitivity: float, interval: float, sampling_pro
 
     :math:`\big(\mathcal N(0,\sigma^2),\ (1-q)\mathcal N(0,\sigma^2) + q\,\mathcal N(\Delta,\sigma^2)\big)`
     and its reverse (dp-accounting's ``ADD_OR_REMOVE_ONE`` pair; for q = 1 the plain Gaussian).
-    Without subsampling the composition is computed in closed form (σ/√count)."""
+    Without subsampling the composition is computed in closed form (σ/√count).
+
+    Args:
+        sigma: noise std σ.
+        sensitivity: L2 sensitivity Δ.
+        interval: dp-accounting's value discretization interval (privacy-loss grid width).
+        sampling_prob: Poisson sampling rate q (1: no subsampling).
+        count: number of compositions (0 gives the identity).
+
+    Returns:
+        A dp-accounting ``PrivacyLossDistribution``.
+    """
     pld = _pld_module()
     if count == 0:
         return identity_pld(interval)
@@ -71,7 +89,17 @@ def gaussian_pld(sigma: float, sensitivity: float, interval: float, sampling_pro
 
 
 def laplace_pld(scale: float, sensitivity: float, interval: float, count: int = 1):
-    """PLD of ``count`` Laplace(scale) releases of an L1-sensitivity-Δ query (add/remove pair)."""
+    """PLD of ``count`` Laplace(scale) releases of an L1-sensitivity-Δ query (add/remove pair).
+
+    Args:
+        scale: Laplace scale b.
+        sensitivity: L1 sensitivity Δ.
+        interval: dp-accounting's value discretization interval (privacy-loss grid width).
+        count: number of compositions.
+
+    Returns:
+        A dp-accounting ``PrivacyLossDistribution``.
+    """
     if count == 0:
         return identity_pld(interval)
     single = _pld_module().from_laplace_mechanism(
@@ -82,7 +110,16 @@ def laplace_pld(scale: float, sensitivity: float, interval: float, count: int = 
 
 def pure_dp_pld(epsilon: float, interval: float, count: int = 1):
     r"""PLD dominating any ε-DP mechanism: loss ±ε with probabilities :math:`1/(1+e^{\mp\varepsilon})`
-    (the randomized-response pair, Kairouz, Oh & Viswanath 2015), composed ``count`` times."""
+    (the randomized-response pair, Kairouz, Oh & Viswanath 2015), composed ``count`` times.
+
+    Args:
+        epsilon: ε of one mechanism.
+        interval: dp-accounting's value discretization interval (privacy-loss grid width).
+        count: number of compositions.
+
+    Returns:
+        A dp-accounting ``PrivacyLossDistribution``.
+    """
     from dp_accounting.pld import common
 
     if count == 0:
@@ -105,7 +142,18 @@ def revealed_mixture_pld(
     :math:`s_\rho = 0`); its RDP is exactly DP-GNN's Theorem 1. By joint convexity of the
     hockey-stick divergence this pair dominates *any* mechanism that, conditioned on its
     internal randomness, is a Gaussian with sensitivity :math:`s_\rho` — whatever the sampler
-    and the neighbouring relation."""
+    and the neighbouring relation.
+
+    Args:
+        sigma: Gaussian noise std σ.
+        sensitivities: the sensitivity s_ρ of each support point.
+        probabilities: p_ρ of each support point (non-positive ones skipped).
+        interval: dp-accounting's value discretization interval (privacy-loss grid width).
+        count: number of compositions.
+
+    Returns:
+        A dp-accounting ``PrivacyLossDistribution``.
+    """
     pld = _pld_module()
     mixture = None
     weight = 0.0
@@ -150,7 +198,18 @@ def mixture_of_gaussians_pld(
     with :math:`L(x^*) = \varepsilon`, :math:`L(x_*) = -\varepsilon` (solved by Newton's method,
     exact to rounding). Outside the cut range :math:`[-10, c_{\max}+10]` the profile is
     bounded *above* (the tail mass, < 1e-22, is added), so the discretisation stays
-    pessimistic: every ε it yields, after any composition, is an upper bound."""
+    pessimistic: every ε it yields, after any composition, is an upper bound.
+
+    Args:
+        sigma: Gaussian noise std σ.
+        sensitivities: the sensitivity s_ρ of each support point.
+        probabilities: p_ρ of each support point (non-positive ones skipped).
+        interval: dp-accounting's value discretization interval (privacy-loss grid width).
+        count: number of compositions.
+
+    Returns:
+        A dp-accounting ``PrivacyLossDistribution``.
+    """
     pairs = [(float(s) / sigma, float(p)) for s, p in zip(sensitivities, probabilities) if p > 0]
     if count == 0 or all(c == 0 for c, _ in pairs):
         return identity_pld(interval)
@@ -230,11 +289,28 @@ def _mog_connect_dots_pmf(c: np.ndarray, w: np.ndarray, interval: float, directi
 
 @lru_cache(maxsize=512)
 def cached_mechanism_pld(mechanism, interval: float):
-    """``mechanism.pld(interval)``, cached (mechanisms are frozen, hashable dataclasses)."""
+    """``mechanism.pld(interval)``, cached (mechanisms are frozen, hashable dataclasses).
+
+    Args:
+        mechanism: a :class:`~dpaudit.accounting.mechanisms.Mechanism`.
+        interval: dp-accounting's value discretization interval (privacy-loss grid width).
+
+    Returns:
+        A dp-accounting ``PrivacyLossDistribution``. (or ``None`` when the mechanism has none).
+    """
     return mechanism.pld(interval)
 
 
 def mechanism_pld(mechanism, interval: float):
+    """``mechanism.pld(interval)``, through the cache when the mechanism is hashable.
+
+    Args:
+        mechanism: a :class:`~dpaudit.accounting.mechanisms.Mechanism`.
+        interval: dp-accounting's value discretization interval (privacy-loss grid width).
+
+    Returns:
+        A dp-accounting ``PrivacyLossDistribution``. (or ``None`` when the mechanism has none).
+    """
     try:
         return cached_mechanism_pld(mechanism, interval)
     except TypeError:  # an unhashable field (never for the built-in mechanisms)
@@ -251,7 +327,15 @@ def _composed_pld(mechanisms: tuple, interval: float):
 
 
 def composed_pld(mechanisms: Sequence, interval: float = DEFAULT_DISCRETIZATION):
-    """The composed PLD of ``mechanisms`` (cached), ``None`` for an empty sequence."""
+    """The composed PLD of ``mechanisms`` (cached), ``None`` for an empty sequence.
+
+    Args:
+        mechanisms: the mechanisms, in order.
+        interval: dp-accounting's value discretization interval (privacy-loss grid width).
+
+    Returns:
+        A dp-accounting ``PrivacyLossDistribution``., or ``None``.
+    """
     try:
         return _composed_pld(tuple(mechanisms), float(interval))
     except TypeError:
@@ -267,7 +351,16 @@ def _composed_epsilon(mechanisms: tuple, delta: float, interval: float) -> float
 
 
 def pld_epsilon(mechanisms: Sequence, delta: float, interval: float = DEFAULT_DISCRETIZATION) -> float:
-    """ε at δ of the composition of ``mechanisms`` by PLD (each must implement ``pld``)."""
+    """ε at δ of the composition of ``mechanisms`` by PLD (each must implement ``pld``).
+
+    Args:
+        mechanisms: the mechanisms composed.
+        delta: target δ.
+        interval: dp-accounting's value discretization interval (privacy-loss grid width).
+
+    Returns:
+        ε ≥ 0 (0 for an empty sequence).
+    """
     try:
         return _composed_epsilon(tuple(mechanisms), float(delta), float(interval))
     except TypeError:
@@ -275,7 +368,15 @@ def pld_epsilon(mechanisms: Sequence, delta: float, interval: float = DEFAULT_DI
 
 
 def gaussian_delta(mu: float, epsilon: float) -> float:
-    """δ(ε) of the μ-GDP Gaussian mechanism (Balle & Wang 2018, Theorem 8), in log space."""
+    """δ(ε) of the μ-GDP Gaussian mechanism (Balle & Wang 2018, Theorem 8), in log space.
+
+    Args:
+        mu: μ of the mechanism (≤ 0 gives 0).
+        epsilon: ε at which δ is evaluated.
+
+    Returns:
+        δ(ε).
+    """
     if mu <= 0:
         return 0.0
     a = log_ndtr(-epsilon / mu + mu / 2.0)
@@ -289,7 +390,15 @@ def gaussian_epsilon(mu: float, delta: float) -> float:
     """Smallest ε ≥ 0 with δ(ε) ≤ ``delta`` for a μ-GDP mechanism (exact; bisection on ε).
 
     δ(ε) is decreasing in ε, so the root is bracketed and refined by Brent's method; the
-    returned ε is nudged up until δ(ε) ≤ ``delta`` holds numerically."""
+    returned ε is nudged up until δ(ε) ≤ ``delta`` holds numerically.
+
+    Args:
+        mu: μ of the mechanism.
+        delta: target δ.
+
+    Returns:
+        ε.
+    """
     if mu <= 0 or gaussian_delta(mu, 0.0) <= delta:
         return 0.0
     hi = max(1.0, mu * mu / 2.0 + mu * 10.0)

@@ -55,7 +55,15 @@ HAT_ORDERS: tuple[float, ...] = (1.0, *DEFAULT_ORDERS)
 
 
 def check_law(eta: float, gamma: float) -> None:
-    """The truncated negative binomial law needs η > −1 and 0 < γ < 1."""
+    """The truncated negative binomial law needs η > −1 and 0 < γ < 1.
+
+    Args:
+        eta: η of the law (> −1).
+        gamma: γ of the law, in (0, 1).
+
+    Raises:
+        PrivacyParameterError: η or γ out of range.
+    """
     if not (math.isfinite(eta) and eta > -1.0):
         raise PrivacyParameterError(f"the truncated negative binomial needs eta > -1, got {eta}")
     if not 0.0 < gamma < 1.0:
@@ -63,7 +71,18 @@ def check_law(eta: float, gamma: float) -> None:
 
 
 def expected_runs(eta: float, gamma: float) -> float:
-    """E[K] under :math:`\\mathcal D_{\\eta,\\gamma}` (Papernot & Steinke 2022, §3)."""
+    """E[K] under :math:`\\mathcal D_{\\eta,\\gamma}` (Papernot & Steinke 2022, §3).
+
+    Args:
+        eta: η of the law (> −1).
+        gamma: γ of the law, in (0, 1).
+
+    Returns:
+        E[K].
+
+    Raises:
+        PrivacyParameterError: η or γ out of range.
+    """
     check_law(eta, gamma)
     if eta == 0.0:
         return (1.0 / gamma - 1.0) / math.log(1.0 / gamma)
@@ -71,7 +90,18 @@ def expected_runs(eta: float, gamma: float) -> float:
 
 
 def gamma_for_expected_runs(eta: float, mean: float) -> float:
-    """The γ giving E[K] = ``mean`` (E[K] falls from ∞ to 1 as γ rises from 0 to 1)."""
+    """The γ giving E[K] = ``mean`` (E[K] falls from ∞ to 1 as γ rises from 0 to 1).
+
+    Args:
+        eta: η of the law (> −1).
+        mean: the wanted E[K] (> 1).
+
+    Returns:
+        γ.
+
+    Raises:
+        PrivacyParameterError: ``mean`` ≤ 1 or η out of range.
+    """
     if not (math.isfinite(mean) and mean > 1.0):
         raise PrivacyParameterError(f"the expected number of runs must be > 1, got {mean}")
     check_law(eta, 0.5)
@@ -79,7 +109,19 @@ def gamma_for_expected_runs(eta: float, mean: float) -> float:
 
 
 def run_probabilities(eta: float, gamma: float, up_to: int) -> np.ndarray:
-    """Pr[K = k] for k = 1..``up_to`` (by the ratio Pr[k+1]/Pr[k] = (1−γ)(k+η)/(k+1))."""
+    """Pr[K = k] for k = 1..``up_to`` (by the ratio Pr[k+1]/Pr[k] = (1−γ)(k+η)/(k+1)).
+
+    Args:
+        eta: η of the law (> −1).
+        gamma: γ of the law, in (0, 1).
+        up_to: largest k.
+
+    Returns:
+        Array of ``up_to`` probabilities.
+
+    Raises:
+        PrivacyParameterError: η or γ out of range.
+    """
     check_law(eta, gamma)
     first = (1.0 - gamma) / math.log(1.0 / gamma) if eta == 0.0 else (1.0 - gamma) * eta / (gamma**-eta - 1.0)
     out = np.empty(up_to)
@@ -90,7 +132,19 @@ def run_probabilities(eta: float, gamma: float, up_to: int) -> np.ndarray:
 
 
 def draw_runs(eta: float, gamma: float, rng: np.random.Generator) -> int:
-    """One draw of K (inverse CDF, walking the probabilities; the tail is geometric-fast)."""
+    """One draw of K (inverse CDF, walking the probabilities; the tail is geometric-fast).
+
+    Args:
+        eta: η of the law (> −1).
+        gamma: γ of the law, in (0, 1).
+        rng: the numpy generator drawing the uniform.
+
+    Returns:
+        K ≥ 1.
+
+    Raises:
+        PrivacyParameterError: η or γ out of range.
+    """
     check_law(eta, gamma)
     u = rng.random()
     k, p = 1, run_probabilities(eta, gamma, 1)[0]
@@ -104,7 +158,19 @@ def draw_runs(eta: float, gamma: float, rng: np.random.Generator) -> int:
 
 def generating_function(eta: float, gamma: float, z: np.ndarray) -> np.ndarray:
     """E[z^K] for z ∈ [0, 1]: ((1 − (1−γ)z)^{−η} − 1)/(γ^{−η} − 1), or ln(1 − (1−γ)z)/ln γ at η = 0.
-    Pr[best of K runs ≤ y] = E[F(y)^K] for the per-run CDF F."""
+    Pr[best of K runs ≤ y] = E[F(y)^K] for the per-run CDF F.
+
+    Args:
+        eta: η of the law (> −1).
+        gamma: γ of the law, in (0, 1).
+        z: points in [0, 1].
+
+    Returns:
+        E[z^K] at each point.
+
+    Raises:
+        PrivacyParameterError: η or γ out of range.
+    """
     check_law(eta, gamma)
     z = np.asarray(z, dtype=np.float64)
     if eta == 0.0:
@@ -115,7 +181,21 @@ def generating_function(eta: float, gamma: float, z: np.ndarray) -> np.ndarray:
 def selection_rdp(run_rdp, eta: float, gamma: float, orders=None, run_rdp_at_hat=None) -> np.ndarray:
     """Theorem 2 at every order λ of ``orders`` from a run's RDP curve: ``run_rdp`` at ``orders``,
     ``run_rdp_at_hat`` at :data:`HAT_ORDERS` (λ̂ = 1 is KL: the curve's limit at 1, bounded by
-    the curve at the smallest order above 1, RDP being non-decreasing in the order)."""
+    the curve at the smallest order above 1, RDP being non-decreasing in the order).
+
+    Args:
+        run_rdp: the run's RDP at ``orders``.
+        eta: η of the law (> −1).
+        gamma: γ of the law, in (0, 1).
+        orders: RDP orders (``None``: the default grid).
+        run_rdp_at_hat: the run's RDP at :data:`HAT_ORDERS`.
+
+    Returns:
+        The selection's RDP at each order (∞ at orders ≤ 1).
+
+    Raises:
+        PrivacyParameterError: η or γ out of range.
+    """
     check_law(eta, gamma)
     a = orders_array(orders)
     run_rdp = np.asarray(run_rdp, dtype=np.float64)
@@ -140,6 +220,12 @@ class PrivateSelection(Mechanism):
     composes (training and, where the score reads private data, the noisy score). Q draws a
     candidate at random, so its RDP is the pointwise maximum of the candidates' composed
     curves. Records (:meth:`describe`) nest the candidates' own records.
+
+    Attributes:
+        candidates: per grid candidate, the tuple of mechanisms (or their records) one run composes.
+        eta: η of the law of K.
+        gamma: γ of the law of K.
+        name: label in the ledger.
     """
 
     candidates: tuple
@@ -162,11 +248,26 @@ class PrivateSelection(Mechanism):
         object.__setattr__(self, "candidates", tuple(built))
 
     def run_rdp(self, orders=None) -> np.ndarray:
-        """Q's RDP curve: the maximum over candidates of their composed curves."""
+        """Q's RDP curve: the maximum over candidates of their composed curves.
+
+        Args:
+            orders: RDP orders (``None``: the default grid).
+
+        Returns:
+            Q's ε(α) at each order.
+        """
         a = orders_array(orders)
         return np.max([np.sum([m.rdp(a) for m in run], axis=0) for run in self.candidates], axis=0)
 
     def rdp(self, orders=None) -> np.ndarray:
+        """RDP of the selection (Theorem 2, :func:`selection_rdp`).
+
+        Args:
+            orders: RDP orders (``None``: the default grid).
+
+        Returns:
+            ε(α) at each order.
+        """
         a = orders_array(orders)
         # order 1 (KL) is bounded by the smallest order above it (RDP is non-decreasing in λ)
         at_hat = self.run_rdp(np.asarray([DEFAULT_ORDERS[0], *DEFAULT_ORDERS]))
@@ -177,6 +278,11 @@ class PrivateSelection(Mechanism):
         return expected_runs(self.eta, self.gamma)
 
     def describe(self) -> dict:
+        """Ledger record, nesting every candidate's mechanism records.
+
+        Returns:
+            ``{"mechanism", "candidates", "eta", "gamma", "name"}``.
+        """
         return {
             "mechanism": type(self).__name__,
             "candidates": [[m.describe() for m in run] for run in self.candidates],

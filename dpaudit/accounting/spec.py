@@ -24,7 +24,17 @@ HYPOTHESES = ("claimed", "paper", "unsound")
 
 
 def validate_epsilon(epsilon: float | str | None) -> float:
-    """Parse and check a target ε: a positive number or ``inf`` (non-private)."""
+    """Parse and check a target ε: a positive number or ``inf`` (non-private).
+
+    Args:
+        epsilon: a number, a string (``"inf"``, ``"none"``, a number) or ``None`` (∞).
+
+    Returns:
+        ε as a float (``math.inf`` for non-private).
+
+    Raises:
+        PrivacyParameterError: not a number, NaN, or ≤ 0.
+    """
     if epsilon is None:
         return math.inf
     if isinstance(epsilon, str):
@@ -47,6 +57,15 @@ def auto_delta(population: int) -> float:
     The population is the number of protected units (nodes for node-level DP, undirected
     edges for edge-level DP). δ < 1/n is the usual requirement that a mechanism which
     publishes one random unit in the clear is not called private.
+
+    Args:
+        population: number of protected units (≥ 1).
+
+    Returns:
+        δ, a power of ten.
+
+    Raises:
+        PrivacyParameterError: ``population`` < 1.
     """
     if population < 1:
         raise PrivacyParameterError("cannot choose delta automatically for an empty graph")
@@ -54,7 +73,18 @@ def auto_delta(population: int) -> float:
 
 
 def validate_delta(delta: float | str | None, population: int | None = None) -> float:
-    """Parse and check δ ∈ (0, 1); ``"auto"`` needs ``population`` (see :func:`auto_delta`)."""
+    """Parse and check δ ∈ (0, 1); ``"auto"`` needs ``population`` (see :func:`auto_delta`).
+
+    Args:
+        delta: a number in (0, 1), ``"auto"`` or ``None`` (auto).
+        population: number of protected units, needed for auto.
+
+    Returns:
+        δ.
+
+    Raises:
+        PrivacyParameterError: not a number, out of (0, 1), or auto without ``population``.
+    """
     if delta is None or (isinstance(delta, str) and delta.strip().lower() == "auto"):
         if population is None:
             raise PrivacyParameterError("delta='auto' needs the number of protected units")
@@ -187,7 +217,14 @@ class PrivacySpec:
             raise PrivacyParameterError("a privacy spec that lists unaccounted steps cannot be sound")
 
     def mark_unaccounted(self, *steps: str) -> PrivacySpec:
-        """Record steps outside the accounting; the spec is then ``sound: false``."""
+        """Record steps outside the accounting; the spec is then ``sound: false``.
+
+        Args:
+            *steps: one sentence per unaccounted step (duplicates ignored).
+
+        Returns:
+            This spec.
+        """
         for step in steps:
             if step not in self.unaccounted:
                 self.unaccounted.append(step)
@@ -197,6 +234,14 @@ class PrivacySpec:
 
     @classmethod
     def non_private(cls, note: str = "trained without any privacy mechanism") -> PrivacySpec:
+        """The spec of a model trained without any privacy mechanism (ε = ∞, no unit).
+
+        Args:
+            note: the note kept on the spec.
+
+        Returns:
+            The spec.
+        """
         return cls(epsilon=math.inf, delta=0.0, unit=None, accountant="none", sound=True, notes=[note])
 
     @property
@@ -227,6 +272,18 @@ class PrivacySpec:
 
     @classmethod
     def from_dict(cls, payload: dict[str, Any]) -> PrivacySpec:
+        """Read a spec from its :meth:`to_dict` form (``null`` ε is ∞).
+
+        Args:
+            payload: the JSON object.
+
+        Returns:
+            The spec.
+
+        Raises:
+            PrivacyParameterError: not an object, an unknown unit, δ outside [0, 1), or unaccounted steps on a sound
+                spec.
+        """
         if not isinstance(payload, dict):
             raise PrivacyParameterError("privacy spec must be a JSON object")
         eps = payload.get("epsilon")
@@ -259,6 +316,7 @@ class PrivacySpec:
         )
 
     def summary(self) -> str:
+        """One line: ``(ε, δ)-DP at the <unit> level via <accountant>``, tagged when a claim or unsound."""
         if not self.is_private:
             return "non-private (ε = ∞)"
         if self.status == "claimed":

@@ -65,7 +65,16 @@ ANALYSES = ("rdp", "pld", "gaussian", "rdp+pld", "basic")
 
 
 def close(stated: float, recomputed: float, rtol: float = RTOL) -> bool:
-    """``stated`` equals ``recomputed`` up to ``rtol`` (relative) + 1e-9 (absolute); ∞ = ∞."""
+    """``stated`` equals ``recomputed`` up to ``rtol`` (relative) + 1e-9 (absolute); ∞ = ∞.
+
+    Args:
+        stated: the value written in the file.
+        recomputed: the value re-derived.
+        rtol: relative tolerance.
+
+    Returns:
+        Whether they agree.
+    """
     if math.isinf(stated) or math.isinf(recomputed):
         return stated == recomputed
     return abs(stated - recomputed) <= rtol * abs(recomputed) + ATOL
@@ -94,6 +103,7 @@ class Verification:
     seconds: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON-able form (every field but ``seconds``)."""
         return {
             "status": self.status,
             "summary": self.summary,
@@ -104,7 +114,14 @@ class Verification:
 
 
 def refuse(message: str) -> IntegrityError:
-    """The one-line error of a spec that does not match its records."""
+    """The one-line error of a spec that does not match its records.
+
+    Args:
+        message: what does not match.
+
+    Returns:
+        The :class:`~dpaudit.errors.IntegrityError` to raise.
+    """
     return IntegrityError(f"privacy spec does not match its recorded mechanisms: {message}")
 
 
@@ -113,7 +130,14 @@ def refuse(message: str) -> IntegrityError:
 
 def analysis_from_label(label: str) -> str | None:
     """The analysis named by a ledger-built ``accountant`` label (format-1 files record no
-    ``accounting``); ``None`` when the label names none of :data:`LABELS`."""
+    ``accounting``); ``None`` when the label names none of :data:`LABELS`.
+
+    Args:
+        label: the spec's ``accountant`` label.
+
+    Returns:
+        ``"rdp"``, ``"pld"``, ``"gaussian"``, ``"rdp+pld"``, ``"basic"`` or ``None``.
+    """
     text = label.split("ε by ", 1)[-1]
     if text.startswith("basic composition of (ε, δ) guarantees"):
         return "basic"
@@ -194,6 +218,15 @@ def recompute(records: list[dict], delta: float, accounting: dict, analyses) -> 
 
     Raises:
         IntegrityError: a record cannot be rebuilt or the ledger cannot be evaluated at δ.
+
+    Args:
+        records: mechanism records (``Mechanism.describe()`` dicts).
+        delta: the δ at which ε is computed.
+        accounting: the spec's accounting record (accountant, PLD grid, orders).
+        analyses: names of the analyses wanted.
+
+    Returns:
+        ``(values, mu)``: ε by analysis, and μ (``None`` when not GDP).
     """
     try:
         records_json = json.dumps(records, sort_keys=True, allow_nan=False)
@@ -214,6 +247,13 @@ def check_ledger_epsilon(
 
     Raises:
         IntegrityError: on any mismatch.
+
+    Args:
+        records: mechanism records.
+        epsilon: the stated ε.
+        delta: the stated δ.
+        accounting: the spec's accounting record.
+        recorded_values: the spec's ``epsilon_by_accountant``, each checked too.
     """
     notes: list[str] = []
     recorded_values = dict(recorded_values or {})
@@ -266,7 +306,14 @@ def check_ledger_epsilon(
 
 def expected_soundness(protocol: str | None) -> bool | None:
     """``sound`` that a defense's protocol implies: ``sound`` → true, ``paper`` → false, else
-    unknown (defenses that are never sound, like DP-GNN, pass ``False`` themselves)."""
+    unknown (defenses that are never sound, like DP-GNN, pass ``False`` themselves).
+
+    Args:
+        protocol: ``"sound"``, ``"paper"`` or anything else.
+
+    Returns:
+        ``True``, ``False`` or ``None``.
+    """
     return {"sound": True, "paper": False}.get(protocol)
 
 
@@ -284,6 +331,13 @@ def check_claims(
 
     Raises:
         IntegrityError: on any mismatch.
+
+    Args:
+        spec: the spec to check.
+        expected_unit: the unit the card's defense protects, or ``None`` when unknown.
+        expected_protocol: the protocol the card names, or ``None``.
+        allow_above_target: accept spent ε above ``target_epsilon``.
+        expected_sound: the ``sound`` flag the defense implies, or ``None``.
     """
     if not spec.is_private:
         if spec.mechanisms:
@@ -324,7 +378,14 @@ def check_claims(
 
 def stated_verification(spec: PrivacySpec) -> Verification:
     """The verification of a guarantee the user states for their own model (``protocol:
-    claimed``): shown, tested by audits as a hypothesis, never recomputed."""
+    claimed``): shown, tested by audits as a hypothesis, never recomputed.
+
+    Args:
+        spec: the user's spec.
+
+    Returns:
+        A ``"stated"`` (or ``"non-private"``) :class:`Verification`.
+    """
     if not spec.is_private:
         return Verification("non-private", "non-private (no privacy claim)")
     return Verification(
@@ -341,6 +402,14 @@ def check_stated(spec: PrivacySpec, expected_unit: str | None, expected_protocol
 
     Raises:
         IntegrityError: one line, on any mismatch.
+
+    Args:
+        spec: the spec to check.
+        expected_unit: the unit the card's defense protects, or ``None`` when unknown.
+        expected_protocol: the protocol the card names, or ``None``.
+
+    Returns:
+        :func:`stated_verification` of the spec.
     """
     if spec.protocol != expected_protocol:
         raise refuse(f"protocol {spec.protocol!r} stated, the model card says {expected_protocol!r}")
@@ -371,6 +440,17 @@ def verify_spec(
 
     Raises:
         IntegrityError: one line, on any mismatch.
+
+    Args:
+        spec: the spec read from a file.
+        expected_unit: the unit the card's defense protects, or ``None`` when unknown.
+        expected_protocol: the protocol the card names, or ``None``.
+        allow_above_target: accept spent ε above ``target_epsilon``.
+        verified_records: indices of recorded guarantees already re-derived, or ``None``.
+        expected_sound: the ``sound`` flag the defense implies, or ``None`` (from the protocol).
+
+    Returns:
+        The :class:`Verification`.
     """
     import time
 

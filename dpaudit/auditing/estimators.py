@@ -84,6 +84,14 @@ class EpsilonEstimate:
     an estimate).
     ``confidence`` is the level this estimator was run at, i.e. after any Bonferroni split done
     by the caller (:func:`audit_epsilon`).
+
+    Attributes:
+        estimator: the estimator's name.
+        epsilon_lower_bound: the bound (or estimate), ≥ 0.
+        confidence: the level it was run at.
+        delta: the δ at which ε is stated.
+        details: the estimator's intermediate numbers.
+        assumptions: when the statement is valid.
     """
 
     estimator: str
@@ -94,6 +102,7 @@ class EpsilonEstimate:
     assumptions: str = ""
 
     def to_dict(self) -> dict:
+        """JSON-able form, with ``kind`` ("estimate" or "lower bound") added."""
         out = asdict(self)
         out["details"] = _jsonable(self.details)
         out["epsilon_lower_bound"] = float(self.epsilon_lower_bound)
@@ -265,7 +274,19 @@ def binomial_tail(v: int, r: int, epsilon: float) -> float:
 
     The probability that an ε-DP randomized response guesses correctly is e^ε/(1+e^ε); this is
     the pure-DP part of the one-run test (Steinke et al. 2023). Cross-checked against
-    ``scipy.stats.binom.sf`` and brute-force enumeration in the tests."""
+    ``scipy.stats.binom.sf`` and brute-force enumeration in the tests.
+
+    Args:
+        v: threshold count.
+        r: number of trials.
+        epsilon: ε ≥ 0.
+
+    Returns:
+        P[W ≥ v] (1 for v ≤ 0, 0 for v > r).
+
+    Raises:
+        EstimatorInputError: a non-integer count or an invalid ε.
+    """
     v, r = _check_int("v", v, allow_negative=True), _check_int("r", r)
     _check_epsilon(epsilon)
     if v <= 0:
@@ -292,6 +313,19 @@ def one_run_p_value(m: int, r: int, v: int, epsilon: float, delta: float, *, _lo
     A_i(q) = f(v) + (c/i)(f(v−i) − f(v)), c = 2mδ, and d/dq P[W ≥ u] = r·P[W' = u − 1]
     (W' ~ Binomial(r − 1, q)), dA_i/dq ≥ r·P[W' = v − 1](1 − c/i) ≥ 0 whenever c ≤ 1. So the
     p-value is non-decreasing in ε when 2mδ ≤ 1.
+
+    Args:
+        m: number of canaries.
+        r: number of guesses.
+        v: number of correct guesses.
+        epsilon: ε of the null hypothesis.
+        delta: δ of the null hypothesis, in [0, 1).
+
+    Returns:
+        The p-value, in [0, 1].
+
+    Raises:
+        EstimatorInputError: inconsistent counts, or ε/δ out of range.
     """
     m, r, v = _check_counts(m, r, v)
     _check_epsilon(epsilon)
@@ -396,6 +430,16 @@ def standardize_per_run(scores, run_ids) -> np.ndarray:
 
     Shapes:
         scores: [n]; run_ids: [n]; returns [n] float64.
+
+    Args:
+        scores: canary scores (finite).
+        run_ids: run index of each score.
+
+    Returns:
+        The standardized scores.
+
+    Raises:
+        EstimatorInputError: non-finite scores or missing/mismatched run ids.
     """
     s = _host_array(scores).astype(np.float64).reshape(-1)
     runs = _check_runs(run_ids, s.size)
@@ -433,7 +477,17 @@ def one_run_ceiling(m: int, r: int, delta: float, level: float) -> float:
     claim whatever the attack;
     with perfect guesses more guesses is more evidence (the δ term depends on m, not r), so
     the largest r of the grid gives the ceiling. When 2mδ > 1 the scan uses steps of 0.05
-    (valid by the same argument as :func:`one_run_epsilon`, slightly below the 0.01 scan)."""
+    (valid by the same argument as :func:`one_run_epsilon`, slightly below the 0.01 scan).
+
+    Args:
+        m: number of canaries.
+        r: number of guesses.
+        delta: δ of the claim.
+        level: significance level of the test.
+
+    Returns:
+        The largest certifiable ε.
+    """
     m, r, _ = _check_counts(m, r, r)
     if 2.0 * m * delta <= 1.0:
         return one_run_epsilon(m, r, r, delta, level)[0]
@@ -454,6 +508,15 @@ def default_guess_grid(m: int) -> list[tuple[int, int]]:
     simulated scores (50 seeds, m = 1000) before any real audit: on equal-variance Gaussian
     scores the mean bound is 1.36 (vs 1.31 for 10 + 10 pairs), on member-heavy-tailed scores
     2.38 (vs 2.27; balanced pairs alone 1.57).
+
+    Args:
+        m: number of canaries (≥ 1).
+
+    Returns:
+        The (k₊, k₋) pairs, duplicates removed.
+
+    Raises:
+        EstimatorInputError: m < 1.
     """
     m = _check_int("m", m)
     if m < 1:
@@ -487,6 +550,15 @@ def fdp_guess_grid(m: int) -> list[int]:
     15 % of non-members shifted down by 4σ: 4.28 (2.93). Fewer, mid-sized counts suit the f-DP
     test: the worst f-DP mechanism may correlate the canaries' privacy losses, which makes large
     r weak evidence, and every count added costs Bonferroni.
+
+    Args:
+        m: number of canaries (≥ 1).
+
+    Returns:
+        The guess counts, duplicates removed.
+
+    Raises:
+        EstimatorInputError: m < 1.
     """
     m = _check_int("m", m)
     if m < 1:
@@ -1136,6 +1208,22 @@ def audit_epsilon(
     (whether a certified estimator's ``max_possible`` exceeds the claim at all: when it is
     False the audit had no power to refute the claim, whatever the attack); with ``claimed_mu``
     also ``claimed_mu``, ``certified_mu_lower_bound`` and ``mu_claim_refuted``.
+
+    Args:
+        scores: canary scores, higher meaning "included".
+        included: the canaries' coins.
+        delta: δ at which ε is bounded.
+        confidence: joint confidence c.
+        run_ids: run index of each canary, or ``None``.
+        estimators: names to run, or ``None`` for every applicable one.
+        claimed_epsilon: the claimed ε, or ``None``.
+        seed: seed of the estimators' own randomness (multi-run sampling).
+        per_run: ``"error"`` or ``"sample"``: what multi-run does with several scores per run.
+        standardize: standardize scores per run first.
+        claimed_mu: the claimed μ, or ``None``.
+
+    Raises:
+        EstimatorInputError: invalid scores, coins, run ids, parameters or an inapplicable estimator.
     """
     s, y = _check_common(scores, included, delta, confidence)
     seed = _check_seed(seed)

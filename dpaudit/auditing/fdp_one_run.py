@@ -59,7 +59,14 @@ ROUNDING_MARGIN = 1e-9
 
 
 def epsilon_delta_inverse(delta: float) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
-    """f̄⁻¹ of the (ε, δ)-DP trade-off curve as a function of (y, ε), δ fixed."""
+    """f̄⁻¹ of the (ε, δ)-DP trade-off curve as a function of (y, ε), δ fixed.
+
+    Args:
+        delta: δ of the curve.
+
+    Returns:
+        ``inverse(y, epsilon)``, elementwise.
+    """
 
     def inverse(y: np.ndarray, epsilon: np.ndarray) -> np.ndarray:
         low = np.exp(-epsilon) * (y - delta)
@@ -72,7 +79,15 @@ def epsilon_delta_inverse(delta: float) -> Callable[[np.ndarray, np.ndarray], np
 
 
 def gaussian_inverse(y: np.ndarray, mu: np.ndarray) -> np.ndarray:
-    """f̄⁻¹ of the μ-GDP trade-off curve: Φ(Φ⁻¹(y) − μ)."""
+    """f̄⁻¹ of the μ-GDP trade-off curve: Φ(Φ⁻¹(y) − μ).
+
+    Args:
+        y: points in [0, 1].
+        mu: μ of the curve.
+
+    Returns:
+        f̄⁻¹(y), elementwise.
+    """
     return ndtr(ndtri(y) - mu)
 
 
@@ -85,6 +100,18 @@ def fdp_rejects(m: int, guesses, correct, level: float, inverse, params) -> np.n
 
     Shapes:
         guesses, correct, params: [K] (broadcast); returns [K] bool.
+
+    Args:
+        m: number of canaries.
+        guesses: number of guesses r of each test.
+        correct: number of correct guesses v of each test.
+        level: significance level τ.
+        inverse: ``inverse(y, param)``, f̄⁻¹ of the trade-off curve (:func:`epsilon_delta_inverse`,
+            :func:`gaussian_inverse`).
+        params: the curve's parameter of each test.
+
+    Returns:
+        Whether each test rejects.
     """
     r, v, theta = np.broadcast_arrays(np.asarray(guesses, dtype=np.float64), np.asarray(correct, dtype=np.int64),
                                       np.asarray(params, dtype=np.float64))  # fmt: skip
@@ -121,6 +148,19 @@ def largest_rejected(m: int, guesses, correct, level: float, inverse, upper: flo
 
     Shapes:
         guesses, correct: [P]; returns [P] float.
+
+    Args:
+        m: number of canaries.
+        guesses: number of guesses r of each test.
+        correct: number of correct guesses v of each test.
+        level: significance level.
+        inverse: ``inverse(y, param)``, f̄⁻¹ of the trade-off curve (:func:`epsilon_delta_inverse`,
+            :func:`gaussian_inverse`).
+        upper: top of the search range.
+        tol: bracket width at which the search stops.
+
+    Returns:
+        The largest rejected parameter of each pair.
     """
     r = np.asarray(guesses, dtype=np.int64).reshape(-1)
     v = np.asarray(correct, dtype=np.int64).reshape(-1)
@@ -148,19 +188,55 @@ def largest_rejected(m: int, guesses, correct, level: float, inverse, upper: flo
 
 
 def fdp_epsilon(m: int, guesses, correct, delta: float, level: float, upper: float) -> np.ndarray:
-    """Largest ε the f-DP test against the (ε, δ) curve rejects, per (guesses, correct) pair."""
+    """Largest ε the f-DP test against the (ε, δ) curve rejects, per (guesses, correct) pair.
+
+    Args:
+        m: number of canaries.
+        guesses: number of guesses r of each test.
+        correct: number of correct guesses v of each test.
+        delta: δ of the curve.
+        level: significance level.
+        upper: top of the ε search range.
+
+    Returns:
+        ε of each pair.
+    """
     return largest_rejected(m, guesses, correct, level, epsilon_delta_inverse(float(delta)), upper)
 
 
 def fdp_gaussian_mu(m: int, guesses, correct, level: float, upper: float) -> np.ndarray:
-    """Largest μ the f-DP test against the μ-GDP curve rejects, per (guesses, correct) pair."""
+    """Largest μ the f-DP test against the μ-GDP curve rejects, per (guesses, correct) pair.
+
+    Args:
+        m: number of canaries.
+        guesses: number of guesses r of each test.
+        correct: number of correct guesses v of each test.
+        level: significance level.
+        upper: top of the μ search range.
+
+    Returns:
+        μ of each pair.
+    """
     return largest_rejected(m, guesses, correct, level, gaussian_inverse, upper)
 
 
 def implied_p_value(m: int, guesses: int, correct: int, inverse, param: float, tol: float = 1e-9) -> float:
     """Smallest τ at which the test rejects, to a relative ``tol`` and from above (a p-value: the
     rejection region grows with τ, by the same induction as the monotonicity in the module
-    docstring); 1.0 when no τ < 1 rejects. Below 1e-300 the search stops and returns 1e-300."""
+    docstring); 1.0 when no τ < 1 rejects. Below 1e-300 the search stops and returns 1e-300.
+
+    Args:
+        m: number of canaries.
+        guesses: number of guesses r.
+        correct: number of correct guesses v.
+        inverse: ``inverse(y, param)``, f̄⁻¹ of the trade-off curve (:func:`epsilon_delta_inverse`,
+            :func:`gaussian_inverse`).
+        param: the curve's parameter.
+        tol: relative precision of τ.
+
+    Returns:
+        The p-value.
+    """
 
     def rejects(tau: float) -> bool:
         return bool(fdp_rejects(m, [guesses], [correct], tau, inverse, [param])[0])

@@ -80,7 +80,18 @@ _SAMPLING_STREAM = 0x73616D70
 
 
 def column_usage(inputs) -> torch.Tensor:
-    """[F] how many training rows have a non-zero in each feature column."""
+    """[F] how many training rows have a non-zero in each feature column.
+
+    Args:
+        inputs: the training features, dense or :class:`~dpaudit.nn.SparseFeatures`.
+
+    Returns:
+        The count of each column (on CPU).
+
+    Shapes:
+        inputs: [rows, F]
+        return: [F]
+    """
     if isinstance(inputs, SparseFeatures):
         stored = inputs.col[inputs.values != 0]
         return torch.bincount(stored.cpu(), minlength=inputs.size(1))
@@ -88,7 +99,16 @@ def column_usage(inputs) -> torch.Tensor:
 
 
 def input_layer(module: nn.Module, params: list[nn.Parameter], num_features: int) -> nn.Linear | None:
-    """The first trainable linear layer (in module order) that reads ``num_features`` inputs."""
+    """The first trainable linear layer (in module order) that reads ``num_features`` inputs.
+
+    Args:
+        module: the trained module.
+        params: its trainable parameters.
+        num_features: number of input features F.
+
+    Returns:
+        The layer, or ``None``.
+    """
     trainable = {id(p) for p in params}
     for layer in module.modules():
         if isinstance(layer, nn.Linear) and id(layer.weight) in trainable and layer.in_features == num_features:
@@ -98,7 +118,19 @@ def input_layer(module: nn.Module, params: list[nn.Parameter], num_features: int
 
 def input_weight(module: nn.Module | None, params: list[torch.Tensor], num_features: int) -> torch.Tensor | None:
     """The input layer's weight [out, F]: :func:`input_layer`'s, or without a module the first
-    of ``params`` shaped [out, ``num_features``] (a loop that hands its tensors, not its module)."""
+    of ``params`` shaped [out, ``num_features``] (a loop that hands its tensors, not its module).
+
+    Args:
+        module: the trained module, or ``None``.
+        params: its trainable tensors.
+        num_features: number of input features F.
+
+    Returns:
+        The weight, or ``None`` when there is none.
+
+    Shapes:
+        return: [out, F]
+    """
     if module is not None:
         layer = input_layer(module, params, num_features)
         return None if layer is None else layer.weight
@@ -110,7 +142,13 @@ class DiracDesign:
     """``count`` canary coordinates (module docstring); call it as ``design(module, params,
     inputs)`` — the signature :class:`dpaudit.training.dpsgd.DiracCanaries` expects; ``module``
     and ``inputs`` may be ``None`` (module docstring). ``chosen`` records what the last call
-    picked (counts only: the coordinates themselves are in the hook)."""
+    picked (counts only: the coordinates themselves are in the hook).
+
+    Attributes:
+        count: number of canaries (≥ 1).
+        seed: seed of the coordinate choice.
+        chosen: counts of what the last call picked.
+    """
 
     count: int
     seed: int = 0
@@ -164,11 +202,20 @@ class DiracDesign:
         return torch.from_numpy(np.concatenate([preferred, others]))
 
     def describe(self) -> dict[str, Any]:
+        """JSON-able description: type, norm, seed and :attr:`chosen`."""
         return {"type": "dirac", "norm": "the run's clipping bound C", "seed": self.seed, **self.chosen}
 
 
 def fair_coins(seed: int, run: int) -> Callable[[int], np.ndarray]:
-    """``coins(m)``: m independent fair coins of run ``run``, from a stream no other draw shares."""
+    """``coins(m)``: m independent fair coins of run ``run``, from a stream no other draw shares.
+
+    Args:
+        seed: the audit's seed.
+        run: the run index.
+
+    Returns:
+        ``coins(m)`` → bool array of m fair coins.
+    """
 
     def coins(m: int) -> np.ndarray:
         return np.random.default_rng([int(seed), int(run), _COIN_STREAM]).integers(0, 2, size=int(m)).astype(bool)
@@ -177,7 +224,18 @@ def fair_coins(seed: int, run: int) -> Callable[[int], np.ndarray]:
 
 
 def scores(canaries: DiracCanaries, observe: str = "iterates") -> np.ndarray:
-    """[m] scores of a finished run, higher = "more likely included" (module docstring)."""
+    """[m] scores of a finished run, higher = "more likely included" (module docstring).
+
+    Args:
+        canaries: the canaries of a finished run.
+        observe: ``"iterates"``, ``"centred"`` or ``"final"``.
+
+    Returns:
+        One score per canary.
+
+    Raises:
+        ConfigurationError: an unknown ``observe``, canaries never attached, or centred scores without ``centre=True``.
+    """
     if observe not in OBSERVATIONS:
         raise ConfigurationError(f"observe must be one of {', '.join(OBSERVATIONS)}, got {observe!r}")
     if not canaries.attached:
@@ -194,7 +252,14 @@ def scores(canaries: DiracCanaries, observe: str = "iterates") -> np.ndarray:
 def sampling_rate_seen(canaries: DiracCanaries) -> float | None:
     """The fraction of (included canary's term, step) pairs in which the term was drawn — the
     law's per-term rate in expectation (DP-SGD: q; DP-GNN: m/N for each of a node's N(K, r)
-    terms); ``None`` when nothing was included or no step ran."""
+    terms); ``None`` when nothing was included or no step ran.
+
+    Args:
+        canaries: the canaries of a finished run.
+
+    Returns:
+        The observed rate, or ``None``.
+    """
     members = int(canaries.included.sum())
     if not members or not canaries.steps:
         return None
@@ -203,7 +268,15 @@ def sampling_rate_seen(canaries: DiracCanaries) -> float | None:
 
 def sampling_seed(seed: int, run: int) -> int:
     """The seed of run ``run``'s canary-sampling generator: a stream apart from the coins and the
-    training seeds."""
+    training seeds.
+
+    Args:
+        seed: the audit's seed.
+        run: the run index.
+
+    Returns:
+        The seed.
+    """
     return int(np.random.SeedSequence([int(seed), int(run), _SAMPLING_STREAM]).generate_state(1)[0])
 
 

@@ -18,7 +18,16 @@ from scipy import stats
 
 
 def clopper_pearson_lower(successes, trials, alpha: float) -> np.ndarray:
-    """One-sided (1 − α) lower bound: the p with P[Bin(n, p) ≥ k] = α (0 at k = 0)."""
+    """One-sided (1 − α) lower bound: the p with P[Bin(n, p) ≥ k] = α (0 at k = 0).
+
+    Args:
+        successes: number of successes k (array-like).
+        trials: number of trials n (array-like).
+        alpha: one-sided error.
+
+    Returns:
+        Lower bounds, elementwise.
+    """
     k, n = np.asarray(successes, dtype=float), np.asarray(trials, dtype=float)
     with np.errstate(invalid="ignore"):
         lo = stats.beta.ppf(alpha, np.maximum(k, 1e-300), n - k + 1.0)
@@ -26,7 +35,16 @@ def clopper_pearson_lower(successes, trials, alpha: float) -> np.ndarray:
 
 
 def clopper_pearson_upper(successes, trials, alpha: float) -> np.ndarray:
-    """One-sided (1 − α) upper bound: the p with P[Bin(n, p) ≤ k] = α (1 at k = n)."""
+    """One-sided (1 − α) upper bound: the p with P[Bin(n, p) ≤ k] = α (1 at k = n).
+
+    Args:
+        successes: number of successes k (array-like).
+        trials: number of trials n (array-like).
+        alpha: one-sided error.
+
+    Returns:
+        Upper bounds, elementwise.
+    """
     k, n = np.asarray(successes, dtype=float), np.asarray(trials, dtype=float)
     with np.errstate(invalid="ignore"):
         hi = stats.beta.ppf(1.0 - alpha, k + 1.0, np.maximum(n - k, 1e-300))
@@ -34,7 +52,16 @@ def clopper_pearson_upper(successes, trials, alpha: float) -> np.ndarray:
 
 
 def clopper_pearson_interval(successes: int, trials: int, confidence: float = 0.95) -> tuple[float, float]:
-    """Two-sided interval at ``confidence`` (α/2 in each tail)."""
+    """Two-sided interval at ``confidence`` (α/2 in each tail).
+
+    Args:
+        successes: number of successes k.
+        trials: number of trials n.
+        confidence: two-sided coverage.
+
+    Returns:
+        ``(low, high)``.
+    """
     alpha = (1.0 - confidence) / 2.0
     return float(clopper_pearson_lower(successes, trials, alpha)), float(clopper_pearson_upper(successes, trials, alpha))
 

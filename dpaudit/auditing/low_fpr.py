@@ -27,7 +27,17 @@ def _percent(level: float) -> str:
 
 def summarize_level(tprs: list[float], negatives: list[int], level: float) -> dict[str, Any]:
     """Mean ± sd (ddof 1; None with one run) of one FPR level's per-run TPRs, the negatives per
-    run (the smallest decides the resolution), and a one-line description."""
+    run (the smallest decides the resolution), and a one-line description.
+
+    Args:
+        tprs: TPR of each run at ``level`` (``None``/non-finite skipped).
+        negatives: number of negatives of each run.
+        level: the FPR level.
+
+    Returns:
+        Dict with ``level``, ``mean``, ``sd``, ``runs``, ``per_run``, ``negatives``, ``negatives_max``,
+        ``false_positives_at_level``, ``resolved``, ``text`` and ``detail``.
+    """
     values = [float(v) for v in tprs if v is not None and math.isfinite(float(v))]
     counts = [int(n) for n in negatives if n is not None]
     mean = float(np.mean(values)) if values else None
@@ -84,7 +94,14 @@ def describe_runs(summary: dict[str, Any]) -> str:
 def low_fpr_summary(runs: list[dict]) -> dict[str, dict[str, Any]]:
     """Every FPR level of :data:`dpaudit.auditing.results.FPR_LEVELS` over an attack result's ``runs``
     (each with ``tpr_at_fpr`` and ``non_members``, as :func:`dpaudit.auditing.statistics.summarize_runs`
-    writes them), keyed like ``tpr_at_fpr`` (``"0.01"``)."""
+    writes them), keyed like ``tpr_at_fpr`` (``"0.01"``).
+
+    Args:
+        runs: the result's per-run dicts.
+
+    Returns:
+        :func:`summarize_level` of each level, by level key.
+    """
     out = {}
     for key in FPR_LEVELS:
         tprs = [(r.get("tpr_at_fpr") or {}).get(key) for r in runs]

@@ -34,7 +34,18 @@ def audit_power(canaries: int, *, runs: int = 1, delta: float, confidence: float
     """The ceilings of an audit with ``canaries`` per run pooled over ``runs`` runs (module docstring).
 
     Returns ``max_possible`` {estimator: ceiling}, ``certifiable_epsilon`` (the largest certified
-    ceiling) and, with ``claimed_epsilon``, ``can_refute_claim``."""
+    ceiling) and, with ``claimed_epsilon``, ``can_refute_claim``.
+
+    Args:
+        canaries: canaries per run (≥ 1).
+        runs: number of runs (≥ 1).
+        delta: δ of the claim.
+        confidence: joint confidence.
+        claimed_epsilon: the claimed ε, or ``None``.
+
+    Raises:
+        ConfigurationError: ``canaries`` or ``runs`` is not an integer ≥ 1.
+    """
     for name, value in (("canaries", canaries), ("runs", runs)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
             raise ConfigurationError(f"audit_power: {name} must be an integer >= 1, got {value!r}")
@@ -61,7 +72,22 @@ def canaries_needed(claimed_epsilon: float, *, runs: int = 1, delta: float, conf
     term caps the one-run test: no count certifies much above ≈ 4-6 at δ = 1e-5).
 
     The ceiling is not exactly monotone in the count (the guess grid changes with it), so the
-    answer is the first count found that suffices, checked by :func:`audit_power` itself."""
+    answer is the first count found that suffices, checked by :func:`audit_power` itself.
+
+    Args:
+        claimed_epsilon: the claimed ε (finite, ≥ 0).
+        runs: number of runs.
+        delta: δ of the claim.
+        confidence: joint confidence.
+        start: a count known too small.
+        limit: most canaries considered.
+
+    Returns:
+        Canaries per run, or ``None``.
+
+    Raises:
+        ConfigurationError: an invalid claim.
+    """
     if not (isinstance(claimed_epsilon, (int, float)) and math.isfinite(claimed_epsilon) and claimed_epsilon >= 0):
         raise ConfigurationError(f"canaries_needed: the claim must be a finite ε >= 0, got {claimed_epsilon!r}")
 

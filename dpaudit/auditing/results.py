@@ -44,7 +44,16 @@ def canary_verdict(audit: dict[str, Any], *, hypothesis: bool, valid: bool = Tru
     bound above the claim refutes it — :data:`CLAIM_REFUTED` for a hypothesis (a user's or a
     paper's unproven claim), "guarantee broken" for a proven guarantee; :data:`ESTIMATE_VERDICT`
     when only the GDP estimate exceeds it; else "consistent with the claim" (read beside the
-    audit's ``max_possible``)."""
+    audit's ``max_possible``).
+
+    Args:
+        audit: the dict :func:`~dpaudit.auditing.estimators.audit_epsilon` returned.
+        hypothesis: the claim is unproven.
+        valid: the game tests the claim.
+
+    Returns:
+        The verdict string.
+    """
     if not valid:
         return "not applicable"
     if audit.get("claim_refuted"):
@@ -60,7 +69,14 @@ FPR_LEVELS = ("0.1", "0.01", "0.001")
 class CanaryAuditRecord(dict):
     """A canary audit's JSON record (:data:`CANARY_SCHEMA`) as a ``dict`` — the keys ``dpaudit
     canary`` writes — with its headline numbers as attributes and :meth:`to_json` (non-finite
-    floats written as ``null``)."""
+    floats written as ``null``).
+
+    Attributes:
+        certified_epsilon_lower_bound: the certified ε lower bound (property over the dict key).
+        max_possible: the most any attack could certify (property).
+        verdict: the audit's verdict (property).
+        bound_valid: whether the bound may be compared with the claim (property).
+    """
 
     @property
     def certified_epsilon_lower_bound(self) -> float | None:
@@ -79,9 +95,20 @@ class CanaryAuditRecord(dict):
         return bool(self.get("bound_valid"))
 
     def to_json(self, indent: int | None = 2) -> str:
+        """Args:
+            indent: JSON indentation (``None``: one line).
+
+        Returns:
+            The JSON text.
+        """
         return json.dumps(_clean(dict(self)), indent=indent)
 
     def save(self, path: str | Path) -> None:
+        """Write the record as JSON, atomically.
+
+        Args:
+            path: the file to write.
+        """
         atomic_write_json(path, _clean(dict(self)))
 
 
@@ -172,10 +199,19 @@ class AttackResult:
         return "consistent with the claim"
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON-safe dict of every field (non-finite floats as ``None``)."""
         return _clean(asdict(self))
 
     @classmethod
     def from_dict(cls, payload: dict[str, Any]) -> AttackResult:
+        """Rebuild a result from :meth:`to_dict`'s form (unknown keys ignored).
+
+        Args:
+            payload: the dict.
+
+        Returns:
+            The result.
+        """
         known = {f.name for f in fields(cls)}
         data = {k: v for k, v in payload.items() if k in known}
         if "auc_ci" in data and data["auc_ci"] is not None:
@@ -183,4 +219,9 @@ class AttackResult:
         return cls(**data)
 
     def save(self, path: str | Path) -> None:
+        """Write :meth:`to_dict` as JSON, atomically.
+
+        Args:
+            path: the file to write.
+        """
         atomic_write_json(path, self.to_dict())

@@ -105,21 +105,51 @@ def _check(scores, labels) -> tuple[np.ndarray, np.ndarray]:
 
 
 def auc(scores, labels) -> float:
-    """Area under the ROC curve of the test "score ≥ t" (ties count one half)."""
+    """Area under the ROC curve of the test "score ≥ t" (ties count one half).
+
+    Args:
+        scores: attack scores, higher meaning "member" (finite).
+        labels: 1 for members, 0 for non-members (both classes present).
+
+    Returns:
+        The AUC in [0, 1].
+
+    Raises:
+        DPAuditError: lengths differ, a score is not finite, a label is not 0/1, or one class is missing.
+    """
     s, y = _check(scores, labels)
     return float(skm.roc_auc_score(y, s))
 
 
 
 def auc_or_none(scores, coins) -> float | None:
-    """:func:`auc` of scores against 0/1 coins, or ``None`` when only one class is present."""
+    """:func:`auc` of scores against 0/1 coins, or ``None`` when only one class is present.
+
+    Args:
+        scores: attack scores.
+        coins: 0/1 membership coins, one per score.
+
+    Returns:
+        The AUC, or ``None``.
+    """
     coins = np.asarray(coins)
     if coins.all() or not coins.any():
         return None
     return float(auc(scores, coins.astype(int)))
 
 def roc_curve(scores, labels) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(fpr, tpr, thresholds) of the test "score ≥ t", from (0, 0) to (1, 1)."""
+    """(fpr, tpr, thresholds) of the test "score ≥ t", from (0, 0) to (1, 1).
+
+    Args:
+        scores: attack scores, higher meaning "member" (finite).
+        labels: 1 for members, 0 for non-members (both classes present).
+
+    Returns:
+        Arrays ``fpr``, ``tpr`` and ``thresholds`` (sklearn's, without dropping intermediate points).
+
+    Raises:
+        DPAuditError: lengths differ, a score is not finite, a label is not 0/1, or one class is missing.
+    """
     s, y = _check(scores, labels)
     fpr, tpr, thr = skm.roc_curve(y, s, drop_intermediate=False)
     return fpr, tpr, thr
@@ -127,19 +157,51 @@ def roc_curve(scores, labels) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def tpr_at_fpr(scores, labels, levels=tuple(float(v) for v in FPR_LEVELS)) -> dict[str, float]:
     """Largest TPR among thresholds whose FPR is at most each level (no interpolation, so
-    with n non-members an FPR below 1/n can only be met at FPR = 0)."""
+    with n non-members an FPR below 1/n can only be met at FPR = 0).
+
+    Args:
+        scores: attack scores, higher meaning "member" (finite).
+        labels: 1 for members, 0 for non-members (both classes present).
+        levels: FPR levels (default :data:`~dpaudit.auditing.results.FPR_LEVELS`).
+
+    Returns:
+        ``{str(level): TPR}``.
+
+    Raises:
+        DPAuditError: lengths differ, a score is not finite, a label is not 0/1, or one class is missing.
+    """
     fpr, tpr, _ = roc_curve(scores, labels)
     return {str(level): float(tpr[fpr <= level + 1e-12].max()) for level in levels}
 
 
 def advantage(scores, labels) -> float:
-    """Membership advantage max_t (TPR − FPR) (Yeom et al. 2018)."""
+    """Membership advantage max_t (TPR − FPR) (Yeom et al. 2018).
+
+    Args:
+        scores: attack scores, higher meaning "member" (finite).
+        labels: 1 for members, 0 for non-members (both classes present).
+
+    Returns:
+        The advantage in [−1, 1].
+
+    Raises:
+        DPAuditError: lengths differ, a score is not finite, a label is not 0/1, or one class is missing.
+    """
     fpr, tpr, _ = roc_curve(scores, labels)
     return float(np.max(tpr - fpr))
 
 
 def downsample_roc(fpr: np.ndarray, tpr: np.ndarray, max_points: int = 200) -> dict[str, list[float]]:
-    """At most ``max_points`` ROC points (always keeping both ends) for reports."""
+    """At most ``max_points`` ROC points (always keeping both ends) for reports.
+
+    Args:
+        fpr: false-positive rates of the curve.
+        tpr: true-positive rates, same length.
+        max_points: most points kept.
+
+    Returns:
+        ``{"fpr": [...], "tpr": [...]}`` rounded to 6 decimals.
+    """
     if len(fpr) > max_points:
         idx = np.unique(np.linspace(0, len(fpr) - 1, max_points).round().astype(int))
         fpr, tpr = fpr[idx], tpr[idx]
@@ -157,7 +219,20 @@ def _rank_auc(scores: np.ndarray, labels: np.ndarray) -> np.ndarray:
 
 def bootstrap_auc_draws(scores, labels, n_boot: int = 1000, seed: int = 0) -> np.ndarray:
     """AUC of ``n_boot`` stratified bootstrap resamples (members and non-members resampled
-    separately, so every resample keeps both classes and their sizes)."""
+    separately, so every resample keeps both classes and their sizes).
+
+    Args:
+        scores: attack scores, higher meaning "member" (finite).
+        labels: 1 for members, 0 for non-members (both classes present).
+        n_boot: number of resamples.
+        seed: seed of the resampling generator.
+
+    Returns:
+        Array of ``n_boot`` AUCs.
+
+    Raises:
+        DPAuditError: lengths differ, a score is not finite, a label is not 0/1, or one class is missing.
+    """
     s, y = _check(scores, labels)
     rng = np.random.default_rng(seed)
     pos, neg = np.flatnonzero(y == 1), np.flatnonzero(y == 0)
@@ -175,14 +250,36 @@ def bootstrap_auc_draws(scores, labels, n_boot: int = 1000, seed: int = 0) -> np
 
 
 def bootstrap_ci(draws: np.ndarray, confidence: float = 0.95) -> tuple[float, float]:
-    """Percentile interval of bootstrap draws."""
+    """Percentile interval of bootstrap draws.
+
+    Args:
+        draws: bootstrap draws of a statistic.
+        confidence: two-sided coverage, e.g. 0.95.
+
+    Returns:
+        ``(low, high)`` quantiles at (1 − confidence)/2 and (1 + confidence)/2.
+    """
     alpha = 1.0 - confidence
     lo, hi = np.quantile(np.asarray(draws), [alpha / 2, 1 - alpha / 2])
     return float(lo), float(hi)
 
 
 def bootstrap_auc_ci(scores, labels, n_boot: int = 1000, confidence: float = 0.95, seed: int = 0):
-    """Stratified percentile-bootstrap interval for the AUC."""
+    """Stratified percentile-bootstrap interval for the AUC.
+
+    Args:
+        scores: attack scores, higher meaning "member" (finite).
+        labels: 1 for members, 0 for non-members (both classes present).
+        n_boot: number of resamples.
+        confidence: two-sided coverage.
+        seed: seed of the resampling generator.
+
+    Returns:
+        ``(low, high)`` of the AUC.
+
+    Raises:
+        DPAuditError: lengths differ, a score is not finite, a label is not 0/1, or one class is missing.
+    """
     return bootstrap_ci(bootstrap_auc_draws(scores, labels, n_boot, seed), confidence)
 
 
@@ -212,6 +309,17 @@ def epsilon_lower_bound(
 
     Returns a dict with ``epsilon`` (≥ 0), ``delta``, ``confidence``, the selected
     ``threshold`` and ``form``, and the evaluation-half counts.
+
+    Args:
+        scores: attack scores, higher meaning "member" (finite).
+        labels: 1 for members, 0 for non-members (both classes present).
+        delta: the δ of the claim tested, in [0, 1).
+        confidence: 1 − α, in (0, 1).
+        seed: seed of the random halving.
+        max_thresholds: most candidate thresholds tried on the selection half (quantiles beyond).
+
+    Raises:
+        DPAuditError: invalid scores/labels, δ or confidence out of range, fewer than two of a class.
     """
     s, y = _check(scores, labels)
     if not 0.0 <= delta < 1.0:
@@ -270,7 +378,20 @@ def pair_test_epsilon(
     """Largest node-level ε whose one-run p-value (:func:`dpaudit.auditing.estimators.one_run_p_value`
     over the ``pairs`` coins, with the coin's group of ``group_size`` node changes: ε' = kε,
     δ' = k e^{(k−1)ε} δ) is below ``alpha``; 0 when even ε = 0 is not rejected. Bisection (the
-    p-value grows with ε)."""
+    p-value grows with ε).
+
+    Args:
+        guesses: number of pairs guessed on (r).
+        correct: number of correct guesses (W).
+        pairs: number of coins/pairs m.
+        delta: claimed node-level δ.
+        alpha: significance level of this test.
+        group_size: node changes per coin flip k.
+        max_epsilon: search cap; the last rejected ε below it is returned when the doubling passes it.
+
+    Returns:
+        ε_LB (≥ 0).
+    """
     if guesses == 0:
         return 0.0
 
@@ -298,7 +419,19 @@ def pair_test_counts(member_scores, non_member_scores, fractions=PAIR_GUESS_FRAC
 
     Pair i is (``member_scores[i]``, ``non_member_scores[i]``). The guess "the higher score is
     the member" is made on the pairs with the largest |difference| (a statistic that does not
-    depend on which node is the member); tied pairs are never guessed on."""
+    depend on which node is the member); tied pairs are never guessed on.
+
+    Args:
+        member_scores: scores of each pair's member.
+        non_member_scores: scores of each pair's non-member, same length.
+        fractions: fractions of the pairs guessed on.
+
+    Returns:
+        One ``{"fraction", "guesses", "correct"}`` dict per fraction.
+
+    Raises:
+        DPAuditError: the lengths differ, there is no pair, or a score is not finite.
+    """
     u = np.asarray(member_scores, dtype=np.float64).reshape(-1)
     w = np.asarray(non_member_scores, dtype=np.float64).reshape(-1)
     if u.shape != w.shape or u.size == 0:
@@ -319,7 +452,21 @@ def pair_test_from_counts(
     counts: list[dict], pairs: int, delta: float, group_size: int, confidence: float = 0.95
 ) -> dict[str, Any]:
     """ε_LB of the pair test from its counts, Bonferroni over the grid (so it can be recomputed at
-    another confidence, e.g. after a report's own Bonferroni split over many tests)."""
+    another confidence, e.g. after a report's own Bonferroni split over many tests).
+
+    Args:
+        counts: the dicts of :func:`pair_test_counts` (``guesses``, ``correct``).
+        pairs: number of pairs m.
+        delta: claimed node-level δ, in [0, 1).
+        group_size: node changes per coin flip.
+        confidence: joint confidence over the grid, in (0, 1).
+
+    Returns:
+        ``{"epsilon": best ε_LB, "by_fraction": [...], "best": index}``.
+
+    Raises:
+        DPAuditError: δ or confidence out of range.
+    """
     if not 0.0 < confidence < 1.0:
         raise DPAuditError(f"confidence must lie in (0, 1), got {confidence}")
     if not 0.0 <= delta < 1.0:
@@ -337,7 +484,18 @@ def pair_test_max_possible(
     ``confidence`` if every guess were correct (the same Bonferroni grid as
     :func:`pair_test_from_counts`). No attack can exceed it; when it is at most the claimed ε the
     audit could not have refuted the claim whatever the attack (as the ``max_possible`` of
-    :func:`dpaudit.auditing.estimators.one_run_ceiling` for canary audits)."""
+    :func:`dpaudit.auditing.estimators.one_run_ceiling` for canary audits).
+
+    Args:
+        pairs: number of pairs m.
+        delta: claimed node-level δ.
+        group_size: node changes per coin flip.
+        confidence: joint confidence.
+        fractions: the grid of guessed fractions.
+
+    Returns:
+        The largest certifiable ε (0 without pairs).
+    """
     pairs = int(pairs)
     if pairs <= 0:
         return 0.0
@@ -368,6 +526,21 @@ def pair_test_lower_bound(
 
     Valid when each pair's member is an independent fair coin given everything else (a random
     split); the result's ``bound_valid`` says whether that holds.
+
+    Args:
+        member_scores: score of each pair's member.
+        non_member_scores: score of each pair's non-member, same order.
+        delta: claimed node-level δ.
+        group_size: node changes per coin flip.
+        confidence: joint confidence over the grid.
+        fractions: fractions of the pairs guessed on.
+
+    Returns:
+        Dict with ``epsilon``, ``delta``, ``confidence``, ``pairs``, ``group_size``, ``counts``,
+        ``epsilon_by_fraction``, the chosen ``guesses``/``correct``, ``max_possible`` and ``method``.
+
+    Raises:
+        DPAuditError: mismatched, empty or non-finite scores; δ or confidence out of range.
     """
     counts = pair_test_counts(member_scores, non_member_scores, fractions)
     pairs = len(np.asarray(member_scores).reshape(-1))
@@ -398,7 +571,16 @@ def pair_test_lower_bound(
 
 def tpr_ceiling(fpr, epsilon: float, delta: float) -> np.ndarray:
     r"""Largest TPR any test can reach at ``fpr`` under (ε, δ)-DP:
-    :math:`\min\{1, e^\varepsilon \mathrm{FPR} + \delta, 1 - e^{-\varepsilon}(1 - \delta - \mathrm{FPR})\}`."""
+    :math:`\min\{1, e^\varepsilon \mathrm{FPR} + \delta, 1 - e^{-\varepsilon}(1 - \delta - \mathrm{FPR})\}`.
+
+    Args:
+        fpr: false-positive rate(s), clipped to [0, 1].
+        epsilon: ε of the guarantee (∞ gives 1).
+        delta: δ of the guarantee.
+
+    Returns:
+        TPR ceiling(s), same shape as ``fpr``.
+    """
     f = np.clip(np.asarray(fpr, dtype=float), 0.0, 1.0)
     if math.isinf(epsilon):
         return np.ones_like(f)
@@ -409,26 +591,64 @@ def tpr_ceiling(fpr, epsilon: float, delta: float) -> np.ndarray:
 
 def auc_ceiling(epsilon: float | None, delta: float) -> float:
     r"""Area under :func:`tpr_ceiling`: :math:`1 - (1-\delta)^2 / (1 + e^\varepsilon)` — the largest
-    AUC any attack can reach against an (ε, δ)-DP mechanism; 1 without a finite ε (``None``, ∞)."""
+    AUC any attack can reach against an (ε, δ)-DP mechanism; 1 without a finite ε (``None``, ∞).
+
+    Args:
+        epsilon: ε of the guarantee, or ``None``.
+        delta: δ of the guarantee.
+
+    Returns:
+        The AUC ceiling in [0.5, 1].
+    """
     if epsilon is None or not math.isfinite(epsilon):
         return 1.0
     return float(min(1.0, 1.0 - (1.0 - delta) ** 2 / (1.0 + math.exp(epsilon))))
 
 
 def gdp_tpr_ceiling(fpr, mu: float) -> np.ndarray:
-    """μ-GDP trade-off: TPR ≤ Φ(Φ⁻¹(FPR) + μ) (Dong, Roth & Su 2022, Def. 2.7)."""
+    """μ-GDP trade-off: TPR ≤ Φ(Φ⁻¹(FPR) + μ) (Dong, Roth & Su 2022, Def. 2.7).
+
+    Args:
+        fpr: false-positive rate(s), clipped to [0, 1].
+        mu: μ of the GDP guarantee.
+
+    Returns:
+        TPR ceiling(s), same shape as ``fpr``.
+    """
     f = np.clip(np.asarray(fpr, dtype=float), 0.0, 1.0)
     return stats.norm.cdf(stats.norm.ppf(f) + mu)
 
 
 def gdp_auc_ceiling(mu: float) -> float:
-    """AUC ≤ Φ(μ/√2) under μ-GDP (the AUC of N(μ, 1) versus N(0, 1))."""
+    """AUC ≤ Φ(μ/√2) under μ-GDP (the AUC of N(μ, 1) versus N(0, 1)).
+
+    Args:
+        mu: μ of the GDP guarantee.
+
+    Returns:
+        The AUC ceiling.
+    """
     return float(stats.norm.cdf(mu / math.sqrt(2.0)))
 
 
 @dataclass
 class Coverage:
-    """Whether a model's guarantee covers an attack, and the guarantee that then applies."""
+    """Whether a model's guarantee covers an attack, and the guarantee that then applies.
+
+    Attributes:
+        covered: whether the guarantee bounds the attack.
+        reason: one sentence saying why (or why not).
+        epsilon: ε that applies to the attack (after group privacy), ``None`` when not covered.
+        delta: δ that applies, ``None`` when not covered.
+        gdp_mu: μ that applies when the model is μ-GDP.
+        group_size: number of unit changes the attack's test spans (group privacy).
+        model_unit: the unit the model protects.
+        attack_unit: ``"node"`` or ``"edge"``.
+        sound: the spec's ``sound`` flag.
+        notes: further sentences for the report.
+        hypothesis: the guarantee is an unproven claim (see the comment above).
+        status: the spec's status.
+    """
 
     covered: bool
     reason: str
@@ -457,6 +677,12 @@ class Coverage:
         return float(min(bounds))
 
     def tpr_ceiling(self, fpr) -> np.ndarray | None:
+        """Args:
+            fpr: false-positive rate(s).
+
+        Returns:
+            TPR ceiling(s) (the GDP one too, if tighter), or ``None`` when not covered.
+        """
         if not self.covered:
             return None
         bound = tpr_ceiling(fpr, self.epsilon, self.delta)
@@ -465,6 +691,9 @@ class Coverage:
         return bound
 
     def describe(self) -> dict[str, Any]:
+        """JSON-able form: the fields, ``ceiling_auc`` and, when covered, the TPR ceilings at
+        :data:`~dpaudit.auditing.results.FPR_LEVELS` and the formula used.
+        """
         out = asdict(self)
         out["ceiling_auc"] = self.ceiling_auc
         if self.covered:
@@ -507,6 +736,21 @@ def coverage(
     the graph, so turning a member into a non-member removes the node and adds it back without
     its label; the ceiling then uses group privacy (2ε, (1 + e^ε)δ). 1 when non-members are absent
     from training (``mlp-dp``, inductive splits).
+
+    Args:
+        privacy: the model's privacy spec.
+        attack_unit: ``"node"`` or ``"edge"``.
+        queries_private_graph: legacy flag (see above).
+        inference_private: legacy flag (see above).
+        node_group_size: node changes between member and non-member (see above).
+        deployment: name of the deployment the attack's answers are computed over, or ``None``.
+        inference: the card's ``inference`` entry (defaults to ``{"private": inference_private}``).
+
+    Returns:
+        The :class:`Coverage`.
+
+    Raises:
+        DPAuditError: ``attack_unit`` is not ``"node"`` or ``"edge"``.
     """
     if attack_unit not in ATTACK_UNITS:
         raise DPAuditError(f"attack unit must be one of {ATTACK_UNITS}, got {attack_unit!r}")
@@ -524,7 +768,15 @@ def coverage(
 
 
 def coverage_phrase(covered: bool, hypothesis: bool = False) -> str:
-    """How a result's coverage is said: a hypothesis is tested against, never "covered"."""
+    """How a result's coverage is said: a hypothesis is tested against, never "covered".
+
+    Args:
+        covered: the result's ``covered``.
+        hypothesis: the result's ``hypothesis``.
+
+    Returns:
+        The phrase.
+    """
     if not covered:
         return "not covered by the guarantee"
     return "tested against the claim (a hypothesis, not proven)" if hypothesis else "covered by the guarantee"
@@ -636,7 +888,15 @@ def _coverage(privacy, attack_unit, queries_private_graph, inference_private, no
 
 
 def runs_t_interval(values, confidence: float = 0.95) -> tuple[float, float] | None:
-    """Student-t interval of the mean of per-run values (None with fewer than 2 runs)."""
+    """Student-t interval of the mean of per-run values (None with fewer than 2 runs).
+
+    Args:
+        values: per-run values (``None`` entries skipped).
+        confidence: two-sided coverage.
+
+    Returns:
+        ``(low, high)`` or ``None``.
+    """
     v = np.asarray([x for x in values if x is not None], dtype=float)
     if v.size < 2:
         return None
@@ -668,6 +928,20 @@ def summarize_runs(
       :meth:`dpaudit.data.splits.MembershipSet.nodes_and_labels`); every run's value is listed in
       ``runs``. ``pair_group_size=None`` (scores not from the audit game) reports none;
     * ``roc``: run 0, down-sampled.
+
+    Args:
+        runs: ``(scores, labels)`` of each run.
+        lower_bound_delta: δ used by the pair test.
+        confidence: confidence of intervals and of the pair test.
+        n_boot: bootstrap resamples per run.
+        seed: base seed of the bootstrap (run i uses ``seed + 1000 + i``).
+        pair_group_size: node changes per coin for the pair test, ``None`` for no ε_LB.
+
+    Returns:
+        Dict of the aggregated numbers (``auc``, ``auc_ci``, ``tpr_at_fpr``, ``advantage``, ``roc``, ``runs``, ...).
+
+    Raises:
+        DPAuditError: no run, or invalid scores/labels in one.
     """
     if not runs:
         raise DPAuditError("no attack run to summarise")

@@ -46,7 +46,15 @@ INT32_LIMIT = 2**31 - 1
 
 
 def index_dtype(num_nodes: int, num_edges: int) -> torch.dtype:
-    """int32 when node ids and edge offsets fit, else int64."""
+    """int32 when node ids and edge offsets fit, else int64.
+
+    Args:
+        num_nodes: number of nodes.
+        num_edges: number of stored edges.
+
+    Returns:
+        ``torch.int32`` or ``torch.int64``.
+    """
     return torch.int32 if max(num_nodes, num_edges) < INT32_LIMIT else torch.int64
 
 
@@ -70,7 +78,20 @@ def _bag_sum(index: torch.Tensor, ptr: torch.Tensor, weights: torch.Tensor, tabl
 class Propagation:
     r"""The linear operator :math:`h \mapsto \mathrm{diag}(s)\,h + W h` (``W`` in CSR, destination
     rows), differentiable in ``h`` (:meth:`__call__`). The transposed pattern for the backward
-    is built on the first backward and kept (a query never builds it)."""
+    is built on the first backward and kept (a query never builds it).
+
+    Args:
+        ptr: CSR row pointers over destinations.
+        src: source node of every stored edge, destination-sorted.
+        weight: weight of every stored edge.
+        diagonal: per-node self weight s, or ``None`` for none.
+
+    Shapes:
+        ptr: [N + 1]
+        src: [E]
+        weight: [E]
+        diagonal: [N]
+    """
 
     def __init__(self, ptr: torch.Tensor, src: torch.Tensor, weight: torch.Tensor, diagonal: torch.Tensor | None):
         self.ptr, self.src, self.weight, self.diagonal = ptr, src, weight, diagonal
@@ -81,11 +102,34 @@ class Propagation:
         return self.ptr.numel() - 1
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
+        r""":math:`\mathrm{diag}(s)\,h + W h`, without autograd (see :meth:`__call__`).
+
+        Args:
+            h: node features.
+
+        Returns:
+            The propagated features.
+
+        Shapes:
+            h: [N, k]
+            return: [N, k]
+        """
         out = _bag_sum(self.src, self.ptr, self.weight.to(h.dtype), h)
         return out if self.diagonal is None else out + self.diagonal.to(h.dtype).unsqueeze(1) * h
 
     def backward(self, g: torch.Tensor) -> torch.Tensor:
-        """:math:`(\\mathrm{diag}(s) + W)^\\top g`."""
+        """:math:`(\\mathrm{diag}(s) + W)^\\top g`.
+
+        Args:
+            g: gradient with respect to the output.
+
+        Returns:
+            Gradient with respect to the input.
+
+        Shapes:
+            g: [N, k]
+            return: [N, k]
+        """
         t_ptr, t_src, t_weight = self.transpose
         out = _bag_sum(t_src, t_ptr, t_weight.to(g.dtype), g)
         return out if self.diagonal is None else out + self.diagonal.to(g.dtype).unsqueeze(1) * g
@@ -126,7 +170,13 @@ class _PropagationFunction(torch.autograd.Function):
 class Neighbourhood:
     """What an L-layer query on ``nodes`` reads: ``subset`` (sorted global ids of every node
     within L hops), the :class:`Adjacency` over it (local ids), and ``positions`` (the local id
-    of every queried node, in query order)."""
+    of every queried node, in query order).
+
+    Attributes:
+        subset: sorted global ids of every node read.
+        adjacency: the :class:`Adjacency` over ``subset`` (local ids).
+        positions: local id of every queried node, in query order.
+    """
 
     subset: torch.Tensor
     adjacency: Adjacency
@@ -140,7 +190,22 @@ class Adjacency:
     ``loops`` [N] (stored self loops) normalise the operators; on a :meth:`neighbourhood` they are
     the full graph's. ``scale`` [N] (a sampled neighbourhood's degree / sampled in-edges)
     multiplies every message into a node, so that a sample's sum estimates the full one without
-    bias. Operators are built on first use and kept."""
+    bias. Operators are built on first use and kept.
+
+    Args:
+        ptr: CSR row pointers over destinations.
+        src: source of every stored edge, destination-sorted.
+        degree: stored in-degree of every node (of the full graph).
+        loops: stored self loops of every node.
+        scale: per-destination message scale of a sampled neighbourhood, or ``None``.
+
+    Shapes:
+        ptr: [N + 1]
+        src: [E]
+        degree: [N]
+        loops: [N]
+        scale: [N]
+    """
 
     def __init__(
         self,
@@ -155,7 +220,21 @@ class Adjacency:
 
     @classmethod
     def from_edge_index(cls, edge_index: torch.Tensor, num_nodes: int) -> Adjacency:
-        """CSR of ``edge_index`` [2, E] (``edge_index[1]`` receives from ``edge_index[0]``)."""
+        """CSR of ``edge_index`` [2, E] (``edge_index[1]`` receives from ``edge_index[0]``).
+
+        Args:
+            edge_index: the edges, row 0 sources, row 1 destinations.
+            num_nodes: number of nodes N.
+
+        Returns:
+            The adjacency (int32 indices when they fit).
+
+        Raises:
+            DPAuditError: ``edge_index`` is not [2, E] or refers to nodes outside 0..N−1.
+
+        Shapes:
+            edge_index: [2, E]
+        """
         if edge_index.dim() != 2 or edge_index.size(0) != 2:
             raise DPAuditError(f"edge_index must have shape [2, E], got {tuple(edge_index.shape)}")
         num_edges = edge_index.size(1)
@@ -196,7 +275,14 @@ class Adjacency:
         return self._operators[key]
 
     def mean(self, dtype: torch.dtype = torch.float32) -> Propagation:
-        """The mean over in-neighbours (GraphSAGE-mean; module docstring)."""
+        """The mean over in-neighbours (GraphSAGE-mean; module docstring).
+
+        Args:
+            dtype: floating dtype of the weights.
+
+        Returns:
+            The cached :class:`Propagation`.
+        """
         key = ("mean", dtype)
         if key not in self._operators:
             inverse = 1.0 / self.degree.clamp(min=1).to(dtype)
@@ -206,7 +292,14 @@ class Adjacency:
         return self._operators[key]
 
     def sum(self, dtype: torch.dtype = torch.float32) -> Propagation:
-        """The sum over in-edges, :math:`A^\\top h` (module docstring)."""
+        """The sum over in-edges, :math:`A^\\top h` (module docstring).
+
+        Args:
+            dtype: floating dtype of the weights.
+
+        Returns:
+            The cached :class:`Propagation`.
+        """
         key = ("sum", dtype)
         if key not in self._operators:
             ones = torch.ones(self.num_edges, dtype=dtype, device=self.ptr.device)
@@ -215,7 +308,14 @@ class Adjacency:
         return self._operators[key]
 
     def sources(self, nodes: torch.Tensor) -> torch.Tensor:
-        """The sources of every stored edge into ``nodes`` (int64, with repeats)."""
+        """The sources of every stored edge into ``nodes`` (int64, with repeats).
+
+        Args:
+            nodes: destination node ids.
+
+        Returns:
+            Source ids of their in-edges.
+        """
         return self.src[_ranges(self.ptr, nodes)].long()
 
     def neighbourhood(
@@ -224,7 +324,17 @@ class Adjacency:
         """The :class:`Neighbourhood` an ``hops``-layer computation on ``nodes`` reads. Cost:
         the edges into the nodes within ``hops - 1`` hops (plus sorting them). ``None`` when
         it holds more than ``max_edges`` edges or ``max_nodes`` nodes (the whole graph is then
-        the cheaper computation)."""
+        the cheaper computation).
+
+        Args:
+            nodes: queried node ids.
+            hops: number of layers L.
+            max_edges: give up above this many edges read, or ``None``.
+            max_nodes: give up above this many nodes, or ``None``.
+
+        Returns:
+            The neighbourhood, or ``None``.
+        """
         nodes = nodes.to(self.ptr.device).long()
         inner = torch.unique(nodes)  # the nodes whose in-edges are read: within hops - 1
         for hop in range(hops):
@@ -257,7 +367,16 @@ class Adjacency:
         ones), so :math:`\hat A h` and the neighbour mean at v are unbiased estimates of the
         full-graph ones (the GCN estimator of Chen, Zhu & Song, ICML 2018, Eq. 3); a node with at
         most ``fanouts[j-1]`` in-edges keeps them all and is exact. Cost: the in-edges of the
-        sampled nodes (a sort of them), never the whole graph."""
+        sampled nodes (a sort of them), never the whole graph.
+
+        Args:
+            nodes: seed (batch) node ids.
+            fanouts: in-edges kept per node at each hop.
+            generator: the random generator of the sampling.
+
+        Returns:
+            The sampled :class:`Neighbourhood` (its adjacency carries ``scale``).
+        """
         nodes = nodes.to(self.ptr.device).long()
         seen = frontier = torch.unique(nodes)
         sources, destinations = [], []
@@ -291,7 +410,11 @@ class Adjacency:
 class TensorCache:
     """Values derived from tensors, reused while those very tensor objects are alive and
     unmodified in place (same identity and version counter); at most ``size`` entries, least
-    recently used dropped first. A dead or edited tensor never matches."""
+    recently used dropped first. A dead or edited tensor never matches.
+
+    Args:
+        size: most entries kept.
+    """
 
     def __init__(self, size: int = 2):
         self.size = int(size)
@@ -302,6 +425,16 @@ class TensorCache:
         return tuple((id(t), t._version, tuple(t.shape), t.device) for t in tensors) + extra
 
     def get(self, tensors: tuple[torch.Tensor, ...], build: Callable[[], object], extra: tuple = ()) -> object:
+        """The cached value for ``tensors`` (and ``extra``), else ``build()`` stored and returned.
+
+        Args:
+            tensors: the tensors the value derives from.
+            build: computes the value on a miss.
+            extra: further hashable key parts (sizes, device).
+
+        Returns:
+            The value.
+        """
         key = self._key(tensors, extra)
         entry = self._entries.get(key)
         if entry is not None and all(ref() is t for ref, t in zip(entry[0], tensors)):
@@ -322,7 +455,22 @@ _ADJACENCIES = TensorCache(size=4)
 
 def adjacency_of(edge_index: torch.Tensor, num_nodes: int, device: torch.device | str | None = None) -> Adjacency:
     """The (cached) :class:`Adjacency` of ``edge_index`` over ``num_nodes`` nodes, on ``device``
-    (default: ``edge_index``'s); see the module docstring for when the cache is reused."""
+    (default: ``edge_index``'s); see the module docstring for when the cache is reused.
+
+    Args:
+        edge_index: the edges.
+        num_nodes: number of nodes.
+        device: device of the adjacency.
+
+    Returns:
+        The adjacency.
+
+    Raises:
+        DPAuditError: a malformed ``edge_index``.
+
+    Shapes:
+        edge_index: [2, E]
+    """
     device = torch.device(device) if device is not None else edge_index.device
     return _ADJACENCIES.get(
         (edge_index,), lambda: Adjacency.from_edge_index(edge_index.to(device), num_nodes), (int(num_nodes), device)
@@ -330,7 +478,18 @@ def adjacency_of(edge_index: torch.Tensor, num_nodes: int, device: torch.device 
 
 
 def as_adjacency(graph: torch.Tensor | Adjacency, num_nodes: int) -> Adjacency:
-    """``graph`` itself when already an :class:`Adjacency`, else :func:`adjacency_of` it."""
+    """``graph`` itself when already an :class:`Adjacency`, else :func:`adjacency_of` it.
+
+    Args:
+        graph: an ``edge_index`` [2, E] or an :class:`Adjacency`.
+        num_nodes: number of nodes (feature rows) it must span.
+
+    Returns:
+        The adjacency.
+
+    Raises:
+        ValueError: an adjacency over a different number of nodes.
+    """
     if isinstance(graph, Adjacency):
         if graph.num_nodes != num_nodes:
             raise ValueError(f"an adjacency over {graph.num_nodes} nodes used with {num_nodes} feature rows")

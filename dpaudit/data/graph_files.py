@@ -56,14 +56,28 @@ LOADER = "dpaudit.data.graph_files"
 
 def is_graph_path(name: str) -> bool:
     """Whether ``--dataset NAME`` names a file rather than a registry dataset: it holds a path
-    separator, ends in a graph-file suffix, or is an existing file with a suffix."""
+    separator, ends in a graph-file suffix, or is an existing file with a suffix.
+
+    Args:
+        name: the ``--dataset`` value.
+
+    Returns:
+        ``True`` for a file.
+    """
     text = str(name).strip()
     suffix = Path(text).suffix.lower()
     return "/" in text or os.sep in text or suffix in SUFFIXES or (bool(suffix) and Path(text).is_file())
 
 
 def file_sha256(path: str | os.PathLike) -> str:
-    """SHA-256 of the file's bytes (the owner's record keeps it: a changed file is noticed)."""
+    """SHA-256 of the file's bytes (the owner's record keeps it: a changed file is noticed).
+
+    Args:
+        path: the file.
+
+    Returns:
+        The hex digest.
+    """
     digest = hashlib.sha256()
     with open(path, "rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
@@ -176,6 +190,12 @@ def read_graph_file(path: str | os.PathLike) -> tuple[Data, dict]:
 
     Raises:
         DatasetError: wrong suffix, missing or unreadable file, missing arrays, bad masks.
+
+    Args:
+        path: the graph file (``.pt``/``.pth`` or ``.npz``).
+
+    Returns:
+        ``(raw, info)``.
     """
     path = Path(path).expanduser()
     fmt = SUFFIXES.get(path.suffix.lower())

@@ -36,7 +36,19 @@ def _generator(seed: int) -> torch.Generator:
 
 @dataclass
 class Split:
-    """Index sets of one split (global node indices) and how to build the visible graphs."""
+    """Index sets of one split (global node indices) and how to build the visible graphs.
+
+    Attributes:
+        train: training node ids.
+        val: validation node ids.
+        test: test node ids.
+        spec: the split specification it was built from (e.g. ``random:0.75,0.1,0.15``).
+        seed: the seed it was drawn with.
+        inductive: edges are restricted to each phase's nodes.
+        info: notes on how it was built (shown in records).
+        node_part: part id of every node (``metis:K`` only).
+        declared_sizes: part sizes declared public, or ``None``.
+    """
 
     train: torch.Tensor
     val: torch.Tensor
@@ -54,7 +66,18 @@ class Split:
 
     def edge_index_for(self, dataset: GraphDataset, part: str) -> torch.Tensor:
         """Edges visible in a phase: all edges (transductive), or, inductively, only edges with
-        both endpoints in ``part`` (``"train"``, ``"val"`` or ``"test"``)."""
+        both endpoints in ``part`` (``"train"``, ``"val"`` or ``"test"``).
+
+        Args:
+            dataset: the dataset the split belongs to.
+            part: ``"train"``, ``"val"`` or ``"test"``.
+
+        Returns:
+            The visible edges.
+
+        Shapes:
+            return: [2, num_visible_edges]
+        """
         if not self.inductive:
             return dataset.data.edge_index
         nodes = getattr(self, part)
@@ -65,7 +88,15 @@ class Split:
         return edge_index
 
     def graph_for(self, dataset: GraphDataset, part: str):
-        """The ``Data`` a phase may see (same node indexing as the dataset)."""
+        """The ``Data`` a phase may see (same node indexing as the dataset).
+
+        Args:
+            dataset: the dataset the split belongs to.
+            part: ``"train"``, ``"val"`` or ``"test"``.
+
+        Returns:
+            A clone of ``dataset.data`` whose ``edge_index`` is :meth:`edge_index_for`.
+        """
         data = dataset.data.clone()
         data.edge_index = self.edge_index_for(dataset, part)
         return data
@@ -95,6 +126,21 @@ def _check_fractions(fractions: list[float], count: int, spec: str) -> None:
 
 
 def random_split(dataset: GraphDataset, train: float, val: float, test: float, seed: int = 0) -> Split:
+    """Random fractions of the labeled nodes (``random:TRAIN,VAL,TEST``).
+
+    Args:
+        dataset: the dataset to split (only labeled nodes are used).
+        train: fraction of labeled nodes for training.
+        val: fraction for validation.
+        test: fraction for testing (the three sum to at most 1).
+        seed: seed of the permutation.
+
+    Returns:
+        The split (sorted index sets).
+
+    Raises:
+        ConfigurationError: invalid fractions, or no training node, or no test node while ``test > 0``.
+    """
     fractions = [train, val, test]
     spec = f"random:{train},{val},{test}"
     _check_fractions(fractions, 3, spec)
@@ -119,7 +165,21 @@ def random_split(dataset: GraphDataset, train: float, val: float, test: float, s
 
 
 def per_class_split(dataset: GraphDataset, per_class: int, val: int, test: int, seed: int = 0) -> Split:
-    """``per_class`` training nodes from every class, then ``val`` and ``test`` nodes at random."""
+    """``per_class`` training nodes from every class, then ``val`` and ``test`` nodes at random.
+
+    Args:
+        dataset: the dataset to split (only labeled nodes are used).
+        per_class: training nodes per class.
+        val: number of validation nodes.
+        test: number of test nodes.
+        seed: seed of the permutation.
+
+    Returns:
+        The split.
+
+    Raises:
+        ConfigurationError: a class has fewer than ``per_class`` labeled nodes, or too few remain for val and test.
+    """
     spec = f"per-class:{per_class},{val},{test}"
     perm = _labeled_permutation(dataset, seed)
     y = dataset.data.y[perm]
@@ -137,6 +197,21 @@ def per_class_split(dataset: GraphDataset, per_class: int, val: int, test: int, 
 
 
 def inductive_split(dataset: GraphDataset, train: float, test: float, seed: int = 0, val: float = 0.0) -> Split:
+    """Inductive split (``inductive:TRAIN,TEST[,VAL]``): a random split whose phases see only their own edges.
+
+    Args:
+        dataset: the dataset to split (only labeled nodes are used).
+        train: fraction for training.
+        test: fraction for testing.
+        seed: seed of the permutation.
+        val: fraction for validation.
+
+    Returns:
+        The split, with ``inductive=True``.
+
+    Raises:
+        ConfigurationError: invalid fractions, or no training/test node.
+    """
     spec = f"inductive:{train},{test}" + (f",{val}" if val else "")
     _check_fractions([train, test, val], 3, spec)
     base = random_split(dataset, train, val, test, seed)
@@ -145,6 +220,18 @@ def inductive_split(dataset: GraphDataset, train: float, test: float, seed: int 
 
 
 def public_split(dataset: GraphDataset, seed: int = 0) -> Split:
+    """The dataset's own split (``public``).
+
+    Args:
+        dataset: a dataset with a public split.
+        seed: recorded only; it does not change the split.
+
+    Returns:
+        The split.
+
+    Raises:
+        ConfigurationError: the dataset has no public split.
+    """
     if not dataset.has_public_split:
         raise ConfigurationError(f"dataset {dataset.name!r} has no public split; use random:... or per-class:...")
     code = dataset.data.public_split
@@ -158,7 +245,19 @@ METIS_TEST_PART, METIS_VAL_PART = 4, 5
 def metis_split(dataset: GraphDataset, parts: int, seed: int = 0) -> Split:
     """``metis:K``: METIS partition into ``parts`` parts (pymetis, METIS seed 0, so the split is
     the same for every ``seed``); test = part 4, validation = part 5, training = the rest (labeled
-    nodes only). Inductive, and edges between different parts are removed in every phase."""
+    nodes only). Inductive, and edges between different parts are removed in every phase.
+
+    Args:
+        dataset: the dataset to partition.
+        parts: number of METIS parts K (≥ 6, ≤ number of nodes).
+        seed: recorded only.
+
+    Returns:
+        The inductive split with ``node_part`` set.
+
+    Raises:
+        ConfigurationError: K out of range, pymetis missing, too many edges, or no labeled training/test node.
+    """
     spec = f"metis:{parts}"
     n = dataset.num_nodes
     if parts < METIS_VAL_PART + 1:
@@ -198,11 +297,31 @@ def metis_split(dataset: GraphDataset, parts: int, seed: int = 0) -> Split:
 
 
 def default_split_spec(dataset: GraphDataset) -> str:
+    """The split used when none is given: ``public`` if the dataset has one, else ``random:0.75,0.1,0.15``.
+
+    Args:
+        dataset: the dataset.
+
+    Returns:
+        The split specification.
+    """
     return "public" if dataset.has_public_split else "random:0.75,0.1,0.15"
 
 
 def make_split(dataset: GraphDataset, spec: str | None = None, seed: int = 0) -> Split:
-    """Parse a split specification (see the module docstring) and build the split."""
+    """Parse a split specification (see the module docstring) and build the split.
+
+    Args:
+        dataset: the dataset to split.
+        spec: the specification, or ``None`` for :func:`default_split_spec`.
+        seed: split seed.
+
+    Returns:
+        The split (``declared_sizes`` set when the dataset's sizes are published).
+
+    Raises:
+        ConfigurationError: an unknown or malformed specification, or one the dataset cannot satisfy.
+    """
     spec = (spec or default_split_spec(dataset)).strip()
     kind, values = parse_split_spec(spec)
     if kind == "public":
@@ -240,6 +359,13 @@ def split_is_random(spec: str | None, card_split: dict | None = None) -> tuple[b
     node ids 0–139), ``metis:`` (a deterministic graph partition) and explicit node lists
     (:mod:`dpaudit.training.adapters`) are not, unless the card's split says ``"drawn_at_random": true``
     (the adapter's caller asserts it). Returns ``(random, why)``.
+
+    Args:
+        spec: the split specification.
+        card_split: the model card's ``split`` entry, if any (explicit ``nodes``, ``drawn_at_random``).
+
+    Returns:
+        ``(random, why)``: whether the split was drawn at random, and a sentence saying why.
     """
     spec = str(spec or "")
     kind = spec.partition(":")[0].strip().lower()
@@ -272,6 +398,11 @@ class MembershipSet:
     (:func:`dpaudit.auditing.statistics.pair_test_lower_bound`); :meth:`nodes_and_labels` keeps that
     order (all members, then all non-members), so the i-th member score and the i-th
     non-member score of an attack are a pair.
+
+    Attributes:
+        members: node ids that were trained on.
+        non_members: node ids that were not.
+        info: how the set was drawn.
     """
 
     members: torch.Tensor
@@ -279,6 +410,15 @@ class MembershipSet:
     info: dict = field(default_factory=dict)
 
     def nodes_and_labels(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """All nodes (members first, then non-members) and their 0/1 labels.
+
+        Returns:
+            ``(nodes, labels)``; labels are float 1 for members, 0 for non-members.
+
+        Shapes:
+            nodes: [len(members) + len(non_members)]
+            labels: [len(members) + len(non_members)]
+        """
         nodes = torch.cat([self.members, self.non_members])
         labels = torch.cat([torch.ones(len(self.members)), torch.zeros(len(self.non_members))])
         return nodes, labels
@@ -293,7 +433,14 @@ class MembershipSet:
 @dataclass
 class MembershipPartition:
     """A target part (the audited model's members and as many non-members, paired by class) and
-    a disjoint shadow part the attacker uses to train shadow models."""
+    a disjoint shadow part the attacker uses to train shadow models.
+
+    Attributes:
+        target: the audit set.
+        shadow: shadow members and non-members.
+        seed: the seed it was drawn with.
+        info: how it was drawn (pools, overlaps, fallbacks).
+    """
 
     target: MembershipSet
     shadow: MembershipSet
@@ -304,7 +451,15 @@ class MembershipPartition:
 def audit_candidates(dataset: GraphDataset, split: Split) -> tuple[torch.Tensor, torch.Tensor]:
     """(members, non-member candidates) of the audit game: the training nodes, and the labeled
     nodes that are neither training nor validation nodes (validation nodes are read by
-    selection under ``protocol=paper``, so the recipe does not treat them like the others)."""
+    selection under ``protocol=paper``, so the recipe does not treat them like the others).
+
+    Args:
+        dataset: the dataset.
+        split: the target's split.
+
+    Returns:
+        ``(members, candidates)`` node ids.
+    """
     labeled = dataset.labeled_nodes
     outside = labeled[~torch.isin(labeled, split.train)]
     return split.train, outside[~torch.isin(outside, split.val)]
@@ -319,26 +474,38 @@ def audit_game(
 ) -> MembershipSet:
     r"""The randomized audit game's audit set: class-stratified (member, non-member) pairs.
 
-        For every class c, the members of c (training nodes) and the non-member candidates of c
-        (:func:`audit_candidates`: labeled nodes outside training and validation) are each put in
-        a uniformly random order (seeded), and the first :math:`m_c` of each are paired, with
-        :math:`m_c = \min(|M_c|, |N_c|)` (:math:`\lfloor |N_c|/2
-    floor` for :math:`|N_c|` when
-        ``reserve_for_shadows``, so that half the candidates remain for a shadow pool disjoint from
-        the training set). Equal members and non-members per class: the class prior carries no
-        signal. ``max_members`` caps the number of pairs (classes shrink in proportion).
+    For every class c, the members of c (training nodes) and the non-member candidates of c
+    (:func:`audit_candidates`: labeled nodes outside training and validation) are each put in
+    a uniformly random order (seeded), and the first :math:`m_c` of each are paired, with
+    :math:`m_c = \min(|M_c|, |N_c|)` (:math:`\lfloor |N_c|/2 \rfloor` for :math:`|N_c|` when
+    ``reserve_for_shadows``, so that half the candidates remain for a shadow pool disjoint from
+    the training set). Equal members and non-members per class: the class prior carries no
+    signal. ``max_members`` caps the number of pairs (classes shrink in proportion).
 
-        Why this is a fair coin per pair. When the training set is uniform over the labeled nodes
-        (``random:``, ``inductive:``) or uniform within each class (``per-class:``), swapping a
-        member ``a`` and a non-member ``b`` of the same class gives a split of equal probability,
-        and the drawing above (independent random orders, then zip) is symmetric under that swap.
-        So, conditionally on the unordered pairs and on every node outside them, which node of each
-        pair is the member is an independent fair coin — the setting of Steinke, Nasr & Jagielski
-        (2023) with one "canary" per pair. Both nodes of a pair sit in the same place of the recipe
-        (labeled, outside validation, in the training graph exactly when the recipe keeps non-training
-        nodes there). The argument fails when the split itself was not drawn at random
-        (:func:`split_is_random`); the set is still drawn the same way, and results say the bound
-        is not valid.
+    Why this is a fair coin per pair. When the training set is uniform over the labeled nodes
+    (``random:``, ``inductive:``) or uniform within each class (``per-class:``), swapping a
+    member ``a`` and a non-member ``b`` of the same class gives a split of equal probability,
+    and the drawing above (independent random orders, then zip) is symmetric under that swap.
+    So, conditionally on the unordered pairs and on every node outside them, which node of each
+    pair is the member is an independent fair coin — the setting of Steinke, Nasr & Jagielski
+    (2023) with one "canary" per pair. Both nodes of a pair sit in the same place of the recipe
+    (labeled, outside validation, in the training graph exactly when the recipe keeps non-training
+    nodes there). The argument fails when the split itself was not drawn at random
+    (:func:`split_is_random`); the set is still drawn the same way, and results say the bound
+    is not valid.
+
+    Args:
+        dataset: the dataset.
+        split: the target's split.
+        seed: seed of the random orders.
+        max_members: cap on the number of pairs, or ``None``.
+        reserve_for_shadows: keep half of each class's candidates out of the set.
+
+    Returns:
+        The paired :class:`MembershipSet` (pairs in random order across classes).
+
+    Raises:
+        ConfigurationError: no class has both a member and a candidate.
     """
     g = _generator(seed)
     members, candidates = audit_candidates(dataset, split)
@@ -407,6 +574,20 @@ def membership_partition(
     halved into shadow members and shadow non-members within each class. The pool does not
     depend on which node of an audit pair is the member (it excludes the whole pair), so it
     keeps the pair coins fair.
+
+    Args:
+        dataset: the dataset.
+        split: the target's split.
+        seed: seed of the audit set and of the shadow draw.
+        max_members: cap on the number of audit pairs.
+        shadow_per_class: shadow nodes drawn per class (≤ 1: no shadow reservation).
+        shadow_pool: ``"disjoint"`` or ``"any"``.
+
+    Returns:
+        The :class:`MembershipPartition`.
+
+    Raises:
+        ConfigurationError: an unknown ``shadow_pool``, or no audit pair can be formed.
     """
     if shadow_pool not in SHADOW_POOLS:
         raise ConfigurationError(f"shadow_pool must be one of {SHADOW_POOLS}, got {shadow_pool!r}")

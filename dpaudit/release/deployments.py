@@ -165,7 +165,17 @@ def inference_entry(
 
 
 def check_deployment(name: str) -> str:
-    """``name`` if it is a deployment, else a one-line error naming them."""
+    """``name`` if it is a deployment, else a one-line error naming them.
+
+    Args:
+        name: the deployment's name.
+
+    Returns:
+        ``name``.
+
+    Raises:
+        DPAuditError: an unknown deployment.
+    """
     if name not in DEPLOYMENTS:
         raise DPAuditError(f"unknown deployment {name!r}; use one of {', '.join(DEPLOYMENTS)}")
     return name
@@ -177,7 +187,19 @@ def deployment_entry(inference: dict[str, Any] | None, deployment: str, private:
     when the card says it); for an entry written before deployments were recorded, derived from its
     ``private`` key (the training graph) and the weights being the only other channel.
     ``private``: whether the model's weights are private at all (a non-private model covers
-    nothing, whatever an old card says)."""
+    nothing, whatever an old card says).
+
+    Args:
+        inference: the card's ``inference`` entry, or ``None``.
+        deployment: the deployment's name.
+        private: whether the weights are private.
+
+    Returns:
+        ``{"covered": bool, "note": str}``.
+
+    Raises:
+        DPAuditError: an unknown deployment.
+    """
     check_deployment(deployment)
     inference = inference or {}
     if not private:
@@ -196,5 +218,13 @@ def deployment_entry(inference: dict[str, Any] | None, deployment: str, private:
 
 
 def covered_deployments(inference: dict[str, Any] | None, private: bool = True) -> dict[str, bool]:
-    """``{deployment: covered}`` for every deployment (what ``inspect`` and reports print)."""
+    """``{deployment: covered}`` for every deployment (what ``inspect`` and reports print).
+
+    Args:
+        inference: the card's ``inference`` entry, or ``None``.
+        private: whether the weights are private.
+
+    Returns:
+        Deployment name → covered.
+    """
     return {d: deployment_entry(inference, d, private)["covered"] for d in DEPLOYMENTS}

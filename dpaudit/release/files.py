@@ -121,6 +121,9 @@ def check_public_card(card: dict[str, Any]) -> None:
 
     Raises:
         PublicCardError: the first offending key (one line).
+
+    Args:
+        card: the card to be written.
     """
     extra = sorted(set(card) - PUBLIC_CARD_KEYS)
     if extra:
@@ -149,6 +152,9 @@ def check_public_config(config: dict[str, Any]) -> None:
 
     Raises:
         PublicCardError: the first offending key.
+
+    Args:
+        config: the model's architecture config.
     """
     bad = _private_leaf(config, "config", PRIVATE_CONFIG_NAMES)
     if bad:
@@ -171,7 +177,15 @@ def _private_leaf(value: Any, path: str, names: frozenset = PRIVATE_LEAF_NAMES) 
 
 def declared_facts(dataset, split=None) -> dict[str, Any]:
     """The public facts a run may read: the dataset's declaration plus the split's declared
-    sizes (``num_train``). Empty when nothing is declared (then no size may be read)."""
+    sizes (``num_train``). Empty when nothing is declared (then no size may be read).
+
+    Args:
+        dataset: the dataset (its ``public_facts``).
+        split: the split (its ``declared_sizes``), or ``None``.
+
+    Returns:
+        The facts dict.
+    """
     facts = dict(getattr(dataset, "public_facts", None) or {})
     sizes = getattr(split, "declared_sizes", None) if split is not None else None
     if facts and sizes:
@@ -180,7 +194,15 @@ def declared_facts(dataset, split=None) -> dict[str, Any]:
 
 
 def declared_train_size(dataset, split) -> int | None:
-    """The declared number of training nodes (a public benchmark's split size), or ``None``."""
+    """The declared number of training nodes (a public benchmark's split size), or ``None``.
+
+    Args:
+        dataset: the dataset.
+        split: the split.
+
+    Returns:
+        ``num_train`` or ``None``.
+    """
     value = declared_facts(dataset, split).get("num_train")
     return None if value is None else int(value)
 
@@ -190,7 +212,16 @@ def declared_population(unit: str | None, dataset, split) -> int | None:
     undirected edges (edge level) of the declared graph; ``None`` when nothing is declared.
 
     The whole declared graph bounds the training graph's units from above, so δ < 1/declared
-    is at least as strict as δ < 1/actual."""
+    is at least as strict as δ < 1/actual.
+
+    Args:
+        unit: ``"node"``, ``"edge"`` or ``None``.
+        dataset: the dataset.
+        split: the split.
+
+    Returns:
+        The count (≥ 1), or ``None``.
+    """
     facts = declared_facts(dataset, split)
     key = {"node": "num_nodes", "edge": "num_edges"}.get(unit or "")
     if key is None or facts.get(key) is None:
@@ -199,7 +230,19 @@ def declared_population(unit: str | None, dataset, split) -> int | None:
 
 
 def require_declared(value: int | None, what: str, instead: str) -> int:
-    """``value`` or one clear error naming what to declare (before any work)."""
+    """``value`` or one clear error naming what to declare (before any work).
+
+    Args:
+        value: the declared value, or ``None``.
+        what: what needs it (named in the error).
+        instead: the alternative the error suggests.
+
+    Returns:
+        ``value`` as an int.
+
+    Raises:
+        DPAuditError: ``value`` is ``None``.
+    """
     if value is None:
         raise DPAuditError(
             f"{what} needs a declared public size, and this dataset declares none: declare it "

@@ -67,7 +67,17 @@ _REQUIRED_CARD_KEYS = ("method", "hyperparameters", "dpaudit_version")
 
 
 def register_model_kind(kind: str):
-    """Class decorator: make a :class:`ReleasedModel` subclass loadable under ``kind``."""
+    """Class decorator: make a :class:`ReleasedModel` subclass loadable under ``kind``.
+
+    Args:
+        kind: the name written in ``model.json``'s ``kind`` field.
+
+    Returns:
+        The decorator; it sets ``cls.kind`` and returns the class unchanged.
+
+    Raises:
+        RuntimeError: another class is already registered under ``kind``.
+    """
 
     def decorate(cls):
         existing = _MODEL_KINDS.get(kind)
@@ -94,7 +104,11 @@ _DEFENSE_LOOKUP: list = []
 
 def install_defense_lookup(lookup) -> None:
     """Called once by :mod:`dpaudit.training.registry`: ``lookup(name)`` returns a defense class or raises
-    :class:`~dpaudit.errors.DPAuditError` for an unknown name."""
+    :class:`~dpaudit.errors.DPAuditError` for an unknown name.
+
+    Args:
+        lookup: callable mapping a defense name to its class.
+    """
     _DEFENSE_LOOKUP[:] = [lookup]
 
 
@@ -108,6 +122,17 @@ def _defense_class(method: str):
 
 
 def model_kind(kind: str) -> type[ReleasedModel]:
+    """The registered :class:`ReleasedModel` subclass for ``kind`` (plugins loaded on a miss).
+
+    Args:
+        kind: the model kind named in ``model.json``.
+
+    Returns:
+        The model class.
+
+    Raises:
+        ModelFormatError: no class is registered under ``kind``.
+    """
     if kind not in _MODEL_KINDS:
         load_plugins()
     try:
@@ -128,12 +153,39 @@ def _node_index(graph: Data, nodes) -> torch.Tensor:
 
 class Answers:
     """What every query interface derives from its posteriors (a released model, or GAP's
-    training release): the predicted class and the accuracy on labeled nodes."""
+    training release): the predicted class and the accuracy on labeled nodes.
+
+    Subclasses provide ``predict_proba(graph, nodes)``.
+    """
 
     def predict(self, graph: Data, nodes=None) -> torch.Tensor:
+        """Predicted class of each queried node (argmax of :meth:`predict_proba`).
+
+        Args:
+            graph: the graph queried (features ``x``, ``edge_index``).
+            nodes: node ids to answer for; ``None`` for all nodes.
+
+        Returns:
+            Class indices.
+
+        Shapes:
+            return: [len(nodes)]
+        """
         return self.predict_proba(graph, nodes).argmax(dim=1)
 
     def accuracy(self, graph: Data, nodes) -> float:
+        """Accuracy of :meth:`predict` against ``graph.y`` on ``nodes``.
+
+        Args:
+            graph: the graph queried (features ``x``, ``edge_index``).
+            nodes: node ids to answer for; ``None`` for all nodes.
+
+        Returns:
+            Fraction correct, NaN when ``nodes`` is empty.
+
+        Raises:
+            DPAuditError: a node id lies outside the graph.
+        """
         nodes = _node_index(graph, nodes)
         if nodes.numel() == 0:
             return float("nan")
@@ -147,6 +199,16 @@ class ReleasedModel(Answers, ABC):
     Subclasses implement the two queries and the three persistence hooks
     (:meth:`config`, :meth:`state_tensors`, :meth:`from_state`) and register themselves with
     :func:`register_model_kind`.
+
+    Args:
+        privacy: the model's privacy guarantee.
+        card: the public model card (copied).
+
+    Attributes:
+        privacy: the :class:`~dpaudit.accounting.spec.PrivacySpec`.
+        card: the public card (``model.json``).
+        record: the owner's record (``provenance.json``), empty for a third party's copy.
+        verification: outcome of the load-time privacy check, ``None`` for a model built in this process.
     """
 
     kind: ClassVar[str] = ""
@@ -164,7 +226,15 @@ class ReleasedModel(Answers, ABC):
         self.verification: Verification | None = None
 
     def provenance(self, key: str, default: Any = None) -> Any:
-        """``key`` of the owner's record, else of the card (files written before format 3)."""
+        """``key`` of the owner's record, else of the card (files written before format 3).
+
+        Args:
+            key: record/card key to read.
+            default: value returned when neither holds ``key``.
+
+        Returns:
+            The stored value or ``default``.
+        """
         if key in self.record:
             return self.record[key]
         return self.card.get(key, default)
@@ -177,11 +247,33 @@ class ReleasedModel(Answers, ABC):
     # -- queries ----------------------------------------------------------------------------
     @abstractmethod
     def predict_proba(self, graph: Data, nodes=None) -> torch.Tensor:
-        """Class posteriors [len(nodes), C] for ``nodes`` of ``graph`` (all nodes if None)."""
+        """Class posteriors [len(nodes), C] for ``nodes`` of ``graph`` (all nodes if None).
+
+        Args:
+            graph: the graph queried (features ``x``, ``edge_index``).
+            nodes: node ids to answer for; ``None`` for all nodes.
+
+        Returns:
+            Class posteriors (rows sum to 1).
+
+        Shapes:
+            return: [len(nodes), num_classes]
+        """
 
     @abstractmethod
     def embed(self, graph: Data, nodes=None) -> torch.Tensor:
-        """Penultimate representation [len(nodes), H]."""
+        """Penultimate representation [len(nodes), H].
+
+        Args:
+            graph: the graph queried (features ``x``, ``edge_index``).
+            nodes: node ids to answer for; ``None`` for all nodes.
+
+        Returns:
+            The penultimate representation.
+
+        Shapes:
+            return: [len(nodes), hidden]
+        """
 
     @property
     def charged_privacy(self) -> PrivacySpec:
@@ -213,7 +305,17 @@ class ReleasedModel(Answers, ABC):
     def from_state(
         cls, config: dict[str, Any], tensors: dict[str, torch.Tensor], privacy: PrivacySpec, card: dict[str, Any]
     ) -> ReleasedModel:
-        """Rebuild from :meth:`config` and :meth:`state_tensors`; raise on any mismatch."""
+        """Rebuild from :meth:`config` and :meth:`state_tensors`; raise on any mismatch.
+
+        Args:
+            config: the dict :meth:`config` returned.
+            tensors: the tensors :meth:`state_tensors` returned, by name.
+            privacy: the (verified) privacy spec.
+            card: the public card.
+
+        Returns:
+            The rebuilt model.
+        """
 
     @classmethod
     def verify_privacy(cls, privacy: PrivacySpec, config: dict[str, Any], card: dict[str, Any]) -> Verification:
@@ -227,6 +329,14 @@ class ReleasedModel(Answers, ABC):
 
         Raises:
             IntegrityError: the spec does not match (one line).
+
+        Args:
+            privacy: the spec read from ``model.json``.
+            config: the model's config (kinds that re-derive records read it).
+            card: the public card (defense, protocol, hyperparameters).
+
+        Returns:
+            The :class:`~dpaudit.accounting.verify.Verification` (what was checked and what was not).
         """
         return verify_spec(privacy, expected_unit(card), card_protocol(card))
 
@@ -237,7 +347,14 @@ class ReleasedModel(Answers, ABC):
 
     def attach_record_tensors(self, tensors: dict[str, torch.Tensor]) -> None:
         """Receive :meth:`record_tensors` back on load (only when the owner's files are there).
-        A kind that keeps none refuses any: they would belong to another model."""
+        A kind that keeps none refuses any: they would belong to another model.
+
+        Args:
+            tensors: the tensors read from ``provenance.safetensors``.
+
+        Raises:
+            ModelFormatError: ``tensors`` is not empty (this base implementation keeps none).
+        """
         if tensors:
             raise ModelFormatError(f"a {self.kind!r} model keeps no owner's tensors, found {sorted(tensors)[:3]}")
 
@@ -264,6 +381,12 @@ class ReleasedModel(Answers, ABC):
             IntegrityError: the spec does not match its recorded mechanisms (a bug in the
                 defense, or a spec edited in memory).
             PublicCardError: the card holds a field that is not declared public.
+
+        Args:
+            directory: target directory (created if missing).
+
+        Returns:
+            ``directory`` as a :class:`~pathlib.Path`.
         """
         directory = Path(directory)
         if not overwrite and any((directory / name).exists() for name in (META_FILE, WEIGHTS_FILE)):
@@ -442,7 +565,17 @@ def _read_json(path: Path) -> Any:
 
 def read_record(directory: str | Path) -> dict[str, Any]:
     """The owner's record of a model directory (``provenance.json``), or ``{}`` when absent
-    (a third party's copy). Never unpickles; a malformed file is refused."""
+    (a third party's copy). Never unpickles; a malformed file is refused.
+
+    Args:
+        directory: the model directory.
+
+    Returns:
+        The record's fields (without ``schema``), or ``{}``.
+
+    Raises:
+        ModelFormatError: the file is not valid JSON or not an owner's record.
+    """
     path = Path(directory) / RECORD_FILE
     if not path.is_file():
         return {}
@@ -455,7 +588,14 @@ def read_record(directory: str | Path) -> dict[str, Any]:
 
 def expected_unit(card: dict[str, Any]) -> str | None:
     """The unit the card's defense protects (``None`` when the method is not a registered
-    defense, e.g. a model kind from a plugin without one)."""
+    defense, e.g. a model kind from a plugin without one).
+
+    Args:
+        card: the public model card.
+
+    Returns:
+        The defense's unit (e.g. ``"node"``/``"edge"``) or ``None``.
+    """
     method = card.get("method")
     if not isinstance(method, str):
         return None
@@ -467,7 +607,17 @@ def expected_unit(card: dict[str, Any]) -> str | None:
 
 def card_protocol(card: dict[str, Any]) -> str | None:
     """The protocol the model card records (``card["protocol"]``, else the hyperparameters');
-    two different values are refused."""
+    two different values are refused.
+
+    Args:
+        card: the public model card.
+
+    Returns:
+        The protocol name, or ``None`` when the card records none.
+
+    Raises:
+        IntegrityError: the two places name different protocols.
+    """
 
     top = card.get("protocol")
     hp = (card.get("hyperparameters") or {}).get("protocol") if isinstance(card.get("hyperparameters"), dict) else None
@@ -487,6 +637,10 @@ def check_plan(privacy: PrivacySpec, card: dict[str, Any]) -> str | None:
 
     Raises:
         IntegrityError: the recorded mechanisms are not the plan's (one line).
+
+    Args:
+        privacy: the spec whose ``mechanisms`` are checked.
+        card: the public card (method, hyperparameters, declared facts).
     """
     method = card.get("method")
     if not privacy.is_private or not isinstance(method, str) or card.get("adapter"):
@@ -506,7 +660,16 @@ def check_plan(privacy: PrivacySpec, card: dict[str, Any]) -> str | None:
 
 def compare_records(recorded: list[dict], planned: list[dict], rtol: float = 1e-6) -> str | None:
     """Where ``recorded`` mechanism records differ from ``planned`` ones (every key the plan
-    gives, numbers to ``rtol``), as a phrase; ``None`` when they agree."""
+    gives, numbers to ``rtol``), as a phrase; ``None`` when they agree.
+
+    Args:
+        recorded: mechanism records of the spec.
+        planned: mechanism records the plan derives.
+        rtol: relative tolerance for numeric values.
+
+    Returns:
+        A phrase naming the first difference, or ``None``.
+    """
     if len(recorded) != len(planned):
         return f"{len(planned)} mechanism(s), the spec records {len(recorded)}"
     for i, (have, want) in enumerate(zip(recorded, planned)):
@@ -526,7 +689,20 @@ def verify_model_privacy(
     cls: type[ReleasedModel], privacy: PrivacySpec, meta: dict[str, Any], meta_path: Path
 ) -> Verification:
     """Run the model kind's :meth:`ReleasedModel.verify_privacy` hook; a mismatch is one line
-    naming the file (:class:`~dpaudit.errors.IntegrityError`)."""
+    naming the file (:class:`~dpaudit.errors.IntegrityError`).
+
+    Args:
+        cls: the model kind's class.
+        privacy: the spec read from the file.
+        meta: the parsed ``model.json``.
+        meta_path: its path (named in errors).
+
+    Returns:
+        The :class:`~dpaudit.accounting.verify.Verification`, including the plan check's outcome.
+
+    Raises:
+        IntegrityError: the spec or the plan does not verify.
+    """
     try:
         verification = cls.verify_privacy(privacy, meta["config"], meta["card"])
     except IntegrityError as exc:
@@ -597,7 +773,14 @@ def _check_architecture_fits_manifest(cls: type[ReleasedModel], meta: dict, dire
 
 def training_release(model: ReleasedModel):
     """The model's training release when it has one and this copy holds it (GAP's cached
-    aggregations, the owner's record); ``None`` for every other model or copy."""
+    aggregations, the owner's record); ``None`` for every other model or copy.
+
+    Args:
+        model: any released model.
+
+    Returns:
+        The training release object, or ``None``.
+    """
     opener = getattr(model, "training_release", None)
     if not callable(opener):
         return None
@@ -615,7 +798,15 @@ def answering(model: ReleasedModel, graph: Data):
 
     Only the owner's code paths (evaluation, audits) route through this; a copy loaded from the
     public files alone has no training release and pays for every graph, the training graph
-    included."""
+    included.
+
+    Args:
+        model: the released model.
+        graph: the graph to be queried.
+
+    Returns:
+        The object whose ``predict_proba``/``embed`` answer the query.
+    """
     release = training_release(model)
     return release if release is not None and release.is_training_graph(graph) else model
 
@@ -634,6 +825,12 @@ class ModuleModel(ReleasedModel):
     neighbourhood (k = the module's ``propagation_hops``, the number of message-passing layers)
     over the query graph's cached CSR adjacency (:mod:`dpaudit.data.adjacency`): the same numbers as
     the whole-graph computation, at the cost of what it touches.
+
+    Args:
+        module: the trained :mod:`dpaudit.nn` module (put in eval mode).
+        architecture: the architecture config that rebuilds it (:func:`dpaudit.nn.build_architecture`).
+        privacy: the model's privacy guarantee.
+        card: the public model card.
     """
 
     def __init__(self, module: torch.nn.Module, architecture: dict, privacy: PrivacySpec, card: dict):
@@ -647,7 +844,14 @@ class ModuleModel(ReleasedModel):
 
     def hops(self, embed: bool) -> int | None:
         """How many hops a node's answer reads (the module's ``propagation_hops``; the embedding
-        stops one layer short); ``None`` for a module that does not say (whole-graph queries)."""
+        stops one layer short); ``None`` for a module that does not say (whole-graph queries).
+
+        Args:
+            embed: count hops for :meth:`embed` (one fewer) rather than :meth:`predict_proba`.
+
+        Returns:
+            Number of hops, or ``None``.
+        """
         hops = getattr(self.module, "propagation_hops", None)
         return None if hops is None else max(int(hops) - int(embed), 0)
 
@@ -679,19 +883,56 @@ class ModuleModel(ReleasedModel):
         return out if embed else torch.softmax(out, dim=1)
 
     def predict_proba(self, graph: Data, nodes=None) -> torch.Tensor:
+        """Softmax of the module's output for ``nodes`` (see :meth:`ReleasedModel.predict_proba`).
+
+        Args:
+            graph: the graph queried (features ``x``, ``edge_index``).
+            nodes: node ids to answer for; ``None`` for all nodes.
+
+        Returns:
+            Class posteriors.
+
+        Shapes:
+            return: [len(nodes), num_classes]
+        """
         return self._forward(graph, nodes, embed=False)
 
     def embed(self, graph: Data, nodes=None) -> torch.Tensor:
+        """The module's penultimate representation for ``nodes``.
+
+        Args:
+            graph: the graph queried (features ``x``, ``edge_index``).
+            nodes: node ids to answer for; ``None`` for all nodes.
+
+        Returns:
+            Embeddings.
+
+        Shapes:
+            return: [len(nodes), hidden]
+        """
         return self._forward(graph, nodes, embed=True)
 
     def config(self) -> dict:
+        """The config that rebuilds the module: ``{"architecture": ...}``."""
         return {"architecture": self.architecture}
 
     def state_tensors(self) -> dict[str, torch.Tensor]:
+        """The module's ``state_dict``."""
         return dict(self.module.state_dict())
 
     @classmethod
     def from_state(cls, config, tensors, privacy, card):
+        """Rebuild the module from its architecture config and load its weights strictly.
+
+        Args:
+            config: ``{"architecture": ...}`` as :meth:`config` wrote it.
+            tensors: the module's ``state_dict`` tensors.
+            privacy: the verified privacy spec.
+            card: the public card.
+
+        Returns:
+            The model, on the tensors' device.
+        """
         module = build_architecture(config["architecture"])
         module.load_state_dict(tensors, strict=True)
         return cls(module.to(next(iter(tensors.values())).device), config["architecture"], privacy, card)

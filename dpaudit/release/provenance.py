@@ -19,7 +19,20 @@ from dpaudit.release.model import ReleasedModel
 
 def resolve_dataset(model: ReleasedModel, dataset: GraphDataset | None = None, data_root=None) -> GraphDataset:
     """The attacked model's dataset: the caller's, or reloaded from the card; its fingerprint
-    must equal the card's (otherwise membership would be reconstructed on different data)."""
+    must equal the card's (otherwise membership would be reconstructed on different data).
+
+    Args:
+        model: the attacked model.
+        dataset: the caller's dataset, or ``None`` to reload it.
+        data_root: where datasets are found, or ``None`` for the default.
+
+    Returns:
+        The dataset.
+
+    Raises:
+        DPAuditError: not a GraphDataset.
+        DatasetError: the fingerprint differs from the card's.
+    """
     public = model.card.get("dataset") or {}
     info = model.provenance("dataset") or {}
     expected = info.get("fingerprint")
@@ -37,7 +50,18 @@ def resolve_dataset(model: ReleasedModel, dataset: GraphDataset | None = None, d
 
 def target_split(model: ReleasedModel, dataset: GraphDataset) -> Split:
     """The target's split, rebuilt deterministically from its card (``split.spec`` + seed), or
-    read from explicit node lists (``split.nodes``, as written by :mod:`dpaudit.training.adapters`)."""
+    read from explicit node lists (``split.nodes``, as written by :mod:`dpaudit.training.adapters`).
+
+    Args:
+        model: the attacked model (its owner's record or card).
+        dataset: the dataset the split is rebuilt on.
+
+    Returns:
+        The split.
+
+    Raises:
+        DPAuditError: no owner's record, no split specification, or a size mismatch.
+    """
     info = model.provenance("split") or {}
     if "seed" not in info and info.get("nodes") is None and not model.has_record:
         raise DPAuditError(

@@ -57,7 +57,18 @@ USER_STATED = (
 
 
 class AdaptedModel(ReleasedModel):
-    """A user's module behind the released-model interface (see the module docstring)."""
+    """A user's module behind the released-model interface (see the module docstring).
+
+    Args:
+        module: the user's trained module.
+        privacy: the (user-claimed) privacy spec.
+        card: the public card.
+        input: ``"graph"`` (``module(x, edge_index)``) or ``"features"`` (``module(x)``).
+        output: ``"logits"`` or ``"proba"``.
+
+    Raises:
+        ConfigurationError: an unknown ``input`` or ``output``.
+    """
 
     kind = "adapted"
 
@@ -94,6 +105,21 @@ class AdaptedModel(ReleasedModel):
 
     @torch.no_grad()
     def predict_proba(self, graph: Data, nodes=None) -> torch.Tensor:
+        """Class posteriors of the wrapped module (softmax of its logits when ``output="logits"``).
+
+        Args:
+            graph: the queried graph.
+            nodes: node ids, or ``None`` for all.
+
+        Returns:
+            Posteriors.
+
+        Raises:
+            ModelFormatError: the module does not return a [num_nodes, num_classes] tensor.
+
+        Shapes:
+            return: [len(nodes), num_classes]
+        """
         idx = _node_index(graph, nodes)
         out = self._call(self.module, graph)
         if not torch.is_tensor(out) or out.dim() != 2 or out.size(0) != graph.num_nodes:
@@ -103,19 +129,52 @@ class AdaptedModel(ReleasedModel):
 
     @torch.no_grad()
     def embed(self, graph: Data, nodes=None) -> torch.Tensor:
+        """The module's ``embed`` output if it has one, else its output.
+
+        Args:
+            graph: the queried graph.
+            nodes: node ids, or ``None`` for all.
+
+        Returns:
+            Embeddings.
+
+        Shapes:
+            return: [len(nodes), hidden]
+        """
         idx = _node_index(graph, nodes)
         fn = getattr(self.module, "embed", None) or self.module
         out = self._call(fn, graph)
         return out[idx.to(out.device)]
 
     def config(self) -> dict[str, Any]:
+        """Always raises: an adapted module is saved through :func:`export`.
+
+        Raises:
+            ModelFormatError: always.
+        """
         raise ModelFormatError("an adapted module is written as a declared architecture: use save() or export()")
 
     def state_tensors(self) -> dict[str, torch.Tensor]:
+        """Always raises: an adapted module is saved through :func:`export`.
+
+        Raises:
+            ModelFormatError: always.
+        """
         raise ModelFormatError("an adapted module is written as a declared architecture: use save() or export()")
 
     @classmethod
     def from_state(cls, config, tensors, privacy, card):
+        """Always raises: exported adapted modules load as kind ``module``.
+
+        Args:
+            config: unused.
+            tensors: unused.
+            privacy: unused.
+            card: unused.
+
+        Raises:
+            ModelFormatError: always.
+        """
         raise ModelFormatError("adapted user modules load as kind 'module' (their declared architecture)")
 
     def save(self, directory, activation: str | None = None, overwrite: bool = False):
@@ -218,7 +277,28 @@ def adapt(
     ``split.train``) with its claimed ``privacy`` into the released-model interface.
 
     The module is queried once on ``dataset``'s graph, as ``input`` says it is called: one that
-    cannot be called that way is a :class:`~dpaudit.errors.ConfigurationError` here."""
+    cannot be called that way is a :class:`~dpaudit.errors.ConfigurationError` here.
+
+    Args:
+        module: the user's trained module.
+        dataset: the dataset it was trained on.
+        train_nodes: training node ids or a bool mask (when ``split`` is not given).
+        split: the training split (instead of ``train_nodes``).
+        privacy: the user's claim (a :class:`PrivacySpec`, its dict, or ``None`` for non-private).
+        input: ``"graph"`` or ``"features"``, how the module is called.
+        output: ``"logits"`` or ``"proba"``.
+        surrogate: defense that shadow-model attacks train as the module's surrogate.
+        surrogate_hyperparameters: its hyperparameters.
+        inference_private: the user claims the module's inference on the training graph is private.
+        name: the method name on the card.
+        seed: seed recorded with the split.
+
+    Returns:
+        The :class:`AdaptedModel`.
+
+    Raises:
+        ConfigurationError: a bad module, dataset, node list, surrogate, claim, or a module that fails its dry run.
+    """
     if not isinstance(module, torch.nn.Module):
         raise ConfigurationError("adapt expects a torch.nn.Module")
     if not isinstance(dataset, GraphDataset):
@@ -301,6 +381,13 @@ def declare(module: torch.nn.Module, input: str = "graph") -> tuple[list[dict[st
 
     Raises:
         ConfigurationError: a layer dpaudit cannot declare (one line naming it).
+
+    Args:
+        module: the user's module.
+        input: ``"graph"`` or ``"features"`` (then only linear layers are allowed).
+
+    Returns:
+        ``(layers, activations, keys)``.
     """
     layers: list[dict[str, Any]] = []
     acts: list[str] = []
@@ -383,6 +470,14 @@ def export(model: AdaptedModel, activation: str | None = None, atol: float = 1e-
 
     Raises:
         ConfigurationError: a module that is not a declarable stack (one line naming why).
+
+    Args:
+        model: a model returned by :func:`adapt`.
+        activation: see above.
+        atol: largest probability difference accepted.
+
+    Returns:
+        The :class:`~dpaudit.release.model.ModuleModel`.
     """
     if not isinstance(model, AdaptedModel):
         raise ConfigurationError("export expects a model returned by adapt()")

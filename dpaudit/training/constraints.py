@@ -61,18 +61,36 @@ MAX_WIDTH = 2**16
 
 
 class Constraint(ABC):
-    """One set of acceptable values."""
+    """One set of acceptable values.
+
+    Subclasses implement :meth:`is_satisfied_by` and ``__str__``.
+    """
 
     @abstractmethod
     def is_satisfied_by(self, value: Any) -> bool:
-        """Whether ``value`` belongs to the set."""
+        """Whether ``value`` belongs to the set.
+
+        Args:
+            value: the candidate value.
+
+        Returns:
+            ``True`` when ``value`` is accepted.
+        """
 
     @abstractmethod
     def __str__(self) -> str:
         """The set in a few words, for ``--help`` (``"float > 0"``, ``"one of sound, paper"``)."""
 
     def error(self, name: str, value: Any) -> str:
-        """Why ``name=value`` is refused, as the tail of an error message."""
+        """Why ``name=value`` is refused, as the tail of an error message.
+
+        Args:
+            name: the parameter's name.
+            value: the refused value.
+
+        Returns:
+            The message tail.
+        """
         return f"{name}={value!r} must be {self}"
 
 
@@ -91,6 +109,16 @@ class Interval(Constraint):
     bounds belong to the interval: ``"left"`` (default), ``"right"``, ``"both"`` or ``"neither"``.
     An ``int`` interval accepts integers (a float with an integral value included); a ``float``
     interval accepts every real number (booleans are never numbers here).
+
+    Args:
+        type: ``int`` or ``float``.
+        left: lower bound, or ``None`` for none.
+        right: upper bound, or ``None`` for none.
+        closed: which given bounds are included.
+
+    Raises:
+        TypeError: ``type`` is neither ``int`` nor ``float``.
+        ValueError: ``closed`` is unknown or ``right < left``.
     """
 
     CLOSED = ("left", "right", "both", "neither")
@@ -138,6 +166,14 @@ class Interval(Constraint):
         return None
 
     def is_satisfied_by(self, value: Any) -> bool:
+        """Whether ``value`` is a finite number of the interval's type within its bounds.
+
+        Args:
+            value: the candidate value.
+
+        Returns:
+            ``True`` when ``value`` is accepted.
+        """
         return self._violation(value) is None
 
     def __str__(self) -> str:
@@ -156,6 +192,15 @@ class Interval(Constraint):
         return f"finite {kind}"
 
     def error(self, name: str, value: Any) -> str:
+        """Why ``name=value`` is refused (the violated bound, plus the interval when it has two bounds).
+
+        Args:
+            name: the parameter's name.
+            value: the refused value.
+
+        Returns:
+            The message tail.
+        """
         message = f"{name}={value!r} {self._violation(value)}"
         if self.left is not None and self.right is not None:
             message += f" ({self})"
@@ -163,7 +208,14 @@ class Interval(Constraint):
 
 
 class Options(Constraint):
-    """One of a fixed set of strings (kept in the order given, for messages)."""
+    """One of a fixed set of strings (kept in the order given, for messages).
+
+    Args:
+        *options: the accepted strings (or one iterable of them); duplicates dropped.
+
+    Raises:
+        TypeError: no option, or an option that is not a string.
+    """
 
     def __init__(self, *options: str):
         if len(options) == 1 and not isinstance(options[0], str):
@@ -182,12 +234,29 @@ class Options(Constraint):
         return f"Options({', '.join(map(repr, self.options))})"
 
     def is_satisfied_by(self, value: Any) -> bool:
+        """Whether ``value`` is one of the options.
+
+        Args:
+            value: the candidate value.
+
+        Returns:
+            ``True`` when ``value`` is accepted.
+        """
         return isinstance(value, str) and value in self.options
 
     def __str__(self) -> str:
         return "one of " + ", ".join(self.options)
 
     def error(self, name: str, value: Any) -> str:
+        """Why ``name=value`` is refused, listing the options.
+
+        Args:
+            name: the parameter's name.
+            value: the refused value.
+
+        Returns:
+            The message tail.
+        """
         return f"{name} must be {self}, got {value!r}"
 
 
@@ -204,6 +273,14 @@ class Boolean(Constraint):
         return "Boolean()"
 
     def is_satisfied_by(self, value: Any) -> bool:
+        """Whether ``value`` is a ``bool``.
+
+        Args:
+            value: the candidate value.
+
+        Returns:
+            ``True`` when ``value`` is accepted.
+        """
         return isinstance(value, bool)
 
     def __str__(self) -> str:
@@ -211,7 +288,11 @@ class Boolean(Constraint):
 
 
 class InstanceOf(Constraint):
-    """Any instance of ``type`` (a free-form string a defense parses itself, for instance)."""
+    """Any instance of ``type`` (a free-form string a defense parses itself, for instance).
+
+    Args:
+        type: the accepted type (a ``bool`` is not accepted as an ``int``).
+    """
 
     def __init__(self, type: type):
         self.type = type
@@ -226,6 +307,14 @@ class InstanceOf(Constraint):
         return f"InstanceOf({self.type.__name__})"
 
     def is_satisfied_by(self, value: Any) -> bool:
+        """Whether ``value`` is an instance of ``type`` (booleans only when ``type`` is ``bool``).
+
+        Args:
+            value: the candidate value.
+
+        Returns:
+            ``True`` when ``value`` is accepted.
+        """
         return isinstance(value, self.type) and not (self.type is not bool and isinstance(value, bool))
 
     def __str__(self) -> str:
@@ -233,7 +322,12 @@ class InstanceOf(Constraint):
 
 
 class Items(Constraint):
-    """A list or tuple whose every item satisfies ``item`` (``empty``: whether ``[]`` is allowed)."""
+    """A list or tuple whose every item satisfies ``item`` (``empty``: whether ``[]`` is allowed).
+
+    Args:
+        item: the constraint every item must satisfy.
+        empty: whether an empty list is accepted.
+    """
 
     def __init__(self, item: Constraint, *, empty: bool = False):
         self.item, self.empty = item, empty
@@ -248,6 +342,14 @@ class Items(Constraint):
         return f"Items({self.item!r}, empty={self.empty})"
 
     def is_satisfied_by(self, value: Any) -> bool:
+        """Whether ``value`` is a list/tuple (non-empty unless ``empty``) of accepted items.
+
+        Args:
+            value: the candidate value.
+
+        Returns:
+            ``True`` when ``value`` is accepted.
+        """
         return (
             isinstance(value, (list, tuple))
             and (self.empty or len(value) > 0)
@@ -293,7 +395,17 @@ SEED = Interval(int, 0, SEED_LIMIT)  # a seed a user gives: dpaudit.seeds.check_
 
 def make_constraint(spec: Any) -> Constraint:
     """A declaration's entry as a :class:`Constraint`: itself, ``None`` (the value ``None``) or
-    a type (:class:`InstanceOf`; ``bool`` is :class:`Boolean`)."""
+    a type (:class:`InstanceOf`; ``bool`` is :class:`Boolean`).
+
+    Args:
+        spec: a :class:`Constraint`, ``None`` or a type.
+
+    Returns:
+        The constraint.
+
+    Raises:
+        TypeError: ``spec`` is none of these.
+    """
     if isinstance(spec, Constraint):
         return spec
     if spec is None:
@@ -324,7 +436,16 @@ def parameter_constraints(cls: type) -> dict[str, list[Constraint]]:
 
 def check(name: str, value: Any, constraints: Iterable[Any]) -> str | None:
     """``None`` when ``value`` satisfies one of ``constraints``, else why not (``name=value
-    must be ...``)."""
+    must be ...``).
+
+    Args:
+        name: the parameter's name (for the message).
+        value: the value to check.
+        constraints: constraint specs (see :func:`make_constraint`); any one suffices.
+
+    Returns:
+        ``None`` or the error message.
+    """
     constraints = [make_constraint(c) for c in constraints]
     if any(c.is_satisfied_by(value) for c in constraints):
         return None
@@ -335,5 +456,12 @@ def check(name: str, value: Any, constraints: Iterable[Any]) -> str | None:
 
 
 def describe(constraints: Iterable[Any]) -> str:
-    """The accepted values in words: ``"int >= 1 or None"``."""
+    """The accepted values in words: ``"int >= 1 or None"``.
+
+    Args:
+        constraints: constraint specs (see :func:`make_constraint`).
+
+    Returns:
+        The constraints' descriptions joined by ``" or "``.
+    """
     return " or ".join(str(make_constraint(c)) for c in constraints)

@@ -78,6 +78,9 @@ class Hyperparameters:
     a value may satisfy. A subclass declares its own fields and may override an inherited
     entry; :func:`check_hyperparameter_ranges` reads the merged declaration, and a field
     without one is a programming error.
+
+    Attributes:
+        _parameter_constraints: field name → list of accepted constraints (class variable).
     """
 
     _parameter_constraints: ClassVar[dict[str, list]] = {}
@@ -92,6 +95,13 @@ class PrivateHyperparameters(Hyperparameters):
 
     ``protocol="sound"`` proves every step; ``protocol="paper"`` reproduces the authors' run
     (selection on validation data, their accounting, ...) and is recorded ``sound: false``.
+
+    Attributes:
+        protocol: ``"sound"`` (default) or ``"paper"``.
+        select: ``"none"`` or ``"private"`` (accounted selection, :mod:`dpaudit.training.private_selection`).
+        select_runs: ``select=private``: expected number of runs E[K].
+        select_eta: ``select=private``: η ≥ 0 of the law of K (0: logarithmic, 1: geometric).
+        select_score_noise: ``select=private`` at node level: noise std on the correct validation count.
     """
 
     _parameter_constraints: ClassVar[dict[str, list]] = {
@@ -120,7 +130,19 @@ def _field_types(hp_class: type) -> dict[str, Any]:
 
 
 def parse_value(name: str, text: str, annotation: Any) -> Any:
-    """Parse ``--set name=text`` into the field's declared type."""
+    """Parse ``--set name=text`` into the field's declared type.
+
+    Args:
+        name: the field's name (for the message).
+        text: the text after ``=``.
+        annotation: the field's type annotation (bool, int, float, str, Literal, list/tuple, optionals).
+
+    Returns:
+        The parsed value (``None`` for ``none``/``null`` on an optional field).
+
+    Raises:
+        ConfigurationError: ``text`` does not parse as the type, or the type cannot be set from the command line.
+    """
     origin = typing.get_origin(annotation)
     args = typing.get_args(annotation)
     if origin is typing.Union or (origin is not None and str(origin) == "<class 'types.UnionType'>"):
@@ -232,7 +254,17 @@ def hyperparameter_help(hp_class: type) -> dict[str, str]:
 
 def hyperparameter_constraints(hp_class: type) -> dict[str, list]:
     """The constraints ``hp_class`` declares for each of its fields (inherited declarations
-    merged); a field without one raises ``TypeError`` — a defense's programming error."""
+    merged); a field without one raises ``TypeError`` — a defense's programming error.
+
+    Args:
+        hp_class: a hyperparameter dataclass.
+
+    Returns:
+        Field name → list of constraints, in field order.
+
+    Raises:
+        TypeError: a field has no declared constraint.
+    """
     declared = parameter_constraints(hp_class)
     missing = [f.name for f in dataclasses.fields(hp_class) if f.name not in declared]
     if missing:
@@ -257,6 +289,15 @@ def check_hyperparameter_ranges(
     (features × width each) and its output over every node (nodes × width), which every model
     here computes to answer an audit's queries. That is a lower bound on what training and
     auditing allocate, so a refused width could not have been audited.
+
+    Args:
+        defense: the defense's name (for messages).
+        hp: the hyperparameters to check.
+        graph: ``(num_nodes, num_features)`` of the training dataset, or ``None``.
+        memory: bytes available on the training device, or ``None``.
+
+    Raises:
+        ConfigurationError: a value violates its constraints, or the widest first layer cannot fit in ``memory``.
     """
     declared = hyperparameter_constraints(type(hp))
     for name, constraints in declared.items():
@@ -282,7 +323,18 @@ def check_hyperparameter_ranges(
 
 
 def parse_overrides(hp_class: type, assignments: list[str]) -> dict[str, Any]:
-    """Turn ``["epochs=10", "lr=0.01"]`` into typed overrides, rejecting unknown names."""
+    """Turn ``["epochs=10", "lr=0.01"]`` into typed overrides, rejecting unknown names.
+
+    Args:
+        hp_class: the defense's hyperparameter dataclass.
+        assignments: ``KEY=VALUE`` strings (``-`` in a key reads as ``_``).
+
+    Returns:
+        Field name → parsed value.
+
+    Raises:
+        ConfigurationError: a malformed assignment, an unknown name, or a value of the wrong type.
+    """
     types = _field_types(hp_class)
     out: dict[str, Any] = {}
     for item in assignments:
@@ -413,7 +465,14 @@ class Defense(ABC):
         """What this recipe needs declared (public facts: ``num_train``, ``num_nodes`` ...) or set
         that ``declared`` lacks, one line each, said before any data is read so that a user's
         own graph gets every missing declaration at once. Subclasses that read declared facts
-        override it; the default needs none."""
+        override it; the default needs none.
+
+        Args:
+            declared: names the user declared or set.
+
+        Returns:
+            One line per missing declaration (empty by default).
+        """
         return []
 
     @classmethod
@@ -430,10 +489,32 @@ class Defense(ABC):
     def population(self, dataset: GraphDataset, split: Split) -> int | None:
         """The **declared** number of protected units (for δ = auto): the declared graph's
         nodes or undirected edges (:func:`dpaudit.release.declared_population`), never a count
-        of the private graph; ``None`` when the dataset declares no size."""
+        of the private graph; ``None`` when the dataset declares no size.
+
+        Args:
+            dataset: the dataset.
+            split: the split.
+
+        Returns:
+            The declared count, or ``None``.
+        """
         return declared_population(self.unit, dataset, split)
 
     def resolve_delta(self, dataset: GraphDataset, split: Split) -> float:
+        """The δ of this run: 0 when not private, ``delta=auto`` resolved against the declared
+        population, else the given δ validated.
+
+        Args:
+            dataset: the dataset.
+            split: the split.
+
+        Returns:
+            δ.
+
+        Raises:
+            PrivacyParameterError: an invalid δ.
+            ConfigurationError: ``delta=auto`` without a declared population.
+        """
         if not self.private:
             return 0.0
         if self.delta_option is None or str(self.delta_option).strip().lower() == "auto":
@@ -446,7 +527,19 @@ class Defense(ABC):
         return delta
 
     def fit(self, dataset: GraphDataset, split: Split) -> ReleasedModel:
-        """Train on ``split.train`` of ``dataset`` and return the released model."""
+        """Train on ``split.train`` of ``dataset`` and return the released model.
+
+        Args:
+            dataset: a :class:`~dpaudit.data.datasets.GraphDataset`.
+            split: the split (every training node labeled).
+
+        Returns:
+            The released model, with card and owner's record filled in.
+
+        Raises:
+            DPAuditError: not a GraphDataset, no training node, or unlabeled training nodes (plus whatever
+                :meth:`check_data` and the accounting refuse).
+        """
         if not isinstance(dataset, GraphDataset):
             raise DPAuditError(
                 "fit expects a dpaudit GraphDataset (see dpaudit.data.datasets.load_dataset / from_data)"
@@ -473,7 +566,12 @@ class Defense(ABC):
 
     def check_data(self, dataset: GraphDataset, split: Split) -> None:
         """Refuse, before any work (a selection's calibration included), a dataset this defense
-        cannot train on soundly — e.g. a graph above a public degree promise. Nothing by default."""
+        cannot train on soundly — e.g. a graph above a public degree promise. Nothing by default.
+
+        Args:
+            dataset: the dataset.
+            split: the split.
+        """
         return None
 
     def _check_privacy(self, model: ReleasedModel) -> None:
@@ -491,7 +589,15 @@ class Defense(ABC):
             raise AssertionError(f"{self.name}: a sound: false spec must list what is unaccounted")
 
     def card(self, dataset: GraphDataset, split: Split) -> dict[str, Any]:
-        """The public card (:mod:`dpaudit.release`): choices and declared facts only."""
+        """The public card (:mod:`dpaudit.release`): choices and declared facts only.
+
+        Args:
+            dataset: the dataset.
+            split: the split.
+
+        Returns:
+            The card dict (method, hyperparameters, protocol, target ε, δ option, dataset card, public split, versions).
+        """
         return {
             "method": self.name,
             "hyperparameters": dataclasses.asdict(self.hp),
@@ -506,7 +612,16 @@ class Defense(ABC):
         }
 
     def record(self, dataset: GraphDataset, split: Split, seconds: float) -> dict[str, Any]:
-        """The owner's record: what was measured on the private data, the seeds and timings."""
+        """The owner's record: what was measured on the private data, the seeds and timings.
+
+        Args:
+            dataset: the dataset.
+            split: the split.
+            seconds: training wall time.
+
+        Returns:
+            The record dict.
+        """
         return {
             "dataset": dataset.record(),
             "split": split.to_dict(),
@@ -522,12 +637,32 @@ class Defense(ABC):
         protocol, ``card["target_epsilon"]``, ``privacy.delta`` and ``privacy.public_facts`` —
         without any data. :func:`dpaudit.release.model.check_plan` compares them with the spec's records on
         load, so a consistent edit of ε and σ (or of steps alone) is refused. ``None``: this
-        defense cannot re-plan (the default; the load check then says so)."""
+        defense cannot re-plan (the default; the load check then says so).
+
+        Args:
+            card: the saved public card.
+            privacy: the saved privacy spec (δ and public facts are read).
+
+        Returns:
+            Mechanism records, or ``None``.
+        """
         return None
 
     def selection_run_mechanisms(self, num_features: int, declared_train: int | None, delta: float) -> list[Any]:
         """What one training run (at this defense's ε) spends, from public inputs alone — the
-        plan its ``fit`` makes. Defenses with a ``selection_score`` implement it."""
+        plan its ``fit`` makes. Defenses with a ``selection_score`` implement it.
+
+        Args:
+            num_features: number of node features.
+            declared_train: declared number of training nodes, or ``None``.
+            delta: target δ.
+
+        Returns:
+            The mechanisms of one run.
+
+        Raises:
+            ConfigurationError: always, in this base class.
+        """
         raise ConfigurationError(f"{self.name}: no run plan for private selection")
 
     @abstractmethod

@@ -111,7 +111,16 @@ def features_only_count(model: ReleasedModel, graph: Data, nodes) -> int:
     """How many of ``nodes`` a DPAR model's f_θ classifies correctly from their own features,
     argmax f_θ(x_v), without Eq. 4's propagation: node v's term reads θ and row v of the
     features and labels only, so adding or removing any node (with its edges) changes the count
-    by at most 1 (its own term, if it is one of ``nodes``). Only the asked rows are read."""
+    by at most 1 (its own term, if it is one of ``nodes``). Only the asked rows are read.
+
+    Args:
+        model: a DPAR model (its ``module`` is f_θ).
+        graph: the graph holding the nodes' features ``x`` and labels ``y``.
+        nodes: node ids to score.
+
+    Returns:
+        Number of correct features-only predictions.
+    """
     index = torch.as_tensor(nodes, dtype=torch.long).view(-1)
     rows = graph.x.index_select(0, index)
     rows = rows.to_dense() if rows.is_sparse else rows
@@ -134,7 +143,15 @@ class Score:
     """How a run is scored: ``noisy`` (node level: Gaussian noise on the correct count) or
     free (edge level: post-processing), whether validation nodes must be answered from the
     training release (transductive split), why the count is private for the unit, and the
-    count — ``count(model, dataset, split)``, correct validation predictions, when not the model's own answers."""
+    count — ``count(model, dataset, split)``, correct validation predictions, when not the model's own answers.
+
+    Attributes:
+        noisy: Gaussian noise is added to the count (node level).
+        needs_training_release: validation nodes must be answered from the training release.
+        reason: why the count is private for the unit (shown on the card's notes).
+        count: custom counting function, or ``None`` for the model's own answers.
+        label: how the score is named on the card.
+    """
 
     noisy: bool
     needs_training_release: bool
@@ -144,7 +161,16 @@ class Score:
 
     def correct(self, model: ReleasedModel, dataset: GraphDataset, split: Split) -> int:
         """The run's correct validation predictions: ``count``, else the model's own answers
-        (from the training release where ``needs_training_release``)."""
+        (from the training release where ``needs_training_release``).
+
+        Args:
+            model: the run's released model.
+            dataset: the dataset trained on.
+            split: the split whose ``val`` nodes are scored.
+
+        Returns:
+            Number of correct validation predictions.
+        """
         if self.count is not None:
             return self.count(model, dataset, split)
         return _answered_count(model, dataset, split, self.needs_training_release)
@@ -163,7 +189,17 @@ FEATURES_ONLY_SCORE = Score(
 
 
 def score_of(defense) -> Score:
-    """The run score ``defense`` (an instance or its class) declares (``selection_score``)."""
+    """The run score ``defense`` (an instance or its class) declares (``selection_score``).
+
+    Args:
+        defense: a defense instance or class.
+
+    Returns:
+        Its :class:`Score`.
+
+    Raises:
+        ConfigurationError: the defense declares none.
+    """
     score = getattr(defense, "selection_score", None)
     if not isinstance(score, Score):
         raise ConfigurationError(f"{defense.name}: no run score proven private for select=private")
@@ -171,7 +207,14 @@ def score_of(defense) -> Score:
 
 
 def grid_of(defense) -> tuple[dict[str, Any], ...]:
-    """The public candidate grid ``defense`` (an instance or its class) declares (``selection_grid``)."""
+    """The public candidate grid ``defense`` (an instance or its class) declares (``selection_grid``).
+
+    Args:
+        defense: a defense instance or class.
+
+    Returns:
+        The candidates (hyperparameter overrides), empty when none is declared.
+    """
     return tuple(getattr(defense, "selection_grid", ()) or ())
 
 
@@ -183,7 +226,14 @@ def check_selection_request(defense: Defense) -> None:
     """Refuse a ``select`` setting that cannot run, before any work: an unknown choice, a
     defense without a proven private score or refused for a stated reason (``selection_refusal``),
     ε = ∞, ``protocol=paper``, node sampling below 1 (no RDP curve), or a law that cannot be
-    drawn."""
+    drawn.
+
+    Args:
+        defense: the configured defense.
+
+    Raises:
+        ConfigurationError: the request cannot run (any of the reasons above).
+    """
     hp = defense.hp
     if hp.select not in SELECT_CHOICES:
         raise ConfigurationError(f"{defense.name}: select must be one of {SELECT_CHOICES}, got {hp.select!r}")
@@ -214,7 +264,14 @@ def check_selection_request(defense: Defense) -> None:
 
 
 def law(hp) -> tuple[float, float]:
-    """(η, γ) of the truncated negative binomial from ``select_eta`` and ``select_runs``."""
+    """(η, γ) of the truncated negative binomial from ``select_eta`` and ``select_runs``.
+
+    Args:
+        hp: the defense's hyperparameters (``select_eta``, ``select_runs``).
+
+    Returns:
+        ``(eta, gamma)``.
+    """
     eta = float(hp.select_eta)
     return eta, gamma_for_expected_runs(eta, float(hp.select_runs))
 
@@ -222,7 +279,17 @@ def law(hp) -> tuple[float, float]:
 # ----------------------------------------------------------------------------------- the plan
 def candidate(defense: Defense, overrides: dict[str, Any], run_epsilon: float, seed: int | None = None) -> Defense:
     """The defense of one candidate: the same class and hyperparameters with ``overrides``,
-    selection off, at ε_run."""
+    selection off, at ε_run.
+
+    Args:
+        defense: the private defense with ``select=private`` (its hyperparameters give the law and grid).
+        overrides: the candidate's hyperparameter values.
+        run_epsilon: ε_run, the per-run target.
+        seed: the run's seed (``None`` keeps the defense's).
+
+    Returns:
+        A new defense instance.
+    """
     hp = {**dataclasses.asdict(defense.hp), **overrides, "select": "none"}
     run = type(defense)(
         epsilon=run_epsilon, delta=defense.delta_option, seed=defense.seed if seed is None else seed,
@@ -237,7 +304,17 @@ def candidate(defense: Defense, overrides: dict[str, Any], run_epsilon: float, s
 def run_mechanisms(defense: Defense, num_features: int, declared_train: int | None, delta: float) -> list[Mechanism]:
     """What one training run of ``defense`` (at its ε) spends, from public inputs alone, through
     the defense's own plan (:meth:`~dpaudit.training.defense.Defense.selection_run_mechanisms`: the same
-    calls its ``fit`` makes)."""
+    calls its ``fit`` makes).
+
+    Args:
+        defense: the candidate defense (at ε_run).
+        num_features: number of node features (public, from the dataset).
+        declared_train: declared number of training nodes, or ``None``.
+        delta: the target δ.
+
+    Returns:
+        The mechanisms one run spends.
+    """
     return list(defense.selection_run_mechanisms(num_features, declared_train, delta))
 
 
@@ -248,6 +325,12 @@ def accounted_records(records: list[dict]) -> list[dict]:
 
     Raises:
         ConfigurationError: an amplification at q′ < 1 (no RDP curve; refused at construction).
+
+    Args:
+        records: the mechanism records of a run's spec.
+
+    Returns:
+        The records that compose in RDP.
     """
     if records and records[-1].get("mechanism") == NODE_SAMPLING_AMPLIFICATION:
         if float(records[-1].get("sample_rate", math.nan)) != 1.0:
@@ -258,7 +341,14 @@ def accounted_records(records: list[dict]) -> list[dict]:
 
 def score_mechanism(defense: Defense) -> GaussianMechanism | None:
     """The noisy validation count of a node-level run (sensitivity 1), or ``None`` when the
-    score is post-processing."""
+    score is post-processing.
+
+    Args:
+        defense: the private defense with ``select=private`` (its hyperparameters give the law and grid).
+
+    Returns:
+        The :class:`~dpaudit.accounting.GaussianMechanism` of the score, or ``None``.
+    """
     if not score_of(defense).noisy:
         return None
     return GaussianMechanism(float(defense.hp.select_score_noise), 1.0, 1, name="noisy validation count (selection)")
@@ -267,7 +357,18 @@ def score_mechanism(defense: Defense) -> GaussianMechanism | None:
 def selection_for(
     defense: Defense, run_epsilon: float, num_features: int, declared_train: int | None, delta: float
 ) -> PrivateSelection:
-    """The selection mechanism of the grid at ε_run: per candidate its run plan and the score."""
+    """The selection mechanism of the grid at ε_run: per candidate its run plan and the score.
+
+    Args:
+        defense: the private defense with ``select=private`` (its hyperparameters give the law and grid).
+        run_epsilon: ε_run, the per-run target.
+        num_features: number of node features (public, from the dataset).
+        declared_train: declared number of training nodes, or ``None``.
+        delta: the target δ.
+
+    Returns:
+        The :class:`~dpaudit.accounting.PrivateSelection` to account.
+    """
     eta, gamma = law(defense.hp)
     score = score_mechanism(defense)
     runs = []
@@ -278,12 +379,30 @@ def selection_for(
 
 
 def training_records(selection: PrivateSelection, index: int, score: Score) -> list[dict]:
-    """The records of candidate ``index``'s training (its run without the score)."""
+    """The records of candidate ``index``'s training (its run without the score).
+
+    Args:
+        selection: the selection mechanism.
+        index: index of the candidate in the grid.
+        score: the run score (a noisy one is the run's last mechanism).
+
+    Returns:
+        The candidate's training mechanism records.
+    """
     run = selection.candidates[index]
     return [m.describe() for m in (run[:-1] if score.noisy else run)]
 
 
 def selection_epsilon(selection: PrivateSelection, delta: float) -> float:
+    """ε the selection spends at ``delta`` (ledger of the one selection mechanism).
+
+    Args:
+        selection: the selection mechanism.
+        delta: target δ.
+
+    Returns:
+        ε.
+    """
     return PrivacyLedger().step(selection).get_epsilon(delta)
 
 
@@ -298,6 +417,15 @@ def plan_run_epsilon(defense: Defense, num_features: int, declared_train: int | 
     Raises:
         PrivacyParameterError: the target cannot be met even at ε_run = target/64 (the law's own
             overhead, ln E[K] and (1+η)ln(1/γ), already spends it).
+
+    Args:
+        defense: the private defense with ``select=private`` (its hyperparameters give the law and grid).
+        num_features: number of node features (public, from the dataset).
+        declared_train: declared number of training nodes, or ``None``.
+        delta: the target δ.
+
+    Returns:
+        ε_run.
     """
     target = defense.epsilon
     cache: dict[float, float] = {}
@@ -349,7 +477,16 @@ def plan_run_epsilon(defense: Defense, num_features: int, declared_train: int | 
 
 # ----------------------------------------------------------------------------------- the runs
 def check_split(defense: Defense, split: Split) -> None:
-    """Scoring needs validation nodes, answered from the training release where required."""
+    """Scoring needs validation nodes, answered from the training release where required.
+
+    Args:
+        defense: the private defense with ``select=private`` (its hyperparameters give the law and grid).
+        split: the split to be used.
+
+    Raises:
+        ConfigurationError: the split is inductive where the score needs the training release, or has no validation
+            nodes.
+    """
     if score_of(defense).needs_training_release and split.inductive:
         raise ConfigurationError(
             f"{defense.name}: select=private scores on validation nodes answered from the training release; an "
@@ -368,6 +505,19 @@ def select_privately(defense: Defense, dataset: GraphDataset, split: Split, delt
     The card gains ``selection`` (public) and the record ``selection`` (K, the scores, the
     runs' candidates and seeds: the owner's). Every run's spent mechanisms are checked against
     the plan the selection was accounted with.
+
+    Args:
+        defense: the private defense with ``select=private`` (its hyperparameters give the law and grid).
+        dataset: the dataset to train on.
+        split: the split (validation nodes score the runs).
+        delta: target δ.
+
+    Returns:
+        The chosen run's released model, carrying the selection's privacy spec.
+
+    Raises:
+        ConfigurationError: the split cannot be scored on.
+        PrivacyParameterError: the target ε cannot be met (see :func:`plan_run_epsilon`).
     """
 
     check_split(defense, split)
@@ -459,14 +609,31 @@ def _as_selected(model, defense, selection, run_epsilon, delta, index, run, hist
 def query_bound(selection: PrivateSelection) -> GaussianMechanism:
     """A GAP selection's charge for one release on a query graph: the PMA of the candidate
     with the largest RDP curve (count·Δ²/σ², linear in the order), which bounds the winner's
-    whichever it is — adaptive composition needs a bound fixed before the selection ran."""
+    whichever it is — adaptive composition needs a bound fixed before the selection ran.
+
+    Args:
+        selection: a GAP selection (its candidates hold ``pma`` mechanisms).
+
+    Returns:
+        The Gaussian mechanism charged per query-graph release.
+    """
     pmas = [m for run in selection.candidates for m in run if m.name.startswith("pma")]
     worst = max(pmas, key=lambda m: m.count * m.sensitivity**2 / m.sigma**2)
     return GaussianMechanism(worst.sigma, worst.sensitivity, worst.count, name="pma on a query graph")
 
 
 def selection_card(defense: Defense, selection: PrivateSelection, run_epsilon: float, index: int) -> dict[str, Any]:
-    """``card["selection"]``: public choices and the selection's output only."""
+    """``card["selection"]``: public choices and the selection's output only.
+
+    Args:
+        defense: the private defense with ``select=private`` (its hyperparameters give the law and grid).
+        selection: the accounted selection.
+        run_epsilon: ε_run.
+        index: index of the chosen candidate.
+
+    Returns:
+        The card section.
+    """
     score_spec = score_of(defense)
     return {
         "method": "random stopping, best of K runs (Papernot & Steinke 2022, Theorem 2)",
@@ -491,6 +658,15 @@ def replan_selection(cls, card: dict[str, Any], privacy, replan_run) -> list[dic
 
     Raises:
         IntegrityError: the card's selection is not what its public inputs give.
+
+    Args:
+        cls: the defense class named on the card.
+        card: the public card (with its ``selection`` section).
+        privacy: the model's privacy spec.
+        replan_run: ``replan_run(cls, run_card, run_privacy)``, the defense's re-planning of one run.
+
+    Returns:
+        Mechanism records the spec should hold, or ``None``.
     """
     section = card["selection"]
     hyperparameters = card.get("hyperparameters")

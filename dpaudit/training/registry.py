@@ -16,6 +16,17 @@ _DEFENSES: dict[str, type[Defense]] = {}
 
 
 def register_defense(cls: type[Defense]) -> type[Defense]:
+    """Class decorator: make a :class:`~dpaudit.training.defense.Defense` available under its ``name``.
+
+    Args:
+        cls: the defense class.
+
+    Returns:
+        ``cls``.
+
+    Raises:
+        RuntimeError: another class is registered under the same name.
+    """
     name = cls.name
     existing = _DEFENSES.get(name)
     if existing is not None and existing.__qualname__ != cls.__qualname__:
@@ -25,11 +36,23 @@ def register_defense(cls: type[Defense]) -> type[Defense]:
 
 
 def available_defenses() -> list[str]:
+    """Names of every registered defense (plugins loaded first), sorted."""
     load_plugins()
     return sorted(_DEFENSES)
 
 
 def get_defense(name: str) -> type[Defense]:
+    """The defense class registered under ``name`` (plugins loaded on a miss).
+
+    Args:
+        name: the defense's name.
+
+    Returns:
+        The class.
+
+    Raises:
+        ConfigurationError: no defense has that name.
+    """
     if name not in _DEFENSES:
         load_plugins()
     try:

@@ -33,7 +33,16 @@ def _first_distinct(values: torch.Tensor) -> torch.Tensor:
 
 def poisson_subset(num: int, rate: float, generator: torch.Generator) -> torch.Tensor:
     """Sorted indices of ``range(num)``, each kept independently with probability ``rate``
-    (Poisson sampling), drawn in O(expected sample size) from ``generator``."""
+    (Poisson sampling), drawn in O(expected sample size) from ``generator``.
+
+    Args:
+        num: population size.
+        rate: inclusion probability (≥ 1: everything, ≤ 0: nothing).
+        generator: the random generator.
+
+    Returns:
+        Sorted int64 indices.
+    """
     num = int(num)
     if rate >= 1.0:
         return torch.arange(num)

@@ -61,7 +61,14 @@ FILE_MODULE_PREFIX = "dpaudit_user_fit_"
 
 def function_name(fit: Callable) -> str:
     """``module:qualname`` of a function, ``file.py:qualname`` for one loaded from a file (what a
-    result prints as the recipe)."""
+    result prints as the recipe).
+
+    Args:
+        fit: the function.
+
+    Returns:
+        Its name.
+    """
     module = getattr(fit, "__module__", None) or "?"
     if module.startswith(FILE_MODULE_PREFIX) and getattr(sys.modules.get(module), "__file__", None):
         module = Path(sys.modules[module].__file__).name
@@ -70,7 +77,18 @@ def function_name(fit: Callable) -> str:
 
 def check_fit_function(fit: Any, label: str = "fit") -> Callable:
     """``fit`` if it is a callable that accepts ``(dataset, split)``; else one clear
-    :class:`ConfigurationError` naming what it is (before any data is loaded)."""
+    :class:`ConfigurationError` naming what it is (before any data is loaded).
+
+    Args:
+        fit: the candidate.
+        label: prefix of the error message.
+
+    Returns:
+        ``fit``.
+
+    Raises:
+        ConfigurationError: not a callable taking two positional arguments.
+    """
     if not callable(fit) or isinstance(fit, type):
         raise ConfigurationError(f"{label}: expected a function fit(dataset, split), got {type(fit).__name__} {fit!r}")
     try:
@@ -133,7 +151,14 @@ def module_input(module: torch.nn.Module) -> str | None:
     (``module(x, edge_index)``), ``"features"`` when it takes one (``module(x)``), ``None`` when
     its signature cannot say (``forward(*args)``). A wrapper whose forward takes ``*args`` and
     that holds its model as ``_module`` (Opacus' ``GradSampleModule``) or ``module``
-    (``DataParallel``) is read through the wrapped model."""
+    (``DataParallel``) is read through the wrapped model.
+
+    Args:
+        module: the user's module.
+
+    Returns:
+        ``"graph"``, ``"features"`` or ``None``.
+    """
     seen = set()
     while isinstance(module, torch.nn.Module) and id(module) not in seen:
         seen.add(id(module))
@@ -152,7 +177,16 @@ def module_input(module: torch.nn.Module) -> str | None:
 
 
 def claim_spec(epsilon: float, delta: float, unit: str | None) -> PrivacySpec | None:
-    """The user's claim as a spec (``None``: no claim, ε = ∞)."""
+    """The user's claim as a spec (``None``: no claim, ε = ∞).
+
+    Args:
+        epsilon: the claimed ε (∞: no claim).
+        delta: the claimed δ.
+        unit: the claim's unit.
+
+    Returns:
+        The spec, or ``None``.
+    """
     if not math.isfinite(epsilon):
         return None
     return PrivacySpec(
@@ -166,7 +200,19 @@ class FitFunction(Defense):
 
     ``unit`` is the claim's privacy unit (``"node"`` or ``"edge"``); ``epsilon`` (``inf``: no
     claim) and ``delta`` (a number or ``"auto"``, resolved from the dataset's declared size as
-    for every defense) complete it."""
+    for every defense) complete it.
+
+    Args:
+        fit: the user's ``fit(dataset, split)``.
+        epsilon: the claimed ε.
+        delta: the claimed δ, or ``"auto"``.
+        unit: ``"node"`` or ``"edge"``.
+        seed: seed set before ``fit`` runs.
+        device: torch device, or ``"auto"``.
+
+    Raises:
+        ConfigurationError: an unknown unit or a ``fit`` that cannot be called as ``fit(dataset, split)``.
+    """
 
     name: ClassVar[str] = "user-fit"
     summary: ClassVar[str] = "your own training function, with the privacy you claim for it"

@@ -105,6 +105,10 @@ class GradientCanaries:
 
     Raises:
         ConfigurationError: ``count`` is not an integer ≥ 1.
+
+    Args:
+        count: number of canaries.
+        seed: seed of design, coins and sampling.
     """
 
     def __init__(self, count: int, *, seed: int = 0):
@@ -277,7 +281,14 @@ class GradientCanaries:
 
     def observe(self, noisy: Sequence[torch.Tensor]) -> None:
         """Record this step's noisy sums (the output of :meth:`inject` plus the noise, before any
-        division) along the canaries' coordinates."""
+        division) along the canaries' coordinates.
+
+        Args:
+            noisy: this step's noisy sums, one per attached parameter.
+
+        Raises:
+            ConfigurationError: not attached to your own loop, wrong tensors, or ``observe`` without ``inject``.
+        """
         mapping = self._loop_tensors(noisy, "observe")
         if not self._injected:
             raise ConfigurationError(

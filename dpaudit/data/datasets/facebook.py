@@ -45,6 +45,13 @@ def facebook100(mat_path: Path, target: str) -> tuple[Data, int]:
     "missing", is a category of its own); nodes whose target is 0 are unlabeled, the others keep
     the raw value (a year, a dorm code) as label. Returns the graph and the default minimum
     class size (:data:`FACEBOOK100_MIN_CLASS_SHARE`).
+
+    Args:
+        mat_path: the school's ``.mat`` file.
+        target: the label column (one of :data:`FACEBOOK100_COLUMNS`).
+
+    Raises:
+        DatasetError: the file cannot be read.
     """
     from scipy.io import loadmat
 

@@ -90,7 +90,15 @@ class GraphDataset:
     def declare_public(self, declared_by: str, **facts) -> GraphDataset:
         """Declare this graph's sizes public (``num_nodes``, ``num_edges``, ``num_labeled`` by
         default, measured now — call this only for data whose statistics are published), beside
-        the declared label domain (``classes``) kept from :func:`prepare`."""
+        the declared label domain (``classes``) kept from :func:`prepare`.
+
+        Args:
+            declared_by: who declares it (kept in ``public_facts["declared_by"]``).
+            **facts: further facts, overriding the measured ones.
+
+        Returns:
+            This dataset.
+        """
         measured = {
             "num_nodes": self.num_nodes,
             "num_edges": self.num_edges,

@@ -57,6 +57,16 @@ def load_dataset(
     Raises:
         DatasetError: unknown name, option or file, a malformed file, or raw files neither
             present nor downloadable — the message names the files and the folder they must go in.
+
+    Args:
+        name: a registry name (optionally ``school:target``), ``csbm`` or a graph file path.
+        root: the data root (default: ``$DPAUDIT_DATA``, else the cache).
+        min_class_size: drop classes with fewer declared labeled nodes.
+        remove_unlabeled: drop unlabeled nodes.
+        **options: generator parameters (csbm) or declarations (graph files).
+
+    Returns:
+        The :class:`GraphDataset`.
     """
     from dpaudit.data.graph_files import is_graph_path
 
@@ -194,6 +204,16 @@ def reload_dataset(
     Raises:
         DatasetError: the graph file is gone or changed, or the model came from a graph file
             whose path only the owner's record holds.
+
+    Args:
+        card: the card's ``dataset`` entry.
+        record: the owner's record's ``dataset`` entry, or ``None``.
+        name: a dataset name or graph file given again, or ``None``.
+        options: options given again, or ``None``.
+        root: the data root.
+
+    Returns:
+        The dataset.
     """
     from dpaudit.data.graph_files import LOADER, file_sha256, is_graph_path
 

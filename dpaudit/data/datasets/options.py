@@ -26,7 +26,17 @@ _CSBM_INTEGERS = ("num_nodes", "num_classes", "num_features", "seed")
 
 
 def dataset_options(name: str) -> list[str]:
-    """The options ``name`` accepts (``--dataset-option KEY=VALUE``; :func:`load_dataset`'s keywords)."""
+    """The options ``name`` accepts (``--dataset-option KEY=VALUE``; :func:`load_dataset`'s keywords).
+
+    Args:
+        name: a dataset name or graph file path.
+
+    Returns:
+        The option names.
+
+    Raises:
+        DatasetError: an unknown dataset.
+    """
     from dpaudit.data.graph_files import is_graph_path
 
     if is_graph_path(name):
@@ -44,6 +54,10 @@ def check_dataset_options(name: str, options: dict) -> None:
 
     Raises:
         DatasetError: one line naming the option (and, for an unknown one, every known option).
+
+    Args:
+        name: a dataset name or graph file path.
+        options: the options given.
     """
     from dpaudit.data.graph_files import is_graph_path
 
@@ -83,6 +97,10 @@ def check_file_declaration(name: str, options: dict) -> None:
 
     Raises:
         DatasetError: one line saying what to declare.
+
+    Args:
+        name: the graph file's path.
+        options: the options given.
     """
     label = Path(str(name)).name
     if not options.get("declare") and options.get("declare_classes") is None:

@@ -17,6 +17,14 @@ from dpaudit.errors import DatasetError
 
 
 def fingerprint(data: Data) -> str:
+    """First 16 hex digits of the SHA-256 of ``x``, ``y`` and ``edge_index`` (shapes and bytes).
+
+    Args:
+        data: the graph.
+
+    Returns:
+        The fingerprint.
+    """
     h = hashlib.sha256()
     for t in (data.x, data.y, data.edge_index):
         t = t.detach().cpu().contiguous()
@@ -30,7 +38,21 @@ def undirected_edges(row: np.ndarray, col: np.ndarray, num_nodes: int) -> torch.
     loops, sorted by (source, target): what ``coalesce(to_undirected(remove_self_loops(.)))``
     gives, in int64 [2, 2U]. Works on one int64 key per edge (``min·n + max``) sorted in place,
     so the peak is a few bytes per edge beyond the result, whatever the input's integer type,
-    instead of the several int64 copies of both directions the PyG utilities make."""
+    instead of the several int64 copies of both directions the PyG utilities make.
+
+    Args:
+        row: edge sources.
+        col: edge targets.
+        num_nodes: number of nodes.
+
+    Returns:
+        The edge_index.
+
+    Shapes:
+        row: [E]
+        col: [E]
+        return: [2, 2U]
+    """
     lo = np.minimum(row, col).astype(np.int64, copy=False)
     hi = np.maximum(row, col)
     keep = lo != hi
@@ -76,6 +98,13 @@ def declared_classes(name: str, value) -> list[int]:
 
     Raises:
         DatasetError: not integers, negative (-1 marks unlabeled), repeated, or fewer than 2.
+
+    Args:
+        name: the dataset's name (for messages).
+        value: the declaration.
+
+    Returns:
+        The label values.
     """
     if isinstance(value, str):
         try:
@@ -129,6 +158,18 @@ def prepare(
         DatasetError: empty graph, malformed ``edge_index``, non-finite features, missing or
             non-integer labels, a negative label other than -1, no declared domain, a label outside it, ``min_class_size``
             without declared counts, fewer than 2 classes, or no labeled node left.
+
+    Args:
+        data: the raw PyG graph.
+        name: the dataset's name.
+        min_class_size: drop classes whose declared count is below it.
+        remove_unlabeled: drop unlabeled nodes.
+        info: loader information kept in ``info``.
+        classes: the declared label domain (or :data:`PUBLISHED`).
+        class_counts: declared per-class counts (or :data:`PUBLISHED`), or ``None``.
+
+    Returns:
+        The :class:`GraphDataset`.
     """
     if classes is None:
         raise DatasetError(f"{name}: the label domain is not declared; {DECLARE_CLASSES_PYTHON}")

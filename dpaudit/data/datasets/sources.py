@@ -83,7 +83,17 @@ PUBLISHED_CLASSES: dict[str, int] = {
 
 
 def parse_dataset_name(name: str) -> tuple[str, str | None]:
-    """``"johnshopkins55:year"`` → ``("johnshopkins55", "year")``; no target → ``None``."""
+    """``"johnshopkins55:year"`` → ``("johnshopkins55", "year")``; no target → ``None``.
+
+    Args:
+        name: the dataset name as given (aliases normalised).
+
+    Returns:
+        ``(key, target)``.
+
+    Raises:
+        DatasetError: a target on a non-Facebook100 dataset, or an unknown target.
+    """
     base, sep, target = name.strip().partition(":")
     key = base.strip().lower().replace("-", "_") if base.strip() != "ogbn-arxiv" else base.strip()
     key = {"ogbn_arxiv": "ogbn-arxiv", "coraml": "cora_ml", "film": "actor"}.get(key, key)
@@ -98,11 +108,19 @@ def parse_dataset_name(name: str) -> tuple[str, str | None]:
 
 
 def available_datasets() -> list[str]:
+    """Names of every dataset: the synthetic ones, then the registry's."""
     return [*SYNTHETIC, *SOURCES]
 
 
 def data_root(root: str | os.PathLike | None = None) -> Path:
-    """The data root: ``root``, else ``$DPAUDIT_DATA``, else ``~/.cache/dpaudit/datasets``."""
+    """The data root: ``root``, else ``$DPAUDIT_DATA``, else ``~/.cache/dpaudit/datasets``.
+
+    Args:
+        root: an explicit root, or ``None``.
+
+    Returns:
+        The path.
+    """
     if root is not None:
         return Path(root).expanduser()
     env = os.environ.get("DPAUDIT_DATA")
@@ -112,11 +130,21 @@ def data_root(root: str | os.PathLike | None = None) -> Path:
 
 
 def cache_root() -> Path:
+    """Where processed datasets are cached: ``$DPAUDIT_CACHE``, else ``~/.cache/dpaudit/processed``."""
     env = os.environ.get("DPAUDIT_CACHE")
     return Path(env).expanduser() if env else Path.home() / ".cache" / "dpaudit" / "processed"
 
 
 def missing_raw_files(name: str, root: str | os.PathLike | None = None) -> list[str]:
+    """The raw files of dataset ``name`` not present under its folder.
+
+    Args:
+        name: a registry dataset name.
+        root: the data root (default: ``$DPAUDIT_DATA``, else the cache).
+
+    Returns:
+        Missing file names (empty when all are there).
+    """
     source = SOURCES[name]
     raw = data_root(root) / source.folder / "raw"
     return [f for f in source.raw_files if not (raw / f).is_file()]

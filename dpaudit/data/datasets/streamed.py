@@ -22,7 +22,17 @@ def reddit(folder: Path) -> Data:
     PyG's processing pass: the float32 features are used as stored and the edges stay in the
     file's integer type until :func:`undirected_edges`, which is all of the graph's processing
     (PyG's pass stores int64 copies of both directions, then a processed copy on disk). Like
-    PyG's ``Reddit``, no split is taken from the file's ``node_types``."""
+    PyG's ``Reddit``, no split is taken from the file's ``node_types``.
+
+    Args:
+        folder: the dataset folder (holding ``raw/``).
+
+    Returns:
+        The raw graph.
+
+    Raises:
+        DatasetError: too little memory, or unreadable or unexpected files.
+    """
     raw = folder / "raw"
     # edges counted as if int32 (an int64 or two-row file counts double: a conservative estimate)
     _check_load_memory(
@@ -55,7 +65,17 @@ def ogbn_arxiv(folder: Path) -> Data:
     ``num-edge-list``, so the peak is the arrays themselves (OGB reads each file whole through
     pandas). Citations are directed in the file (OGB adds no inverse edges for arxiv);
     :func:`prepare` makes them undirected. The time split (train up to 2017, validation 2018,
-    test 2019) is the public split."""
+    test 2019) is the public split.
+
+    Args:
+        folder: the dataset folder (holding ``raw/`` and ``split/time/``).
+
+    Returns:
+        The raw graph, with ``public_split`` when the split files are there.
+
+    Raises:
+        DatasetError: too little memory, unreadable files, or split files naming unknown nodes.
+    """
     raw = folder / "raw"
     try:
         num_nodes = int(_read_csv(raw / "num-node-list.csv.gz", np.int64, 1, 1)[0, 0])

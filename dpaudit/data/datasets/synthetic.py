@@ -28,6 +28,21 @@ def csbm(
     coordinate is ``feature_signal`` (the per-coordinate signal-to-noise ratio). About ``num_nodes·avg_degree/2`` undirected edges are drawn; a fraction
     ``homophily`` of them join nodes of the same class (edge homophily), the rest join nodes of
     different classes, endpoints uniform within the chosen classes.
+
+    Args:
+        num_nodes: number of nodes (≥ 2).
+        num_classes: number of classes (2..num_nodes).
+        num_features: feature dimension (≥ 1).
+        avg_degree: expected degree, in (0, num_nodes).
+        homophily: fraction of intra-class edges, in [0, 1].
+        feature_signal: root-mean-square coordinate of the class means.
+        seed: generator seed.
+
+    Returns:
+        The :class:`GraphDataset`, declared public (a generated graph).
+
+    Raises:
+        DatasetError: parameters out of range, or a graph too large for memory.
     """
     if num_nodes < 2 or num_classes < 2 or num_classes > num_nodes or num_features < 1:
         raise DatasetError("csbm needs num_nodes >= 2, 2 <= num_classes <= num_nodes and num_features >= 1")

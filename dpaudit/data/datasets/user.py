@@ -28,7 +28,21 @@ def from_data(
     labeled counts, its label set and per-class counts public (a published graph); a dict
     declares those values (e.g. ``{"num_nodes": 100_000}``, an upper bound known in advance),
     and may hold ``"classes"`` instead of the keyword. ``min_class_size`` needs the per-class
-    counts declared (``public_facts=True``)."""
+    counts declared (``public_facts=True``).
+
+    Args:
+        data: the user's PyG graph.
+        name: the dataset's name.
+        public_facts: see above.
+        classes: see above.
+        **kwargs: :func:`prepare`'s ``min_class_size`` and ``remove_unlabeled``.
+
+    Returns:
+        The :class:`GraphDataset`.
+
+    Raises:
+        DatasetError: undeclared or doubly given classes, invalid facts, or a graph :func:`prepare` refuses.
+    """
     if isinstance(public_facts, dict) and "classes" in public_facts:
         if classes is not None:
             raise DatasetError(f"{name}: classes given twice (the keyword and public_facts['classes'])")

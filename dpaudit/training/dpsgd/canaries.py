@@ -29,28 +29,76 @@ class CanaryLaw(Protocol):
     assumes for one protected unit. ``draw(included, generator)`` returns, for every canary,
     the multiple of C added along its coordinate this step and how many of its terms were drawn
     (both ``[m]``); ``terms`` is how many terms one unit owns; ``matches(record, steps)`` says
-    whether a spec's mechanism record accounts this run (the claim the canaries test)."""
+    whether a spec's mechanism record accounts this run (the claim the canaries test).
+
+    Attributes:
+        terms: how many terms one protected unit owns.
+        sample_rate: the per-step sampling rate of the run.
+    """
 
     terms: int
     sample_rate: float
 
-    def draw(self, included: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]: ...
+    def draw(self, included: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        """One step's draw.
 
-    def matches(self, record: dict, steps: int) -> bool: ...
+        Args:
+            included: bool mask of the included canaries.
+            generator: the canaries' own random generator.
 
-    def describe(self) -> dict[str, Any]: ...
+        Returns:
+            ``(multiples, drawn)``: the multiple of C each canary adds this step, and how many of its terms were drawn.
+
+        Shapes:
+            included: [m]
+            multiples: [m]
+            drawn: [m]
+        """
+
+    def matches(self, record: dict, steps: int) -> bool:
+        """Whether a spec's mechanism record accounts this run.
+
+        Args:
+            record: a mechanism record (``Mechanism.describe()`` dict).
+            steps: the run's number of steps.
+
+        Returns:
+            ``True`` when the record is this law's mechanism over ``steps`` steps.
+        """
+
+    def describe(self) -> dict[str, Any]:
+        """The law as a JSON-able dict (for the result's record)."""
 
 
 @dataclass(frozen=True)
 class PoissonInclusion:
     """DP-SGD's law (:func:`train_dp_sgd`): an included canary is one example, joining each batch
     independently with probability q (:func:`dpaudit.training.sampling.poisson_subset`); an excluded one
-    never enters. Accounted by PoissonSubsampledGaussian(σ, q, T) under add/remove."""
+    never enters. Accounted by PoissonSubsampledGaussian(σ, q, T) under add/remove.
+
+    Attributes:
+        sample_rate: Poisson sampling rate q.
+        terms: terms per unit (1: one example).
+    """
 
     sample_rate: float
     terms: int = 1
 
     def draw(self, included: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        """One step's draw.
+
+        Args:
+            included: bool mask of the included canaries.
+            generator: the canaries' own random generator.
+
+        Returns:
+            ``(multiples, drawn)``: the multiple of C each canary adds this step, and how many of its terms were drawn.
+
+        Shapes:
+            included: [m]
+            multiples: [m]
+            drawn: [m]
+        """
         members = torch.nonzero(included).reshape(-1)
         chosen = members[poisson_subset(members.numel(), self.sample_rate, generator)]
         drawn = torch.zeros(included.numel(), dtype=torch.long)
@@ -58,6 +106,15 @@ class PoissonInclusion:
         return drawn.double(), drawn
 
     def matches(self, record: dict, steps: int) -> bool:
+        """Whether a spec's mechanism record accounts this run.
+
+        Args:
+            record: a mechanism record (``Mechanism.describe()`` dict).
+            steps: the run's number of steps.
+
+        Returns:
+            ``True`` for a ``PoissonSubsampledGaussian`` record at this rate over ``steps`` steps.
+        """
         return (
             record.get("mechanism") == "PoissonSubsampledGaussian"
             and math.isclose(float(record.get("sample_rate", math.nan)), self.sample_rate, rel_tol=1e-9)
@@ -65,6 +122,7 @@ class PoissonInclusion:
         )
 
     def describe(self) -> dict[str, Any]:
+        """``{"law": "poisson", "sample_rate": q}``."""
         return {"law": "poisson", "sample_rate": self.sample_rate}
 
 
@@ -117,6 +175,13 @@ class DiracCanaries:
     ``module_label``: attach to the first noisy run whose ``progress`` label contains it (GAP
     trains "gap encoder" and "gap classifier"); ``None``: the first noisy run. One instance
     audits one run; later runs in the same context train without canaries.
+
+    Args:
+        design: ``design(module, params, inputs)`` → the canaries' flat coordinates (:data:`CanaryDesignFn`).
+        coins: ``coins(m)`` → m inclusion coins (bool array), drawn after the design.
+        seed: seed of the canaries' own sampling generator.
+        module_label: attach to the first noisy run whose label contains it; ``None``: the first noisy run.
+        centre: also record ``centred_scores`` (costs a pass over the real data per step).
     """
 
     def __init__(
@@ -146,6 +211,14 @@ class DiracCanaries:
         self.law: CanaryLaw | None = None
 
     def wants(self, label: str | None) -> bool:
+        """Whether these canaries attach to the noisy run labelled ``label``.
+
+        Args:
+            label: the run's progress label.
+
+        Returns:
+            ``True`` when not yet attached and the label matches ``module_label``.
+        """
         return not self.attached and (self.module_label is None or self.module_label in (label or ""))
 
     def attach(self, module: nn.Module, params: list[nn.Parameter], inputs, *, sample_rate: float,
@@ -158,7 +231,22 @@ class DiracCanaries:
         ``real_clipped_sum()``: the clipped gradient sum of every real example at the current
         iterate (used with ``centre``). ``law``: how a canary enters each step — a loop whose
         accountant assumes another law than DP-SGD's Poisson sampling at ``sample_rate`` passes
-        its own (:class:`CanaryLaw`; default :class:`PoissonInclusion`)."""
+        its own (:class:`CanaryLaw`; default :class:`PoissonInclusion`).
+
+        Args:
+            module: the module being trained.
+            params: its trainable parameters, in ``module.parameters()`` order.
+            inputs: the run's training inputs (passed to ``design``).
+            sample_rate: the run's Poisson rate q.
+            noise_multiplier: the run's σ.
+            max_grad_norm: the run's clipping bound C.
+            label: the run's progress label.
+            real_clipped_sum: callable returning the real examples' clipped gradient sum, or ``None``.
+            law: the canaries' inclusion law, or ``None`` for :class:`PoissonInclusion`.
+
+        Raises:
+            ConfigurationError: an invalid design, a wrong number of coins, or ``centre`` without ``real_clipped_sum``.
+        """
         if self.centre and real_clipped_sum is None:
             raise ConfigurationError(f"centred scores need the real examples' clipped sum, which {label} does not give")
         sizes = torch.tensor([p.numel() for p in params], dtype=torch.long)
@@ -208,7 +296,11 @@ class DiracCanaries:
     def insert(self, summed: dict[nn.Parameter, torch.Tensor]) -> None:
         """Add a·C·e_k to ``summed`` for every canary, a its multiple of this step's draw from the
         law (Poisson: 1 for an included canary sampled this step, else 0) — and, with
-        ``centre``, evaluate the real examples' clipped sum at this iterate first."""
+        ``centre``, evaluate the real examples' clipped sum at this iterate first.
+
+        Args:
+            summed: the step's clipped gradient sum by parameter (updated in place).
+        """
         if self.centre:
             self._expected = self._values(self._real_clipped_sum().get)
         multiples, drawn = self.law.draw(self._included, self._generator)
@@ -232,13 +324,18 @@ class DiracCanaries:
 
     def observe(self, expected_batch_size: float) -> None:
         """Add this step's noisy summed gradient along each canary coordinate (``p.grad`` is that
-        sum divided by the schedule's expected batch size)."""
+        sum divided by the schedule's expected batch size).
+
+        Args:
+            expected_batch_size: the schedule's expected batch size (``p.grad`` is multiplied back by it).
+        """
         noisy = self._values(lambda p: p.grad) * float(expected_batch_size)
         self.iterate_scores += noisy
         if self.centre:
             self.centred_scores += noisy - self.sample_rate * self._expected
 
     def finish(self) -> None:
+        """Record the coordinates' final values (the last iterate) in ``final``."""
         self.final = self._values(lambda p: p)
 
 
@@ -252,6 +349,12 @@ def inserting_canaries(canaries: DiracCanaries) -> Iterator[DiracCanaries]:
 
     Raises:
         ConfigurationError: entered inside another canary block (one audit at a time).
+
+    Args:
+        canaries: the canaries to insert.
+
+    Returns:
+        A context manager yielding ``canaries``.
     """
     if _ACTIVE_CANARIES.get() is not None:
         raise ConfigurationError("gradient canaries are already being inserted: one canary block at a time")
@@ -283,6 +386,13 @@ def canaries_for(label: str | None) -> DiracCanaries | None:
     """The canaries of the enclosing :func:`inserting_canaries` block if they ask for the noisy
     run labelled ``label``, else ``None``. A DP-SGD loop drives them as :func:`train_dp_sgd` does:
     ``attach`` before the first step, ``insert`` into the clipped sum, ``observe`` after the noise,
-    ``finish`` after the last step."""
+    ``finish`` after the last step.
+
+    Args:
+        label: the noisy run's progress label.
+
+    Returns:
+        The canaries, or ``None``.
+    """
     canaries = _ACTIVE_CANARIES.get()
     return canaries if canaries is not None and canaries.wants(label) else None

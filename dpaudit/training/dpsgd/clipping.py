@@ -66,6 +66,12 @@ class GhostClipper:
 
     Shapes: ``clipped_sum(x [B, F] or SparseFeatures, y [B])`` → {parameter: summed clipped
     gradient of the parameter's shape}.
+
+    Args:
+        module: the module to train; every trainable parameter must belong to an ``nn.Linear``.
+
+    Raises:
+        GhostClippingUnsupported: a trainable parameter outside an ``nn.Linear``.
     """
 
     def __init__(self, module: nn.Module):
@@ -90,10 +96,29 @@ class GhostClipper:
         self._records.append((layer, a, output))
 
     def remove(self) -> None:
+        """Remove the forward hooks this clipper registered."""
         for h in self._handles:
             h.remove()
 
     def clipped_sum(self, x, y: torch.Tensor, loss_fn: Loss, max_norm: float) -> dict[nn.Parameter, torch.Tensor]:
+        """Sum over the batch of every example's gradient clipped to norm ``max_norm``.
+
+        Args:
+            x: batch inputs (dense or :class:`~dpaudit.nn.SparseFeatures`).
+            y: batch targets.
+            loss_fn: mean-reduced loss ``loss_fn(output, y)``.
+            max_norm: clipping bound C.
+
+        Returns:
+            Parameter → summed clipped gradient (the parameter's shape).
+
+        Shapes:
+            x: [B, F]
+            y: [B]
+
+        Raises:
+            GhostClippingUnsupported: a layer applied twice per forward, or seeing non-2-D input.
+        """
         self._records, self._active = [], True
         try:
             loss = _per_example_loss_sum(loss_fn, self.module(x), y)
@@ -123,7 +148,11 @@ class GhostClipper:
 
 
 class PerSampleClipper:
-    """Clipped per-example gradient sums from opacus' materialised per-example gradients."""
+    """Clipped per-example gradient sums from opacus' materialised per-example gradients.
+
+    Args:
+        module: the module to train (wrapped in opacus' ``GradSampleModule``).
+    """
 
     def __init__(self, module: nn.Module):
         from opacus import GradSampleModule
@@ -141,9 +170,25 @@ class PerSampleClipper:
         self.params = [p for p in module.parameters() if p.requires_grad]
 
     def remove(self) -> None:
+        """Remove opacus' hooks from the module."""
         self.wrapped._close()
 
     def clipped_sum(self, x, y: torch.Tensor, loss_fn: Loss, max_norm: float) -> dict[nn.Parameter, torch.Tensor]:
+        """Sum over the batch of every example's gradient clipped to norm ``max_norm``.
+
+        Args:
+            x: batch inputs (dense or :class:`~dpaudit.nn.SparseFeatures`).
+            y: batch targets.
+            loss_fn: mean-reduced loss ``loss_fn(output, y)``.
+            max_norm: clipping bound C.
+
+        Returns:
+            Parameter → summed clipped gradient (the parameter's shape).
+
+        Shapes:
+            x: [B, F]
+            y: [B]
+        """
         if isinstance(x, SparseFeatures):
             x = x.to_dense()
         for p in self.params:
@@ -162,7 +207,18 @@ class PerSampleClipper:
 
 
 def make_clipper(module: nn.Module, clipping: str = "ghost"):
-    """A :class:`GhostClipper` when it applies (and ``clipping == "ghost"``), else opacus'."""
+    """A :class:`GhostClipper` when it applies (and ``clipping == "ghost"``), else opacus'.
+
+    Args:
+        module: the module to train.
+        clipping: ``"ghost"`` or ``"per-sample"``.
+
+    Returns:
+        The clipper.
+
+    Raises:
+        ConfigurationError: the module holds batch normalisation, or ``clipping`` is unknown.
+    """
     _check_module(module)
     if clipping not in ("ghost", "per-sample"):
         raise ConfigurationError(f"clipping must be ghost or per-sample, got {clipping!r}")

@@ -32,7 +32,15 @@ def noisy_gradients(
 ) -> None:
     """``p.grad = (Σ clipped + N(0, std²)) / expected_batch_size`` for every parameter, in order;
     the noise is drawn on the CPU ``generator`` (identical on every device). A parameter with no
-    entry in ``summed`` (empty batch) gets noise only."""
+    entry in ``summed`` (empty batch) gets noise only.
+
+    Args:
+        summed: clipped gradient sum by parameter (missing entries: zero).
+        params: the trainable parameters, in order.
+        std: noise standard deviation (σ·C).
+        expected_batch_size: the schedule's public normaliser.
+        generator: CPU generator of the noise.
+    """
     for p in params:
         noise = torch.normal(0.0, std, size=tuple(p.shape), generator=generator).to(p.device, p.dtype)
         total = summed.get(p)
@@ -83,6 +91,32 @@ def train_dp_sgd(
     Raises:
         ConfigurationError: a noisy run without a schedule, with other epochs than it plans, or
             with ``shuffle=False`` (its batches are the accounted Poisson draws).
+
+    Args:
+        module: the module to train (in place).
+        inputs: training inputs, one row per example.
+        targets: training targets.
+        noise_multiplier: σ (0: no noise, no accounting).
+        max_grad_norm: clipping bound C.
+        batch_size: minibatch size of a noise-free run.
+        epochs: number of epochs.
+        lr: learning rate.
+        schedule: the public Poisson schedule of a noisy run.
+        optimizer: ``"adam"`` or ``"sgd"``.
+        weight_decay: L2 weight decay.
+        loss_fn: mean-reduced loss, default cross-entropy.
+        seed: seed of the batches and the noise.
+        progress: progress label (also selects canaries).
+        on_epoch: callback after every epoch.
+        clipping: ``"ghost"`` or ``"per-sample"``.
+        shuffle: shuffle a noise-free run's rows.
+
+    Returns:
+        The mechanism spent, or ``None`` without noise.
+
+    Shapes:
+        inputs: [n, F]
+        targets: [n]
     """
     if noise_multiplier > 0:
         if not shuffle:

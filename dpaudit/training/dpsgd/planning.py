@@ -31,6 +31,19 @@ def noise_for_plan(
     in two ε evaluations instead of a full calibration (seconds per load), and independently of
     floating-point details of the calibration's search path on another machine; a σ edited by
     more than the tolerance fails it and is re-calibrated, so it no longer matches the plan.
+
+    Args:
+        target_epsilon: target ε.
+        delta: target δ.
+        mechanisms_for_sigma: ``σ`` → the mechanisms the run spends at that σ.
+        recorded: σ recorded in a saved model, or ``None``.
+        accountant: ``"auto"``, ``"rdp"`` or ``"pld"``.
+
+    Returns:
+        σ.
+
+    Raises:
+        PrivacyParameterError: ε or δ out of range, or the target cannot be met.
     """
     if recorded is not None and math.isfinite(recorded) and recorded > 0:
         if not (target_epsilon > 0 and math.isfinite(target_epsilon)) or not 0 < delta < 1:
@@ -52,7 +65,17 @@ def plan_mismatch(recorded: Any, planned: Any, path: str, rtol: float = 1e-6) ->
     """Where a saved plan section (a card's per-defense dict) differs from the plan re-derived
     from the card's public inputs, as ``"path.key: planned X, the card records Y"``; ``None`` when
     they agree. Numbers are compared to ``rtol`` (the same computation on another machine may
-    differ in its last bits), nested dicts key by key, anything else exactly."""
+    differ in its last bits), nested dicts key by key, anything else exactly.
+
+    Args:
+        recorded: the card's section (or value).
+        planned: the re-derived section (or value).
+        path: dotted path of this section (prefix of the message).
+        rtol: relative tolerance for numbers.
+
+    Returns:
+        The first difference, or ``None``.
+    """
     if isinstance(planned, dict):
         if not isinstance(recorded, dict):
             return f"{path}: planned a section, the card records {recorded!r}"

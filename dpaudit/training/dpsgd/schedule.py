@@ -10,11 +10,29 @@ from dpaudit.errors import ConfigurationError
 
 
 def poisson_sample_rate(num_examples: int, batch_size: int) -> float:
-    """The sampling rate opacus uses for a loader of ``num_examples`` and ``batch_size``."""
+    """The sampling rate opacus uses for a loader of ``num_examples`` and ``batch_size``.
+
+    Args:
+        num_examples: number of examples n.
+        batch_size: batch size B.
+
+    Returns:
+        q = 1/⌈n/min(B, n)⌉.
+    """
     return 1.0 / math.ceil(num_examples / min(batch_size, num_examples))
 
 
 def steps_for(num_examples: int, batch_size: int, epochs: int) -> int:
+    """Number of steps of ``epochs`` epochs with opacus' loader rule, ⌈n/min(B, n)⌉ per epoch.
+
+    Args:
+        num_examples: number of examples n.
+        batch_size: batch size B.
+        epochs: number of epochs.
+
+    Returns:
+        The number of steps.
+    """
     return epochs * math.ceil(num_examples / min(batch_size, num_examples))
 
 
@@ -35,6 +53,13 @@ class PoissonSchedule:
 
     With neither, :meth:`plan` refuses (one line, before training): no size may be read.
     ``epochs`` splits the ``steps`` into equal epochs (``on_epoch`` callbacks run between them).
+
+    Attributes:
+        sample_rate: Poisson rate q in (0, 1].
+        steps: total number of steps.
+        expected_batch_size: the public normaliser of the noisy sum.
+        source: where q came from (for records).
+        epochs: number of equal epochs the steps are split into.
     """
 
     sample_rate: float
@@ -61,6 +86,20 @@ class PoissonSchedule:
     def plan(
         cls, *, batch_size: int, epochs: int, declared_size: int | None, sample_rate: float | None = None
     ) -> PoissonSchedule:
+        """The schedule from public inputs only (see the class docstring).
+
+        Args:
+            batch_size: expected batch size B.
+            epochs: number of epochs.
+            declared_size: declared training-set size n̂, or ``None``.
+            sample_rate: the ``sample_rate`` hyperparameter, or ``None``.
+
+        Returns:
+            The schedule.
+
+        Raises:
+            ConfigurationError: ``sample_rate`` outside (0, 1], or neither it nor a declared size is given.
+        """
         if sample_rate is not None:
             if not 0.0 < sample_rate <= 1.0:
                 raise ConfigurationError(f"sample_rate must lie in (0, 1], got {sample_rate}")
@@ -85,5 +124,6 @@ class PoissonSchedule:
         )
 
     def to_dict(self) -> dict:
+        """JSON-able record: ``sample_rate``, ``steps``, ``expected_batch_size`` and ``source``."""
         return {"sample_rate": self.sample_rate, "steps": self.steps,
                 "expected_batch_size": self.expected_batch_size, "source": self.source}  # fmt: skip
