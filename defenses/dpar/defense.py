@@ -216,65 +216,65 @@ from dpaudit.training.private_selection import FEATURES_ONLY_SCORE, accounted_re
 from dpaudit.training.registry import register_defense
 
 __all__ = [
-    'DPARHyperparameters',
-    'DPARModel',
-    'DPARNet',
-    'DPARPlan',
-    'INFERENCE_NOTE',
-    'NoisePlan',
-    'affected_slots_bound',
-    'assemble_rows',
-    'build_network',
-    'candidate_universe',
-    'cap_column_occurrences',
-    'clip_and_sum',
-    'clipped_gradient_sum',
-    'column_l1_norms',
-    'dropout_masks',
-    'expected_rows',
-    'inference_card',
-    'normalize_columns_l1',
-    'pair_terms',
-    'paper_unaccounted',
-    'per_row_gradients',
-    'plan_dpar',
-    'plan_paper',
-    'plan_sound',
-    'poisson_sample',
-    'power_iteration',
-    'schedule',
-    'sgd_step_mechanism',
-    'slots_of',
-    'train_rows',
-    'training_matrix',
-    'defense_from_card',
-    'appr_ista',
-    'dp_appr_em',
-    'dp_appr_gm',
-    'exact_top_k',
-    'NodeTerms',
-    'mechanism_from_record',
-    'refuse',
-    'GraphDataset',
-    'Defense',
-    'PrivateHyperparameters',
-    'plan_mismatch',
-    'ConfigurationError',
-    'DPAuditError',
-    'FEATURES_ONLY_SCORE',
-    'accounted_records',
-    'register_defense',
-    'declared_train_size',
-    'require_declared',
-    'Split',
-    'PROTOCOL_DEFAULTS',
-    '_validate',
-    '_DPAR',
-    '_sound_run_mechanisms',
-    'DPAREM0',
-    'DPAREM1',
-    'DPARGM',
-    'DPARNoDP',
+    "DPARHyperparameters",
+    "DPARModel",
+    "DPARNet",
+    "DPARPlan",
+    "INFERENCE_NOTE",
+    "NoisePlan",
+    "affected_slots_bound",
+    "assemble_rows",
+    "build_network",
+    "candidate_universe",
+    "cap_column_occurrences",
+    "clip_and_sum",
+    "clipped_gradient_sum",
+    "column_l1_norms",
+    "dropout_masks",
+    "expected_rows",
+    "inference_card",
+    "normalize_columns_l1",
+    "pair_terms",
+    "paper_unaccounted",
+    "per_row_gradients",
+    "plan_dpar",
+    "plan_paper",
+    "plan_sound",
+    "poisson_sample",
+    "power_iteration",
+    "schedule",
+    "sgd_step_mechanism",
+    "slots_of",
+    "train_rows",
+    "training_matrix",
+    "defense_from_card",
+    "appr_ista",
+    "dp_appr_em",
+    "dp_appr_gm",
+    "exact_top_k",
+    "NodeTerms",
+    "mechanism_from_record",
+    "refuse",
+    "GraphDataset",
+    "Defense",
+    "PrivateHyperparameters",
+    "plan_mismatch",
+    "ConfigurationError",
+    "DPAuditError",
+    "FEATURES_ONLY_SCORE",
+    "accounted_records",
+    "register_defense",
+    "declared_train_size",
+    "require_declared",
+    "Split",
+    "PROTOCOL_DEFAULTS",
+    "_validate",
+    "_DPAR",
+    "_sound_run_mechanisms",
+    "DPAREM0",
+    "DPAREM1",
+    "DPARGM",
+    "DPARNoDP",
 ]
 
 log = logging.getLogger(__name__)
@@ -295,7 +295,34 @@ class DPARHyperparameters(PrivateHyperparameters):
     """Defaults from DPAR Section 4 / 4.3 and the authors' reference code (τ: the reference's 1;
     D is dpaudit's). A field left at ``None`` takes its protocol's default
     (:data:`PROTOCOL_DEFAULTS`); a field set explicitly wins. The declared ranges are those
-    :func:`_validate` enforces (``None`` before ``__post_init__`` fills the protocol's value)."""
+    :func:`_validate` enforces (``None`` before ``__post_init__`` fills the protocol's value).
+
+    Attributes:
+        protocol: ``sound`` (every step proven) or ``paper`` (the authors' accounting, ``sound: false``).
+        appr_budget_ratio: share of the budget spent on DP-APPR (paper 0.5; sound 0.1).
+        node_sample_rate: q′, Poisson node sampling of the training graph (paper 0.09; sound 1).
+        num_sources: M, the DP-APPR rows (paper: the first M sampled nodes; sound: M public slots).
+        top_k: K, entries kept per APPR row (paper 2; sound 1).
+        alpha: teleport probability α (ISTA and inference).
+        rho: ISTA's ℓ₁ regularisation ρ.
+        ista_tol: γ, ISTA's termination slack.
+        ista_max_iter: ISTA's iteration cap.
+        clip_gm: C₁, DP-APPR-GM's ℓ₂ row clip.
+        clip_em: C₂, DP-APPR-EM's entrywise clip.
+        em_value_share: option II's share of the DP-APPR budget for the Laplace values.
+        column_l1_bound: τ, the ℓ₁ norm every non-empty column of Π is rescaled to.
+        max_occurrences: D, entries kept per column of Z (sound 1; unused by paper).
+        pair_sample_share: λ, pair terms are Poisson-sampled at λ·q (sound 0.1; unused by paper).
+        max_grad_norm: C, the per-term gradient clip.
+        batch_size: B, the expected Poisson batch size (paper 60; sound 256).
+        epochs: training epochs (paper 200; sound 30).
+        lr: learning rate.
+        hidden: hidden width of f_θ.
+        dropout: dropout on f_θ's input and hidden layer.
+        bias: whether f_θ's linear layers have biases.
+        power_steps: P, the power-iteration steps of Eq. 4 at inference.
+        self_loops: add self-loops to the query graph at inference.
+    """
 
     _parameter_constraints: ClassVar[dict[str, list]] = {
         "appr_budget_ratio": [FRACTION, None],
@@ -595,6 +622,17 @@ def _sound_run_mechanisms(cls, hyperparameters: str, epsilon: float, delta: floa
 
 @register_defense
 class DPAREM0(_DPAR):
+    """DPAR with DP-APPR-EM option I (Gumbel top-K, values 1/K) + DP-SGD; node-level DP.
+
+
+    Args:
+        epsilon: target ε (``inf`` trains without noise).
+        delta: δ, or ``"auto"`` for below 1/the declared population.
+        seed: seeds initialisation, sampling and noise.
+        device: ``"auto"``, ``"cpu"``, ``"cuda"`` or a :class:`torch.device`.
+        **hyperparameters: fields of the defense's hyperparameter dataclass.
+    """
+
     name = "dpar-em0"
     summary = "DPAR with DP-APPR-EM option I (top-K by Gumbel noise, values 1/K) + DP-SGD; node-level DP"
     variant = "em0"
@@ -602,6 +640,17 @@ class DPAREM0(_DPAR):
 
 @register_defense
 class DPAREM1(_DPAR):
+    """DPAR with DP-APPR-EM option II (Gumbel top-K, Laplace-noised values) + DP-SGD; node-level DP.
+
+
+    Args:
+        epsilon: target ε (``inf`` trains without noise).
+        delta: δ, or ``"auto"`` for below 1/the declared population.
+        seed: seeds initialisation, sampling and noise.
+        device: ``"auto"``, ``"cpu"``, ``"cuda"`` or a :class:`torch.device`.
+        **hyperparameters: fields of the defense's hyperparameter dataclass.
+    """
+
     name = "dpar-em1"
     summary = "DPAR with DP-APPR-EM option II (Gumbel top-K, Laplace-noised values) + DP-SGD; node-level DP"
     variant = "em1"
@@ -609,6 +658,17 @@ class DPAREM1(_DPAR):
 
 @register_defense
 class DPARGM(_DPAR):
+    """DPAR with DP-APPR-GM (Gaussian-noised clipped APPR, top-K) + DP-SGD; node-level DP.
+
+
+    Args:
+        epsilon: target ε (``inf`` trains without noise).
+        delta: δ, or ``"auto"`` for below 1/the declared population.
+        seed: seeds initialisation, sampling and noise.
+        device: ``"auto"``, ``"cpu"``, ``"cuda"`` or a :class:`torch.device`.
+        **hyperparameters: fields of the defense's hyperparameter dataclass.
+    """
+
     name = "dpar-gm"
     summary = "DPAR with DP-APPR-GM (Gaussian-noised clipped APPR, top-K) + DP-SGD; node-level DP"
     variant = "gm"
@@ -616,6 +676,17 @@ class DPARGM(_DPAR):
 
 @register_defense
 class DPARNoDP(_DPAR):
+    """The DPAR pipeline without privacy (exact top-K APPR, no clipping or noise).
+
+
+    Args:
+        epsilon: must be ``inf`` (non-private).
+        delta: unused at ε = ∞.
+        seed: seeds initialisation, dropout and the held-out split.
+        device: ``"auto"``, ``"cpu"``, ``"cuda"`` or a :class:`torch.device`.
+        **hyperparameters: fields of the defense's hyperparameter dataclass.
+    """
+
     name = "dpar-nodp"
     unit = None
     summary = "DPAR pipeline without privacy (exact top-K APPR, no clipping or noise)"
