@@ -91,6 +91,9 @@ class MultiLabelSoftMargin:
     :math:`\ell' = (\sigma(x) - y)/c`, :math:`\ell'' = \sigma(1-\sigma)/c`,
     :math:`\ell''' = \sigma(1-\sigma)(1-2\sigma)/c`; for y ∈ {0, 1} the suprema are
     :math:`c_1 = 1/c`, :math:`c_2 = 1/(4c)`, :math:`c_3 = 1/(6\sqrt3 c)` (Appendix F).
+
+    Args:
+        num_classes: c.
     """
 
     name = "msl"
@@ -100,23 +103,74 @@ class MultiLabelSoftMargin:
 
     def value(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
         # log(1 + e^{-x}) and log(1 + e^{x}) computed stably
+        """The loss ℓ(x; y) per entry.
+
+
+        Args:
+            x: scores (any shape).
+            y: targets in {0, 1} (one-hot labels), broadcastable to ``x``.
+
+        Returns:
+            ℓ, elementwise (NumPy).
+        """
         return (y * np.logaddexp(0.0, -x) + (1.0 - y) * np.logaddexp(0.0, x)) / self.c
 
     def d1(self, x, y):
+        """ℓ′ with respect to ``x``.
+
+
+        Args:
+            x: scores (any shape).
+            y: targets in {0, 1} (one-hot labels), broadcastable to ``x``.
+
+        Returns:
+            ℓ′, elementwise.
+        """
         return (_sigmoid(x) - y) / self.c
 
     def d2(self, x, y):
+        """ℓ″ with respect to ``x``.
+
+
+        Args:
+            x: scores (any shape).
+            y: targets in {0, 1} (one-hot labels), broadcastable to ``x``.
+
+        Returns:
+            ℓ″, elementwise.
+        """
         s = _sigmoid(x)
         return s * (1.0 - s) / self.c
 
     def d3(self, x, y):
+        """ℓ‴ with respect to ``x``.
+
+
+        Args:
+            x: scores (any shape).
+            y: targets in {0, 1} (one-hot labels), broadcastable to ``x``.
+
+        Returns:
+            ℓ‴, elementwise.
+        """
         s = _sigmoid(x)
         return s * (1.0 - s) * (1.0 - 2.0 * s) / self.c
 
     def suprema(self) -> tuple[float, float, float]:
+        """(c₁, c₂, c₃): the suprema of |ℓ′|, |ℓ″|, |ℓ‴| used by Theorem 1."""
         return 1.0 / self.c, 1.0 / (4.0 * self.c), 1.0 / (6.0 * math.sqrt(3.0) * self.c)
 
     def torch_value(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """The loss ℓ(x; y) per entry, in torch (differentiable).
+
+
+        Args:
+            x: scores (any shape).
+            y: targets in {0, 1} (one-hot labels), broadcastable to ``x``.
+
+        Returns:
+            ℓ, elementwise (tensor).
+        """
         zero = torch.zeros_like(x)  # not F.softplus: it switches to the identity beyond x = 20
         return (y * torch.logaddexp(zero, -x) + (1 - y) * torch.logaddexp(zero, x)) / self.c
 
@@ -129,6 +183,13 @@ class PseudoHuber:
     :math:`\ell'' = 1/(c(1+u^2)^{3/2})`, :math:`\ell''' = -3u/(c\delta_l(1+u^2)^{5/2})`; the
     suprema are :math:`c_1 = \delta_l/c`, :math:`c_2 = 1/c`,
     :math:`c_3 = 48\sqrt5/(125 c\delta_l)` (attained at :math:`u = \pm 1/2`).
+
+    Args:
+        num_classes: c.
+        delta_l: δ_l > 0.
+
+    Raises:
+        ConfigurationError: ``delta_l <= 0``.
     """
 
     name = "huber"
@@ -140,25 +201,76 @@ class PseudoHuber:
         self.delta_l = float(delta_l)
 
     def value(self, x, y):
+        """The loss ℓ(x; y) per entry.
+
+
+        Args:
+            x: scores (any shape).
+            y: targets in {0, 1} (one-hot labels), broadcastable to ``x``.
+
+        Returns:
+            ℓ, elementwise (NumPy).
+        """
         u = (x - y) / self.delta_l
         return self.delta_l**2 * (np.sqrt(1.0 + u * u) - 1.0) / self.c
 
     def d1(self, x, y):
+        """ℓ′ with respect to ``x``.
+
+
+        Args:
+            x: scores (any shape).
+            y: targets in {0, 1} (one-hot labels), broadcastable to ``x``.
+
+        Returns:
+            ℓ′, elementwise.
+        """
         u = (x - y) / self.delta_l
         return (x - y) / (self.c * np.sqrt(1.0 + u * u))
 
     def d2(self, x, y):
+        """ℓ″ with respect to ``x``.
+
+
+        Args:
+            x: scores (any shape).
+            y: targets in {0, 1} (one-hot labels), broadcastable to ``x``.
+
+        Returns:
+            ℓ″, elementwise.
+        """
         u = (x - y) / self.delta_l
         return 1.0 / (self.c * (1.0 + u * u) ** 1.5)
 
     def d3(self, x, y):
+        """ℓ‴ with respect to ``x``.
+
+
+        Args:
+            x: scores (any shape).
+            y: targets in {0, 1} (one-hot labels), broadcastable to ``x``.
+
+        Returns:
+            ℓ‴, elementwise.
+        """
         u = (x - y) / self.delta_l
         return -3.0 * (x - y) / (self.c * self.delta_l**2 * (1.0 + u * u) ** 2.5)
 
     def suprema(self) -> tuple[float, float, float]:
+        """(c₁, c₂, c₃): the suprema of |ℓ′|, |ℓ″|, |ℓ‴| used by Theorem 1."""
         return self.delta_l / self.c, 1.0 / self.c, 48.0 * math.sqrt(5.0) / (125.0 * self.c * self.delta_l)
 
     def torch_value(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """The loss ℓ(x; y) per entry, in torch (differentiable).
+
+
+        Args:
+            x: scores (any shape).
+            y: targets in {0, 1} (one-hot labels), broadcastable to ``x``.
+
+        Returns:
+            ℓ, elementwise (tensor).
+        """
         u = (x - y) / self.delta_l
         return self.delta_l**2 * (torch.sqrt(1 + u * u) - 1) / self.c
 
@@ -168,7 +280,19 @@ def _sigmoid(x):
 
 
 def make_loss(name: str, num_classes: int, huber_delta: float):
-    """The loss of Section IV-C4 by name: ``"msl"`` (Eq. 27) or ``"huber"`` (Eq. 28)."""
+    """The loss of Section IV-C4 by name: ``"msl"`` (Eq. 27) or ``"huber"`` (Eq. 28).
+
+    Args:
+        name: ``msl`` or ``huber``.
+        num_classes: c.
+        huber_delta: δ_l (``huber`` only).
+
+    Returns:
+        The loss object.
+
+    Raises:
+        ConfigurationError: an unknown name, or ``huber_delta <= 0``.
+    """
     if name == "msl":
         return MultiLabelSoftMargin(num_classes)
     if name == "huber":
@@ -180,7 +304,17 @@ def make_loss(name: str, num_classes: int, huber_delta: float):
 
 
 def parse_steps(text: str | list) -> list[float]:
-    """Propagation steps :math:`m_1..m_s` from ``"2"``, ``"1,5"``, ``"inf"`` (∞ = PPR)."""
+    """Propagation steps :math:`m_1..m_s` from ``"2"``, ``"1,5"``, ``"inf"`` (∞ = PPR).
+
+    Args:
+        text: a comma-separated string, or a list of items.
+
+    Returns:
+        The steps as floats (``inf`` for ∞).
+
+    Raises:
+        ConfigurationError: an item that is not an integer ≥ 0 or ``inf``, or no step.
+    """
     items = text if isinstance(text, (list, tuple)) else str(text).split(",")
     steps = []
     for item in items:
@@ -203,6 +337,19 @@ def parse_steps(text: str | list) -> list[float]:
 
 
 def check_alpha(alpha: float, name: str = "alpha") -> float:
+    """Validate a restart probability.
+
+
+    Args:
+        alpha: the restart probability.
+        name: the hyperparameter's name, for the error message.
+
+    Returns:
+        ``alpha`` as a float in (0, 1].
+
+    Raises:
+        ConfigurationError: ``alpha`` outside (0, 1].
+    """
     alpha = float(alpha)
     if not 0.0 < alpha <= 1.0:
         raise ConfigurationError(f"gcon {name} (restart probability) must lie in (0, 1], got {alpha}")
@@ -214,6 +361,14 @@ def normalized_adjacency(edge_index: torch.Tensor, num_nodes: int, dtype=torch.f
 
     ``edge_index`` must hold both directions of every undirected edge and no self loops (the
     :class:`~dpaudit.data.datasets.GraphDataset` invariants); every row of :math:`\tilde A` sums to 1.
+
+    Args:
+        edge_index: both directions of every undirected edge, no self-loops.
+        num_nodes: n.
+        dtype: the values' dtype.
+
+    Returns:
+        Ã, coalesced.
     """
     device = edge_index.device
     loops = torch.arange(num_nodes, device=device)
@@ -229,7 +384,17 @@ def appr_propagate(adj: torch.Tensor, x: torch.Tensor, alpha: float, steps: int)
     r""":math:`Z_m = R_m X` for finite m by Eq. (4): :math:`Z_0 = X`,
     :math:`Z_t = (1-\alpha)\tilde A Z_{t-1} + \alpha X` (equal to Eq. 6/9, no dense matrix).
 
-    Shapes: adj sparse [n, n], x [n, d] → [n, d]."""
+    Shapes: adj sparse [n, n], x [n, d] → [n, d].
+
+    Args:
+        adj: Ã (sparse).
+        x: features.
+        alpha: restart probability α.
+        steps: m.
+
+    Returns:
+        Z_m.
+    """
     z = x
     for _ in range(int(steps)):
         z = (1.0 - alpha) * (adj @ z) + alpha * x
@@ -239,7 +404,15 @@ def appr_propagate(adj: torch.Tensor, x: torch.Tensor, alpha: float, steps: int)
 def ppr_iterations(alpha: float, tol: float) -> int:
     r"""Steps M with :math:`2(1-\alpha)^M \le` tol: the rows of :math:`R_\infty - R_M =
     (1-\alpha)^M\tilde A^M(R_\infty - I)` have L1 norm ≤ 2(1-α)^M, so every row of
-    :math:`(R_\infty - R_M)X` has L2 norm ≤ tol when the rows of X have norm ≤ 1."""
+    :math:`(R_\infty - R_M)X` has L2 norm ≤ tol when the rows of X have norm ≤ 1.
+
+    Args:
+        alpha: restart probability α.
+        tol: the row-norm tolerance.
+
+    Returns:
+        M (0 when α = 1).
+    """
     if alpha >= 1.0:
         return 0
     return max(1, math.ceil(math.log(tol / 2.0) / math.log(1.0 - alpha)))
@@ -248,12 +421,43 @@ def ppr_iterations(alpha: float, tol: float) -> int:
 def ppr_propagate(adj: torch.Tensor, x: torch.Tensor, alpha: float, tol: float = 1e-12) -> torch.Tensor:
     r""":math:`Z_\infty = R_\infty X = \alpha(I - (1-\alpha)\tilde A)^{-1}X` (Eq. 5/9) by a sparse
     Richardson iteration, never a dense n×n inverse. The result is exactly :math:`R_M X` with M
-    from :func:`ppr_iterations`, whose edge sensitivity is ≤ Ψ(Z_∞) by Lemma 2 (see module doc)."""
+    from :func:`ppr_iterations`, whose edge sensitivity is ≤ Ψ(Z_∞) by Lemma 2 (see module doc).
+
+    Args:
+        adj: Ã (sparse).
+        x: features (rows of norm ≤ 1 for the tolerance to hold).
+        alpha: restart probability α.
+        tol: the row-norm tolerance.
+
+    Returns:
+        R_M X.
+
+    Shapes:
+        adj: [n, n]
+        x: [n, d]
+        return: [n, d]
+    """
     return appr_propagate(adj, x, alpha, ppr_iterations(alpha, tol))
 
 
 def propagate(adj: torch.Tensor, x: torch.Tensor, alpha: float, m: float, tol: float = 1e-12) -> torch.Tensor:
-    """:math:`Z_m` for m ∈ {0, 1, ..., ∞} (Eq. 9–10)."""
+    """:math:`Z_m` for m ∈ {0, 1, ..., ∞} (Eq. 9–10).
+
+    Args:
+        adj: Ã (sparse).
+        x: features.
+        alpha: restart probability α.
+        m: the step count (``inf``: PPR).
+        tol: the PPR tolerance.
+
+    Returns:
+        Z_m.
+
+    Shapes:
+        adj: [n, n]
+        x: [n, d]
+        return: [n, d]
+    """
     if math.isinf(m):
         return ppr_propagate(adj, x, alpha, tol)
     return appr_propagate(adj, x, alpha, int(m))
@@ -262,7 +466,17 @@ def propagate(adj: torch.Tensor, x: torch.Tensor, alpha: float, m: float, tol: f
 def gcon_features(adj: torch.Tensor, x: torch.Tensor, alpha: float, steps: list[float]) -> torch.Tensor:
     r""":math:`Z = \frac1s(Z_{m_1} \oplus \dots \oplus Z_{m_s})` (Eq. 11), features concatenated.
 
-    Shapes: adj sparse [n, n], x [n, d] → [n, s·d]."""
+    Shapes: adj sparse [n, n], x [n, d] → [n, s·d].
+
+    Args:
+        adj: Ã (sparse).
+        x: encoded features.
+        alpha: restart probability α.
+        steps: m₁..m_s.
+
+    Returns:
+        Z.
+    """
     return torch.cat([propagate(adj, x, alpha, m) for m in steps], dim=1) / len(steps)
 
 
@@ -271,14 +485,35 @@ def one_hop_features(adj: torch.Tensor, x: torch.Tensor, alpha_inference: float,
     :math:`(1-\alpha_I)\tilde A + \alpha_I I`; row v reads only v's own adjacency. Scaled by 1/s
     like Eq. (11) (Eq. 16 omits it; the argmax is the same).
 
-    Shapes: adj sparse [n, n], x [n, d] → [n, s·d]."""
+    Shapes: adj sparse [n, n], x [n, d] → [n, s·d].
+
+    Args:
+        adj: Ã of the query graph (sparse).
+        x: encoded features.
+        alpha_inference: α_I.
+        steps: m₁..m_s.
+
+    Returns:
+        The inference features.
+    """
     one_hop = (1.0 - alpha_inference) * (adj @ x) + alpha_inference * x
     return torch.cat([x if m == 0 else one_hop for m in steps], dim=1) / len(steps)
 
 
 def sensitivity_psi(alpha: float, steps: list[float]) -> float:
     r""":math:`\Psi(Z) = \frac1s\sum_i \frac{2(1-\alpha)}{\alpha}[1 - (1-\alpha)^{m_i}]`
-    (Lemma 2, Eqs. 20, 25, 26); :math:`(1-\alpha)^\infty = 0`."""
+    (Lemma 2, Eqs. 20, 25, 26); :math:`(1-\alpha)^\infty = 0`.
+
+    Args:
+        alpha: restart probability α.
+        steps: m₁..m_s.
+
+    Returns:
+        Ψ(Z).
+
+    Raises:
+        ConfigurationError: α outside (0, 1].
+    """
     alpha = check_alpha(alpha)
     total = 0.0
     for m in steps:
@@ -288,7 +523,19 @@ def sensitivity_psi(alpha: float, steps: list[float]) -> float:
 
 
 def psi_metric(z: torch.Tensor, z_prime: torch.Tensor) -> float:
-    r""":math:`\psi(Z) = \sum_i \|z'_i - z_i\|_2` (Definition 3)."""
+    r""":math:`\psi(Z) = \sum_i \|z'_i - z_i\|_2` (Definition 3).
+
+    Args:
+        z: Z on one graph.
+        z_prime: Z′ on its neighbour.
+
+    Returns:
+        ψ.
+
+    Shapes:
+        z: [n, d]
+        z_prime: [n, d]
+    """
     return float(torch.linalg.vector_norm(z_prime - z, dim=1).sum())
 
 
@@ -297,7 +544,18 @@ def psi_metric(z: torch.Tensor, z_prime: torch.Tensor) -> float:
 
 def erlang_tail_quantile(d: int, tail: float) -> float:
     r""":math:`c_{sf} = \min\{u > 0: \int_0^u x^{d-1}e^{-x}/(d-1)!\,dx \ge 1 - \text{tail}\}` (Eq. 21)
-    with tail = δ/c: the Gamma(d, 1) quantile, nudged up until its survival is ≤ tail."""
+    with tail = δ/c: the Gamma(d, 1) quantile, nudged up until its survival is ≤ tail.
+
+    Args:
+        d: the Gamma shape (the feature dimension).
+        tail: δ/c, in (0, 1).
+
+    Returns:
+        c_sf.
+
+    Raises:
+        PrivacyParameterError: ``tail`` outside (0, 1).
+    """
     if not 0.0 < tail < 1.0:
         raise PrivacyParameterError(f"delta/c must lie in (0, 1), got {tail}")
     u = float(stats.gamma.isf(tail, d))
