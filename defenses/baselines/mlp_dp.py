@@ -354,7 +354,6 @@ class MLPDP(Defense):
     def selection_run_mechanisms(self, num_features: int, declared_train: int | None, delta: float) -> list:
         """What one run spends, from public inputs alone (:meth:`plan`'s mechanism).
 
-
         Args:
             num_features: the feature count.
             declared_train: the declared training-set size, or ``None``.
@@ -367,7 +366,6 @@ class MLPDP(Defense):
 
     def missing_declarations(self, declared: set[str]) -> list[str]:
         """The declarations this run needs and ``declared`` lacks, one line each.
-
 
         Args:
             declared: names of the public facts the dataset declares.

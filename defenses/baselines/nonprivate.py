@@ -135,7 +135,6 @@ class KipfGCN(nn.Module):
     def embed(self, x, graph: torch.Tensor | Adjacency) -> torch.Tensor:
         """The hidden layer ReLU(Â · drop(X) W₁ᵀ).
 
-
         Args:
             x: node features, dense or sparse.
             graph: ``edge_index`` or its adjacency.
@@ -152,7 +151,6 @@ class KipfGCN(nn.Module):
 
     def forward(self, x, graph: torch.Tensor | Adjacency) -> torch.Tensor:
         """Logits Â · drop(H) W₂ᵀ with ``H`` from :meth:`embed`.
-
 
         Args:
             x: node features, dense or sparse.
@@ -234,7 +232,6 @@ class FeatureMLP(nn.Module):
     def forward(self, x, edge_index: torch.Tensor | None = None) -> torch.Tensor:
         """Class logits from each node's own features.
 
-
         Args:
             x: node features, dense or sparse.
             edge_index: ignored (the MLP reads no graph).
@@ -304,7 +301,6 @@ class BaselineModel(ModuleModel):
     def from_state(cls, config, tensors, privacy, card):
         """Rebuild the module from its architecture config and load its tensors.
 
-
         Args:
             config: the saved config with its ``architecture``.
             tensors: the module's state dict.
@@ -353,7 +349,6 @@ class BatchingHyperparameters(Hyperparameters):
 @dataclass
 class GNNHyperparameters(BatchingHyperparameters):
     """Hyperparameters of the non-private ``sage`` and ``mlp`` baselines.
-
 
     Attributes:
         hidden: hidden width.
@@ -653,7 +648,6 @@ class GCN(_ValidationSelection):
 class GraphSAGE(_FullBatchBaseline):
     """2-layer GraphSAGE with mean aggregation (Hamilton et al. 2017), non-private.
 
-
     Args:
         epsilon: must be ``inf`` (non-private).
         delta: unused at ε = ∞.
@@ -671,7 +665,6 @@ class GraphSAGE(_FullBatchBaseline):
 @dataclass
 class MLPHyperparameters(Hyperparameters):
     """Hyperparameters of the non-private ``mlp`` baseline (the graph is never read).
-
 
     Attributes:
         hidden: hidden width.
@@ -697,7 +690,6 @@ class MLPHyperparameters(Hyperparameters):
 @register_defense
 class MLPBaseline(_FullBatchBaseline):
     """2-layer MLP on node features only, non-private.
-
 
     Args:
         epsilon: must be ``inf`` (non-private).

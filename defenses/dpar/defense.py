@@ -624,7 +624,6 @@ def _sound_run_mechanisms(cls, hyperparameters: str, epsilon: float, delta: floa
 class DPAREM0(_DPAR):
     """DPAR with DP-APPR-EM option I (Gumbel top-K, values 1/K) + DP-SGD; node-level DP.
 
-
     Args:
         epsilon: target ε (``inf`` trains without noise).
         delta: δ, or ``"auto"`` for below 1/the declared population.
@@ -641,7 +640,6 @@ class DPAREM0(_DPAR):
 @register_defense
 class DPAREM1(_DPAR):
     """DPAR with DP-APPR-EM option II (Gumbel top-K, Laplace-noised values) + DP-SGD; node-level DP.
-
 
     Args:
         epsilon: target ε (``inf`` trains without noise).
@@ -660,7 +658,6 @@ class DPAREM1(_DPAR):
 class DPARGM(_DPAR):
     """DPAR with DP-APPR-GM (Gaussian-noised clipped APPR, top-K) + DP-SGD; node-level DP.
 
-
     Args:
         epsilon: target ε (``inf`` trains without noise).
         delta: δ, or ``"auto"`` for below 1/the declared population.
@@ -677,7 +674,6 @@ class DPARGM(_DPAR):
 @register_defense
 class DPARNoDP(_DPAR):
     """The DPAR pipeline without privacy (exact top-K APPR, no clipping or noise).
-
 
     Args:
         epsilon: must be ``inf`` (non-private).

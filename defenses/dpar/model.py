@@ -37,7 +37,6 @@ class DPARNet(torch.nn.Module):
     def embed(self, x: torch.Tensor) -> torch.Tensor:
         """The hidden layer ``relu(lin1(dropout(x)))``.
 
-
         Args:
             x: node features.
 
@@ -52,7 +51,6 @@ class DPARNet(torch.nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Logits ``lin2(dropout(embed(x)))``.
-
 
         Args:
             x: node features.
@@ -169,7 +167,6 @@ class DPARModel(ReleasedModel):
     def predict_proba(self, graph: Data, nodes=None) -> torch.Tensor:
         """Class posteriors: softmax of Eq. 4's propagated logits over ``graph``.
 
-
         Args:
             graph: the query graph (its features' width must be the model's).
             nodes: the queried nodes; ``None`` for all.
@@ -187,7 +184,6 @@ class DPARModel(ReleasedModel):
 
     def embed(self, graph: Data, nodes=None) -> torch.Tensor:
         """Hidden activations of f_θ propagated by Eq. 4 over ``graph``.
-
 
         Args:
             graph: the query graph (its features' width must be the model's).
@@ -238,7 +234,6 @@ class DPARModel(ReleasedModel):
     @classmethod
     def from_state(cls, config, tensors, privacy, card):
         """Rebuild f_θ from its config and tensors.
-
 
         Args:
             config: the saved config (:meth:`config`).

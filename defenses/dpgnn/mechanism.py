@@ -246,7 +246,6 @@ class SubgraphIndex:
     def nodes_of(self, i: int) -> torch.Tensor:
         """Global ids of subgraph ``i``'s nodes, root first.
 
-
         Args:
             i: the subgraph (root) index.
 

@@ -141,7 +141,6 @@ class DPGCNNet(nn.Module):
     ) -> torch.Tensor:
         """Logits: the output layer on :meth:`embed`.
 
-
         Args:
             x: node features, or the first encoder layer's pre-activation output.
             graph: ``edge_index`` [2, E] (whole graph) or the row-normalised adjacency [L, L] (``dense``).
@@ -261,7 +260,6 @@ class DPGNNModel(ModuleModel):
     @classmethod
     def from_state(cls, config, tensors, privacy, card):
         """Rebuild the network from its architecture config and load its tensors.
-
 
         Args:
             config: the saved config with its ``architecture``.

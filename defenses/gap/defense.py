@@ -945,7 +945,6 @@ class _GAP(Defense):
 class GAPInf(_GAP):
     """GAP-∞ (Sajadmanesh et al. 2023): encoder + non-noisy multi-hop SUM aggregation + per-hop classifier.
 
-
     Args:
         epsilon: must be ``inf`` (non-private).
         delta: unused at ε = ∞.
@@ -964,7 +963,6 @@ class GAPInf(_GAP):
 @register_defense
 class GAPEdge(_GAP):
     """GAP-EDP: edge-level DP by aggregation perturbation (PMA, Theorem 1 with Δ = √2), noise calibrated to ε.
-
 
     Args:
         epsilon: target ε (``inf`` trains without noise).

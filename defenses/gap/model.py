@@ -109,7 +109,6 @@ class GAPEncoder(nn.Module):
     def encode(self, x: torch.Tensor) -> torch.Tensor:
         """The released X⁽⁰⁾: the row-ℓ₂-normalised encoder MLP output.
 
-
         Args:
             x: node features, dense or sparse.
 
@@ -124,7 +123,6 @@ class GAPEncoder(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Pre-training logits: :meth:`encode`, then [BatchNorm] → SELU → linear head.
-
 
         Args:
             x: node features, dense or sparse.
@@ -176,7 +174,6 @@ class GAPClassifier(nn.Module):
     def embed(self, z: torch.Tensor) -> torch.Tensor:
         """H: each hop's chunk through its base MLP, concatenated (COMBINE).
 
-
         Args:
             z: the concatenated hops X⁽⁰⁾ … X⁽ᴷ⁾.
 
@@ -192,7 +189,6 @@ class GAPClassifier(nn.Module):
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
         """Logits: H row-normalised → [BatchNorm] → SELU → head MLP.
-
 
         Args:
             z: the concatenated hops X⁽⁰⁾ … X⁽ᴷ⁾.
@@ -402,7 +398,6 @@ class TrainingGraph:
     def from_record(cls, record: dict[str, Any]) -> TrainingGraph:
         """Read the training graph's identification from the owner's record.
 
-
         Args:
             record: the owner's record (``provenance.json``).
 
@@ -529,7 +524,6 @@ class TrainingRelease(Answers):
     def predict_proba(self, graph: Data, nodes=None) -> torch.Tensor:
         """Class posteriors from the cached training release (spends nothing).
 
-
         Args:
             graph: the training graph.
             nodes: the queried nodes; ``None`` for all.
@@ -548,7 +542,6 @@ class TrainingRelease(Answers):
     @torch.no_grad()
     def embed(self, graph: Data, nodes=None) -> torch.Tensor:
         """The classifier's H from the cached training release (spends nothing).
-
 
         Args:
             graph: the training graph.
@@ -700,7 +693,6 @@ class GAPModel(ReleasedModel):
 
     def attach_record_tensors(self, tensors: dict[str, torch.Tensor]) -> None:
         """Receive the training aggregations back on load.
-
 
         Args:
             tensors: the owner's record tensors.
@@ -866,7 +858,6 @@ class GAPModel(ReleasedModel):
     def predict_proba(self, graph: Data, nodes=None) -> torch.Tensor:
         """Class posteriors on a query graph: a new PMA release, counted in the query ledger.
 
-
         Args:
             graph: the query graph.
             nodes: the queried nodes; ``None`` for all.
@@ -882,7 +873,6 @@ class GAPModel(ReleasedModel):
     @torch.no_grad()
     def embed(self, graph: Data, nodes=None) -> torch.Tensor:
         """The classifier's H on a query graph: a new PMA release, counted in the query ledger.
-
 
         Args:
             graph: the query graph.
@@ -1018,7 +1008,6 @@ class GAPModel(ReleasedModel):
     @classmethod
     def from_state(cls, config, tensors, privacy, card) -> GAPModel:
         """Rebuild the encoder and classifier from the config and load their weights.
-
 
         Args:
             config: the saved config.

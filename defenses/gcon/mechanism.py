@@ -105,7 +105,6 @@ class MultiLabelSoftMargin:
         # log(1 + e^{-x}) and log(1 + e^{x}) computed stably
         """The loss ℓ(x; y) per entry.
 
-
         Args:
             x: scores (any shape).
             y: targets in {0, 1} (one-hot labels), broadcastable to ``x``.
@@ -117,7 +116,6 @@ class MultiLabelSoftMargin:
 
     def d1(self, x, y):
         """ℓ′ with respect to ``x``.
-
 
         Args:
             x: scores (any shape).
@@ -131,7 +129,6 @@ class MultiLabelSoftMargin:
     def d2(self, x, y):
         """ℓ″ with respect to ``x``.
 
-
         Args:
             x: scores (any shape).
             y: targets in {0, 1} (one-hot labels), broadcastable to ``x``.
@@ -144,7 +141,6 @@ class MultiLabelSoftMargin:
 
     def d3(self, x, y):
         """ℓ‴ with respect to ``x``.
-
 
         Args:
             x: scores (any shape).
@@ -162,7 +158,6 @@ class MultiLabelSoftMargin:
 
     def torch_value(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """The loss ℓ(x; y) per entry, in torch (differentiable).
-
 
         Args:
             x: scores (any shape).
@@ -203,7 +198,6 @@ class PseudoHuber:
     def value(self, x, y):
         """The loss ℓ(x; y) per entry.
 
-
         Args:
             x: scores (any shape).
             y: targets in {0, 1} (one-hot labels), broadcastable to ``x``.
@@ -216,7 +210,6 @@ class PseudoHuber:
 
     def d1(self, x, y):
         """ℓ′ with respect to ``x``.
-
 
         Args:
             x: scores (any shape).
@@ -231,7 +224,6 @@ class PseudoHuber:
     def d2(self, x, y):
         """ℓ″ with respect to ``x``.
 
-
         Args:
             x: scores (any shape).
             y: targets in {0, 1} (one-hot labels), broadcastable to ``x``.
@@ -244,7 +236,6 @@ class PseudoHuber:
 
     def d3(self, x, y):
         """ℓ‴ with respect to ``x``.
-
 
         Args:
             x: scores (any shape).
@@ -262,7 +253,6 @@ class PseudoHuber:
 
     def torch_value(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """The loss ℓ(x; y) per entry, in torch (differentiable).
-
 
         Args:
             x: scores (any shape).
@@ -338,7 +328,6 @@ def parse_steps(text: str | list) -> list[float]:
 
 def check_alpha(alpha: float, name: str = "alpha") -> float:
     """Validate a restart probability.
-
 
     Args:
         alpha: the restart probability.
