@@ -559,6 +559,26 @@ class TheoremOneParameters:
 
     ``regularization`` is Λ after Eq. (22) (the value the objective uses),
     ``regularization_requested`` the user's Λ.
+
+    Attributes:
+        epsilon: ε of Theorem 1.
+        delta: δ of Theorem 1.
+        num_classes: c.
+        dim: d, the feature dimension of Z.
+        n1: n₁, the objective's rows.
+        omega: ω, the budget allocator in (0, 1).
+        xi: ξ of Eq. (22).
+        c1: sup |ℓ′|.
+        c2: sup |ℓ″|.
+        c3: sup |ℓ‴|.
+        psi: Ψ(Z), the edge sensitivity of the features.
+        c_sf: the Erlang tail quantile of Eq. (21).
+        regularization_requested: the user's Λ.
+        regularization: Λ after Eq. (22).
+        c_theta: c_θ of Eq. (23).
+        epsilon_lambda: ε_Λ of Eq. (24).
+        lambda_prime: Λ′ of Eq. (17).
+        beta: β of Eq. (18) (``inf`` when Ψ = 0).
     """
 
     epsilon: float
@@ -601,6 +621,7 @@ class TheoremOneParameters:
         return eps_j + eps_b, delta
 
     def to_dict(self) -> dict:
+        """Every field, JSON-ready."""
         return {k: float(v) if isinstance(v, float) else v for k, v in asdict(self).items()}
 
 
@@ -628,6 +649,25 @@ def theorem1_parameters(
         \beta &= \frac{\max(\epsilon - \epsilon_\Lambda, \omega\epsilon)}{c(c_1 + c_2c_\theta)\Psi}.
 
     Ψ = 0 (all :math:`m_i = 0`: the model never reads an edge) needs no noise: β = ∞.
+
+    Args:
+        epsilon: ε (finite, > 0).
+        delta: δ in (0, 1).
+        num_classes: c.
+        dim: d.
+        n1: n₁.
+        regularization: the requested Λ (> 0).
+        omega: ω in (0, 1).
+        suprema: (c₁, c₂, c₃) of the loss.
+        psi: Ψ(Z).
+        xi: ξ (> 0).
+
+    Returns:
+        Every quantity of the theorem.
+
+    Raises:
+        PrivacyParameterError: ε or δ out of range.
+        ConfigurationError: ω, ξ, Λ, n₁, d or c out of range.
     """
     if not (math.isfinite(epsilon) and epsilon > 0):
         raise PrivacyParameterError(f"Theorem 1 needs a finite epsilon > 0, got {epsilon}")
@@ -675,7 +715,20 @@ def sample_objective_noise(dim: int, count: int, beta: float, rng: np.random.Gen
     (Lemma 6). The joint density is ∝ :math:`\exp(-\beta\|b\|)`. Returns [dim, count].
 
     Uses NumPy's seeded PCG64 for reproducibility; a deployment should draw from a
-    cryptographically secure source (floating-point sampling attacks are out of scope)."""
+    cryptographically secure source (floating-point sampling attacks are out of scope).
+
+    Args:
+        dim: d.
+        count: columns (c).
+        beta: β (``inf``: zero noise).
+        rng: the noise's generator.
+
+    Returns:
+        B.
+
+    Raises:
+        PrivacyParameterError: β ≤ 0.
+    """
     if math.isinf(beta):
         return np.zeros((dim, count))
     if not beta > 0:
@@ -691,7 +744,18 @@ def sample_objective_noise(dim: int, count: int, beta: float, rng: np.random.Gen
 
 @dataclass
 class SolveInfo:
-    """What the warm start did (owner's record only: every number here is measured on the edges)."""
+    """What the warm start did (owner's record only: every number here is measured on the edges).
+
+    Attributes:
+        grad_norm: ‖∇L_priv‖_F at the returned point.
+        initial_grad_norm: ‖∇L_priv‖_F at Θ = 0.
+        relative_grad_norm: their ratio.
+        iterations: L-BFGS iterations plus Newton steps.
+        restarts: L-BFGS restarts.
+        converged: whether ``grad_tol`` was reached.
+        objective: L_priv at the returned point.
+        grad_tol: γ, the target.
+    """
 
     grad_norm: float
     initial_grad_norm: float
@@ -708,7 +772,19 @@ def perturbed_objective(theta: np.ndarray, z: np.ndarray, y: np.ndarray, loss, r
     :math:`\frac1{n_1}\sum_i\sum_j \ell(z_i^T\theta_j; y_{ij}) + \frac{\Lambda+\Lambda'}2\|\Theta\|_F^2
     + \frac1{n_1}B\odot\Theta`.
 
-    Shapes: θ [d, c], z [n₁, d], y [n₁, c], noise [d, c]; returns (float, [d, c])."""
+    Shapes: θ [d, c], z [n₁, d], y [n₁, c], noise [d, c]; returns (float, [d, c]).
+
+    Args:
+        theta: Θ.
+        z: features of the n₁ rows.
+        y: one-hot targets.
+        loss: the loss object.
+        reg_total: Λ + Λ′.
+        noise: B.
+
+    Returns:
+        ``(value, gradient)``.
+    """
     n1 = z.shape[0]
     scores = z @ theta
     value = loss.value(scores, y).sum() / n1 + 0.5 * reg_total * np.sum(theta * theta) + np.sum(noise * theta) / n1
@@ -739,6 +815,23 @@ def solve_perturbed_objective(
     measurement for the owner's record. Deterministic given (z, y, noise).
 
     Shapes: z [n₁, d], y [n₁, c] (one-hot), noise [d, c]; returns Θ̂ [d, c].
+
+    Args:
+        z: features of the n₁ rows.
+        y: one-hot targets.
+        loss: the loss object.
+        reg_total: Λ + Λ′.
+        noise: B.
+        grad_tol: γ (≥ 0; 0 spends the whole budget).
+        max_iter: L-BFGS iterations per run.
+        max_restarts: L-BFGS restarts.
+        max_newton: Newton steps after L-BFGS.
+
+    Returns:
+        ``(Θ̂, info)``.
+
+    Raises:
+        ConfigurationError: a negative or non-finite ``grad_tol``.
     """
     if not (math.isfinite(grad_tol) and grad_tol >= 0):  # 0: spend the whole budget
         raise ConfigurationError(f"gcon warm-start tolerance must be ≥ 0, got {grad_tol}")
@@ -795,7 +888,19 @@ def solve_perturbed_objective(
 @dataclass(frozen=True)
 class DescentSchedule:
     r"""The fixed schedule of one release (:func:`descent_schedule`); every field is computed
-    from Theorem 1's public parameters and the hyperparameters, none from the data."""
+    from Theorem 1's public parameters and the hyperparameters, none from the data.
+
+    Attributes:
+        strong_convexity: μ = Λ + Λ′.
+        smoothness: L = μ + c₂/s; the step is 1/L.
+        contraction: ρ = 1 − μ/L per step.
+        radius: c_θ, the warm start's projection radius.
+        diameter: 2√c·c_θ, the Frobenius diameter of that set.
+        residual_tol: the target for the residual bound.
+        max_steps: the cap on T.
+        steps: T.
+        residual_bound: ρ^T · diameter.
+    """
 
     strong_convexity: float  # μ = Λ + Λ′
     smoothness: float  # L = μ + c₂/s, the step is 1/L
@@ -808,6 +913,7 @@ class DescentSchedule:
     residual_bound: float  # ρ^T · diameter ≥ ‖Θ_T − Θ_priv‖_F on the good event
 
     def to_dict(self) -> dict:
+        """Every field, JSON-ready."""
         return asdict(self)
 
 
@@ -841,6 +947,15 @@ def descent_schedule(params: TheoremOneParameters, blocks: int, residual_tol: fl
 
     Raises:
         ConfigurationError: ``residual_tol`` ≤ 0 or ``max_steps`` < 0.
+
+    Args:
+        params: Theorem 1's parameters.
+        blocks: s, the propagation steps concatenated.
+        residual_tol: the target residual bound (> 0).
+        max_steps: the cap on T (≥ 0).
+
+    Returns:
+        The schedule.
     """
     if not (math.isfinite(residual_tol) and residual_tol > 0) or max_steps < 0:
         raise ConfigurationError("gcon residual_tol must be > 0 and descent_steps ≥ 0")
@@ -863,7 +978,15 @@ def descent_schedule(params: TheoremOneParameters, blocks: int, residual_tol: fl
 
 def project_columns(theta: np.ndarray, radius: float) -> np.ndarray:
     r"""The Euclidean projection of Θ onto :math:`\{\|\theta_j\|_2 \le r\ \forall j\}` (each
-    column scaled down to norm r if longer). Shapes: [d, c] → [d, c]."""
+    column scaled down to norm r if longer). Shapes: [d, c] → [d, c].
+
+    Args:
+        theta: Θ.
+        radius: r.
+
+    Returns:
+        The projected Θ.
+    """
     norms = np.linalg.norm(theta, axis=0, keepdims=True)
     return theta * np.minimum(1.0, radius / np.maximum(norms, np.finfo(float).tiny))
 
@@ -872,7 +995,16 @@ def descend(theta: np.ndarray, z: np.ndarray, y: np.ndarray, loss, noise: np.nda
     r"""``schedule.steps`` gradient steps of size 1/L on :math:`L_{priv}`, no stopping rule
     (a fixed count is what makes the residual bound of :func:`descent_schedule` data-free).
 
-    Shapes: θ [d, c], z [n₁, d], y [n₁, c], noise [d, c]; returns Θ_T [d, c]."""
+    Shapes: θ [d, c], z [n₁, d], y [n₁, c], noise [d, c]; returns Θ_T [d, c].
+
+    Args:
+        theta: the projected warm start.
+        z: features of the n₁ rows.
+        y: one-hot targets.
+        loss: the loss object.
+        noise: B.
+        schedule: the fixed schedule.
+    """
     for _ in range(schedule.steps):
         _, grad = perturbed_objective(theta, z, y, loss, schedule.strong_convexity, noise)
         theta = theta - grad / schedule.smoothness
@@ -903,6 +1035,15 @@ def amp_sensitivity(residual_bound: float) -> float:
     Iyengar et al.'s Algorithm 1 uses γ/Λ (one residual, not the difference of two) and assumes
     the solver reaches γ — a data-dependent event; Redberg, Koskela & Wang (2023) also use the
     factor 2. Here the bound holds by construction, so no run is ever refused.
+
+    Args:
+        residual_bound: b_T (finite, ≥ 0).
+
+    Returns:
+        2·b_T.
+
+    Raises:
+        ConfigurationError: a negative or non-finite bound.
     """
     if not (math.isfinite(residual_bound) and residual_bound >= 0):
         raise ConfigurationError(f"AMP needs a finite residual bound ≥ 0, got {residual_bound}")
@@ -912,7 +1053,15 @@ def amp_sensitivity(residual_bound: float) -> float:
 def gaussian_delta(multiplier: float, epsilon: float) -> float:
     r"""δ(ε) of the Gaussian mechanism with noise σ = multiplier · Δ (Balle & Wang 2018, Theorem 8,
     the exact "analytic Gaussian mechanism"; μ = 1/multiplier):
-    :math:`\delta = \Phi(\tfrac{\mu}{2} - \tfrac{\epsilon}{\mu}) - e^{\epsilon}\Phi(-\tfrac{\mu}{2} - \tfrac{\epsilon}{\mu})`."""
+    :math:`\delta = \Phi(\tfrac{\mu}{2} - \tfrac{\epsilon}{\mu}) - e^{\epsilon}\Phi(-\tfrac{\mu}{2} - \tfrac{\epsilon}{\mu})`.
+
+    Args:
+        multiplier: σ/Δ (> 0).
+        epsilon: ε.
+
+    Returns:
+        δ(ε).
+    """
     mu = 1.0 / float(multiplier)
     first = float(stats.norm.cdf(mu / 2.0 - epsilon / mu))
     second = math.exp(epsilon + float(stats.norm.logcdf(-mu / 2.0 - epsilon / mu)))
@@ -927,6 +1076,13 @@ def amp_noise_multiplier(epsilon: float, delta: float) -> float:
 
     Raises:
         PrivacyParameterError: on ε₂ ≤ 0 or δ₂ ∉ (0, 1).
+
+    Args:
+        epsilon: ε₂.
+        delta: δ₂.
+
+    Returns:
+        z.
     """
     if not (math.isfinite(epsilon) and epsilon > 0) or not 0.0 < delta < 1.0:
         raise PrivacyParameterError(f"AMP needs ε₂ > 0 and 0 < δ₂ < 1, got ({epsilon}, {delta})")
@@ -947,8 +1103,24 @@ def amp_noise_multiplier(epsilon: float, delta: float) -> float:
 
 
 def steps_to_json(steps: list[float]) -> list:
+    """Propagation steps in JSON form (∞ as ``"inf"``).
+
+    Args:
+        steps: m₁..m_s.
+
+    Returns:
+        The steps as ints, with ``"inf"`` for ∞.
+    """
     return ["inf" if math.isinf(m) else int(m) for m in steps]
 
 
 def json_float(value: float):
+    """A float in JSON form: ``None`` for ±∞ and NaN, anything else unchanged.
+
+    Args:
+        value: the value.
+
+    Returns:
+        ``value``, or ``None``.
+    """
     return None if isinstance(value, float) and not math.isfinite(value) else value
