@@ -371,6 +371,16 @@ class GCON(Defense):
 
     Nothing in that chain depends on whether a solver converged: a fit either is refused before
     any work (bad hyperparameters) or releases.
+
+    Args:
+        epsilon: target ε (``inf`` trains without noise).
+        delta: δ, or ``"auto"`` for below 1/the declared population.
+        seed: seeds initialisation, sampling and noise.
+        device: ``"auto"``, ``"cpu"``, ``"cuda"`` or a :class:`torch.device`.
+        **hyperparameters: fields of the defense's hyperparameter dataclass.
+
+    Raises:
+        ConfigurationError: invalid hyperparameters (at construction, before any training).
     """
 
     name = "gcon"
@@ -646,6 +656,13 @@ class GCON(Defense):
         Raises:
             ConfigurationError: the card lacks an input or holds an invalid one, or the chosen
                 configuration is not a point of the grid.
+
+        Args:
+            card: the saved model's public card.
+            privacy: its privacy spec (δ read).
+
+        Returns:
+            The mechanism records: Theorem 1 and AMP (or the Ψ = 0 record), then the homophily statistic's when spent.
         """
         try:
             # a card written before ``adapt`` existed (issue 41) spent nothing on the statistic
