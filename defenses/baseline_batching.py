@@ -163,12 +163,6 @@ def plan_batching(
 ) -> BatchingPlan:
     """Full batch or neighbour-sampled mini-batches (module docstring), decided before allocating.
 
-    Raises:
-        ConfigurationError: an unknown ``choice``, fan-outs that do not match the ``hops``
-            layers, a batch size or budget below 1.
-        MemoryBudgetError: neither mode (or the forced one) fits the budget; the message names
-            the largest component.
-
     Args:
         name: the baseline's name, used in error messages.
         choice: ``auto``, ``full`` or ``sampled``.
@@ -182,6 +176,12 @@ def plan_batching(
 
     Returns:
         The chosen plan with its estimate and budget in bytes.
+
+    Raises:
+        ConfigurationError: an unknown ``choice``, fan-outs that do not match the ``hops``
+            layers, a batch size or budget below 1.
+        MemoryBudgetError: neither mode (or the forced one) fits the budget; the message names
+            the largest component.
     """
     if choice not in BATCHING:
         raise ConfigurationError(f"{name} batching must be one of {', '.join(BATCHING)}, got {choice!r}")

@@ -392,10 +392,6 @@ class MLPDP(Defense):
         (``None``: nothing declared), δ and the target ε. ``recorded_sigma``: a saved model's σ,
         reused when it meets the calibration's contract (:func:`~dpaudit.training.dpsgd.noise_for_plan`).
 
-        Raises:
-            ConfigurationError: ``auto`` without a declared size, or a private run with neither a
-                declared size nor the ``sample_rate`` hyperparameter (before any work).
-
         Args:
             num_features: the feature count.
             train_size: the declared training-set size, or ``None``.
@@ -404,6 +400,10 @@ class MLPDP(Defense):
 
         Returns:
             The plan: configuration, schedule and σ.
+
+        Raises:
+            ConfigurationError: ``auto`` without a declared size, or a private run with neither a
+                declared size nor the ``sample_rate`` hyperparameter (before any work).
         """
         hp = self.hp
         config = resolve_mlp_dp(hp, train_size, num_features)

@@ -100,6 +100,13 @@ def row_normalize(x: torch.Tensor) -> torch.Tensor:
 class KipfGCN(nn.Module):
     r"""Kipf & Welling's 2-layer GCN (see the module docstring).
 
+    Args:
+        in_dim: feature count F.
+        hidden: hidden width.
+        out_dim: number of classes C.
+        dropout: dropout rate on the input and the hidden layer.
+        normalize: row-normalise the input features.
+
     Shapes:
         ``forward(x [N, F], graph) -> logits [N, C]``; ``embed`` returns the hidden layer
         ``[N, hidden]``. ``x`` is the raw features, dense (the first layer is a plain matmul) or
@@ -107,13 +114,6 @@ class KipfGCN(nn.Module):
         row-normalised here when ``normalize``. ``graph`` is an ``edge_index`` [2, E] or its
         :class:`~dpaudit.data.adjacency.Adjacency` (:math:`\hat A` is that adjacency's
         :meth:`~dpaudit.data.adjacency.Adjacency.gcn`, a sparse × dense product).
-
-    Args:
-        in_dim: feature count F.
-        hidden: hidden width.
-        out_dim: number of classes C.
-        dropout: dropout rate on the input and the hidden layer.
-        normalize: row-normalise the input features.
     """
 
     #: a node's logits read its 2-hop neighbourhood

@@ -192,10 +192,6 @@ def dp_appr_em(
 
     With ``gumbel_scale == 0`` (no privacy) only candidates with positive utility are kept.
 
-    Returns:
-        ``(columns, values)`` of shape [rows, K]: universe positions and values; unused slots
-        have value 0 and column −1.
-
     Args:
         appr: APPR rows (CSR, non-negative), columns indexed by node.
         column_position: node → its position in the candidate universe.
@@ -207,6 +203,10 @@ def dp_appr_em(
         laplace_scale: b, option II's Laplace scale (0: none).
         generator: the noise's generator.
         device: where the dense blocks are built.
+
+    Returns:
+        ``(columns, values)`` of shape [rows, K]: universe positions and values; unused slots
+        have value 0 and column −1.
 
     Raises:
         ValueError: ``option`` not 1 or 2.

@@ -236,10 +236,6 @@ def pair_terms(
     ≤ D pair terms naming it (the cap was computed on Z alone, so no other entry enters or leaves),
     and changes no other term: d = 1 + K + D (:func:`affected_slots_bound`).
 
-    Returns:
-        ``(row_nodes [R], columns [R, 1], values [R, 1])``: the pool id whose label each term
-        trains on, the pool id whose features it reads, and its weight 1.
-
     Args:
         released_columns: Z's candidate slots (−1 empty).
         released_values: Z's values.
@@ -249,6 +245,10 @@ def pair_terms(
         pool_size: nodes in the training pool.
         max_occurrences: D, the per-column cap.
         gate_on_values: drop entries whose released value is ≤ 0 (option II).
+
+    Returns:
+        ``(row_nodes [R], columns [R, 1], values [R, 1])``: the pool id whose label each term
+        trains on, the pool id whose features it reads, and its weight 1.
 
     Shapes:
         released_columns: [M, K]
@@ -344,10 +344,6 @@ def training_matrix(
     ([sources, K], candidate slots of ``universe``, −1 empty) are given in that order; every other
     sampled node gets an identity row (:func:`assemble_rows`), then slots → pool ids.
 
-    Returns:
-        ``(row_nodes [R], columns [R, K], values [R, K])``: the pool id whose label each row
-        trains on, and Π's rows over pool ids (−1 empty).
-
     Args:
         released_columns: the released rows' candidate slots (−1 empty).
         released_values: their values.
@@ -356,6 +352,10 @@ def training_matrix(
         universe: slot → pool id (−1: outside the pool).
         pool_size: nodes in the training pool.
         bound: τ, the ℓ₁ norm of every non-empty column.
+
+    Returns:
+        ``(row_nodes [R], columns [R, K], values [R, K])``: the pool id whose label each row
+        trains on, and Π's rows over pool ids (−1 empty).
     """
     m = min(num_sources, len(sampled))
     sources, identity = sampled[:m], sampled[m:]

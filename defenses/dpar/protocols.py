@@ -495,15 +495,15 @@ def verify_privacy(privacy: PrivacySpec, card: dict[str, Any]) -> Verification:
     ε at δ_sgd under RDP (the paper's accounting, recomputed), and ε = q′(ε_pr + ε_SGD),
     δ = q′(δ_pr + δ_sgd). What the paper leaves unaccounted stays listed, not verified.
 
-    Raises:
-        IntegrityError: on any mismatch (one line).
-
     Args:
         privacy: the saved spec.
         card: the public card (hyperparameters, ``dpar`` section, selection).
 
     Returns:
         The verification, with the recomputed ε.
+
+    Raises:
+        IntegrityError: on any mismatch (one line).
     """
     from dpaudit.accounting.verify import check_claims, check_ledger_epsilon, close, refuse, verify_spec
     from dpaudit.release.model import card_protocol

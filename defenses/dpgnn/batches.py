@@ -28,16 +28,16 @@ def padded_gram(a, rows: torch.Tensor) -> torch.Tensor:
     Dense ``a``: one batched product; sparse (:class:`~dpaudit.nn.SparseFeatures`): the stored
     values matched pairwise by :func:`~dpaudit.nn.row_dots`.
 
-    Shapes:
-        ``a [R, d]``, ``rows [n, P]`` (values in 0..R; ``R = a.size(0)`` marks padding) →
-        ``[n, P, P]``.
-
     Args:
         a: row features, dense or sparse.
         rows: each subgraph's rows of ``a``, padded with ``a.size(0)``.
 
     Returns:
         The per-subgraph Gram matrices.
+
+    Shapes:
+        ``a [R, d]``, ``rows [n, P]`` (values in 0..R; ``R = a.size(0)`` marks padding) →
+        ``[n, P, P]``.
     """
     n, width = rows.shape
     if not isinstance(a, SparseFeatures):
@@ -68,10 +68,6 @@ def pad_batch(index: SubgraphIndex, batch: torch.Tensor, x) -> tuple[torch.Tenso
     the adjacency's rows are :math:`(D + I)^{-1}(A + I)` restricted to the subgraph (padding
     rows and columns are zero).
 
-    Shapes:
-        ``batch [B]``, ``x [num_nodes, F]`` → ``features [B, L, F]``, ``adjacency [B, L, L]``,
-        ``roots [B]`` (global ids), L the largest subgraph of the batch.
-
     Args:
         index: the subgraph index.
         batch: subgraph ids.
@@ -79,6 +75,10 @@ def pad_batch(index: SubgraphIndex, batch: torch.Tensor, x) -> tuple[torch.Tenso
 
     Returns:
         ``(features, adjacency, roots)``.
+
+    Shapes:
+        ``batch [B]``, ``x [num_nodes, F]`` → ``features [B, L, F]``, ``adjacency [B, L, L]``,
+        ``roots [B]`` (global ids), L the largest subgraph of the batch.
     """
     device = x.device
     batch = batch.to(index.node_ptr.device)

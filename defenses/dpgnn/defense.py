@@ -420,15 +420,15 @@ class DPGNN(Defense):
         is still tied to the target ε. ``None`` for a spec that declares no training-set size
         (written before sizes were declared).
 
-        Raises:
-            ModelFormatError: the card's hyperparameters or the spec's mechanism are malformed.
-
         Args:
             card: the saved model's public card.
             privacy: its privacy spec (δ, mechanisms, declared ``num_train``).
 
         Returns:
             Theorem 1's mechanism record, or ``None`` without a declared training-set size.
+
+        Raises:
+            ModelFormatError: the card's hyperparameters or the spec's mechanism are malformed.
         """
         declared = (privacy.public_facts or {}).get("num_train")
         if declared is None:

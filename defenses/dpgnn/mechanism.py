@@ -180,9 +180,6 @@ def promised_edgelists(
     node; removing v removes the messages v sends and receives and nothing else, so a root's
     r-hop tree changes only if v lies in it. ∎
 
-    Raises:
-        ConfigurationError: a node is read by more than K training nodes (before any work).
-
     Args:
         edge_index: messages (src → dst).
         num_nodes: number of nodes.
@@ -191,6 +188,9 @@ def promised_edgelists(
 
     Returns:
         The messages into training nodes, self-loops dropped.
+
+    Raises:
+        ConfigurationError: a node is read by more than K training nodes (before any work).
 
     Shapes:
         edge_index: [2, E]
@@ -283,15 +283,15 @@ class SubgraphIndex:
         on ``x``'s device: what the first layer's ghost norm needs, fixed for a fit
         (:func:`~defenses.dpgnn.batches.padded_gram`).
 
-        Shapes:
-            ``x [num_nodes, F]`` (dense or :class:`~dpaudit.nn.SparseFeatures`) → one
-            ``[R_c, cap_c, cap_c]`` per size class c (zero padding, rows in subgraph order).
-
         Args:
             x: node features, dense or sparse.
 
         Returns:
             One Gram tensor per size class.
+
+        Shapes:
+            ``x [num_nodes, F]`` (dense or :class:`~dpaudit.nn.SparseFeatures`) → one
+            ``[R_c, cap_c, cap_c]`` per size class c (zero padding, rows in subgraph order).
         """
         caps, class_of, slot = self.size_classes()
         sizes, out = self.sizes(), []
@@ -342,14 +342,6 @@ def build_subgraphs(
     tensor operation whose size is bounded by ``num_nodes · N(K, r)`` pairs (each node occurs in
     at most N(K, r) subgraphs), so the construction scales linearly in the graph size.
 
-    Shapes:
-        ``sampled_edge_index [2, E']`` (from :func:`sample_edgelists`), ``roots [R]`` → an
-        index of R subgraphs.
-
-    Raises:
-        RuntimeError: if some node occurs in more than N(K, r) subgraphs (Lemma 1 violated,
-            i.e. the edgelists were not produced by :func:`sample_edgelists` with this K).
-
     Args:
         sampled_edge_index: the sampled messages (src → dst).
         roots: the training nodes, one subgraph each.
@@ -359,6 +351,14 @@ def build_subgraphs(
 
     Returns:
         The subgraph index.
+
+    Raises:
+        RuntimeError: if some node occurs in more than N(K, r) subgraphs (Lemma 1 violated,
+            i.e. the edgelists were not produced by :func:`sample_edgelists` with this K).
+
+    Shapes:
+        ``sampled_edge_index [2, E']`` (from :func:`sample_edgelists`), ``roots [R]`` → an
+        index of R subgraphs.
     """
     device = sampled_edge_index.device
     roots = roots.to(device).long()

@@ -35,10 +35,6 @@ class DPGCNNet(nn.Module):
     ``forward(x, adjacency, dense=True)`` runs on one padded subgraph (``adjacency``
     row-normalised) and returns the root's logits (position 0).
 
-    Shapes:
-        ``x [N, F], edge_index [2, E] -> logits [N, C]`` on a whole graph;
-        ``x [L, F], adjacency [L, L] -> logits [C]`` on one padded subgraph (dense).
-
     Args:
         in_dim: feature count F.
         latent: width of every hidden layer.
@@ -48,6 +44,10 @@ class DPGCNNet(nn.Module):
         decoder_layers: MLP layers after them (the last is the output layer).
         act: activation name (``relu``, ``selu``, ``tanh``, ``elu``).
         residual: add Âh to each graph layer's output (the reference layer).
+
+    Shapes:
+        ``x [N, F], edge_index [2, E] -> logits [N, C]`` on a whole graph;
+        ``x [L, F], adjacency [L, L] -> logits [C]`` on one padded subgraph (dense).
     """
 
     def __init__(

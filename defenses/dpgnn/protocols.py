@@ -164,9 +164,6 @@ def plan(
     ε evaluations instead of the search's dozen; otherwise z is searched afresh, so a claimed z
     the target ε does not give comes back different.
 
-    Raises:
-        DPAuditError: the dataset declares no training-set size (before any work).
-
     Args:
         hp: the hyperparameters.
         protocol: ``sound`` or ``paper``.
@@ -177,6 +174,9 @@ def plan(
 
     Returns:
         The plan.
+
+    Raises:
+        DPAuditError: the dataset declares no training-set size (before any work).
     """
     population = require_declared(
         declared_train_size,

@@ -929,9 +929,6 @@ class GAPModel(ReleasedModel):
         :meth:`is_legacy_spec`) is verified as written — its ε may exceed the target by those
         releases only — and loads as the training spec (:meth:`from_state`).
 
-        Raises:
-            IntegrityError: on any mismatch (one line).
-
         Args:
             privacy: the saved spec.
             config: the saved config (ledger, level, protocol, degree bound).
@@ -939,6 +936,9 @@ class GAPModel(ReleasedModel):
 
         Returns:
             The verification.
+
+        Raises:
+            IntegrityError: on any mismatch (one line).
         """
         from dpaudit.accounting.verify import refuse, verify_spec
         from dpaudit.release.model import card_protocol

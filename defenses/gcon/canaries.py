@@ -154,10 +154,6 @@ class GCONPairs:
         ``rows``: ``"both"`` endpoints are training nodes, or only u_k (``"one"``; module
         docstring, "One row or two").
 
-        Raises:
-            ConfigurationError: too many canaries per run, a bad scale or ``rows``, fewer than
-                two classes, or an inductive split (the pairs must be visible to training).
-
         Args:
             dataset: the base dataset.
             split: its split (transductive).
@@ -168,6 +164,10 @@ class GCONPairs:
 
         Returns:
             The design: 2·``count`` canary nodes, their features, labels and pairs.
+
+        Raises:
+            ConfigurationError: too many canaries per run, a bad scale or ``rows``, fewer than
+                two classes, or an inductive split (the pairs must be visible to training).
         """
         count = _check_count(count)
         if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not (scale > 0 and math.isfinite(scale)):

@@ -653,16 +653,16 @@ class GCON(Defense):
         hyperparameters' own under ``sound``; under ``paper`` the card's chosen one, which must be
         a point of the card's grid. d = s·d₁ follows from the configuration.
 
-        Raises:
-            ConfigurationError: the card lacks an input or holds an invalid one, or the chosen
-                configuration is not a point of the grid.
-
         Args:
             card: the saved model's public card.
             privacy: its privacy spec (δ read).
 
         Returns:
             The mechanism records: Theorem 1 and AMP (or the Ψ = 0 record), then the homophily statistic's when spent.
+
+        Raises:
+            ConfigurationError: the card lacks an input or holds an invalid one, or the chosen
+                configuration is not a point of the grid.
         """
         try:
             # a card written before ``adapt`` existed (issue 41) spent nothing on the statistic

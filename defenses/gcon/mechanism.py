@@ -945,9 +945,6 @@ def descent_schedule(params: TheoremOneParameters, blocks: int, residual_tol: fl
     per step) is below the default tolerance by orders of magnitude and, as elsewhere, out of
     scope.
 
-    Raises:
-        ConfigurationError: ``residual_tol`` ≤ 0 or ``max_steps`` < 0.
-
     Args:
         params: Theorem 1's parameters.
         blocks: s, the propagation steps concatenated.
@@ -956,6 +953,9 @@ def descent_schedule(params: TheoremOneParameters, blocks: int, residual_tol: fl
 
     Returns:
         The schedule.
+
+    Raises:
+        ConfigurationError: ``residual_tol`` ≤ 0 or ``max_steps`` < 0.
     """
     if not (math.isfinite(residual_tol) and residual_tol > 0) or max_steps < 0:
         raise ConfigurationError("gcon residual_tol must be > 0 and descent_steps ≥ 0")
@@ -1074,15 +1074,15 @@ def amp_noise_multiplier(epsilon: float, delta: float) -> float:
     Gaussian bound (:func:`gaussian_delta`). The RDP conversion would floor at small ε₂ (AMP's
     share is ~1 % of ε), so this one mechanism is recorded directly in (ε, δ).
 
-    Raises:
-        PrivacyParameterError: on ε₂ ≤ 0 or δ₂ ∉ (0, 1).
-
     Args:
         epsilon: ε₂.
         delta: δ₂.
 
     Returns:
         z.
+
+    Raises:
+        PrivacyParameterError: on ε₂ ≤ 0 or δ₂ ∉ (0, 1).
     """
     if not (math.isfinite(epsilon) and epsilon > 0) or not 0.0 < delta < 1.0:
         raise PrivacyParameterError(f"AMP needs ε₂ > 0 and 0 < δ₂ < 1, got ({epsilon}, {delta})")

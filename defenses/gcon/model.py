@@ -100,9 +100,6 @@ class GCONModel(ReleasedModel):
           recorded ones; δ must be ≤ s·δ.
         * Ψ = 0 (no edge read): a single record at the target ε with δ = 0; the card's Ψ must be 0.
 
-        Raises:
-            IntegrityError: on any mismatch (one line).
-
         Args:
             privacy: the saved spec.
             config: the saved config (unused).
@@ -110,6 +107,9 @@ class GCONModel(ReleasedModel):
 
         Returns:
             The verification.
+
+        Raises:
+            IntegrityError: on any mismatch (one line).
         """
         from defenses.gcon.mechanism import TheoremOneParameters, make_loss, sensitivity_psi, theorem1_parameters
         from dpaudit.accounting.verify import check_claims, close, refuse, verify_spec
