@@ -49,12 +49,24 @@ GIB = 2**30
 
 
 class MemoryBudgetError(DPAuditError):
-    """A fit would need more memory than its budget (raised before allocating)."""
+    """A fit would need more memory than its budget (raised before allocating).
+
+    Args:
+        *args: the message, naming the sizes, the budget and the largest component.
+    """
 
 
 @dataclass(frozen=True)
 class GraphSizes:
-    """The public sizes a plan reads: nodes, stored edges, features, hidden widths, classes."""
+    """The public sizes a plan reads: nodes, stored edges, features, hidden widths, classes.
+
+    Attributes:
+        num_nodes: nodes in the graph.
+        num_edges: stored (directed) edges of the adjacency.
+        num_features: feature columns.
+        widths: hidden layer widths, one per hidden layer.
+        num_classes: output classes.
+    """
 
     num_nodes: int
     num_edges: int
@@ -80,7 +92,16 @@ class GraphSizes:
         }
 
     def sampled(self, batch_size: int, fanouts: tuple[int, ...]) -> dict[str, int]:
-        """Bytes by component of a sampled step: the CSR, and the largest batch the fan-outs allow."""
+        """Bytes by component of a sampled step: the CSR, and the largest batch the fan-outs allow.
+
+        Args:
+            batch_size: training nodes per batch.
+            fanouts: neighbours sampled per node at each hop.
+
+        Returns:
+            Bytes by component: ``adjacency`` (the CSR, without its transpose) and ``sampled batch`` (a
+            full-batch step on the largest batch, capped at the graph's nodes and edges).
+        """
         nodes, edges, reached = batch_size, 0, batch_size
         for fanout in fanouts:
             edges += reached * fanout
@@ -95,7 +116,15 @@ class GraphSizes:
 @dataclass(frozen=True)
 class BatchingPlan:
     """How a fit trains: ``mode`` (``full`` | ``sampled``), the batch size and fan-outs, the
-    estimate behind the choice (bytes by component) and the budget."""
+    estimate behind the choice (bytes by component) and the budget.
+
+    Attributes:
+        mode: ``full`` or ``sampled``.
+        batch_size: training nodes per sampled batch.
+        fanouts: neighbours sampled per node at each hop.
+        estimate: bytes by component of the chosen mode.
+        budget: the memory budget in bytes (``inf`` when the device reports none).
+    """
 
     mode: str
     batch_size: int
@@ -133,6 +162,20 @@ def plan_batching(
     device: torch.device,
 ) -> BatchingPlan:
     """Full batch or neighbour-sampled mini-batches (module docstring), decided before allocating.
+
+    Args:
+        name: the baseline's name, used in error messages.
+        choice: ``auto``, ``full`` or ``sampled``.
+        sizes: the public sizes of the training graph and network.
+        hops: message-passing layers (the number of fan-outs needed).
+        batch_size: training nodes per sampled batch, >= 1.
+        fanouts: neighbours per hop; ``None`` for Hamilton et al.'s (25, 10), then 10 per extra hop.
+        budget_gib: memory budget in GiB (> 0); ``None`` for half the device's memory (on the CPU,
+            capped by ``RLIMIT_AS``).
+        device: where training runs.
+
+    Returns:
+        The chosen plan with its estimate and budget in bytes.
 
     Raises:
         ConfigurationError: an unknown ``choice``, fan-outs that do not match the ``hops``
@@ -187,7 +230,25 @@ def train_message_passing(
 ) -> None:
     """``epochs`` passes of cross-entropy training on the ``train`` nodes: one full-graph step
     per epoch, or (``plan.mode == "sampled"``) one step per shuffled batch of training nodes on
-    its sampled neighbourhood. ``x`` dense or :class:`~dpaudit.nn.SparseFeatures`."""
+    its sampled neighbourhood. ``x`` dense or :class:`~dpaudit.nn.SparseFeatures`.
+
+    Args:
+        module: the network, called as ``module(x, adjacency)``; left in eval mode.
+        x: node features, dense or sparse.
+        y: labels of every node.
+        train: indices of the training nodes.
+        adjacency: the training graph's adjacency.
+        optimizer: the optimizer over ``module``'s parameters.
+        epochs: passes over the training nodes.
+        plan: full batch or sampled, from :func:`plan_batching`.
+        seed: seeds the batch order and neighbour sampling.
+        desc: progress-bar label.
+
+    Shapes:
+        x: [num_nodes, num_features]
+        y: [num_nodes]
+        train: [num_train]
+    """
     module.train()
     generator = torch.Generator().manual_seed(seed)
     for _ in progress_steps(epochs, desc, unit="epoch"):

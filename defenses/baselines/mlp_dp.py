@@ -91,7 +91,17 @@ SMALL_TRAINING_SET = 1000
 
 def auto_configuration(train_size: int, num_features: int) -> dict:
     """The ``auto`` preset: a fixed public rule of the **declared** training-set size n̂ and the
-    feature count F (see the module docstring); never of the real n."""
+    feature count F (see the module docstring); never of the real n.
+
+    Args:
+        train_size: the declared training-set size n̂.
+        num_features: the feature count F.
+
+    Returns:
+        ``layers``, ``hidden``, ``act``, ``dropout``, ``lr``, ``epochs``, ``batch_size`` and ``bias``:
+        one linear layer with full batches below 1000 training nodes (or fewer nodes than features),
+        otherwise two layers with batches of max(256, ⌈n̂/16⌉) capped at n̂.
+    """
     if train_size < SMALL_TRAINING_SET or train_size < num_features:
         return dict(layers=1, hidden=64, act="relu", dropout=0.0, lr=0.05, epochs=100, batch_size=train_size, bias=True)
     batch = min(train_size, max(256, math.ceil(train_size / 16)))
@@ -101,7 +111,23 @@ def auto_configuration(train_size: int, num_features: int) -> dict:
 @dataclass
 class MLPDPHyperparameters(PrivateHyperparameters):
     """``preset`` picks the configuration (``auto`` | ``gap`` | ``dpar``); a field left at
-    ``None`` takes the preset's value, a field set explicitly overrides it."""
+    ``None`` takes the preset's value, a field set explicitly overrides it.
+
+    Attributes:
+        preset: ``auto``, ``gap`` or ``dpar``.
+        hidden: hidden width.
+        layers: linear layers.
+        dropout: dropout rate in [0, 1).
+        lr: learning rate (> 0).
+        epochs: training epochs.
+        batch_size: expected batch size B.
+        act: activation (``relu``, ``selu``, ``tanh``, ``elu``).
+        bias: whether the linear layers have biases.
+        row_normalize: row-normalise the features before the first layer.
+        max_grad_norm: per-example clipping norm C (> 0).
+        optimizer: ``adam`` or ``sgd``.
+        sample_rate: DP-SGD's Poisson rate q; ``None`` for B / the declared training-set size.
+    """
 
     _parameter_constraints: ClassVar[dict[str, list]] = {
         "preset": [Options("auto", *PRESETS)],
@@ -151,7 +177,20 @@ def resolve_mlp_dp(hp: MLPDPHyperparameters, train_size: int | None, num_feature
     """The configuration that runs: the preset's values overridden by every field set.
 
     ``train_size`` is the declared training-set size (``None``: nothing declared; ``auto`` then
-    refuses, and the batch is the hyperparameter as given)."""
+    refuses, and the batch is the hyperparameter as given).
+
+    Args:
+        hp: the hyperparameters.
+        train_size: the declared training-set size, or ``None``.
+        num_features: the feature count.
+
+    Returns:
+        The configuration dict (keys as :func:`auto_configuration`), its batch capped at ``train_size``.
+
+    Raises:
+        ConfigurationError: ``auto`` without a declared size, an unknown preset, optimizer or
+            activation, or a value out of range.
+    """
     if hp.preset == "auto":
         if train_size is None:
             raise ConfigurationError(
@@ -219,6 +258,24 @@ def train_mlp_dp(
     the same loop without clipping or noise, and no schedule).
 
     Shapes: ``x [n, F]``, ``y [n]`` — one row per protected node.
+
+    Args:
+        module: the MLP, trained in place.
+        x: features of the training nodes.
+        y: their labels.
+        noise_multiplier: σ (0: no clipping or noise).
+        max_grad_norm: per-example clipping norm C.
+        batch_size: expected batch size.
+        epochs: training epochs.
+        lr: learning rate.
+        optimizer: ``adam`` or ``sgd``.
+        seed: seeds sampling and noise.
+        schedule: the Poisson schedule fixed before training (``None`` without noise).
+        on_epoch: called as ``on_epoch(module)`` after each epoch, or ``None``.
+        progress: progress-bar label, or ``None``.
+
+    Returns:
+        The Poisson-subsampled Gaussian mechanism spent, or ``None`` without noise.
     """
     return train_dp_sgd(
         module, x, y, noise_multiplier=noise_multiplier, max_grad_norm=max_grad_norm, batch_size=batch_size,
@@ -243,7 +300,15 @@ class MLPDPPlan:
     """Everything an mlp-dp run fixes before it reads private data — the configuration, the
     DP-SGD schedule, σ and the released iterate — from public inputs alone. :meth:`MLPDP._fit`
     trains by it and :meth:`MLPDP.replan` re-derives it from a saved card, through the same
-    :meth:`MLPDP.plan`."""
+    :meth:`MLPDP.plan`.
+
+    Attributes:
+        preset: the preset named by the hyperparameters.
+        protocol: ``sound`` or ``paper``.
+        config: the resolved configuration (:func:`resolve_mlp_dp`).
+        schedule: the DP-SGD Poisson schedule; ``None`` at ε = ∞.
+        noise_multiplier: σ calibrated to the target ε (0 at ε = ∞).
+    """
 
     preset: str
     protocol: str
@@ -277,6 +342,18 @@ class MLPDPPlan:
 
 @register_defense
 class MLPDP(Defense):
+    """MLP on node features trained with node-level DP-Adam/DP-SGD (ghost clipping), σ calibrated to ε.
+
+    The graph is never read: training and inference use each node's own features only.
+
+    Args:
+        epsilon: target ε (``inf`` trains without noise).
+        delta: δ, or ``"auto"`` for below 1/the declared population.
+        seed: seeds initialisation, sampling and noise.
+        device: ``"auto"``, ``"cpu"``, ``"cuda"`` or a :class:`torch.device`.
+        **hyperparameters: fields of the defense's hyperparameter dataclass.
+    """
+
     name = "mlp-dp"
     unit = "node"
     reads_graph = False
@@ -295,9 +372,28 @@ class MLPDP(Defense):
     selection_grid = ({}, {"lr": 0.1}, {"epochs": 50}, {"epochs": 200, "lr": 0.02})
 
     def selection_run_mechanisms(self, num_features: int, declared_train: int | None, delta: float) -> list:
+        """What one run spends, from public inputs alone (:meth:`plan`'s mechanism).
+
+        Args:
+            num_features: the feature count.
+            declared_train: the declared training-set size, or ``None``.
+            delta: δ.
+
+        Returns:
+            A one-element list: the run's Poisson-subsampled Gaussian (``None`` at ε = ∞).
+        """
         return [self.plan(num_features, declared_train, delta).mechanism]
 
     def missing_declarations(self, declared: set[str]) -> list[str]:
+        """The declarations this run needs and ``declared`` lacks, one line each.
+
+        Args:
+            declared: names of the public facts the dataset declares.
+
+        Returns:
+            Empty when ``num_train`` is declared; otherwise a line for ``preset=auto`` and one for a
+            private run without ``sample_rate``.
+        """
         if "num_train" in declared:
             return []
         out = []
@@ -315,6 +411,15 @@ class MLPDP(Defense):
         """The run's plan from public inputs: the feature count, the declared training-set size
         (``None``: nothing declared), δ and the target ε. ``recorded_sigma``: a saved model's σ,
         reused when it meets the calibration's contract (:func:`~dpaudit.training.dpsgd.noise_for_plan`).
+
+        Args:
+            num_features: the feature count.
+            train_size: the declared training-set size, or ``None``.
+            delta: δ.
+            recorded_sigma: σ recorded in a saved model, or ``None``.
+
+        Returns:
+            The plan: configuration, schedule and σ.
 
         Raises:
             ConfigurationError: ``auto`` without a declared size, or a private run with neither a
@@ -426,7 +531,19 @@ class MLPDP(Defense):
         protocol, target ε, δ, the declared training-set size) through :meth:`plan`; refuse a card
         whose ``mlp_dp`` plan section (configuration, σ, q, steps, released iterate) or whose
         unaccounted steps are not that plan's. ``None`` for files written before plans were
-        recorded (no ``checkpoint`` in the section)."""
+        recorded (no ``checkpoint`` in the section).
+
+        Args:
+            card: the saved model's public card.
+            privacy: its privacy spec (δ and public facts read).
+
+        Returns:
+            The plan's mechanism records (empty at ε = ∞), or ``None`` for a card without a plan.
+
+        Raises:
+            ConfigurationError: the card lacks a public input the plan reads.
+            IntegrityError: the card's plan or unaccounted steps differ from the re-derived plan.
+        """
         section = card.get("mlp_dp")
         if not isinstance(section, dict) or "checkpoint" not in section:
             return None

@@ -82,13 +82,30 @@ log = logging.getLogger(__name__)
 def row_normalize(x: torch.Tensor) -> torch.Tensor:
     r"""Kipf & Welling's feature preprocessing :math:`x_v / \lVert x_v \rVert_1` (their
     :math:`x_v / \sum_j x_{vj}` on non-negative features; the ℓ₁ norm keeps it bounded on signed
-    ones); all-zero rows are left unchanged. Acts on each node's own features only."""
+    ones); all-zero rows are left unchanged. Acts on each node's own features only.
+
+    Args:
+        x: dense node features.
+
+    Returns:
+        ``x`` with each non-zero row divided by its ℓ₁ norm.
+
+    Shapes:
+        x: [num_nodes, num_features] (returned the same)
+    """
     total = x.abs().sum(dim=1, keepdim=True)
     return torch.where(total > 0, x / torch.where(total > 0, total, torch.ones_like(total)), x)
 
 
 class KipfGCN(nn.Module):
     r"""Kipf & Welling's 2-layer GCN (see the module docstring).
+
+    Args:
+        in_dim: feature count F.
+        hidden: hidden width.
+        out_dim: number of classes C.
+        dropout: dropout rate on the input and the hidden layer.
+        normalize: row-normalise the input features.
 
     Shapes:
         ``forward(x [N, F], graph) -> logits [N, C]``; ``embed`` returns the hidden layer
@@ -116,10 +133,36 @@ class KipfGCN(nn.Module):
         return dense_or_sparse_linear(feature_dropout(x, self.dropout, self.training), self.lin1.weight)
 
     def embed(self, x, graph: torch.Tensor | Adjacency) -> torch.Tensor:
+        """The hidden layer ReLU(Â · drop(X) W₁ᵀ).
+
+        Args:
+            x: node features, dense or sparse.
+            graph: ``edge_index`` or its adjacency.
+
+        Returns:
+            Hidden activations.
+
+        Shapes:
+            x: [N, F]
+            return: [N, hidden]
+        """
         adjacency = as_adjacency(graph, x.size(0))
         return F.relu(adjacency.gcn(self.lin1.weight.dtype)(self._first(x)))
 
     def forward(self, x, graph: torch.Tensor | Adjacency) -> torch.Tensor:
+        """Logits Â · drop(H) W₂ᵀ with ``H`` from :meth:`embed`.
+
+        Args:
+            x: node features, dense or sparse.
+            graph: ``edge_index`` or its adjacency.
+
+        Returns:
+            Class logits.
+
+        Shapes:
+            x: [N, F]
+            return: [N, C]
+        """
         adjacency = as_adjacency(graph, x.size(0))
         h = F.dropout(self.embed(x, adjacency), self.dropout, self.training)
         return adjacency.gcn(self.lin2.weight.dtype)(self.lin2(h))
@@ -130,7 +173,18 @@ class FeatureMLP(nn.Module):
     row normalisation). ``layers = 1`` is multinomial logistic regression.
 
     Shapes: ``forward(x [B, F]) -> logits [B, C]``; ``embed(x) -> [B, hidden]`` (the input
-    features themselves when ``layers = 1``)."""
+    features themselves when ``layers = 1``).
+
+    Args:
+        in_dim: feature count F.
+        hidden: width of each hidden layer.
+        out_dim: number of classes C.
+        layers: linear maps (1: logistic regression).
+        dropout: dropout before each linear map.
+        act: activation name (``relu``, ``selu``, ``tanh``, ``elu``).
+        bias: whether the linear maps have biases.
+        normalize: row-normalise the input features.
+    """
 
     #: a node's output reads its own features only
     propagation_hops = 0
@@ -156,7 +210,19 @@ class FeatureMLP(nn.Module):
 
     def embed(self, x, edge_index: torch.Tensor | None = None):
         """``x`` dense or :class:`~dpaudit.nn.SparseFeatures` (the first layer is then a sparse ×
-        dense product; with ``layers = 1`` the returned input stays sparse)."""
+        dense product; with ``layers = 1`` the returned input stays sparse).
+
+        Args:
+            x: node features, dense or sparse.
+            edge_index: ignored (the MLP reads no graph).
+
+        Returns:
+            The last hidden layer's activations (the input when ``layers = 1``).
+
+        Shapes:
+            x: [B, F]
+            return: [B, hidden]
+        """
         if self.normalize:
             x = x.row_normalize() if isinstance(x, SparseFeatures) else row_normalize(x)
         for layer in self.hidden_layers:
@@ -164,11 +230,34 @@ class FeatureMLP(nn.Module):
         return x
 
     def forward(self, x, edge_index: torch.Tensor | None = None) -> torch.Tensor:
+        """Class logits from each node's own features.
+
+        Args:
+            x: node features, dense or sparse.
+            edge_index: ignored (the MLP reads no graph).
+
+        Returns:
+            Class logits.
+
+        Shapes:
+            x: [B, F]
+            return: [B, C]
+        """
         return self.out(feature_dropout(self.embed(x), self.dropout.p, self.training))
 
 
 def build_baseline_architecture(config: dict) -> nn.Module:
-    """Build ``gcn-kipf`` / ``mlp-features`` configs; anything else goes to :mod:`dpaudit.nn`."""
+    """Build ``gcn-kipf`` / ``mlp-features`` configs; anything else goes to :mod:`dpaudit.nn`.
+
+    Args:
+        config: the architecture dict (``type`` and its sizes).
+
+    Returns:
+        The untrained module.
+
+    Raises:
+        ModelFormatError: a ``gcn-kipf`` / ``mlp-features`` config with a missing or malformed field.
+    """
     kind = config.get("type")
     try:
         if kind == "gcn-kipf":
@@ -199,10 +288,31 @@ def build_baseline_architecture(config: dict) -> nn.Module:
 class BaselineModel(ModuleModel):
     """A released ``gcn-kipf`` or ``mlp-features`` module (rebuilt by
     :func:`build_baseline_architecture`). An ``mlp-features`` model reads only the queried
-    nodes' own features, a GCN their 2-hop neighbourhood (:meth:`ModuleModel._forward`)."""
+    nodes' own features, a GCN their 2-hop neighbourhood (:meth:`ModuleModel._forward`).
+
+    Args:
+        module: the trained module.
+        architecture: its config, for :func:`build_baseline_architecture`.
+        privacy: the privacy spec.
+        card: the public card.
+    """
 
     @classmethod
     def from_state(cls, config, tensors, privacy, card):
+        """Rebuild the module from its architecture config and load its tensors.
+
+        Args:
+            config: the saved config with its ``architecture``.
+            tensors: the module's state dict.
+            privacy: the privacy spec.
+            card: the public card.
+
+        Returns:
+            The model, on the tensors' device.
+
+        Raises:
+            ModelFormatError: no architecture, a malformed one, or tensors that do not match it.
+        """
         if not isinstance(config.get("architecture"), dict):
             raise ModelFormatError("baseline model config lacks its architecture")
         module = build_baseline_architecture(config["architecture"])
@@ -214,7 +324,14 @@ class BaselineModel(ModuleModel):
 # --------------------------------------------------------------------------------- non-private
 @dataclass
 class BatchingHyperparameters(Hyperparameters):
-    """How a message-passing baseline trains at scale (:mod:`defenses.baseline_batching`)."""
+    """How a message-passing baseline trains at scale (:mod:`defenses.baseline_batching`).
+
+    Attributes:
+        batching: ``auto`` (full batch when the estimate fits the budget, else sampled), ``full`` or ``sampled``.
+        batch_size: training nodes per sampled mini-batch.
+        fanouts: in-edges sampled per node and layer; ``None`` or empty for 25, 10 (Hamilton et al. 2017).
+        memory_budget_gib: memory budget in GiB; ``None`` for half the device's memory (or of ``RLIMIT_AS``).
+    """
 
     _parameter_constraints: ClassVar[dict[str, list]] = {
         "batching": [Options(*BATCHING)],
@@ -235,6 +352,18 @@ class BatchingHyperparameters(Hyperparameters):
 
 @dataclass
 class GNNHyperparameters(BatchingHyperparameters):
+    """Hyperparameters of the non-private ``sage`` and ``mlp`` baselines.
+
+    Attributes:
+        hidden: hidden width.
+        layers: layers (hidden layers + output).
+        dropout: dropout rate.
+        lr: Adam learning rate.
+        weight_decay: Adam weight decay.
+        epochs: full passes (full batch: one step each).
+        select: ``none`` (these values) or ``validation`` (the public grid's best on validation nodes).
+    """
+
     _parameter_constraints: ClassVar[dict[str, list]] = {
         "hidden": [WIDTH], "layers": [COUNT], "dropout": [DROPOUT], "lr": [POSITIVE], "weight_decay": [NON_NEGATIVE],
         "epochs": [COUNT], "select": [Options("none", "validation")],
@@ -258,7 +387,17 @@ class GNNHyperparameters(BatchingHyperparameters):
 
 @dataclass
 class KipfGCNHyperparameters(BatchingHyperparameters):
-    """Kipf & Welling (2017), Section 5.2 / their public code: the published Cora setup."""
+    """Kipf & Welling (2017), Section 5.2 / their public code: the published Cora setup.
+
+    Attributes:
+        hidden: hidden width.
+        dropout: dropout rate.
+        lr: Adam learning rate.
+        weight_decay: weight decay of the first layer only.
+        epochs: training epochs.
+        row_normalize: row-normalise the features.
+        select: ``none`` (these values) or ``validation`` (the public grid's best on validation nodes).
+    """
 
     _parameter_constraints: ClassVar[dict[str, list]] = {
         "hidden": [WIDTH], "dropout": [DROPOUT], "lr": [POSITIVE], "weight_decay": [NON_NEGATIVE], "epochs": [COUNT],
@@ -338,14 +477,33 @@ SPLIT_VALIDATION_RULE = (
 
 
 def grid_candidates(grid: dict[str, tuple]) -> list[dict[str, Any]]:
-    """Every combination of a grid, in the grid's order (the last field varies fastest)."""
+    """Every combination of a grid, in the grid's order (the last field varies fastest).
+
+    Args:
+        grid: field name → the values tried.
+
+    Returns:
+        One dict per combination.
+    """
     return [dict(zip(grid, values)) for values in itertools.product(*grid.values())]
 
 
 def held_out_split(split: Split, seed: int, fraction: float = HELD_OUT_FRACTION) -> Split:
     """``split`` with a seeded ``fraction`` of its training nodes moved to validation (for a
     selection on a split without validation nodes); the same kind (an inductive split's training
-    graph then has only the edges among the kept training nodes)."""
+    graph then has only the edges among the kept training nodes).
+
+    Args:
+        split: a split without validation nodes.
+        seed: seeds the permutation.
+        fraction: share of the training nodes held out.
+
+    Returns:
+        The new split (its declared sizes dropped).
+
+    Raises:
+        ConfigurationError: the fraction holds out no node or every node.
+    """
     count = len(split.train)
     held = int(round(fraction * count))
     if held < 1 or held >= count:
@@ -461,7 +619,15 @@ class _FullBatchBaseline(_ValidationSelection):
 
 @register_defense
 class GCN(_ValidationSelection):
-    """Kipf & Welling's GCN in its published setup (module docstring); fixed schedule, last iterate."""
+    """Kipf & Welling's GCN in its published setup (module docstring); fixed schedule, last iterate.
+
+    Args:
+        epsilon: must be ``inf`` (non-private).
+        delta: unused at ε = ∞.
+        seed: seeds initialisation, dropout and the held-out split.
+        device: ``"auto"``, ``"cpu"``, ``"cuda"`` or a :class:`torch.device`.
+        **hyperparameters: fields of the defense's hyperparameter dataclass.
+    """
 
     name = "gcn"
     unit = None
@@ -506,6 +672,16 @@ class GCN(_ValidationSelection):
 
 @register_defense
 class GraphSAGE(_FullBatchBaseline):
+    """2-layer GraphSAGE with mean aggregation (Hamilton et al. 2017), non-private.
+
+    Args:
+        epsilon: must be ``inf`` (non-private).
+        delta: unused at ε = ∞.
+        seed: seeds initialisation, dropout and the held-out split.
+        device: ``"auto"``, ``"cpu"``, ``"cuda"`` or a :class:`torch.device`.
+        **hyperparameters: fields of the defense's hyperparameter dataclass.
+    """
+
     name = "sage"
     family = "non-private baselines"
     relative_cost = 1.0
@@ -517,6 +693,18 @@ class GraphSAGE(_FullBatchBaseline):
 
 @dataclass
 class MLPHyperparameters(Hyperparameters):
+    """Hyperparameters of the non-private ``mlp`` baseline (the graph is never read).
+
+    Attributes:
+        hidden: hidden width.
+        layers: linear layers.
+        dropout: dropout rate.
+        lr: Adam learning rate.
+        weight_decay: Adam weight decay.
+        epochs: full-batch steps.
+        select: ``none`` (these values) or ``validation`` (the public grid's best on validation nodes).
+    """
+
     _parameter_constraints: ClassVar[dict[str, list]] = GNNHyperparameters._parameter_constraints
 
     hidden: int = 64
@@ -537,6 +725,16 @@ class MLPHyperparameters(Hyperparameters):
 
 @register_defense
 class MLPBaseline(_FullBatchBaseline):
+    """2-layer MLP on node features only, non-private.
+
+    Args:
+        epsilon: must be ``inf`` (non-private).
+        delta: unused at ε = ∞.
+        seed: seeds initialisation, dropout and the held-out split.
+        device: ``"auto"``, ``"cpu"``, ``"cuda"`` or a :class:`torch.device`.
+        **hyperparameters: fields of the defense's hyperparameter dataclass.
+    """
+
     name = "mlp"
     reads_graph = False
     family = "non-private baselines"
@@ -552,7 +750,19 @@ class MLPBaseline(_FullBatchBaseline):
 def defense_from_card(cls: type[Defense], card: dict, privacy: PrivacySpec) -> Defense:
     """The defense a saved card describes — its hyperparameters, ``card["target_epsilon"]`` and
     the spec's δ — on the CPU, so :meth:`~dpaudit.training.defense.Defense.replan` can run the same plan
-    method training ran. Malformed hyperparameters are one :class:`ConfigurationError`."""
+    method training ran. Malformed hyperparameters are one :class:`ConfigurationError`.
+
+    Args:
+        cls: the defense class.
+        card: the saved model's public card.
+        privacy: its privacy spec (δ read).
+
+    Returns:
+        The defense, on the CPU.
+
+    Raises:
+        ConfigurationError: no hyperparameters recorded, or ones the class refuses.
+    """
     hyperparameters = card.get("hyperparameters")
     if not isinstance(hyperparameters, dict):
         raise ConfigurationError("the model card records no hyperparameters to re-plan from")

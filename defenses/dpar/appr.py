@@ -49,7 +49,15 @@ _CHUNK_ENTRIES = 1 << 24
 
 
 def normalized_adjacency(edge_index: torch.Tensor, num_nodes: int) -> tuple[sp.csr_matrix, np.ndarray]:
-    """Return :math:`D^{-1/2}AD^{-1/2}` (CSR) and the degree vector; isolated nodes get a self-loop."""
+    """Return :math:`D^{-1/2}AD^{-1/2}` (CSR) and the degree vector; isolated nodes get a self-loop.
+
+    Args:
+        edge_index: undirected graph [2, E] (both directions); duplicate edges count once.
+        num_nodes: number of nodes.
+
+    Returns:
+        ``(Â, deg)``: the normalised adjacency (float64 CSR) and each node's degree (self-loops included).
+    """
     row, col = edge_index.cpu().numpy()
     adj = sp.csr_matrix((np.ones(len(row), dtype=np.float64), (row, col)), shape=(num_nodes, num_nodes))
     adj.sum_duplicates()
@@ -184,9 +192,24 @@ def dp_appr_em(
 
     With ``gumbel_scale == 0`` (no privacy) only candidates with positive utility are kept.
 
+    Args:
+        appr: APPR rows (CSR, non-negative), columns indexed by node.
+        column_position: node → its position in the candidate universe.
+        universe_size: number of candidates each row's noise covers.
+        top_k: K, the entries reported per row.
+        clip: C₂, the entrywise clip.
+        gumbel_scale: β, the Gumbel scale (0: no noise).
+        option: 1 (values 1/K) or 2 (clipped values plus Laplace noise).
+        laplace_scale: b, option II's Laplace scale (0: none).
+        generator: the noise's generator.
+        device: where the dense blocks are built.
+
     Returns:
         ``(columns, values)`` of shape [rows, K]: universe positions and values; unused slots
         have value 0 and column −1.
+
+    Raises:
+        ValueError: ``option`` not 1 or 2.
     """
     if option not in (1, 2):
         raise ValueError("option must be 1 (values 1/K) or 2 (noisy values)")
@@ -227,6 +250,20 @@ def dp_appr_gm(
     (‖a−b‖² = ‖a‖²+‖b‖²−2a·b ≤ 2C₁²) — the paper's Theorem 3 uses C₁, which is too small by
     √2 when a node's removal rotates the vector (see the module docstring of ``dpar``).
     The top-K is post-processing. With ``sigma == 0`` only positive entries are kept.
+
+    Args:
+        appr: APPR rows (CSR, non-negative), columns indexed by node.
+        column_position: node → its position in the candidate universe.
+        universe_size: number of coordinates noised per row.
+        top_k: K, the entries reported per row.
+        clip: C₁, the ℓ₂ clip of each row.
+        sigma: σ, the Gaussian noise's standard deviation (0: no noise).
+        generator: the noise's generator.
+        device: where the dense blocks are built.
+
+    Returns:
+        ``(columns, values)`` of shape [rows, K]: universe positions and noisy values; unused slots
+        have value 0 and column −1.
     """
     rows = appr.shape[0]
     k = min(top_k, universe_size)
@@ -254,6 +291,16 @@ def exact_top_k(
     """Non-private sparsification: the K largest APPR values of each row (PPRGo / DPARNoDP).
 
     Works on the sparse rows directly (no dense universe), cost O(nnz log nnz).
+
+    Args:
+        appr: APPR rows (CSR), columns indexed by node.
+        column_position: node → its position in the candidate universe.
+        top_k: K, the entries kept per row.
+        device: where the outputs live.
+
+    Returns:
+        ``(columns, values)`` of shape [rows, K]: universe positions and APPR values, largest first;
+        unused slots have value 0 and column −1.
     """
     coo = appr.tocoo()
     rows = appr.shape[0]
@@ -280,19 +327,46 @@ def exact_top_k(
 def paper_strong_composition_epsilon(total_epsilon: float, count: int, total_delta: float) -> float:
     r"""Per-mechanism ε in DPAR's use of Kairouz et al.'s composition (Theorems 1 and 3):
     :math:`\varepsilon = \varepsilon_g / \bigl(2\sqrt{k\ln(e + \varepsilon_g/\delta_g)}\bigr)`
-    with :math:`\delta_g = 2k\delta`. Used only by the ``paper`` accountant."""
+    with :math:`\delta_g = 2k\delta`. Used only by the ``paper`` accountant.
+
+    Args:
+        total_epsilon: ε_g, the composed budget.
+        count: k, the number of mechanisms composed.
+        total_delta: δ_g.
+
+    Returns:
+        The per-mechanism ε.
+    """
     return total_epsilon / (2.0 * math.sqrt(count * math.log(math.e + total_epsilon / total_delta)))
 
 
 def paper_top_k_epsilon(epsilon: float, k: int, delta: float) -> float:
     r"""Corollary 1 of DPAR (Durfee & Rogers): one-shot Gumbel(Δ/ε) top-k is (ε′, δ)-DP with
-    :math:`\varepsilon' = 2\min\{k\varepsilon,\; k\varepsilon\tanh\varepsilon + \varepsilon\sqrt{2k\ln(1/\delta)}\}`."""
+    :math:`\varepsilon' = 2\min\{k\varepsilon,\; k\varepsilon\tanh\varepsilon + \varepsilon\sqrt{2k\ln(1/\delta)}\}`.
+
+    Args:
+        epsilon: ε of one selection.
+        k: the number of selections.
+        delta: δ.
+
+    Returns:
+        ε′.
+    """
     return 2.0 * min(k * epsilon, k * epsilon * math.tanh(epsilon) + epsilon * math.sqrt(2 * k * math.log(1 / delta)))
 
 
 def paper_em_epsilon(row_epsilon: float, k: int, delta: float) -> float:
     """Invert :func:`paper_top_k_epsilon`: the per-selection ε (Gumbel scale C₂/ε) whose
-    top-k guarantee is ``row_epsilon`` (Theorem 1's ε₁). Bisection; the map is increasing."""
+    top-k guarantee is ``row_epsilon`` (Theorem 1's ε₁). Bisection; the map is increasing.
+
+    Args:
+        row_epsilon: the row's top-k budget ε₁.
+        k: the number of selections.
+        delta: δ.
+
+    Returns:
+        The largest per-selection ε whose Corollary 1 guarantee is at most ``row_epsilon``.
+    """
     lo, hi = 0.0, 1.0
     while paper_top_k_epsilon(hi, k, delta) < row_epsilon:
         hi *= 2.0
@@ -306,5 +380,14 @@ def paper_em_epsilon(row_epsilon: float, k: int, delta: float) -> float:
 
 
 def paper_gm_sigma(row_epsilon: float, row_delta: float, clip: float) -> float:
-    """Algorithm 3, line 8: σ = √(2 ln(1.25/δ))·C₁/ε (classic Gaussian mechanism, valid for ε < 1)."""
+    """Algorithm 3, line 8: σ = √(2 ln(1.25/δ))·C₁/ε (classic Gaussian mechanism, valid for ε < 1).
+
+    Args:
+        row_epsilon: the row's ε (< 1 for the formula to hold).
+        row_delta: the row's δ.
+        clip: C₁, the ℓ₂ sensitivity used by the paper.
+
+    Returns:
+        σ.
+    """
     return math.sqrt(2.0 * math.log(1.25 / row_delta)) * clip / row_epsilon

@@ -39,7 +39,13 @@ COVERAGE = (
 class NodeTerms:
     """A :class:`dpaudit.training.dpsgd.CanaryLaw` for sound DPAR (module docstring): ``terms`` d, the identity
     rate ``sample_rate`` q and the pair rate ``pair_rate`` q_p. Draws come from a NumPy generator
-    seeded once from the hook's own torch generator (the training's batches and noise are untouched)."""
+    seeded once from the hook's own torch generator (the training's batches and noise are untouched).
+
+    Attributes:
+        sample_rate: q, the identity term's Poisson rate.
+        pair_rate: q_p, each pair term's Poisson rate.
+        terms: d, the terms one node owns (one identity term and d − 1 pair terms).
+    """
 
     sample_rate: float
     pair_rate: float
@@ -48,7 +54,19 @@ class NodeTerms:
 
     def draw(self, included: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
         """(multiples of C [m], terms drawn [m]) of one step: ρ for an included canary, 0 for an
-        excluded one."""
+        excluded one.
+
+        Args:
+            included: whether each canary is in the training set (bool or 0/1).
+            generator: seeds the law's NumPy generator on the first call.
+
+        Returns:
+            The multiples of C added along each canary's coordinate (float64) and the terms drawn (int64).
+
+        Shapes:
+            included: [m]
+            return: ([m], [m])
+        """
         if self._rng is None:
             self._rng = np.random.default_rng(int(torch.randint(0, 2**62, (1,), generator=generator)))
         count = included.numel()
@@ -58,7 +76,16 @@ class NodeTerms:
         return drawn.double(), drawn
 
     def matches(self, record: dict, steps: int) -> bool:
-        """The spec's DP-SGD record accounts this run: the mixture-of-Gaussians pair over this law."""
+        """The spec's DP-SGD record accounts this run: the mixture-of-Gaussians pair over this law.
+
+        Args:
+            record: a mechanism record of the spec.
+            steps: the run's DP-SGD steps.
+
+        Returns:
+            Whether ``record`` is the mixture-of-Gaussians ``SensitivityMixtureGaussian`` over this law's
+            probabilities with ``steps`` steps.
+        """
         if record.get("mechanism") != "SensitivityMixtureGaussian" or record.get("analysis") != "mixture-of-gaussians":
             return False
         law = sgd_step_mechanism(1.0, 1.0, self.terms, self.sample_rate, 1, self.pair_rate).probabilities
@@ -70,4 +97,5 @@ class NodeTerms:
         )
 
     def describe(self) -> dict[str, Any]:
+        """The law's record: its name and parameters."""
         return {"law": LAW, "sample_rate": self.sample_rate, "pair_rate": self.pair_rate, "terms": self.terms}

@@ -294,7 +294,34 @@ class DPARHyperparameters(PrivateHyperparameters):
     """Defaults from DPAR Section 4 / 4.3 and the authors' reference code (τ: the reference's 1;
     D is dpaudit's). A field left at ``None`` takes its protocol's default
     (:data:`PROTOCOL_DEFAULTS`); a field set explicitly wins. The declared ranges are those
-    :func:`_validate` enforces (``None`` before ``__post_init__`` fills the protocol's value)."""
+    :func:`_validate` enforces (``None`` before ``__post_init__`` fills the protocol's value).
+
+    Attributes:
+        protocol: ``sound`` (every step proven) or ``paper`` (the authors' accounting, ``sound: false``).
+        appr_budget_ratio: share of the budget spent on DP-APPR (paper 0.5; sound 0.1).
+        node_sample_rate: q′, Poisson node sampling of the training graph (paper 0.09; sound 1).
+        num_sources: M, the DP-APPR rows (paper: the first M sampled nodes; sound: M public slots).
+        top_k: K, entries kept per APPR row (paper 2; sound 1).
+        alpha: teleport probability α (ISTA and inference).
+        rho: ISTA's ℓ₁ regularisation ρ.
+        ista_tol: γ, ISTA's termination slack.
+        ista_max_iter: ISTA's iteration cap.
+        clip_gm: C₁, DP-APPR-GM's ℓ₂ row clip.
+        clip_em: C₂, DP-APPR-EM's entrywise clip.
+        em_value_share: option II's share of the DP-APPR budget for the Laplace values.
+        column_l1_bound: τ, the ℓ₁ norm every non-empty column of Π is rescaled to.
+        max_occurrences: D, entries kept per column of Z (sound 1; unused by paper).
+        pair_sample_share: λ, pair terms are Poisson-sampled at λ·q (sound 0.1; unused by paper).
+        max_grad_norm: C, the per-term gradient clip.
+        batch_size: B, the expected Poisson batch size (paper 60; sound 256).
+        epochs: training epochs (paper 200; sound 30).
+        lr: learning rate.
+        hidden: hidden width of f_θ.
+        dropout: dropout on f_θ's input and hidden layer.
+        bias: whether f_θ's linear layers have biases.
+        power_steps: P, the power-iteration steps of Eq. 4 at inference.
+        self_loops: add self-loops to the query graph at inference.
+    """
 
     _parameter_constraints: ClassVar[dict[str, list]] = {
         "appr_budget_ratio": [FRACTION, None],
@@ -597,6 +624,16 @@ def _sound_run_mechanisms(cls, hyperparameters: str, epsilon: float, delta: floa
 
 @register_defense
 class DPAREM0(_DPAR):
+    """DPAR with DP-APPR-EM option I (Gumbel top-K, values 1/K) + DP-SGD; node-level DP.
+
+    Args:
+        epsilon: target ε (``inf`` trains without noise).
+        delta: δ, or ``"auto"`` for below 1/the declared population.
+        seed: seeds initialisation, sampling and noise.
+        device: ``"auto"``, ``"cpu"``, ``"cuda"`` or a :class:`torch.device`.
+        **hyperparameters: fields of the defense's hyperparameter dataclass.
+    """
+
     name = "dpar-em0"
     summary = "DPAR with DP-APPR-EM option I (top-K by Gumbel noise, values 1/K) + DP-SGD; node-level DP"
     variant = "em0"
@@ -604,6 +641,16 @@ class DPAREM0(_DPAR):
 
 @register_defense
 class DPAREM1(_DPAR):
+    """DPAR with DP-APPR-EM option II (Gumbel top-K, Laplace-noised values) + DP-SGD; node-level DP.
+
+    Args:
+        epsilon: target ε (``inf`` trains without noise).
+        delta: δ, or ``"auto"`` for below 1/the declared population.
+        seed: seeds initialisation, sampling and noise.
+        device: ``"auto"``, ``"cpu"``, ``"cuda"`` or a :class:`torch.device`.
+        **hyperparameters: fields of the defense's hyperparameter dataclass.
+    """
+
     name = "dpar-em1"
     summary = "DPAR with DP-APPR-EM option II (Gumbel top-K, Laplace-noised values) + DP-SGD; node-level DP"
     variant = "em1"
@@ -611,6 +658,16 @@ class DPAREM1(_DPAR):
 
 @register_defense
 class DPARGM(_DPAR):
+    """DPAR with DP-APPR-GM (Gaussian-noised clipped APPR, top-K) + DP-SGD; node-level DP.
+
+    Args:
+        epsilon: target ε (``inf`` trains without noise).
+        delta: δ, or ``"auto"`` for below 1/the declared population.
+        seed: seeds initialisation, sampling and noise.
+        device: ``"auto"``, ``"cpu"``, ``"cuda"`` or a :class:`torch.device`.
+        **hyperparameters: fields of the defense's hyperparameter dataclass.
+    """
+
     name = "dpar-gm"
     summary = "DPAR with DP-APPR-GM (Gaussian-noised clipped APPR, top-K) + DP-SGD; node-level DP"
     variant = "gm"
@@ -618,6 +675,16 @@ class DPARGM(_DPAR):
 
 @register_defense
 class DPARNoDP(_DPAR):
+    """The DPAR pipeline without privacy (exact top-K APPR, no clipping or noise).
+
+    Args:
+        epsilon: must be ``inf`` (non-private).
+        delta: unused at ε = ∞.
+        seed: seeds initialisation, dropout and the held-out split.
+        device: ``"auto"``, ``"cpu"``, ``"cuda"`` or a :class:`torch.device`.
+        **hyperparameters: fields of the defense's hyperparameter dataclass.
+    """
+
     name = "dpar-nodp"
     unit = None
     relative_cost = 2.5

@@ -27,7 +27,15 @@ def inference_card(power_steps: int, private: bool = True) -> dict:
     querier supplies (DPAR's own inductive setting), Eq. 4 is a function of the private weights
     and the querier's graph: covered for the training data. Over the owner's training graph, Eq. 4
     with P ≥ 1 reads its edges and neighbours' features in the clear (not covered); P = 0 answers
-    from the queried node's own features alone (covered, like ``mlp-dp``)."""
+    from the queried node's own features alone (covered, like ``mlp-dp``).
+
+    Args:
+        power_steps: P, the power-iteration steps of Eq. 4.
+        private: whether the model was trained privately.
+
+    Returns:
+        The ``inference`` entry (:func:`~dpaudit.release.deployments.inference_entry`).
+    """
     note = FEATURES_NOTE if power_steps == 0 else INFERENCE_NOTE
     return inference_entry(
         private=private,

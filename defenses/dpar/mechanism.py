@@ -19,14 +19,31 @@ def poisson_sample(num: int, rate: float, generator: torch.Generator) -> torch.T
 
     Both DPAR samplers use it — q′ node sampling and the DP-SGD batches — because the
     accountants (amplification by Poisson subsampling; the binomial law of affected slots)
-    assume exactly this."""
+    assume exactly this.
+
+    Args:
+        num: population size.
+        rate: inclusion probability in [0, 1].
+        generator: the sampling's generator.
+
+    Returns:
+        The kept indices (int64).
+    """
     return poisson_subset(num, rate, generator)
 
 
 def affected_slots_bound(max_occurrences: int, top_k: int) -> int:
     """d = 1 + K + D: training terms that removing one node removes under the ``sound`` protocol —
     its identity term, the ≤ K pair terms of its own source row and the ≤ D pair terms that name
-    it as a column (the cap); every other term is unchanged (:func:`pair_terms`)."""
+    it as a column (the cap); every other term is unchanged (:func:`pair_terms`).
+
+    Args:
+        max_occurrences: D, the per-column occurrence cap.
+        top_k: K, entries per DP-APPR row.
+
+    Returns:
+        d = 1 + K + D.
+    """
     return 1 + int(top_k) + int(max_occurrences)
 
 
@@ -44,7 +61,19 @@ def sgd_step_mechanism(
     those terms (nothing else changes). That is case (a)+(b) of
     :class:`~dpaudit.accounting.SensitivityMixtureGaussian`: the mixture-of-Gaussians dominating
     pair (Choquette-Choo et al. 2023) over the number ρ of its terms in the batch, whose law is
-    Bernoulli(q) * Binomial(d − 1, q_p) (independent coins; the worst case is a node owning all d)."""
+    Bernoulli(q) * Binomial(d − 1, q_p) (independent coins; the worst case is a node owning all d).
+
+    Args:
+        noise_std: the Gaussian noise's standard deviation on the clipped gradient sum (same units as C).
+        max_grad_norm: C, the per-term clip.
+        affected: d, the terms one node owns.
+        sample_rate: q, the identity term's Poisson rate.
+        steps: DP-SGD steps composed.
+        pair_rate: q_p, each pair term's Poisson rate; ``None`` for q.
+
+    Returns:
+        The mixture mechanism over ρ ∈ {0, …, d} with the law above.
+    """
     pair_rate = sample_rate if pair_rate is None else pair_rate
     pairs = binom.pmf(np.arange(affected), affected - 1, pair_rate)
     probabilities = np.zeros(affected + 1)
@@ -65,7 +94,19 @@ def sgd_step_mechanism(
 
 def cap_column_occurrences(columns: torch.Tensor, max_occurrences: int) -> torch.Tensor:
     """Mask [rows, K]: keep, in every column, only its first ``max_occurrences`` entries in row
-    order (entries with column −1 are empty). Vectorised: sort by (column, row), rank in group."""
+    order (entries with column −1 are empty). Vectorised: sort by (column, row), rank in group.
+
+    Args:
+        columns: column ids of Π's entries (−1 empty).
+        max_occurrences: D, entries kept per column.
+
+    Returns:
+        Boolean mask of the kept entries.
+
+    Shapes:
+        columns: [rows, K]
+        return: [rows, K]
+    """
     flat = columns.reshape(-1)
     rows = torch.arange(columns.size(0), device=columns.device).repeat_interleave(columns.size(1))
     valid = flat >= 0
@@ -84,7 +125,21 @@ def cap_column_occurrences(columns: torch.Tensor, max_occurrences: int) -> torch
 
 
 def column_l1_norms(columns: torch.Tensor, values: torch.Tensor, num_columns: int) -> torch.Tensor:
-    """ℓ₁ norm of every column of the row-sparse Π ([rows, K] columns/values) → [num_columns]."""
+    """ℓ₁ norm of every column of the row-sparse Π ([rows, K] columns/values) → [num_columns].
+
+    Args:
+        columns: column ids of Π's entries (−1 empty).
+        values: their values.
+        num_columns: number of columns of Π.
+
+    Returns:
+        Each column's ℓ₁ norm.
+
+    Shapes:
+        columns: [rows, K]
+        values: [rows, K]
+        return: [num_columns]
+    """
     valid = columns >= 0
     norms = torch.zeros(num_columns, dtype=values.dtype, device=values.device)
     return norms.scatter_add_(0, columns[valid], values[valid].abs())
@@ -93,7 +148,22 @@ def column_l1_norms(columns: torch.Tensor, values: torch.Tensor, num_columns: in
 def normalize_columns_l1(columns: torch.Tensor, values: torch.Tensor, bound: float, num_columns: int) -> torch.Tensor:
     r"""Rescale every non-empty column of Π to ℓ₁ norm exactly ``bound`` (τ), up as well as down:
     :math:`\Pi_{:,j} \leftarrow \tau\,\Pi_{:,j}/\lVert\Pi_{:,j}\rVert_1` (the reference code's
-    normalisation; Algorithm 2, line 3 only clips down). Empty slots and all-zero columns stay 0."""
+    normalisation; Algorithm 2, line 3 only clips down). Empty slots and all-zero columns stay 0.
+
+    Args:
+        columns: column ids of Π's entries (−1 empty).
+        values: their values.
+        bound: τ, the target ℓ₁ norm.
+        num_columns: number of columns of Π.
+
+    Returns:
+        The rescaled values.
+
+    Shapes:
+        columns: [rows, K]
+        values: [rows, K]
+        return: [rows, K]
+    """
     valid = columns >= 0
     col = torch.where(valid, columns, 0)
     norms = column_l1_norms(columns, values, num_columns)
@@ -116,6 +186,13 @@ def assemble_rows(
 
     Shapes: ``source_columns``/``source_values`` [M, K] (node ids over the universe, −1 = empty);
     ``identity_nodes`` [I]; ``in_graph`` [universe] bool. Returns columns/values [M + I, K].
+
+    Args:
+        source_columns: the released source rows' candidate slots (−1 empty).
+        source_values: their values.
+        identity_nodes: slots of the nodes given an identity row.
+        in_graph: whether each candidate slot holds a sampled node.
+        bound: τ, the ℓ₁ norm of every non-empty column.
     """
     universe = in_graph.numel()
     k = source_columns.size(1)
@@ -159,9 +236,25 @@ def pair_terms(
     ≤ D pair terms naming it (the cap was computed on Z alone, so no other entry enters or leaves),
     and changes no other term: d = 1 + K + D (:func:`affected_slots_bound`).
 
+    Args:
+        released_columns: Z's candidate slots (−1 empty).
+        released_values: Z's values.
+        source_slots: the slot of each row's source.
+        universe: slot → pool id (−1: no pool node), from :func:`candidate_universe`.
+        sampled: pool ids of the sampled nodes.
+        pool_size: nodes in the training pool.
+        max_occurrences: D, the per-column cap.
+        gate_on_values: drop entries whose released value is ≤ 0 (option II).
+
     Returns:
         ``(row_nodes [R], columns [R, 1], values [R, 1])``: the pool id whose label each term
         trains on, the pool id whose features it reads, and its weight 1.
+
+    Shapes:
+        released_columns: [M, K]
+        released_values: [M, K]
+        source_slots: [M]
+        universe: [n̂]
     """
     device = released_columns.device
     universe = universe.to(device)
@@ -193,6 +286,18 @@ def candidate_universe(protocol: str, sampled: torch.Tensor, pool_size: int, uni
       node), which is what the DP-APPR theorems need.
     * ``paper``: the sampled nodes (slot j = the j-th sampled node): the output space depends on
       the data (listed unaccounted).
+
+    Args:
+        protocol: ``sound`` or ``paper``.
+        sampled: pool ids of the sampled nodes.
+        pool_size: nodes in the training pool.
+        universe_size: n̂, the declared training-set size (``sound`` only).
+
+    Returns:
+        Slot → pool id (−1: outside the pool).
+
+    Raises:
+        ValueError: ``sound`` without a universe size, or a pool larger than it.
     """
     if protocol == "paper":
         return sampled.clone()
@@ -203,7 +308,19 @@ def candidate_universe(protocol: str, sampled: torch.Tensor, pool_size: int, uni
 
 
 def slots_of(universe: torch.Tensor, pool_size: int) -> torch.Tensor:
-    """Inverse of :func:`candidate_universe`: pool id → slot (−1: not a candidate)."""
+    """Inverse of :func:`candidate_universe`: pool id → slot (−1: not a candidate).
+
+    Args:
+        universe: slot → pool id (−1: outside the pool).
+        pool_size: nodes in the training pool.
+
+    Returns:
+        Pool id → slot (−1: not a candidate).
+
+    Shapes:
+        universe: [slots]
+        return: [pool_size]
+    """
     slot = torch.full((pool_size,), -1, dtype=torch.long)
     real = (universe >= 0).nonzero().view(-1)
     slot[universe[real]] = real
@@ -226,6 +343,15 @@ def training_matrix(
     min(M, |S|) are the sources, whose released rows ``released_columns``/``released_values``
     ([sources, K], candidate slots of ``universe``, −1 empty) are given in that order; every other
     sampled node gets an identity row (:func:`assemble_rows`), then slots → pool ids.
+
+    Args:
+        released_columns: the released rows' candidate slots (−1 empty).
+        released_values: their values.
+        sampled: pool ids of the sampled nodes, in the public priority order.
+        num_sources: M, the DP-APPR rows.
+        universe: slot → pool id (−1: outside the pool).
+        pool_size: nodes in the training pool.
+        bound: τ, the ℓ₁ norm of every non-empty column.
 
     Returns:
         ``(row_nodes [R], columns [R, K], values [R, K])``: the pool id whose label each row

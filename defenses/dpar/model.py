@@ -18,7 +18,15 @@ class DPARNet(torch.nn.Module):
     r"""f_θ of Eq. 1: ``lin2(dropout(relu(lin1(dropout(x)))))`` — the reference's 2-layer network
     (hidden 32, no biases, dropout 0.1 on the input and the hidden layer).
 
-    Shapes: x [n, F] → embed [n, H] → logits [n, C]."""
+    Shapes: x [n, F] → embed [n, H] → logits [n, C].
+
+    Args:
+        in_dim: feature count F.
+        hidden: hidden width H.
+        out_dim: number of classes C.
+        dropout: dropout rate on the input and the hidden layer.
+        bias: whether the linear layers have biases.
+    """
 
     def __init__(self, in_dim: int, hidden: int, out_dim: int, dropout: float = 0.0, bias: bool = False):
         super().__init__()
@@ -27,15 +35,49 @@ class DPARNet(torch.nn.Module):
         self.p = float(dropout)
 
     def embed(self, x: torch.Tensor) -> torch.Tensor:
+        """The hidden layer ``relu(lin1(dropout(x)))``.
+
+        Args:
+            x: node features.
+
+        Returns:
+            Hidden activations.
+
+        Shapes:
+            x: [n, F]
+            return: [n, H]
+        """
         return torch.relu(self.lin1(F.dropout(x, self.p, self.training)))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Logits ``lin2(dropout(embed(x)))``.
+
+        Args:
+            x: node features.
+
+        Returns:
+            Class logits.
+
+        Shapes:
+            x: [n, F]
+            return: [n, C]
+        """
         return self.lin2(F.dropout(self.embed(x), self.p, self.training))
 
 
 def build_network(arch: dict) -> torch.nn.Module:
     """``{"type": "dpar-mlp", ...}`` → :class:`DPARNet`; ``{"type": "mlp", ...}`` (models saved
-    before the reference network) → :class:`dpaudit.nn.MLP`."""
+    before the reference network) → :class:`dpaudit.nn.MLP`.
+
+    Args:
+        arch: the architecture config.
+
+    Returns:
+        The untrained network.
+
+    Raises:
+        ModelFormatError: an unknown type or a malformed ``dpar-mlp`` config.
+    """
     if arch.get("type") == "dpar-mlp":
         try:
             return DPARNet(
@@ -57,7 +99,18 @@ def power_iteration(
 ) -> torch.Tensor:
     r"""DPAR Eq. 4: :math:`Q \leftarrow (1-\alpha)\tilde D^{-1}\tilde AQ + \alpha H`, ``steps`` times,
     from Q = H; Ã = A + I when ``self_loops`` (the reference code), else A (isolated nodes then
-    keep αH). Shapes: h [n, C], edge_index [2, E] → [n, C]."""
+    keep αH). Shapes: h [n, C], edge_index [2, E] → [n, C].
+
+    Args:
+        h: f_θ's outputs H.
+        edge_index: the query graph's edges (row aggregates over col).
+        alpha: teleport probability α.
+        steps: power-iteration steps P (0 returns H).
+        self_loops: use Ã = A + I.
+
+    Returns:
+        Q after ``steps`` iterations.
+    """
     n = h.size(0)
     edge_index = edge_index.to(h.device)
     if self_loops:
@@ -75,7 +128,17 @@ def power_iteration(
 
 @register_model_kind("dpar")
 class DPARModel(ReleasedModel):
-    """f_θ + power-iteration inference over the query graph (DPAR Eq. 4)."""
+    """f_θ + power-iteration inference over the query graph (DPAR Eq. 4).
+
+    Args:
+        module: the trained f_θ.
+        architecture: its config, for :func:`build_network`.
+        alpha: teleport probability α of Eq. 4.
+        power_steps: P, power-iteration steps at inference.
+        privacy: the privacy spec.
+        card: the public card.
+        self_loops: add self-loops to the query graph.
+    """
 
     def __init__(
         self, module, architecture: dict, alpha: float, power_steps: int, privacy, card, self_loops: bool = False
@@ -102,18 +165,61 @@ class DPARModel(ReleasedModel):
         return q if embed else torch.softmax(q, dim=1)
 
     def predict_proba(self, graph: Data, nodes=None) -> torch.Tensor:
+        """Class posteriors: softmax of Eq. 4's propagated logits over ``graph``.
+
+        Args:
+            graph: the query graph (its features' width must be the model's).
+            nodes: the queried nodes; ``None`` for all.
+
+        Returns:
+            Class probabilities.
+
+        Raises:
+            DPAuditError: features missing or of the wrong width.
+
+        Shapes:
+            return: [len(nodes), C]
+        """
         return self._propagate(graph, nodes, embed=False)
 
     def embed(self, graph: Data, nodes=None) -> torch.Tensor:
+        """Hidden activations of f_θ propagated by Eq. 4 over ``graph``.
+
+        Args:
+            graph: the query graph (its features' width must be the model's).
+            nodes: the queried nodes; ``None`` for all.
+
+        Returns:
+            The propagated hidden layer.
+
+        Raises:
+            DPAuditError: features missing or of the wrong width.
+
+        Shapes:
+            return: [len(nodes), H]
+        """
         return self._propagate(graph, nodes, embed=True)
 
     @classmethod
     def verify_privacy(cls, privacy, config, card):
         """DPAR's records (amplification by q′, the paper's theorems) are re-derived by
-        :func:`defenses.dpar.protocols.verify_privacy`."""
+        :func:`defenses.dpar.protocols.verify_privacy`.
+
+        Args:
+            privacy: the saved privacy spec.
+            config: the saved config (unused).
+            card: the public card.
+
+        Returns:
+            The verification.
+
+        Raises:
+            IntegrityError: the spec does not match its re-derived records.
+        """
         return verify_privacy(privacy, card)
 
     def config(self) -> dict:
+        """Architecture, α, power steps and self-loops: what :meth:`from_state` rebuilds from."""
         return {
             "architecture": self.architecture,
             "alpha": self.alpha,
@@ -122,10 +228,26 @@ class DPARModel(ReleasedModel):
         }
 
     def state_tensors(self) -> dict[str, torch.Tensor]:
+        """f_θ's state dict."""
         return dict(self.module.state_dict())
 
     @classmethod
     def from_state(cls, config, tensors, privacy, card):
+        """Rebuild f_θ from its config and tensors.
+
+        Args:
+            config: the saved config (:meth:`config`).
+            tensors: f_θ's state dict.
+            privacy: the privacy spec.
+            card: the public card.
+
+        Returns:
+            The model.
+
+        Raises:
+            ModelFormatError: an incomplete or out-of-range config, a card claiming private inference
+                with P ≥ 1, or tensors that do not match the architecture.
+        """
         try:
             arch, alpha, steps = config["architecture"], float(config["alpha"]), int(config["power_steps"])
             self_loops = config.get("self_loops", False)

@@ -51,7 +51,15 @@ AMPLIFICATION = NODE_SAMPLING_AMPLIFICATION
 
 def schedule(hp: DPARHyperparameters, rows: int) -> tuple[int, float]:
     """(steps T, Poisson row rate q) for ``rows`` training rows: q = min(1, B/rows),
-    T = epochs·⌈rows/min(B, rows)⌉ (the reference's 200·⌈|S|/60⌉)."""
+    T = epochs·⌈rows/min(B, rows)⌉ (the reference's 200·⌈|S|/60⌉).
+
+    Args:
+        hp: the hyperparameters (``batch_size`` B, ``epochs``).
+        rows: training rows (at least 1 is used).
+
+    Returns:
+        ``(steps, sample_rate)``.
+    """
     rows = max(1, int(rows))
     rate = min(1.0, hp.batch_size / rows)
     return hp.epochs * math.ceil(rows / min(hp.batch_size, rows)), rate
@@ -59,7 +67,15 @@ def schedule(hp: DPARHyperparameters, rows: int) -> tuple[int, float]:
 
 def expected_rows(hp: DPARHyperparameters, declared_pool: int) -> int:
     """n̄ = round(q′·n̂): the expected number of sampled nodes of a pool of the declared size n̂
-    (the ``sound`` schedule's identity terms; it never reads the real pool or sample)."""
+    (the ``sound`` schedule's identity terms; it never reads the real pool or sample).
+
+    Args:
+        hp: the hyperparameters (``node_sample_rate`` q′).
+        declared_pool: n̂, the declared training-set size.
+
+    Returns:
+        n̄, at least 1.
+    """
     return max(1, round(hp.node_sample_rate * int(declared_pool)))
 
 
@@ -67,7 +83,15 @@ def sound_schedule(hp: DPARHyperparameters, identity_rows: int) -> tuple[int, fl
     """(steps T, identity rate q, pair rate q_p = λq, expected batch) of ``sound``, from public
     counts only: n̄ identity terms at rate q and at most M·K pair terms at rate λq, with
     q = min(1, B/(n̄ + λMK)) so that the expected batch is B (or everything), and
-    T = epochs·⌈(n̄ + λMK)/B⌉."""
+    T = epochs·⌈(n̄ + λMK)/B⌉.
+
+    Args:
+        hp: the hyperparameters (B, epochs, M, K, λ).
+        identity_rows: n̄, the expected identity terms.
+
+    Returns:
+        ``(steps, identity rate, pair rate, expected batch)``.
+    """
     weighted = identity_rows + hp.pair_sample_share * hp.num_sources * hp.top_k
     rate = min(1.0, hp.batch_size / weighted)
     steps = hp.epochs * math.ceil(weighted / min(hp.batch_size, weighted))
@@ -76,7 +100,17 @@ def sound_schedule(hp: DPARHyperparameters, identity_rows: int) -> tuple[int, fl
 
 @dataclass
 class NoisePlan:
-    """Noise of one run and the privacy it buys (computed before training; data-independent)."""
+    """Noise of one run and the privacy it buys (computed before training; data-independent).
+
+    Attributes:
+        gumbel_scale: DP-APPR-EM's Gumbel scale β (0: unused).
+        laplace_scale: option II's Laplace scale b (0: unused).
+        gm_sigma: DP-APPR-GM's Gaussian σ (0: unused).
+        sgd_noise_std: DP-SGD's noise std on the clipped gradient sum.
+        clip_gradients: whether DP-SGD clips (a private run).
+        privacy: the privacy spec the noise buys.
+        details: the calibration's intermediate numbers (recorded in the card's ``plan``).
+    """
 
     gumbel_scale: float = 0.0
     laplace_scale: float = 0.0
@@ -116,7 +150,24 @@ def plan_sound(
     """Calibrate DP-APPR to ``appr_budget_ratio`` of the inner budget, then DP-SGD to the rest,
     so that the Poisson-node-sampling-amplified total is ≤ ε (module docstring, ``sound``).
     ``recorded``: a saved card's ``dpar`` section, whose noise scales are reused where they meet
-    the calibration's contract (:func:`dpaudit.training.dpsgd.noise_for_plan`)."""
+    the calibration's contract (:func:`dpaudit.training.dpsgd.noise_for_plan`).
+
+    Args:
+        variant: ``em0``, ``em1`` or ``gm``.
+        hp: the hyperparameters.
+        epsilon: target ε.
+        delta: δ (must be below q′).
+        steps: DP-SGD steps.
+        sample_rate: q, the identity terms' Poisson rate.
+        recorded: a saved card's ``dpar`` section, or ``None``.
+        pair_rate: q_p, the pair terms' Poisson rate (``None``: q).
+
+    Returns:
+        The noise plan with its sound spec (inner ledger, then the amplification record).
+
+    Raises:
+        PrivacyParameterError: δ ≥ q′, or no noise meets the target.
+    """
     q_node = hp.node_sample_rate
     if not delta < q_node:
         raise PrivacyParameterError(f"dpar: delta ({delta:g}) must be below the node sampling rate q′ ({q_node:g})")
@@ -198,7 +249,15 @@ def plan_sound(
 
 
 def paper_unaccounted(variant: str, row_epsilon: float) -> list[str]:
-    """Every step of the ``paper`` protocol that its accounting does not cover, in plain words."""
+    """Every step of the ``paper`` protocol that its accounting does not cover, in plain words.
+
+    Args:
+        variant: ``em0``, ``em1`` or ``gm``.
+        row_epsilon: the per-row ε of the paper's composition (GM at ε ≥ 1 adds a line).
+
+    Returns:
+        One line per unaccounted step.
+    """
     steps = [
         "epsilon scaled linearly by the node-sampling rate (q' * (eps_APPR + eps_SGD)); the valid amplification "
         "is ln(1 + q'(e^eps - 1))",
@@ -236,7 +295,23 @@ def plan_paper(
     ε_APPR: the M rows share ``appr_budget_ratio``·ε/q′ by the strong composition theorem as the
     paper inverts it (δ_pr = δ/(2q′)); ε_SGD: RDP of the Poisson-subsampled Gaussian (q, z, T) at
     δ_sgd = δ/(2q′) (the reference's δ = 0.001/q′ for δ = 0.002), noise std z·τ·C; reported
-    ε = q′(ε_APPR + ε_SGD), δ = q′(δ_pr + δ_sgd). ``recorded``: as for :func:`plan_sound`."""
+    ε = q′(ε_APPR + ε_SGD), δ = q′(δ_pr + δ_sgd). ``recorded``: as for :func:`plan_sound`.
+
+    Args:
+        variant: ``em0``, ``em1`` or ``gm``.
+        hp: the hyperparameters.
+        epsilon: target ε.
+        delta: δ.
+        steps: DP-SGD steps.
+        sample_rate: q = B/|S|.
+        recorded: a saved card's ``dpar`` section, or ``None``.
+
+    Returns:
+        The noise plan with its ``sound: false`` spec.
+
+    Raises:
+        PrivacyParameterError: δ/(2q′) ≥ 1.
+    """
     q_node, m, k = hp.node_sample_rate, hp.num_sources, hp.top_k
     inner_eps, inner_delta = epsilon / q_node, delta / q_node
     eps_pr, eps_sgd = hp.appr_budget_ratio * inner_eps, (1 - hp.appr_budget_ratio) * inner_eps
@@ -299,7 +374,19 @@ class DPARPlan:
     ``universe``: number of DP-APPR candidate slots — ``sound``: the declared training-set size
     n̂ (pool nodes fill the first slots, the rest are candidates of utility 0 that are never in
     the graph); ``paper``: ``None`` (the sampled nodes, the paper's choice). ``rows``: the row
-    count the schedule is computed for (n̄ = round(q′n̂), resp. |S|)."""
+    count the schedule is computed for (n̄ = round(q′n̂), resp. |S|).
+
+    Attributes:
+        variant: ``em0``, ``em1``, ``gm`` or ``exact``.
+        protocol: ``sound`` or ``paper``.
+        universe: DP-APPR candidate slots (``sound``: n̂; ``paper``: ``None``).
+        rows: the row count the schedule is computed for.
+        steps: DP-SGD steps T.
+        sample_rate: q, the identity (or row) Poisson rate.
+        noise: the noise and the spec it buys.
+        pair_rate: ``sound``: the pair terms' Poisson rate λq.
+        pair_rows: ``sound``: at most M·K pair terms.
+    """
 
     variant: str
     protocol: str
@@ -348,7 +435,24 @@ def plan_dpar(
 ) -> DPARPlan:
     """The plan of a run (ε = ∞: no noise). ``sound`` needs ``declared_pool`` (n̂) and schedules
     :func:`expected_rows` of it; ``paper`` schedules the ``sampled`` count |S| as the authors do.
-    ``recorded``: a saved card's ``dpar`` section when re-planning it (:func:`plan_sound`)."""
+    ``recorded``: a saved card's ``dpar`` section when re-planning it (:func:`plan_sound`).
+
+    Args:
+        variant: ``em0``, ``em1``, ``gm`` or ``exact``.
+        hp: the hyperparameters.
+        protocol: ``sound`` or ``paper``.
+        epsilon: target ε (``inf``: no noise).
+        delta: δ.
+        declared_pool: n̂ (``sound``).
+        sampled: |S|, the sampled count (``paper``).
+        recorded: a saved card's ``dpar`` section, or ``None``.
+
+    Returns:
+        The plan.
+
+    Raises:
+        PrivacyParameterError: the protocol's count is missing, or the calibration fails.
+    """
     if protocol == "sound":
         if declared_pool is None:
             raise PrivacyParameterError("dpar (sound) plans its schedule from a declared training-set size")
@@ -390,6 +494,13 @@ def verify_privacy(privacy: PrivacySpec, card: dict[str, Any]) -> Verification:
     per-row ε by DPAR's strong composition, σ (GM) or the selection ε (EM) from it, the DP-SGD
     ε at δ_sgd under RDP (the paper's accounting, recomputed), and ε = q′(ε_pr + ε_SGD),
     δ = q′(δ_pr + δ_sgd). What the paper leaves unaccounted stays listed, not verified.
+
+    Args:
+        privacy: the saved spec.
+        card: the public card (hyperparameters, ``dpar`` section, selection).
+
+    Returns:
+        The verification, with the recomputed ε.
 
     Raises:
         IntegrityError: on any mismatch (one line).

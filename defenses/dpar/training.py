@@ -24,7 +24,25 @@ def per_row_gradients(module: torch.nn.Module, x: torch.Tensor, columns, weights
     """Per-row gradients of the Eq. 1 loss (module in eval mode: no dropout), by
     ``torch.func.vmap(grad(...))`` — the reference the closed form is tested against.
 
-    ``x`` holds the features indexed by ``columns`` [b, K] (−1 = empty slot, weight 0)."""
+    ``x`` holds the features indexed by ``columns`` [b, K] (−1 = empty slot, weight 0).
+
+    Args:
+        module: f_θ.
+        x: node features.
+        columns: feature rows of each training row (−1 empty).
+        weights: Π's weights of those entries.
+        labels: each row's label.
+
+    Returns:
+        Parameter name → per-row gradient.
+
+    Shapes:
+        x: [n, F]
+        columns: [b, K]
+        weights: [b, K]
+        labels: [b]
+        return: each [b, *parameter shape]
+    """
     params = {k: v.detach() for k, v in module.named_parameters()}
     buffers = {k: v.detach() for k, v in module.named_buffers()}
     features = x[columns.clamp(min=0)]  # [b, K, F]
@@ -33,7 +51,15 @@ def per_row_gradients(module: torch.nn.Module, x: torch.Tensor, columns, weights
 
 
 def clip_and_sum(grads: dict[str, torch.Tensor], max_norm: float | None) -> dict[str, torch.Tensor]:
-    """Clip every per-row gradient to ℓ₂ norm ``max_norm`` (all parameters jointly) and sum."""
+    """Clip every per-row gradient to ℓ₂ norm ``max_norm`` (all parameters jointly) and sum.
+
+    Args:
+        grads: parameter name → per-row gradients (leading dimension b).
+        max_norm: the clip; ``None`` sums without clipping.
+
+    Returns:
+        Parameter name → the clipped sum.
+    """
     if max_norm is None:
         return {k: g.sum(0) for k, g in grads.items()}
     norms = torch.sqrt(sum(g.reshape(g.size(0), -1).pow(2).sum(1) for g in grads.values()))
@@ -45,7 +71,18 @@ def dropout_masks(
     shape_in: tuple[int, ...], shape_hidden: tuple[int, ...], p: float, generator: torch.Generator, device
 ) -> tuple[torch.Tensor, torch.Tensor] | None:
     """Inverted-dropout masks (values 0 or 1/(1−p)) for the input [b, K, F] and hidden [b, K, H]
-    activations of every (row, slot): drawn from ``generator``, independent of the data."""
+    activations of every (row, slot): drawn from ``generator``, independent of the data.
+
+    Args:
+        shape_in: [b, K, F], the input activations' shape.
+        shape_hidden: [b, K, H], the hidden activations' shape.
+        p: dropout rate (≤ 0: no masks).
+        generator: the masks' generator.
+        device: where the masks live.
+
+    Returns:
+        ``(input mask, hidden mask)``, or ``None`` when ``p <= 0``.
+    """
     if p <= 0:
         return None
     keep = 1.0 - p
@@ -72,7 +109,20 @@ def clipped_gradient_sum(
     ∇b₂ = δ_b Σ_k w_bk, ∇W₁ = Σ_k g_bk x̃_bkᵀ, ∇b₁ = Σ_k g_bk; the squared norm of ∇W₁ is
     :math:`\sum_{k,k'} (g_{bk}\cdot g_{bk'})(\tilde x_{bk}\cdot\tilde x_{bk'})` ("ghost" norm).
 
-    Shapes: x [n, F]; columns, weights [b, K]; labels [b]; masks ([b, K, F], [b, K, H]) or None."""
+    Shapes: x [n, F]; columns, weights [b, K]; labels [b]; masks ([b, K, F], [b, K, H]) or None.
+
+    Args:
+        module: f_θ.
+        x: node features.
+        columns: feature rows of each training row (−1 empty).
+        weights: Π's weights of those entries.
+        labels: each row's label.
+        max_norm: the clip C; ``None`` sums without clipping.
+        masks: dropout masks from :func:`dropout_masks`, or ``None``.
+
+    Returns:
+        Parameter name → the clipped gradient sum.
+    """
     lin1, lin2 = module.lin1, module.lin2
     feats = x[columns.clamp(min=0)]  # [b, K, F]
     with torch.no_grad():
@@ -155,7 +205,33 @@ def train_rows(
 
     Inside :func:`dpaudit.training.dpsgd.inserting_canaries`, a noisy run with a ``canary_law`` (``sound``:
     :class:`defenses.dpar.canaries.NodeTerms`) also trains on the white-box Dirac canaries: added
-    to the clipped sum before the noise, observed after it, on a generator of their own."""
+    to the clipped sum before the noise, observed after it, on a generator of their own.
+
+    Args:
+        module: f_θ, trained in place (left in eval mode).
+        x: node features.
+        columns: feature rows of each training row (−1 empty).
+        weights: Π's weights.
+        labels: each row's label.
+        noise_std: Gaussian noise std on the clipped sum (0: none).
+        max_grad_norm: the clip C; ``None`` for a non-private run.
+        sample_rate: q, the Poisson rate of rows before ``pair_start``.
+        expected_batch: the divisor of the noisy sum.
+        steps: optimiser steps.
+        lr: Adam's learning rate.
+        generator: the batches' generator.
+        noise_generator: the noise's and dropout masks' generator.
+        progress: progress-bar label, or ``None``.
+        pair_start: first pair-term row, or ``None`` for none.
+        pair_rate: q_p, the pair terms' Poisson rate.
+        canary_law: the canaries' inclusion law, or ``None``.
+
+    Shapes:
+        x: [n, F]
+        columns: [R, K]
+        weights: [R, K]
+        labels: [R]
+    """
     device = x.device
     optimizer = torch.optim.Adam(module.parameters(), lr=lr)
     private = max_grad_norm is not None

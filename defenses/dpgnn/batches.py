@@ -28,6 +28,13 @@ def padded_gram(a, rows: torch.Tensor) -> torch.Tensor:
     Dense ``a``: one batched product; sparse (:class:`~dpaudit.nn.SparseFeatures`): the stored
     values matched pairwise by :func:`~dpaudit.nn.row_dots`.
 
+    Args:
+        a: row features, dense or sparse.
+        rows: each subgraph's rows of ``a``, padded with ``a.size(0)``.
+
+    Returns:
+        The per-subgraph Gram matrices.
+
     Shapes:
         ``a [R, d]``, ``rows [n, P]`` (values in 0..R; ``R = a.size(0)`` marks padding) →
         ``[n, P, P]``.
@@ -60,6 +67,14 @@ def pad_batch(index: SubgraphIndex, batch: torch.Tensor, x) -> tuple[torch.Tenso
     gradients; training uses :func:`flat_batch`). The root of each subgraph is at position 0;
     the adjacency's rows are :math:`(D + I)^{-1}(A + I)` restricted to the subgraph (padding
     rows and columns are zero).
+
+    Args:
+        index: the subgraph index.
+        batch: subgraph ids.
+        x: node features, dense or sparse.
+
+    Returns:
+        ``(features, adjacency, roots)``.
 
     Shapes:
         ``batch [B]``, ``x [num_nodes, F]`` → ``features [B, L, F]``, ``adjacency [B, L, L]``,
@@ -154,6 +169,15 @@ def flat_batch(
     every block's ``gram``.
 
     Shapes: ``batch [B]`` subgraph ids → R rows, E_b messages (see :class:`FlatBatch`).
+
+    Args:
+        index: the subgraph index.
+        batch: subgraph ids.
+        device: where the result lives (``None``: the index's device).
+        grams: per-size-class input Grams, or ``None``.
+
+    Returns:
+        The flat batch.
     """
     batch = batch.to(index.node_ptr.device)
     starts, sizes = index.node_ptr[batch], index.node_ptr[batch + 1] - index.node_ptr[batch]

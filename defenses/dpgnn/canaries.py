@@ -52,7 +52,13 @@ class NodeOccurrences:
     """A :class:`dpaudit.training.dpsgd.CanaryLaw` for DP-GNN (module docstring): ``population`` N slots,
     ``batch_size`` m drawn per step without replacement, ``terms`` k = min(N(K, r), N) slots per
     node. Draws come from a NumPy generator seeded once from the hook's own torch generator (the
-    training's batches and noise are untouched)."""
+    training's batches and noise are untouched).
+
+    Attributes:
+        population: N, the declared population's subgraph slots.
+        batch_size: m, slots drawn per step without replacement.
+        terms: k = min(N(K, r), N), the slots one node occupies.
+    """
 
     population: int
     batch_size: int
@@ -72,7 +78,19 @@ class NodeOccurrences:
 
     def draw(self, included: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
         """(multiples of C [m], terms drawn [m]) of one step: +ρ for an included canary, −(ρ − own)
-        for an excluded one (module docstring)."""
+        for an excluded one (module docstring).
+
+        Args:
+            included: whether each canary is in the training set (bool).
+            generator: seeds the law's NumPy generator on the first call.
+
+        Returns:
+            The multiples of C (float64) and the terms each canary contributed (int64).
+
+        Shapes:
+            included: [m]
+            return: ([m], [m])
+        """
         if self._rng is None:
             self._rng = np.random.default_rng(int(torch.randint(0, 2**62, (1,), generator=generator)))
         count = included.numel()
@@ -84,9 +102,18 @@ class NodeOccurrences:
         return torch.from_numpy(multiples), torch.from_numpy(contributed)
 
     def matches(self, record: dict, steps: int) -> bool:
-        """Whether a spec's mechanism record is Theorem 1 over this many steps."""
+        """Whether a spec's mechanism record is Theorem 1 over this many steps.
+
+        Args:
+            record: a mechanism record of the spec.
+            steps: the run's DP-SGD steps.
+
+        Returns:
+            Whether ``record`` is Theorem 1's ``SensitivityMixtureGaussian`` over ``steps`` steps.
+        """
         return record.get("mechanism") == ACCOUNTED_MECHANISM and int(record.get("steps", -1)) == steps
 
     def describe(self) -> dict[str, Any]:
+        """The law's record: its name and parameters."""
         return {"law": LAW, "population": self.population, "batch_size": self.batch_size,
                 "terms": self.terms}  # fmt: skip

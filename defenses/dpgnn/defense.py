@@ -165,7 +165,28 @@ class DPGNNHyperparameters(PrivateHyperparameters):
     ``protocol=sound`` clips with the fixed ``clip_norm`` (``clipping`` flat or layerwise);
     ``protocol=paper`` clips every parameter tensor to the ``clip_percentile``-th percentile of
     its per-subgraph gradient norms at initialisation over ≤ ``clip_estimate_nodes`` training
-    subgraphs (the reference's rule, read from private data and not accounted)."""
+    subgraphs (the reference's rule, read from private data and not accounted).
+
+    Attributes:
+        protocol: ``sound`` (every step proven) or ``paper`` (the reference's run, ``sound: false``).
+        layers: r, GCN message-passing layers (1–4).
+        max_in_degree: K, the in-degree bound of the sampled (or promised) edge lists.
+        latent: width of the encoder, GCN and decoder layers.
+        encoder_layers: MLP layers before message passing.
+        decoder_layers: MLP layers after message passing.
+        act: activation (``relu``, ``selu``, ``tanh``, ``elu``).
+        residual: residual connections around the GCN layers.
+        batch_size: m, subgraphs per step (``None``: the reference schedule).
+        steps: T, optimiser steps (``None``: the reference schedule).
+        lr: learning rate.
+        optimizer: ``adam`` or ``sgd``.
+        clip_norm: C, the fixed clipping norm (``sound``).
+        clipping: ``flat`` (one norm over all parameters) or ``layerwise``.
+        clip_percentile: ``paper``: the percentile of initial per-subgraph gradient norms used as threshold.
+        clip_estimate_nodes: ``paper``: at most this many training subgraphs for the percentile.
+        microbatch: subgraphs per gradient chunk (memory only).
+        degree_bound: ``sampler`` (Algorithm 1, ``sound: false``) or ``promise`` (a public in-degree promise, proven).
+    """
 
     _parameter_constraints: ClassVar[dict[str, list]] = {
         "layers": [Interval(int, 1, 4, closed="both")],
@@ -233,7 +254,15 @@ def _train_mask(split: Split, num_nodes: int) -> torch.Tensor:
 class DPGNN(Defense):
     """Node-level DP-GCN (Daigavane et al.): occurrence-bounded subgraphs + DP-SGD/DP-Adam
     with Theorem 1 accounting. See the package docstring for the neighbouring relation proven,
-    the public plan, the two protocols and why inference is not private."""
+    the public plan, the two protocols and why inference is not private.
+
+    Args:
+        epsilon: target ε (``inf`` trains without noise).
+        delta: δ, or ``"auto"`` for below 1/the declared population.
+        seed: seeds initialisation, sampling and noise.
+        device: ``"auto"``, ``"cpu"``, ``"cuda"`` or a :class:`torch.device`.
+        **hyperparameters: fields of the defense's hyperparameter dataclass.
+    """
 
     name = "dpgnn"
     unit = "node"
@@ -367,6 +396,13 @@ class DPGNN(Defense):
         clipping norm C is the spec's own (its thresholds came from private data), so σ = z·C
         is still tied to the target ε. ``None`` for a spec that declares no training-set size
         (written before sizes were declared).
+
+        Args:
+            card: the saved model's public card.
+            privacy: its privacy spec (δ, mechanisms, declared ``num_train``).
+
+        Returns:
+            Theorem 1's mechanism record, or ``None`` without a declared training-set size.
 
         Raises:
             ModelFormatError: the card's hyperparameters or the spec's mechanism are malformed.

@@ -85,7 +85,15 @@ from dpaudit.accounting import SensitivityMixtureGaussian
 
 
 def occurrence_bound(max_in_degree: int, num_layers: int) -> int:
-    r"""Lemma 1: :math:`N(K, r) = \sum_{i=0}^{r} K^i`."""
+    r"""Lemma 1: :math:`N(K, r) = \sum_{i=0}^{r} K^i`.
+
+    Args:
+        max_in_degree: K.
+        num_layers: r.
+
+    Returns:
+        N(K, r), the most training subgraphs one node occurs in.
+    """
     return sum(int(max_in_degree) ** i for i in range(int(num_layers) + 1))
 
 
@@ -137,7 +145,21 @@ def sample_edgelists(
 
 def training_readers(edge_index: torch.Tensor, num_nodes: int, train_mask: torch.Tensor) -> torch.Tensor:
     """|RE_v| for every node: how many of its messages (self-loops dropped, duplicates counted)
-    go to training nodes, ``[num_nodes]``."""
+    go to training nodes, ``[num_nodes]``.
+
+    Args:
+        edge_index: messages (src → dst).
+        num_nodes: number of nodes.
+        train_mask: the training nodes.
+
+    Returns:
+        |RE_v| per node (int64).
+
+    Shapes:
+        edge_index: [2, E]
+        train_mask: [num_nodes]
+        return: [num_nodes]
+    """
     edge_index, _ = remove_self_loops(edge_index)
     src, dst = edge_index
     return torch.bincount(src[train_mask.to(dst.device)[dst]], minlength=num_nodes)
@@ -158,8 +180,22 @@ def promised_edgelists(
     node; removing v removes the messages v sends and receives and nothing else, so a root's
     r-hop tree changes only if v lies in it. ∎
 
+    Args:
+        edge_index: messages (src → dst).
+        num_nodes: number of nodes.
+        train_mask: the training nodes.
+        max_in_degree: K, the promised bound on training readers per node.
+
+    Returns:
+        The messages into training nodes, self-loops dropped.
+
     Raises:
         ConfigurationError: a node is read by more than K training nodes (before any work).
+
+    Shapes:
+        edge_index: [2, E]
+        train_mask: [num_nodes]
+        return: [2, E']
     """
     from dpaudit.errors import ConfigurationError
 
@@ -204,9 +240,18 @@ class SubgraphIndex:
         return int(self.roots.numel())
 
     def sizes(self) -> torch.Tensor:
+        """Nodes per subgraph, ``[R]``."""
         return self.node_ptr[1:] - self.node_ptr[:-1]
 
     def nodes_of(self, i: int) -> torch.Tensor:
+        """Global ids of subgraph ``i``'s nodes, root first.
+
+        Args:
+            i: the subgraph (root) index.
+
+        Returns:
+            Its node ids.
+        """
         return self.node_ids[self.node_ptr[i] : self.node_ptr[i + 1]]
 
     def size_classes(self) -> tuple[list[int], torch.Tensor, torch.Tensor]:
@@ -237,6 +282,12 @@ class SubgraphIndex:
         r"""Every subgraph's input Gram :math:`(x_u\cdot x_v)_{u,v}` over its rows, per size class
         on ``x``'s device: what the first layer's ghost norm needs, fixed for a fit
         (:func:`~defenses.dpgnn.batches.padded_gram`).
+
+        Args:
+            x: node features, dense or sparse.
+
+        Returns:
+            One Gram tensor per size class.
 
         Shapes:
             ``x [num_nodes, F]`` (dense or :class:`~dpaudit.nn.SparseFeatures`) → one
@@ -291,13 +342,23 @@ def build_subgraphs(
     tensor operation whose size is bounded by ``num_nodes · N(K, r)`` pairs (each node occurs in
     at most N(K, r) subgraphs), so the construction scales linearly in the graph size.
 
-    Shapes:
-        ``sampled_edge_index [2, E']`` (from :func:`sample_edgelists`), ``roots [R]`` → an
-        index of R subgraphs.
+    Args:
+        sampled_edge_index: the sampled messages (src → dst).
+        roots: the training nodes, one subgraph each.
+        num_nodes: number of nodes.
+        num_layers: r, the subgraph depth.
+        max_in_degree: K, for Lemma 1's check.
+
+    Returns:
+        The subgraph index.
 
     Raises:
         RuntimeError: if some node occurs in more than N(K, r) subgraphs (Lemma 1 violated,
             i.e. the edgelists were not produced by :func:`sample_edgelists` with this K).
+
+    Shapes:
+        ``sampled_edge_index [2, E']`` (from :func:`sample_edgelists`), ``roots [R]`` → an
+        index of R subgraphs.
     """
     device = sampled_edge_index.device
     roots = roots.to(device).long()
@@ -359,7 +420,19 @@ def build_subgraphs(
 
 
 def sample_batch(num_subgraphs: int, batch_size: int, generator: torch.Generator | None = None) -> torch.Tensor:
-    """Indices of ``batch_size`` distinct items of ``num_subgraphs``, uniform over all subsets of that size."""
+    """Indices of ``batch_size`` distinct items of ``num_subgraphs``, uniform over all subsets of that size.
+
+    Args:
+        num_subgraphs: population size.
+        batch_size: items drawn, in 1..``num_subgraphs``.
+        generator: the permutation's generator.
+
+    Returns:
+        The drawn indices.
+
+    Raises:
+        ValueError: ``batch_size`` out of range.
+    """
     if not 0 < batch_size <= num_subgraphs:
         raise ValueError(f"batch size must lie in 1..{num_subgraphs}, got {batch_size}")
     return torch.randperm(num_subgraphs, generator=generator)[:batch_size]
@@ -375,6 +448,15 @@ def sample_slots(
     With n = n̂ it is exactly :func:`sample_batch` over the n subgraphs.
 
     Shapes: → ``[b]`` subgraph ids, b ≤ ``batch_size`` (b = ``batch_size`` when n ≥ n̂).
+
+    Args:
+        num_subgraphs: n, the real training subgraphs.
+        population: n̂, the declared training-set size.
+        batch_size: m, slots drawn per step.
+        generator: the draw's generator.
+
+    Returns:
+        The ids of the drawn slots that hold a subgraph.
     """
     slots = sample_batch(max(num_subgraphs, population), batch_size, generator)
     return slots[slots < num_subgraphs]
@@ -384,7 +466,16 @@ def sample_slots(
 
 
 def hypergeometric_law(population: int, successes: int, draws: int) -> tuple[tuple[float, ...], tuple[float, ...]]:
-    """Support and pmf of Hypergeometric(N = population, K = successes, n = draws)."""
+    """Support and pmf of Hypergeometric(N = population, K = successes, n = draws).
+
+    Args:
+        population: N.
+        successes: K (capped at N).
+        draws: n.
+
+    Returns:
+        ``(support, pmf)``: 0..min(K, n) and their probabilities (renormalised).
+    """
     successes = min(successes, population)
     support = np.arange(0, min(successes, draws) + 1)
     pmf = hypergeom(population, successes, draws).pmf(support)
@@ -418,6 +509,19 @@ def dpgnn_mechanism(
     any sampler whose law does not depend on the data. ``num_subgraphs`` is the population N —
     the declared training-set size in a fit (module docstring). ``N(K, r)`` is capped at N (a
     node cannot occur in more subgraphs than exist).
+
+    Args:
+        noise_std: σ, the noise std on the clipped gradient sum.
+        clip_norm: C.
+        num_subgraphs: N, the population.
+        batch_size: m.
+        max_in_degree: K.
+        num_layers: r.
+        steps: iterations T.
+        clip_groups: G, the layer-wise clipping groups (1: flat).
+
+    Returns:
+        The mixture mechanism.
     """
     support, probabilities = hypergeometric_law(num_subgraphs, occurrence_bound(max_in_degree, num_layers), batch_size)
     return SensitivityMixtureGaussian(
@@ -442,7 +546,14 @@ def reference_schedule(num_train: int) -> tuple[int, int]:
     """(batch m, steps T) scaled to the graph by a fixed rule of the training-set size — in a
     fit, the declared size n̂: the reference's sampling fraction m/N = 10,000/90,941 and its
     3,000 steps (so ≈ 330 passes over the training subgraphs whatever the graph size), the
-    batch capped at 10,000."""
+    batch capped at 10,000.
+
+    Args:
+        num_train: training-set size (the declared n̂ in a fit).
+
+    Returns:
+        ``(batch_size, steps)``.
+    """
     batch = min(REFERENCE_BATCH, max(1, round(num_train * REFERENCE_BATCH / REFERENCE_TRAIN_NODES)))
     return min(batch, max(1, num_train)), REFERENCE_STEPS
 
@@ -450,7 +561,15 @@ def reference_schedule(num_train: int) -> tuple[int, int]:
 def unit_condition(protocol: str | None, hp_or_card: Any) -> str | None:
     """The restriction of the neighbouring relation a promise run is proven under (``None`` for
     the sampler, whose spec is ``sound: false`` instead). Accepts hyperparameters or a card's
-    hyperparameter dict."""
+    hyperparameter dict.
+
+    Args:
+        protocol: ``sound``, ``paper`` or ``None``.
+        hp_or_card: hyperparameters, or a card's hyperparameter dict.
+
+    Returns:
+        ``"training readers per node <= K"`` for a sound promise run, else ``None``.
+    """
     get = hp_or_card.get if isinstance(hp_or_card, dict) else lambda k, d=None: getattr(hp_or_card, k, d)
     if protocol == "sound" and get("degree_bound", "sampler") == "promise":
         return f"training readers per node <= {int(get('max_in_degree'))}"

@@ -35,6 +35,16 @@ class DPGCNNet(nn.Module):
     ``forward(x, adjacency, dense=True)`` runs on one padded subgraph (``adjacency``
     row-normalised) and returns the root's logits (position 0).
 
+    Args:
+        in_dim: feature count F.
+        latent: width of every hidden layer.
+        out_dim: number of classes C.
+        layers: r, graph layers.
+        encoder_layers: MLP layers before the graph layers.
+        decoder_layers: MLP layers after them (the last is the output layer).
+        act: activation name (``relu``, ``selu``, ``tanh``, ``elu``).
+        residual: add Âh to each graph layer's output (the reference layer).
+
     Shapes:
         ``x [N, F], edge_index [2, E] -> logits [N, C]`` on a whole graph;
         ``x [L, F], adjacency [L, L] -> logits [C]`` on one padded subgraph (dense).
@@ -65,6 +75,13 @@ class DPGCNNet(nn.Module):
         """:math:`(D+I)^{-1}(A+I)h` over messages src → dst (self loops added here).
 
         Shapes: ``h [N, d], edge_index [2, E] -> [N, d]``.
+
+        Args:
+            h: node representations.
+            edge_index: messages (src → dst), without self-loops.
+
+        Returns:
+            The row-normalised aggregate.
         """
         src, dst = edge_index
         total = h.clone()
@@ -94,6 +111,15 @@ class DPGCNNet(nn.Module):
         layer's output before its activation (used to get per-node gradients there).
 
         Shapes: ``[N, latent]`` on a whole graph, ``[latent]`` on one dense subgraph.
+
+        Args:
+            x: node features, or the first encoder layer's pre-activation output.
+            graph: ``edge_index`` [2, E] (whole graph) or the row-normalised adjacency [L, L] (``dense``).
+            dense: ``graph`` is one padded subgraph's adjacency; the root's (position 0) row is returned.
+            pre_activation: ``x`` is the first encoder layer's pre-activation output.
+
+        Returns:
+            The decoder's hidden representation.
         """
         if pre_activation:
             h = self.act(x)
@@ -113,11 +139,35 @@ class DPGCNNet(nn.Module):
     def forward(
         self, x: torch.Tensor, graph: torch.Tensor, dense: bool = False, pre_activation: bool = False
     ) -> torch.Tensor:
+        """Logits: the output layer on :meth:`embed`.
+
+        Args:
+            x: node features, or the first encoder layer's pre-activation output.
+            graph: ``edge_index`` [2, E] (whole graph) or the row-normalised adjacency [L, L] (``dense``).
+            dense: ``graph`` is one padded subgraph's adjacency; the root's logits are returned.
+            pre_activation: ``x`` is the first encoder layer's pre-activation output.
+
+        Returns:
+            Class logits.
+
+        Shapes:
+            return: [N, C] on a whole graph, [C] on one dense subgraph
+        """
         return self.out(self.embed(x, graph, dense, pre_activation))
 
 
 def build_dpgcn(config: dict) -> DPGCNNet:
-    """The network of an architecture config (``model.json``'s ``config.architecture``)."""
+    """The network of an architecture config (``model.json``'s ``config.architecture``).
+
+    Args:
+        config: the architecture config.
+
+    Returns:
+        The untrained network.
+
+    Raises:
+        ModelFormatError: a missing or malformed field.
+    """
     try:
         return DPGCNNet(
             in_dim=int(config["in_dim"]),
@@ -136,7 +186,15 @@ def build_dpgcn(config: dict) -> DPGCNNet:
 def clip_groups(module: DPGCNNet, clipping: str) -> list[list[str]]:
     """Parameter-name groups clipped separately: one group (``flat``), encoder / each graph
     layer / decoder (``layerwise``, Section 6), or one per parameter tensor (``per-tensor``,
-    the reference's per-parameter clipping)."""
+    the reference's per-parameter clipping).
+
+    Args:
+        module: the network.
+        clipping: ``flat``, ``layerwise`` or ``per-tensor``.
+
+    Returns:
+        Lists of parameter names, one per clipping group.
+    """
     names = [n for n, _ in module.named_parameters()]
     if clipping == "flat":
         return [names]
@@ -151,7 +209,14 @@ def clip_groups(module: DPGCNNet, clipping: str) -> list[list[str]]:
 @register_model_kind("dpgnn")
 class DPGNNModel(ModuleModel):
     """A DP-GCN released model. Inference reads the queried nodes' full neighbourhoods in the
-    query graph, so it is not private (``card["inference"]["private"] is False``)."""
+    query graph, so it is not private (``card["inference"]["private"] is False``).
+
+    Args:
+        module: the trained :class:`DPGCNNet`.
+        architecture: its config, for :func:`build_dpgcn`.
+        privacy: the privacy spec.
+        card: the public card.
+    """
 
     @classmethod
     def verify_privacy(cls, privacy, config, card):
@@ -159,7 +224,19 @@ class DPGNNModel(ModuleModel):
         ``sound: false`` required for the sampler (Theorem 1 covers the directed relation of
         Remark 2, not removing a node with all its edges, :mod:`defenses.dpgnn`) and
         ``sound: true`` with its stated unit condition for the degree promise. The plan itself
-        is re-derived from the card by :meth:`defenses.dpgnn.DPGNN.replan`."""
+        is re-derived from the card by :meth:`defenses.dpgnn.DPGNN.replan`.
+
+        Args:
+            privacy: the saved spec.
+            config: the saved config (unused).
+            card: the public card (protocol, hyperparameters).
+
+        Returns:
+            The verification.
+
+        Raises:
+            IntegrityError: the unit condition or the spec does not match.
+        """
         from dpaudit.accounting.verify import refuse, verify_spec
         from dpaudit.release.model import card_protocol
 
@@ -182,6 +259,20 @@ class DPGNNModel(ModuleModel):
 
     @classmethod
     def from_state(cls, config, tensors, privacy, card):
+        """Rebuild the network from its architecture config and load its tensors.
+
+        Args:
+            config: the saved config with its ``architecture``.
+            tensors: the network's state dict.
+            privacy: the privacy spec.
+            card: the public card.
+
+        Returns:
+            The model, on the tensors' device.
+
+        Raises:
+            ModelFormatError: no architecture or a malformed one.
+        """
         if not isinstance(config.get("architecture"), dict):
             raise ModelFormatError("dpgnn model config lacks its architecture")
         module = build_dpgcn(config["architecture"])

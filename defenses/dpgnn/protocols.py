@@ -69,7 +69,15 @@ DEGREE_BOUNDS = ("sampler", "promise")
 
 
 def keeps_promise(protocol: str, hp: DPGNNHyperparameters) -> bool:
-    """``sound`` with ``degree_bound=promise``: no sampling, the promise checked on the graph."""
+    """``sound`` with ``degree_bound=promise``: no sampling, the promise checked on the graph.
+
+    Args:
+        protocol: ``sound`` or ``paper``.
+        hp: the hyperparameters (``degree_bound``).
+
+    Returns:
+        Whether the run uses the checked degree promise.
+    """
     return protocol == "sound" and hp.degree_bound == "promise"
 
 
@@ -107,7 +115,14 @@ class DPGNNPlan:
         return occurrence_bound(self.max_in_degree, self.layers)
 
     def mechanism(self, term_norm: float) -> SensitivityMixtureGaussian:
-        """Theorem 1 for this plan with per-group clipping norm ``term_norm`` (noise std z·C)."""
+        """Theorem 1 for this plan with per-group clipping norm ``term_norm`` (noise std z·C).
+
+        Args:
+            term_norm: C, the per-group clipping norm.
+
+        Returns:
+            Theorem 1's mixture mechanism over the plan's T steps.
+        """
         return dpgnn_mechanism(
             self.noise_multiplier * term_norm,
             term_norm,
@@ -148,6 +163,17 @@ def plan(
     — it spends ≤ ε and one tolerance step less noise would not (:func:`_is_calibrated`), two
     ε evaluations instead of the search's dozen; otherwise z is searched afresh, so a claimed z
     the target ε does not give comes back different.
+
+    Args:
+        hp: the hyperparameters.
+        protocol: ``sound`` or ``paper``.
+        epsilon: target ε (``inf``: z = 0).
+        delta: δ.
+        declared_train_size: n̂, or ``None`` (refused).
+        claimed_multiplier: a saved model's z, or ``None``.
+
+    Returns:
+        The plan.
 
     Raises:
         DPAuditError: the dataset declares no training-set size (before any work).
@@ -198,20 +224,43 @@ def _is_calibrated(multiplier: float, epsilon: float, delta: float, family) -> b
 
 
 def reads_private_thresholds(protocol: str) -> bool:
-    """``paper`` clips at percentiles of private gradient norms; ``sound`` at ``clip_norm``."""
+    """``paper`` clips at percentiles of private gradient norms; ``sound`` at ``clip_norm``.
+
+    Args:
+        protocol: ``sound`` or ``paper``.
+
+    Returns:
+        ``True`` under ``paper``.
+    """
     return protocol == "paper"
 
 
 def clipping(protocol: str, hp: DPGNNHyperparameters) -> str:
     """The clipping groups (:func:`~defenses.dpgnn.model.clip_groups`): one per parameter
-    tensor under ``paper``, ``hp.clipping`` (flat or layerwise) under ``sound``."""
+    tensor under ``paper``, ``hp.clipping`` (flat or layerwise) under ``sound``.
+
+    Args:
+        protocol: ``sound`` or ``paper``.
+        hp: the hyperparameters (``clipping``).
+
+    Returns:
+        ``per-tensor``, ``flat`` or ``layerwise``.
+    """
     return "per-tensor" if protocol == "paper" else hp.clipping
 
 
 def accounted_group_count(protocol: str, hp: DPGNNHyperparameters) -> int:
     """G of one term's norm bound C√G. ``paper`` folds its per-tensor thresholds into one
     norm C = (Σ_p C_p²)^½ (G = 1); ``sound`` counts its groups on the architecture (built on
-    PyTorch's meta device: no memory, no random numbers drawn)."""
+    PyTorch's meta device: no memory, no random numbers drawn).
+
+    Args:
+        protocol: ``sound`` or ``paper``.
+        hp: the hyperparameters (architecture sizes and ``clipping``).
+
+    Returns:
+        G.
+    """
     if protocol == "paper":
         return 1
     with torch.device("meta"):
@@ -223,7 +272,16 @@ def accounted_group_count(protocol: str, hp: DPGNNHyperparameters) -> int:
 
 def term_norm(protocol: str, hp: DPGNNHyperparameters, thresholds: float | list[float]) -> float:
     """C: the per-group clipping norm the accountant and the noise use — (Σ_p C_p²)^½ of the
-    private per-tensor thresholds (``paper``) or ``clip_norm`` (``sound``)."""
+    private per-tensor thresholds (``paper``) or ``clip_norm`` (``sound``).
+
+    Args:
+        protocol: ``sound`` or ``paper``.
+        hp: the hyperparameters (``clip_norm``).
+        thresholds: ``paper``'s per-tensor thresholds (ignored under ``sound``).
+
+    Returns:
+        C.
+    """
     if protocol == "paper":
         return math.sqrt(sum(c * c for c in thresholds))
     return hp.clip_norm
@@ -232,14 +290,32 @@ def term_norm(protocol: str, hp: DPGNNHyperparameters, thresholds: float | list[
 def recorded_term_norm(protocol: str, hp: DPGNNHyperparameters, mechanisms: list[dict]) -> float:
     """C for re-planning a saved model: ``clip_norm`` (``sound``), or, under ``paper``, the norm
     the spec records (its thresholds were read from private data, so no card can re-derive
-    them; σ = z·C is still checked against the card's target ε)."""
+    them; σ = z·C is still checked against the card's target ε).
+
+    Args:
+        protocol: ``sound`` or ``paper``.
+        hp: the hyperparameters (``clip_norm``).
+        mechanisms: the spec's mechanism records (the first is Theorem 1's, sensitivity 2C).
+
+    Returns:
+        C.
+    """
     if protocol == "paper":
         return float(mechanisms[0]["sensitivity_per_term"]) / 2.0
     return hp.clip_norm
 
 
 def privacy_text(protocol: str, hp: DPGNNHyperparameters, run: DPGNNPlan) -> tuple[list[str], list[str]]:
-    """(notes, unaccounted steps) of a private run's spec, from the plan alone (no measured value)."""
+    """(notes, unaccounted steps) of a private run's spec, from the plan alone (no measured value).
+
+    Args:
+        protocol: ``sound`` or ``paper``.
+        hp: the hyperparameters.
+        run: the run's plan.
+
+    Returns:
+        ``(notes, unaccounted)``: the spec's notes and its unaccounted steps (empty for a sound promise run).
+    """
     bound = run.occurrence_bound
     if keeps_promise(protocol, hp):
         relation = [

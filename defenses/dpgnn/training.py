@@ -48,6 +48,16 @@ def per_subgraph_gradients(
 
     Shapes: ``features [B, L, F]``, ``adjacency [B, L, L]``, ``labels [B]`` →
     ``{name: [B, *param.shape]}``.
+
+    Args:
+        module: the network.
+        params: parameter name → tensor (detached), for ``functional_call``.
+        features: padded subgraph features (:func:`~defenses.dpgnn.batches.pad_batch`).
+        adjacency: padded row-normalised adjacencies.
+        labels: the roots' labels.
+
+    Returns:
+        Parameter name → per-subgraph gradients.
     """
 
     def loss(p, x, a, y):
@@ -62,7 +72,19 @@ def clipped_sum(
 ) -> dict[str, torch.Tensor]:
     """:math:`\\sum_s \\mathrm{Clip}_C(g_s)` from materialised per-subgraph gradients (reference
     implementation; training uses :func:`clipped_gradient_sum`). ``clip_norm``: one threshold,
-    or one per group."""
+    or one per group.
+
+    Args:
+        grads: parameter name → per-subgraph gradients (leading dimension B).
+        groups: parameter names clipped together (:func:`~defenses.dpgnn.model.clip_groups`).
+        clip_norm: one threshold, or one per group.
+
+    Returns:
+        Parameter name → the clipped sum.
+
+    Raises:
+        ValueError: a threshold list whose length is not the number of groups.
+    """
     out = {}
     for group, threshold in zip(groups, _thresholds(clip_norm, groups)):
         sq = sum(grads[n].flatten(1).pow(2).sum(1) for n in group)
@@ -214,6 +236,13 @@ def subgraph_gradient_terms(
     the squared norm of every parameter tensor's per-subgraph gradient, ``{name: [B]}``.
 
     Shapes: ``x [num_nodes, F]``, ``labels [B]`` (the roots' labels).
+
+    Args:
+        module: the network.
+        params: parameter name → tensor (detached).
+        x: node features, dense or sparse.
+        batch: the flat batch of subgraphs.
+        labels: the roots' labels.
     """
     logits, records, outputs = _flat_forward(module, params, x, batch)
     loss = F.cross_entropy(logits, labels, reduction="sum")
@@ -249,6 +278,18 @@ def clipped_gradient_sum(
 
     Shapes: ``x [num_nodes, F]`` (dense or :class:`~dpaudit.nn.SparseFeatures`), ``labels
     [B]`` (the roots' labels in batch order) → ``{name: param.shape}``.
+
+    Args:
+        module: the network.
+        params: parameter name → tensor (detached).
+        x: node features, dense or sparse.
+        batch: the flat batch of subgraphs.
+        labels: the roots' labels.
+        groups: parameter names clipped together.
+        clip_norm: one threshold, or one per group.
+
+    Returns:
+        Parameter name → the clipped gradient sum.
     """
     records, sq = subgraph_gradient_terms(module, params, x, batch, labels)
     factor_of = {}
@@ -293,6 +334,19 @@ def percentile_thresholds(
     at most ``max_subgraphs`` training subgraphs.
 
     Shapes: ``x [num_nodes, F]``, ``y [num_nodes]`` → one threshold per parameter tensor.
+
+    Args:
+        module: the network at its initial parameters.
+        index: the training subgraphs.
+        x: node features.
+        y: node labels.
+        percentile: the percentile in (0, 100].
+        max_subgraphs: at most this many subgraphs sampled.
+        generator: the sample's generator.
+        microbatch: subgraphs per gradient chunk.
+
+    Returns:
+        Parameter name → threshold (at least 1e-8).
     """
     device = x.device
     x = sparse_features(x.to(torch.float32))
@@ -356,6 +410,26 @@ def train_dp(
 
     Shapes: ``x [num_nodes, F]``, ``y [num_nodes]``; ``input_grams`` from
     :meth:`~defenses.dpgnn.mechanism.SubgraphIndex.input_grams` of ``x``.
+
+    Args:
+        module: the network, trained in place (left in eval mode).
+        index: the training subgraphs.
+        x: node features, dense or sparse.
+        y: node labels.
+        input_grams: the first layer's per-size-class input Grams.
+        groups: parameter names clipped together.
+        thresholds: one clipping threshold, or one per group.
+        noise_std: Gaussian noise std on the clipped sum (0: none).
+        population: N, the declared training-set size.
+        batch_size: m, slots drawn per step (and the sum's divisor).
+        steps: T.
+        occurrences: N(K, r).
+        optimizer: ``adam`` or ``sgd``.
+        lr: learning rate.
+        microbatch: subgraphs per gradient chunk.
+        seed: seeds the batch (``seed + 1``) and noise (``seed + 2``) generators.
+        device: where training runs.
+        desc: progress-bar and canary label.
     """
     y = y.to(device)
     params = dict(module.named_parameters())

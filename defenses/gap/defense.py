@@ -319,7 +319,22 @@ class GAPHyperparameters(PrivateHyperparameters):
     module). Under ``sound`` at edge level and ∞, PMA releases ``hops`` hops once and K is chosen
     among its prefixes 1..``hops``; at node level (or on a split without validation nodes)
     ``hops`` is the fixed K. ``hop_grid`` is searched only under ``protocol=paper``, one
-    release per K."""
+    release per K.
+
+    Attributes:
+        protocol: ``sound`` (every step proven) or ``paper`` (the authors' search, ``sound: false``).
+        hops: K, the aggregation hops released (at most ``MAX_HOPS``).
+        hidden: width of every module's hidden layers.
+        encoder_layers: layers of the encoder MLP.
+        base_layers: layers of each hop's base MLP in the classifier.
+        head_layers: layers of the classifier's head MLP.
+        dropout: dropout rate.
+        batch_norm: BatchNorm in the MLPs.
+        lr: Adam's learning rate.
+        encoder_epochs: epochs training the encoder.
+        epochs: epochs training the classifier.
+        hop_grid: the K values searched under ``protocol=paper``.
+    """
 
     _parameter_constraints: ClassVar[dict[str, list]] = {
         "hops": [Interval(int, 1, MAX_HOPS, closed="both")],
@@ -368,7 +383,16 @@ class GAPNodeHyperparameters(GAPHyperparameters):
     graphs of at most the declared number of nodes); ``degree_bound=promise`` refuses a graph of
     maximum degree above ``max_degree`` (bounded-degree node-level DP).
     The DP-SGD rate is ``sample_rate`` when set, else 1/⌈n̂/B⌉ from the declared training-set
-    size n̂ (:class:`~dpaudit.training.dpsgd.PoissonSchedule`); the real number of training nodes is never read."""
+    size n̂ (:class:`~dpaudit.training.dpsgd.PoissonSchedule`); the real number of training nodes is never read.
+
+    Attributes:
+        batch_size: B, DP-Adam's expected batch size.
+        max_grad_norm: C, the per-example clip.
+        max_degree: D, the degree bound (projection target or promise).
+        degree_grid: the D values searched under ``protocol=paper``.
+        sample_rate: DP-SGD's Poisson rate q; ``None`` for 1/⌈n̂/B⌉.
+        degree_bound: ``projection`` (node-level DP) or ``promise`` (bounded-degree node-level DP); ``sound`` only.
+    """
 
     _parameter_constraints: ClassVar[dict[str, list]] = {
         "batch_size": [COUNT],
@@ -918,6 +942,16 @@ class _GAP(Defense):
 
 @register_defense
 class GAPInf(_GAP):
+    """GAP-∞ (Sajadmanesh et al. 2023): encoder + non-noisy multi-hop SUM aggregation + per-hop classifier.
+
+    Args:
+        epsilon: must be ``inf`` (non-private).
+        delta: unused at ε = ∞.
+        seed: seeds initialisation, dropout and the held-out split.
+        device: ``"auto"``, ``"cpu"``, ``"cuda"`` or a :class:`torch.device`.
+        **hyperparameters: fields of the defense's hyperparameter dataclass.
+    """
+
     name = "gap-inf"
     unit = None
     relative_cost = 1.1
@@ -928,6 +962,16 @@ class GAPInf(_GAP):
 
 @register_defense
 class GAPEdge(_GAP):
+    """GAP-EDP: edge-level DP by aggregation perturbation (PMA, Theorem 1 with Δ = √2), noise calibrated to ε.
+
+    Args:
+        epsilon: target ε (``inf`` trains without noise).
+        delta: δ, or ``"auto"`` for below 1/the declared population.
+        seed: seeds initialisation, sampling and noise.
+        device: ``"auto"``, ``"cpu"``, ``"cuda"`` or a :class:`torch.device`.
+        **hyperparameters: fields of the defense's hyperparameter dataclass.
+    """
+
     name = "gap-edp"
     unit = "edge"
     relative_cost = 1.1
@@ -947,6 +991,18 @@ class GAPEdge(_GAP):
 
 @register_defense
 class GAPNode(_GAP):
+    """GAP-NDP: node-level DP by PMA over a max-entropy degree projection (or, ``degree_bound=promise``,
+    over graphs of max degree ≤ D), DP-Adam encoder and classifier, Prop. 3.
+
+
+    Args:
+        epsilon: target ε (``inf`` trains without noise).
+        delta: δ, or ``"auto"`` for below 1/the declared population.
+        seed: seeds initialisation, sampling and noise.
+        device: ``"auto"``, ``"cpu"``, ``"cuda"`` or a :class:`torch.device`.
+        **hyperparameters: fields of the defense's hyperparameter dataclass.
+    """
+
     name = "gap-ndp"
     unit = "node"
     relative_cost = 1.2

@@ -32,7 +32,15 @@ LEVELS = ("inf", "edge", "node")
 def node_sensitivity(max_degree: int, protocol: str) -> float:
     r"""Per-hop node-level sensitivity: :math:`\sqrt{D(D+1)}` (sound, proven in the module
     docstring) or the paper's :math:`\sqrt D` (Lemmas 2–3; ignores the removed node's own row
-    and the degree sampling)."""
+    and the degree sampling).
+
+    Args:
+        max_degree: D, the degree bound.
+        protocol: ``sound`` or ``paper``.
+
+    Returns:
+        The per-hop ℓ₂ sensitivity.
+    """
     return math.sqrt(max_degree * (max_degree + 1)) if protocol == "sound" else math.sqrt(max_degree)
 
 
@@ -40,7 +48,17 @@ def node_sensitivity(max_degree: int, protocol: str) -> float:
 
 
 def row_normalize(x: torch.Tensor) -> torch.Tensor:
-    r"""Eq. 6 / Eq. 9: :math:`x_v / \|x_v\|_2` for every row (all-zero rows stay zero, norm ≤ 1)."""
+    r"""Eq. 6 / Eq. 9: :math:`x_v / \|x_v\|_2` for every row (all-zero rows stay zero, norm ≤ 1).
+
+    Args:
+        x: node representations.
+
+    Returns:
+        ``x`` with unit-ℓ₂ rows.
+
+    Shapes:
+        x: [N, d] (returned the same)
+    """
     return F.normalize(x, p=2.0, dim=1)
 
 
@@ -49,6 +67,14 @@ def sum_aggregate(x: torch.Tensor, edge_index: torch.Tensor, num_nodes: int) -> 
 
     ``edge_index[0]`` is the source, ``edge_index[1]`` the target (PyG's ``source_to_target``
     flow); duplicate edges count once per copy. Shapes: x [N, d], edge_index [2, E] → [N, d].
+
+    Args:
+        x: node representations.
+        edge_index: edges (source → target).
+        num_nodes: N.
+
+    Returns:
+        The aggregates.
     """
     if edge_index.numel() == 0:
         return torch.zeros(num_nodes, x.size(1), dtype=x.dtype, device=x.device)
@@ -77,6 +103,20 @@ def private_multi_hop_aggregation(
     ``noise_std = 0`` gives GAP-∞. With noise 0 the first k hops of a K-hop run are the k-hop run.
     ``operator`` (a :class:`~dpaudit.data.adjacency.Propagation`, e.g. a degree projection's weighted
     sum) replaces the plain SUM over ``edge_index``.
+
+    Args:
+        x0: row-normalised encoder outputs.
+        edge_index: the graph's edges (source → target); unused when ``operator`` is given.
+        hops: K.
+        noise_std: σ of the Gaussian noise per entry (0: GAP-∞).
+        generator: the noise's generator.
+        operator: a propagation replacing the plain SUM, or ``None``.
+
+    Raises:
+        DPAuditError: a negative or non-finite ``noise_std``.
+
+    Shapes:
+        x0: [N, d]
     """
     if noise_std < 0 or not math.isfinite(noise_std):
         raise DPAuditError(f"PMA noise std must be a finite non-negative number, got {noise_std}")
@@ -107,6 +147,22 @@ def bound_out_degree(
     Each edge gets a uniform random key; edges are sorted by (source, key) and an edge is kept
     when its rank within its source's group is < ``max_degree``. The result may be directed.
     Not analysed: which edges survive depends on the graph (see the module docstring).
+
+    Args:
+        edge_index: edges (source → target).
+        num_nodes: N.
+        max_degree: D, out-edges kept per source.
+        generator: the random keys' generator.
+
+    Returns:
+        The kept edges (on the CPU).
+
+    Raises:
+        ConfigurationError: ``max_degree < 1``.
+
+    Shapes:
+        edge_index: [2, E]
+        return: [2, E']
     """
     if max_degree < 1:
         raise ConfigurationError(f"max_degree must be ≥ 1, got {max_degree}")
@@ -127,7 +183,15 @@ def bound_out_degree(
 
 
 def max_degree_of(edge_index: torch.Tensor, num_nodes: int) -> int:
-    """max over nodes of max(in-degree, out-degree), duplicates and self-loops counted."""
+    """max over nodes of max(in-degree, out-degree), duplicates and self-loops counted.
+
+    Args:
+        edge_index: edges.
+        num_nodes: N.
+
+    Returns:
+        The maximum degree (0 for no edges).
+    """
     if edge_index.numel() == 0:
         return 0
     e = edge_index.cpu()
@@ -135,7 +199,17 @@ def max_degree_of(edge_index: torch.Tensor, num_nodes: int) -> int:
 
 
 def check_degree_promise(edge_index: torch.Tensor, num_nodes: int, max_degree: int, what: str) -> None:
-    """Sound node-level GAP: refuse a graph whose degree exceeds D (no trimming, see docstring)."""
+    """Sound node-level GAP: refuse a graph whose degree exceeds D (no trimming, see docstring).
+
+    Args:
+        edge_index: the graph's edges.
+        num_nodes: N.
+        max_degree: D, the promised bound.
+        what: names the graph in the error message.
+
+    Raises:
+        ConfigurationError: the graph's maximum degree exceeds D.
+    """
     if max_degree_of(edge_index, num_nodes) > max_degree:
         raise ConfigurationError(
             f"gap-ndp protocol=sound proves node-level DP only for graphs of maximum degree ≤ max_degree = "
@@ -144,7 +218,15 @@ def check_degree_promise(edge_index: torch.Tensor, num_nodes: int, max_degree: i
 
 
 def canonical_edges(edge_index: torch.Tensor, num_nodes: int) -> torch.Tensor:
-    """The edge set in a canonical order: sorted by (source, target), duplicates removed. [2, E']"""
+    """The edge set in a canonical order: sorted by (source, target), duplicates removed. [2, E']
+
+    Args:
+        edge_index: edges.
+        num_nodes: N.
+
+    Returns:
+        The distinct edges, sorted (int64, on the CPU).
+    """
     e = edge_index.detach().to("cpu", torch.int64)
     if e.numel() == 0:
         return e.reshape(2, 0)
@@ -158,7 +240,16 @@ def graph_key(num_nodes: int, edge_index: torch.Tensor, x: torch.Tensor) -> str:
     Invariant to the order and duplication of ``edge_index`` columns; changes with any edge or
     any feature value (float32 bytes). Used for the in-memory memo of query releases and, for
     the training graph, only inside the owner's record: a published key of the training graph
-    would let anyone test a guessed graph for equality with it."""
+    would let anyone test a guessed graph for equality with it.
+
+    Args:
+        num_nodes: N.
+        edge_index: the graph's edges.
+        x: node features.
+
+    Returns:
+        The first 32 hex digits of the hash.
+    """
     h = hashlib.sha256()
     h.update(str(int(num_nodes)).encode())
     e = canonical_edges(edge_index, num_nodes).contiguous()

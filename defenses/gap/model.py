@@ -65,7 +65,19 @@ def mlp_stack(in_dim: int, hidden: int, layers: int, out_dim: int, dropout: floa
     """``layers`` linear layers; between two of them [BatchNorm] → [Dropout] → SELU (the
     reference MLP's order); the last layer stays linear. The first layer is an
     :class:`~dpaudit.nn.InputLinear` (accepts :class:`~dpaudit.nn.SparseFeatures`: a sparse ×
-    dense product on sparse raw features; same parameters as ``nn.Linear``)."""
+    dense product on sparse raw features; same parameters as ``nn.Linear``).
+
+    Args:
+        in_dim: input width.
+        hidden: width of the hidden layers.
+        layers: linear layers (≥ 1).
+        out_dim: output width.
+        dropout: dropout rate between layers (0: none).
+        batch_norm: BatchNorm between layers.
+
+    Returns:
+        The stack.
+    """
     dims = [in_dim] + [hidden] * (layers - 1) + [out_dim]
     modules: list[nn.Module] = []
     for i, (a, b) in enumerate(zip(dims[:-1], dims[1:])):
@@ -92,7 +104,16 @@ def _post_combine(width: int, dropout: float, batch_norm: bool) -> nn.Sequential
 class GAPEncoder(nn.Module):
     r"""Encoder module (Eq. 3–5). ``encode`` is the released :math:`\check X^{(0)}` =
     L2-normalise(MLP_enc(x)); ``forward`` (pre-training only) continues with
-    [BatchNorm] → SELU → linear head. Shapes: x [n, F] → encode [n, hidden], forward [n, C]."""
+    [BatchNorm] → SELU → linear head. Shapes: x [n, F] → encode [n, hidden], forward [n, C].
+
+    Args:
+        in_dim: feature count F.
+        hidden: the encoder's width (the released X⁽⁰⁾'s width).
+        layers: layers of the encoder MLP.
+        num_classes: C, the pre-training head's output.
+        dropout: dropout rate.
+        batch_norm: BatchNorm in the MLP and after the normalisation.
+    """
 
     def __init__(self, in_dim: int, hidden: int, layers: int, num_classes: int, dropout: float, batch_norm: bool):
         super().__init__()
@@ -101,9 +122,33 @@ class GAPEncoder(nn.Module):
         self.head = nn.Linear(hidden, num_classes)
 
     def encode(self, x: torch.Tensor) -> torch.Tensor:
+        """The released X⁽⁰⁾: the row-ℓ₂-normalised encoder MLP output.
+
+        Args:
+            x: node features, dense or sparse.
+
+        Returns:
+            X⁽⁰⁾.
+
+        Shapes:
+            x: [n, F]
+            return: [n, hidden]
+        """
         return row_normalize(self.mlp(x))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Pre-training logits: :meth:`encode`, then [BatchNorm] → SELU → linear head.
+
+        Args:
+            x: node features, dense or sparse.
+
+        Returns:
+            Class logits.
+
+        Shapes:
+            x: [n, F]
+            return: [n, C]
+        """
         return self.head(self.post(self.encode(x)))
 
 
@@ -111,7 +156,17 @@ class GAPClassifier(nn.Module):
     r"""Classification module (Eq. 10–12) on :math:`[\check X^{(0)} \| \dots \| \check X^{(K)}]`
     (one row per node, so one DP-SGD example per node): one base MLP per hop, COMBINE =
     concatenation (``embed`` = H), then L2-normalise → [BatchNorm] → SELU → head MLP.
-    Shapes: z [n, (K+1)·hidden] → embed [n, (K+1)·hidden] → logits [n, C]."""
+    Shapes: z [n, (K+1)·hidden] → embed [n, (K+1)·hidden] → logits [n, C].
+
+    Args:
+        hops: K; the classifier has K + 1 base MLPs.
+        hidden: width of each hop's input and of the hidden layers.
+        base_layers: layers of each base MLP.
+        head_layers: layers of the head MLP.
+        num_classes: C.
+        dropout: dropout rate.
+        batch_norm: BatchNorm in the MLPs and after the combination.
+    """
 
     def __init__(
         self,
@@ -132,10 +187,34 @@ class GAPClassifier(nn.Module):
         self.head = mlp_stack((hops + 1) * hidden, hidden, head_layers, num_classes, dropout, batch_norm)
 
     def embed(self, z: torch.Tensor) -> torch.Tensor:
+        """H: each hop's chunk through its base MLP, concatenated (COMBINE).
+
+        Args:
+            z: the concatenated hops X⁽⁰⁾ … X⁽ᴷ⁾.
+
+        Returns:
+            H.
+
+        Shapes:
+            z: [n, (K+1)·hidden]
+            return: [n, (K+1)·hidden]
+        """
         chunks = z.split(self.hidden, dim=1)
         return torch.cat([mlp(chunk) for mlp, chunk in zip(self.base, chunks)], dim=1)
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
+        """Logits: H row-normalised → [BatchNorm] → SELU → head MLP.
+
+        Args:
+            z: the concatenated hops X⁽⁰⁾ … X⁽ᴷ⁾.
+
+        Returns:
+            Class logits.
+
+        Shapes:
+            z: [n, (K+1)·hidden]
+            return: [n, C]
+        """
         return self.head(self.post(row_normalize(self.embed(z))))
 
 
@@ -359,7 +438,14 @@ def query_graph_key(graph: Data) -> str:
     counter, :class:`~dpaudit.data.adjacency.TensorCache`), the key is reused; any other tensor, or an
     in-place torch edit of one, is hashed in full. Two graphs that differ in one edge or one
     feature value therefore never share a key. (Writes through ``.numpy()`` or ``.data`` bypass
-    torch's version counter: edit query graphs with torch operations.)"""
+    torch's version counter: edit query graphs with torch operations.)
+
+    Args:
+        graph: a query graph with ``x`` and ``edge_index``.
+
+    Returns:
+        The graph's key (32 hex digits).
+    """
     num_nodes = int(graph.num_nodes)
     return _QUERY_KEYS.get(
         (graph.edge_index, graph.x), lambda: graph_key(num_nodes, graph.edge_index, graph.x), (num_nodes,)
@@ -373,7 +459,12 @@ def query_graph_key(graph: Data) -> str:
 class TrainingGraph:
     """The owner's identification of the training graph: its canonical key
     (:func:`~defenses.gap.mechanism.graph_key`) and node count. Part of the owner's record,
-    never of the public files (with it, anyone could ask "is this your graph?")."""
+    never of the public files (with it, anyone could ask "is this your graph?").
+
+    Attributes:
+        key: the canonical key (:func:`~defenses.gap.mechanism.graph_key`).
+        num_nodes: the training graph's node count.
+    """
 
     key: str
     num_nodes: int
@@ -390,6 +481,17 @@ class TrainingGraph:
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> TrainingGraph:
+        """Read the training graph's identification from the owner's record.
+
+        Args:
+            record: the owner's record (``provenance.json``).
+
+        Returns:
+            The identification from ``record["gap"]["training_graph"]``.
+
+        Raises:
+            ModelFormatError: the entry is missing or malformed.
+        """
         try:
             info = record["gap"]["training_graph"]
             structure = info.get("structure")
@@ -406,7 +508,12 @@ class TrainingRows:
     whole key matching the record's): the edge structure's key and the feature rows' digests
     (:mod:`defenses.gap.queries`), in memory only. With them a later query on a few nodes of a
     graph that shares the structure is recognised as the training graph's release from the
-    nodes' own neighbourhood (their rows unchanged), without hashing the whole graph again."""
+    nodes' own neighbourhood (their rows unchanged), without hashing the whole graph again.
+
+    Attributes:
+        structure: the training graph's edge-structure key, once learned.
+        digests: the digests of its feature rows, once learned.
+    """
 
     structure: str | None = None
     digests: np.ndarray | None = None
@@ -420,6 +527,12 @@ class TrainingRelease(Answers):
     the training graph itself: a graph whose canonical key differs is refused, so a caller never
     gets training-graph answers for another graph. Obtain it with
     :meth:`GAPModel.training_release`; the query methods mirror :class:`ReleasedModel`'s.
+
+    Args:
+        model: the GAP model.
+        graph: the training graph's identification.
+        aggregations: PMA's hops 1..K on the training graph.
+        seen: what queries learned about the training graph (shared with the model's copies).
     """
 
     def __init__(self, model: GAPModel, graph: TrainingGraph, aggregations: torch.Tensor, seen: TrainingRows):
@@ -430,7 +543,14 @@ class TrainingRelease(Answers):
         self.seen = seen
 
     def is_training_graph(self, graph: Data) -> bool:
-        """Whether ``graph`` is the training graph (same node count, edge set and features)."""
+        """Whether ``graph`` is the training graph (same node count, edge set and features).
+
+        Args:
+            graph: the graph to test.
+
+        Returns:
+            ``True`` when it is the training graph.
+        """
         return self.covers(graph)
 
     def covers(self, graph: Data, nodes=None) -> bool:
@@ -438,7 +558,15 @@ class TrainingRelease(Answers):
         training graph's edge structure and, on those nodes' K-hop neighbourhood, its feature
         rows (the rows the release computed for them depend on nothing else:
         :mod:`defenses.gap.queries`). The first match is the whole graph's key against the
-        record's; from then on the structure's key and the rows' digests decide."""
+        record's; from then on the structure's key and the rows' digests decide.
+
+        Args:
+            graph: the queried graph.
+            nodes: the queried nodes; ``None`` for all.
+
+        Returns:
+            Whether the cached release answers them.
+        """
         if not isinstance(graph, Data) or graph.num_nodes != self.graph.num_nodes:
             return False
         if self.seen.digests is None:
@@ -453,7 +581,21 @@ class TrainingRelease(Answers):
 
     @torch.no_grad()
     def representation(self, graph: Data, nodes=None) -> torch.Tensor:
-        """Classifier input :math:`[\\check X^{(0)} \\| \\dots \\| \\check X^{(K)}]` of the queried nodes."""
+        """Classifier input :math:`[\\check X^{(0)} \\| \\dots \\| \\check X^{(K)}]` of the queried nodes.
+
+        Args:
+            graph: the training graph.
+            nodes: the queried nodes; ``None`` for all.
+
+        Returns:
+            The classifier's input.
+
+        Raises:
+            DPAuditError: a malformed graph, or one the release does not cover.
+
+        Shapes:
+            return: [len(nodes), (K+1)·hidden]
+        """
         self.model._check_graph(graph)
         if not self.covers(graph, nodes):
             raise DPAuditError(
@@ -466,10 +608,40 @@ class TrainingRelease(Answers):
 
     @torch.no_grad()
     def predict_proba(self, graph: Data, nodes=None) -> torch.Tensor:
+        """Class posteriors from the cached training release (spends nothing).
+
+        Args:
+            graph: the training graph.
+            nodes: the queried nodes; ``None`` for all.
+
+        Returns:
+            Class probabilities.
+
+        Raises:
+            DPAuditError: a graph the release does not cover.
+
+        Shapes:
+            return: [len(nodes), C]
+        """
         return torch.softmax(self.model.classifier(self.representation(graph, nodes)), dim=1)
 
     @torch.no_grad()
     def embed(self, graph: Data, nodes=None) -> torch.Tensor:
+        """The classifier's H from the cached training release (spends nothing).
+
+        Args:
+            graph: the training graph.
+            nodes: the queried nodes; ``None`` for all.
+
+        Returns:
+            H.
+
+        Raises:
+            DPAuditError: a graph the release does not cover.
+
+        Shapes:
+            return: [len(nodes), (K+1)·hidden]
+        """
         return self.model.classifier.embed(self.representation(graph, nodes))
 
 
@@ -496,6 +668,13 @@ class GAPModel(ReleasedModel):
     caller's own :meth:`query_session`. The aggregations PMA released on the training graph are
     the owner's record (``provenance.safetensors``, with the graph's key in
     ``provenance.json``) and answer only through :meth:`training_release`.
+
+    Args:
+        encoder: the trained encoder.
+        classifier: the trained classifier.
+        cfg: the config (level, protocol, sizes, noise, ledgers; see ``_CONFIG_KEYS``).
+        privacy: the training spec.
+        card: the public card.
     """
 
     _CONFIG_KEYS = (
@@ -888,7 +1067,21 @@ class GAPModel(ReleasedModel):
 
     @torch.no_grad()
     def representation(self, graph: Data, nodes=None) -> torch.Tensor:
-        """Classifier input :math:`[\\check X^{(0)} \\| \\dots \\| \\check X^{(K)}]` of the queried nodes."""
+        """Classifier input :math:`[\\check X^{(0)} \\| \\dots \\| \\check X^{(K)}]` of the queried nodes.
+
+        Args:
+            graph: the query graph (a new PMA release, counted in the query ledger).
+            nodes: the queried nodes; ``None`` for all.
+
+        Returns:
+            The classifier's input.
+
+        Raises:
+            DPAuditError: a malformed graph, or one beyond the model's declared node count or degree promise.
+
+        Shapes:
+            return: [len(nodes), (K+1)·hidden]
+        """
         self._check_graph(graph)
         idx = _node_index(graph, nodes)
         hops = self._hop_features(graph, idx)
@@ -897,17 +1090,43 @@ class GAPModel(ReleasedModel):
 
     @torch.no_grad()
     def predict_proba(self, graph: Data, nodes=None) -> torch.Tensor:
+        """Class posteriors on a query graph: a new PMA release, counted in the query ledger.
+
+        Args:
+            graph: the query graph.
+            nodes: the queried nodes; ``None`` for all.
+
+        Returns:
+            Class probabilities.
+
+        Shapes:
+            return: [len(nodes), C]
+        """
         return torch.softmax(self.classifier(self.representation(graph, nodes)), dim=1)
 
     @torch.no_grad()
     def embed(self, graph: Data, nodes=None) -> torch.Tensor:
+        """The classifier's H on a query graph: a new PMA release, counted in the query ledger.
+
+        Args:
+            graph: the query graph.
+            nodes: the queried nodes; ``None`` for all.
+
+        Returns:
+            H.
+
+        Shapes:
+            return: [len(nodes), (K+1)·hidden]
+        """
         return self.classifier.embed(self.representation(graph, nodes))
 
     # -- persistence -------------------------------------------------------------------------
     def config(self) -> dict[str, Any]:
+        """A deep copy of the config (nothing measured on the training graph)."""
         return copy.deepcopy(self.cfg)
 
     def state_tensors(self) -> dict[str, torch.Tensor]:
+        """The encoder's and classifier's weights, prefixed ``encoder.`` / ``classifier.``."""
         tensors = {f"encoder.{k}": v for k, v in self.encoder.state_dict().items()}
         tensors.update({f"classifier.{k}": v for k, v in self.classifier.state_dict().items()})
         return tensors
@@ -916,7 +1135,15 @@ class GAPModel(ReleasedModel):
     def is_legacy_spec(privacy: PrivacySpec, config: dict[str, Any]) -> bool:
         """Whether ``privacy`` is a spec written before the query ledger: its mechanisms the
         training ledger followed by the config's ``query_releases`` (> 0) PMA releases on
-        query graphs (and the :data:`RELEASES_NOTE` it carried)."""
+        query graphs (and the :data:`RELEASES_NOTE` it carried).
+
+        Args:
+            privacy: the saved spec.
+            config: the saved config.
+
+        Returns:
+            Whether the spec composed the query releases.
+        """
         releases = int(config.get("query_releases", 0) or 0)
         return (
             privacy.is_private
@@ -935,6 +1162,14 @@ class GAPModel(ReleasedModel):
         (its spec composed training + ``query_releases`` × the query mechanism,
         :meth:`is_legacy_spec`) is verified as written — its ε may exceed the target by those
         releases only — and loads as the training spec (:meth:`from_state`).
+
+        Args:
+            privacy: the saved spec.
+            config: the saved config (ledger, level, protocol, degree bound).
+            card: the public card.
+
+        Returns:
+            The verification.
 
         Raises:
             IntegrityError: on any mismatch (one line).
@@ -988,7 +1223,15 @@ class GAPModel(ReleasedModel):
     def training_spec_of(privacy: PrivacySpec, config: dict[str, Any]) -> PrivacySpec:
         """The training spec of a legacy spec (:meth:`is_legacy_spec`): the training ledger
         recomposed at the same δ and unit, the query releases and their note stripped (the
-        releases stay counted in the config's ``query_releases``). Any other spec unchanged."""
+        releases stay counted in the config's ``query_releases``). Any other spec unchanged.
+
+        Args:
+            privacy: the saved spec.
+            config: the saved config.
+
+        Returns:
+            The training spec.
+        """
         if not GAPModel.is_legacy_spec(privacy, config):
             return privacy
         spec = copy.deepcopy(privacy)
@@ -1004,6 +1247,21 @@ class GAPModel(ReleasedModel):
 
     @classmethod
     def from_state(cls, config, tensors, privacy, card) -> GAPModel:
+        """Rebuild the encoder and classifier from the config and load their weights.
+
+        Args:
+            config: the saved config.
+            tensors: ``encoder.*`` and ``classifier.*`` weights.
+            privacy: the saved spec (a legacy one becomes the training spec).
+            card: the public card.
+
+        Returns:
+            The model, on the tensors' device.
+
+        Raises:
+            ModelFormatError: a missing or inconsistent config entry, an unreadable ledger record, or
+                tensors that do not match the config.
+        """
         missing = [k for k in cls._CONFIG_KEYS if k not in config]
         if missing:
             raise ModelFormatError(f"gap model config lacks {missing}")
@@ -1046,7 +1304,17 @@ def unit_condition(
     """The restriction of the neighbouring relation a GAP spec holds under: sound node-level GAP
     with the degree promise proves node-level DP over graphs of maximum degree ≤ D only (it
     refuses every other graph); over the degree projection it holds for every graph of at most
-    the declared number of nodes, with no condition on degrees."""
+    the declared number of nodes, with no condition on degrees.
+
+    Args:
+        level: ``inf``, ``edge`` or ``node``.
+        protocol: ``sound`` or ``paper``.
+        max_degree: D, or ``None``.
+        degree_bound: ``promise`` or ``projection``.
+
+    Returns:
+        ``"max degree <= D"`` for sound node-level GAP under the promise, else ``None``.
+    """
     if level == "node" and protocol == "sound" and max_degree is not None and degree_bound != "projection":
         return f"max degree <= {int(max_degree)}"
     return None

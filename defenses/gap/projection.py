@@ -86,7 +86,15 @@ CHECK_EVERY = 10
 @dataclass(frozen=True)
 class DegreeProjection:
     """The projected graph: ``edge_index`` [2, 2m] (both directions of the m support pairs) with
-    ``weight`` [2m] (float64), and the solve's certificate (the owner's record, never public)."""
+    ``weight`` [2m] (float64), and the solve's certificate (the owner's record, never public).
+
+    Attributes:
+        edge_index: both directions of the m support pairs.
+        weight: each directed entry's weight (float64).
+        cap: D, the weighted-degree cap.
+        duality_gap: the certified F(x̃) − F(x*) bound reached.
+        sweeps: coordinate-ascent sweeps taken (0: no node above the cap).
+    """
 
     edge_index: torch.Tensor
     weight: torch.Tensor
@@ -95,7 +103,16 @@ class DegreeProjection:
     sweeps: int
 
     def sum_operator(self, num_nodes: int, dtype: torch.dtype = torch.float32, device=None) -> Propagation:
-        r"""The weighted SUM aggregation :math:`A_u = \sum_{b} x_{ub} h_b` as a CSR operator on ``device``."""
+        r"""The weighted SUM aggregation :math:`A_u = \sum_{b} x_{ub} h_b` as a CSR operator on ``device``.
+
+        Args:
+            num_nodes: N.
+            dtype: the weights' dtype.
+            device: where the operator lives.
+
+        Returns:
+            The propagation operator.
+        """
         src, dst = self.edge_index.to(device)
         order = torch.sort(dst, stable=True).indices
         degree = torch.bincount(dst, minlength=num_nodes)
@@ -106,7 +123,15 @@ class DegreeProjection:
 
 
 def simple_pairs(edge_index: torch.Tensor, num_nodes: int) -> torch.Tensor:
-    """The undirected simple support of ``edge_index``: pairs (a, b), a < b, once each, [2, m]."""
+    """The undirected simple support of ``edge_index``: pairs (a, b), a < b, once each, [2, m].
+
+    Args:
+        edge_index: edges in any orientation.
+        num_nodes: N.
+
+    Returns:
+        The pairs, self-loops and duplicates dropped.
+    """
     if edge_index.numel() == 0:
         return torch.zeros(2, 0, dtype=torch.long, device=edge_index.device)
     a, b = edge_index[0].long(), edge_index[1].long()
@@ -173,7 +198,19 @@ def projection_of(edge_index: torch.Tensor, num_nodes: int, cap: int | float) ->
     """:func:`entropy_projection` at the default tolerance, cached while that very ``edge_index``
     tensor is alive and unedited (:class:`~dpaudit.data.adjacency.TensorCache`): a private selection's
     runs and repeated queries of one graph solve it once. The solve is deterministic, so a
-    cached projection is the one a new solve would return."""
+    cached projection is the one a new solve would return.
+
+    Args:
+        edge_index: edges in any orientation.
+        num_nodes: N.
+        cap: D ≥ 1.
+
+    Returns:
+        The projection.
+
+    Raises:
+        DPAuditError: the solve does not certify its gap.
+    """
     return _PROJECTIONS.get(
         (edge_index,), lambda: entropy_projection(edge_index, num_nodes, cap), (int(num_nodes), float(cap))
     )
@@ -192,7 +229,15 @@ def _certificate(log_alpha, a, b, num_nodes: int, cap: float) -> tuple[torch.Ten
 
 
 def max_row_entropy(cap: float, max_degree: int) -> float:
-    r""":math:`\max \sum_i x_i\ln(1/x_i)` over at most ``max_degree`` weights in [0, 1] with sum ≤ cap."""
+    r""":math:`\max \sum_i x_i\ln(1/x_i)` over at most ``max_degree`` weights in [0, 1] with sum ≤ cap.
+
+    Args:
+        cap: the sum bound D.
+        max_degree: the number of weights.
+
+    Returns:
+        The maximum entropy: d/e when d ≤ e·D, else D·ln(d/D).
+    """
     d = max(0, int(max_degree))
     if d <= math.e * cap:
         return d / math.e
@@ -202,7 +247,16 @@ def max_row_entropy(cap: float, max_degree: int) -> float:
 def projection_sensitivity(cap: float, universe_nodes: int, gap_tolerance: float | None = None) -> float:
     r"""Per-hop L2 sensitivity of SUM aggregation over the projection (module docstring):
     :math:`\sqrt{D^2 + (\sqrt D + \sqrt{2DH_{\max}})^2} + 2\sqrt{4D\eta}` for graphs of at most
-    ``universe_nodes`` nodes."""
+    ``universe_nodes`` nodes.
+
+    Args:
+        cap: D.
+        universe_nodes: the declared bound on the number of nodes.
+        gap_tolerance: η; default ``GAP_PER_CAP · D``.
+
+    Returns:
+        The per-hop sensitivity.
+    """
     cap = float(cap)
     eta = GAP_PER_CAP * cap if gap_tolerance is None else float(gap_tolerance)
     entropy = max_row_entropy(cap, int(universe_nodes) - 1)
@@ -215,7 +269,20 @@ def removal_terms(larger: DegreeProjection, smaller: DegreeProjection, v: int, n
     ``J`` and ``H`` (H_v) of step 1, ``others`` = Σ_{u≠v} (x_uv + c_u)² — the squared row-L1
     changes of the other rows, which bound their move for any unit features and equal it for
     aligned ones — ``own`` = v's row mass, and ``total`` = √(others + own²) (the whole change
-    with aligned features). Used by the tests and ``benchmarks/bench_degree_projection.py``."""
+    with aligned features). Used by the tests and ``benchmarks/bench_degree_projection.py``.
+
+    Args:
+        larger: the projection of G.
+        smaller: the projection of G − v.
+        v: the removed node.
+        num_nodes: N.
+
+    Returns:
+        ``{"J", "H", "others", "own", "total"}``.
+
+    Raises:
+        DPAuditError: ``smaller`` is not ``larger``'s graph without v.
+    """
 
     def pairs_and_weights(projection: DegreeProjection):
         half = projection.weight.numel() // 2

@@ -58,7 +58,22 @@ def aggregation_sensitivity(
 ) -> float:
     """Per-hop L2 sensitivity of :math:`A^\\top\\check X` for a level's unit under a protocol
     (over the projected graph for sound node level with ``degree_bound=projection``, which needs
-    the declared number of nodes N̄)."""
+    the declared number of nodes N̄).
+
+    Args:
+        level: ``inf``, ``edge`` or ``node``.
+        protocol: ``sound`` or ``paper``.
+        max_degree: D (node level).
+        degree_bound: ``promise`` or ``projection``.
+        universe_nodes: N̄, the declared number of nodes (projection only).
+
+    Returns:
+        Δ: √2 (sound edge), 1 (paper edge), √(D(D+1)) (sound promise), √D (paper node) or the
+        projection's bound.
+
+    Raises:
+        ValueError: the projection without ``universe_nodes``.
+    """
     if level == "node":
         if projects_degrees(level, protocol, degree_bound):
             if universe_nodes is None:
@@ -71,7 +86,16 @@ def aggregation_sensitivity(
 def search_grid(level: str, protocol: str, hp) -> tuple[list[int], list[int | None]]:
     """(hops to try, degree bounds to try): the paper's grid; under ``sound`` the prefixes
     1..``hops`` of one release at edge level and ∞ (:func:`hops_share_one_release`) and the
-    single fixed choice at node level."""
+    single fixed choice at node level.
+
+    Args:
+        level: ``inf``, ``edge`` or ``node``.
+        protocol: ``sound`` or ``paper``.
+        hp: the hyperparameters (``hops``, ``hop_grid``, ``max_degree``, ``degree_grid``).
+
+    Returns:
+        ``(hop_grid, degree_grid)``; the degree grid is ``[None]`` off node level.
+    """
     if protocol == "paper":
         hop_grid = sorted(set(hp.hop_grid))
     elif selects_on_validation(level, protocol):
@@ -87,33 +111,76 @@ def search_grid(level: str, protocol: str, hp) -> tuple[list[int], list[int | No
 def selects_on_validation(level: str, protocol: str) -> bool:
     """Whether checkpoints (encoder and classifier) and K are chosen on validation accuracy:
     always under ``paper`` (unaccounted at node level); under ``sound`` only where the unit
-    leaves validation features and labels unprotected (edge level, ∞), as post-processing."""
+    leaves validation features and labels unprotected (edge level, ∞), as post-processing.
+
+    Args:
+        level: ``inf``, ``edge`` or ``node``.
+        protocol: ``sound`` or ``paper``.
+
+    Returns:
+        ``True`` under ``paper`` or off node level.
+    """
     return protocol == "paper" or level != "node"
 
 
 def hops_share_one_release(level: str, protocol: str, private: bool) -> bool:
     """Whether every K of the hop grid reads the first K hops of ONE PMA release of the grid's
     largest K (accounted once for that many): ``sound`` at edge level and ∞ (prefixes of
-    ``hops``), and any noise-free run. ``paper`` makes a separate release per K, each at its own σ."""
+    ``hops``), and any noise-free run. ``paper`` makes a separate release per K, each at its own σ.
+
+    Args:
+        level: ``inf``, ``edge`` or ``node``.
+        protocol: ``sound`` or ``paper``.
+        private: whether the run adds noise.
+
+    Returns:
+        Whether the hop grid shares one release.
+    """
     return level != "node" and (protocol == "sound" or not private)
 
 
 def samples_degrees(protocol: str) -> bool:
     """``paper`` bounds node-level degrees by random out-neighbour sampling (unanalysed); ``sound``
-    never changes the graph and checks the promise instead."""
+    never changes the graph and checks the promise instead.
+
+    Args:
+        protocol: ``sound`` or ``paper``.
+
+    Returns:
+        ``True`` under ``paper``.
+    """
     return protocol == "paper"
 
 
 def projects_degrees(level: str, protocol: str, degree_bound: str) -> bool:
     """Sound node-level GAP with ``degree_bound=projection`` aggregates over the max-entropy
     projection (:mod:`defenses.gap.projection`) of every graph, private or not (ε = ∞ is then
-    the same method without noise)."""
+    the same method without noise).
+
+    Args:
+        level: ``inf``, ``edge`` or ``node``.
+        protocol: ``sound`` or ``paper``.
+        degree_bound: ``promise`` or ``projection``.
+
+    Returns:
+        Whether aggregation runs over the projection.
+    """
     return level == "node" and protocol == "sound" and degree_bound == "projection"
 
 
 def sound_node_level_needs_promise(level: str, protocol: str, private: bool, degree_bound: str = "promise") -> bool:
     """Sound node-level GAP with ``degree_bound=promise`` checks the degree promise on every
-    graph it aggregates."""
+    graph it aggregates.
+
+    Args:
+        level: ``inf``, ``edge`` or ``node``.
+        protocol: ``sound`` or ``paper``.
+        private: whether the run adds noise.
+        degree_bound: ``promise`` or ``projection``.
+
+    Returns:
+        Whether every aggregated graph's degree is checked.
+    """
     return level == "node" and protocol == "sound" and private and degree_bound == "promise"
 
 
@@ -132,7 +199,23 @@ def privacy_text(
 ) -> tuple[list[str], list[str]]:
     """(notes, unaccounted steps) of a private run's spec: every step ``paper`` leaves outside
     the accountant, in plain words, and what ``sound`` proves instead. ``released_hops`` is the
-    number of hops PMA released on the training graph (K_max when K is a prefix choice)."""
+    number of hops PMA released on the training graph (K_max when K is a prefix choice).
+
+    Args:
+        level: ``edge`` or ``node``.
+        protocol: ``sound`` or ``paper``.
+        hops: K chosen.
+        released_hops: hops PMA released on the training graph.
+        max_degree: D (node level), or ``None``.
+        sensitivity: Δ, the per-hop sensitivity.
+        sigma: the noise multiplier σ.
+        grid_size: configurations searched.
+        degree_bound: ``promise`` or ``projection``.
+        universe_nodes: N̄ (projection only).
+
+    Returns:
+        ``(notes, unaccounted)``.
+    """
     paper = protocol == "paper"
     notes = [f"protocol = {protocol}: K = {hops}" + (f", D = {max_degree}" if max_degree else "")]
     unaccounted: list[str] = []

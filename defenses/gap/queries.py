@@ -50,7 +50,14 @@ CHUNK_ROWS = 1 << 15
 def structure_key(graph: Data) -> str:
     """SHA-256 of the node count and the canonical edge set (sorted, duplicates removed: the
     key of :func:`~defenses.gap.mechanism.graph_key` without the features), computed once per
-    ``edge_index`` tensor while it is alive and unmodified in place."""
+    ``edge_index`` tensor while it is alive and unmodified in place.
+
+    Args:
+        graph: a graph with ``edge_index`` and ``num_nodes``.
+
+    Returns:
+        The key (32 hex digits).
+    """
     num_nodes = int(graph.num_nodes)
 
     def build() -> str:
@@ -99,7 +106,15 @@ def row_digests(x: torch.Tensor, rows: torch.Tensor | None = None) -> np.ndarray
     :math:`h_j(x_v) = \sum_i k_{ji}\,\mathrm{bits}(x_{vi}) \bmod 2^{64}` with random keys drawn once
     per process ([len(rows), 2] uint64; all rows when ``rows`` is None). Rows that differ in any
     bit get equal digests with probability at most :math:`2^{-66}` for keys the caller does not
-    know. Cost: the rows read, in chunks (never a copy of the whole matrix)."""
+    know. Cost: the rows read, in chunks (never a copy of the whole matrix).
+
+    Args:
+        x: node features.
+        rows: the rows to digest; ``None`` for all.
+
+    Returns:
+        The digests (uint64).
+    """
     keys = _keys(int(x.size(1)))
     index = torch.arange(x.size(0)) if rows is None else rows.cpu().long()
     out = np.empty((index.numel(), 2), dtype=np.uint64)
@@ -112,7 +127,16 @@ def row_digests(x: torch.Tensor, rows: torch.Tensor | None = None) -> np.ndarray
 
 def neighbourhood_nodes(graph: Data, nodes: torch.Tensor, hops: int) -> torch.Tensor:
     """Sorted ids of every node within ``hops`` in-hops of ``nodes`` (``nodes`` included): the
-    rows PMA's answer for ``nodes`` depends on. Reads the graph's cached CSR."""
+    rows PMA's answer for ``nodes`` depends on. Reads the graph's cached CSR.
+
+    Args:
+        graph: the query graph.
+        nodes: the queried nodes.
+        hops: K.
+
+    Returns:
+        The sorted node ids.
+    """
     hood = adjacency_of(graph.edge_index.cpu(), int(graph.num_nodes)).neighbourhood(nodes.cpu(), hops)
     return hood.subset
 
@@ -121,7 +145,13 @@ def local_edges(graph: Data, nodes: torch.Tensor, hops: int) -> tuple[torch.Tens
     """``(subset, edge_index, positions)`` of the subgraph a ``hops``-hop PMA on ``nodes`` reads
     (module docstring): ``subset`` sorted global ids, ``edge_index`` [2, E'] in local ids (every
     stored in-edge of the nodes within ``hops - 1`` hops, duplicates kept as PMA counts them),
-    ``positions`` the local id of every node of ``nodes``."""
+    ``positions`` the local id of every node of ``nodes``.
+
+    Args:
+        graph: the query graph.
+        nodes: the queried nodes.
+        hops: K.
+    """
     hood = adjacency_of(graph.edge_index.cpu(), int(graph.num_nodes)).neighbourhood(nodes.cpu(), hops)
     local = hood.adjacency
     counts = (local.ptr[1:] - local.ptr[:-1]).long()
@@ -135,7 +165,16 @@ class QueryRelease:
 
     ``covered``: sorted ids of the rows it computed (``None``: every node); ``subset``: sorted
     ids of the rows those depend on (``None``: every node); ``digests``: :func:`row_digests` of
-    ``subset``'s features at release time; ``rows``: hops 1..K of ``covered`` [len, K·hidden]."""
+    ``subset``'s features at release time; ``rows``: hops 1..K of ``covered`` [len, K·hidden].
+
+    Attributes:
+        structure: :func:`structure_key` of the released graph.
+        num_nodes: its node count.
+        covered: sorted ids of the rows computed (``None``: every node).
+        subset: sorted ids of the rows those depend on (``None``: every node).
+        digests: :func:`row_digests` of ``subset``'s features at release time.
+        rows: hops 1..K of ``covered``.
+    """
 
     structure: str
     num_nodes: int
@@ -146,7 +185,16 @@ class QueryRelease:
 
     def answers(self, graph: Data, nodes: torch.Tensor, hops: int) -> torch.Tensor | None:
         """Hops 1..K of ``nodes`` (in query order) when this release covers them on ``graph``,
-        else ``None``."""
+        else ``None``.
+
+        Args:
+            graph: the query graph.
+            nodes: the queried nodes.
+            hops: K.
+
+        Returns:
+            The released rows in query order, or ``None`` when this release does not cover them.
+        """
         if int(graph.num_nodes) != self.num_nodes or structure_key(graph) != self.structure:
             return None
         wanted = torch.unique(nodes.cpu())
@@ -165,7 +213,18 @@ def features_unchanged(
     graph: Data, nodes: torch.Tensor | None, hops: int, subset: torch.Tensor | None, digests: np.ndarray
 ) -> bool:
     """Whether the feature rows PMA's answer for ``nodes`` (``None``: every node) reads are those
-    ``digests`` recorded for ``subset`` (``None``: every node) — the same edge structure given."""
+    ``digests`` recorded for ``subset`` (``None``: every node) — the same edge structure given.
+
+    Args:
+        graph: the query graph (same edge structure as the release).
+        nodes: the queried nodes; ``None`` for all.
+        hops: K.
+        subset: the rows the release digested; ``None`` for all.
+        digests: their digests.
+
+    Returns:
+        Whether every feature row the answer reads is unchanged.
+    """
     if nodes is None or subset is None and nodes.numel() == graph.num_nodes:
         return subset is None and np.array_equal(row_digests(graph.x), digests)
     needed = neighbourhood_nodes(graph, nodes, hops)

@@ -118,13 +118,25 @@ def _check_count(count) -> int:
 @dataclass(frozen=True)
 class GCONPairs:
     """The :class:`dpaudit.auditing.canary_design.CanaryStructure` of GCON's worst-case edge canaries (module
-    docstring): auditor-added node pairs, the edge inside each pair being the coin."""
+    docstring): auditor-added node pairs, the edge inside each pair being the coin.
+
+    Attributes:
+        name: the structure's registered name.
+    """
 
     name: str = STRUCTURE
 
     def check(self, defense_cls: type, count: int) -> None:
         """Refuse, before any work, a defense whose release is not GCON's Θ, or more canaries
-        per run than the score enumerates."""
+        per run than the score enumerates.
+
+        Args:
+            defense_cls: the audited defense class (must be GCON or a subclass).
+            count: canaries per run.
+
+        Raises:
+            ConfigurationError: not GCON, or a count outside 1..``MAX_PER_RUN``.
+        """
         from defenses.gcon import GCON
 
         _check_count(count)
@@ -141,6 +153,17 @@ class GCONPairs:
         ⌊c/2⌋ canaries. Node indices follow the base graph's: u_k = n + 2k, v_k = n + 2k + 1.
         ``rows``: ``"both"`` endpoints are training nodes, or only u_k (``"one"``; module
         docstring, "One row or two").
+
+        Args:
+            dataset: the base dataset.
+            split: its split (transductive).
+            count: canary pairs per run.
+            seed: seeds the choice of the rarest coordinate among ties.
+            scale: the feature magnitude (> 0).
+            rows: ``"both"`` or ``"one"``.
+
+        Returns:
+            The design: 2·``count`` canary nodes, their features, labels and pairs.
 
         Raises:
             ConfigurationError: too many canaries per run, a bad scale or ``rows``, fewer than
@@ -174,7 +197,17 @@ class GCONPairs:
                       included: np.ndarray) -> tuple[GraphDataset, Split]:  # fmt: skip
         """The base graph plus every canary node and the edges of the included pairs. The
         training nodes are the same in every run: both endpoints, or only u_k (``rows="one"``;
-        v_k is then in no split)."""
+        v_k is then in no split).
+
+        Args:
+            base: the base dataset.
+            split: its split.
+            design: the canary design.
+            included: one coin per canary (the pair's edge is added when true).
+
+        Returns:
+            ``(dataset, split)`` of the run.
+        """
         n = base.num_nodes
         x = torch.cat([base.data.x, design.features.to(base.data.x.dtype)])
         y = torch.cat([base.data.y, design.labels])
@@ -193,7 +226,23 @@ class GCONPairs:
     def score(self, model, base: GraphDataset, split: Split, design: CanaryDesign, train_ds: GraphDataset,
               train_split: Split) -> tuple[np.ndarray, str]:  # fmt: skip
         """Each canary's log-likelihood ratio of its coin given Θ (module docstring), read from
-        the release and public data only: the design, the canary-free graph and the card."""
+        the release and public data only: the design, the canary-free graph and the card.
+
+        Args:
+            model: the released GCON model.
+            base: the base dataset.
+            split: its split.
+            design: the canary design.
+            train_ds: the run's training dataset (unused: the score reads only public data).
+            train_split: the run's split.
+
+        Returns:
+            ``(scores, description)``: one log-likelihood ratio per canary.
+
+        Raises:
+            DPAuditError: not a GCON release, an objective whose row count differs from the card's, or a
+                Hessian that is not positive definite.
+        """
         if not isinstance(model, GCONModel):
             raise DPAuditError(f"canaries: structure={STRUCTURE} reads a GCON release, got {type(model).__name__}")
         gcon = model.card["gcon"]

@@ -356,6 +356,16 @@ class GCON(Defense):
 
     Nothing in that chain depends on whether a solver converged: a fit either is refused before
     any work (bad hyperparameters) or releases.
+
+    Args:
+        epsilon: target ε (``inf`` trains without noise).
+        delta: δ, or ``"auto"`` for below 1/the declared population.
+        seed: seeds initialisation, sampling and noise.
+        device: ``"auto"``, ``"cpu"``, ``"cuda"`` or a :class:`torch.device`.
+        **hyperparameters: fields of the defense's hyperparameter dataclass.
+
+    Raises:
+        ConfigurationError: invalid hyperparameters (at construction, before any training).
     """
 
     name = "gcon"
@@ -632,6 +642,13 @@ class GCON(Defense):
         δ, the number of classes, and ``gcon.n1`` (public at edge level). The configuration is the
         hyperparameters' own under ``sound``; under ``paper`` the card's chosen one, which must be
         a point of the card's grid. d = s·d₁ follows from the configuration.
+
+        Args:
+            card: the saved model's public card.
+            privacy: its privacy spec (δ read).
+
+        Returns:
+            The mechanism records: Theorem 1 and AMP (or the Ψ = 0 record), then the homophily statistic's when spent.
 
         Raises:
             ConfigurationError: the card lacks an input or holds an invalid one, or the chosen

@@ -60,7 +60,15 @@ def label_agreement_counts(edge_index: torch.Tensor, labels: torch.Tensor) -> tu
     """(agree, total) over the undirected edges of ``edge_index`` (each pair once, self-loops
     dropped; both directions of an edge count once).
 
-    Shapes: edge_index [2, E] (either or both directions), labels [n]."""
+    Shapes: edge_index [2, E] (either or both directions), labels [n].
+
+    Args:
+        edge_index: edges (either or both directions).
+        labels: node labels.
+
+    Returns:
+        ``(agree, total)``.
+    """
     u, v = edge_index[0], edge_index[1]
     keep = u != v
     lo, hi = torch.minimum(u[keep], v[keep]), torch.maximum(u[keep], v[keep])
@@ -70,7 +78,14 @@ def label_agreement_counts(edge_index: torch.Tensor, labels: torch.Tensor) -> tu
 
 
 def inference_restart(estimate: float) -> float:
-    """The public rule: α_I from a label-agreement rate ĥ ∈ [0, 1] (see :data:`RULE_KNOTS`)."""
+    """The public rule: α_I from a label-agreement rate ĥ ∈ [0, 1] (see :data:`RULE_KNOTS`).
+
+    Args:
+        estimate: ĥ.
+
+    Returns:
+        α_I, interpolated linearly between the rule's knots.
+    """
     (h_low, a_low), (h_high, a_high) = RULE_KNOTS
     h = float(estimate)
     if h <= h_low:
@@ -99,6 +114,7 @@ class HomophilyRelease:
         )  # fmt: skip
 
     def card(self) -> dict:
+        """The card's entry: ε_h (``None`` at ∞), the Laplace scale, ĥ, α_I and the rule's knots."""
         return {
             "epsilon": self.epsilon if math.isfinite(self.epsilon) else None,
             "laplace_scale": self.scale,
@@ -161,7 +177,14 @@ def release_homophily(agree: int, total: int, epsilon: float, rng: np.random.Gen
 def homophily_share(hp) -> float:
     """The share h of ε a fit spends on the statistic: ``hp.homophily_share`` under
     ``protocol=sound`` with ``adapt="homophily"``; 0 otherwise (``paper`` keeps Appendix Q's
-    grid; ``adapt="none"`` keeps the fixed α_I and spends nothing)."""
+    grid; ``adapt="none"`` keeps the fixed α_I and spends nothing).
+
+    Args:
+        hp: GCON's hyperparameters.
+
+    Returns:
+        h ∈ [0, 1).
+    """
     if getattr(hp, "protocol", "sound") == "paper" or hp.adapt != "homophily":
         return 0.0
     return float(hp.homophily_share)
@@ -169,5 +192,12 @@ def homophily_share(hp) -> float:
 
 def homophily_mechanism(epsilon: float) -> RecordedGuarantee:
     """The ledger record of the statistic at ε_h (what :meth:`HomophilyRelease.mechanism` records;
-    a function of ε_h only, so ``replan`` and the load-time check re-derive it)."""
+    a function of ε_h only, so ``replan`` and the load-time check re-derive it).
+
+    Args:
+        epsilon: ε_h.
+
+    Returns:
+        The pure ε_h-DP record.
+    """
     return HomophilyRelease(epsilon, laplace_scale(epsilon), math.nan, math.nan).mechanism()

@@ -91,6 +91,9 @@ class MultiLabelSoftMargin:
     :math:`\ell' = (\sigma(x) - y)/c`, :math:`\ell'' = \sigma(1-\sigma)/c`,
     :math:`\ell''' = \sigma(1-\sigma)(1-2\sigma)/c`; for y ∈ {0, 1} the suprema are
     :math:`c_1 = 1/c`, :math:`c_2 = 1/(4c)`, :math:`c_3 = 1/(6\sqrt3 c)` (Appendix F).
+
+    Args:
+        num_classes: c.
     """
 
     name = "msl"
@@ -100,23 +103,69 @@ class MultiLabelSoftMargin:
 
     def value(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
         # log(1 + e^{-x}) and log(1 + e^{x}) computed stably
+        """The loss ℓ(x; y) per entry.
+
+        Args:
+            x: scores (any shape).
+            y: targets in {0, 1} (one-hot labels), broadcastable to ``x``.
+
+        Returns:
+            ℓ, elementwise (NumPy).
+        """
         return (y * np.logaddexp(0.0, -x) + (1.0 - y) * np.logaddexp(0.0, x)) / self.c
 
     def d1(self, x, y):
+        """ℓ′ with respect to ``x``.
+
+        Args:
+            x: scores (any shape).
+            y: targets in {0, 1} (one-hot labels), broadcastable to ``x``.
+
+        Returns:
+            ℓ′, elementwise.
+        """
         return (_sigmoid(x) - y) / self.c
 
     def d2(self, x, y):
+        """ℓ″ with respect to ``x``.
+
+        Args:
+            x: scores (any shape).
+            y: targets in {0, 1} (one-hot labels), broadcastable to ``x``.
+
+        Returns:
+            ℓ″, elementwise.
+        """
         s = _sigmoid(x)
         return s * (1.0 - s) / self.c
 
     def d3(self, x, y):
+        """ℓ‴ with respect to ``x``.
+
+        Args:
+            x: scores (any shape).
+            y: targets in {0, 1} (one-hot labels), broadcastable to ``x``.
+
+        Returns:
+            ℓ‴, elementwise.
+        """
         s = _sigmoid(x)
         return s * (1.0 - s) * (1.0 - 2.0 * s) / self.c
 
     def suprema(self) -> tuple[float, float, float]:
+        """(c₁, c₂, c₃): the suprema of |ℓ′|, |ℓ″|, |ℓ‴| used by Theorem 1."""
         return 1.0 / self.c, 1.0 / (4.0 * self.c), 1.0 / (6.0 * math.sqrt(3.0) * self.c)
 
     def torch_value(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """The loss ℓ(x; y) per entry, in torch (differentiable).
+
+        Args:
+            x: scores (any shape).
+            y: targets in {0, 1} (one-hot labels), broadcastable to ``x``.
+
+        Returns:
+            ℓ, elementwise (tensor).
+        """
         zero = torch.zeros_like(x)  # not F.softplus: it switches to the identity beyond x = 20
         return (y * torch.logaddexp(zero, -x) + (1 - y) * torch.logaddexp(zero, x)) / self.c
 
@@ -129,6 +178,13 @@ class PseudoHuber:
     :math:`\ell'' = 1/(c(1+u^2)^{3/2})`, :math:`\ell''' = -3u/(c\delta_l(1+u^2)^{5/2})`; the
     suprema are :math:`c_1 = \delta_l/c`, :math:`c_2 = 1/c`,
     :math:`c_3 = 48\sqrt5/(125 c\delta_l)` (attained at :math:`u = \pm 1/2`).
+
+    Args:
+        num_classes: c.
+        delta_l: δ_l > 0.
+
+    Raises:
+        ConfigurationError: ``delta_l <= 0``.
     """
 
     name = "huber"
@@ -140,25 +196,71 @@ class PseudoHuber:
         self.delta_l = float(delta_l)
 
     def value(self, x, y):
+        """The loss ℓ(x; y) per entry.
+
+        Args:
+            x: scores (any shape).
+            y: targets in {0, 1} (one-hot labels), broadcastable to ``x``.
+
+        Returns:
+            ℓ, elementwise (NumPy).
+        """
         u = (x - y) / self.delta_l
         return self.delta_l**2 * (np.sqrt(1.0 + u * u) - 1.0) / self.c
 
     def d1(self, x, y):
+        """ℓ′ with respect to ``x``.
+
+        Args:
+            x: scores (any shape).
+            y: targets in {0, 1} (one-hot labels), broadcastable to ``x``.
+
+        Returns:
+            ℓ′, elementwise.
+        """
         u = (x - y) / self.delta_l
         return (x - y) / (self.c * np.sqrt(1.0 + u * u))
 
     def d2(self, x, y):
+        """ℓ″ with respect to ``x``.
+
+        Args:
+            x: scores (any shape).
+            y: targets in {0, 1} (one-hot labels), broadcastable to ``x``.
+
+        Returns:
+            ℓ″, elementwise.
+        """
         u = (x - y) / self.delta_l
         return 1.0 / (self.c * (1.0 + u * u) ** 1.5)
 
     def d3(self, x, y):
+        """ℓ‴ with respect to ``x``.
+
+        Args:
+            x: scores (any shape).
+            y: targets in {0, 1} (one-hot labels), broadcastable to ``x``.
+
+        Returns:
+            ℓ‴, elementwise.
+        """
         u = (x - y) / self.delta_l
         return -3.0 * (x - y) / (self.c * self.delta_l**2 * (1.0 + u * u) ** 2.5)
 
     def suprema(self) -> tuple[float, float, float]:
+        """(c₁, c₂, c₃): the suprema of |ℓ′|, |ℓ″|, |ℓ‴| used by Theorem 1."""
         return self.delta_l / self.c, 1.0 / self.c, 48.0 * math.sqrt(5.0) / (125.0 * self.c * self.delta_l)
 
     def torch_value(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """The loss ℓ(x; y) per entry, in torch (differentiable).
+
+        Args:
+            x: scores (any shape).
+            y: targets in {0, 1} (one-hot labels), broadcastable to ``x``.
+
+        Returns:
+            ℓ, elementwise (tensor).
+        """
         u = (x - y) / self.delta_l
         return self.delta_l**2 * (torch.sqrt(1 + u * u) - 1) / self.c
 
@@ -168,7 +270,19 @@ def _sigmoid(x):
 
 
 def make_loss(name: str, num_classes: int, huber_delta: float):
-    """The loss of Section IV-C4 by name: ``"msl"`` (Eq. 27) or ``"huber"`` (Eq. 28)."""
+    """The loss of Section IV-C4 by name: ``"msl"`` (Eq. 27) or ``"huber"`` (Eq. 28).
+
+    Args:
+        name: ``msl`` or ``huber``.
+        num_classes: c.
+        huber_delta: δ_l (``huber`` only).
+
+    Returns:
+        The loss object.
+
+    Raises:
+        ConfigurationError: an unknown name, or ``huber_delta <= 0``.
+    """
     if name == "msl":
         return MultiLabelSoftMargin(num_classes)
     if name == "huber":
@@ -180,7 +294,17 @@ def make_loss(name: str, num_classes: int, huber_delta: float):
 
 
 def parse_steps(text: str | list) -> list[float]:
-    """Propagation steps :math:`m_1..m_s` from ``"2"``, ``"1,5"``, ``"inf"`` (∞ = PPR)."""
+    """Propagation steps :math:`m_1..m_s` from ``"2"``, ``"1,5"``, ``"inf"`` (∞ = PPR).
+
+    Args:
+        text: a comma-separated string, or a list of items.
+
+    Returns:
+        The steps as floats (``inf`` for ∞).
+
+    Raises:
+        ConfigurationError: an item that is not an integer ≥ 0 or ``inf``, or no step.
+    """
     items = text if isinstance(text, (list, tuple)) else str(text).split(",")
     steps = []
     for item in items:
@@ -203,6 +327,18 @@ def parse_steps(text: str | list) -> list[float]:
 
 
 def check_alpha(alpha: float, name: str = "alpha") -> float:
+    """Validate a restart probability.
+
+    Args:
+        alpha: the restart probability.
+        name: the hyperparameter's name, for the error message.
+
+    Returns:
+        ``alpha`` as a float in (0, 1].
+
+    Raises:
+        ConfigurationError: ``alpha`` outside (0, 1].
+    """
     alpha = float(alpha)
     if not 0.0 < alpha <= 1.0:
         raise ConfigurationError(f"gcon {name} (restart probability) must lie in (0, 1], got {alpha}")
@@ -214,6 +350,14 @@ def normalized_adjacency(edge_index: torch.Tensor, num_nodes: int, dtype=torch.f
 
     ``edge_index`` must hold both directions of every undirected edge and no self loops (the
     :class:`~dpaudit.data.datasets.GraphDataset` invariants); every row of :math:`\tilde A` sums to 1.
+
+    Args:
+        edge_index: both directions of every undirected edge, no self-loops.
+        num_nodes: n.
+        dtype: the values' dtype.
+
+    Returns:
+        Ã, coalesced.
     """
     device = edge_index.device
     loops = torch.arange(num_nodes, device=device)
@@ -229,7 +373,17 @@ def appr_propagate(adj: torch.Tensor, x: torch.Tensor, alpha: float, steps: int)
     r""":math:`Z_m = R_m X` for finite m by Eq. (4): :math:`Z_0 = X`,
     :math:`Z_t = (1-\alpha)\tilde A Z_{t-1} + \alpha X` (equal to Eq. 6/9, no dense matrix).
 
-    Shapes: adj sparse [n, n], x [n, d] → [n, d]."""
+    Shapes: adj sparse [n, n], x [n, d] → [n, d].
+
+    Args:
+        adj: Ã (sparse).
+        x: features.
+        alpha: restart probability α.
+        steps: m.
+
+    Returns:
+        Z_m.
+    """
     z = x
     for _ in range(int(steps)):
         z = (1.0 - alpha) * (adj @ z) + alpha * x
@@ -239,7 +393,15 @@ def appr_propagate(adj: torch.Tensor, x: torch.Tensor, alpha: float, steps: int)
 def ppr_iterations(alpha: float, tol: float) -> int:
     r"""Steps M with :math:`2(1-\alpha)^M \le` tol: the rows of :math:`R_\infty - R_M =
     (1-\alpha)^M\tilde A^M(R_\infty - I)` have L1 norm ≤ 2(1-α)^M, so every row of
-    :math:`(R_\infty - R_M)X` has L2 norm ≤ tol when the rows of X have norm ≤ 1."""
+    :math:`(R_\infty - R_M)X` has L2 norm ≤ tol when the rows of X have norm ≤ 1.
+
+    Args:
+        alpha: restart probability α.
+        tol: the row-norm tolerance.
+
+    Returns:
+        M (0 when α = 1).
+    """
     if alpha >= 1.0:
         return 0
     return max(1, math.ceil(math.log(tol / 2.0) / math.log(1.0 - alpha)))
@@ -248,12 +410,43 @@ def ppr_iterations(alpha: float, tol: float) -> int:
 def ppr_propagate(adj: torch.Tensor, x: torch.Tensor, alpha: float, tol: float = 1e-12) -> torch.Tensor:
     r""":math:`Z_\infty = R_\infty X = \alpha(I - (1-\alpha)\tilde A)^{-1}X` (Eq. 5/9) by a sparse
     Richardson iteration, never a dense n×n inverse. The result is exactly :math:`R_M X` with M
-    from :func:`ppr_iterations`, whose edge sensitivity is ≤ Ψ(Z_∞) by Lemma 2 (see module doc)."""
+    from :func:`ppr_iterations`, whose edge sensitivity is ≤ Ψ(Z_∞) by Lemma 2 (see module doc).
+
+    Args:
+        adj: Ã (sparse).
+        x: features (rows of norm ≤ 1 for the tolerance to hold).
+        alpha: restart probability α.
+        tol: the row-norm tolerance.
+
+    Returns:
+        R_M X.
+
+    Shapes:
+        adj: [n, n]
+        x: [n, d]
+        return: [n, d]
+    """
     return appr_propagate(adj, x, alpha, ppr_iterations(alpha, tol))
 
 
 def propagate(adj: torch.Tensor, x: torch.Tensor, alpha: float, m: float, tol: float = 1e-12) -> torch.Tensor:
-    """:math:`Z_m` for m ∈ {0, 1, ..., ∞} (Eq. 9–10)."""
+    """:math:`Z_m` for m ∈ {0, 1, ..., ∞} (Eq. 9–10).
+
+    Args:
+        adj: Ã (sparse).
+        x: features.
+        alpha: restart probability α.
+        m: the step count (``inf``: PPR).
+        tol: the PPR tolerance.
+
+    Returns:
+        Z_m.
+
+    Shapes:
+        adj: [n, n]
+        x: [n, d]
+        return: [n, d]
+    """
     if math.isinf(m):
         return ppr_propagate(adj, x, alpha, tol)
     return appr_propagate(adj, x, alpha, int(m))
@@ -262,7 +455,17 @@ def propagate(adj: torch.Tensor, x: torch.Tensor, alpha: float, m: float, tol: f
 def gcon_features(adj: torch.Tensor, x: torch.Tensor, alpha: float, steps: list[float]) -> torch.Tensor:
     r""":math:`Z = \frac1s(Z_{m_1} \oplus \dots \oplus Z_{m_s})` (Eq. 11), features concatenated.
 
-    Shapes: adj sparse [n, n], x [n, d] → [n, s·d]."""
+    Shapes: adj sparse [n, n], x [n, d] → [n, s·d].
+
+    Args:
+        adj: Ã (sparse).
+        x: encoded features.
+        alpha: restart probability α.
+        steps: m₁..m_s.
+
+    Returns:
+        Z.
+    """
     return torch.cat([propagate(adj, x, alpha, m) for m in steps], dim=1) / len(steps)
 
 
@@ -271,14 +474,35 @@ def one_hop_features(adj: torch.Tensor, x: torch.Tensor, alpha_inference: float,
     :math:`(1-\alpha_I)\tilde A + \alpha_I I`; row v reads only v's own adjacency. Scaled by 1/s
     like Eq. (11) (Eq. 16 omits it; the argmax is the same).
 
-    Shapes: adj sparse [n, n], x [n, d] → [n, s·d]."""
+    Shapes: adj sparse [n, n], x [n, d] → [n, s·d].
+
+    Args:
+        adj: Ã of the query graph (sparse).
+        x: encoded features.
+        alpha_inference: α_I.
+        steps: m₁..m_s.
+
+    Returns:
+        The inference features.
+    """
     one_hop = (1.0 - alpha_inference) * (adj @ x) + alpha_inference * x
     return torch.cat([x if m == 0 else one_hop for m in steps], dim=1) / len(steps)
 
 
 def sensitivity_psi(alpha: float, steps: list[float]) -> float:
     r""":math:`\Psi(Z) = \frac1s\sum_i \frac{2(1-\alpha)}{\alpha}[1 - (1-\alpha)^{m_i}]`
-    (Lemma 2, Eqs. 20, 25, 26); :math:`(1-\alpha)^\infty = 0`."""
+    (Lemma 2, Eqs. 20, 25, 26); :math:`(1-\alpha)^\infty = 0`.
+
+    Args:
+        alpha: restart probability α.
+        steps: m₁..m_s.
+
+    Returns:
+        Ψ(Z).
+
+    Raises:
+        ConfigurationError: α outside (0, 1].
+    """
     alpha = check_alpha(alpha)
     total = 0.0
     for m in steps:
@@ -288,7 +512,19 @@ def sensitivity_psi(alpha: float, steps: list[float]) -> float:
 
 
 def psi_metric(z: torch.Tensor, z_prime: torch.Tensor) -> float:
-    r""":math:`\psi(Z) = \sum_i \|z'_i - z_i\|_2` (Definition 3)."""
+    r""":math:`\psi(Z) = \sum_i \|z'_i - z_i\|_2` (Definition 3).
+
+    Args:
+        z: Z on one graph.
+        z_prime: Z′ on its neighbour.
+
+    Returns:
+        ψ.
+
+    Shapes:
+        z: [n, d]
+        z_prime: [n, d]
+    """
     return float(torch.linalg.vector_norm(z_prime - z, dim=1).sum())
 
 
@@ -297,7 +533,18 @@ def psi_metric(z: torch.Tensor, z_prime: torch.Tensor) -> float:
 
 def erlang_tail_quantile(d: int, tail: float) -> float:
     r""":math:`c_{sf} = \min\{u > 0: \int_0^u x^{d-1}e^{-x}/(d-1)!\,dx \ge 1 - \text{tail}\}` (Eq. 21)
-    with tail = δ/c: the Gamma(d, 1) quantile, nudged up until its survival is ≤ tail."""
+    with tail = δ/c: the Gamma(d, 1) quantile, nudged up until its survival is ≤ tail.
+
+    Args:
+        d: the Gamma shape (the feature dimension).
+        tail: δ/c, in (0, 1).
+
+    Returns:
+        c_sf.
+
+    Raises:
+        PrivacyParameterError: ``tail`` outside (0, 1).
+    """
     if not 0.0 < tail < 1.0:
         raise PrivacyParameterError(f"delta/c must lie in (0, 1), got {tail}")
     u = float(stats.gamma.isf(tail, d))
@@ -312,6 +559,26 @@ class TheoremOneParameters:
 
     ``regularization`` is Λ after Eq. (22) (the value the objective uses),
     ``regularization_requested`` the user's Λ.
+
+    Attributes:
+        epsilon: ε of Theorem 1.
+        delta: δ of Theorem 1.
+        num_classes: c.
+        dim: d, the feature dimension of Z.
+        n1: n₁, the objective's rows.
+        omega: ω, the budget allocator in (0, 1).
+        xi: ξ of Eq. (22).
+        c1: sup |ℓ′|.
+        c2: sup |ℓ″|.
+        c3: sup |ℓ‴|.
+        psi: Ψ(Z), the edge sensitivity of the features.
+        c_sf: the Erlang tail quantile of Eq. (21).
+        regularization_requested: the user's Λ.
+        regularization: Λ after Eq. (22).
+        c_theta: c_θ of Eq. (23).
+        epsilon_lambda: ε_Λ of Eq. (24).
+        lambda_prime: Λ′ of Eq. (17).
+        beta: β of Eq. (18) (``inf`` when Ψ = 0).
     """
 
     epsilon: float
@@ -354,6 +621,7 @@ class TheoremOneParameters:
         return eps_j + eps_b, delta
 
     def to_dict(self) -> dict:
+        """Every field, JSON-ready."""
         return {k: float(v) if isinstance(v, float) else v for k, v in asdict(self).items()}
 
 
@@ -381,6 +649,25 @@ def theorem1_parameters(
         \beta &= \frac{\max(\epsilon - \epsilon_\Lambda, \omega\epsilon)}{c(c_1 + c_2c_\theta)\Psi}.
 
     Ψ = 0 (all :math:`m_i = 0`: the model never reads an edge) needs no noise: β = ∞.
+
+    Args:
+        epsilon: ε (finite, > 0).
+        delta: δ in (0, 1).
+        num_classes: c.
+        dim: d.
+        n1: n₁.
+        regularization: the requested Λ (> 0).
+        omega: ω in (0, 1).
+        suprema: (c₁, c₂, c₃) of the loss.
+        psi: Ψ(Z).
+        xi: ξ (> 0).
+
+    Returns:
+        Every quantity of the theorem.
+
+    Raises:
+        PrivacyParameterError: ε or δ out of range.
+        ConfigurationError: ω, ξ, Λ, n₁, d or c out of range.
     """
     if not (math.isfinite(epsilon) and epsilon > 0):
         raise PrivacyParameterError(f"Theorem 1 needs a finite epsilon > 0, got {epsilon}")
@@ -428,7 +715,20 @@ def sample_objective_noise(dim: int, count: int, beta: float, rng: np.random.Gen
     (Lemma 6). The joint density is ∝ :math:`\exp(-\beta\|b\|)`. Returns [dim, count].
 
     Uses NumPy's seeded PCG64 for reproducibility; a deployment should draw from a
-    cryptographically secure source (floating-point sampling attacks are out of scope)."""
+    cryptographically secure source (floating-point sampling attacks are out of scope).
+
+    Args:
+        dim: d.
+        count: columns (c).
+        beta: β (``inf``: zero noise).
+        rng: the noise's generator.
+
+    Returns:
+        B.
+
+    Raises:
+        PrivacyParameterError: β ≤ 0.
+    """
     if math.isinf(beta):
         return np.zeros((dim, count))
     if not beta > 0:
@@ -444,7 +744,18 @@ def sample_objective_noise(dim: int, count: int, beta: float, rng: np.random.Gen
 
 @dataclass
 class SolveInfo:
-    """What the warm start did (owner's record only: every number here is measured on the edges)."""
+    """What the warm start did (owner's record only: every number here is measured on the edges).
+
+    Attributes:
+        grad_norm: ‖∇L_priv‖_F at the returned point.
+        initial_grad_norm: ‖∇L_priv‖_F at Θ = 0.
+        relative_grad_norm: their ratio.
+        iterations: L-BFGS iterations plus Newton steps.
+        restarts: L-BFGS restarts.
+        converged: whether ``grad_tol`` was reached.
+        objective: L_priv at the returned point.
+        grad_tol: γ, the target.
+    """
 
     grad_norm: float
     initial_grad_norm: float
@@ -461,7 +772,19 @@ def perturbed_objective(theta: np.ndarray, z: np.ndarray, y: np.ndarray, loss, r
     :math:`\frac1{n_1}\sum_i\sum_j \ell(z_i^T\theta_j; y_{ij}) + \frac{\Lambda+\Lambda'}2\|\Theta\|_F^2
     + \frac1{n_1}B\odot\Theta`.
 
-    Shapes: θ [d, c], z [n₁, d], y [n₁, c], noise [d, c]; returns (float, [d, c])."""
+    Shapes: θ [d, c], z [n₁, d], y [n₁, c], noise [d, c]; returns (float, [d, c]).
+
+    Args:
+        theta: Θ.
+        z: features of the n₁ rows.
+        y: one-hot targets.
+        loss: the loss object.
+        reg_total: Λ + Λ′.
+        noise: B.
+
+    Returns:
+        ``(value, gradient)``.
+    """
     n1 = z.shape[0]
     scores = z @ theta
     value = loss.value(scores, y).sum() / n1 + 0.5 * reg_total * np.sum(theta * theta) + np.sum(noise * theta) / n1
@@ -492,6 +815,23 @@ def solve_perturbed_objective(
     measurement for the owner's record. Deterministic given (z, y, noise).
 
     Shapes: z [n₁, d], y [n₁, c] (one-hot), noise [d, c]; returns Θ̂ [d, c].
+
+    Args:
+        z: features of the n₁ rows.
+        y: one-hot targets.
+        loss: the loss object.
+        reg_total: Λ + Λ′.
+        noise: B.
+        grad_tol: γ (≥ 0; 0 spends the whole budget).
+        max_iter: L-BFGS iterations per run.
+        max_restarts: L-BFGS restarts.
+        max_newton: Newton steps after L-BFGS.
+
+    Returns:
+        ``(Θ̂, info)``.
+
+    Raises:
+        ConfigurationError: a negative or non-finite ``grad_tol``.
     """
     if not (math.isfinite(grad_tol) and grad_tol >= 0):  # 0: spend the whole budget
         raise ConfigurationError(f"gcon warm-start tolerance must be ≥ 0, got {grad_tol}")
@@ -548,7 +888,19 @@ def solve_perturbed_objective(
 @dataclass(frozen=True)
 class DescentSchedule:
     r"""The fixed schedule of one release (:func:`descent_schedule`); every field is computed
-    from Theorem 1's public parameters and the hyperparameters, none from the data."""
+    from Theorem 1's public parameters and the hyperparameters, none from the data.
+
+    Attributes:
+        strong_convexity: μ = Λ + Λ′.
+        smoothness: L = μ + c₂/s; the step is 1/L.
+        contraction: ρ = 1 − μ/L per step.
+        radius: c_θ, the warm start's projection radius.
+        diameter: 2√c·c_θ, the Frobenius diameter of that set.
+        residual_tol: the target for the residual bound.
+        max_steps: the cap on T.
+        steps: T.
+        residual_bound: ρ^T · diameter.
+    """
 
     strong_convexity: float  # μ = Λ + Λ′
     smoothness: float  # L = μ + c₂/s, the step is 1/L
@@ -561,6 +913,7 @@ class DescentSchedule:
     residual_bound: float  # ρ^T · diameter ≥ ‖Θ_T − Θ_priv‖_F on the good event
 
     def to_dict(self) -> dict:
+        """Every field, JSON-ready."""
         return asdict(self)
 
 
@@ -592,6 +945,15 @@ def descent_schedule(params: TheoremOneParameters, blocks: int, residual_tol: fl
     per step) is below the default tolerance by orders of magnitude and, as elsewhere, out of
     scope.
 
+    Args:
+        params: Theorem 1's parameters.
+        blocks: s, the propagation steps concatenated.
+        residual_tol: the target residual bound (> 0).
+        max_steps: the cap on T (≥ 0).
+
+    Returns:
+        The schedule.
+
     Raises:
         ConfigurationError: ``residual_tol`` ≤ 0 or ``max_steps`` < 0.
     """
@@ -616,7 +978,15 @@ def descent_schedule(params: TheoremOneParameters, blocks: int, residual_tol: fl
 
 def project_columns(theta: np.ndarray, radius: float) -> np.ndarray:
     r"""The Euclidean projection of Θ onto :math:`\{\|\theta_j\|_2 \le r\ \forall j\}` (each
-    column scaled down to norm r if longer). Shapes: [d, c] → [d, c]."""
+    column scaled down to norm r if longer). Shapes: [d, c] → [d, c].
+
+    Args:
+        theta: Θ.
+        radius: r.
+
+    Returns:
+        The projected Θ.
+    """
     norms = np.linalg.norm(theta, axis=0, keepdims=True)
     return theta * np.minimum(1.0, radius / np.maximum(norms, np.finfo(float).tiny))
 
@@ -625,7 +995,16 @@ def descend(theta: np.ndarray, z: np.ndarray, y: np.ndarray, loss, noise: np.nda
     r"""``schedule.steps`` gradient steps of size 1/L on :math:`L_{priv}`, no stopping rule
     (a fixed count is what makes the residual bound of :func:`descent_schedule` data-free).
 
-    Shapes: θ [d, c], z [n₁, d], y [n₁, c], noise [d, c]; returns Θ_T [d, c]."""
+    Shapes: θ [d, c], z [n₁, d], y [n₁, c], noise [d, c]; returns Θ_T [d, c].
+
+    Args:
+        theta: the projected warm start.
+        z: features of the n₁ rows.
+        y: one-hot targets.
+        loss: the loss object.
+        noise: B.
+        schedule: the fixed schedule.
+    """
     for _ in range(schedule.steps):
         _, grad = perturbed_objective(theta, z, y, loss, schedule.strong_convexity, noise)
         theta = theta - grad / schedule.smoothness
@@ -656,6 +1035,15 @@ def amp_sensitivity(residual_bound: float) -> float:
     Iyengar et al.'s Algorithm 1 uses γ/Λ (one residual, not the difference of two) and assumes
     the solver reaches γ — a data-dependent event; Redberg, Koskela & Wang (2023) also use the
     factor 2. Here the bound holds by construction, so no run is ever refused.
+
+    Args:
+        residual_bound: b_T (finite, ≥ 0).
+
+    Returns:
+        2·b_T.
+
+    Raises:
+        ConfigurationError: a negative or non-finite bound.
     """
     if not (math.isfinite(residual_bound) and residual_bound >= 0):
         raise ConfigurationError(f"AMP needs a finite residual bound ≥ 0, got {residual_bound}")
@@ -665,7 +1053,15 @@ def amp_sensitivity(residual_bound: float) -> float:
 def gaussian_delta(multiplier: float, epsilon: float) -> float:
     r"""δ(ε) of the Gaussian mechanism with noise σ = multiplier · Δ (Balle & Wang 2018, Theorem 8,
     the exact "analytic Gaussian mechanism"; μ = 1/multiplier):
-    :math:`\delta = \Phi(\tfrac{\mu}{2} - \tfrac{\epsilon}{\mu}) - e^{\epsilon}\Phi(-\tfrac{\mu}{2} - \tfrac{\epsilon}{\mu})`."""
+    :math:`\delta = \Phi(\tfrac{\mu}{2} - \tfrac{\epsilon}{\mu}) - e^{\epsilon}\Phi(-\tfrac{\mu}{2} - \tfrac{\epsilon}{\mu})`.
+
+    Args:
+        multiplier: σ/Δ (> 0).
+        epsilon: ε.
+
+    Returns:
+        δ(ε).
+    """
     mu = 1.0 / float(multiplier)
     first = float(stats.norm.cdf(mu / 2.0 - epsilon / mu))
     second = math.exp(epsilon + float(stats.norm.logcdf(-mu / 2.0 - epsilon / mu)))
@@ -677,6 +1073,13 @@ def amp_noise_multiplier(epsilon: float, delta: float) -> float:
     bisection tolerance) that is (ε₂, δ₂) = (``epsilon``, ``delta``)-DP by the exact analytic
     Gaussian bound (:func:`gaussian_delta`). The RDP conversion would floor at small ε₂ (AMP's
     share is ~1 % of ε), so this one mechanism is recorded directly in (ε, δ).
+
+    Args:
+        epsilon: ε₂.
+        delta: δ₂.
+
+    Returns:
+        z.
 
     Raises:
         PrivacyParameterError: on ε₂ ≤ 0 or δ₂ ∉ (0, 1).
@@ -700,8 +1103,24 @@ def amp_noise_multiplier(epsilon: float, delta: float) -> float:
 
 
 def steps_to_json(steps: list[float]) -> list:
+    """Propagation steps in JSON form (∞ as ``"inf"``).
+
+    Args:
+        steps: m₁..m_s.
+
+    Returns:
+        The steps as ints, with ``"inf"`` for ∞.
+    """
     return ["inf" if math.isinf(m) else int(m) for m in steps]
 
 
 def json_float(value: float):
+    """A float in JSON form: ``None`` for ±∞ and NaN, anything else unchanged.
+
+    Args:
+        value: the value.
+
+    Returns:
+        ``value``, or ``None``.
+    """
     return None if isinstance(value, float) and not math.isfinite(value) else value

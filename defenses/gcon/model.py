@@ -54,6 +54,17 @@ class GCONModel(ReleasedModel):
     argmax is the model's prediction); ``embed`` returns :math:`\hat Z`, the propagated encoded
     features that enter Θ. :math:`\hat Z` is Eq. (16) (``inference="private"``) or Eq. (11) on the
     queried graph (``"public"``), see the module docstring for what each reveals.
+
+    Args:
+        encoder: the trained feature encoder.
+        theta: Θ.
+        settings: the config (steps, α, α_I, inference mode, encoder architecture, num_classes).
+        privacy: the privacy spec.
+        card: the public card.
+
+    Raises:
+        ConfigurationError: α or α_I outside (0, 1], or malformed steps.
+        ModelFormatError: an unknown inference mode, or Θ of the wrong shape.
     """
 
     def __init__(self, encoder: MLP, theta: torch.Tensor, settings: dict, privacy: PrivacySpec, card: dict):
@@ -88,6 +99,14 @@ class GCONModel(ReleasedModel):
           :func:`~defenses.gcon.plan.amp_calibration` — the function ``fit`` used — and must be the
           recorded ones; δ must be ≤ s·δ.
         * Ψ = 0 (no edge read): a single record at the target ε with δ = 0; the card's Ψ must be 0.
+
+        Args:
+            privacy: the saved spec.
+            config: the saved config (unused).
+            card: the public card (hyperparameters and ``gcon`` section).
+
+        Returns:
+            The verification.
 
         Raises:
             IntegrityError: on any mismatch (one line).
@@ -205,7 +224,17 @@ class GCONModel(ReleasedModel):
 
     @torch.no_grad()
     def features(self, graph: Data) -> torch.Tensor:
-        """The propagated features :math:`\\hat Z` of every node of ``graph`` (float64)."""
+        """The propagated features :math:`\\hat Z` of every node of ``graph`` (float64).
+
+        Args:
+            graph: the queried graph.
+
+        Returns:
+            Ẑ of every node.
+
+        Shapes:
+            return: [num_nodes, s·d₁]
+        """
         x = encode_features(self.encoder, graph.x.to(self.device))
         adj = normalized_adjacency(graph.edge_index.to(self.device), int(graph.num_nodes))
         if self.settings["inference"] == "public":
@@ -213,24 +242,64 @@ class GCONModel(ReleasedModel):
         return one_hop_features(adj, x, self.alpha_inference, self.steps)
 
     def predict_proba(self, graph: Data, nodes=None) -> torch.Tensor:
+        """Softmax of the scores ẐΘ of the queried nodes.
+
+        Args:
+            graph: the queried graph.
+            nodes: the queried nodes; ``None`` for all.
+
+        Returns:
+            Class probabilities (float32).
+
+        Shapes:
+            return: [len(nodes), c]
+        """
         idx = _node_index(graph, nodes).to(self.device)
         scores = self.features(graph)[idx] @ self.theta.double()
         return torch.softmax(scores, dim=1).float()
 
     def embed(self, graph: Data, nodes=None) -> torch.Tensor:
+        """Ẑ of the queried nodes, the features that enter Θ.
+
+        Args:
+            graph: the queried graph.
+            nodes: the queried nodes; ``None`` for all.
+
+        Returns:
+            Ẑ (float32).
+
+        Shapes:
+            return: [len(nodes), s·d₁]
+        """
         idx = _node_index(graph, nodes).to(self.device)
         return self.features(graph)[idx].float()
 
     def config(self) -> dict:
+        """The settings :meth:`from_state` rebuilds from."""
         return dict(self.settings)
 
     def state_tensors(self) -> dict[str, torch.Tensor]:
+        """The encoder's weights (prefixed ``encoder.``) and ``theta``."""
         tensors = {f"encoder.{k}": v for k, v in self.encoder.state_dict().items()}
         tensors["theta"] = self.theta
         return tensors
 
     @classmethod
     def from_state(cls, config, tensors, privacy, card):
+        """Rebuild the encoder from the config and load it and Θ.
+
+        Args:
+            config: the saved settings.
+            tensors: ``encoder.*`` weights and ``theta``.
+            privacy: the privacy spec.
+            card: the public card.
+
+        Returns:
+            The model, on Θ's device.
+
+        Raises:
+            ModelFormatError: ``theta`` missing, unexpected tensors, or settings the model refuses.
+        """
         arch = config["encoder"]
         encoder = MLP(int(arch["in_dim"]), [int(h) for h in arch["hidden"]], int(arch["out_dim"]), 0.0, arch["act"])
         encoder_state = {k.removeprefix("encoder."): v for k, v in tensors.items() if k.startswith("encoder.")}
@@ -245,13 +314,35 @@ class GCONModel(ReleasedModel):
 @torch.no_grad()
 def encode_features(encoder: MLP, x: torch.Tensor) -> torch.Tensor:
     r""":math:`\bar X = H_{mlp}(\mathrm{MLP}(X; W_1^\star))` (Algorithm 3 line 5), rows L2-normalised
-    (Algorithm 1 line 2), in float64."""
+    (Algorithm 1 line 2), in float64.
+
+    Args:
+        encoder: the trained encoder.
+        x: raw node features.
+
+    Returns:
+        X̄.
+
+    Shapes:
+        x: [n, F]
+        return: [n, d₁]
+    """
     encoder.eval()
     return F.normalize(encoder.embed(x.float()).double(), p=2.0, dim=1)
 
 
 def query_features(adj: torch.Tensor, x_enc: torch.Tensor, config, inference: str) -> torch.Tensor:
-    """:math:`\\hat Z` for queries: Eq. (16) (``private``) or Eq. (11) on the queried graph (``public``)."""
+    """:math:`\\hat Z` for queries: Eq. (16) (``private``) or Eq. (11) on the queried graph (``public``).
+
+    Args:
+        adj: Ã of the queried graph (sparse).
+        x_enc: X̄ of its nodes.
+        config: the configuration (``alpha``, ``alpha_inference``, ``steps``).
+        inference: ``private`` or ``public``.
+
+    Returns:
+        Ẑ.
+    """
     with torch.no_grad():
         if inference == "public":
             return gcon_features(adj, x_enc, config.alpha, config.steps)

@@ -37,7 +37,16 @@ AMP_RECORD = "gcon AMP output noise (Iyengar et al. 2019; analytic Gaussian)"
 
 @dataclass(frozen=True)
 class AMPCalibration:
-    """AMP's Gaussian for one schedule: σ = noise multiplier × sensitivity, (ε, δ) its share."""
+    """AMP's Gaussian for one schedule: σ = noise multiplier × sensitivity, (ε, δ) its share.
+
+    Attributes:
+        schedule: the fixed descent schedule.
+        sensitivity: twice its residual bound.
+        noise_multiplier: z, from the analytic Gaussian.
+        sigma: z × sensitivity.
+        epsilon: AMP's ε share.
+        delta: the analytic Gaussian's δ at that ε.
+    """
 
     schedule: DescentSchedule
     sensitivity: float
@@ -59,7 +68,19 @@ class AMPCalibration:
 def amp_calibration(params: TheoremOneParameters, blocks: int, residual_tol: float, max_steps: int,
                     epsilon: float, delta: float) -> AMPCalibration:  # fmt: skip
     """The schedule of :func:`~defenses.gcon.mechanism.descent_schedule` and the analytic
-    Gaussian covering twice its residual bound at AMP's share (``epsilon``, ``delta``)."""
+    Gaussian covering twice its residual bound at AMP's share (``epsilon``, ``delta``).
+
+    Args:
+        params: Theorem 1's parameters.
+        blocks: s, the propagation steps concatenated.
+        residual_tol: the target residual bound.
+        max_steps: the cap on T.
+        epsilon: AMP's ε share.
+        delta: AMP's δ share.
+
+    Returns:
+        The calibration.
+    """
     schedule = descent_schedule(params, blocks, residual_tol, max_steps)
     sensitivity = amp_sensitivity(schedule.residual_bound)
     multiplier = amp_noise_multiplier(epsilon, delta)
@@ -71,7 +92,16 @@ def amp_calibration(params: TheoremOneParameters, blocks: int, residual_tol: flo
 @dataclass(frozen=True)
 class ConfigurationPlan:
     """Privacy plan of one configuration. ``theorem1`` and ``amp`` are ``None`` when no noise is
-    needed: ε = ∞ (``private`` false) or Ψ = 0 (no propagation step reads an edge)."""
+    needed: ε = ∞ (``private`` false) or Ψ = 0 (no propagation step reads an edge).
+
+    Attributes:
+        private: whether ε is finite.
+        target_epsilon: the target ε.
+        psi: Ψ(Z).
+        strong_convexity: Λ + Λ′ of the objective (the requested Λ without noise).
+        theorem1: Theorem 1's parameters, or ``None``.
+        amp: AMP's calibration, or ``None``.
+    """
 
     private: bool
     target_epsilon: float
@@ -93,6 +123,7 @@ class ConfigurationPlan:
         ]
 
     def theorem1_details(self) -> dict:
+        """Theorem 1's parameters in JSON form (∞ as ``None``)."""
         return {k: json_float(v) for k, v in self.theorem1.to_dict().items()}
 
     def card(self) -> dict:
@@ -131,7 +162,20 @@ def plan_configuration(epsilon: float, delta: float, num_classes: int, dim: int,
                        hp) -> ConfigurationPlan:  # fmt: skip
     """The plan of ``config`` at target (``epsilon``, ``delta``): Theorem 1 at (1 − s)(ε, δ),
     AMP at s(ε, δ) (s = ``hp.amp_share``), the schedule from ``hp.residual_tol`` and
-    ``hp.descent_steps``. ``hp`` supplies ω, ξ, amp_share, residual_tol and descent_steps."""
+    ``hp.descent_steps``. ``hp`` supplies ω, ξ, amp_share, residual_tol and descent_steps.
+
+    Args:
+        epsilon: target ε (``inf``: no noise).
+        delta: target δ.
+        num_classes: c.
+        dim: d, the feature dimension of Z.
+        n1: n₁, the objective's rows.
+        config: the configuration (α, steps, loss, Λ).
+        hp: the hyperparameters.
+
+    Returns:
+        The plan.
+    """
     psi = sensitivity_psi(config.alpha, config.steps)
     private = math.isfinite(epsilon)
     if not private or psi == 0.0:

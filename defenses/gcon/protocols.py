@@ -63,6 +63,16 @@ def parse_grid(text: str) -> dict[str, list]:
 
     >>> parse_grid("alpha=0.2,0.8; steps=1,inf; loss=msl,huber:0.2")["loss"]
     [('msl', None), ('huber', 0.2)]
+
+    Args:
+        text: ``"key=v1,v2; ..."`` with keys among ``GRID_KEYS`` (``steps`` items join steps with ``+``).
+
+    Returns:
+        Key → parsed values (``loss`` as ``(name, huber_delta or None)``; ``alpha_inference`` ``None``
+        for ``alpha``).
+
+    Raises:
+        ConfigurationError: a malformed part, an unknown or repeated key, or a bad value.
     """
     out: dict[str, list] = {}
     for part in str(text).split(";"):
@@ -114,7 +124,18 @@ def parse_grid(text: str) -> dict[str, list]:
 
 @dataclass
 class Config:
-    """One GCON configuration (the defaults, or one point of the paper's grid)."""
+    """One GCON configuration (the defaults, or one point of the paper's grid).
+
+    Attributes:
+        encoder_hidden: the encoder's hidden width d₁.
+        alpha: restart probability α.
+        steps: propagation steps m₁..m_s.
+        pseudo_labels: train on the encoder's pseudo-labels of non-training nodes.
+        loss: ``msl`` or ``huber``.
+        huber_delta: δ_l of the pseudo-Huber loss.
+        regularization: the requested Λ.
+        alpha_inference: α_I.
+    """
 
     encoder_hidden: int
     alpha: float
@@ -126,6 +147,7 @@ class Config:
     alpha_inference: float
 
     def to_dict(self) -> dict:
+        """The configuration in JSON form (∞ steps as ``"inf"``)."""
         return {
             "encoder_hidden": self.encoder_hidden,
             "alpha": self.alpha,
@@ -139,7 +161,15 @@ class Config:
 
 
 def default_config(hp, checked: dict) -> Config:
-    """``sound``: the one configuration given by the hyperparameters."""
+    """``sound``: the one configuration given by the hyperparameters.
+
+    Args:
+        hp: the hyperparameters.
+        checked: the validated ``alpha``, ``steps`` and ``alpha_inference``.
+
+    Returns:
+        The configuration.
+    """
     return Config(
         hp.encoder_hidden, checked["alpha"], checked["steps"], hp.pseudo_labels, hp.loss, hp.huber_delta,
         hp.regularization, checked["alpha_inference"],
@@ -147,7 +177,15 @@ def default_config(hp, checked: dict) -> Config:
 
 
 def grid_configs(hp, checked: dict) -> list[Config]:
-    """``paper``: every configuration of the grid, in grid order (keys left out keep the field's value)."""
+    """``paper``: every configuration of the grid, in grid order (keys left out keep the field's value).
+
+    Args:
+        hp: the hyperparameters.
+        checked: the validated ``alpha``, ``steps`` and parsed ``grid``.
+
+    Returns:
+        The configurations.
+    """
     grid = checked["grid"]
     values = {
         "encoder_hidden": grid.get("encoder_hidden", [hp.encoder_hidden]),
@@ -169,12 +207,27 @@ def grid_configs(hp, checked: dict) -> list[Config]:
 
 def selects_encoder_checkpoint(protocol: str) -> bool:
     """``sound`` keeps the encoder's best-validation epoch (a choice on public data only);
-    ``paper`` keeps the last epoch, as the authors' run does."""
+    ``paper`` keeps the last epoch, as the authors' run does.
+
+    Args:
+        protocol: ``sound`` or ``paper``.
+
+    Returns:
+        ``True`` under ``sound``.
+    """
     return protocol == "sound"
 
 
 def selection_unaccounted(grid: str, candidates: int) -> str:
-    """The ``spec.unaccounted`` entry of a ``paper`` fit."""
+    """The ``spec.unaccounted`` entry of a ``paper`` fit.
+
+    Args:
+        grid: the grid hyperparameter's text.
+        candidates: configurations trained.
+
+    Returns:
+        The unaccounted step, in plain words.
+    """
     return (
         f"hyperparameter selection (GCON Appendix Q): {candidates} configurations of the grid "
         f"'{grid}' were each trained on the private graph and the one with the best validation "
