@@ -11,7 +11,14 @@ from typing import Any
 def charges_queries(model) -> bool:
     """Whether ``model`` answers queries as new, accounted releases (GAP: every query graph is
     a PMA release counted in its query ledger, about the query graphs, never in its training
-    ε), so an audit queries its own sessions and reports their releases."""
+    ε), so an audit queries its own sessions and reports their releases.
+
+    Args:
+        model: a released model.
+
+    Returns:
+        ``True`` when it has a ``query_session``.
+    """
     return callable(getattr(model, "query_session", None))
 
 
@@ -33,7 +40,17 @@ def query_plan(model, dataset, steps: list[dict]) -> dict | None:
     most how many new releases they need (each step's ``foreign_releases``), whether the
     owner's training release answers the training-graph queries for free, and the query ledger
     those releases would make (``query_ledger``: about the query graphs, never added to the
-    model's training ε, ``training_epsilon``). ``None`` for other models."""
+    model's training ε, ``training_epsilon``). ``None`` for other models.
+
+    Args:
+        model: the target released model.
+        dataset: the audited graph.
+        steps: the plan's attack steps; each gets its ``foreign_releases`` set.
+
+    Returns:
+        ``releases_at_most``, ``training_graph_free``, ``unknown``, ``query_ledger`` and
+        ``training_epsilon``, or ``None``.
+    """
     if not charges_queries(model):
         return None
     from attacks import _common as C
@@ -61,7 +78,14 @@ def _query_ledger(model, releases: int) -> dict[str, Any]:
 
 
 def query_plan_line(queries: dict) -> str:
-    """One line on what a query-charged model's audit costs (:func:`query_plan`)."""
+    """One line on what a query-charged model's audit costs (:func:`query_plan`).
+
+    Args:
+        queries: what :func:`query_plan` returned.
+
+    Returns:
+        The line.
+    """
     free = ("training-graph queries read the owner's training release (free)" if queries["training_graph_free"]
             else "no owner's training release for the audited graph: every query is charged")  # fmt: skip
     text = f"query-charged model: the attacks need at most {queries['releases_at_most']} new release(s); {free}"
@@ -79,7 +103,15 @@ def query_api_finding(model, releases: dict[str, int]) -> dict[str, Any]:
     """The audit's queries of a query-charged model as one finding: the new releases each step
     made (``releases``), their total and their query ledger (``query_ledger``: the composition
     of all of them, about the query graph(s) — each step answered afresh in its own session —
-    never added to the model's training ε, ``training_epsilon``, which no query changes)."""
+    never added to the model's training ε, ``training_epsilon``, which no query changes).
+
+    Args:
+        model: the query-charged released model.
+        releases: new releases made by each attack step.
+
+    Returns:
+        The finding: the releases, their total, their query ledger and the training ε, with a sentence.
+    """
     total = sum(releases.values())
     ledger = _query_ledger(model, total)
     training = model.privacy.epsilon if model.privacy.is_private else None
