@@ -46,8 +46,8 @@ REPORT_SCHEMA = "dpaudit.report-data"
 class OutputPathError(DPAuditError):
     """An output path that cannot (or must not) be written.
 
-    Args:
-        message: the one-line error (what is wrong with the output path, and what to do).
+    Attributes:
+        args: the one-line error as ``args[0]`` (what is wrong with the output path, and what to do).
     """
 
 

@@ -58,8 +58,8 @@ def registered_defenses() -> list[str]:
 class CheckSkipped(Exception):
     """The check does not apply to this defense (the message says why).
 
-    Args:
-        message: why the check does not apply.
+    Attributes:
+        args: why the check does not apply, as ``args[0]``.
     """
 
 

@@ -334,7 +334,7 @@ class ToyHyperparameters(PrivateHyperparameters):
     """Hyperparameters of the toy Gaussian sum: only the inherited ones.
 
     Attributes:
-        protocol: ``"sound"`` or ``"paper"`` (:class:`~dpaudit.training.defense.PrivateHyperparameters`).
+        protocol: sound: every step proven (default); paper: as the authors ran it, sound: false
     """
 
     pass
