@@ -170,7 +170,7 @@ def link_steal(
         known_fraction: share of the pairs the attacker knows for attack-2/3, in (0, 1).
         supervised: also run the supervised attack-2/3.
         hidden: hidden units of the supervised attack's MLP.
-        device: torch device of the models the attack trains (``"auto"``: CUDA when available).
+        device: accepted for a uniform signature across attacks (unused here).
         data_root: where to find the dataset when ``dataset`` is ``None``.
         deployment: the deployment audited (:func:`attacks._common.resolve_deployment`; ``"auto"`` by the split).
         n_boot: bootstrap draws of each confidence interval.

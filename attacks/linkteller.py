@@ -379,7 +379,7 @@ def linkteller(
         delta: relative feature step Δ of the probe, > 0.
         pr_nodes: nodes sampled for precision/recall at the true density; 0 skips it, else >= 2.
         hard_negatives: also report the AUC against 2-hop non-edges.
-        device: torch device of the models the attack trains (``"auto"``: CUDA when available).
+        device: accepted for a uniform signature across attacks (unused here).
         data_root: where to find the dataset when ``dataset`` is ``None``.
         deployment: the deployment audited (:func:`attacks._common.resolve_deployment`; ``"auto"`` by the split).
         n_boot: bootstrap draws of each confidence interval.

@@ -497,7 +497,7 @@ def mia_threshold(
         score: ``"loss"``, ``"confidence"`` or ``"entropy"``.
         max_members: most members in the audit game; ``None``: every member the split allows.
         calibration: ``"class"`` or ``"none"``.
-        device: torch device (no model is trained; kept for a uniform signature) (``"auto"``: CUDA when available).
+        device: accepted for a uniform signature across attacks (unused here).
         data_root: where to find the dataset when ``dataset`` is ``None``.
         deployment: the deployment audited (:func:`attacks._common.resolve_deployment`; ``"auto"`` by the split).
         n_boot: bootstrap draws of each confidence interval.
