@@ -215,6 +215,17 @@ def order_attacks(names: list[str]) -> list[str]:
 
 
 def get_attack(name: str) -> Callable[..., AttackResult]:
+    """The function registered as attack ``name``.
+
+    Args:
+        name: a registered attack (:func:`available_attacks`).
+
+    Returns:
+        The attack callable ``fn(model, dataset, **settings) -> AttackResult``.
+
+    Raises:
+        ConfigurationError: ``name`` is not registered (the message lists the available ones).
+    """
     try:
         return _ATTACKS[name]
     except KeyError:
@@ -222,19 +233,49 @@ def get_attack(name: str) -> Callable[..., AttackResult]:
 
 
 def attack_settings(name: str) -> dict[str, object]:
-    """The settings ``name`` accepts, with their defaults."""
+    """The settings ``name`` accepts, with their defaults.
+
+    Args:
+        name: a registered attack.
+
+    Returns:
+        Each keyword setting of the attack's signature mapped to its default.
+
+    Raises:
+        ConfigurationError: ``name`` is not registered.
+    """
     return _keyword_settings(get_attack(name))
 
 
 def attack_constraints(name: str) -> dict[str, list[Constraint]]:
     """What each setting of ``name`` accepts, as declared at registration (in the order of the
-    attack's signature); :func:`dpaudit.training.constraints.describe` says it in words."""
+    attack's signature); :func:`dpaudit.training.constraints.describe` says it in words.
+
+    Args:
+        name: a registered attack.
+
+    Returns:
+        Each setting mapped to a copy of its declared constraints.
+
+    Raises:
+        ConfigurationError: ``name`` is not registered.
+    """
     get_attack(name)
     return {key: list(specs) for key, specs in _CONSTRAINTS[name].items()}
 
 
 def describe_settings(name: str) -> dict[str, tuple[object, str]]:
-    """Each setting of ``name``: its default and the values it accepts in words (``--help``)."""
+    """Each setting of ``name``: its default and the values it accepts in words (``--help``).
+
+    Args:
+        name: a registered attack.
+
+    Returns:
+        Each setting mapped to ``(default, accepted values in words)``.
+
+    Raises:
+        ConfigurationError: ``name`` is not registered.
+    """
     declared = attack_constraints(name)
     return {key: (default, describe(declared[key])) for key, default in attack_settings(name).items()}
 
@@ -265,7 +306,16 @@ ALLOW_LONG = "--allow-long"
 
 def check_attack_caps(name: str, settings: dict, allow_long: bool = False) -> None:
     """Each count of attack ``name`` at most its cap (:data:`COUNT_CAPS`) unless ``allow_long``:
-    above it one line says what the count costs and how to run it anyway."""
+    above it one line says what the count costs and how to run it anyway.
+
+    Args:
+        name: the attack (named in the message).
+        settings: the settings given to it; only integer values of keys in :data:`COUNT_CAPS` are checked.
+        allow_long: ``True`` (``--allow-long``) skips the check.
+
+    Raises:
+        ConfigurationError: a count is above its cap.
+    """
     if allow_long:
         return
     for key, value in settings.items():
@@ -282,7 +332,16 @@ def check_settings(name: str, settings: dict) -> None:
     """Every setting given to attack ``name`` known and within its declaration
     (:func:`attack_constraints`), and the one rule across settings (G-BASE queries features
     only), checked before the model or data is loaded: one line naming the attack and the
-    setting. The caps of :func:`check_attack_caps` are apart (``--allow-long`` lifts them)."""
+    setting. The caps of :func:`check_attack_caps` are apart (``--allow-long`` lifts them).
+
+    Args:
+        name: a registered attack.
+        settings: the keyword settings to be passed to it.
+
+    Raises:
+        ConfigurationError: ``name`` is unknown, a setting is unknown or outside its declaration, or
+            ``protocol="g-base"`` is combined with ``query="graph"``.
+    """
     declared = attack_constraints(name)
     unknown = sorted(set(settings) - set(declared))
     if unknown:
@@ -313,6 +372,19 @@ def run(name: str, model: ReleasedModel, dataset: GraphDataset | None = None, **
 
     Unknown settings, and settings outside their declaration (:func:`check_settings`), are a
     :class:`~dpaudit.errors.ConfigurationError` raised before the model is touched.
+
+    Args:
+        name: a registered attack (:func:`available_attacks`).
+        model: the released model to attack.
+        dataset: the graph the attack reads; ``None`` loads the one named in the model's card.
+        **settings: the attack's keyword settings (:func:`attack_settings`).
+
+    Returns:
+        The attack's result, with ``extra["low_fpr"]`` set to the low-FPR summary of its runs.
+
+    Raises:
+        ConfigurationError: unknown attack or setting, a setting outside its declaration, or ``model``
+            not a :class:`ReleasedModel`.
     """
     fn = get_attack(name)
     check_settings(name, settings)

@@ -149,6 +149,24 @@ def draw_node_canaries(
     features times this factor — the same query for every canary, in or out — so that a
     canary trained loud is read where the softmax is not saturated (a saturated probability
     ties included canaries with excluded ones whose noise happens to be large).
+
+    Args:
+        dataset: the base graph the canaries are added to.
+        split: its split (``feature="rare"`` counts feature use over ``split.train``).
+        count: number of canaries, a positive integer.
+        seed: seed of every random draw of the design.
+        feature: ``"rare"``, ``"sparse"``, ``"gaussian"`` or ``"copy"`` (above).
+        support: coordinates per canary pattern, in 1..num_features; ``None`` picks a default.
+        scale: feature norm as a multiple of the data's largest row norm, > 0.
+        query_scale: factor on the canaries' features when the model is queried, > 0.
+        wires: edges drawn from each canary to training nodes.
+        signed: random ±1 signs on the pattern's coordinates instead of all +1.
+
+    Returns:
+        The design (features, labels, wires and settings) of the ``count`` canaries.
+
+    Raises:
+        ConfigurationError: a setting is out of range or of the wrong type.
     """
     count = _check_count(count)
     if feature not in NODE_FEATURES:
@@ -268,6 +286,22 @@ def draw_edge_canaries(
     are candidates (other edges never reach training). Raises :class:`ConfigurationError` when
     the graph cannot hold ``count`` pairs. ``structure`` names a registered
     :class:`CanaryStructure`, which then draws the design with its own defaults.
+
+    Args:
+        dataset: the base graph.
+        split: its split (inductive: only training nodes are candidate endpoints).
+        count: number of canary pairs, a positive integer.
+        seed: seed of the draw.
+        min_distance: least shortest-path distance of a pair in the base graph, an integer >= 2.
+        endpoints: ``"low-degree"`` or ``"random"`` order of candidate endpoints.
+        endpoint_uses: most pairs one node ends, in 1..``MAX_ENDPOINT_USES``.
+        structure: name of a registered :class:`CanaryStructure` that draws the design instead.
+
+    Returns:
+        The design, with its ``pairs`` of shape ``[count, 2]``.
+
+    Raises:
+        ConfigurationError: a setting is out of range, or the graph cannot hold ``count`` pairs.
     """
     if structure is not None:
         return structure_of(structure).draw(dataset, split, count, seed)
@@ -360,6 +394,25 @@ def _structure(design: CanaryDesign) -> CanaryStructure | None:
 
 
 def draw_canaries(dataset: GraphDataset, split: Split, kind: str, count: int, seed: int = 0, **options) -> CanaryDesign:
+    """Draw a canary design of ``kind`` (``"node"`` or ``"edge"``).
+
+    Dispatches to :func:`draw_node_canaries` or :func:`draw_edge_canaries`; an option
+    ``structure`` hands the drawing of edge canaries to that registered :class:`CanaryStructure`.
+
+    Args:
+        dataset: the base graph.
+        split: its split.
+        kind: ``"node"`` or ``"edge"``.
+        count: number of canaries.
+        seed: seed of the draw.
+        **options: keyword options of the drawing function (or of the structure).
+
+    Returns:
+        The canary design.
+
+    Raises:
+        ConfigurationError: unknown ``kind``, a structure asked for node canaries, or a bad option.
+    """
     if "structure" in options:
         if kind != "edge":
             raise ConfigurationError(f"canaries: a structure designs edge canaries, not {kind} canaries")
@@ -373,7 +426,16 @@ def draw_canaries(dataset: GraphDataset, split: Split, kind: str, count: int, se
 
 
 def flip_coins(count: int, seed: int, run: int) -> np.ndarray:
-    """The fair coins of one run: independent Bernoulli(½), seeded by (seed, run)."""
+    """The fair coins of one run: independent Bernoulli(½), seeded by (seed, run).
+
+    Args:
+        count: number of canaries.
+        seed: the audit's seed.
+        run: the run index.
+
+    Returns:
+        Boolean array of shape ``[count]``: ``True`` where the canary is included.
+    """
     return np.random.default_rng([int(seed), int(run), 0x434F494E]).random(count) < 0.5
 
 
@@ -397,6 +459,18 @@ def training_data(base: GraphDataset, split: Split, design: CanaryDesign, includ
 
     Node canaries are appended after the base nodes (in canary order) and added to
     ``split.train``; edge canaries are added to the edge set. Val/test parts are unchanged.
+
+    Args:
+        base: the base graph, without canaries.
+        split: its split.
+        design: the canary design.
+        included: boolean coins, shape ``[design.count]``.
+
+    Returns:
+        ``(dataset, split)`` to train the run's model on.
+
+    Raises:
+        DPAuditError: ``included`` does not have one coin per canary.
     """
     included = np.asarray(included, dtype=bool)
     if included.shape != (design.count,):
@@ -423,7 +497,21 @@ def training_data(base: GraphDataset, split: Split, design: CanaryDesign, includ
 def query_graph(base: GraphDataset, split: Split, design: CanaryDesign, train_ds: GraphDataset,
                 train_split: Split, model: ReleasedModel) -> tuple[Data, np.ndarray]:  # fmt: skip
     """(graph, index of each canary in it) on which the released model is queried. Node canaries
-    are queried at ``query_scale`` × their training features (a fixed choice of the design)."""
+    are queried at ``query_scale`` × their training features (a fixed choice of the design).
+
+    Args:
+        base: the base graph.
+        split: its split.
+        design: the canary design.
+        train_ds: the graph the model was trained on (base plus included canaries).
+        train_split: the split it was trained with.
+        model: the released model; an edge audit of a model that answers from its release is queried on
+            the training graph, otherwise on the base graph with every canary edge.
+
+    Returns:
+        ``(graph, index)``: the query graph and, per canary, its node index (node canaries) or its
+        endpoint pair (edge canaries, shape ``[count, 2]``).
+    """
     if design.kind == "node":
         ds = _with_nodes(base, design, np.arange(design.count), design.settings.get("query_scale", 1.0))
         return ds.data, np.arange(base.num_nodes, ds.num_nodes)
@@ -436,7 +524,14 @@ def query_graph(base: GraphDataset, split: Split, design: CanaryDesign, train_ds
 def answers_from_release(model: ReleasedModel) -> bool:
     """Whether a query on the training graph reads only the release: private inference, or a
     model whose training release the owner holds (GAP's cached aggregations, also at ε = ∞:
-    :func:`attacks._common.training_release`; reading it spends nothing)."""
+    :func:`attacks._common.training_release`; reading it spends nothing).
+
+    Args:
+        model: the released model.
+
+    Returns:
+        ``True`` when querying it on the training graph reads only what was released.
+    """
     return bool(model.inference_private or C.training_release(model) is not None)
 
 
@@ -444,7 +539,21 @@ def answers_from_release(model: ReleasedModel) -> bool:
 
 
 def node_scores(model: ReleasedModel, graph: Data, nodes: np.ndarray, labels: torch.Tensor) -> np.ndarray:
-    """Logit margin log p_y − log(1 − p_y) of each canary's label (higher: more likely a member)."""
+    """Logit margin log p_y − log(1 − p_y) of each canary's label (higher: more likely a member).
+
+    Args:
+        model: the released model.
+        graph: the query graph.
+        nodes: index of each canary node in ``graph``.
+        labels: each canary's label.
+
+    Returns:
+        Float array with one score per canary.
+
+    Shapes:
+        nodes: [count]
+        labels: [count]
+    """
     proba = C.answering(model, graph).predict_proba(graph, torch.as_tensor(nodes, dtype=torch.long))
     proba = proba.detach().cpu().double()
     p = proba[torch.arange(len(nodes)), labels.cpu()].clamp(1e-12, 1 - 1e-12)
@@ -546,6 +655,21 @@ def edge_scores(model: ReleasedModel, graph: Data, pairs: np.ndarray, base_edges
 
     ``embedding-cosine`` (any other model): cosine similarity of the endpoints' ``embed``
     rows minus each endpoint's mean similarity to a fixed random reference set.
+
+    Args:
+        model: the released model.
+        graph: the query graph.
+        pairs: endpoint pairs of the canaries, integer array.
+        base_edges: the base graph's directed edges (without canaries).
+        reference: size of the random reference set of ``embedding-cosine``.
+        seed: seed of the reference set.
+
+    Returns:
+        ``(scores, name)``: one score per pair and ``"aggregation-likelihood"`` or ``"embedding-cosine"``.
+
+    Shapes:
+        pairs: [count, 2]
+        base_edges: [2, num_edges]
     """
     u = torch.as_tensor(pairs[:, 0])
     v = torch.as_tensor(pairs[:, 1])
@@ -568,7 +692,23 @@ def edge_scores(model: ReleasedModel, graph: Data, pairs: np.ndarray, base_edges
 
 def score_run(model: ReleasedModel, base: GraphDataset, split: Split, design: CanaryDesign,
               train_ds: GraphDataset, train_split: Split, seed: int = 0) -> tuple[np.ndarray, str]:  # fmt: skip
-    """(every canary's score from one released model — higher: more likely included —, score name)."""
+    """(every canary's score from one released model — higher: more likely included —, score name).
+
+    Args:
+        model: the model released by the run.
+        base: the base graph.
+        split: its split.
+        design: the canary design.
+        train_ds: the graph the run trained on.
+        train_split: the split it trained with.
+        seed: seed of the score's own randomness (the reference set of edge scores).
+
+    Returns:
+        ``(scores, name)``: float array of shape ``[design.count]`` and the score's name.
+
+    Raises:
+        DPAuditError: a score is NaN or infinite.
+    """
     structure = _structure(design)
     if structure is not None:
         scores, name = structure.score(model, base, split, design, train_ds, train_split)
@@ -597,6 +737,16 @@ def audited_claim(unit: str | None, kind: str, epsilon: float, delta: float) -> 
     run and test its example-level DP, at the unit their record says one example is (a node's row
     for a model of node features; :mod:`dpaudit.whitebox.gradient_canaries`, "Which unit"): the
     caller has matched that unit with ``unit``.
+
+    Args:
+        unit: the defense's privacy unit (``"node"``, ``"edge"``, ...), ``None`` for a non-private one.
+        kind: canary kind, ``"node"``, ``"edge"`` or ``"gradient"``.
+        epsilon: the defense's claimed ε.
+        delta: its δ.
+
+    Returns:
+        ``(valid, why, epsilon, delta)``: whether the game tests the claim, the reason in words, and
+        the (ε, δ) it tests (after group privacy where it applies).
     """
     if unit is None or not math.isfinite(epsilon):
         return False, "the defense is not private: there is no claim to test (the bound shows the attack's power)", \
@@ -621,7 +771,16 @@ def audited_mu(unit: str | None, kind: str, mu: float | None) -> float | None:
     (``mu`` is ``None``: a subsampled or recorded mechanism, e.g. DP-SGD, objective
     perturbation) or the canary's unit is not covered. Group privacy of size k for μ-GDP is
     kμ-GDP (Dong, Roth & Su 2022, "Gaussian differential privacy", JRSS-B, group privacy), so edge canaries
-    against node-level μ-GDP test 2μ."""
+    against node-level μ-GDP test 2μ.
+
+    Args:
+        unit: the defense's privacy unit, ``None`` for a non-private one.
+        kind: canary kind, ``"node"`` or ``"edge"``.
+        mu: the spec's μ, or ``None``.
+
+    Returns:
+        The tested μ, or ``None``.
+    """
     if mu is None or unit is None:
         return None
     if kind == unit:

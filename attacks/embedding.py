@@ -74,7 +74,19 @@ def _numba_on_its_own_threads() -> None:
 
 
 def project(embeddings: np.ndarray, method: str, seed: int) -> np.ndarray:
-    """2-D projection with t-SNE (scikit-learn) or UMAP (umap-learn)."""
+    """2-D projection with t-SNE (scikit-learn) or UMAP (umap-learn).
+
+    Args:
+        embeddings: the points to project, shape ``[n, H]``.
+        method: ``"tsne"`` or ``"umap"``.
+        seed: random state of the projection.
+
+    Returns:
+        The 2-D coordinates, shape ``[n, 2]``.
+
+    Raises:
+        ConfigurationError: unknown ``method``.
+    """
     if method == "tsne":
         from sklearn.manifold import TSNE
 
@@ -100,7 +112,16 @@ def render_png(points: np.ndarray, labels: np.ndarray, title: str) -> str:
 
     4 inches wide at 192 dpi: the PNG records its dpi, and the report shows an image at its
     physical size (4 CSS inches, 384 px), so it is never stretched and has two pixels per CSS
-    pixel (sharp on high-density screens too)."""
+    pixel (sharp on high-density screens too).
+
+    Args:
+        points: 2-D coordinates, shape ``[n, 2]``.
+        labels: class of each point, shape ``[n]``.
+        title: the plot's title.
+
+    Returns:
+        The PNG, base64-encoded (ASCII).
+    """
     import matplotlib
 
     matplotlib.use("Agg", force=False)
@@ -149,7 +170,16 @@ EDGE_CHUNK = 1 << 18
 def neighbour_similarity(unit: np.ndarray, edge_index: np.ndarray, chunk: int = EDGE_CHUNK) -> np.ndarray:
     """Mean cosine of every node's unit embedding with its in-neighbours' (0 when it has none).
 
-    Over edges in chunks of ``chunk``: float32 temporaries of chunk × width, never edges × width."""
+    Over edges in chunks of ``chunk``: float32 temporaries of chunk × width, never edges × width.
+
+    Args:
+        unit: row-normalised embeddings, shape ``[N, H]``.
+        edge_index: directed edges ``[2, E]`` (source, target).
+        chunk: edges per chunk.
+
+    Returns:
+        Float array of shape ``[N]``.
+    """
     unit = unit.astype(np.float32, copy=False)
     src, dst = edge_index
     total = np.zeros(len(unit), dtype=np.float64)
@@ -174,6 +204,15 @@ def embedding_features(emb: np.ndarray, y: np.ndarray, edge_index: np.ndarray, n
 
     Shapes: ``emb`` ``[N, H]``, ``y`` ``[N]`` (−1 unlabeled), ``edge_index`` ``[2, E]``, ``nodes``
     ``[n]`` → ``[n, COORDINATE_QUANTILES + 4]``.
+
+    Args:
+        emb: every node's embedding.
+        y: every node's label, −1 for unlabeled.
+        edge_index: the graph's edges.
+        nodes: the nodes to featurise.
+
+    Returns:
+        One feature row per node of ``nodes``.
     """
     emb = emb.astype(np.float32, copy=False)
     unit = _unit(emb)
@@ -271,7 +310,31 @@ def embedding_probe(
 
     The silhouette and the k-NN label probe read a seeded sample of at most
     ``label_probe_nodes`` training nodes (k-NN cross-validation grows about quadratically in
-    the nodes it reads); the projections at most ``max_plot_nodes``."""
+    the nodes it reads); the projections at most ``max_plot_nodes``.
+
+    Args:
+        model: the released model to attack.
+        dataset: the graph it is attacked on; ``None`` loads the one named in its card.
+        runs: independent repetitions (each draws afresh), >= 1.
+        seed: seed of the first run; run r uses ``seed + 7919 * r``.
+        projections: ``"tsne"``, ``"umap"``, or several (a list or a comma-separated string).
+        max_plot_nodes: most nodes in each projection.
+        knn_k: neighbours of the k-NN label probe, >= 1.
+        label_probe_nodes: most training nodes read by the silhouette and k-NN probe, >= 2.
+        max_members: most members in the audit game; ``None``: every member the split allows.
+        shadow_nodes_per_class: nodes per class in the shadow pool.
+        shadow_size: ``"match"`` or ``"full"`` shadow training set.
+        device: torch device of the models the attack trains (``"auto"``: CUDA when available).
+        data_root: where to find the dataset when ``dataset`` is ``None``.
+        deployment: the deployment audited (:func:`attacks._common.resolve_deployment`; ``"auto"`` by the split).
+        n_boot: bootstrap draws of each confidence interval.
+
+    Returns:
+        The attack's result: headline AUC, ε lower bound and ceiling, per-run details in ``extra``.
+
+    Raises:
+        ConfigurationError: a setting is out of range, or ``model`` is not a released model.
+    """
     settings = locals_settings(locals())
     if isinstance(projections, str):
         projections = [p.strip() for p in projections.split(",") if p.strip()]

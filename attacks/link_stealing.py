@@ -46,7 +46,16 @@ _TINY = 1e-12
 
 def pair_distances(a: np.ndarray, b: np.ndarray) -> dict[str, np.ndarray]:
     """The 8 distances of scipy.spatial.distance between the rows of ``a`` and ``b``,
-    vectorised (0/0 terms of canberra count 0, as in scipy)."""
+    vectorised (0/0 terms of canberra count 0, as in scipy).
+
+    Args:
+        a: one row per pair, shape ``[n, d]``.
+        b: the other end of each pair, shape ``[n, d]``.
+
+    Returns:
+        Each distance name (cosine, euclidean, correlation, chebyshev, braycurtis, canberra, cityblock,
+        sqeuclidean) mapped to an array of shape ``[n]``.
+    """
     diff = a - b
     absdiff = np.abs(diff)
     na, nb = np.linalg.norm(a, axis=1), np.linalg.norm(b, axis=1)
@@ -79,6 +88,19 @@ def _pair_ops(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def supervised_features(pu: np.ndarray, pv: np.ndarray, xu: np.ndarray | None = None, xv: np.ndarray | None = None):
+    """Features of attack-2/3 for each pair (u, v): the 8 distances of the posteriors, pairwise
+    operations on the posteriors and on their entropies, and (attack-3) the 8 distances of the
+    node features.
+
+    Args:
+        pu: posteriors of the first ends, shape ``[n, C]``.
+        pv: posteriors of the second ends, shape ``[n, C]``.
+        xu: features of the first ends, ``[n, d]``, or ``None`` (attack-2).
+        xv: features of the second ends, ``[n, d]`` (read when ``xu`` is given).
+
+    Returns:
+        One feature row per pair, shape ``[n, F]``.
+    """
     parts = [
         np.stack(list(pair_distances(pu, pv).values()), axis=1),
         _pair_ops(pu, pv),
@@ -157,6 +179,27 @@ def link_steal(
 
     Each run draws new pairs (and a new known/unknown division for attack-2/3). The headline
     AUC, ε lower bound and ceiling are those of attack-0 with the ``headline`` distance.
+
+    Args:
+        model: the released model to attack.
+        dataset: the graph it is attacked on; ``None`` loads the one named in its card.
+        runs: independent repetitions (each draws afresh), >= 1.
+        seed: seed of the first run; run r uses ``seed + 7919 * r``.
+        max_pairs: edges and as many non-edges sampled per run, >= 2.
+        headline: the distance of the headline attack-0 (one of ``DISTANCES``).
+        known_fraction: share of the pairs the attacker knows for attack-2/3, in (0, 1).
+        supervised: also run the supervised attack-2/3.
+        hidden: hidden units of the supervised attack's MLP.
+        device: accepted for a uniform signature across attacks (unused here).
+        data_root: where to find the dataset when ``dataset`` is ``None``.
+        deployment: the deployment audited (:func:`attacks._common.resolve_deployment`; ``"auto"`` by the split).
+        n_boot: bootstrap draws of each confidence interval.
+
+    Returns:
+        The attack's result: headline AUC, ε lower bound and ceiling, per-run details in ``extra``.
+
+    Raises:
+        ConfigurationError: a setting is out of range, or ``model`` is not a released model.
     """
     settings = locals_settings(locals())
     if headline not in DISTANCES:

@@ -80,7 +80,15 @@ def probe_direction(num_features: int, seed: int) -> torch.Tensor:
     scale-invariant model cancels: Kipf & Welling's GCN divides each row by its ℓ₁ norm, so
     x_v(1 + Δ) reaches it unchanged (Cora, default ``gcn``: AUC 0.73). A Gaussian direction
     lies in no fixed subspace with positive probability — not along x_v, not along the
-    all-ones direction a softmax ignores — so no such invariance of the model cancels it."""
+    all-ones direction a softmax ignores — so no such invariance of the model cancels it.
+
+    Args:
+        num_features: dimension of the direction.
+        seed: seed of the Gaussian draw.
+
+    Returns:
+        Float tensor of shape ``[num_features]`` with unit norm.
+    """
     g = np.random.default_rng(seed).standard_normal(num_features)
     return torch.from_numpy(g / max(np.linalg.norm(g), 1e-12)).float()
 
@@ -91,7 +99,13 @@ class FeatureProbe:
     Node v moves to :math:`x_v + Δ\,s_v\,g`: ``g`` is :func:`probe_direction` and
     :math:`s_v = \lVert x_v\rVert_2` (the mean norm of the non-zero rows when x_v = 0), so Δ is a
     step relative to the row, as the paper's :math:`(1 + Δ)x_v`. Nothing is copied: the row is
-    written into ``graph.x`` and the saved row written back bit for bit after the query."""
+    written into ``graph.x`` and the saved row written back bit for bit after the query.
+
+    Args:
+        graph: the query graph; its ``x`` is modified in place during a query.
+        delta: relative step Δ > 0.
+        seed: seed of the probe direction.
+    """
 
     def __init__(self, graph, delta: float, seed: int):
         self.graph, self.delta = graph, float(delta)
@@ -104,7 +118,16 @@ class FeatureProbe:
         self.changes = 0
 
     def posteriors(self, model: ReleasedModel, node: int, targets: np.ndarray) -> np.ndarray:
-        """The model's posteriors of ``targets`` with node ``node``'s features perturbed."""
+        """The model's posteriors of ``targets`` with node ``node``'s features perturbed.
+
+        Args:
+            model: the released model.
+            node: the node whose features are perturbed.
+            targets: the nodes whose posteriors are read.
+
+        Returns:
+            Posteriors of shape ``[len(targets), C]``.
+        """
         x = self.graph.x
         original = x[node].clone()
         scale = float(torch.linalg.vector_norm(original.float())) or self.fallback_scale
@@ -123,7 +146,17 @@ def influence_scores(model: ReleasedModel, probe: FeatureProbe, u: np.ndarray, v
     another size does) and fake influence where there is none. The unperturbed query is the
     same graph every time, which a query-charged model answers from what it already paid for:
     one query of every u first, so that each later one asks for rows that release covers (GAP
-    answers a query on its nodes' neighbourhood and covers only the rows it was asked for)."""
+    answers a query on its nodes' neighbourhood and covers only the rows it was asked for).
+
+    Args:
+        model: the released model.
+        probe: the feature probe over the query graph.
+        u: the influenced end of each pair.
+        v: the perturbed end of each pair.
+
+    Returns:
+        Influence ‖ΔP_u‖ / Δ of each pair, shape ``[len(u)]``.
+    """
     scores = np.zeros(len(u))
     C.posteriors(model, probe.graph, np.unique(u))
     for node in tqdm(np.unique(v), desc="linkteller queries", leave=False, disable=None):
@@ -137,7 +170,16 @@ def influence_scores(model: ReleasedModel, probe: FeatureProbe, u: np.ndarray, v
 def influence_matrix(model: ReleasedModel, probe: FeatureProbe, nodes: np.ndarray) -> np.ndarray:
     """``M[i, j] = I(nodes[j] → nodes[i])`` for every ordered pair of ``nodes`` (one query per node).
 
-    Shapes: ``nodes`` ``[n]`` → ``[n, n]`` (diagonal: a node's influence on itself)."""
+    Shapes: ``nodes`` ``[n]`` → ``[n, n]`` (diagonal: a node's influence on itself).
+
+    Args:
+        model: the released model.
+        probe: the feature probe over the query graph.
+        nodes: the nodes.
+
+    Returns:
+        The influence matrix.
+    """
     base = C.posteriors(model, probe.graph, nodes)
     out = np.zeros((len(nodes), len(nodes)))
     for j, node in enumerate(tqdm(nodes, desc="linkteller all-pairs queries", leave=False, disable=None)):
@@ -149,7 +191,16 @@ def precision_recall_at_k(scores: np.ndarray, labels: np.ndarray, k: int) -> tup
     """Precision and recall of predicting the ``k`` highest-scored pairs as edges.
 
     Ties at the k-th score are broken by pair order (stable sort), so exactly ``k`` pairs are
-    predicted; precision is TP / k (0 when k = 0), recall TP / #edges (0 without edges)."""
+    predicted; precision is TP / k (0 when k = 0), recall TP / #edges (0 without edges).
+
+    Args:
+        scores: score of each pair.
+        labels: whether each pair is an edge.
+        k: pairs predicted as edges (clamped to 0..len(scores)).
+
+    Returns:
+        ``(precision, recall)``.
+    """
     labels = np.asarray(labels).astype(bool)
     k = int(max(0, min(k, len(scores))))
     top = np.argsort(-np.asarray(scores, dtype=float), kind="stable")[:k]
@@ -158,20 +209,51 @@ def precision_recall_at_k(scores: np.ndarray, labels: np.ndarray, k: int) -> tup
 
 
 def edge_keys(edge_index, num_nodes: int) -> np.ndarray:
-    """Every undirected edge (u < v) as the key u·N + v, sorted (int64; 8 bytes per edge)."""
+    """Every undirected edge (u < v) as the key u·N + v, sorted (int64; 8 bytes per edge).
+
+    Args:
+        edge_index: the graph's edges ``[2, E]`` (a tensor).
+        num_nodes: N.
+
+    Returns:
+        Sorted int64 keys, one per undirected edge.
+    """
     edges = C.undirected_edges(edge_index.cpu()).numpy()
     return np.sort(edges[0].astype(np.int64) * num_nodes + edges[1])
 
 
 def is_edge(keys: np.ndarray, a: np.ndarray, b: np.ndarray, num_nodes: int) -> np.ndarray:
-    """Whether each pair (a, b) is an edge, for sorted :func:`edge_keys` (a binary search each)."""
+    """Whether each pair (a, b) is an edge, for sorted :func:`edge_keys` (a binary search each).
+
+    Args:
+        keys: sorted keys of :func:`edge_keys`.
+        a: first end of each pair.
+        b: second end of each pair.
+        num_nodes: N, as given to :func:`edge_keys`.
+
+    Returns:
+        Boolean array, one entry per pair.
+    """
     query = np.minimum(a, b).astype(np.int64) * num_nodes + np.maximum(a, b)
     at = np.minimum(np.searchsorted(keys, query), max(len(keys) - 1, 0))
     return keys[at] == query if len(keys) else np.zeros(len(query), dtype=bool)
 
 
 def density_protocol(model, probe: FeatureProbe, num_nodes: int, edge_index, sample: int, rng) -> dict:
-    """The paper's evaluation: ``sample`` random nodes, all pairs, top-k at the true density."""
+    """The paper's evaluation: ``sample`` random nodes, all pairs, top-k at the true density.
+
+    Args:
+        model: the released model.
+        probe: the feature probe over the query graph.
+        num_nodes: nodes of the graph.
+        edge_index: its edges ``[2, E]``.
+        sample: nodes sampled (at most ``num_nodes``).
+        rng: numpy generator of the sample.
+
+    Returns:
+        Precision and recall at the true density, the density, and the counts of sampled nodes, pairs,
+        predicted and true edges.
+    """
     n = int(min(sample, num_nodes))
     nodes = np.sort(rng.choice(num_nodes, size=n, replace=False))
     infl = influence_matrix(model, probe, nodes)
@@ -199,7 +281,17 @@ def two_hop_non_edges(edge_index, num_nodes: int, count: int, rng: np.random.Gen
     Each draw picks a centre uniformly among the nodes of degree ≥ 2, then two distinct
     neighbours of it uniformly; draws that are edges or repeats are rejected, at most
     ``50·count + 1000`` draws in all. Vectorised over batches of draws on the graph's CSR
-    (sorted neighbour lists) and sorted edge keys: O(E) memory, no per-edge Python objects."""
+    (sorted neighbour lists) and sorted edge keys: O(E) memory, no per-edge Python objects.
+
+    Args:
+        edge_index: the graph's edges ``[2, E]``.
+        num_nodes: N.
+        count: pairs wanted.
+        rng: numpy generator of the draws.
+
+    Returns:
+        ``(u, w)``: two int64 arrays of equal length, at most ``count``.
+    """
     keys = edge_keys(edge_index, num_nodes)
     src = np.concatenate([keys // num_nodes, keys % num_nodes])
     dst = np.concatenate([keys % num_nodes, keys // num_nodes])
@@ -285,7 +377,28 @@ def linkteller(
 ) -> AttackResult:
     """LinkTeller influence analysis over ``num_pairs`` edges and as many non-edges per run,
     plus precision/recall at the true density over ``pr_nodes`` sampled nodes (0: skip) and
-    the AUC against 2-hop non-edges (``hard_negatives``); see the module docstring."""
+    the AUC against 2-hop non-edges (``hard_negatives``); see the module docstring.
+
+    Args:
+        model: the released model to attack.
+        dataset: the graph it is attacked on; ``None`` loads the one named in its card.
+        runs: independent repetitions (each draws afresh), >= 1.
+        seed: seed of the first run; run r uses ``seed + 7919 * r``.
+        num_pairs: edges (and as many non-edges) scored per run, >= 2.
+        delta: relative feature step Δ of the probe, > 0.
+        pr_nodes: nodes sampled for precision/recall at the true density; 0 skips it, else >= 2.
+        hard_negatives: also report the AUC against 2-hop non-edges.
+        device: accepted for a uniform signature across attacks (unused here).
+        data_root: where to find the dataset when ``dataset`` is ``None``.
+        deployment: the deployment audited (:func:`attacks._common.resolve_deployment`; ``"auto"`` by the split).
+        n_boot: bootstrap draws of each confidence interval.
+
+    Returns:
+        The attack's result: headline AUC, ε lower bound and ceiling, per-run details in ``extra``.
+
+    Raises:
+        ConfigurationError: a setting is out of range, or ``model`` is not a released model.
+    """
     settings = locals_settings(locals())
     if not delta > 0:
         raise ConfigurationError("linkteller delta must be > 0")

@@ -83,6 +83,12 @@ class References:
     ``probs``: ``[R, num_nodes, C]``; ``in_mask``: ``[R, num_nodes]`` bool; ``train_sets``:
     the R training-node arrays; ``reserved``: nodes no reference ever trained on (RMIA's
     population), sorted.
+
+    Attributes:
+        probs: posteriors of every reference on every node, ``[R, num_nodes, C]``.
+        in_mask: whether reference r trained on node v, ``[R, num_nodes]`` bool.
+        train_sets: the R training-node arrays.
+        reserved: nodes no reference trained on (RMIA's population), sorted.
     """
 
     probs: np.ndarray
@@ -93,12 +99,29 @@ class References:
 
 def top_up(num_audit: int, n_train: int, online: bool) -> int:
     """Pool nodes each online ``"match"`` reference must train on besides its half of the audit
-    set to reach exactly ``n_train``; 0 offline (offline sizes follow the pool: module docstring)."""
+    set to reach exactly ``n_train``; 0 offline (offline sizes follow the pool: module docstring).
+
+    Args:
+        num_audit: audit nodes (members and non-members).
+        n_train: the target's training-set size.
+        online: online references (IN/OUT pairs over the audit set).
+
+    Returns:
+        Pool nodes to add to each reference's training set.
+    """
     return max(0, n_train - min(num_audit // 2, n_train)) if online else 0
 
 
 def size_notes(train_sets: list[np.ndarray], n_train: int) -> list[str]:
-    """A note when references train on fewer nodes than the target (offline, small pool)."""
+    """A note when references train on fewer nodes than the target (offline, small pool).
+
+    Args:
+        train_sets: the references' training sets.
+        n_train: the target's training-set size.
+
+    Returns:
+        Zero or one note.
+    """
     smallest = min(len(s) for s in train_sets)
     if smallest >= n_train:
         return []
@@ -116,7 +139,19 @@ REFERENCE_MEMORY_SHARE = 0.5
 def check_reference_memory(num_references: int, num_nodes: int, num_classes: int) -> int:
     """Bytes the references' full-graph posteriors (float64) and membership masks take, checked
     before any reference is trained: more than :data:`REFERENCE_MEMORY_SHARE` of the machine's
-    memory (:func:`dpaudit.runtime.device_memory`) is refused with one error."""
+    memory (:func:`dpaudit.runtime.device_memory`) is refused with one error.
+
+    Args:
+        num_references: reference models.
+        num_nodes: nodes each is queried on.
+        num_classes: classes of the posteriors.
+
+    Returns:
+        The bytes needed.
+
+    Raises:
+        ConfigurationError: they exceed the share of memory.
+    """
     need = int(num_references) * int(num_nodes) * (8 * int(num_classes) + 1)
     memory = device_memory(torch.device("cpu"))
     if memory is not None and need > REFERENCE_MEMORY_SHARE * memory:
@@ -129,7 +164,16 @@ def check_reference_memory(num_references: int, num_nodes: int, num_classes: int
 
 def population_size_for(pool_size: int, need: int, population_size: int) -> int:
     """RMIA's population: at most ``population_size`` pool nodes, at most half of the pool, and
-    never the nodes the references need (``need``)."""
+    never the nodes the references need (``need``).
+
+    Args:
+        pool_size: nodes in the attacker's pool.
+        need: pool nodes the references must train on.
+        population_size: the requested population size.
+
+    Returns:
+        The population size, >= 0.
+    """
     return max(0, min(population_size, pool_size // 2, pool_size - need))
 
 
@@ -143,7 +187,23 @@ def reference_sets(
     rng: np.random.Generator,
 ) -> list[np.ndarray]:
     """Training-node sets of the references (see the module docstring); online with ``"match"``
-    each has exactly ``n_train`` nodes, or a :class:`ConfigurationError` says why it cannot."""
+    each has exactly ``n_train`` nodes, or a :class:`ConfigurationError` says why it cannot.
+
+    Args:
+        audit: the audit nodes.
+        pool: the attacker's pool.
+        n_train: the target's training-set size.
+        num_references: reference models (online: even, >= 2).
+        online: complementary IN/OUT pairs over the audit set, else pool nodes only.
+        shadow_size: ``"match"`` or ``"full"``.
+        rng: numpy generator of the draws.
+
+    Returns:
+        One sorted int64 array of training nodes per reference.
+
+    Raises:
+        ConfigurationError: the pool is too small, or an online count is odd or below 2.
+    """
     if shadow_size == "match" and online:
         need = top_up(len(audit), n_train, online)
         if need > len(pool):
@@ -197,6 +257,27 @@ def train_references(
     Up to ``population_size`` pool nodes (:func:`population_size_for`) are set aside first and
     never trained on (RMIA's population ``Z``). The references' "non-members" handed to the
     recipe (used only for its own test metrics) are the candidates they did not train on.
+
+    Args:
+        model: the target; its recipe trains the references.
+        ds: the graph.
+        split: the target's split.
+        audit: the audit nodes.
+        pool: the attacker's pool.
+        num_references: reference models.
+        online: online (IN/OUT pairs) or offline references.
+        shadow_size: ``"match"`` or ``"full"``.
+        seed: seed of the draws and of the references' training.
+        device: torch device of the training.
+        population_size: pool nodes set aside as RMIA's population (0: none).
+        desc: label of the progress bar.
+        query: ``"graph"`` or ``"features"`` (:func:`query_graph`).
+
+    Returns:
+        The references' posteriors, membership masks, training sets and reserved population.
+
+    Raises:
+        ConfigurationError: not enough memory, or a reference would train on fewer than 2 nodes.
     """
     check_reference_memory(num_references, ds.num_nodes, ds.num_classes)
     rng = np.random.default_rng(seed)
@@ -245,7 +326,24 @@ def audit_and_pool(
 
     ``shadow_nodes_per_class`` caps the pool, but never below what ``"match"`` references need:
     they train on ``n_train`` nodes whatever the pool, so a pool too small to supply them would
-    only turn a large target's audit into a refusal."""
+    only turn a large target's audit into a refusal.
+
+    Args:
+        ds: the graph.
+        split: the target's split.
+        seed: seed of the run's audit game.
+        max_members: most members in the audit game; ``None``: every member the split allows.
+        shadow_nodes_per_class: cap of the pool per class (two halves).
+        online: online references.
+        shadow_size: ``"match"`` or ``"full"``.
+        population_size: RMIA's population drawn from the pool.
+
+    Returns:
+        ``(nodes, labels, pool, kind)`` as numpy arrays and ``"disjoint"`` or ``"any"``.
+
+    Raises:
+        ConfigurationError: fewer than 4 labeled nodes outside the audit set.
+    """
     per_class = max(1, shadow_nodes_per_class // 2)
     if shadow_size == "match":
         n_audit = len(C.partition(ds, split, seed, max_members, per_class).target.nodes_and_labels()[0])
@@ -266,7 +364,15 @@ def audit_and_pool(
 def query_graph(graph, query: str):
     """The graph every model is queried on: ``"graph"``, the full graph; ``"features"``, the same
     nodes with no edge, so each node is answered from its own features alone (G-BASE's 0-hop
-    query). A shallow copy: the features are shared, never copied."""
+    query). A shallow copy: the features are shared, never copied.
+
+    Args:
+        graph: the full graph (a PyG ``Data``).
+        query: ``"graph"`` or ``"features"``.
+
+    Returns:
+        The graph to query.
+    """
     if query == "graph":
         return graph
     alone = copy.copy(graph)
@@ -283,7 +389,21 @@ QUERY_CONSTRAINTS = {"query": [Options(*QUERIES), None], "protocol": [Options(*P
 
 def resolve_protocol(attack: str, model: ReleasedModel, protocol: str, query: str | None) -> tuple[str, list[str]]:
     """``(query, notes)`` for ``protocol``; G-BASE (module docstring) needs a target trained on the
-    subgraph induced by its own training nodes and queries features only."""
+    subgraph induced by its own training nodes and queries features only.
+
+    Args:
+        attack: the attack's name (in messages).
+        model: the target.
+        protocol: ``"dpaudit"`` or ``"g-base"``.
+        query: ``"graph"``, ``"features"`` or ``None`` (the protocol's default).
+
+    Returns:
+        The query and notes for the result.
+
+    Raises:
+        ConfigurationError: unknown protocol or query, G-BASE with ``query="graph"``, or G-BASE on a
+            target not trained inductively.
+    """
     if protocol not in PROTOCOLS:
         raise ConfigurationError(f"{attack}: protocol must be one of {PROTOCOLS}, got {protocol!r}")
     if query is not None and query not in QUERIES:
@@ -310,7 +430,15 @@ def resolve_protocol(attack: str, model: ReleasedModel, protocol: str, query: st
 
 def logit_confidence(probs: np.ndarray, labels: np.ndarray) -> np.ndarray:
     r"""φ(p) = log(p_y / (1 − p_y)) (Carlini et al. 2022, Sec. IV-C: makes the per-example
-    confidence distribution approximately Gaussian). ``probs``: ``[..., n, C]`` → ``[..., n]``."""
+    confidence distribution approximately Gaussian). ``probs``: ``[..., n, C]`` → ``[..., n]``.
+
+    Args:
+        probs: posteriors.
+        labels: true labels, shape ``[n]``.
+
+    Returns:
+        φ of each node.
+    """
     p = np.take_along_axis(probs, labels.reshape((1,) * (probs.ndim - 2) + (-1, 1)), axis=-1)[..., 0]
     p = np.clip(p, _EPS, 1 - _EPS)
     return np.log(p) - np.log1p(-p)
@@ -346,6 +474,19 @@ def lira_online_scores(
     μ_in = μ_out + the mean IN−OUT gap of the other nodes (or the reverse).
 
     Shapes: ``target_phi`` ``[n]``, ``ref_phi`` and ``in_mask`` ``[R, n]`` → ``[n]``.
+
+    Args:
+        target_phi: the target's φ per audit node.
+        ref_phi: the references' φ.
+        in_mask: whether each reference trained on each node.
+        global_variance: pooled σ (above) instead of per-node σ.
+
+    Returns:
+        Log likelihood ratio per node (higher: member).
+
+    Raises:
+        DPAuditError: no IN or no OUT reference at all.
+        ConfigurationError: per-node variances without >= 2 IN and OUT references per node.
     """
     in_mask = in_mask.astype(bool)
     out_mask = ~in_mask
@@ -379,6 +520,14 @@ def lira_offline_scores(target_phi: np.ndarray, ref_phi: np.ndarray, global_vari
     :math:`1 - \Pr[Z > \phi_t]` test), one pooled σ when ``global_variance``.
 
     Shapes: ``target_phi`` ``[n]``, ``ref_phi`` ``[R, n]`` → ``[n]``.
+
+    Args:
+        target_phi: the target's φ per audit node.
+        ref_phi: the OUT references' φ.
+        global_variance: one pooled σ instead of per-node σ.
+
+    Returns:
+        The standardised score per node (higher: member).
     """
     mu = ref_phi.mean(axis=0)
     if global_variance:
@@ -461,6 +610,30 @@ def mia_lira(
     is scored by :func:`lira_online_scores` or :func:`lira_offline_scores` on
     φ = logit(p_y). ``shadow_size="match"`` gives every reference exactly as many training
     nodes as the target had (so its generalisation gap resembles the target's).
+
+    Args:
+        model: the released model to attack.
+        dataset: the graph it is attacked on; ``None`` loads the one named in its card.
+        runs: independent repetitions (each draws afresh), >= 1.
+        seed: seed of the first run; run r uses ``seed + 7919 * r``.
+        num_shadows: reference models, >= 2 (even when online).
+        online: online (IN/OUT pairs) or offline references.
+        shadow_nodes_per_class: caps the attacker's pool (per class), never below what ``"match"`` references need.
+        shadow_size: ``"match"`` (references train on as many nodes as the target) or ``"full"``.
+        max_members: most members in the audit game; ``None``: every member the split allows.
+        global_variance: pooled σ (:func:`lira_online_scores`).
+        query: ``"graph"`` or ``"features"`` (0-hop); ``None``: what ``protocol`` implies.
+        protocol: ``"dpaudit"`` or ``"g-base"`` (module docstring of :mod:`attacks.lira`).
+        device: torch device of the models the attack trains (``"auto"``: CUDA when available).
+        data_root: where to find the dataset when ``dataset`` is ``None``.
+        deployment: the deployment audited (:func:`attacks._common.resolve_deployment`; ``"auto"`` by the split).
+        n_boot: bootstrap draws of each confidence interval.
+
+    Returns:
+        The attack's result: headline AUC, ε lower bound and ceiling, per-run details in ``extra``.
+
+    Raises:
+        ConfigurationError: a setting is out of range, or ``model`` is not a released model.
     """
     settings = locals_settings(locals())
     if num_shadows < 2:

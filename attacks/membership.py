@@ -96,7 +96,15 @@ CALIBRATIONS = ("class", "none")
 
 def class_calibrate(scores: np.ndarray, classes: np.ndarray) -> np.ndarray:
     """Standardise ``scores`` within each class (mean 0, standard deviation 1 over the nodes of
-    that class; a class with one node or constant scores is only centred)."""
+    that class; a class with one node or constant scores is only centred).
+
+    Args:
+        scores: one score per node.
+        classes: the class of each node.
+
+    Returns:
+        The standardised scores (float64, a copy).
+    """
     s = np.asarray(scores, dtype=np.float64).copy()
     for c in np.unique(classes):
         idx = classes == c
@@ -216,6 +224,32 @@ def mia_tstf(
     class-calibrated loss threshold (before the split-shaped shadows and the loss features, seed
     0: 0.639). Default 3 runs (new shadow set, shadow models and attack MLP each run) and one
     shadow model per run: sized so that a default audit of a Cora-sized model takes minutes.
+
+    Args:
+        model: the released model to attack.
+        dataset: the graph it is attacked on; ``None`` loads the one named in its card.
+        runs: independent repetitions (each draws afresh), >= 1.
+        seed: seed of the first run; run r uses ``seed + 7919 * r``.
+        variant: ``"auto"``, ``"loss"``, ``"topk"`` or ``"posterior-label"`` (above).
+        top_k: posteriors kept per node.
+        num_shadows: shadow models trained with the target's own recipe.
+        shadow_nodes_per_class: nodes per class in the shadow pool, halved into shadow members and non-members.
+        shadow_size: ``"match"`` (shadow training set shaped like the target's) or ``"full"``.
+        max_members: most members in the audit game; ``None``: every member the split allows.
+        hidden: units per hidden layer of the attack MLP.
+        calibration: ``"class"`` or ``"none"``.
+        shadow_pool: ``"disjoint"`` (shadow pool apart from the target's training set where the graph
+            allows) or ``"any"``.
+        device: torch device of the models the attack trains (``"auto"``: CUDA when available).
+        data_root: where to find the dataset when ``dataset`` is ``None``.
+        deployment: the deployment audited (:func:`attacks._common.resolve_deployment`; ``"auto"`` by the split).
+        n_boot: bootstrap draws of each confidence interval.
+
+    Returns:
+        The attack's result: headline AUC, ε lower bound and ceiling, per-run details in ``extra``.
+
+    Raises:
+        ConfigurationError: a setting is out of range, or ``model`` is not a released model.
     """
     settings = locals_settings(locals())
     if variant not in TSTF_VARIANTS:
@@ -353,7 +387,21 @@ def match_split_shape(s_in, s_out, split, y: torch.Tensor, seed: int):
     """Shadow members shaped like the target's training set, from its public split spec: K per
     class for ``per-class:K,...``, else as many as the target's, drawn uniformly; and, per
     class, as many shadow non-members as shadow members of that class — the class-stratified
-    pairs of the randomized audit game the target is scored on."""
+    pairs of the randomized audit game the target is scored on.
+
+    Args:
+        s_in: candidate shadow members (node indices).
+        s_out: candidate shadow non-members.
+        split: the target's split (its ``spec`` and ``train`` are read).
+        y: every node's label.
+        seed: seed of the draws.
+
+    Returns:
+        ``(members, non_members)``, each sorted.
+
+    Raises:
+        ConfigurationError: fewer than 2 class-matched pairs can be drawn.
+    """
     g = torch.Generator().manual_seed(seed)
     kind, _, args = str(split.spec).partition(":")
     if kind.strip().lower() == "per-class":
@@ -393,7 +441,14 @@ def _auc_safe(scores, labels) -> float | None:
 
 
 def locals_settings(values: dict) -> dict:
-    """The keyword settings of an attack call (everything but the model and the data)."""
+    """The keyword settings of an attack call (everything but the model and the data).
+
+    Args:
+        values: ``locals()`` at the top of the attack.
+
+    Returns:
+        The settings, without ``model``, ``dataset`` and private names.
+    """
     return {k: v for k, v in values.items() if k not in ("model", "dataset") and not k.startswith("_")}
 
 
@@ -406,6 +461,13 @@ def threshold_scores(probs: np.ndarray, labels: np.ndarray) -> dict[str, np.ndar
     * ``loss``: :math:`\log p_y(v)` (minus the cross-entropy loss; needs the label);
     * ``confidence``: :math:`\max_c p_c(v)` (label-free);
     * ``entropy``: :math:`\sum_c p_c \log p_c` (minus the prediction entropy; label-free).
+
+    Args:
+        probs: posteriors, shape ``[n, C]``.
+        labels: true labels, shape ``[n]``.
+
+    Returns:
+        Each score's name mapped to an array of shape ``[n]``.
     """
     p = np.clip(probs, _EPS, 1.0)
     return {
@@ -452,6 +514,25 @@ def mia_threshold(
     :func:`threshold_scores`), standardised within each class when ``calibration="class"``
     (module docstring; the pooled AUC is in ``extra["auc_uncalibrated"]``); the AUC of all
     three is in ``extra["auc_by_score"]``. Each run draws a new audit set (randomized audit game).
+
+    Args:
+        model: the released model to attack.
+        dataset: the graph it is attacked on; ``None`` loads the one named in its card.
+        runs: independent repetitions (each draws afresh), >= 1.
+        seed: seed of the first run; run r uses ``seed + 7919 * r``.
+        score: ``"loss"``, ``"confidence"`` or ``"entropy"``.
+        max_members: most members in the audit game; ``None``: every member the split allows.
+        calibration: ``"class"`` or ``"none"``.
+        device: accepted for a uniform signature across attacks (unused here).
+        data_root: where to find the dataset when ``dataset`` is ``None``.
+        deployment: the deployment audited (:func:`attacks._common.resolve_deployment`; ``"auto"`` by the split).
+        n_boot: bootstrap draws of each confidence interval.
+
+    Returns:
+        The attack's result: headline AUC, ε lower bound and ceiling, per-run details in ``extra``.
+
+    Raises:
+        ConfigurationError: a setting is out of range, or ``model`` is not a released model.
     """
     settings = locals_settings(locals())
     if score not in THRESHOLD_SCORES:

@@ -79,18 +79,42 @@ TIE_BREAKS = ("likelihood-ratio", "none")
 
 
 def true_label_prob(probs: np.ndarray, labels: np.ndarray) -> np.ndarray:
-    """Pr(x | θ) = p_{y_x}(x). ``probs`` ``[..., n, C]`` → ``[..., n]``."""
+    """Pr(x | θ) = p_{y_x}(x). ``probs`` ``[..., n, C]`` → ``[..., n]``.
+
+    Args:
+        probs: posteriors.
+        labels: true labels, shape ``[n]``.
+
+    Returns:
+        The true label's probability per node.
+    """
     idx = labels.reshape((1,) * (probs.ndim - 2) + (-1, 1))
     return np.take_along_axis(probs, idx, axis=-1)[..., 0]
 
 
 def offline_marginal(p_out_mean: np.ndarray, a: float) -> np.ndarray:
-    r""":math:`\Pr(x) \approx \frac12((1+a)\Pr_{OUT}(x) + (1-a))` (the paper's offline approximation)."""
+    r""":math:`\Pr(x) \approx \frac12((1+a)\Pr_{OUT}(x) + (1-a))` (the paper's offline approximation).
+
+    Args:
+        p_out_mean: mean OUT-reference probability per node.
+        a: the offline parameter, in [0, 1].
+
+    Returns:
+        The approximate marginal Pr(x), same shape.
+    """
     return 0.5 * ((1.0 + a) * p_out_mean + (1.0 - a))
 
 
 def fit_a_from_pairs(p_in: np.ndarray, p_out: np.ndarray) -> float:
-    r"""Least-squares ``a`` in :math:`\Pr_{IN} - 1 = a(\Pr_{OUT} - 1)`, clipped to [0, 1]."""
+    r"""Least-squares ``a`` in :math:`\Pr_{IN} - 1 = a(\Pr_{OUT} - 1)`, clipped to [0, 1].
+
+    Args:
+        p_in: mean IN probability per node.
+        p_out: mean OUT probability per node.
+
+    Returns:
+        The fitted ``a``; 1.0 when every ``p_out`` is 1.
+    """
     u, v = p_out - 1.0, p_in - 1.0
     denom = float(np.sum(u * u))
     return float(np.clip(np.sum(u * v) / denom, 0.0, 1.0)) if denom > 0 else 1.0
@@ -98,7 +122,21 @@ def fit_a_from_pairs(p_in: np.ndarray, p_out: np.ndarray) -> float:
 
 def pairwise_score(lr_x: np.ndarray, lr_z: np.ndarray, gamma: float, tie_break: str = "likelihood-ratio") -> np.ndarray:
     """Fraction of z with LR(x)/LR(z) ≥ γ; with ``tie_break="likelihood-ratio"`` ties are broken
-    by LR(x) (below 1/|Z|), with ``"none"`` they stay (the module docstring says why it matters)."""
+    by LR(x) (below 1/|Z|), with ``"none"`` they stay (the module docstring says why it matters).
+
+    Args:
+        lr_x: likelihood ratio of each audit node.
+        lr_z: likelihood ratio of each population node.
+        gamma: the threshold γ.
+        tie_break: ``"likelihood-ratio"`` or ``"none"``.
+
+    Returns:
+        The score of each audit node.
+
+    Raises:
+        DPAuditError: the population is empty.
+        ConfigurationError: unknown ``tie_break``.
+    """
     if len(lr_z) == 0:
         raise DPAuditError("RMIA needs a non-empty population")
     if tie_break not in TIE_BREAKS:
@@ -129,6 +167,23 @@ def rmia_scores(
     Online (``offline=False``) needs ``in_mask_x``; Pr(x) is the mean over all references,
     Pr(z) the offline map of the OUT mean with ``a`` fitted by :func:`fit_a_from_pairs`.
     Offline: every reference is OUT for x and z, and ``a`` is used for both.
+
+    Args:
+        p_target_x: the target's true-label probability per audit node, ``[n]``.
+        p_ref_x: the references' per audit node, ``[R, n]``.
+        p_target_z: the target's per population node, ``[m]``.
+        p_ref_z: the references' per population node, ``[R, m]``.
+        in_mask_x: whether each reference trained on each audit node, ``[R, n]`` (online only).
+        offline: offline RMIA.
+        a: the offline parameter (offline only).
+        gamma: the threshold γ of :func:`pairwise_score`.
+        tie_break: ``"likelihood-ratio"`` or ``"none"``.
+
+    Returns:
+        The score of each audit node, shape ``[n]``.
+
+    Raises:
+        DPAuditError: online without ``in_mask_x`` or without IN and OUT references.
     """
     if offline:
         prx = offline_marginal(p_ref_x.mean(axis=0), a)
@@ -170,6 +225,17 @@ def choose_a(
     candidates; each node's Pr_OUT averages the other references that did not train on it
     (nodes with none are skipped). Returns (a, its AUC) — (1.0, None) when the simulation
     has no usable node (a = 1 is the plain OUT mean).
+
+    Args:
+        p_ref: true-label probabilities of the references.
+        in_mask: the references' membership.
+        candidates: the nodes simulated as members / non-members.
+        population: the population nodes.
+        gamma: the threshold γ.
+        tie_break: ``"likelihood-ratio"`` or ``"none"``.
+
+    Returns:
+        ``(a, auc)``.
     """
     if p_ref.shape[0] < 2:
         return 1.0, None
@@ -252,6 +318,33 @@ def mia_rmia(
     queried once (``query``/``protocol``: :mod:`attacks.lira`) and the audit nodes are scored
     by :func:`rmia_scores` with ``tie_break``. Offline ``a`` is chosen by :func:`choose_a`
     unless given.
+
+    Args:
+        model: the released model to attack.
+        dataset: the graph it is attacked on; ``None`` loads the one named in its card.
+        runs: independent repetitions (each draws afresh), >= 1.
+        seed: seed of the first run; run r uses ``seed + 7919 * r``.
+        num_references: reference models (online: even).
+        offline: offline RMIA (references on pool nodes only).
+        gamma: the threshold γ.
+        a: the offline parameter; ``None``: chosen by :func:`choose_a`.
+        population_size: population nodes Z set aside from the pool.
+        shadow_nodes_per_class: caps the attacker's pool (per class), never below what ``"match"`` references need.
+        shadow_size: ``"match"`` (references train on as many nodes as the target) or ``"full"``.
+        max_members: most members in the audit game; ``None``: every member the split allows.
+        tie_break: ``"likelihood-ratio"`` or ``"none"``.
+        query: ``"graph"`` or ``"features"`` (0-hop); ``None``: what ``protocol`` implies.
+        protocol: ``"dpaudit"`` or ``"g-base"`` (module docstring of :mod:`attacks.lira`).
+        device: torch device of the models the attack trains (``"auto"``: CUDA when available).
+        data_root: where to find the dataset when ``dataset`` is ``None``.
+        deployment: the deployment audited (:func:`attacks._common.resolve_deployment`; ``"auto"`` by the split).
+        n_boot: bootstrap draws of each confidence interval.
+
+    Returns:
+        The attack's result: headline AUC, ε lower bound and ceiling, per-run details in ``extra``.
+
+    Raises:
+        ConfigurationError: a setting is out of range, or ``model`` is not a released model.
     """
     settings = locals_settings(locals())
     _check_rmia_settings(num_references, offline, gamma, a, population_size, tie_break)

@@ -21,6 +21,12 @@ class _ArgumentParser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``dpaudit`` argument parser: ``--version``, ``-v`` and every subcommand of
+    :mod:`dpaudit.app.commands`.
+
+    Returns:
+        The parser.
+    """
     parser = _ArgumentParser(
         prog="dpaudit", description="Train differentially private GNNs, attack them, report leakage."
     )
@@ -33,6 +39,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the ``dpaudit`` command line.
+
+    A :class:`~dpaudit.errors.DPAuditError` is printed as one line ``dpaudit: error: ...`` (exit 2),
+    an interrupt exits with 130, a closed output pipe with 0.
+
+    Args:
+        argv: the arguments after the program name; ``None`` reads ``sys.argv[1:]``.
+
+    Returns:
+        The exit status.
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)  # what `train` repeats in its advice

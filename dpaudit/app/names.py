@@ -104,7 +104,19 @@ def _registered_here(module: str, attribute: str) -> set[str]:
 
 
 def check_defense_name(name: str | None) -> None:
-    """Refuse an unknown defense name before torch is imported (see the module docstring)."""
+    """Refuse an unknown defense name before torch is imported (see the module docstring).
+
+    Refuse an unknown defense name without importing torch or any defense.
+
+    Names are read from the defenses' source; when another plugin may register more, the registry
+    decides later.
+
+    Args:
+        name: the name; ``None`` passes.
+
+    Raises:
+        ConfigurationError: the name is unknown (the message lists the built-in ones).
+    """
     if name is None or name in builtin_defenses() or name in _registered_here("dpaudit.training.registry", "_DEFENSES"):
         return
     if _other_plugins():
@@ -113,7 +125,16 @@ def check_defense_name(name: str | None) -> None:
 
 
 def check_attack_name(name: str | None) -> None:
-    """Refuse an unknown attack name before torch is imported (see the module docstring)."""
+    """Refuse an unknown attack name before torch is imported (see the module docstring).
+
+    Refuse an unknown attack name without importing torch or any attack.
+
+    Args:
+        name: the name; ``None`` passes.
+
+    Raises:
+        ConfigurationError: the name is unknown (the message lists the built-in ones).
+    """
     if name is None or name in builtin_attacks() or name in _registered_here("attacks", "_ATTACKS"):
         return
     if _other_plugins():
@@ -123,7 +144,15 @@ def check_attack_name(name: str | None) -> None:
 
 def check_names(defenses=None, attacks=None) -> None:
     """Every name of comma-separated (or listed) ``defenses`` and ``attacks``; empty items are
-    left to the command's own checks."""
+    left to the command's own checks.
+
+    Args:
+        defenses: defense names, a list or a comma-separated string; ``None``: not checked.
+        attacks: attack names, a list or a comma-separated string; ``None``: not checked.
+
+    Raises:
+        ConfigurationError: a name is unknown.
+    """
     for value, check in ((defenses, check_defense_name), (attacks, check_attack_name)):
         if value is None:
             continue

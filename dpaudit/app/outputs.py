@@ -44,7 +44,11 @@ REPORT_SCHEMA = "dpaudit.report-data"
 
 
 class OutputPathError(DPAuditError):
-    """An output path that cannot (or must not) be written."""
+    """An output path that cannot (or must not) be written.
+
+    Attributes:
+        args: the one-line error as ``args[0]`` (what is wrong with the output path, and what to do).
+    """
 
 
 def _json(path: Path) -> Any:
@@ -96,7 +100,16 @@ REPORT_KINDS = {"audit": "audit-sidecar", "study": "study-sidecar"}
 
 
 def is_model_folder(path: Path) -> bool:
-    """Whether ``path`` is a released model's folder (it holds one of the public files)."""
+    """Whether ``path`` is a released model's folder (it holds one of the public files).
+
+    Whether ``path`` holds a released model (any of its public files).
+
+    Args:
+        path: a folder.
+
+    Returns:
+        ``True`` when it is a released model's folder.
+    """
     return any((path / name).is_file() for name in PUBLIC_FILES)
 
 
@@ -142,7 +155,21 @@ def _refuse_model_folder(target: Path, what: str) -> None:
 def check_output_file(path: str | os.PathLike, kind: str, force: bool = False, what: str = "--out") -> Path:
     """``path`` can be written as an output of ``kind`` (a key of :data:`FILE_KINDS`): not a
     directory, not in a released model's folder, not an existing file of another kind (unless
-    ``force``), and its folder is writable (probed)."""
+    ``force``), and its folder is writable (probed).
+
+    Args:
+        path: the output file.
+        kind: what the command writes (a key of ``FILE_KINDS``).
+        force: replace a file of another kind.
+        what: the option named in messages.
+
+    Returns:
+        The path, with ``~`` expanded.
+
+    Raises:
+        OutputPathError: the path is empty, a directory, in a model folder, another kind of file, or
+            its folder is not writable.
+    """
     label, recognise = FILE_KINDS[kind]
     path = Path(path).expanduser()
     if str(path).strip() == "":
@@ -163,7 +190,14 @@ def check_output_file(path: str | os.PathLike, kind: str, force: bool = False, w
 
 def sidecar_path(html: Path) -> Path:
     """The JSON sidecar next to a report (:func:`reports.render.sidecar_path`, without
-    importing the renderer and its plotting stack just to check a path)."""
+    importing the renderer and its plotting stack just to check a path).
+
+    Args:
+        html: the report's path.
+
+    Returns:
+        The sidecar's path (``.json`` in place of the suffix, or appended).
+    """
     return html.with_suffix(".json") if html.suffix else html.with_name(html.name + ".json")
 
 
@@ -171,7 +205,20 @@ def check_report_paths(
     html: str | os.PathLike, kind: str, force: bool = False, what: str = "--out"
 ) -> tuple[Path, Path]:
     """The HTML report ``html`` and its JSON sidecar can both be written for a report of
-    ``kind`` (``"audit"`` or ``"study"``); returns both paths."""
+    ``kind`` (``"audit"`` or ``"study"``); returns both paths.
+
+    Args:
+        html: the report's path.
+        kind: ``"audit"`` or ``"study"``.
+        force: replace files of another kind.
+        what: the option named in messages.
+
+    Returns:
+        ``(html, sidecar)``.
+
+    Raises:
+        OutputPathError: either path is refused (:func:`check_output_file`), or ``html`` ends in ``.json``.
+    """
     html = Path(html).expanduser()
     if html.suffix.lower() == ".json":
         raise OutputPathError(f"{what} {html}: a report path must not end in .json (that name is its JSON sidecar's)")
@@ -181,7 +228,16 @@ def check_report_paths(
 
 
 def folder_kind(path: Path) -> str | None:
-    """``"model"``, ``"study"``, ``"empty"``, ``"other"`` for an existing folder; ``None`` if absent."""
+    """``"model"``, ``"study"``, ``"empty"``, ``"other"`` for an existing folder; ``None`` if absent.
+
+    What an output folder holds.
+
+    Args:
+        path: the folder.
+
+    Returns:
+        ``None`` (missing), ``"model"``, ``"study"``, ``"empty"`` or ``"other"``.
+    """
     if not path.exists():
         return None
     if is_model_folder(path):
@@ -196,7 +252,21 @@ def check_output_dir(path: str | os.PathLike, kind: str, force: bool = False, wh
 
     An existing study is resumed; an existing released model is replaced only with ``force``,
     and only by ``train`` (``kind="model"``); a folder of another kind, or a non-empty
-    unrelated one, is refused unless ``force``. The folder is probed for writing."""
+    unrelated one, is refused unless ``force``. The folder is probed for writing.
+
+    Args:
+        path: the output folder.
+        kind: ``"model"`` or ``"study"``.
+        force: replace or reuse a folder of another kind.
+        what: the option named in messages.
+
+    Returns:
+        The path, with ``~`` expanded.
+
+    Raises:
+        ValueError: unknown ``kind``.
+        OutputPathError: the folder is refused.
+    """
     if kind not in ("model", "study"):
         raise ValueError(f"unknown output kind {kind!r}")
     path = Path(path).expanduser()
@@ -226,7 +296,14 @@ def check_output_dir(path: str | os.PathLike, kind: str, force: bool = False, wh
 
 def lock_path(path: str | os.PathLike) -> Path:
     """The lock file of output ``path``: ``.NAME.dpaudit-lock`` beside it (a released model's
-    folder or a report), so that the output itself holds nothing but what the command writes."""
+    folder or a report), so that the output itself holds nothing but what the command writes.
+
+    Args:
+        path: the output (file or folder).
+
+    Returns:
+        The lock file's path: a hidden sibling ``.NAME.dpaudit-lock``.
+    """
     path = Path(path).expanduser().absolute()
     return path.with_name(f".{path.name}.dpaudit-lock")
 
@@ -253,7 +330,18 @@ def output_lock(path: str | os.PathLike, what: str = "--out"):
     replaced. The lock file is created atomically (``O_CREAT | O_EXCL``) and holds the pid, host
     and command of its writer; the second writer refuses in one line naming the first. A lock
     whose process is gone (killed, even by SIGKILL) is stale and taken over. The lock is removed
-    on exit, and the folders made for it too when nothing else was put in them."""
+    on exit, and the folders made for it too when nothing else was put in them.
+
+    Args:
+        path: the output; an empty path takes no lock (the output checks refuse it).
+        what: the option named in messages.
+
+    Yields:
+        Control while the lock is held (``None`` is yielded when no lock is taken).
+
+    Raises:
+        OutputPathError: another live process holds the lock.
+    """
     import socket
     import sys
     import time

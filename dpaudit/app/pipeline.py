@@ -23,6 +23,15 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class TrainResult:
+    """What :func:`train` returns.
+
+    Attributes:
+        model: the released model.
+        dataset: the graph it was trained on.
+        split: the split it was trained with.
+        metrics: accuracies (:func:`evaluate`) and other training metrics.
+    """
+
     model: ReleasedModel
     dataset: GraphDataset
     split: Split
@@ -35,7 +44,16 @@ def evaluate(model: ReleasedModel, dataset: GraphDataset, split: Split) -> dict[
     A model whose queries are charged releases (GAP) answers the training graph from the
     owner's training release, so evaluating it releases nothing; any other graph (an inductive
     part) is queried in a query session (its releases are the session's query ledger, about
-    that graph), so the model that is saved has made no query release."""
+    that graph), so the model that is saved has made no query release.
+
+    Args:
+        model: the released model.
+        dataset: its graph.
+        split: its split.
+
+    Returns:
+        ``train_accuracy``, ``val_accuracy`` and ``test_accuracy`` (``None`` for an empty part).
+    """
     asked = model.query_session() if callable(getattr(model, "query_session", None)) else model
     out = {}
     for part in ("train", "val", "test"):

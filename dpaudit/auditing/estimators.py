@@ -311,7 +311,7 @@ def one_run_p_value(m: int, r: int, v: int, epsilon: float, delta: float, *, _lo
 
     Monotonicity in ε (used by :func:`one_run_epsilon`'s bisection): with
     A_i(q) = f(v) + (c/i)(f(v−i) − f(v)), c = 2mδ, and d/dq P[W ≥ u] = r·P[W' = u − 1]
-    (W' ~ Binomial(r − 1, q)), dA_i/dq ≥ r·P[W' = v − 1](1 − c/i) ≥ 0 whenever c ≤ 1. So the
+    (W' ~ Binomial(r − 1, q)), dA_i/dq ≥ r·P[W' = v − 1]·(1 − c/i) ≥ 0 whenever c ≤ 1. So the
     p-value is non-decreasing in ε when 2mδ ≤ 1.
 
     Args:

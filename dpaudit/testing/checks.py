@@ -57,7 +57,11 @@ def registered_defenses() -> list[str]:
 
 
 class CheckSkipped(Exception):
-    """The check does not apply to this defense (the message says why)."""
+    """The check does not apply to this defense (the message says why).
+
+    Attributes:
+        args: why the check does not apply, as ``args[0]``.
+    """
 
 
 def tiny_graph() -> GraphDataset:
@@ -72,6 +76,13 @@ class Subject:
     :meth:`fitted` is the seed-0 fit on the graph, made once and saved once (``saved``) at
     once, before anything queries it (a query can change a model's config: GAP counts its
     query releases), so checks may share it; :meth:`fit` always trains afresh.
+
+    Attributes:
+        defense: the defense class.
+        settings: its fast hyperparameters (overrides of the defaults).
+        dataset: the graph it trains on.
+        split: the split it trains with.
+        root: the folder the fitted model is saved under.
     """
 
     defense: type[Defense]
@@ -85,6 +96,18 @@ class Subject:
     @classmethod
     def of(cls, defense: str | type[Defense], root: str | Path, dataset: GraphDataset | None = None,
            split: Split | str | None = None, **settings: Any) -> Subject:  # fmt: skip
+        """The subject of ``defense`` on ``dataset`` (default: a tiny graph) and its split.
+
+        Args:
+            defense: a registered defense's name or class.
+            root: the folder the fitted model is saved under (created).
+            dataset: the graph; ``None``: a tiny built-in graph.
+            split: a split, or its spec; ``None``: the default spec.
+            **settings: the defense's hyperparameters.
+
+        Returns:
+            The subject.
+        """
         defense = get_defense(defense) if isinstance(defense, str) else defense
         dataset = dataset if dataset is not None else tiny_graph()
         if split is None or isinstance(split, str):
@@ -117,6 +140,7 @@ class Subject:
         return self.make(seed, noise).fit(dataset if dataset is not None else self.dataset, split or self.split)
 
     def fitted(self) -> ReleasedModel:
+        """The seed-0 fit on the subject's graph, trained and saved on first use, then shared."""
         if self._fitted is None:
             self._fitted = self.fit(0)
             self._saved = self._fitted.save(self.root / "fitted")
@@ -175,7 +199,15 @@ def check_save_load_round_trip(subject: Subject, tmp_path: Path) -> None:
     """``save`` then :func:`dpaudit.release.model.load` — the owner's copy and a third party's
     (``record=False``) — give the same kind, privacy spec, card, config and tensors, and the
     same answers: ``predict_proba`` / ``embed`` under one global seed, and the owner's training
-    release (where the model has one: GAP's cached aggregations) answer for answer."""
+    release (where the model has one: GAP's cached aggregations) answer for answer.
+
+    Args:
+        subject: the defense under test.
+        tmp_path: a scratch folder of the check.
+
+    Raises:
+        AssertionError: the defense breaks the contract (the message says how).
+    """
     model = subject.fitted()
     directory = subject.saved
     expected = {
@@ -235,7 +267,15 @@ def check_plan_integrity_on_load(subject: Subject, tmp_path: Path) -> None:
     """A saved model whose ``model.json`` claims another guarantee is refused at load
     (``IntegrityError``, or another ``ModelFormatError``): a private model's ε halved, and σ of
     the first recorded mechanism that states one doubled (GCON records it in the mechanism's
-    details); a non-private model relabelled private (ε = 1 with no mechanism to prove it)."""
+    details); a non-private model relabelled private (ε = 1 with no mechanism to prove it).
+
+    Args:
+        subject: the defense under test.
+        tmp_path: a scratch folder of the check.
+
+    Raises:
+        AssertionError: the defense breaks the contract (the message says how).
+    """
     directory = subject.saved
     assert _refused(directory) is None, f"{subject.name}: the unedited copy must load"
     edits: dict[str, Callable[[dict], None]] = {}
@@ -275,6 +315,14 @@ def _first_sigma(mechanisms: list[dict]) -> tuple[int, bool] | None:
 
 
 def meta_privacy(directory: Path) -> dict[str, Any]:
+    """The ``privacy`` entry of a saved model's ``model.json``.
+
+    Args:
+        directory: the model's folder.
+
+    Returns:
+        The privacy spec as JSON data.
+    """
     return json.loads((directory / META_FILE).read_text())["privacy"]
 
 
@@ -283,7 +331,16 @@ def check_release_neutrality(subject: Subject, tmp_path: Path) -> None:
     level) or minus one train–train edge (edge level) — writes the same public leaves of
     ``model.json`` (bar the weights' hash and the leaves the defense declares in
     ``released_statistics``: outputs of accounted mechanisms) and the same tensor names, shapes and dtypes in
-    ``model.safetensors``: nothing but the accounted weights depends on the protected unit."""
+    ``model.safetensors``: nothing but the accounted weights depends on the protected unit.
+
+    Args:
+        subject: the defense under test.
+        tmp_path: a scratch folder of the check.
+
+    Raises:
+        AssertionError: the defense breaks the contract (the message says how).
+        CheckSkipped: the defense is not private.
+    """
 
     if not subject.private:
         raise CheckSkipped("non-private: nothing to be neutral about")
@@ -314,7 +371,14 @@ def _numeric(annotation: Any) -> type | None:
 
 
 def numeric_hyperparameters(defense: type[Defense]) -> list[str]:
-    """The defense's hyperparameters declared ``int`` or ``float`` (booleans excluded)."""
+    """The defense's hyperparameters declared ``int`` or ``float`` (booleans excluded).
+
+    Args:
+        defense: the defense class.
+
+    Returns:
+        The hyperparameters' names.
+    """
     hp = defense.hyperparameters_class
     types = typing.get_type_hints(hp)
     return [f.name for f in dataclasses.fields(hp) if _numeric(types[f.name]) is not None]
@@ -322,7 +386,15 @@ def numeric_hyperparameters(defense: type[Defense]) -> list[str]:
 
 def check_bad_hyperparameters_refused(subject: Subject, tmp_path: Path) -> None:
     """Construction (no data, no fit) refuses with ``ConfigurationError``: each numeric
-    hyperparameter at -1 and at NaN, and an unknown hyperparameter name."""
+    hyperparameter at -1 and at NaN, and an unknown hyperparameter name.
+
+    Args:
+        subject: the defense under test.
+        tmp_path: a scratch folder of the check.
+
+    Raises:
+        AssertionError: the defense breaks the contract (the message says how).
+    """
     accepted = []
     for field in numeric_hyperparameters(subject.defense):
         for bad in (-1, math.nan):
@@ -345,7 +417,15 @@ def check_bad_hyperparameters_refused(subject: Subject, tmp_path: Path) -> None:
 
 def check_determinism(subject: Subject, tmp_path: Path) -> None:
     """Two fits under one seed give bit-identical weights; a private defense's fit under another
-    seed gives different ones (its noise, at least, depends on the seed)."""
+    seed gives different ones (its noise, at least, depends on the seed).
+
+    Args:
+        subject: the defense under test.
+        tmp_path: a scratch folder of the check.
+
+    Raises:
+        AssertionError: the defense breaks the contract (the message says how).
+    """
     first = subject.fitted().state_tensors()
     _same_tensors(first, subject.fit(0).state_tensors(), f"{subject.name}: two fits with seed 0")
     if subject.private:

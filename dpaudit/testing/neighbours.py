@@ -32,7 +32,17 @@ WEIGHT_LEAVES = ("weights_sha256",)
 def raw_graph(dataset: GraphDataset) -> Data:
     """``dataset``'s raw graph: features, edges, the public split and every label as its declared
     value (class ``i`` → ``public_facts["classes"][i]``; -1 unlabeled), what a loader hands
-    :func:`dpaudit.data.datasets.prepare`."""
+    :func:`dpaudit.data.datasets.prepare`.
+
+    Args:
+        dataset: a prepared dataset with a declared label domain.
+
+    Returns:
+        The raw PyG ``Data``.
+
+    Raises:
+        ValueError: the dataset declares no label domain.
+    """
     declared = dataset.public_facts.get("classes")
     if declared is None:
         raise ValueError(f"{dataset.name}: no declared label domain (public_facts['classes']) to rebuild a neighbour")
@@ -58,7 +68,16 @@ def _dataset(base: GraphDataset, raw: Data) -> GraphDataset:
 
 def without_edge(dataset: GraphDataset, split: Split, index: int = 0) -> GraphDataset:
     """``dataset`` minus one undirected edge between two training nodes (the ``index``-th such
-    edge in canonical order), so the removal reaches every edge-reading phase."""
+    edge in canonical order), so the removal reaches every edge-reading phase.
+
+    Args:
+        dataset: the graph.
+        split: its split (which nodes are training nodes).
+        index: which train–train edge to remove, in canonical order.
+
+    Returns:
+        The neighbouring dataset.
+    """
     row, col = dataset.data.edge_index
     train = torch.zeros(dataset.num_nodes, dtype=torch.bool)
     train[split.train] = True
@@ -73,7 +92,16 @@ def without_edge(dataset: GraphDataset, split: Split, index: int = 0) -> GraphDa
 def without_node(dataset: GraphDataset, split: Split, node: int | None = None) -> tuple[GraphDataset, Split]:
     """``dataset`` minus one training node and all its edges (indices relabelled), and the split
     without it; the split's declared sizes are kept. Default: the highest-degree training node,
-    the removal that changes the most."""
+    the removal that changes the most.
+
+    Args:
+        dataset: the graph.
+        split: its split.
+        node: the training node to remove; ``None``: the highest-degree one.
+
+    Returns:
+        ``(dataset, split)`` of the neighbour.
+    """
     if node is None:
         degree = torch.bincount(dataset.data.edge_index[0], minlength=dataset.num_nodes)
         node = int(split.train[degree[split.train].argmax()])
@@ -101,7 +129,14 @@ def without_node(dataset: GraphDataset, split: Split, node: int | None = None) -
 
 
 def public_leaves(directory: str | Path) -> dict[str, Any]:
-    """Every leaf of ``model.json`` by path, except the weights' own hash."""
+    """Every leaf of ``model.json`` by path, except the weights' own hash.
+
+    Args:
+        directory: a saved model's folder.
+
+    Returns:
+        Dotted path → value of every leaf.
+    """
     meta = json.loads((Path(directory) / "model.json").read_text())
     for key in WEIGHT_LEAVES:
         meta.pop(key, None)
@@ -122,11 +157,27 @@ def public_leaves(directory: str | Path) -> dict[str, Any]:
 
 
 def public_files(directory: str | Path) -> set[str]:
+    """The names of the public files present in a saved model's folder.
+
+    Args:
+        directory: the folder.
+
+    Returns:
+        The file names.
+    """
     return {p.name for p in Path(directory).iterdir() if p.name in PUBLIC_FILES}
 
 
 def leaf_differences(a: str | Path, b: str | Path) -> dict[str, tuple[Any, Any]]:
-    """``{path: (value in a, value in b)}`` for every public leaf that differs."""
+    """``{path: (value in a, value in b)}`` for every public leaf that differs.
+
+    Args:
+        a: a saved model's folder.
+        b: another's.
+
+    Returns:
+        The differing leaves (``"<absent>"`` where a side lacks one).
+    """
     la, lb = public_leaves(a), public_leaves(b)
     return {k: (la.get(k, "<absent>"), lb.get(k, "<absent>")) for k in sorted(set(la) | set(lb)) if la.get(k) != lb.get(k)}
 
@@ -134,7 +185,17 @@ def leaf_differences(a: str | Path, b: str | Path) -> dict[str, tuple[Any, Any]]
 def train_and_compare(make_defense, first: tuple[GraphDataset, Split], second: tuple[GraphDataset, Split],
                       tmp_path: Path) -> dict[str, tuple[Any, Any]]:  # fmt: skip
     """Fit ``make_defense()`` (same seed) on both inputs, save both, return the public leaves
-    that differ (empty for a neutral release)."""
+    that differ (empty for a neutral release).
+
+    Args:
+        make_defense: returns a fresh defense with a fixed seed.
+        first: ``(dataset, split)`` of one input.
+        second: ``(dataset, split)`` of its neighbour.
+        tmp_path: where both models are saved.
+
+    Returns:
+        The differing public leaves.
+    """
     dirs = []
     for i, (dataset, split) in enumerate((first, second)):
         model = make_defense().fit(dataset, split)

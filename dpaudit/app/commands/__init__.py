@@ -6,6 +6,11 @@ import pkgutil
 
 
 def register_all(subparsers) -> None:
+    """Add every subcommand: each public module of this package, in name order, adds its own.
+
+    Args:
+        subparsers: the ``dpaudit`` parser's subparsers action.
+    """
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
         if not info.name.startswith("_"):
             importlib.import_module(f"{__name__}.{info.name}").add_parser(subparsers)

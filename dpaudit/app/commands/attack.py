@@ -1,7 +1,9 @@
 """``dpaudit attack``: run one attack against a released model and write its result as JSON.
 
+```text
 dpaudit attack --model DIR --attack NAME [--runs N] [--seed S] [--data-root DIR]
                [--device auto|cpu|cuda] [--set KEY=VALUE ...] [--force] [--allow-long] --out FILE.json
+```
 """
 
 from __future__ import annotations
@@ -19,6 +21,17 @@ def _parse_setting(text: str):
 
 
 def cmd_attack(args) -> int:
+    """Run one attack against a released model and write its result JSON (``--out``).
+
+    Args:
+        args: the parsed command line (:class:`argparse.Namespace`) of ``dpaudit attack``.
+
+    Returns:
+        The process exit status (0: success).
+
+    Raises:
+        DPAuditError: bad input, said in one line before any work (the CLI prints it and exits with 2).
+    """
     from dpaudit.app.names import check_attack_name
 
     check_attack_name(args.attack)  # before torch loads (a fraction of a second)
@@ -131,6 +144,11 @@ class _HelpWithSettings(argparse.Action):
 
 
 def add_parser(subparsers) -> None:
+    """Add the ``attack`` subcommand and its options to ``subparsers``.
+
+    Args:
+        subparsers: the ``dpaudit`` parser's subparsers action (``add_subparsers()``).
+    """
     from dpaudit.app.names import builtin_attacks
     from dpaudit.seeds import seed_argument
 

@@ -19,6 +19,17 @@ log = logging.getLogger("dpaudit")
 
 
 def cmd_audit(args) -> int:
+    """Audit one released model with every applicable attack and write the HTML report, under a lock on ``--out``.
+
+    Args:
+        args: the parsed command line (:class:`argparse.Namespace`) of ``dpaudit audit``.
+
+    Returns:
+        The process exit status (0: success).
+
+    Raises:
+        DPAuditError: bad input, said in one line before any work (the CLI prints it and exits with 2).
+    """
     from dpaudit.app.names import check_names
     from dpaudit.app.outputs import output_lock
 
@@ -124,6 +135,11 @@ def _report_verdict(html_path) -> str:
 
 
 def add_parser(subparsers) -> None:
+    """Add the ``audit`` subcommand and its options to ``subparsers``.
+
+    Args:
+        subparsers: the ``dpaudit`` parser's subparsers action (``add_subparsers()``).
+    """
     from dpaudit.app.commands._dataset_args import add_dataset_option_argument
 
     p = subparsers.add_parser("audit", help="run every applicable attack against one released model, then report")

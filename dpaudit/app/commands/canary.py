@@ -86,7 +86,17 @@ def _print_plan(plan: dict) -> None:
 
 
 def cmd_canary_train(args) -> int:
-    """``--train FILE.py:FUNCTION``: the user's fit function against their claim."""
+    """``--train FILE.py:FUNCTION``: the user's fit function against their claim.
+
+    Args:
+        args: the parsed command line (:class:`argparse.Namespace`) of ``dpaudit canary --train``.
+
+    Returns:
+        The process exit status (0: success).
+
+    Raises:
+        DPAuditError: bad input, said in one line before any work (the CLI prints it and exits with 2).
+    """
     from dpaudit.app.commands._common import check_target_epsilon, parse_delta
     from dpaudit.app.commands._dataset_args import check_declarations, parse_dataset_options
     from dpaudit.app.outputs import check_output_file
@@ -127,6 +137,17 @@ def cmd_canary_train(args) -> int:
 
 
 def cmd_canary(args) -> int:
+    """Run a canary audit of a registered defense (``--defense``) or of the user's own fit function (``--train``: :func:`cmd_canary_train`) and write its JSON result.
+
+    Args:
+        args: the parsed command line (:class:`argparse.Namespace`) of ``dpaudit canary``.
+
+    Returns:
+        The process exit status (0: success).
+
+    Raises:
+        DPAuditError: bad input, said in one line before any work (the CLI prints it and exits with 2).
+    """
     if args.train is not None:
         return cmd_canary_train(args)
     if args.unit is not None:
@@ -198,6 +219,11 @@ def cmd_canary(args) -> int:
 
 
 def add_parser(subparsers) -> None:
+    """Add the ``canary`` subcommand and its options to ``subparsers``.
+
+    Args:
+        subparsers: the ``dpaudit`` parser's subparsers action (``add_subparsers()``).
+    """
     from dpaudit.app.commands._dataset_args import DATASET_HELP, SPLIT_HELP, add_dataset_option_argument
     from dpaudit.seeds import seed_argument
 

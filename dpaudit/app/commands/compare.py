@@ -29,7 +29,18 @@ def _canary_kinds(value) -> list[str]:
 
 
 def run_compare(args, command: str | None = None):
-    """Build and run the study described by ``compare``-style arguments; returns the StudyResult."""
+    """Build and run the study described by ``compare``-style arguments; returns the StudyResult.
+
+    Args:
+        args: the parsed ``compare``-style command line.
+        command: the name of the command that made the study (recorded in it); ``None``: ``compare``.
+
+    Returns:
+        The study's result.
+
+    Raises:
+        ConfigurationError: contradictory or invalid options, said before any training.
+    """
     from dpaudit.app.names import check_names
 
     check_names(defenses=args.defenses, attacks=args.attacks)  # before torch loads
@@ -115,6 +126,17 @@ def _say_power(config) -> None:
 
 
 def cmd_compare(args) -> int:
+    """Run the study (:func:`run_compare`), print its table and failed cells, render its report.
+
+    Args:
+        args: the parsed command line (:class:`argparse.Namespace`) of ``dpaudit compare``.
+
+    Returns:
+        The process exit status (0: every cell done, 1: some cell failed).
+
+    Raises:
+        DPAuditError: bad input, said in one line before any work (the CLI prints it and exits with 2).
+    """
     result = run_compare(args)
     print_table(result.table())
     print(f"{len(result.done)} cells done, {len(result.failed)} failed -> {Path(args.out).resolve()}")
@@ -128,6 +150,11 @@ def cmd_compare(args) -> int:
 
 
 def add_parser(subparsers) -> None:
+    """Add the ``compare`` subcommand and its options to ``subparsers``.
+
+    Args:
+        subparsers: the ``dpaudit`` parser's subparsers action (``add_subparsers()``).
+    """
     from dpaudit.app.commands._dataset_args import DATASET_HELP
 
     p = subparsers.add_parser("compare", help="train and attack a defense × ε × seed grid (resumable)")

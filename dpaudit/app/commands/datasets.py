@@ -6,6 +6,14 @@ from dpaudit.app.commands._common import table
 
 
 def cmd_datasets(args) -> int:
+    """Print every dataset, whether it is available under ``--data-root`` and what it needs offline.
+
+    Args:
+        args: the parsed command line of ``dpaudit datasets``.
+
+    Returns:
+        0.
+    """
     from dpaudit.data.datasets import describe_availability
 
     rows = describe_availability(args.data_root)
@@ -19,6 +27,11 @@ def cmd_datasets(args) -> int:
 
 
 def add_parser(subparsers) -> None:
+    """Add the ``datasets`` subcommand and its options to ``subparsers``.
+
+    Args:
+        subparsers: the ``dpaudit`` parser's subparsers action (``add_subparsers()``).
+    """
     p = subparsers.add_parser("datasets", help="list datasets and what each needs offline")
     p.add_argument("--data-root", default=None)
     p.set_defaults(func=cmd_datasets)

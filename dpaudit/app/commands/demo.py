@@ -92,7 +92,14 @@ def demo_plan() -> tuple[list[str], dict, list[str], dict]:
 
 def demo_power_line(defenses: list[str]) -> str:
     """What tests the demo's claims, said before any training: the canaries each ε needs at the
-    demo's δ (:func:`~dpaudit.app.workflows.audit.refute.plan_refuting_audit`) and their kinds."""
+    demo's δ (:func:`~dpaudit.app.workflows.audit.refute.plan_refuting_audit`) and their kinds.
+
+    Args:
+        defenses: the demo's defenses (names); the private ones are planned.
+
+    Returns:
+        One line to print.
+    """
     from dpaudit.app.workflows.audit.refute import canary_kind, plan_refuting_audit
     from dpaudit.training.registry import get_defense
 
@@ -121,7 +128,15 @@ def _heading(name: str) -> str:
 
 def demo_table(rows: list[dict], units: dict[str, str | None]) -> str:
     """The result table of :meth:`StudyResult.table` rows in at most 100 columns: defense, the
-    unit its ε protects, ε, test accuracy and every attack's AUC under a short heading."""
+    unit its ε protects, ε, test accuracy and every attack's AUC under a short heading.
+
+    Args:
+        rows: one row per cell (defense, epsilon, test_accuracy and ``"<attack> AUC"`` keys).
+        units: each defense's privacy unit (``None``: not private).
+
+    Returns:
+        The table as text.
+    """
     from dpaudit.app.commands._common import fmt as _fmt
     from dpaudit.app.commands._common import table as _table
 
@@ -157,6 +172,17 @@ def check_demo_folder(out) -> None:
 
 
 def cmd_demo(args) -> int:
+    """Run the demo study (a small csbm graph, every defense at a few ε) and render its report.
+
+    Args:
+        args: the parsed command line (:class:`argparse.Namespace`) of ``dpaudit demo``.
+
+    Returns:
+        The process exit status (0: success).
+
+    Raises:
+        DPAuditError: bad input, said in one line before any work (the CLI prints it and exits with 2).
+    """
     from dpaudit.app.commands._common import cap_jobs
     from dpaudit.app.outputs import check_output_dir, check_report_paths
 
@@ -209,6 +235,11 @@ def cmd_demo(args) -> int:
 
 
 def add_parser(subparsers) -> None:
+    """Add the ``demo`` subcommand and its options to ``subparsers``.
+
+    Args:
+        subparsers: the ``dpaudit`` parser's subparsers action (``add_subparsers()``).
+    """
     from dpaudit.seeds import seed_argument
 
     p = subparsers.add_parser(

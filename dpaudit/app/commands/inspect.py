@@ -7,6 +7,17 @@ from pathlib import Path
 
 
 def cmd_inspect(args) -> int:
+    """Load (validate) a released model and print its kind, guarantee, ledgers and which of its files are public.
+
+    Args:
+        args: the parsed command line (:class:`argparse.Namespace`) of ``dpaudit inspect``.
+
+    Returns:
+        The process exit status (0: success).
+
+    Raises:
+        DPAuditError: bad input, said in one line before any work (the CLI prints it and exits with 2).
+    """
     from dpaudit.release import OWNER_FILES, PUBLIC_FILES
     from dpaudit.release.deployments import DEPLOYMENTS, deployment_entry
     from dpaudit.release.model import load

@@ -6,6 +6,17 @@ from pathlib import Path
 
 
 def cmd_report(args) -> int:
+    """Re-render a study's report from its saved results.
+
+    Args:
+        args: the parsed command line (:class:`argparse.Namespace`) of ``dpaudit report``.
+
+    Returns:
+        The process exit status (0: success).
+
+    Raises:
+        DPAuditError: bad input, said in one line before any work (the CLI prints it and exits with 2).
+    """
     from dpaudit.app.outputs import check_report_paths
     from dpaudit.app.workflows.study import StudyResult
 
@@ -18,7 +29,11 @@ def cmd_report(args) -> int:
 
 
 def add_parser(subparsers) -> None:
+    """Add the ``report`` subcommand and its options to ``subparsers``.
 
+    Args:
+        subparsers: the ``dpaudit`` parser's subparsers action (``add_subparsers()``).
+    """
     p = subparsers.add_parser("report", help="re-render a study's report from its saved results")
     p.add_argument("study_dir")
     p.add_argument("--out", default=None, help="HTML report path (default STUDY_DIR/report.html)")

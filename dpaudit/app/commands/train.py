@@ -23,6 +23,17 @@ def _defense_help(name: str) -> str:
 
 
 def cmd_train(args) -> int:
+    """Train a defense on a dataset and write the released model folder (``--out``), or print a defense's hyperparameters (``--help-defense``).
+
+    Args:
+        args: the parsed command line (:class:`argparse.Namespace`) of ``dpaudit train``.
+
+    Returns:
+        The process exit status (0: success).
+
+    Raises:
+        DPAuditError: bad input, said in one line before any work (the CLI prints it and exits with 2).
+    """
     if not args.help_defense:
         # names and required arguments first: refused in a fraction of a second, before torch loads
         for required in ("defense", "dataset", "out"):
@@ -102,6 +113,11 @@ def cmd_train(args) -> int:
 
 
 def add_parser(subparsers) -> None:
+    """Add the ``train`` subcommand and its options to ``subparsers``.
+
+    Args:
+        subparsers: the ``dpaudit`` parser's subparsers action (``add_subparsers()``).
+    """
     p = subparsers.add_parser("train", help="train a defense and write the released model", add_help=False)
     p.add_argument(
         "-h", "--help", dest="help_defense", action="store_true", help="with --defense: list its hyperparameters"

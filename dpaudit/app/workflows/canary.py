@@ -100,7 +100,26 @@ def _check_counts(canaries, runs) -> None:
 
 def check_canary_request(defense: str, epsilon, kind: str, canaries: int, runs: int, overrides: dict | None,
                          delta="auto", device: str = "auto", seed: int = 0, design: dict | None = None):  # fmt: skip
-    """Validate everything that can be validated before data is loaded; returns the defense class."""
+    """Validate everything that can be validated before data is loaded; returns the defense class.
+
+    Args:
+        defense: a registered defense's name.
+        epsilon: its target ε (a number or ``"inf"``).
+        kind: ``"node"``, ``"edge"`` or ``"gradient"``.
+        canaries: canaries per run.
+        runs: independent trainings.
+        overrides: the defense's hyperparameter overrides.
+        delta: δ, or ``"auto"``.
+        device: torch device.
+        seed: the audit's seed.
+        design: canary design options.
+
+    Returns:
+        The defense class.
+
+    Raises:
+        ConfigurationError: any of them is invalid.
+    """
     if kind not in ALL_KINDS:
         raise ConfigurationError(f"--kind must be one of {', '.join(ALL_KINDS)}, got {kind!r}")
     if kind == "gradient":
@@ -121,7 +140,26 @@ def check_canary_request(defense: str, epsilon, kind: str, canaries: int, runs: 
 def check_fit_request(fit, epsilon, kind: str, canaries: int, runs: int, unit: str | None = None, delta="auto",
                       device: str = "auto", seed: int = 0, design: dict | None = None) -> FitFunction:  # fmt: skip
     """Validate an audit of the user's ``fit(dataset, split)`` before data is loaded (the claim, the
-    kind, the counts, the design); returns the recipe of run 0."""
+    kind, the counts, the design); returns the recipe of run 0.
+
+    Args:
+        fit: the user's ``fit(dataset, split)`` function.
+        epsilon: the claimed ε (``"inf"``: no claim).
+        kind: ``"node"`` or ``"edge"``.
+        canaries: canaries per run.
+        runs: independent trainings.
+        unit: the claim's privacy unit; ``None``: the canaries' kind.
+        delta: the claimed δ, or ``"auto"``.
+        device: torch device.
+        seed: the audit's seed.
+        design: canary design options (no ``structure``).
+
+    Returns:
+        The recipe of run 0.
+
+    Raises:
+        ConfigurationError: any of them is invalid.
+    """
     if kind not in game_kinds():
         why = " (gradient canaries are inserted inside a registered DP-SGD defense)" if kind == "gradient" else ""
         raise ConfigurationError(f"a fit function is audited with --kind node or edge, got {kind!r}{why}")
@@ -143,7 +181,14 @@ STRUCTURE_MODULES = {"gcon-pairs": "defenses.gcon.canaries"}
 
 
 def canary_structure(design: dict | None):
-    """The structure ``design`` names (its module imported, which registers it), or ``None``."""
+    """The structure ``design`` names (its module imported, which registers it), or ``None``.
+
+    Args:
+        design: canary design options; the ``structure`` key is read.
+
+    Returns:
+        The registered :class:`~attacks.canary.CanaryStructure`, or ``None``.
+    """
     import importlib
 
     from attacks import canary as game
@@ -197,7 +242,38 @@ def canary_audit(
 
     ``kind="gradient"`` is the white-box DP-SGD audit of
     :func:`dpaudit.app.workflows.gradient_canary.gradient_canary_audit`, called with every other
-    argument unchanged (same JSON keys)."""
+    argument unchanged (same JSON keys).
+
+    Args:
+        defense: a registered defense's name, or your fit function (read as ``fit``).
+        dataset: a dataset name or a loaded :class:`~dpaudit.data.datasets.GraphDataset`.
+        epsilon: the target or claimed ε (``"inf"``: no claim).
+        kind: ``"node"``, ``"edge"`` or ``"gradient"``.
+        fit: your ``fit(dataset, split)`` function, instead of ``defense``.
+        unit: the claim's privacy unit (with ``fit``); ``None``: the canaries' kind.
+        canaries: canaries per run.
+        runs: independent trainings, fresh coins each.
+        overrides: the defense's hyperparameter overrides.
+        split: the split spec; ``None``: the default.
+        seed: the audit's seed.
+        delta: δ, or ``"auto"``.
+        device: torch device.
+        data_root: where to find the dataset.
+        dataset_options: options of :func:`~dpaudit.data.datasets.load_dataset`.
+        design: canary design options (:func:`attacks.canary.draw_canaries`).
+        confidence: confidence of the certified lower bound.
+        out: where to write the JSON record; ``None``: not written.
+        progress: show a progress bar.
+        keep_scores: keep every score and coin in the record (needed to re-test it later).
+        on_plan: called with the plan before any training.
+
+    Returns:
+        The JSON record.
+
+    Raises:
+        ConfigurationError: invalid arguments, refused before any training.
+        KeyboardInterrupt: after Ctrl-C, once the partial record is written.
+    """
     from attacks import canary as game
     from dpaudit.auditing.estimators import audit_epsilon
 
@@ -369,7 +445,20 @@ def canary_plan(design, runs: int, probe, kind: str, delta: float, confidence: f
 
     The claim planned for is the recipe's target ε (a defense's runs may spend less, or more
     after the audit's queries; the audit tests what they spend), at the canary's unit
-    (:func:`attacks.canary.audited_claim`: edge canaries against node-level DP test 2ε)."""
+    (:func:`attacks.canary.audited_claim`: edge canaries against node-level DP test 2ε).
+
+    Args:
+        design: the drawn canary design.
+        runs: independent trainings.
+        probe: the recipe of run 0 (its ε, unit and loudness).
+        kind: the canaries' kind.
+        delta: δ of the runs.
+        confidence: confidence of the certified bound.
+        claim_source: ``"defense"`` or ``"user"``.
+
+    Returns:
+        The plan.
+    """
     from attacks import canary as game
     from dpaudit.auditing.power import audit_power, canaries_needed, canaries_needed_typically, perfect_attack_interval
 
@@ -446,7 +535,14 @@ def canary_plan(design, runs: int, probe, kind: str, delta: float, confidence: f
 
 
 def plan_lines(plan: dict[str, Any]) -> list[str]:
-    """The plan of :func:`canary_plan` in a few lines (printed before any training)."""
+    """The plan of :func:`canary_plan` in a few lines (printed before any training).
+
+    Args:
+        plan: the plan.
+
+    Returns:
+        The lines.
+    """
     loud = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in plan["loudness"].items())
     claim = plan.get("claimed_epsilon")
     whose = "your claim" if plan.get("claim_source") == "user" else "the target"
@@ -559,7 +655,14 @@ def _summarise(record, per_run, scores, coins, score_name, probe, kind, run_delt
 
 
 def summary_lines(result: dict[str, Any]) -> list[str]:
-    """A one-screen summary of a canary audit's JSON."""
+    """A one-screen summary of a canary audit's JSON.
+
+    Args:
+        result: the canary audit's record.
+
+    Returns:
+        The lines to print.
+    """
 
     def fmt(v):
         if v is None:
@@ -590,7 +693,14 @@ def summary_lines(result: dict[str, Any]) -> list[str]:
 def bound_lines(result: dict[str, Any]) -> list[str]:
     """The certified ε lower bound on its own line, then the estimates, labelled as estimates
     (never as bounds): the GDP ones assume a Gaussian trade-off curve, and the verdict never
-    rests on them alone (:data:`ESTIMATE_VERDICT` says so when they exceed the claim)."""
+    rests on them alone (:data:`ESTIMATE_VERDICT` says so when they exceed the claim).
+
+    Args:
+        result: the canary audit's record.
+
+    Returns:
+        The lines; empty without bounds.
+    """
     bounds = result.get("epsilon_lower_bound") or {}
     if not bounds:
         return []

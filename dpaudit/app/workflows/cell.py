@@ -74,6 +74,12 @@ def run_cell(task: dict[str, Any]) -> dict[str, Any]:
     ``task`` is plain data (config dict, cell fields, study folder), so it travels to spawn
     workers and Ray tasks alike. Files are returned, not written into the study folder: the
     coordinator writes them atomically (module docstring).
+
+    Args:
+        task: the cell's task (plain data).
+
+    Returns:
+        The cell's record (``status`` done or failed) and the files to write.
     """
     if task.get("threads"):  # a Ray task: use the CPUs it was given, not every core of the node
         worker_init(int(task["threads"]), die_with_parent=False)  # Ray supervises its own workers
@@ -275,12 +281,17 @@ _QUIET_WARNINGS = (
 class NotATerminal:
     """A stream that says it is no terminal, whatever it writes to: tqdm draws a bar only on a
     terminal (``disable=None``), so a cell's own bars (training epochs, shadow models) stay off
-    the screen while its warnings still reach it. The study draws the one bar a user sees."""
+    the screen while its warnings still reach it. The study draws the one bar a user sees.
+
+    Args:
+        stream: the stream written to (e.g. ``sys.stderr``).
+    """
 
     def __init__(self, stream):
         self._stream = stream
 
     def isatty(self) -> bool:
+        """Always ``False``."""
         return False
 
     def __getattr__(self, name: str):
@@ -292,7 +303,13 @@ def worker_init(threads: int, die_with_parent: bool = True, log_level: int = log
     study's one progress bar and the log readable, leave Ctrl-C to the coordinator (a terminal
     signals the whole process group; the coordinator stops the workers itself, and a worker's
     own KeyboardInterrupt would only print a traceback), and exit when the coordinator dies
-    (even by SIGKILL, which runs none of its clean-up)."""
+    (even by SIGKILL, which runs none of its clean-up).
+
+    Args:
+        threads: torch threads of this worker.
+        die_with_parent: exit when the coordinator dies (``False`` under Ray, which supervises its workers).
+        log_level: level of the root logger in the worker.
+    """
     import signal
     import sys
     import threading

@@ -48,6 +48,30 @@ def compare(
     ``out`` is the study folder (default ``studies/<hash of the configuration>``): rerunning
     the same call resumes it (see :mod:`dpaudit.app.workflows.study`). Returns a
     :class:`~dpaudit.app.workflows.study.StudyResult` (``.records``, ``.table()``, ``.to_html(path)``).
+
+    Args:
+        dataset: a dataset name or a loaded :class:`~dpaudit.data.datasets.GraphDataset`.
+        defenses: defense names (a list or a comma-separated string).
+        epsilons: target ε values (``"inf"`` allowed).
+        seeds: a count or a list of seeds.
+        attacks: attack names; ``None``: every attack.
+        jobs: cells run at once.
+        executor: ``"local"`` or ``"ray"``.
+        out: the study folder.
+        overrides: per-defense hyperparameter overrides.
+        attack_settings: per-attack settings.
+        split: the split spec; ``None``: the default.
+        delta: δ, or ``"auto"``.
+        device: torch device.
+        data_root: where to find the dataset.
+        dataset_options: options of :func:`~dpaudit.data.datasets.load_dataset`.
+        title: the report's title.
+        progress: show a progress bar; ``None``: when stderr is a terminal.
+        retry_failed: rerun cells that failed in an earlier run.
+        command: the command that made the study (recorded).
+
+    Raises:
+        ConfigurationError: invalid names, settings or options, before any training.
     """
     from dpaudit.data.datasets import GraphDataset
 
@@ -81,5 +105,13 @@ def compare(
 
 
 def report(study_dir: str | Path, out: str | Path | None = None) -> Path:
-    """Re-render a study's report from its saved results (no retraining)."""
+    """Re-render a study's report from its saved results (no retraining).
+
+    Args:
+        study_dir: the study folder.
+        out: the HTML path; ``None``: ``STUDY_DIR/report.html``.
+
+    Returns:
+        The report's path.
+    """
     return StudyResult.load(study_dir).to_html(out)

@@ -19,6 +19,7 @@ log = logging.getLogger(__name__)
 
 
 def now_iso() -> str:
+    """The current UTC time, ISO 8601 to the second."""
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
@@ -37,6 +38,14 @@ def _eps_value(epsilon) -> float:
 
 
 def epsilon_json(epsilon: float) -> float | None:
+    """ε as JSON stores it.
+
+    Args:
+        epsilon: a non-negative ε, possibly infinite.
+
+    Returns:
+        ``None`` for ∞, else the float.
+    """
     return None if math.isinf(epsilon) else float(epsilon)
 
 
@@ -45,6 +54,15 @@ def _canonical(payload: Any) -> str:
 
 
 def content_hash(payload: Any, length: int = 10) -> str:
+    """A short SHA-256 digest of ``payload``'s canonical JSON form.
+
+    Args:
+        payload: JSON-like data.
+        length: hex digits kept.
+
+    Returns:
+        The hex digest prefix.
+    """
     return hashlib.sha256(_canonical(payload).encode()).hexdigest()[:length]
 
 
@@ -131,6 +149,9 @@ class StudyConfig:
             raise ConfigurationError(f"canary_count must be an integer >= 2, got {self.canary_count!r}")
 
     def to_dict(self) -> dict[str, Any]:
+        """The configuration as JSON data (∞ as ``None``; empty canary and module fields left out, so
+        that older studies keep their hash).
+        """
         out = asdict(self)
         out["epsilons"] = [epsilon_json(e) for e in self.epsilons]
         if not self.canaries:  # studies without canary audits keep their configuration hash
@@ -142,6 +163,12 @@ class StudyConfig:
 
     @classmethod
     def from_dict(cls, payload: dict[str, Any]) -> StudyConfig:
+        """Args:
+            payload: what :meth:`to_dict` wrote; unknown keys are ignored.
+
+        Returns:
+            The configuration.
+        """
         data = dict(payload)
         data["epsilons"] = [math.inf if e is None else e for e in data.get("epsilons", [])]
         known = {f.name for f in dataclasses.fields(cls)}
@@ -151,7 +178,18 @@ class StudyConfig:
 def validate_config(config: StudyConfig, dataset=None) -> StudyConfig:
     """Resolve and check names, overrides and attack settings up front (before any training);
     with the study's ``dataset``, also every defense's widths against the device's memory
-    (:func:`dpaudit.training.defense.check_hyperparameter_ranges`), as ``train`` does."""
+    (:func:`dpaudit.training.defense.check_hyperparameter_ranges`), as ``train`` does.
+
+    Args:
+        config: the study's configuration.
+        dataset: the loaded dataset; ``None`` skips the memory checks.
+
+    Returns:
+        The configuration, resolved.
+
+    Raises:
+        ConfigurationError: an unknown name, override or setting.
+    """
     import attacks as attack_registry
     from dpaudit.runtime import device_memory, resolve_device
     from dpaudit.training.defense import check_hyperparameter_ranges
@@ -200,6 +238,16 @@ def validate_config(config: StudyConfig, dataset=None) -> StudyConfig:
 
 @dataclass(frozen=True)
 class Cell:
+    """One (defense, ε, seed) cell of a study.
+
+    Attributes:
+        defense: the defense's name.
+        epsilon: the target ε (∞ for a non-private defense).
+        seed: the seed.
+        cell_id: the cell's stable identifier.
+        config_hash: hash of the configuration the cell belongs to.
+    """
+
     defense: str
     epsilon: float
     seed: int
@@ -208,7 +256,15 @@ class Cell:
 
 
 def grid(config: StudyConfig, dataset_fingerprint: str) -> list[Cell]:
-    """Every cell of the study, in a stable order (defense, ε, seed)."""
+    """Every cell of the study, in a stable order (defense, ε, seed).
+
+    Args:
+        config: the study's configuration.
+        dataset_fingerprint: the dataset's fingerprint (part of each cell's identity).
+
+    Returns:
+        The cells.
+    """
     from dpaudit.training.registry import get_defense
 
     cells = []
@@ -239,6 +295,14 @@ def grid(config: StudyConfig, dataset_fingerprint: str) -> list[Cell]:
 
 
 def dataset_summary(dataset) -> dict[str, Any]:
+    """What a report says about a dataset.
+
+    Args:
+        dataset: a loaded dataset.
+
+    Returns:
+        Name, fingerprint, node, edge, class and feature counts, and its info.
+    """
     return {
         "name": dataset.name,
         "fingerprint": dataset.fingerprint,
@@ -251,6 +315,16 @@ def dataset_summary(dataset) -> dict[str, Any]:
 
 
 def parse_list(text: str | Iterable, what: str) -> list[str]:
+    """Args:
+        text: a comma-separated string or an iterable.
+        what: the option named in the message.
+
+    Returns:
+        The stripped, non-empty items.
+
+    Raises:
+        ConfigurationError: no item.
+    """
     items = [t.strip() for t in (text.split(",") if isinstance(text, str) else text) if str(t).strip()]
     if not items:
         raise ConfigurationError(f"{what} must name at least one value")

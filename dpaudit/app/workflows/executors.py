@@ -28,7 +28,15 @@ EXECUTORS = ("local", "ray")
 class CellProgress:
     """One bar over the study's cells (with tqdm's ETA). Without a terminal (CI, nohup, a log
     file) tqdm stays silent, so a log line with the same numbers is written every
-    ``log_every`` seconds and at each finished cell."""
+    ``log_every`` seconds and at each finished cell.
+
+    Args:
+        total: cells in the study.
+        done: cells already done (resumed).
+        failed: cells already failed.
+        disable: hide the bar; ``None``: shown only on a terminal.
+        log_every: seconds between log lines without a terminal.
+    """
 
     def __init__(self, total: int, done: int, failed: int, disable: bool | None, log_every: float = 60.0):
         import sys
@@ -45,11 +53,17 @@ class CellProgress:
         self.refresh()
 
     def refresh(self, log_due: bool = True):
+        """Redraw the bar's counts, and write a log line when one is due.
+
+        Args:
+            log_due: allow a log line now.
+        """
         self.bar.set_postfix_str(f"done={self.done} running={self.running_now()} failed={self.failed}", refresh=True)
         if log_due and self.log_lines and self._clock() - self._last_log >= self.log_every:
             self._log()
 
     def eta_seconds(self) -> float | None:
+        """Seconds left at the mean pace of the cells finished in this run; ``None`` before the first."""
         finished = self.done + self.failed - self._start_count
         if finished <= 0:  # before the first cell: the study's up-front guess, less the time gone
             guess = getattr(self, "guess_seconds", None)
@@ -79,6 +93,11 @@ class CellProgress:
         )  # fmt: skip
 
     def finished(self, ok: bool):
+        """Count one finished cell and advance the bar.
+
+        Args:
+            ok: the cell is done (``False``: it failed).
+        """
         if ok:
             self.done += 1
         else:
@@ -89,6 +108,7 @@ class CellProgress:
             self._log(final=self.done + self.failed >= self.total)
 
     def close(self):
+        """Redraw the bar's last state and close it."""
         self.refresh()  # the bar's last state is the study's (no cell left "running")
         self.bar.close()
 
@@ -97,7 +117,14 @@ def longest_first(tasks: list[dict]) -> list[dict]:
     """Tasks ordered by decreasing expected cost, each cell's defense's declared
     :attr:`~dpaudit.training.defense.Defense.relative_cost` (stable: the grid order breaks
     ties), so that no core idles at the end while one long cell finishes; a wrong guess costs
-    some idle time, never a result. A defense that is not registered counts 2.0."""
+    some idle time, never a result. A defense that is not registered counts 2.0.
+
+    Args:
+        tasks: the cells' tasks.
+
+    Returns:
+        The tasks, reordered.
+    """
 
     def cost(task: dict) -> float:
         try:
@@ -109,6 +136,15 @@ def longest_first(tasks: list[dict]) -> list[dict]:
 
 
 def failed_record(task: dict, exc: BaseException | str) -> dict:
+    """The cell record of a cell that failed outside the cell's own code (a worker that died).
+
+    Args:
+        task: the cell's task.
+        exc: the exception, or the reason in words.
+
+    Returns:
+        A cell record with ``status="failed"`` and the error.
+    """
     cell = task["cell"]
     message = exc if isinstance(exc, str) else (str(exc) or type(exc).__name__)
     return {
@@ -153,7 +189,14 @@ def _kill_workers(pool) -> None:
 def execute_local(tasks: list[dict], jobs: int, on_result, progress: CellProgress) -> None:
     """Run ``tasks`` here (``jobs`` = 1) or in ``jobs`` worker processes; an interruption
     (KeyboardInterrupt, which :meth:`Study.run` also raises on SIGTERM) kills the workers at
-    once and propagates, and every cell finished before it has been passed to ``on_result``."""
+    once and propagates, and every cell finished before it has been passed to ``on_result``.
+
+    Args:
+        tasks: the cells' tasks.
+        jobs: worker processes (1: in this process).
+        on_result: called with each finished cell's result as it arrives.
+        progress: the study's progress bar.
+    """
     if jobs <= 1:
         with _cell_bars_hidden():
             for task in tasks:
@@ -195,7 +238,17 @@ def execute_local(tasks: list[dict], jobs: int, on_result, progress: CellProgres
 def connect_ray(jobs: int):
     """The ``ray`` module, connected: to the cluster at ``RAY_ADDRESS``, else to a local one with
     ``jobs`` CPUs. A study calls it before it writes anything, so a missing extra or an
-    unreachable cluster is one error line and no study folder."""
+    unreachable cluster is one error line and no study folder.
+
+    Args:
+        jobs: CPUs of a local Ray instance.
+
+    Returns:
+        The ``ray`` module.
+
+    Raises:
+        ConfigurationError: Ray is not installed or the cluster is unreachable.
+    """
     try:
         import ray
     except ImportError:
@@ -218,6 +271,14 @@ def connect_ray(jobs: int):
 
 
 def execute_ray(tasks: list[dict], jobs: int, on_result, progress: CellProgress) -> None:
+    """Run the cells as Ray tasks (one CPU each, and one GPU when the cluster has one).
+
+    Args:
+        tasks: the cells' tasks.
+        jobs: CPUs of a local Ray instance (:func:`connect_ray`).
+        on_result: called with each finished cell's result as it arrives.
+        progress: the study's progress bar.
+    """
     ray = connect_ray(jobs)
     gpus = 1 if ray.cluster_resources().get("GPU", 0) >= 1 else 0
     remote = ray.remote(num_cpus=1, num_gpus=gpus, max_retries=0)(run_cell)

@@ -91,7 +91,25 @@ def check_gradient_request(defense: str, epsilon, canaries: int, runs: int, over
                            delta="auto", device: str = "auto", seed: int = 0,
                            design: dict | None = None):  # fmt: skip
     """Validate everything that can be validated before data is loaded; returns the defense class
-    and the resolved design options ``{"module", "label", "observe", "claim"}``."""
+    and the resolved design options ``{"module", "label", "observe", "claim"}``.
+
+    Args:
+        defense: a registered DP-SGD defense's name.
+        epsilon: its target ε.
+        canaries: gradient canaries per run, >= 1.
+        runs: independent trainings, >= 1.
+        overrides: the defense's hyperparameter overrides.
+        delta: δ, or ``"auto"``.
+        device: torch device.
+        seed: the audit's seed.
+        design: ``module``, ``label``, ``observe`` and ``claim`` options.
+
+    Returns:
+        ``(defense class, resolved design options)``.
+
+    Raises:
+        ConfigurationError: any of them is invalid.
+    """
     if isinstance(canaries, bool) or not isinstance(canaries, int) or canaries < 1:
         raise ConfigurationError(f"--canaries must be an integer >= 1, got {canaries!r}")
     if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
@@ -136,7 +154,15 @@ def module_claim(spec, hook) -> tuple[float, float | None] | None:
     the canaries' law says accounts it (:meth:`dpaudit.training.dpsgd.CanaryLaw.matches`: DP-SGD's
     Poisson-sampled Gaussian with the run's rate and steps, DP-GNN's Theorem 1 over its steps),
     with the spec's σ, never the one the run used; the largest ε if several records match (its μ
-    only when every match states one); ``None`` if none does."""
+    only when every match states one); ``None`` if none does.
+
+    Args:
+        spec: the run's privacy spec.
+        hook: the canary hook of the audited module (its canary law).
+
+    Returns:
+        ``(epsilon, mu)`` or ``None``.
+    """
     from dpaudit.accounting import PrivacyLedger
     from dpaudit.accounting.mechanisms import mechanism_from_record
 
@@ -171,7 +197,33 @@ def gradient_canary_audit(
     """Run the gradient-canary audit (module docstring) and return (and, with ``out``, write) its
     JSON record (a ``dict`` with ``.verdict`` and ``.certified_epsilon_lower_bound``). ``design``: ``module`` (:func:`dpsgd_modules`; default the first), ``observe``
     (:data:`dpaudit.auditing.gradient_canary.OBSERVATIONS`, default ``"iterates"``), ``claim``
-    (``"module"`` or ``"total"``)."""
+    (``"module"`` or ``"total"``).
+
+    Args:
+        defense: a registered DP-SGD defense's name.
+        dataset: a dataset name or a loaded :class:`~dpaudit.data.datasets.GraphDataset`.
+        epsilon: its target ε.
+        canaries: gradient canaries per run.
+        runs: independent trainings, fresh coins each.
+        overrides: the defense's hyperparameter overrides.
+        split: the split spec; ``None``: the default.
+        seed: the audit's seed.
+        delta: δ, or ``"auto"``.
+        device: torch device.
+        data_root: where to find the dataset.
+        dataset_options: options of :func:`~dpaudit.data.datasets.load_dataset`.
+        design: the options above.
+        confidence: confidence of the certified lower bound.
+        out: where to write the JSON record; ``None``: not written.
+        progress: show a progress bar.
+        keep_scores: keep every score and coin in the record.
+
+    Returns:
+        The JSON record.
+
+    Raises:
+        ConfigurationError: invalid arguments, refused before any training.
+    """
     from tqdm.auto import tqdm
 
     from dpaudit.training.dpsgd import DiracCanaries, inserting_canaries

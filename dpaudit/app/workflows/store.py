@@ -36,7 +36,12 @@ RECORD_KEYS = (
 
 
 def save_dataset(dataset, directory: str | Path) -> None:
-    """Write a :class:`~dpaudit.data.datasets.GraphDataset` as tensors (safetensors) + JSON, never pickle."""
+    """Write a :class:`~dpaudit.data.datasets.GraphDataset` as tensors (safetensors) + JSON, never pickle.
+
+    Args:
+        dataset: the dataset.
+        directory: the folder written (``dataset.json`` and tensors).
+    """
     from safetensors.torch import save as save_safetensors
 
     directory = Path(directory)
@@ -51,6 +56,14 @@ def save_dataset(dataset, directory: str | Path) -> None:
 
 
 def load_saved_dataset(directory: str | Path):
+    """Read a dataset written by :func:`save_dataset` (no unpickling).
+
+    Args:
+        directory: its folder.
+
+    Returns:
+        The :class:`~dpaudit.data.datasets.GraphDataset`.
+    """
     from safetensors.torch import load as load_safetensors
     from torch_geometric.data import Data
 
@@ -70,6 +83,15 @@ def load_saved_dataset(directory: str | Path):
 
 
 def load_study_dataset(config: StudyConfig, study_dir: str | Path):
+    """The study's dataset: the copy saved in the study folder (``"study:dataset"``), else loaded by name.
+
+    Args:
+        config: the study's configuration.
+        study_dir: the study folder.
+
+    Returns:
+        The dataset.
+    """
     from dpaudit.data.datasets import load_dataset
 
     if config.dataset == "study:dataset":
@@ -81,7 +103,11 @@ def load_study_dataset(config: StudyConfig, study_dir: str | Path):
 
 
 class StudyLock:
-    """Exclusive lock on ``STUDY_DIR/.lock`` (released by the OS even on SIGKILL)."""
+    """Exclusive lock on ``STUDY_DIR/.lock`` (released by the OS even on SIGKILL).
+
+    Args:
+        directory: the study folder.
+    """
 
     def __init__(self, directory: Path):
         self.path = directory / ".lock"
@@ -113,7 +139,14 @@ def _is_number(value) -> bool:
 
 def record_problem(rec: Any) -> str | None:
     """Why a parsed ``results.jsonl`` line is not a cell record the report can read (``None``:
-    it is one): the fields every reader relies on, with their types."""
+    it is one): the fields every reader relies on, with their types.
+
+    Args:
+        rec: a parsed JSON line.
+
+    Returns:
+        The problem in words, or ``None``.
+    """
     if not isinstance(rec, dict):
         return f"a {type(rec).__name__}, not a cell record"
     if rec.get("schema") != CELL_SCHEMA:
@@ -154,7 +187,15 @@ def read_results(study_dir: str | Path, skipped: list[dict] | None = None) -> li
     A line that is not JSON, or not a valid cell record (:func:`record_problem`), is skipped
     with a warning naming its line number, and described in ``skipped`` when a list is given
     (``{"line", "reason", "cell_id", "text", "torn"}``). Only an unterminated last line is a torn
-    write (a process killed while appending); any other bad line is corruption."""
+    write (a process killed while appending); any other bad line is corruption.
+
+    Args:
+        study_dir: the study folder.
+        skipped: a list that receives a description of each skipped line; ``None``: not collected.
+
+    Returns:
+        The cell records.
+    """
     path = Path(study_dir) / RESULTS_FILE
     if not path.exists():
         return []
@@ -185,11 +226,23 @@ def read_results(study_dir: str | Path, skipped: list[dict] | None = None) -> li
 
 
 def rewrite_results(study_dir: Path, records: list[dict]) -> None:
+    """Replace ``results.jsonl`` atomically with ``records``, one JSON line each.
+
+    Args:
+        study_dir: the study folder.
+        records: the cell records.
+    """
     text = "".join(json.dumps(r, separators=(",", ":"), allow_nan=False) + "\n" for r in records)
     atomic_write_bytes(study_dir / RESULTS_FILE, text.encode("utf-8"))
 
 
 def append_result(study_dir: Path, record: dict) -> None:
+    """Append one cell record to ``results.jsonl`` as one JSON line, fsynced.
+
+    Args:
+        study_dir: the study folder.
+        record: the cell record.
+    """
     line = (json.dumps(record, separators=(",", ":"), allow_nan=False) + "\n").encode("utf-8")
     fd = os.open(study_dir / RESULTS_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
@@ -211,7 +264,16 @@ def _fsync_dir(path: Path) -> None:
 
 
 def materialise_cell(study_dir: Path, cell_id: str, files: dict[str, str]) -> None:
-    """Write a finished cell's files under ``cells/.tmp-*`` and rename the folder into place."""
+    """Write a finished cell's files under ``cells/.tmp-*`` and rename the folder into place.
+
+    Args:
+        study_dir: the study folder.
+        cell_id: the cell.
+        files: relative path → text of each file.
+
+    Raises:
+        RuntimeError: a path would leave the cell's folder.
+    """
     cells = study_dir / CELLS_DIR
     final = cells / cell_id
     if final.exists():  # finished before (and recovered): keep the first result
@@ -228,6 +290,15 @@ def materialise_cell(study_dir: Path, cell_id: str, files: dict[str, str]) -> No
 
 
 def load_cell_record(study_dir: Path, cell_id: str) -> dict | None:
+    """A finished cell's record from ``cells/<id>/cell.json``.
+
+    Args:
+        study_dir: the study folder.
+        cell_id: the cell.
+
+    Returns:
+        The record, or ``None`` when missing, unreadable, not done or of another cell.
+    """
     path = study_dir / CELLS_DIR / cell_id / "cell.json"
     try:
         rec = json.loads(path.read_text(encoding="utf-8"))
@@ -237,7 +308,15 @@ def load_cell_record(study_dir: Path, cell_id: str) -> dict | None:
 
 
 def load_cell_artifacts(study_dir: str | Path, record: dict) -> dict:
-    """The record with each attack's image artifacts read back from ``cells/<id>/attacks/``."""
+    """The record with each attack's image artifacts read back from ``cells/<id>/attacks/``.
+
+    Args:
+        study_dir: the study folder.
+        record: a cell record.
+
+    Returns:
+        A copy of the record with the artifacts filled in.
+    """
     rec = dict(record)
     folder = Path(study_dir) / CELLS_DIR / str(record.get("cell_id")) / "attacks"
     attacks = {}

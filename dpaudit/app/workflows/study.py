@@ -99,7 +99,16 @@ progress_log = logging.getLogger("dpaudit.progress")
 
 
 class Study:
-    """A study folder and its configuration. ``Study(config, out).run(jobs=2)``."""
+    """A study folder and its configuration. ``Study(config, out).run(jobs=2)``.
+
+    Args:
+        config: the study's configuration.
+        out: the study folder.
+        dataset: the loaded dataset; ``None``: loaded from the configuration.
+        command: the command line that made the study (recorded).
+        force: reuse a folder of another kind.
+        made_by: the command that made the study (``"compare"``, ``"demo"``).
+    """
 
     def __init__(
         self, config: StudyConfig, out: str | Path, dataset=None, command: str | None = None, force: bool = False,
@@ -196,7 +205,20 @@ class Study:
     def run(
         self, jobs: int = 1, executor: str = "local", progress: bool | None = None, retry_failed: bool = True
     ) -> StudyResult:
-        """Run every unfinished cell (see the module docstring); returns the study's results."""
+        """Run every unfinished cell (see the module docstring); returns the study's results.
+
+        Args:
+            jobs: cells run at once, >= 1.
+            executor: ``"local"`` or ``"ray"``.
+            progress: show a progress bar; ``None``: when stderr is a terminal.
+            retry_failed: rerun cells that failed before.
+
+        Returns:
+            The study's results.
+
+        Raises:
+            ConfigurationError: unknown executor, ``jobs`` < 1, or Ray unavailable.
+        """
         if executor not in EXECUTORS:
             raise ConfigurationError(f"unknown executor {executor!r}; use {' or '.join(EXECUTORS)}")
         if int(jobs) < 1:
@@ -299,7 +321,12 @@ class Study:
 def keep_aside(study_dir: Path, skipped: list[dict]) -> None:
     """Corrupted lines of ``results.jsonl`` (not a torn last line, which is a write the process
     never finished) are copied to ``results.unreadable.jsonl`` before a run rewrites the file
-    and redoes their cells: nothing the user had is lost."""
+    and redoes their cells: nothing the user had is lost.
+
+    Args:
+        study_dir: the study folder.
+        skipped: the skipped lines described by :func:`read_results`.
+    """
     corrupted = [s for s in skipped if not s.get("torn")]
     if not corrupted:
         return
@@ -356,7 +383,13 @@ class _Interrupts:
 
 
 class StudyResult:
-    """The finished (and failed) cells of a study folder, renderable as a report."""
+    """The finished (and failed) cells of a study folder, renderable as a report.
+
+    Args:
+        directory: the study folder.
+        meta: the content of ``study.json``.
+        records: the cell records.
+    """
 
     def __init__(self, directory: Path, meta: dict, records: list[dict]):
         self.dir = Path(directory)
@@ -367,6 +400,17 @@ class StudyResult:
 
     @classmethod
     def load(cls, directory: str | Path) -> StudyResult:
+        """Read a study folder's results.
+
+        Args:
+            directory: the study folder.
+
+        Returns:
+            The results.
+
+        Raises:
+            DPAuditError: the folder holds no readable ``study.json``.
+        """
         directory = Path(directory)
         try:
             meta = json.loads((directory / STUDY_FILE).read_text(encoding="utf-8"))
@@ -445,6 +489,7 @@ class StudyResult:
         return rows
 
     def report_meta(self) -> dict[str, Any]:
+        """The report's metadata: title, dataset, defenses, attacks and the study's configuration."""
         config = self.meta.get("config") or {}
         dataset = self.meta.get("dataset") or {}
         return {

@@ -57,7 +57,15 @@ from dpaudit.training.registry import get_defense, register_defense
 
 
 def ledger_epsilon(mechanisms, delta: float) -> float:
-    """The accountant's ε of ``mechanisms`` composed, at ``delta`` (the defenses' own ledger)."""
+    """The accountant's ε of ``mechanisms`` composed, at ``delta`` (the defenses' own ledger).
+
+    Args:
+        mechanisms: the mechanisms of one run.
+        delta: δ.
+
+    Returns:
+        ε at ``delta``.
+    """
     return float(PrivacyLedger().extend(list(mechanisms)).explain_epsilon(delta)[0])
 
 
@@ -122,6 +130,12 @@ class _BrokenMLPDP(mlp_dp.MLPDP):
 
 @register_defense
 class MLPDPNoiseDiv10(_BrokenMLPDP):
+    """A deliberately broken defense of the zoo: mlp-dp whose DP-SGD adds a tenth of the accounted noise; its spec still claims the accounted guarantee.
+
+    Attributes:
+        noise_factor: factor on the noise multiplier actually used (0.1).
+    """
+
     name = "zoo-mlp-dp-noise-div10"
     summary = "zoo: mlp-dp with a tenth of the accounted DP-SGD noise"
     noise_factor = 0.1
@@ -157,6 +171,12 @@ class MLPDPMissingStep(_BrokenMLPDP):
 
 @register_defense
 class MLPDPNoClipping(_BrokenMLPDP):
+    """A deliberately broken defense of the zoo: mlp-dp without per-example clipping (the noise std σ·C is unchanged); its spec still claims the accounted guarantee.
+
+    Attributes:
+        clip_factor: factor on the clipping norm actually used (10⁶: nothing is clipped).
+    """
+
     name = "zoo-mlp-dp-no-clipping"
     summary = "zoo: mlp-dp without per-example clipping (noise std σ·C unchanged)"
     clip_factor = 1e6  # C' = 10⁶·C: no gradient is ever clipped
@@ -204,6 +224,12 @@ class _BrokenGAP:
 
 @register_defense
 class GAPEdgeSensitivityDiv10(_BrokenGAP, get_defense("gap-edp")):
+    """A deliberately broken defense of the zoo: gap-edp calibrating PMA to a tenth of the edge sensitivity √2; its spec still claims the accounted guarantee.
+
+    Attributes:
+        sensitivity_factor: fraction of the true per-hop sensitivity PMA calibrates to (0.1).
+    """
+
     name = "zoo-gap-edp-sensitivity-div10"
     summary = "zoo: gap-edp calibrating PMA to a tenth of the edge sensitivity √2"
     sensitivity_factor = 0.1
@@ -211,6 +237,13 @@ class GAPEdgeSensitivityDiv10(_BrokenGAP, get_defense("gap-edp")):
 
 @register_defense
 class GAPNodeNoiseDiv10(_BrokenGAP, get_defense("gap-ndp")):
+    """A deliberately broken defense of the zoo: gap-ndp with a tenth of the accounted noise in PMA and in both DP-SGD runs; its spec still claims the accounted guarantee.
+
+    Attributes:
+        noise_factor: factor on the DP-SGD runs' noise (0.1).
+        sensitivity_factor: fraction of the per-hop sensitivity PMA calibrates to (0.1).
+    """
+
     name = "zoo-gap-ndp-noise-div10"
     summary = "zoo: gap-ndp with a tenth of the accounted noise in PMA and both DP-SGD runs"
     noise_factor = 0.1
@@ -270,6 +303,12 @@ class _BrokenGCON(get_defense("gcon")):
 
 @register_defense
 class GCONNoiseDiv10(_BrokenGCON):
+    """A deliberately broken defense of the zoo: gcon with a tenth of Theorem 1's objective-perturbation noise; its spec still claims the accounted guarantee.
+
+    Attributes:
+        noise_factor: factor on the objective noise B (0.1).
+    """
+
     name = "zoo-gcon-noise-div10"
     summary = "zoo: gcon with a tenth of Theorem 1's objective-perturbation noise"
     noise_factor = 0.1
@@ -300,6 +339,12 @@ def _dpgnn_training(noise_factor: float):
 
 @register_defense
 class DPGNNNoiseDiv10(get_defense("dpgnn")):
+    """A deliberately broken defense of the zoo: dpgnn with a tenth of the noise Theorem 1 accounts; its spec still claims the accounted guarantee.
+
+    Attributes:
+        noise_factor: factor on the noise multiplier actually used (0.1).
+    """
+
     name = "zoo-dpgnn-noise-div10"
     summary = "zoo: dpgnn with a tenth of the noise Theorem 1 accounts"
     noise_factor = 0.1
@@ -310,7 +355,17 @@ class DPGNNNoiseDiv10(get_defense("dpgnn")):
 
     def true_epsilon(self, dataset: GraphDataset, split: Split, delta: float, module: str | None = None) -> float:
         """Theorem 1's ε for the plan's schedule at noise multiplier z·``noise_factor`` (one run:
-        ``module`` names nothing else). ε depends on σ/C only, so C = 1 serves both protocols."""
+        ``module`` names nothing else). ε depends on σ/C only, so C = 1 serves both protocols.
+
+        Args:
+            dataset: the training graph.
+            split: its split (the declared training size).
+            delta: δ.
+            module: ignored (one DP-SGD run).
+
+        Returns:
+            The true ε.
+        """
         from defenses.dpgnn import protocols
 
         run = protocols.plan(self.hp, self.protocol, self.epsilon, delta, declared_train_size(dataset, split))
@@ -323,11 +378,23 @@ class DPGNNNoiseDiv10(get_defense("dpgnn")):
 
 @dataclass
 class ToyHyperparameters(PrivateHyperparameters):
+    """Hyperparameters of the toy Gaussian sum: only the inherited ones.
+
+    Attributes:
+        protocol: sound: every step proven (default); paper: as the authors ran it, sound: false
+    """
+
     pass
 
 
 class ToyGaussianModel(ReleasedModel):
-    """Posteriors softmax(Wᵀ x̂) from the released noisy class sums W [F, C]."""
+    """Posteriors softmax(Wᵀ x̂) from the released noisy class sums W [F, C].
+
+    Args:
+        weights: the released noisy class sums ``[F, C]``.
+        privacy: its privacy spec.
+        card: its model card.
+    """
 
     kind = "zoo-gaussian-sum"
 
@@ -336,21 +403,48 @@ class ToyGaussianModel(ReleasedModel):
         self.weights = weights
 
     def predict_proba(self, graph, nodes=None):
+        """Args:
+            graph: the query graph (its ``x`` is read).
+            nodes: the nodes answered; ``None``: every node.
+
+        Returns:
+            Posteriors ``[len(nodes), C]`` (float64).
+        """
         x = torch.nn.functional.normalize(graph.x.double(), dim=1)
         out = torch.softmax(x @ self.weights, dim=1)
         return out if nodes is None else out[torch.as_tensor(nodes)]
 
     def embed(self, graph, nodes=None):
+        """The posteriors (:meth:`predict_proba`) serve as embeddings.
+
+        Args:
+            graph: the query graph (its ``x`` is read).
+            nodes: the nodes answered; ``None``: every node.
+
+        Returns:
+            Posteriors ``[len(nodes), C]`` (float64).
+        """
         return self.predict_proba(graph, nodes)
 
     def config(self):
+        """No configuration beyond the weights: ``{}``."""
         return {}
 
     def state_tensors(self):
+        """The released tensors: ``{"weights": W}``."""
         return {"weights": self.weights}
 
     @classmethod
     def from_state(cls, config, tensors, privacy, card):
+        """Args:
+            config: the saved configuration (unused).
+            tensors: the saved tensors (``weights``).
+            privacy: the saved privacy spec.
+            card: the saved model card.
+
+        Returns:
+            The model.
+        """
         return cls(tensors["weights"], privacy, card)
 
 
@@ -358,7 +452,11 @@ class ToyGaussianModel(ReleasedModel):
 class ToyGaussianSum(Defense):
     r"""The Gaussian mechanism (Dwork & Roth 2014, Thm A.1; exact calibration of Balle & Wang
     2018) on W = Σ_{v ∈ train} clip₁(x_v) e_{y_v}ᵀ (Frobenius sensitivity 1 under adding or
-    removing a node); ``sigma_factor`` < 1 adds less noise than accounted (the broken variant)."""
+    removing a node); ``sigma_factor`` < 1 adds less noise than accounted (the broken variant).
+
+    Attributes:
+        sigma_factor: factor on the calibrated σ actually used (1.0: sound).
+    """
 
     name = "zoo-gaussian-sum"
     summary = "zoo: Gaussian mechanism on per-class feature sums (node level)"
@@ -382,12 +480,28 @@ class ToyGaussianSum(Defense):
         )
 
     def true_epsilon(self, dataset: GraphDataset, split: Split, delta: float, module: str | None = None) -> float:
-        """The true ε (one Gaussian release: ``module`` names nothing else)."""
+        """The true ε (one Gaussian release: ``module`` names nothing else).
+
+        Args:
+            dataset: the training graph (unused).
+            split: its split (unused).
+            delta: δ.
+            module: ignored.
+
+        Returns:
+            The true ε.
+        """
         return ledger_epsilon([GaussianMechanism(self._sigma(delta) * self.sigma_factor, 1.0, 1)], delta)
 
 
 @register_defense
 class ToyGaussianHalf(ToyGaussianSum):
+    """The toy Gaussian sum with half the accounted σ (broken).
+
+    Attributes:
+        sigma_factor: 0.5.
+    """
+
     name = "zoo-gaussian-sum-sigma-half"
     summary = "zoo: the toy Gaussian sum with half the accounted σ"
     sigma_factor = 0.5
@@ -399,7 +513,13 @@ class ToyGaussianHalf(ToyGaussianSum):
 @dataclass(frozen=True)
 class Variant:
     """One zoo entry: ``defense`` (registered name) trains; ``base`` is the sound defense it
-    breaks (its audits are :data:`AUDIT_PLANS`'s); ``variant`` is ``"sound"`` or the break's name."""
+    breaks (its audits are :data:`AUDIT_PLANS`'s); ``variant`` is ``"sound"`` or the break's name.
+
+    Attributes:
+        base: the sound defense's registered name.
+        variant: ``"sound"`` or the break's name.
+        defense: the registered defense that trains.
+    """
 
     base: str
     variant: str
@@ -435,7 +555,14 @@ SUBTLE_VARIANTS: tuple[Variant, ...] = (
 
 
 def max_in_degree(dataset: GraphDataset) -> int:
-    """The largest in-degree of the graph: the degree promise the zoo gives sound node-level GAP."""
+    """The largest in-degree of the graph: the degree promise the zoo gives sound node-level GAP.
+
+    Args:
+        dataset: the graph.
+
+    Returns:
+        The largest in-degree.
+    """
     return int(torch.bincount(dataset.data.edge_index[1], minlength=dataset.num_nodes).max())
 
 
@@ -443,7 +570,21 @@ def true_epsilon(defense: str, dataset: GraphDataset, split: Split, epsilon: flo
                  overrides: dict[str, Any] | None = None, module: str | None = None) -> float:  # fmt: skip
     """The ε that the noise a run of ``defense`` actually adds gives at ``delta`` — of the
     whole run, or of one DP-SGD ``module`` —: a zoo break's own computation, or for a sound
-    defense the ε it ``spent`` on what was audited (its accountant's)."""
+    defense the ε it ``spent`` on what was audited (its accountant's).
+
+    Args:
+        defense: the registered defense's name.
+        dataset: the training graph.
+        split: its split.
+        epsilon: the defense's target ε.
+        delta: δ.
+        spent: the ε the run's accountant spent on what was audited.
+        overrides: the defense's hyperparameter overrides.
+        module: the audited DP-SGD module; ``None``: the whole run.
+
+    Returns:
+        The true ε.
+    """
     instance = get_defense(defense)(epsilon=epsilon, delta=delta, seed=0, device="cpu", **(overrides or {}))
     if hasattr(instance, "true_epsilon"):
         return float(instance.true_epsilon(dataset, split, delta, module))
@@ -456,7 +597,14 @@ def true_epsilon(defense: str, dataset: GraphDataset, split: Split, epsilon: flo
 def gcon_runs(claim: float) -> int:
     """Trainings pooled in GCON's audit at ``claim`` (each holds one canary). Below ε = 1 each
     canary carries less, and the one-run tests must resolve a guess precision e^ε/(1 + e^ε)
-    nearer ½ (0.62 at 0.5): three times as many trainings there."""
+    nearer ½ (0.62 at 0.5): three times as many trainings there.
+
+    Args:
+        claim: the claimed ε.
+
+    Returns:
+        12,000 below ε = 1, else 4,000.
+    """
     return 12000 if claim < 1.0 else 4000
 
 
@@ -518,6 +666,20 @@ def audit_variant(variant: Variant, dataset: GraphDataset, claim: float, *, spli
     broken", or "claim refuted" for a hypothesis) — its certified ε bound exceeds the ε it tests (the spent
     ε), or, where the spec states μ-GDP (``claimed_mu``, e.g. GAP's edge level), its certified
     μ exceeds that μ. Each audit trains its own run(s) with its own fair coins.
+
+    Args:
+        variant: the zoo entry.
+        dataset: the graph.
+        claim: the claimed ε.
+        split: the split spec.
+        seed: the audits' seed.
+        confidence: joint confidence of the certified bounds.
+        overrides: the defense's hyperparameter overrides.
+        plan: audits replacing the base defense's plan.
+        progress: show progress bars.
+
+    Returns:
+        The row above.
     """
     from dpaudit.app.workflows.canary import canary_audit
     from dpaudit.data.splits import make_split

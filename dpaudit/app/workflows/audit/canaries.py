@@ -19,7 +19,18 @@ def check_canary_results(model, canaries) -> list[dict[str, Any]]:
     """Refuse, before any work and in one line, canary audit results (``dpaudit canary`` JSON,
     :func:`dpaudit.app.workflows.canary.canary_audit` dicts, :meth:`dpaudit.GradientCanaries.result`
     records) that do not audit ``model``'s claim: another schema, another unit, another ε, another
-    dataset or none named. Returns them as dicts."""
+    dataset or none named. Returns them as dicts.
+
+    Args:
+        model: the audited released model.
+        canaries: one result or a list: dicts, or paths of ``dpaudit canary`` JSON files; ``None``: none.
+
+    Returns:
+        The results as dicts (an empty list for ``None``).
+
+    Raises:
+        ConfigurationError: a result is unreadable or does not audit ``model``'s claim.
+    """
     from dpaudit.auditing.results import CANARY_SCHEMA, CANARY_SCHEMA_VERSION
 
     if canaries is None:
@@ -74,7 +85,15 @@ def canary_evidence(model, canaries: list[dict[str, Any]]) -> dict[str, dict[str
 
     The verdict is "claim refuted" (a hypothesis: the user's or a paper's) or "guarantee broken"
     (a proven guarantee) when a valid certified bound exceeds the claim, else as the canary audit
-    words it. Keyed ``"<kind> canaries"`` (``#i`` appended when several share a kind)."""
+    words it. Keyed ``"<kind> canaries"`` (``#i`` appended when several share a kind).
+
+    Args:
+        model: the audited released model.
+        canaries: the results returned by :func:`check_canary_results`.
+
+    Returns:
+        Each result's evidence (verdict, tested claim, bound), keyed as above.
+    """
     import numpy as np
 
     from attacks.canary import audited_claim

@@ -167,7 +167,17 @@ def calibrate(model, dataset, device: str = "auto", shadows: bool = True) -> dic
     ``shadow_source`` says where the shadow cost comes from: ``"trial"`` (measured warm,
     :func:`_shadow_trial`), ``"recorded"`` (an uncalibrated recipe: the target's recorded
     training time, cold, so an upper estimate), ``"guess"`` (neither: a size guess) or
-    ``"none"`` (``shadows=False``: no planned attack trains one)."""
+    ``"none"`` (``shadows=False``: no planned attack trains one).
+
+    Args:
+        model: the target released model.
+        dataset: its graph.
+        device: torch device of the shadow trial.
+        shadows: measure a shadow model (``False`` when no planned attack trains one).
+
+    Returns:
+        The costs above.
+    """
     start = time.perf_counter()
     trial = _shadow_trial(model, dataset, device) if shadows else {"shadow": 0.0, "first_shadow_extra": 0.0}
     costs: dict[str, Any] = {"shadow_source": "trial" if shadows else "none"}
@@ -245,6 +255,12 @@ def order_attacks(names: list[str]) -> list[str]:
     or shadow models trained by the target's own recipe) are the most powerful membership attacks
     at low FPR; LinkTeller and link stealing test edges; the shadow-free threshold attack and the
     embedding probe are cheap diagnostics. Reports show attacks in the same order.
+
+    Args:
+        names: attack names.
+
+    Returns:
+        The names, reordered.
     """
     import attacks as attack_registry
 
@@ -265,6 +281,18 @@ def audit_plan(
     it is printed before any work starts. For a query-charged model each step also says at
     most how many new releases it needs (``foreign_releases``) and ``queries`` sums them
     (:func:`query_plan`).
+
+    Args:
+        model: the target released model.
+        dataset: its graph.
+        names: the attacks to run.
+        settings: each attack's complete settings.
+        quick: the plan is of the quick preset (recorded).
+        device: torch device of the calibration.
+        costs: measured costs (:func:`calibrate`); ``None``: measured now.
+
+    Returns:
+        The plan (above).
     """
     import attacks as attack_registry
 
@@ -305,7 +333,15 @@ LONG_RUN_SECONDS = 2 * 3600
 def check_plan_duration(plan: dict, allow_long: bool = False) -> None:
     """Refuse, before any attack runs, a plan (:func:`audit_plan`) estimated above
     :data:`LONG_RUN_SECONDS` on an idle machine, unless ``allow_long``; the line names the
-    costliest step."""
+    costliest step.
+
+    Args:
+        plan: the plan.
+        allow_long: ``True`` (``--allow-long``) skips the check.
+
+    Raises:
+        ConfigurationError: the estimate is above the limit.
+    """
     seconds = float(plan.get("estimated_seconds") or 0.0)
     if allow_long or seconds <= LONG_RUN_SECONDS:
         return

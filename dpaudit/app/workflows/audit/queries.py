@@ -36,7 +36,17 @@ def query_plan(model, dataset, steps: list[dict]) -> dict | None:
     most how many new releases they need (each step's ``foreign_releases``), whether the
     owner's training release answers the training-graph queries for free, and the query ledger
     those releases would make (``query_ledger``: about the query graphs, never added to the
-    model's training ε, ``training_epsilon``). ``None`` for other models."""
+    model's training ε, ``training_epsilon``). ``None`` for other models.
+
+    Args:
+        model: the target released model.
+        dataset: the audited graph.
+        steps: the plan's attack steps; each gets its ``foreign_releases`` set.
+
+    Returns:
+        ``releases_at_most``, ``training_graph_free``, ``unknown``, ``query_ledger`` and
+        ``training_epsilon``, or ``None``.
+    """
     if not charges_queries(model):
         return None
     from attacks import _common as C
@@ -77,7 +87,14 @@ def _query_ledger(model, releases: int, charged: int = 0) -> dict[str, Any]:
 
 
 def query_plan_line(queries: dict) -> str:
-    """One line on what a query-charged model's audit costs (:func:`query_plan`)."""
+    """One line on what a query-charged model's audit costs (:func:`query_plan`).
+
+    Args:
+        queries: what :func:`query_plan` returned.
+
+    Returns:
+        The line.
+    """
     free = ("training-graph queries read the owner's training release (free)" if queries["training_graph_free"]
             else "no owner's training release for the audited graph: every query is charged")  # fmt: skip
     text = f"query-charged model: the attacks need at most {queries['releases_at_most']} new release(s); {free}"

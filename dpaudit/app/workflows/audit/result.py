@@ -65,7 +65,14 @@ class AuditResult:
         return [s["attack"] for s in (self.plan or {}).get("attacks", []) if s["attack"] not in ran]
 
     def record(self, with_artifacts: bool = True) -> dict[str, Any]:
-        """The audit as one study cell record (see :mod:`dpaudit.app.workflows.study`)."""
+        """The audit as one study cell record (see :mod:`dpaudit.app.workflows.study`).
+
+        Args:
+            with_artifacts: keep each attack's artifacts (plots); ``False`` drops them.
+
+        Returns:
+            The cell record (JSON-serialisable).
+        """
         card = self.model.card
         privacy = self.model.privacy
         target = card.get("target_epsilon")
@@ -110,6 +117,9 @@ class AuditResult:
         }
 
     def report_meta(self) -> dict[str, Any]:
+        """The report's metadata: title, dataset summary, defenses, attacks, the command that retrains the
+        recipe on a random split, and library versions for reproducibility.
+        """
         from dpaudit import __version__
         from dpaudit.runtime import library_versions
 
@@ -138,6 +148,7 @@ class AuditResult:
         }  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
+        """The audit as a JSON-serialisable dict: :meth:`record` without artifacts."""
         return self.record(with_artifacts=False)
 
     def to_html(self, path: str | Path) -> Path:
@@ -158,7 +169,16 @@ class AuditResult:
 
 def train_command(card: dict, split: str = "random:0.75,0.1,0.15", seed: int | None = 0) -> str | None:
     """The ``dpaudit train`` command that retrains this card's recipe on a random split (the
-    split that makes membership ε lower bounds valid audits); None for models without a recipe."""
+    split that makes membership ε lower bounds valid audits); None for models without a recipe.
+
+    Args:
+        card: the model card.
+        split: the split of the command.
+        seed: the seed used when the card records none.
+
+    Returns:
+        The shell-quoted command, or ``None``.
+    """
     method = card.get("method")
     dataset = (card.get("dataset") or {}).get("name")
     if not method or not dataset or card.get("surrogate"):

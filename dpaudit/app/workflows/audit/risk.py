@@ -28,6 +28,15 @@ def node_risk(
     Returns score histograms (members vs non-members), the ``top`` members with the highest
     scores (the nodes most exposed) and, per degree bucket, the AUC and the TPR at the
     threshold that gives 1 % FPR over all non-members (the level every other TPR in the report uses). None when no membership set exists.
+
+    Args:
+        model: the released model.
+        dataset: its graph.
+        split: its split.
+        seed: seed of the membership partition (``mia-threshold``'s run 0).
+        max_members: most members in the partition; ``None``: every member the split allows.
+        top: members listed with the highest scores.
+        bins: histogram bins.
     """
     import numpy as np
 

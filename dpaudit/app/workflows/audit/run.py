@@ -62,6 +62,27 @@ def audit(
     unit, ε and dataset; they are re-tested against the model's claim (:func:`canary_evidence`)
     and enter its verdict: a valid certified bound above a user's or a paper's claim is "claim
     refuted". A mismatched or malformed result is refused in one line before any attack runs.
+
+    Args:
+        model: a released model, or the folder of a saved one.
+        dataset: the graph to attack; ``None``: the card's.
+        attacks: attack names (a list or a comma-separated string); ``None``: every attack.
+        settings: per-attack settings, keyed by attack name.
+        data_root: where to find the dataset.
+        device: torch device (``"auto"``, ``"cpu"``, ``"cuda"``).
+        command: the command line that started the audit (recorded in the result).
+        quick: start from the quick preset.
+        progress: show a progress bar; ``None``: when stderr is a terminal.
+        on_plan: called with the plan before any work.
+        canaries: canary audit results of the model's recipe (paths or dicts).
+        **common: settings given to every attack that accepts them.
+
+    Returns:
+        The audit's result.
+
+    Raises:
+        DPAuditError: ``model`` is not a released model or its folder.
+        ConfigurationError: unknown attack names or settings, or mismatched canary results.
     """
     from dpaudit.release.model import ReleasedModel, load
 
