@@ -48,8 +48,6 @@ NOT_NEIGHBOURING = (
 )
 
 
-
-
 # --------------------------------------------------------------------------- declared settings
 # What the settings every attack shares accept (attacks.register_attack: each attack module
 # declares the rest of its own beside its function).
@@ -241,8 +239,15 @@ def train_shadow(
     # would pick another architecture for a smaller shadow set, and its embeddings another width.
     target_size = (model.privacy.public_facts or {}).get("num_train")
     declared = len(members) if target_size is None else max(int(target_size), len(members))
-    split = Split(members, torch.empty(0, dtype=torch.long), non_members, spec="shadow", seed=seed, inductive=inductive,
-                  declared_sizes={"train": declared, "val": 0, "test": len(non_members)})  # fmt: skip
+    split = Split(
+        members,
+        torch.empty(0, dtype=torch.long),
+        non_members,
+        spec="shadow",
+        seed=seed,
+        inductive=inductive,
+        declared_sizes={"train": declared, "val": 0, "test": len(non_members)},
+    )
     return defense.fit(dataset, split)
 
 
@@ -468,8 +473,9 @@ def make_result(
     cov, group, coverage_notes = _attack_coverage(model, attack_unit, queries_private_graph, deployment)
     paired = attack_unit == "node" and neighbouring and audit_game
     summary = _run_statistics(model, runs, cov, attack_unit, settings, 2 * group if paired else None, run_extra)
-    valid, validity = bound_validity(model, attack, neighbouring=neighbouring, audit_game=audit_game,
-                                     diagnostic=diagnostic)  # fmt: skip
+    valid, validity = bound_validity(
+        model, attack, neighbouring=neighbouring, audit_game=audit_game, diagnostic=diagnostic
+    )
     per_run = summary["runs"]
     all_notes = [*(notes or []), *coverage_notes, *filter(None, [seeded_flag(model.card)])]
     extra = _measured_extra(model, extra, summary, attack_unit, runs, nodes, dataset)
@@ -492,13 +498,29 @@ def make_result(
         if note:
             all_notes.append(f"inference: {note}")
     ceiling_auc, lower_bound, lower_bound_delta_used = bound
-    return AttackResult(attack=attack, auc=summary["auc"], auc_ci=summary["auc_ci"], tpr_at_fpr=summary["tpr_at_fpr"],
-                        advantage=summary["advantage"], epsilon_lower_bound=lower_bound,
-                        epsilon_lower_bound_delta=lower_bound_delta_used, covered_by_guarantee=cov.covered,
-                        ceiling_auc=ceiling_auc, ceiling=ceiling, roc=summary["roc"], settings=dict(settings),
-                        runs=per_run, extra=extra, artifacts=dict(artifacts or {}), notes=all_notes,
-                        model=model_summary(model), bound_valid=valid, bound_validity=validity,
-                        baseline_auc=baseline_auc(baseline_runs), baseline=baseline if baseline_runs else None)  # fmt: skip
+    return AttackResult(
+        attack=attack,
+        auc=summary["auc"],
+        auc_ci=summary["auc_ci"],
+        tpr_at_fpr=summary["tpr_at_fpr"],
+        advantage=summary["advantage"],
+        epsilon_lower_bound=lower_bound,
+        epsilon_lower_bound_delta=lower_bound_delta_used,
+        covered_by_guarantee=cov.covered,
+        ceiling_auc=ceiling_auc,
+        ceiling=ceiling,
+        roc=summary["roc"],
+        settings=dict(settings),
+        runs=per_run,
+        extra=extra,
+        artifacts=dict(artifacts or {}),
+        notes=all_notes,
+        model=model_summary(model),
+        bound_valid=valid,
+        bound_validity=validity,
+        baseline_auc=baseline_auc(baseline_runs),
+        baseline=baseline if baseline_runs else None,
+    )
 
 
 # --------------------------------------------------------------------------- model-free baselines

@@ -227,8 +227,15 @@ def draw_node_canaries(
         wire_rows = np.stack([np.repeat(np.arange(count), wires), ends.reshape(-1)], axis=1).astype(np.int64)
     if not isinstance(signed, bool):
         raise ConfigurationError(f"canaries: signed must be true or false, got {signed!r}")
-    settings = {"feature": feature, "support": support, "scale": scale, "query_scale": query_scale, "wires": wires,
-                "seed": int(seed), **({"signed": True} if signed else {})}  # fmt: skip
+    settings = {
+        "feature": feature,
+        "support": support,
+        "scale": scale,
+        "query_scale": query_scale,
+        "wires": wires,
+        "seed": int(seed),
+        **({"signed": True} if signed else {}),
+    }
     return CanaryDesign(
         "node",
         count,
@@ -339,8 +346,7 @@ def draw_edge_canaries(
             f"{endpoint_uses} canar{'y' if endpoint_uses == 1 else 'ies'} per endpoint; ask for fewer canaries "
             f"(--canaries) or more per endpoint (--design endpoint_uses=K) on this graph"
         )
-    settings = {"min_distance": min_distance, "endpoints": endpoints, "endpoint_uses": endpoint_uses,
-                "seed": int(seed)}  # fmt: skip
+    settings = {"min_distance": min_distance, "endpoints": endpoints, "endpoint_uses": endpoint_uses, "seed": int(seed)}
     return CanaryDesign("edge", count, pairs=np.asarray(pairs, dtype=np.int64), settings=settings)
 
 
@@ -361,8 +367,9 @@ def _pairs_once(pool: np.ndarray, near: dict[int, set[int]], count: int) -> list
     return pairs
 
 
-def _pairs_reused(pool: np.ndarray, near: dict[int, set[int]], count: int, uses: int,
-                  rng: np.random.Generator, rounds: int = 50) -> list[tuple[int, int]]:  # fmt: skip
+def _pairs_reused(
+    pool: np.ndarray, near: dict[int, set[int]], count: int, uses: int, rng: np.random.Generator, rounds: int = 50
+) -> list[tuple[int, int]]:
     """Up to ``count`` distinct far-apart pairs, each node of ``pool`` in at most ``uses``: the
     configuration model on ``uses`` stubs per node, in ``pool`` order (lowest degree first when
     the pool is so ordered); stubs of a rejected pair (a node with itself, too near, or a pair
@@ -486,16 +493,31 @@ def training_data(base: GraphDataset, split: Split, design: CanaryDesign, includ
         node_part = None
         if split.node_part is not None:  # a canary forms its own part: its wires are never visible
             node_part = torch.cat([split.node_part, torch.full((len(new),), -2, dtype=split.node_part.dtype)])
-        sp = Split(train, split.val, split.test, spec=split.spec, seed=split.seed, inductive=split.inductive,
-                   info=dict(split.info), node_part=node_part, declared_sizes=split.declared_sizes)  # fmt: skip
+        sp = Split(
+            train,
+            split.val,
+            split.test,
+            spec=split.spec,
+            seed=split.seed,
+            inductive=split.inductive,
+            info=dict(split.info),
+            node_part=node_part,
+            declared_sizes=split.declared_sizes,
+        )
         return ds, sp
     edges = torch.cat([base.data.edge_index, undirected_pairs(design.pairs[chosen])], dim=1)
     ds = dataset_with_canaries(base, base.data.x, base.data.y, edges, f"{len(chosen)} edge canaries inserted")
     return ds, split
 
 
-def query_graph(base: GraphDataset, split: Split, design: CanaryDesign, train_ds: GraphDataset,
-                train_split: Split, model: ReleasedModel) -> tuple[Data, np.ndarray]:  # fmt: skip
+def query_graph(
+    base: GraphDataset,
+    split: Split,
+    design: CanaryDesign,
+    train_ds: GraphDataset,
+    train_split: Split,
+    model: ReleasedModel,
+) -> tuple[Data, np.ndarray]:
     """(graph, index of each canary in it) on which the released model is queried. Node canaries
     are queried at ``query_scale`` × their training features (a fixed choice of the design).
 
@@ -599,8 +621,9 @@ def _log_radial_integral(t: torch.Tensor, dims: int) -> torch.Tensor:
     return torch.logsumexp(log_f, dim=-1) + (0.1 * width).log()
 
 
-def _endpoint_log_ratios(x0: torch.Tensor, h1: torch.Tensor, b: torch.Tensor, pairs: np.ndarray, tau: float,
-                         chunk: int = 512) -> torch.Tensor:  # fmt: skip
+def _endpoint_log_ratios(
+    x0: torch.Tensor, h1: torch.Tensor, b: torch.Tensor, pairs: np.ndarray, tau: float, chunk: int = 512
+) -> torch.Tensor:
     r"""Per (canary, end) [N, 2]: the log-likelihood ratio of the canary's coin (1 against 0)
     given that end's released direction, the other canaries at the end marginalised over
     their fair coins.
@@ -638,8 +661,9 @@ def _endpoint_log_ratios(x0: torch.Tensor, h1: torch.Tensor, b: torch.Tensor, pa
     return ratios[slot_of, position].reshape(-1, 2)
 
 
-def edge_scores(model: ReleasedModel, graph: Data, pairs: np.ndarray, base_edges: torch.Tensor,
-                reference: int = 256, seed: int = 0) -> tuple[np.ndarray, str]:  # fmt: skip
+def edge_scores(
+    model: ReleasedModel, graph: Data, pairs: np.ndarray, base_edges: torch.Tensor, reference: int = 256, seed: int = 0
+) -> tuple[np.ndarray, str]:
     r"""Score of each canary pair and the name of the score used.
 
     ``aggregation-likelihood`` (a model that releases its hop-1 aggregations, GAP's PMA,
@@ -690,8 +714,15 @@ def edge_scores(model: ReleasedModel, graph: Data, pairs: np.ndarray, base_edges
     return (sim - 0.5 * (base_u + base_v)).numpy(), "embedding-cosine"
 
 
-def score_run(model: ReleasedModel, base: GraphDataset, split: Split, design: CanaryDesign,
-              train_ds: GraphDataset, train_split: Split, seed: int = 0) -> tuple[np.ndarray, str]:  # fmt: skip
+def score_run(
+    model: ReleasedModel,
+    base: GraphDataset,
+    split: Split,
+    design: CanaryDesign,
+    train_ds: GraphDataset,
+    train_split: Split,
+    seed: int = 0,
+) -> tuple[np.ndarray, str]:
     """(every canary's score from one released model — higher: more likely included —, score name).
 
     Args:
@@ -749,11 +780,14 @@ def audited_claim(unit: str | None, kind: str, epsilon: float, delta: float) -> 
         the (ε, δ) it tests (after group privacy where it applies).
     """
     if unit is None or not math.isfinite(epsilon):
-        return False, "the defense is not private: there is no claim to test (the bound shows the attack's power)", \
-            math.inf, 0.0  # fmt: skip
+        return (
+            False,
+            "the defense is not private: there is no claim to test (the bound shows the attack's power)",
+            math.inf,
+            0.0,
+        )
     if kind == "gradient":
-        return True, f"gradient canaries test the DP-SGD run's example-level DP, one example one {unit}", epsilon, \
-            delta  # fmt: skip
+        return True, f"gradient canaries test the DP-SGD run's example-level DP, one example one {unit}", epsilon, delta
     if kind == "node":
         if unit == "node":
             return True, "node canaries test node-level DP", epsilon, delta
@@ -761,8 +795,11 @@ def audited_claim(unit: str | None, kind: str, epsilon: float, delta: float) -> 
     if unit == "edge":
         return True, "edge canaries test edge-level DP", epsilon, delta
     if unit == "node":
-        return True, "edge canaries test node-level DP through group privacy of size 2: (2ε, (1+e^ε)δ)", \
-            *group_privacy(epsilon, delta, 2)  # fmt: skip
+        return (
+            True,
+            "edge canaries test node-level DP through group privacy of size 2: (2ε, (1+e^ε)δ)",
+            *group_privacy(epsilon, delta, 2),
+        )
     return False, f"unknown privacy unit {unit!r}", epsilon, delta
 
 

@@ -137,8 +137,15 @@ def render_png(points: np.ndarray, labels: np.ndarray, title: str) -> str:
         for i, c in enumerate(classes):
             inside = labels == c
             ax.scatter(points[inside, 0], points[inside, 1], color=palette(i), s=6, linewidths=0, label=f"class {c}")
-        fig.legend(loc="outside lower center", ncol=min(5, len(classes)), frameon=False, fontsize=8.5,
-                   markerscale=2, handletextpad=0.1, columnspacing=0.8)  # fmt: skip
+        fig.legend(
+            loc="outside lower center",
+            ncol=min(5, len(classes)),
+            frameon=False,
+            fontsize=8.5,
+            markerscale=2,
+            handletextpad=0.1,
+            columnspacing=0.8,
+        )
     else:
         drawn = ax.scatter(points[:, 0], points[:, 1], c=labels, cmap=palette, s=6, linewidths=0)
         fig.colorbar(drawn, ax=ax, label="class").ax.tick_params(labelsize=8.5)

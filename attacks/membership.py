@@ -269,15 +269,27 @@ def mia_tstf(
     for r in tqdm(range(runs), desc="mia-tstf", leave=False, disable=None):
         run_seed = seed + 7919 * r
         part = C.partition(ds, split, run_seed, max_members, max(1, shadow_nodes_per_class // 2), shadow_pool)
-        scored, nodes, info = _tstf_run(model, ds, split, part, target_probs, run_seed, num_shadows, shadow_size,
-                                        hidden, device, features)  # fmt: skip
+        scored, nodes, info = _tstf_run(
+            model, ds, split, part, target_probs, run_seed, num_shadows, shadow_size, hidden, device, features
+        )
         run_scores.append(scored)
         run_nodes.append(nodes)
         run_extra.append(info)
     extra, notes = _tstf_extra_and_notes(model, ds, split, variant, calibration, run_extra, recipe_notes)
-    return C.make_result("mia-tstf", model, run_scores, "node", settings, extra=extra, notes=notes,
-                         run_extra=run_extra, nodes=run_nodes, dataset=ds,
-                         baseline_runs=baseline_runs(ds, run_nodes, run_scores), baseline=BASELINE)  # fmt: skip
+    return C.make_result(
+        "mia-tstf",
+        model,
+        run_scores,
+        "node",
+        settings,
+        extra=extra,
+        notes=notes,
+        run_extra=run_extra,
+        nodes=run_nodes,
+        dataset=ds,
+        baseline_runs=baseline_runs(ds, run_nodes, run_scores),
+        baseline=BASELINE,
+    )
 
 
 def _tstf_columns(probs: np.ndarray, classes: np.ndarray, variant: str, top_k: int, calibration: str) -> np.ndarray:
@@ -286,8 +298,9 @@ def _tstf_columns(probs: np.ndarray, classes: np.ndarray, variant: str, top_k: i
     return _calibrated_columns(_tstf_features(probs, classes, variant, top_k), classes, calibration)
 
 
-def _tstf_shadows(model, ds, split, s_in, s_out, run_seed: int, num_shadows: int, shadow_size: str, device: str,
-                  features: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:  # fmt: skip
+def _tstf_shadows(
+    model, ds, split, s_in, s_out, run_seed: int, num_shadows: int, shadow_size: str, device: str, features: dict
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
     """One run's shadow models (the target's recipe, members drawn afresh from the pool each), each
     queried on the full graph: the MLP's features, the known membership and the class of every
     shadow node, and the shadows' sizes, accuracies and overlap with the target's training set."""
@@ -311,8 +324,19 @@ def _tstf_shadows(model, ds, split, s_in, s_out, run_seed: int, num_shadows: int
     return np.concatenate(feature_rows), np.concatenate(label_rows), np.concatenate(class_rows), info
 
 
-def _tstf_run(model, ds, split, part, target_probs: np.ndarray, run_seed: int, num_shadows: int, shadow_size: str,
-              hidden: int, device: str, features: dict) -> tuple[tuple, np.ndarray, dict[str, Any]]:  # fmt: skip
+def _tstf_run(
+    model,
+    ds,
+    split,
+    part,
+    target_probs: np.ndarray,
+    run_seed: int,
+    num_shadows: int,
+    shadow_size: str,
+    hidden: int,
+    device: str,
+    features: dict,
+) -> tuple[tuple, np.ndarray, dict[str, Any]]:
     """One TSTF run on the audit set ``part``: shadows, the attack MLP fitted on three quarters of
     their nodes, the target's members and non-members scored; returns (scores, membership), the
     audited nodes and the run's record."""
@@ -325,8 +349,9 @@ def _tstf_run(model, ds, split, part, target_probs: np.ndarray, run_seed: int, n
         model, ds, split, s_in, s_out, run_seed, num_shadows, shadow_size, device, features
     )
     fit_idx, held_idx = _holdout(shadow_labels, run_seed)
-    score_fn = C.fit_attack_mlp(shadow_features[fit_idx], shadow_labels[fit_idx], hidden=(hidden, hidden),
-                                seed=run_seed)  # fmt: skip
+    score_fn = C.fit_attack_mlp(
+        shadow_features[fit_idx], shadow_labels[fit_idx], hidden=(hidden, hidden), seed=run_seed
+    )
     nodes, labels = part.target.nodes_and_labels()
     nodes = nodes.numpy()
     raw = score_fn(_tstf_columns(target_probs[nodes], y[nodes], **features))
@@ -350,8 +375,9 @@ def _tstf_run(model, ds, split, part, target_probs: np.ndarray, run_seed: int, n
     return (scores, labels.numpy()), nodes, info
 
 
-def _tstf_extra_and_notes(model, ds, split, variant: str, calibration: str, run_extra: list[dict],
-                          recipe_notes: list[str]) -> tuple[dict[str, Any], list[str]]:  # fmt: skip
+def _tstf_extra_and_notes(
+    model, ds, split, variant: str, calibration: str, run_extra: list[dict], recipe_notes: list[str]
+) -> tuple[dict[str, Any], list[str]]:
     """The result's ``extra`` (variant, calibration, mean uncalibrated AUC, the target's accuracies)
     and notes (the recipe's, the queries, a shadow pool that fell back to 'any')."""
     graph = ds.data
@@ -406,10 +432,12 @@ def match_split_shape(s_in, s_out, split, y: torch.Tensor, seed: int):
     kind, _, args = str(split.spec).partition(":")
     if kind.strip().lower() == "per-class":
         per_class = int(float(args.split(",")[0]))
-        members = torch.cat([
-            s_in[y[s_in] == c][torch.randperm(int((y[s_in] == c).sum()), generator=g)[:per_class]]
-            for c in torch.unique(y[s_in]).tolist()
-        ])  # fmt: skip
+        members = torch.cat(
+            [
+                s_in[y[s_in] == c][torch.randperm(int((y[s_in] == c).sum()), generator=g)[:per_class]]
+                for c in torch.unique(y[s_in]).tolist()
+            ]
+        )
     else:
         members = s_in[torch.randperm(len(s_in), generator=g)[: max(2, len(split.train))]]
     ins, outs = [], []

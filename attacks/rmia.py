@@ -361,17 +361,33 @@ def mia_rmia(
     trained_sets: list[np.ndarray] = []
     for r in range(runs):
         scored, nodes, train_sets, info = _rmia_run(
-            model, ds, split, p_target, seed + 7919 * r, num_references=num_references, offline=offline,
-            gamma=gamma, a=a, population_size=population_size, shadow_nodes_per_class=shadow_nodes_per_class,
-            shadow_size=shadow_size, max_members=max_members, tie_break=tie_break, query=query, device=device,
-        )  # fmt: skip
+            model,
+            ds,
+            split,
+            p_target,
+            seed + 7919 * r,
+            num_references=num_references,
+            offline=offline,
+            gamma=gamma,
+            a=a,
+            population_size=population_size,
+            shadow_nodes_per_class=shadow_nodes_per_class,
+            shadow_size=shadow_size,
+            max_members=max_members,
+            tie_break=tie_break,
+            query=query,
+            device=device,
+        )
         run_scores.append(scored)
         run_nodes.append(nodes)
         trained_sets.extend(train_sets)
         run_extra.append(info)
-    notes = recipe_notes + protocol_notes + size_notes(trained_sets, len(split.train)) + _rmia_notes(
-        offline, num_references, run_extra[0]["population"], gamma, tie_break
-    )  # fmt: skip
+    notes = (
+        recipe_notes
+        + protocol_notes
+        + size_notes(trained_sets, len(split.train))
+        + _rmia_notes(offline, num_references, run_extra[0]["population"], gamma, tie_break)
+    )
     extra = {
         "offline": offline,
         "num_references": num_references,
@@ -381,13 +397,25 @@ def mia_rmia(
         "query": query,
         "protocol": protocol,
     }
-    return C.make_result("mia-rmia", model, run_scores, "node", settings, extra=extra, notes=notes,
-                         run_extra=run_extra, nodes=run_nodes, dataset=ds,
-                         baseline_runs=baseline_runs(ds, run_nodes, run_scores), baseline=BASELINE)  # fmt: skip
+    return C.make_result(
+        "mia-rmia",
+        model,
+        run_scores,
+        "node",
+        settings,
+        extra=extra,
+        notes=notes,
+        run_extra=run_extra,
+        nodes=run_nodes,
+        dataset=ds,
+        baseline_runs=baseline_runs(ds, run_nodes, run_scores),
+        baseline=BASELINE,
+    )
 
 
-def _check_rmia_settings(num_references: int, offline: bool, gamma: float, a: float | None, population_size: int,
-                         tie_break: str) -> None:  # fmt: skip
+def _check_rmia_settings(
+    num_references: int, offline: bool, gamma: float, a: float | None, population_size: int, tie_break: str
+) -> None:
     """Refuse RMIA settings out of range, in one line, before any work."""
     if num_references < 1 or (not offline and (num_references < 2 or num_references % 2)):
         raise ConfigurationError("mia-rmia: online needs an even num_references >= 2 (IN/OUT pairs), offline >= 1")
@@ -401,9 +429,25 @@ def _check_rmia_settings(num_references: int, offline: bool, gamma: float, a: fl
         raise ConfigurationError(f"mia-rmia tie_break must be one of {TIE_BREAKS}, got {tie_break!r}")
 
 
-def _rmia_run(model, ds, split, p_target: np.ndarray, run_seed: int, *, num_references: int, offline: bool,
-              gamma: float, a: float | None, population_size: int, shadow_nodes_per_class: int, shadow_size: str,
-              max_members: int | None, tie_break: str, query: str, device: str):  # fmt: skip
+def _rmia_run(
+    model,
+    ds,
+    split,
+    p_target: np.ndarray,
+    run_seed: int,
+    *,
+    num_references: int,
+    offline: bool,
+    gamma: float,
+    a: float | None,
+    population_size: int,
+    shadow_nodes_per_class: int,
+    shadow_size: str,
+    max_members: int | None,
+    tie_break: str,
+    query: str,
+    device: str,
+):
     """One RMIA run: the audit nodes and the attacker's pool, the references, the population Z they
     leave, ``a`` (chosen offline unless given) and the audit nodes' scores; returns (scores,
     membership), the audited nodes, the references' training sets and the run's record."""

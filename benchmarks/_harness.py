@@ -101,8 +101,9 @@ SMOKE_DIR_ENV = "DPAUDIT_BENCH_SMOKE_DIR"
 def add_smoke_argument(parser, what: str) -> None:
     """``--smoke``: the script end to end in seconds (tiny data, one repeat: ``what``), writing to
     a temporary folder, never to benchmarks/results (tests/benchmarks/test_smoke.py runs it)."""
-    parser.add_argument("--smoke", action="store_true",
-                        help=f"seconds, not a measurement ({what}); writes to a temporary folder")  # fmt: skip
+    parser.add_argument(
+        "--smoke", action="store_true", help=f"seconds, not a measurement ({what}); writes to a temporary folder"
+    )
 
 
 def start_smoke() -> Path:

@@ -78,14 +78,20 @@ def opacus_run(bug: str, seed: int, count: int = 5000) -> dict:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model, optimizer, loader = engine.make_private_with_epsilon(
-            module=model, optimizer=optimizer, data_loader=loader, target_epsilon=EPSILON, target_delta=DELTA,
-            epochs=EPOCHS, max_grad_norm=CLIP,
-        )  # fmt: skip
+            module=model,
+            optimizer=optimizer,
+            data_loader=loader,
+            target_epsilon=EPSILON,
+            target_delta=DELTA,
+            epochs=EPOCHS,
+            max_grad_norm=CLIP,
+        )
         q, steps = loader.sample_rate, EPOCHS * len(loader)
         claimed_rate = q * spec.get("told_rate", 1.0)
         if "told_rate" in spec:  # the accountant is told another rate than the loader's
-            optimizer.noise_multiplier = get_noise_multiplier(target_epsilon=EPSILON, target_delta=DELTA,
-                                                              sample_rate=claimed_rate, steps=steps)  # fmt: skip
+            optimizer.noise_multiplier = get_noise_multiplier(
+                target_epsilon=EPSILON, target_delta=DELTA, sample_rate=claimed_rate, steps=steps
+            )
     optimizer.noise_multiplier *= spec.get("noise", 1.0)
     canaries = dpaudit.GradientCanaries(count=count, seed=seed)
     canaries.attach(optimizer, sample_rate=loader.sample_rate, features=x)

@@ -527,8 +527,11 @@ def main(argv=None) -> int:
                     )
                 except Exception as exc:  # noqa: BLE001 - record, keep benchmarking the others
                     print(f"{defense} ε={eps}: training failed: {exc}", flush=True)
-                    put_row(report["table"], {"defense": defense, "ε": fmt(eps, 0), "attack": f"training failed: {exc}"},
-                            args.replace_rows)  # fmt: skip
+                    put_row(
+                        report["table"],
+                        {"defense": defense, "ε": fmt(eps, 0), "attack": f"training failed: {exc}"},
+                        args.replace_rows,
+                    )
                     continue
                 print(f"{defense} ε={eps}: trained in {time.perf_counter() - start:.0f}s", flush=True)
                 for name, settings in plan.items():
@@ -536,8 +539,11 @@ def main(argv=None) -> int:
                     try:
                         result = attacks.run(name, res.model, ds, seed=args.seed, **settings)
                     except Exception as exc:  # noqa: BLE001
-                        put_row(report["table"], {"defense": defense, "ε": fmt(eps, 0), "attack": f"{name} failed: {exc}"},
-                                args.replace_rows)  # fmt: skip
+                        put_row(
+                            report["table"],
+                            {"defense": defense, "ε": fmt(eps, 0), "attack": f"{name} failed: {exc}"},
+                            args.replace_rows,
+                        )
                         continue
                     row = row_for(defense, eps, name, result, time.perf_counter() - start, res.metrics["test_accuracy"])
                     put_row(report["table"], row, args.replace_rows)

@@ -72,7 +72,10 @@ _RECORD_IMPORTS = (
     "atexit.register(_record)\n"
 )
 #: ``dpaudit ARGV`` exactly as the installed command runs it, with the import record
-_CLI = _RECORD_IMPORTS + "import runpy\nsys.argv[0] = 'dpaudit'\nrunpy.run_module('dpaudit.app.cli', run_name='__main__')\n"
+_CLI = (
+    _RECORD_IMPORTS
+    + "import runpy\nsys.argv[0] = 'dpaudit'\nrunpy.run_module('dpaudit.app.cli', run_name='__main__')\n"
+)
 #: a Python API call (issue 49's adapt/save/to_html cases): a DPAuditError is the user's one line (exit 2)
 _API = _RECORD_IMPORTS + (
     "from dpaudit.errors import DPAuditError\n"
@@ -95,8 +98,14 @@ class Runner:
     def start(self, argv: list[str], cwd: Path, api: str | None = None) -> subprocess.Popen:
         record = self._record / f"{len(list(self._record.iterdir()))}-{time.monotonic_ns()}.json"
         code = [_API, api] if api is not None else [_CLI, *argv]
-        proc = subprocess.Popen([sys.executable, "-c", *code], cwd=cwd, env={**self.env, "DPAUDIT_BENCH_IMPORTS": str(record)},
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+        proc = subprocess.Popen(
+            [sys.executable, "-c", *code],
+            cwd=cwd,
+            env={**self.env, "DPAUDIT_BENCH_IMPORTS": str(record)},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         proc.record = record
         return proc
 
@@ -116,8 +125,11 @@ class Runner:
 
 
 def _tree(folder: Path) -> dict[str, str]:
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file()}  # fmt: skip
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
 
 
 def _lines(err: str) -> list[str]:
@@ -134,15 +146,49 @@ def _graph(path: Path, num_nodes: int = 200, labeled: int | None = None, labels=
     return path
 
 
-TINY_TRAIN = ["--defense", "gcn", "--dataset", "csbm", "--dataset-option", "num_nodes=120", "--set", "epochs=2",
-              "--device", "cpu"]  # fmt: skip
-STUDY = ["compare", "--dataset", "csbm", "--dataset-option", "num_nodes=200", "--defenses", "gcn,mlp",
-         "--epsilons", "inf", "--attacks", "mia-threshold", "--set", "epochs=2", "--attack-set", "n_boot=50",
-         "--jobs", "1", "--no-report"]  # fmt: skip
+TINY_TRAIN = [
+    "--defense",
+    "gcn",
+    "--dataset",
+    "csbm",
+    "--dataset-option",
+    "num_nodes=120",
+    "--set",
+    "epochs=2",
+    "--device",
+    "cpu",
+]
+STUDY = [
+    "compare",
+    "--dataset",
+    "csbm",
+    "--dataset-option",
+    "num_nodes=200",
+    "--defenses",
+    "gcn,mlp",
+    "--epsilons",
+    "inf",
+    "--attacks",
+    "mia-threshold",
+    "--set",
+    "epochs=2",
+    "--attack-set",
+    "n_boot=50",
+    "--jobs",
+    "1",
+    "--no-report",
+]
 
 
-def refuse(runner: Runner, name: str, argv: list[str], folder: Path, reads: str = "data", api: str | None = None,
-           shown: str | None = None) -> Outcome:  # fmt: skip
+def refuse(
+    runner: Runner,
+    name: str,
+    argv: list[str],
+    folder: Path,
+    reads: str = "data",
+    api: str | None = None,
+    shown: str | None = None,
+) -> Outcome:
     """A refusal: exit 2, one line, no traceback, the folder's files unchanged. ``reads``: what
     deciding it needs — ``nothing`` (the arguments alone: refused before torch is imported, which
     the row checks), ``part`` (a defense's or attack's declaration, which imports it) or ``data``."""
@@ -153,9 +199,16 @@ def refuse(runner: Runner, name: str, argv: list[str], folder: Path, reads: str 
     clean = code == 2 and len(lines) == 1 and "Traceback" not in err and _tree(folder) == before
     if reads == "nothing":
         clean = clean and heavy == []
-    return Outcome(name, shown or "dpaudit " + " ".join(argv), "refuse", clean, seconds, lines[-1] if lines else "",
-                   {"exit": code, "stderr lines": len(lines), "files unchanged": _tree(folder) == before,
-                    "heavy imports": heavy}, reads)  # fmt: skip
+    return Outcome(
+        name,
+        shown or "dpaudit " + " ".join(argv),
+        "refuse",
+        clean,
+        seconds,
+        lines[-1] if lines else "",
+        {"exit": code, "stderr lines": len(lines), "files unchanged": _tree(folder) == before, "heavy imports": heavy},
+        reads,
+    )
 
 
 def cases(runner: Runner) -> list[Outcome]:
@@ -179,18 +232,60 @@ def cases(runner: Runner) -> list[Outcome]:
     study = fixtures / "study"
 
     d = folder("seed")
-    out.append(refuse(runner, "seed above 2**31", ["train", *TINY_TRAIN, "--seed", "99999999999999999999999",
-                                                   "--out", "m"], d, reads="nothing"))  # fmt: skip
+    out.append(
+        refuse(
+            runner,
+            "seed above 2**31",
+            ["train", *TINY_TRAIN, "--seed", "99999999999999999999999", "--out", "m"],
+            d,
+            reads="nothing",
+        )
+    )
     d = folder("rmia-cap")
-    out.append(refuse(runner, "attack count above its cap", ["attack", "--model", str(model), "--attack", "mia-rmia",
-                      "--attack-set", "num_references=100000", "--out", "r.json"], d, reads="part"))  # fmt: skip
+    out.append(
+        refuse(
+            runner,
+            "attack count above its cap",
+            [
+                "attack",
+                "--model",
+                str(model),
+                "--attack",
+                "mia-rmia",
+                "--attack-set",
+                "num_references=100000",
+                "--out",
+                "r.json",
+            ],
+            d,
+            reads="part",
+        )
+    )
     d = folder("split-garbage")
-    out.append(refuse(runner, "compare --split garbage", [*STUDY, "--split", "garbage", "--out", "s"], d, reads="nothing"))
+    out.append(
+        refuse(runner, "compare --split garbage", [*STUDY, "--split", "garbage", "--out", "s"], d, reads="nothing")
+    )
     d = folder("split-too-big")
     _graph(d / "G.npz")
-    out.append(refuse(runner, "compare split larger than the graph",
-                      [*STUDY[:1], "--dataset", "G.npz", "--dataset-option", "declare_classes=0,1", *STUDY[5:],
-                       "--split", "per-class:1000,10,10", "--out", "s"], d))  # fmt: skip
+    out.append(
+        refuse(
+            runner,
+            "compare split larger than the graph",
+            [
+                *STUDY[:1],
+                "--dataset",
+                "G.npz",
+                "--dataset-option",
+                "declare_classes=0,1",
+                *STUDY[5:],
+                "--split",
+                "per-class:1000,10,10",
+                "--out",
+                "s",
+            ],
+            d,
+        )
+    )
     d = folder("demo-over-compare")
     shutil.copytree(study, d / "demo-out")
     out.append(refuse(runner, "demo over a compare study", ["demo", "--jobs", "1"], d, reads="nothing"))
@@ -212,9 +307,17 @@ def cases(runner: Runner) -> list[Outcome]:
         code, _, err, seconds = runner.run(["report", "s", "--out", "r.html"], d)
         said = [line for line in _lines(err) if "results.jsonl" in line and "line" in line]
         clean = code == 0 and "Traceback" not in err and (d / "r.html").is_file() and bool(said)
-        out.append(Outcome(f"report: {how} line in results.jsonl", f"dpaudit report s  ({how} line)",
-                           "skip-line", clean, seconds, said[0] if said else (_lines(err) or [""])[-1],
-                           {"exit": code}))  # fmt: skip
+        out.append(
+            Outcome(
+                f"report: {how} line in results.jsonl",
+                f"dpaudit report s  ({how} line)",
+                "skip-line",
+                clean,
+                seconds,
+                said[0] if said else (_lines(err) or [""])[-1],
+                {"exit": code},
+            )
+        )
     d = folder("two-trains")
     procs = [runner.start(["train", *TINY_TRAIN, "--out", "same/m"], d) for _ in range(2)]
     began = time.perf_counter()
@@ -224,42 +327,137 @@ def cases(runner: Runner) -> list[Outcome]:
     loser = [err for code, err in results if code == 2]
     complete = (d / "same" / "m" / "model.json").is_file()
     clean = complete and (codes == [0, 0] or (codes == [0, 2] and len(_lines(loser[0])) == 1))
-    out.append(Outcome("two trains to one --out", "dpaudit train … --out same/m  (twice, at once)", "one-wins",
-                       clean, seconds, (_lines(loser[0]) or [""])[-1] if loser else "both finished (one waited)",
-                       {"exits": codes}))  # fmt: skip
+    out.append(
+        Outcome(
+            "two trains to one --out",
+            "dpaudit train … --out same/m  (twice, at once)",
+            "one-wins",
+            clean,
+            seconds,
+            (_lines(loser[0]) or [""])[-1] if loser else "both finished (one waited)",
+            {"exits": codes},
+        )
+    )
     d = folder("text-npz")
     (d / "g.npz").write_text("hello, this is text\n")
-    out.append(refuse(runner, "a text file named .npz", ["train", "--defense", "gcn", "--dataset", "g.npz",
-                      "--dataset-option", "declare_classes=0,1", "--out", "m"], d))  # fmt: skip
+    out.append(
+        refuse(
+            runner,
+            "a text file named .npz",
+            [
+                "train",
+                "--defense",
+                "gcn",
+                "--dataset",
+                "g.npz",
+                "--dataset-option",
+                "declare_classes=0,1",
+                "--out",
+                "m",
+            ],
+            d,
+        )
+    )
     d = folder("labels-undeclared")
     _graph(d / "g.npz", labels=[0, 5, 17])
-    out.append(refuse(runner, "labels {0, 5, 17}, undeclared", ["train", "--defense", "gcn", "--dataset", "g.npz",
-                      "--out", "m"], d, reads="part"))  # fmt: skip
+    out.append(
+        refuse(
+            runner,
+            "labels {0, 5, 17}, undeclared",
+            ["train", "--defense", "gcn", "--dataset", "g.npz", "--out", "m"],
+            d,
+            reads="part",
+        )
+    )
     d = folder("labels-declared")
     _graph(d / "g.npz", labels=[0, 5, 17])
-    code, _, err, seconds = runner.run(["train", "--defense", "gcn", "--dataset", "g.npz", "--dataset-option",
-                                        "declare_classes=0,5,17", "--set", "epochs=2", "--out", "m"], d)  # fmt: skip
+    code, _, err, seconds = runner.run(
+        [
+            "train",
+            "--defense",
+            "gcn",
+            "--dataset",
+            "g.npz",
+            "--dataset-option",
+            "declare_classes=0,5,17",
+            "--set",
+            "epochs=2",
+            "--out",
+            "m",
+        ],
+        d,
+    )
     card = json.loads((d / "m" / "model.json").read_text()) if code == 0 else {}
     classes = card.get("card", {}).get("dataset", {}).get("public_facts", {}).get("classes")
-    out.append(Outcome("labels {0, 5, 17}, declared", "dpaudit train … --dataset-option declare_classes=0,5,17",
-                       "accept", code == 0 and "Traceback" not in err and classes == [0, 5, 17], seconds,
-                       f"card.dataset.public_facts.classes = {classes}", {"exit": code}))  # fmt: skip
+    out.append(
+        Outcome(
+            "labels {0, 5, 17}, declared",
+            "dpaudit train … --dataset-option declare_classes=0,5,17",
+            "accept",
+            code == 0 and "Traceback" not in err and classes == [0, 5, 17],
+            seconds,
+            f"card.dataset.public_facts.classes = {classes}",
+            {"exit": code},
+        )
+    )
     d = folder("three-labeled")
     _graph(d / "g.npz", labeled=3)
-    out.append(refuse(runner, "a graph with 3 labeled nodes", ["train", "--defense", "gcn", "--dataset", "g.npz",
-                      "--dataset-option", "declare_classes=0,1", "--out", "m"], d))  # fmt: skip
+    out.append(
+        refuse(
+            runner,
+            "a graph with 3 labeled nodes",
+            [
+                "train",
+                "--defense",
+                "gcn",
+                "--dataset",
+                "g.npz",
+                "--dataset-option",
+                "declare_classes=0,1",
+                "--out",
+                "m",
+            ],
+            d,
+        )
+    )
     d = folder("empty-attacks")
-    out.append(refuse(runner, "audit --attacks ''", ["audit", "--model", str(model), "--attacks", "",
-                                                     "--out", "a.html"], d, reads="nothing"))  # fmt: skip
+    out.append(
+        refuse(
+            runner,
+            "audit --attacks ''",
+            ["audit", "--model", str(model), "--attacks", "", "--out", "a.html"],
+            d,
+            reads="nothing",
+        )
+    )
     d = folder("audit-cap")
-    out.append(refuse(runner, "audit count above its cap", ["audit", "--model", str(model), "--attack-set",
-                      "mia-rmia.num_references=100000", "--out", "a.html"], d, reads="part"))  # fmt: skip
+    out.append(
+        refuse(
+            runner,
+            "audit count above its cap",
+            ["audit", "--model", str(model), "--attack-set", "mia-rmia.num_references=100000", "--out", "a.html"],
+            d,
+            reads="part",
+        )
+    )
     d = folder("report-no-report")
-    out.append(refuse(runner, "compare --report X --no-report", [*STUDY, "--report", "X.html", "--out", "s"], d,
-                      reads="nothing"))  # fmt: skip
+    out.append(
+        refuse(
+            runner, "compare --report X --no-report", [*STUDY, "--report", "X.html", "--out", "s"], d, reads="nothing"
+        )
+    )
     d = folder("two-audits")
-    argv = ["audit", "--model", str(model), "--attacks", "mia-threshold", "--attack-set", "n_boot=50",
-            "--out", "same.html"]  # fmt: skip
+    argv = [
+        "audit",
+        "--model",
+        str(model),
+        "--attacks",
+        "mia-threshold",
+        "--attack-set",
+        "n_boot=50",
+        "--out",
+        "same.html",
+    ]
     procs = [runner.start(argv, d) for _ in range(2)]
     began = time.perf_counter()
     results = [(p.wait(), p.communicate()[1]) for p in procs]
@@ -267,9 +465,17 @@ def cases(runner: Runner) -> list[Outcome]:
     codes = sorted(code for code, _ in results)
     loser = [err for code, err in results if code == 2]
     clean = (d / "same.html").is_file() and (codes == [0, 0] or (codes == [0, 2] and len(_lines(loser[0])) == 1))
-    out.append(Outcome("two audits to one --out", "dpaudit audit … --out same.html  (twice, at once)", "one-wins",
-                       clean, seconds, (_lines(loser[0]) or [""])[-1] if loser else "both finished (one waited)",
-                       {"exits": codes}))  # fmt: skip
+    out.append(
+        Outcome(
+            "two audits to one --out",
+            "dpaudit audit … --out same.html  (twice, at once)",
+            "one-wins",
+            clean,
+            seconds,
+            (_lines(loser[0]) or [""])[-1] if loser else "both finished (one waited)",
+            {"exits": codes},
+        )
+    )
     out += issue_49(runner, folder, model, private_model(runner, fixtures), study)
     out += argument_refusals(runner, folder)
     return out
@@ -286,23 +492,77 @@ def no_data_refusals(runner: Runner) -> list[Outcome]:
         path.mkdir()
         return path
 
-    out.append(refuse(runner, "seed above 2**31", ["train", *TINY_TRAIN, "--seed", "99999999999999999999999",
-                                                   "--out", "m"], folder("seed"), reads="nothing"))  # fmt: skip
-    out.append(refuse(runner, "compare --split garbage", [*STUDY, "--split", "garbage", "--out", "s"],
-                      folder("split-garbage"), reads="nothing"))  # fmt: skip
+    out.append(
+        refuse(
+            runner,
+            "seed above 2**31",
+            ["train", *TINY_TRAIN, "--seed", "99999999999999999999999", "--out", "m"],
+            folder("seed"),
+            reads="nothing",
+        )
+    )
+    out.append(
+        refuse(
+            runner,
+            "compare --split garbage",
+            [*STUDY, "--split", "garbage", "--out", "s"],
+            folder("split-garbage"),
+            reads="nothing",
+        )
+    )
     d = folder("demo-over-compare")
     (d / "demo-out").mkdir()
     (d / "demo-out" / "study.json").write_text(json.dumps({"schema": "dpaudit.study", "made_by": "compare"}))
     out.append(refuse(runner, "demo over a compare study", ["demo", "--jobs", "1"], d, reads="nothing"))
-    out.append(refuse(runner, "audit --attacks ''", ["audit", "--model", "model", "--attacks", "", "--out", "a.html"],
-                      folder("empty-attacks"), reads="nothing"))  # fmt: skip
-    out.append(refuse(runner, "compare --report X --no-report", [*STUDY, "--report", "X.html", "--out", "s"],
-                      folder("report-no-report"), reads="nothing"))  # fmt: skip
-    out.append(refuse(runner, "compare --seeds 1000000", ["compare", "--dataset", "csbm", "--defenses", "gcn",
-                      "--epsilons", "inf", "--seeds", "1000000", "--out", "s"], folder("seeds"), reads="nothing"))  # fmt: skip
+    out.append(
+        refuse(
+            runner,
+            "audit --attacks ''",
+            ["audit", "--model", "model", "--attacks", "", "--out", "a.html"],
+            folder("empty-attacks"),
+            reads="nothing",
+        )
+    )
+    out.append(
+        refuse(
+            runner,
+            "compare --report X --no-report",
+            [*STUDY, "--report", "X.html", "--out", "s"],
+            folder("report-no-report"),
+            reads="nothing",
+        )
+    )
+    out.append(
+        refuse(
+            runner,
+            "compare --seeds 1000000",
+            [
+                "compare",
+                "--dataset",
+                "csbm",
+                "--defenses",
+                "gcn",
+                "--epsilons",
+                "inf",
+                "--seeds",
+                "1000000",
+                "--out",
+                "s",
+            ],
+            folder("seeds"),
+            reads="nothing",
+        )
+    )
     for value in ("-1", "0", "nan"):
-        out.append(refuse(runner, f"train --epsilon {value}", ["train", "--defense", "mlp-dp", "--dataset", "csbm",
-                          "--epsilon", value, "--out", "m"], folder(f"epsilon-{value}"), reads="nothing"))  # fmt: skip
+        out.append(
+            refuse(
+                runner,
+                f"train --epsilon {value}",
+                ["train", "--defense", "mlp-dp", "--dataset", "csbm", "--epsilon", value, "--out", "m"],
+                folder(f"epsilon-{value}"),
+                reads="nothing",
+            )
+        )
     out += argument_refusals(runner, folder)
     return out
 
@@ -310,20 +570,62 @@ def no_data_refusals(runner: Runner) -> list[Outcome]:
 def argument_refusals(runner: Runner, folder) -> list[Outcome]:
     """Refusals of a bad δ or split syntax (not in issue 40's or 49's lists; the same rule)."""
     return [
-        refuse(runner, "train --delta 2", ["train", "--defense", "mlp-dp", "--dataset", "csbm", "--epsilon", "1",
-               "--delta", "2", "--out", "m"], folder("delta-2"), reads="nothing"),
-        refuse(runner, "train --split nope", ["train", "--defense", "gcn", "--dataset", "csbm", "--split", "nope",
-               "--out", "m"], folder("split-nope"), reads="nothing"),
-        refuse(runner, "canary --epsilon nan", ["canary", "--defense", "mlp-dp", "--dataset", "csbm", "--epsilon",
-               "nan", "--kind", "node", "--out", "c.json"], folder("canary-nan"), reads="nothing"),
-    ]  # fmt: skip
+        refuse(
+            runner,
+            "train --delta 2",
+            ["train", "--defense", "mlp-dp", "--dataset", "csbm", "--epsilon", "1", "--delta", "2", "--out", "m"],
+            folder("delta-2"),
+            reads="nothing",
+        ),
+        refuse(
+            runner,
+            "train --split nope",
+            ["train", "--defense", "gcn", "--dataset", "csbm", "--split", "nope", "--out", "m"],
+            folder("split-nope"),
+            reads="nothing",
+        ),
+        refuse(
+            runner,
+            "canary --epsilon nan",
+            [
+                "canary",
+                "--defense",
+                "mlp-dp",
+                "--dataset",
+                "csbm",
+                "--epsilon",
+                "nan",
+                "--kind",
+                "node",
+                "--out",
+                "c.json",
+            ],
+            folder("canary-nan"),
+            reads="nothing",
+        ),
+    ]
 
 
 def private_model(runner: Runner, fixtures: Path) -> Path:
     """A tiny private model (mlp-dp, ε = 4): its privacy spec records declared facts."""
-    code, _, err, _ = runner.run(["train", "--defense", "mlp-dp", "--dataset", "csbm", "--dataset-option",
-                                  "num_nodes=200", "--epsilon", "4", "--set", "epochs=1", "--out", "private"],
-                                 fixtures)  # fmt: skip
+    code, _, err, _ = runner.run(
+        [
+            "train",
+            "--defense",
+            "mlp-dp",
+            "--dataset",
+            "csbm",
+            "--dataset-option",
+            "num_nodes=200",
+            "--epsilon",
+            "4",
+            "--set",
+            "epochs=1",
+            "--out",
+            "private",
+        ],
+        fixtures,
+    )
     if code != 0:
         raise SystemExit(f"could not train the private fixture model: {err.strip().splitlines()[-1:]}")
     return fixtures / "private"
@@ -343,16 +645,55 @@ def issue_49(runner: Runner, folder, model: Path, private: Path, study: Path) ->
     """Issue 49's twelve cases (BAD 1–8, PARTIAL 1–4) and its slow refusals of ε."""
     out: list[Outcome] = []
     d = folder("delta-above-1-over-n")
-    out.append(refuse(runner, "δ ≥ 1/n (train --delta 0.5)", ["train", "--defense", "mlp-dp", "--dataset", "csbm",
-                      "--epsilon", "4", "--delta", "0.5", "--set", "epochs=1", "--out", "m"], d))  # fmt: skip
+    out.append(
+        refuse(
+            runner,
+            "δ ≥ 1/n (train --delta 0.5)",
+            [
+                "train",
+                "--defense",
+                "mlp-dp",
+                "--dataset",
+                "csbm",
+                "--epsilon",
+                "4",
+                "--delta",
+                "0.5",
+                "--set",
+                "epochs=1",
+                "--out",
+                "m",
+            ],
+            d,
+        )
+    )
     d = folder("label-minus-five")
     rng = np.random.default_rng(0)
     y = np.arange(300) % 3
     y[:3] = -5
-    np.savez(d / "g.npz", x=rng.standard_normal((300, 8)).astype(np.float32), y=y,
-             edge_index=rng.integers(0, 300, (2, 1200)))  # fmt: skip
-    out.append(refuse(runner, "y = -5 on 3 nodes of a .npz", ["train", "--defense", "gcn", "--dataset", "g.npz",
-                      "--dataset-option", "declare_classes=3", "--set", "epochs=1", "--out", "m"], d))  # fmt: skip
+    np.savez(
+        d / "g.npz", x=rng.standard_normal((300, 8)).astype(np.float32), y=y, edge_index=rng.integers(0, 300, (2, 1200))
+    )
+    out.append(
+        refuse(
+            runner,
+            "y = -5 on 3 nodes of a .npz",
+            [
+                "train",
+                "--defense",
+                "gcn",
+                "--dataset",
+                "g.npz",
+                "--dataset-option",
+                "declare_classes=3",
+                "--set",
+                "epochs=1",
+                "--out",
+                "m",
+            ],
+            d,
+        )
+    )
     d = folder("edited-facts")
     shutil.copytree(private, d / "m")
     meta = json.loads((d / "m" / "model.json").read_text())
@@ -360,22 +701,64 @@ def issue_49(runner: Runner, folder, model: Path, private: Path, study: Path) ->
     (d / "m" / "model.json").write_text(json.dumps(meta, indent=1))
     out.append(refuse(runner, "inspect: public_facts.num_nodes edited to 10", ["inspect", "m"], d))
     d = folder("compare-gcn-eps")
-    out.append(refuse(runner, "compare --defenses gcn --epsilons 1", ["compare", "--dataset", "csbm", "--defenses",
-                      "gcn", "--epsilons", "1", "--out", "s"], d, reads="part"))  # fmt: skip
+    out.append(
+        refuse(
+            runner,
+            "compare --defenses gcn --epsilons 1",
+            ["compare", "--dataset", "csbm", "--defenses", "gcn", "--epsilons", "1", "--out", "s"],
+            d,
+            reads="part",
+        )
+    )
     d = folder("compare-seeds")
-    out.append(refuse(runner, "compare --seeds 1000000", ["compare", "--dataset", "csbm", "--defenses", "gcn",
-                      "--epsilons", "inf", "--seeds", "1000000", "--out", "s"], d, reads="nothing"))  # fmt: skip
+    out.append(
+        refuse(
+            runner,
+            "compare --seeds 1000000",
+            [
+                "compare",
+                "--dataset",
+                "csbm",
+                "--defenses",
+                "gcn",
+                "--epsilons",
+                "inf",
+                "--seeds",
+                "1000000",
+                "--out",
+                "s",
+            ],
+            d,
+            reads="nothing",
+        )
+    )
     d = folder("adapt-width")
-    out.append(refuse(runner, "adapt(): 5 outputs on a 3-class graph", [], d, api=_ADAPT
-                      + "adapt(torch.nn.Linear(8, 5), graph, train_nodes=range(40), input='features')",
-                      shown="adapt(Linear(8, 5), <3-class graph>, input='features')"))  # fmt: skip
+    out.append(
+        refuse(
+            runner,
+            "adapt(): 5 outputs on a 3-class graph",
+            [],
+            d,
+            api=_ADAPT + "adapt(torch.nn.Linear(8, 5), graph, train_nodes=range(40), input='features')",
+            shown="adapt(Linear(8, 5), <3-class graph>, input='features')",
+        )
+    )
     d = folder("adapt-proba")
-    out.append(refuse(runner, "adapt(output='proba') of logits", [], d, api=_ADAPT
-                      + "adapt(torch.nn.Linear(8, 3), graph, train_nodes=range(40), input='features', output='proba')",
-                      shown="adapt(Linear(8, 3), ..., output='proba')"))  # fmt: skip
+    out.append(
+        refuse(
+            runner,
+            "adapt(output='proba') of logits",
+            [],
+            d,
+            api=_ADAPT + "adapt(torch.nn.Linear(8, 3), graph, train_nodes=range(40), input='features', output='proba')",
+            shown="adapt(Linear(8, 3), ..., output='proba')",
+        )
+    )
     d = folder("save-twice")
-    save = (_ADAPT + "m = adapt(torch.nn.Linear(8, 3), graph, train_nodes=range(40), input='features', "
-            "privacy={'epsilon': 2.0, 'delta': 1e-4, 'unit': 'node'})\nm.save('m')\n")  # fmt: skip
+    save = (
+        _ADAPT + "m = adapt(torch.nn.Linear(8, 3), graph, train_nodes=range(40), input='features', "
+        "privacy={'epsilon': 2.0, 'delta': 1e-4, 'unit': 'node'})\nm.save('m')\n"
+    )
     code, _, err, _ = runner.run([], d, api=save)
     if code != 0:
         raise SystemExit(f"could not save the adapted model: {_lines(err)[-1:]}")
@@ -384,29 +767,80 @@ def issue_49(runner: Runner, folder, model: Path, private: Path, study: Path) ->
     (d / "m").mkdir()
     shutil.copy(model / "model.json", d / "m" / "model.json")
     shutil.copy(model / "model.safetensors", d / "m" / "model.safetensors")
-    code, _, err, seconds = runner.run(["audit", "--model", "m", "--attacks", "mia-threshold", "--attack-set",
-                                        "n_boot=50", "--out", "a.html"], d)  # fmt: skip
+    code, _, err, seconds = runner.run(
+        ["audit", "--model", "m", "--attacks", "mia-threshold", "--attack-set", "n_boot=50", "--out", "a.html"], d
+    )
     said = [line for line in _lines(err) if "owner's record" in line]
     clean = code == 0 and "Traceback" not in err and len(said) == 1 and "adapted model" not in err
-    out.append(Outcome("audit of the two shipped files (no provenance.json)", "dpaudit audit --model DIR  (public "
-                       "files only)", "say-why", clean, seconds, said[0] if said else (_lines(err) or [""])[-1],
-                       {"exit": code, "lines saying why": len(said)}))  # fmt: skip
+    out.append(
+        Outcome(
+            "audit of the two shipped files (no provenance.json)",
+            "dpaudit audit --model DIR  (public files only)",
+            "say-why",
+            clean,
+            seconds,
+            said[0] if said else (_lines(err) or [""])[-1],
+            {"exit": code, "lines saying why": len(said)},
+        )
+    )
     d = folder("adapt-claim")
-    out.append(refuse(runner, "adapt(privacy={'epsilon': -1, ...})", [], d, api=_ADAPT
-                      + "adapt(torch.nn.Linear(8, 3), graph, train_nodes=range(40), input='features', "
-                      "privacy={'epsilon': -1, 'delta': 1e-4, 'unit': 'node'})",
-                      shown="adapt(..., privacy={'epsilon': -1, 'delta': 1e-4, 'unit': 'node'})"))  # fmt: skip
+    out.append(
+        refuse(
+            runner,
+            "adapt(privacy={'epsilon': -1, ...})",
+            [],
+            d,
+            api=_ADAPT + "adapt(torch.nn.Linear(8, 3), graph, train_nodes=range(40), input='features', "
+            "privacy={'epsilon': -1, 'delta': 1e-4, 'unit': 'node'})",
+            shown="adapt(..., privacy={'epsilon': -1, 'delta': 1e-4, 'unit': 'node'})",
+        )
+    )
     d = folder("to-html-proc")
-    out.append(refuse(runner, "StudyResult.to_html('/proc/x.html')", [], d, api=(
-        "from dpaudit.app.workflows.study import StudyResult\n"
-        f"StudyResult.load({str(study)!r}).to_html('/proc/x.html')"), shown="StudyResult.load(S).to_html('/proc/x.html')"))
+    out.append(
+        refuse(
+            runner,
+            "StudyResult.to_html('/proc/x.html')",
+            [],
+            d,
+            api=(
+                "from dpaudit.app.workflows.study import StudyResult\n"
+                f"StudyResult.load({str(study)!r}).to_html('/proc/x.html')"
+            ),
+            shown="StudyResult.load(S).to_html('/proc/x.html')",
+        )
+    )
     d = folder("canary-count")
-    out.append(refuse(runner, "canary --canaries 100000000", ["canary", "--defense", "gcn", "--dataset", "csbm",
-                      "--kind", "node", "--canaries", "100000000", "--out", "c.json"], d))  # fmt: skip
+    out.append(
+        refuse(
+            runner,
+            "canary --canaries 100000000",
+            [
+                "canary",
+                "--defense",
+                "gcn",
+                "--dataset",
+                "csbm",
+                "--kind",
+                "node",
+                "--canaries",
+                "100000000",
+                "--out",
+                "c.json",
+            ],
+            d,
+        )
+    )
     for value in ("-1", "0", "nan"):
         d = folder(f"epsilon-{value}")
-        out.append(refuse(runner, f"train --epsilon {value}", ["train", "--defense", "mlp-dp", "--dataset", "csbm",
-                          "--epsilon", value, "--out", "m"], d, reads="nothing"))  # fmt: skip
+        out.append(
+            refuse(
+                runner,
+                f"train --epsilon {value}",
+                ["train", "--defense", "mlp-dp", "--dataset", "csbm", "--epsilon", value, "--out", "m"],
+                d,
+                reads="nothing",
+            )
+        )
     return out
 
 
@@ -439,8 +873,10 @@ def write(outcomes: list[Outcome], root: Path) -> str:
     for o in outcomes:
         heavy = o.detail.get("heavy imports")
         heavy = "-" if heavy is None else (", ".join(heavy) or "none")
-        lines.append(f"| {_cell(o.name)} | {o.expect} | {'yes' if o.clean else 'NO ' + _cell(json.dumps(o.detail))} "
-                     f"| {o.reads} | {heavy} | {o.seconds:.1f} | {_cell(o.message)} |")  # fmt: skip
+        lines.append(
+            f"| {_cell(o.name)} | {o.expect} | {'yes' if o.clean else 'NO ' + _cell(json.dumps(o.detail))} "
+            f"| {o.reads} | {heavy} | {o.seconds:.1f} | {_cell(o.message)} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -448,8 +884,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", type=Path, default=ROOT, help="the checkout to run (default: this one)")
     parser.add_argument("--out", type=Path, default=None, help=f"default {RESULTS.relative_to(ROOT)}")
-    parser.add_argument("--smoke", action="store_true", help="only the refusals that read nothing (seconds); "
-                        "writes to a temporary folder unless --out is given")  # fmt: skip
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="only the refusals that read nothing (seconds); writes to a temporary folder unless --out is given",
+    )
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="dpaudit-bad-inputs-") as tmp:
         work = Path(tmp) / "cases"

@@ -62,16 +62,27 @@ OWN_OVERRIDES = {"rate-x2": {"sample_rate": 0.5}}
 def test_claim(scores, coins, q_claimed: float, steps: int, clip: float) -> dict:
     """The claim's hypothesis test: σ from (ε, δ, q, T) by the project's calibration."""
     sigma = claimed_noise_multiplier(EPSILON, DELTA, q_claimed, steps)
-    test = sgm_hypothesis_test(scores, coins, noise_multiplier=sigma, sample_rate=q_claimed, steps=steps,
-                               max_grad_norm=clip)  # fmt: skip
+    test = sgm_hypothesis_test(
+        scores, coins, noise_multiplier=sigma, sample_rate=q_claimed, steps=steps, max_grad_norm=clip
+    )
     return test.to_dict()
 
 
 def own_row(variant: zoo.Variant, dataset, seed: int) -> dict:
     overrides = OWN_OVERRIDES.get(variant.variant, {})
     cpu = time.process_time()
-    record = gradient_canary_audit(variant.defense, dataset, EPSILON, canaries=OWN_CANARIES, delta=DELTA, seed=seed,
-                                   device="cpu", overrides=overrides, progress=False, keep_scores=True)  # fmt: skip
+    record = gradient_canary_audit(
+        variant.defense,
+        dataset,
+        EPSILON,
+        canaries=OWN_CANARIES,
+        delta=DELTA,
+        seed=seed,
+        device="cpu",
+        overrides=overrides,
+        progress=False,
+        keep_scores=True,
+    )
     instance = get_defense(variant.defense)(epsilon=EPSILON, delta=DELTA, seed=seed, device="cpu", **overrides)
     split = make_split(dataset, None, seed)
     claimed = instance.plan(dataset.num_features, declared_train_size(dataset, split), DELTA).mechanism  # q, T
@@ -101,8 +112,11 @@ def user_row(where: str, bug: str, seed: int) -> dict:
         factor = {"noise-0.8": 0.8, "noise-0.6": 0.6}.get(bug, 1.0)
         sigma_used = claimed_noise_multiplier(EPSILON, DELTA, run["claimed_rate"], run["steps"])
         # Opacus calibrates with its own (RDP) accountant: a little more noise than ours
-        true = float(PrivacyLedger().step(PoissonSubsampledGaussian(sigma_used * factor, run["sample_rate"],
-                                                                    run["steps"])).get_epsilon(DELTA))  # fmt: skip
+        true = float(
+            PrivacyLedger()
+            .step(PoissonSubsampledGaussian(sigma_used * factor, run["sample_rate"], run["steps"]))
+            .get_epsilon(DELTA)
+        )
     return {
         "where": {"opacus": "Opacus MLP", "hand": "hand-rolled loop"}[where],
         "bug": bug,
@@ -195,8 +209,12 @@ def main() -> None:
 
         def keep(row):
             rows.append(row)
-            print({k: row[k] for k in ("where", "bug", "seed", "certified")}, "p =", row["hypothesis"]["p_value"],
-                  flush=True)  # fmt: skip
+            print(
+                {k: row[k] for k in ("where", "bug", "seed", "certified")},
+                "p =",
+                row["hypothesis"]["p_value"],
+                flush=True,
+            )
             atomic_write_text(args.out, json.dumps(rows, indent=1, default=float) + "\n")
 
         if "own" in args.parts:

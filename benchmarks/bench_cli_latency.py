@@ -35,8 +35,17 @@ TARGET_SECONDS = 2.0
 COMMANDS = {
     "train --defense no-such": ["train", "--defense", "no-such", "--dataset", "cora", "--out", "x"],
     "audit --attacks nope": ["audit", "--model", "m", "--attacks", "nope", "--out", "x.html"],
-    "compare --defenses no-such": ["compare", "--dataset", "csbm", "--defenses", "no-such", "--epsilons", "inf",
-                                   "--out", "x"],
+    "compare --defenses no-such": [
+        "compare",
+        "--dataset",
+        "csbm",
+        "--defenses",
+        "no-such",
+        "--epsilons",
+        "inf",
+        "--out",
+        "x",
+    ],
 }
 
 
@@ -45,8 +54,14 @@ def one_run(argv: list[str], root: Path) -> tuple[float, float, int]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     with tempfile.TemporaryDirectory() as tmp:
         start = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-m", "dpaudit.app.cli", *argv], cwd=tmp, env=env, capture_output=True,
-                              text=True, timeout=600)  # fmt: skip
+        proc = subprocess.run(
+            [sys.executable, "-m", "dpaudit.app.cli", *argv],
+            cwd=tmp,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -84,7 +99,9 @@ def main(argv=None) -> int:
     ]
     for label, wall, cpu, codes, load in rows:
         ok = "yes" if wall <= TARGET_SECONDS else "no"
-        lines.append(f"| `dpaudit {label}` | {wall:.2f} | {cpu:.2f} | {', '.join(map(str, codes))} | {load:.1f} | {ok} |")
+        lines.append(
+            f"| `dpaudit {label}` | {wall:.2f} | {cpu:.2f} | {', '.join(map(str, codes))} | {load:.1f} | {ok} |"
+        )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("\n".join(lines) + "\n", encoding="utf-8")
     print(f"wrote {args.out}")

@@ -256,7 +256,10 @@ def report(per_seed: list[dict], seeds: list[int]) -> str:
         "eq4 (uncovered)": "DPAR Eq. 4",
     }
     for name, covered in (
-        ("mlp-dp", "yes"), ("f_theta alone", "yes"), ("features ceiling", "not private"), ("eq4 (uncovered)", "**no**")
+        ("mlp-dp", "yes"),
+        ("f_theta alone", "yes"),
+        ("features ceiling", "not private"),
+        ("eq4 (uncovered)", "**no**"),
     ):
         values = [r[name] for r in per_seed]
         label = labels.get(name, name)
@@ -290,7 +293,10 @@ def report(per_seed: list[dict], seeds: list[int]) -> str:
             f"{statistics.fmean(values) - baseline:+.3f} | {chosen} |"
         )
     vote_free = statistics.fmean(r["vote"][None][0] for r in per_seed)
-    measured_lines = ["| m | proven Δ | largest whole change | / Δ | largest change of the other rows |", "|---|---|---|---|---|"]
+    measured_lines = [
+        "| m | proven Δ | largest whole change | / Δ | largest change of the other rows |",
+        "|---|---|---|---|---|",
+    ]
     for floor in FLOORS:
         proven = sensitivity(max_degree, floor, own_row=True)
         whole = max(r["measured"][floor][0] for r in per_seed)

@@ -149,7 +149,10 @@ def family_rows(caps: list[int]) -> list[str]:
                 pairs = torch.cat([pairs, torch.stack([torch.zeros(m, dtype=torch.long), ws])], dim=1)
                 edge_index = torch.cat([pairs, pairs.flip(0)], dim=1)
                 terms = removal_terms(
-                    entropy_projection(edge_index, n, cap), entropy_projection(without_node(edge_index, 0), n, cap), 0, n
+                    entropy_projection(edge_index, n, cap),
+                    entropy_projection(without_node(edge_index, 0), n, cap),
+                    0,
+                    n,
                 )
                 if terms["others"] / cap > worst:
                     worst, at = terms["others"] / cap, (m, k)

@@ -84,8 +84,18 @@ def child(model_dir: str, quick: bool, threads: int) -> None:
 
 
 def train(defense: str, epsilon: str | None, out: Path) -> None:
-    command = [str(Path(sys.executable).parent / "dpaudit"), "train", "--defense", defense, "--dataset", "cora",
-               "--split", SPLIT, "--out", str(out)]  # fmt: skip
+    command = [
+        str(Path(sys.executable).parent / "dpaudit"),
+        "train",
+        "--defense",
+        defense,
+        "--dataset",
+        "cora",
+        "--split",
+        SPLIT,
+        "--out",
+        str(out),
+    ]
     if epsilon is not None:
         command += ["--epsilon", epsilon]
     subprocess.run(command, check=True, capture_output=True, text=True)
@@ -113,15 +123,20 @@ def summarise(defense: str, mode: str, records: list[dict]) -> tuple[dict, list[
     wall = median([r["audit_wall"] for r in records])
     cpu = median([r["audit_cpu"] for r in records])
     row = {
-        "defense": defense, "audit": mode, "runs": len(records),
-        "estimate s": f"{estimate:.1f}", "actual wall s": f"{wall:.1f}", "actual CPU s": f"{cpu:.1f}",
-        "estimate / wall": f"{estimate / wall:.2f}", "estimate / CPU": f"{estimate / cpu:.2f}",
+        "defense": defense,
+        "audit": mode,
+        "runs": len(records),
+        "estimate s": f"{estimate:.1f}",
+        "actual wall s": f"{wall:.1f}",
+        "actual CPU s": f"{cpu:.1f}",
+        "estimate / wall": f"{estimate / wall:.2f}",
+        "estimate / CPU": f"{estimate / cpu:.2f}",
         "command wall s": f"{median([r['command_wall'] for r in records]):.1f}",
         "shadow (trial) s": f"{median([r['plan']['costs']['shadow'] for r in records]):.2f}",
         "query s": f"{median([r['plan']['costs']['query'] for r in records]):.3f}",
         "calibration s": f"{median([r['plan']['costs']['seconds'] for r in records]):.1f}",
         "load": f"{min(min(r['load']) for r in records):.1f}-{max(max(r['load']) for r in records):.1f}",
-    }  # fmt: skip
+    }
     attacks = []
     for step in records[0]["plan"]["attacks"]:
         name = step["attack"]
@@ -129,9 +144,17 @@ def summarise(defense: str, mode: str, records: list[dict]) -> tuple[dict, list[
             [next(s for s in r["plan"]["attacks"] if s["attack"] == name)["estimated_seconds"] for r in records]
         )
         actual = median([r["attack_cpu"][name] for r in records])
-        attacks.append({"defense": defense, "audit": mode, "attack": name, "estimate s": f"{est:.1f}",
-                        "actual CPU s": f"{actual:.1f}", "residual s": f"{actual - est:+.1f}",
-                        "actual wall s": f"{median([r['attack_wall'][name] for r in records]):.1f}"})  # fmt: skip
+        attacks.append(
+            {
+                "defense": defense,
+                "audit": mode,
+                "attack": name,
+                "estimate s": f"{est:.1f}",
+                "actual CPU s": f"{actual:.1f}",
+                "residual s": f"{actual - est:+.1f}",
+                "actual wall s": f"{median([r['attack_wall'][name] for r in records]):.1f}",
+            }
+        )
     return row, attacks
 
 
@@ -141,15 +164,54 @@ def summarise(defense: str, mode: str, records: list[dict]) -> tuple[dict, list[
 #: each: argv, the regex of the line holding its estimate (seconds in group 1, unit in group 2),
 #: and what "actual" is measured from
 COMMANDS = {
-    "train": (["train", "--defense", "mlp-dp", "--dataset", "csbm", "--dataset-option", "num_nodes=1500",
-               "--epsilon", "4", "--set", "epochs=20", "--out", "{tmp}/m"],
-              r"\((\d+) %\), (\d+) s elapsed, about (\d+) s left", "the training loop (from its first line)"),
-    "audit --quick": (["audit", "--model", "{tmp}/m", "--quick", "--out", "{tmp}/a.html"],
-                      r"about [^,]+ on an idle machine, about ([\d.]+) (s|min|h) here", "the plan line to exit"),
-    "compare (small)": (["compare", "--dataset", "csbm", "--dataset-option", "num_nodes=300", "--defenses",
-                         "gcn,mlp-dp", "--epsilons", "4,inf", "--attacks", "mia-threshold,mia-lira", "--attack-set",
-                         "num_shadows=2", "--jobs", "2", "--no-report", "--out", "{tmp}/s"],
-                        r"cell\(s\) to run on \d+ worker\(s\), about ([\d.]+) (s|min|h)", "the estimate line to exit"),
+    "train": (
+        [
+            "train",
+            "--defense",
+            "mlp-dp",
+            "--dataset",
+            "csbm",
+            "--dataset-option",
+            "num_nodes=1500",
+            "--epsilon",
+            "4",
+            "--set",
+            "epochs=20",
+            "--out",
+            "{tmp}/m",
+        ],
+        r"\((\d+) %\), (\d+) s elapsed, about (\d+) s left",
+        "the training loop (from its first line)",
+    ),
+    "audit --quick": (
+        ["audit", "--model", "{tmp}/m", "--quick", "--out", "{tmp}/a.html"],
+        r"about [^,]+ on an idle machine, about ([\d.]+) (s|min|h) here",
+        "the plan line to exit",
+    ),
+    "compare (small)": (
+        [
+            "compare",
+            "--dataset",
+            "csbm",
+            "--dataset-option",
+            "num_nodes=300",
+            "--defenses",
+            "gcn,mlp-dp",
+            "--epsilons",
+            "4,inf",
+            "--attacks",
+            "mia-threshold,mia-lira",
+            "--attack-set",
+            "num_shadows=2",
+            "--jobs",
+            "2",
+            "--no-report",
+            "--out",
+            "{tmp}/s",
+        ],
+        r"cell\(s\) to run on \d+ worker\(s\), about ([\d.]+) (s|min|h)",
+        "the estimate line to exit",
+    ),
 }
 _UNIT = {"s": 1.0, "min": 60.0, "h": 3600.0}
 
@@ -159,8 +221,14 @@ def _timed_lines(argv: list[str], env: dict) -> tuple[int, list[tuple[float, str
     import threading
 
     start = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "dpaudit.app.cli", *argv], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, bufsize=1)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dpaudit.app.cli", *argv],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        bufsize=1,
+    )
     lines: list[tuple[float, str]] = []
 
     def read():
@@ -199,11 +267,26 @@ def measure_command(name: str, tmp: Path, smoke: bool = False) -> dict:
             estimate = float(found.group(1)) * _UNIT[found.group(2)]
             actual = wall - at
         ratio = estimate / actual if actual > 0 else float("nan")
-        row.update({"estimate s": f"{estimate:.0f}", "actual s": f"{actual:.0f}", "estimate / actual": f"{ratio:.2f}",
-                    "within 2×": "yes" if 0.5 <= ratio <= 2 else "no", "actual is": what})  # fmt: skip
+        row.update(
+            {
+                "estimate s": f"{estimate:.0f}",
+                "actual s": f"{actual:.0f}",
+                "estimate / actual": f"{ratio:.2f}",
+                "within 2×": "yes" if 0.5 <= ratio <= 2 else "no",
+                "actual is": what,
+            }
+        )
         return row
-    row.update({"estimate s": "-", "actual s": f"{wall:.0f}", "estimate / actual": "-", "within 2×": "no estimate",
-                "actual is": what, "last line": (lines[-1][1] if lines else "")[:120]})  # fmt: skip
+    row.update(
+        {
+            "estimate s": "-",
+            "actual s": f"{wall:.0f}",
+            "estimate / actual": "-",
+            "within 2×": "no estimate",
+            "actual is": what,
+            "last line": (lines[-1][1] if lines else "")[:120],
+        }
+    )
     return row
 
 
@@ -215,8 +298,18 @@ def _burn(seconds: float) -> None:
 
 def render_commands(rows: list[dict], extra_load: int) -> str:
     """``results/estimates_load.md`` from the measured rows (also from a run's printed rows: ``--from-log``)."""
-    columns = ["load", "command", "load before", "estimate s", "actual s", "estimate / actual", "within 2×",
-               "actual is", "command wall s", "exit"]  # fmt: skip
+    columns = [
+        "load",
+        "command",
+        "load before",
+        "estimate s",
+        "actual s",
+        "estimate / actual",
+        "within 2×",
+        "actual is",
+        "command wall s",
+        "exit",
+    ]
     within = sum(r.get("within 2×") == "yes" for r in rows)
     loaded = any(r["load"].startswith("+") for r in rows)
     header = (
@@ -229,8 +322,12 @@ def render_commands(rows: list[dict], extra_load: int) -> str:
         "what that line estimates, measured. *command wall*: the whole process, imports included (at a load "
         "of 20 on 2 cores importing torch alone takes minutes, before any line can be printed). *load before*: "
         "the 1-minute load average when the command started. The machine is shared with other jobs, so no "
-        "row is idle" + (f"; the second block adds {extra_load} busy processes" if loaded else
-                         "; the loaded block (extra busy processes) did not finish before the deadline")
+        "row is idle"
+        + (
+            f"; the second block adds {extra_load} busy processes"
+            if loaded
+            else "; the loaded block (extra busy processes) did not finish before the deadline"
+        )
         + f". **{within} of {len(rows)} estimates within 2×** of the time measured."
     )
     return header + "\n\n" + markdown_table(rows, [c for c in columns if any(c in r for r in rows)]) + "\n"
@@ -278,10 +375,16 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="gcn only, one run of each audit")
     parser.add_argument("--repeats", type=int, default=None, help="audits per (defense, mode); default 3 (1 quick)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads of each audit (default 1)")
-    parser.add_argument("--commands", action="store_true", help="issue 49: train, audit --quick and a small "
-                        "compare, estimate vs actual at the load found and under --extra-load (results/estimates_load.md)")
+    parser.add_argument(
+        "--commands",
+        action="store_true",
+        help="issue 49: train, audit --quick and a small "
+        "compare, estimate vs actual at the load found and under --extra-load (results/estimates_load.md)",
+    )
     parser.add_argument("--extra-load", type=int, default=4, help="busy processes added for the loaded block")
-    parser.add_argument("--smoke", action="store_true", help="--commands' train row only, written to a temporary folder")
+    parser.add_argument(
+        "--smoke", action="store_true", help="--commands' train row only, written to a temporary folder"
+    )
     parser.add_argument("--only", default=None, help="--commands: these commands only (comma-separated names)")
     parser.add_argument("--from-log", default=None, help="re-render results/estimates_load.md from a --commands log")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
@@ -310,8 +413,11 @@ def main() -> int:
             for _ in range(repeats):  # the two modes alternate, so a load change hits both alike
                 for mode in records:
                     records[mode].append(audit_once(model_dir, mode == "quick", args.threads))
-                    print(f"{defense} {mode}: estimate {records[mode][-1]['plan']['estimated_seconds']:.1f} s, "
-                          f"actual {records[mode][-1]['audit_wall']:.1f} s", flush=True)  # fmt: skip
+                    print(
+                        f"{defense} {mode}: estimate {records[mode][-1]['plan']['estimated_seconds']:.1f} s, "
+                        f"actual {records[mode][-1]['audit_wall']:.1f} s",
+                        flush=True,
+                    )
             for mode, recs in records.items():
                 row, per_attack = summarise(defense, mode, recs)
                 rows.append(row)

@@ -151,11 +151,18 @@ def summary_rows(values: dict[str, list[float]], label: str, true_epsilon: float
         if name.endswith(" mu"):
             kind = "certified μ"
         over = sum(v > EPSILON for v in vals)
-        rows.append({
-            "mechanism": label, "true ε": f"{true_epsilon:.2f}", "estimator": name, "kind": kind,
-            "median": f"{statistics.median(vals):.3f}", "min": f"{min(vals):.3f}", "max": f"{max(vals):.3f}",
-            f"seeds > {EPSILON:g}": "-" if name.endswith(" mu") else f"{over}/{len(vals)}",
-        })  # fmt: skip
+        rows.append(
+            {
+                "mechanism": label,
+                "true ε": f"{true_epsilon:.2f}",
+                "estimator": name,
+                "kind": kind,
+                "median": f"{statistics.median(vals):.3f}",
+                "min": f"{min(vals):.3f}",
+                "max": f"{max(vals):.3f}",
+                f"seeds > {EPSILON:g}": "-" if name.endswith(" mu") else f"{over}/{len(vals)}",
+            }
+        )
     return rows
 
 
@@ -209,7 +216,7 @@ def main(argv=None) -> int:
                 name: sum(v > EPSILON for v in vals) / len(vals)
                 for name, vals in broken.items()
                 if not name.endswith(" mu") and not name.startswith(LARGEST)
-            },  # fmt: skip
+            },
             "mu_claim_refuted": sum(v > 1.0 / sigma for v in broken["audit_epsilon certified mu"]) / len(seeds),
         },
         "sound_mu_claim_refuted": sum(v > 1.0 / sigma for v in sound["audit_epsilon certified mu"]) / len(seeds),
@@ -226,7 +233,7 @@ def main(argv=None) -> int:
             "confidence": CONFIDENCE,
             "quick": bool(args.quick),
             "cpu_seconds": cpu,
-        },  # fmt: skip
+        },
         "per_seed": {"sound": sound, "sigma_halved": broken},
     }
     atomic_write_json(args.out, payload)

@@ -68,8 +68,14 @@ def ledger_part(repeats: int) -> list[dict]:
             spent = api.query_ledger.spec().epsilon if hasattr(api, "query_ledger") else api.privacy.epsilon
             read.append(time.process_time() - start)
             epsilon = epsilon if r else spent
-        rows.append({"releases": count, "query_ms": 1e3 * statistics.median(query),
-                     "read_ms": 1e3 * statistics.median(read), "epsilon": epsilon})  # fmt: skip
+        rows.append(
+            {
+                "releases": count,
+                "query_ms": 1e3 * statistics.median(query),
+                "read_ms": 1e3 * statistics.median(read),
+                "epsilon": epsilon,
+            }
+        )
     return rows
 
 
@@ -97,9 +103,15 @@ def linkteller_part(model_dir: str, pairs: int) -> dict:
     influence_scores(api, probe, u, v)
     seconds = time.process_time() - start
     queries = len(np.unique(v))
-    return {"queries": int(queries), "cpu_s": seconds, "per_query_ms": 1e3 * seconds / queries,
-            "first_contact_s": first, "releases": _releases(api),
-            "peak_mib": _peak_mib(), "torch_threads": torch.get_num_threads()}  # fmt: skip
+    return {
+        "queries": int(queries),
+        "cpu_s": seconds,
+        "per_query_ms": 1e3 * seconds / queries,
+        "first_contact_s": first,
+        "releases": _releases(api),
+        "peak_mib": _peak_mib(),
+        "torch_threads": torch.get_num_threads(),
+    }
 
 
 def _releases(api) -> int:
@@ -120,8 +132,9 @@ def child(tree: Path, call: str, timeout: float) -> dict | list:
         f"import sys, json, torch; torch.set_num_threads(1); sys.path.insert(0, {str(Path(__file__).parent)!r}); "
         f"import bench_gap_queries as b; print('RESULT ' + json.dumps(b.{call}))"
     )
-    out = subprocess.run([sys.executable, "-c", code], env=env, cwd=tree, capture_output=True, text=True,
-                         timeout=timeout)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd=tree, capture_output=True, text=True, timeout=timeout
+    )
     lines = [line for line in out.stdout.splitlines() if line.startswith("RESULT ")]
     if out.returncode or not lines:
         raise RuntimeError(f"{call} on {tree} failed:\n{out.stderr[-3000:]}")
@@ -134,9 +147,29 @@ def train(size: int, out: Path, tree: Path) -> None:
     does not know)."""
     if (out / "model.json").exists():
         return
-    argv = [sys.executable, "-m", "dpaudit.app.cli", "train", "--defense", "gap-edp", "--dataset", "csbm",
-            "--dataset-option", f"num_nodes={size}", "--dataset-option", "avg_degree=20", "--epsilon", "1",
-            "--set", "encoder_epochs=10", "--set", "epochs=10", "--out", str(out), "--force"]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "dpaudit.app.cli",
+        "train",
+        "--defense",
+        "gap-edp",
+        "--dataset",
+        "csbm",
+        "--dataset-option",
+        f"num_nodes={size}",
+        "--dataset-option",
+        "avg_degree=20",
+        "--epsilon",
+        "1",
+        "--set",
+        "encoder_epochs=10",
+        "--set",
+        "epochs=10",
+        "--out",
+        str(out),
+        "--force",
+    ]
     subprocess.run(argv, cwd=tree, check=True, env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(tree)})
 
 
@@ -156,8 +189,9 @@ def main() -> None:
     results = json.loads(path.read_text()) if path.exists() else {}
     lines = []
     if "ledger" in args.parts.split(","):
-        results["ledger"] = {name: child(tree, f"ledger_part({args.repeats})", args.timeout_s)
-                             for name, tree in trees.items()}  # fmt: skip
+        results["ledger"] = {
+            name: child(tree, f"ledger_part({args.repeats})", args.timeout_s) for name, tree in trees.items()
+        }
         RESULTS.mkdir(exist_ok=True)
         path.write_text(json.dumps(results, indent=1) + "\n")
     for size in [int(s) for s in args.sizes.split(",") if s] if "linkteller" in args.parts.split(",") else []:
@@ -171,27 +205,36 @@ def main() -> None:
             path.write_text(json.dumps(results, indent=1) + "\n")
     path.write_text(json.dumps(results, indent=1) + "\n")
     lines.append("# What a GAP query costs: the baseline checkout against this tree\n")
-    lines.append(f"`python benchmarks/bench_gap_queries.py {' '.join(sys.argv[1:])}` — {platform.machine()}, "
-                 f"{os.cpu_count()} cores, python {platform.python_version()}; one torch thread, CPU time, medians.\n")  # fmt: skip
+    lines.append(
+        f"`python benchmarks/bench_gap_queries.py {' '.join(sys.argv[1:])}` — {platform.machine()}, "
+        f"{os.cpu_count()} cores, python {platform.python_version()}; one torch thread, CPU time, medians.\n"
+    )
     if "ledger" in results:
         lines.append("## A query after n − 1 earlier releases (gap-edp ε = 4, csbm 2,708 nodes)\n")
-        lines.append("| releases n | query CPU ms, baseline | query CPU ms, this tree | spec read CPU ms, baseline | "
-                     "spec read CPU ms, this tree | ε, baseline | ε, this tree |")  # fmt: skip
+        lines.append(
+            "| releases n | query CPU ms, baseline | query CPU ms, this tree | spec read CPU ms, baseline | "
+            "spec read CPU ms, this tree | ε, baseline | ε, this tree |"
+        )
         lines.append("|---|---|---|---|---|---|---|")
         old, new = results["ledger"]["baseline"], results["ledger"]["this tree"]
         for a, b in zip(old, new):
-            lines.append(f"| {a['releases']} | {a['query_ms']:.2f} | {b['query_ms']:.2f} | {a['read_ms']:.2f} | "
-                         f"{b['read_ms']:.2f} | {a['epsilon']:.10g} | {b['epsilon']:.10g} |")  # fmt: skip
+            lines.append(
+                f"| {a['releases']} | {a['query_ms']:.2f} | {b['query_ms']:.2f} | {a['read_ms']:.2f} | "
+                f"{b['read_ms']:.2f} | {a['epsilon']:.10g} | {b['epsilon']:.10g} |"
+            )
         lines.append("")
     if "linkteller" in results:
         lines.append("## LinkTeller's queries of gap-edp in an audit (csbm, average degree 20, 128 features)\n")
-        lines.append("| nodes | tree | queries | CPU s | CPU ms per query | releases charged | first contact CPU s "
-                     "| peak MiB |")  # fmt: skip
+        lines.append(
+            "| nodes | tree | queries | CPU s | CPU ms per query | releases charged | first contact CPU s | peak MiB |"
+        )
         lines.append("|---|---|---|---|---|---|---|---|")
         for size, by_tree in sorted(results["linkteller"].items(), key=lambda kv: int(kv[0])):
             for name, r in by_tree.items():
-                lines.append(f"| {int(size):,} | {name} | {r['queries']} | {r['cpu_s']:.2f} | {r['per_query_ms']:.1f} | "
-                             f"{r['releases']} | {r['first_contact_s']:.2f} | {r['peak_mib']:.0f} |")  # fmt: skip
+                lines.append(
+                    f"| {int(size):,} | {name} | {r['queries']} | {r['cpu_s']:.2f} | {r['per_query_ms']:.1f} | "
+                    f"{r['releases']} | {r['first_contact_s']:.2f} | {r['peak_mib']:.0f} |"
+                )
         lines.append("")
     (RESULTS / f"{args.out}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

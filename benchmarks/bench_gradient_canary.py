@@ -90,13 +90,24 @@ def true_epsilon(defense: str, claim: float, dataset, split, overrides: dict) ->
     return instance.true_epsilon(dataset, split, DELTA) if hasattr(instance, "true_epsilon") else claim
 
 
-def audit_row(defense: str, variant: str, claim: float, module: str, canaries: int, observe: str, dataset,
-              seed: int) -> dict:  # fmt: skip
+def audit_row(
+    defense: str, variant: str, claim: float, module: str, canaries: int, observe: str, dataset, seed: int
+) -> dict:
     overrides = overrides_for(defense, dataset)
     cpu, wall = time.process_time(), time.perf_counter()
-    result = gradient_canary_audit(defense, dataset, claim, canaries=canaries, delta=DELTA, seed=seed, device="cpu",
-                                   overrides=overrides, design={"module": module, "observe": observe}, progress=False,
-                                   keep_scores=False)  # fmt: skip
+    result = gradient_canary_audit(
+        defense,
+        dataset,
+        claim,
+        canaries=canaries,
+        delta=DELTA,
+        seed=seed,
+        device="cpu",
+        overrides=overrides,
+        design={"module": module, "observe": observe},
+        progress=False,
+        keep_scores=False,
+    )
     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
     certified = result["certified_epsilon_lower_bound"]
     rigorous = {name: v for name, v in result["epsilon_lower_bound"].items() if name in RIGOROUS_ESTIMATORS}
@@ -139,12 +150,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, required=True, help="JSON file to write")
     parser.add_argument("--quick", action="store_true", help="Cora only, one seed")
-    parser.add_argument("--defenses", nargs="+", metavar="BASE",
-                        help="run only the cases of these base defenses (mlp-dp, gap-ndp, dpgnn, dpar-em1; a zoo variant goes "
-                             "with its base) and keep --out's other rows")  # fmt: skip
-    parser.add_argument("--render", action="store_true",
-                        help="run no audit: write the table from the rows already in --out (a run stopped for time "
-                             "keeps every audit it finished there)")  # fmt: skip
+    parser.add_argument(
+        "--defenses",
+        nargs="+",
+        metavar="BASE",
+        help="run only the cases of these base defenses (mlp-dp, gap-ndp, dpgnn, dpar-em1; a zoo variant goes "
+        "with its base) and keep --out's other rows",
+    )
+    parser.add_argument(
+        "--render",
+        action="store_true",
+        help="run no audit: write the table from the rows already in --out (a run stopped for time "
+        "keeps every audit it finished there)",
+    )
     parser.add_argument(
         "--tightness",
         action="store_true",
@@ -176,8 +194,13 @@ def main() -> None:
         for case in cases:
             for seed in seeds:
                 rows.append(audit_row(*case, dataset, seed))
-                print({k: rows[-1][k] for k in ("dataset", "variant", "target_epsilon", "seed", "certified", "cpu_seconds")},
-                      flush=True)  # fmt: skip
+                print(
+                    {
+                        k: rows[-1][k]
+                        for k in ("dataset", "variant", "target_epsilon", "seed", "certified", "cpu_seconds")
+                    },
+                    flush=True,
+                )
                 # after every audit: a run stopped for time keeps the audits it finished
                 atomic_write_text(args.out, json.dumps(rows, indent=1) + "\n")
     table = []
@@ -314,10 +337,12 @@ def estimators_on(scores: np.ndarray, coins: np.ndarray, claim: float, q: float,
         for name, call in (
             ("jax_privacy epsilon_one_run", lambda: auditor.epsilon_one_run(0.05, DELTA)),
             ("jax_privacy epsilon_one_run_fdp", lambda: auditor.epsilon_one_run_fdp(0.05, DELTA)),
-            ("jax_privacy epsilon_clopper_pearson (assumes independent canaries)",
-             lambda: auditor.epsilon_clopper_pearson(0.05, DELTA)),
+            (
+                "jax_privacy epsilon_clopper_pearson (assumes independent canaries)",
+                lambda: auditor.epsilon_clopper_pearson(0.05, DELTA),
+            ),
             ("jax_privacy epsilon_from_gdp (estimate)", lambda: auditor.epsilon_from_gdp(0.05, DELTA)),
-        ):  # fmt: skip
+        ):
             value, cpu = timed(call)
             out[name] = (float(value), cpu)
     return out
@@ -329,16 +354,34 @@ def tightness_rows(jaxp, seeds) -> list[dict]:
     for claim in TIGHT_CLAIMS:
         for canaries in TIGHT_CANARIES:
             for seed in seeds:
-                record = gradient_canary_audit("mlp-dp", dataset, claim, canaries=canaries, delta=DELTA, seed=seed,
-                                               device="cpu", progress=False, keep_scores=True)  # fmt: skip
+                record = gradient_canary_audit(
+                    "mlp-dp",
+                    dataset,
+                    claim,
+                    canaries=canaries,
+                    delta=DELTA,
+                    seed=seed,
+                    device="cpu",
+                    progress=False,
+                    keep_scores=True,
+                )
                 run = record["per_run"][0]
                 s, y = np.asarray(record["scores"]), np.asarray(record["included"], dtype=bool)
                 est = estimators_on(s, y, claim, run["sample_rate"], run["steps"], jaxp)
-                rows.append({"game": "mlp-dp run", "claim": claim, "canaries": canaries, "seed": seed,
-                             "on_unused_input_columns": record["design"]["on_unused_input_columns"],
-                             "estimators": est})  # fmt: skip
-                print({"claim": claim, "canaries": canaries, "seed": seed,
-                       **{k: round(v[0], 3) for k, v in est.items()}}, flush=True)  # fmt: skip
+                rows.append(
+                    {
+                        "game": "mlp-dp run",
+                        "claim": claim,
+                        "canaries": canaries,
+                        "seed": seed,
+                        "on_unused_input_columns": record["design"]["on_unused_input_columns"],
+                        "estimators": est,
+                    }
+                )
+                print(
+                    {"claim": claim, "canaries": canaries, "seed": seed, **{k: round(v[0], 3) for k, v in est.items()}},
+                    flush=True,
+                )
         # the ideal game at the run's μ (q = 1, T = 100 on Cora): a one-run bound's limit
         sigma = claimed_noise_multiplier(claim, DELTA, 1.0, 100)
         for canaries in IDEAL_CANARIES:
@@ -347,10 +390,13 @@ def tightness_rows(jaxp, seeds) -> list[dict]:
                 y = rng.integers(0, 2, canaries).astype(bool)
                 s = 100.0 * y + rng.normal(0.0, 10.0 * sigma, canaries)
                 est = estimators_on(s, y, claim, 1.0, 100, None)
-                rows.append({"game": "ideal Gaussian", "claim": claim, "canaries": canaries, "seed": seed,
-                             "estimators": est})  # fmt: skip
-                print({"ideal": claim, "canaries": canaries, "seed": seed,
-                       **{k: round(v[0], 3) for k, v in est.items()}}, flush=True)  # fmt: skip
+                rows.append(
+                    {"game": "ideal Gaussian", "claim": claim, "canaries": canaries, "seed": seed, "estimators": est}
+                )
+                print(
+                    {"ideal": claim, "canaries": canaries, "seed": seed, **{k: round(v[0], 3) for k, v in est.items()}},
+                    flush=True,
+                )
     return rows
 
 

@@ -478,11 +478,29 @@ def table_row(row: dict[str, Any], baseline: dict[str, Any] | None) -> dict[str,
 
 
 COLUMNS = [
-    "defense", "unit", "configuration", "ε target", "ε spent (max)", "test-graph query ε", "sound",
-    "deployment: covered by ε", "test accuracy", "vs mlp-dp sound", "per seed", "CPU s / fit (median)", "status",
-]  # fmt: skip
-CONFIG_ORDER = {"non-private": 0, TUNED: 0.5, "paper": 1, "sound": 2, GRAPH_DEGREE: 3, OWN_FEATURES: 3,
-                "select=private": 4}  # fmt: skip
+    "defense",
+    "unit",
+    "configuration",
+    "ε target",
+    "ε spent (max)",
+    "test-graph query ε",
+    "sound",
+    "deployment: covered by ε",
+    "test accuracy",
+    "vs mlp-dp sound",
+    "per seed",
+    "CPU s / fit (median)",
+    "status",
+]
+CONFIG_ORDER = {
+    "non-private": 0,
+    TUNED: 0.5,
+    "paper": 1,
+    "sound": 2,
+    GRAPH_DEGREE: 3,
+    OWN_FEATURES: 3,
+    "select=private": 4,
+}
 
 
 def markdown_table(rows: list[dict[str, str]]) -> str:
@@ -604,9 +622,14 @@ def acceptance(rows: list[dict[str, Any]]) -> list[str]:
         covered = [
             r
             for r in rows
-            if r["dataset"] == jh and r["epsilon"] == 8.0 and r["defense"] != "mlp-dp" and r.get("unit") == "node"
-            and r.get("sound") and r.get("deployment_covered") and r["configuration"] != "paper"
-        ]  # fmt: skip
+            if r["dataset"] == jh
+            and r["epsilon"] == 8.0
+            and r["defense"] != "mlp-dp"
+            and r.get("unit") == "node"
+            and r.get("sound")
+            and r.get("deployment_covered")
+            and r["configuration"] != "paper"
+        ]
         lines.append(
             "  - Node-level rows with a sound spec whose inference ε covers (other than mlp-dp): "
             + (

@@ -35,11 +35,33 @@ TINY = {"num_nodes": 150, "num_classes": 3, "num_features": 8, "avg_degree": 5.0
 
 def _argv(study: Path, jobs: int) -> list[str]:
     return [
-        sys.executable, "-m", "dpaudit.app.cli", "compare", "--dataset", "csbm", "--defenses", "mlp,gcn,sage",
-        "--epsilons", "inf", "--seeds", "2", "--attacks", "mia-tstf", "--set", "epochs=150",
-        "--attack-set", "runs=2", "--attack-set", "n_boot=50", "--jobs", str(jobs), "--no-report",
-        "--out", str(study), *[a for k, v in TINY.items() for a in ("--dataset-option", f"{k}={v}")],
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "dpaudit.app.cli",
+        "compare",
+        "--dataset",
+        "csbm",
+        "--defenses",
+        "mlp,gcn,sage",
+        "--epsilons",
+        "inf",
+        "--seeds",
+        "2",
+        "--attacks",
+        "mia-tstf",
+        "--set",
+        "epochs=150",
+        "--attack-set",
+        "runs=2",
+        "--attack-set",
+        "n_boot=50",
+        "--jobs",
+        str(jobs),
+        "--no-report",
+        "--out",
+        str(study),
+        *[a for k, v in TINY.items() for a in ("--dataset-option", f"{k}={v}")],
+    ]
 
 
 def one_run(kind: str, jobs: int) -> dict:
@@ -48,8 +70,15 @@ def one_run(kind: str, jobs: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         study = Path(tmp) / "study"
         load = os.getloadavg()[0]
-        proc = subprocess.Popen(_argv(study, jobs), cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+        proc = subprocess.Popen(
+            _argv(study, jobs),
+            cwd=ROOT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         try:
             results = study / "results.jsonl"
             while not (results.exists() and results.stat().st_size > 0):
@@ -104,7 +133,9 @@ def main(argv=None) -> int:
         codes = ", ".join(str(r["code"]) for r in runs)
         loads = ", ".join(f"{r['load']:.1f}" for r in runs)
         ok = "—" if median is None else ("yes" if median <= TARGET_SECONDS else "no")
-        lines.append(f"| {kind} | {jobs} | {'—' if median is None else f'{median:.2f}'} | {each} | {codes} | {loads} | {ok} |")
+        lines.append(
+            f"| {kind} | {jobs} | {'—' if median is None else f'{median:.2f}'} | {each} | {codes} | {loads} | {ok} |"
+        )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("\n".join(lines) + "\n", encoding="utf-8")
     print(f"wrote {args.out}")

@@ -106,8 +106,14 @@ NON_PRIVATE = ("gcn", "sage", "mlp", "dpar-nodp", "gap-inf")  # trained at ε = 
 WHOLE_AUDIT = "audit (every attack)"
 # LinkTeller last: its whole-graph query per node makes it the slowest by far (issue 27)
 DEFAULT_ATTACKS = (
-    "mia-threshold", "mia-rmia", "mia-lira", "mia-tstf", "link-steal", "embedding-probe", "linkteller",
-)  # fmt: skip
+    "mia-threshold",
+    "mia-rmia",
+    "mia-lira",
+    "mia-tstf",
+    "link-steal",
+    "embedding-probe",
+    "linkteller",
+)
 
 
 def graph_spec(label: str) -> dict:
@@ -223,9 +229,12 @@ class Results:
         self.path = path
         old = json.loads(path.read_text()) if path.exists() and not fresh else {}
         if old.get("runs"):  # resumed or extended: the record names every command that measured its runs
-            meta = {**meta, "command": f"{old['meta']['command']}; {meta['command']}",
-                    "started": old["meta"].get("started", meta["started"]),
-                    "load_start": old["meta"].get("load_start", meta["load_start"])}  # fmt: skip
+            meta = {
+                **meta,
+                "command": f"{old['meta']['command']}; {meta['command']}",
+                "started": old["meta"].get("started", meta["started"]),
+                "load_start": old["meta"].get("load_start", meta["load_start"]),
+            }
         self.data = {"meta": meta, "runs": old.get("runs", [])}
 
     def find(self, graph: str, component: str) -> dict | None:
@@ -274,18 +283,59 @@ def measure_graph(spec: dict, args, results: Results, log) -> None:
         model = work / defense
         sets = [a for s in SCHEDULES.get(defense, []) for a in ("--set", s)]
         epsilon = "inf" if defense in NON_PRIVATE else "1"
-        run(f"train {defense}", [*base, "train", "--defense", defense, *dataset_args(spec), "--epsilon", epsilon,
-                                 *sets, "--out", str(model), "--force"])  # fmt: skip
+        run(
+            f"train {defense}",
+            [
+                *base,
+                "train",
+                "--defense",
+                defense,
+                *dataset_args(spec),
+                "--epsilon",
+                epsilon,
+                *sets,
+                "--out",
+                str(model),
+                "--force",
+            ],
+        )
     audited = results.find(label, f"train {args.audit}")
     if audited is None or audited["outcome"] != "ok":
         return
     for attack in args.attacks:
         report = work / f"audit-{attack}.html"
-        run(f"audit {attack}", [*base, "audit", "--model", str(work / args.audit), "--quick", "--attacks", attack,
-                                "--out", str(report), "--force"], skipped=f"{attack}: ")  # fmt: skip
+        run(
+            f"audit {attack}",
+            [
+                *base,
+                "audit",
+                "--model",
+                str(work / args.audit),
+                "--quick",
+                "--attacks",
+                attack,
+                "--out",
+                str(report),
+                "--force",
+            ],
+            skipped=f"{attack}: ",
+        )
     if args.whole_audit:  # -v: the audit logs each attack's wall time
-        run(WHOLE_AUDIT, [*base, "-v", "audit", "--model", str(work / args.audit), "--quick",
-                          "--out", str(work / "audit-all.html"), "--force"], whole_audit=True)  # fmt: skip
+        run(
+            WHOLE_AUDIT,
+            [
+                *base,
+                "-v",
+                "audit",
+                "--model",
+                str(work / args.audit),
+                "--quick",
+                "--out",
+                str(work / "audit-all.html"),
+                "--force",
+            ],
+            whole_audit=True,
+        )
 
 
 def kept(row: dict) -> bool:
@@ -307,8 +357,14 @@ def net_cpu(results: Results, row: dict) -> float | None:
     if row["outcome"] != "ok" or row["component"] == "dataset":
         return None
     part = row.get("part")
-    base = next((r for r in results.data["runs"] if (r["graph"], r["component"], r.get("part")) ==
-                 (row["graph"], "dataset", part)), None)  # fmt: skip
+    base = next(
+        (
+            r
+            for r in results.data["runs"]
+            if (r["graph"], r["component"], r.get("part")) == (row["graph"], "dataset", part)
+        ),
+        None,
+    )
     if base is None or base["outcome"] != "ok":
         return None
     return max(row["cpu_s"] - base["cpu_s"], 0.01)
@@ -400,9 +456,11 @@ def render(results: Results, args) -> str:
         top_cpu = loglog_slope(edges[-3:], cpu[-3:])
         top_mem = loglog_slope(edges[-3:], [r["peak_mib"] for r in series][-3:])
         exponents[component] = {
-            "cpu_all_sizes": slope_cpu, "cpu_3_largest": top_cpu, "memory_3_largest": top_mem,
+            "cpu_all_sizes": slope_cpu,
+            "cpu_3_largest": top_cpu,
+            "memory_3_largest": top_mem,
             "sizes": [r["num_nodes"] for r in series],
-        }  # fmt: skip
+        }
         fmt = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
         largest = f"{cpu[-1]:.1f}" if cpu and cpu[-1] is not None else "-"
         sizes = ", ".join(f"{n // 1000} k" for n in exponents[component]["sizes"]) or "-"
@@ -435,8 +493,11 @@ def merge(entries: list[str], results: Results) -> None:
         data = json.loads(result_path(name, ".json").read_text())
         for part in parts_of(data["meta"], name):
             parts.append({k: v for k, v in part.items() if k != "parts" and k != "notes"})
-        taken = [{"part": name, **row} for row in data["runs"]
-                 if row["component"] == "dataset" or only is None or row["component"] in only]  # fmt: skip
+        taken = [
+            {"part": name, **row}
+            for row in data["runs"]
+            if row["component"] == "dataset" or only is None or row["component"] in only
+        ]
         if adds:
             measured = {
                 (row["component"], row["series"], row["graph"]) for row in taken if row["component"] != "dataset"

@@ -149,31 +149,86 @@ def defense_pairs(dataset, quick: bool) -> list[dict]:
     dpgnn_hp = {"steps": dpgnn_steps, "batch_size": 256}
     dpar_hp = {"epochs": e, "node_sample_rate": 0.5, "num_sources": 100}
     return [
-        {"defense": "mlp-dp", "unit": f"epoch ({e} timed)", "units": e,
-         "private": ("mlp-dp", 8.0, mlp_dp, ""), "twin": ("mlp-dp", math.inf, mlp_dp, ""),
-         "extra": [("opacus per-sample", ("mlp-dp", 8.0, mlp_dp, "per-sample")),
-                   ("dense input", ("mlp-dp", 8.0, mlp_dp, "dense")),
-                   ("twin, dense input", ("mlp-dp", math.inf, mlp_dp, "dense"))]},
-        {"defense": "gap-ndp (encoder + classifier)", "unit": f"epoch of each module ({e} timed)", "units": e,
-         "private": ("gap-ndp", 8.0, gap_hp, ""), "twin": ("gap-ndp", math.inf, gap_hp, ""),
-         "extra": [("dense input", ("gap-ndp", 8.0, gap_hp, "dense"))]},
-        {"defense": "dpgnn", "unit": f"step ({dpgnn_steps} timed)", "units": dpgnn_steps,
-         "private": ("dpgnn", 8.0, dpgnn_hp, ""), "twin": ("dpgnn", math.inf, dpgnn_hp, "plain-backprop"),
-         "extra": [("dense input", ("dpgnn", 8.0, dpgnn_hp, "dense"))]},
-        {"defense": "dpar-gm", "unit": f"epoch ({e} timed)", "units": e,
-         "private": ("dpar-gm", 8.0, dpar_hp, ""), "twin": ("dpar-nodp", math.inf, dpar_hp, ""), "extra": []},
-        {"defense": "gap-edp", "unit": "fit", "units": 1, "whole_fit": True,
-         "private": ("gap-edp", 8.0, gap_edp_hp, ""), "twin": ("gap-edp", math.inf, gap_edp_hp, ""), "extra": []},
-        {"defense": "gcon", "unit": "fit", "units": 1, "whole_fit": True,
-         "private": ("gcon", 8.0, {}, ""), "twin": ("gcon", math.inf, {}, ""), "extra": []},
-        {"defense": "mlp", "unit": "full-batch epoch", "units": 200 if not quick else 50,
-         "private": None, "twin": ("mlp", math.inf, {"epochs": 200 if not quick else 50}, ""), "extra": [],
-         "n_train": n_train},
-        {"defense": "sage", "unit": "full-batch epoch", "units": 200 if not quick else 50,
-         "private": None, "twin": ("sage", math.inf, {"epochs": 200 if not quick else 50}, ""), "extra": []},
-        {"defense": "gcn", "unit": "full-batch epoch", "units": 200 if not quick else 50,
-         "private": None, "twin": ("gcn", math.inf, {"epochs": 200 if not quick else 50}, ""), "extra": []},
-    ]  # fmt: skip
+        {
+            "defense": "mlp-dp",
+            "unit": f"epoch ({e} timed)",
+            "units": e,
+            "private": ("mlp-dp", 8.0, mlp_dp, ""),
+            "twin": ("mlp-dp", math.inf, mlp_dp, ""),
+            "extra": [
+                ("opacus per-sample", ("mlp-dp", 8.0, mlp_dp, "per-sample")),
+                ("dense input", ("mlp-dp", 8.0, mlp_dp, "dense")),
+                ("twin, dense input", ("mlp-dp", math.inf, mlp_dp, "dense")),
+            ],
+        },
+        {
+            "defense": "gap-ndp (encoder + classifier)",
+            "unit": f"epoch of each module ({e} timed)",
+            "units": e,
+            "private": ("gap-ndp", 8.0, gap_hp, ""),
+            "twin": ("gap-ndp", math.inf, gap_hp, ""),
+            "extra": [("dense input", ("gap-ndp", 8.0, gap_hp, "dense"))],
+        },
+        {
+            "defense": "dpgnn",
+            "unit": f"step ({dpgnn_steps} timed)",
+            "units": dpgnn_steps,
+            "private": ("dpgnn", 8.0, dpgnn_hp, ""),
+            "twin": ("dpgnn", math.inf, dpgnn_hp, "plain-backprop"),
+            "extra": [("dense input", ("dpgnn", 8.0, dpgnn_hp, "dense"))],
+        },
+        {
+            "defense": "dpar-gm",
+            "unit": f"epoch ({e} timed)",
+            "units": e,
+            "private": ("dpar-gm", 8.0, dpar_hp, ""),
+            "twin": ("dpar-nodp", math.inf, dpar_hp, ""),
+            "extra": [],
+        },
+        {
+            "defense": "gap-edp",
+            "unit": "fit",
+            "units": 1,
+            "whole_fit": True,
+            "private": ("gap-edp", 8.0, gap_edp_hp, ""),
+            "twin": ("gap-edp", math.inf, gap_edp_hp, ""),
+            "extra": [],
+        },
+        {
+            "defense": "gcon",
+            "unit": "fit",
+            "units": 1,
+            "whole_fit": True,
+            "private": ("gcon", 8.0, {}, ""),
+            "twin": ("gcon", math.inf, {}, ""),
+            "extra": [],
+        },
+        {
+            "defense": "mlp",
+            "unit": "full-batch epoch",
+            "units": 200 if not quick else 50,
+            "private": None,
+            "twin": ("mlp", math.inf, {"epochs": 200 if not quick else 50}, ""),
+            "extra": [],
+            "n_train": n_train,
+        },
+        {
+            "defense": "sage",
+            "unit": "full-batch epoch",
+            "units": 200 if not quick else 50,
+            "private": None,
+            "twin": ("sage", math.inf, {"epochs": 200 if not quick else 50}, ""),
+            "extra": [],
+        },
+        {
+            "defense": "gcn",
+            "unit": "full-batch epoch",
+            "units": 200 if not quick else 50,
+            "private": None,
+            "twin": ("gcn", math.inf, {"epochs": 200 if not quick else 50}, ""),
+            "extra": [],
+        },
+    ]
 
 
 def _median(values: list[float]) -> float:
@@ -204,7 +259,9 @@ def time_pairs(
                 result, _, peak = measure(run_training, name, epsilon, hp, dataset, split, variant)
                 timed = "fit_seconds" if pair.get("whole_fit") else "train_seconds"
                 seconds[key].append(result[timed] / pair["units"])
-                wall[key].append(result["fit_seconds" if pair.get("whole_fit") else "train_wall_seconds"] / pair["units"])
+                wall[key].append(
+                    result["fit_seconds" if pair.get("whole_fit") else "train_wall_seconds"] / pair["units"]
+                )
                 fits[key].append(result["fit_seconds"])
                 peaks[key].append(result["gpu_peak_mb"] if result["gpu_peak_mb"] is not None else peak)
                 eps[key] = result["epsilon"]
@@ -286,11 +343,13 @@ def scaling(names: list[str], root, repeats: int) -> list[dict]:
         edges = int(dataset.data.edge_index.size(1))
         layer = first_layer(dataset, repeats)[0]
         for row in time_pairs(dataset, split, repeats, quick=True, extras=False):
-            rows.append({
-                "dataset": f"{name} ({dataset.num_nodes} nodes, {edges} edges, F = {dataset.num_features}, "
-                           f"{len(split.train)} train; sparse first layer {layer['speed-up']})",
-                **row,
-            })  # fmt: skip
+            rows.append(
+                {
+                    "dataset": f"{name} ({dataset.num_nodes} nodes, {edges} edges, F = {dataset.num_features}, "
+                    f"{len(split.train)} train; sparse first layer {layer['speed-up']})",
+                    **row,
+                }
+            )
             print(rows[-1], flush=True)
     return rows
 
@@ -362,9 +421,18 @@ def main() -> None:
         "`torch.cuda.max_memory_allocated` (CUDA). See the script's docstring for each twin.\n\n"
         + markdown_table(
             pair_rows,
-            ["defense", "unit", "twin s/unit", "private s/unit", "private / twin", "wall: twin / private",
-             "ε spent", "whole fit s (twin / private)", "peak MiB (twin / private)"],
-        )  # fmt: skip
+            [
+                "defense",
+                "unit",
+                "twin s/unit",
+                "private s/unit",
+                "private / twin",
+                "wall: twin / private",
+                "ε spent",
+                "whole fit s (twin / private)",
+                "peak MiB (twin / private)",
+            ],
+        )
         + "\n\n## First layer: dense vs sparse forward + backward (F → 64)\n\n"
         + markdown_table(layer_rows, ["dataset", "input", "dense ms", "sparse ms", "speed-up", "max |Δ output|"])
     )
@@ -373,10 +441,20 @@ def main() -> None:
         table = (
             "## Scaling over graph size (every defense, quick schedule: 1 epoch, 5 DP-GNN steps, 50 epochs "
             f"full-batch; medians of {min(args.repeats, 2)})\n\n"
-            + markdown_table(scale_rows, ["dataset", "defense", "unit", "twin s/unit", "private s/unit",
-                                          "private / twin", "whole fit s (twin / private)",
-                                          "peak MiB (twin / private)"])
-        )  # fmt: skip
+            + markdown_table(
+                scale_rows,
+                [
+                    "dataset",
+                    "defense",
+                    "unit",
+                    "twin s/unit",
+                    "private s/unit",
+                    "private / twin",
+                    "whole fit s (twin / private)",
+                    "peak MiB (twin / private)",
+                ],
+            )
+        )
     path = write_result(args.out, header, table)
     print(f"wrote {path}")
 

@@ -51,10 +51,26 @@ def load_average() -> str:
 
 def run_study(args, out: Path) -> tuple[float, int | None, str]:
     command = [
-        sys.executable, "-m", "dpaudit.app.cli", "compare", "--dataset", args.dataset, "--data-root", args.data_root,
-        "--defenses", args.defenses, "--epsilons", args.epsilons, "--attacks", args.attacks, "--seeds", "1",
-        "--out", str(out), "--no-report",
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "dpaudit.app.cli",
+        "compare",
+        "--dataset",
+        args.dataset,
+        "--data-root",
+        args.data_root,
+        "--defenses",
+        args.defenses,
+        "--epsilons",
+        args.epsilons,
+        "--attacks",
+        args.attacks,
+        "--seeds",
+        "1",
+        "--out",
+        str(out),
+        "--no-report",
+    ]
     if "gap-ndp" in args.defenses.split(","):
         command += ["--set", f"gap-ndp.max_degree={args.gap_max_degree}", "--set", "gap-ndp.degree_bound=promise"]
     if args.smoke:
@@ -85,14 +101,16 @@ def summarise(out: Path) -> tuple[list[dict], list[dict], list[dict]]:
         for r in rows:
             for attack, s in (r.get("attack_seconds") or {}).items():
                 attack_seconds[attack].append(s)
-        defense_rows.append({
-            "defense": name,
-            "cells (done/failed)": f"{sum(r['status'] == 'done' for r in rows)}/{sum(r['status'] != 'done' for r in rows)}",
-            "cell s (sum)": f"{sum(cells):.0f}",
-            "cell s (median)": f"{statistics.median(cells):.1f}",
-            "training s (median)": f"{statistics.median(train):.1f}" if train else "-",
-            "slowest cell s": f"{max(cells):.1f}",
-        })  # fmt: skip
+        defense_rows.append(
+            {
+                "defense": name,
+                "cells (done/failed)": f"{sum(r['status'] == 'done' for r in rows)}/{sum(r['status'] != 'done' for r in rows)}",
+                "cell s (sum)": f"{sum(cells):.0f}",
+                "cell s (median)": f"{statistics.median(cells):.1f}",
+                "training s (median)": f"{statistics.median(train):.1f}" if train else "-",
+                "slowest cell s": f"{max(cells):.1f}",
+            }
+        )
     attack_rows = [
         {"attack": a, "runs": len(v), "s (sum)": f"{sum(v):.0f}", "s (median)": f"{statistics.median(v):.1f}"}
         for a, v in sorted(attack_seconds.items())
@@ -124,7 +142,13 @@ def main() -> None:
     args = parser.parse_args()
     if args.smoke:
         start_smoke()
-        args.dataset, args.defenses, args.epsilons, args.attacks, args.jobs = "csbm", "gcn,mlp-dp", "4", "mia-threshold", 1
+        args.dataset, args.defenses, args.epsilons, args.attacks, args.jobs = (
+            "csbm",
+            "gcn,mlp-dp",
+            "4",
+            "mia-threshold",
+            1,
+        )
 
     with tempfile.TemporaryDirectory(prefix="dpaudit-bench-study-") as tmp:
         out = Path(args.keep) if args.keep else Path(tmp) / "study"

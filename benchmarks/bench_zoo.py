@@ -48,8 +48,9 @@ QUICK_SKIPS = ("gcon",)
 
 def acceptance(rows: list[dict]) -> tuple[list[dict], list[dict]]:
     """(breaks with true ε ≥ 4 × claim that were not caught, sound variants that were caught)."""
-    missed = [r for r in rows if r["variant"] != "sound" and r["true_epsilon"] >= 4 * r["claimed_epsilon"]
-              and not r["caught"]]  # fmt: skip
+    missed = [
+        r for r in rows if r["variant"] != "sound" and r["true_epsilon"] >= 4 * r["claimed_epsilon"] and not r["caught"]
+    ]
     false_alarms = [r for r in rows if r["variant"] == "sound" and r["caught"]]
     return missed, false_alarms
 
@@ -77,8 +78,13 @@ def main() -> int:
     parser.add_argument("--defenses", nargs="+", default=None, help="only these base defenses (default: all)")
     parser.add_argument("--variants", nargs="+", default=None, help="only these variants (sound or a break's name)")
     parser.add_argument("--resume", action="store_true", help="keep the rows --out already holds; run the rest")
-    parser.add_argument("--merge", nargs="+", default=None, metavar="PART",
-                        help="run nothing: concatenate these JSON lists (parts run side by side) into --out")  # fmt: skip
+    parser.add_argument(
+        "--merge",
+        nargs="+",
+        default=None,
+        metavar="PART",
+        help="run nothing: concatenate these JSON lists (parts run side by side) into --out",
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     for noisy in ("dpaudit", "defenses", "attacks"):
@@ -93,16 +99,23 @@ def main() -> int:
             for row in _from_json(json.loads(Path(part).read_text())):
                 merged.setdefault((row["dataset"], row["defense"], row["variant"], row["claim"]), row)
         catalogue = [(v.base, v.variant) for v in zoo.VARIANTS]
-        rows = sorted(merged.values(), key=lambda r: (r["dataset"], catalogue.index((r["defense"], r["variant"])),
-                                                      r["claim"]))  # fmt: skip
+        rows = sorted(
+            merged.values(), key=lambda r: (r["dataset"], catalogue.index((r["defense"], r["variant"])), r["claim"])
+        )
         atomic_write_json(out, _jsonable(rows))
     done = {(r["dataset"], r["defense"], r["variant"], r["claim"]) for r in rows}
-    variants = [v for v in zoo.VARIANTS if (args.defenses is None or v.base in args.defenses)
-                and (args.variants is None or v.variant in args.variants)
-                and not (args.quick and args.defenses is None and v.base in QUICK_SKIPS)]  # fmt: skip
+    variants = [
+        v
+        for v in zoo.VARIANTS
+        if (args.defenses is None or v.base in args.defenses)
+        and (args.variants is None or v.variant in args.variants)
+        and not (args.quick and args.defenses is None and v.base in QUICK_SKIPS)
+    ]
     if args.quick and args.defenses is None:
-        log.info("--quick leaves out %s: their breaks are caught only by the full run's pooled trainings",
-                 ", ".join(QUICK_SKIPS))  # fmt: skip
+        log.info(
+            "--quick leaves out %s: their breaks are caught only by the full run's pooled trainings",
+            ", ".join(QUICK_SKIPS),
+        )
     for name in [] if args.merge else datasets:
         dataset = load_dataset(name)
         for variant in variants:
@@ -115,9 +128,17 @@ def main() -> int:
                 row["claim"] = claim
                 row["seconds"] = round(time.perf_counter() - began, 1)
                 rows.append(row)
-                log.info("%s %s %s claim %.3g: true %s certified %.3f caught %s (%.0f s)", name, variant.base,
-                         variant.variant, row["claimed_epsilon"], _fmt(row["true_epsilon"]), row["certified"],
-                         row["caught"], row["seconds"])  # fmt: skip
+                log.info(
+                    "%s %s %s claim %.3g: true %s certified %.3f caught %s (%.0f s)",
+                    name,
+                    variant.base,
+                    variant.variant,
+                    row["claimed_epsilon"],
+                    _fmt(row["true_epsilon"]),
+                    row["certified"],
+                    row["caught"],
+                    row["seconds"],
+                )
                 atomic_write_json(out, _jsonable(rows))  # an interrupted run keeps every finished row
     missed, false_alarms = acceptance(rows)
     command = "DPAUDIT_DATA=/work/shared/datasets python " + " ".join(sys.argv)
@@ -136,7 +157,7 @@ def main() -> int:
                 ),
             }
             for r in rows
-        ],  # fmt: skip
+        ],
         [
             "dataset",
             "defense",

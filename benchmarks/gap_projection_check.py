@@ -88,8 +88,10 @@ def path_rows(lengths: list[int]) -> list[str]:
         edges = np.array([[hub, 0]] + [[i, i + 1] for i in range(length)])
         x = np.eye(3)[np.arange(length + 2) % 3]  # unit rows, neighbours orthogonal
         kept_v, flips, change = removal(edges, length + 2, 1, np.arange(len(edges), dtype=float), x, hub)
-        rows.append(f"| path, L = {length} | 1 | v (degree 1) | {kept_v} | {flips} | {change:.2f} | "
-                    f"{math.sqrt(2):.2f} | {change / math.sqrt(2):.2f} |")  # fmt: skip
+        rows.append(
+            f"| path, L = {length} | 1 | v (degree 1) | {kept_v} | {flips} | {change:.2f} | "
+            f"{math.sqrt(2):.2f} | {change / math.sqrt(2):.2f} |"
+        )
     return rows
 
 
@@ -109,8 +111,10 @@ def graph_rows(name: str, max_degree: int, data_root: str | None, top: int, rand
     for node in nodes:
         kept_v, flips, change = removal(edges, n, max_degree, priority, x, node)
         log.info("%s D=%d node %d (degree %d): %d flips, ‖Δ‖ %.2f", name, max_degree, node, degree[node], flips, change)
-        rows.append(f"| {name} | {max_degree} | {node} (degree {degree[node]}) | {kept_v} | {flips} | "
-                    f"{change:.2f} | {bound:.2f} | {change / bound:.3f} |")  # fmt: skip
+        rows.append(
+            f"| {name} | {max_degree} | {node} (degree {degree[node]}) | {kept_v} | {flips} | "
+            f"{change:.2f} | {bound:.2f} | {change / bound:.3f} |"
+        )
     return rows
 
 
@@ -129,8 +133,9 @@ def truncation_rows(name: str, data_root: str | None, degrees: tuple[int, ...], 
             band = ((degree >= max_degree - width) & (degree <= max_degree + 1 + width)).astype(np.int64)
             around = np.bincount(edges[:, 0], weights=band[edges[:, 1]], minlength=n)
             around += np.bincount(edges[:, 1], weights=band[edges[:, 0]], minlength=n)
-            rows.append(f"| {name} | {max_degree} | {width} | {int(band.sum())} | {int(around.max())} | "
-                        f"{dropped:.1%} |")  # fmt: skip
+            rows.append(
+                f"| {name} | {max_degree} | {width} | {int(band.sum())} | {int(around.max())} | {dropped:.1%} |"
+            )
     return rows
 
 

@@ -195,7 +195,9 @@ def render(claims: list[Claim]) -> str:
         details.append(f"{claim.statement} — {claim.source}; the paper reports {claim.paper_value}.\n")
         for label, run in claim.runs.items():
             st = labels[label]
-            details.append(f"- `{label}` ({st['n']}/{len(claim.seeds)} seeds, median {st['seconds']:.1f} s/run): `{run.command()}`")
+            details.append(
+                f"- `{label}` ({st['n']}/{len(claim.seeds)} seeds, median {st['seconds']:.1f} s/run): `{run.command()}`"
+            )
         if claim.evidence and s["holds"] is not True:
             details.append(f"\n**Why it does not hold:** {claim.evidence}")
         details.append("")

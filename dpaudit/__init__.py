@@ -34,6 +34,7 @@ _LAZY = {
 
 __all__ = ["GradientCanaries", "__version__", "audit", "canary_audit", "claim_from_opacus", "compare", "report"]
 
+
 def __getattr__(name: str):
     if name in _LAZY:
         value = getattr(importlib.import_module(_LAZY[name]), name)

@@ -56,8 +56,16 @@ def _logged(total: int, desc: str, unit: str, every: float) -> Iterator[int]:
             last, announced = now, True
             elapsed = now - start
             left = elapsed / (i + 1) * (total - i - 1)
-            log.info("%s: %s %d/%d (%.0f %%), %.0f s elapsed, about %.0f s left",
-                     desc, unit, i + 1, total, 100.0 * (i + 1) / total, elapsed, left)  # fmt: skip
+            log.info(
+                "%s: %s %d/%d (%.0f %%), %.0f s elapsed, about %.0f s left",
+                desc,
+                unit,
+                i + 1,
+                total,
+                100.0 * (i + 1) / total,
+                elapsed,
+                left,
+            )
     if total:
         log.info("%s: %d/%d %ss done in %.0f s", desc, total, total, unit, time.monotonic() - start)
 

@@ -39,9 +39,14 @@ def train(epochs: int = 30, bug: bool = False, canaries: int = 5000, hidden: int
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # opacus' notes on secure RNG and on the optimal RDP order
         model, optimizer, loader = engine.make_private_with_epsilon(
-            module=model, optimizer=optimizer, data_loader=loader, target_epsilon=EPSILON, target_delta=DELTA,
-            epochs=epochs, max_grad_norm=1.0,
-        )  # fmt: skip
+            module=model,
+            optimizer=optimizer,
+            data_loader=loader,
+            target_epsilon=EPSILON,
+            target_delta=DELTA,
+            epochs=epochs,
+            max_grad_norm=1.0,
+        )
     if bug:
         optimizer.noise_multiplier /= 10  # a tenth of the noise; the script still reports ε = 4
 
@@ -75,14 +80,18 @@ def report(mlp: nn.Module, result, out: str = "audit.html", folder: str | None =
         result.save(f"{folder}/canaries.json")
     audit = dpaudit.audit(model, dataset=dataset, attacks=["mia-threshold"], canaries=[result], **audit_options)
     return audit.to_html(out)
+
+
 # --8<-- [end:report]
 
 
 if __name__ == "__main__":
     result, claim, accuracy, mlp = train(bug="--bug" in sys.argv)
     print(f"test accuracy {accuracy:.3f}")
-    print(f"certified ε ≥ {result.certified_epsilon_lower_bound:.2f} (at most {result.max_possible['one-run-fdp']:.2f} "
-          f"with {result['canaries']} canaries): {result.verdict}")  # fmt: skip
+    print(
+        f"certified ε ≥ {result.certified_epsilon_lower_bound:.2f} (at most {result.max_possible['one-run-fdp']:.2f} "
+        f"with {result['canaries']} canaries): {result.verdict}"
+    )
     print(claim.message)
     if "--report" in sys.argv:
         print(f"report: {report(mlp, result, sys.argv[sys.argv.index('--report') + 1])}")

@@ -24,8 +24,15 @@ def calibrated_sigma(steps: int, sample_rate: float) -> float:
     return calibrate_noise(EPSILON, DELTA, lambda s: PoissonSubsampledGaussian(s, sample_rate, steps), accountant="rdp")
 
 
-def train(sigma: float, steps: int = 150, sample_rate: float = 0.2, noise_divisor: float = 1.0,
-          canaries: int = 5000, hidden: int = 64, lr: float = 1.0):  # fmt: skip
+def train(
+    sigma: float,
+    steps: int = 150,
+    sample_rate: float = 0.2,
+    noise_divisor: float = 1.0,
+    canaries: int = 5000,
+    hidden: int = 64,
+    lr: float = 1.0,
+):
     graph = load_dataset("cora").data
     x, y = graph.x, graph.y
     order = torch.randperm(graph.num_nodes, generator=torch.Generator().manual_seed(0))

@@ -77,6 +77,7 @@ def defense_family(name: str) -> str:
 
 RANDOM_SPLIT_HINT = "random:0.75,0.1,0.15"
 
+
 def _split_banner(done: list[dict], meta: dict) -> dict[str, Any] | None:
     """When some model's members were not assigned at random (a fixed public split, explicit node
     lists) or an attack marks its bound as not valid (``bound_valid: false``), its ε lower bounds
@@ -112,25 +113,30 @@ def _risk_slices(done: list[dict], defenses: list[str]) -> list[dict]:
         key = (rec["defense"], rec.get("epsilon"))
         if key in seen:
             continue
-        candidates = [(name, res) for name, res in (rec.get("attacks") or {}).items()
-                      if (res.get("extra") or {}).get("risk_slices") and res.get("auc") is not None]  # fmt: skip
+        candidates = [
+            (name, res)
+            for name, res in (rec.get("attacks") or {}).items()
+            if (res.get("extra") or {}).get("risk_slices") and res.get("auc") is not None
+        ]
         if not candidates:
             continue
         seen.add(key)
         name, res = max(candidates, key=lambda p: p[1]["auc"])
         slices = res["extra"]["risk_slices"]
-        out.append({
-            "defense": rec["defense"],
-            "epsilon": rec.get("epsilon"),
-            "epsilon_label": epsilon_label(rec.get("epsilon")),
-            "seed": rec["seed"],
-            "attack": name,
-            "auc": res["auc"],
-            "degree": slices.get("degree") or [],
-            "class": slices.get("class") or [],
-            "homophily": slices.get("homophily") or [],
-            "method": slices.get("method"),
-        })  # fmt: skip
+        out.append(
+            {
+                "defense": rec["defense"],
+                "epsilon": rec.get("epsilon"),
+                "epsilon_label": epsilon_label(rec.get("epsilon")),
+                "seed": rec["seed"],
+                "attack": name,
+                "auc": res["auc"],
+                "degree": slices.get("degree") or [],
+                "class": slices.get("class") or [],
+                "homophily": slices.get("homophily") or [],
+                "method": slices.get("method"),
+            }
+        )
     return out
 
 
@@ -377,9 +383,17 @@ def _query_api(done: list[dict]) -> list[dict]:
     """The query-ledger finding of every audited query-charged *private* model, once per cell:
     the releases its audit made on query graphs (a separate ledger from the training guarantee;
     a non-private model's releases carry no noise, so it has no finding to show)."""
-    return [{"defense": r["defense"], "epsilon_target": r.get("epsilon"), "epsilon_label": epsilon_label(r.get("epsilon")),
-             "seed": r["seed"], **r["query_api"]}
-            for r in done if r.get("query_api") and r.get("epsilon") is not None]  # fmt: skip
+    return [
+        {
+            "defense": r["defense"],
+            "epsilon_target": r.get("epsilon"),
+            "epsilon_label": epsilon_label(r.get("epsilon")),
+            "seed": r["seed"],
+            **r["query_api"],
+        }
+        for r in done
+        if r.get("query_api") and r.get("epsilon") is not None
+    ]
 
 
 def _ledgers(done: list[dict], defenses: list[str]) -> list[dict]:
@@ -477,17 +491,28 @@ def build_report_data(records: list[dict], meta: dict[str, Any]) -> dict[str, An
         for d in defenses
     ]
     attack_errors = [
-        {"cell_id": r.get("cell_id"), "defense": r["defense"], "epsilon": r.get("epsilon"), "seed": r["seed"],
-         "attack": name, "error": msg}
+        {
+            "cell_id": r.get("cell_id"),
+            "defense": r["defense"],
+            "epsilon": r.get("epsilon"),
+            "seed": r["seed"],
+            "attack": name,
+            "error": msg,
+        }
         for r in done
         for name, msg in (r.get("attack_errors") or {}).items()
-    ]  # fmt: skip
+    ]
     failures = [
-        {"cell_id": r.get("cell_id"), "defense": r["defense"], "epsilon": r.get("epsilon"), "seed": r["seed"],
-         "error": (r.get("error") or {}).get("message", "unknown error"),
-         "error_type": (r.get("error") or {}).get("type")}
+        {
+            "cell_id": r.get("cell_id"),
+            "defense": r["defense"],
+            "epsilon": r.get("epsilon"),
+            "seed": r["seed"],
+            "error": (r.get("error") or {}).get("message", "unknown error"),
+            "error_type": (r.get("error") or {}).get("type"),
+        }
         for r in failed
-    ]  # fmt: skip
+    ]
     dataset = dict(meta.get("dataset") or {})
     if not dataset and done:
         dataset = dict(done[0].get("dataset") or {})
@@ -496,10 +521,14 @@ def build_report_data(records: list[dict], meta: dict[str, Any]) -> dict[str, An
     correction = sv.multiple_testing.to_dict()
     overall = sv.overall.to_dict()
     kind = meta.get("kind", "compare")
-    risk = [{"defense": r["defense"], "epsilon": r.get("epsilon"), "seed": r["seed"], **_node_risk(r["node_risk"])}
-            for r in done if r.get("node_risk")]  # fmt: skip
-    interrupted = [{"defense": r["defense"], "skipped": r.get("skipped_attacks") or []} for r in done
-                   if r.get("interrupted")]  # fmt: skip
+    risk = [
+        {"defense": r["defense"], "epsilon": r.get("epsilon"), "seed": r["seed"], **_node_risk(r["node_risk"])}
+        for r in done
+        if r.get("node_risk")
+    ]
+    interrupted = [
+        {"defense": r["defense"], "skipped": r.get("skipped_attacks") or []} for r in done if r.get("interrupted")
+    ]
     return {
         "schema": "dpaudit.report-data",
         "version": 1,
@@ -557,7 +586,7 @@ def build_report_data(records: list[dict], meta: dict[str, Any]) -> dict[str, An
                 }
                 for r in records
             ],
-        },  # fmt: skip
+        },
     }
 
 
@@ -569,8 +598,10 @@ def _node_risk(risk: dict) -> dict:
     if "threshold_at_fpr" not in risk and "threshold_10pct_fpr" in risk:
         risk["fpr_level"] = 0.1
         risk["threshold_at_fpr"] = risk.pop("threshold_10pct_fpr")
-        risk["by_degree"] = [{**{k: v for k, v in b.items() if k != "tpr_at_10pct_fpr"},
-                              "tpr_at_fpr": b.get("tpr_at_10pct_fpr")} for b in risk.get("by_degree") or []]  # fmt: skip
+        risk["by_degree"] = [
+            {**{k: v for k, v in b.items() if k != "tpr_at_10pct_fpr"}, "tpr_at_fpr": b.get("tpr_at_10pct_fpr")}
+            for b in risk.get("by_degree") or []
+        ]
     risk.setdefault("fpr_level", 0.01)
     return risk
 

@@ -72,7 +72,9 @@ def to_svg(fig, prefix: str) -> Markup:
     _assert_inert(svg, prefix)  # while the namespaces are still declared, so it parses as XML
     svg = re.sub(r'\s+xmlns(:\w+)?="[^"]*"', "", svg)
     svg = _ID.sub(lambda m: f"{m.group(1)}{prefix}-{m.group(2)}", svg)
-    return Markup(svg.replace("<svg ", f'<svg role="img" class="figure-svg" id="{prefix}" ', 1))  # reviewed: matplotlib's XML-escaped SVG, checked inert above; prefixes are literals with integers
+    return Markup(
+        svg.replace("<svg ", f'<svg role="img" class="figure-svg" id="{prefix}" ', 1)
+    )  # reviewed: matplotlib's XML-escaped SVG, checked inert above; prefixes are literals with integers
 
 
 def _x_positions(epsilons: list) -> tuple[dict, float | None, list[float]]:
@@ -99,8 +101,14 @@ def _epsilon_axis(ax, epsilons: list) -> None:
 
 
 PANEL = (4.0, 3.0)  # inches: about 384 px wide at 1:1, so one panel fills a phone with text of 9 pt or more
-FONT = {"font.size": 9.5, "axes.titlesize": 10.5, "axes.labelsize": 9.5, "xtick.labelsize": 9, "ytick.labelsize": 9,
-        "legend.fontsize": 9}  # fmt: skip
+FONT = {
+    "font.size": 9.5,
+    "axes.titlesize": 10.5,
+    "axes.labelsize": 9.5,
+    "xtick.labelsize": 9,
+    "ytick.labelsize": 9,
+    "legend.fontsize": 9,
+}
 
 # One hue per defense family, shades within it; markers separate defenses of one family. Each
 # family's colour word is kept next to its colour map: the report's captions name colours from
@@ -215,8 +223,15 @@ def _ceiling(ax, ceiling) -> None:
     ax.fill_between(xs, ys, 1.02, color="0.85", hatch="//", edgecolor="0.7", lw=0, zorder=0)
     ax.plot(xs, ys, color="0.45", lw=1, zorder=1)
     # placed in axes coordinates: the ceiling's grid starts left of the visible ε range
-    ax.text(0.02, 0.98, f"impossible under (ε, δ={ceiling['delta']:.0e})-DP", fontsize=9, va="top", color="0.3",
-            transform=ax.transAxes)  # fmt: skip
+    ax.text(
+        0.02,
+        0.98,
+        f"impossible under (ε, δ={ceiling['delta']:.0e})-DP",
+        fontsize=9,
+        va="top",
+        color="0.3",
+        transform=ax.transAxes,
+    )
 
 
 def _one_panel(series_list: list[dict], styles: dict) -> list[tuple[None, list[dict]]]:
@@ -271,9 +286,17 @@ def auc_vs_epsilon(data: dict) -> list[dict]:
                     uncovered = series["covered"] is False
                     _reference_line(ax, series, ys, st)
                     ax.fill_between(xs, lo, hi, color=st["color"], alpha=0.18, lw=0, zorder=2)
-                    ax.plot(xs, ys, marker="x" if uncovered else st["marker"], ls="--" if uncovered else "-",
-                            color=st["color"], lw=1.6, ms=5, zorder=3,
-                            label=_label(series["defense"]) + (" (not covered)" if uncovered else ""))  # fmt: skip
+                    ax.plot(
+                        xs,
+                        ys,
+                        marker="x" if uncovered else st["marker"],
+                        ls="--" if uncovered else "-",
+                        color=st["color"],
+                        lw=1.6,
+                        ms=5,
+                        zorder=3,
+                        label=_label(series["defense"]) + (" (not covered)" if uncovered else ""),
+                    )
                 ax.set_title(_label(panel["attack"]))
                 ax.set_ylim(0.35, 1.02)
                 ax.set_ylabel("attack AUC")
@@ -309,8 +332,16 @@ def attack_overview(data: dict) -> str | None:
                     [s["auc"] - (lo if lo is not None else s["auc"])],
                     [(hi if hi is not None else s["auc"]) - s["auc"]],
                 ]
-                ax.errorbar([s["auc"]], [y], xerr=err, fmt=st["marker"], color=st["color"], ms=6, capsize=3,
-                            label=_label(f"{row['defense']} ε={row['epsilon_label']}") if j == 0 else None)  # fmt: skip
+                ax.errorbar(
+                    [s["auc"]],
+                    [y],
+                    xerr=err,
+                    fmt=st["marker"],
+                    color=st["color"],
+                    ms=6,
+                    capsize=3,
+                    label=_label(f"{row['defense']} ε={row['epsilon_label']}") if j == 0 else None,
+                )
                 if s["ceiling_auc"] is not None and s["valid_audit"] and s["covered_by_guarantee"]:
                     ax.plot([s["ceiling_auc"]] * 2, [y - 0.3, y + 0.3], color="#b00020", lw=2)
         ax.axvline(0.5, color="0.3", lw=0.8, ls="--")
@@ -349,12 +380,18 @@ def privacy_utility(data: dict) -> list[dict]:
                 xs = [pos[p["epsilon"]] for p in pts]
                 ys = [p["accuracy"] for p in pts]
                 err = np.array(
-                    [[y - (p["ci"][0] if p["ci"][0] is not None else y), (p["ci"][1] if p["ci"][1] is not None else y) - y]
-                     for y, p in zip(ys, pts)]
-                ).T  # fmt: skip
+                    [
+                        [
+                            y - (p["ci"][0] if p["ci"][0] is not None else y),
+                            (p["ci"][1] if p["ci"][1] is not None else y) - y,
+                        ]
+                        for y, p in zip(ys, pts)
+                    ]
+                ).T
                 _reference_line(ax, series, ys, st)
-                ax.errorbar(xs, ys, yerr=err, marker=st["marker"], capsize=3, color=st["color"],
-                            label=_label(series["defense"]))  # fmt: skip
+                ax.errorbar(
+                    xs, ys, yerr=err, marker=st["marker"], capsize=3, color=st["color"], label=_label(series["defense"])
+                )
             ax.set_ylabel("test accuracy")
             ax.set_ylim(0, 1.02)
             ax.set_title(f"Privacy–utility — {_label(family)}")
@@ -397,8 +434,14 @@ def roc_curves(data: dict) -> list[dict]:
                 c = p["curves"][0]
                 fpr = np.clip(np.asarray(c["fpr"], dtype=float), floor, 1)
                 tpr = np.clip(np.asarray(c["tpr"], dtype=float), floor, 1)
-                ax.plot(fpr, tpr, color=cmap(i % 10), lw=1.4, drawstyle="steps-post",
-                        label=f"{_label(p['attack'])} (AUC {c['auc']:.3f})")  # fmt: skip
+                ax.plot(
+                    fpr,
+                    tpr,
+                    color=cmap(i % 10),
+                    lw=1.4,
+                    drawstyle="steps-post",
+                    label=f"{_label(p['attack'])} (AUC {c['auc']:.3f})",
+                )
             axes_setup(fig, ax, "ROC of every attack")
         return [{"attack": "all", "panels": [{"family": None, "svg": to_svg(fig, "fig-roc-0")}]}]
     out = []
@@ -412,8 +455,15 @@ def roc_curves(data: dict) -> list[dict]:
                     st = styles[c["defense"]]
                     fpr = np.clip(np.asarray(c["fpr"], dtype=float), panel_floor, 1)
                     tpr = np.clip(np.asarray(c["tpr"], dtype=float), panel_floor, 1)
-                    ax.plot(fpr, tpr, color=st["color"], lw=1.3, drawstyle="steps-post", ls=":" if c.get("reference") else "-",
-                            label=f"{_label(c['defense'])} ε={epsilon_label(c['epsilon'])}")  # fmt: skip
+                    ax.plot(
+                        fpr,
+                        tpr,
+                        color=st["color"],
+                        lw=1.3,
+                        drawstyle="steps-post",
+                        ls=":" if c.get("reference") else "-",
+                        label=f"{_label(c['defense'])} ε={epsilon_label(c['epsilon'])}",
+                    )
                 axes_setup(fig, ax, f"ROC — {_label(panel['attack'])}", panel_floor)
             figures.append({"family": family, "svg": to_svg(fig, f"fig-roc-{k}-{j}")})
         out.append({"attack": panel["attack"], "panels": figures})
@@ -434,22 +484,44 @@ def lower_bounds(data: dict) -> str | None:
         fig, ax = _panel((4.0, 3.6))
         top = max(max(p["claimed_epsilon"] for p in pts), max(p["epsilon_lower_bound"] for p in pts), 1.0) * 1.15
         ax.plot([0, top], [0, top], color="0.3", lw=1, ls="--", label="lower bound = claimed ε")
-        ax.fill_between([0, top], [0, top], top, color="#fde0e0", lw=0, zorder=0,
-                        label="above the claim (broken if the audit is valid)")  # fmt: skip
+        ax.fill_between(
+            [0, top],
+            [0, top],
+            top,
+            color="#fde0e0",
+            lw=0,
+            zorder=0,
+            label="above the claim (broken if the audit is valid)",
+        )
         groups = [
             ([p for p in pts if p["broken"]], {"color": "#d00000"}, "valid audit above the claim — BROKEN"),
-            ([p for p in pts if p["exceeds_claim"] and not p["broken"]],
-             {"facecolor": "none", "edgecolor": "#c77700", "linewidths": 1.5}, "above, but not a valid audit"),
-            ([p for p in pts if p["covered"] and not p["exceeds_claim"]],
-             {"facecolor": "none", "edgecolor": "0.25"}, "at or below the claim"),
-            ([p for p in pts if not p["covered"]], {"color": "0.55", "marker": "x"},
-             "unit not covered (no claim to test)"),
-        ]  # fmt: skip
+            (
+                [p for p in pts if p["exceeds_claim"] and not p["broken"]],
+                {"facecolor": "none", "edgecolor": "#c77700", "linewidths": 1.5},
+                "above, but not a valid audit",
+            ),
+            (
+                [p for p in pts if p["covered"] and not p["exceeds_claim"]],
+                {"facecolor": "none", "edgecolor": "0.25"},
+                "at or below the claim",
+            ),
+            (
+                [p for p in pts if not p["covered"]],
+                {"color": "0.55", "marker": "x"},
+                "unit not covered (no claim to test)",
+            ),
+        ]
         for sub, style, label in groups:
             if sub:
                 style = {"marker": "o", **style}
-                ax.scatter([p["claimed_epsilon"] for p in sub], [p["epsilon_lower_bound"] for p in sub], s=28,
-                           label=label, zorder=3, **style)  # fmt: skip
+                ax.scatter(
+                    [p["claimed_epsilon"] for p in sub],
+                    [p["epsilon_lower_bound"] for p in sub],
+                    s=28,
+                    label=label,
+                    zorder=3,
+                    **style,
+                )
         ax.set_xlim(0, top)
         ax.set_ylim(0, top)
         ax.set_xlabel("claimed (accounted) ε")
@@ -467,10 +539,24 @@ def risk_figures(risk: dict, index: int) -> dict[str, str]:
     width = np.diff(edges)
     with matplotlib.rc_context(FONT):
         fig, ax = _panel()
-        ax.bar(edges[:-1], hist["non_members"], width=width, align="edge", color="#4c78a8", alpha=0.6,
-               label=f"non-members ({risk['non_members']})")  # fmt: skip
-        ax.bar(edges[:-1], hist["members"], width=width, align="edge", color="#e45756", alpha=0.6,
-               label=f"members ({risk['members']})")  # fmt: skip
+        ax.bar(
+            edges[:-1],
+            hist["non_members"],
+            width=width,
+            align="edge",
+            color="#4c78a8",
+            alpha=0.6,
+            label=f"non-members ({risk['non_members']})",
+        )
+        ax.bar(
+            edges[:-1],
+            hist["members"],
+            width=width,
+            align="edge",
+            color="#e45756",
+            alpha=0.6,
+            label=f"members ({risk['members']})",
+        )
         level = f"{100 * risk.get('fpr_level', 0.01):g} %"
         if risk.get("threshold_at_fpr") is not None and math.isfinite(risk["threshold_at_fpr"]):
             ax.axvline(risk["threshold_at_fpr"], color="0.2", ls="--", lw=0.9, label=f"threshold at {level} FPR")
@@ -530,8 +616,9 @@ def canary_bounds(data: dict) -> str | None:
         fig, ax = _panel((4.0, 3.6))
         top = max(max(p["claimed_epsilon"] for p in pts), max(p["overall"] or 0 for p in pts), 1.0) * 1.15
         ax.plot([0, top], [0, top], color="0.3", lw=1, ls="--", label="ε lower bound = claimed ε")
-        ax.fill_between([0, top], [0, top], top, color="#fde0e0", lw=0, zorder=0,
-                        label="impossible if the guarantee holds")  # fmt: skip
+        ax.fill_between(
+            [0, top], [0, top], top, color="#fde0e0", lw=0, zorder=0, label="impossible if the guarantee holds"
+        )
         seen = set()
         for p in pts:
             marker = "o" if p["kind"] == "node" else "s"
@@ -544,8 +631,9 @@ def canary_bounds(data: dict) -> str | None:
             x = p["claimed_epsilon"]
             if p["overall"] is not None and p["overall"] > p["certified"]:
                 ax.plot([x, x], [p["certified"], min(p["overall"], top)], color=style["color"], lw=0.8, alpha=0.6)
-            ax.scatter([x], [p["certified"]], s=30, zorder=3, clip_on=False,
-                       label=None if label in seen else label, **style)  # fmt: skip
+            ax.scatter(
+                [x], [p["certified"]], s=30, zorder=3, clip_on=False, label=None if label in seen else label, **style
+            )
             seen.add(label)
         ax.set_xlim(0, top)
         ax.set_ylim(-0.03 * top, top)

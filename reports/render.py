@@ -236,10 +236,20 @@ def render_html(data: dict[str, Any], sidecar_name: str | None = None) -> str:
     repro = data.get("reproducibility") or {}
     repro_items = [
         (k, repro[k])
-        for k in ("dpaudit_version", "config_hash", "dataset_fingerprint", "seeds", "split", "delta", "device",
-                  "executor", "study_dir", "created")
+        for k in (
+            "dpaudit_version",
+            "config_hash",
+            "dataset_fingerprint",
+            "seeds",
+            "split",
+            "delta",
+            "device",
+            "executor",
+            "study_dir",
+            "created",
+        )
         if repro.get(k) is not None
-    ]  # fmt: skip
+    ]
     has_embeddings = any(cell for row in data["embeddings"]["rows"] for cell in row["cells"])
     styles = figs.family_styles(data.get("families") or {})
     return template.render(
@@ -248,8 +258,13 @@ def render_html(data: dict[str, Any], sidecar_name: str | None = None) -> str:
         version=__version__,
         generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         multi_seed=any(len(r["seeds"]) > 1 for r in data["summary"]),
-        unsound=sorted({r["defense"] for r in data["summary"] if r["unit"] and not r["sound"]
-                        and r.get("claim_status") != "claimed"}),
+        unsound=sorted(
+            {
+                r["defense"]
+                for r in data["summary"]
+                if r["unit"] and not r["sound"] and r.get("claim_status") != "claimed"
+            }
+        ),
         claimed=sorted({r["defense"] for r in data["summary"] if r["unit"] and r.get("claim_status") == "claimed"}),
         paper_protocol=any(r.get("protocol") == "paper" for r in data["summary"]),
         verdict_word=VERDICT_WORDS.get,

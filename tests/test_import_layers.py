@@ -68,8 +68,11 @@ def import_graph() -> dict[str, set[str]]:
             if isinstance(node, ast.Import):
                 targets |= {t for t in (_resolve(a.name, modules) for a in node.names) if t}
             elif isinstance(node, ast.ImportFrom):
-                base = ".".join(package[: len(package) - node.level + 1] + ([node.module] if node.module else [])) \
-                    if node.level else (node.module or "")  # fmt: skip
+                base = (
+                    ".".join(package[: len(package) - node.level + 1] + ([node.module] if node.module else []))
+                    if node.level
+                    else (node.module or "")
+                )
                 for alias in node.names:
                     target = _resolve(f"{base}.{alias.name}", modules) or _resolve(base, modules)
                     if target:

@@ -278,10 +278,21 @@ def train_mlp_dp(
         The Poisson-subsampled Gaussian mechanism spent, or ``None`` without noise.
     """
     return train_dp_sgd(
-        module, x, y, noise_multiplier=noise_multiplier, max_grad_norm=max_grad_norm, batch_size=batch_size,
-        epochs=epochs, lr=lr, optimizer=optimizer, seed=seed, progress=progress, on_epoch=on_epoch,
-        schedule=schedule, noise=noise,
-    )  # fmt: skip
+        module,
+        x,
+        y,
+        noise_multiplier=noise_multiplier,
+        max_grad_norm=max_grad_norm,
+        batch_size=batch_size,
+        epochs=epochs,
+        lr=lr,
+        optimizer=optimizer,
+        seed=seed,
+        progress=progress,
+        on_epoch=on_epoch,
+        schedule=schedule,
+        noise=noise,
+    )
 
 
 BEST_VAL_STEP = (
@@ -328,8 +339,12 @@ class MLPDPPlan:
 
     def card(self) -> dict:
         """``card["mlp_dp"]``: the plan only (nothing measured during training)."""
-        section = {**self.config, "preset": self.preset, "checkpoint": CHECKPOINTS[self.protocol],
-                   "noise_multiplier": self.noise_multiplier}  # fmt: skip
+        section = {
+            **self.config,
+            "preset": self.preset,
+            "checkpoint": CHECKPOINTS[self.protocol],
+            "noise_multiplier": self.noise_multiplier,
+        }
         if self.schedule is not None:
             section.update(
                 sample_rate=self.schedule.sample_rate,
@@ -398,11 +413,15 @@ class MLPDP(Defense):
             return []
         out = []
         if self.hp.preset == "auto":
-            out.append("preset=auto picks mlp-dp's architecture from the declared training-set size: "
-                       "--dataset-option declare_num_train=N, or --set preset=gap (or preset=dpar)")  # fmt: skip
+            out.append(
+                "preset=auto picks mlp-dp's architecture from the declared training-set size: "
+                "--dataset-option declare_num_train=N, or --set preset=gap (or preset=dpar)"
+            )
         if self.private and self.hp.sample_rate is None:
-            out.append("DP-SGD's Poisson rate is fixed before any data is read: --dataset-option declare_num_train=N, "
-                       "or --set sample_rate=Q")  # fmt: skip
+            out.append(
+                "DP-SGD's Poisson rate is fixed before any data is read: --dataset-option declare_num_train=N, "
+                "or --set sample_rate=Q"
+            )
         return out
 
     def plan(
@@ -431,13 +450,17 @@ class MLPDP(Defense):
         if not self.private:
             return MLPDPPlan(hp.preset, protocol, config, None, 0.0)
         schedule = PoissonSchedule.plan(
-            batch_size=config["batch_size"], epochs=config["epochs"], declared_size=train_size,
+            batch_size=config["batch_size"],
+            epochs=config["epochs"],
+            declared_size=train_size,
             sample_rate=hp.sample_rate,
-        )  # fmt: skip
+        )
         sigma = noise_for_plan(
-            self.epsilon, delta, lambda s: PoissonSubsampledGaussian(s, schedule.sample_rate, schedule.steps),
+            self.epsilon,
+            delta,
+            lambda s: PoissonSubsampledGaussian(s, schedule.sample_rate, schedule.steps),
             recorded=recorded_sigma,
-        )  # fmt: skip
+        )
         return MLPDPPlan(hp.preset, protocol, config, schedule, sigma)
 
     def _fit(self, dataset: GraphDataset, split: Split, delta: float) -> BaselineModel:
@@ -550,9 +573,11 @@ class MLPDP(Defense):
         defense = defense_from_card(cls, card, privacy)
         try:
             plan = defense.plan(
-                int((card.get("dataset") or {})["num_features"]), privacy.public_facts.get("num_train"),
-                privacy.delta, recorded_sigma=section.get("noise_multiplier"),
-            )  # fmt: skip
+                int((card.get("dataset") or {})["num_features"]),
+                privacy.public_facts.get("num_train"),
+                privacy.delta,
+                recorded_sigma=section.get("noise_multiplier"),
+            )
         except (KeyError, TypeError, ValueError) as exc:
             raise ConfigurationError(f"mlp-dp cannot re-plan this card: {type(exc).__name__}: {exc}") from None
         mismatch = plan_mismatch(section, plan.card(), "mlp_dp")

@@ -365,9 +365,14 @@ class GNNHyperparameters(BatchingHyperparameters):
     """
 
     _parameter_constraints: ClassVar[dict[str, list]] = {
-        "hidden": [WIDTH], "layers": [COUNT], "dropout": [DROPOUT], "lr": [POSITIVE], "weight_decay": [NON_NEGATIVE],
-        "epochs": [COUNT], "select": [Options("none", "validation")],
-    }  # fmt: skip
+        "hidden": [WIDTH],
+        "layers": [COUNT],
+        "dropout": [DROPOUT],
+        "lr": [POSITIVE],
+        "weight_decay": [NON_NEGATIVE],
+        "epochs": [COUNT],
+        "select": [Options("none", "validation")],
+    }
 
     hidden: int = 64
     """hidden width"""
@@ -400,9 +405,14 @@ class KipfGCNHyperparameters(BatchingHyperparameters):
     """
 
     _parameter_constraints: ClassVar[dict[str, list]] = {
-        "hidden": [WIDTH], "dropout": [DROPOUT], "lr": [POSITIVE], "weight_decay": [NON_NEGATIVE], "epochs": [COUNT],
-        "row_normalize": [bool], "select": [Options("none", "validation")],
-    }  # fmt: skip
+        "hidden": [WIDTH],
+        "dropout": [DROPOUT],
+        "lr": [POSITIVE],
+        "weight_decay": [NON_NEGATIVE],
+        "epochs": [COUNT],
+        "row_normalize": [bool],
+        "select": [Options("none", "validation")],
+    }
 
     hidden: int = 16
     """hidden width"""
@@ -423,10 +433,19 @@ class KipfGCNHyperparameters(BatchingHyperparameters):
 def _batching_plan(defense: Defense, dataset: GraphDataset, edge_index: torch.Tensor, widths, hops: int):
     """The defense's :class:`~defenses.baseline_batching.BatchingPlan` from public sizes (before allocating)."""
     hp = defense.hp
-    sizes = GraphSizes(dataset.num_nodes, int(edge_index.size(1)), dataset.num_features, tuple(widths),
-                       dataset.num_classes)  # fmt: skip
-    return plan_batching(defense.name, hp.batching, sizes, hops, hp.batch_size, hp.fanouts, hp.memory_budget_gib,
-                         torch.device(defense.device))  # fmt: skip
+    sizes = GraphSizes(
+        dataset.num_nodes, int(edge_index.size(1)), dataset.num_features, tuple(widths), dataset.num_classes
+    )
+    return plan_batching(
+        defense.name,
+        hp.batching,
+        sizes,
+        hops,
+        hp.batch_size,
+        hp.fanouts,
+        hp.memory_budget_gib,
+        torch.device(defense.device),
+    )
 
 
 def _architecture(kind: str, dataset: GraphDataset, hidden: int, layers: int, dropout: float) -> dict:
@@ -456,13 +475,28 @@ HELD_OUT_FRACTION = 0.2
 #: the public grids ``select=validation`` trains (every combination, in this order; the first of
 #: equally scored candidates wins). Each fit is as cheap as the default one.
 GRIDS: dict[str, dict[str, tuple]] = {
-    "mlp": {"hidden": (64, 256), "dropout": (0.0, 0.5), "weight_decay": (5e-4, 5e-3, 5e-2), "lr": (0.01,),
-            "epochs": (100,)},
-    "gcn": {"hidden": (16, 64), "dropout": (0.2, 0.5), "weight_decay": (5e-4, 5e-5), "lr": (0.01, 0.05),
-            "epochs": (200,)},
-    "sage": {"hidden": (32, 64), "dropout": (0.2, 0.5), "weight_decay": (5e-4, 5e-5), "lr": (0.01,),
-             "epochs": (100, 200)},
-}  # fmt: skip
+    "mlp": {
+        "hidden": (64, 256),
+        "dropout": (0.0, 0.5),
+        "weight_decay": (5e-4, 5e-3, 5e-2),
+        "lr": (0.01,),
+        "epochs": (100,),
+    },
+    "gcn": {
+        "hidden": (16, 64),
+        "dropout": (0.2, 0.5),
+        "weight_decay": (5e-4, 5e-5),
+        "lr": (0.01, 0.05),
+        "epochs": (200,),
+    },
+    "sage": {
+        "hidden": (32, 64),
+        "dropout": (0.2, 0.5),
+        "weight_decay": (5e-4, 5e-5),
+        "lr": (0.01,),
+        "epochs": (100, 200),
+    },
+}
 HELD_OUT_RULE = (
     f"the split has no validation nodes: a seeded {HELD_OUT_FRACTION:.0%} of the training nodes (torch.randperm "
     "under the run's seed) is held out as validation; the candidates train on the other training nodes (on an "
@@ -513,9 +547,11 @@ def held_out_split(split: Split, seed: int, fraction: float = HELD_OUT_FRACTION)
         )
     order = torch.randperm(count, generator=torch.Generator().manual_seed(int(seed)))
     return dataclasses.replace(
-        split, train=split.train[order[held:]].sort().values, val=split.train[order[:held]].sort().values,
+        split,
+        train=split.train[order[held:]].sort().values,
+        val=split.train[order[:held]].sort().values,
         declared_sizes=None,
-    )  # fmt: skip
+    )
 
 
 class _ValidationSelection(Defense):
@@ -663,8 +699,9 @@ class GCN(_ValidationSelection):
             ],
             lr=hp.lr,
         )
-        train_message_passing(module, x, y, split.train.to(self.device), adjacency, opt, hp.epochs, plan, self.seed,
-                              self.name)  # fmt: skip
+        train_message_passing(
+            module, x, y, split.train.to(self.device), adjacency, opt, hp.epochs, plan, self.seed, self.name
+        )
         model = BaselineModel(module, arch, PrivacySpec.non_private(), copy.deepcopy(NON_PRIVATE_CARD))
         model.record["training"] = plan.record()
         return model

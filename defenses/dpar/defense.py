@@ -216,64 +216,64 @@ from dpaudit.training.private_selection import FEATURES_ONLY_SCORE, accounted_re
 from dpaudit.training.registry import register_defense
 
 __all__ = [
-    'DPARHyperparameters',
-    'DPARModel',
-    'DPARNet',
-    'DPARPlan',
-    'INFERENCE_NOTE',
-    'NoisePlan',
-    'affected_slots_bound',
-    'assemble_rows',
-    'build_network',
-    'candidate_universe',
-    'cap_column_occurrences',
-    'clip_and_sum',
-    'clipped_gradient_sum',
-    'column_l1_norms',
-    'dropout_masks',
-    'expected_rows',
-    'inference_card',
-    'normalize_columns_l1',
-    'pair_terms',
-    'paper_unaccounted',
-    'per_row_gradients',
-    'plan_dpar',
-    'plan_paper',
-    'plan_sound',
-    'poisson_sample',
-    'power_iteration',
-    'schedule',
-    'sgd_step_mechanism',
-    'slots_of',
-    'train_rows',
-    'training_matrix',
-    'defense_from_card',
-    'appr_ista',
-    'dp_appr_em',
-    'dp_appr_gm',
-    'exact_top_k',
-    'NodeTerms',
-    'mechanism_from_record',
-    'refuse',
-    'GraphDataset',
-    'Defense',
-    'PrivateHyperparameters',
-    'plan_mismatch',
-    'ConfigurationError',
-    'DPAuditError',
-    'FEATURES_ONLY_SCORE',
-    'accounted_records',
-    'register_defense',
-    'declared_train_size',
-    'require_declared',
-    'Split',
-    'PROTOCOL_DEFAULTS',
-    '_DPAR',
-    '_sound_run_mechanisms',
-    'DPAREM0',
-    'DPAREM1',
-    'DPARGM',
-    'DPARNoDP',
+    "DPARHyperparameters",
+    "DPARModel",
+    "DPARNet",
+    "DPARPlan",
+    "INFERENCE_NOTE",
+    "NoisePlan",
+    "affected_slots_bound",
+    "assemble_rows",
+    "build_network",
+    "candidate_universe",
+    "cap_column_occurrences",
+    "clip_and_sum",
+    "clipped_gradient_sum",
+    "column_l1_norms",
+    "dropout_masks",
+    "expected_rows",
+    "inference_card",
+    "normalize_columns_l1",
+    "pair_terms",
+    "paper_unaccounted",
+    "per_row_gradients",
+    "plan_dpar",
+    "plan_paper",
+    "plan_sound",
+    "poisson_sample",
+    "power_iteration",
+    "schedule",
+    "sgd_step_mechanism",
+    "slots_of",
+    "train_rows",
+    "training_matrix",
+    "defense_from_card",
+    "appr_ista",
+    "dp_appr_em",
+    "dp_appr_gm",
+    "exact_top_k",
+    "NodeTerms",
+    "mechanism_from_record",
+    "refuse",
+    "GraphDataset",
+    "Defense",
+    "PrivateHyperparameters",
+    "plan_mismatch",
+    "ConfigurationError",
+    "DPAuditError",
+    "FEATURES_ONLY_SCORE",
+    "accounted_records",
+    "register_defense",
+    "declared_train_size",
+    "require_declared",
+    "Split",
+    "PROTOCOL_DEFAULTS",
+    "_DPAR",
+    "_sound_run_mechanisms",
+    "DPAREM0",
+    "DPAREM1",
+    "DPARGM",
+    "DPARNoDP",
 ]
 
 log = logging.getLogger(__name__)
@@ -282,11 +282,25 @@ log = logging.getLogger(__name__)
 #: Defaults that differ between the protocols: ``paper`` keeps the authors' (Section 4.3), ``sound``
 #: has its own — see "Defaults of ``sound``" in the module docstring for why each is what it is.
 PROTOCOL_DEFAULTS: dict[str, dict[str, float | int]] = {
-    "paper": {"node_sample_rate": 0.09, "appr_budget_ratio": 0.5, "top_k": 2, "max_occurrences": 4,
-              "batch_size": 60, "epochs": 200, "pair_sample_share": 1.0},
-    "sound": {"node_sample_rate": 1.0, "appr_budget_ratio": 0.1, "top_k": 1, "max_occurrences": 1,
-              "batch_size": 256, "epochs": 30, "pair_sample_share": 0.1},
-}  # fmt: skip
+    "paper": {
+        "node_sample_rate": 0.09,
+        "appr_budget_ratio": 0.5,
+        "top_k": 2,
+        "max_occurrences": 4,
+        "batch_size": 60,
+        "epochs": 200,
+        "pair_sample_share": 1.0,
+    },
+    "sound": {
+        "node_sample_rate": 1.0,
+        "appr_budget_ratio": 0.1,
+        "top_k": 1,
+        "max_occurrences": 1,
+        "batch_size": 256,
+        "epochs": 30,
+        "pair_sample_share": 0.1,
+    },
+}
 
 
 @dataclass
@@ -437,9 +451,15 @@ class _DPAR(Defense):
         """This run's plan (:func:`~defenses.dpar.protocols.plan_dpar`): ``sound`` from the
         declared pool size n̂, ``paper`` from the sampled count |S|; ``recorded`` when re-planning."""
         return plan_dpar(
-            self.variant, self.hp, self.protocol_name, self.epsilon if self.private else math.inf, delta,
-            declared_pool=declared_pool, sampled=sampled, recorded=recorded,
-        )  # fmt: skip
+            self.variant,
+            self.hp,
+            self.protocol_name,
+            self.epsilon if self.private else math.inf,
+            delta,
+            declared_pool=declared_pool,
+            sampled=sampled,
+            recorded=recorded,
+        )
 
     def declared_pool(self, dataset: GraphDataset, split: Split) -> int:
         """n̂ for the ``sound`` universe and schedule: the declared training-set size. A private run
@@ -507,8 +527,12 @@ class _DPAR(Defense):
         appr = appr_ista(
             graph_edges, len(sampled), source_local[present].numpy(), hp.alpha, hp.rho, hp.ista_tol, hp.ista_max_iter
         )
-        appr = sp.csr_matrix((np.ones(len(present)), (present, np.arange(len(present)))),
-                             shape=(len(source_local), len(present))) @ appr  # fmt: skip
+        appr = (
+            sp.csr_matrix(
+                (np.ones(len(present)), (present, np.arange(len(present)))), shape=(len(source_local), len(present))
+            )
+            @ appr
+        )
         slots = len(universe)
         if self.variant == "gm":
             cols, vals = dp_appr_gm(
@@ -517,18 +541,32 @@ class _DPAR(Defense):
         elif self.variant in ("em0", "em1"):
             option = 1 if self.variant == "em0" else 2
             cols, vals = dp_appr_em(
-                appr, column_position, slots, hp.top_k, hp.clip_em, noise.gumbel_scale, option, noise.laplace_scale,
-                noise_generator, device,
-            )  # fmt: skip
+                appr,
+                column_position,
+                slots,
+                hp.top_k,
+                hp.clip_em,
+                noise.gumbel_scale,
+                option,
+                noise.laplace_scale,
+                noise_generator,
+                device,
+            )
         else:
             cols, vals = exact_top_k(appr, column_position, hp.top_k, device)
         # 4. The training rows: sound — identity and pair terms (post-processing of Z, a node's terms
         #    leave with it); paper — Π with the reference's column handling, slots → pool ids.
         if protocol == "sound":
             row_nodes, cols, vals = pair_terms(
-                cols, vals, source_slots, universe, sampled, n_train,
-                max_occurrences=hp.max_occurrences, gate_on_values=self.variant == "em1",
-            )  # fmt: skip
+                cols,
+                vals,
+                source_slots,
+                universe,
+                sampled,
+                n_train,
+                max_occurrences=hp.max_occurrences,
+                gate_on_values=self.variant == "em1",
+            )
         else:
             row_nodes, cols, vals = training_matrix(
                 cols, vals, sampled, hp.num_sources, universe, n_train, bound=hp.column_l1_bound

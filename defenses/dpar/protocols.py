@@ -178,14 +178,22 @@ def plan_sound(
     plan = NoisePlan(clip_gradients=True)
     c1, c2 = hp.clip_gm, hp.clip_em
     if variant == "gm":
-        s = noise_for_plan(appr_target, inner_delta, lambda s: _appr_mechanisms("gm", hp, s * c1),
-                           recorded=_recorded(recorded, "gm_sigma", c1))  # fmt: skip
+        s = noise_for_plan(
+            appr_target,
+            inner_delta,
+            lambda s: _appr_mechanisms("gm", hp, s * c1),
+            recorded=_recorded(recorded, "gm_sigma", c1),
+        )
         plan.gm_sigma = s * c1
         appr = _appr_mechanisms("gm", hp, plan.gm_sigma)
     else:
         share = hp.em_value_share if variant == "em1" else 0.0
-        s = noise_for_plan(appr_target * (1 - share), inner_delta, lambda s: _appr_mechanisms("em0", hp, s * c2),
-                           recorded=_recorded(recorded, "gumbel_scale", c2))  # fmt: skip
+        s = noise_for_plan(
+            appr_target * (1 - share),
+            inner_delta,
+            lambda s: _appr_mechanisms("em0", hp, s * c2),
+            recorded=_recorded(recorded, "gumbel_scale", c2),
+        )
         plan.gumbel_scale = s * c2
         if variant == "em1":
             s2 = noise_for_plan(
@@ -340,9 +348,12 @@ def plan_paper(
             appr_record["value_epsilon"] = share * row_eps
     # The paper's SGD budget is an RDP (moments) computation; keep it RDP so its Table 1 reproduces.
     z = noise_for_plan(
-        eps_sgd, delta_sgd, lambda s: PoissonSubsampledGaussian(s, sample_rate, steps), accountant="rdp",
+        eps_sgd,
+        delta_sgd,
+        lambda s: PoissonSubsampledGaussian(s, sample_rate, steps),
+        accountant="rdp",
         recorded=_recorded((recorded or {}).get("plan"), "noise_multiplier", 1.0),
-    )  # fmt: skip
+    )
     sgd = PoissonSubsampledGaussian(z, sample_rate, steps, name="dp-sgd, Theorem 2 read with sensitivity tau*C")
     sgd_spent = PrivacyLedger(accountant="rdp").step(sgd).get_epsilon(delta_sgd)
     plan.sgd_noise_std = z * hp.column_l1_bound * hp.max_grad_norm
@@ -536,8 +547,10 @@ def verify_privacy(privacy: PrivacySpec, card: dict[str, Any]) -> Verification:
             if record.get("mechanism") != "SensitivityMixtureGaussian":
                 continue
             if len(record.get("support", ())) != affected + 1:
-                raise refuse(f"the DP-SGD mixture ranges over {len(record['support']) - 1} terms of a node, "
-                             f"the card's 1 + K + D = {affected}")  # fmt: skip
+                raise refuse(
+                    f"the DP-SGD mixture ranges over {len(record['support']) - 1} terms of a node, "
+                    f"the card's 1 + K + D = {affected}"
+                )
             if record.get("analysis") != "mixture-of-gaussians" or record.get("sensitivity_per_term") != float(
                 hp.get("max_grad_norm", 1.0)
             ):
@@ -554,8 +567,10 @@ def verify_privacy(privacy: PrivacySpec, card: dict[str, Any]) -> Verification:
         recomputed, used, _, notes = check_ledger_epsilon(records[:-1], inner_eps, inner_delta, accounting)
         total, _ = amplify_by_subsampling(recomputed, inner_delta, q)
         if not close(privacy.epsilon, total):
-            raise refuse(f"stated ε = {privacy.epsilon:.6g}, amplifying the recomputed inner ε = {recomputed:.6g} "
-                         f"by q′ = {q:g} gives {total:.6g}")  # fmt: skip
+            raise refuse(
+                f"stated ε = {privacy.epsilon:.6g}, amplifying the recomputed inner ε = {recomputed:.6g} "
+                f"by q′ = {q:g} gives {total:.6g}"
+            )
         return Verification(
             "recomputed",
             f"ε = {total:.4g} at δ = {privacy.delta:.3g} recomputed: inner ledger of {len(records) - 1} mechanism(s) "

@@ -248,9 +248,17 @@ def train_rows(
             module.train(was_training)
             return {params[name]: g for name, g in total.items()}
 
-        canaries.attach(module, list(module.parameters()), x, sample_rate=sample_rate,
-                        noise_multiplier=noise_std / max_grad_norm, max_grad_norm=max_grad_norm, label=progress,
-                        real_clipped_sum=real_clipped_sum, law=canary_law)  # fmt: skip
+        canaries.attach(
+            module,
+            list(module.parameters()),
+            x,
+            sample_rate=sample_rate,
+            noise_multiplier=noise_std / max_grad_norm,
+            max_grad_norm=max_grad_norm,
+            label=progress,
+            real_clipped_sum=real_clipped_sum,
+            law=canary_law,
+        )
     for _ in progress_steps(steps, progress, disable=None if progress else True):
         batch = _two_rate_batch(len(labels), sample_rate, pair_start, pair_rate, generator).to(device)
         if batch.numel() == 0 and not private:

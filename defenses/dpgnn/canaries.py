@@ -115,5 +115,4 @@ class NodeOccurrences:
 
     def describe(self) -> dict[str, Any]:
         """The law's record: its name and parameters."""
-        return {"law": LAW, "population": self.population, "batch_size": self.batch_size,
-                "terms": self.terms}  # fmt: skip
+        return {"law": LAW, "population": self.population, "batch_size": self.batch_size, "terms": self.terms}

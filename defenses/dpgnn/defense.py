@@ -124,37 +124,37 @@ from dpaudit.training.defense import Defense, PrivateHyperparameters, check_hype
 from dpaudit.training.registry import register_defense
 
 __all__ = [
-    'protocols',
-    'build_subgraphs',
-    'dpgnn_mechanism',
-    'occurrence_bound',
-    'promised_edgelists',
-    'reference_schedule',
-    'sample_edgelists',
-    'INFERENCE_NOTE',
-    'DPGCNNet',
-    'DPGNNModel',
-    'build_dpgcn',
-    'clip_groups',
-    'clipped_gradient_sum',
-    'percentile_thresholds',
-    'train_dp',
-    'PrivacyLedger',
-    'PrivacySpec',
-    'GraphDataset',
-    'Defense',
-    'PrivateHyperparameters',
-    'inference_entry',
-    'ConfigurationError',
-    'ModelFormatError',
-    'activation',
-    'sparse_features',
-    'register_defense',
-    'declared_train_size',
-    'Split',
-    'DPGNNHyperparameters',
-    '_train_mask',
-    'DPGNN',
+    "protocols",
+    "build_subgraphs",
+    "dpgnn_mechanism",
+    "occurrence_bound",
+    "promised_edgelists",
+    "reference_schedule",
+    "sample_edgelists",
+    "INFERENCE_NOTE",
+    "DPGCNNet",
+    "DPGNNModel",
+    "build_dpgcn",
+    "clip_groups",
+    "clipped_gradient_sum",
+    "percentile_thresholds",
+    "train_dp",
+    "PrivacyLedger",
+    "PrivacySpec",
+    "GraphDataset",
+    "Defense",
+    "PrivateHyperparameters",
+    "inference_entry",
+    "ConfigurationError",
+    "ModelFormatError",
+    "activation",
+    "sparse_features",
+    "register_defense",
+    "declared_train_size",
+    "Split",
+    "DPGNNHyperparameters",
+    "_train_mask",
+    "DPGNN",
 ]
 
 
@@ -280,9 +280,11 @@ class DPGNN(Defense):
         """``degree_bound=promise``: the training graph keeps the promise, checked before any work."""
         if protocols.keeps_promise(self.protocol, self.hp):
             promised_edgelists(
-                split.edge_index_for(dataset, "train"), dataset.num_nodes, _train_mask(split, dataset.num_nodes),
+                split.edge_index_for(dataset, "train"),
+                dataset.num_nodes,
+                _train_mask(split, dataset.num_nodes),
                 self.hp.max_in_degree,
-            )  # fmt: skip
+            )
 
     def _fit(self, dataset: GraphDataset, split: Split, delta: float) -> DPGNNModel:
         hp, device, protocol = self.hp, self.device, self.protocol

@@ -435,8 +435,7 @@ def train_dp(
     params = dict(module.named_parameters())
     canaries = canaries_for(desc) if noise_std > 0 else None
     if canaries is not None:
-        _attach_canaries(canaries, module, index, x, thresholds, noise_std, population, batch_size, occurrences,
-                         desc)  # fmt: skip
+        _attach_canaries(canaries, module, index, x, thresholds, noise_std, population, batch_size, occurrences, desc)
     # fused: one kernel per step for all tensors (the same update, 5× faster on CPU than the loop)
     if optimizer == "adam":
         opt = torch.optim.Adam(params.values(), lr=lr, fused=True)
@@ -476,9 +475,18 @@ def train_dp(
     module.eval()
 
 
-def _attach_canaries(canaries: DiracCanaries, module: DPGCNNet, index: SubgraphIndex, x, thresholds,
-                     noise_std: float, population: int, batch_size: int, occurrences: int,
-                     desc: str) -> None:  # fmt: skip
+def _attach_canaries(
+    canaries: DiracCanaries,
+    module: DPGCNNet,
+    index: SubgraphIndex,
+    x,
+    thresholds,
+    noise_std: float,
+    population: int,
+    batch_size: int,
+    occurrences: int,
+    desc: str,
+) -> None:
     """Start the canaries on this run: designed on the rows the subgraphs read (a node occurring in
     several subgraphs counts each time), each owning Theorem 1's min(N(K, r), N) terms, with norm
     the smallest clipping threshold (a Dirac canary within every group's bound)."""
@@ -486,5 +494,13 @@ def _attach_canaries(canaries: DiracCanaries, module: DPGCNNet, index: SubgraphI
     inputs = x.rows(rows) if isinstance(x, SparseFeatures) else x.index_select(0, rows)
     clip = float(thresholds) if isinstance(thresholds, (int, float)) else min(thresholds)
     law = NodeOccurrences(population, batch_size, min(occurrences, population))
-    canaries.attach(module, list(module.parameters()), inputs, sample_rate=law.sample_rate,
-                    noise_multiplier=noise_std / clip, max_grad_norm=clip, label=desc, law=law)  # fmt: skip
+    canaries.attach(
+        module,
+        list(module.parameters()),
+        inputs,
+        sample_rate=law.sample_rate,
+        noise_multiplier=noise_std / clip,
+        max_grad_norm=clip,
+        label=desc,
+        law=law,
+    )

@@ -249,63 +249,63 @@ from dpaudit.training.private_selection import Score
 from dpaudit.training.registry import register_defense
 
 __all__ = [
-    'protocols',
-    'EDGE_SENSITIVITY',
-    'LEVELS',
-    'MAX_HOPS',
-    'PAPER_EDGE_SENSITIVITY',
-    'bound_out_degree',
-    'canonical_edges',
-    'check_degree_promise',
-    'graph_key',
-    'max_degree_of',
-    'node_sensitivity',
-    'private_multi_hop_aggregation',
-    'row_normalize',
-    'sum_aggregate',
-    'GAPClassifier',
-    'GAPEncoder',
-    'GAPModel',
-    'QueryLedger',
-    'TrainingGraph',
-    'TrainingRelease',
-    '_build_classifier',
-    '_build_encoder',
-    '_mechanism_record',
-    'unit_condition',
-    'DegreeProjection',
-    'projection_of',
-    '_accuracy',
-    '_train_full_batch',
-    '_train_minibatch',
-    'GaussianMechanism',
-    'PoissonSubsampledGaussian',
-    'PrivacyLedger',
-    'PrivacySpec',
-    'GraphDataset',
-    'Defense',
-    'PrivateHyperparameters',
-    'inference_entry',
-    'PoissonSchedule',
-    'noise_for_plan',
-    'plan_mismatch',
-    'ConfigurationError',
-    'DPAuditError',
-    'sparse_features',
-    'Score',
-    'register_defense',
-    'declared_population',
-    'declared_train_size',
-    'require_declared',
-    'Split',
-    'GAPHyperparameters',
-    'GAPNodeHyperparameters',
-    '_Candidate',
-    '_SIGMA_MEMO',
-    '_GAP',
-    'GAPInf',
-    'GAPEdge',
-    'GAPNode',
+    "protocols",
+    "EDGE_SENSITIVITY",
+    "LEVELS",
+    "MAX_HOPS",
+    "PAPER_EDGE_SENSITIVITY",
+    "bound_out_degree",
+    "canonical_edges",
+    "check_degree_promise",
+    "graph_key",
+    "max_degree_of",
+    "node_sensitivity",
+    "private_multi_hop_aggregation",
+    "row_normalize",
+    "sum_aggregate",
+    "GAPClassifier",
+    "GAPEncoder",
+    "GAPModel",
+    "QueryLedger",
+    "TrainingGraph",
+    "TrainingRelease",
+    "_build_classifier",
+    "_build_encoder",
+    "_mechanism_record",
+    "unit_condition",
+    "DegreeProjection",
+    "projection_of",
+    "_accuracy",
+    "_train_full_batch",
+    "_train_minibatch",
+    "GaussianMechanism",
+    "PoissonSubsampledGaussian",
+    "PrivacyLedger",
+    "PrivacySpec",
+    "GraphDataset",
+    "Defense",
+    "PrivateHyperparameters",
+    "inference_entry",
+    "PoissonSchedule",
+    "noise_for_plan",
+    "plan_mismatch",
+    "ConfigurationError",
+    "DPAuditError",
+    "sparse_features",
+    "Score",
+    "register_defense",
+    "declared_population",
+    "declared_train_size",
+    "require_declared",
+    "Split",
+    "GAPHyperparameters",
+    "GAPNodeHyperparameters",
+    "_Candidate",
+    "_SIGMA_MEMO",
+    "_GAP",
+    "GAPInf",
+    "GAPEdge",
+    "GAPNode",
 ]
 
 log = logging.getLogger(__name__)
@@ -526,8 +526,10 @@ class _GAP(Defense):
         try:
             self.schedules(None)
         except ConfigurationError:
-            return [f"{self.name}'s DP-SGD Poisson rate is fixed before any data is read: --dataset-option "
-                    "declare_num_train=N, or --set sample_rate=Q"]  # fmt: skip
+            return [
+                f"{self.name}'s DP-SGD Poisson rate is fixed before any data is read: --dataset-option "
+                "declare_num_train=N, or --set sample_rate=Q"
+            ]
         return []
 
     def schedules(self, declared_train: int | None) -> tuple[PoissonSchedule, PoissonSchedule] | None:
@@ -629,9 +631,11 @@ class _GAP(Defense):
         if defense.projects and privacy.is_private and defense._universe_nodes is None:
             raise refuse("a projected node-level GAP card needs the declared number of nodes in its public facts")
         sigma = noise_for_plan(
-            target, privacy.delta, lambda s: defense.mechanisms_for(s, schedules, released_hops, max_degree),
+            target,
+            privacy.delta,
+            lambda s: defense.mechanisms_for(s, schedules, released_hops, max_degree),
             recorded=recorded_sigma,
-        )  # fmt: skip
+        )
         planned = defense.plan_card(hops, max_degree, grid_size, sigma, schedules, released_hops=released_hops)
         mismatch = plan_mismatch(section, planned, "gap")
         if mismatch:
@@ -750,8 +754,13 @@ class _GAP(Defense):
                 sigma = self._calibrate(delta, schedules, released_hops)
                 log.info(
                     "%s: K = %d (released %d), calibrated σ = %.4g for ε = %g, δ = %g",
-                    self.name, hops, released_hops, sigma, self.epsilon, delta,
-                )  # fmt: skip
+                    self.name,
+                    hops,
+                    released_hops,
+                    sigma,
+                    self.epsilon,
+                    delta,
+                )
             # Step 1: the encoder reads features and labels only. Without DP-SGD it does not
             # depend on K, so one encoder serves the whole grid.
             enc_key = hops if (node and self.private) else 0
@@ -760,9 +769,16 @@ class _GAP(Defense):
                 torch.manual_seed(self.seed)
                 encoder = _build_encoder(base_cfg).to(device)
                 enc_mech = self._train_module(
-                    encoder, x[train_d], y[train_d], sigma, encoder_schedule, hp.encoder_epochs, "gap encoder",
-                    self.seed, enc_val,
-                )  # fmt: skip
+                    encoder,
+                    x[train_d],
+                    y[train_d],
+                    sigma,
+                    encoder_schedule,
+                    hp.encoder_epochs,
+                    "gap encoder",
+                    self.seed,
+                    enc_val,
+                )
                 with torch.no_grad():
                     x0 = encoder.eval().encode(x)
                 encoder_memo[enc_key] = (encoder, enc_mech, x0)
@@ -779,9 +795,16 @@ class _GAP(Defense):
                 classifier = _build_classifier(base_cfg, hops).to(device)
                 cls_val = (features[val_d], y[val_d]) if selects else None
                 cls_mech = self._train_module(
-                    classifier, features[train_d], y[train_d], sigma, classifier_schedule, hp.epochs,
-                    "gap classifier", self.seed + 1, cls_val,
-                )  # fmt: skip
+                    classifier,
+                    features[train_d],
+                    y[train_d],
+                    sigma,
+                    classifier_schedule,
+                    hp.epochs,
+                    "gap classifier",
+                    self.seed + 1,
+                    cls_val,
+                )
                 val_acc = _accuracy(classifier, features[val_d], y[val_d]) if len(val) else float("nan")
                 log.info("%s: K = %d, D = %s: validation accuracy %.4f", self.name, hops, max_degree, val_acc)
                 mechanisms = []
@@ -806,11 +829,11 @@ class _GAP(Defense):
                 if best is None or (selects and val_acc > best.val_accuracy):
                     best = candidate
         assert best is not None
-        return self._release(best, dataset, edge_index, delta, base_cfg, len(hop_grid) * len(degree_grid),
-                             schedules)  # fmt: skip
+        return self._release(best, dataset, edge_index, delta, base_cfg, len(hop_grid) * len(degree_grid), schedules)
 
-    def _aggregate(self, x0, edge_index, num_nodes, hops, released_hops, max_degree, noise_std, one_release,
-                   shared_hops):  # fmt: skip
+    def _aggregate(
+        self, x0, edge_index, num_nodes, hops, released_hops, max_degree, noise_std, one_release, shared_hops
+    ):
         """Steps 2–4 for one (K, D): the sampled degree bound (node level, where the protocol samples
         it), the projection (where it projects) and the private multi-hop aggregation of the encoder's
         output ``x0`` with noise std ``noise_std`` — or, with ``one_release``, the first K hops of the
@@ -821,9 +844,7 @@ class _GAP(Defense):
         node = self.level == "node"
         ei, operator, projection = edge_index, None, None
         if node and protocols.samples_degrees(self.protocol):
-            ei = bound_out_degree(
-                ei, num_nodes, max_degree, torch.Generator().manual_seed(self.seed + 1_000_003)
-            )
+            ei = bound_out_degree(ei, num_nodes, max_degree, torch.Generator().manual_seed(self.seed + 1_000_003))
         if self.projects:
             projection = projection_of(ei, num_nodes, max_degree)
             operator = projection.sum_operator(num_nodes, x0.dtype, device)
@@ -847,8 +868,16 @@ class _GAP(Defense):
             features = torch.cat([x0, cache], dim=1)
         return features, cache, ei, projection, shared_hops
 
-    def _release(self, best: _Candidate, dataset: GraphDataset, edge_index: torch.Tensor, delta: float,
-                 base_cfg: dict, grid_size: int, schedules) -> GAPModel:  # fmt: skip
+    def _release(
+        self,
+        best: _Candidate,
+        dataset: GraphDataset,
+        edge_index: torch.Tensor,
+        delta: float,
+        base_cfg: dict,
+        grid_size: int,
+        schedules,
+    ) -> GAPModel:
         """The released model of the chosen candidate: its configuration (with the ledger and the
         query mechanism), spec, card (the plan) and training release; what was measured on the
         private graph (validation accuracy, kept edges, the projection) goes to the owner's record."""
@@ -923,8 +952,9 @@ class _GAP(Defense):
 
     def _inference_card(self) -> dict[str, Any]:
         if not self.private:
-            return inference_entry(private=False, training_graph=False,
-                                   note="non-private model: aggregations carry no noise")  # fmt: skip
+            return inference_entry(
+                private=False, training_graph=False, note="non-private model: aggregations carry no noise"
+            )
         return inference_entry(
             private=True,
             training_graph=True,

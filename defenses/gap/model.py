@@ -377,10 +377,12 @@ class QueryLedger:
         if self.mechanism is None:
             return PrivacySpec.non_private("query-graph releases of a non-private GAP carry no noise")
         if self.releases == 0:
-            return PrivacySpec(epsilon=0.0, delta=0.0, unit=self.unit, accountant="none",
-                               notes=["no PMA release on a query graph yet"])  # fmt: skip
-        spec = copy.deepcopy(_query_composition(json.dumps(self.mechanism, sort_keys=True), self.releases,
-                                                float(self.delta), self.unit))  # fmt: skip
+            return PrivacySpec(
+                epsilon=0.0, delta=0.0, unit=self.unit, accountant="none", notes=["no PMA release on a query graph yet"]
+            )
+        spec = copy.deepcopy(
+            _query_composition(json.dumps(self.mechanism, sort_keys=True), self.releases, float(self.delta), self.unit)
+        )
         spec.notes = [f"{self.releases} PMA release(s) on query graphs; protects {QUERY_LEDGER_PROTECTS}"]
         return spec
 
@@ -1204,7 +1206,10 @@ class GAPModel(ReleasedModel):
                 f"ledger ({len(config.get('ledger', []))} training mechanism(s){what})"
             )
         condition = unit_condition(
-            config.get("level"), config.get("protocol"), config.get("max_degree"), config.get("degree_bound") or "promise"
+            config.get("level"),
+            config.get("protocol"),
+            config.get("max_degree"),
+            config.get("degree_bound") or "promise",
         )
         if privacy.is_private and privacy.unit_condition != condition:
             raise refuse(

@@ -146,8 +146,16 @@ class GCONPairs:
                 f"not {getattr(defense_cls, 'name', defense_cls)!r}"
             )
 
-    def draw(self, dataset: GraphDataset, split: Split, count: int, seed: int = 0, *,
-             scale: float = 100.0, rows: str = "both") -> CanaryDesign:  # fmt: skip
+    def draw(
+        self,
+        dataset: GraphDataset,
+        split: Split,
+        count: int,
+        seed: int = 0,
+        *,
+        scale: float = 100.0,
+        rows: str = "both",
+    ) -> CanaryDesign:
         """``count`` canary pairs (≤ :data:`MAX_PER_RUN`): features ±``scale`` on the rarest
         training coordinate, labels (a_k, b_k) = (2k, 2k + 1) mod c — disjoint for the first
         ⌊c/2⌋ canaries. Node indices follow the base graph's: u_k = n + 2k, v_k = n + 2k + 1.
@@ -189,12 +197,19 @@ class GCONPairs:
         labels = torch.arange(2 * count) % c
         n = dataset.num_nodes
         pairs = n + np.arange(2 * count, dtype=np.int64).reshape(count, 2)
-        settings = {"structure": STRUCTURE, "scale": float(scale), "coordinate": coordinate, "rows": rows,
-                    "labels": labels.view(count, 2).tolist(), "seed": int(seed)}  # fmt: skip
+        settings = {
+            "structure": STRUCTURE,
+            "scale": float(scale),
+            "coordinate": coordinate,
+            "rows": rows,
+            "labels": labels.view(count, 2).tolist(),
+            "seed": int(seed),
+        }
         return CanaryDesign("edge", count, features=features, labels=labels, pairs=pairs, settings=settings)
 
-    def training_data(self, base: GraphDataset, split: Split, design: CanaryDesign,
-                      included: np.ndarray) -> tuple[GraphDataset, Split]:  # fmt: skip
+    def training_data(
+        self, base: GraphDataset, split: Split, design: CanaryDesign, included: np.ndarray
+    ) -> tuple[GraphDataset, Split]:
         """The base graph plus every canary node and the edges of the included pairs. The
         training nodes are the same in every run: both endpoints, or only u_k (``rows="one"``;
         v_k is then in no split).
@@ -219,12 +234,22 @@ class GCONPairs:
         )
         step = 1 if _rows(design) == "both" else 2
         train = torch.cat([split.train, torch.arange(n, n + 2 * design.count, step, dtype=split.train.dtype)])
-        sp = Split(train, split.val, split.test, spec=split.spec, seed=split.seed, inductive=split.inductive,
-                   info=dict(split.info), node_part=split.node_part, declared_sizes=split.declared_sizes)  # fmt: skip
+        sp = Split(
+            train,
+            split.val,
+            split.test,
+            spec=split.spec,
+            seed=split.seed,
+            inductive=split.inductive,
+            info=dict(split.info),
+            node_part=split.node_part,
+            declared_sizes=split.declared_sizes,
+        )
         return ds, sp
 
-    def score(self, model, base: GraphDataset, split: Split, design: CanaryDesign, train_ds: GraphDataset,
-              train_split: Split) -> tuple[np.ndarray, str]:  # fmt: skip
+    def score(
+        self, model, base: GraphDataset, split: Split, design: CanaryDesign, train_ds: GraphDataset, train_split: Split
+    ) -> tuple[np.ndarray, str]:
         """Each canary's log-likelihood ratio of its coin given Θ (module docstring), read from
         the release and public data only: the design, the canary-free graph and the card.
 
@@ -284,8 +309,10 @@ class GCONPairs:
         # an endpoint that is not a row of the objective (rows="one" without pseudo-labels) adds no term
         in_objective = np.isin(ends, row_index).astype(float)
         if _rows(design) == "one" and in_objective[1::2].any():
-            log.warning("canaries: rows=one, but the second endpoints are rows of the objective (pseudo-labels): "
-                        "their terms cancel u's in all but two columns; train with pseudo_labels=false")  # fmt: skip
+            log.warning(
+                "canaries: rows=one, but the second endpoints are rows of the objective (pseudo-labels): "
+                "their terms cancel u's in all but two columns; train with pseudo_labels=false"
+            )
         y_ends = y[ends]
 
         def terms(z):  # per canary: its rows' gradient [k, d, c] and curvature [k, c, d, d] terms

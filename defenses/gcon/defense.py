@@ -149,48 +149,48 @@ from dpaudit.training.defense import Defense, PrivateHyperparameters, check_hype
 from dpaudit.training.registry import register_defense
 
 __all__ = [
-    'GCON',
-    'GCONHyperparameters',
-    'GCONModel',
-    'GRID_KEYS',
-    'PAPER_GRID',
-    'encode_features',
-    'parse_grid',
-    'check_alpha',
-    'descend',
-    'gcon_features',
-    'make_loss',
-    'normalized_adjacency',
-    'parse_steps',
-    'perturbed_objective',
-    'project_columns',
-    'sample_objective_noise',
-    'solve_perturbed_objective',
-    'INFERENCE_MODES',
-    'INFERENCE_NOTES',
-    'query_features',
-    'steps_to_json',
-    'ConfigurationPlan',
-    'plan_configuration',
-    'Config',
-    'default_config',
-    'grid_configs',
-    'selection_unaccounted',
-    'selects_encoder_checkpoint',
-    'PrivacyLedger',
-    'PrivacySpec',
-    'GraphDataset',
-    'Defense',
-    'PrivateHyperparameters',
-    'inference_entry',
-    'ConfigurationError',
-    'MLP',
-    'sparse_features',
-    'register_defense',
-    'seed_everything',
-    'Split',
-    '_validate',
-    '_Trained',
+    "GCON",
+    "GCONHyperparameters",
+    "GCONModel",
+    "GRID_KEYS",
+    "PAPER_GRID",
+    "encode_features",
+    "parse_grid",
+    "check_alpha",
+    "descend",
+    "gcon_features",
+    "make_loss",
+    "normalized_adjacency",
+    "parse_steps",
+    "perturbed_objective",
+    "project_columns",
+    "sample_objective_noise",
+    "solve_perturbed_objective",
+    "INFERENCE_MODES",
+    "INFERENCE_NOTES",
+    "query_features",
+    "steps_to_json",
+    "ConfigurationPlan",
+    "plan_configuration",
+    "Config",
+    "default_config",
+    "grid_configs",
+    "selection_unaccounted",
+    "selects_encoder_checkpoint",
+    "PrivacyLedger",
+    "PrivacySpec",
+    "GraphDataset",
+    "Defense",
+    "PrivateHyperparameters",
+    "inference_entry",
+    "ConfigurationError",
+    "MLP",
+    "sparse_features",
+    "register_defense",
+    "seed_everything",
+    "Split",
+    "_validate",
+    "_Trained",
 ]
 
 log = logging.getLogger(__name__)
@@ -433,7 +433,13 @@ class GCON(Defense):
         return homophily_share(self.hp)
 
     def _train_theta(
-        self, z: torch.Tensor, y_rows: torch.Tensor, config: Config, c: int, delta: float, stream: tuple[int, ...],
+        self,
+        z: torch.Tensor,
+        y_rows: torch.Tensor,
+        config: Config,
+        c: int,
+        delta: float,
+        stream: tuple[int, ...],
         epsilon: float | None = None,
     ) -> _Trained:
         r"""Steps 4–5 of Algorithm 1 for one configuration: the plan (public inputs only), the
@@ -530,12 +536,23 @@ class GCON(Defense):
                 rows, labels = train, y_all
             y_rows = F.one_hot(labels[rows], c).double()
             # α_I changes inference only: one trained Θ serves every α_I of the same training config
-            train_key = (config.encoder_hidden, key, config.pseudo_labels, config.loss, config.huber_delta,
-                         config.regularization)  # fmt: skip
+            train_key = (
+                config.encoder_hidden,
+                key,
+                config.pseudo_labels,
+                config.loss,
+                config.huber_delta,
+                config.regularization,
+            )
             if train_key not in trained_cache:
                 trained_cache.clear()
                 trained_cache[train_key] = self._train_theta(
-                    features[key][rows], y_rows, config, c, delta, (index,) if self.paper_protocol else (),
+                    features[key][rows],
+                    y_rows,
+                    config,
+                    c,
+                    delta,
+                    (index,) if self.paper_protocol else (),
                     (1.0 - share) * self.epsilon,
                 )
             trained = trained_cache[train_key]
@@ -552,9 +569,18 @@ class GCON(Defense):
             dataset, delta, config, encoder, trained, val_accuracy, len(configs), homophily, homophily_counts
         )
 
-    def _release(self, dataset, delta, config: Config, encoder: MLP, trained: _Trained, val_accuracy,
-                 num_candidates: int, homophily: HomophilyRelease | None = None,
-                 homophily_counts: tuple[int, int] | None = None) -> GCONModel:  # fmt: skip
+    def _release(
+        self,
+        dataset,
+        delta,
+        config: Config,
+        encoder: MLP,
+        trained: _Trained,
+        val_accuracy,
+        num_candidates: int,
+        homophily: HomophilyRelease | None = None,
+        homophily_counts: tuple[int, int] | None = None,
+    ) -> GCONModel:
         hp = self.hp
         c = dataset.num_classes
         plan = trained.plan

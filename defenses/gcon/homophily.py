@@ -109,9 +109,11 @@ class HomophilyRelease:
     def mechanism(self) -> RecordedGuarantee:
         """The ledger record: pure ε_h-DP (δ = 0) with its calibration in the details."""
         return RecordedGuarantee(
-            self.epsilon, 0.0, name=HOMOPHILY_RECORD,
+            self.epsilon,
+            0.0,
+            name=HOMOPHILY_RECORD,
             details={"scale": self.scale, "sensitivity": COUNTS_SENSITIVITY, "counts": 2},
-        )  # fmt: skip
+        )
 
     def card(self) -> dict:
         """The card's entry: ε_h (``None`` at ∞), the Laplace scale, ĥ, α_I and the rule's knots."""

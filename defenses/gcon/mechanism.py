@@ -686,9 +686,25 @@ def theorem1_parameters(
     c_sf = erlang_tail_quantile(d, delta / c)
     if psi == 0.0:
         return TheoremOneParameters(
-            epsilon, delta, c, d, n1, omega, xi, c1, c2, c3, 0.0, c_sf, regularization, regularization, 0.0, 0.0, 0.0,
+            epsilon,
+            delta,
+            c,
+            d,
+            n1,
+            omega,
+            xi,
+            c1,
+            c2,
+            c3,
+            0.0,
+            c_sf,
+            regularization,
+            regularization,
+            0.0,
+            0.0,
+            0.0,
             math.inf,
-        )  # fmt: skip
+        )
     budget = n1 * omega * epsilon
     lam = max(regularization, c * c2 * psi * c_sf / budget + xi)  # Eq. (22)
     c_theta = (budget * c1 + c * c1 * psi * c_sf) / (budget * lam - c * c2 * psi * c_sf)  # Eq. (23)
@@ -700,9 +716,25 @@ def theorem1_parameters(
     beta = max(epsilon - eps_lambda, omega * epsilon) / (c * (c1 + c2 * c_theta) * psi)  # Eq. (18)
     beta *= 1.0 - 1e-12  # absorb float rounding: the re-derived ε must not exceed the target
     return TheoremOneParameters(
-        epsilon, delta, c, d, n1, omega, xi, c1, c2, c3, psi, c_sf, regularization, lam, c_theta, eps_lambda,
-        lambda_prime, beta,
-    )  # fmt: skip
+        epsilon,
+        delta,
+        c,
+        d,
+        n1,
+        omega,
+        xi,
+        c1,
+        c2,
+        c3,
+        psi,
+        c_sf,
+        regularization,
+        lam,
+        c_theta,
+        eps_lambda,
+        lambda_prime,
+        beta,
+    )
 
 
 # ---------------------------------------------------------------------------- noise
@@ -971,9 +1003,16 @@ def descent_schedule(params: TheoremOneParameters, blocks: int, residual_tol: fl
             steps += 1
     steps = min(steps, int(max_steps))
     return DescentSchedule(
-        mu, smoothness, contraction, params.c_theta, diameter, float(residual_tol), int(max_steps), steps,
+        mu,
+        smoothness,
+        contraction,
+        params.c_theta,
+        diameter,
+        float(residual_tol),
+        int(max_steps),
+        steps,
         diameter * contraction**steps,
-    )  # fmt: skip
+    )
 
 
 def project_columns(theta: np.ndarray, radius: float) -> np.ndarray:

@@ -129,25 +129,36 @@ class GCONModel(ReleasedModel):
         amp = [i for i, r in enumerate(privacy.mechanisms) if str(r.get("name", "")).startswith("gcon AMP")]
         counts = [i for i, r in enumerate(privacy.mechanisms) if r.get("name") == HOMOPHILY_RECORD]
         if len(theorem) != 1 or len(amp) > 1 or len(privacy.mechanisms) != len(theorem) + len(amp) + len(counts):
-            raise refuse("a GCON spec records one Theorem 1 guarantee, at most one AMP Gaussian and at most one "
-                         "homophily statistic")  # fmt: skip
+            raise refuse(
+                "a GCON spec records one Theorem 1 guarantee, at most one AMP Gaussian and at most one "
+                "homophily statistic"
+            )
         # the homophily statistic (defenses.gcon.homophily): pure ε_h = h·target, and the rest of
         # the chain is calibrated to (1 − h)·target
-        h = homophily_share(SimpleNamespace(
-            protocol=hyperparameters.get("protocol", "sound"), adapt=hyperparameters.get("adapt", "none"),
-            homophily_share=float(hyperparameters.get("homophily_share", 0.0)),
-        ))  # fmt: skip
+        h = homophily_share(
+            SimpleNamespace(
+                protocol=hyperparameters.get("protocol", "sound"),
+                adapt=hyperparameters.get("adapt", "none"),
+                homophily_share=float(hyperparameters.get("homophily_share", 0.0)),
+            )
+        )
         if len(counts) != (1 if h > 0 else 0):
-            raise refuse(f"the card's hyperparameters spend a share h = {h:g} on the homophily statistic, the spec "
-                         f"records {len(counts)} such statistic(s)")  # fmt: skip
+            raise refuse(
+                f"the card's hyperparameters spend a share h = {h:g} on the homophily statistic, the spec "
+                f"records {len(counts)} such statistic(s)"
+            )
         if counts:
             record, expected_record = privacy.mechanisms[counts[0]], homophily_mechanism(h * target)
             details = dict(record.get("details") or {})
-            if not (close(record["epsilon"], expected_record.epsilon) and record.get("delta") == 0.0
-                    and all(close(float(details.get(k, math.nan)), float(v))
-                            for k, v in expected_record.details.items())):  # fmt: skip
-                raise refuse(f"the homophily statistic records ε = {record['epsilon']!r}, details {details}; "
-                             f"h × target gives ε = {expected_record.epsilon:.6g}, {expected_record.details}")
+            if not (
+                close(record["epsilon"], expected_record.epsilon)
+                and record.get("delta") == 0.0
+                and all(close(float(details.get(k, math.nan)), float(v)) for k, v in expected_record.details.items())
+            ):
+                raise refuse(
+                    f"the homophily statistic records ε = {record['epsilon']!r}, details {details}; "
+                    f"h × target gives ε = {expected_record.epsilon:.6g}, {expected_record.details}"
+                )
             released, chosen = info.get("homophily") or {}, info.get("config") or {}
             try:
                 expected = inference_restart(float(released["estimate"]))
@@ -169,8 +180,10 @@ class GCONModel(ReleasedModel):
         except TypeError as exc:
             raise refuse(f"Theorem 1 record: {exc}") from None
         if not (close(params.epsilon, (1 - share) * target) and close(params.delta, (1 - share) * privacy.delta)):
-            raise refuse(f"Theorem 1 was run at ({params.epsilon:.6g}, {params.delta:.3g}), (1 − amp_share) × the "
-                         f"stated target is ({(1 - share) * target:.6g}, {(1 - share) * privacy.delta:.3g})")  # fmt: skip
+            raise refuse(
+                f"Theorem 1 was run at ({params.epsilon:.6g}, {params.delta:.3g}), (1 − amp_share) × the "
+                f"stated target is ({(1 - share) * target:.6g}, {(1 - share) * privacy.delta:.3g})"
+            )
         settings = info.get("config") or {}
         if "alpha" in settings and "steps" in settings:
             psi = sensitivity_psi(float(settings["alpha"]), parse_steps(settings["steps"]))
@@ -179,20 +192,33 @@ class GCONModel(ReleasedModel):
         if "loss" in settings:
             suprema = make_loss(settings["loss"], params.num_classes, float(settings.get("huber_delta", 0.0))).suprema()
             if not all(close(a, b) for a, b in zip((params.c1, params.c2, params.c3), suprema)):
-                raise refuse(f"Theorem 1 record has loss suprema {(params.c1, params.c2, params.c3)}, "
-                             f"the card's loss {settings['loss']!r} has {suprema}")  # fmt: skip
+                raise refuse(
+                    f"Theorem 1 record has loss suprema {(params.c1, params.c2, params.c3)}, "
+                    f"the card's loss {settings['loss']!r} has {suprema}"
+                )
         again = theorem1_parameters(
-            params.epsilon, params.delta, params.num_classes, params.dim, params.n1, params.regularization_requested,
-            params.omega, (params.c1, params.c2, params.c3), params.psi, params.xi,
-        )  # fmt: skip
+            params.epsilon,
+            params.delta,
+            params.num_classes,
+            params.dim,
+            params.n1,
+            params.regularization_requested,
+            params.omega,
+            (params.c1, params.c2, params.c3),
+            params.psi,
+            params.xi,
+        )
         for name, value in vars(again).items():
             if isinstance(value, float) and not close(float(getattr(params, name)), value, 1e-9):
-                raise refuse(f"Theorem 1 parameter {name} = {getattr(params, name)!r} recorded, Eqs. (17)-(24) "
-                             f"give {value!r}")  # fmt: skip
+                raise refuse(
+                    f"Theorem 1 parameter {name} = {getattr(params, name)!r} recorded, Eqs. (17)-(24) give {value!r}"
+                )
         eps, delta = params.guarantee()
         if not (close(record["epsilon"], eps) and close(record["delta"], delta)):
-            raise refuse(f"Theorem 1 record states ({record['epsilon']:.6g}, {record['delta']:.3g}), Lemmas 7-9 give "
-                         f"({eps:.6g}, {delta:.3g})")  # fmt: skip
+            raise refuse(
+                f"Theorem 1 record states ({record['epsilon']:.6g}, {record['delta']:.3g}), Lemmas 7-9 give "
+                f"({eps:.6g}, {delta:.3g})"
+            )
         if not (eps <= params.epsilon * (1 + 1e-9) and delta <= params.delta * (1 + 1e-9)):
             raise refuse("Theorem 1's re-derived guarantee exceeds its target")
         verified.add(theorem[0])
@@ -202,9 +228,13 @@ class GCONModel(ReleasedModel):
         recorded = dict(record.get("details") or {})
         try:
             expected = amp_calibration(
-                params, len(parse_steps(settings["steps"])), float(hyperparameters["residual_tol"]),
-                int(hyperparameters["descent_steps"]), share * target, share * privacy.delta,
-            )  # fmt: skip
+                params,
+                len(parse_steps(settings["steps"])),
+                float(hyperparameters["residual_tol"]),
+                int(hyperparameters["descent_steps"]),
+                share * target,
+                share * privacy.delta,
+            )
         except KeyError as exc:
             raise refuse(f"AMP cannot be re-derived: the card lacks {exc}") from None
         for name, value in expected.details().items():
@@ -213,8 +243,10 @@ class GCONModel(ReleasedModel):
         if not close(record["epsilon"], expected.epsilon):
             raise refuse(f"AMP ε = {record['epsilon']:.6g} recorded, amp_share × target = {expected.epsilon:.6g}")
         if not close(record["delta"], expected.delta) or expected.delta > share * privacy.delta * (1 + 1e-6):
-            raise refuse(f"AMP δ = {record['delta']:.3g} recorded, the analytic Gaussian gives {expected.delta:.3g} "
-                         f"(≤ amp_share × δ = {share * privacy.delta:.3g} required)")  # fmt: skip
+            raise refuse(
+                f"AMP δ = {record['delta']:.3g} recorded, the analytic Gaussian gives {expected.delta:.3g} "
+                f"(≤ amp_share × δ = {share * privacy.delta:.3g} required)"
+            )
         verified.add(amp[0])
         return verify_spec(privacy, "edge", card_protocol(card), verified_records=verified)
 

@@ -65,8 +65,9 @@ class AMPCalibration:
         }
 
 
-def amp_calibration(params: TheoremOneParameters, blocks: int, residual_tol: float, max_steps: int,
-                    epsilon: float, delta: float) -> AMPCalibration:  # fmt: skip
+def amp_calibration(
+    params: TheoremOneParameters, blocks: int, residual_tol: float, max_steps: int, epsilon: float, delta: float
+) -> AMPCalibration:
     """The schedule of :func:`~defenses.gcon.mechanism.descent_schedule` and the analytic
     Gaussian covering twice its residual bound at AMP's share (``epsilon``, ``delta``).
 
@@ -158,8 +159,9 @@ class ConfigurationPlan:
         )
 
 
-def plan_configuration(epsilon: float, delta: float, num_classes: int, dim: int, n1: int, config: Config,
-                       hp) -> ConfigurationPlan:  # fmt: skip
+def plan_configuration(
+    epsilon: float, delta: float, num_classes: int, dim: int, n1: int, config: Config, hp
+) -> ConfigurationPlan:
     """The plan of ``config`` at target (``epsilon``, ``delta``): Theorem 1 at (1 − s)(ε, δ),
     AMP at s(ε, δ) (s = ``hp.amp_share``), the schedule from ``hp.residual_tol`` and
     ``hp.descent_steps``. ``hp`` supplies ω, ξ, amp_share, residual_tol and descent_steps.
@@ -183,8 +185,16 @@ def plan_configuration(epsilon: float, delta: float, num_classes: int, dim: int,
     share = hp.amp_share
     loss = make_loss(config.loss, num_classes, config.huber_delta)
     params = theorem1_parameters(
-        (1.0 - share) * epsilon, (1.0 - share) * delta, num_classes, dim, n1, config.regularization, hp.omega,
-        loss.suprema(), psi, hp.xi,
-    )  # fmt: skip
+        (1.0 - share) * epsilon,
+        (1.0 - share) * delta,
+        num_classes,
+        dim,
+        n1,
+        config.regularization,
+        hp.omega,
+        loss.suprema(),
+        psi,
+        hp.xi,
+    )
     amp = amp_calibration(params, len(config.steps), hp.residual_tol, hp.descent_steps, share * epsilon, share * delta)
     return ConfigurationPlan(True, epsilon, psi, params.regularization + params.lambda_prime, params, amp)

@@ -171,9 +171,15 @@ def default_config(hp, checked: dict) -> Config:
         The configuration.
     """
     return Config(
-        hp.encoder_hidden, checked["alpha"], checked["steps"], hp.pseudo_labels, hp.loss, hp.huber_delta,
-        hp.regularization, checked["alpha_inference"],
-    )  # fmt: skip
+        hp.encoder_hidden,
+        checked["alpha"],
+        checked["steps"],
+        hp.pseudo_labels,
+        hp.loss,
+        hp.huber_delta,
+        hp.regularization,
+        checked["alpha_inference"],
+    )
 
 
 def grid_configs(hp, checked: dict) -> list[Config]:
@@ -199,9 +205,17 @@ def grid_configs(hp, checked: dict) -> list[Config]:
     configs = []
     for hidden, alpha, steps, pseudo, (loss, hd), lam, a_inf in itertools.product(*values.values()):
         configs.append(
-            Config(hidden, alpha, steps, pseudo, loss, hp.huber_delta if hd is None else hd, lam,
-                   alpha if a_inf is None else a_inf)
-        )  # fmt: skip
+            Config(
+                hidden,
+                alpha,
+                steps,
+                pseudo,
+                loss,
+                hp.huber_delta if hd is None else hd,
+                lam,
+                alpha if a_inf is None else a_inf,
+            )
+        )
     return configs
 
 

@@ -187,6 +187,11 @@ def _calibrate(target_epsilon, delta, mechanisms_for_sigma, sigma_min, sigma_max
         raise PrivacyParameterError(f"calibration failed: σ = {hi:g} spends ε = {spent:g} > {target_epsilon:g}")
     log.debug(
         "calibrated sigma=%.6g (%s): epsilon %.6g <= target %.6g at delta %.3g, %d evaluations",
-        hi, accountant, spent, target_epsilon, delta, len(cache),
+        hi,
+        accountant,
+        spent,
+        target_epsilon,
+        delta,
+        len(cache),
     )
     return hi

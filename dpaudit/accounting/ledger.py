@@ -364,8 +364,11 @@ class PrivacyLedger:
         """
         eps, used, values = self.explain_epsilon(delta)
         composable, recorded = self._split()
-        rdp_part = ", ".join(type(m).__name__ for m in self._part_preferences(composable, delta)[0]) if (
-            used == "rdp+pld") else ""
+        rdp_part = (
+            ", ".join(type(m).__name__ for m in self._part_preferences(composable, delta)[0])
+            if (used == "rdp+pld")
+            else ""
+        )
         label = LABELS[used].format(grid=self.value_discretization_interval, rdp_part=rdp_part)
         if not composable:
             label = "basic composition of (ε, δ) guarantees"

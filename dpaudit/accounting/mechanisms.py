@@ -455,9 +455,7 @@ class SensitivityMixtureGaussian(Mechanism):
     def _sensitivities(self) -> tuple[tuple[float, ...], tuple[float, ...]]:
         """(s·ρ, p_ρ) over the support points with positive probability."""
         pairs = [
-            (float(self.sensitivity_per_term * r), float(p))
-            for r, p in zip(self.support, self.probabilities)
-            if p > 0
+            (float(self.sensitivity_per_term * r), float(p)) for r, p in zip(self.support, self.probabilities) if p > 0
         ]
         return tuple(s for s, _ in pairs), tuple(p for _, p in pairs)
 

@@ -99,8 +99,9 @@ def opacus_history(engine_or_accountant) -> tuple[tuple[float, float, int], ...]
     return tuple(entries)
 
 
-def claim_from_opacus(engine_or_accountant, delta: float, claimed_epsilon: float | None = None, *,
-                      accountant: str = "auto") -> OpacusClaim:  # fmt: skip
+def claim_from_opacus(
+    engine_or_accountant, delta: float, claimed_epsilon: float | None = None, *, accountant: str = "auto"
+) -> OpacusClaim:
     """Recompute the ε of an Opacus run at ``delta`` from its accountant's history (module
     docstring) with dpaudit's ledger (``accountant``: ``"auto"``, ``"rdp"`` or ``"pld"``), and
     say whether ``claimed_epsilon`` is supported.
@@ -141,5 +142,12 @@ def claim_from_opacus(engine_or_accountant, delta: float, claimed_epsilon: float
         message = f"claim ε = {claim:g} NOT supported (a hypothesis, not a guarantee): {said}"
     if math.isinf(epsilon):
         message += " (no finite bound)"
-    return OpacusClaim(epsilon=float(epsilon), delta=delta, history=history, analysis=analysis,
-                       claimed_epsilon=claim, supported=supported, message=message)  # fmt: skip
+    return OpacusClaim(
+        epsilon=float(epsilon),
+        delta=delta,
+        history=history,
+        analysis=analysis,
+        claimed_epsilon=claim,
+        supported=supported,
+        message=message,
+    )

@@ -82,7 +82,9 @@ def gaussian_pld(sigma: float, sensitivity: float, interval: float, sampling_pro
             standard_deviation=sigma / math.sqrt(count), sensitivity=sensitivity, value_discretization_interval=interval
         )
     single = pld.from_gaussian_mechanism(
-        standard_deviation=sigma, sensitivity=sensitivity, value_discretization_interval=interval,
+        standard_deviation=sigma,
+        sensitivity=sensitivity,
+        value_discretization_interval=interval,
         sampling_prob=sampling_prob,
     )
     return single.self_compose(count)
@@ -160,8 +162,12 @@ def revealed_mixture_pld(
     for s, p in zip(sensitivities, probabilities):
         if p <= 0:
             continue
-        part = identity_pld(interval) if s == 0 else pld.from_gaussian_mechanism(
-            standard_deviation=sigma, sensitivity=float(s), value_discretization_interval=interval
+        part = (
+            identity_pld(interval)
+            if s == 0
+            else pld.from_gaussian_mechanism(
+                standard_deviation=sigma, sensitivity=float(s), value_discretization_interval=interval
+            )
         )
         if mixture is None:
             mixture, weight = part, float(p)

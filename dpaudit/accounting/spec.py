@@ -264,7 +264,9 @@ class PrivacySpec:
             "notes": list(self.notes),
             "unaccounted": list(self.unaccounted),
             "protocol": self.protocol,
-            "epsilon_by_accountant": {k: (v if math.isfinite(v) else None) for k, v in self.epsilon_by_accountant.items()},
+            "epsilon_by_accountant": {
+                k: (v if math.isfinite(v) else None) for k, v in self.epsilon_by_accountant.items()
+            },
             "accounting": dict(self.accounting),
             "public_facts": dict(self.public_facts),
             "unit_condition": self.unit_condition,

@@ -283,7 +283,9 @@ def check_ledger_epsilon(
         used = matches[0]
         recomputed = values[used]
     if not close(epsilon, recomputed):
-        raise refuse(f"stated ε = {epsilon:.6g} at δ = {delta:.3g}, the recorded mechanisms prove {recomputed:.6g} ({used})")
+        raise refuse(
+            f"stated ε = {epsilon:.6g} at δ = {delta:.3g}, the recorded mechanisms prove {recomputed:.6g} ({used})"
+        )
     for key, value in recorded_values.items():
         if key in values and not close(value, values[key]):
             raise refuse(f"epsilon_by_accountant[{key!r}] = {value:.6g}, recomputed {values[key]:.6g}")
@@ -297,7 +299,9 @@ def check_ledger_epsilon(
     if choice == "auto" and used != "basic":
         smallest = min(values.values())
         if not close(epsilon, smallest):
-            raise refuse(f"accountant 'auto' reports the smallest analysis ({smallest:.6g}), the spec states {epsilon:.6g}")
+            raise refuse(
+                f"accountant 'auto' reports the smallest analysis ({smallest:.6g}), the spec states {epsilon:.6g}"
+            )
     return recomputed, used, mu, notes
 
 
@@ -414,7 +418,9 @@ def check_stated(spec: PrivacySpec, expected_unit: str | None, expected_protocol
     if spec.protocol != expected_protocol:
         raise refuse(f"protocol {spec.protocol!r} stated, the model card says {expected_protocol!r}")
     if expected_unit is not None:
-        raise refuse(f"a registered defense's model ({expected_unit}-level) cannot carry a user's claim (protocol=claimed)")
+        raise refuse(
+            f"a registered defense's model ({expected_unit}-level) cannot carry a user's claim (protocol=claimed)"
+        )
     if spec.sound or not spec.unaccounted:
         raise refuse("a user's claim (protocol=claimed) is sound: false with its unaccounted step listed")
     if spec.is_private:

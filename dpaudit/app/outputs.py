@@ -361,8 +361,12 @@ def output_lock(path: str | os.PathLike, what: str = "--out"):
     except OSError:  # an unwritable place: the output checks refuse it in their words
         yield from _unlocked(created)
         return
-    me = {"pid": os.getpid(), "host": socket.gethostname(), "command": " ".join(["dpaudit", *sys.argv[1:]]),
-          "since": time.strftime("%Y-%m-%d %H:%M:%S")}  # fmt: skip
+    me = {
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "command": " ".join(["dpaudit", *sys.argv[1:]]),
+        "since": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
     for _ in range(3):
         try:
             fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
@@ -376,8 +380,12 @@ def output_lock(path: str | os.PathLike, what: str = "--out"):
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(lock)
                 continue
-            who = (f"process {holder['pid']} on {holder.get('host')} (`{holder.get('command')}`, since "
-                   f"{holder.get('since')})" if holder else "another process")  # fmt: skip
+            who = (
+                f"process {holder['pid']} on {holder.get('host')} (`{holder.get('command')}`, since "
+                f"{holder.get('since')})"
+                if holder
+                else "another process"
+            )
             raise OutputPathError(
                 f"{what} {path} is being written by {who}; wait for it to finish or choose another {what} "
                 f"(if no such process runs, remove {lock})"

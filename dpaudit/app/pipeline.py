@@ -110,7 +110,13 @@ def train(
         instance = defense
     else:
         instance = get_defense(defense)(
-            epsilon=epsilon, delta=delta, seed=seed, device=device, noise=noise, force_delta=force_delta, **(overrides or {})
+            epsilon=epsilon,
+            delta=delta,
+            seed=seed,
+            device=device,
+            noise=noise,
+            force_delta=force_delta,
+            **(overrides or {}),
         )
     seed = instance.seed
     ds = dataset if isinstance(dataset, GraphDataset) else load_dataset(dataset, root=data_root)

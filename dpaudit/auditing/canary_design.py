@@ -137,8 +137,9 @@ class CanaryStructure(Protocol):
             The :class:`CanaryDesign`.
         """
 
-    def training_data(self, base: GraphDataset, split: Split, design: CanaryDesign,
-                      included: np.ndarray) -> tuple[GraphDataset, Split]:  # fmt: skip
+    def training_data(
+        self, base: GraphDataset, split: Split, design: CanaryDesign, included: np.ndarray
+    ) -> tuple[GraphDataset, Split]:
         """The dataset and split one run trains on, given its coins.
 
         Args:
@@ -151,8 +152,15 @@ class CanaryStructure(Protocol):
             ``(dataset, split)`` of the run.
         """
 
-    def score(self, model: ReleasedModel, base: GraphDataset, split: Split, design: CanaryDesign,
-              train_ds: GraphDataset, train_split: Split) -> tuple[np.ndarray, str]:  # fmt: skip
+    def score(
+        self,
+        model: ReleasedModel,
+        base: GraphDataset,
+        split: Split,
+        design: CanaryDesign,
+        train_ds: GraphDataset,
+        train_split: Split,
+    ) -> tuple[np.ndarray, str]:
         """Score every canary from the run's release.
 
         Args:

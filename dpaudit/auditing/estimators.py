@@ -1043,7 +1043,10 @@ def multi_run_lower_bound(
 
 def _gdp_ceiling(n_in: int, n_out: int, level: float, delta: float) -> float:
     """The GDP estimate of a perfect attack (TP = n_in, FP = 0) at the same per-test level."""
-    mu = float(stats.norm.ppf(clopper_pearson_lower(n_in, n_in, level)) - stats.norm.ppf(clopper_pearson_upper(0, n_out, level)))
+    mu = float(
+        stats.norm.ppf(clopper_pearson_lower(n_in, n_in, level))
+        - stats.norm.ppf(clopper_pearson_upper(0, n_out, level))
+    )
     if not mu > 0:
         return 0.0
     return min(gaussian_epsilon(mu, delta), EPSILON_SEARCH_MAX) if delta > 0 else EPSILON_SEARCH_MAX
@@ -1238,8 +1241,14 @@ def audit_epsilon(
     each = bonferroni_confidence(confidence, k)
     results = _run_estimators(chosen, s, y, delta, each, run_ids, per_run, seed)
     bounds = {name: float(est.epsilon_lower_bound) for name, est in results.items()}
-    log.debug("audit_epsilon: %d scores, delta=%g, each estimator at %.6g: %s (skipped: %s)",
-              s.size, delta, each, bounds, skipped)  # fmt: skip
+    log.debug(
+        "audit_epsilon: %d scores, delta=%g, each estimator at %.6g: %s (skipped: %s)",
+        s.size,
+        delta,
+        each,
+        bounds,
+        skipped,
+    )
     certified = max([bounds[n] for n in bounds if n in RIGOROUS_ESTIMATORS], default=0.0)
     out = {
         "estimates": {name: est.to_dict() for name, est in results.items()},
@@ -1298,8 +1307,9 @@ def _check_claims(claimed_epsilon, claimed_mu, chosen: list[str]) -> None:
             raise EstimatorInputError("claimed_mu is tested by one-run-fdp-gaussian: include it in estimators")
 
 
-def _run_estimators(chosen: list[str], s, y, delta: float, each: float, run_ids, per_run: str,
-                    seed: int) -> dict[str, EpsilonEstimate]:  # fmt: skip
+def _run_estimators(
+    chosen: list[str], s, y, delta: float, each: float, run_ids, per_run: str, seed: int
+) -> dict[str, EpsilonEstimate]:
     """Each of ``chosen`` on the (score, inclusion) pairs at confidence ``each``."""
     results: dict[str, EpsilonEstimate] = {}
     for name in chosen:
@@ -1317,8 +1327,9 @@ def _run_estimators(chosen: list[str], s, y, delta: float, each: float, run_ids,
     return results
 
 
-def _claim_tests(results: dict[str, EpsilonEstimate], overall: float, certified: float, claimed_epsilon,
-                 claimed_mu) -> dict:  # fmt: skip
+def _claim_tests(
+    results: dict[str, EpsilonEstimate], overall: float, certified: float, claimed_epsilon, claimed_mu
+) -> dict:
     """The claims tested: the certified μ against ``claimed_mu``; the certified ε (refutes) and the
     overall maximum (estimate exceeds) against ``claimed_epsilon``, and whether a certified estimator
     could exceed it at all (``can_refute_claim``)."""
@@ -1327,8 +1338,11 @@ def _claim_tests(results: dict[str, EpsilonEstimate], overall: float, certified:
     if claimed_mu is not None:
         gaussian = results["one-run-fdp-gaussian"].details
         mu_refuted = bool(gaussian["mu_lower_bound"] > float(claimed_mu))
-        out.update(claimed_mu=float(claimed_mu), certified_mu_lower_bound=gaussian["mu_lower_bound"],
-                   mu_claim_refuted=mu_refuted)  # fmt: skip
+        out.update(
+            claimed_mu=float(claimed_mu),
+            certified_mu_lower_bound=gaussian["mu_lower_bound"],
+            mu_claim_refuted=mu_refuted,
+        )
     if claimed_epsilon is not None:
         out["claimed_epsilon"] = float(claimed_epsilon)
         out["claim_refuted"] = bool(certified > float(claimed_epsilon)) or mu_refuted

@@ -113,8 +113,9 @@ def fdp_rejects(m: int, guesses, correct, level: float, inverse, params) -> np.n
     Returns:
         Whether each test rejects.
     """
-    r, v, theta = np.broadcast_arrays(np.asarray(guesses, dtype=np.float64), np.asarray(correct, dtype=np.int64),
-                                      np.asarray(params, dtype=np.float64))  # fmt: skip
+    r, v, theta = np.broadcast_arrays(
+        np.asarray(guesses, dtype=np.float64), np.asarray(correct, dtype=np.int64), np.asarray(params, dtype=np.float64)
+    )
     r, v, theta = r.reshape(-1), v.reshape(-1), theta.reshape(-1)
     rho = level * v / m
     eta = level * (r - v) / m
@@ -174,8 +175,9 @@ def largest_rejected(m: int, guesses, correct, level: float, inverse, upper: flo
     while open_.size:
         width = hi[open_] - lo[open_]
         points = lo[open_, None] + width[:, None] * steps[None, :]
-        rej = fdp_rejects(m, np.repeat(r[open_], steps.size), np.repeat(v[open_], steps.size), level, inverse,
-                          points.reshape(-1)).reshape(points.shape)  # fmt: skip
+        rej = fdp_rejects(
+            m, np.repeat(r[open_], steps.size), np.repeat(v[open_], steps.size), level, inverse, points.reshape(-1)
+        ).reshape(points.shape)
         # rejected points form a prefix (monotonicity): the bracket shrinks to the last rejected one and its successor
         last = rej.sum(axis=1)
         new_lo = np.where(last > 0, points[np.arange(open_.size), np.maximum(last - 1, 0)], lo[open_])

@@ -197,8 +197,12 @@ class DiracDesign:
             "random_coordinates": int(rest),
             "trainable_parameters": total,
         }
-        log.info("gradient canaries: %d on the input layer (%d on columns no training row uses), %d random",
-                 preferred.size, self.chosen["on_unused_input_columns"], rest)  # fmt: skip
+        log.info(
+            "gradient canaries: %d on the input layer (%d on columns no training row uses), %d random",
+            preferred.size,
+            self.chosen["on_unused_input_columns"],
+            rest,
+        )
         return torch.from_numpy(np.concatenate([preferred, others]))
 
     def describe(self) -> dict[str, Any]:
@@ -280,10 +284,20 @@ def sampling_seed(seed: int, run: int) -> int:
     return int(np.random.SeedSequence([int(seed), int(run), _SAMPLING_STREAM]).generate_state(1)[0])
 
 
-def summarise_game(scores, coins, *, delta: float, claimed_epsilon: float, claimed_mu: float | None = None,
-                   run_ids=None, confidence: float = 0.95, keep_scores: bool = True,
-                   notes: list[str] | None = None, hypothesis: bool = False,
-                   mechanism: dict[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
+def summarise_game(
+    scores,
+    coins,
+    *,
+    delta: float,
+    claimed_epsilon: float,
+    claimed_mu: float | None = None,
+    run_ids=None,
+    confidence: float = 0.95,
+    keep_scores: bool = True,
+    notes: list[str] | None = None,
+    hypothesis: bool = False,
+    mechanism: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """The canary audit's verdict keys for the pooled (score, coin) pairs of finished runs:
     ``epsilon_lower_bound``, ``certified_epsilon_lower_bound`` (Bonferroni over the estimators of
     :func:`dpaudit.auditing.estimators.audit_epsilon`), ``max_possible``, ``can_refute_claim``,
@@ -311,8 +325,16 @@ def summarise_game(scores, coins, *, delta: float, claimed_epsilon: float, claim
         if claimed_mu is not None:
             notes.append("the claim's μ-GDP is not tested: one-run-fdp-gaussian needs both coin values")
             claimed_mu = None
-    audit = audit_epsilon(s, y, delta=min(delta, 0.5), confidence=confidence, run_ids=run_ids,
-                          estimators=estimators, claimed_epsilon=claimed_epsilon, claimed_mu=claimed_mu)  # fmt: skip
+    audit = audit_epsilon(
+        s,
+        y,
+        delta=min(delta, 0.5),
+        confidence=confidence,
+        run_ids=run_ids,
+        estimators=estimators,
+        claimed_epsilon=claimed_epsilon,
+        claimed_mu=claimed_mu,
+    )
     out: dict[str, Any] = {
         "epsilon_lower_bound": audit["epsilon_lower_bound"],
         "certified_epsilon_lower_bound": audit["certified_epsilon_lower_bound"],

@@ -299,9 +299,18 @@ def claimed_noise_multiplier(epsilon: float, delta: float, sample_rate: float, s
     return float(calibrate_noise(float(epsilon), float(delta), lambda s: PoissonSubsampledGaussian(s, q, t)))
 
 
-def sgm_hypothesis_test(scores, coins, *, noise_multiplier: float, sample_rate: float, steps: int,
-                        max_grad_norm: float = 1.0, confidence: float = 0.95,
-                        fractions=GUESS_FRACTIONS, seed: int = 0) -> HypothesisTest:  # fmt: skip
+def sgm_hypothesis_test(
+    scores,
+    coins,
+    *,
+    noise_multiplier: float,
+    sample_rate: float,
+    steps: int,
+    max_grad_norm: float = 1.0,
+    confidence: float = 0.95,
+    fractions=GUESS_FRACTIONS,
+    seed: int = 0,
+) -> HypothesisTest:
     """Test "this run is SGM(σ, q, T) at clipping bound C" on one run's Dirac canary scores
     (module docstring: the scores' exact law under the claim, the claim's likelihood-ratio guesses,
     Xiang et al.'s order-statistics tail, Bonferroni over ``fractions``).
@@ -345,8 +354,9 @@ def sgm_hypothesis_test(scores, coins, *, noise_multiplier: float, sample_rate: 
         tried.append({"guesses": r, "mistakes": u, "p_value": top_guesses_p_value(profile, m, r, u)})
     p = min(1.0, len(tried) * min(t["p_value"] for t in tried))
     mu = math.sqrt(law.steps) / law.noise_multiplier if law.sample_rate >= 1.0 else None
-    return HypothesisTest(law.noise_multiplier, law.sample_rate, law.steps, p, float(confidence), tried,
-                          profile.bayes_error, mu)  # fmt: skip
+    return HypothesisTest(
+        law.noise_multiplier, law.sample_rate, law.steps, p, float(confidence), tried, profile.bayes_error, mu
+    )
 
 
 # ---------------------------------------------------------------- Xiang et al.'s parametric bound
@@ -370,8 +380,17 @@ def _extreme_mistakes(s: np.ndarray, y: np.ndarray, r: int, seed: int) -> int:
     return _guesses(s - np.median(s), y, r, seed)
 
 
-def xiang_epsilon_lower_bound(scores, coins, *, delta: float, confidence: float = 0.95, family: str = "epsilon-delta",
-                              fractions=GUESS_FRACTIONS, seed: int = 0, upper: float = 20.0) -> dict[str, Any]:  # fmt: skip
+def xiang_epsilon_lower_bound(
+    scores,
+    coins,
+    *,
+    delta: float,
+    confidence: float = 0.95,
+    family: str = "epsilon-delta",
+    fractions=GUESS_FRACTIONS,
+    seed: int = 0,
+    upper: float = 20.0,
+) -> dict[str, Any]:
     """Xiang et al. (2025)'s one-run ε lower bound: the largest parameter of ``family`` whose
     order-statistics tail (:func:`top_guesses_p_value`) rejects the observed mistakes, Bonferroni
     over ``fractions``; the guesses are the scores farthest from their median.

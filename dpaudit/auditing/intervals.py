@@ -63,7 +63,9 @@ def clopper_pearson_interval(successes: int, trials: int, confidence: float = 0.
         ``(low, high)``.
     """
     alpha = (1.0 - confidence) / 2.0
-    return float(clopper_pearson_lower(successes, trials, alpha)), float(clopper_pearson_upper(successes, trials, alpha))
+    return float(clopper_pearson_lower(successes, trials, alpha)), float(
+        clopper_pearson_upper(successes, trials, alpha)
+    )
 
 
 def threshold_counts(pos: np.ndarray, neg: np.ndarray, thresholds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -29,8 +29,9 @@ from dpaudit.errors import ConfigurationError
 MAX_PLANNED_CANARIES = 10_000
 
 
-def audit_power(canaries: int, *, runs: int = 1, delta: float, confidence: float = 0.95,
-                claimed_epsilon: float | None = None) -> dict:  # fmt: skip
+def audit_power(
+    canaries: int, *, runs: int = 1, delta: float, confidence: float = 0.95, claimed_epsilon: float | None = None
+) -> dict:
     """The ceilings of an audit with ``canaries`` per run pooled over ``runs`` runs (module docstring).
 
     Returns ``max_possible`` {estimator: ceiling}, ``certifiable_epsilon`` (the largest certified
@@ -53,19 +54,31 @@ def audit_power(canaries: int, *, runs: int = 1, delta: float, confidence: float
     run_ids = np.repeat(np.arange(runs), canaries)
     # one score has one coin value: only the guess-count tests apply (as in the audit itself)
     estimators = ("one-run", "one-run-fdp", "one-run-fdp-gaussian") if coins.size == 1 else None
-    audit = audit_epsilon(coins.astype(float), coins, delta=delta, confidence=confidence, run_ids=run_ids,
-                          estimators=estimators)  # fmt: skip
+    audit = audit_epsilon(
+        coins.astype(float), coins, delta=delta, confidence=confidence, run_ids=run_ids, estimators=estimators
+    )
     ceilings = {name: value for name, value in audit["max_possible"].items() if value is not None}
     certifiable = max((v for name, v in ceilings.items() if name in RIGOROUS_ESTIMATORS), default=0.0)
-    out = {"max_possible": ceilings, "certifiable_epsilon": float(certifiable), "confidence": float(confidence),
-           "delta": float(delta)}  # fmt: skip
+    out = {
+        "max_possible": ceilings,
+        "certifiable_epsilon": float(certifiable),
+        "confidence": float(confidence),
+        "delta": float(delta),
+    }
     if claimed_epsilon is not None:
         out["can_refute_claim"] = bool(certifiable > float(claimed_epsilon))
     return out
 
 
-def canaries_needed(claimed_epsilon: float, *, runs: int = 1, delta: float, confidence: float = 0.95,
-                    start: int = 1, limit: int = MAX_PLANNED_CANARIES) -> int | None:  # fmt: skip
+def canaries_needed(
+    claimed_epsilon: float,
+    *,
+    runs: int = 1,
+    delta: float,
+    confidence: float = 0.95,
+    start: int = 1,
+    limit: int = MAX_PLANNED_CANARIES,
+) -> int | None:
     """The fewest canaries per run (searched on a doubling grid above ``start``, a
     count known too small, then bisected to 10 %) whose
     :func:`audit_power` exceeds ``claimed_epsilon``; ``None`` when not even ``limit`` do (the δ
@@ -112,8 +125,9 @@ def canaries_needed(claimed_epsilon: float, *, runs: int = 1, delta: float, conf
 PREDICTION_COVERAGE = 0.9
 
 
-def perfect_attack_interval(canaries: int, *, runs: int = 1, delta: float, confidence: float = 0.95,
-                            coverage: float = PREDICTION_COVERAGE) -> dict:  # fmt: skip
+def perfect_attack_interval(
+    canaries: int, *, runs: int = 1, delta: float, confidence: float = 0.95, coverage: float = PREDICTION_COVERAGE
+) -> dict:
     """What a perfect ranking certifies over the coins the audit will draw, not only with balanced
     coins: the one-run tests guess a fixed number of canaries "in" and "out" (balanced pairs,
     or the median split), so a perfect ranking makes |N_in − m/2| wrong guesses at the full count,
@@ -149,8 +163,9 @@ def perfect_attack_interval(canaries: int, *, runs: int = 1, delta: float, confi
             estimators = ("one-run", "one-run-fdp", "one-run-fdp-gaussian")
         else:
             estimators = None
-        audit = audit_epsilon(included.astype(float), included, delta=delta, confidence=confidence,
-                              run_ids=run_ids, estimators=estimators)  # fmt: skip
+        audit = audit_epsilon(
+            included.astype(float), included, delta=delta, confidence=confidence, run_ids=run_ids, estimators=estimators
+        )
         return float(audit["certified_epsilon_lower_bound"])
 
     def imbalance(q: float) -> int:  # the q-quantile of |N_in − m/2|
@@ -160,8 +175,15 @@ def perfect_attack_interval(canaries: int, *, runs: int = 1, delta: float, confi
     return {"median": median, "low": low, "high": high, "coverage": float(coverage)}
 
 
-def canaries_needed_typically(claimed_epsilon: float, *, runs: int = 1, delta: float, confidence: float = 0.95,
-                              start: int = 1, limit: int = MAX_PLANNED_CANARIES) -> int | None:  # fmt: skip
+def canaries_needed_typically(
+    claimed_epsilon: float,
+    *,
+    runs: int = 1,
+    delta: float,
+    confidence: float = 0.95,
+    start: int = 1,
+    limit: int = MAX_PLANNED_CANARIES,
+) -> int | None:
     """The fewest canaries per run (doubling from ``start``, then bisected to 10 %) for which a
     perfect ranking's certified bound at the median coin draw (:func:`perfect_attack_interval`)
     exceeds ``claimed_epsilon``; ``None`` when not even ``limit`` do."""

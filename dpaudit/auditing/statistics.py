@@ -121,7 +121,6 @@ def auc(scores, labels) -> float:
     return float(skm.roc_auc_score(y, s))
 
 
-
 def auc_or_none(scores, coins) -> float | None:
     """:func:`auc` of scores against 0/1 coins, or ``None`` when only one class is present.
 
@@ -136,6 +135,7 @@ def auc_or_none(scores, coins) -> float | None:
     if coins.all() or not coins.any():
         return None
     return float(auc(scores, coins.astype(int)))
+
 
 def roc_curve(scores, labels) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(fpr, tpr, thresholds) of the test "score ≥ t", from (0, 0) to (1, 1).
@@ -754,8 +754,9 @@ def coverage(
     """
     if attack_unit not in ATTACK_UNITS:
         raise DPAuditError(f"attack unit must be one of {ATTACK_UNITS}, got {attack_unit!r}")
-    cov = _coverage(privacy, attack_unit, queries_private_graph, inference_private, node_group_size, deployment,
-                    inference)  # fmt: skip
+    cov = _coverage(
+        privacy, attack_unit, queries_private_graph, inference_private, node_group_size, deployment, inference
+    )
     cov.status = privacy.status
     if cov.covered and privacy.hypothesis:
         cov.hypothesis = True
@@ -790,8 +791,9 @@ HYPOTHESIS_WORDS = {
 }
 
 
-def _coverage(privacy, attack_unit, queries_private_graph, inference_private, node_group_size, deployment,
-              inference) -> Coverage:  # fmt: skip
+def _coverage(
+    privacy, attack_unit, queries_private_graph, inference_private, node_group_size, deployment, inference
+) -> Coverage:
     unit = privacy.unit
     base = dict(model_unit=unit, attack_unit=attack_unit, sound=privacy.sound)
     if not privacy.is_private or unit is None:

@@ -85,6 +85,8 @@ def is_diagnostic(result: AttackResult | Mapping) -> bool:
     if recorded is not None:
         return bool(recorded)
     return DIAGNOSTIC_WORDS in str(validity or "")
+
+
 #: the model's statuses (:attr:`Verdict.status`)
 STATUSES = ("broken", "consistent", "underpowered", "not-auditable", "none")
 EDGE_CAVEAT = (
@@ -958,9 +960,7 @@ def model_verdict(
 def _leakage(summaries, pool, private, headline, strongest) -> dict[str, Any]:
     uncovered_pool = {n: s for n, s in summaries.items() if not s.covered_by_guarantee} if private else {}
     best_uncovered = headline_attack(uncovered_pool)
-    tprs = {
-        n: s.tpr_at_1pct_fpr for n, s in pool.items() if s.tpr_at_1pct_fpr is not None and not s.diagnostic
-    }
+    tprs = {n: s.tpr_at_1pct_fpr for n, s in pool.items() if s.tpr_at_1pct_fpr is not None and not s.diagnostic}
     best_tpr = max(tprs, key=tprs.get) if tprs else None
     return {
         "best_auc": _auc_entry(summaries, headline),

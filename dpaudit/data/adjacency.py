@@ -139,8 +139,9 @@ class Propagation:
         """``(ptr, src, weight)`` of :math:`W^\\top` (source rows)."""
         if self._transpose is None:
             n = self.num_nodes
-            dst = torch.repeat_interleave(torch.arange(n, device=self.ptr.device, dtype=self.src.dtype),
-                                          (self.ptr[1:] - self.ptr[:-1]).long())  # fmt: skip
+            dst = torch.repeat_interleave(
+                torch.arange(n, device=self.ptr.device, dtype=self.src.dtype), (self.ptr[1:] - self.ptr[:-1]).long()
+            )
             order = torch.sort(self.src, stable=True).indices
             t_ptr = torch.zeros(n + 1, dtype=self.ptr.dtype, device=self.ptr.device)
             t_ptr[1:] = torch.bincount(self.src.long(), minlength=n).cumsum(0)
@@ -352,8 +353,9 @@ class Adjacency:
         counts[torch.searchsorted(subset, inner)] = (self.ptr[inner + 1] - self.ptr[inner]).long()
         ptr = torch.zeros(subset.numel() + 1, dtype=self.ptr.dtype, device=subset.device)
         ptr[1:] = counts.cumsum(0)
-        local = Adjacency(ptr, torch.searchsorted(subset, incoming).to(self.src.dtype),
-                          self.degree[subset], self.loops[subset])  # fmt: skip
+        local = Adjacency(
+            ptr, torch.searchsorted(subset, incoming).to(self.src.dtype), self.degree[subset], self.loops[subset]
+        )
         return Neighbourhood(subset, local, torch.searchsorted(subset, nodes))
 
     def sample_neighbourhood(

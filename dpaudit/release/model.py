@@ -117,7 +117,9 @@ def _defense_class(method: str):
     if not _DEFENSE_LOOKUP:
         load_plugins()
     if not _DEFENSE_LOOKUP:
-        raise ModelFormatError("no defense registry is installed (import dpaudit.training.registry): the card cannot be checked")
+        raise ModelFormatError(
+            "no defense registry is installed (import dpaudit.training.registry): the card cannot be checked"
+        )
     return _DEFENSE_LOOKUP[0](method)
 
 

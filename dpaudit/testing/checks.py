@@ -94,8 +94,14 @@ class Subject:
     _saved: Path | None = None
 
     @classmethod
-    def of(cls, defense: str | type[Defense], root: str | Path, dataset: GraphDataset | None = None,
-           split: Split | str | None = None, **settings: Any) -> Subject:  # fmt: skip
+    def of(
+        cls,
+        defense: str | type[Defense],
+        root: str | Path,
+        dataset: GraphDataset | None = None,
+        split: Split | str | None = None,
+        **settings: Any,
+    ) -> Subject:
         """The subject of ``defense`` on ``dataset`` (default: a tiny graph) and its split.
 
         Args:

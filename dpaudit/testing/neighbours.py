@@ -59,8 +59,9 @@ def _dataset(base: GraphDataset, raw: Data) -> GraphDataset:
     """The neighbour: ``raw`` prepared as the base graph was, from the same declared facts (the
     label domain, the declared class counts); the declaration itself is kept as a constant."""
     facts = base.public_facts
-    rebuilt = prepare(raw, base.name, info=dict(base.info), classes=facts["classes"],
-                      class_counts=facts.get("class_counts"))  # fmt: skip
+    rebuilt = prepare(
+        raw, base.name, info=dict(base.info), classes=facts["classes"], class_counts=facts.get("class_counts")
+    )
     assert rebuilt.public_facts["classes"] == facts["classes"], "the same declaration, the same domain"
     rebuilt.public_facts = dict(facts)
     return rebuilt
@@ -122,9 +123,13 @@ def without_node(dataset: GraphDataset, split: Split, node: int | None = None) -
 
     node_part = split.node_part[kept] if split.node_part is not None else None
     smaller = dataclasses.replace(
-        split, train=remap(split.train), val=remap(split.val), test=remap(split.test), node_part=node_part,
+        split,
+        train=remap(split.train),
+        val=remap(split.val),
+        test=remap(split.test),
+        node_part=node_part,
         info=dict(split.info),
-    )  # fmt: skip
+    )
     return _dataset(dataset, raw), smaller
 
 
@@ -179,11 +184,14 @@ def leaf_differences(a: str | Path, b: str | Path) -> dict[str, tuple[Any, Any]]
         The differing leaves (``"<absent>"`` where a side lacks one).
     """
     la, lb = public_leaves(a), public_leaves(b)
-    return {k: (la.get(k, "<absent>"), lb.get(k, "<absent>")) for k in sorted(set(la) | set(lb)) if la.get(k) != lb.get(k)}
+    return {
+        k: (la.get(k, "<absent>"), lb.get(k, "<absent>")) for k in sorted(set(la) | set(lb)) if la.get(k) != lb.get(k)
+    }
 
 
-def train_and_compare(make_defense, first: tuple[GraphDataset, Split], second: tuple[GraphDataset, Split],
-                      tmp_path: Path) -> dict[str, tuple[Any, Any]]:  # fmt: skip
+def train_and_compare(
+    make_defense, first: tuple[GraphDataset, Split], second: tuple[GraphDataset, Split], tmp_path: Path
+) -> dict[str, tuple[Any, Any]]:
     """Fit ``make_defense()`` (same seed) on both inputs, save both, return the public leaves
     that differ (empty for a neutral release).
 

@@ -302,7 +302,9 @@ def adapt(
     if not isinstance(module, torch.nn.Module):
         raise ConfigurationError("adapt expects a torch.nn.Module")
     if not isinstance(dataset, GraphDataset):
-        raise ConfigurationError("adapt expects a dpaudit GraphDataset (dpaudit.data.datasets.from_data wraps PyG Data)")
+        raise ConfigurationError(
+            "adapt expects a dpaudit GraphDataset (dpaudit.data.datasets.from_data wraps PyG Data)"
+        )
     if split is None:
         if train_nodes is None:
             raise ConfigurationError("adapt needs the training nodes (train_nodes=...) or a split")
@@ -401,8 +403,10 @@ def declare(module: torch.nn.Module, input: str = "graph") -> tuple[list[dict[st
             op = supported.get(type(child))
             if op is not None:
                 if input == "features" and op != "linear":
-                    raise ConfigurationError(f"export: layer {path!r} ({type(child).__name__}) reads edges, but the "
-                                             "module is adapted with input='features'")  # fmt: skip
+                    raise ConfigurationError(
+                        f"export: layer {path!r} ({type(child).__name__}) reads edges, but the "
+                        "module is adapted with input='features'"
+                    )
                 keys[f"{path}."] = f"layers.{len(layers)}."
                 layers.append(_layer_declaration(op, child))
             elif type(child) in _ACTIVATION_MODULES:
@@ -414,21 +418,25 @@ def declare(module: torch.nn.Module, input: str = "graph") -> tuple[list[dict[st
             ):
                 walk(child, f"{path}.")
             else:
-                raise ConfigurationError(f"export: layer {path!r} ({type(child).__name__}) is not one dpaudit can "
-                                         f"declare; a saved model is a stack of {names}")  # fmt: skip
+                raise ConfigurationError(
+                    f"export: layer {path!r} ({type(child).__name__}) is not one dpaudit can "
+                    f"declare; a saved model is a stack of {names}"
+                )
 
     if type(module) in supported:  # the module is itself one layer
         keys[""] = "layers.0."
         layers.append(_layer_declaration(supported[type(module)], module))
         if input == "features" and supported[type(module)] != "linear":
-            raise ConfigurationError(f"export: {type(module).__name__} reads edges, but the module is adapted with "
-                                     "input='features'")  # fmt: skip
+            raise ConfigurationError(
+                f"export: {type(module).__name__} reads edges, but the module is adapted with input='features'"
+            )
         return layers, acts, keys
     walk(module, "")
     own = [n for n, _ in module.named_parameters(recurse=False)] + [n for n, _ in module.named_buffers(recurse=False)]
     if own:
-        raise ConfigurationError(f"export: the module holds tensors outside any layer ({', '.join(own)}): "
-                                 "not a declared layer stack")  # fmt: skip
+        raise ConfigurationError(
+            f"export: the module holds tensors outside any layer ({', '.join(own)}): not a declared layer stack"
+        )
     if not layers:
         raise ConfigurationError("export: the module holds no Linear, GCNConv, SAGEConv or GATConv layer")
     return layers, acts, keys
@@ -440,19 +448,36 @@ def _layer_declaration(op: str, layer: torch.nn.Module) -> dict[str, Any]:
         return {"op": op, "in": layer.in_features, "out": layer.out_features, "bias": layer.bias is not None}
     out: dict[str, Any] = {"op": op, "in": int(layer.in_channels), "out": int(layer.out_channels)}
     if isinstance(layer, GCNConv):
-        out.update(improved=bool(layer.improved), add_self_loops=bool(layer.add_self_loops),
-                   normalize=bool(layer.normalize), bias=layer.bias is not None)  # fmt: skip
+        out.update(
+            improved=bool(layer.improved),
+            add_self_loops=bool(layer.add_self_loops),
+            normalize=bool(layer.normalize),
+            bias=layer.bias is not None,
+        )
     elif isinstance(layer, SAGEConv):
         if not isinstance(layer.aggr, str):
-            raise ConfigurationError(f"export: SAGEConv with aggregation {layer.aggr!r} is not declarable (a name only)")
-        out.update(aggr=layer.aggr, normalize=bool(layer.normalize), root_weight=bool(layer.root_weight),
-                   project=bool(layer.project), bias=layer.lin_l.bias is not None)  # fmt: skip
+            raise ConfigurationError(
+                f"export: SAGEConv with aggregation {layer.aggr!r} is not declarable (a name only)"
+            )
+        out.update(
+            aggr=layer.aggr,
+            normalize=bool(layer.normalize),
+            root_weight=bool(layer.root_weight),
+            project=bool(layer.project),
+            bias=layer.lin_l.bias is not None,
+        )
     else:
         if layer.edge_dim is not None or layer.dropout != 0 or isinstance(layer.in_channels, tuple):
-            raise ConfigurationError("export: GATConv with edge features, attention dropout or bipartite input is "
-                                     "not declarable")  # fmt: skip
-        out.update(heads=int(layer.heads), concat=bool(layer.concat), negative_slope=float(layer.negative_slope),
-                   add_self_loops=bool(layer.add_self_loops), bias=layer.bias is not None)  # fmt: skip
+            raise ConfigurationError(
+                "export: GATConv with edge features, attention dropout or bipartite input is not declarable"
+            )
+        out.update(
+            heads=int(layer.heads),
+            concat=bool(layer.concat),
+            negative_slope=float(layer.negative_slope),
+            add_self_loops=bool(layer.add_self_loops),
+            bias=layer.bias is not None,
+        )
     return out
 
 
@@ -506,8 +531,14 @@ def export(model: AdaptedModel, activation: str | None = None, atol: float = 1e-
         module = build_architecture(architecture)
         module.load_state_dict(state, strict=True)
         module = module.to(model.device)
-        card = {**model.card, "adapter": {**model.card.get("adapter", {}), "embed": "the declared stack's "
-                                          "penultimate layer", "exported": True}}  # fmt: skip
+        card = {
+            **model.card,
+            "adapter": {
+                **model.card.get("adapter", {}),
+                "embed": "the declared stack's penultimate layer",
+                "exported": True,
+            },
+        }
         released = ModuleModel(module, architecture, model.privacy, card)
         gap = float((released.predict_proba(graph) - expected).abs().max())
         if gap <= atol:

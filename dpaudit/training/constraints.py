@@ -134,8 +134,11 @@ class Interval(Constraint):
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Interval) and (self.type, self.left, self.right, self.closed) == (
-            other.type, other.left, other.right, other.closed
-        )  # fmt: skip
+            other.type,
+            other.left,
+            other.right,
+            other.closed,
+        )
 
     def __hash__(self) -> int:
         return hash((Interval, self.type, self.left, self.right, self.closed))
@@ -389,7 +392,9 @@ NON_NEGATIVE = Interval(float, 0, None)  # rates, decays, shares: no hyperparame
 POSITIVE = Interval(float, 0, None, closed="neither")  # learning rates, norms, scales
 DROPOUT = Interval(float, 0, 1, closed="left")
 FRACTION = Interval(float, 0, 1, closed="neither")
-SAMPLE_RATE = Interval(float, 0, 1, closed="right")  # a Poisson sampling rate q (dpaudit.training.dpsgd.PoissonSchedule)
+SAMPLE_RATE = Interval(
+    float, 0, 1, closed="right"
+)  # a Poisson sampling rate q (dpaudit.training.dpsgd.PoissonSchedule)
 SEED = Interval(int, 0, SEED_LIMIT)  # a seed a user gives: dpaudit.seeds.check_seed's range, [0, 2**31)
 
 

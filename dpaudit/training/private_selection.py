@@ -292,9 +292,13 @@ def candidate(defense: Defense, overrides: dict[str, Any], run_epsilon: float, s
     """
     hp = {**dataclasses.asdict(defense.hp), **overrides, "select": "none"}
     run = type(defense)(
-        epsilon=run_epsilon, delta=defense.delta_option, seed=defense.seed if seed is None else seed,
-        device=defense.device, noise=defense.noise.mode, **hp,
-    )  # fmt: skip
+        epsilon=run_epsilon,
+        delta=defense.delta_option,
+        seed=defense.seed if seed is None else seed,
+        device=defense.device,
+        noise=defense.noise.mode,
+        **hp,
+    )
     adopt = getattr(run, "adopt_declared_facts", None)
     if adopt is not None:  # a plan that reads declared facts (projected gap-ndp: the declared node count)
         adopt(getattr(defense, "declared_facts_read", {}))
@@ -535,8 +539,12 @@ def select_privately(defense: Defense, dataset: GraphDataset, split: Split, delt
     runs = draw_runs(eta, gamma, rng)
     log.info(
         "%s: private selection, ε_run = %.4g (selection ε = %.4g ≤ %g), %d candidate(s)",
-        defense.name, run_epsilon, spent, defense.epsilon, len(grid),
-    )  # fmt: skip
+        defense.name,
+        run_epsilon,
+        spent,
+        defense.epsilon,
+        len(grid),
+    )
     best: tuple | None = None
     history = []
     for run in range(runs):
@@ -593,9 +601,12 @@ def _as_selected(model, defense, selection, run_epsilon, delta, index, run, hist
         worst = query_bound(selection)
         cfg["ledger"] = [selection.describe()]
         cfg["query_mechanism"] = {
-            "type": "gaussian", "sigma": worst.sigma, "sensitivity": worst.sensitivity, "count": worst.count,
+            "type": "gaussian",
+            "sigma": worst.sigma,
+            "sensitivity": worst.sensitivity,
+            "count": worst.count,
             "name": worst.name,
-        }  # fmt: skip
+        }
     model.card["selection"] = selection_card(defense, selection, run_epsilon, index)
     model.record["selection"] = {
         "number_of_runs": len(history),

@@ -190,9 +190,12 @@ def claim_spec(epsilon: float, delta: float, unit: str | None) -> PrivacySpec | 
     if not math.isfinite(epsilon):
         return None
     return PrivacySpec(
-        epsilon=float(epsilon), delta=float(delta), unit=unit, accountant="stated by the user",
+        epsilon=float(epsilon),
+        delta=float(delta),
+        unit=unit,
+        accountant="stated by the user",
         target_epsilon=float(epsilon),
-    )  # fmt: skip
+    )
 
 
 class FitFunction(Defense):
@@ -217,8 +220,15 @@ class FitFunction(Defense):
     name: ClassVar[str] = "user-fit"
     summary: ClassVar[str] = "your own training function, with the privacy you claim for it"
 
-    def __init__(self, fit: Callable, epsilon: float | str | None = math.inf, delta: float | str | None = "auto",
-                 unit: str = "node", seed: int = 0, device: str | torch.device = "auto"):  # fmt: skip
+    def __init__(
+        self,
+        fit: Callable,
+        epsilon: float | str | None = math.inf,
+        delta: float | str | None = "auto",
+        unit: str = "node",
+        seed: int = 0,
+        device: str | torch.device = "auto",
+    ):
         if unit not in UNITS:
             raise ConfigurationError(f"the claim's unit must be one of {', '.join(UNITS)}, got {unit!r}")
         self.fit_function = check_fit_function(fit)
@@ -231,8 +241,9 @@ class FitFunction(Defense):
         claim = claim_spec(self.epsilon, delta, self.unit)
         if isinstance(out, AdaptedModel):
             stated = out.privacy
-            if stated.is_private and (claim is None or (stated.epsilon, stated.delta, stated.unit) !=
-                                      (claim.epsilon, claim.delta, claim.unit)):  # fmt: skip
+            if stated.is_private and (
+                claim is None or (stated.epsilon, stated.delta, stated.unit) != (claim.epsilon, claim.delta, claim.unit)
+            ):
                 raise DPAuditError(
                     f"{self.name} returned a model adapted with the claim (ε = {stated.epsilon:g}, δ = {stated.delta:g}, "
                     f"{stated.unit}); the audit tests {_words(claim)}: state one claim, in the audit"
@@ -250,8 +261,9 @@ class FitFunction(Defense):
             raise DPAuditError(
                 f"{self.name} returned {type(out).__name__}: expected a trained torch.nn.Module or an adapted model"
             )
-        return adapt(module, dataset, split=split, privacy=claim, input=input, output=output, name=self.name,
-                     seed=self.seed)  # fmt: skip
+        return adapt(
+            module, dataset, split=split, privacy=claim, input=input, output=output, name=self.name, seed=self.seed
+        )
 
 
 def _words(claim: PrivacySpec | None) -> str:

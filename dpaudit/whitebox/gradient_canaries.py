@@ -92,8 +92,13 @@ _REFUSED_OPACUS = {
 
 
 def _positive(name: str, value, upper: float | None = None) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0 \
-            or (upper is not None and value > upper):  # fmt: skip
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value <= 0
+        or (upper is not None and value > upper)
+    ):
         bound = f"(0, {upper:g}]" if upper is not None else "(0, ∞)"
         raise ConfigurationError(f"{name} must be a number in {bound}, got {value!r}")
     return float(value)
@@ -129,8 +134,16 @@ class GradientCanaries:
         self._dataset_size: int | None = None
 
     # ------------------------------------------------------------------------------------ attach
-    def attach(self, target, *, sample_rate: float, features=None, module: nn.Module | None = None,
-               max_grad_norm: float | None = None, dataset_size: int | None = None) -> GradientCanaries:  # fmt: skip
+    def attach(
+        self,
+        target,
+        *,
+        sample_rate: float,
+        features=None,
+        module: nn.Module | None = None,
+        max_grad_norm: float | None = None,
+        dataset_size: int | None = None,
+    ) -> GradientCanaries:
         """Fix the design, draw the coins, and join ``target``'s steps from now on.
 
         ``target``: an Opacus ``DPOptimizer`` (hooked; ``max_grad_norm`` is the optimizer's), or
@@ -153,10 +166,12 @@ class GradientCanaries:
         if self._source is not None:
             raise ConfigurationError("these gradient canaries are attached already: one instance audits one run")
         q = _positive("sample_rate", sample_rate, upper=1.0)
-        if dataset_size is not None and (isinstance(dataset_size, bool) or not isinstance(dataset_size, int)
-                                         or dataset_size < 1):  # fmt: skip
-            raise ConfigurationError(f"dataset_size must be an integer >= 1 (the examples the loop samples from), "
-                                     f"got {dataset_size!r}")  # fmt: skip
+        if dataset_size is not None and (
+            isinstance(dataset_size, bool) or not isinstance(dataset_size, int) or dataset_size < 1
+        ):
+            raise ConfigurationError(
+                f"dataset_size must be an integer >= 1 (the examples the loop samples from), got {dataset_size!r}"
+            )
         dataset = features.name if isinstance(features, GraphDataset) else None
         features = self._check_features(features.data.x if isinstance(features, GraphDataset) else features)
         if isinstance(target, torch.optim.Optimizer):
@@ -168,8 +183,9 @@ class GradientCanaries:
             params = self._check_params(target)
             clip, sigma, optimizer = _positive("max_grad_norm", max_grad_norm), math.nan, None
             source = "your DP-SGD loop (inject / observe)"
-        self._hook.attach(module, params, features, sample_rate=q, noise_multiplier=float(sigma),
-                          max_grad_norm=clip, label=source)  # fmt: skip
+        self._hook.attach(
+            module, params, features, sample_rate=q, noise_multiplier=float(sigma), max_grad_norm=clip, label=source
+        )
         self._source, self._params, self._optimizer, self._dataset = source, params, optimizer, dataset
         self._dataset_size = dataset_size
         mask = torch.zeros(sum(p.numel() for p in params), dtype=torch.bool)
@@ -200,8 +216,9 @@ class GradientCanaries:
             )
         refused = next((why for cls in type(optimizer).__mro__ if (why := _REFUSED_OPACUS.get(cls.__name__))), None)
         if refused is not None:
-            raise ConfigurationError(f"gradient canaries need one clipping bound C per step; {type(optimizer).__name__} "
-                                     f"uses {refused}")  # fmt: skip
+            raise ConfigurationError(
+                f"gradient canaries need one clipping bound C per step; {type(optimizer).__name__} uses {refused}"
+            )
         return optimizer
 
     @staticmethod
@@ -269,8 +286,9 @@ class GradientCanaries:
         mapping = self._loop_tensors(summed, "inject")
         if self._injected:
             raise ConfigurationError("inject() twice without observe(): observe each step's noisy sums first")
-        if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int)
-                                       or batch_size < 0):  # fmt: skip
+        if batch_size is not None and (
+            isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 0
+        ):
             raise ConfigurationError(f"batch_size must be an integer >= 0, got {batch_size!r}")
         real = _flat([mapping[p] for p in self._params])
         self._hook.insert(mapping)
@@ -321,8 +339,16 @@ class GradientCanaries:
         """Steps the canaries have joined so far."""
         return self._hook.steps
 
-    def result(self, epsilon: float, delta: float, *, unit: str = "node", dataset: str | None = None,
-               confidence: float = 0.95, keep_scores: bool = False) -> CanaryAuditRecord:  # fmt: skip
+    def result(
+        self,
+        epsilon: float,
+        delta: float,
+        *,
+        unit: str = "node",
+        dataset: str | None = None,
+        confidence: float = 0.95,
+        keep_scores: bool = False,
+    ) -> CanaryAuditRecord:
         """The canary audit's record (:data:`dpaudit.auditing.results.CANARY_SCHEMA`, the keys of
         ``dpaudit canary``) testing your claim that the run is (``epsilon``, ``delta``)-DP for one
         example — a hypothesis: "claim refuted" when a certified bound exceeds it —:
@@ -347,15 +373,22 @@ class GradientCanaries:
         if not math.isfinite(claim):
             raise ConfigurationError("result() tests a finite ε claim, got ε = inf")
         if unit not in UNITS:
-            raise ConfigurationError(f"unit must be one of {', '.join(UNITS)} (what one example of the loop is), "
-                                     f"got {unit!r}")  # fmt: skip
+            raise ConfigurationError(
+                f"unit must be one of {', '.join(UNITS)} (what one example of the loop is), got {unit!r}"
+            )
         if dataset is not None and (not isinstance(dataset, str) or not dataset):
             raise ConfigurationError(f"dataset must be the name of the data trained on, got {dataset!r}")
         _positive("confidence", confidence, upper=1.0)
         hook = self._hook
         self_check: dict[str, Any] = {}
-        refusal = self._check.refusal(epsilon=claim, delta=delta, sample_rate=hook.sample_rate, steps=hook.steps,
-                                      dataset_size=self._dataset_size, record=self_check)  # fmt: skip
+        refusal = self._check.refusal(
+            epsilon=claim,
+            delta=delta,
+            sample_rate=hook.sample_rate,
+            steps=hook.steps,
+            dataset_size=self._dataset_size,
+            record=self_check,
+        )
         if refusal is not None:
             raise ConfigurationError(f"gradient canaries refused: {refusal}")
         s = game.scores(hook, "iterates")
@@ -404,9 +437,19 @@ class GradientCanaries:
             "steps": hook.steps,
             "max_grad_norm": hook.max_grad_norm,
         }
-        record.update(game.summarise_game(s, hook.included, delta=delta, claimed_epsilon=claim,
-                                          confidence=confidence, keep_scores=keep_scores, notes=notes,
-                                          hypothesis=True, mechanism=mechanism))  # fmt: skip
+        record.update(
+            game.summarise_game(
+                s,
+                hook.included,
+                delta=delta,
+                claimed_epsilon=claim,
+                confidence=confidence,
+                keep_scores=keep_scores,
+                notes=notes,
+                hypothesis=True,
+                mechanism=mechanism,
+            )
+        )
         per_run["auc"] = record["auc"]
         record["per_run"] = [per_run]
         return record

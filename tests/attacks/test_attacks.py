@@ -363,9 +363,7 @@ def test_cli_attack_writes_json(saved_gcn, tmp_path, capsys):
     assert 0.5 < payload["baseline_auc"] <= 1
     low = payload["extra"]["low_fpr"]["0.01"]
     assert (
-        low["runs"] == 1
-        and low["negatives"] == payload["runs"][0]["non_members"]
-        and "1 run, no spread" in low["text"]
+        low["runs"] == 1 and low["negatives"] == payload["runs"][0]["non_members"] and "1 run, no spread" in low["text"]
     )
     printed = capsys.readouterr().out
     assert "link-steal vs gcn (deployment training-graph): AUC" in printed

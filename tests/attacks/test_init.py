@@ -188,8 +188,10 @@ def test_a_declared_attack_registers_and_is_checked(monkeypatch):
     monkeypatch.setattr(attacks, "_CONSTRAINTS", dict(attacks._CONSTRAINTS))
     attacks.register_attack("probe", {"runs": [COUNT], "n_boot": [COUNT], "mode": [str]})(_probe)
     assert attacks.describe_settings("probe") == {
-        "runs": (1, "int >= 1"), "n_boot": (1000, "int >= 1"), "mode": ("fast", "str")
-    }  # fmt: skip
+        "runs": (1, "int >= 1"),
+        "n_boot": (1000, "int >= 1"),
+        "mode": ("fast", "str"),
+    }
     with pytest.raises(ConfigurationError, match="attack 'probe': setting mode=3 must be str"):
         attacks.run("probe", tripwire(), None, mode=3)
 
@@ -211,7 +213,7 @@ def test_the_docs_list_every_setting_as_declared():
     assert listed == set(shared) | set(own)
 
 
-NEW_ATTACK_MODULE = '''
+NEW_ATTACK_MODULE = """
 from attacks import register_attack
 from dpaudit.training.constraints import COUNT
 
@@ -225,7 +227,7 @@ def _cost(settings, measured, dataset):
 )
 def made_up_attack(model, dataset=None, *, runs: int = 3):
     raise AssertionError("never run here")
-'''
+"""
 
 
 def test_a_module_placed_in_the_package_registers_itself_with_its_declaration(tmp_path, monkeypatch):
@@ -259,6 +261,4 @@ def test_every_shipped_attack_declares_its_order_heading_and_cost():
 
 def test_a_quick_setting_outside_its_declaration_is_refused_at_registration():
     with pytest.raises(TypeError, match="quick setting"):
-        attacks.register_attack("probe", {"runs": [COUNT], "n_boot": [COUNT], "mode": [str]}, quick={"runs": 0})(
-            _probe
-        )
+        attacks.register_attack("probe", {"runs": [COUNT], "n_boot": [COUNT], "mode": [str]}, quick={"runs": 0})(_probe)

@@ -87,8 +87,17 @@ def _models(sparse: bool) -> list[ModuleModel]:
     gcn = KipfGCN(20, 8, 3)
     arch = {"type": "gcn-kipf", "in_dim": 20, "hidden": 8, "out_dim": 3, "dropout": 0.5, "normalize": True}
     mlp = FeatureMLP(20, 8, 3, layers=2)
-    mlp_arch = {"type": "mlp-features", "in_dim": 20, "hidden": 8, "out_dim": 3, "layers": 2, "dropout": 0.0,
-                "act": "relu", "bias": True, "normalize": False}  # fmt: skip
+    mlp_arch = {
+        "type": "mlp-features",
+        "in_dim": 20,
+        "hidden": 8,
+        "out_dim": 3,
+        "layers": 2,
+        "dropout": 0.0,
+        "act": "relu",
+        "bias": True,
+        "normalize": False,
+    }
     models = [BaselineModel(gcn, arch, spec, {}), BaselineModel(mlp, mlp_arch, spec, {})]
     for kind, hidden in (("gcn", [8, 8]), ("sage", [8]), ("mlp", [8])):
         architecture = {"type": kind, "in_dim": 20, "hidden": hidden, "out_dim": 3, "dropout": 0.5}
@@ -311,8 +320,9 @@ def test_linkteller_pays_gap_only_for_perturbations_that_reach_their_targets(gap
     moved = np.unique(v)
     reaches = []
     for node in moved:
-        hood, *_ = k_hop_subgraph(torch.as_tensor(u[v == node]), gap.cfg["hops"], data.edge_index,
-                                  num_nodes=data.num_nodes)  # fmt: skip
+        hood, *_ = k_hop_subgraph(
+            torch.as_tensor(u[v == node]), gap.cfg["hops"], data.edge_index, num_nodes=data.num_nodes
+        )
         reaches.append(bool(torch.isin(torch.tensor(int(node)), hood)))
     assert 0 < api.query_ledger.releases == sum(reaches) < len(moved)
     assert all((scores[v == node] == 0).all() for node, reach in zip(moved, reaches) if not reach)

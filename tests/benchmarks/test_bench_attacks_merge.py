@@ -29,8 +29,15 @@ def _row(defense: str, eps: str, attack: str, auc: str, negatives: str = "") -> 
 
 
 def _report(command: str, table: list[dict], note: str) -> dict:
-    return {"command": command, "header": f"Command: `{command}`.", "strength": [], "gbase": [], "table": table,
-            "split": "random:0.3,0.1,0.3", "table_note": note}  # fmt: skip
+    return {
+        "command": command,
+        "header": f"Command: `{command}`.",
+        "strength": [],
+        "gbase": [],
+        "table": table,
+        "split": "random:0.3,0.1,0.3",
+        "table_note": note,
+    }
 
 
 def test_merge_replaces_rows_keeps_model_groups_and_lists_every_pass(bench, tmp_path):

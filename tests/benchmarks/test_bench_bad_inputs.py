@@ -41,8 +41,11 @@ def test_every_refusal_that_reads_nothing_imports_no_heavy_library(outcomes):
 def test_the_table_says_no_refusal_that_reads_nothing_imported_torch(outcomes):
     """The results table (what a reviewer reads): every row decided from the arguments alone is
     clean and imported none of the heavy libraries, and the rows run above are among them."""
-    rows = [line.split(" | ") for line in (ROOT / "benchmarks" / "results" / "bad_inputs.md").read_text().splitlines()
-            if line.startswith("| ") and " | refuse | " in line]  # fmt: skip
+    rows = [
+        line.split(" | ")
+        for line in (ROOT / "benchmarks" / "results" / "bad_inputs.md").read_text().splitlines()
+        if line.startswith("| ") and " | refuse | " in line
+    ]
     nothing = {row[0].removeprefix("| "): row for row in rows if row[3] == "nothing"}
     assert len(nothing) >= 9
     for row in nothing.values():

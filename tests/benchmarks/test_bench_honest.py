@@ -25,9 +25,18 @@ def bench():
 
 
 def _ok(accuracy: float, sound: bool = True, inference_private: bool = True, unit: str = "node") -> dict:
-    return {"status": "ok", "test_accuracy": accuracy, "epsilon_spent": 8.0, "epsilon_after_test": 8.0,
-            "sound": sound, "unit": unit, "inference_private": inference_private, "inference_note": "reads the graph",
-            "cpu_seconds": 1.0, "wall_seconds": 2.0}  # fmt: skip
+    return {
+        "status": "ok",
+        "test_accuracy": accuracy,
+        "epsilon_spent": 8.0,
+        "epsilon_after_test": 8.0,
+        "sound": sound,
+        "unit": unit,
+        "inference_private": inference_private,
+        "inference_note": "reads the graph",
+        "cpu_seconds": 1.0,
+        "wall_seconds": 2.0,
+    }
 
 
 def _store(bench, runs: dict[tuple, list[dict]]) -> dict:
@@ -40,9 +49,18 @@ def _store(bench, runs: dict[tuple, list[dict]]) -> dict:
 
 @pytest.mark.parametrize(
     "argv",
-    [["--datasets", "cora"], ["--defenses", "gcn"], ["--epsilons", "0"], ["--epsilons", "inf"], ["--seeds", "-1"],
-     ["--epsilons", "x"], ["--configurations", "tuned"], ["--budget", "0"], ["--skip", "gcn:paper"]],
-)  # fmt: skip
+    [
+        ["--datasets", "cora"],
+        ["--defenses", "gcn"],
+        ["--epsilons", "0"],
+        ["--epsilons", "inf"],
+        ["--seeds", "-1"],
+        ["--epsilons", "x"],
+        ["--configurations", "tuned"],
+        ["--budget", "0"],
+        ["--skip", "gcn:paper"],
+    ],
+)
 def test_bad_flags_are_one_configuration_error(bench, argv):
     with pytest.raises(ConfigurationError):
         bench.validate(bench.parse_args(argv))

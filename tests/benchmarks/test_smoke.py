@@ -16,12 +16,24 @@ ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "benchmarks"
 #: scripts that do not take --smoke yet (each needs its own tiny configuration): the debt, said
 NO_SMOKE_YET = {
-    "bench_attacks.py", "bench_covered_inference.py", "bench_degree_projection.py",
-    "bench_dpar.py", "bench_dpgnn.py", "bench_estimators.py", "bench_gap.py", "bench_gap_queries.py",
-    "bench_gcon.py", "bench_gcon_protocols.py", "bench_gradient_canary.py", "bench_honest.py",
-    "bench_scale.py", "bench_selection.py", "bench_zoo.py", "gap_projection_check.py",
+    "bench_attacks.py",
+    "bench_covered_inference.py",
+    "bench_degree_projection.py",
+    "bench_dpar.py",
+    "bench_dpgnn.py",
+    "bench_estimators.py",
+    "bench_gap.py",
+    "bench_gap_queries.py",
+    "bench_gcon.py",
+    "bench_gcon_protocols.py",
+    "bench_gradient_canary.py",
+    "bench_honest.py",
+    "bench_scale.py",
+    "bench_selection.py",
+    "bench_zoo.py",
+    "gap_projection_check.py",
     "reproduce.py",
-}  # fmt: skip
+}
 #: smoke runs that take more than a few seconds on a shared 2-core machine (still run by `make test`)
 SLOW = {
     "bench_speed.py",
@@ -57,8 +69,14 @@ def test_the_smoke_mode_runs_and_writes_nothing_under_results(script, tmp_path):
     results = BENCH / "results"
     before = {p: p.stat().st_mtime_ns for p in results.rglob("*") if p.is_file()}
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "DPAUDIT_BENCH_SMOKE_DIR": str(tmp_path)}
-    proc = subprocess.run([sys.executable, str(BENCH / script), "--smoke"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / script), "--smoke"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     after = {p: p.stat().st_mtime_ns for p in results.rglob("*") if p.is_file()}
     assert after == before, "a smoke run wrote under benchmarks/results"

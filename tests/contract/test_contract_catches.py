@@ -45,8 +45,9 @@ class DropsABias(ModuleModel):
 
     @classmethod
     def from_state(cls, config, tensors, privacy, card):
-        return super().from_state(config, {**tensors, "out.bias": torch.zeros_like(tensors["out.weight"][:, 0])},
-                                  privacy, card)  # fmt: skip
+        return super().from_state(
+            config, {**tensors, "out.bias": torch.zeros_like(tensors["out.weight"][:, 0])}, privacy, card
+        )
 
 
 def _as(kind: type[ModuleModel], model: ModuleModel) -> ModuleModel:

@@ -219,8 +219,11 @@ def test_mlp_dp_presets_and_paper_protocol(tmp_path, small_graph):
 def _flat(n: int, public_facts) -> object:
     """A graph without edges (mlp-dp reads features only) of ``n`` nodes, 8 features, 3 classes."""
     g = torch.Generator().manual_seed(0)
-    data = Data(x=torch.randn(n, 8, generator=g), y=torch.randint(0, 3, (n,), generator=g),
-                edge_index=torch.empty(2, 0, dtype=torch.long))  # fmt: skip
+    data = Data(
+        x=torch.randn(n, 8, generator=g),
+        y=torch.randint(0, 3, (n,), generator=g),
+        edge_index=torch.empty(2, 0, dtype=torch.long),
+    )
     return from_data(data, "flat", public_facts=public_facts, classes=3)
 
 
@@ -237,8 +240,10 @@ def test_mlp_dp_release_is_neutral_across_the_preset_threshold(protocol, tmp_pat
     smaller = dataclasses.replace(larger, train=larger.train[:-1])
     differences = train_and_compare(
         lambda: get_defense("mlp-dp")(epsilon=4.0, seed=0, epochs=1, protocol=protocol),
-        (dataset, larger), (dataset, smaller), tmp_path,
-    )  # fmt: skip
+        (dataset, larger),
+        (dataset, smaller),
+        tmp_path,
+    )
     assert differences == {}
     card = json.loads((tmp_path / "neighbour-0" / "model.json").read_text())["card"]["mlp_dp"]
     assert card["layers"] == 2 and card["schedule"] == f"declared training-set size {split.declared_sizes['train']}"
@@ -247,9 +252,11 @@ def test_mlp_dp_release_is_neutral_across_the_preset_threshold(protocol, tmp_pat
 def test_mlp_dp_node_removal_with_its_edges_is_neutral(small_graph, tmp_path):
     split = make_split(small_graph, "random:0.6,0.2,0.2", 0)
     differences = train_and_compare(
-        lambda: get_defense("mlp-dp")(epsilon=2.0, seed=0, epochs=3), (small_graph, split),
-        without_node(small_graph, split), tmp_path,
-    )  # fmt: skip
+        lambda: get_defense("mlp-dp")(epsilon=2.0, seed=0, epochs=3),
+        (small_graph, split),
+        without_node(small_graph, split),
+        tmp_path,
+    )
     assert differences == {}
 
 
@@ -258,9 +265,22 @@ def test_mlp_dp_card_holds_the_plan_and_the_record_what_was_measured(small_graph
     model = get_defense("mlp-dp")(epsilon=2.0, seed=0, epochs=3).fit(small_graph, split)
     section = model.card["mlp_dp"]
     assert set(section) == {
-        "preset", "layers", "hidden", "act", "dropout", "lr", "epochs", "batch_size", "bias", "checkpoint",
-        "noise_multiplier", "sample_rate", "steps", "expected_batch_size", "schedule",
-    }  # fmt: skip
+        "preset",
+        "layers",
+        "hidden",
+        "act",
+        "dropout",
+        "lr",
+        "epochs",
+        "batch_size",
+        "bias",
+        "checkpoint",
+        "noise_multiplier",
+        "sample_rate",
+        "steps",
+        "expected_batch_size",
+        "schedule",
+    }
     (mech,) = model.privacy.mechanisms
     assert (mech["sigma"], mech["sample_rate"], mech["steps"]) == (
         section["noise_multiplier"],

@@ -93,11 +93,23 @@ def chromium(
 ) -> subprocess.CompletedProcess:
     profile = tmp_path / f"profile-{len(list(tmp_path.glob('profile-*')))}"
     argv = [
-        CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={profile}",
-        "--enable-logging=stderr", "--v=0", "--hide-scrollbars", f"--window-size={width},{height}",
-        "--virtual-time-budget=5000", *extra, url,
-    ]  # fmt: skip
+        CHROMIUM,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        f"--user-data-dir={profile}",
+        "--enable-logging=stderr",
+        "--v=0",
+        "--hide-scrollbars",
+        f"--window-size={width},{height}",
+        "--virtual-time-budget=5000",
+        *extra,
+        url,
+    ]
     return subprocess.run(argv, capture_output=True, text=True, timeout=120)
 
 
@@ -117,11 +129,14 @@ def report(tmp_path_factory) -> Path:
         attacks=["mia-threshold", "link-steal", "embedding-probe"],
         dataset_options={"num_nodes": 160, "num_classes": 3, "num_features": 8, "avg_degree": 5.0, "seed": 2},
         overrides={"mlp-dp": {"epochs": 3}, "gcn": {"epochs": 30}},
-        attack_settings={"mia-threshold": {"n_boot": 50}, "link-steal": {"runs": 1, "max_pairs": 150, "n_boot": 50},
-                         "embedding-probe": {"projections": ["tsne"], "max_plot_nodes": 80, "n_boot": 50}},
+        attack_settings={
+            "mia-threshold": {"n_boot": 50},
+            "link-steal": {"runs": 1, "max_pairs": 150, "n_boot": 50},
+            "embedding-probe": {"projections": ["tsne"], "max_plot_nodes": 80, "n_boot": 50},
+        },
         out=out / "study",
         progress=False,
-    )  # fmt: skip
+    )
     assert len(result.done) == 3
     return result.to_html(out / "report.html")
 
@@ -129,8 +144,10 @@ def report(tmp_path_factory) -> Path:
 def test_console_detection_catches_errors(tmp_path):
     """The check below can fail: a page with a console error and a blocked fetch is caught."""
     page = tmp_path / "bad.html"
-    page.write_text('<!DOCTYPE html><meta http-equiv="Content-Security-Policy" content="default-src \'none\'">'
-                    '<p>x</p><img src="https://example.invalid/a.png"><script>console.error("boom")</script>')  # fmt: skip
+    page.write_text(
+        '<!DOCTYPE html><meta http-equiv="Content-Security-Policy" content="default-src \'none\'">'
+        '<p>x</p><img src="https://example.invalid/a.png"><script>console.error("boom")</script>'
+    )
     proc = chromium(page.as_uri(), tmp_path, "--dump-dom")
     assert len(console_messages(proc.stderr)) >= 2, proc.stderr[-2000:]
 
@@ -144,8 +161,14 @@ def audit_report(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("browser-audit")
     ds = csbm(num_nodes=160, num_classes=3, num_features=8, avg_degree=5.0, seed=2)
     model = train("gcn", ds, epsilon="inf", seed=0, overrides={"epochs": 30}).model
-    result = dpaudit.audit(model, dataset=ds, attacks=["mia-threshold", "link-steal"], quick=True,
-                           settings={"link-steal": {"max_pairs": 100}}, progress=False)  # fmt: skip
+    result = dpaudit.audit(
+        model,
+        dataset=ds,
+        attacks=["mia-threshold", "link-steal"],
+        quick=True,
+        settings={"link-steal": {"max_pairs": 100}},
+        progress=False,
+    )
     return result.to_html(out / "audit.html")
 
 
@@ -291,10 +314,12 @@ def test_overflow_check_can_fail(tmp_path):
     """The table measurement catches a table wider than a phone."""
     page = tmp_path / "wide.html"
     cells = "".join(f"<td>column-{i}-wide-content</td>" for i in range(12))
-    page.write_text('<!DOCTYPE html><meta name="viewport" content="width=device-width"><main>'
-                    '<details id="verdict-1"><summary>v</summary>x</details>'
-                    f'<div class="table-wrap" style="overflow-x:auto"><table id="summary-table"><tr>{cells}</tr></table></div>'
-                    '<figure id="headline-figure"><svg width="100" height="100"></svg></figure></main></body></html>')  # fmt: skip
+    page.write_text(
+        '<!DOCTYPE html><meta name="viewport" content="width=device-width"><main>'
+        '<details id="verdict-1"><summary>v</summary>x</details>'
+        f'<div class="table-wrap" style="overflow-x:auto"><table id="summary-table"><tr>{cells}</tr></table></div>'
+        '<figure id="headline-figure"><svg width="100" height="100"></svg></figure></main></body></html>'
+    )
     m = probe(page, tmp_path, "wide", 390, 844)
     assert [t["id"] for t in overflowing(m)] == ["summary-table"]
 
@@ -314,14 +339,16 @@ def test_figure_check_can_fail(tmp_path):
     plt.close(fig)
     png = base64.b64encode(buf.getvalue()).decode("ascii")
     page = tmp_path / "figures.html"
-    page.write_text('<!DOCTYPE html><meta name="viewport" content="width=device-width"><main>'
-                    '<details id="verdict-1"><summary>v</summary>x</details><table id="summary-table"></table>'
-                    '<figure id="headline-figure"><svg class="figure-svg" id="fig-bad" viewBox="0 0 400 100" '
-                    'style="width: 100%"><text x="10" y="50" style="font: 2px sans-serif">tiny</text>'
-                    '<text x="100" y="50" style="font: 20px sans-serif">first label</text>'
-                    '<text x="110" y="55" style="font: 20px sans-serif">second label</text></svg></figure>'
-                    f'<figure><img src="data:image/png;base64,{png}" alt="stretched" style="width: 100%"></figure>'
-                    '</main></body>')  # fmt: skip
+    page.write_text(
+        '<!DOCTYPE html><meta name="viewport" content="width=device-width"><main>'
+        '<details id="verdict-1"><summary>v</summary>x</details><table id="summary-table"></table>'
+        '<figure id="headline-figure"><svg class="figure-svg" id="fig-bad" viewBox="0 0 400 100" '
+        'style="width: 100%"><text x="10" y="50" style="font: 2px sans-serif">tiny</text>'
+        '<text x="100" y="50" style="font: 20px sans-serif">first label</text>'
+        '<text x="110" y="55" style="font: 20px sans-serif">second label</text></svg></figure>'
+        f'<figure><img src="data:image/png;base64,{png}" alt="stretched" style="width: 100%"></figure>'
+        "</main></body>"
+    )
     m = probe(page, tmp_path, "figures", 1280, 800)
     problems = {p[:2] for p in figure_problems(m)}
     assert problems == {("fig-bad", "small"), ("fig-bad", "overlap"), ("stretched", "image")}, figure_problems(m)
@@ -331,14 +358,18 @@ def test_verdict_check_can_fail(tmp_path):
     """The verdict measurement catches two headline AUCs for one model, "valid" beside "no valid
     audit" and a "consistent" verdict without its audit's power."""
     page = tmp_path / "verdicts.html"
-    page.write_text('<!DOCTYPE html><meta name="viewport" content="width=device-width"><main>'
-                    '<details class="verdict" id="verdict-1" open><summary>dpar-gm — <span class="verdict-word">'
-                    'consistent</span> · AUC <span class="headline-auc" data-model="dpar-gm 4">0.554</span></summary>'
-                    '</details><table id="summary-table"><tbody><tr><td>dpar-gm</td><td>'
-                    '<span class="headline-auc" data-model="dpar-gm 4">0.988</span></td><td>valid</td>'
-                    '<td>no valid audit</td></tr></tbody></table>'
-                    '<figure id="headline-figure"><svg width="100" height="100"></svg></figure></main></body>')  # fmt: skip
+    page.write_text(
+        '<!DOCTYPE html><meta name="viewport" content="width=device-width"><main>'
+        '<details class="verdict" id="verdict-1" open><summary>dpar-gm — <span class="verdict-word">'
+        'consistent</span> · AUC <span class="headline-auc" data-model="dpar-gm 4">0.554</span></summary>'
+        '</details><table id="summary-table"><tbody><tr><td>dpar-gm</td><td>'
+        '<span class="headline-auc" data-model="dpar-gm 4">0.988</span></td><td>valid</td>'
+        "<td>no valid audit</td></tr></tbody></table>"
+        '<figure id="headline-figure"><svg width="100" height="100"></svg></figure></main></body>'
+    )
     m = probe(page, tmp_path, "verdicts", 1280, 800)
     assert {p[0] for p in verdict_problems(m)} == {
-        "two headline AUCs", "valid beside no valid audit", "consistent without its power"
+        "two headline AUCs",
+        "valid beside no valid audit",
+        "consistent without its power",
     }, verdict_problems(m)

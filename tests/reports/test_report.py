@@ -84,11 +84,13 @@ def study(tmp_path_factory, hostile_defense):
         epsilons=[2, "inf"],
         attacks=["mia-threshold", "embedding-probe"],
         overrides={HOSTILE_DEFENSE: {"epochs": 3}, "gcn": {"epochs": 30}},
-        attack_settings={"mia-threshold": {"n_boot": 50},
-                         "embedding-probe": {"projections": ["tsne"], "max_plot_nodes": 80, "n_boot": 50}},
+        attack_settings={
+            "mia-threshold": {"n_boot": 50},
+            "embedding-probe": {"projections": ["tsne"], "max_plot_nodes": 80, "n_boot": 50},
+        },
         out=out,
         progress=False,
-    )  # fmt: skip
+    )
     assert len(result.done) == 3 and not result.failed
     html_path = result.to_html(out / "report.html")
     return result, html_path
@@ -205,8 +207,12 @@ def test_broken_guarantee_is_flagged(study):
     attack["covered_by_guarantee"] = True
     attack["epsilon_lower_bound"] = private["privacy"]["epsilon"] + 0.5  # a bound above the claim
     # ... whose pair-test counts still exceed it after Bonferroni (the report recomputes from them)
-    attack["extra"]["lower_bound"] = {"counts": [{"fraction": 1.0, "guesses": 5000, "correct": 5000}],
-                                      "pairs": 5000, "delta": 0.0, "group_size": 1}  # fmt: skip
+    attack["extra"]["lower_bound"] = {
+        "counts": [{"fraction": 1.0, "guesses": 5000, "correct": 5000}],
+        "pairs": 5000,
+        "delta": 0.0,
+        "group_size": 1,
+    }
     data = build_report_data(records, result.report_meta())
     assert [(p["defense"], p["attack"]) for p in data["broken"]] == [(HOSTILE_DEFENSE, "mia-threshold")]
     html = render_html(data)
@@ -245,8 +251,12 @@ def test_broken_needs_the_bound_to_survive_bonferroni_over_every_test(study):
         rec["attacks"] = {"mia-threshold": rec["attacks"]["mia-threshold"]}
         res = rec["attacks"]["mia-threshold"]
         res["epsilon_lower_bound"] = bound(correct, 0.95)
-        res["extra"]["lower_bound"] = {"counts": [{"fraction": 1.0, "guesses": pairs, "correct": correct}],
-                                       "pairs": pairs, "delta": 0.0, "group_size": 1}  # fmt: skip
+        res["extra"]["lower_bound"] = {
+            "counts": [{"fraction": 1.0, "guesses": pairs, "correct": correct}],
+            "pairs": pairs,
+            "delta": 0.0,
+            "group_size": 1,
+        }
         records.append(rec)
     data = build_report_data(records, result.report_meta())
     assert data["multiple_testing"]["tests"] == copies and data["broken"] == []
@@ -288,8 +298,9 @@ def test_audit_validity_column_and_risk_slices(study):
 def test_auc_ceiling_matches_the_tradeoff_integral(epsilon, delta):
     """Closed form vs dpaudit.auditing.statistics vs numerically integrating the (ε, δ) trade-off curve."""
     alpha = np.linspace(0, 1, 200001)
-    f = np.maximum.reduce([np.zeros_like(alpha), 1 - delta - math.exp(epsilon) * alpha,
-                           math.exp(-epsilon) * (1 - delta - alpha)])  # fmt: skip
+    f = np.maximum.reduce(
+        [np.zeros_like(alpha), 1 - delta - math.exp(epsilon) * alpha, math.exp(-epsilon) * (1 - delta - alpha)]
+    )
     integral = 1 - np.trapezoid(f, alpha)
     assert auc_ceiling(epsilon, delta) == pytest.approx(integral, abs=1e-6)
     assert auc_ceiling is statistics_auc_ceiling  # one implementation, the report imports it
@@ -339,8 +350,11 @@ def test_verdict_box_opens_the_report_with_the_right_numbers(study):
     for i, (row, verdict) in enumerate(zip(sidecar["summary"], sidecar["verdicts"]), start=1):
         box = parse(_verdict_block(html, i)).text
         # a private model's card names only attacks its guarantee covers
-        tests = {a: s for a, s in row["attacks"].items()
-                 if not s.get("diagnostic") and (row["unit"] is None or s["covered_by_guarantee"])}  # fmt: skip
+        tests = {
+            a: s
+            for a, s in row["attacks"].items()
+            if not s.get("diagnostic") and (row["unit"] is None or s["covered_by_guarantee"])
+        }
         aucs = {a: s["auc"] for a, s in tests.items()}
         best = max(aucs, key=aucs.get)
         assert verdict["best_auc"]["attack"] == best and verdict["best_auc"]["auc"] == aucs[best]
@@ -351,8 +365,11 @@ def test_verdict_box_opens_the_report_with_the_right_numbers(study):
             assert verdict["status"] == "none" and "no guarantee" in box
             continue
         # the private model on a random csbm split: its node attacks are covered and valid audits
-        valid = {a: s["epsilon_lower_bound_max"] for a, s in row["attacks"].items()
-                 if s["valid_audit"] and s["covered_by_guarantee"] and s["epsilon_lower_bound_max"] is not None}  # fmt: skip
+        valid = {
+            a: s["epsilon_lower_bound_max"]
+            for a, s in row["attacks"].items()
+            if s["valid_audit"] and s["covered_by_guarantee"] and s["epsilon_lower_bound_max"] is not None
+        }
         assert "mia-threshold" in valid
         attack = max(valid, key=valid.get)
         lb = valid[attack]
@@ -391,9 +408,14 @@ def test_a_verdict_is_headlined_by_an_attack_its_guarantee_covers(study):
     records = copy.deepcopy(result.done)
     private = next(r for r in records if r["privacy"]["unit"] == "node")
     uncovered = copy.deepcopy(private["attacks"]["mia-threshold"])
-    uncovered.update(auc=0.97, auc_ci=[0.95, 0.99], covered_by_guarantee=False, epsilon_lower_bound=None,
-                     tpr_at_fpr={"0.01": 0.9},
-                     ceiling={"attack_unit": "edge", "reason": "inference is not private: edges are <exposed>"})  # fmt: skip
+    uncovered.update(
+        auc=0.97,
+        auc_ci=[0.95, 0.99],
+        covered_by_guarantee=False,
+        epsilon_lower_bound=None,
+        tpr_at_fpr={"0.01": 0.9},
+        ceiling={"attack_unit": "edge", "reason": "inference is not private: edges are <exposed>"},
+    )
     private["attacks"]["linkteller"] = uncovered
     data = build_report_data(records, result.report_meta())
     verdict = next(v for v in data["verdicts"] if v["claimed"]["unit"] == "node")
@@ -401,9 +423,13 @@ def test_a_verdict_is_headlined_by_an_attack_its_guarantee_covers(study):
     assert (
         verdict["best_auc"]["attack"] == "mia-threshold" and verdict["best_tpr_at_1pct_fpr"]["attack"] != "linkteller"
     )
-    assert verdict["strongest_uncovered"] == {"attack": "linkteller", "auc": 0.97, "auc_ci": [0.95, 0.99],
-                                              "below_chance": False,
-                                              "why": "inference is not private: edges are <exposed>"}  # fmt: skip
+    assert verdict["strongest_uncovered"] == {
+        "attack": "linkteller",
+        "auc": 0.97,
+        "auc_ci": [0.95, 0.99],
+        "below_chance": False,
+        "why": "inference is not private: edges are <exposed>",
+    }
     # the strongest leakage measured, covered or not, is named on the card
     assert verdict["strongest_leakage"]["attack"] == "linkteller" and verdict["strongest_leakage"]["covered"] is False
     html = render_html(data)
@@ -494,12 +520,20 @@ def _crowded_node_risk() -> dict:
         (label, 100 + 7 * i, 110 + 5 * i) for i, label in enumerate(["0–1", "2–3", "4–7", "8–15", "16–31", "≥ 32"])
     ]
     return {
-        "defense": "gcn", "epsilon": None, "seed": 0, "members": 700, "non_members": 750, "auc": 0.6,
+        "defense": "gcn",
+        "epsilon": None,
+        "seed": 0,
+        "members": 700,
+        "non_members": 750,
+        "auc": 0.6,
         "histogram": {"edges": np.linspace(-3, 3, 21).tolist(), "members": [35] * 20, "non_members": [37] * 20},
-        "fpr_level": 0.01, "threshold_at_fpr": 1.5, "most_exposed": [],
-        "by_degree": [{"degree": d, "members": m, "non_members": n, "auc": 0.55, "tpr_at_fpr": 0.2}
-                      for d, m, n in buckets],
-    }  # fmt: skip
+        "fpr_level": 0.01,
+        "threshold_at_fpr": 1.5,
+        "most_exposed": [],
+        "by_degree": [
+            {"degree": d, "members": m, "non_members": n, "auc": 0.55, "tpr_at_fpr": 0.2} for d, m, n in buckets
+        ],
+    }
 
 
 def test_figures_are_legible_and_legends_hide_no_data(study, monkeypatch):
@@ -517,8 +551,11 @@ def test_figures_are_legible_and_legends_hide_no_data(study, monkeypatch):
         texts = _texts(fig)
         small = sorted({(t.get_text(), t.get_fontsize()) for t, _ in texts if t.get_fontsize() < MIN_FIGURE_PT})
         assert not small, (prefix, small)
-        overlapping = [(a.get_text(), b.get_text()) for (a, box_a), (b, box_b) in itertools.combinations(texts, 2)
-                       if box_a.overlaps(box_b)]  # fmt: skip
+        overlapping = [
+            (a.get_text(), b.get_text())
+            for (a, box_a), (b, box_b) in itertools.combinations(texts, 2)
+            if box_a.overlaps(box_b)
+        ]
         assert not overlapping, (prefix, overlapping)
         renderer = fig.canvas.get_renderer()
         legends = [*fig.legends, *(ax.get_legend() for ax in fig.axes if ax.get_legend())]
@@ -847,7 +884,7 @@ def test_consistent_only_from_an_audit_that_could_refute_the_claim(study):
     html = render_html(data)
     index = data["verdicts"].index(verdict) + 1
     block = _verdict_block(html, index)
-    assert 'status-consistent' not in block and "consistent" not in parse(block).text
+    assert "status-consistent" not in block and "consistent" not in parse(block).text
     text = parse(block).text
     assert f"could certify ε ≤ {power:.3f}" in text and "37 member/non-member pairs" in text
     assert "not above the claim" in text
@@ -874,8 +911,13 @@ def test_a_model_has_one_headline_auc(study):
     records = copy.deepcopy(result.done)
     private = next(r for r in records if r["privacy"]["unit"] == "node")
     uncovered = copy.deepcopy(private["attacks"]["mia-threshold"])
-    uncovered.update(auc=0.988, auc_ci=[0.97, 0.99], covered_by_guarantee=False, epsilon_lower_bound=None,
-                     ceiling={"attack_unit": "edge", "reason": "inference reads the graph outside ε"})  # fmt: skip
+    uncovered.update(
+        auc=0.988,
+        auc_ci=[0.97, 0.99],
+        covered_by_guarantee=False,
+        epsilon_lower_bound=None,
+        ceiling={"attack_unit": "edge", "reason": "inference reads the graph outside ε"},
+    )
     private["attacks"]["linkteller"] = uncovered
     data = build_report_data(records, result.report_meta())
     html = render_html(data)
@@ -888,8 +930,13 @@ def test_a_model_has_one_headline_auc(study):
     assert headlines[key] != {"0.988"}
     assert "outside ε: linkteller, AUC 0.988" in parse(html[html.index('id="summary-table"') :]).text
     verdict = next(v for v in data["verdicts"] if v["claimed"]["unit"] == "node")
-    assert verdict["strongest_leakage"] == {"attack": "linkteller", "auc": 0.988, "auc_ci": [0.97, 0.99],
-                                            "below_chance": False, "covered": False}  # fmt: skip
+    assert verdict["strongest_leakage"] == {
+        "attack": "linkteller",
+        "auc": 0.988,
+        "auc_ci": [0.97, 0.99],
+        "below_chance": False,
+        "covered": False,
+    }
     block = parse(_verdict_block(html, data["verdicts"].index(verdict) + 1)).text
     assert "strongest leakage measuredAUC 0.988 by linkteller (outside the guarantee)" in block
 

@@ -51,5 +51,7 @@ def test_tpr_over_runs_pools_seeds_and_reads_old_results():
     pooled = tpr_over_runs([AttackResult("a", None, runs=runs(0.7, 0.5)), AttackResult("a", None, runs=runs(0.6))])
     assert pooled["runs"] == 3 and pooled["mean"] == pytest.approx(0.6) and pooled["sd"] == pytest.approx(0.1)
     assert pooled["resolved"] and "140 negatives: 1% = 1.4 false positives" in pooled["text"]
-    old = tpr_over_runs([AttackResult("a", None, tpr_at_fpr={"0.01": 0.4})])  # written before per-run records: one value, no count
+    old = tpr_over_runs(
+        [AttackResult("a", None, tpr_at_fpr={"0.01": 0.4})]
+    )  # written before per-run records: one value, no count
     assert old["runs"] == 1 and old["negatives"] is None and "negatives unknown" in old["text"]

@@ -68,7 +68,6 @@ def cap_jobs(jobs: int | None) -> int:
     return min(jobs, cores)
 
 
-
 def print_table(rows: list[dict]) -> None:
     if not rows:
         return
@@ -79,4 +78,3 @@ def print_table(rows: list[dict]) -> None:
     print("  ".join("-" * w for w in widths))
     for row in cells:
         print("  ".join(v.ljust(w) for v, w in zip(row, widths)))
-

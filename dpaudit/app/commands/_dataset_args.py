@@ -154,8 +154,10 @@ def random_split_like(dataset, split) -> str:
     counts = torch.bincount(dataset.data.y[split.train], minlength=dataset.num_classes)
     if not split.inductive and len(split.train) and bool((counts == counts[0]).all()):
         return f"per-class:{int(counts[0])},{len(split.val)},{len(split.test)}"
-    tr, va, te = (max(round(len(part) / labeled, 2), 0.01 if part is split.train else 0.0)
-                  for part in (split.train, split.val, split.test))  # fmt: skip
+    tr, va, te = (
+        max(round(len(part) / labeled, 2), 0.01 if part is split.train else 0.0)
+        for part in (split.train, split.val, split.test)
+    )
     if split.inductive:
         return f"inductive:{tr:g},{te:g}" + (f",{va:g}" if va else "")
     return f"random:{tr:g},{va:g},{te:g}"

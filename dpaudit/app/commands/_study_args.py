@@ -41,9 +41,7 @@ def defense_overrides(assignments: list[str], defenses: list[str]) -> dict[str, 
     return out
 
 
-def attack_overrides(
-    assignments: list[str], attacks: list[str], allow_long: bool = False
-) -> dict[str, dict[str, Any]]:
+def attack_overrides(assignments: list[str], attacks: list[str], allow_long: bool = False) -> dict[str, dict[str, Any]]:
     """``--attack-set ATTACK.KEY=VALUE`` or ``--attack-set KEY=VALUE`` (every attack that accepts
     KEY); each count at most its cap unless ``allow_long`` (:func:`attacks.check_attack_caps`)."""
     import attacks as attack_registry
@@ -174,4 +172,3 @@ def add_study_arguments(p) -> None:
         help="write into --out even if it holds something else "
         "(another kind of output, or a study with another configuration)",
     )
-

@@ -60,8 +60,9 @@ def _audit_locked(args) -> int:
             args.model,
         )
     canaries = check_canary_results(model, args.canaries)  # one line before any work
-    dataset = reload_dataset(model.card.get("dataset"), model.provenance("dataset"), args.dataset, options,
-                             args.data_root)  # fmt: skip
+    dataset = reload_dataset(
+        model.card.get("dataset"), model.provenance("dataset"), args.dataset, options, args.data_root
+    )
     if not canaries and not args.no_canaries and model.privacy.is_private:
         canaries = _refuting_canaries(model, dataset, args.device)
     result = audit(
@@ -78,11 +79,16 @@ def _audit_locked(args) -> int:
         **({} if args.deployment is None else {"deployment": args.deployment}),
     )
     rows = [
-        {"attack": n, "AUC": r.auc, "TPR@1%FPR": (r.tpr_at_fpr or {}).get("0.01"), "ε lower bound": r.epsilon_lower_bound,
-         "covered": ("claim" if r.ceiling.get("hypothesis") else "yes") if r.covered_by_guarantee else "no",
-         "fair game": "yes" if getattr(r, "bound_valid", False) else "no"}
+        {
+            "attack": n,
+            "AUC": r.auc,
+            "TPR@1%FPR": (r.tpr_at_fpr or {}).get("0.01"),
+            "ε lower bound": r.epsilon_lower_bound,
+            "covered": ("claim" if r.ceiling.get("hypothesis") else "yes") if r.covered_by_guarantee else "no",
+            "fair game": "yes" if getattr(r, "bound_valid", False) else "no",
+        }
         for n, r in result.results.items()
-    ]  # fmt: skip
+    ]
     audited = sorted({str(r.extra.get("deployment")) for r in result.results.values() if r.extra.get("deployment")})
     where = f", deployment {', '.join(audited)}" if audited else ""
     print(f"audit of {model.method} ({model.privacy.summary()}) on {result.dataset.name}{where}")
@@ -93,8 +99,10 @@ def _audit_locked(args) -> int:
     for name, entry in result.canaries.items():
         certified = entry.get("certified_epsilon_lower_bound")
         certified = "-" if certified is None else f"{certified:.2f}"
-        print(f"{name} ({entry.get('recipe')}): certified ε ≥ {certified} against "
-              f"the claim's ε = {entry.get('claimed_epsilon'):.3g}: {entry['verdict']}")  # fmt: skip
+        print(
+            f"{name} ({entry.get('recipe')}): certified ε ≥ {certified} against "
+            f"the claim's ε = {entry.get('claimed_epsilon'):.3g}: {entry['verdict']}"
+        )
     for name, err in result.errors.items():
         print(f"{name}: not run: {err}")
     path = result.to_html(args.out)
@@ -144,9 +152,12 @@ def add_parser(subparsers) -> None:
 
     p = subparsers.add_parser("audit", help="run every applicable attack against one released model, then report")
     p.add_argument("--model", required=True, help="released-model folder")
-    p.add_argument("--dataset", default=None,
-                   help="the model's dataset: a name or graph file, to give again when the default fails (default: "
-                   "the card's dataset, or the graph file in the owner's record)")  # fmt: skip
+    p.add_argument(
+        "--dataset",
+        default=None,
+        help="the model's dataset: a name or graph file, to give again when the default fails (default: "
+        "the card's dataset, or the graph file in the owner's record)",
+    )
     add_dataset_option_argument(p)
     p.add_argument("--attacks", default=None, help="comma-separated attack names (default: every attack)")
     p.add_argument("--attack-set", action="append", metavar="[ATTACK.]KEY=VALUE", help="attack setting (repeatable)")
@@ -161,12 +172,20 @@ def add_parser(subparsers) -> None:
         help="which graph the attacks' queries are answered over (default auto: the querier's graph for a model "
         "trained on an inductive split, the owner's training graph otherwise)",
     )
-    p.add_argument("--canaries", nargs="+", default=None, metavar="RESULT.json",
-                   help="canary audit results (dpaudit canary --out) of this model's recipe at its claimed unit, ε "
-                   "and dataset: re-tested against the model's claim, they enter its verdict")  # fmt: skip
-    p.add_argument("--no-canaries", action="store_true",
-                   help="skip the canary audit of the model's recipe that runs by default when --canaries is not "
-                   "given (sized to refute the claim; its plan is printed before it trains)")  # fmt: skip
+    p.add_argument(
+        "--canaries",
+        nargs="+",
+        default=None,
+        metavar="RESULT.json",
+        help="canary audit results (dpaudit canary --out) of this model's recipe at its claimed unit, ε "
+        "and dataset: re-tested against the model's claim, they enter its verdict",
+    )
+    p.add_argument(
+        "--no-canaries",
+        action="store_true",
+        help="skip the canary audit of the model's recipe that runs by default when --canaries is not "
+        "given (sized to refute the claim; its plan is printed before it trains)",
+    )
     p.add_argument("--force", action="store_true", help="replace --out and its sidecar whatever they hold")
     add_allow_long_argument(p)
     p.set_defaults(func=cmd_audit)

@@ -111,15 +111,17 @@ def cmd_canary_train(args) -> int:
     if args.set:
         raise DPAuditError("--set sets a registered defense's hyperparameters; a --train function sets its own")
     if args.kind == "gradient":
-        raise DPAuditError("--train is audited with --kind node or edge (gradient canaries go inside a registered "
-                           "DP-SGD defense)")  # fmt: skip
+        raise DPAuditError(
+            "--train is audited with --kind node or edge (gradient canaries go inside a registered DP-SGD defense)"
+        )
     if args.epsilon is None:
         raise DPAuditError("canary --train needs --epsilon: the ε you claim for your training (inf: no claim)")
     args.delta = parse_delta(args.delta)
     design = _design_options(args.kind, args.design)
     fit = load_fit_function(args.train)  # imports (runs) the user's file: by their request
-    probe = check_fit_request(fit, args.epsilon, args.kind, args.canaries, args.runs, args.unit, args.delta,
-                              args.device, args.seed, design)  # fmt: skip
+    probe = check_fit_request(
+        fit, args.epsilon, args.kind, args.canaries, args.runs, args.unit, args.delta, args.device, args.seed, design
+    )
     check_target_epsilon(probe.epsilon)
     options = parse_dataset_options(args.dataset_option, args.dataset, declaring=False)
     check_declarations(args.dataset, options, [probe], args.delta)
@@ -127,10 +129,21 @@ def cmd_canary_train(args) -> int:
     dataset = load_dataset(args.dataset, root=args.data_root, **options)
     make_split(dataset, args.split, args.seed)
     result = canary_audit(
-        fit=fit, dataset=dataset, epsilon=args.epsilon, kind=args.kind, unit=args.unit, canaries=args.canaries,
-        runs=args.runs, split=args.split, seed=args.seed, delta=args.delta, device=args.device, design=design,
-        out=args.out, on_plan=_print_plan,
-    )  # fmt: skip
+        fit=fit,
+        dataset=dataset,
+        epsilon=args.epsilon,
+        kind=args.kind,
+        unit=args.unit,
+        canaries=args.canaries,
+        runs=args.runs,
+        split=args.split,
+        seed=args.seed,
+        delta=args.delta,
+        device=args.device,
+        design=design,
+        out=args.out,
+        on_plan=_print_plan,
+    )
     print("\n".join(summary_lines(result)))
     print(f"-> {args.out}")
     return 0
@@ -186,8 +199,18 @@ def cmd_canary(args) -> int:
     overrides = parse_overrides(cls.hyperparameters_class, args.set or [])
     args.delta = parse_delta(args.delta)
     design = _design_options(args.kind, args.design)
-    check_canary_request(args.defense, args.epsilon, args.kind, args.canaries, args.runs, overrides,
-                         args.delta, args.device, args.seed, design)  # fmt: skip
+    check_canary_request(
+        args.defense,
+        args.epsilon,
+        args.kind,
+        args.canaries,
+        args.runs,
+        overrides,
+        args.delta,
+        args.device,
+        args.seed,
+        design,
+    )
     defense = cls(epsilon=args.epsilon, delta=args.delta, seed=args.seed, device=args.device, **overrides)
     check_target_epsilon(defense.epsilon)
     options = parse_dataset_options(args.dataset_option, args.dataset, declaring=False)

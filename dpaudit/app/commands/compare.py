@@ -74,8 +74,11 @@ def run_compare(args, command: str | None = None):
     private = []
     if finite:
         overrides = defense_overrides(args.set, defenses)
-        private = [get_defense(d)(epsilon=finite[0], delta=args.delta, device="cpu", **overrides.get(d, {}))
-                   for d in defenses if get_defense(d).unit is not None]  # fmt: skip
+        private = [
+            get_defense(d)(epsilon=finite[0], delta=args.delta, device="cpu", **overrides.get(d, {}))
+            for d in defenses
+            if get_defense(d).unit is not None
+        ]
     # the label domain, δ, declared sizes and every private defense's own needs, all in one line
     check_declarations(args.dataset, options, private, args.delta)
     settings = attack_overrides(args.attack_set, names, getattr(args, "allow_long", False))
@@ -164,9 +167,12 @@ def add_parser(subparsers) -> None:
     p.add_argument("--out", required=True, help="study folder (rerun the same command to resume)")
     p.add_argument("--report", default=None, help="HTML report path (default STUDY_DIR/report.html)")
     p.add_argument("--no-report", action="store_true", help="do not render the report at the end")
-    p.add_argument("--canaries", default="auto",
-                   help="canary audits per private cell: auto (default: the audit each claim needs to be refutable, "
-                   "its size printed before training), node, edge, a comma-separated list, or none")  # fmt: skip
+    p.add_argument(
+        "--canaries",
+        default="auto",
+        help="canary audits per private cell: auto (default: the audit each claim needs to be refutable, "
+        "its size printed before training), node, edge, a comma-separated list, or none",
+    )
     p.add_argument("--canary-count", type=int, default=200, help="canaries per canary audit (default 200)")
     add_study_arguments(p)
     p.set_defaults(func=cmd_compare)

@@ -16,9 +16,14 @@ from dpaudit.errors import DPAuditError
 # non-private GNNs still reach ≈ 0.95 by aggregating neighbours, the MLP ≈ 0.7, and the private
 # models fall below them, further at ε = 1 than at ε = 4.
 DEMO_DATASET_OPTIONS = {
-    "num_nodes": 500, "num_classes": 4, "num_features": 32, "avg_degree": 8.0, "homophily": 0.7,
-    "feature_signal": 0.3, "seed": 0,
-}  # fmt: skip
+    "num_nodes": 500,
+    "num_classes": 4,
+    "num_features": 32,
+    "avg_degree": 8.0,
+    "homophily": 0.7,
+    "feature_signal": 0.3,
+    "seed": 0,
+}
 # Every private defense at two ε, so the privacy–utility panel has a curve per defense and the
 # ε lower bounds sit at two claims; non-private models train once (ε = ∞).
 DEMO_EPSILONS = [1.0, 4.0]
@@ -26,9 +31,18 @@ DEMO_EPSILONS = [1.0, 4.0]
 # baselines gcn/sage/mlp, and GAP and DPAR without noise (gap-inf, dpar-nodp), which show what
 # the noise itself buys. The other registered variants add minutes and nothing new to the story.
 DEMO_DEFENSES = [
-    "gap-edp", "gap-ndp", "gap-inf", "dpar-gm", "dpar-nodp", "dpgnn", "gcon", "mlp-dp",
-    "gcn", "sage", "mlp",
-]  # fmt: skip
+    "gap-edp",
+    "gap-ndp",
+    "gap-inf",
+    "dpar-gm",
+    "dpar-nodp",
+    "dpgnn",
+    "gcon",
+    "mlp-dp",
+    "gcn",
+    "sage",
+    "mlp",
+]
 # Every other defense trains with its defaults (each under a second here). DP-GNN's default
 # schedule takes 16 s per training, and the attacks train shadow models with the same recipe;
 # 200 steps take 2 s and reach 0.92 test accuracy at ε = 4 (the default reaches 1.0).
@@ -106,10 +120,12 @@ def demo_power_line(defenses: list[str]) -> str:
     private = [d for d in defenses if get_defense(d).unit is not None]
     kinds = {d: canary_kind(d, max(DEMO_EPSILONS), DEMO_DEFENSE_OVERRIDES.get(d)) for d in private}
     plans = [plan_refuting_audit(private[0], e, DEMO_DELTA, kind="node") for e in DEMO_EPSILONS]
-    needs = ", ".join(f"ε = {p.claim:g} by {p.canaries} canaries (a perfect attack would certify {p.certifiable:.2f})"
-                      for p in plans)  # fmt: skip
-    by_kind = "; ".join(f"{kind}: {', '.join(d for d in private if kinds[d] == kind)}"
-                        for kind in dict.fromkeys(kinds.values()))  # fmt: skip
+    needs = ", ".join(
+        f"ε = {p.claim:g} by {p.canaries} canaries (a perfect attack would certify {p.certifiable:.2f})" for p in plans
+    )
+    by_kind = "; ".join(
+        f"{kind}: {', '.join(d for d in private if kinds[d] == kind)}" for kind in dict.fromkeys(kinds.values())
+    )
     return (
         f"each private claim (δ = {DEMO_DELTA:g}) is also tested by a canary audit able to refute it: {needs}, "
         f"spread over runs where a run holds fewer ({by_kind}); {DEMO_BROKEN} is broken on purpose"
@@ -219,12 +235,15 @@ def cmd_demo(args) -> int:
     print(demo_power_line(defenses))
     start = time.perf_counter()
     # the demo folder is ours: a newer demo configuration may re-configure it
-    result = Study(config, args.out, command="dpaudit " + " ".join(sys.argv[1:]), force=True,
-                   made_by="demo").run(jobs=args.jobs)  # fmt: skip
+    result = Study(config, args.out, command="dpaudit " + " ".join(sys.argv[1:]), force=True, made_by="demo").run(
+        jobs=args.jobs
+    )
     print(demo_table(result.table(), units))
     print("attack AUC: 0.5 is chance, 1.0 always right; the report says which attacks each guarantee covers.")
-    print(f"{DEMO_LABELS[DEMO_BROKEN]}: {DEMO_BROKEN}, mlp-dp adding a tenth of the noise it accounts (broken on "
-          "purpose: the report's verdict refutes its claim)")  # fmt: skip
+    print(
+        f"{DEMO_LABELS[DEMO_BROKEN]}: {DEMO_BROKEN}, mlp-dp adding a tenth of the noise it accounts (broken on "
+        "purpose: the report's verdict refutes its claim)"
+    )
     for rec in result.failed:
         err = rec.get("error") or {}
         print(f"failed: {rec['cell_id']}: {err.get('type')}: {err.get('message')}")

@@ -55,8 +55,10 @@ def cmd_inspect(args) -> int:
     hypothesis = model.privacy.hypothesis
     yes, no = ("within the claim", "NOT within the claim") if hypothesis else ("covered", "NOT covered")
     whose = "the claim (a hypothesis, not proven)" if hypothesis else "the guarantee"
-    print(f"what ε {'is claimed to cover' if hypothesis else 'covers'}, per deployment (whose graph the answers are "
-          "computed over):")  # fmt: skip
+    print(
+        f"what ε {'is claimed to cover' if hypothesis else 'covers'}, per deployment (whose graph the answers are "
+        "computed over):"
+    )
     inference = model.card.get("inference")
     for deployment in DEPLOYMENTS:
         entry = deployment_entry(inference, deployment, model.privacy.is_private)

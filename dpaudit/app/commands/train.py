@@ -141,7 +141,12 @@ def add_parser(subparsers) -> None:
     p.add_argument("--split", default=None, help=SPLIT_HELP)
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     p.add_argument("--data-root", default=None)
-    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a hyperparameter (repeatable; `--defense NAME --help` lists each with its range, default and description)")
+    p.add_argument(
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        help="override a hyperparameter (repeatable; `--defense NAME --help` lists each with its range, default and description)",
+    )
     p.add_argument("--out", help="released-model folder to write")
     p.add_argument("--force", action="store_true", help="replace a released model in --out, or write among other files")
     p.set_defaults(func=cmd_train, parser=p)

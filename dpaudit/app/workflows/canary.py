@@ -98,8 +98,18 @@ def _check_counts(canaries, runs) -> None:
         raise ConfigurationError(f"--runs must be an integer >= 1, got {runs!r}")
 
 
-def check_canary_request(defense: str, epsilon, kind: str, canaries: int, runs: int, overrides: dict | None,
-                         delta="auto", device: str = "auto", seed: int = 0, design: dict | None = None):  # fmt: skip
+def check_canary_request(
+    defense: str,
+    epsilon,
+    kind: str,
+    canaries: int,
+    runs: int,
+    overrides: dict | None,
+    delta="auto",
+    device: str = "auto",
+    seed: int = 0,
+    design: dict | None = None,
+):
     """Validate everything that can be validated before data is loaded; returns the defense class.
 
     Args:
@@ -137,8 +147,18 @@ def check_canary_request(defense: str, epsilon, kind: str, canaries: int, runs: 
     return cls
 
 
-def check_fit_request(fit, epsilon, kind: str, canaries: int, runs: int, unit: str | None = None, delta="auto",
-                      device: str = "auto", seed: int = 0, design: dict | None = None) -> FitFunction:  # fmt: skip
+def check_fit_request(
+    fit,
+    epsilon,
+    kind: str,
+    canaries: int,
+    runs: int,
+    unit: str | None = None,
+    delta="auto",
+    device: str = "auto",
+    seed: int = 0,
+    design: dict | None = None,
+) -> FitFunction:
     """Validate an audit of the user's ``fit(dataset, split)`` before data is loaded (the claim, the
     kind, the counts, the design); returns the recipe of run 0.
 
@@ -282,29 +302,76 @@ def canary_audit(
         from dpaudit.app.workflows.gradient_canary import gradient_canary_audit
 
         return gradient_canary_audit(
-            defense, dataset, epsilon, canaries=canaries, runs=runs, overrides=overrides, split=split, seed=seed,
-            delta=delta, device=device, data_root=data_root, dataset_options=dataset_options, design=design,
-            confidence=confidence, out=out, progress=progress, keep_scores=keep_scores,
-        )  # fmt: skip
-    probe, name, claim_source, recipe = _recipe(defense, fit, epsilon, kind, canaries, runs, unit, overrides, delta,
-                                                device, seed, design)  # fmt: skip
-    base = dataset if isinstance(dataset, GraphDataset) else load_dataset(
-        dataset, root=data_root, **(dataset_options or {})
-    )  # fmt: skip
+            defense,
+            dataset,
+            epsilon,
+            canaries=canaries,
+            runs=runs,
+            overrides=overrides,
+            split=split,
+            seed=seed,
+            delta=delta,
+            device=device,
+            data_root=data_root,
+            dataset_options=dataset_options,
+            design=design,
+            confidence=confidence,
+            out=out,
+            progress=progress,
+            keep_scores=keep_scores,
+        )
+    probe, name, claim_source, recipe = _recipe(
+        defense, fit, epsilon, kind, canaries, runs, unit, overrides, delta, device, seed, design
+    )
+    base = (
+        dataset
+        if isinstance(dataset, GraphDataset)
+        else load_dataset(dataset, root=data_root, **(dataset_options or {}))
+    )
     sp = make_split(base, split, seed)
     run_delta = probe.resolve_delta(base, sp)
     canary_design = game.draw_canaries(base, sp, kind, canaries, seed, **(design or {}))
     plan = canary_plan(canary_design, runs, probe, kind, run_delta, confidence, claim_source)
     _announce_plan(plan, on_plan)
-    record = CanaryAuditRecord(_record_head(name, claim_source, base, sp, seed, kind, probe, run_delta, overrides,
-                                            canaries, canary_design, runs, confidence, plan))  # fmt: skip
+    record = CanaryAuditRecord(
+        _record_head(
+            name,
+            claim_source,
+            base,
+            sp,
+            seed,
+            kind,
+            probe,
+            run_delta,
+            overrides,
+            canaries,
+            canary_design,
+            runs,
+            confidence,
+            plan,
+        )
+    )
     scores, coins, per_run, score_name, interrupted = _play_runs(
         game, recipe, probe, base, sp, canary_design, canaries, runs, seed, delta, run_delta, name, progress
-    )  # fmt: skip
+    )
     if interrupted:
         record["partial"] = True
-    record.update(_summarise(record, per_run, scores, coins, score_name, probe, kind, run_delta, confidence,
-                             audit_epsilon, game, keep_scores))  # fmt: skip
+    record.update(
+        _summarise(
+            record,
+            per_run,
+            scores,
+            coins,
+            score_name,
+            probe,
+            kind,
+            run_delta,
+            confidence,
+            audit_epsilon,
+            game,
+            keep_scores,
+        )
+    )
     if out is not None:
         atomic_write_json(out, record)
     if interrupted:
@@ -365,8 +432,22 @@ def _announce_plan(plan: dict[str, Any], on_plan) -> None:
             log.warning("%s", plan["warning"])
 
 
-def _record_head(name, claim_source, base, sp, seed, kind, probe, run_delta, overrides, canaries, canary_design,
-                 runs, confidence, plan) -> dict[str, Any]:  # fmt: skip
+def _record_head(
+    name,
+    claim_source,
+    base,
+    sp,
+    seed,
+    kind,
+    probe,
+    run_delta,
+    overrides,
+    canaries,
+    canary_design,
+    runs,
+    confidence,
+    plan,
+) -> dict[str, Any]:
     """The JSON's first keys, known before any run: what was audited, on what, against which claim,
     with which design and plan (``partial``: False until an interrupt)."""
     return {
@@ -436,8 +517,9 @@ def _play_runs(game, recipe, probe, base, sp, canary_design, canaries, runs, see
     return scores, coins, per_run, score_name, False
 
 
-def canary_plan(design, runs: int, probe, kind: str, delta: float, confidence: float,
-                claim_source: str = "defense") -> dict[str, Any]:  # fmt: skip
+def canary_plan(
+    design, runs: int, probe, kind: str, delta: float, confidence: float, claim_source: str = "defense"
+) -> dict[str, Any]:
     """The audit's power, before any training: how many canaries, how loud, the claim it tests
     and the largest ε a **perfect** attack could certify at this size
     (:func:`dpaudit.auditing.power.audit_power`); when that is at most the claim, a warning and
@@ -463,12 +545,14 @@ def canary_plan(design, runs: int, probe, kind: str, delta: float, confidence: f
     from dpaudit.auditing.power import audit_power, canaries_needed, canaries_needed_typically, perfect_attack_interval
 
     count = design.count
-    valid, why, claim, claim_delta = game.audited_claim(probe.unit if probe.private else None, kind, probe.epsilon,
-                                                        delta)  # fmt: skip
+    valid, why, claim, claim_delta = game.audited_claim(
+        probe.unit if probe.private else None, kind, probe.epsilon, delta
+    )
     testable = bool(valid and math.isfinite(claim))
     estimate_delta = min(claim_delta if (testable and claim_delta > 0) else NON_PRIVATE_DELTA, 0.5)
-    power = audit_power(count, runs=runs, delta=estimate_delta, confidence=confidence,
-                        claimed_epsilon=claim if testable else None)  # fmt: skip
+    power = audit_power(
+        count, runs=runs, delta=estimate_delta, confidence=confidence, claimed_epsilon=claim if testable else None
+    )
     loudness = {k: v for k, v in design.describe().items() if k not in ("pairs", "count", "kind")}
     if design.kind == "node" and design.features is not None:
         loudness["feature_norm"] = float(design.features.norm(dim=1).max())
@@ -524,9 +608,12 @@ def canary_plan(design, runs: int, probe, kind: str, delta: float, confidence: f
     if testable and not power["can_refute_claim"]:
         needed = canaries_needed(claim, runs=runs, delta=estimate_delta, confidence=confidence, start=count)
         plan["canaries_needed"] = needed
-        advice = (f"use >= {needed} canaries" if needed is not None else
-                  "no count up to 10,000 canaries per run could (the one-run tests cap near ε ≈ 4-6): more runs or "
-                  "a larger δ")  # fmt: skip
+        advice = (
+            f"use >= {needed} canaries"
+            if needed is not None
+            else "no count up to 10,000 canaries per run could (the one-run tests cap near ε ≈ 4-6): more runs or "
+            "a larger δ"
+        )
         plan["warning"] = (
             f"this audit cannot refute ε = {claim:g} at this size: a perfect attack certifies at most "
             f"{power['certifiable_epsilon']:.3g} with {count} canaries × {runs} run(s); {advice}"
@@ -558,8 +645,10 @@ def plan_lines(plan: dict[str, Any]) -> list[str]:
     ]
     if plan.get("predicted_interval"):
         low, high = plan["predicted_interval"]
-        lines.append(f"plan: a perfect ranking certifies {plan['predicted_epsilon']:.3g} at the median coin draw "
-                     f"({100 * plan['predicted_coverage']:g} % of draws: {low:.3g}-{high:.3g})")  # fmt: skip
+        lines.append(
+            f"plan: a perfect ranking certifies {plan['predicted_epsilon']:.3g} at the median coin draw "
+            f"({100 * plan['predicted_coverage']:g} % of draws: {low:.3g}-{high:.3g})"
+        )
     if plan.get("interference"):
         lines.append(f"note: {plan['interference']}")
     if plan.get("warning"):
@@ -575,16 +664,17 @@ _HYPOTHESIS_SOURCE = {
 }
 
 
-def _summarise(record, per_run, scores, coins, score_name, probe, kind, run_delta, confidence, audit_epsilon, game,
-               keep_scores) -> dict[str, Any]:  # fmt: skip
+def _summarise(
+    record, per_run, scores, coins, score_name, probe, kind, run_delta, confidence, audit_epsilon, game, keep_scores
+) -> dict[str, Any]:
     out: dict[str, Any] = {"runs": len(per_run), "per_run": per_run, "score": score_name}
     spent = [r["spent_epsilon"] for r in per_run if r["spent_epsilon"] is not None]
     epsilon = max(spent) if spent else (probe.epsilon if probe.private else math.inf)
-    valid, why, claim, claim_delta = game.audited_claim(probe.unit if probe.private else None, kind, epsilon,
-                                                        run_delta)  # fmt: skip
+    valid, why, claim, claim_delta = game.audited_claim(probe.unit if probe.private else None, kind, epsilon, run_delta)
     mus = [r["gdp_mu"] for r in per_run]
-    claimed_mu = game.audited_mu(probe.unit if probe.private else None, kind,
-                                 max(mus) if mus and None not in mus else None)  # fmt: skip
+    claimed_mu = game.audited_mu(
+        probe.unit if probe.private else None, kind, max(mus) if mus and None not in mus else None
+    )
     if not (valid and math.isfinite(claim)):
         claimed_mu = None
     notes = []
@@ -592,13 +682,18 @@ def _summarise(record, per_run, scores, coins, score_name, probe, kind, run_delt
     # a hypothesis (the user's claim, a paper's accounting, an unaccounted step) is refuted, not broken
     hypothesis = stated or any(r.get("hypothesis") for r in per_run)
     if stated and valid and math.isfinite(claim):
-        notes.append("the claim (ε, δ, unit) is your statement, not a guarantee dpaudit proved: the audit tests it as a "
-                     "hypothesis")  # fmt: skip
+        notes.append(
+            "the claim (ε, δ, unit) is your statement, not a guarantee dpaudit proved: the audit tests it as a "
+            "hypothesis"
+        )
     elif per_run and any(r["sound"] is False for r in per_run):
-        whose = sorted({_HYPOTHESIS_SOURCE.get(r.get("status"), "an unproven accounting") for r in per_run
-                        if r["sound"] is False})  # fmt: skip
-        notes.append(f"the defense's spec is sound: false ({' and '.join(whose)}): its ε is a hypothesis the audit "
-                     "tests, not a guarantee")  # fmt: skip
+        whose = sorted(
+            {_HYPOTHESIS_SOURCE.get(r.get("status"), "an unproven accounting") for r in per_run if r["sound"] is False}
+        )
+        notes.append(
+            f"the defense's spec is sound: false ({' and '.join(whose)}): its ε is a hypothesis the audit "
+            "tests, not a guarantee"
+        )
     out.update(
         claimed_epsilon=claim if math.isfinite(claim) else None,
         claim_delta=claim_delta if math.isfinite(claim) else None,
@@ -622,9 +717,15 @@ def _summarise(record, per_run, scores, coins, score_name, probe, kind, run_delt
         estimators = ("one-run", "one-run-fdp", "one-run-fdp-gaussian")
         notes.append("every coin came up the same: the GDP and multi-run estimators need both values")
     audit = audit_epsilon(
-        s, y, delta=min(estimate_delta, 0.5), confidence=confidence, run_ids=run_ids, estimators=estimators,
-        claimed_epsilon=claim if (valid and math.isfinite(claim)) else None, claimed_mu=claimed_mu,
-    )  # fmt: skip
+        s,
+        y,
+        delta=min(estimate_delta, 0.5),
+        confidence=confidence,
+        run_ids=run_ids,
+        estimators=estimators,
+        claimed_epsilon=claim if (valid and math.isfinite(claim)) else None,
+        claimed_mu=claimed_mu,
+    )
     out.update(
         epsilon_lower_bound=audit["epsilon_lower_bound"],
         certified_epsilon_lower_bound=audit["certified_epsilon_lower_bound"],
@@ -642,8 +743,10 @@ def _summarise(record, per_run, scores, coins, score_name, probe, kind, run_delt
     if valid and math.isfinite(claim) and claimed_mu is None:
         notes.append("the spec states no μ-GDP guarantee for this unit: only its (ε, δ) claim is tested")
     elif audit.get("mu_claim_refuted") and audit["certified_epsilon_lower_bound"] <= claim:
-        notes.append(f"the μ-GDP guarantee the spec states (μ = {claimed_mu:.4g}) is refuted (certified μ ≥ "
-                     f"{audit['certified_mu_lower_bound']:.4g}); its (ε, δ) claim is not")  # fmt: skip
+        notes.append(
+            f"the μ-GDP guarantee the spec states (μ = {claimed_mu:.4g}) is refuted (certified μ ≥ "
+            f"{audit['certified_mu_lower_bound']:.4g}); its (ε, δ) claim is not"
+        )
     if audit.get("can_refute_claim") is False:
         notes.append(NO_POWER_NOTE)
     out["verdict"] = canary_verdict(audit, hypothesis=hypothesis, valid=valid)
@@ -677,12 +780,16 @@ def summary_lines(result: dict[str, Any]) -> list[str]:
     lines += bound_lines(result)
     claim = result.get("claimed_epsilon")
     source = "your claim" if result.get("claim_source") == "user" else "spent, max over runs"
-    lines.append(f"claimed ε {fmt(claim)} ({source}; unit {result.get('unit')})   "
-                 f"bound valid: {'yes' if result.get('bound_valid') else 'no'}")  # fmt: skip
+    lines.append(
+        f"claimed ε {fmt(claim)} ({source}; unit {result.get('unit')})   "
+        f"bound valid: {'yes' if result.get('bound_valid') else 'no'}"
+    )
     if result.get("claimed_mu") is not None:
-        lines.append(f"claimed μ-GDP {fmt(result['claimed_mu'])}   certified μ lower bound "
-                     f"{fmt(result.get('certified_mu_lower_bound'))} (one-run-fdp-gaussian's μ is certified for any "
-                     f"mechanism: above the claimed μ, the claim is refuted)")  # fmt: skip
+        lines.append(
+            f"claimed μ-GDP {fmt(result['claimed_mu'])}   certified μ lower bound "
+            f"{fmt(result.get('certified_mu_lower_bound'))} (one-run-fdp-gaussian's μ is certified for any "
+            f"mechanism: above the claimed μ, the claim is refuted)"
+        )
     if result.get("why"):
         lines.append(f"  why: {result['why']}")
     lines.append(f"verdict: {result.get('verdict')}")
@@ -708,19 +815,24 @@ def bound_lines(result: dict[str, Any]) -> list[str]:
     def fmt(v):
         return "-" if v is None else ("inf" if isinstance(v, float) and math.isinf(v) else f"{v:.3f}")
 
-    where = (f"at δ = {result.get('delta', 0):g}, {100 * result['confidence']:g} % confidence "
-             "(Bonferroni over estimators)")  # fmt: skip
+    where = (
+        f"at δ = {result.get('delta', 0):g}, {100 * result['confidence']:g} % confidence (Bonferroni over estimators)"
+    )
     certified = {k: v for k, v in bounds.items() if k in RIGOROUS_ESTIMATORS}
     estimates = {k: v for k, v in bounds.items() if k not in RIGOROUS_ESTIMATORS and k != "overall"}
     lines = [f"certified ε lower bound: {fmt(result.get('certified_epsilon_lower_bound'))} {where}"]
     if certified:
         lines.append("  certified, by estimator: " + ", ".join(f"{k} {fmt(v)}" for k, v in certified.items()))
     if estimates:
-        lines.append("  estimates (not bounds: they assume a Gaussian trade-off curve): "
-                     + ", ".join(f"{k} {fmt(v)}" for k, v in estimates.items()))  # fmt: skip
+        lines.append(
+            "  estimates (not bounds: they assume a Gaussian trade-off curve): "
+            + ", ".join(f"{k} {fmt(v)}" for k, v in estimates.items())
+        )
     test = result.get("hypothesis_test")
     if test:
         outcome = "refuted" if test["refuted"] else "not refuted"
-        lines.append(f"the claim as a hypothesis, {test['mechanism']}: p = {test['p_value']:.3g}, {outcome} at the "
-                     f"{100 * (1 - test['confidence']):g} % level (exact for that mechanism; not a bound for any other)")  # fmt: skip
+        lines.append(
+            f"the claim as a hypothesis, {test['mechanism']}: p = {test['p_value']:.3g}, {outcome} at the "
+            f"{100 * (1 - test['confidence']):g} % level (exact for that mechanism; not a bound for any other)"
+        )
     return lines

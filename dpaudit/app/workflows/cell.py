@@ -45,8 +45,9 @@ _DATASETS: dict[str, Any] = {}
 
 def _cached_dataset(config: StudyConfig, study_dir: str):
     """The study's dataset, loaded once per worker process (a worker runs many cells)."""
-    key = json.dumps([config.dataset, config.dataset_options, config.data_root, str(study_dir)], sort_keys=True,
-                     default=str)  # fmt: skip
+    key = json.dumps(
+        [config.dataset, config.dataset_options, config.data_root, str(study_dir)], sort_keys=True, default=str
+    )
     if key not in _DATASETS:
         _DATASETS.clear()  # one study per worker at a time: keep one graph in memory, not many
         _DATASETS[key] = load_study_dataset(config, study_dir)
@@ -208,8 +209,9 @@ def run_cell(task: dict[str, Any]) -> dict[str, Any]:
     return {"record": record, "files": files}
 
 
-def _run_canaries(record: dict, config: StudyConfig, dataset, cell: dict, epsilon: float, work: Path, model=None,
-                  split=None) -> None:  # fmt: skip
+def _run_canaries(
+    record: dict, config: StudyConfig, dataset, cell: dict, epsilon: float, work: Path, model=None, split=None
+) -> None:
     """The cell's canary audits (one extra training with canaries per kind), recorded under
     ``record["canaries"][kind]`` without per-canary scores (those are in ``canaries/<kind>.json``);
     ``"auto"``: :func:`_run_refuting_audit`."""
@@ -221,10 +223,20 @@ def _run_canaries(record: dict, config: StudyConfig, dataset, cell: dict, epsilo
             continue
         try:
             result = canary_audit(
-                cell["defense"], dataset, epsilon, kind=kind, canaries=config.canary_count, runs=1,
-                overrides=record["overrides"], split=config.split, seed=cell["seed"], delta=config.delta,
-                device=config.device, progress=False, out=work / "canaries" / f"{kind}.json",
-            )  # fmt: skip
+                cell["defense"],
+                dataset,
+                epsilon,
+                kind=kind,
+                canaries=config.canary_count,
+                runs=1,
+                overrides=record["overrides"],
+                split=config.split,
+                seed=cell["seed"],
+                delta=config.delta,
+                device=config.device,
+                progress=False,
+                out=work / "canaries" / f"{kind}.json",
+            )
         except DPAuditError as exc:
             record["canary_errors"][kind] = f"{type(exc).__name__}: {exc}"
             continue
@@ -235,8 +247,9 @@ def _run_canaries(record: dict, config: StudyConfig, dataset, cell: dict, epsilo
         record["canaries"][kind] = {k: v for k, v in result.items() if k not in ("scores", "included", "run_ids")}
 
 
-def _run_refuting_audit(record: dict, config: StudyConfig, dataset, cell: dict, epsilon: float, work: Path, model,
-                        split) -> None:  # fmt: skip
+def _run_refuting_audit(
+    record: dict, config: StudyConfig, dataset, cell: dict, epsilon: float, work: Path, model, split
+) -> None:
     """A private cell's canary audit sized to refute its claim (:mod:`dpaudit.app.workflows.audit.refute`):
     the plan under ``record["canary_plan"]``, the audit re-tested against the cell's model
     (:func:`~dpaudit.app.workflows.audit.canaries.canary_evidence`) under
@@ -252,16 +265,30 @@ def _run_refuting_audit(record: dict, config: StudyConfig, dataset, cell: dict, 
     try:
         kind = canary_kind(cell["defense"], epsilon, overrides)
         capacity = run_capacity(cell["defense"], kind, dataset, split, epsilon, privacy.delta, overrides, seed)
-        plan = plan_refuting_audit(cell["defense"], privacy.epsilon, privacy.delta, kind=kind, capacity=capacity,
-                                   overrides=overrides,
-                                   seconds_per_run=record["metrics"].get("train_seconds"))  # fmt: skip
+        plan = plan_refuting_audit(
+            cell["defense"],
+            privacy.epsilon,
+            privacy.delta,
+            kind=kind,
+            capacity=capacity,
+            overrides=overrides,
+            seconds_per_run=record["metrics"].get("train_seconds"),
+        )
         record["canary_plan"] = plan.to_dict()
         if not plan.can_refute:
             record["canary_errors"]["auto"] = plan.line()
             return
-        result = run_refuting_audit(plan, dataset, epsilon, split=config.split, seed=seed, delta=privacy.delta,
-                                    overrides=overrides, device=config.device,
-                                    out=work / "canaries" / f"{kind}.json")  # fmt: skip
+        result = run_refuting_audit(
+            plan,
+            dataset,
+            epsilon,
+            split=config.split,
+            seed=seed,
+            delta=privacy.delta,
+            overrides=overrides,
+            device=config.device,
+            out=work / "canaries" / f"{kind}.json",
+        )
         record["canaries"].update(canary_evidence(model, check_canary_results(model, [result])))
     except DPAuditError as exc:
         record["canary_errors"]["auto"] = f"{type(exc).__name__}: {exc}"

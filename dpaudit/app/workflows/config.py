@@ -142,8 +142,10 @@ class StudyConfig:
             raise ConfigurationError(f"canaries must be {', '.join(CANARY_CHOICES)}, got {bad}")
         self.modules = list(dict.fromkeys(self.modules or []))
         # a study file is data: it may name dpaudit's own modules only, never code from elsewhere
-        if not all(isinstance(m, str) and m.startswith("dpaudit.") and all(p.isidentifier() for p in m.split("."))
-                   for m in self.modules):  # fmt: skip
+        if not all(
+            isinstance(m, str) and m.startswith("dpaudit.") and all(p.isidentifier() for p in m.split("."))
+            for m in self.modules
+        ):
             raise ConfigurationError(f"modules must be dotted names of dpaudit modules, got {self.modules}")
         if isinstance(self.canary_count, bool) or not isinstance(self.canary_count, int) or self.canary_count < 2:
             raise ConfigurationError(f"canary_count must be an integer >= 2, got {self.canary_count!r}")

@@ -81,16 +81,22 @@ class CellProgress:
         finished = self.done + self.failed
         if final:
             progress_log.info(
-                "cells: %d/%d finished (%d failed) in %.1f min", finished, self.total, self.failed,
+                "cells: %d/%d finished (%d failed) in %.1f min",
+                finished,
+                self.total,
+                self.failed,
                 (self._clock() - self._start) / 60,
-            )  # fmt: skip
+            )
             return
         eta = self.eta_seconds()
         progress_log.info(
             "cells: %d/%d finished (%d failed), %d running, ETA %s",
-            finished, self.total, self.failed, self.running_now(),
+            finished,
+            self.total,
+            self.failed,
+            self.running_now(),
             "unknown" if eta is None else f"{eta / 60:.1f} min",
-        )  # fmt: skip
+        )
 
     def finished(self, ok: bool):
         """Count one finished cell and advance the bar.
@@ -148,15 +154,34 @@ def failed_record(task: dict, exc: BaseException | str) -> dict:
     cell = task["cell"]
     message = exc if isinstance(exc, str) else (str(exc) or type(exc).__name__)
     return {
-        "schema": CELL_SCHEMA, "version": CELL_SCHEMA_VERSION, "cell_id": cell["cell_id"],
-        "config_hash": cell["config_hash"], "status": "failed", "defense": cell["defense"],
-        "epsilon": cell["epsilon"], "seed": cell["seed"], "dataset": task.get("dataset_summary_short"),
-        "split": None, "privacy": None, "metrics": {}, "card": {}, "overrides": {}, "attacks": {},
-        "attack_errors": {}, "attack_seconds": {},
-        "error": {"type": "WorkerError" if isinstance(exc, str) else type(exc).__name__, "message": message,
-                  "traceback": None},
-        "seconds": None, "started_at": None, "finished_at": now_iso(), "run_id": task["run_id"], "worker": None,
-    }  # fmt: skip
+        "schema": CELL_SCHEMA,
+        "version": CELL_SCHEMA_VERSION,
+        "cell_id": cell["cell_id"],
+        "config_hash": cell["config_hash"],
+        "status": "failed",
+        "defense": cell["defense"],
+        "epsilon": cell["epsilon"],
+        "seed": cell["seed"],
+        "dataset": task.get("dataset_summary_short"),
+        "split": None,
+        "privacy": None,
+        "metrics": {},
+        "card": {},
+        "overrides": {},
+        "attacks": {},
+        "attack_errors": {},
+        "attack_seconds": {},
+        "error": {
+            "type": "WorkerError" if isinstance(exc, str) else type(exc).__name__,
+            "message": message,
+            "traceback": None,
+        },
+        "seconds": None,
+        "started_at": None,
+        "finished_at": now_iso(),
+        "run_id": task["run_id"],
+        "worker": None,
+    }
 
 
 @contextlib.contextmanager
@@ -211,8 +236,12 @@ def execute_local(tasks: list[dict], jobs: int, on_result, progress: CellProgres
 
     threads = max(1, (os.cpu_count() or 1) // jobs)
     context = multiprocessing.get_context("spawn")
-    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=worker_init,
-                               initargs=(threads, True, logging.getLogger("dpaudit").getEffectiveLevel()))  # fmt: skip
+    pool = ProcessPoolExecutor(
+        max_workers=jobs,
+        mp_context=context,
+        initializer=worker_init,
+        initargs=(threads, True, logging.getLogger("dpaudit").getEffectiveLevel()),
+    )
     try:
         pending = {pool.submit(run_cell, task): task for task in tasks}
         while pending:
@@ -260,8 +289,13 @@ def connect_ray(jobs: int):
         # started for this study and stopped with it
         address = os.environ.get("RAY_ADDRESS")
         try:
-            ray.init(address=address, ignore_reinit_error=True, include_dashboard=False, log_to_driver=False,
-                     **({} if address else {"num_cpus": max(1, jobs)}))  # fmt: skip
+            ray.init(
+                address=address,
+                ignore_reinit_error=True,
+                include_dashboard=False,
+                log_to_driver=False,
+                **({} if address else {"num_cpus": max(1, jobs)}),
+            )
         except ConnectionError as exc:
             raise ConfigurationError(
                 f"--executor ray could not reach the Ray cluster at RAY_ADDRESS={address}: {exc} "

@@ -87,9 +87,17 @@ def centres_scores(cls) -> bool:
     return not issubclass(cls, DPGNN)
 
 
-def check_gradient_request(defense: str, epsilon, canaries: int, runs: int, overrides: dict | None,
-                           delta="auto", device: str = "auto", seed: int = 0,
-                           design: dict | None = None):  # fmt: skip
+def check_gradient_request(
+    defense: str,
+    epsilon,
+    canaries: int,
+    runs: int,
+    overrides: dict | None,
+    delta="auto",
+    device: str = "auto",
+    seed: int = 0,
+    design: dict | None = None,
+):
     """Validate everything that can be validated before data is loaded; returns the defense class
     and the resolved design options ``{"module", "label", "observe", "claim"}``.
 
@@ -229,9 +237,11 @@ def gradient_canary_audit(
     from dpaudit.training.dpsgd import DiracCanaries, inserting_canaries
 
     cls, options = check_gradient_request(defense, epsilon, canaries, runs, overrides, delta, device, seed, design)
-    base = dataset if isinstance(dataset, GraphDataset) else load_dataset(
-        dataset, root=data_root, **(dataset_options or {})
-    )  # fmt: skip
+    base = (
+        dataset
+        if isinstance(dataset, GraphDataset)
+        else load_dataset(dataset, root=data_root, **(dataset_options or {}))
+    )
     sp = make_split(base, split, seed)
     probe = cls(epsilon=epsilon, delta=delta, seed=seed, device=device, **(overrides or {}))
     run_delta = probe.resolve_delta(base, sp)
@@ -265,8 +275,13 @@ def gradient_canary_audit(
     try:
         for r in tqdm(range(runs), desc=f"gradient canary audit {defense}", disable=None if progress else True):
             start = time.perf_counter()
-            hook = DiracCanaries(canary_design, game.fair_coins(seed, r), seed=sampling_seed(seed, r),
-                                 module_label=options["label"], centre=options["observe"] == "centred")  # fmt: skip
+            hook = DiracCanaries(
+                canary_design,
+                game.fair_coins(seed, r),
+                seed=sampling_seed(seed, r),
+                module_label=options["label"],
+                centre=options["observe"] == "centred",
+            )
             instance = cls(epsilon=epsilon, delta=run_delta, seed=seed + r, device=device, **(overrides or {}))
             with inserting_canaries(hook):
                 model = instance.fit(base, sp)
@@ -330,8 +345,17 @@ def _summarise(per_run, scores, coins, options, run_delta, confidence, keep_scor
     out: dict[str, Any] = {"runs": len(per_run), "per_run": per_run, "score": _score_name(options["observe"])}
     notes: list[str] = []
     if not per_run:
-        out.update(claimed_epsilon=None, claim_delta=None, bound_valid=False, coverage=COVERAGE, notes=notes,
-                   epsilon_lower_bound=None, verdict="not applicable", auc=None, why="no run finished")  # fmt: skip
+        out.update(
+            claimed_epsilon=None,
+            claim_delta=None,
+            bound_valid=False,
+            coverage=COVERAGE,
+            notes=notes,
+            epsilon_lower_bound=None,
+            verdict="not applicable",
+            auc=None,
+            why="no run finished",
+        )
         return out
     claim, claimed_mu, scope = _claim(per_run, options["claim"])
     if scope != options["claim"]:
@@ -351,10 +375,21 @@ def _summarise(per_run, scores, coins, options, run_delta, confidence, keep_scor
         notes=notes,
     )
     run_ids = np.concatenate([np.full(len(c), i) for i, c in enumerate(coins)])
-    out.update(summarise_game(np.concatenate(scores), np.concatenate(coins), delta=run_delta, claimed_epsilon=claim,
-                              claimed_mu=claimed_mu, run_ids=run_ids, confidence=confidence, keep_scores=keep_scores,
-                              notes=notes, hypothesis=any(r["hypothesis"] for r in per_run),
-                              mechanism=_claimed_mechanism(per_run, claim, run_delta, options, out["coverage"])))  # fmt: skip
+    out.update(
+        summarise_game(
+            np.concatenate(scores),
+            np.concatenate(coins),
+            delta=run_delta,
+            claimed_epsilon=claim,
+            claimed_mu=claimed_mu,
+            run_ids=run_ids,
+            confidence=confidence,
+            keep_scores=keep_scores,
+            notes=notes,
+            hypothesis=any(r["hypothesis"] for r in per_run),
+            mechanism=_claimed_mechanism(per_run, claim, run_delta, options, out["coverage"]),
+        )
+    )
     return out
 
 

@@ -25,11 +25,34 @@ RESULTS_FILE = "results.jsonl"
 CELLS_DIR = "cells"
 DATASET_DIR = "dataset"
 RECORD_KEYS = (
-    "schema", "version", "cell_id", "config_hash", "status", "defense", "epsilon", "seed", "dataset", "split",
-    "privacy", "metrics", "card", "overrides", "attacks", "attack_errors", "attack_seconds", "error", "seconds",
-    "started_at", "finished_at", "run_id", "worker", "canaries", "canary_errors", "query_api",
+    "schema",
+    "version",
+    "cell_id",
+    "config_hash",
+    "status",
+    "defense",
+    "epsilon",
+    "seed",
+    "dataset",
+    "split",
+    "privacy",
+    "metrics",
+    "card",
+    "overrides",
+    "attacks",
+    "attack_errors",
+    "attack_seconds",
+    "error",
+    "seconds",
+    "started_at",
+    "finished_at",
+    "run_id",
+    "worker",
+    "canaries",
+    "canary_errors",
+    "query_api",
     "canary_plan",
-)  # fmt: skip
+)
 
 
 # --------------------------------------------------------------------------- datasets
@@ -50,8 +73,13 @@ def save_dataset(dataset, directory: str | Path) -> None:
     if "public_split" in data:
         tensors["public_split"] = data.public_split.detach().cpu().contiguous()
     atomic_write_bytes(directory / "graph.safetensors", save_safetensors(tensors))
-    meta = {"name": dataset.name, "num_classes": dataset.num_classes, "fingerprint": dataset.fingerprint,
-            "info": dataset.info, "public_facts": dataset.public_facts}  # fmt: skip
+    meta = {
+        "name": dataset.name,
+        "num_classes": dataset.num_classes,
+        "fingerprint": dataset.fingerprint,
+        "info": dataset.info,
+        "public_facts": dataset.public_facts,
+    }
     atomic_write_json(directory / "dataset.json", meta)
 
 
@@ -78,8 +106,14 @@ def load_saved_dataset(directory: str | Path):
     data = Data(**tensors, num_nodes=int(tensors["x"].size(0)))
     if fingerprint(data) != meta["fingerprint"]:
         raise DatasetError(f"the study's saved dataset in {directory} does not match its fingerprint")
-    return GraphDataset(data, meta["name"], int(meta["num_classes"]), meta["fingerprint"], meta.get("info") or {},
-                        meta.get("public_facts") or {})  # fmt: skip
+    return GraphDataset(
+        data,
+        meta["name"],
+        int(meta["num_classes"]),
+        meta["fingerprint"],
+        meta.get("info") or {},
+        meta.get("public_facts") or {},
+    )
 
 
 def load_study_dataset(config: StudyConfig, study_dir: str | Path):

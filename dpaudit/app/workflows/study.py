@@ -111,9 +111,14 @@ class Study:
     """
 
     def __init__(
-        self, config: StudyConfig, out: str | Path, dataset=None, command: str | None = None, force: bool = False,
+        self,
+        config: StudyConfig,
+        out: str | Path,
+        dataset=None,
+        command: str | None = None,
+        force: bool = False,
         made_by: str = "compare",
-    ):  # fmt: skip
+    ):
         self.config = config
         self.force = force
         self.made_by = made_by
@@ -176,13 +181,20 @@ class Study:
         d = meta["dataset"]
         return {
             "config": meta["config"],
-            "cell": {"defense": cell.defense, "epsilon": epsilon_json(cell.epsilon), "seed": cell.seed,
-                     "cell_id": cell.cell_id, "config_hash": cell.config_hash},
+            "cell": {
+                "defense": cell.defense,
+                "epsilon": epsilon_json(cell.epsilon),
+                "seed": cell.seed,
+                "cell_id": cell.cell_id,
+                "config_hash": cell.config_hash,
+            },
             "study_dir": str(self.dir.resolve()),
             "fingerprint": d["fingerprint"],
-            "dataset_summary_short": {k: d[k] for k in ("name", "fingerprint", "num_nodes", "num_edges", "num_classes")},
+            "dataset_summary_short": {
+                k: d[k] for k in ("name", "fingerprint", "num_nodes", "num_edges", "num_classes")
+            },
             "run_id": run_id,
-        }  # fmt: skip
+        }
 
     def _announce(self, meta: dict, pending: int, jobs: int) -> float | None:
         """Say, before the first cell starts, how long the cells left should take here: a guess
@@ -191,14 +203,23 @@ class Study:
         if not pending:
             return None
         d = meta["dataset"]
-        cell = guess_cell_seconds(self.config.attacks, self.config.attack_settings or {}, int(d["num_nodes"]),
-                                  int(d["num_features"]), int(d["num_edges"]))  # fmt: skip
+        cell = guess_cell_seconds(
+            self.config.attacks,
+            self.config.attack_settings or {},
+            int(d["num_nodes"]),
+            int(d["num_features"]),
+            int(d["num_edges"]),
+        )
         workers = max(1, min(jobs, pending))
         seconds = (WORKER_START_SECONDS + cell * math.ceil(pending / workers)) * load_factor(threads=workers)
         progress_log.info(
             "study: %d cell(s) to run on %d worker(s), about %s (%s; a guess from the graph's size until a cell "
-            "finishes, then the ETA follows the cells)", pending, workers, format_seconds(seconds), load_note(),
-        )  # fmt: skip
+            "finishes, then the ETA follows the cells)",
+            pending,
+            workers,
+            format_seconds(seconds),
+            load_note(),
+        )
         return seconds
 
     # -- run ---------------------------------------------------------------------------------
@@ -311,8 +332,10 @@ class Study:
                 bar.close()
                 log.warning(
                     "study interrupted: %d of %d cells kept in %s; rerun the same command to resume",
-                    bar.done + bar.failed, len(cells), self.dir,
-                )  # fmt: skip
+                    bar.done + bar.failed,
+                    len(cells),
+                    self.dir,
+                )
                 raise
             bar.close()
         return StudyResult.load(self.dir)
@@ -334,8 +357,12 @@ def keep_aside(study_dir: Path, skipped: list[dict]) -> None:
     with kept.open("a", encoding="utf-8") as fh:
         for s in corrupted:
             fh.write(s["text"].rstrip("\n") + "\n")
-    log.warning("%d unreadable line(s) of %s kept in %s; their cells are run again", len(corrupted),
-                study_dir / RESULTS_FILE, kept)  # fmt: skip
+    log.warning(
+        "%d unreadable line(s) of %s kept in %s; their cells are run again",
+        len(corrupted),
+        study_dir / RESULTS_FILE,
+        kept,
+    )
 
 
 class _Interrupts:
@@ -460,8 +487,10 @@ class StudyResult:
 
     def counts_line(self) -> str:
         """``N of M cells done, F failed, U unreadable, K not run yet`` and which lines were skipped."""
-        text = (f"{len(self.done)} of {len(self.meta.get('cells') or [])} cells done, {len(self.failed)} failed, "
-                f"{self.unreadable} unreadable, {self.not_run} not run yet")  # fmt: skip
+        text = (
+            f"{len(self.done)} of {len(self.meta.get('cells') or [])} cells done, {len(self.failed)} failed, "
+            f"{self.unreadable} unreadable, {self.not_run} not run yet"
+        )
         if self.skipped_lines:
             where = "; ".join(f"line {s['line']}: {s['reason']}" for s in self.skipped_lines[:3])
             more = f" and {len(self.skipped_lines) - 3} more" if len(self.skipped_lines) > 3 else ""
@@ -481,8 +510,12 @@ class StudyResult:
         data = build_report_data(self.records, self.report_meta())
         rows = []
         for row in data["summary"]:
-            out = {"defense": row["defense"], "epsilon": row["epsilon_label"], "epsilon_spent": row["epsilon_spent"],
-                   "test_accuracy": row["test_accuracy"]}  # fmt: skip
+            out = {
+                "defense": row["defense"],
+                "epsilon": row["epsilon_label"],
+                "epsilon_spent": row["epsilon_spent"],
+                "test_accuracy": row["test_accuracy"],
+            }
             for name, s in row["attacks"].items():
                 out[f"{name} AUC"] = s["auc"]
             rows.append(out)

@@ -89,8 +89,15 @@ def _mlp_dp_training(noise_factor: float, clip_factor: float, rate_factor: float
             schedule = dataclasses.replace(schedule, steps=schedule.steps + extra_steps, epochs=1)
             kw["epochs"] = 1
         # opacus-style noise std is σ'·C': σ' = σ·noise/clip keeps it at σ·C·noise.
-        spent = real(module, x, y, noise_multiplier=noise_multiplier * noise_factor / clip_factor,
-                     max_grad_norm=max_grad_norm * clip_factor, schedule=schedule, **kw)  # fmt: skip
+        spent = real(
+            module,
+            x,
+            y,
+            noise_multiplier=noise_multiplier * noise_factor / clip_factor,
+            max_grad_norm=max_grad_norm * clip_factor,
+            schedule=schedule,
+            **kw,
+        )
         if spent is None:
             return None
         if planned is not None:
@@ -123,8 +130,9 @@ class _BrokenMLPDP(mlp_dp.MLPDP):
             return math.inf  # an unclipped gradient has unbounded sensitivity
         plan = self.plan(dataset.num_features, declared_train_size(dataset, split), delta)
         mech = plan.mechanism
-        run = PoissonSubsampledGaussian(mech.sigma * self.noise_factor, min(1.0, mech.sample_rate * self.rate_factor),
-                                        mech.steps + self.extra_steps)  # fmt: skip
+        run = PoissonSubsampledGaussian(
+            mech.sigma * self.noise_factor, min(1.0, mech.sample_rate * self.rate_factor), mech.steps + self.extra_steps
+        )
         return ledger_epsilon([run], delta)
 
 
@@ -199,8 +207,9 @@ class _BrokenGAP:
         return super().aggregation_sensitivity(max_degree) * self.sensitivity_factor
 
     def _train_module(self, module, inputs, targets, sigma, schedule, epochs, desc, seed, val):
-        spent = super()._train_module(module, inputs, targets, sigma * self.noise_factor, schedule, epochs, desc,
-                                      seed, val)  # fmt: skip
+        spent = super()._train_module(
+            module, inputs, targets, sigma * self.noise_factor, schedule, epochs, desc, seed, val
+        )
         if spent is None:
             return None
         return PoissonSubsampledGaussian(sigma, spent.sample_rate, spent.steps)
@@ -566,8 +575,16 @@ def max_in_degree(dataset: GraphDataset) -> int:
     return int(torch.bincount(dataset.data.edge_index[1], minlength=dataset.num_nodes).max())
 
 
-def true_epsilon(defense: str, dataset: GraphDataset, split: Split, epsilon: float, delta: float, spent: float,
-                 overrides: dict[str, Any] | None = None, module: str | None = None) -> float:  # fmt: skip
+def true_epsilon(
+    defense: str,
+    dataset: GraphDataset,
+    split: Split,
+    epsilon: float,
+    delta: float,
+    spent: float,
+    overrides: dict[str, Any] | None = None,
+    module: str | None = None,
+) -> float:
     """The ε that the noise a run of ``defense`` actually adds gives at ``delta`` — of the
     whole run, or of one DP-SGD ``module`` —: a zoo break's own computation, or for a sound
     defense the ε it ``spent`` on what was audited (its accountant's).
@@ -652,9 +669,18 @@ AUDIT_OVERRIDES: dict[str, dict[str, Any]] = {
 AUDIT_DELTAS: dict[str, float] = {"gcon": 1e-7}
 
 
-def audit_variant(variant: Variant, dataset: GraphDataset, claim: float, *, split: str, seed: int = 0,
-                  confidence: float = 0.95, overrides: dict[str, Any] | None = None,
-                  plan: tuple | None = None, progress: bool = False) -> dict[str, Any]:  # fmt: skip
+def audit_variant(
+    variant: Variant,
+    dataset: GraphDataset,
+    claim: float,
+    *,
+    split: str,
+    seed: int = 0,
+    confidence: float = 0.95,
+    overrides: dict[str, Any] | None = None,
+    plan: tuple | None = None,
+    progress: bool = False,
+) -> dict[str, Any]:
     """Audit one zoo variant at ``claim`` with every audit of its plan (``plan`` replaces
     :data:`AUDIT_PLANS`'s) and return the row ``{"defense", "dataset", "variant",
     "claimed_epsilon", "true_epsilon", "certified", "caught", "claimed_mu", "certified_mu",
@@ -711,7 +737,7 @@ def audit_variant(variant: Variant, dataset: GraphDataset, claim: float, *, spli
                 overrides=settings,
                 progress=progress,
                 keep_scores=False,
-            )  # fmt: skip
+            )
         )
     claimed = max(r["claimed_epsilon"] for r in results)
     certified = max(r["certified_epsilon_lower_bound"] or 0.0 for r in results)
@@ -722,8 +748,16 @@ def audit_variant(variant: Variant, dataset: GraphDataset, claim: float, *, spli
     # gradient canaries in one module of several test that module's share: compare like with like
     modules = {r.get("module") if r.get("claim_scope") == "module" else None for r in results}
     module = modules.pop() if len(modules) == 1 else None
-    truth = true_epsilon(variant.defense, dataset, make_split(dataset, split, seed), claim,
-                         results[0]["defense_delta"], claimed, settings, module)  # fmt: skip
+    truth = true_epsilon(
+        variant.defense,
+        dataset,
+        make_split(dataset, split, seed),
+        claim,
+        results[0]["defense_delta"],
+        claimed,
+        settings,
+        module,
+    )
     return {
         "defense": variant.base,
         "dataset": dataset.name,
@@ -737,12 +771,21 @@ def audit_variant(variant: Variant, dataset: GraphDataset, claim: float, *, spli
         "certified_mu": max((certified_mu for _, certified_mu in mus), default=None),
         "audits": [
             # the design without its edge pairs (thousands; redrawn from the seed)
-            {"kind": r["kind"], "canaries": r["canaries"], "runs": r["runs"], "confidence": r["confidence"],
-             "design": {k: v for k, v in r["design"].items() if k != "pairs"},
-             "claimed_epsilon": r["claimed_epsilon"], "delta": r.get("defense_delta"),
-             "certified": r["certified_epsilon_lower_bound"],
-             "claimed_mu": r.get("claimed_mu"), "certified_mu": r.get("certified_mu_lower_bound"),
-             "bounds": r["epsilon_lower_bound"], "auc": r["auc"], "verdict": r["verdict"]}
+            {
+                "kind": r["kind"],
+                "canaries": r["canaries"],
+                "runs": r["runs"],
+                "confidence": r["confidence"],
+                "design": {k: v for k, v in r["design"].items() if k != "pairs"},
+                "claimed_epsilon": r["claimed_epsilon"],
+                "delta": r.get("defense_delta"),
+                "certified": r["certified_epsilon_lower_bound"],
+                "claimed_mu": r.get("claimed_mu"),
+                "certified_mu": r.get("certified_mu_lower_bound"),
+                "bounds": r["epsilon_lower_bound"],
+                "auc": r["auc"],
+                "verdict": r["verdict"],
+            }
             for r in results
         ],
-    }  # fmt: skip
+    }

@@ -81,8 +81,15 @@ def load_dataset(
         generator = {k: int(v) if k in _CSBM_INTEGERS else float(v) for k, v in options.items()}
         ds = csbm(**generator)
         if chosen:  # the generator's classes and counts are public (its parameters are in the card)
-            ds = prepare(ds.data, "csbm", min_class_size, remove_unlabeled, ds.info, ds.public_facts["classes"],
-                         PUBLISHED if min_class_size else None)  # fmt: skip
+            ds = prepare(
+                ds.data,
+                "csbm",
+                min_class_size,
+                remove_unlabeled,
+                ds.info,
+                ds.public_facts["classes"],
+                PUBLISHED if min_class_size else None,
+            )
             ds.info["parameters"].update(chosen)
             ds.declare_public("the csbm generator (synthetic graph)")
         return _record_options(ds, {**generator, **chosen})
@@ -101,8 +108,11 @@ def _record_options(dataset: GraphDataset, options: dict) -> GraphDataset:
 def _graph_file(path: str, min_class_size: int | None, remove_unlabeled: bool, options: dict) -> GraphDataset:
     from dpaudit.data.graph_files import read_graph_file
 
-    sizes = {key.removeprefix("declare_"): int(v) for key, v in options.items()
-             if key.startswith("declare_") and key != "declare_classes"}  # fmt: skip
+    sizes = {
+        key.removeprefix("declare_"): int(v)
+        for key, v in options.items()
+        if key.startswith("declare_") and key != "declare_classes"
+    }
     if options.get("declare") and sizes:
         raise DatasetError(
             "declare=true (the file's own sizes are published) and declare_* sizes (bounds) exclude each other"
@@ -149,10 +159,15 @@ def _registry(
             return _benchmark(prepare(raw, f"{key}:{target}", None, remove_unlabeled, info, list(kept)))
         return _benchmark(
             prepare(
-                raw, f"{key}:{target}", default_min if min_class_size is None else min_class_size, remove_unlabeled,
-                info, PUBLISHED, PUBLISHED,
+                raw,
+                f"{key}:{target}",
+                default_min if min_class_size is None else min_class_size,
+                remove_unlabeled,
+                info,
+                PUBLISHED,
+                PUBLISHED,
             )
-        )  # fmt: skip
+        )
     classes = PUBLISHED_CLASSES[key]
     if key in STREAMED:
         raw, loader = STREAMED[key](base / source.folder), f"dpaudit.data.datasets.{STREAMED[key].__name__}"

@@ -77,9 +77,18 @@ SYNTHETIC = ("csbm",)
 #: domain is 0..C-1, declared, never read from the labels (a class without a labeled node keeps
 #: its output). Facebook100 schools: LINKX's gender label; other targets: FACEBOOK100_CLASSES.
 PUBLISHED_CLASSES: dict[str, int] = {
-    "cora": 7, "citeseer": 6, "pubmed": 3, "cora_ml": 7, "actor": 5, "cornell": 5, "texas": 5, "wisconsin": 5,
-    **{school: 2 for school in FACEBOOK100}, "reddit": 41, "ogbn-arxiv": 40,
-}  # fmt: skip
+    "cora": 7,
+    "citeseer": 6,
+    "pubmed": 3,
+    "cora_ml": 7,
+    "actor": 5,
+    "cornell": 5,
+    "texas": 5,
+    "wisconsin": 5,
+    **{school: 2 for school in FACEBOOK100},
+    "reddit": 41,
+    "ogbn-arxiv": 40,
+}
 
 
 def parse_dataset_name(name: str) -> tuple[str, str | None]:

@@ -36,9 +36,10 @@ def reddit(folder: Path) -> Data:
     raw = folder / "raw"
     # edges counted as if int32 (an int64 or two-row file counts double: a conservative estimate)
     _check_load_memory(
-        "reddit", _npz_member_bytes(raw / "reddit_data.npz", "feature"),
+        "reddit",
+        _npz_member_bytes(raw / "reddit_data.npz", "feature"),
         _npz_member_bytes(raw / "reddit_graph.npz", "row", "coords") // 4,
-    )  # fmt: skip
+    )
     try:
         with np.load(raw / "reddit_data.npz") as data:
             x, y = data["feature"], data["label"]

@@ -55,9 +55,13 @@ def from_data(
         classes = declared_classes(name, classes)
     counted = public_facts is True and kwargs.get("min_class_size")  # a published graph's counts
     dataset = prepare(
-        data, name, info={"loader": "user-supplied"}, classes=PUBLISHED if classes is None else classes,
-        class_counts=PUBLISHED if counted else None, **kwargs,
-    )  # fmt: skip
+        data,
+        name,
+        info={"loader": "user-supplied"},
+        classes=PUBLISHED if classes is None else classes,
+        class_counts=PUBLISHED if counted else None,
+        **kwargs,
+    )
     return _declare_user_facts(dataset, public_facts)
 
 

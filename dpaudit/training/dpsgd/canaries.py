@@ -221,10 +221,19 @@ class DiracCanaries:
         """
         return not self.attached and (self.module_label is None or self.module_label in (label or ""))
 
-    def attach(self, module: nn.Module, params: list[nn.Parameter], inputs, *, sample_rate: float,
-               noise_multiplier: float, max_grad_norm: float, label: str | None,
-               real_clipped_sum: Callable[[], dict[nn.Parameter, torch.Tensor]] | None = None,
-               law: CanaryLaw | None = None) -> None:  # fmt: skip
+    def attach(
+        self,
+        module: nn.Module,
+        params: list[nn.Parameter],
+        inputs,
+        *,
+        sample_rate: float,
+        noise_multiplier: float,
+        max_grad_norm: float,
+        label: str | None,
+        real_clipped_sum: Callable[[], dict[nn.Parameter, torch.Tensor]] | None = None,
+        law: CanaryLaw | None = None,
+    ) -> None:
         """Fix the design, then draw the coins (in that order); raises ConfigurationError on a design
         that does not name m ≥ 1 distinct coordinates of the trainable parameters, or on
         ``centre`` without ``real_clipped_sum``.
@@ -365,8 +374,9 @@ def inserting_canaries(canaries: DiracCanaries) -> Iterator[DiracCanaries]:
         _ACTIVE_CANARIES.reset(token)
 
 
-def _full_clipped_sum(clipper, module: nn.Module, inputs, targets: torch.Tensor, loss_fn: Loss, max_norm: float,
-                      chunk: int = 4096) -> dict[nn.Parameter, torch.Tensor]:  # fmt: skip
+def _full_clipped_sum(
+    clipper, module: nn.Module, inputs, targets: torch.Tensor, loss_fn: Loss, max_norm: float, chunk: int = 4096
+) -> dict[nn.Parameter, torch.Tensor]:
     """The clipped gradient sum of every example, in chunks of ``chunk`` rows, in evaluation mode
     (no dropout: the training run's random draws are left as they are)."""
     was_training = module.training

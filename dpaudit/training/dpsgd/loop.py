@@ -161,10 +161,16 @@ def train_dp_sgd(
     params = [p for p in module.parameters() if p.requires_grad]
     canaries = canaries_for(progress)
     if canaries is not None:
-        canaries.attach(module, params, inputs, sample_rate=sample_rate, noise_multiplier=noise_multiplier,
-                        max_grad_norm=max_grad_norm, label=progress,
-                        real_clipped_sum=lambda: _full_clipped_sum(clipper, module, inputs, targets, loss_fn,
-                                                                   max_grad_norm))  # fmt: skip
+        canaries.attach(
+            module,
+            params,
+            inputs,
+            sample_rate=sample_rate,
+            noise_multiplier=noise_multiplier,
+            max_grad_norm=max_grad_norm,
+            label=progress,
+            real_clipped_sum=lambda: _full_clipped_sum(clipper, module, inputs, targets, loss_fn, max_grad_norm),
+        )
     clipper = make_clipper(module, clipping)
     steps = 0
     try:

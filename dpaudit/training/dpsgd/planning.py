@@ -56,9 +56,13 @@ def noise_for_plan(
         if fits and tight:
             return float(recorded)
     return calibrate_noise(
-        target_epsilon, delta, mechanisms_for_sigma, sigma_min=CALIBRATION_SIGMA_MIN, rel_tol=CALIBRATION_REL_TOL,
+        target_epsilon,
+        delta,
+        mechanisms_for_sigma,
+        sigma_min=CALIBRATION_SIGMA_MIN,
+        rel_tol=CALIBRATION_REL_TOL,
         accountant=accountant,
-    )  # fmt: skip
+    )
 
 
 def plan_mismatch(recorded: Any, planned: Any, path: str, rtol: float = 1e-6) -> str | None:

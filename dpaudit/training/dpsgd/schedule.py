@@ -125,5 +125,9 @@ class PoissonSchedule:
 
     def to_dict(self) -> dict:
         """JSON-able record: ``sample_rate``, ``steps``, ``expected_batch_size`` and ``source``."""
-        return {"sample_rate": self.sample_rate, "steps": self.steps,
-                "expected_batch_size": self.expected_batch_size, "source": self.source}  # fmt: skip
+        return {
+            "sample_rate": self.sample_rate,
+            "steps": self.steps,
+            "expected_batch_size": self.expected_batch_size,
+            "source": self.source,
+        }

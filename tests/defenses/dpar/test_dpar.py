@@ -360,7 +360,7 @@ def test_sound_plan_is_calibrated_and_recomputable(variant):
     mechs.append(
         sgd_step_mechanism(
             plan.sgd_noise_std, hp.max_grad_norm, 1 + hp.top_k + hp.max_occurrences, rate, steps, pair_rate
-        )  # fmt: skip
+        )
     )
     inner = PrivacyLedger().extend(mechs).get_epsilon(1e-3 / 0.2)
     eps, delta = amplify_by_subsampling(inner, 1e-3 / 0.2, 0.2)
@@ -441,8 +441,9 @@ def test_protocols_have_their_own_defaults():
 
 
 def test_paper_protocol_keeps_identity_rows_for_non_sources(graph, split):
-    nodp = get_defense("dpar-nodp")(seed=0, epochs=40, node_sample_rate=1.0, num_sources=1, batch_size=25,
-                                    protocol="paper")  # fmt: skip
+    nodp = get_defense("dpar-nodp")(
+        seed=0, epochs=40, node_sample_rate=1.0, num_sources=1, batch_size=25, protocol="paper"
+    )
     model = nodp.fit(graph, split)
     assert model.record["dpar"]["identity_rows"] == len(split.train) - 1
     assert model.accuracy(split.graph_for(graph, "test"), split.test) > 0.6  # 3 classes: chance ≈ 0.33
@@ -466,7 +467,9 @@ def test_zero_power_steps_answer_from_own_features_and_say_inference_is_covered(
     entry = model.card["inference"]
     assert entry["private"] is True and entry["note"] == dpar_package.model.FEATURES_NOTE
     assert {d: e["covered"] for d, e in entry["deployments"].items()} == {
-        "querier-graph": True, "training-graph": True, "owner-graph": True
+        "querier-graph": True,
+        "training-graph": True,
+        "owner-graph": True,
     }
     propagating = dpar_package.model.inference_card(2)["deployments"]
     assert propagating["training-graph"]["covered"] is False and propagating["querier-graph"]["covered"] is True
@@ -486,7 +489,9 @@ def test_zero_power_steps_answer_from_own_features_and_say_inference_is_covered(
 
     propagating = get_defense("dpar-em1")(epsilon=4.0, delta=1e-3, seed=0, **FAST).fit(graph, split)
     assert propagating.card["inference"]["private"] is False
-    assert not torch.allclose(propagating.predict_proba(bare, split.test), propagating.predict_proba(test_graph, split.test))
+    assert not torch.allclose(
+        propagating.predict_proba(bare, split.test), propagating.predict_proba(test_graph, split.test)
+    )
 
     model.save(tmp_path / "m")
     assert load(tmp_path / "m").inference_private
@@ -550,9 +555,11 @@ def test_sound_release_is_neutral_to_removing_a_node(graph, split, name, extra, 
     from dpaudit.testing.neighbours import train_and_compare, without_node
 
     differences = train_and_compare(
-        lambda: get_defense(name)(epsilon=4.0, delta=1e-3, seed=0, **FAST, **extra), (graph, split),
-        without_node(graph, split), tmp_path,
-    )  # fmt: skip
+        lambda: get_defense(name)(epsilon=4.0, delta=1e-3, seed=0, **FAST, **extra),
+        (graph, split),
+        without_node(graph, split),
+        tmp_path,
+    )
     assert differences == {}
 
 

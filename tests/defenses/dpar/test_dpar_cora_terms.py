@@ -30,8 +30,7 @@ def cora_pool(load_real):
     """cora_ml's inductive training pool (pool ids 0..n−1 = slots) and its APPR rows for every node."""
     data = load_real("cora_ml", remove_unlabeled=True)
     split = make_split(data, "inductive:0.8,0.2", seed=0)
-    edges, _ = subgraph(split.train, split.edge_index_for(data, "train"), relabel_nodes=True,
-                        num_nodes=data.num_nodes)  # fmt: skip
+    edges, _ = subgraph(split.train, split.edge_index_for(data, "train"), relabel_nodes=True, num_nodes=data.num_nodes)
     n = len(split.train)
     appr = appr_ista(edges, n, torch.arange(n).numpy())
     return data, split, edges, n, appr
@@ -46,8 +45,16 @@ def _terms(released_cols, released_vals, source_slots, removed: int | None, n: i
     if removed is None:
         sampled = torch.arange(n)
         universe = candidate_universe("sound", sampled, n, n)
-        rows, cols, _ = pair_terms(released_cols, released_vals, source_slots, universe, sampled, n,
-                                   max_occurrences=max_occurrences, gate_on_values=gate)  # fmt: skip
+        rows, cols, _ = pair_terms(
+            released_cols,
+            released_vals,
+            source_slots,
+            universe,
+            sampled,
+            n,
+            max_occurrences=max_occurrences,
+            gate_on_values=gate,
+        )
         return Counter(zip(rows.tolist(), cols[:, 0].tolist()))
     u = removed
     to_small = torch.arange(n) - (torch.arange(n) > u).long()
@@ -58,8 +65,16 @@ def _terms(released_cols, released_vals, source_slots, removed: int | None, n: i
 
     sampled = torch.arange(n - 1)
     universe = candidate_universe("sound", sampled, n - 1, n)
-    rows, cols, _ = pair_terms(relabel(released_cols), released_vals, relabel(source_slots), universe, sampled, n - 1,
-                               max_occurrences=max_occurrences, gate_on_values=gate)  # fmt: skip
+    rows, cols, _ = pair_terms(
+        relabel(released_cols),
+        released_vals,
+        relabel(source_slots),
+        universe,
+        sampled,
+        n - 1,
+        max_occurrences=max_occurrences,
+        gate_on_values=gate,
+    )
     back = lambda i: i + (i >= u)  # noqa: E731  (G − u pool id → G pool id)
     return Counter((back(a), back(b)) for a, b in zip(rows.tolist(), cols[:, 0].tolist()))
 
@@ -90,8 +105,17 @@ def test_removing_or_adding_a_cora_ml_node_changes_at_most_d_terms(cora_pool, re
         k, cap, gate = hp.top_k, hp.max_occurrences, True
         noise = plan_dpar("em1", hp, "sound", 8.0, 2e-3, declared_pool=n).noise
         source_slots = torch.randperm(n, generator=gen)[: hp.num_sources]
-        cols, vals = dp_appr_em(appr[source_slots.numpy()], torch.arange(n).numpy(), n, k, hp.clip_em,
-                                noise.gumbel_scale, 2, noise.laplace_scale, gen)  # fmt: skip
+        cols, vals = dp_appr_em(
+            appr[source_slots.numpy()],
+            torch.arange(n).numpy(),
+            n,
+            k,
+            hp.clip_em,
+            noise.gumbel_scale,
+            2,
+            noise.laplace_scale,
+            gen,
+        )
     bound = affected_slots_bound(cap, k)
     full = _terms(cols, vals, source_slots, None, n, cap, gate)
     assert full.total() >= n  # every node's identity term, plus the pair terms

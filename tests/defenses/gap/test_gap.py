@@ -671,9 +671,15 @@ def test_query_releases_go_to_the_query_ledger_never_to_the_training_spec(fitted
     # charged to the training data too (issue 46 §2)
     total = model.charged_privacy
     assert total.epsilon > model.privacy.epsilon and model.query_ledger.charged == 2
-    assert model.query_ledger.to_dict() == {"releases": 2, "epsilon": spec.epsilon, "delta": spec.delta, "unit": "edge",
-                                            "protects": gap_model.QUERY_LEDGER_PROTECTS, "charged_to_training": 2,
-                                            "epsilon_total": total.epsilon}  # fmt: skip
+    assert model.query_ledger.to_dict() == {
+        "releases": 2,
+        "epsilon": spec.epsilon,
+        "delta": spec.delta,
+        "unit": "edge",
+        "protects": gap_model.QUERY_LEDGER_PROTECTS,
+        "charged_to_training": 2,
+        "epsilon_total": total.epsilon,
+    }
     reloaded = _copy(model, tmp_path, "again")  # the count survives save/load; the spec stays training
     assert reloaded.privacy.to_dict() == trained and reloaded.query_ledger.releases == 2
     reloaded.predict_proba(other)
@@ -750,8 +756,11 @@ def test_save_load_round_trip(fitted, small_graph, tmp_path, name):
     if model.privacy.is_private:
         assert "mechanisms re-derived from the card's hyperparameters and declared facts" in loaded.verification.checked
     record = json.loads((directory / "provenance.json").read_text())
-    assert record["gap"]["training_graph"] == {"key": ours.graph.key, "num_nodes": small_graph.num_nodes,
-                                               "structure": structure_key(small_graph.data)}  # fmt: skip
+    assert record["gap"]["training_graph"] == {
+        "key": ours.graph.key,
+        "num_nodes": small_graph.num_nodes,
+        "structure": structure_key(small_graph.data),
+    }
     # the training graph's edge set travels in the owner's record (what charges a graph sharing an edge)
     assert torch.equal(loaded._training_edges, model._training_edges) and loaded._training_edges.numel() > 0
     public = load(directory)

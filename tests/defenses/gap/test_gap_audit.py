@@ -165,8 +165,14 @@ def test_an_attack_that_queries_the_training_graph_is_compared_at_the_composed_e
     assert result.ceiling["epsilon"] == pytest.approx(composed.epsilon)  # the coverage itself is the composed ε
     assert result.model["epsilon_total"] == pytest.approx(composed.epsilon)
     # "covered" is decided against the composed spec: the would-be ceiling is the composed one
-    cov = coverage(composed, "edge", True, model.inference_private, deployment="training-graph",
-                   inference=model.card.get("inference"))  # fmt: skip
+    cov = coverage(
+        composed,
+        "edge",
+        True,
+        model.inference_private,
+        deployment="training-graph",
+        inference=model.card.get("inference"),
+    )
     assert result.covered_by_guarantee == cov.covered
     assert result.ceiling["ceiling_auc_if_neighbouring"] == pytest.approx(cov.ceiling_auc)
     assert any(n.startswith(f"compared with ε = {composed.epsilon:.4g}: the training ε") for n in result.notes)

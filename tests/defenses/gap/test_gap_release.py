@@ -27,8 +27,10 @@ def test_gap_edp_release_is_neutral_to_one_edge(small_graph, split, tmp_path):
     assert neighbour.data.edge_index.size(1) == small_graph.data.edge_index.size(1) - 2  # both directions
     differ = train_and_compare(
         lambda: get_defense("gap-edp")(epsilon=4.0, seed=0, encoder_epochs=5, epochs=5),
-        (small_graph, split), (neighbour, split), tmp_path,
-    )  # fmt: skip
+        (small_graph, split),
+        (neighbour, split),
+        tmp_path,
+    )
     assert differ == {}
 
 
@@ -39,6 +41,8 @@ def test_gap_ndp_release_is_neutral_to_one_node(small_graph, split, tmp_path):
     assert len(smaller_split.train) == len(split.train) - 1
     differ = train_and_compare(
         lambda: get_defense("gap-ndp")(epsilon=8.0, seed=0, max_degree=20, batch_size=64, encoder_epochs=2, epochs=3),
-        (small_graph, split), (smaller, smaller_split), tmp_path,
-    )  # fmt: skip
+        (small_graph, split),
+        (smaller, smaller_split),
+        tmp_path,
+    )
     assert differ == {}

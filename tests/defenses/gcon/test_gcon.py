@@ -264,9 +264,17 @@ def test_theorem1_rederived_guarantee_never_exceeds_target():
         delta = float(10 ** -rng.uniform(3, 10))
         loss = MultiLabelSoftMargin(c) if rng.random() < 0.5 else PseudoHuber(c, float(rng.choice([0.1, 0.5])))
         p = theorem1_parameters(
-            eps, delta, c, d, int(rng.integers(10, 20000)), float(rng.choice([0.01, 0.2, 2])),
-            float(rng.uniform(0.5, 0.95)), loss.suprema(), float(rng.uniform(0.1, 8)), float(rng.choice([1e-3, 0.1])),
-        )  # fmt: skip
+            eps,
+            delta,
+            c,
+            d,
+            int(rng.integers(10, 20000)),
+            float(rng.choice([0.01, 0.2, 2])),
+            float(rng.uniform(0.5, 0.95)),
+            loss.suprema(),
+            float(rng.uniform(0.1, 8)),
+            float(rng.choice([1e-3, 0.1])),
+        )
         spent_eps, spent_delta = p.guarantee()
         assert spent_eps <= eps and spent_delta <= delta * (1 + 1e-9)
         assert p.lambda_prime >= 0 and p.beta > 0 and p.regularization >= p.regularization_requested
@@ -404,9 +412,16 @@ def test_warm_start_never_raises_and_reports_privately():
     z /= np.linalg.norm(z, axis=1, keepdims=True)
     y = np.eye(2)[rng.integers(0, 2, 50)]
     theta, info = solve_perturbed_objective(
-        z, y, MultiLabelSoftMargin(2), 1e-4, np.zeros((4, 2)), grad_tol=1e-300, max_iter=1, max_restarts=0,
+        z,
+        y,
+        MultiLabelSoftMargin(2),
+        1e-4,
+        np.zeros((4, 2)),
+        grad_tol=1e-300,
+        max_iter=1,
+        max_restarts=0,
         max_newton=0,
-    )  # fmt: skip
+    )
     assert not info.converged and info.iterations == 1 and info.grad_norm > 1e-300
     assert np.isfinite(theta).all()
 
@@ -540,9 +555,9 @@ def test_gcon_fit_spec_card_and_reproducibility(small_graph, tmp_path):
     assert not plain.privacy.is_private and "theorem1" not in plain.card["gcon"]
     # a tiny ε raises Λ by Eq. (22) and still meets its target (fixed α: a 5-epoch encoder's
     # pseudo-labels would make the homophily rule switch propagation off, Ψ = 0)
-    tight = defense(
-        epsilon=0.01, seed=0, encoder_epochs=5, pseudo_labels=False, regularization=0.01, adapt="none"
-    ).fit(small_graph, split)
+    tight = defense(epsilon=0.01, seed=0, encoder_epochs=5, pseudo_labels=False, regularization=0.01, adapt="none").fit(
+        small_graph, split
+    )
     details = tight.privacy.mechanisms[0]["details"]
     assert details["regularization"] > details["regularization_requested"]
     assert tight.privacy.epsilon <= 0.01 * (1 + 1e-9)
@@ -648,8 +663,9 @@ def test_gcon_replan_matches_fit_and_refuses_partial_edits(small_graph, tmp_path
         config = default_config(hp, {"alpha": hp.alpha, "steps": [2.0], "alpha_inference": hp.alpha})
         n1 = meta["card"]["gcon"]["n1"] - 1
         h = hp.homophily_share  # Theorem 1 and AMP at (1 − h)ε, the homophily statistic at hε
-        plan = plan_configuration((1 - h) * 2.0, meta["privacy"]["delta"], small_graph.num_classes, hp.encoder_hidden,
-                                  n1, config, hp)  # fmt: skip
+        plan = plan_configuration(
+            (1 - h) * 2.0, meta["privacy"]["delta"], small_graph.num_classes, hp.encoder_hidden, n1, config, hp
+        )
         mechanisms = [*plan.mechanisms(), homophily_mechanism(h * 2.0)]
         records = [json.loads(json.dumps(m.describe())) for m in mechanisms]
         meta["privacy"]["mechanisms"] = records

@@ -30,8 +30,20 @@ def graph():
 
 
 def _audit(graph, defense, claim, runs, **kw):
-    return canary_audit(defense, graph, claim, kind="edge", canaries=2, runs=runs, split=SPLIT, delta=DELTA,
-                        design=DESIGN, overrides=SETTINGS, progress=False, **kw)  # fmt: skip
+    return canary_audit(
+        defense,
+        graph,
+        claim,
+        kind="edge",
+        canaries=2,
+        runs=runs,
+        split=SPLIT,
+        delta=DELTA,
+        design=DESIGN,
+        overrides=SETTINGS,
+        progress=False,
+        **kw,
+    )
 
 
 @pytest.fixture(scope="module")

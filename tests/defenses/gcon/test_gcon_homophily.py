@@ -129,12 +129,17 @@ def test_release_differs_between_neighbours_only_in_the_statistics_output(small_
     release is neutral."""
     split = make_split(small_graph, "random:0.75,0.1,0.15", seed=0)
     neighbour = without_edge(small_graph, split)
-    diff = train_and_compare(lambda: GCON(epsilon=4.0, seed=0, encoder_epochs=20), (small_graph, split),
-                             (neighbour, split), tmp_path / "on")  # fmt: skip
+    diff = train_and_compare(
+        lambda: GCON(epsilon=4.0, seed=0, encoder_epochs=20), (small_graph, split), (neighbour, split), tmp_path / "on"
+    )
     allowed = set(GCON.released_statistics)
     assert "card.gcon.homophily.estimate" in diff and set(diff) <= allowed
-    off = train_and_compare(lambda: GCON(epsilon=4.0, seed=0, encoder_epochs=20, adapt="none"),
-                            (small_graph, split), (neighbour, split), tmp_path / "off")  # fmt: skip
+    off = train_and_compare(
+        lambda: GCON(epsilon=4.0, seed=0, encoder_epochs=20, adapt="none"),
+        (small_graph, split),
+        (neighbour, split),
+        tmp_path / "off",
+    )
     assert off == {}
 
 

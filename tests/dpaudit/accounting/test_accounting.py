@@ -85,7 +85,13 @@ def _pair_delta(p, q, eps, lo, hi):
 # ----------------------------------------------------------------------------- Poisson DP-SGD
 @pytest.mark.parametrize(
     "sigma,q,steps,delta",
-    [(1.0, 0.01, 1000, 1e-5), (1.1, 0.01, 1000, 1e-5), (0.8, 0.05, 300, 1e-4), (2.0, 1.0, 50, 1e-5), (4.0, 0.1, 200, 1e-6)],
+    [
+        (1.0, 0.01, 1000, 1e-5),
+        (1.1, 0.01, 1000, 1e-5),
+        (0.8, 0.05, 300, 1e-4),
+        (2.0, 1.0, 50, 1e-5),
+        (4.0, 0.1, 200, 1e-6),
+    ],
 )
 def test_poisson_subsampled_gaussian_against_dp_accounting(sigma, q, steps, delta):
     import dp_accounting
@@ -156,7 +162,9 @@ def test_orders_beyond_1024_tighten_small_epsilon():
     eps, order = PrivacyLedger(accountant="rdp").step(sampled).get_epsilon_and_order(delta)
     accountant = dp_accounting.rdp.RdpAccountant(orders=[1024.0, 1536.0, 2048.0, 3072.0, 4096.0])
     accountant.compose(
-        dp_accounting.SelfComposedDpEvent(dp_accounting.PoissonSampledDpEvent(1.0, dp_accounting.GaussianDpEvent(700.0)), 2)
+        dp_accounting.SelfComposedDpEvent(
+            dp_accounting.PoissonSampledDpEvent(1.0, dp_accounting.GaussianDpEvent(700.0)), 2
+        )
     )
     assert order > 1024 and eps == pytest.approx(accountant.get_epsilon(delta), rel=0.02)
     assert eps < 0.97 * rdp_to_epsilon(sampled.rdp(), delta)[0]
@@ -325,10 +333,13 @@ def test_mixture_convexity_pld_against_enumerated_revealed_pair(steps, delta):
     assert PrivacyLedger(accountant="rdp").step(mech).get_epsilon(delta) >= exact
 
 
-@pytest.mark.parametrize("sigma,s,support,probs,delta", [
-    (1.0, 1.0, (0.0, 1.0), (0.9, 0.1), 1e-3),
-    (2.0, 1.5, (0.0, 1.0, 2.0, 3.0), (0.5, 0.3, 0.15, 0.05), 1e-4),
-])
+@pytest.mark.parametrize(
+    "sigma,s,support,probs,delta",
+    [
+        (1.0, 1.0, (0.0, 1.0), (0.9, 0.1), 1e-3),
+        (2.0, 1.5, (0.0, 1.0, 2.0, 3.0), (0.5, 0.3, 0.15, 0.05), 1e-4),
+    ],
+)
 def test_mixture_of_gaussians_against_brute_force_hockey_stick(sigma, s, support, probs, delta):
     """One step of the MoG pair (N(0,σ²), Σ p N(sρ,σ²)): δ(ε) integrated with scipy."""
 
@@ -375,10 +386,13 @@ def test_mixture_of_gaussians_on_the_poisson_pair_equals_dp_sgd():
     assert convexity.get_epsilon(delta) > 10 * ours
 
 
-@pytest.mark.parametrize("sigma,support,probs,steps", [
-    (4.0, (0.0, 1.0, 2.0, 3.0), (0.7, 0.2, 0.08, 0.02), 20),
-    (1.5, (1.0, 2.0), (0.5, 0.5), 3),  # no zero component: the add direction is unbounded
-])
+@pytest.mark.parametrize(
+    "sigma,support,probs,steps",
+    [
+        (4.0, (0.0, 1.0, 2.0, 3.0), (0.7, 0.2, 0.08, 0.02), 20),
+        (1.5, (1.0, 2.0), (0.5, 0.5), 3),  # no zero component: the add direction is unbounded
+    ],
+)
 def test_mixture_of_gaussians_pld_matches_dp_accounting_event(sigma, support, probs, steps):
     """Our vectorised connect-the-dots against dp-accounting's MixtureOfGaussiansDpEvent."""
     from dp_accounting import dp_event, pld
@@ -520,10 +534,16 @@ def test_defense_shaped_ledgers_never_exceed_target_under_any_accountant():
     slots = tuple(float(x) for x in binom.pmf(np.arange(9), 8, 0.05))
     slots = tuple(p / sum(slots) for p in slots)
     factories = {
-        "gap": lambda s: [PoissonSubsampledGaussian(s, 0.05, 100), GaussianMechanism(s * 2, 2.0, 2),
-                          PoissonSubsampledGaussian(s, 0.05, 100)],
-        "dpar": lambda s: [ExponentialMechanism(0.01, 100), LaplaceMechanism(200.0, 1.0, 100),
-                           SensitivityMixtureGaussian(s * 2, 2.0, tuple(map(float, range(9))), slots, 100)],
+        "gap": lambda s: [
+            PoissonSubsampledGaussian(s, 0.05, 100),
+            GaussianMechanism(s * 2, 2.0, 2),
+            PoissonSubsampledGaussian(s, 0.05, 100),
+        ],
+        "dpar": lambda s: [
+            ExponentialMechanism(0.01, 100),
+            LaplaceMechanism(200.0, 1.0, 100),
+            SensitivityMixtureGaussian(s * 2, 2.0, tuple(map(float, range(9))), slots, 100),
+        ],
         "dpgnn": lambda s: SensitivityMixtureGaussian(s, 2.0, tuple(map(float, range(7))), hyper, 100),
     }
     for name, factory in factories.items():

@@ -46,9 +46,19 @@ def dataset(graph_file):
 
 
 def _canaries(dataset, defense, count):
-    return canary_audit(defense, dataset, CLAIM["epsilon"], kind="node", canaries=count, split=SPLIT,
-                        delta=CLAIM["delta"], device="cpu", progress=False, design={"scale": 3.0},
-                        overrides={"epochs": 40})  # fmt: skip
+    return canary_audit(
+        defense,
+        dataset,
+        CLAIM["epsilon"],
+        kind="node",
+        canaries=count,
+        split=SPLIT,
+        delta=CLAIM["delta"],
+        device="cpu",
+        progress=False,
+        design={"scale": 3.0},
+        overrides={"epochs": 40},
+    )
 
 
 @pytest.fixture(scope="module")
@@ -72,8 +82,9 @@ def model_c(dataset):
     nodes, handed over with the claim (ε = 1, δ = 1e-5, node level)."""
     split = make_split(dataset, SPLIT, seed=0)
     torch.manual_seed(0)
-    module = torch.nn.Sequential(torch.nn.Linear(dataset.num_features, 32), torch.nn.ReLU(),
-                                 torch.nn.Linear(32, dataset.num_classes))  # fmt: skip
+    module = torch.nn.Sequential(
+        torch.nn.Linear(dataset.num_features, 32), torch.nn.ReLU(), torch.nn.Linear(32, dataset.num_classes)
+    )
     optimiser = torch.optim.Adam(module.parameters(), lr=0.01)
     for _ in range(50):
         optimiser.zero_grad()
@@ -89,8 +100,9 @@ def test_a_valid_canary_bound_above_the_claim_refutes_it(model_c, dataset, broke
     assert model_c.privacy.status == "claimed" and model_c.privacy.hypothesis
     labelled = copy.deepcopy(broken)
     labelled["defense"] = "<b>zoo</b>"  # the recipe's label reaches the HTML escaped
-    result = dpaudit.audit(model_c, dataset=dataset, attacks=["mia-threshold"], canaries=[labelled], n_boot=50,
-                           progress=False)  # fmt: skip
+    result = dpaudit.audit(
+        model_c, dataset=dataset, attacks=["mia-threshold"], canaries=[labelled], n_boot=50, progress=False
+    )
     [entry] = result.canaries.values()
     assert entry["verdict"] == "claim refuted" and entry["recomputed"] and entry["bound_valid"]
     # re-tested from the kept scores at the claim's own δ: the same certified bound as the run's
@@ -113,8 +125,9 @@ def test_a_valid_canary_bound_above_the_claim_refutes_it(model_c, dataset, broke
 def test_a_consistent_canary_audit_states_its_power(model_c, dataset, sound, tmp_path):
     from reports.render import verdict_label
 
-    result = dpaudit.audit(model_c, dataset=dataset, attacks=["mia-threshold"], canaries=[sound], n_boot=50,
-                           progress=False)  # fmt: skip
+    result = dpaudit.audit(
+        model_c, dataset=dataset, attacks=["mia-threshold"], canaries=[sound], n_boot=50, progress=False
+    )
     [entry] = result.canaries.values()
     assert entry["verdict"] == "consistent with the claim" and entry["can_refute_claim"]
     result.to_html(tmp_path / "audit.html")
@@ -125,12 +138,22 @@ def test_a_consistent_canary_audit_states_its_power(model_c, dataset, sound, tmp
 
 
 def test_mismatched_canary_results_are_refused_before_any_work(model_c, dataset, broken):
-    edge_claim = adapt(model_c.module, dataset, split=make_split(dataset, SPLIT, seed=0), input="features",
-                       privacy={**CLAIM, "unit": "edge"})  # fmt: skip
+    edge_claim = adapt(
+        model_c.module,
+        dataset,
+        split=make_split(dataset, SPLIT, seed=0),
+        input="features",
+        privacy={**CLAIM, "unit": "edge"},
+    )
     with pytest.raises(ConfigurationError, match="audits node-level DP, the model claims edge-level DP"):
         dpaudit.audit(edge_claim, dataset=dataset, canaries=[broken], progress=False)
-    looser = adapt(model_c.module, dataset, split=make_split(dataset, SPLIT, seed=0), input="features",
-                   privacy={**CLAIM, "epsilon": 2.0})  # fmt: skip
+    looser = adapt(
+        model_c.module,
+        dataset,
+        split=make_split(dataset, SPLIT, seed=0),
+        input="features",
+        privacy={**CLAIM, "epsilon": 2.0},
+    )
     with pytest.raises(ConfigurationError, match=r"audits ε = 1.0, the model claims ε = 2"):
         dpaudit.audit(looser, dataset=dataset, canaries=[broken], progress=False)
     plain = adapt(model_c.module, dataset, split=make_split(dataset, SPLIT, seed=0), input="features")
@@ -157,19 +180,61 @@ def test_exported_model_round_trips_through_the_cli(model_c, broken, tmp_path, c
     out = capsys.readouterr().out
     assert "claimed by the user" in out and "stated by the user" in out
     assert "within the claim" in out and "covered by the guarantee" not in out
-    assert main(["attack", "--model", str(folder), "--attack", "mia-threshold", "--attack-set", "n_boot=50",
-                 "--out", str(tmp_path / "a.json")]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "attack",
+                "--model",
+                str(folder),
+                "--attack",
+                "mia-threshold",
+                "--attack-set",
+                "n_boot=50",
+                "--out",
+                str(tmp_path / "a.json"),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "the claim allows AUC ≤" in out and "covered by the guarantee" not in out
     (tmp_path / "broken.json").write_text(json.dumps(broken))
-    assert main(["audit", "--model", str(folder), "--attacks", "mia-threshold", "--attack-set", "n_boot=50",
-                 "--canaries", str(tmp_path / "broken.json"), "--out", str(tmp_path / "audit.html")]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "audit",
+                "--model",
+                str(folder),
+                "--attacks",
+                "mia-threshold",
+                "--attack-set",
+                "n_boot=50",
+                "--canaries",
+                str(tmp_path / "broken.json"),
+                "--out",
+                str(tmp_path / "audit.html"),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "node canaries (zoo-mlp-dp-noise-div10)" in out and ": claim refuted" in out
     assert "verdict: " in out and out.split("verdict: ")[1].startswith("Claim refuted: a valid canary audit")
     (tmp_path / "bad.json").write_text(json.dumps({"schema": "something-else"}))
-    assert main(["audit", "--model", str(folder), "--canaries", str(tmp_path / "bad.json"),
-                 "--out", str(tmp_path / "never.html")]) == 2  # fmt: skip
+    assert (
+        main(
+            [
+                "audit",
+                "--model",
+                str(folder),
+                "--canaries",
+                str(tmp_path / "bad.json"),
+                "--out",
+                str(tmp_path / "never.html"),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     lines = [line for line in err.strip().splitlines() if line.strip()]
     assert len(lines) == 1 and "not a canary audit result" in lines[0] and "Traceback" not in err
@@ -186,8 +251,9 @@ def test_a_proven_models_canary_result_keeps_the_guarantee_wording(dataset, soun
     trained = train("mlp-dp", dataset, epsilon=1.0, delta=1e-5, split=SPLIT, device="cpu", overrides={"epochs": 40})
     model = trained.model
     assert model.privacy.status == "proven" and model.privacy.epsilon <= 1.0
-    result = dpaudit.audit(model, dataset=dataset, attacks=["mia-threshold"], canaries=[sound], n_boot=50,
-                           progress=False)  # fmt: skip
+    result = dpaudit.audit(
+        model, dataset=dataset, attacks=["mia-threshold"], canaries=[sound], n_boot=50, progress=False
+    )
     [entry] = result.canaries.values()
     assert entry["verdict"] == "consistent with the claim" and entry["claim_status"] == "proven"
     result.to_html(tmp_path / "audit.html")

@@ -85,16 +85,34 @@ def test_a_text_file_named_npz_is_said_not_to_be_an_npz_archive(tmp_path, capsys
     assert "unpickle" not in line
     np.save(tmp_path / "a.npy", np.zeros(3))
     (tmp_path / "a.npy").rename(tmp_path / "a.npz")
-    assert main(["train", "--defense", "gcn", "--dataset", str(tmp_path / "a.npz"), *classes,
-                 "--out", str(tmp_path / "m")]) == 2  # fmt: skip
+    assert (
+        main(
+            ["train", "--defense", "gcn", "--dataset", str(tmp_path / "a.npz"), *classes, "--out", str(tmp_path / "m")]
+        )
+        == 2
+    )
     _one_line_error(capsys, "a single numpy array (.npy), not a .npz archive")
     assert not (tmp_path / "m").exists()
 
 
 def test_a_split_with_no_test_node_is_refused_before_training(tmp_path, capsys):
     path = _graph_file(tmp_path / "g3.npz", labeled=3)
-    assert main(["train", "--defense", "gcn", "--dataset", str(path), "--dataset-option", "declare_classes=0,1",
-                 "--out", str(tmp_path / "m")]) == 2  # fmt: skip
+    assert (
+        main(
+            [
+                "train",
+                "--defense",
+                "gcn",
+                "--dataset",
+                str(path),
+                "--dataset-option",
+                "declare_classes=0,1",
+                "--out",
+                str(tmp_path / "m"),
+            ]
+        )
+        == 2
+    )
     _one_line_error(capsys, "leaves no test node", "only 3 labeled nodes")
     assert not (tmp_path / "m").exists()
 
@@ -110,25 +128,58 @@ def test_an_empty_list_names_its_option(option, tmp_path, capsys):
 
 
 def test_audit_empty_attacks_names_the_option(tmp_path, capsys):
-    assert main(["audit", "--model", str(tmp_path / "no-model"), "--attacks", "", "--out", str(tmp_path / "a.html")]) == 2
+    assert (
+        main(["audit", "--model", str(tmp_path / "no-model"), "--attacks", "", "--out", str(tmp_path / "a.html")]) == 2
+    )
     _one_line_error(capsys, "--attacks was given an empty list")
 
 
 def test_report_and_no_report_contradict(tmp_path, capsys):
-    argv = ["compare", "--dataset", "csbm", "--defenses", "gcn", "--epsilons", "inf", "--attacks", "mia-threshold",
-            "--out", str(tmp_path / "s"), "--report", str(tmp_path / "r.html"), "--no-report"]  # fmt: skip
+    argv = [
+        "compare",
+        "--dataset",
+        "csbm",
+        "--defenses",
+        "gcn",
+        "--epsilons",
+        "inf",
+        "--attacks",
+        "mia-threshold",
+        "--out",
+        str(tmp_path / "s"),
+        "--report",
+        str(tmp_path / "r.html"),
+        "--no-report",
+    ]
     assert main(argv) == 2
     _one_line_error(capsys, "--report and --no-report contradict each other")
     assert not (tmp_path / "s").exists()
 
 
-@pytest.mark.parametrize("split,fragment", [("garbage", "unknown split 'garbage'"),
-                                            ("per-class:1000,10,10", "class 0 has only")])  # fmt: skip
+@pytest.mark.parametrize(
+    "split,fragment", [("garbage", "unknown split 'garbage'"), ("per-class:1000,10,10", "class 0 has only")]
+)
 def test_compare_checks_its_split_before_the_study_folder_exists(split, fragment, tmp_path, capsys):
     path = _graph_file(tmp_path / "G.npz")
-    argv = ["compare", "--dataset", str(path), "--dataset-option", "declare_classes=0,1", "--defenses", "gcn",
-            "--epsilons", "inf", "--attacks", "mia-threshold",
-            "--split", split, "--out", str(tmp_path / "s"), "--jobs", "1"]  # fmt: skip
+    argv = [
+        "compare",
+        "--dataset",
+        str(path),
+        "--dataset-option",
+        "declare_classes=0,1",
+        "--defenses",
+        "gcn",
+        "--epsilons",
+        "inf",
+        "--attacks",
+        "mia-threshold",
+        "--split",
+        split,
+        "--out",
+        str(tmp_path / "s"),
+        "--jobs",
+        "1",
+    ]
     assert main(argv) == 2
     _one_line_error(capsys, fragment)
     assert not (tmp_path / "s").exists()
@@ -141,9 +192,28 @@ def test_compare_checks_its_split_before_the_study_folder_exists(split, fragment
 def small_study(tmp_path_factory):
     """A finished three-cell study made by `compare` (the user's)."""
     out = tmp_path_factory.mktemp("study") / "s"
-    argv = ["compare", "--dataset", "csbm", "--dataset-option", "num_nodes=200", "--defenses", "gcn,mlp,sage",
-            "--epsilons", "inf", "--attacks", "mia-threshold", "--set", "epochs=2", "--attack-set", "n_boot=50",
-            "--jobs", "1", "--no-report", "--out", str(out)]  # fmt: skip
+    argv = [
+        "compare",
+        "--dataset",
+        "csbm",
+        "--dataset-option",
+        "num_nodes=200",
+        "--defenses",
+        "gcn,mlp,sage",
+        "--epsilons",
+        "inf",
+        "--attacks",
+        "mia-threshold",
+        "--set",
+        "epochs=2",
+        "--attack-set",
+        "n_boot=50",
+        "--jobs",
+        "1",
+        "--no-report",
+        "--out",
+        str(out),
+    ]
     assert main(argv) == 0
     return out
 
@@ -222,9 +292,28 @@ def test_a_resumed_study_keeps_its_corrupted_lines_aside(small_study, tmp_path, 
     folder = _copy(small_study, tmp_path)
     _damage(folder, "banana")
     damaged = (folder / "results.jsonl").read_text().splitlines()[1]
-    argv = ["compare", "--dataset", "csbm", "--dataset-option", "num_nodes=200", "--defenses", "gcn,mlp,sage",
-            "--epsilons", "inf", "--attacks", "mia-threshold", "--set", "epochs=2", "--attack-set", "n_boot=50",
-            "--jobs", "1", "--no-report", "--out", str(folder)]  # fmt: skip
+    argv = [
+        "compare",
+        "--dataset",
+        "csbm",
+        "--dataset-option",
+        "num_nodes=200",
+        "--defenses",
+        "gcn,mlp,sage",
+        "--epsilons",
+        "inf",
+        "--attacks",
+        "mia-threshold",
+        "--set",
+        "epochs=2",
+        "--attack-set",
+        "n_boot=50",
+        "--jobs",
+        "1",
+        "--no-report",
+        "--out",
+        str(folder),
+    ]
     assert main(argv) == 0  # the same command resumes: the unreadable cell is run again
     assert (folder / "results.unreadable.jsonl").read_text() == damaged + "\n"
     assert len(read_results(folder)) == 3
@@ -258,8 +347,21 @@ def _hold_lock(path, pid, command="dpaudit train --out m"):
 def test_a_second_train_to_the_same_out_refuses_naming_the_first(other_process, tmp_path, capsys):
     out = tmp_path / "s03" / "m"
     lock = _hold_lock(out, other_process)
-    argv = ["train", "--defense", "gcn", "--dataset", "csbm", "--dataset-option", "num_nodes=100",
-            "--set", "epochs=1", "--device", "cpu", "--out", str(out)]  # fmt: skip
+    argv = [
+        "train",
+        "--defense",
+        "gcn",
+        "--dataset",
+        "csbm",
+        "--dataset-option",
+        "num_nodes=100",
+        "--set",
+        "epochs=1",
+        "--device",
+        "cpu",
+        "--out",
+        str(out),
+    ]
     assert main(argv) == 2
     _one_line_error(capsys, f"is being written by process {other_process}", "dpaudit train --out m")
     assert not out.exists() and lock.exists()
@@ -273,8 +375,21 @@ def test_a_stale_lock_is_taken_over_and_removed(tmp_path, capsys):
     done.wait()
     out = tmp_path / "m"
     lock = _hold_lock(out, done.pid)
-    argv = ["train", "--defense", "gcn", "--dataset", "csbm", "--dataset-option", "num_nodes=100",
-            "--set", "epochs=1", "--device", "cpu", "--out", str(out)]  # fmt: skip
+    argv = [
+        "train",
+        "--defense",
+        "gcn",
+        "--dataset",
+        "csbm",
+        "--dataset-option",
+        "num_nodes=100",
+        "--set",
+        "epochs=1",
+        "--device",
+        "cpu",
+        "--out",
+        str(out),
+    ]
     assert main(argv) == 0
     assert (out / "model.json").is_file() and not lock.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m"]
@@ -305,8 +420,21 @@ def test_the_lock_is_exclusive_within_one_process(tmp_path):
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory):
     out = tmp_path_factory.mktemp("model") / "gcn"
-    argv = ["train", "--defense", "gcn", "--dataset", "csbm", "--dataset-option", "num_nodes=120",
-            "--set", "epochs=2", "--device", "cpu", "--out", str(out)]  # fmt: skip
+    argv = [
+        "train",
+        "--defense",
+        "gcn",
+        "--dataset",
+        "csbm",
+        "--dataset-option",
+        "num_nodes=120",
+        "--set",
+        "epochs=2",
+        "--device",
+        "cpu",
+        "--out",
+        str(out),
+    ]
     assert main(argv) == 0
     return out
 
@@ -327,8 +455,21 @@ def test_audit_and_compare_refuse_a_count_above_its_cap(setting, tiny_model, tmp
     assert main([*argv, "--out", str(out)]) == 2
     _one_line_error(capsys, "is above its cap of", "--allow-long")
     assert not out.exists()
-    argv = ["compare", "--dataset", "csbm", "--defenses", "gcn", "--epsilons", "inf", "--attacks",
-            "mia-rmia,linkteller", "--attack-set", setting, "--out", str(tmp_path / "s")]  # fmt: skip
+    argv = [
+        "compare",
+        "--dataset",
+        "csbm",
+        "--defenses",
+        "gcn",
+        "--epsilons",
+        "inf",
+        "--attacks",
+        "mia-rmia,linkteller",
+        "--attack-set",
+        setting,
+        "--out",
+        str(tmp_path / "s"),
+    ]
     assert main(argv) == 2
     _one_line_error(capsys, "is above its cap of", "--allow-long")
     assert not (tmp_path / "s").exists()
@@ -355,7 +496,9 @@ def test_a_plan_estimated_above_the_limit_is_refused_unless_allow_long(tiny_mode
     captured = capsys.readouterr()
     assert "audit plan:" in captured.out
     _one_line_error_text = captured.err.strip().splitlines()
-    assert len(_one_line_error_text) == 1 and _one_line_error_text[0].startswith("dpaudit: error: this would take about")
+    assert len(_one_line_error_text) == 1 and _one_line_error_text[0].startswith(
+        "dpaudit: error: this would take about"
+    )
     assert not result.exists()
     assert main([*argv, "--allow-long", "--out", str(result)]) == 0 and result.is_file()
 
@@ -366,17 +509,32 @@ def test_a_plan_estimated_above_the_limit_is_refused_unless_allow_long(tiny_mode
 def test_every_missing_declaration_is_said_at_once(tmp_path, capsys):
     path = _graph_file(tmp_path / "G.npz")
     # the label domain is one of them: undeclared, it is said first, with the rest
-    assert main(["train", "--defense", "mlp-dp", "--dataset", str(path), "--epsilon", "1", "--out",
-                 str(tmp_path / "m")]) == 2  # fmt: skip
-    _one_line_error(capsys, "needs 4 things declared or set", "(1) the label domain is not declared", "(2) --delta auto")
+    assert (
+        main(["train", "--defense", "mlp-dp", "--dataset", str(path), "--epsilon", "1", "--out", str(tmp_path / "m")])
+        == 2
+    )
+    _one_line_error(
+        capsys, "needs 4 things declared or set", "(1) the label domain is not declared", "(2) --delta auto"
+    )
     base = ["--dataset", str(path), "--dataset-option", "declare_classes=0,1", "--epsilon", "1"]
     assert main(["train", "--defense", "mlp-dp", *base, "--out", str(tmp_path / "m")]) == 2
-    line = _one_line_error(capsys, "needs 3 things declared or set", "(1) --delta auto", "(2) preset=auto",
-                           "(3) DP-SGD's Poisson rate")  # fmt: skip
+    line = _one_line_error(
+        capsys, "needs 3 things declared or set", "(1) --delta auto", "(2) preset=auto", "(3) DP-SGD's Poisson rate"
+    )
     assert "declare_num_train=N" in line and "sample_rate=Q" in line
     assert not (tmp_path / "m").exists()
-    compare = ["compare", *base[:4], "--defenses", "mlp-dp,gap-ndp,gcn", "--epsilons", "1,inf",
-               "--attacks", "mia-threshold", "--out", str(tmp_path / "s")]  # fmt: skip
+    compare = [
+        "compare",
+        *base[:4],
+        "--defenses",
+        "mlp-dp,gap-ndp,gcn",
+        "--epsilons",
+        "1,inf",
+        "--attacks",
+        "mia-threshold",
+        "--out",
+        str(tmp_path / "s"),
+    ]
     assert main(compare) == 2
     _one_line_error(capsys, "needs 4 things declared or set", "(1) --delta auto", "gap-ndp's DP-SGD Poisson rate")
     assert not (tmp_path / "s").exists()
@@ -391,8 +549,21 @@ def test_every_missing_declaration_is_said_at_once(tmp_path, capsys):
 
 def test_a_delta_not_below_one_over_n_is_refused_unless_forced(tmp_path, capsys):
     """BAD 1: δ ≥ 1/n guarantees nothing (publishing one node in the clear is (0, 1/n)-DP)."""
-    base = ["train", "--defense", "mlp-dp", "--dataset", "csbm", "--dataset-option", "num_nodes=200",
-            "--epsilon", "4", "--set", "epochs=1", "--out", str(tmp_path / "m")]  # fmt: skip
+    base = [
+        "train",
+        "--defense",
+        "mlp-dp",
+        "--dataset",
+        "csbm",
+        "--dataset-option",
+        "num_nodes=200",
+        "--epsilon",
+        "4",
+        "--set",
+        "epochs=1",
+        "--out",
+        str(tmp_path / "m"),
+    ]
     assert main([*base, "--delta", "0.5"]) == 2
     _one_line_error(capsys, "delta 0.5 is not below 1/n = 1/200", "--force-delta")
     assert not (tmp_path / "m").exists()
@@ -405,10 +576,25 @@ def test_a_negative_label_other_than_minus_one_is_refused(tmp_path, capsys):
     rng = np.random.default_rng(0)
     y = np.arange(300) % 3
     y[:3] = -5
-    np.savez(tmp_path / "g.npz", x=rng.standard_normal((300, 8)).astype(np.float32), y=y,
-             edge_index=rng.integers(0, 300, (2, 1200)))  # fmt: skip
-    argv = ["train", "--defense", "gcn", "--dataset", str(tmp_path / "g.npz"), "--dataset-option",
-            "declare_classes=3", "--set", "epochs=1", "--out", str(tmp_path / "m")]  # fmt: skip
+    np.savez(
+        tmp_path / "g.npz",
+        x=rng.standard_normal((300, 8)).astype(np.float32),
+        y=y,
+        edge_index=rng.integers(0, 300, (2, 1200)),
+    )
+    argv = [
+        "train",
+        "--defense",
+        "gcn",
+        "--dataset",
+        str(tmp_path / "g.npz"),
+        "--dataset-option",
+        "declare_classes=3",
+        "--set",
+        "epochs=1",
+        "--out",
+        str(tmp_path / "m"),
+    ]
     assert main(argv) == 2
     _one_line_error(capsys, "3 node(s) have a negative label other than -1 (-5)")
     assert not (tmp_path / "m").exists()
@@ -438,8 +624,19 @@ def test_compare_refuses_a_non_private_defense_at_a_finite_epsilon(tmp_path, cap
 
 def test_compare_caps_its_seeds(tmp_path, capsys):
     """BAD 5: a cap, said before anything is written or imported."""
-    argv = ["compare", "--dataset", "csbm", "--defenses", "gcn", "--epsilons", "inf", "--seeds", "1000000",
-            "--out", str(tmp_path / "s")]  # fmt: skip
+    argv = [
+        "compare",
+        "--dataset",
+        "csbm",
+        "--defenses",
+        "gcn",
+        "--epsilons",
+        "inf",
+        "--seeds",
+        "1000000",
+        "--out",
+        str(tmp_path / "s"),
+    ]
     assert main(argv) == 2
     _one_line_error(capsys, "--seeds 1000000 is above its cap of 100", "--allow-long")
     assert not (tmp_path / "s").exists()
@@ -455,8 +652,17 @@ def test_an_audit_of_the_public_files_says_why_once_up_front(tiny_model, tmp_pat
     public.mkdir()
     for name in ("model.json", "model.safetensors"):
         shutil.copy(tiny_model / name, public / name)
-    argv = ["audit", "--model", str(public), "--attacks", "mia-threshold", "--attack-set", "n_boot=50",
-            "--out", str(tmp_path / "a.html")]  # fmt: skip
+    argv = [
+        "audit",
+        "--model",
+        str(public),
+        "--attacks",
+        "mia-threshold",
+        "--attack-set",
+        "n_boot=50",
+        "--out",
+        str(tmp_path / "a.html"),
+    ]
     with caplog.at_level(logging.WARNING, logger="dpaudit"):
         assert main(argv) == 0
     err = capsys.readouterr().err
@@ -480,8 +686,21 @@ def test_to_html_probes_its_location_before_rendering(small_study):
 
 
 def test_canaries_that_cannot_fit_in_memory_are_refused_before_work(tmp_path, capsys):
-    argv = ["canary", "--defense", "gcn", "--dataset", "csbm", "--dataset-option", "num_nodes=200", "--kind", "node",
-            "--canaries", "100000000000", "--out", str(tmp_path / "c.json")]  # fmt: skip
+    argv = [
+        "canary",
+        "--defense",
+        "gcn",
+        "--dataset",
+        "csbm",
+        "--dataset-option",
+        "num_nodes=200",
+        "--kind",
+        "node",
+        "--canaries",
+        "100000000000",
+        "--out",
+        str(tmp_path / "c.json"),
+    ]
     assert main(argv) == 2
     _one_line_error(capsys, "--canaries 100000000000", "GiB", "lower --canaries")
     assert not (tmp_path / "c.json").exists()

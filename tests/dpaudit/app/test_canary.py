@@ -56,8 +56,18 @@ def graph():
 
 def _audit(defense, dataset, kind, canaries, **kw):
     kw.setdefault("overrides", MLP_FAST if "mlp" in defense else GAP_FAST if "gap" in defense else {})
-    return canary_audit(defense, dataset, CLAIM, kind=kind, canaries=canaries, split=SPLIT, delta=DELTA,
-                        device="cpu", progress=False, **kw)  # fmt: skip
+    return canary_audit(
+        defense,
+        dataset,
+        CLAIM,
+        kind=kind,
+        canaries=canaries,
+        split=SPLIT,
+        delta=DELTA,
+        device="cpu",
+        progress=False,
+        **kw,
+    )
 
 
 # --------------------------------------------------------------------------- the game
@@ -190,8 +200,18 @@ def test_sound_mlp_dp_is_not_flagged(padded):
 def test_zoo_gap_edp_with_sensitivity_div10_is_caught_by_edge_canaries(graph):
     """PMA calibrated to Δ/10, claimed at ε = 2: the likelihood-ratio score of the released hop-1
     aggregation certifies above the claim (the cosine residual it replaced reached 1.90, AUC 0.948)."""
-    result = canary_audit("zoo-gap-edp-sensitivity-div10", graph, 2.0, kind="edge", canaries=250, split=SPLIT,
-                          delta=DELTA, overrides=GAP_FAST, device="cpu", progress=False)  # fmt: skip
+    result = canary_audit(
+        "zoo-gap-edp-sensitivity-div10",
+        graph,
+        2.0,
+        kind="edge",
+        canaries=250,
+        split=SPLIT,
+        delta=DELTA,
+        overrides=GAP_FAST,
+        device="cpu",
+        progress=False,
+    )
     assert result["score"] == "aggregation-likelihood"
     assert result["certified_epsilon_lower_bound"] > 2.0, result["epsilon_lower_bound"]
     assert result["verdict"] == "guarantee broken"
@@ -203,9 +223,18 @@ def test_zoo_gap_edp_with_sensitivity_div10_is_caught_by_edge_canaries(graph):
 def test_a_paper_protocol_claim_is_refuted_not_broken(graph):
     """The same break under ``protocol=paper``: the spec's ε is the paper's own accounting, a
     hypothesis — a certified bound above it is "claim refuted", and the note says whose claim."""
-    result = canary_audit("zoo-gap-edp-sensitivity-div10", graph, 2.0, kind="edge", canaries=250, split=SPLIT,
-                          delta=DELTA, overrides={**GAP_FAST, "protocol": "paper"}, device="cpu",
-                          progress=False)  # fmt: skip
+    result = canary_audit(
+        "zoo-gap-edp-sensitivity-div10",
+        graph,
+        2.0,
+        kind="edge",
+        canaries=250,
+        split=SPLIT,
+        delta=DELTA,
+        overrides={**GAP_FAST, "protocol": "paper"},
+        device="cpu",
+        progress=False,
+    )
     assert [r["status"] for r in result["per_run"]] == ["paper"] and result["per_run"][0]["hypothesis"]
     assert result["certified_epsilon_lower_bound"] > 2.0 and result["verdict"] == CLAIM_REFUTED
     assert any("the paper's own accounting" in note and "hypothesis" in note for note in result["notes"])
@@ -214,8 +243,17 @@ def test_a_paper_protocol_claim_is_refuted_not_broken(graph):
 
 def test_edge_canaries_power_on_gap_inf_and_a_bound_for_gap_edp(graph):
     """Acceptance: ε_LB ≥ 2 on the non-private gap-inf; a reported ε_LB ≤ claim on gap-edp."""
-    inf = canary_audit("gap-inf", graph, "inf", kind="edge", canaries=120, split=SPLIT, overrides=GAP_FAST,
-                       device="cpu", progress=False)  # fmt: skip
+    inf = canary_audit(
+        "gap-inf",
+        graph,
+        "inf",
+        kind="edge",
+        canaries=120,
+        split=SPLIT,
+        overrides=GAP_FAST,
+        device="cpu",
+        progress=False,
+    )
     assert inf["certified_epsilon_lower_bound"] >= 2.0 and inf["auc"] > 0.99
     assert not inf["bound_valid"] and inf["verdict"] == "not applicable"
     edp = _audit("gap-edp", graph, "edge", 120)
@@ -236,12 +274,14 @@ def test_zoo_gaussian_with_sigma_halved_exceeds_its_claim(wide):
     the other classes' noise) is not the optimal test, so the claim here is ε = 2 (at ε = 1 the
     GDP estimate of the halved mechanism reached 0.80 with 2000 canaries)."""
     claim = 2.0
-    broken = canary_audit("zoo-gaussian-sum-sigma-half", wide, claim, kind="node", canaries=2000, delta=DELTA,
-                          split=SPLIT, progress=False)  # fmt: skip
+    broken = canary_audit(
+        "zoo-gaussian-sum-sigma-half", wide, claim, kind="node", canaries=2000, delta=DELTA, split=SPLIT, progress=False
+    )
     assert broken["epsilon_lower_bound"]["overall"] > claim, broken["epsilon_lower_bound"]
     assert broken["verdict"] in ("guarantee broken", ESTIMATE_VERDICT)
-    sound = canary_audit("zoo-gaussian-sum", wide, claim, kind="node", canaries=2000, delta=DELTA, split=SPLIT,
-                         progress=False)  # fmt: skip
+    sound = canary_audit(
+        "zoo-gaussian-sum", wide, claim, kind="node", canaries=2000, delta=DELTA, split=SPLIT, progress=False
+    )
     assert sound["epsilon_lower_bound"]["overall"] <= claim, sound["epsilon_lower_bound"]
     assert sound["verdict"] == "consistent with the claim"
 
@@ -250,26 +290,39 @@ def test_sound_gaussian_never_exceeds_its_claim_over_seeds(wide):
     """No false alarm: the sound toy at claim 2 over 8 audit seeds (measured over 20 seeds at
     claims 1, 2, 4: the overall bound never exceeded the claim; max 0.31, 1.07, 2.68)."""
     for seed in range(8):
-        r = canary_audit("zoo-gaussian-sum", wide, 2.0, kind="node", canaries=2000, delta=DELTA, split=SPLIT,
-                         seed=seed, progress=False, keep_scores=False)  # fmt: skip
+        r = canary_audit(
+            "zoo-gaussian-sum",
+            wide,
+            2.0,
+            kind="node",
+            canaries=2000,
+            delta=DELTA,
+            split=SPLIT,
+            seed=seed,
+            progress=False,
+            keep_scores=False,
+        )
         assert r["epsilon_lower_bound"]["overall"] <= 2.0 and r["verdict"] == "consistent with the claim", seed
 
 
 def test_one_canary_per_run_feeds_the_multi_run_estimator(wide):
     """K independent runs with one canary each are the multi-run estimator's trials; several
     canaries per run are not, and the JSON says why multi-run was skipped."""
-    many = canary_audit("zoo-gaussian-sum", wide, 2.0, kind="node", canaries=1, runs=40, delta=DELTA, split=SPLIT,
-                        progress=False)  # fmt: skip
+    many = canary_audit(
+        "zoo-gaussian-sum", wide, 2.0, kind="node", canaries=1, runs=40, delta=DELTA, split=SPLIT, progress=False
+    )
     assert "multi-run" in many["epsilon_lower_bound"] and many["runs"] == 40 and len(many["scores"]) == 40
     assert many["epsilon_lower_bound"]["overall"] <= 2.0
-    single = canary_audit("zoo-gaussian-sum", wide, 2.0, kind="node", canaries=1, runs=1, delta=DELTA, split=SPLIT,
-                          progress=False)  # fmt: skip
+    single = canary_audit(
+        "zoo-gaussian-sum", wide, 2.0, kind="node", canaries=1, runs=1, delta=DELTA, split=SPLIT, progress=False
+    )
     assert (
         set(single["epsilon_lower_bound"]) == {"one-run", "one-run-fdp", "one-run-fdp-gaussian", "overall"}
         and single["verdict"] != "guarantee broken"
     )
-    pooled = canary_audit("zoo-gaussian-sum", wide, 2.0, kind="node", canaries=10, runs=2, delta=DELTA, split=SPLIT,
-                          progress=False)  # fmt: skip
+    pooled = canary_audit(
+        "zoo-gaussian-sum", wide, 2.0, kind="node", canaries=10, runs=2, delta=DELTA, split=SPLIT, progress=False
+    )
     assert "multi-run" not in pooled["epsilon_lower_bound"] and "multi-run" in pooled["estimators_skipped"]
 
 
@@ -280,8 +333,20 @@ def test_json_keys_and_partial_write_on_interrupt(padded, tmp_path, monkeypatch)
     out = tmp_path / "audit.json"
     result = _audit("mlp-dp", padded, "node", 40, runs=2, overrides={"epochs": 2}, out=out)
     saved = json.loads(out.read_text())
-    for key in ("epsilon_lower_bound", "claimed_epsilon", "delta", "kind", "canaries", "runs", "bound_valid",
-                "verdict", "auc", "per_run", "unit", "schema"):  # fmt: skip
+    for key in (
+        "epsilon_lower_bound",
+        "claimed_epsilon",
+        "delta",
+        "kind",
+        "canaries",
+        "runs",
+        "bound_valid",
+        "verdict",
+        "auc",
+        "per_run",
+        "unit",
+        "schema",
+    ):
         assert key in saved, key
     assert saved["schema"] == "dpaudit.canary-audit" and saved["runs"] == 2 and saved["unit"] == "node"
     assert set(saved["epsilon_lower_bound"]) >= {"one-run", "gdp", "overall"}
@@ -309,8 +374,25 @@ def test_cli_canary(tmp_path, capsys):
     from dpaudit.app.cli import main
 
     out = tmp_path / "c.json"
-    code = main(["canary", "--defense", "mlp-dp", "--dataset", "csbm", "--epsilon", "1", "--kind", "node",
-                 "--canaries", "20", "--set", "epochs=2", "--out", str(out)])  # fmt: skip
+    code = main(
+        [
+            "canary",
+            "--defense",
+            "mlp-dp",
+            "--dataset",
+            "csbm",
+            "--epsilon",
+            "1",
+            "--kind",
+            "node",
+            "--canaries",
+            "20",
+            "--set",
+            "epochs=2",
+            "--out",
+            str(out),
+        ]
+    )
     assert code == 0 and json.loads(out.read_text())["kind"] == "node"
     assert "verdict" in capsys.readouterr().out
     for argv, message in [
@@ -328,11 +410,18 @@ def test_compare_runs_canary_audits_per_cell(tmp_path):
     from dpaudit.app.workflows import Study, StudyConfig
 
     config = StudyConfig(
-        dataset="csbm", defenses=["mlp-dp"], epsilons=[1.0], attacks=["mia-threshold"],
-        dataset_options={"num_nodes": 300, "num_features": 16, "seed": 0}, split=SPLIT,
-        overrides={"mlp-dp": {"epochs": 2}}, attack_settings={"mia-threshold": {"n_boot": 20}},
-        device="cpu", canaries=["node", "edge"], canary_count=20,
-    )  # fmt: skip
+        dataset="csbm",
+        defenses=["mlp-dp"],
+        epsilons=[1.0],
+        attacks=["mia-threshold"],
+        dataset_options={"num_nodes": 300, "num_features": 16, "seed": 0},
+        split=SPLIT,
+        overrides={"mlp-dp": {"epochs": 2}},
+        attack_settings={"mia-threshold": {"n_boot": 20}},
+        device="cpu",
+        canaries=["node", "edge"],
+        canary_count=20,
+    )
     result = Study(config, tmp_path / "study").run(jobs=1)
     (record,) = result.done
     node, edge = record["canaries"]["node"], record["canaries"]["edge"]
@@ -418,8 +507,19 @@ def test_cli_gradient_kind_is_dispatched_and_checked(tmp_path, capsys):
     from dpaudit.app.cli import main
 
     out = tmp_path / "g.json"
-    base = ["canary", "--defense", "mlp-dp", "--dataset", "csbm", "--epsilon", "1", "--kind", "gradient",
-            "--out", str(out)]  # fmt: skip
+    base = [
+        "canary",
+        "--defense",
+        "mlp-dp",
+        "--dataset",
+        "csbm",
+        "--epsilon",
+        "1",
+        "--kind",
+        "gradient",
+        "--out",
+        str(out),
+    ]
     code = main([*base, "--design", "shape=dirac"])
     err = capsys.readouterr().err
     assert code == 2 and "unknown for gradient" in err and len(err.strip().splitlines()) == 1, err
@@ -467,16 +567,23 @@ def fit_opacus_mlp(dataset, split):
 
     data = dataset.data
     x, y = data.x[split.train], data.y[split.train]
-    model = torch.nn.Sequential(torch.nn.Linear(dataset.num_features, 32), torch.nn.ReLU(),
-                                torch.nn.Linear(32, dataset.num_classes))  # fmt: skip
+    model = torch.nn.Sequential(
+        torch.nn.Linear(dataset.num_features, 32), torch.nn.ReLU(), torch.nn.Linear(32, dataset.num_classes)
+    )
     loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=32)
     engine = PrivacyEngine(accountant="rdp")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # Opacus' notes on secure RNG and on its optimizer
         model, opt, loader = engine.make_private_with_epsilon(
-            module=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.5), data_loader=loader,
-            target_epsilon=1.0, target_delta=1e-5, epochs=10, max_grad_norm=1.0, poisson_sampling=True,
-        )  # fmt: skip
+            module=model,
+            optimizer=torch.optim.SGD(model.parameters(), lr=0.5),
+            data_loader=loader,
+            target_epsilon=1.0,
+            target_delta=1e-5,
+            epochs=10,
+            max_grad_norm=1.0,
+            poisson_sampling=True,
+        )
         for _ in range(10):
             for xb, yb in loader:
                 if len(xb):
@@ -498,8 +605,17 @@ def test_a_users_non_private_gcn_claimed_at_node_level_one_is_refuted(load_real,
 
     cora = load_real("cora")
     plans = []
-    result = dpaudit.canary_audit(fit=fit_gcn, dataset=cora, kind="node", epsilon=1.0, delta=1e-5,
-                                  canaries=FIT_CANARIES, seed=seed, progress=False, on_plan=plans.append)  # fmt: skip
+    result = dpaudit.canary_audit(
+        fit=fit_gcn,
+        dataset=cora,
+        kind="node",
+        epsilon=1.0,
+        delta=1e-5,
+        canaries=FIT_CANARIES,
+        seed=seed,
+        progress=False,
+        on_plan=plans.append,
+    )
     (plan,) = plans
     assert plan == result["plan"] and plan["can_refute_claim"] and plan["warning"] is None
     assert plan["canaries"] == FIT_CANARIES and plan["loudness"]["feature_norm"] > 0
@@ -513,8 +629,9 @@ def test_a_users_non_private_gcn_claimed_at_node_level_one_is_refuted(load_real,
 def test_the_same_function_shape_with_opacus_at_one_is_not_refuted(load_real):
     from dpaudit.app.workflows.canary import canary_audit
 
-    result = canary_audit(fit_opacus_mlp, load_real("cora"), 1.0, kind="node", delta=1e-5, canaries=FIT_CANARIES,
-                          progress=False)  # fmt: skip
+    result = canary_audit(
+        fit_opacus_mlp, load_real("cora"), 1.0, kind="node", delta=1e-5, canaries=FIT_CANARIES, progress=False
+    )
     assert result["plan"]["can_refute_claim"]  # the audit could have refuted it: not refuting it is evidence
     assert result["certified_epsilon_lower_bound"] <= 1.0
     assert result["verdict"] == "consistent with the claim"
@@ -528,8 +645,18 @@ def test_fit_audit_plans_its_power_and_warns_when_it_cannot_refute(graph, caplog
         return fit_gcn(dataset, split, epochs=5)
 
     with caplog.at_level("WARNING", logger="dpaudit.app.workflows.canary"):
-        result = canary_audit(fit, graph, 1.0, kind="edge", unit="node", canaries=12, split=SPLIT, delta=DELTA,
-                              progress=False, keep_scores=False)  # fmt: skip
+        result = canary_audit(
+            fit,
+            graph,
+            1.0,
+            kind="edge",
+            unit="node",
+            canaries=12,
+            split=SPLIT,
+            delta=DELTA,
+            progress=False,
+            keep_scores=False,
+        )
     plan = result["plan"]
     # edge canaries test a node-level claim by group privacy: 2ε
     assert result["claimed_epsilon"] == 2.0 and plan["claimed_epsilon"] == 2.0
@@ -616,9 +743,29 @@ def test_cli_canary_train_runs_a_users_file_end_to_end(tmp_path, capsys):
 
     (tmp_path / "train.py").write_text(TRAIN_FILE)
     out = tmp_path / "mine.json"
-    code = main(["canary", "--train", f"{tmp_path / 'train.py'}:fit", "--dataset", "csbm", "--dataset-option",
-                 "num_nodes=200", "--epsilon", "1", "--delta", "1e-5", "--kind", "node", "--canaries", "10",
-                 "--split", SPLIT, "--out", str(out)])  # fmt: skip
+    code = main(
+        [
+            "canary",
+            "--train",
+            f"{tmp_path / 'train.py'}:fit",
+            "--dataset",
+            "csbm",
+            "--dataset-option",
+            "num_nodes=200",
+            "--epsilon",
+            "1",
+            "--delta",
+            "1e-5",
+            "--kind",
+            "node",
+            "--canaries",
+            "10",
+            "--split",
+            SPLIT,
+            "--out",
+            str(out),
+        ]
+    )
     assert code == 0
     stdout = capsys.readouterr().out
     result = json.loads(out.read_text())
@@ -643,15 +790,29 @@ def test_cli_canary_train_runs_a_users_file_end_to_end(tmp_path, capsys):
         ("TRAIN:fit", ["--kind", "gradient"], "--kind node or edge"),
         ("TRAIN:fit", ["--defense", "gcn"], "not allowed with argument"),
     ],
-)  # fmt: skip
+)
 def test_cli_canary_train_refusals_are_one_line_before_any_dataset(train, extra, fragment, tmp_path, capsys):
     from dpaudit.app.cli import main
 
     (tmp_path / "train.py").write_text(TRAIN_FILE)
     train = train.replace("TRAIN", str(tmp_path / "train.py"))
     # a later --kind in extra wins over this one
-    argv = ["canary", "--train", train, "--dataset", "no-such-dataset", "--epsilon", "1", "--delta", "1e-5",
-            "--kind", "node", "--out", str(tmp_path / "x.json"), *extra]  # fmt: skip
+    argv = [
+        "canary",
+        "--train",
+        train,
+        "--dataset",
+        "no-such-dataset",
+        "--epsilon",
+        "1",
+        "--delta",
+        "1e-5",
+        "--kind",
+        "node",
+        "--out",
+        str(tmp_path / "x.json"),
+        *extra,
+    ]
     try:
         code = main(argv)
     except SystemExit as exc:  # argparse's own refusals (mutually exclusive options)
@@ -681,13 +842,35 @@ def test_cli_canary_train_imports_the_fit_files_sibling_modules_and_prints_the_c
     folder.mkdir()
     model_code, fit_code = TRAIN_FILE.split("\n\ndef fit", 1)
     (folder / "alarms_sibling_model.py").write_text(model_code)
-    (folder / "fit.py").write_text("from alarms_sibling_model import GCN, torch  # a sibling module\n\n\ndef fit"
-                                   + fit_code.split("\n\ndef one_argument")[0])  # fmt: skip
+    (folder / "fit.py").write_text(
+        "from alarms_sibling_model import GCN, torch  # a sibling module\n\n\ndef fit"
+        + fit_code.split("\n\ndef one_argument")[0]
+    )
     monkeypatch.chdir(tmp_path)  # not the file's folder
     monkeypatch.setattr("sys.path", list(__import__("sys").path))
-    code = main(["canary", "--train", f"{folder / 'fit.py'}:fit", "--dataset", "csbm", "--dataset-option",
-                 "num_nodes=200", "--epsilon", "1", "--delta", "1e-5", "--kind", "node", "--canaries", "10",
-                 "--split", SPLIT, "--out", str(tmp_path / "r.json")])  # fmt: skip
+    code = main(
+        [
+            "canary",
+            "--train",
+            f"{folder / 'fit.py'}:fit",
+            "--dataset",
+            "csbm",
+            "--dataset-option",
+            "num_nodes=200",
+            "--epsilon",
+            "1",
+            "--delta",
+            "1e-5",
+            "--kind",
+            "node",
+            "--canaries",
+            "10",
+            "--split",
+            SPLIT,
+            "--out",
+            str(tmp_path / "r.json"),
+        ]
+    )
     assert code == 0, capsys.readouterr().err
     lines = capsys.readouterr().out.splitlines()
     certified = [line for line in lines if line.startswith("certified ε lower bound: ")]

@@ -57,8 +57,10 @@ def test_node_canaries_catch_mlp_dp_with_a_tenth_of_the_noise_on_cora(cora):
 def test_zoo_acceptance_at_claim_4_on_cora(cora):
     """At ε = 4 only white-box gradient canaries certify enough: both DP-SGD breaks are caught
     with the default plan (node + gradient canaries, Bonferroni over the two), sound is not."""
-    rows = {name: zoo.audit_variant(_variant("mlp-dp", name), cora, 4.0, split=SPLIT)
-            for name in ("sound", "noise-div10", "no-clipping")}  # fmt: skip
+    rows = {
+        name: zoo.audit_variant(_variant("mlp-dp", name), cora, 4.0, split=SPLIT)
+        for name in ("sound", "noise-div10", "no-clipping")
+    }
     assert [a["kind"] for a in rows["sound"]["audits"]] == ["node", "gradient"]
     assert all(a["confidence"] == pytest.approx(0.975) for a in rows["sound"]["audits"])
     assert not rows["sound"]["caught"], rows["sound"]["audits"]
@@ -92,8 +94,9 @@ def test_gcon_break_draws_a_tenth_of_the_objective_noise_and_claims_the_sound_ep
         assert zoo.true_epsilon("zoo-gcon-noise-div10", cora, split, claim, DELTA, claim) >= 4 * claim
     graph = csbm(num_nodes=300, num_features=16, avg_degree=4.0, seed=0)
     small = make_split(graph, SPLIT, 0)
-    model = get_defense("zoo-gcon-noise-div10")(epsilon=1.0, delta=DELTA, seed=0, device="cpu",
-                                                 encoder_epochs=20).fit(graph, small)  # fmt: skip
+    model = get_defense("zoo-gcon-noise-div10")(epsilon=1.0, delta=DELTA, seed=0, device="cpu", encoder_epochs=20).fit(
+        graph, small
+    )
     assert model.privacy.epsilon <= 1.0  # it claims the sound ε: a bug the spec cannot see
 
 

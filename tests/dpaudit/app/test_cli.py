@@ -14,9 +14,28 @@ from dpaudit.app.cli import main
 def test_train_and_inspect(tmp_path, capsys):
     out = tmp_path / "model"
     code = main(
-        ["train", "--defense", "mlp-dp", "--dataset", "csbm", "--epsilon", "4", "--seed", "1", "--split", "random:0.6,0.2,0.2",
-         "--set", "epochs=3", "--set", "hidden=16", "--device", "cpu", "--out", str(out)]
-    )  # fmt: skip
+        [
+            "train",
+            "--defense",
+            "mlp-dp",
+            "--dataset",
+            "csbm",
+            "--epsilon",
+            "4",
+            "--seed",
+            "1",
+            "--split",
+            "random:0.6,0.2,0.2",
+            "--set",
+            "epochs=3",
+            "--set",
+            "hidden=16",
+            "--device",
+            "cpu",
+            "--out",
+            str(out),
+        ]
+    )
     assert code == 0
     metrics = json.loads((out / "metrics.json").read_text())
     for key in ("defense", "dataset", "seed", "test_accuracy", "train_accuracy", "train_seconds", "privacy"):
@@ -91,28 +110,67 @@ def _one_line_error(capsys, fragment: str) -> None:
     "argv,fragment",
     [
         (["train", "--defense", "gcn", "--dataset", "csbm", "--set", "epochs=-5", "--out", "NEW"], "epochs=-5"),
-        (["train", "--defense", "mlp-dp", "--dataset", "csbm", "--epsilon", "1", "--set", "lr=0", "--out", "NEW"],
-         "lr=0.0"),
-        (["train", "--defense", "mlp-dp", "--dataset", "csbm", "--epsilon", "1", "--set", "dropout=1.5", "--out",
-          "NEW"], "dropout"),
+        (
+            ["train", "--defense", "mlp-dp", "--dataset", "csbm", "--epsilon", "1", "--set", "lr=0", "--out", "NEW"],
+            "lr=0.0",
+        ),
+        (
+            [
+                "train",
+                "--defense",
+                "mlp-dp",
+                "--dataset",
+                "csbm",
+                "--epsilon",
+                "1",
+                "--set",
+                "dropout=1.5",
+                "--out",
+                "NEW",
+            ],
+            "dropout",
+        ),
         (["train", "--defense", "gcn", "--dataset", "csbm", "--out", "FILE"], "existing file"),
         (["train", "--defense", "gcn", "--dataset", "csbm", "--out", "FOREIGN"], "already holds other files"),
         (["attack", "--model", "/not/here", "--attack", "mia-threshold", "--out", "DIR"], "is a directory"),
-        (["attack", "--model", "/not/here", "--attack", "mia-tstf", "--set", "runs=abc", "--out", "NEW"],
-         "runs='abc' must be an integer"),
+        (
+            ["attack", "--model", "/not/here", "--attack", "mia-tstf", "--set", "runs=abc", "--out", "NEW"],
+            "runs='abc' must be an integer",
+        ),
         (["audit", "--model", "/not/here", "--out", "DIR"], "is a directory"),
         (["report", "STUDY", "--out", "DIR"], "is a directory"),
-        (["compare", "--dataset", "csbm", "--defenses", "gcn", "--epsilons", "inf", "--out", "FILE"],
-         "existing file"),
-        (["compare", "--dataset", "csbm", "--defenses", "gcn", "--epsilons", "inf", "--out", "MODEL"],
-         "already holds a released model"),
-        (["compare", "--dataset", "csbm", "--defenses", "gcn", "--epsilons", "inf", "--dataset-option",
-          "num_nodez=50", "--out", "NEW"], "unknown csbm options"),
+        (["compare", "--dataset", "csbm", "--defenses", "gcn", "--epsilons", "inf", "--out", "FILE"], "existing file"),
+        (
+            ["compare", "--dataset", "csbm", "--defenses", "gcn", "--epsilons", "inf", "--out", "MODEL"],
+            "already holds a released model",
+        ),
+        (
+            [
+                "compare",
+                "--dataset",
+                "csbm",
+                "--defenses",
+                "gcn",
+                "--epsilons",
+                "inf",
+                "--dataset-option",
+                "num_nodez=50",
+                "--out",
+                "NEW",
+            ],
+            "unknown csbm options",
+        ),
     ],
-)  # fmt: skip
+)
 def test_bad_input_is_refused_before_work(argv, fragment, tmp_path, capsys):
-    paths = {"NEW": tmp_path / "new", "FILE": tmp_path / "file.txt", "DIR": tmp_path / "dir",
-             "FOREIGN": tmp_path / "foreign", "MODEL": tmp_path / "model", "STUDY": tmp_path / "study"}  # fmt: skip
+    paths = {
+        "NEW": tmp_path / "new",
+        "FILE": tmp_path / "file.txt",
+        "DIR": tmp_path / "dir",
+        "FOREIGN": tmp_path / "foreign",
+        "MODEL": tmp_path / "model",
+        "STUDY": tmp_path / "study",
+    }
     paths["FILE"].write_text("keep me")
     paths["DIR"].mkdir()
     paths["FOREIGN"].mkdir()
@@ -133,15 +191,45 @@ def test_train_help_without_defense_prints_usage(capsys):
 
 def test_outputs_are_world_readable(tmp_path):
     out = tmp_path / "model"
-    assert main(["train", "--defense", "mlp", "--dataset", "csbm", "--set", "epochs=2", "--device", "cpu",
-                 "--out", str(out)]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "train",
+                "--defense",
+                "mlp",
+                "--dataset",
+                "csbm",
+                "--set",
+                "epochs=2",
+                "--device",
+                "cpu",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     for name in ("model.json", "model.safetensors", "metrics.json"):
         assert (out / name).stat().st_mode & 0o044 == 0o044, name
 
 
 def test_compare_refuses_a_study_with_another_configuration(tmp_path, capsys):
-    base = ["compare", "--dataset", "csbm", "--dataset-option", "num_nodes=120", "--defenses", "mlp",
-            "--attacks", "mia-threshold", "--set", "epochs=2", "--no-report", "--out", str(tmp_path / "s")]  # fmt: skip
+    base = [
+        "compare",
+        "--dataset",
+        "csbm",
+        "--dataset-option",
+        "num_nodes=120",
+        "--defenses",
+        "mlp",
+        "--attacks",
+        "mia-threshold",
+        "--set",
+        "epochs=2",
+        "--no-report",
+        "--out",
+        str(tmp_path / "s"),
+    ]
     assert main([*base, "--epsilons", "inf"]) == 0
     before = (tmp_path / "s" / "study.json").read_text()
     capsys.readouterr()
@@ -165,45 +253,125 @@ def test_attack_help_lists_every_attack_setting(capsys):
 @pytest.fixture(scope="module")
 def gcn_model(tmp_path_factory):
     out = tmp_path_factory.mktemp("cli") / "gcn"
-    assert main(["train", "--defense", "gcn", "--dataset", "csbm", "--set", "epochs=2", "--device", "cpu",
-                 "--out", str(out)]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "train",
+                "--defense",
+                "gcn",
+                "--dataset",
+                "csbm",
+                "--set",
+                "epochs=2",
+                "--device",
+                "cpu",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     return out
 
 
 @pytest.mark.parametrize(
     "argv,fragment",
     [
-        (["train", "--defense", "gcn", "--dataset", "csbm", "--set", "hidden=2000000000", "--out", "NEW"],
-         "hidden=2000000000 must be <= 65536"),
-        (["train", "--defense", "gcn", "--dataset", "csbm", "--set", "hidden=1000000", "--out", "NEW"],
-         "hidden=1000000 must be <= 65536"),
-        (["train", "--defense", "gcn", "--dataset", "csbm", "--set", "weight_decay=-1", "--out", "NEW"],
-         "weight_decay=-1.0 must be >= 0"),
-        (["train", "--defense", "gap-edp", "--dataset", "csbm", "--epsilon", "1e-9", "--out", "NEW"],
-         "--epsilon 1e-09 is below 1e-06"),
-        (["train", "--defense", "mlp-dp", "--dataset", "csbm", "--epsilon", "1e-9", "--out", "NEW"],
-         "--epsilon 1e-09 is below 1e-06"),
-        (["canary", "--defense", "mlp-dp", "--dataset", "csbm", "--epsilon", "1e-9", "--kind", "node", "--out",
-          "NEW"], "--epsilon 1e-09 is below 1e-06"),
-        (["compare", "--dataset", "csbm", "--defenses", "gap-edp", "--epsilons", "1,1e-9", "--out", "NEW"],
-         "--epsilons 1e-09 is below 1e-06"),
-        (["compare", "--dataset", "csbm", "--defenses", "gcn", "--epsilons", "inf", "--set", "hidden=1000000",
-          "--out", "NEW"], "hidden=1000000 must be <= 65536"),
-        (["attack", "--model", "MODEL", "--attack", "mia-threshold", "--set", "n_boot=0", "--out", "NEW"],
-         "n_boot=0 must be >= 1"),
-        (["attack", "--model", "MODEL", "--attack", "mia-threshold", "--set", "max_members=-5", "--out", "NEW"],
-         "max_members=-5 must be >= 1"),
-        (["attack", "--model", "MODEL", "--attack", "mia-tstf", "--set", "hidden=1000000", "--out", "NEW"],
-         "hidden=1000000 must be <= 65536"),
-        (["attack", "--model", "MODEL", "--attack", "link-steal", "--set", "known_fraction=1.5", "--out", "NEW"],
-         "known_fraction=1.5 must be < 1 (float in (0, 1))"),
+        (
+            ["train", "--defense", "gcn", "--dataset", "csbm", "--set", "hidden=2000000000", "--out", "NEW"],
+            "hidden=2000000000 must be <= 65536",
+        ),
+        (
+            ["train", "--defense", "gcn", "--dataset", "csbm", "--set", "hidden=1000000", "--out", "NEW"],
+            "hidden=1000000 must be <= 65536",
+        ),
+        (
+            ["train", "--defense", "gcn", "--dataset", "csbm", "--set", "weight_decay=-1", "--out", "NEW"],
+            "weight_decay=-1.0 must be >= 0",
+        ),
+        (
+            ["train", "--defense", "gap-edp", "--dataset", "csbm", "--epsilon", "1e-9", "--out", "NEW"],
+            "--epsilon 1e-09 is below 1e-06",
+        ),
+        (
+            ["train", "--defense", "mlp-dp", "--dataset", "csbm", "--epsilon", "1e-9", "--out", "NEW"],
+            "--epsilon 1e-09 is below 1e-06",
+        ),
+        (
+            [
+                "canary",
+                "--defense",
+                "mlp-dp",
+                "--dataset",
+                "csbm",
+                "--epsilon",
+                "1e-9",
+                "--kind",
+                "node",
+                "--out",
+                "NEW",
+            ],
+            "--epsilon 1e-09 is below 1e-06",
+        ),
+        (
+            ["compare", "--dataset", "csbm", "--defenses", "gap-edp", "--epsilons", "1,1e-9", "--out", "NEW"],
+            "--epsilons 1e-09 is below 1e-06",
+        ),
+        (
+            [
+                "compare",
+                "--dataset",
+                "csbm",
+                "--defenses",
+                "gcn",
+                "--epsilons",
+                "inf",
+                "--set",
+                "hidden=1000000",
+                "--out",
+                "NEW",
+            ],
+            "hidden=1000000 must be <= 65536",
+        ),
+        (
+            ["attack", "--model", "MODEL", "--attack", "mia-threshold", "--set", "n_boot=0", "--out", "NEW"],
+            "n_boot=0 must be >= 1",
+        ),
+        (
+            ["attack", "--model", "MODEL", "--attack", "mia-threshold", "--set", "max_members=-5", "--out", "NEW"],
+            "max_members=-5 must be >= 1",
+        ),
+        (
+            ["attack", "--model", "MODEL", "--attack", "mia-tstf", "--set", "hidden=1000000", "--out", "NEW"],
+            "hidden=1000000 must be <= 65536",
+        ),
+        (
+            ["attack", "--model", "MODEL", "--attack", "link-steal", "--set", "known_fraction=1.5", "--out", "NEW"],
+            "known_fraction=1.5 must be < 1 (float in (0, 1))",
+        ),
         (["audit", "--model", "MODEL", "--attack-set", "n_boot=0", "--out", "NEW"], "n_boot=0 must be"),
-        (["audit", "--model", "MODEL", "--attack-set", "mia-threshold.max_members=-5", "--out", "NEW"],
-         "max_members=-5 must be"),
-        (["compare", "--dataset", "csbm", "--defenses", "gcn", "--epsilons", "inf", "--attack-set", "n_boot=0",
-          "--out", "NEW"], "n_boot=0 must be"),
+        (
+            ["audit", "--model", "MODEL", "--attack-set", "mia-threshold.max_members=-5", "--out", "NEW"],
+            "max_members=-5 must be",
+        ),
+        (
+            [
+                "compare",
+                "--dataset",
+                "csbm",
+                "--defenses",
+                "gcn",
+                "--epsilons",
+                "inf",
+                "--attack-set",
+                "n_boot=0",
+                "--out",
+                "NEW",
+            ],
+            "n_boot=0 must be",
+        ),
     ],
-)  # fmt: skip
+)
 def test_out_of_range_values_are_refused_before_work(argv, fragment, gcn_model, tmp_path, capsys):
     paths = {"NEW": str(tmp_path / "new"), "MODEL": str(gcn_model)}
     argv = [paths.get(a, a) for a in argv]
@@ -247,9 +415,30 @@ def test_adapt_refuses_a_module_that_cannot_take_the_graph():
 
 def test_dataset_options_size_csbm_and_audit_regenerates_the_same_graph(tmp_path, capsys):
     model = tmp_path / "m"
-    assert main(["train", "--defense", "gcn", "--dataset", "csbm", "--dataset-option", "num_nodes=150",
-                 "--dataset-option", "avg_degree=5", "--split", "random:0.5,0.2,0.3", "--set", "epochs=2",
-                 "--device", "cpu", "--out", str(model)]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "train",
+                "--defense",
+                "gcn",
+                "--dataset",
+                "csbm",
+                "--dataset-option",
+                "num_nodes=150",
+                "--dataset-option",
+                "avg_degree=5",
+                "--split",
+                "random:0.5,0.2,0.3",
+                "--set",
+                "epochs=2",
+                "--device",
+                "cpu",
+                "--out",
+                str(model),
+            ]
+        )
+        == 0
+    )
     card = json.loads((model / "model.json").read_text())["card"]["dataset"]
     assert card["parameters"]["num_nodes"] == 150 and card["parameters"]["avg_degree"] == 5.0
     assert json.loads((model / "provenance.json").read_text())["dataset"]["num_nodes"] == 150
@@ -267,22 +456,60 @@ def test_dataset_options_size_csbm_and_audit_regenerates_the_same_graph(tmp_path
 @pytest.mark.parametrize(
     "argv,fragment",
     [
-        (["train", "--defense", "gcn", "--dataset", "csbm", "--dataset-option", "nodes=5", "--out", "NEW"],
-         "unknown csbm options ['nodes']; known: num_nodes, num_classes, num_features, avg_degree"),
-        (["train", "--defense", "gcn", "--dataset", "csbm", "--dataset-option", "num_nodes=1e12", "--out", "NEW"],
-         "needs about"),
-        (["train", "--defense", "gcn", "--dataset", "csbm", "--dataset-option", "homophily=nan", "--out", "NEW"],
-         "homophily=nan must be a finite number"),
-        (["train", "--defense", "gcn", "--dataset", "csbm", "--dataset-option", "num_nodes", "--out", "NEW"],
-         "--dataset-option expects KEY=VALUE"),
-        (["canary", "--defense", "gcn", "--dataset", "csbm", "--kind", "edge", "--dataset-option", "nodes=5",
-          "--out", "NEW"], "unknown csbm options ['nodes']; known: num_nodes"),
-        (["audit", "--model", "MODEL", "--dataset", "csbm", "--dataset-option", "nodes=5", "--out", "NEW"],
-         "unknown csbm options ['nodes']; known: num_nodes"),
-        (["compare", "--dataset", "csbm", "--defenses", "gcn", "--epsilons", "inf", "--dataset-option", "nodes=5",
-          "--out", "NEW"], "unknown csbm options ['nodes']; known: num_nodes"),
+        (
+            ["train", "--defense", "gcn", "--dataset", "csbm", "--dataset-option", "nodes=5", "--out", "NEW"],
+            "unknown csbm options ['nodes']; known: num_nodes, num_classes, num_features, avg_degree",
+        ),
+        (
+            ["train", "--defense", "gcn", "--dataset", "csbm", "--dataset-option", "num_nodes=1e12", "--out", "NEW"],
+            "needs about",
+        ),
+        (
+            ["train", "--defense", "gcn", "--dataset", "csbm", "--dataset-option", "homophily=nan", "--out", "NEW"],
+            "homophily=nan must be a finite number",
+        ),
+        (
+            ["train", "--defense", "gcn", "--dataset", "csbm", "--dataset-option", "num_nodes", "--out", "NEW"],
+            "--dataset-option expects KEY=VALUE",
+        ),
+        (
+            [
+                "canary",
+                "--defense",
+                "gcn",
+                "--dataset",
+                "csbm",
+                "--kind",
+                "edge",
+                "--dataset-option",
+                "nodes=5",
+                "--out",
+                "NEW",
+            ],
+            "unknown csbm options ['nodes']; known: num_nodes",
+        ),
+        (
+            ["audit", "--model", "MODEL", "--dataset", "csbm", "--dataset-option", "nodes=5", "--out", "NEW"],
+            "unknown csbm options ['nodes']; known: num_nodes",
+        ),
+        (
+            [
+                "compare",
+                "--dataset",
+                "csbm",
+                "--defenses",
+                "gcn",
+                "--epsilons",
+                "inf",
+                "--dataset-option",
+                "nodes=5",
+                "--out",
+                "NEW",
+            ],
+            "unknown csbm options ['nodes']; known: num_nodes",
+        ),
     ],
-)  # fmt: skip
+)
 def test_unknown_dataset_options_list_the_known_ones_before_work(argv, fragment, gcn_model, tmp_path, capsys):
     paths = {"NEW": str(tmp_path / "new"), "MODEL": str(gcn_model)}
     argv = [paths.get(a, a) for a in argv]
@@ -372,8 +599,9 @@ def test_unknown_names_are_refused_before_torch_is_imported(tmp_path):
         "heavy = sorted(m for m in ('torch', 'torch_geometric', 'opacus') if m in sys.modules)\n"
         "print(json.dumps({'codes': codes, 'heavy': heavy}))\n"
     )
-    proc = subprocess.run([sys.executable, "-c", script, json.dumps(commands)], capture_output=True, text=True,
-                          timeout=300)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-c", script, json.dumps(commands)], capture_output=True, text=True, timeout=300
+    )
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result == {"codes": [2] * len(commands), "heavy": []}, proc.stderr
     errors = proc.stderr.strip().splitlines()
@@ -389,8 +617,28 @@ def test_train_parses_epsilon_once_and_metrics_read_the_card(tmp_path, monkeypat
     original = defense_module.validate_epsilon
     monkeypatch.setattr(defense_module, "validate_epsilon", lambda value: calls.append(value) or original(value))
     out = tmp_path / "model"
-    assert main(["train", "--defense", "mlp-dp", "--dataset", "csbm", "--epsilon", "4", "--set", "epochs=2",
-                 "--set", "hidden=8", "--device", "cpu", "--out", str(out)]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "train",
+                "--defense",
+                "mlp-dp",
+                "--dataset",
+                "csbm",
+                "--epsilon",
+                "4",
+                "--set",
+                "epochs=2",
+                "--set",
+                "hidden=8",
+                "--device",
+                "cpu",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     # the text is parsed once; saving re-derives the plan from the card's float (a check, not a parse)
     assert [c for c in calls if isinstance(c, str)] == ["4"]
     metrics = json.loads((out / "metrics.json").read_text())

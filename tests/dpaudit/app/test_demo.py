@@ -27,8 +27,12 @@ class _StubResult:
         rows = []
         for i, cell in enumerate(self.cells):
             private = not math.isinf(cell.epsilon)
-            row = {"defense": cell.defense, "epsilon": "∞" if not private else f"{cell.epsilon:g}",
-                   "epsilon_spent": cell.epsilon if private else None, "test_accuracy": 0.25 + i / 100}  # fmt: skip
+            row = {
+                "defense": cell.defense,
+                "epsilon": "∞" if not private else f"{cell.epsilon:g}",
+                "epsilon_spent": cell.epsilon if private else None,
+                "test_accuracy": 0.25 + i / 100,
+            }
             row.update({f"{name} AUC": 0.5 + (i + j) / 1000 for j, name in enumerate(self.attacks)})
             rows.append(row)
         return rows

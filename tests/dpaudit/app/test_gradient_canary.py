@@ -42,8 +42,19 @@ def _train(x, y, *, seed=0, steps=40, rate=0.25, sigma=1.0, optimizer="adam", la
     torch.manual_seed(seed)
     module = FeatureMLP(x.size(1), 8, 3, layers=layers, dropout=dropout, act="relu", bias=True)
     schedule = PoissonSchedule(rate, steps, rate * len(y), "test", 1)
-    spent = train_dp_sgd(module, x, y, noise_multiplier=sigma, max_grad_norm=1.0, batch_size=0, epochs=1, lr=0.05,
-                         schedule=schedule, optimizer=optimizer, seed=seed)  # fmt: skip
+    spent = train_dp_sgd(
+        module,
+        x,
+        y,
+        noise_multiplier=sigma,
+        max_grad_norm=1.0,
+        batch_size=0,
+        epochs=1,
+        lr=0.05,
+        schedule=schedule,
+        optimizer=optimizer,
+        seed=seed,
+    )
     return module, spent
 
 
@@ -52,8 +63,9 @@ def _flat(module):
 
 
 def _canaries(count, seed=0, label=None, run=0, centre=False):
-    return DiracCanaries(game.DiracDesign(count, seed), game.fair_coins(seed, run), seed=seed + 17, module_label=label,
-                         centre=centre)  # fmt: skip
+    return DiracCanaries(
+        game.DiracDesign(count, seed), game.fair_coins(seed, run), seed=seed + 17, module_label=label, centre=centre
+    )
 
 
 def test_hook_is_inert_without_canaries():
@@ -212,8 +224,9 @@ def _audit(defense, dataset, epsilon, canaries, **kw):
     # full-batch logistic regression (mlp-dp's auto preset here): σ is calibrated to the claim, so
     # 20 steps test the same Gaussian trade-off as 100
     kw.setdefault("overrides", {"epochs": 20})
-    return gradient_canary_audit(defense, dataset, epsilon, canaries=canaries, split=SPLIT, delta=DELTA, device="cpu",
-                                 progress=False, **kw)  # fmt: skip
+    return gradient_canary_audit(
+        defense, dataset, epsilon, canaries=canaries, split=SPLIT, delta=DELTA, device="cpu", progress=False, **kw
+    )
 
 
 def test_broken_mlp_dp_is_caught_and_sound_is_not(padded):
@@ -236,8 +249,14 @@ def test_runs_pool_fresh_coins(padded):
 
 
 def test_gap_classifier_is_audited_against_its_own_share(padded):
-    result = _audit("gap-ndp", padded, 2.0, 300, design={"module": "classifier"},
-                    overrides={"encoder_epochs": 5, "epochs": 5, "max_degree": 400})  # fmt: skip
+    result = _audit(
+        "gap-ndp",
+        padded,
+        2.0,
+        300,
+        design={"module": "classifier"},
+        overrides={"encoder_epochs": 5, "epochs": 5, "max_degree": 400},
+    )
     run = result["per_run"][0]
     assert run["run_label"] == "gap classifier" and result["claim_scope"] == "module"
     assert 0 < result["claimed_epsilon"] < result["total_epsilon"] <= 2.0 + 1e-6
@@ -262,8 +281,9 @@ def test_requests_refused_before_any_work():
 
 def test_mlp_dp_on_cora_certifies_one_in_one_run(load_real):
     """Issue 25's acceptance: mlp-dp at ε = 4 on Cora, gradient canaries, certified ε ≥ 1 in one run."""
-    result = gradient_canary_audit("mlp-dp", load_real("cora"), 4.0, canaries=4000, delta=DELTA, device="cpu",
-                                   progress=False)  # fmt: skip
+    result = gradient_canary_audit(
+        "mlp-dp", load_real("cora"), 4.0, canaries=4000, delta=DELTA, device="cpu", progress=False
+    )
     assert result["runs"] == 1 and result["design"]["on_unused_input_columns"] == 4000
     assert 1.0 <= result["certified_epsilon_lower_bound"] <= 4.0
 

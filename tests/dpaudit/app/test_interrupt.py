@@ -36,11 +36,33 @@ def _argv(study: Path, jobs: int) -> list[str]:
     # mia-tstf trains shadow models with the target's recipe (seconds per cell) and draws its own
     # tqdm bar inside the cell, which a worker must not show
     return [
-        sys.executable, "-m", "dpaudit.app.cli", "compare", "--dataset", "csbm", "--defenses", "mlp,gcn,sage",
-        "--epsilons", "inf", "--seeds", "2", "--attacks", "mia-tstf", "--set", "epochs=150",
-        "--attack-set", "runs=2", "--attack-set", "n_boot=50", "--jobs", str(jobs), "--no-report",
-        "--out", str(study), *[a for k, v in TINY.items() for a in ("--dataset-option", f"{k}={v}")],
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "dpaudit.app.cli",
+        "compare",
+        "--dataset",
+        "csbm",
+        "--defenses",
+        "mlp,gcn,sage",
+        "--epsilons",
+        "inf",
+        "--seeds",
+        "2",
+        "--attacks",
+        "mia-tstf",
+        "--set",
+        "epochs=150",
+        "--attack-set",
+        "runs=2",
+        "--attack-set",
+        "n_boot=50",
+        "--jobs",
+        str(jobs),
+        "--no-report",
+        "--out",
+        str(study),
+        *[a for k, v in TINY.items() for a in ("--dataset-option", f"{k}={v}")],
+    ]
 
 
 def _env() -> dict:
@@ -105,8 +127,15 @@ def _start_and_interrupt(study: Path, jobs: int, send) -> tuple[float, int, list
     exit after the signal, for information only; exit code (None: still running after the hang
     guard), records at the signal, the process tree, terminal output)."""
     terminal = Terminal()
-    proc = subprocess.Popen(_argv(study, jobs), cwd=ROOT, env=_env(), stdin=subprocess.DEVNULL,
-                            stdout=terminal.slave, stderr=terminal.slave, start_new_session=True)  # fmt: skip
+    proc = subprocess.Popen(
+        _argv(study, jobs),
+        cwd=ROOT,
+        env=_env(),
+        stdin=subprocess.DEVNULL,
+        stdout=terminal.slave,
+        stderr=terminal.slave,
+        start_new_session=True,
+    )
     tree: set[int] = set()
     try:
         deadline = time.monotonic() + HANG_GUARD_SECONDS
@@ -170,8 +199,15 @@ def test_ctrl_c_stops_at_a_cell_boundary_and_the_rerun_completes(tmp_path):
     assert "mia-tstf:" not in output and "cells:" in output, output[-3000:]  # a bar draws "DESC: n%"
 
     terminal = Terminal()
-    rerun = subprocess.run(_argv(study, jobs=2), cwd=ROOT, env=_env(), stdin=subprocess.DEVNULL,
-                           stdout=terminal.slave, stderr=terminal.slave, timeout=3 * HANG_GUARD_SECONDS)  # fmt: skip
+    rerun = subprocess.run(
+        _argv(study, jobs=2),
+        cwd=ROOT,
+        env=_env(),
+        stdin=subprocess.DEVNULL,
+        stdout=terminal.slave,
+        stderr=terminal.slave,
+        timeout=3 * HANG_GUARD_SECONDS,
+    )
     output = terminal.text()
     assert rerun.returncode == 0, output[-3000:]
     after = read_results(study)
@@ -193,8 +229,15 @@ def test_sigterm_stops_at_a_cell_boundary_and_the_rerun_completes(tmp_path, jobs
         study, jobs=jobs, send=lambda proc: proc.send_signal(signal.SIGTERM)
     )
     kept = _check_stopped(study, seconds, code, recorded, tree, output, workers=jobs > 1)
-    rerun = subprocess.run(_argv(study, jobs=jobs), cwd=ROOT, env=_env(), stdin=subprocess.DEVNULL,
-                           capture_output=True, text=True, timeout=3 * HANG_GUARD_SECONDS)  # fmt: skip
+    rerun = subprocess.run(
+        _argv(study, jobs=jobs),
+        cwd=ROOT,
+        env=_env(),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=3 * HANG_GUARD_SECONDS,
+    )
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     after = read_results(study)
     assert len(after) == CELLS and after[: len(kept)] == kept  # nothing lost, nothing recomputed

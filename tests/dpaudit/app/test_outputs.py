@@ -29,8 +29,24 @@ def _one_line_error(capsys, fragment: str) -> None:
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("trained") / "model"
-    assert main(["train", "--defense", "gcn", "--dataset", "csbm", "--set", "epochs=2", "--device", "cpu",
-                 "--out", str(out)]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "train",
+                "--defense",
+                "gcn",
+                "--dataset",
+                "csbm",
+                "--set",
+                "epochs=2",
+                "--device",
+                "cpu",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     return out
 
 
@@ -65,8 +81,22 @@ def _no_work(monkeypatch):
 def test_attack_never_writes_into_the_released_model(model, capsys):
     before = _snapshot(model)
     for name in ("model.json", "result.json"):
-        assert main(["attack", "--model", str(model), "--attack", "mia-threshold", "--set", "n_boot=20",
-                     "--out", str(model / name)]) == 2  # fmt: skip
+        assert (
+            main(
+                [
+                    "attack",
+                    "--model",
+                    str(model),
+                    "--attack",
+                    "mia-threshold",
+                    "--set",
+                    "n_boot=20",
+                    "--out",
+                    str(model / name),
+                ]
+            )
+            == 2
+        )
         _one_line_error(capsys, "only `dpaudit train` writes")
     assert _snapshot(model) == before
     assert main(["inspect", str(model)]) == 0
@@ -94,8 +124,19 @@ def test_audit_into_the_model_is_refused_before_any_attack(model, monkeypatch, c
 
 def test_train_replaces_a_released_model_only_with_force(model, capsys):
     before = _snapshot(model)
-    argv = ["train", "--defense", "mlp", "--dataset", "csbm", "--set", "epochs=2", "--device", "cpu",
-            "--out", str(model)]  # fmt: skip
+    argv = [
+        "train",
+        "--defense",
+        "mlp",
+        "--dataset",
+        "csbm",
+        "--set",
+        "epochs=2",
+        "--device",
+        "cpu",
+        "--out",
+        str(model),
+    ]
     assert main(argv) == 2
     _one_line_error(capsys, "already holds a released model")
     assert _snapshot(model) == before
@@ -124,15 +165,50 @@ def test_a_study_never_goes_into_a_released_model_even_with_force(model, monkeyp
         ["train", "--defense", "gcn", "--dataset", "csbm", "--out", "UNWRITABLE/model"],
         ["attack", "--model", "MODEL", "--attack", "mia-threshold", "--out", "UNWRITABLE/x.json"],
         ["audit", "--model", "MODEL", "--attacks", "mia-threshold", "--out", "UNWRITABLE/x.html"],
-        ["canary", "--defense", "mlp-dp", "--dataset", "csbm", "--epsilon", "1", "--kind", "node",
-         "--out", "UNWRITABLE/c.json"],
-        ["compare", "--dataset", "csbm", "--defenses", "gcn", "--epsilons", "inf", "--attacks", "mia-threshold",
-         "--report", "UNWRITABLE/r.html", "--out", "STUDY"],
-        ["compare", "--dataset", "csbm", "--defenses", "gcn", "--epsilons", "inf", "--attacks", "mia-threshold",
-         "--out", "UNWRITABLE/study"],
+        [
+            "canary",
+            "--defense",
+            "mlp-dp",
+            "--dataset",
+            "csbm",
+            "--epsilon",
+            "1",
+            "--kind",
+            "node",
+            "--out",
+            "UNWRITABLE/c.json",
+        ],
+        [
+            "compare",
+            "--dataset",
+            "csbm",
+            "--defenses",
+            "gcn",
+            "--epsilons",
+            "inf",
+            "--attacks",
+            "mia-threshold",
+            "--report",
+            "UNWRITABLE/r.html",
+            "--out",
+            "STUDY",
+        ],
+        [
+            "compare",
+            "--dataset",
+            "csbm",
+            "--defenses",
+            "gcn",
+            "--epsilons",
+            "inf",
+            "--attacks",
+            "mia-threshold",
+            "--out",
+            "UNWRITABLE/study",
+        ],
         ["report", "STUDY", "--out", "UNWRITABLE/r.html"],
     ],
-)  # fmt: skip
+)
 def test_an_unwritable_target_is_one_line_before_any_work(argv, model, tmp_path, monkeypatch, capsys):
     _no_work(monkeypatch)
     study = tmp_path / "study"

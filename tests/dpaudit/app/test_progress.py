@@ -33,11 +33,26 @@ def test_without_a_terminal_progress_is_logged_at_info(caplog):
 
 def test_train_logs_its_progress_without_a_terminal(tmp_path, caplog):
     with caplog.at_level(logging.INFO, logger="dpaudit.progress"):
-        code = main(["train", "--defense", "gcn", "--dataset", "csbm", "--set", "epochs=5", "--device", "cpu",
-                     "--out", str(tmp_path / "m")])  # fmt: skip
+        code = main(
+            [
+                "train",
+                "--defense",
+                "gcn",
+                "--dataset",
+                "csbm",
+                "--set",
+                "epochs=5",
+                "--device",
+                "cpu",
+                "--out",
+                str(tmp_path / "m"),
+            ]
+        )
     assert code == 0
     lines = [r.getMessage() for r in caplog.records if r.name == "dpaudit.progress"]
-    assert lines[0].startswith("training gcn on csbm") and any(line.startswith("gcn: 5/5 epochs done") for line in lines)
+    assert lines[0].startswith("training gcn on csbm") and any(
+        line.startswith("gcn: 5/5 epochs done") for line in lines
+    )
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING and r.name.startswith("dpaudit.progress")]
 
 
@@ -46,10 +61,27 @@ def test_train_draws_a_bar_on_a_terminal(tmp_path):
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 200, 0, 0))  # tqdm draws nothing 0 columns wide
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "dpaudit.app.cli", "train", "--defense", "gcn", "--dataset", "csbm", "--set", "epochs=400",
-         "--device", "cpu", "--out", str(tmp_path / "m")],
-        stdin=subprocess.DEVNULL, stdout=slave, stderr=slave, env=env,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "dpaudit.app.cli",
+            "train",
+            "--defense",
+            "gcn",
+            "--dataset",
+            "csbm",
+            "--set",
+            "epochs=400",
+            "--device",
+            "cpu",
+            "--out",
+            str(tmp_path / "m"),
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=slave,
+        stderr=slave,
+        env=env,
+    )
     os.close(slave)
     chunks = []
     while True:

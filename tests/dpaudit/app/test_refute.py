@@ -65,10 +65,19 @@ def test_the_broken_model_is_refuted_and_the_sound_one_tested(graph, tmp_path):
     and the report's verdicts say so."""
     from dpaudit.app.workflows import Study, StudyConfig
 
-    config = StudyConfig(dataset="csbm", defenses=["zoo-mlp-dp-noise-div10", "mlp-dp"], epsilons=[1.0], seeds=[0],
-                         attacks=["mia-threshold"], dataset_options=dict(SMALL), delta=1e-5, canaries=["auto"],
-                         modules=["dpaudit.app.workflows.zoo"], attack_settings={"mia-threshold": {"n_boot": 50}},
-                         device="cpu")  # fmt: skip
+    config = StudyConfig(
+        dataset="csbm",
+        defenses=["zoo-mlp-dp-noise-div10", "mlp-dp"],
+        epsilons=[1.0],
+        seeds=[0],
+        attacks=["mia-threshold"],
+        dataset_options=dict(SMALL),
+        delta=1e-5,
+        canaries=["auto"],
+        modules=["dpaudit.app.workflows.zoo"],
+        attack_settings={"mia-threshold": {"n_boot": 50}},
+        device="cpu",
+    )
     result = Study(config, tmp_path / "study").run(jobs=1, progress=False)
     assert not result.failed
     records = {r["defense"]: r for r in result.done}

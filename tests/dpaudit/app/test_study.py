@@ -89,14 +89,30 @@ def test_schema_failing_cell_and_retry(tmp_path):
     assert len(result.done) == 1 and len(result.failed) == 2 and not result.missing
 
     # keep_failed: nothing runs again; retry (default): failures rerun, still one line per cell
-    again = dpaudit.compare("csbm", ["gcn", "dpgnn"], [1, "inf"], attacks=["mia-threshold"], dataset_options=TINY,
-                            overrides={"gcn": {"epochs": 20}, "dpgnn": BROKEN_PROMISE},
-                            attack_settings={"mia-threshold": THRESHOLD}, out=study, progress=False,
-                            retry_failed=False)  # fmt: skip
+    again = dpaudit.compare(
+        "csbm",
+        ["gcn", "dpgnn"],
+        [1, "inf"],
+        attacks=["mia-threshold"],
+        dataset_options=TINY,
+        overrides={"gcn": {"epochs": 20}, "dpgnn": BROKEN_PROMISE},
+        attack_settings={"mia-threshold": THRESHOLD},
+        out=study,
+        progress=False,
+        retry_failed=False,
+    )
     assert _lines(study) == lines and len(again.records) == 3
-    dpaudit.compare("csbm", ["gcn", "dpgnn"], [1, "inf"], attacks=["mia-threshold"], dataset_options=TINY,
-                    overrides={"gcn": {"epochs": 20}, "dpgnn": BROKEN_PROMISE},
-                    attack_settings={"mia-threshold": THRESHOLD}, out=study, progress=False)  # fmt: skip
+    dpaudit.compare(
+        "csbm",
+        ["gcn", "dpgnn"],
+        [1, "inf"],
+        attacks=["mia-threshold"],
+        dataset_options=TINY,
+        overrides={"gcn": {"epochs": 20}, "dpgnn": BROKEN_PROMISE},
+        attack_settings={"mia-threshold": THRESHOLD},
+        out=study,
+        progress=False,
+    )
     retried = _lines(study)
     assert len(retried) == 3 and len({r["cell_id"] for r in retried}) == 3
     assert [r for r in retried if r["defense"] == "gcn"] == [gcn]  # the finished cell was not recomputed
@@ -108,13 +124,30 @@ def test_resume_after_sigkill(tmp_path):
     command: finished cells are kept as they were, the rest are computed, one line per cell."""
     study = tmp_path / "killed"
     argv = [
-        *DPAUDIT, "compare", "--dataset", "csbm", "--defenses", "mlp,gcn,sage,mlp-dp", "--epsilons", "2,inf",
-        "--attacks", "mia-threshold", "--set", "epochs=30", "--set", "mlp-dp.epochs=3",
-        "--attack-set", "n_boot=50", "--out", str(study), "--no-report",
+        *DPAUDIT,
+        "compare",
+        "--dataset",
+        "csbm",
+        "--defenses",
+        "mlp,gcn,sage,mlp-dp",
+        "--epsilons",
+        "2,inf",
+        "--attacks",
+        "mia-threshold",
+        "--set",
+        "epochs=30",
+        "--set",
+        "mlp-dp.epochs=3",
+        "--attack-set",
+        "n_boot=50",
+        "--out",
+        str(study),
+        "--no-report",
         *[a for k, v in TINY.items() for a in ("--dataset-option", f"{k}={v}")],
-    ]  # fmt: skip
-    proc = subprocess.Popen(argv, cwd=ROOT, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            start_new_session=True)  # fmt: skip
+    ]
+    proc = subprocess.Popen(
+        argv, cwd=ROOT, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+    )
     deadline = time.monotonic() + 150
     try:
         while time.monotonic() < deadline:
@@ -173,8 +206,16 @@ def test_resume_after_sigkill(tmp_path):
 def test_ray_missing_is_a_clear_error(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)  # as if the optional extra were not installed
     with pytest.raises(ConfigurationError, match=r"dpaudit\[ray\]"):
-        dpaudit.compare("csbm", ["gcn"], ["inf"], attacks=["mia-threshold"], dataset_options=TINY,
-                        executor="ray", out=tmp_path / "s", progress=False)  # fmt: skip
+        dpaudit.compare(
+            "csbm",
+            ["gcn"],
+            ["inf"],
+            attacks=["mia-threshold"],
+            dataset_options=TINY,
+            executor="ray",
+            out=tmp_path / "s",
+            progress=False,
+        )
 
 
 def test_ray_executor(tmp_path):
@@ -183,10 +224,19 @@ def test_ray_executor(tmp_path):
 
     ray.init(num_cpus=2, include_dashboard=False, ignore_reinit_error=True)
     try:
-        result = dpaudit.compare("csbm", ["gcn", "mlp-dp"], [2, "inf"], attacks=["mia-threshold"],
-                                 dataset_options=TINY, overrides={"gcn": {"epochs": 10}, "mlp-dp": {"epochs": 2}},
-                                 attack_settings={"mia-threshold": THRESHOLD}, executor="ray", jobs=2,
-                                 out=tmp_path / "ray", progress=False)  # fmt: skip
+        result = dpaudit.compare(
+            "csbm",
+            ["gcn", "mlp-dp"],
+            [2, "inf"],
+            attacks=["mia-threshold"],
+            dataset_options=TINY,
+            overrides={"gcn": {"epochs": 10}, "mlp-dp": {"epochs": 2}},
+            attack_settings={"mia-threshold": THRESHOLD},
+            executor="ray",
+            jobs=2,
+            out=tmp_path / "ray",
+            progress=False,
+        )
     finally:
         ray.shutdown()
     assert len(result.done) == 3 and not result.failed
@@ -216,8 +266,16 @@ def test_unreachable_ray_cluster_is_one_clear_error(unreachable_ray_cluster):
 
 def test_unreachable_ray_cluster_leaves_no_study_folder(tmp_path, unreachable_ray_cluster):
     with pytest.raises(ConfigurationError, match=r"RAY_ADDRESS=10\.0\.0\.1:6379"):
-        dpaudit.compare("csbm", ["gcn"], ["inf"], attacks=["mia-threshold"], dataset_options=TINY,
-                        executor="ray", out=tmp_path / "s", progress=False)  # fmt: skip
+        dpaudit.compare(
+            "csbm",
+            ["gcn"],
+            ["inf"],
+            attacks=["mia-threshold"],
+            dataset_options=TINY,
+            executor="ray",
+            out=tmp_path / "s",
+            progress=False,
+        )
     assert not (tmp_path / "s").exists()
 
 
@@ -252,10 +310,26 @@ def ray_cluster():
     log_path = Path(temp) / "head.log"
     with open(log_path, "w") as log_file:  # a file, not a pipe: the head never blocks on a full pipe
         head = subprocess.Popen(
-            [str(ray_cli), "start", "--head", "--block", "--port", str(_free_port()), "--num-cpus", "2",
-             "--include-dashboard", "false", "--disable-usage-stats", "--temp-dir", temp],
-            env=_ray_env(), stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
+            [
+                str(ray_cli),
+                "start",
+                "--head",
+                "--block",
+                "--port",
+                str(_free_port()),
+                "--num-cpus",
+                "2",
+                "--include-dashboard",
+                "false",
+                "--disable-usage-stats",
+                "--temp-dir",
+                temp,
+            ],
+            env=_ray_env(),
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         deadline = time.monotonic() + 60
         started = ""
@@ -304,11 +378,29 @@ def test_ray_cluster_study_resumes_after_a_killed_worker(tmp_path, ray_cluster):
     address, session = ray_cluster
     study = tmp_path / "ray-study"
     argv = [
-        *DPAUDIT, "compare", "--dataset", "csbm", "--defenses", "mlp,gcn,sage", "--epsilons", "inf",
-        "--attacks", "mia-threshold", "--set", "epochs=1000", "--attack-set", "n_boot=50", "--out", str(study),
-        "--no-report", "--executor", "ray", "--jobs", "2",
+        *DPAUDIT,
+        "compare",
+        "--dataset",
+        "csbm",
+        "--defenses",
+        "mlp,gcn,sage",
+        "--epsilons",
+        "inf",
+        "--attacks",
+        "mia-threshold",
+        "--set",
+        "epochs=1000",
+        "--attack-set",
+        "n_boot=50",
+        "--out",
+        str(study),
+        "--no-report",
+        "--executor",
+        "ray",
+        "--jobs",
+        "2",
         *[a for k, v in TINY.items() for a in ("--dataset-option", f"{k}={v}")],
-    ]  # fmt: skip
+    ]
     env = {**_ray_env(), "RAY_ADDRESS": address}
     proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     killed = None
@@ -461,6 +553,13 @@ def test_widths_that_cannot_fit_the_device_are_refused_before_any_cell(tmp_path,
     monkeypatch.setattr(dpaudit.runtime, "device_memory", lambda device: 1_000_000)  # 1 MB device
     study = tmp_path / "study"
     with pytest.raises(ConfigurationError, match="hidden"):
-        dpaudit.compare("csbm", defenses=["gcn"], epsilons=["inf"], attacks=["mia-threshold"],
-                        dataset_options=TINY, overrides={"gcn": {"hidden": 4096}}, out=study)  # fmt: skip
+        dpaudit.compare(
+            "csbm",
+            defenses=["gcn"],
+            epsilons=["inf"],
+            attacks=["mia-threshold"],
+            dataset_options=TINY,
+            overrides={"gcn": {"hidden": 4096}},
+            out=study,
+        )
     assert not (study / RESULTS_FILE).exists()

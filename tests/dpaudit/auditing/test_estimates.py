@@ -34,10 +34,20 @@ def _seconds(plan: dict) -> dict[str, float]:
 def test_the_estimate_scales_with_shadows_references_runs_and_pairs(saved_gcn, small_graph):
     model = load(saved_gcn, record=True)
     names = ["mia-lira", "mia-rmia", "mia-tstf", "link-steal", "linkteller"]
-    small = {"mia-lira": {"num_shadows": 2}, "mia-rmia": {"num_references": 2}, "mia-tstf": {"runs": 1},
-             "link-steal": {"runs": 1, "max_pairs": 400}, "linkteller": {"num_pairs": 50, "pr_nodes": 20}}  # fmt: skip
-    large = {"mia-lira": {"num_shadows": 6}, "mia-rmia": {"num_references": 8}, "mia-tstf": {"runs": 3},
-             "link-steal": {"runs": 10, "max_pairs": 400}, "linkteller": {"num_pairs": 100, "pr_nodes": 20}}  # fmt: skip
+    small = {
+        "mia-lira": {"num_shadows": 2},
+        "mia-rmia": {"num_references": 2},
+        "mia-tstf": {"runs": 1},
+        "link-steal": {"runs": 1, "max_pairs": 400},
+        "linkteller": {"num_pairs": 50, "pr_nodes": 20},
+    }
+    large = {
+        "mia-lira": {"num_shadows": 6},
+        "mia-rmia": {"num_references": 8},
+        "mia-tstf": {"runs": 3},
+        "link-steal": {"runs": 10, "max_pairs": 400},
+        "linkteller": {"num_pairs": 100, "pr_nodes": 20},
+    }
     a = _seconds(audit_plan(model, small_graph, names, small, costs=COSTS))
     b = _seconds(audit_plan(model, small_graph, names, large, costs=COSTS))
     one_model = COSTS["shadow"] + COSTS["query"]  # each shadow or reference model is trained, then queried once
@@ -88,21 +98,49 @@ def test_the_trial_extrapolates_the_warm_per_epoch_cost(saved_gcn, small_graph, 
     # 2 epochs cost 0.2 s warm, the fixed part 0.8 s: 0.8 + 20 × 0.2
     assert trial["shadow"] == pytest.approx(4.8)
     assert trial["first_shadow_extra"] == pytest.approx(0.5)
-    plan = audit_plan(load(saved_gcn, record=True), small_graph, ["mia-lira", "mia-tstf"], {}, costs={**COSTS, **trial,
-                      "first_shadow_extra": 0.5})  # fmt: skip
+    plan = audit_plan(
+        load(saved_gcn, record=True),
+        small_graph,
+        ["mia-lira", "mia-tstf"],
+        {},
+        costs={**COSTS, **trial, "first_shadow_extra": 0.5},
+    )
     lira = _seconds(plan)["mia-lira"]
     tstf = _seconds(plan)["mia-tstf"]
-    assert lira == pytest.approx(_seconds(audit_plan(load(saved_gcn, record=True), small_graph, ["mia-lira"], {},
-                                 costs={**COSTS, **trial, "first_shadow_extra": 0.0}))["mia-lira"] + 0.5, abs=0.1)  # fmt: skip
-    assert tstf == pytest.approx(_seconds(audit_plan(load(saved_gcn, record=True), small_graph, ["mia-tstf"], {},
-                                 costs={**COSTS, **trial, "first_shadow_extra": 0.0}))["mia-tstf"], abs=0.1)  # fmt: skip
+    assert lira == pytest.approx(
+        _seconds(
+            audit_plan(
+                load(saved_gcn, record=True),
+                small_graph,
+                ["mia-lira"],
+                {},
+                costs={**COSTS, **trial, "first_shadow_extra": 0.0},
+            )
+        )["mia-lira"]
+        + 0.5,
+        abs=0.1,
+    )
+    assert tstf == pytest.approx(
+        _seconds(
+            audit_plan(
+                load(saved_gcn, record=True),
+                small_graph,
+                ["mia-tstf"],
+                {},
+                costs={**COSTS, **trial, "first_shadow_extra": 0.0},
+            )
+        )["mia-tstf"],
+        abs=0.1,
+    )
 
 
 def test_an_automatic_epoch_count_is_read_from_the_card():
     card = {"mlp_dp": {"epochs": 30}}
     assert AUDIT._epoch_counts("mlp-dp", {"epochs": None}, card) == {"epochs": 30}
-    assert AUDIT._epoch_counts("gap-edp", {"encoder_epochs": 100, "epochs": 50}, {}) == {"encoder_epochs": 100,
-                                                                                        "epochs": 50}  # fmt: skip
+    assert AUDIT._epoch_counts("gap-edp", {"encoder_epochs": 100, "epochs": 50}, {}) == {
+        "encoder_epochs": 100,
+        "epochs": 50,
+    }
     assert AUDIT._epoch_counts("my-plugin", {"epochs": 10}, {}) is None
     assert AUDIT._epoch_counts("mlp-dp", {"epochs": None}, {}) is None
 

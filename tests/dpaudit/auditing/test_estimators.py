@@ -146,8 +146,12 @@ def test_audit_epsilon_bonferroni_and_json(sigma):
     assert out["certified_epsilon_lower_bound"] == max(bounds["one-run"], bounds["one-run-fdp"])
     assert out["claim_refuted"] is False
     kinds = {name: est["kind"] for name, est in out["estimates"].items()}
-    assert kinds == {"one-run": "lower bound", "one-run-fdp": "lower bound", "one-run-fdp-gaussian": "estimate",
-                     "gdp": "estimate"}  # fmt: skip
+    assert kinds == {
+        "one-run": "lower bound",
+        "one-run-fdp": "lower bound",
+        "one-run-fdp-gaussian": "estimate",
+        "gdp": "estimate",
+    }
     json.dumps(out, allow_nan=False)
 
 

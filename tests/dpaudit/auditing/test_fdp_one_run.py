@@ -48,8 +48,9 @@ def exact_threshold_at_epsilon_zero(m: int, r: int, v: int) -> Fraction:
     return tau * Fraction(r, m) / (rho + eta)
 
 
-@pytest.mark.parametrize(("m", "r", "v"), [(100, 100, 96), (100, 100, 90), (20, 20, 18), (10, 10, 9), (6, 6, 5),
-                                           (50, 20, 15)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("m", "r", "v"), [(100, 100, 96), (100, 100, 90), (20, 20, 18), (10, 10, 9), (6, 6, 5), (50, 20, 15)]
+)
 def test_float_recursion_agrees_with_exact_arithmetic(m, r, v):
     """At ε = 0 a cancellation in 1 − δ − e^ε(1 − y) once inflated f̄⁻¹ of tiny masses and rejected
     (100, 100, 96) at 1 % below the exact threshold: an over-stated bound."""
@@ -91,9 +92,14 @@ def first_exceeding(values: np.ndarray, truth: float) -> int:
 
 @pytest.mark.parametrize(
     ("m", "r", "epsilon", "delta", "level"),
-    [(1000, 100, 1.0, 0.0, 0.05), (1000, 100, 1.0, 1e-3, 0.05), (400, 400, 2.0, 1e-4, 0.05), (200, 50, 0.5, 0.0, 0.01),
-     (1000, 1000, 1.0, 1e-5, 0.05)],
-)  # fmt: skip
+    [
+        (1000, 100, 1.0, 0.0, 0.05),
+        (1000, 100, 1.0, 1e-3, 0.05),
+        (400, 400, 2.0, 1e-4, 0.05),
+        (200, 50, 0.5, 0.0, 0.01),
+        (1000, 1000, 1.0, 1e-5, 0.05),
+    ],
+)
 def test_epsilon_delta_bound_exceeds_the_truth_with_probability_at_most_level(m, r, epsilon, delta, level):
     """Exact soundness under the worst (ε, δ)-DP mechanism (reveal the coin with probability δ,
     else ε-randomized response): each of r guesses is right with probability δ + (1 − δ)e^ε/(1+e^ε),
@@ -121,8 +127,10 @@ def test_gaussian_test_rejects_the_true_mu_with_probability_at_most_level(m, mu)
 def test_more_correct_guesses_and_a_larger_level_give_larger_bounds():
     m, r = 1000, 200
     v = np.arange(100, r + 1)
-    for bounds in (fdp_epsilon(m, np.full(v.size, r), v, DELTA, 0.01, 50.0),
-                   fdp_gaussian_mu(m, np.full(v.size, r), v, 0.01, 50.0)):  # fmt: skip
+    for bounds in (
+        fdp_epsilon(m, np.full(v.size, r), v, DELTA, 0.01, 50.0),
+        fdp_gaussian_mu(m, np.full(v.size, r), v, 0.01, 50.0),
+    ):
         assert np.all(np.diff(bounds) >= 0)
         assert bounds[0] == 0.0 and bounds[-1] > 1.0
     strict = fdp_epsilon(m, [r], [170], DELTA, 0.001, 50.0)[0]
@@ -204,7 +212,10 @@ def test_estimator_record_grid_and_kind():
     assert single.epsilon_lower_bound >= est.details["tried"][1]["epsilon"]
     mixed = fdp_one_run_lower_bound(s, y, delta=DELTA, confidence=0.9, guesses=[(50, 0), 150, np.int64(70)])
     assert [(row["rule"], row["r"]) for row in mixed.details["tried"]] == [
-        ("top/bottom ranks", 50), ("extremes", 150), ("extremes", 70)]  # fmt: skip
+        ("top/bottom ranks", 50),
+        ("extremes", 150),
+        ("extremes", 70),
+    ]
     assert mixed.details["tried"][0]["k_minus"] == 0
     assert mixed.details["tried"][1] == dict(est.details["tried"][1], epsilon=mixed.details["tried"][1]["epsilon"])
 

@@ -68,7 +68,7 @@ def test_correct_runs_are_refuted_at_most_at_the_level(q, steps):
     refuted = [
         sgm_hypothesis_test(
             *simulate(2000, sigma, q, steps, seed), noise_multiplier=sigma, sample_rate=q, steps=steps
-        ).refuted  # fmt: skip
+        ).refuted
         for seed in range(60)
     ]
     # level 0.05; 60 runs: the 0.999 binomial quantile is 9
@@ -79,7 +79,7 @@ def test_noisier_runs_are_not_refuted():
     refuted = [
         sgm_hypothesis_test(
             *simulate(2000, 8.0, 1.0, 100, seed, factor=1.25), noise_multiplier=8.0, sample_rate=1.0, steps=100
-        ).refuted  # fmt: skip
+        ).refuted
         for seed in range(30)
     ]
     assert sum(refuted) == 0
@@ -91,7 +91,7 @@ def test_short_noise_is_refuted_in_one_run(factor):
     tests = [
         sgm_hypothesis_test(
             *simulate(4000, 10.81, 1.0, 100, seed, factor=factor), noise_multiplier=10.81, sample_rate=1.0, steps=100
-        )  # fmt: skip
+        )
         for seed in range(10)
     ]
     assert all(t.refuted for t in tests)
@@ -102,7 +102,7 @@ def test_short_noise_under_subsampling_is_refuted():
     tests = [
         sgm_hypothesis_test(
             *simulate(4000, 1.0, 0.1, 200, seed, factor=0.8), noise_multiplier=1.0, sample_rate=0.1, steps=200
-        )  # fmt: skip
+        )
         for seed in range(5)
     ]
     assert sum(t.refuted for t in tests) >= 4
@@ -153,5 +153,4 @@ def test_the_canary_record_reports_both_results():
     assert out["hypothesis_test"]["refuted"] and out["hypothesis_test"]["p_value"] < 0.05
     assert out["certified_epsilon_lower_bound"] < 4.0  # the any-mechanism bound alone does not refute it
     with pytest.raises(ConfigurationError):
-        summarise_game(s, coins, delta=1e-5, claimed_epsilon=4.0, mechanism=mechanism,
-                       run_ids=np.arange(s.size) % 2)  # fmt: skip
+        summarise_game(s, coins, delta=1e-5, claimed_epsilon=4.0, mechanism=mechanism, run_ids=np.arange(s.size) % 2)

@@ -22,8 +22,9 @@ def test_power_is_what_a_perfect_attack_certifies():
     coins = np.random.default_rng(0).random(100) < 0.5  # fair coins: a perfect ranking may get less, never more
     lucky = audit_epsilon(coins.astype(float), coins, delta=DELTA, run_ids=np.zeros(100, int))
     assert lucky["certified_epsilon_lower_bound"] <= power["certifiable_epsilon"]
-    noisy = audit_epsilon(np.random.default_rng(1).normal(size=100) + coins, coins, delta=DELTA,
-                          run_ids=np.zeros(100, int))  # fmt: skip
+    noisy = audit_epsilon(
+        np.random.default_rng(1).normal(size=100) + coins, coins, delta=DELTA, run_ids=np.zeros(100, int)
+    )
     assert noisy["certified_epsilon_lower_bound"] <= power["certifiable_epsilon"]
     # 20 canaries cannot refute ε = 1 whatever the attack; more runs pooled can
     assert not audit_power(20, delta=DELTA, claimed_epsilon=1.0)["can_refute_claim"]

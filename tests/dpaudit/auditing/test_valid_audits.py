@@ -25,8 +25,15 @@ def masked_graph(small_graph, tmp_path):
     val, test = np.zeros(len(y), bool), np.zeros(len(y), bool)
     val[rest[:40]], test[rest[40:140]] = True, True
     path = tmp_path / "masked.npz"
-    np.savez(path, x=small_graph.data.x.numpy(), y=y, edge_index=small_graph.data.edge_index.numpy(),
-             train_mask=train, val_mask=val, test_mask=test)  # fmt: skip
+    np.savez(
+        path,
+        x=small_graph.data.x.numpy(),
+        y=y,
+        edge_index=small_graph.data.edge_index.numpy(),
+        train_mask=train,
+        val_mask=val,
+        test_mask=test,
+    )
     return path
 
 
@@ -34,10 +41,24 @@ def _warnings(caplog) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
 
 
-def test_train_on_a_public_split_warns_with_the_command_that_gives_a_valid_audit(masked_graph, tmp_path, caplog,
-                                                                                  capsys):  # fmt: skip
-    argv = ["train", "--defense", "gcn", "--dataset", str(masked_graph), "--dataset-option", "declare_classes=3",
-            "--set", "epochs=2", "--device", "cpu", "--out", str(tmp_path / "public")]  # fmt: skip
+def test_train_on_a_public_split_warns_with_the_command_that_gives_a_valid_audit(
+    masked_graph, tmp_path, caplog, capsys
+):
+    argv = [
+        "train",
+        "--defense",
+        "gcn",
+        "--dataset",
+        str(masked_graph),
+        "--dataset-option",
+        "declare_classes=3",
+        "--set",
+        "epochs=2",
+        "--device",
+        "cpu",
+        "--out",
+        str(tmp_path / "public"),
+    ]
     with caplog.at_level(logging.WARNING, logger="dpaudit"):
         assert main(argv) == 0
     [warning] = _warnings(caplog)
@@ -68,8 +89,22 @@ def test_train_on_a_public_split_warns_with_the_command_that_gives_a_valid_audit
 
 
 def test_a_graph_partition_suggests_an_inductive_random_split(tmp_path, caplog):
-    argv = ["train", "--defense", "gcn", "--dataset", "csbm", "--dataset-option", "num_nodes=150", "--split=metis:6",
-            "--set", "epochs=2", "--device", "cpu", "--out", str(tmp_path / "m")]  # fmt: skip
+    argv = [
+        "train",
+        "--defense",
+        "gcn",
+        "--dataset",
+        "csbm",
+        "--dataset-option",
+        "num_nodes=150",
+        "--split=metis:6",
+        "--set",
+        "epochs=2",
+        "--device",
+        "cpu",
+        "--out",
+        str(tmp_path / "m"),
+    ]
     with caplog.at_level(logging.WARNING, logger="dpaudit"):
         assert main(argv) == 0
     [warning] = _warnings(caplog)

@@ -162,8 +162,22 @@ def test_graph_file_options_are_checked_before_reading(option, fragment, small_g
 
 def test_delta_auto_on_an_undeclared_file_says_how_to_proceed(small_graph, tmp_path, capsys):
     path = _save(small_graph.data, tmp_path / "g.npz")
-    base = ["train", "--defense", "mlp-dp", "--epsilon", "4", "--dataset", str(path), *DECLARED, "--set", "epochs=2",
-            "--set", "preset=gap", "--device", "cpu"]  # fmt: skip
+    base = [
+        "train",
+        "--defense",
+        "mlp-dp",
+        "--epsilon",
+        "4",
+        "--dataset",
+        str(path),
+        *DECLARED,
+        "--set",
+        "epochs=2",
+        "--set",
+        "preset=gap",
+        "--device",
+        "cpu",
+    ]
     assert main([*base, "--out", str(tmp_path / "auto")]) == 2
     _one_line_error(capsys, "pass --delta D (below 1/its nodes), or --dataset-option declare=true")
     assert not (tmp_path / "auto").exists()
@@ -183,8 +197,25 @@ def test_train_then_audit_a_graph_file_end_to_end(suffix, small_graph, tmp_path,
     monkeypatch.chdir(tmp_path)
     _save(small_graph.data, tmp_path / f"my_graph{suffix}")
     model = tmp_path / "model"
-    assert main(["train", "--defense", "gcn", "--dataset", f"./my_graph{suffix}", *DECLARED, "--set", "epochs=5",
-                 "--device", "cpu", "--out", "model"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "train",
+                "--defense",
+                "gcn",
+                "--dataset",
+                f"./my_graph{suffix}",
+                *DECLARED,
+                "--set",
+                "epochs=5",
+                "--device",
+                "cpu",
+                "--out",
+                "model",
+            ]
+        )
+        == 0
+    )
     public = (model / "model.json").read_text()
     assert '"name": "my_graph"' in public and str(tmp_path) not in public and "my_graph" + suffix not in public
     assert str(tmp_path / f"my_graph{suffix}") in (model / "provenance.json").read_text()
@@ -216,8 +247,25 @@ def test_train_then_audit_a_graph_file_end_to_end(suffix, small_graph, tmp_path,
 def test_audit_without_the_owners_record_asks_for_the_file(small_graph, tmp_path, capsys):
     path = _save(small_graph.data, tmp_path / "cora.npz")  # a stem that is also a registry name
     model = tmp_path / "model"
-    assert main(["train", "--defense", "gcn", "--dataset", str(path), *DECLARED, "--set", "epochs=2",
-                 "--device", "cpu", "--out", str(model)]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "train",
+                "--defense",
+                "gcn",
+                "--dataset",
+                str(path),
+                *DECLARED,
+                "--set",
+                "epochs=2",
+                "--device",
+                "cpu",
+                "--out",
+                str(model),
+            ]
+        )
+        == 0
+    )
     (model / "provenance.json").unlink()
     (model / "metrics.json").unlink()
     capsys.readouterr()
@@ -227,8 +275,25 @@ def test_audit_without_the_owners_record_asks_for_the_file(small_graph, tmp_path
 
 def test_compare_takes_a_graph_file(small_graph, tmp_path, capsys):
     path = _save(small_graph.data, tmp_path / "g.npz")
-    argv = ["compare", "--dataset", str(path), *DECLARED, "--defenses", "gcn", "--epsilons", "inf", "--attacks",
-            "mia-threshold", "--set", "epochs=2", "--jobs", "1", "--no-report", "--out", str(tmp_path / "s")]  # fmt: skip
+    argv = [
+        "compare",
+        "--dataset",
+        str(path),
+        *DECLARED,
+        "--defenses",
+        "gcn",
+        "--epsilons",
+        "inf",
+        "--attacks",
+        "mia-threshold",
+        "--set",
+        "epochs=2",
+        "--jobs",
+        "1",
+        "--no-report",
+        "--out",
+        str(tmp_path / "s"),
+    ]
     assert main(argv) == 0
     record = json.loads((tmp_path / "s" / "results.jsonl").read_text().splitlines()[0])
     assert record["status"] == "done", record

@@ -89,8 +89,19 @@ def test_an_undeclared_graph_file_is_refused_before_any_work(tmp_path, capsys, m
     assert "declare=true" in line
     assert not read and not out.exists()  # nothing read, nothing written
     # a private model lists it with everything else it lacks, in the same one line
-    private = ["train", "--defense", "mlp-dp", "--epsilon", "4", "--delta", "1e-4", "--dataset", str(path),
-               "--out", str(out)]  # fmt: skip
+    private = [
+        "train",
+        "--defense",
+        "mlp-dp",
+        "--epsilon",
+        "4",
+        "--delta",
+        "1e-4",
+        "--dataset",
+        str(path),
+        "--out",
+        str(out),
+    ]
     assert main(private) == 2
     line = _one_line_error(capsys, "(1) the label domain is not declared; add --dataset-option declare_classes=")
     assert not read and not out.exists()
@@ -117,13 +128,19 @@ def test_the_declared_domain_sets_the_classes_whoever_is_in_the_graph():
 @pytest.mark.parametrize(
     "name, make, facts",
     [
-        ("mlp-dp", lambda: get_defense("mlp-dp")(epsilon=4.0, delta=1e-4, seed=0, epochs=2, preset="gap",
-                                                 sample_rate=0.1), None),
+        (
+            "mlp-dp",
+            lambda: get_defense("mlp-dp")(epsilon=4.0, delta=1e-4, seed=0, epochs=2, preset="gap", sample_rate=0.1),
+            None,
+        ),
         ("gcn", lambda: get_defense("gcn")(seed=0, epochs=3), None),
-        ("dpar-em1", lambda: get_defense("dpar-em1")(epsilon=4.0, delta=1e-4, seed=0, epochs=2, num_sources=10,
-                                                     batch_size=20), {"num_nodes": N, "num_train": N}),
+        (
+            "dpar-em1",
+            lambda: get_defense("dpar-em1")(epsilon=4.0, delta=1e-4, seed=0, epochs=2, num_sources=10, batch_size=20),
+            {"num_nodes": N, "num_train": N},
+        ),
     ],
-)  # fmt: skip
+)
 def test_removing_a_singleton_class_node_is_neutral(name, make, facts, tmp_path):
     graph = _declared(_raw(), public_facts=facts)
     split = _with_node_0_in_training(graph)
@@ -182,8 +199,25 @@ def test_registry_datasets_declare_their_published_classes(small_graph):
 
 def test_declare_classes_on_the_command_line(tmp_path, capsys):
     path = _save_npz(tmp_path / "my.npz", _raw())
-    base = ["train", "--defense", "mlp-dp", "--epsilon", "4", "--delta", "1e-4", "--dataset", str(path),
-            "--set", "epochs=2", "--set", "preset=gap", "--set", "sample_rate=0.1", "--device", "cpu"]  # fmt: skip
+    base = [
+        "train",
+        "--defense",
+        "mlp-dp",
+        "--epsilon",
+        "4",
+        "--delta",
+        "1e-4",
+        "--dataset",
+        str(path),
+        "--set",
+        "epochs=2",
+        "--set",
+        "preset=gap",
+        "--set",
+        "sample_rate=0.1",
+        "--device",
+        "cpu",
+    ]
     assert main([*base, "--dataset-option", "declare_classes=0,1,2,3", "--out", str(tmp_path / "listed")]) == 0
     assert main([*base, "--dataset-option", "declare_classes=4", "--out", str(tmp_path / "counted")]) == 0
     for name in ("listed", "counted"):
@@ -193,6 +227,18 @@ def test_declare_classes_on_the_command_line(tmp_path, capsys):
     assert main([*base, "--dataset-option", "declare_classes=0,1,2", "--out", str(tmp_path / "short")]) == 2
     _one_line_error(capsys, "labels [3] of 1 nodes are outside the declared classes [0, 1, 2]")
     assert not (tmp_path / "short").exists()
-    assert main([*base, "--dataset-option", "min_class_size=2", "--dataset-option", "declare_classes=4",
-                 "--out", str(tmp_path / "min")]) == 2  # fmt: skip
+    assert (
+        main(
+            [
+                *base,
+                "--dataset-option",
+                "min_class_size=2",
+                "--dataset-option",
+                "declare_classes=4",
+                "--out",
+                str(tmp_path / "min"),
+            ]
+        )
+        == 2
+    )
     _one_line_error(capsys, "min_class_size compares per-class counts, which this graph does not declare")

@@ -76,8 +76,10 @@ def test_each_defense_declares_what_a_feature_change_costs_per_deployment(graph)
         for deployment in DEPLOYMENTS:
             entry = deployment_entry(card, deployment)
             assert entry["feature_change"] == FEATURE_CHANGE[kind][deployment]
-    charged = deployment_entry(inference_entry(private=True, training_graph=True, note="n",
-                                               owner_graph_mechanism="a PMA release"), TRAINING_GRAPH)  # fmt: skip
+    charged = deployment_entry(
+        inference_entry(private=True, training_graph=True, note="n", owner_graph_mechanism="a PMA release"),
+        TRAINING_GRAPH,
+    )
     assert "charged to the training data" in charged["feature_change"]
     with pytest.raises(DPAuditError, match="feature_change must be one of"):
         inference_entry(private=True, training_graph=True, note="n", feature_change="whatever")
@@ -190,9 +192,20 @@ def test_the_cli_prints_coverage_per_deployment_and_audits_the_one_asked(graph, 
     assert "querier-graph    covered" in out and "training-graph   NOT covered" in out
     result = tmp_path / "ls.json"
     code = main(
-        ["attack", "--model", str(directory), "--attack", "mia-threshold", "--runs", "1",
-         "--deployment", "training-graph", "--out", str(result)]
-    )  # fmt: skip
+        [
+            "attack",
+            "--model",
+            str(directory),
+            "--attack",
+            "mia-threshold",
+            "--runs",
+            "1",
+            "--deployment",
+            "training-graph",
+            "--out",
+            str(result),
+        ]
+    )
     assert code == 0
     assert "(deployment training-graph)" in capsys.readouterr().out
     assert json.loads(result.read_text())["extra"]["deployment"] == TRAINING_GRAPH

@@ -333,7 +333,9 @@ def test_adapted_models_are_stated_not_proven(saved, small_graph):
 
     module = load(saved["gcn"]).module
     split = make_split(small_graph, "random:0.6,0.2,0.2", 0)
-    claimed = adapt(module, small_graph, train_nodes=split.train, privacy={"epsilon": 2.0, "delta": 1e-4, "unit": "node"})
+    claimed = adapt(
+        module, small_graph, train_nodes=split.train, privacy={"epsilon": 2.0, "delta": 1e-4, "unit": "node"}
+    )
     assert claimed.privacy.sound is False and USER_STATED in claimed.privacy.unaccounted
     assert claimed.verification.status == "stated" and "stated by the user" in claimed.verification.summary
     plain = adapt(module, small_graph, train_nodes=split.train)
@@ -342,9 +344,13 @@ def test_adapted_models_are_stated_not_proven(saved, small_graph):
 
 @pytest.mark.parametrize(
     "key,section,field",
-    [("mlp-dp-sound", "architecture", "out_dim"), ("dpgnn-sound", "architecture", "latent"),
-     ("dpar-gm-sound", "architecture", "hidden"), ("gap-edp-sound", None, "hidden")],
-)  # fmt: skip
+    [
+        ("mlp-dp-sound", "architecture", "out_dim"),
+        ("dpgnn-sound", "architecture", "latent"),
+        ("dpar-gm-sound", "architecture", "hidden"),
+        ("gap-edp-sound", None, "hidden"),
+    ],
+)
 def test_architecture_size_is_still_checked_before_allocating(saved, tmp_path, key, section, field):
     """A 300,000-wide layer is refused by the architecture check (no wall-clock assert: how long a
     refused load takes depends on the machine)."""

@@ -100,7 +100,9 @@ def test_save_refuses_a_card_with_an_undeclared_field(small_graph, tmp_path):
 def test_baselines_release_is_neutral_to_one_edge_and_one_node(name, small_graph, tmp_path):
     split = make_split(small_graph, SPLIT, seed=0)
     make = lambda: get_defense(name)(seed=1, epochs=3)  # noqa: E731
-    assert train_and_compare(make, (small_graph, split), (without_edge(small_graph, split), split), tmp_path / "e") == {}
+    assert (
+        train_and_compare(make, (small_graph, split), (without_edge(small_graph, split), split), tmp_path / "e") == {}
+    )
     assert train_and_compare(make, (small_graph, split), without_node(small_graph, split), tmp_path / "n") == {}
 
 
@@ -177,7 +179,9 @@ def test_files_before_format_3_still_load_with_their_record_in_the_card(trained_
     meta = json.loads((directory / "model.json").read_text())
     record = json.loads((directory / "provenance.json").read_text())
     meta["schema_version"] = 2
-    meta["card"].update(seed=record["seed"], split=record["split"], dataset={**meta["card"]["dataset"], **record["dataset"]})
+    meta["card"].update(
+        seed=record["seed"], split=record["split"], dataset={**meta["card"]["dataset"], **record["dataset"]}
+    )
     (old / "model.json").write_text(json.dumps(meta))
     model = load(old)
     assert model.provenance("seed") == 5

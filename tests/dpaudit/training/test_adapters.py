@@ -62,7 +62,10 @@ def test_a_users_claim_is_claimed_neither_proven_nor_a_papers(graph, split):
     assert model.card["protocol"] == "claimed" and model.verification.status == "stated"
     paper = PrivacySpec(epsilon=1.0, delta=1e-5, unit="node", protocol="paper", sound=False, unaccounted=["x"])
     proven = PrivacySpec(epsilon=1.0, delta=1e-5, unit="node", protocol="sound", mechanisms=[{"m": 1}])
-    assert (paper.status, paper.hypothesis) == ("paper", True) and (proven.status, proven.hypothesis) == ("proven", False)
+    assert (paper.status, paper.hypothesis) == ("paper", True) and (proven.status, proven.hypothesis) == (
+        "proven",
+        False,
+    )
     assert PrivacySpec.non_private().status == "none"
     assert PrivacySpec.from_dict(spec.to_dict()).status == "claimed"  # survives JSON
     with pytest.raises(ConfigurationError, match="records no mechanism"):
@@ -79,7 +82,9 @@ def test_export_rebuilds_the_module_from_its_declaration(graph, split, tmp_path,
     assert architecture["layers"][1]["heads"] == 2 and architecture["layers"][1]["concat"] is False
     model.save(tmp_path / "m")
     meta = json.loads((tmp_path / "m" / "model.json").read_text())
-    assert meta["kind"] == "module" and meta["privacy"]["protocol"] == "claimed" and meta["card"]["protocol"] == "claimed"
+    assert (
+        meta["kind"] == "module" and meta["privacy"]["protocol"] == "claimed" and meta["card"]["protocol"] == "claimed"
+    )
     assert not any(p.suffix in (".pt", ".pkl", ".pth") for p in (tmp_path / "m").iterdir())  # data, never a pickle
     loaded = load(tmp_path / "m", record=True)  # the owner reads its record explicitly
     assert loaded.privacy.status == "claimed" and loaded.verification.status == "stated"
@@ -90,8 +95,9 @@ def test_export_rebuilds_the_module_from_its_declaration(graph, split, tmp_path,
 
 
 def test_export_of_a_feature_module_in_a_sequential(graph, split, tmp_path):
-    module = torch.nn.Sequential(torch.nn.Linear(graph.num_features, 5), torch.nn.Tanh(),
-                                 torch.nn.Linear(5, graph.num_classes))  # fmt: skip
+    module = torch.nn.Sequential(
+        torch.nn.Linear(graph.num_features, 5), torch.nn.Tanh(), torch.nn.Linear(5, graph.num_classes)
+    )
     model = adapt(module, graph, split=split, privacy=CLAIM, input="features")
     model.save(tmp_path / "mlp")
     loaded = load(tmp_path / "mlp")
@@ -115,8 +121,13 @@ def test_export_refuses_what_it_cannot_declare_in_one_line(graph, split, tmp_pat
         residual.save(tmp_path / "never")
     with pytest.raises(ConfigurationError, match="activation must be one of"):
         export(residual, activation="gelu")
-    proba = adapt(torch.nn.Sequential(torch.nn.Linear(graph.num_features, graph.num_classes), torch.nn.Softmax(1)),
-                  graph, split=split, input="features", output="proba")  # fmt: skip
+    proba = adapt(
+        torch.nn.Sequential(torch.nn.Linear(graph.num_features, graph.num_classes), torch.nn.Softmax(1)),
+        graph,
+        split=split,
+        input="features",
+        output="proba",
+    )
     with pytest.raises(ConfigurationError, match="returns logits"):
         export(proba)
     assert not (tmp_path / "never").exists()
@@ -139,14 +150,17 @@ def test_a_claimed_file_cannot_pose_as_a_registered_defense(graph, split, tmp_pa
 
 
 def test_an_edited_declaration_is_refused_on_load(graph, split, tmp_path):
-    module = torch.nn.Sequential(torch.nn.Linear(graph.num_features, 4), torch.nn.ReLU(),
-                                 torch.nn.Linear(4, graph.num_classes))  # fmt: skip
+    module = torch.nn.Sequential(
+        torch.nn.Linear(graph.num_features, 4), torch.nn.ReLU(), torch.nn.Linear(4, graph.num_classes)
+    )
     adapt(module, graph, split=split, privacy=CLAIM, input="features").save(tmp_path / "m")
     path = tmp_path / "m" / "model.json"
     meta = json.loads(path.read_text())
-    for layer, message in (({"op": "conv3d", "in": 6, "out": 4}, "unknown stack layer 'conv3d'"),
-                           ({"op": "linear", "in": 6, "out": 300_000}, "size mismatch|architecture"),
-                           ({"op": "linear", "in": 6, "out": 4, "code": "import os"}, "takes no options")):  # fmt: skip
+    for layer, message in (
+        ({"op": "conv3d", "in": 6, "out": 4}, "unknown stack layer 'conv3d'"),
+        ({"op": "linear", "in": 6, "out": 300_000}, "size mismatch|architecture"),
+        ({"op": "linear", "in": 6, "out": 4, "code": "import os"}, "takes no options"),
+    ):
         edited = json.loads(json.dumps(meta))
         edited["config"]["architecture"]["layers"][0] = layer
         path.write_text(json.dumps(edited))
@@ -157,8 +171,11 @@ def test_an_edited_declaration_is_refused_on_load(graph, split, tmp_path):
 def test_a_module_whose_outputs_are_not_the_declared_classes_is_refused(graph, split):
     """Issue 49 BAD 6: five outputs on a three-class graph answer about classes that do not exist."""
     wide = torch.nn.Linear(graph.num_features, graph.num_classes + 3)
-    with pytest.raises(ConfigurationError, match=rf"returns {graph.num_classes + 3} outputs per node.*declares "
-                       rf"{graph.num_classes} classes"):  # fmt: skip
+    with pytest.raises(
+        ConfigurationError,
+        match=rf"returns {graph.num_classes + 3} outputs per node.*declares "
+        rf"{graph.num_classes} classes",
+    ):
         adapt(wide, graph, split=split, input="features")
 
 

@@ -147,8 +147,14 @@ def test_intervals_describe_themselves_and_check_each_bound():
     assert str(Interval(float, None, 1, closed="neither")) == "float < 1"
     open_unit = Interval(float, 0, 1, closed="neither")
     assert [open_unit.is_satisfied_by(v) for v in (0, 0.5, 1, -1, 2, math.nan, True)] == [
-        False, True, False, False, False, False, False,
-    ]  # fmt: skip
+        False,
+        True,
+        False,
+        False,
+        False,
+        False,
+        False,
+    ]
     assert Interval(int, 1, None).is_satisfied_by(3.0) and not Interval(int, 1, None).is_satisfied_by(3.5)
     with pytest.raises(ValueError):
         Interval(float, 1, 0)

@@ -100,9 +100,18 @@ def _schedule(batch, epochs, n=40):
 def _train(clipping, inputs, y, epochs=3, seed=3, batch=8):
     module = _mlp(layers=2)
     mech = train_dp_sgd(
-        module, inputs, y, noise_multiplier=1.1, max_grad_norm=0.5, batch_size=batch, epochs=epochs, lr=0.05,
-        seed=seed, clipping=clipping, schedule=_schedule(batch, epochs),
-    )  # fmt: skip
+        module,
+        inputs,
+        y,
+        noise_multiplier=1.1,
+        max_grad_norm=0.5,
+        batch_size=batch,
+        epochs=epochs,
+        lr=0.05,
+        seed=seed,
+        clipping=clipping,
+        schedule=_schedule(batch, epochs),
+    )
     return module, mech
 
 
@@ -129,8 +138,18 @@ def test_empty_poisson_batches_still_take_noise_steps():
     assert 0 in sizes
     module = _mlp()
     before = [p.detach().clone() for p in module.parameters()]
-    mech = train_dp_sgd(module, x, y, noise_multiplier=2.0, max_grad_norm=1.0, batch_size=1, epochs=5, lr=0.01, seed=3,
-                        schedule=_schedule(1, 5, n=4))  # fmt: skip
+    mech = train_dp_sgd(
+        module,
+        x,
+        y,
+        noise_multiplier=2.0,
+        max_grad_norm=1.0,
+        batch_size=1,
+        epochs=5,
+        lr=0.01,
+        seed=3,
+        schedule=_schedule(1, 5, n=4),
+    )
     assert mech.steps == len(sizes) == 20 and mech.sample_rate == 0.25
     assert all(not torch.equal(a, b) for a, b in zip(before, module.parameters()))
 
@@ -142,8 +161,17 @@ def test_non_linear_parameters_fall_back_and_batchnorm_is_refused():
     shared = nn.Linear(3, 3)
     twice = nn.Sequential(nn.Linear(30, 3), shared, shared)
     x, y = _data()
-    mech = train_dp_sgd(twice, x, y, noise_multiplier=1.0, max_grad_norm=1.0, batch_size=10, epochs=1, lr=0.01,
-                        schedule=_schedule(10, 1))  # fmt: skip
+    mech = train_dp_sgd(
+        twice,
+        x,
+        y,
+        noise_multiplier=1.0,
+        max_grad_norm=1.0,
+        batch_size=10,
+        epochs=1,
+        lr=0.01,
+        schedule=_schedule(10, 1),
+    )
     assert mech.steps == 4
     with pytest.raises(ConfigurationError):
         make_clipper(nn.Sequential(nn.Linear(30, 8), nn.BatchNorm1d(8)))
@@ -159,8 +187,9 @@ def test_on_epoch_evaluations_do_not_disturb_ghost_clipping():
             module(x)  # two forwards outside a training step
         calls.append(1)
 
-    settings = dict(noise_multiplier=1.0, max_grad_norm=0.5, batch_size=8, epochs=2, lr=0.01, seed=1,
-                    schedule=_schedule(8, 2))  # fmt: skip
+    settings = dict(
+        noise_multiplier=1.0, max_grad_norm=0.5, batch_size=8, epochs=2, lr=0.01, seed=1, schedule=_schedule(8, 2)
+    )
     module, reference = _mlp(), _mlp()
     mech = train_dp_sgd(module, x, y, on_epoch=evaluate, **settings)
     train_dp_sgd(reference, x, y, clipping="per-sample", **settings)
@@ -201,7 +230,7 @@ def test_schedule_not_the_number_of_examples_fixes_rate_steps_and_normaliser(mon
                 epochs=2,
                 lr=0.01,
                 schedule=schedule,
-            )  # fmt: skip
+            )
         )
     assert spent[0] == spent[1] == PoissonSubsampledGaussian(1.0, 0.25, 8)
     assert seen == [13.0] * 16
@@ -221,8 +250,17 @@ def test_noisy_training_without_a_schedule_is_refused_before_any_step():
     with pytest.raises(ConfigurationError, match="PoissonSchedule"):
         train_dp_sgd(module, x, y, noise_multiplier=1.0, max_grad_norm=1.0, batch_size=8, epochs=2, lr=0.01)
     with pytest.raises(ConfigurationError, match="epochs"):
-        train_dp_sgd(module, x, y, noise_multiplier=1.0, max_grad_norm=1.0, batch_size=8, epochs=3, lr=0.01,
-                     schedule=_schedule(8, 2))  # fmt: skip
+        train_dp_sgd(
+            module,
+            x,
+            y,
+            noise_multiplier=1.0,
+            max_grad_norm=1.0,
+            batch_size=8,
+            epochs=3,
+            lr=0.01,
+            schedule=_schedule(8, 2),
+        )
     assert all(torch.equal(a, b) for a, b in zip(before, module.parameters()))
     with pytest.raises(ConfigurationError, match="sample_rate"):
         PoissonSchedule.plan(batch_size=8, epochs=2, declared_size=None)
@@ -254,12 +292,23 @@ def test_noise_free_run_in_order_is_plain_full_batch_adam():
         nn.functional.cross_entropy(reference(x), y).backward()
         opt.step()
     trained = _mlp()
-    spent = train_dp_sgd(trained, x, y, noise_multiplier=0.0, max_grad_norm=math.inf, batch_size=len(y), epochs=3,
-                         lr=0.05, shuffle=False)  # fmt: skip
+    spent = train_dp_sgd(
+        trained, x, y, noise_multiplier=0.0, max_grad_norm=math.inf, batch_size=len(y), epochs=3, lr=0.05, shuffle=False
+    )
     assert spent is None
     for a, b in zip(reference.parameters(), trained.parameters()):
         assert torch.equal(a, b)
     schedule = PoissonSchedule.plan(batch_size=10, epochs=1, declared_size=40)
     with pytest.raises(ConfigurationError, match="shuffle=False"):
-        train_dp_sgd(_mlp(), x, y, noise_multiplier=1.0, max_grad_norm=1.0, batch_size=10, epochs=1, lr=0.05,
-                     schedule=schedule, shuffle=False)  # fmt: skip
+        train_dp_sgd(
+            _mlp(),
+            x,
+            y,
+            noise_multiplier=1.0,
+            max_grad_norm=1.0,
+            batch_size=10,
+            epochs=1,
+            lr=0.05,
+            schedule=schedule,
+            shuffle=False,
+        )

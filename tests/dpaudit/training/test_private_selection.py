@@ -313,9 +313,9 @@ def test_projected_gap_ndp_selects_privately_above_its_cap_and_loads(small_graph
     monkeypatch.setattr(projection, "entropy_projection", lambda *a, **k: solves.append(1) or real(*a, **k))
     monkeypatch.setattr(projection, "_PROJECTIONS", TensorCache(size=4))  # not an earlier test's solve
     split = make_split(small_graph, "random:0.5,0.25,0.25", 0)
-    model = get_defense("gap-ndp")(
-        epsilon=8.0, seed=3, max_degree=3, select="private", encoder_epochs=2, epochs=2
-    ).fit(small_graph, split)
+    model = get_defense("gap-ndp")(epsilon=8.0, seed=3, max_degree=3, select="private", encoder_epochs=2, epochs=2).fit(
+        small_graph, split
+    )
     assert model.privacy.unit_condition is None and model.privacy.epsilon <= 8.0
     assert model.record["selection"]["number_of_runs"] == 4 and len(solves) == 1  # seed 3 draws 4 runs
     assert load(model.save(tmp_path / "m")).privacy.epsilon == model.privacy.epsilon

@@ -30,9 +30,7 @@ TARGET, DELTA = 6.0, 1e-4
 @pytest.fixture(scope="module")
 def selected_dpar(small_graph, tmp_path_factory):
     split = make_split(small_graph, SPLIT, seed=0)
-    defense = get_defense("dpar-em1")(
-        epsilon=TARGET, delta=DELTA, seed=1, select="private", select_runs=2, **FAST
-    )  # fmt: skip
+    defense = get_defense("dpar-em1")(epsilon=TARGET, delta=DELTA, seed=1, select="private", select_runs=2, **FAST)
     model = defense.fit(small_graph, split)
     return model, split, defense, model.save(tmp_path_factory.mktemp("dpar-sel") / "model")
 
@@ -113,8 +111,10 @@ def test_dpar_selection_spends_at_most_the_target_and_each_run_is_its_plan(selec
         *training, score = run
         assert isinstance(score, GaussianMechanism) and (score.sigma, score.sensitivity) == (5.0, 1.0)
         assert [type(m).__name__ for m in training] == [
-            "ExponentialMechanism", "LaplaceMechanism", "SensitivityMixtureGaussian",
-        ]  # fmt: skip
+            "ExponentialMechanism",
+            "LaplaceMechanism",
+            "SensitivityMixtureGaussian",
+        ]
         assert training[-1].analysis == "mixture-of-gaussians"
         # DP-APPR + DP-SGD of a candidate alone spend ≤ ε_run (its own calibration at q′ = 1)
         assert PrivacyLedger().extend(training).get_epsilon(DELTA) <= run_epsilon * (1 + 1e-6)
@@ -132,7 +132,9 @@ def test_dpar_selection_spends_at_most_the_target_and_each_run_is_its_plan(selec
 def test_card_has_the_choice_and_the_owners_record_keeps_runs_and_scores(selected_dpar):
     model, _, _, directory = selected_dpar
     section = model.card["selection"]
-    assert section["chosen"] in section["grid"] and section["grid"] == [dict(c) for c in grid_of(get_defense("dpar-em1"))]
+    assert section["chosen"] in section["grid"] and section["grid"] == [
+        dict(c) for c in grid_of(get_defense("dpar-em1"))
+    ]
     assert "features-only" in section["score"] and section["score_noise"] == 5.0
     public = (directory / "model.json").read_text()
     for private in ("number_of_runs", "score_history", "winner_run_spec", "sampled_nodes", "trained_rows"):

@@ -30,8 +30,12 @@ def test_the_plan_reads_sizes_and_budget_only():
     assert _plan(budget=24).mode == "full"
     sampled = _plan(budget=full / GIB * 0.9)
     assert sampled.mode == "sampled" and sampled.fanouts == (25, 10)
-    assert sampled.record() == {"batching": "sampled", "estimated_gib": pytest.approx(sum(sampled.estimate.values()) / GIB, abs=1e-3),
-                                "batch_size": 512, "fanouts": [25, 10]}  # fmt: skip
+    assert sampled.record() == {
+        "batching": "sampled",
+        "estimated_gib": pytest.approx(sum(sampled.estimate.values()) / GIB, abs=1e-3),
+        "batch_size": 512,
+        "fanouts": [25, 10],
+    }
     with pytest.raises(MemoryBudgetError, match=r"full batch needs .*adjacency .*sampled batch needs .*adjacency"):
         _plan(budget=0.5)
     with pytest.raises(MemoryBudgetError, match="full batch needs about"):
@@ -60,8 +64,9 @@ def test_sampled_mini_batches_train_and_the_choice_stays_the_owners(name, small_
     sizes = baseline_batching.GraphSizes(300, small_graph.data.edge_index.size(1), 16, (16,), 3)
     full, sampled = sum(sizes.full_batch().values()), sum(sizes.sampled(8, (2, 2)).values())
     assert sampled < full
-    model = get_defense(name)(seed=0, epochs=3, batch_size=8, fanouts=[2, 2], hidden=16,
-                              memory_budget_gib=(full + sampled) / 2 / GIB).fit(small_graph, split)  # fmt: skip
+    model = get_defense(name)(
+        seed=0, epochs=3, batch_size=8, fanouts=[2, 2], hidden=16, memory_budget_gib=(full + sampled) / 2 / GIB
+    ).fit(small_graph, split)
     assert model.record["training"]["batching"] == "sampled"
     assert model.accuracy(small_graph.data, split.test) > 0.8
     model.save(tmp_path)
@@ -130,8 +135,9 @@ def test_the_csr_sum_is_gaps_aggregation_with_duplicates_and_self_loops_and_its_
     summed = Adjacency.from_edge_index(edge_index, 4).sum(torch.float64)
     out = summed(h)
     assert torch.allclose(out, sum_aggregate(h.detach(), edge_index, 4))
-    dense = torch.zeros(4, 4, dtype=torch.float64).index_put_((edge_index[1], edge_index[0]),
-                                                             torch.ones(7, dtype=torch.float64), accumulate=True)  # fmt: skip
+    dense = torch.zeros(4, 4, dtype=torch.float64).index_put_(
+        (edge_index[1], edge_index[0]), torch.ones(7, dtype=torch.float64), accumulate=True
+    )
     weights = torch.randn(4, 5, dtype=torch.float64)
     (gradient,) = torch.autograd.grad((out * weights).sum(), h)
     assert torch.allclose(gradient, dense.T @ weights)

@@ -69,8 +69,9 @@ def test_fit_signature_is_checked():
 
 
 def test_load_fit_function_from_a_file_or_a_module(tmp_path, monkeypatch):
-    (tmp_path / "train.py").write_text("def fit(dataset, split):\n    return 'trained'\nVALUE = 3\n"
-                                       "def one(dataset):\n    return None\n")  # fmt: skip
+    (tmp_path / "train.py").write_text(
+        "def fit(dataset, split):\n    return 'trained'\nVALUE = 3\ndef one(dataset):\n    return None\n"
+    )
     assert load_fit_function(f"{tmp_path / 'train.py'}:fit")(None, None) == "trained"
     monkeypatch.chdir(tmp_path)
     assert load_fit_function("train.py:fit")(None, None) == "trained"

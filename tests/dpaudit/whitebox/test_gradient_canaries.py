@@ -40,8 +40,9 @@ def _opacus_mlp(noise: float, clip: float, batch: int, seed: int = 0):
     model = GradSampleModule(nn.Sequential(nn.Linear(6, 4), nn.ReLU(), nn.Linear(4, 3)))
     layers = list(model._module)
     groups = [{"params": layers[0].parameters()}, {"params": layers[2].parameters(), "lr": 0.5}]  # two param groups
-    optimizer = DPOptimizer(torch.optim.SGD(groups, lr=0.1), noise_multiplier=noise, max_grad_norm=clip,
-                            expected_batch_size=batch)  # fmt: skip
+    optimizer = DPOptimizer(
+        torch.optim.SGD(groups, lr=0.1), noise_multiplier=noise, max_grad_norm=clip, expected_batch_size=batch
+    )
     return model, optimizer
 
 
@@ -98,8 +99,9 @@ def test_the_design_uses_the_rarest_input_columns_when_features_are_given():
     x = torch.zeros(50, 8)
     x[:, :5] = 1.0  # columns 5, 6, 7 unused by every row
     layer = nn.Linear(8, 2)
-    canaries = dpaudit.GradientCanaries(count=6, seed=0).attach([layer.weight, layer.bias], sample_rate=0.5,
-                                                                 max_grad_norm=1.0, features=x)  # fmt: skip
+    canaries = dpaudit.GradientCanaries(count=6, seed=0).attach(
+        [layer.weight, layer.bias], sample_rate=0.5, max_grad_norm=1.0, features=x
+    )
     columns = canaries._hook.coordinates.numpy() % 8
     assert sorted(columns) == [5, 5, 6, 6, 7, 7]
 
@@ -118,8 +120,9 @@ def test_refusals_come_before_any_work():
         dpaudit.GradientCanaries(count=2).attach(params, sample_rate=0.1)
     with pytest.raises(ConfigurationError, match="distinct coordinates"):
         dpaudit.GradientCanaries(count=5).attach(params, sample_rate=0.1, max_grad_norm=1.0)
-    per_layer = DPPerLayerOptimizer(torch.optim.SGD(params, lr=0.1), noise_multiplier=1.0, max_grad_norm=[1.0],
-                                    expected_batch_size=4)  # fmt: skip
+    per_layer = DPPerLayerOptimizer(
+        torch.optim.SGD(params, lr=0.1), noise_multiplier=1.0, max_grad_norm=[1.0], expected_batch_size=4
+    )
     with pytest.raises(ConfigurationError, match="per-layer clipping"):
         dpaudit.GradientCanaries(count=2).attach(per_layer, sample_rate=0.1)
     canaries = dpaudit.GradientCanaries(count=2)
@@ -177,8 +180,9 @@ def test_a_graph_dataset_as_features_names_the_records_dataset():
 
     graph = csbm(num_nodes=60, num_features=8, avg_degree=3.0, seed=0)
     layer = nn.Linear(8, 2)
-    canaries = dpaudit.GradientCanaries(count=4, seed=0).attach([layer.weight, layer.bias], sample_rate=0.5,
-                                                                 max_grad_norm=1.0, features=graph)  # fmt: skip
+    canaries = dpaudit.GradientCanaries(count=4, seed=0).attach(
+        [layer.weight, layer.bias], sample_rate=0.5, max_grad_norm=1.0, features=graph
+    )
     canaries.observe(canaries.inject([torch.zeros(2, 8), torch.zeros(2)]))
     assert canaries.result(epsilon=1.0, delta=1e-5)["dataset"] == graph.name
     assert canaries.result(epsilon=1.0, delta=1e-5, dataset="mine")["dataset"] == "mine"
@@ -193,8 +197,9 @@ def opacus_run(request, data_root):
     with pytest.MonkeyPatch.context() as patch, warnings.catch_warnings():
         patch.setenv("DPAUDIT_DATA", str(data_root))
         warnings.simplefilter("ignore")
-        result, claim, _, mlp = _example("opacus_canaries").train(epochs=10, bug=request.param, canaries=5000,
-                                                                   hidden=16, batch_size=1024)  # fmt: skip
+        result, claim, _, mlp = _example("opacus_canaries").train(
+            epochs=10, bug=request.param, canaries=5000, hidden=16, batch_size=1024
+        )
     return request.param, result, claim, mlp
 
 
@@ -222,8 +227,9 @@ def test_the_opacus_runs_record_puts_its_verdict_in_the_audit_report(
     bug, result, _, mlp = opacus_run
     monkeypatch.setenv("DPAUDIT_DATA", str(data_root))
     folder = tmp_path / "model-c"
-    html = _example("opacus_canaries").report(mlp, result, tmp_path / "audit.html", folder=folder, n_boot=50,
-                                              progress=False)  # fmt: skip
+    html = _example("opacus_canaries").report(
+        mlp, result, tmp_path / "audit.html", folder=folder, n_boot=50, progress=False
+    )
     text = visible_text(html.read_text())
     verdict = json.loads((tmp_path / "audit.json").read_text())["verdicts"][0]
     assert verdict["claim_status"] == "claimed" and verdict["hypothesis"]
@@ -241,8 +247,24 @@ def test_the_opacus_runs_record_puts_its_verdict_in_the_audit_report(
     assert main(["inspect", str(folder)]) == 0
     assert "claimed by the user" in capsys.readouterr().out
     if bug:
-        assert main(["audit", "--model", str(folder), "--attacks", "mia-threshold", "--attack-set", "n_boot=50",
-                     "--canaries", str(folder / "canaries.json"), "--out", str(tmp_path / "cli.html")]) == 0  # fmt: skip
+        assert (
+            main(
+                [
+                    "audit",
+                    "--model",
+                    str(folder),
+                    "--attacks",
+                    "mia-threshold",
+                    "--attack-set",
+                    "n_boot=50",
+                    "--canaries",
+                    str(folder / "canaries.json"),
+                    "--out",
+                    str(tmp_path / "cli.html"),
+                ]
+            )
+            == 0
+        )
         out = capsys.readouterr().out
         assert "gradient canaries (opacus DPOptimizer): certified" in out and ": claim refuted" in out
 

@@ -48,9 +48,15 @@ def check_canary_results(model, canaries) -> list[dict[str, Any]]:
                 res = json.loads(Path(res).read_text(encoding="utf-8"))
             except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
                 raise ConfigurationError(f"{where}: not a readable JSON file ({exc})") from None
-        if not isinstance(res, dict) or res.get("schema") != CANARY_SCHEMA or res.get("version") != CANARY_SCHEMA_VERSION:
-            raise ConfigurationError(f"{where}: not a canary audit result (schema {CANARY_SCHEMA!r} version "
-                                     f"{CANARY_SCHEMA_VERSION} expected)")  # fmt: skip
+        if (
+            not isinstance(res, dict)
+            or res.get("schema") != CANARY_SCHEMA
+            or res.get("version") != CANARY_SCHEMA_VERSION
+        ):
+            raise ConfigurationError(
+                f"{where}: not a canary audit result (schema {CANARY_SCHEMA!r} version "
+                f"{CANARY_SCHEMA_VERSION} expected)"
+            )
         missing = [k for k in _CANARY_KEYS if k not in res]
         if missing:
             raise ConfigurationError(f"{where}: a canary audit result lacks {', '.join(missing)}")
@@ -65,8 +71,10 @@ def check_canary_results(model, canaries) -> list[dict[str, Any]]:
         if not isinstance(target, (int, float)) or not math.isclose(float(target), stated, rel_tol=1e-6):
             raise ConfigurationError(f"{where} audits ε = {target}, the model claims ε = {stated:g}")
         if dataset is not None and res["dataset"] is None:
-            raise ConfigurationError(f"{where} names no dataset, the model was trained on {dataset!r}: name it "
-                                     "(GradientCanaries: features=<the GraphDataset> or result(dataset=...))")  # fmt: skip
+            raise ConfigurationError(
+                f"{where} names no dataset, the model was trained on {dataset!r}: name it "
+                "(GradientCanaries: features=<the GraphDataset> or result(dataset=...))"
+            )
         if dataset is not None and res["dataset"] != dataset:
             raise ConfigurationError(f"{where} audits on {res['dataset']!r}, the model was trained on {dataset!r}")
         if res.get("partial"):
@@ -110,44 +118,69 @@ def canary_evidence(model, canaries: list[dict[str, Any]]) -> dict[str, dict[str
         valid, why, claim, claim_delta = audited_claim(privacy.unit, kind, privacy.epsilon, privacy.delta)
         confidence = bonferroni_confidence(float(res.get("confidence", 0.95)), k)
         entry = {
-            "schema": res.get("schema"), "version": res.get("version"), "recipe": res.get("defense") or res.get("source"),
-            "dataset": res.get("dataset"), "kind": kind, "canaries": res.get("canaries"), "runs": res.get("runs"),
-            "claimed_epsilon": claim, "claim_delta": claim_delta, "claim_status": privacy.status,
-            "confidence": confidence, "source_verdict": res.get("verdict"), "auc": res.get("auc"),
+            "schema": res.get("schema"),
+            "version": res.get("version"),
+            "recipe": res.get("defense") or res.get("source"),
+            "dataset": res.get("dataset"),
+            "kind": kind,
+            "canaries": res.get("canaries"),
+            "runs": res.get("runs"),
+            "claimed_epsilon": claim,
+            "claim_delta": claim_delta,
+            "claim_status": privacy.status,
+            "confidence": confidence,
+            "source_verdict": res.get("verdict"),
+            "auc": res.get("auc"),
             "multiple_testing": {"canary_results": k},
-        }  # fmt: skip
+        }
         valid = valid and bool(res.get("bound_valid"))
         scores, included, run_ids = res.get("scores"), res.get("included"), res.get("run_ids")
         if scores is not None and included is not None and len(scores) == len(included) and len(scores):
             y = np.asarray(included, dtype=bool)
             estimators = ("one-run", "one-run-fdp", "one-run-fdp-gaussian") if y.all() or not y.any() else None
             audit = audit_epsilon(
-                np.asarray(scores, dtype=float), y, delta=min(claim_delta, 0.5), confidence=confidence,
-                run_ids=None if run_ids is None else np.asarray(run_ids), estimators=estimators,
+                np.asarray(scores, dtype=float),
+                y,
+                delta=min(claim_delta, 0.5),
+                confidence=confidence,
+                run_ids=None if run_ids is None else np.asarray(run_ids),
+                estimators=estimators,
                 claimed_epsilon=claim if valid else None,
-            )  # fmt: skip
+            )
             entry.update(
-                recomputed=True, epsilon_lower_bound=audit["epsilon_lower_bound"], delta=audit["delta"],
+                recomputed=True,
+                epsilon_lower_bound=audit["epsilon_lower_bound"],
+                delta=audit["delta"],
                 certified_epsilon_lower_bound=audit["certified_epsilon_lower_bound"],
-                max_possible=audit.get("max_possible"), can_refute_claim=audit.get("can_refute_claim"),
-            )  # fmt: skip
+                max_possible=audit.get("max_possible"),
+                can_refute_claim=audit.get("can_refute_claim"),
+            )
             refuted, estimate = audit.get("claim_refuted"), audit.get("estimate_exceeds_claim")
         elif k == 1 and float(res.get("delta") or 0.0) >= claim_delta:
             certified = res["certified_epsilon_lower_bound"]
             entry.update(
-                recomputed=False, epsilon_lower_bound=res.get("epsilon_lower_bound"), delta=res.get("delta"),
-                certified_epsilon_lower_bound=certified, max_possible=res.get("max_possible"),
+                recomputed=False,
+                epsilon_lower_bound=res.get("epsilon_lower_bound"),
+                delta=res.get("delta"),
+                certified_epsilon_lower_bound=certified,
+                max_possible=res.get("max_possible"),
                 can_refute_claim=res.get("can_refute_claim"),
-            )  # fmt: skip
+            )
             refuted = certified is not None and certified > claim
             estimate = res.get("verdict") == ESTIMATE_VERDICT
         else:
-            entry.update(recomputed=False, epsilon_lower_bound=res.get("epsilon_lower_bound"), delta=res.get("delta"),
-                         certified_epsilon_lower_bound=res.get("certified_epsilon_lower_bound"))  # fmt: skip
+            entry.update(
+                recomputed=False,
+                epsilon_lower_bound=res.get("epsilon_lower_bound"),
+                delta=res.get("delta"),
+                certified_epsilon_lower_bound=res.get("certified_epsilon_lower_bound"),
+            )
             valid = False
-            why = ("the result keeps no scores, and its bound is at δ = "
-                   f"{res.get('delta')} below the claim's δ = {claim_delta:.3g} or beside other results: "
-                   "rerun the canary audit with its scores kept")  # fmt: skip
+            why = (
+                "the result keeps no scores, and its bound is at δ = "
+                f"{res.get('delta')} below the claim's δ = {claim_delta:.3g} or beside other results: "
+                "rerun the canary audit with its scores kept"
+            )
         entry["bound_valid"] = valid
         entry["coverage"] = why
         if not valid:

@@ -207,8 +207,9 @@ CELL_TRAININGS = 1.0
 WORKER_START_SECONDS = 6.0
 
 
-def guess_cell_seconds(attacks: list[str], settings: dict[str, dict[str, Any]], num_nodes: int, num_features: int,
-                       num_edges: int) -> float:  # fmt: skip
+def guess_cell_seconds(
+    attacks: list[str], settings: dict[str, dict[str, Any]], num_nodes: int, num_features: int, num_edges: int
+) -> float:
     """A study cell's CPU seconds on an idle core, guessed before any model exists: one training
     of the target plus each attack's cost (:func:`_attack_cost`) with a shadow model priced by the
     graph's size (the guess :func:`calibrate` falls back to) and one query as a hundredth of it.
@@ -268,9 +269,14 @@ def order_attacks(names: list[str]) -> list[str]:
 
 
 def audit_plan(
-    model, dataset, names: list[str], settings: dict[str, dict[str, Any]], quick: bool = False,
-    device: str = "auto", costs: dict[str, Any] | None = None,
-) -> dict:  # fmt: skip
+    model,
+    dataset,
+    names: list[str],
+    settings: dict[str, dict[str, Any]],
+    quick: bool = False,
+    device: str = "auto",
+    costs: dict[str, Any] | None = None,
+) -> dict:
     """What an audit will run, in which order, and how long it should take.
 
     ``settings`` are the complete per-attack settings (defaults filled in by the caller).
@@ -308,10 +314,20 @@ def audit_plan(
         if name in shadows and first_shadow:
             seconds += costs["first_shadow_extra"]
             first_shadow = False
-        shown = {k: full[k] for k in ("runs", "num_shadows", "num_references", "max_pairs", "num_pairs", "projections")
-                 if k in full}  # fmt: skip
-        steps.append({"attack": name, "settings": shown, "units": units, "estimated_seconds": round(seconds, 1),
-                      "full_settings": full})  # fmt: skip
+        shown = {
+            k: full[k]
+            for k in ("runs", "num_shadows", "num_references", "max_pairs", "num_pairs", "projections")
+            if k in full
+        }
+        steps.append(
+            {
+                "attack": name,
+                "settings": shown,
+                "units": units,
+                "estimated_seconds": round(seconds, 1),
+                "full_settings": full,
+            }
+        )
     queries = query_plan(model, dataset, steps)
     for step in steps:
         del step["full_settings"]

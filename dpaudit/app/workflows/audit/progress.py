@@ -29,8 +29,14 @@ class _AuditProgress:
         self.done_estimate = 0.0
         self.tty = bool(getattr(sys.stderr, "isatty", lambda: False)())
         show = self.tty if enabled is None else enabled
-        self.bar = tqdm(total=plan["units"], desc="audit", unit="run", disable=not show, leave=True,
-                        bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} runs [{elapsed}{postfix}]")  # fmt: skip
+        self.bar = tqdm(
+            total=plan["units"],
+            desc="audit",
+            unit="run",
+            disable=not show,
+            leave=True,
+            bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} runs [{elapsed}{postfix}]",
+        )
 
     def eta(self) -> float:
         elapsed = time.perf_counter() - self.start
@@ -41,15 +47,28 @@ class _AuditProgress:
 
     def starting(self, step: dict, index: int) -> None:
         self.bar.set_postfix_str(f"eta {format_seconds(self.eta())}, {step['attack']}", refresh=True)
-        log.info("audit: %d/%d %s starting (~%s); about %s left", index + 1, len(self.plan["attacks"]),
-                 step["attack"], format_seconds(step["estimated_seconds"]), format_seconds(self.eta()))  # fmt: skip
+        log.info(
+            "audit: %d/%d %s starting (~%s); about %s left",
+            index + 1,
+            len(self.plan["attacks"]),
+            step["attack"],
+            format_seconds(step["estimated_seconds"]),
+            format_seconds(self.eta()),
+        )
 
     def finished(self, step: dict, index: int, seconds: float, ok: bool) -> None:
         self.done_estimate += step["estimated_seconds"]
         self.bar.update(step["units"])
         self.bar.set_postfix_str(f"eta {format_seconds(self.eta())}", refresh=True)
-        log.info("audit: %d/%d %s %s in %s; about %s left", index + 1, len(self.plan["attacks"]), step["attack"],
-                 "done" if ok else "not run", format_seconds(seconds), format_seconds(self.eta()))  # fmt: skip
+        log.info(
+            "audit: %d/%d %s %s in %s; about %s left",
+            index + 1,
+            len(self.plan["attacks"]),
+            step["attack"],
+            "done" if ok else "not run",
+            format_seconds(seconds),
+            format_seconds(self.eta()),
+        )
 
     def close(self) -> None:
         self.bar.close()

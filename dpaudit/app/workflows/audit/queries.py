@@ -95,14 +95,19 @@ def query_plan_line(queries: dict) -> str:
     Returns:
         The line.
     """
-    free = ("training-graph queries read the owner's training release (free)" if queries["training_graph_free"]
-            else "no owner's training release for the audited graph: every query is charged")  # fmt: skip
+    free = (
+        "training-graph queries read the owner's training release (free)"
+        if queries["training_graph_free"]
+        else "no owner's training release for the audited graph: every query is charged"
+    )
     text = f"query-charged model: the attacks need at most {queries['releases_at_most']} new release(s); {free}"
     ledger = queries.get("query_ledger") or {}
     if ledger.get("epsilon") is not None and queries["releases_at_most"]:
-        text += (f"; their releases go to the query ledger (ε ≤ {ledger['epsilon']:.4g} at δ = "
-                 f"{ledger['delta']:.3g}); those over the training graph are charged to the training data: total ε ≤ "
-                 f"{queries.get('epsilon_total_at_most') or 0:.4g} (training ε = {queries['training_epsilon']:.4g})")  # fmt: skip
+        text += (
+            f"; their releases go to the query ledger (ε ≤ {ledger['epsilon']:.4g} at δ = "
+            f"{ledger['delta']:.3g}); those over the training graph are charged to the training data: total ε ≤ "
+            f"{queries.get('epsilon_total_at_most') or 0:.4g} (training ε = {queries['training_epsilon']:.4g})"
+        )
     if queries["unknown"]:
         text += f"; unknown for {', '.join(queries['unknown'])}"
     return text
@@ -126,13 +131,24 @@ def query_api_finding(model, releases: dict[str, int], charged: dict[str, int] |
     elif ledger["epsilon"] is None:
         finding = f"answering these {total} queries releases noise-free aggregations: the model is not private"
     elif n_charged:
-        finding = (f"answering these {total} queries made {total} PMA release(s), {n_charged} of them over the training "
-                   f"graph: charged to the training data, total ε = {epsilon_total:.4g} at δ = {ledger['delta']:.3g} "
-                   f"(training ε = {training:.4g} composed with them)")  # fmt: skip
+        finding = (
+            f"answering these {total} queries made {total} PMA release(s), {n_charged} of them over the training "
+            f"graph: charged to the training data, total ε = {epsilon_total:.4g} at δ = {ledger['delta']:.3g} "
+            f"(training ε = {training:.4g} composed with them)"
+        )
     else:
-        finding = (f"answering these {total} queries made {total} PMA release(s) on query graphs sharing nothing with "
-                   f"the training graph, query ledger ε = {ledger['epsilon']:.4g} at δ = {ledger['delta']:.3g} (it "
-                   f"protects the query graphs; the model's training guarantee, ε = {training:.4g}, is unchanged)")  # fmt: skip
-    return {"releases": total, "by_step": dict(releases), "query_ledger": ledger, "training_epsilon": training,
-            "charged_releases": n_charged, "charged_by_step": charged, "epsilon_total": epsilon_total,
-            "finding": finding}  # fmt: skip
+        finding = (
+            f"answering these {total} queries made {total} PMA release(s) on query graphs sharing nothing with "
+            f"the training graph, query ledger ε = {ledger['epsilon']:.4g} at δ = {ledger['delta']:.3g} (it "
+            f"protects the query graphs; the model's training guarantee, ε = {training:.4g}, is unchanged)"
+        )
+    return {
+        "releases": total,
+        "by_step": dict(releases),
+        "query_ledger": ledger,
+        "training_epsilon": training,
+        "charged_releases": n_charged,
+        "charged_by_step": charged,
+        "epsilon_total": epsilon_total,
+        "finding": finding,
+    }

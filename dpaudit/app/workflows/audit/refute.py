@@ -87,8 +87,10 @@ class RefutingPlan:
         if not self.can_refute:
             return f"{self.defense} at ε = {self.claim:.3g}: no canary audit here can refute the claim — {self.advice}"
         spread = f" over {self.runs} runs" if self.runs > 1 else ""
-        return (f"{self.defense} at ε = {self.claim:.3g}: {self.canaries * self.runs} {self.kind} canaries{spread} "
-                f"(a perfect attack would certify ε ≥ {self.certifiable:.2f} at δ = {self.delta:.0e}{cost})")  # fmt: skip
+        return (
+            f"{self.defense} at ε = {self.claim:.3g}: {self.canaries * self.runs} {self.kind} canaries{spread} "
+            f"(a perfect attack would certify ε ≥ {self.certifiable:.2f} at δ = {self.delta:.0e}{cost})"
+        )
 
 
 def _seconds(seconds: float) -> str:
@@ -154,8 +156,14 @@ def perfect_attack_bound(canaries: int, runs: int, delta: float, confidence: flo
     coins = np.zeros(total, dtype=bool)
     coins[np.random.default_rng(0).permutation(total)[:included]] = True
     estimators = ("one-run", "one-run-fdp", "one-run-fdp-gaussian") if coins.all() or not coins.any() else None
-    audit = audit_epsilon(coins.astype(float), coins, delta=delta, confidence=confidence,
-                          run_ids=np.repeat(np.arange(runs), canaries), estimators=estimators)  # fmt: skip
+    audit = audit_epsilon(
+        coins.astype(float),
+        coins,
+        delta=delta,
+        confidence=confidence,
+        run_ids=np.repeat(np.arange(runs), canaries),
+        estimators=estimators,
+    )
     return float(audit["certified_epsilon_lower_bound"] or 0.0)
 
 
@@ -188,9 +196,17 @@ def _design(kind: str, defense: str) -> dict:
     return {"endpoint_uses": EDGE_ENDPOINT_USES} if kind == "edge" else {}
 
 
-def plan_refuting_audit(defense: str, epsilon: float, delta: float, *, kind: str | None = None,
-                        capacity: int | None = None, confidence: float = 0.95, overrides: dict | None = None,
-                        seconds_per_run: float | None = None) -> RefutingPlan:  # fmt: skip
+def plan_refuting_audit(
+    defense: str,
+    epsilon: float,
+    delta: float,
+    *,
+    kind: str | None = None,
+    capacity: int | None = None,
+    confidence: float = 0.95,
+    overrides: dict | None = None,
+    seconds_per_run: float | None = None,
+) -> RefutingPlan:
     """The fewest canaries (and runs) whose audit of ``defense`` at (``epsilon``, ``delta``) could
     refute the claim — a perfect attack certifying :data:`REFUTE_MARGIN` above it — or, when none
     can, a plan that says what would (module docstring).
@@ -229,18 +245,34 @@ def plan_refuting_audit(defense: str, epsilon: float, delta: float, *, kind: str
         "design": _design(kind, defense),
     }
     if total is None:
-        return RefutingPlan(**base, canaries=None, runs=1, certifiable=None, can_refute=False,
-                            advice=_advice(defense, kind, epsilon, delta, confidence, capacity, seconds_per_run))  # fmt: skip
+        return RefutingPlan(
+            **base,
+            canaries=None,
+            runs=1,
+            certifiable=None,
+            can_refute=False,
+            advice=_advice(defense, kind, epsilon, delta, confidence, capacity, seconds_per_run),
+        )
     per_run, runs = _spread(total, capacity, float(delta), confidence, target)
     ceiling = _ceiling(per_run, runs, float(delta), confidence)
     seconds = None if seconds_per_run is None else seconds_per_run * runs
     if ceiling <= epsilon:  # more runs than MAX_RUNS would be needed
-        advice = (f"{per_run} canaries per run is all one run of {defense} holds here, and {runs} runs certify at most "
-                  f"ε = {ceiling:.2f}: audit a larger model or graph, or pass more runs (dpaudit canary --runs)")  # fmt: skip
-        return RefutingPlan(**base, canaries=per_run, runs=runs, certifiable=ceiling, can_refute=False,
-                            estimated_seconds=seconds, advice=advice)  # fmt: skip
-    return RefutingPlan(**base, canaries=per_run, runs=runs, certifiable=ceiling, can_refute=True,
-                        estimated_seconds=seconds)  # fmt: skip
+        advice = (
+            f"{per_run} canaries per run is all one run of {defense} holds here, and {runs} runs certify at most "
+            f"ε = {ceiling:.2f}: audit a larger model or graph, or pass more runs (dpaudit canary --runs)"
+        )
+        return RefutingPlan(
+            **base,
+            canaries=per_run,
+            runs=runs,
+            certifiable=ceiling,
+            can_refute=False,
+            estimated_seconds=seconds,
+            advice=advice,
+        )
+    return RefutingPlan(
+        **base, canaries=per_run, runs=runs, certifiable=ceiling, can_refute=True, estimated_seconds=seconds
+    )
 
 
 def _spread(total: int, capacity: int | None, delta: float, confidence: float, target: float) -> tuple[int, int]:
@@ -254,19 +286,30 @@ def _spread(total: int, capacity: int | None, delta: float, confidence: float, t
     return min(capacity, total), min(runs, MAX_RUNS)
 
 
-def _advice(defense: str, kind: str, epsilon: float, delta: float, confidence: float, capacity: int | None,
-            seconds_per_run: float | None) -> str:  # fmt: skip
+def _advice(
+    defense: str,
+    kind: str,
+    epsilon: float,
+    delta: float,
+    confidence: float,
+    capacity: int | None,
+    seconds_per_run: float | None,
+) -> str:
     """What would suffice when no count does at ``delta``: the claim at a smaller δ."""
     suggested = min(SUGGESTED_DELTA, delta / 10)
     total = _needed(float(epsilon) * (1.0 + REFUTE_MARGIN), suggested, confidence)
-    head = (f"at δ = {delta:.0e} the one-run tests pay about m·δ for m canaries, so not even "
-            f"10,000 {kind} canaries could certify ε > {epsilon:g}")  # fmt: skip
+    head = (
+        f"at δ = {delta:.0e} the one-run tests pay about m·δ for m canaries, so not even "
+        f"10,000 {kind} canaries could certify ε > {epsilon:g}"
+    )
     if total is None:
         return head + "; audit a smaller ε or run the canary audit with many runs of one canary (dpaudit canary --runs)"
     per_run, runs = _spread(total, capacity, suggested, confidence, float(epsilon) * (1.0 + REFUTE_MARGIN))
     cost = "" if seconds_per_run is None else f", about {_seconds(seconds_per_run * runs)}"
-    return (f"{head}; a claim at δ = {suggested:.0e} (pass --delta {suggested:.0e}: the noise is calibrated to it) "
-            f"is tested by {per_run * runs} {kind} canaries in {runs} training(s){cost}")  # fmt: skip
+    return (
+        f"{head}; a claim at δ = {suggested:.0e} (pass --delta {suggested:.0e}: the noise is calibrated to it) "
+        f"is tested by {per_run * runs} {kind} canaries in {runs} training(s){cost}"
+    )
 
 
 class _Measured(Exception):
@@ -284,8 +327,17 @@ class _MeasureModule:
         raise _Measured(int(sum(p.numel() for p in params)))
 
 
-def run_capacity(defense: str, kind: str, dataset, split, epsilon: float, delta: float,
-                 overrides: dict | None = None, seed: int = 0, device: str = "cpu") -> int | None:  # fmt: skip
+def run_capacity(
+    defense: str,
+    kind: str,
+    dataset,
+    split,
+    epsilon: float,
+    delta: float,
+    overrides: dict | None = None,
+    seed: int = 0,
+    device: str = "cpu",
+) -> int | None:
     """The most canaries of ``kind`` one run of ``defense`` holds on ``dataset``: the trainable
     coordinates of the DP-SGD module gradient canaries join (measured by starting the run and
     stopping it as the canaries attach: no step is trained), or for edge canaries the pairs of
@@ -314,8 +366,13 @@ def run_capacity(defense: str, kind: str, dataset, split, epsilon: float, delta:
     from dpaudit.training.dpsgd import DiracCanaries, inserting_canaries
 
     cls, options = check_gradient_request(defense, epsilon, 1, 1, overrides, delta, device, seed)
-    hook = DiracCanaries(_MeasureModule(), game.fair_coins(seed, 0), seed=game.sampling_seed(seed, 0),
-                         module_label=options["label"], centre=False)  # fmt: skip
+    hook = DiracCanaries(
+        _MeasureModule(),
+        game.fair_coins(seed, 0),
+        seed=game.sampling_seed(seed, 0),
+        module_label=options["label"],
+        centre=False,
+    )
     instance = cls(epsilon=epsilon, delta=delta, seed=seed, device=device, **(overrides or {}))
     try:
         with inserting_canaries(hook):
@@ -327,9 +384,20 @@ def run_capacity(defense: str, kind: str, dataset, split, epsilon: float, delta:
     return None
 
 
-def run_refuting_audit(plan: RefutingPlan, dataset, epsilon: float, *, split: str | None, seed: int = 0,
-                       delta: float | str | None = None, overrides: dict | None = None, device: str = "auto",
-                       confidence: float = 0.95, out=None, progress: bool = False) -> dict[str, Any]:  # fmt: skip
+def run_refuting_audit(
+    plan: RefutingPlan,
+    dataset,
+    epsilon: float,
+    *,
+    split: str | None,
+    seed: int = 0,
+    delta: float | str | None = None,
+    overrides: dict | None = None,
+    device: str = "auto",
+    confidence: float = 0.95,
+    out=None,
+    progress: bool = False,
+) -> dict[str, Any]:
     """Run ``plan``'s canary audit of its defense's recipe (:func:`dpaudit.app.workflows.canary.canary_audit`,
     scores kept so that the claim can be re-tested).
 
@@ -357,10 +425,22 @@ def run_refuting_audit(plan: RefutingPlan, dataset, epsilon: float, *, split: st
     if not plan.can_refute or plan.canaries is None:
         raise ConfigurationError(plan.line())
     return canary_audit(
-        plan.defense, dataset, epsilon, kind=plan.kind, canaries=plan.canaries, runs=plan.runs, split=split,
-        seed=seed, delta=plan.delta if delta is None else delta, overrides=overrides, device=device,
-        design=dict(plan.design) or None, confidence=confidence, out=out, progress=progress,
-    )  # fmt: skip
+        plan.defense,
+        dataset,
+        epsilon,
+        kind=plan.kind,
+        canaries=plan.canaries,
+        runs=plan.runs,
+        split=split,
+        seed=seed,
+        delta=plan.delta if delta is None else delta,
+        overrides=overrides,
+        device=device,
+        design=dict(plan.design) or None,
+        confidence=confidence,
+        out=out,
+        progress=progress,
+    )
 
 
 def model_recipe(model) -> dict[str, Any]:
@@ -383,8 +463,10 @@ def model_recipe(model) -> dict[str, Any]:
         raise DPAuditError("the model states no privacy claim: there is nothing for canaries to refute")
     method = card.get("method")
     if not method or card.get("surrogate"):
-        raise DPAuditError("the model has no dpaudit recipe to retrain with canaries (run dpaudit canary on your "
-                           "training function: --train fit.py:fit)")  # fmt: skip
+        raise DPAuditError(
+            "the model has no dpaudit recipe to retrain with canaries (run dpaudit canary on your "
+            "training function: --train fit.py:fit)"
+        )
     get_defense(str(method))
     target = card.get("target_epsilon")
     timings = model.provenance("timings") or {}
@@ -421,16 +503,25 @@ def plan_for_model(model, dataset, confidence: float = 0.95) -> tuple[RefutingPl
     recipe = model_recipe(model)
     kind = canary_kind(recipe["defense"], recipe["epsilon"], recipe["overrides"])
     split = make_split(dataset, recipe["split"], recipe["seed"])
-    capacity = run_capacity(recipe["defense"], kind, dataset, split, recipe["epsilon"], recipe["delta"],
-                            recipe["overrides"], recipe["seed"])  # fmt: skip
-    plan = plan_refuting_audit(recipe["defense"], recipe["claim"], recipe["delta"], kind=kind, capacity=capacity,
-                               confidence=confidence, overrides=recipe["overrides"],
-                               seconds_per_run=recipe["train_seconds"])  # fmt: skip
+    capacity = run_capacity(
+        recipe["defense"], kind, dataset, split, recipe["epsilon"], recipe["delta"], recipe["overrides"], recipe["seed"]
+    )
+    plan = plan_refuting_audit(
+        recipe["defense"],
+        recipe["claim"],
+        recipe["delta"],
+        kind=kind,
+        capacity=capacity,
+        confidence=confidence,
+        overrides=recipe["overrides"],
+        seconds_per_run=recipe["train_seconds"],
+    )
     return plan, recipe
 
 
-def refuting_canaries(model, dataset, *, device: str = "auto", progress: bool = False,
-                      on_plan=None) -> list[dict[str, Any]]:  # fmt: skip
+def refuting_canaries(
+    model, dataset, *, device: str = "auto", progress: bool = False, on_plan=None
+) -> list[dict[str, Any]]:
     """Plan (:func:`plan_for_model`), announce (``on_plan(plan)``, before any training) and run
     the canary audit of ``model``'s recipe able to refute its claim; the result in a list, ready
     for :func:`dpaudit.app.workflows.audit.run.audit`'s ``canaries``, or an empty list when no
@@ -457,9 +548,19 @@ def refuting_canaries(model, dataset, *, device: str = "auto", progress: bool = 
         on_plan(plan)
     if not plan.can_refute:
         return []
-    return [run_refuting_audit(plan, dataset, recipe["epsilon"], split=recipe["split"], seed=recipe["seed"],
-                               delta=recipe["delta"], overrides=recipe["overrides"], device=device,
-                               progress=progress)]  # fmt: skip
+    return [
+        run_refuting_audit(
+            plan,
+            dataset,
+            recipe["epsilon"],
+            split=recipe["split"],
+            seed=recipe["seed"],
+            delta=recipe["delta"],
+            overrides=recipe["overrides"],
+            device=device,
+            progress=progress,
+        )
+    ]
 
 
 def study_power_lines(config, dataset) -> list[str]:

@@ -33,10 +33,22 @@ class AuditResult:
             (:func:`canary_evidence`); they enter the model's verdict.
     """
 
-    def __init__(self, model, dataset, results: dict, errors: dict, seconds: dict, metrics: dict, command=None,
-                 plan: dict | None = None, interrupted: bool = False, node_risk: dict | None = None,
-                 query_api: dict | None = None, cpu_seconds: dict | None = None,
-                 canaries: dict | None = None):  # fmt: skip
+    def __init__(
+        self,
+        model,
+        dataset,
+        results: dict,
+        errors: dict,
+        seconds: dict,
+        metrics: dict,
+        command=None,
+        plan: dict | None = None,
+        interrupted: bool = False,
+        node_risk: dict | None = None,
+        query_api: dict | None = None,
+        cpu_seconds: dict | None = None,
+        canaries: dict | None = None,
+    ):
         self.model = model
         self.dataset = dataset
         self.results = results
@@ -96,7 +108,7 @@ class AuditResult:
             "privacy": privacy.to_dict(),
             "metrics": self.metrics,
             "card": {k: card.get(k) for k in ("method", "hyperparameters", "inference", "target_epsilon", "surrogate")}
-            | {"device": self.model.provenance("device")},  # fmt: skip
+            | {"device": self.model.provenance("device")},
             "overrides": card.get("overrides") or {},
             "attacks": attacks,
             "attack_errors": dict(self.errors),
@@ -141,11 +153,13 @@ class AuditResult:
                 "created": now_iso(),
                 "command": self.command,
                 "versions": card.get("library_versions") or library_versions(),
-                "config": {"model_card": {k: v for k, v in card.items() if k not in ("library_versions",)},
-                           "attack_settings": {n: r.settings for n, r in self.results.items()},
-                           "plan": self.plan},
+                "config": {
+                    "model_card": {k: v for k, v in card.items() if k not in ("library_versions",)},
+                    "attack_settings": {n: r.settings for n, r in self.results.items()},
+                    "plan": self.plan,
+                },
             },
-        }  # fmt: skip
+        }
 
     def to_dict(self) -> dict[str, Any]:
         """The audit as a JSON-serialisable dict: :meth:`record` without artifacts."""

@@ -60,7 +60,9 @@ def node_risk(
     if hi <= lo:
         hi = lo + 1.0
     edges = np.linspace(lo, hi, bins + 1)
-    threshold = float(np.quantile(others, 1.0 - NODE_RISK_FPR)) if len(others) else math.inf  # 1 % of non-members above it
+    threshold = (
+        float(np.quantile(others, 1.0 - NODE_RISK_FPR)) if len(others) else math.inf
+    )  # 1 % of non-members above it
     buckets = []
     bounds = [(0, 1), (2, 3), (4, 7), (8, 15), (16, 31), (32, None)]
     for low, high in bounds:
@@ -70,17 +72,29 @@ def node_risk(
             continue
         bucket_auc = auc(scores[inside], labels[inside]) if m and o else None
         tpr = float(np.mean(scores[inside & (labels == 1)] > threshold)) if m else None
-        buckets.append({"degree": f"{low}–{high}" if high is not None else f"≥ {low}", "members": m,
-                        "non_members": o, "auc": bucket_auc, "tpr_at_fpr": tpr})  # fmt: skip
+        buckets.append(
+            {
+                "degree": f"{low}–{high}" if high is not None else f"≥ {low}",
+                "members": m,
+                "non_members": o,
+                "auc": bucket_auc,
+                "tpr_at_fpr": tpr,
+            }
+        )
     order = np.argsort(-members)[:top]
     member_nodes, member_degree = nodes[labels == 1], degree[labels == 1]
     above = float(np.max(others)) if len(others) else math.inf
     exposed = [
-        {"node": int(member_nodes[i]), "degree": int(member_degree[i]), "label": int(y[member_nodes[i]]),
-         "score": float(members[i]), "above_every_non_member": bool(members[i] > above),
-         "fraction_of_non_members_below": float(np.mean(others < members[i])) if len(others) else None}
+        {
+            "node": int(member_nodes[i]),
+            "degree": int(member_degree[i]),
+            "label": int(y[member_nodes[i]]),
+            "score": float(members[i]),
+            "above_every_non_member": bool(members[i] > above),
+            "fraction_of_non_members_below": float(np.mean(others < members[i])) if len(others) else None,
+        }
         for i in order
-    ]  # fmt: skip
+    ]
     return {
         "attack": "mia-threshold",
         "score": "logit p_y(v) (monotone in the loss score log p_y(v)), higher = member",
@@ -93,7 +107,7 @@ def node_risk(
             "edges": edges.tolist(),
             "members": np.histogram(members, edges)[0].tolist(),
             "non_members": np.histogram(others, edges)[0].tolist(),
-        },  # fmt: skip
+        },
         "fpr_level": NODE_RISK_FPR,
         "threshold_at_fpr": threshold,
         "most_exposed": exposed,

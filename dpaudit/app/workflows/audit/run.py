@@ -103,12 +103,26 @@ def audit(
     risk = None
     if split is not None and not interrupted:
         risk = _node_risk(targets, dataset, split, plans)
-    queries = query_api_finding(model, targets.releases(), targets.releases("charged_releases")) if targets.charged else None
+    queries = (
+        query_api_finding(model, targets.releases(), targets.releases("charged_releases")) if targets.charged else None
+    )
     if queries and queries["releases"]:
         log.warning("audit: %s", queries["finding"])
-    return AuditResult(model, dataset, results, errors, seconds, metrics, command=command, plan=plan,
-                       interrupted=interrupted, node_risk=risk, query_api=queries, cpu_seconds=cpu_seconds,
-                       canaries=canary_evidence(model, canary_results))  # fmt: skip
+    return AuditResult(
+        model,
+        dataset,
+        results,
+        errors,
+        seconds,
+        metrics,
+        command=command,
+        plan=plan,
+        interrupted=interrupted,
+        node_risk=risk,
+        query_api=queries,
+        cpu_seconds=cpu_seconds,
+        canaries=canary_evidence(model, canary_results),
+    )
 
 
 def _resolve_dataset(model, dataset, data_root):
@@ -192,8 +206,12 @@ def _accuracy(targets: _Targets, dataset) -> tuple[Any, dict[str, Any]]:
 
     try:
         split = target_split(targets.model, dataset)
-        metrics = {**evaluate(C.OwnerView(targets("accuracy")), dataset, split), "n_train": len(split.train),
-                   "n_val": len(split.val), "n_test": len(split.test)}  # fmt: skip
+        metrics = {
+            **evaluate(C.OwnerView(targets("accuracy")), dataset, split),
+            "n_train": len(split.train),
+            "n_val": len(split.val),
+            "n_test": len(split.test),
+        }
     except DPAuditError:
         split, metrics = None, {}
     return split, metrics
@@ -233,8 +251,7 @@ def _run_attacks(plan, plans, targets: _Targets, dataset, progress):
             bar.finished(step, index, seconds[name], ok)
     except KeyboardInterrupt:
         interrupted = True
-        log.warning("audit interrupted: keeping %d finished attack(s) (%s)", len(results),
-                    ", ".join(results) or "none")  # fmt: skip
+        log.warning("audit interrupted: keeping %d finished attack(s) (%s)", len(results), ", ".join(results) or "none")
     finally:
         bar.close()
     return results, errors, seconds, cpu_seconds, interrupted
