@@ -23,6 +23,26 @@ STATUSES = ("proven", "conditional", "claimed", "paper", "unsound", "none")
 HYPOTHESES = ("claimed", "paper", "unsound")
 
 
+#: relative slack of "spent ≤ target" (floating-point rounding of the accountant's own number;
+#: one tolerance wherever a spent ε is held against its target)
+SPENT_RTOL = 1e-9
+
+
+def within_target(spent: float, target: float) -> bool:
+    """Whether a spent ε keeps to its target: ``spent ≤ target · (1 + SPENT_RTOL)`` (∞ only
+    within ∞). The one check of "spent ≤ target": training asserts it, private selection asserts
+    it, loading refuses a model that fails it.
+
+    Args:
+        spent: the accounted ε.
+        target: the target ε it was calibrated to.
+
+    Returns:
+        Whether ``spent`` is within ``target``.
+    """
+    return spent <= target * (1 + SPENT_RTOL)
+
+
 def validate_epsilon(epsilon: float | str | None) -> float:
     """Parse and check a target ε: a positive number or ``inf`` (non-private).
 

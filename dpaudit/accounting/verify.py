@@ -54,7 +54,7 @@ import numpy as np
 from dpaudit.accounting.ledger import ACCOUNTANTS, LABELS, PrivacyLedger
 from dpaudit.accounting.mechanisms import RecordedGuarantee, mechanism_from_record
 from dpaudit.accounting.pld import DEFAULT_DISCRETIZATION, gaussian_epsilon
-from dpaudit.accounting.spec import CLAIMED, UNITS, PrivacySpec
+from dpaudit.accounting.spec import CLAIMED, UNITS, PrivacySpec, within_target
 from dpaudit.errors import DPAuditError, IntegrityError
 
 #: Relative tolerance of every recomputed-vs-stated comparison.
@@ -376,7 +376,7 @@ def check_claims(
             "cannot be recomputed"
         )
     if spec.target_epsilon is not None and not allow_above_target:
-        if not spec.epsilon <= spec.target_epsilon * (1 + RTOL) + ATOL:
+        if not within_target(spec.epsilon, spec.target_epsilon):
             raise refuse(f"spent ε = {spec.epsilon:.6g} exceeds the target ε = {spec.target_epsilon:.6g}")
 
 

@@ -47,7 +47,7 @@ from typing import Any, ClassVar
 import torch
 
 import dpaudit
-from dpaudit.accounting.spec import check_delta_population, validate_delta, validate_epsilon
+from dpaudit.accounting.spec import check_delta_population, validate_delta, validate_epsilon, within_target
 from dpaudit.assignments import NONE_WORDS, parse_boolean, split_assignment
 from dpaudit.data.datasets import GraphDataset
 from dpaudit.data.splits import Split
@@ -581,7 +581,7 @@ class Defense(ABC):
             spec.protocol = self.protocol
         if not self.private:
             return
-        if not spec.epsilon <= self.epsilon * (1 + 1e-9):
+        if not within_target(spec.epsilon, self.epsilon):
             raise AssertionError(f"{self.name}: accounted epsilon {spec.epsilon} exceeds the target {self.epsilon}")
         if self.paper_protocol and spec.sound:
             raise AssertionError(f"{self.name}: protocol=paper must list its unaccounted steps (sound: false)")

@@ -77,6 +77,7 @@ import torch
 from dpaudit.accounting import GaussianMechanism, Mechanism, PrivacyLedger, PrivateSelection
 from dpaudit.accounting.mechanisms import NODE_SAMPLING_AMPLIFICATION
 from dpaudit.accounting.selection import draw_runs, expected_runs, gamma_for_expected_runs
+from dpaudit.accounting.spec import within_target
 from dpaudit.accounting.verify import refuse as integrity_error
 from dpaudit.errors import ConfigurationError, PrivacyParameterError
 from dpaudit.release import declared_train_size
@@ -529,7 +530,7 @@ def select_privately(defense: Defense, dataset: GraphDataset, split: Split, delt
     run_epsilon = plan_run_epsilon(defense, dataset.num_features, declared_train, delta)
     selection = selection_for(defense, run_epsilon, dataset.num_features, declared_train, delta)
     spent = selection_epsilon(selection, delta)
-    if not spent <= defense.epsilon * (1 + 1e-9):
+    if not within_target(spent, defense.epsilon):
         raise AssertionError(f"private selection spends ε = {spent} > target {defense.epsilon}")
     eta, gamma = law(defense.hp)
     grid = grid_of(defense)
