@@ -77,6 +77,8 @@ def amplify_by_subsampling(epsilon: float, delta: float, sample_rate: float) -> 
         raise PrivacyParameterError(f"sample_rate must lie in (0, 1], got {sample_rate}")
     if math.isinf(epsilon):
         return math.inf, sample_rate * delta
+    if epsilon > 30.0:  # log(1 + q(e^ε − 1)) = ε + log(q + (1 − q)e^-ε), without overflow for large ε
+        return epsilon + math.log(sample_rate + (1.0 - sample_rate) * math.exp(-epsilon)), sample_rate * delta
     return math.log1p(sample_rate * math.expm1(epsilon)), sample_rate * delta
 
 
@@ -102,4 +104,5 @@ def group_privacy(epsilon: float, delta: float, group_size: int) -> tuple[float,
     k = int(group_size)
     if math.isinf(epsilon):
         return math.inf, min(1.0, k * delta)
-    return k * epsilon, min(1.0, delta * sum(math.exp(i * epsilon) for i in range(k)))
+    # e^{iε} capped at e^700: δ·e^700 exceeds 1 for any δ above 1e-304, and δ is capped at 1
+    return k * epsilon, min(1.0, delta * sum(math.exp(min(i * epsilon, 700.0)) for i in range(k)))

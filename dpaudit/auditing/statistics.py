@@ -584,9 +584,10 @@ def tpr_ceiling(fpr, epsilon: float, delta: float) -> np.ndarray:
     f = np.clip(np.asarray(fpr, dtype=float), 0.0, 1.0)
     if math.isinf(epsilon):
         return np.ones_like(f)
-    return np.minimum.reduce(
-        [np.ones_like(f), math.exp(epsilon) * f + delta, 1.0 - math.exp(-epsilon) * (1.0 - delta - f)]
-    )
+    # e^ε capped at e^700 (a composed ε can reach the hundreds): beyond it every FPR above 1e-304
+    # already reaches TPR 1, and math.exp would overflow
+    growth = math.exp(min(epsilon, 700.0))
+    return np.minimum.reduce([np.ones_like(f), growth * f + delta, 1.0 - math.exp(-epsilon) * (1.0 - delta - f)])
 
 
 def auc_ceiling(epsilon: float | None, delta: float) -> float:
@@ -602,7 +603,9 @@ def auc_ceiling(epsilon: float | None, delta: float) -> float:
     """
     if epsilon is None or not math.isfinite(epsilon):
         return 1.0
-    return float(min(1.0, 1.0 - (1.0 - delta) ** 2 / (1.0 + math.exp(epsilon))))
+    # 1/(1 + e^ε) as e^-ε/(1 + e^-ε): no overflow for the large ε a composed total can reach
+    tail = math.exp(-epsilon) / (1.0 + math.exp(-epsilon))
+    return float(min(1.0, 1.0 - (1.0 - delta) ** 2 * tail))
 
 
 def gdp_tpr_ceiling(fpr, mu: float) -> np.ndarray:
