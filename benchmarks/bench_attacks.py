@@ -106,10 +106,13 @@ def spent_note(result, eps: float) -> str:
     query-charged model: GAP pays for every release its answers need). 'covered' and the ceiling
     refer to that total, not to the ε column; it is cumulative over the attacks run before on the
     same model in the pass."""
-    spent = (result.model or {}).get("epsilon")
+    summary = result.model or {}
+    spent = summary.get("epsilon_total", summary.get("epsilon"))  # training ε ⊕ releases charged to it
     if spent is None or math.isinf(eps) or spent <= eps * 1.001:
         return ""
-    return f"ε spent after this attack's queries {spent:.2f} (covered refers to it)"
+    charged = summary.get("charged_releases")
+    releases = f", {charged} releases over the training graph charged" if charged else ""
+    return f"ε spent after this attack's queries {spent:.2f}{releases} (covered refers to it)"
 
 
 def details(result) -> str:
