@@ -96,7 +96,7 @@ def _cost_worker(layers: int, steps: int, root: str, name: str, queue) -> None:
     queue.put({**run, "wall": wall, "rss_before_mib": before / 1024, "peak_rss_mib": peak / 1024})
 
 
-def cost(steps: int, root: str, name: str = "cornell5") -> list[str]:
+def cost(steps: int, root: str, name: str = "cornell5", layer_counts: tuple[int, ...] = (1, 2)) -> list[str]:
     from dpaudit.data.datasets import load_dataset
 
     dataset = load_dataset(name, root=root)  # process once so the workers only load
@@ -109,7 +109,7 @@ def cost(steps: int, root: str, name: str = "cornell5") -> list[str]:
         "|---|---|---|---|---|---|---|---|",
     ]
     ctx = mp.get_context("spawn")
-    for layers in (1, 2):
+    for layers in layer_counts:
         queue = ctx.Queue()
         proc = ctx.Process(target=_cost_worker, args=(layers, steps, root, name, queue))
         proc.start()
@@ -136,15 +136,17 @@ def main(argv=None) -> None:
     parser.add_argument("--skip-cost", action="store_true")
     parser.add_argument("--skip-utility", action="store_true")
     parser.add_argument("--out", default=str(RESULTS))
-    add_smoke_argument(parser, "generated csbm (1000 nodes), seed 0, ε = 8, 2 dp-gcn steps, 1 mlp-dp epoch")
+    add_smoke_argument(
+        parser, "generated csbm (1000 nodes), seed 0, ε = 8, 2 dp-gcn steps, 1 mlp-dp epoch, 1-layer cost"
+    )
     args = parser.parse_args(argv)
     if not args.smoke and not args.data_root:
         parser.error("--data-root is required (or --smoke)")
-    dpgnn, mlp_dp, cost_dataset = DPGNN_OVERRIDES, MLP_DP_OVERRIDES, "cornell5"
+    dpgnn, mlp_dp, cost_dataset, cost_layers = DPGNN_OVERRIDES, MLP_DP_OVERRIDES, "cornell5", (1, 2)
     if args.smoke:
         args.out = str(start_smoke() / RESULTS.name)
         args.datasets, args.seeds, args.epsilons, args.cost_steps = "csbm", "0", "8", 2
-        dpgnn, mlp_dp, cost_dataset = {**DPGNN_OVERRIDES, "steps": 2}, {"epochs": 1}, "csbm"
+        dpgnn, mlp_dp, cost_dataset, cost_layers = {**DPGNN_OVERRIDES, "steps": 2}, {"epochs": 1}, "csbm", (1,)
     warnings.filterwarnings("ignore")
     logging.basicConfig(level=logging.WARNING)
     seeds = [int(s) for s in args.seeds.split(",")]
@@ -152,7 +154,7 @@ def main(argv=None) -> None:
     start = time.time()
     datasets = args.datasets.split(",")
     rows = [] if args.skip_utility else utility(datasets, seeds, epsilons, args.data_root, dpgnn, mlp_dp)
-    cost_rows = [] if args.skip_cost else cost(args.cost_steps, args.data_root, cost_dataset)
+    cost_rows = [] if args.skip_cost else cost(args.cost_steps, args.data_root, cost_dataset, cost_layers)
     text = [
         "# DP-GNN (dpgnn) benchmark",
         "",
