@@ -39,6 +39,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from _harness import add_smoke_argument, start_smoke
 
 import attacks
 from attacks import _common as C
@@ -241,7 +242,7 @@ def _row_baseline(row: dict, ds, split, seed: int) -> str:
 def fill_baselines(out: Path, data_root, seed: int) -> None:
     """Fill the 'baseline AUC' column of every row of ``out`` (its JSON and markdown) from the dataset alone."""
     report = json.loads(out.with_suffix(".json").read_text(encoding="utf-8"))
-    sections = {**SECTION_DATA, "table": ("cora_ml", report.get("split"))}
+    sections = {**SECTION_DATA, "table": (report.get("table_dataset", "cora_ml"), report.get("split"))}
     for section, (name, spec) in sections.items():
         if not report.get(section):
             continue
@@ -281,7 +282,7 @@ def write(report: dict, path: Path) -> None:
         ]
     if report["table"]:
         parts += [
-            f"## All attacks × defenses on cora_ml ({report['split']})",
+            f"## All attacks × defenses on {report.get('table_dataset', 'cora_ml')} ({report['split']})",
             "",
             report["table_note"],
             "",
@@ -357,7 +358,17 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--keep-table", action="store_true", help="keep the cora_ml table (and its note) already in --out (.json)"
     )
+    add_smoke_argument(
+        ap, "--part table on generated csbm (1000 nodes): gcn at ε = ∞, every attack, one run each, fewest references"
+    )
     args = ap.parse_args(argv)
+    table_dataset = "cora_ml"
+    if args.smoke:
+        args.out, table_dataset = str(start_smoke() / "attacks.md"), "csbm"
+        args.part, args.defenses, args.epsilons, args.append, args.replace_rows = "table", "gcn", "inf", False, False
+        args.merge, args.keep_table = None, False
+        args.tstf_runs = args.membership_runs = args.linkteller_runs = args.probe_runs = 1
+        args.lira_shadows, args.linkteller_pairs, args.linkteller_pr_nodes = 2, 20, 50
     parts = set(args.part.split(","))
     if not parts <= set(PARTS) | {"all"}:
         ap.error(f"--part: choose among {', '.join(PARTS)}, all (comma-separated), got {args.part!r}")
@@ -394,6 +405,7 @@ def main(argv=None) -> int:
         "gbase": [],
         "table": [],
         "split": args.split,
+        "table_dataset": table_dataset,
         "table_note": "",
     }
     merge = args.append or args.replace_rows
@@ -408,6 +420,7 @@ def main(argv=None) -> int:
         previous = json.loads(out.with_suffix(".json").read_text(encoding="utf-8"))
         report["table"], report["table_note"] = previous.get("table", []), previous.get("table_note", "")
         report["split"] = previous.get("split", report["split"])
+        report["table_dataset"] = previous.get("table_dataset", "cora_ml")
     if "strength" in parts:
         ds = load_dataset("cora", root=args.data_root)
         n, k = args.strength_runs, args.strength_refs
@@ -487,7 +500,7 @@ def main(argv=None) -> int:
             print(row, flush=True)
             write(report, out)
     if "table" in parts:
-        ds = load_dataset("cora_ml", root=args.data_root)
+        ds = load_dataset(report["table_dataset"], root=args.data_root)
         names = args.defenses.split(",") if args.defenses else available_defenses()
         epsilons = [float(e) for e in args.epsilons.split(",")]
         plan = {
@@ -529,6 +542,8 @@ def main(argv=None) -> int:
                         defense, ds, epsilon=eps, seed=args.seed, split=args.split, overrides=overrides_for(defense, ds)
                     )
                 except Exception as exc:  # noqa: BLE001 - record, keep benchmarking the others
+                    if args.smoke:  # a smoke run fails on what a measurement would record
+                        raise
                     print(f"{defense} ε={eps}: training failed: {exc}", flush=True)
                     put_row(
                         report["table"],
@@ -542,6 +557,8 @@ def main(argv=None) -> int:
                     try:
                         result = attacks.run(name, res.model, ds, seed=args.seed, **settings)
                     except Exception as exc:  # noqa: BLE001
+                        if args.smoke:
+                            raise
                         put_row(
                             report["table"],
                             {"defense": defense, "ε": fmt(eps, 0), "attack": f"{name} failed: {exc}"},

@@ -69,7 +69,7 @@ from sklearn.linear_model import LogisticRegression
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from _harness import mean_std, without_node  # noqa: E402
+from _harness import add_smoke_argument, mean_std, results_dir, start_smoke, without_node  # noqa: E402
 
 import defenses  # noqa: E402,F401  (registers the defenses)
 from dpaudit.accounting.calibrate import calibrate_noise  # noqa: E402
@@ -155,14 +155,16 @@ def accuracy(scores: torch.Tensor, labels: torch.Tensor) -> float:
     return float((scores.argmax(1) == labels).float().mean())
 
 
-def seed_results(dataset, seed: int) -> dict:
+def seed_results(dataset, seed: int, epochs: int | None = None) -> dict:
     """One seed: the fitted models' accuracies, the measured changes, and per (convention,
-    ε_inference) the best floor-mean answer over the grid (mean over noise draws)."""
+    ε_inference) the best floor-mean answer over the grid (mean over noise draws); ``epochs``
+    overrides both models' default epochs."""
     split = make_split(dataset, SPLIT, seed)
     graph = split.graph_for(dataset, "test")
     labels, test = graph.y, split.test
-    mlp = get_defense("mlp-dp")(epsilon=EPSILON, seed=seed).fit(dataset, split)
-    dpar = get_defense("dpar-em1")(epsilon=EPSILON, seed=seed).fit(dataset, split)
+    overrides = {} if epochs is None else {"epochs": epochs}
+    mlp = get_defense("mlp-dp")(epsilon=EPSILON, seed=seed, **overrides).fit(dataset, split)
+    dpar = get_defense("dpar-em1")(epsilon=EPSILON, seed=seed, **overrides).fit(dataset, split)
     delta = dpar.privacy.delta
     with torch.no_grad():
         probabilities = torch.softmax(dpar.module(graph.x.to(torch.float32)), dim=1)
@@ -377,11 +379,25 @@ other than the removed node's):
 """
 
 
+def _use_smoke_grid() -> None:
+    """--smoke: generated csbm, one floor, one mixing weight, ε_inference = 8 only, one noise draw."""
+    global DATASET, FLOORS, MIXING, VOTE_MIXING, INFERENCE_EPSILONS, NOISE_DRAWS, HUBS
+    DATASET, FLOORS, MIXING, VOTE_MIXING = "csbm", [30], [1.0], [1.0]
+    INFERENCE_EPSILONS, NOISE_DRAWS, HUBS = [8.0], 1, 2
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "covered_inference.md")
+    parser.add_argument("--out", type=Path, default=None, help="default: benchmarks/results/covered_inference.md")
+    add_smoke_argument(parser, "generated csbm (1000 nodes), seed 0, 1 epoch, m = 30, λ = 1, ε_inference = 8, 1 draw")
     args = parser.parse_args(argv)
+    epochs = None
+    if args.smoke:
+        start_smoke()
+        _use_smoke_grid()
+        args.seeds, epochs = [0], 1
+    args.out = args.out or results_dir() / "covered_inference.md"
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     torch.set_num_threads(1)
     try:
@@ -392,7 +408,7 @@ def main(argv: list[str] | None = None) -> int:
     per_seed = []
     for seed in args.seeds:
         log.info("seed %d: fitting mlp-dp and dpar-em1 at ε = %g", seed, EPSILON)
-        per_seed.append(seed_results(dataset, seed))
+        per_seed.append(seed_results(dataset, seed, epochs))
     atomic_write_text(args.out, report(per_seed, args.seeds))
     log.info("wrote %s", args.out)
     return 0

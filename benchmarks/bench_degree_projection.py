@@ -38,7 +38,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from _harness import without_node  # noqa: E402
+from _harness import add_smoke_argument, results_dir, start_smoke, without_node  # noqa: E402
 
 from defenses.gap.projection import (  # noqa: E402
     entropy_projection,
@@ -66,9 +66,9 @@ def timed_projection(edge_index: torch.Tensor, num_nodes: int, cap: int, repeats
     return projection, sorted(times)[len(times) // 2]
 
 
-def real_rows(root: str | None, caps: list[int]) -> list[str]:
+def real_rows(root: str | None, caps: list[int], names: list[str] = REAL) -> list[str]:
     rows = []
-    for name in REAL:
+    for name in names:
         try:
             dataset = load_dataset(name, root=root)
         except DPAuditError as exc:
@@ -111,19 +111,24 @@ def growth_rows(sizes: list[int], cap: int) -> tuple[list[str], float | None]:
     return rows, slope
 
 
-def measured_rows(root: str | None, caps: list[int]) -> list[str]:
+def measured_rows(
+    root: str | None,
+    caps: list[int],
+    names: tuple[str, ...] = ("cora_ml", "johnshopkins55"),
+    removed: int = 20,
+    hubs: int = 300,
+) -> list[str]:
     rows = []
-    for name in ["cora_ml", "johnshopkins55"]:
+    for name in names:
         dataset = load_dataset(name, root=root)
         edge_index, n = dataset.data.edge_index, dataset.num_nodes
         order = torch.argsort(torch.bincount(edge_index[0], minlength=n), descending=True)
         for cap in caps:
             full = entropy_projection(edge_index, n, cap)
             found = []
-            for v in order[:20].tolist():
+            for v in order[:removed].tolist():
                 found.append(removal_terms(full, entropy_projection(without_node(edge_index, v), n, cap), v, n))
-            hubs = order[:300]
-            joined = torch.stack([torch.full_like(hubs, n), hubs])
+            joined = torch.stack([torch.full_like(order[:hubs], n), order[:hubs]])
             grown = torch.cat([edge_index, joined, joined.flip(0)], dim=1)
             found.append(removal_terms(entropy_projection(grown, n + 1, cap), full, n, n + 1))
             bound = projection_sensitivity(cap, n + 1)
@@ -161,15 +166,22 @@ def family_rows(caps: list[int]) -> list[str]:
     return rows
 
 
-def hypothetical_rows(root: str | None, sensitivities: list[float], cap: int = 100) -> list[str]:
-    """gap-ndp at ε = 8 on johnshopkins55:year with Δ overridden (NOT private: a what-if)."""
+def hypothetical_rows(
+    root: str | None,
+    sensitivities: list[float],
+    cap: int = 100,
+    name: str = "johnshopkins55:year",
+    seeds: tuple[int, ...] = (0, 1, 2),
+    overrides: dict | None = None,
+) -> list[str]:
+    """gap-ndp at ε = 8 on ``name`` with Δ overridden (NOT private: a what-if)."""
     import defenses  # noqa: F401  (registers the defenses)
     import defenses.gap.protocols as gap_protocols
     from dpaudit.data.splits import make_split
     from dpaudit.release.model import answering
     from dpaudit.training.registry import get_defense
 
-    dataset = load_dataset("johnshopkins55:year", root=root)
+    dataset = load_dataset(name, root=root)
     proven = projection_sensitivity(cap, dataset.num_nodes)
     real = gap_protocols.projection_sensitivity
     rows = []
@@ -177,12 +189,13 @@ def hypothetical_rows(root: str | None, sensitivities: list[float], cap: int = 1
         for sensitivity in [proven, *sensitivities]:
             gap_protocols.projection_sensitivity = lambda *_args, s=sensitivity: s
             accuracies = []
-            for seed in (0, 1, 2):
+            for seed in seeds:
                 split = make_split(dataset, "random:0.75,0.1,0.15", seed)
-                model = get_defense("gap-ndp")(epsilon=8.0, seed=seed, max_degree=cap).fit(dataset, split)
+                defense = get_defense("gap-ndp")(epsilon=8.0, seed=seed, max_degree=cap, **(overrides or {}))
+                model = defense.fit(dataset, split)
                 graph = split.graph_for(dataset, "test")  # answered as benchmarks/bench_honest.py answers it
                 accuracies.append(float(answering(model.interactive_copy(), graph).accuracy(graph, split.test)))
-            mean = sum(accuracies) / 3
+            mean = sum(accuracies) / len(accuracies)
             label = f"{sensitivity:.1f} (proven)" if sensitivity == proven else f"{sensitivity:g}"
             rows.append(f"| {cap} | {label} | {mean:.3f} | {', '.join(f'{a:.3f}' for a in accuracies)} |")
             log.info(rows[-1])
@@ -194,28 +207,40 @@ def hypothetical_rows(root: str | None, sensitivities: list[float], cap: int = 1
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="csbm up to 20 k nodes, D = 10 only")
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "degree_projection.md")
+    parser.add_argument("--out", type=Path, default=None, help="default: benchmarks/results/degree_projection.md")
+    add_smoke_argument(parser, "generated csbm (1000 nodes) for every table, D = 10, 2 removals, 1 gap-ndp seed")
     args = parser.parse_args(argv)
+    if args.smoke:
+        start_smoke()
+    args.out = args.out or results_dir() / "degree_projection.md"
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     torch.set_num_threads(1)
     root = os.environ.get("DPAUDIT_DATA")
-    try:  # tables 3 and 4 need these two: refuse before any work when they are missing
-        for name in ("cora_ml", "johnshopkins55:year"):
-            load_dataset(name, root=root)
-    except DPAuditError as exc:
-        print(f"bench_degree_projection: error: {' '.join(str(exc).split())}", file=sys.stderr)
-        return 2
-    caps = [10] if args.quick else CAPS
-    sizes = [5_000, 10_000, 20_000] if args.quick else [10_000, 100_000, 1_000_000]
-    real = real_rows(root, caps)
+    if args.smoke:
+        caps, sizes, real_names, family_caps = [10], [300, 600], ["csbm"], [10]
+        measured = {"names": ("csbm",), "removed": 2, "hubs": 30}
+        what_if = {"sensitivities": [10], "cap": 10, "name": "csbm", "seeds": (0,)}
+        what_if["overrides"] = {"encoder_epochs": 1, "epochs": 1}
+    else:
+        try:  # tables 3 and 4 need these two: refuse before any work when they are missing
+            for name in ("cora_ml", "johnshopkins55:year"):
+                load_dataset(name, root=root)
+        except DPAuditError as exc:
+            print(f"bench_degree_projection: error: {' '.join(str(exc).split())}", file=sys.stderr)
+            return 2
+        caps = [10] if args.quick else CAPS
+        sizes = [5_000, 10_000, 20_000] if args.quick else [10_000, 100_000, 1_000_000]
+        real_names, family_caps, measured = REAL, [10, 20, 40] if args.quick else [10, 20, 40, 80], {}
+        what_if = {"sensitivities": [105, 22.4, 15, 10] if not args.quick else [15, 10]}
+    real = real_rows(root, caps, real_names)
     growth, slope = growth_rows(sizes, 10)
-    measured = measured_rows(root, caps)
-    family = family_rows([10, 20, 40] if args.quick else [10, 20, 40, 80])
-    hypothetical = hypothetical_rows(root, [105, 22.4, 15, 10] if not args.quick else [15, 10])
+    measured = measured_rows(root, caps, **measured)
+    family = family_rows(family_caps)
+    hypothetical = hypothetical_rows(root, **what_if)
     slope_text = "n/a" if slope is None else f"{slope:.2f}"
     text = f"""# The degree projection of sound gap-ndp: cost and measured sensitivity
 
-Written by `benchmarks/bench_degree_projection.py`{" --quick" if args.quick else ""} (one torch thread, CPU s =
+Written by `benchmarks/bench_degree_projection.py`{" --smoke" if args.smoke else " --quick" if args.quick else ""} (one torch thread, CPU s =
 `time.process_time`, median of 3 solves). The projection and its proof are in
 `defenses/gap/projection.py`; the solver stops on a certified duality gap ≤ η = 1e-5·D.
 

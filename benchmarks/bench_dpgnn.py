@@ -24,6 +24,8 @@ import time
 import warnings
 from pathlib import Path
 
+from _harness import add_smoke_argument, start_smoke
+
 RESULTS = Path(__file__).resolve().parent / "results" / "dpgnn.md"
 
 # Fixed before the tables were run (one pilot run at ε = 8, seed 0, on cora_ml; see the notes).
@@ -49,11 +51,13 @@ def _mean_std(values: list[float]) -> str:
     return f"{100 * statistics.mean(values):.1f} ± {100 * statistics.stdev(values):.1f}"
 
 
-def utility(datasets: list[str], seeds: list[int], epsilons: list[float], root: str) -> list[str]:
+def utility(
+    datasets: list[str], seeds: list[int], epsilons: list[float], root: str, dpgnn: dict, mlp_dp: dict
+) -> list[str]:
     rows = []
     configs = [("gcn", math.inf, {}), ("mlp", math.inf, {})]
-    configs += [("mlp-dp", eps, MLP_DP_OVERRIDES) for eps in epsilons]
-    configs += [("dpgnn", eps, {**DPGNN_OVERRIDES, "layers": layers}) for layers in (1, 2) for eps in epsilons]
+    configs += [("mlp-dp", eps, mlp_dp) for eps in epsilons]
+    configs += [("dpgnn", eps, {**dpgnn, "layers": layers}) for layers in (1, 2) for eps in epsilons]
     table = {}
     for dataset in datasets:
         for defense, eps, overrides in configs:
@@ -79,11 +83,11 @@ def utility(datasets: list[str], seeds: list[int], epsilons: list[float], root: 
     return rows
 
 
-def _cost_worker(layers: int, steps: int, root: str, queue) -> None:
+def _cost_worker(layers: int, steps: int, root: str, name: str, queue) -> None:
     warnings.filterwarnings("ignore")
     from dpaudit.data.datasets import load_dataset
 
-    dataset = load_dataset("cornell5", root=root)
+    dataset = load_dataset(name, root=root)
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     start = time.perf_counter()
     run = _run("dpgnn", dataset, 8.0, 0, root, {**DPGNN_OVERRIDES, "layers": layers, "steps": steps})
@@ -92,12 +96,12 @@ def _cost_worker(layers: int, steps: int, root: str, queue) -> None:
     queue.put({**run, "wall": wall, "rss_before_mib": before / 1024, "peak_rss_mib": peak / 1024})
 
 
-def cost(steps: int, root: str) -> list[str]:
+def cost(steps: int, root: str, name: str = "cornell5", layer_counts: tuple[int, ...] = (1, 2)) -> list[str]:
     from dpaudit.data.datasets import load_dataset
 
-    dataset = load_dataset("cornell5", root=root)  # process once so the workers only load
+    dataset = load_dataset(name, root=root)  # process once so the workers only load
     rows = [
-        f"cornell5: {dataset.num_nodes} nodes, {dataset.num_edges} undirected edges, {dataset.num_features} features; "
+        f"{name}: {dataset.num_nodes} nodes, {dataset.num_edges} undirected edges, {dataset.num_features} features; "
         f"dp-gcn at ε = 8, {steps} steps, batch 1000, K = 3, latent 64, 1 CPU thread",
         "",
         "| layers | train s (sampling + subgraphs + calibration + steps) | s / step (approx.) | peak RSS MiB "
@@ -105,9 +109,9 @@ def cost(steps: int, root: str) -> list[str]:
         "|---|---|---|---|---|---|---|---|",
     ]
     ctx = mp.get_context("spawn")
-    for layers in (1, 2):
+    for layers in layer_counts:
         queue = ctx.Queue()
-        proc = ctx.Process(target=_cost_worker, args=(layers, steps, root, queue))
+        proc = ctx.Process(target=_cost_worker, args=(layers, steps, root, name, queue))
         proc.start()
         out = queue.get()
         proc.join()
@@ -124,7 +128,7 @@ def cost(steps: int, root: str) -> list[str]:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data-root", required=True)
+    parser.add_argument("--data-root", default=None, help="the dataset root (required, except with --smoke)")
     parser.add_argument("--datasets", default="cora_ml,reed98")
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--epsilons", default="4,8,12")
@@ -132,28 +136,39 @@ def main(argv=None) -> None:
     parser.add_argument("--skip-cost", action="store_true")
     parser.add_argument("--skip-utility", action="store_true")
     parser.add_argument("--out", default=str(RESULTS))
+    add_smoke_argument(
+        parser, "generated csbm (1000 nodes), seed 0, ε = 8, 2 dp-gcn steps, 1 mlp-dp epoch, 1-layer cost"
+    )
     args = parser.parse_args(argv)
+    if not args.smoke and not args.data_root:
+        parser.error("--data-root is required (or --smoke)")
+    dpgnn, mlp_dp, cost_dataset, cost_layers = DPGNN_OVERRIDES, MLP_DP_OVERRIDES, "cornell5", (1, 2)
+    if args.smoke:
+        args.out = str(start_smoke() / RESULTS.name)
+        args.datasets, args.seeds, args.epsilons, args.cost_steps = "csbm", "0", "8", 2
+        dpgnn, mlp_dp, cost_dataset, cost_layers = {**DPGNN_OVERRIDES, "steps": 2}, {"epochs": 1}, "csbm", (1,)
     warnings.filterwarnings("ignore")
     logging.basicConfig(level=logging.WARNING)
     seeds = [int(s) for s in args.seeds.split(",")]
     epsilons = [float(e) for e in args.epsilons.split(",")]
     start = time.time()
-    rows = [] if args.skip_utility else utility(args.datasets.split(","), seeds, epsilons, args.data_root)
-    cost_rows = [] if args.skip_cost else cost(args.cost_steps, args.data_root)
+    datasets = args.datasets.split(",")
+    rows = [] if args.skip_utility else utility(datasets, seeds, epsilons, args.data_root, dpgnn, mlp_dp)
+    cost_rows = [] if args.skip_cost else cost(args.cost_steps, args.data_root, cost_dataset, cost_layers)
     text = [
         "# DP-GNN (dpgnn) benchmark",
         "",
         f"Command: `{' '.join(['benchmarks/bench_dpgnn.py', *(argv if argv is not None else sys.argv[1:])])}` "
         f"(seeds {seeds}; {time.time() - start:.0f} s total on a shared 2-core CPU box).",
         "",
-        f"dp-gcn overrides: `{json.dumps(DPGNN_OVERRIDES)}`; mlp-dp overrides: `{json.dumps(MLP_DP_OVERRIDES)}`; "
+        f"dp-gcn overrides: `{json.dumps(dpgnn)}`; mlp-dp overrides: `{json.dumps(mlp_dp)}`; "
         "gcn / mlp: registry defaults.",
         "",
     ]
     if rows:
         text += ["## Utility", "", *rows, ""]
     if cost_rows:
-        text += ["## Cost on cornell5", "", *cost_rows, ""]
+        text += [f"## Cost on {cost_dataset}", "", *cost_rows, ""]
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text("\n".join(text) + "\n")
     print("\n".join(text))
