@@ -2,6 +2,7 @@
 
 python benchmarks/bench_estimators.py --out benchmarks/results/estimators.json           # 50 seeds
 python benchmarks/bench_estimators.py --out /tmp/estimators.json --quick                 # 12 seeds, ~1 min
+python benchmarks/bench_estimators.py --smoke     # 1 seed, 200 simulated games: seconds, to the smoke folder
 
 σ is calibrated exactly (analytic Gaussian mechanism, Balle & Wang 2018, through dp_accounting;
 checked against dpaudit.accounting.gaussian_epsilon). Each seed draws m = 1,000 canaries with a
@@ -33,7 +34,7 @@ from dp_accounting.gaussian_mechanism import get_sigma_gaussian
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _harness import markdown_table  # noqa: E402
+from _harness import add_smoke_argument, markdown_table, results_dir, start_smoke  # noqa: E402
 
 from dpaudit.accounting import gaussian_epsilon  # noqa: E402
 from dpaudit.auditing.estimators import (  # noqa: E402
@@ -49,7 +50,8 @@ log = logging.getLogger("bench_estimators")
 
 EPSILON, DELTA, CANARIES, CONFIDENCE = 4.0, 1e-5, 1000, 0.95
 SEEDS, QUICK_SEEDS = 50, 12
-RESULTS = Path(__file__).resolve().parent / "results"
+#: games simulated for the count ceiling (``--smoke``: far fewer, a rough ceiling)
+CEILING_GAMES, SMOKE_CEILING_GAMES = 4000, 200
 
 #: What each certified estimator's ε is certified for (its assumptions in dpaudit.auditing.estimators).
 CERTIFIED_FOR = {
@@ -100,14 +102,14 @@ def independent_tails(mus: np.ndarray, r: int, games: int, seed: int) -> np.ndar
     return tails
 
 
-def count_ceiling(correct: list[int], r: int, level: float) -> dict:
+def count_ceiling(correct: list[int], r: int, level: float, games: int = CEILING_GAMES) -> dict:
     """The most any test of "the mechanism is μ-GDP" that looks only at the count of right guesses
     (extremes rule, r guesses, at ``level``) can certify from the median count: such a test must
     keep its level on the product Gaussian mechanism of μ, which is μ-GDP, so it cannot reject μ
-    where that mechanism reaches the count with probability above ``level``. Simulated (4,000
-    games, μ on a 0.01 grid)."""
+    where that mechanism reaches the count with probability above ``level``. Simulated (``games``
+    games, 4,000 by default; μ on a 0.01 grid)."""
     mus = np.round(np.arange(0.0, 1.5001, 0.01), 2)
-    tails = independent_tails(mus, r, 4000, seed=12345)
+    tails = independent_tails(mus, r, games, seed=12345)
     v = int(statistics.median(correct))
     allowed = mus[tails[:, v] <= level]
     mu = float(allowed.max()) if allowed.size else 0.0
@@ -168,9 +170,15 @@ def summary_rows(values: dict[str, list[float]], label: str, true_epsilon: float
 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", required=True, help="JSON file to write (parent folder must exist)")
+    parser.add_argument("--out", help="JSON file to write (parent folder must exist; required unless --smoke)")
     parser.add_argument("--quick", action="store_true", help=f"{QUICK_SEEDS} seeds instead of {SEEDS}")
+    add_smoke_argument(parser, f"1 seed, {SMOKE_CEILING_GAMES} games for the count ceiling, --out in the smoke folder")
     args = parser.parse_args(argv)
+    if args.smoke:
+        start_smoke()
+        args.out = str(results_dir() / "estimators.json")
+    if args.out is None:
+        parser.error("--out is required (a .json file)")
     out = Path(args.out)
     if out.suffix != ".json":
         parser.error(f"--out must name a .json file, got {args.out}")
@@ -184,7 +192,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 def main(argv=None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    seeds = list(range(QUICK_SEEDS if args.quick else SEEDS))
+    seeds = [0] if args.smoke else list(range(QUICK_SEEDS if args.quick else SEEDS))
     sigma = calibrated_sigma(EPSILON, DELTA)
     broken_sigma = sigma / 2
     broken_epsilon = gaussian_epsilon(1.0 / broken_sigma, DELTA)
@@ -192,7 +200,8 @@ def main(argv=None) -> int:
     sound = run_setting(sigma, seeds, "sound", 1.0 / sigma)
     broken = run_setting(broken_sigma, seeds, "sigma halved", 1.0 / sigma)
     grid = fdp_guess_grid(CANARIES)
-    ceiling = count_ceiling(sound[LARGEST + "correct"], grid[-1], (1 - CONFIDENCE) / len(grid))
+    games = SMOKE_CEILING_GAMES if args.smoke else CEILING_GAMES
+    ceiling = count_ceiling(sound[LARGEST + "correct"], grid[-1], (1 - CONFIDENCE) / len(grid), games)
     cpu = time.process_time() - start
     certified = list(CERTIFIED_FOR)
     payload = {
@@ -232,13 +241,17 @@ def main(argv=None) -> int:
             "seeds": seeds,
             "confidence": CONFIDENCE,
             "quick": bool(args.quick),
+            "smoke": bool(args.smoke),
+            "ceiling_games": games,
             "cpu_seconds": cpu,
         },
         "per_seed": {"sound": sound, "sigma_halved": broken},
     }
     atomic_write_json(args.out, payload)
     rows = summary_rows(sound, "sound", EPSILON) + summary_rows(broken, "σ halved", broken_epsilon)
-    command = "python benchmarks/bench_estimators.py --out FILE.json" + (" --quick" if args.quick else "")
+    command = "python benchmarks/bench_estimators.py " + (
+        "--smoke" if args.smoke else "--out FILE.json" + (" --quick" if args.quick else "")
+    )
     best = max(certified, key=lambda n: payload["median_certified"][n])
     best_any = max(("one-run", "one-run-fdp"), key=lambda n: payload["median_certified"][n])
     header = (
@@ -267,7 +280,7 @@ def main(argv=None) -> int:
         f"{ceiling['median_correct']} right guesses, where the f-DP recursion certifies μ = "
         f"{payload['count_ceiling']['recursion_mu']:.3f} (median over seeds). Any valid test that reads only that "
         "count must keep its level on the product Gaussian mechanism (independent canaries), which is μ-GDP; "
-        f"simulated, that caps it at μ = {ceiling['mu']:.2f} (ε = {ceiling['epsilon']:.2f}). The gap is what the "
+        f"simulated ({games:,} games), that caps it at μ = {ceiling['mu']:.2f} (ε = {ceiling['epsilon']:.2f}). The gap is what the "
         "recursion pays to stay valid for every μ-GDP mechanism, including ones that correlate the canaries' privacy "
         "losses; whether a tighter test valid for all of them exists is not settled here.\n\n"
         "Why the (ε, δ) bounds stop near 1.5-2: 1,000 canaries see false-positive rates of order 1 %, where the "
@@ -276,8 +289,8 @@ def main(argv=None) -> int:
         "mechanism cannot extrapolate beyond what the counts show; the Gaussian curve does."
     )
     table = markdown_table(rows, list(rows[0]))
-    atomic_write_text(RESULTS / "estimators.md", f"{header}\n\n{table}\n")
-    log.info("wrote %s and %s", args.out, RESULTS / "estimators.md")
+    atomic_write_text(results_dir() / "estimators.md", f"{header}\n\n{table}\n")
+    log.info("wrote %s and %s", args.out, results_dir() / "estimators.md")
     return 0
 
 

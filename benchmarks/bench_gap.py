@@ -8,6 +8,8 @@ Full run (as in benchmarks/results/gap.md)::
 
 Reduced: fewer ``--seeds`` / ``--epsilons`` / ``--datasets``, ``--scale none``. Several
 partial runs can be combined: ``--json-out part.json`` on each, then ``--merge a.json b.json``.
+``--smoke``: every method of the sweep and the scaling run on a 300-node csbm graph, seed 0,
+ε = 4 (mlp-dp at 8), the table and the raw records in the smoke folder (``_harness.start_smoke``).
 
 Registry defaults, tested on the split's test nodes; under ``protocol=sound`` gap-inf and gap-edp
 choose K and their checkpoints on validation accuracy over the hop prefixes of one PMA release of
@@ -39,6 +41,9 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _harness import add_smoke_argument, results_dir, start_smoke, write_atomic  # noqa: E402
 
 import defenses  # noqa: E402,F401  (registers the defenses)
 from dpaudit.app.pipeline import evaluate  # noqa: E402
@@ -48,6 +53,8 @@ from dpaudit.training.registry import get_defense  # noqa: E402
 
 log = logging.getLogger("bench_gap")
 PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+#: ``--smoke``: the generated graph's size (the sweep's and the scaling run's dataset)
+SMOKE_NODES = 300
 
 
 def _rss_bytes() -> int:
@@ -133,18 +140,19 @@ class Records(list):
     def append(self, record):
         super().append(record)
         if self.path:
-            Path(self.path).write_text(json.dumps({"command": self.command, "records": list(self)}, indent=1))
+            write_atomic(Path(self.path), json.dumps({"command": self.command, "records": list(self)}, indent=1))
 
 
 def sweep(args, records: list) -> list[dict]:
+    options = {"num_nodes": SMOKE_NODES} if getattr(args, "smoke", False) else {}
     for name in args.datasets:
-        dataset = load_dataset(name, root=args.data_root)
+        dataset = load_dataset(name, root=args.data_root, **options)
         for seed in args.seeds:
             split = make_split(dataset, args.split, seed)
             for method, eps, overrides in plan(args):
                 records.append(run_one(method, dataset, split, eps, seed, overrides))
     if args.scale != "none":
-        dataset = load_dataset(args.scale, root=args.data_root)
+        dataset = load_dataset(args.scale, root=args.data_root, **options)
         split = make_split(dataset, args.split, 0)
         for method, eps, overrides in [
             ("gap-inf", math.inf, {"protocol": args.protocol}),
@@ -325,10 +333,18 @@ def main(argv=None):
     p.add_argument("--scale", default="cornell5", help="dataset for the scaling run, or 'none'")
     p.add_argument("--scale-batch-size", type=int, default=1024, help="gap-ndp batch size on the scaling run")
     p.add_argument("--data-root", default=os.environ.get("DPAUDIT_DATA"))
-    p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "gap.md"))
+    p.add_argument("--out", default=None, help="the table (default: benchmarks/results/gap.md)")
     p.add_argument("--json-out", default=None, help="also write the raw records here")
     p.add_argument("--merge", nargs="*", default=None, help="render the table from these raw-record files")
+    add_smoke_argument(p, f"{SMOKE_NODES}-node csbm, every method once, seed 0, scaling run on it too")
     args = p.parse_args(argv)
+    if args.smoke:
+        start_smoke()
+        args.datasets, args.scale, args.seeds, args.epsilons = ["csbm"], "csbm", [0], [4.0]
+        args.merge, args.json_out = None, str(results_dir() / "gap.json")
+        args.out = str(results_dir() / "gap.md")
+    if args.out is None:
+        args.out = str(results_dir() / "gap.md")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("dpaudit").setLevel(logging.WARNING)
     logging.getLogger("defenses").setLevel(logging.WARNING)
@@ -358,8 +374,7 @@ def main(argv=None):
     table = render(records, command, args.split)
     print(table)
     if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(table)
+        write_atomic(Path(args.out), table)
 
 
 if __name__ == "__main__":

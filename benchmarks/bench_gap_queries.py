@@ -20,6 +20,11 @@ thread, CPU time (user + system of the process, ``time.process_time``), medians:
   answered for a node's targets, with its unperturbed twin), and the releases charged.
 
 Results: ``benchmarks/results/gap_queries.md`` (and ``.json``).
+
+``--smoke``: this tree against itself (each part's child runs once, its row filling both
+columns), the ledger part on a 300-node csbm for n = 1, 5 with one query each, the linkteller part
+on a 300-node csbm with one edge; results and the trained model go to the smoke folder
+(``_harness.start_smoke``).
 """
 
 from __future__ import annotations
@@ -35,23 +40,27 @@ import tempfile
 import time
 from pathlib import Path
 
+from _harness import add_smoke_argument, results_dir, start_smoke, write_atomic
+
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = Path(__file__).resolve().parent / "results"
 RELEASE_COUNTS = (1, 5, 40, 100, 1000)
+LEDGER_NODES = 2708
+#: ``--smoke``: the csbm size of both parts and the ledger part's release counts
+SMOKE_NODES, SMOKE_RELEASE_COUNTS = 300, (1, 5)
 
 
-def ledger_part(repeats: int) -> list[dict]:
+def ledger_part(repeats: int, num_nodes: int = LEDGER_NODES, counts: tuple[int, ...] = RELEASE_COUNTS) -> list[dict]:
 
     import defenses  # noqa: F401
     from dpaudit.data.datasets import csbm
     from dpaudit.data.splits import make_split
     from dpaudit.training.registry import get_defense
 
-    graph = csbm(num_nodes=2708, num_classes=7, num_features=128, avg_degree=4, seed=0)
+    graph = csbm(num_nodes=num_nodes, num_classes=7, num_features=128, avg_degree=4, seed=0)
     split = make_split(graph, "random:0.6,0.2,0.2", 0)
     model = get_defense("gap-edp")(epsilon=4.0, seed=0, encoder_epochs=2, epochs=2).fit(graph, split)
     rows = []
-    for count in RELEASE_COUNTS:
+    for count in counts:
         query, read, epsilon = [], [], None
         for r in range(repeats):
             api = model.interactive_copy()
@@ -175,7 +184,7 @@ def train(size: int, out: Path, tree: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--baseline-tree", type=Path, required=True, help="a checkout of the code to compare with")
+    parser.add_argument("--baseline-tree", type=Path, help="a checkout of the code to compare with (required)")
     parser.add_argument("--parts", default="ledger,linkteller")
     parser.add_argument("--sizes", default="80000,1000000", help="csbm node counts of the linkteller part")
     parser.add_argument("--pairs", type=int, default=3, help="LinkTeller edges (and non-edges) per size")
@@ -183,34 +192,48 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "bench_gap_queries")
     parser.add_argument("--timeout-s", type=float, default=3600)
     parser.add_argument("--out", default="gap_queries")
+    add_smoke_argument(parser, f"this tree against itself, {SMOKE_NODES}-node csbm, n = 1, 5, one LinkTeller edge")
     args = parser.parse_args()
+    ledger_call = f"ledger_part({args.repeats})"
+    if args.smoke:
+        folder = start_smoke()
+        args.baseline_tree, args.sizes, args.pairs, args.repeats = ROOT, str(SMOKE_NODES), 1, 1
+        args.work = folder / "work"
+        ledger_call = f"ledger_part(1, {SMOKE_NODES}, {SMOKE_RELEASE_COUNTS})"
+    if args.baseline_tree is None:
+        parser.error("--baseline-tree is required (a checkout of the code to compare with)")
     trees = {"baseline": args.baseline_tree.resolve(), "this tree": ROOT}
-    path = RESULTS / f"{args.out}.json"
+    path = results_dir() / f"{args.out}.json"
     results = json.loads(path.read_text()) if path.exists() else {}
+    memo: dict[tuple[Path, str], dict | list] = {}
+
+    def run(tree: Path, call: str) -> dict | list:
+        # a smoke run compares this tree with itself: one child per part, its row in both columns
+        if not args.smoke or (tree, call) not in memo:
+            memo[(tree, call)] = child(tree, call, args.timeout_s)
+        return memo[(tree, call)]
+
     lines = []
     if "ledger" in args.parts.split(","):
-        results["ledger"] = {
-            name: child(tree, f"ledger_part({args.repeats})", args.timeout_s) for name, tree in trees.items()
-        }
-        RESULTS.mkdir(exist_ok=True)
-        path.write_text(json.dumps(results, indent=1) + "\n")
+        results["ledger"] = {name: run(tree, ledger_call) for name, tree in trees.items()}
+        write_atomic(path, json.dumps(results, indent=1) + "\n")
     for size in [int(s) for s in args.sizes.split(",") if s] if "linkteller" in args.parts.split(",") else []:
         model_dir = args.work / f"gap-edp-{size}"
         train(size, model_dir, trees["baseline"])
         for name, tree in trees.items():
             print(f"linkteller {size} {name} ...", flush=True)
-            row = child(tree, f"linkteller_part({str(model_dir)!r}, {args.pairs})", args.timeout_s)
+            row = run(tree, f"linkteller_part({str(model_dir)!r}, {args.pairs})")
             results.setdefault("linkteller", {}).setdefault(str(size), {})[name] = row
-            RESULTS.mkdir(exist_ok=True)
-            path.write_text(json.dumps(results, indent=1) + "\n")
-    path.write_text(json.dumps(results, indent=1) + "\n")
+            write_atomic(path, json.dumps(results, indent=1) + "\n")
+    write_atomic(path, json.dumps(results, indent=1) + "\n")
     lines.append("# What a GAP query costs: the baseline checkout against this tree\n")
     lines.append(
         f"`python benchmarks/bench_gap_queries.py {' '.join(sys.argv[1:])}` — {platform.machine()}, "
         f"{os.cpu_count()} cores, python {platform.python_version()}; one torch thread, CPU time, medians.\n"
     )
     if "ledger" in results:
-        lines.append("## A query after n − 1 earlier releases (gap-edp ε = 4, csbm 2,708 nodes)\n")
+        nodes = SMOKE_NODES if args.smoke else LEDGER_NODES
+        lines.append(f"## A query after n − 1 earlier releases (gap-edp ε = 4, csbm {nodes:,} nodes)\n")
         lines.append(
             "| releases n | query CPU ms, baseline | query CPU ms, this tree | spec read CPU ms, baseline | "
             "spec read CPU ms, this tree | ε, baseline | ε, this tree |"
@@ -236,7 +259,7 @@ def main() -> None:
                     f"{r['releases']} | {r['first_contact_s']:.2f} | {r['peak_mib']:.0f} |"
                 )
         lines.append("")
-    (RESULTS / f"{args.out}.md").write_text("\n".join(lines) + "\n")
+    write_atomic(results_dir() / f"{args.out}.md", "\n".join(lines) + "\n")
     print("\n".join(lines))
 
 

@@ -11,6 +11,8 @@ Each (dataset, method) pair runs in a fresh subprocess so that its peak resident
     OMP_NUM_THREADS=1 nice -n 5 .venv/bin/python benchmarks/bench_gcon.py --data-root DIR
 
 writes ``benchmarks/results/gcon.md`` (the table) and ``gcon.json`` (every per-seed row).
+``--smoke``: a 300-node csbm graph on ``per-class:20,50,100``, gcon and mlp, ε = 4, one seed,
+written to the smoke folder (``_harness.start_smoke``); a failed worker fails the run.
 """
 
 from __future__ import annotations
@@ -30,28 +32,44 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _harness import tree_state, write_atomic, write_result  # noqa: E402
+from _harness import add_smoke_argument, start_smoke, tree_state, write_atomic, write_result  # noqa: E402
 
 EPSILONS = [0.5, 1.0, 2.0, 3.0, 4.0]
 SPLIT = "per-class:20,500,1000"
+#: ``--smoke``: the generated graph (its size), its split, the methods and the ε run
+SMOKE_NODES, SMOKE_SPLIT, SMOKE_METHODS, SMOKE_EPSILONS = 300, "per-class:20,50,100", "gcon,mlp", [4.0]
 
 
-def run_one(dataset_name: str, method: str, seeds: list[int], epsilons: list[float], data_root: str) -> list[dict]:
+def load(dataset_name: str, data_root: str | None, smoke: bool):
+    """The dataset a worker runs on: ``csbm`` at :data:`SMOKE_NODES` nodes when smoking."""
+    from dpaudit.data.datasets import load_dataset
+
+    return load_dataset(dataset_name, root=data_root, **({"num_nodes": SMOKE_NODES} if smoke else {}))
+
+
+def run_one(
+    dataset_name: str,
+    method: str,
+    seeds: list[int],
+    epsilons: list[float],
+    data_root: str,
+    split_spec: str = SPLIT,
+    smoke: bool = False,
+) -> list[dict]:
     sys.path.insert(0, str(ROOT))
     import logging
 
     logging.basicConfig(level=logging.WARNING)
-    from dpaudit.data.datasets import load_dataset
     from dpaudit.data.splits import make_split
     from dpaudit.training.registry import get_defense
 
-    dataset = load_dataset(dataset_name, root=data_root)
+    dataset = load(dataset_name, data_root, smoke)
     cls = get_defense(method)
     eps_list = epsilons + [math.inf] if cls.unit is not None else [math.inf]
     rows = []
     for eps in eps_list:
         for seed in seeds:
-            split = make_split(dataset, SPLIT, seed=seed)
+            split = make_split(dataset, split_spec, seed=seed)
             start = time.perf_counter()
             model = cls(epsilon=eps, seed=seed, device="cpu").fit(dataset, split)
             seconds = time.perf_counter() - start
@@ -131,16 +149,23 @@ def fmt(values: list[float]) -> str:
     return f"{100 * np.mean(values):.1f} ± {100 * np.std(values):.1f}"
 
 
-def table(rows: list[dict], methods: list[str], datasets: list[str], seeds: list[int]) -> str:
+def table(
+    rows: list[dict],
+    methods: list[str],
+    datasets: list[str],
+    seeds: list[int],
+    split_spec: str = SPLIT,
+    epsilons: list[float] = EPSILONS,
+) -> str:
     lines = [
-        f"Test accuracy (%) mean ± std over seeds {seeds}, split `{SPLIT}` (split and training seeded alike). "
+        f"Test accuracy (%) mean ± std over seeds {seeds}, split `{split_spec}` (split and training seeded alike). "
         "Non-private methods (gcn, mlp) have one value per dataset, repeated in every ε column. "
         "`gcon (public graph)` is the same trained model queried with Algorithm 4's public-graph mode.",
         "",
     ]
     header = (
         "| dataset | method | "
-        + " | ".join(f"ε={e:g}" for e in EPSILONS)
+        + " | ".join(f"ε={e:g}" for e in epsilons)
         + " | ε=∞ | max spent ε | s/fit | peak RSS MB |"
     )
     lines += [header, "|" + "---|" * (header.count("|") - 1)]
@@ -154,7 +179,7 @@ def table(rows: list[dict], methods: list[str], datasets: list[str], seeds: list
                 variants.append(("accuracy_public_graph", "gcon (public graph)"))
             for key, label in variants:
                 cells = []
-                for eps in EPSILONS + [None]:
+                for eps in epsilons + [None]:
                     vals = [r[key] for r in sub if r["epsilon"] == eps]
                     if not vals and eps is not None:
                         vals = [r[key] for r in sub if r["epsilon"] is None]  # non-private: same at every ε
@@ -179,13 +204,20 @@ def main() -> None:
     parser.add_argument("--out", default="gcon", help="results name: benchmarks/results/NAME.md and NAME.json")
     parser.add_argument("--note", action="append", default=[], help="a line printed under the table (repeatable)")
     parser.add_argument("--worker", nargs=2, metavar=("DATASET", "METHOD"), help=argparse.SUPPRESS)
+    add_smoke_argument(parser, f"{SMOKE_NODES}-node csbm, {SMOKE_METHODS}, ε = 4, one seed")
     args = parser.parse_args()
+    split_spec, epsilons = SPLIT, EPSILONS
+    if args.smoke:
+        start_smoke()
+        split_spec, epsilons = SMOKE_SPLIT, SMOKE_EPSILONS
+        if not args.worker:
+            args.datasets, args.methods, args.seeds, args.out = "csbm", SMOKE_METHODS, 1, "gcon"
     seeds = list(range(args.seeds))
     if args.worker and args.worker[1] == "gcon-paper-protocol":
         print(json.dumps(run_paper_protocol(args.worker[0], seeds, args.data_root)))
         return
     if args.worker:
-        rows = run_one(args.worker[0], args.worker[1], seeds, EPSILONS, args.data_root)
+        rows = run_one(args.worker[0], args.worker[1], seeds, epsilons, args.data_root, split_spec, args.smoke)
         print(json.dumps(rows))
         return
 
@@ -211,12 +243,16 @@ def main() -> None:
             cmd = [sys.executable, __file__, "--worker", ds, method, "--seeds", str(args.seeds)]
             if args.data_root:
                 cmd += ["--data-root", args.data_root]
+            if args.smoke:
+                cmd.append("--smoke")
             proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, cwd=ROOT)
             if proc.returncode != 0:
                 print(f"{ds}/{method} failed with status {proc.returncode}", file=sys.stderr)
+                if args.smoke:
+                    sys.exit(1)
                 continue
             rows += json.loads(proc.stdout.strip().splitlines()[-1])
-    text = table(rows, methods, datasets, seeds)
+    text = table(rows, methods, datasets, seeds, split_spec, epsilons)
     print(text)
     command = " ".join(["python", "benchmarks/bench_gcon.py", *sys.argv[1:]])
     header = (

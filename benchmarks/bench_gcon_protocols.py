@@ -12,6 +12,9 @@ so an interrupted run resumes where it stopped. ``gcon-sound`` rows are keyed by
 protocol is kept as it is; delete the cache to re-run them).
 
     OMP_NUM_THREADS=1 nice python benchmarks/bench_gcon_protocols.py --data-root /work/shared/datasets
+
+``--smoke``: a 300-node csbm graph, ε = 4, one seed, every method (``gcon-paper`` on a 4-point
+grid); cache, table and the doc page's copy go to the smoke folder (``_harness.start_smoke``).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _harness import add_smoke_argument, results_dir, start_smoke, write_atomic
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / "benchmarks" / "cache" / "gcon_protocols.jsonl"
@@ -35,6 +39,9 @@ DOC_MARKERS = ("<!-- gcon-protocols-table:start -->", "<!-- gcon-protocols-table
 SPLITS = {"cora_ml": "per-class:20,500,1000", "actor": "random:0.6,0.2,0.2"}
 EPSILONS = [1.0, 2.0, 4.0]
 METHODS = ["gcon-paper", "gcon-sound", "mlp", "gap-edp"]
+#: ``--smoke``: the generated graph, its split, and gcon-paper's grid (4 configurations, not 5,760)
+SMOKE_DATASET, SMOKE_NODES, SMOKE_SPLIT = "csbm", 300, "random:0.6,0.2,0.2"
+SMOKE_PAPER_GRID = "alpha=0.2,0.8; steps=1,2"
 
 
 def gcon_code_hash() -> str:
@@ -49,18 +56,20 @@ def row_key(dataset: str, method: str, epsilon: float | None, seed: int) -> str:
     return f"{dataset}|{method}|{epsilon}|{seed}|{code}"
 
 
-def load_cache() -> dict[str, dict]:
-    if not CACHE.exists():
+def load_cache(path: Path = CACHE) -> dict[str, dict]:
+    if not path.exists():
         return {}
     rows = {}
-    for line in CACHE.read_text().splitlines():
+    for line in path.read_text().splitlines():
         if line.strip():
             row = json.loads(line)
             rows[row["key"]] = row
     return rows
 
 
-def run_row(dataset, split_spec: str, method: str, epsilon: float | None, seed: int) -> dict:
+def run_row(
+    dataset, split_spec: str, method: str, epsilon: float | None, seed: int, paper_grid: str | None = None
+) -> dict:
     from dpaudit.data.splits import make_split
     from dpaudit.training.registry import get_defense
 
@@ -68,6 +77,8 @@ def run_row(dataset, split_spec: str, method: str, epsilon: float | None, seed: 
     name, kwargs = method, {}
     if method.startswith("gcon-"):
         name, kwargs = "gcon", {"protocol": method.removeprefix("gcon-")}
+        if method == "gcon-paper" and paper_grid is not None:
+            kwargs["grid"] = paper_grid
     eps = math.inf if epsilon is None else epsilon
     start = time.perf_counter()
     model = get_defense(name)(epsilon=eps, seed=seed, device="cpu", **kwargs).fit(dataset, split)
@@ -123,7 +134,16 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--data-root", default=os.environ.get("DPAUDIT_DATA"))
     parser.add_argument("--table-only", action="store_true", help="write the table from the cache, run nothing")
+    add_smoke_argument(parser, f"{SMOKE_NODES}-node csbm, ε = 4, one seed, gcon-paper on a 4-point grid")
     args = parser.parse_args()
+    cache_path, out_path, doc_path, paper_grid = CACHE, OUT, DOC, None
+    if args.smoke:
+        folder = start_smoke()
+        args.datasets, args.epsilons, args.seeds = SMOKE_DATASET, "4", 1
+        SPLITS[SMOKE_DATASET] = SMOKE_SPLIT
+        cache_path, out_path, doc_path = folder / CACHE.name, results_dir() / OUT.name, folder / DOC.name
+        write_atomic(doc_path, DOC.read_text())  # the page's copy: its table is rewritten below
+        paper_grid = SMOKE_PAPER_GRID
     sys.path.insert(0, str(ROOT))
     import logging
 
@@ -132,37 +152,38 @@ def main() -> None:
 
     datasets, methods = args.datasets.split(","), args.methods.split(",")
     epsilons, seeds = [float(e) for e in args.epsilons.split(",")], list(range(args.seeds))
-    cache = load_cache()
+    cache = load_cache(cache_path)
     if not args.table_only:
-        CACHE.parent.mkdir(parents=True, exist_ok=True)
+        cache_path.parent.mkdir(parents=True, exist_ok=True)
         for ds_name in datasets:
-            dataset = load_dataset(ds_name, root=args.data_root)
+            options = {"num_nodes": SMOKE_NODES} if args.smoke else {}
+            dataset = load_dataset(ds_name, root=args.data_root, **options)
             for method in methods:
                 for eps in [None] if method == "mlp" else epsilons:
                     for seed in seeds:
                         key = row_key(ds_name, method, eps, seed)
                         if key in cache:
                             continue
-                        row = {"key": key, **run_row(dataset, SPLITS[ds_name], method, eps, seed)}
+                        row = {"key": key, **run_row(dataset, SPLITS[ds_name], method, eps, seed, paper_grid)}
                         cache[key] = row
-                        with CACHE.open("a") as fh:
+                        with cache_path.open("a") as fh:
                             fh.write(json.dumps(row) + "\n")
                         print(json.dumps(row), file=sys.stderr, flush=True)
     current = {row_key(r["dataset"], r["method"], r["epsilon"], r["seed"]) for r in cache.values()}
     rows = [r for r in cache.values() if r["key"] in current]
     text = table(rows, list(SPLITS), METHODS, seeds)
     print(text)
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(
+    write_atomic(
+        out_path,
         "# GCON: paper vs sound protocol (issue 41)\n\nReproduce: `OMP_NUM_THREADS=1 python "
         "benchmarks/bench_gcon_protocols.py --data-root /work/shared/datasets` (rows cached in "
         f"`{CACHE.relative_to(ROOT)}`).\n\nTest accuracy (%) mean ± std over seeds {seeds}; δ auto. "
         "`gcon-paper` selects on validation accuracy without accounting it (`sound: false`); mlp reads "
-        "no edge (one value per seed, repeated in every ε column).\n\n" + text + "\n"
+        "no edge (one value per seed, repeated in every ε column).\n\n" + text + "\n",
     )
-    doc = DOC.read_text()
+    doc = doc_path.read_text()
     start, end = doc.index(DOC_MARKERS[0]) + len(DOC_MARKERS[0]), doc.index(DOC_MARKERS[1])
-    DOC.write_text(doc[:start] + "\n" + text + "\n" + doc[end:])
+    write_atomic(doc_path, doc[:start] + "\n" + text + "\n" + doc[end:])
 
 
 if __name__ == "__main__":
