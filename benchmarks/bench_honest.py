@@ -64,6 +64,7 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))  # _harness, also when a test loads this file
 
 from _harness import add_smoke_argument, results_dir, start_smoke  # noqa: E402
 
