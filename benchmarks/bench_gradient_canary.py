@@ -38,7 +38,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from _harness import markdown_table
+from _harness import add_smoke_argument, markdown_table, results_dir, start_smoke
 
 import dpaudit.app.workflows.zoo  # noqa: F401  (registers the zoo-* defenses)
 from dpaudit.app.workflows.gradient_canary import gradient_canary_audit
@@ -72,6 +72,13 @@ CASES = (
     ("dpar-em1", "sound", 1.0, "rows", 4000, "iterates"),
 )
 DELTA = 1e-5
+#: ``--smoke``: sound mlp-dp and its noise ÷ 10 break on a generated graph whose linear model has 51
+#: weights (so 40 canaries, not 4,000)
+SMOKE_CASES = (
+    ("mlp-dp", "sound", 4.0, "mlp", 40, "iterates"),
+    ("zoo-mlp-dp-noise-div10", "noise ÷ 10", 0.5, "mlp", 40, "iterates"),
+)
+SMOKE_CSBM = {"num_nodes": 300, "num_classes": 3, "num_features": 16, "seed": 0}
 
 
 def overrides_for(defense: str, dataset) -> dict:
@@ -148,7 +155,7 @@ def base_of(defense: str) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, required=True, help="JSON file to write")
+    parser.add_argument("--out", type=Path, default=None, help="JSON file to write (required unless --smoke)")
     parser.add_argument("--quick", action="store_true", help="Cora only, one seed")
     parser.add_argument(
         "--defenses",
@@ -174,13 +181,20 @@ def main() -> None:
         metavar="WHEEL",
         help="a jax_privacy wheel to read its auditing module from (when not installed)",
     )
+    add_smoke_argument(parser, "csbm with 300 nodes, sound mlp-dp and its noise ÷ 10 break, 40 canaries, one seed")
     args = parser.parse_args()
+    if args.smoke:
+        start_smoke()
+        args.out = args.out or results_dir() / "gradient_canary.json"
+    if args.out is None:
+        parser.error("--out is required (or --smoke)")
     if args.render and not args.out.is_file():
         parser.error(f"--render: no rows to render, {args.out} does not exist")
     torch.set_num_threads(1)
-    datasets = ("cora",) if args.quick else ("cora", "cora_ml")
-    seeds = (0,) if args.quick else (0, 1, 2)
-    cases = [c for c in CASES if args.defenses is None or base_of(c[0]) in args.defenses]
+    datasets = ("csbm",) if args.smoke else ("cora",) if args.quick else ("cora", "cora_ml")
+    seeds = (0,) if args.quick or args.smoke else (0, 1, 2)
+    all_cases = SMOKE_CASES if args.smoke else CASES
+    cases = [c for c in all_cases if args.defenses is None or base_of(c[0]) in args.defenses]
     rows = []
     if args.defenses is not None and args.out.exists():
         rows = [
@@ -190,7 +204,7 @@ def main() -> None:
         rows, cases = json.loads(args.out.read_text(encoding="utf-8")), []
     args.out.parent.mkdir(parents=True, exist_ok=True)
     for name in datasets if cases else ():
-        dataset = load_dataset(name)
+        dataset = load_dataset(name, **SMOKE_CSBM) if name == "csbm" else load_dataset(name)
         for case in cases:
             for seed in seeds:
                 rows.append(audit_row(*case, dataset, seed))
@@ -205,7 +219,7 @@ def main() -> None:
                 atomic_write_text(args.out, json.dumps(rows, indent=1) + "\n")
     table = []
     for name in datasets:
-        for defense, variant, claim, module, canaries, observe in CASES:
+        for defense, variant, claim, module, canaries, observe in all_cases:
             key = (name, defense, claim, module)
             group = [r for r in rows if (r["dataset"], r["defense"], r["target_epsilon"], r["module"]) == key]
             if not group:
@@ -260,7 +274,7 @@ def main() -> None:
         atomic_write_text(tight_path, json.dumps(tight, indent=1) + "\n")
     if tight_path.is_file():
         text += "\n" + render_tightness(json.loads(tight_path.read_text(encoding="utf-8")))
-    path = Path(__file__).resolve().parent / "results" / "gradient_canary.md"
+    path = results_dir() / "gradient_canary.md"
     atomic_write_text(path, text)
     print(path)
 

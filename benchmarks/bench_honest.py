@@ -64,6 +64,9 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))  # _harness, also when a test loads this file
+
+from _harness import add_smoke_argument, results_dir, start_smoke  # noqa: E402
 
 import defenses  # noqa: E402,F401  (registers the defenses)
 from defenses.dpgnn.mechanism import training_readers  # noqa: E402
@@ -92,6 +95,10 @@ SPLITS = {
     "cora_ml": "inductive:0.8,0.2",
     JH_INDUCTIVE: "inductive:0.8,0.2",
 }
+#: ``--smoke``'s label (added to :data:`SPLITS` only by a smoke run) and its generated graph
+SMOKE_LABEL = "csbm"
+SMOKE_SPLIT = "inductive:0.8,0.2"
+DATASET_OPTIONS = {SMOKE_LABEL: {"num_nodes": 300, "num_classes": 3, "num_features": 16, "seed": 0}}
 PRIVATE_DEFENSES = ["mlp-dp", "gap-edp", "gap-ndp", "gcon", "dpgnn", "dpar-em1", "dpar-gm", "dpar-em0"]
 DEFAULT_DEFENSES = ["mlp-dp", "gap-edp", "gap-ndp", "gcon", "dpgnn", "dpar-em1"]
 NON_PRIVATE = ["mlp", "gcn"]
@@ -295,7 +302,7 @@ def run_cells(cells, seeds, store: dict[str, Any], store_path: Path, budget: flo
             name = dataset_of(dataset_name)
             if name not in loaded:
                 log.info("loading %s", name)
-                loaded[name] = load_dataset(name, root=os.environ.get("DPAUDIT_DATA"))
+                loaded[name] = load_dataset(name, root=os.environ.get("DPAUDIT_DATA"), **DATASET_OPTIONS.get(name, {}))
             dataset = loaded[name]
             split = make_split(dataset, SPLITS[dataset_name], seed)
             if configuration == GRAPH_DEGREE:
@@ -856,11 +863,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=None,
         help="default: results/honest.json (--quick: honest-quick.json); the md sits beside it",
     )
+    add_smoke_argument(parser, "csbm with 300 nodes, inductive split, mlp-dp sound at ε = 8 and mlp/gcn, one seed")
     return parser.parse_args(argv)
 
 
 def validate(args: argparse.Namespace) -> argparse.Namespace:
     """Every flag checked before any work: one ConfigurationError naming the bad value."""
+    if args.smoke:
+        start_smoke()
+        SPLITS[SMOKE_LABEL] = SMOKE_SPLIT
+        args.datasets, args.defenses, args.epsilons, args.seeds = [SMOKE_LABEL], ["mlp-dp"], ["8"], ["0"]
+        args.configurations, args.resume, args.store = ["sound"], False, results_dir() / "honest-smoke.json"
     if args.quick:
         args.datasets, args.epsilons, args.seeds = ["cora_ml"], ["8"], ["0"]
     if args.store is None:

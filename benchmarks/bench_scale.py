@@ -60,7 +60,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _harness import tree_state  # noqa: E402
+from _harness import add_smoke_argument, start_smoke, tree_state  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -519,6 +519,7 @@ def machine() -> str:
 
 
 def main() -> None:
+    global RESULTS, PARTS  # a --smoke run's results go to its temporary folder
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
         "--sizes", default="5000,20000,80000", help="csbm node counts (average degree 20, 128 features)"
@@ -554,7 +555,13 @@ def main() -> None:
     parser.add_argument(
         "--work", default=str(Path(tempfile.gettempdir()) / "dpaudit-bench-scale"), help="where trained models go"
     )
+    add_smoke_argument(parser, "one csbm graph of 300 nodes: dataset, train mlp-dp, audit mia-threshold")
     args = parser.parse_args()
+    if args.smoke:
+        RESULTS = start_smoke()
+        PARTS = RESULTS / "scale-parts"
+        args.quick, args.sizes, args.shapes, args.fresh, args.nice = False, "300", "", True, 0
+        args.defenses, args.attacks, args.audit, args.work = "mlp-dp", "mia-threshold", "mlp-dp", str(RESULTS / "work")
     args.defenses = [d for d in args.defenses.split(",") if d]
     args.attacks = [a for a in args.attacks.split(",") if a]
     if args.audit not in args.defenses:

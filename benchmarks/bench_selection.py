@@ -43,7 +43,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from _harness import markdown_table, write_result  # noqa: E402
+from _harness import add_smoke_argument, markdown_table, results_dir, start_smoke, write_result  # noqa: E402
 
 import defenses  # noqa: E402,F401  (registers the defenses)
 from dpaudit.app.pipeline import evaluate  # noqa: E402
@@ -139,10 +139,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--name", default="selection")
     parser.add_argument("--section", default=None, help="merge into the results file under this section title")
     parser.add_argument("--select-runs", type=float, default=None, help="E[K] of the law (default: the registry's)")
+    add_smoke_argument(parser, "csbm with 300 nodes, mlp-dp only, ε = 4, one seed, E[K] = 2")
     args = parser.parse_args(argv)
+    if args.smoke:
+        start_smoke()
+        args.dataset, args.defenses, args.epsilons, args.seeds, args.select_runs = "csbm", ["mlp-dp"], [4.0], [0], 2.0
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     torch.set_num_threads(1)
-    dataset = load_dataset(args.dataset, root=os.environ.get("DPAUDIT_DATA"))
+    if args.smoke:
+        dataset = load_dataset("csbm", num_nodes=300, num_classes=3, num_features=16, seed=0)
+    else:
+        dataset = load_dataset(args.dataset, root=os.environ.get("DPAUDIT_DATA"))
     rows = run_rows(args, dataset)
     table = markdown_table(rows, list(rows[0]))
     command = (
@@ -168,7 +175,7 @@ def main(argv: list[str] | None = None) -> None:
         + " CPU seconds of `fit`, one torch thread, on a shared machine."
     )
     if args.section:
-        path = Path(__file__).resolve().parent / "results" / f"{args.name}.md"
+        path = results_dir() / f"{args.name}.md"
         body = f"Written by `benchmarks/bench_selection.py`:\n\n{command}\n\n{about}\n\n{table}"
         atomic_write_text(path, merge_section(path, args.section, body))
     else:
