@@ -38,8 +38,8 @@ HAND_BUGS = {
 }
 
 
-def _data():
-    graph = load_dataset("cora").data
+def _data(dataset: str):
+    graph = load_dataset(dataset).data
     order = torch.randperm(graph.num_nodes, generator=torch.Generator().manual_seed(0))
     rows = order[: int(0.8 * graph.num_nodes)]
     return graph.x[rows].float(), graph.y[rows]
@@ -50,8 +50,10 @@ def _mlp(features: int, classes: int, seed: int) -> nn.Module:
     return nn.Sequential(nn.Linear(features, HIDDEN), nn.ReLU(), nn.Linear(HIDDEN, classes))
 
 
-def _record(canaries: dpaudit.GradientCanaries, sample_rate: float, steps: int, claimed_rate: float) -> dict:
-    result = canaries.result(epsilon=EPSILON, delta=DELTA, dataset="cora", keep_scores=True)
+def _record(
+    canaries: dpaudit.GradientCanaries, sample_rate: float, steps: int, claimed_rate: float, dataset: str
+) -> dict:
+    result = canaries.result(epsilon=EPSILON, delta=DELTA, dataset=dataset, keep_scores=True)
     return {
         "scores": np.asarray(result["scores"]),
         "coins": np.asarray(result["included"], dtype=bool),
@@ -63,17 +65,20 @@ def _record(canaries: dpaudit.GradientCanaries, sample_rate: float, steps: int, 
     }
 
 
-def opacus_run(bug: str, seed: int, count: int = 5000) -> dict:
+def opacus_run(
+    bug: str, seed: int, count: int = 5000, epochs: int = EPOCHS, dataset: str = "cora", batch_size: int = BATCH
+) -> dict:
     """One Opacus run with ``bug`` (:data:`OPACUS_BUGS`), its canaries' scores and coins, the
-    rate and steps it ran and the rate its claim assumes."""
+    rate and steps it ran and the rate its claim assumes (``epochs``, ``dataset``, ``batch_size``:
+    smaller for ``bench_bug_zoo.py --smoke``)."""
     from opacus import PrivacyEngine
     from opacus.accountants.utils import get_noise_multiplier
 
     spec = OPACUS_BUGS[bug]
-    x, y = _data()
+    x, y = _data(dataset)
     model = _mlp(x.size(1), int(y.max()) + 1, seed)
     optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
-    loader = DataLoader(TensorDataset(x, y), batch_size=BATCH)
+    loader = DataLoader(TensorDataset(x, y), batch_size=batch_size)
     engine = PrivacyEngine()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -83,10 +88,10 @@ def opacus_run(bug: str, seed: int, count: int = 5000) -> dict:
             data_loader=loader,
             target_epsilon=EPSILON,
             target_delta=DELTA,
-            epochs=EPOCHS,
+            epochs=epochs,
             max_grad_norm=CLIP,
         )
-        q, steps = loader.sample_rate, EPOCHS * len(loader)
+        q, steps = loader.sample_rate, epochs * len(loader)
         claimed_rate = q * spec.get("told_rate", 1.0)
         if "told_rate" in spec:  # the accountant is told another rate than the loader's
             optimizer.noise_multiplier = get_noise_multiplier(
@@ -95,15 +100,17 @@ def opacus_run(bug: str, seed: int, count: int = 5000) -> dict:
     optimizer.noise_multiplier *= spec.get("noise", 1.0)
     canaries = dpaudit.GradientCanaries(count=count, seed=seed)
     canaries.attach(optimizer, sample_rate=loader.sample_rate, features=x)
-    for _ in range(EPOCHS):
+    for _ in range(epochs):
         for xb, yb in loader:
             optimizer.zero_grad()
             nn.functional.cross_entropy(model(xb), yb).backward()
             optimizer.step()
-    return _record(canaries, q, steps, claimed_rate)
+    return _record(canaries, q, steps, claimed_rate, dataset)
 
 
-def hand_rolled_run(bug: str, seed: int, count: int = 5000) -> dict:
+def hand_rolled_run(
+    bug: str, seed: int, count: int = 5000, epochs: int = EPOCHS, dataset: str = "cora", batch_size: int = BATCH
+) -> dict:
     """One hand-rolled DP-SGD run with ``bug`` (:data:`HAND_BUGS`): Poisson batches, per-example
     gradients (torch.func), clip at C, the canaries injected into the clipped sum and observed
     after the noise, SGD on the sum divided by the expected batch size. ``clip-after-noise``
@@ -111,10 +118,10 @@ def hand_rolled_run(bug: str, seed: int, count: int = 5000) -> dict:
     from dpaudit.auditing.hypothesis import claimed_noise_multiplier
 
     spec = HAND_BUGS[bug]
-    x, y = _data()
+    x, y = _data(dataset)
     n = x.size(0)
-    q = BATCH / n
-    steps = EPOCHS * math.ceil(1 / q)
+    q = batch_size / n
+    steps = epochs * math.ceil(1 / q)
     sigma = claimed_noise_multiplier(EPSILON, DELTA, q, steps) * spec.get("noise", 1.0)
     model = _mlp(x.size(1), int(y.max()) + 1, seed)
     params = {k: v.detach() for k, v in model.named_parameters()}
@@ -141,8 +148,8 @@ def hand_rolled_run(bug: str, seed: int, count: int = 5000) -> dict:
         canaries.observe(noisy)
         if spec.get("clip_after_noise"):
             total = torch.cat([v.reshape(-1) for v in noisy]).norm()
-            noisy = [v * min(1.0, CLIP * BATCH / float(total)) for v in noisy]
+            noisy = [v * min(1.0, CLIP * batch_size / float(total)) for v in noisy]
         with torch.no_grad():
             for (name, p), g in zip(params.items(), noisy):
-                params[name] = p - 1.0 * g / BATCH
-    return _record(canaries, q, steps, q)
+                params[name] = p - 1.0 * g / batch_size
+    return _record(canaries, q, steps, q, dataset)

@@ -9,7 +9,8 @@ verdict and the CPU time.
     DPAUDIT_DATA=DIR OMP_NUM_THREADS=1 nice python benchmarks/bench_blackbox_power.py [--canaries 1000,2000] [--seeds 0,1,2] [--designs default,signed]
 
 Writes ``benchmarks/results/blackbox_power.md`` and its rows, ``benchmarks/results/blackbox_power.json``
-(merged: a later run replaces the rows it measures and keeps the others).
+(merged: a later run replaces the rows it measures and keeps the others). ``--smoke``: csbm
+(generated, 1000 nodes), 100 canaries, seed 0, the default design, written to a temporary folder.
 """
 
 from __future__ import annotations
@@ -19,7 +20,15 @@ import json
 import time
 from pathlib import Path
 
-from _harness import markdown_table, tree_state, write_atomic, write_result
+from _harness import (
+    add_smoke_argument,
+    markdown_table,
+    results_dir,
+    start_smoke,
+    tree_state,
+    write_atomic,
+    write_result,
+)
 
 from dpaudit.app.workflows.canary import canary_audit
 from dpaudit.data.datasets import load_dataset
@@ -28,7 +37,6 @@ from dpaudit.training.user_fit import load_fit_function
 FIT = Path(__file__).resolve().parent / "blackbox_fit" / "fit.py"
 #: the designs compared (``--design`` of ``dpaudit canary``); the default first
 DESIGNS = {"default": {}, "signed": {"signed": True}}
-RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def main() -> None:
@@ -39,7 +47,11 @@ def main() -> None:
     parser.add_argument("--epsilon", type=float, default=4.0)
     parser.add_argument("--data-root", default=None)
     parser.add_argument("--designs", default="default", help=f"comma-separated, of {', '.join(DESIGNS)}")
+    add_smoke_argument(parser, "csbm (generated, 1000 nodes), 100 canaries, seed 0, the default design")
     args = parser.parse_args()
+    if args.smoke:
+        start_smoke()
+        args.dataset, args.canaries, args.seeds, args.designs = "csbm", "100", "0", "default"
     fit = load_fit_function(f"{FIT}:fit")
     dataset = load_dataset(args.dataset, root=args.data_root)
     rows = []
@@ -85,7 +97,7 @@ def main() -> None:
 def _write(args, rows) -> None:
     """Merge ``rows`` into ``results/blackbox_power.json`` (keyed by canaries, seed, design: a
     later run replaces a row, others are kept) and render the table from all of them."""
-    store = RESULTS / "blackbox_power.json"
+    store = results_dir() / "blackbox_power.json"
     kept = json.loads(store.read_text(encoding="utf-8")) if store.is_file() else []
     key = ("canaries", "seed", "design")
     fresh = {tuple(r[k] for k in key) for r in rows}

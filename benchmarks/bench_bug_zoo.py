@@ -16,6 +16,7 @@ Three places the bugs live:
 
     DPAUDIT_DATA=/work/shared/datasets nice python benchmarks/bench_bug_zoo.py --out benchmarks/results/bug_zoo.json
     DPAUDIT_DATA=... python benchmarks/bench_bug_zoo.py --out /tmp/b.json --parts opacus --seeds 0
+    python benchmarks/bench_bug_zoo.py --smoke   # each place's sound run once on csbm, 1 epoch, 100 canaries
 
 Writes the ``--out`` JSON (one row per run, written as each finishes) and
 ``benchmarks/results/bug_zoo.md``. Acceptance (issue 47): the Opacus MLP at 0.6× noise refuted
@@ -34,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from _harness import markdown_table
+from _harness import add_smoke_argument, markdown_table, results_dir, start_smoke
 
 from dpaudit.accounting import PoissonSubsampledGaussian, PrivacyLedger
 from dpaudit.app.workflows import zoo
@@ -68,14 +69,18 @@ def test_claim(scores, coins, q_claimed: float, steps: int, clip: float) -> dict
     return test.to_dict()
 
 
-def own_row(variant: zoo.Variant, dataset, seed: int) -> dict:
-    overrides = OWN_OVERRIDES.get(variant.variant, {})
+def own_row(
+    variant: zoo.Variant, dataset, seed: int, canaries: int = OWN_CANARIES, overrides: dict | None = None
+) -> dict:
+    """``variant`` audited in one run of our loop (``overrides``: extra hyperparameters, the smoke
+    run's epochs)."""
+    overrides = {**OWN_OVERRIDES.get(variant.variant, {}), **(overrides or {})}
     cpu = time.process_time()
     record = gradient_canary_audit(
         variant.defense,
         dataset,
         EPSILON,
-        canaries=OWN_CANARIES,
+        canaries=canaries,
         delta=DELTA,
         seed=seed,
         device="cpu",
@@ -89,10 +94,10 @@ def own_row(variant: zoo.Variant, dataset, seed: int) -> dict:
     test = test_claim(record["scores"], record["included"], claimed.sample_rate, claimed.steps, 1.0)
     true = instance.true_epsilon(dataset, split, DELTA) if hasattr(instance, "true_epsilon") else EPSILON
     return {
-        "where": "our loop (mlp-dp, Cora)",
+        "where": f"our loop (mlp-dp, {'Cora' if dataset.name == 'cora' else dataset.name})",
         "bug": variant.variant,
         "seed": seed,
-        "canaries": OWN_CANARIES,
+        "canaries": canaries,
         "true_epsilon": true,
         "certified": record["certified_epsilon_lower_bound"],
         "hypothesis": test,
@@ -100,11 +105,12 @@ def own_row(variant: zoo.Variant, dataset, seed: int) -> dict:
     }
 
 
-def user_row(where: str, bug: str, seed: int) -> dict:
+def user_row(where: str, bug: str, seed: int, **small) -> dict:
+    """``bug`` in one run of a user loop (``small``: the smoke run's ``count``, ``epochs``, ``dataset``, ``batch_size``)."""
     import _user_loops as loops
 
     cpu = time.process_time()
-    run = (loops.opacus_run if where == "opacus" else loops.hand_rolled_run)(bug, seed)
+    run = (loops.opacus_run if where == "opacus" else loops.hand_rolled_run)(bug, seed, **small)
     test = test_claim(run["scores"], run["coins"], run["claimed_rate"], run["steps"], run["max_grad_norm"])
     sigma_used = None
     true = None
@@ -192,13 +198,25 @@ def render(rows: list[dict], seeds) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, required=True, help="JSON file to write (rows as they finish)")
+    parser.add_argument("--out", type=Path, help="JSON file to write (rows as they finish); required unless --smoke")
     parser.add_argument("--parts", nargs="+", default=["own", "opacus", "hand"], choices=["own", "opacus", "hand"])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--bugs", nargs="+", metavar="BUG", help="run only these bugs (default: every bug of a part)")
     parser.add_argument("--append", action="store_true", help="keep --out's rows and add the new ones")
     parser.add_argument("--render", action="store_true", help="run nothing: write the table from --out's rows")
+    add_smoke_argument(parser, "each place's sound run, seed 0, on csbm (1000 nodes), 1 epoch, 100 canaries")
     args = parser.parse_args()
+    small: dict = {}
+    own_overrides: dict = {}
+    own_canaries, own_data = OWN_CANARIES, "cora"
+    if args.smoke:
+        start_smoke()
+        args.out = args.out or results_dir() / "bug_zoo.json"
+        args.seeds, args.bugs = [0], ["sound"]
+        small = {"count": 100, "epochs": 1, "dataset": "csbm", "batch_size": 64}
+        own_canaries, own_data, own_overrides = 100, "csbm", {"epochs": 1}
+    elif args.out is None:
+        parser.error("--out is required (the JSON file the rows go to)")
     torch.set_num_threads(1)
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     rows: list[dict] = []
@@ -218,24 +236,24 @@ def main() -> None:
             atomic_write_text(args.out, json.dumps(rows, indent=1, default=float) + "\n")
 
         if "own" in args.parts:
-            dataset = load_dataset("cora")
+            dataset = load_dataset(own_data)
             for variant in [v for v in zoo.SUBTLE_VARIANTS if args.bugs is None or v.variant in args.bugs]:
                 for seed in args.seeds:
-                    keep(own_row(variant, dataset, seed))
+                    keep(own_row(variant, dataset, seed, own_canaries, own_overrides))
         if "opacus" in args.parts:
             import _user_loops as loops
 
             for bug in [b for b in loops.OPACUS_BUGS if args.bugs is None or b in args.bugs]:
                 for seed in args.seeds:
-                    keep(user_row("opacus", bug, seed))
+                    keep(user_row("opacus", bug, seed, **small))
         if "hand" in args.parts:
             import _user_loops as loops
 
             for bug in [b for b in loops.HAND_BUGS if args.bugs is None or b in args.bugs]:
                 for seed in args.seeds:
-                    keep(user_row("hand", bug, seed))
+                    keep(user_row("hand", bug, seed, **small))
     text = render(rows, sorted({r["seed"] for r in rows}))
-    path = Path(__file__).resolve().parent / "results" / "bug_zoo.md"
+    path = results_dir() / "bug_zoo.md"
     if args.out.resolve().parent == path.parent:
         atomic_write_text(path, text)
         print(path)

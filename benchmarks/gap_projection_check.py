@@ -42,6 +42,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from _harness import add_smoke_argument, results_dir, start_smoke  # noqa: E402
+
 import defenses  # noqa: E402,F401  (registers the datasets' defenses)
 from dpaudit.data.datasets import load_dataset  # noqa: E402
 from dpaudit.runtime import atomic_write_text  # noqa: E402
@@ -144,14 +146,22 @@ def main(argv=None) -> None:
     p.add_argument("--data-root", default=os.environ.get("DPAUDIT_DATA"))
     p.add_argument("--top", type=int, default=5, help="highest-degree nodes removed per graph")
     p.add_argument("--random", type=int, default=5, help="random nodes removed per graph")
-    p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "gap_projection.md"))
+    p.add_argument("--out", default=None, help="default: benchmarks/results/gap_projection.md")
+    add_smoke_argument(p, "a path of length 10, csbm (generated, 1000 nodes) at D = 10, one top and one random node")
     args = p.parse_args(argv)
+    if args.smoke:
+        start_smoke()
+    out = args.out or str(results_dir() / "gap_projection.md")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    rows = path_rows([10, 100, 1000])
-    for name, max_degree in (("cora_ml", 10), ("cora_ml", 100), ("johnshopkins55:year", 100)):
-        rows += graph_rows(name, max_degree, args.data_root, args.top, args.random)
-    band_rows = truncation_rows("johnshopkins55:year", args.data_root, (50, 100, 200), (0, 5, 23))
-    band_rows += truncation_rows("cora_ml", args.data_root, (10, 20), (0, 5, 23))
+    if args.smoke:
+        rows = path_rows([10]) + graph_rows("csbm", 10, None, 1, 1)
+        band_rows = truncation_rows("csbm", None, (10,), (0, 5))
+    else:
+        rows = path_rows([10, 100, 1000])
+        for name, max_degree in (("cora_ml", 10), ("cora_ml", 100), ("johnshopkins55:year", 100)):
+            rows += graph_rows(name, max_degree, args.data_root, args.top, args.random)
+        band_rows = truncation_rows("johnshopkins55:year", args.data_root, (50, 100, 200), (0, 5, 23))
+        band_rows += truncation_rows("cora_ml", args.data_root, (10, 20), (0, 5, 23))
     text = "\n".join(
         [
             "# Edge-addition degree projection vs GAP's node-level aggregation",
@@ -185,7 +195,7 @@ def main(argv=None) -> None:
             "",
         ]
     )
-    atomic_write_text(args.out, text)
+    atomic_write_text(out, text)
     print(text)
 
 

@@ -10,6 +10,7 @@ cache alone (``--render-only``).
     python benchmarks/reproduce.py                       # every claim (long)
     python benchmarks/reproduce.py --only dpar gap       # claims whose id starts with these
     python benchmarks/reproduce.py --render-only         # rewrite reproduction.md from the cache
+    python benchmarks/reproduce.py --smoke               # one tiny claim (csbm, mlp-dp, 2 epochs, 1 seed)
 
 Writes ``benchmarks/results/reproduction.md``.
 """
@@ -22,6 +23,7 @@ import importlib
 import json
 import logging
 import math
+import os
 import pkgutil
 import shlex
 import statistics
@@ -35,9 +37,15 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-RESULTS = HERE / "results"
-CACHE = HERE / "cache" / "reproduction"
+from _harness import SMOKE_DIR_ENV, add_smoke_argument, results_dir, start_smoke, write_atomic  # noqa: E402
+
 log = logging.getLogger("reproduce")
+
+
+def cache_dir() -> Path:
+    """``benchmarks/cache/reproduction``, or under a ``--smoke`` run's temporary folder."""
+    smoke = os.environ.get(SMOKE_DIR_ENV)
+    return Path(smoke) / "cache" / "reproduction" if smoke else HERE / "cache" / "reproduction"
 
 
 @dataclass(frozen=True)
@@ -122,7 +130,7 @@ def all_claims() -> list[Claim]:
 
 
 def cached(run: Run, seed: int) -> dict | None:
-    path = CACHE / f"{run.key(seed)}.json"
+    path = cache_dir() / f"{run.key(seed)}.json"
     if path.is_file():
         return json.loads(path.read_text(encoding="utf-8"))
     return None
@@ -131,8 +139,8 @@ def cached(run: Run, seed: int) -> dict | None:
 def store(run: Run, seed: int, metrics: dict) -> None:
     from dpaudit.runtime import atomic_write_json
 
-    CACHE.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(CACHE / f"{run.key(seed)}.json", {"command": run.command(seed), **metrics})
+    cache_dir().mkdir(parents=True, exist_ok=True)
+    atomic_write_json(cache_dir() / f"{run.key(seed)}.json", {"command": run.command(seed), **metrics})
 
 
 def summarise(claim: Claim) -> dict:
@@ -204,19 +212,44 @@ def render(claims: list[Claim]) -> str:
     return "\n".join(lines + ["", "## Claims in detail", "", *details])
 
 
+def smoke_claim() -> Claim:
+    """The ``--smoke`` claim: mlp-dp's ``sound`` and ``paper`` protocols on a generated csbm graph,
+    2 epochs, one seed (the real pipeline, cache and table in seconds; not a measurement)."""
+    split, sets = "random:0.5,0.25,0.25", ("epochs=2",)
+    return Claim(
+        id="smoke-mlp-dp-csbm",
+        source="benchmarks/reproduce.py --smoke",
+        statement="mlp-dp at ε = 8 on csbm (1000 nodes, 4 classes), 2 epochs: the pipeline runs",
+        paper_value="—",
+        runs={
+            "sound": Run("mlp-dp", "csbm", split, 8, sets=sets),
+            "paper": Run("mlp-dp", "csbm", split, 8, sets=(*sets, "protocol=paper")),
+        },
+        rule="both runs give an accuracy in [0, 1]",
+        holds=lambda m: all(0.0 <= v <= 1.0 for v in m.values()),
+        seeds=(0,),
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", nargs="*", default=None, help="claim id prefixes to run")
     parser.add_argument("--data-root", default=None, help="dataset root (default: ../shared/datasets if present)")
     parser.add_argument("--render-only", action="store_true", help="only rewrite reproduction.md from the cache")
-    parser.add_argument("--out", default=str(RESULTS / "reproduction.md"))
+    parser.add_argument("--out", default=None, help="default: benchmarks/results/reproduction.md")
+    add_smoke_argument(parser, "one claim: mlp-dp on csbm, 2 epochs, 1 seed, cache in the temporary folder")
     args = parser.parse_args(argv)
+    if args.smoke:
+        start_smoke()
+    out = Path(args.out) if args.out else results_dir() / "reproduction.md"
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     from tqdm import tqdm
 
     shared = HERE.parent.parent / "shared" / "datasets"
     data_root = args.data_root or (str(shared) if shared.is_dir() else None)
     claims = all_claims()
+    if args.smoke:  # the real claims are still imported (a broken claim module fails the smoke run)
+        claims = [smoke_claim()]
     chosen = [c for c in claims if not args.only or any(c.id.startswith(p) for p in args.only)]
     if not args.render_only:
         todo = [(r, s) for c in chosen for r in c.runs.values() for s in c.seeds]
@@ -227,8 +260,11 @@ def main(argv: list[str] | None = None) -> int:
                 store(run, seed, run.execute(seed, data_root))
             except Exception as exc:  # one failed configuration must not lose the others
                 log.error("%s failed: %s", run.command(seed), exc)
-    Path(args.out).write_text(render(claims), encoding="utf-8")
-    print(f"wrote {args.out}")
+    if args.smoke and not all(summarise(c)["complete"] for c in chosen):
+        log.error("a smoke run failed")
+        return 1
+    write_atomic(out, render(claims))
+    print(f"wrote {out}")
     return 0
 
 
