@@ -15,25 +15,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "benchmarks"
 #: scripts that do not take --smoke yet (each needs its own tiny configuration): the debt, said
-NO_SMOKE_YET = {
-    "bench_attacks.py",
-    "bench_covered_inference.py",
-    "bench_degree_projection.py",
-    "bench_dpar.py",
-    "bench_dpgnn.py",
-    "bench_estimators.py",
-    "bench_gap.py",
-    "bench_gap_queries.py",
-    "bench_gcon.py",
-    "bench_gcon_protocols.py",
-    "bench_gradient_canary.py",
-    "bench_honest.py",
-    "bench_scale.py",
-    "bench_selection.py",
-    "bench_zoo.py",
-    "gap_projection_check.py",
-    "reproduce.py",
-}
+NO_SMOKE_YET: set[str] = set()
 #: smoke runs that take more than a few seconds on a shared 2-core machine (still run by `make test`)
 SLOW = {
     "bench_speed.py",
@@ -42,6 +24,19 @@ SLOW = {
     "bench_interrupt.py",
     "bench_accounting.py",
     "bench_study.py",
+    "bench_attacks.py",
+    "bench_covered_inference.py",
+    "bench_dpar.py",
+    "bench_dpgnn.py",
+    "bench_gap.py",
+    "bench_gap_queries.py",
+    "bench_gcon.py",
+    "bench_honest.py",
+    "bench_scale.py",
+    "bench_bug_zoo.py",
+    "bench_selection.py",
+    "bench_zoo.py",
+    "bench_blackbox_power.py",
 }
 
 
