@@ -277,7 +277,11 @@ class DPGNN(Defense):
     )
 
     def check_data(self, dataset: GraphDataset, split: Split) -> None:
-        """``degree_bound=promise``: the training graph keeps the promise, checked before any work."""
+        """``degree_bound=promise``: a sound protocol's choice (``paper`` samples), and the training
+        graph keeps the promise — both checked before any work (a cross-field rule the
+        hyperparameter constraints cannot state)."""
+        if self.hp.degree_bound == "promise" and self.hp.protocol == "paper":
+            raise ConfigurationError("dpgnn degree_bound=promise is a sound protocol's choice; protocol=paper samples")
         if protocols.keeps_promise(self.protocol, self.hp):
             promised_edgelists(
                 split.edge_index_for(dataset, "train"),
