@@ -72,9 +72,8 @@ def to_svg(fig, prefix: str) -> Markup:
     _assert_inert(svg, prefix)  # while the namespaces are still declared, so it parses as XML
     svg = re.sub(r'\s+xmlns(:\w+)?="[^"]*"', "", svg)
     svg = _ID.sub(lambda m: f"{m.group(1)}{prefix}-{m.group(2)}", svg)
-    return Markup(
-        svg.replace("<svg ", f'<svg role="img" class="figure-svg" id="{prefix}" ', 1)
-    )  # reviewed: matplotlib's XML-escaped SVG, checked inert above; prefixes are literals with integers
+    svg = svg.replace("<svg ", f'<svg role="img" class="figure-svg" id="{prefix}" ', 1)
+    return Markup(svg)  # reviewed: matplotlib's XML-escaped SVG, checked inert above; prefixes are literals
 
 
 def _x_positions(epsilons: list) -> tuple[dict, float | None, list[float]]:
