@@ -61,9 +61,6 @@ GRID_KEYS = ("encoder_hidden", "alpha", "steps", "pseudo_labels", "loss", "regul
 def parse_grid(text: str) -> dict[str, list]:
     """Parse the ``grid`` hyperparameter (see :class:`GCONHyperparameters`) into key → values.
 
-    >>> parse_grid("alpha=0.2,0.8; steps=1,inf; loss=msl,huber:0.2")["loss"]
-    [('msl', None), ('huber', 0.2)]
-
     Args:
         text: ``"key=v1,v2; ..."`` with keys among ``GRID_KEYS`` (``steps`` items join steps with ``+``).
 
@@ -73,6 +70,10 @@ def parse_grid(text: str) -> dict[str, list]:
 
     Raises:
         ConfigurationError: a malformed part, an unknown or repeated key, or a bad value.
+
+    Examples:
+        >>> parse_grid("alpha=0.2,0.8; steps=1,inf; loss=msl,huber:0.2")["loss"]
+        [('msl', None), ('huber', 0.2)]
     """
     out: dict[str, list] = {}
     for part in str(text).split(";"):
