@@ -17,7 +17,8 @@ BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_attacks.py"
 
 
 @pytest.fixture
-def bench():
+def bench(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCH.parent))  # the script imports _harness beside it
     spec = importlib.util.spec_from_file_location("bench_attacks_under_test", BENCH)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
