@@ -518,7 +518,7 @@ MIA_THRESHOLD_CONSTRAINTS = {
     "mia-threshold",
     MIA_THRESHOLD_CONSTRAINTS,
     order=6,
-    heading="threshold",
+    heading="thresh",
     cost=_threshold_cost,
     releases=one_graph_query,
 )
