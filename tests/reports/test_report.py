@@ -308,10 +308,10 @@ def test_auc_ceiling_matches_the_tradeoff_integral(epsilon, delta):
 
 
 def test_report_path_must_not_be_the_sidecar(study, tmp_path):
-    from dpaudit.errors import ConfigurationError
+    from dpaudit.app.outputs import OutputPathError
 
     result, _ = study
-    with pytest.raises(ConfigurationError):
+    with pytest.raises(OutputPathError, match="must not end in .json"):  # probed before any work
         result.to_html(tmp_path / "report.json")
     assert Path(result.to_html(tmp_path / "r.html")).exists() and (tmp_path / "r.json").exists()
 
