@@ -228,7 +228,10 @@ class GCONHyperparameters(PrivateHyperparameters):
     Attributes:
         encoder_hidden: d₁, the encoder's hidden width = feature dimension (Appendix Q: 8, 16, 64).
         encoder_epochs, encoder_lr, encoder_weight_decay, encoder_dropout, encoder_act: encoder
-            training (full batch Adam on the training nodes, cross-entropy).
+            training (full batch Adam on the training nodes, cross-entropy). Under ``sound`` with
+            ``adapt="homophily"`` the density rule of :mod:`defenses.gcon.homophily` replaces
+            ``encoder_dropout`` by 0 on a graph whose released mean degree is ≥ 20 (issue 50;
+            post-processing of the statistic's noisy edge count, no further ε).
         pseudo_labels: n₁ = n (all nodes, pseudo-labelled by the encoder) instead of n₁ = n₀.
         alpha: restart probability α of Eq. (9) (Appendix Q: 0.2, 0.4, 0.6, 0.8).
         steps: propagation steps m₁,…,m_s as text, e.g. ``"2"``, ``"1,5"``, ``"inf"`` (PPR).
