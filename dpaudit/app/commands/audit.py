@@ -11,6 +11,7 @@ from dpaudit.app.commands._study_args import (
     add_allow_long_argument,
     attack_names,
     attack_overrides,
+    check_attack_counts,
     command_line,
     list_option,
 )
@@ -34,7 +35,8 @@ def cmd_audit(args) -> int:
     from dpaudit.app.outputs import output_lock
 
     check_names(attacks=args.attacks)  # before torch loads (a fraction of a second)
-    list_option(args.attacks, "--attacks")  # an empty list too
+    # an empty list too, and a count above its cap (each attack's settings read from its source)
+    check_attack_counts(args.attack_set, list_option(args.attacks, "--attacks"), args.allow_long)
     with output_lock(args.out):  # a second audit to the same --out refuses, naming this one
         return _audit_locked(args)
 

@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
+from dpaudit.accounting.spec import check_unit_epsilon, validate_epsilon
 from dpaudit.app.commands._common import check_memory, check_target_epsilon, fmt, parse_delta
-from dpaudit.app.commands._dataset_args import DATASET_HELP, SPLIT_HELP, add_dataset_option_argument
+from dpaudit.app.commands._dataset_args import (
+    DATASET_HELP,
+    SPLIT_HELP,
+    add_dataset_option_argument,
+    check_label_domain_first,
+)
+from dpaudit.app.names import builtin_units, check_defense_name
+from dpaudit.data.split_specs import parse_split_spec
 from dpaudit.errors import DPAuditError
 from dpaudit.seeds import seed_argument
 
@@ -39,16 +47,18 @@ def cmd_train(args) -> int:
         for required in ("defense", "dataset", "out"):
             if getattr(args, required) is None:
                 raise DPAuditError(f"train needs --{required}")
-        from dpaudit.app.names import check_defense_name
-
         check_defense_name(args.defense)
-        from dpaudit.accounting.spec import validate_epsilon
-        from dpaudit.data.split_specs import parse_split_spec
-
-        check_target_epsilon(validate_epsilon(args.epsilon))  # ε, δ and the split's syntax read no data:
+        epsilon = validate_epsilon(args.epsilon)
+        check_target_epsilon(epsilon)  # ε, δ and the split's syntax read no data:
         parse_delta(args.delta)  # refused here, before torch is imported
         if args.split is not None:
             parse_split_spec(args.split)
+        # what the defense's source declares (its privacy unit): a non-private defense takes only
+        # ε = ∞, and trains on a graph file only once its label domain is declared
+        units = builtin_units()
+        if args.defense in units:
+            check_unit_epsilon(args.defense, units[args.defense], epsilon)
+            check_label_domain_first(args.dataset, args.dataset_option, [units[args.defense]])
     from dpaudit.app.commands._dataset_args import (
         check_declarations,
         parse_dataset_options,
