@@ -308,25 +308,24 @@ def render_commands(rows: list[dict], extra_load: int) -> str:
     header = (
         "# Time estimates at the machine's load (issue 49)\n\n"
         f"`python benchmarks/bench_estimates.py --commands` — {platform.processor() or platform.machine()}, "
-        f"{os.cpu_count()} cores, run under `nice -n 10`. Each command is a fresh `dpaudit` process; its "
-        "**estimate** is the line it prints before the wait (train: the training loop's first progress line, 2 s "
-        "in, elapsed + left; audit: the plan's wall estimate with the report, corrected for the load; compare: "
-        "the study's up-front guess from the graph's size, corrected for the load and the workers); *actual*: "
-        "what that line estimates, measured. *command wall*: the whole process, imports included (at a load "
-        "of 20 on 2 cores importing torch alone takes minutes, before any line can be printed). *load before*: "
-        "the 1-minute load average when the command started. The machine is shared with other jobs, so no "
-        "row is idle"
-        + (
-            f"; the second block adds {extra_load} busy processes"
-            if loaded
-            else "; the loaded block (extra busy processes) did not finish before the deadline"
-        )
+        f"{os.cpu_count()} cores, run under `nice -n 5`. Each command is a fresh `dpaudit` process; its "
+        "**estimate** is the line it prints before the wait (train: before training, a guess from the graph's "
+        "size and the defense's declared cost; audit: the plan's wall estimate with the report; compare: the "
+        "study's up-front guess from the graph's size and the workers; each corrected for the machine's load "
+        "by `dpaudit.progress.load_factor`); *actual*: from that line to the command's exit, measured. "
+        "*command wall*: the whole process, imports included (at a load of 20 on 2 cores importing torch alone "
+        "takes minutes, before any line can be printed). *load before*: the 1-minute load average when the "
+        "command started. *load*: the block — the machine as found (shared with other jobs: a load near 0 is "
+        "idle), or with busy processes added"
+        + (" (started 75 s before the block, so that the load average sees them)" if loaded else "")
         + f". **{within} of {len(rows)} estimates within 2×** of the time measured."
     )
     return header + "\n\n" + markdown_table(rows, [c for c in columns if any(c in r for r in rows)]) + "\n"
 
 
-def commands_main(extra_load: int, out: str, smoke: bool, only: list[str] | None = None) -> int:
+def commands_main(
+    extra_load: int, out: str, smoke: bool, only: list[str] | None = None, label: str | None = None
+) -> int:
     """``--commands``: each command of :data:`COMMANDS` at the machine's load as it is, then with
     ``extra_load`` more busy processes; writes ``results/OUT.md`` (a temporary folder with --smoke)."""
     import multiprocessing as mp
@@ -334,7 +333,7 @@ def commands_main(extra_load: int, out: str, smoke: bool, only: list[str] | None
     rows = []
     names = ["train"] if smoke else [n for n in COMMANDS if not only or n in only]
     with tempfile.TemporaryDirectory(prefix="bench-estimates-") as tmp:
-        blocks = [("as found", 0)] + ([(f"+{extra_load} busy processes", extra_load)] if extra_load else [])
+        blocks = [(label or "as found", 0)] + ([(f"+{extra_load} busy processes", extra_load)] if extra_load else [])
         for condition, burners in blocks:
             if smoke and burners:
                 continue
@@ -379,22 +378,34 @@ def main() -> int:
         "--smoke", action="store_true", help="--commands' train row only, written to a temporary folder"
     )
     parser.add_argument("--only", default=None, help="--commands: these commands only (comma-separated names)")
-    parser.add_argument("--from-log", default=None, help="re-render results/estimates_load.md from a --commands log")
+    parser.add_argument(
+        "--from-log",
+        nargs="+",
+        default=None,
+        help="re-render results/estimates_load.md from --commands logs (e.g. an idle run's and a loaded run's), "
+        "their rows in order; rows of an older format (train measured by its loop) are left out",
+    )
+    parser.add_argument(
+        "--label", default=None, help="--commands: the first block's name in the table (default 'as found'; e.g. idle)"
+    )
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--quick-audit", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         child(args.child, args.quick_audit, args.threads)
         return 0
-    if args.from_log:  # re-render the rows a --commands run printed (one dict per line)
+    if args.from_log:  # re-render the rows --commands runs printed (one dict per line), the logs' blocks in order
         import ast
 
-        rows = [ast.literal_eval(line) for line in Path(args.from_log).read_text().splitlines() if line.startswith("{")]
+        rows = []
+        for log in args.from_log:
+            found = [ast.literal_eval(line) for line in Path(log).read_text().splitlines() if line.startswith("{")]
+            rows += [r for r in found if "estimate s" in r and r.get("actual is") == "the estimate line to exit"]
         print(f"wrote {write_atomic(results_dir() / 'estimates_load.md', render_commands(rows, args.extra_load))}")
         return 0
     if args.commands or args.smoke:
         only = [o.strip() for o in args.only.split(",")] if args.only else None
-        return commands_main(args.extra_load, "estimates_load", args.smoke, only)
+        return commands_main(args.extra_load, "estimates_load", args.smoke, only, args.label)
     defenses = {"gcn": None} if args.quick else DEFENSES
     repeats = args.repeats or (1 if args.quick else 3)
     rows, attack_rows, raw = [], [], {}
