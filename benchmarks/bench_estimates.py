@@ -400,7 +400,7 @@ def main() -> int:
         rows = []
         for log in args.from_log:
             found = [ast.literal_eval(line) for line in Path(log).read_text().splitlines() if line.startswith("{")]
-            rows += [r for r in found if "estimate s" in r and r.get("actual is") == "the estimate line to exit"]
+            rows += [r for r in found if r.get("actual is") != "the training loop (from its first line)"]
         print(f"wrote {write_atomic(results_dir() / 'estimates_load.md', render_commands(rows, args.extra_load))}")
         return 0
     if args.commands or args.smoke:
