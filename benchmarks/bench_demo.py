@@ -163,8 +163,9 @@ def render(runs: list[dict], command: str) -> str:
     header = (
         "# The demo's figures, recorded (issue 49)\n\n"
         f"`{command}` — {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
-        f"checkout {tree_state()}. {len(runs)} run(s) of `dpaudit demo` (seed 0), each a fresh process. "
-        "The graph, split and seeds are fixed and the non-private models are seeded, so their figures repeat; "
+        f"checkout {tree_state()} when the table was written. {len(runs)} run(s) of `dpaudit demo` (seed 0), each a fresh process. "
+        "The graph, split and seeds are fixed and the non-private models are seeded, so their figures repeat "
+        "(or nearly: dpar-nodp's differed slightly between runs); "
         "every private model draws its noise from the operating system's entropy, so its test accuracy, its "
         "attacks' AUC and its canary audit's certified ε vary from run to run: a range below is the smallest and "
         "largest over the runs, a single number what every run gave. *verdict*: the report's verdict on the "
