@@ -130,7 +130,7 @@ def _span(values: list, digits: int = 3) -> str:
     return f"{low:.{digits}f}" if round(low, digits) == round(high, digits) else f"{low:.{digits}f}–{high:.{digits}f}"
 
 
-def render(runs: list[dict], command: str) -> str:
+def render(runs: list[dict], command: str, checkout: str | None = None) -> str:
     """``results/demo.md`` from the recorded runs (each: :func:`run_demo`'s seconds, :func:`read_study`'s figures)."""
     names = list(dict.fromkeys(name for r in runs for name in r["figures"]["models"]))
     rows = []
@@ -163,7 +163,7 @@ def render(runs: list[dict], command: str) -> str:
     header = (
         "# The demo's figures, recorded (issue 49)\n\n"
         f"`{command}` — {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
-        f"checkout {tree_state()} when the table was written. {len(runs)} run(s) of `dpaudit demo` (seed 0), each a fresh process. "
+        f"checkout {checkout or tree_state()}. {len(runs)} run(s) of `dpaudit demo` (seed 0), each a fresh process. "
         "The graph, split and seeds are fixed and the non-private models are seeded, so their figures repeat "
         "(or nearly: dpar-nodp's differed slightly between runs); "
         "every private model draws its noise from the operating system's entropy, so its test accuracy, its "
@@ -193,7 +193,7 @@ def main() -> int:
     if args.smoke:
         start_smoke()
     command = "python benchmarks/bench_demo.py" + (f" --runs {args.runs}" if args.runs != 1 else "")
-    runs = []
+    runs, checkout = [], tree_state()  # what the runs ran, said when they start
     with tempfile.TemporaryDirectory(prefix="bench-demo-") as tmp:
         if args.from_study:
             command = "python benchmarks/bench_demo.py --from-study " + " ".join(p.name for p in args.from_study)
@@ -207,9 +207,11 @@ def main() -> int:
                 record["figures"] = read_study(study)
                 runs.append(record)
                 print(f"run {i + 1}: {record['wall_s']} s wall, {record['figures']['counts']}", flush=True)
-        text = render(runs, command + (" --smoke" if args.smoke else ""))
+        text = render(runs, command + (" --smoke" if args.smoke else ""), checkout)
     path = write_atomic(results_dir() / "demo.md", text)
-    write_atomic(path.with_suffix(".json"), json.dumps({"command": command, "runs": runs}, indent=1) + "\n")
+    write_atomic(
+        path.with_suffix(".json"), json.dumps({"command": command, "checkout": checkout, "runs": runs}, indent=1) + "\n"
+    )
     print(text)
     print(f"wrote {path}")
     return 0
