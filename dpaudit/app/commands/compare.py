@@ -136,8 +136,9 @@ def check_before_import(args, defenses: list[str], epsilons: list[str]) -> None:
     known = all(d in units for d in defenses)
     if known and finite and len(finite) == len(epsilons) and all(units[d] is None for d in defenses):
         check_unit_epsilon(defenses[0], None, finite[0], " (add inf to --epsilons to run it at ε = ∞)")
-    private = [units[d] for d in defenses] if finite else []
-    check_label_domain_first(args.dataset, args.dataset_option, private if known else None)
+    # the privacy units of what trains privately (none without a finite ε); unknown for a plug-in
+    private = None if not known else [units[d] for d in defenses] if finite else []
+    check_label_domain_first(args.dataset, args.dataset_option, private)
     check_attack_counts(
         args.attack_set, list_option(args.attacks, "--attacks") or None, getattr(args, "allow_long", False)
     )
