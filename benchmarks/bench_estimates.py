@@ -2,6 +2,15 @@
 
 python benchmarks/bench_estimates.py              # gcn, mlp-dp, gap-edp on Cora; default and --quick; 3 runs
 python benchmarks/bench_estimates.py --quick      # gcn only, 1 run of each (a few minutes)
+nice -n 5 python benchmarks/bench_estimates.py --commands --extra-load 2 [--label idle]   # issue 49 (below)
+python benchmarks/bench_estimates.py --from-log idle.log benchmarks/results/estimates_load.json   # merge runs
+
+``--commands``: the estimate ``train``, ``audit --quick`` and a small ``compare`` print before their
+wait, against the time from that line to their exit, at the machine's load as found and with
+``--extra-load`` busy processes; writes ``results/estimates_load.md`` and its rows
+(``estimates_load.json``). ``--from-log`` re-renders the table from the rows of several runs (the
+logs a ``--commands`` run prints, or a recorded ``estimates_load.json``), e.g. an idle run's and a
+loaded run's.
 
 Each defense is trained once on Cora with a random split (``dpaudit train``); each audit runs
 in a fresh Python process (as ``dpaudit audit`` does: cold torch, numba compiling UMAP) and
@@ -358,6 +367,7 @@ def commands_main(
             path.write_text(text)
         else:
             path = write_atomic(results_dir() / f"{out}.md", text)
+            write_atomic(path.with_suffix(".json"), json.dumps({"rows": rows}, indent=1) + "\n")
     print(f"wrote {path}")
     return 0 if all(r.get("exit") == 0 for r in rows) else 1
 
@@ -399,9 +409,14 @@ def main() -> int:
 
         rows = []
         for log in args.from_log:
-            found = [ast.literal_eval(line) for line in Path(log).read_text().splitlines() if line.startswith("{")]
+            text = Path(log).read_text()
+            if log.endswith(".json"):  # the rows a run recorded (results/estimates_load.json)
+                found = json.loads(text)["rows"]
+            else:
+                found = [ast.literal_eval(line) for line in text.splitlines() if line.startswith("{")]
             rows += [r for r in found if r.get("actual is") != "the training loop (from its first line)"]
         print(f"wrote {write_atomic(results_dir() / 'estimates_load.md', render_commands(rows, args.extra_load))}")
+        write_atomic(results_dir() / "estimates_load.json", json.dumps({"rows": rows}, indent=1) + "\n")
         return 0
     if args.commands or args.smoke:
         only = [o.strip() for o in args.only.split(",")] if args.only else None
