@@ -18,7 +18,8 @@ command is the same entry point). A case is **clean** when it ends the way its r
 * ``say-why``: exits 0 and says once on stderr, up front, why a claim cannot be tested (an audit
   of the two public files: membership is the owner's record).
 
-A refusal that reads ``nothing`` but the arguments must also be decided before torch,
+A refusal that reads ``nothing`` but the arguments (and what a defense's or attack's source
+declares, read without importing it: :mod:`dpaudit.app.names`) must also be decided before torch,
 torch_geometric, scipy or sklearn is imported (each process records what it imported); issue 49's
 Python API cases (``adapt``, ``save``, ``to_html``) run as ``python -c`` and count a
 :class:`~dpaudit.errors.DPAuditError` as the one line. ``--smoke`` runs only the refusals that
@@ -190,8 +191,8 @@ def refuse(
     shown: str | None = None,
 ) -> Outcome:
     """A refusal: exit 2, one line, no traceback, the folder's files unchanged. ``reads``: what
-    deciding it needs — ``nothing`` (the arguments alone: refused before torch is imported, which
-    the row checks), ``part`` (a defense's or attack's declaration, which imports it) or ``data``."""
+    deciding it needs — ``nothing`` (the arguments, and what a defense's or attack's source declares,
+    :mod:`dpaudit.app.names`: refused before torch is imported, which the row checks) or ``data``."""
     before = _tree(folder)
     code, _, err, seconds = runner.run(argv, folder, api)
     lines = _lines(err)
@@ -258,7 +259,7 @@ def cases(runner: Runner) -> list[Outcome]:
                 "r.json",
             ],
             d,
-            reads="part",
+            reads="nothing",
         )
     )
     d = folder("split-garbage")
@@ -366,7 +367,7 @@ def cases(runner: Runner) -> list[Outcome]:
             "labels {0, 5, 17}, undeclared",
             ["train", "--defense", "gcn", "--dataset", "g.npz", "--out", "m"],
             d,
-            reads="part",
+            reads="nothing",
         )
     )
     d = folder("labels-declared")
@@ -437,7 +438,7 @@ def cases(runner: Runner) -> list[Outcome]:
             "audit count above its cap",
             ["audit", "--model", str(model), "--attack-set", "mia-rmia.num_references=100000", "--out", "a.html"],
             d,
-            reads="part",
+            reads="nothing",
         )
     )
     d = folder("report-no-report")
@@ -563,8 +564,57 @@ def no_data_refusals(runner: Runner) -> list[Outcome]:
                 reads="nothing",
             )
         )
+    out += declaration_refusals(runner, folder, Path("model"))
     out += argument_refusals(runner, folder)
     return out
+
+
+def declaration_refusals(runner: Runner, folder, model: Path) -> list[Outcome]:
+    """Refusals decided by what a defense's or an attack's source declares (its privacy unit, its
+    settings; :mod:`dpaudit.app.names`) and the arguments: before torch too (issue 49). ``model``
+    need not exist: the count is refused before the model is read."""
+    d = folder("labels-undeclared")
+    _graph(d / "g.npz", labels=[0, 5, 17])
+    return [
+        refuse(
+            runner,
+            "attack count above its cap",
+            [
+                "attack",
+                "--model",
+                str(model),
+                "--attack",
+                "mia-rmia",
+                "--attack-set",
+                "num_references=100000",
+                "--out",
+                "r.json",
+            ],
+            folder("rmia-cap"),
+            reads="nothing",
+        ),
+        refuse(
+            runner,
+            "labels {0, 5, 17}, undeclared",
+            ["train", "--defense", "gcn", "--dataset", "g.npz", "--out", "m"],
+            d,
+            reads="nothing",
+        ),
+        refuse(
+            runner,
+            "audit count above its cap",
+            ["audit", "--model", str(model), "--attack-set", "mia-rmia.num_references=100000", "--out", "a.html"],
+            folder("audit-cap"),
+            reads="nothing",
+        ),
+        refuse(
+            runner,
+            "compare --defenses gcn --epsilons 1",
+            ["compare", "--dataset", "csbm", "--defenses", "gcn", "--epsilons", "1", "--out", "s"],
+            folder("compare-gcn-eps"),
+            reads="nothing",
+        ),
+    ]
 
 
 def argument_refusals(runner: Runner, folder) -> list[Outcome]:
@@ -707,7 +757,7 @@ def issue_49(runner: Runner, folder, model: Path, private: Path, study: Path) ->
             "compare --defenses gcn --epsilons 1",
             ["compare", "--dataset", "csbm", "--defenses", "gcn", "--epsilons", "1", "--out", "s"],
             d,
-            reads="part",
+            reads="nothing",
         )
     )
     d = folder("compare-seeds")
@@ -863,9 +913,12 @@ def write(outcomes: list[Outcome], root: Path) -> str:
         f"{sum(o.expect == 'say-why' for o in outcomes)} said up front). "
         "What clean means per kind is in the script's docstring. Seconds are wall time of a fresh "
         "interpreter on a shared machine. *reads*: what deciding a refusal needs — `nothing` (the "
-        "arguments: clean only if the process never imported torch, torch_geometric, scipy or sklearn), "
-        "`part` (a defense's or attack's declaration, which imports it) or `data`; *heavy*: what the "
-        "process imported of those four.",
+        "arguments, and what a defense's or attack's source declares: its privacy unit, its settings, read "
+        "without importing it; clean only if the process never imported torch, torch_geometric, scipy or "
+        "sklearn) or `data` (a graph, a model or a Python module the user gave); *heavy*: what the "
+        "process imported of those four. "
+        f"**{sum(o.reads == 'nothing' and o.detail.get('heavy imports') == [] for o in outcomes)} of "
+        f"{sum(o.reads == 'nothing' for o in outcomes)} refusals that read no data imported none of them.**",
         "",
         "| case | expected | clean | reads | heavy | s | what the user sees |",
         "|---|---|---|---|---|---|---|",

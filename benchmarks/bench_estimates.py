@@ -2,6 +2,15 @@
 
 python benchmarks/bench_estimates.py              # gcn, mlp-dp, gap-edp on Cora; default and --quick; 3 runs
 python benchmarks/bench_estimates.py --quick      # gcn only, 1 run of each (a few minutes)
+nice -n 5 python benchmarks/bench_estimates.py --commands --extra-load 2 [--label idle]   # issue 49 (below)
+python benchmarks/bench_estimates.py --from-log idle.log benchmarks/results/estimates_load.json   # merge runs
+
+``--commands``: the estimate ``train``, ``audit --quick`` and a small ``compare`` print before their
+wait, against the time from that line to their exit, at the machine's load as found and with
+``--extra-load`` busy processes; writes ``results/estimates_load.md`` and its rows
+(``estimates_load.json``). ``--from-log`` re-renders the table from the rows of several runs (the
+logs a ``--commands`` run prints, or a recorded ``estimates_load.json``), e.g. an idle run's and a
+loaded run's.
 
 Each defense is trained once on Cora with a random split (``dpaudit train``); each audit runs
 in a fresh Python process (as ``dpaudit audit`` does: cold torch, numba compiling UMAP) and
@@ -172,16 +181,14 @@ COMMANDS = {
             "--dataset",
             "csbm",
             "--dataset-option",
-            "num_nodes=1500",
+            "num_nodes=4000",
             "--epsilon",
             "4",
-            "--set",
-            "epochs=20",
             "--out",
             "{tmp}/m",
         ],
-        r"\((\d+) %\), (\d+) s elapsed, about (\d+) s left",
-        "the training loop (from its first line)",
+        r"-> \S+: about ([\d.]+) (s|min|h) here",
+        "the estimate line to exit",
     ),
     "audit --quick": (
         ["audit", "--model", "{tmp}/m", "--quick", "--out", "{tmp}/a.html"],
@@ -250,7 +257,7 @@ def measure_command(name: str, tmp: Path, smoke: bool = False) -> dict:
     argv, pattern, what = COMMANDS[name]
     argv = [a.replace("{tmp}", str(tmp)) for a in argv]
     if smoke:  # seconds, not a measurement: the script still runs end to end
-        argv = [{"num_nodes=1500": "num_nodes=200", "epochs=20": "epochs=2"}.get(a, a) for a in argv]
+        argv = [{"num_nodes=4000": "num_nodes=200"}.get(a, a) for a in argv]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     load = load_average()
     code, lines, wall = _timed_lines(argv, env)
@@ -259,13 +266,8 @@ def measure_command(name: str, tmp: Path, smoke: bool = False) -> dict:
         found = re.search(pattern, line)
         if not found:
             continue
-        if name == "train":  # the loop's first estimate: elapsed + left; actual: the loop's own end line
-            estimate = float(found.group(2)) + float(found.group(3))
-            done = [float(m.group(1)) for _, text in lines for m in [re.search(r"done in (\d+) s", text)] if m]
-            actual = done[0] if done else float("nan")
-        else:
-            estimate = float(found.group(1)) * _UNIT[found.group(2)]
-            actual = wall - at
+        estimate = float(found.group(1)) * _UNIT[found.group(2)]
+        actual = wall - at
         ratio = estimate / actual if actual > 0 else float("nan")
         row.update(
             {
@@ -315,25 +317,24 @@ def render_commands(rows: list[dict], extra_load: int) -> str:
     header = (
         "# Time estimates at the machine's load (issue 49)\n\n"
         f"`python benchmarks/bench_estimates.py --commands` — {platform.processor() or platform.machine()}, "
-        f"{os.cpu_count()} cores, run under `nice -n 10`. Each command is a fresh `dpaudit` process; its "
-        "**estimate** is the line it prints before the wait (train: the training loop's first progress line, 2 s "
-        "in, elapsed + left; audit: the plan's wall estimate with the report, corrected for the load; compare: "
-        "the study's up-front guess from the graph's size, corrected for the load and the workers); *actual*: "
-        "what that line estimates, measured. *command wall*: the whole process, imports included (at a load "
-        "of 20 on 2 cores importing torch alone takes minutes, before any line can be printed). *load before*: "
-        "the 1-minute load average when the command started. The machine is shared with other jobs, so no "
-        "row is idle"
-        + (
-            f"; the second block adds {extra_load} busy processes"
-            if loaded
-            else "; the loaded block (extra busy processes) did not finish before the deadline"
-        )
+        f"{os.cpu_count()} cores, run under `nice -n 5`. Each command is a fresh `dpaudit` process; its "
+        "**estimate** is the line it prints before the wait (train: before training, a guess from the graph's "
+        "size and the defense's declared cost; audit: the plan's wall estimate with the report; compare: the "
+        "study's up-front guess from the graph's size and the workers; each corrected for the machine's load "
+        "by `dpaudit.progress.load_factor`); *actual*: from that line to the command's exit, measured. "
+        "*command wall*: the whole process, imports included (at a load of 20 on 2 cores importing torch alone "
+        "takes minutes, before any line can be printed). *load before*: the 1-minute load average when the "
+        "command started. *load*: the block — the machine as found (shared with other jobs: a load near 0 is "
+        "idle), or with busy processes added"
+        + (" (started 75 s before the block, so that the load average sees them)" if loaded else "")
         + f". **{within} of {len(rows)} estimates within 2×** of the time measured."
     )
     return header + "\n\n" + markdown_table(rows, [c for c in columns if any(c in r for r in rows)]) + "\n"
 
 
-def commands_main(extra_load: int, out: str, smoke: bool, only: list[str] | None = None) -> int:
+def commands_main(
+    extra_load: int, out: str, smoke: bool, only: list[str] | None = None, label: str | None = None
+) -> int:
     """``--commands``: each command of :data:`COMMANDS` at the machine's load as it is, then with
     ``extra_load`` more busy processes; writes ``results/OUT.md`` (a temporary folder with --smoke)."""
     import multiprocessing as mp
@@ -341,7 +342,7 @@ def commands_main(extra_load: int, out: str, smoke: bool, only: list[str] | None
     rows = []
     names = ["train"] if smoke else [n for n in COMMANDS if not only or n in only]
     with tempfile.TemporaryDirectory(prefix="bench-estimates-") as tmp:
-        blocks = [("as found", 0)] + ([(f"+{extra_load} busy processes", extra_load)] if extra_load else [])
+        blocks = [(label or "as found", 0)] + ([(f"+{extra_load} busy processes", extra_load)] if extra_load else [])
         for condition, burners in blocks:
             if smoke and burners:
                 continue
@@ -350,7 +351,7 @@ def commands_main(extra_load: int, out: str, smoke: bool, only: list[str] | None
                 proc.start()
             try:
                 if burners:
-                    time.sleep(20)  # let the 1-minute load average see them
+                    time.sleep(75)  # the 1-minute load average sees 1 - e^(-75/60) ≈ 71 % of them
                 work = Path(tmp) / condition.replace(" ", "-").replace("+", "")
                 work.mkdir()
                 for name in names:
@@ -366,6 +367,7 @@ def commands_main(extra_load: int, out: str, smoke: bool, only: list[str] | None
             path.write_text(text)
         else:
             path = write_atomic(results_dir() / f"{out}.md", text)
+            write_atomic(path.with_suffix(".json"), json.dumps({"rows": rows}, indent=1) + "\n")
     print(f"wrote {path}")
     return 0 if all(r.get("exit") == 0 for r in rows) else 1
 
@@ -386,22 +388,39 @@ def main() -> int:
         "--smoke", action="store_true", help="--commands' train row only, written to a temporary folder"
     )
     parser.add_argument("--only", default=None, help="--commands: these commands only (comma-separated names)")
-    parser.add_argument("--from-log", default=None, help="re-render results/estimates_load.md from a --commands log")
+    parser.add_argument(
+        "--from-log",
+        nargs="+",
+        default=None,
+        help="re-render results/estimates_load.md from --commands logs (e.g. an idle run's and a loaded run's), "
+        "their rows in order; rows of an older format (train measured by its loop) are left out",
+    )
+    parser.add_argument(
+        "--label", default=None, help="--commands: the first block's name in the table (default 'as found'; e.g. idle)"
+    )
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--quick-audit", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         child(args.child, args.quick_audit, args.threads)
         return 0
-    if args.from_log:  # re-render the rows a --commands run printed (one dict per line)
+    if args.from_log:  # re-render the rows --commands runs printed (one dict per line), the logs' blocks in order
         import ast
 
-        rows = [ast.literal_eval(line) for line in Path(args.from_log).read_text().splitlines() if line.startswith("{")]
+        rows = []
+        for log in args.from_log:
+            text = Path(log).read_text()
+            if log.endswith(".json"):  # the rows a run recorded (results/estimates_load.json)
+                found = json.loads(text)["rows"]
+            else:
+                found = [ast.literal_eval(line) for line in text.splitlines() if line.startswith("{")]
+            rows += [r for r in found if r.get("actual is") != "the training loop (from its first line)"]
         print(f"wrote {write_atomic(results_dir() / 'estimates_load.md', render_commands(rows, args.extra_load))}")
+        write_atomic(results_dir() / "estimates_load.json", json.dumps({"rows": rows}, indent=1) + "\n")
         return 0
     if args.commands or args.smoke:
         only = [o.strip() for o in args.only.split(",")] if args.only else None
-        return commands_main(args.extra_load, "estimates_load", args.smoke, only)
+        return commands_main(args.extra_load, "estimates_load", args.smoke, only, args.label)
     defenses = {"gcn": None} if args.quick else DEFENSES
     repeats = args.repeats or (1 if args.quick else 3)
     rows, attack_rows, raw = [], [], {}

@@ -71,6 +71,25 @@ def validate_epsilon(epsilon: float | str | None) -> float:
     return epsilon
 
 
+def check_unit_epsilon(name: str, unit: str | None, epsilon: float, hint: str = "") -> None:
+    """The one rule for a target ε and a defense: a non-private defense (privacy ``unit``
+    ``None``) takes only ε = ∞. Decided from the unit alone, so the command line applies it
+    before any defense is imported (:func:`dpaudit.app.names.builtin_units`), and
+    :meth:`dpaudit.training.defense.Defense.check_epsilon` applies it to every defense.
+
+    Args:
+        name: the defense (named in the message).
+        unit: its privacy unit (``"node"``, ``"edge"``; ``None``: not private).
+        epsilon: a validated target ε (:func:`validate_epsilon`).
+        hint: what the command can do instead, appended to the message.
+
+    Raises:
+        PrivacyParameterError: a finite ``epsilon`` for a non-private defense.
+    """
+    if unit is None and math.isfinite(epsilon):
+        raise PrivacyParameterError(f"{name} is not a private defense; its epsilon must be inf{hint}")
+
+
 def auto_delta(population: int) -> float:
     """δ "auto": the largest power of ten strictly below ``1 / population``.
 

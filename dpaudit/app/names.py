@@ -5,7 +5,10 @@ so the command line checks a name here first and refuses an unknown one in a fra
 second. The names are read from the source of the ``defenses`` and ``attacks`` packages, where
 each part registers itself (a class decorated with ``register_defense`` and its ``name``; a
 function decorated with ``register_attack("name", ...)``): no list is kept here, and a test
-compares what is read with the registries. A name not found is still looked up in the registry
+compares what is read with the registries. Two declarations are read the same way, so that
+refusals that need them come before torch too: each built-in defense's privacy ``unit``
+(:func:`builtin_units`: a non-private defense takes only ε = ∞) and each built-in attack's
+settings (:func:`builtin_attack_settings`: the counts whose caps ``--allow-long`` lifts). A name not found is still looked up in the registry
 — loading the plugins — whenever another package registers ``dpaudit.plugins`` entry points, or
 a defense or attack was registered in this process.
 """
@@ -63,6 +66,86 @@ def _registered_in(path: Path, decorator: str) -> list[str]:
                     and isinstance(item.value, ast.Constant)
                 ]
     return names
+
+
+def _constant(node: ast.expr):
+    """The value of a literal (``"node"``, ``None``); raises ValueError for anything else."""
+    return ast.literal_eval(node)
+
+
+def _class_attribute(classes: dict[str, ast.ClassDef], cls: ast.ClassDef, attribute: str, seen=()):
+    """``attribute`` of ``cls`` as its source assigns it, looked up through its bases in
+    ``classes`` (the package's classes by name) as Python's attribute lookup would; ``Defense``
+    (the root, :class:`dpaudit.training.defense.Defense`) gives ``None``. Raises LookupError
+    where the source does not say (a base outside the package, a computed value)."""
+    for item in cls.body:
+        targets = (
+            item.targets if isinstance(item, ast.Assign) else [item.target] if isinstance(item, ast.AnnAssign) else []
+        )
+        if any(isinstance(t, ast.Name) and t.id == attribute for t in targets) and item.value is not None:
+            try:
+                return _constant(item.value)
+            except ValueError:
+                raise LookupError(attribute) from None
+    for base in cls.bases:
+        name = base.id if isinstance(base, ast.Name) else base.attr if isinstance(base, ast.Attribute) else None
+        if name == "Defense":
+            return None
+        if name in classes and name not in seen:
+            return _class_attribute(classes, classes[name], attribute, (*seen, cls.name))
+    raise LookupError(attribute)
+
+
+@functools.cache
+def builtin_units() -> dict[str, str | None]:
+    """Each built-in defense's privacy unit (``"node"``, ``"edge"``; ``None``: not private), read
+    from the ``defenses`` package's source without importing it; a defense whose unit the source
+    does not state plainly is left out (its class decides, after the import). A test compares
+    this with ``get_defense(name).unit``.
+
+    Returns:
+        Defense name → unit.
+    """
+    trees = [ast.parse(path.read_text(encoding="utf-8")) for path in _package_sources("defenses")]
+    classes = {node.name: node for tree in trees for node in ast.walk(tree) if isinstance(node, ast.ClassDef)}
+    units = {}
+    for tree in trees:
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.ClassDef):
+                continue
+            if not any(_decorator_name(d) == "register_defense" for d in node.decorator_list):
+                continue
+            try:
+                name, unit = _class_attribute(classes, node, "name"), _class_attribute(classes, node, "unit")
+            except LookupError:
+                continue
+            units[str(name)] = unit
+    return units
+
+
+@functools.cache
+def builtin_attack_settings() -> dict[str, tuple[str, ...]]:
+    """Each built-in attack's settings (its function's keyword-only parameters, which
+    :func:`attacks.attack_settings` reads from the signature), read from the ``attacks``
+    package's source without importing it. A test compares this with the registry.
+
+    Returns:
+        Attack name → its setting names.
+    """
+    out = {}
+    for path in _package_sources("attacks"):
+        text = path.read_text(encoding="utf-8")
+        if "register_attack" not in text:
+            continue
+        for node in ast.walk(ast.parse(text)):
+            if not isinstance(node, ast.FunctionDef):
+                continue
+            for deco in node.decorator_list:
+                if _decorator_name(deco) != "register_attack" or not isinstance(deco, ast.Call) or not deco.args:
+                    continue
+                if isinstance(deco.args[0], ast.Constant):
+                    out[str(deco.args[0].value)] = tuple(a.arg for a in node.args.kwonlyargs)
+    return out
 
 
 @functools.cache

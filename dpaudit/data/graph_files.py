@@ -42,31 +42,15 @@ import numpy as np
 import torch
 from torch_geometric.data import Data
 
+from dpaudit.data.graph_paths import SUFFIXES
 from dpaudit.errors import DatasetError
 
 log = logging.getLogger(__name__)
 
-#: suffix → format
-SUFFIXES = {".pt": "pt", ".pth": "pt", ".npz": "npz"}
 REQUIRED = ("x", "y", "edge_index")
 MASKS = ("train_mask", "val_mask", "test_mask")
 #: ``info["loader"]`` of a dataset read from a file (how the owner's record says so)
 LOADER = "dpaudit.data.graph_files"
-
-
-def is_graph_path(name: str) -> bool:
-    """Whether ``--dataset NAME`` names a file rather than a registry dataset: it holds a path
-    separator, ends in a graph-file suffix, or is an existing file with a suffix.
-
-    Args:
-        name: the ``--dataset`` value.
-
-    Returns:
-        ``True`` for a file.
-    """
-    text = str(name).strip()
-    suffix = Path(text).suffix.lower()
-    return "/" in text or os.sep in text or suffix in SUFFIXES or (bool(suffix) and Path(text).is_file())
 
 
 def file_sha256(path: str | os.PathLike) -> str:

@@ -47,11 +47,17 @@ from typing import Any, ClassVar
 import torch
 
 import dpaudit
-from dpaudit.accounting.spec import check_delta_population, validate_delta, validate_epsilon, within_target
+from dpaudit.accounting.spec import (
+    check_delta_population,
+    check_unit_epsilon,
+    validate_delta,
+    validate_epsilon,
+    within_target,
+)
 from dpaudit.assignments import NONE_WORDS, parse_boolean, split_assignment
 from dpaudit.data.datasets import GraphDataset
 from dpaudit.data.splits import Split
-from dpaudit.errors import ConfigurationError, DPAuditError, PrivacyParameterError
+from dpaudit.errors import ConfigurationError, DPAuditError
 from dpaudit.release import declared_facts, declared_population, require_declared
 from dpaudit.release.model import ReleasedModel
 from dpaudit.runtime import library_versions, resolve_device, seed_everything
@@ -431,8 +437,7 @@ class Defense(ABC):
         Raises:
             PrivacyParameterError: a finite ``epsilon`` for a non-private defense.
         """
-        if (cls.unit if unit == "class" else unit) is None and math.isfinite(epsilon):
-            raise PrivacyParameterError(f"{cls.name} is not a private defense; its epsilon must be inf{hint}")
+        check_unit_epsilon(cls.name, cls.unit if unit == "class" else unit, epsilon, hint)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """A defense's own :meth:`replan` re-derives one run; a privately selected model's card

@@ -4,6 +4,7 @@ from the command line."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
@@ -78,3 +79,29 @@ def print_table(rows: list[dict]) -> None:
     print("  ".join("-" * w for w in widths))
     for row in cells:
         print("  ".join(v.ljust(w) for v, w in zip(row, widths)))
+
+
+@contextlib.contextmanager
+def threads_for_load(keep: bool = False):
+    """While inside, torch runs as many threads as the machine's load leaves cores idle
+    (:func:`dpaudit.progress.threads_for_load`): on a busy machine extra threads spin at every
+    barrier (13× slower measured); torch's own count is restored after. ``keep``: leave the count
+    as it is (a run with seeded noise replays as the first run did).
+
+    Args:
+        keep: do not change the thread count.
+
+    Returns:
+        A context manager giving the thread count used.
+    """
+    import torch
+
+    from dpaudit.progress import threads_for_load as chosen
+
+    threads = torch.get_num_threads()
+    if not keep:
+        torch.set_num_threads(chosen(threads))
+    try:
+        yield torch.get_num_threads()
+    finally:
+        torch.set_num_threads(threads)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import logging
 import shlex
 
+from dpaudit.assignments import parse_literal, split_assignment
+from dpaudit.data.graph_paths import check_file_declaration, is_graph_path
 from dpaudit.errors import ConfigurationError, DatasetError, PrivacyParameterError
 
 log = logging.getLogger("dpaudit")
@@ -40,10 +42,31 @@ def parse_dataset_options(items: list[str] | None, dataset: str | None, declarin
     its range (:func:`dpaudit.data.datasets.check_dataset_options`), before anything is loaded. A
     graph file that a model is trained on (``declaring``) must declare its label domain
     (:func:`dpaudit.data.datasets.check_file_declaration`); an audit takes the model's."""
-    from dpaudit.assignments import parse_literal, split_assignment
-    from dpaudit.data.datasets import check_dataset_options, check_file_declaration
-    from dpaudit.data.graph_files import is_graph_path
+    from dpaudit.data.datasets import check_dataset_options
 
+    options = option_values(items, dataset)
+    if dataset is not None:
+        check_dataset_options(dataset, options)
+        if declaring and is_graph_path(dataset):
+            check_file_declaration(dataset, options)
+    return options
+
+
+def option_values(items: list[str] | None, dataset: str | None) -> dict:
+    """``["num_nodes=500", "declare=true"]`` → ``{"num_nodes": 500, "declare": True}``, each key
+    once, read without importing anything heavy (:func:`parse_dataset_options` then checks each
+    against the dataset).
+
+    Args:
+        items: the ``--dataset-option`` values.
+        dataset: the ``--dataset`` value (options need one).
+
+    Returns:
+        The options, typed as literals.
+
+    Raises:
+        ConfigurationError: a malformed or repeated item, or options without a dataset.
+    """
     options = {}
     for item in items or []:
         _, key, value = split_assignment(item, "--dataset-option")
@@ -52,19 +75,34 @@ def parse_dataset_options(items: list[str] | None, dataset: str | None, declarin
         options[key] = parse_literal(value)
     if options and dataset is None:
         raise ConfigurationError("--dataset-option needs --dataset")
-    if dataset is not None:
-        check_dataset_options(dataset, options)
-        if declaring and is_graph_path(dataset):
-            check_file_declaration(dataset, options)
     return options
+
+
+def check_label_domain_first(dataset: str | None, items: list[str] | None, units: list[str | None] | None) -> None:
+    """A graph file's undeclared label domain, refused before torch is imported where it is all
+    :func:`check_declarations` would say: when no private defense is trained (``units``: the run's
+    privacy units, each ``None`` for a non-private defense, as :func:`dpaudit.app.names.builtin_units`
+    reads them; ``None`` where a unit is not known before the import). A private defense may lack
+    more declarations, which :func:`check_declarations` says at once, after the import.
+
+    Args:
+        dataset: the ``--dataset`` value.
+        items: the ``--dataset-option`` values.
+        units: the privacy units of the defenses the run trains privately, or ``None`` (unknown).
+
+    Raises:
+        DatasetError: the label domain is not declared (one line).
+        ConfigurationError: a malformed ``--dataset-option``.
+    """
+    if dataset is None or units is None or any(unit is not None for unit in units) or not is_graph_path(dataset):
+        return
+    check_file_declaration(dataset, option_values(items, dataset))
 
 
 def absolute_dataset(name: str) -> str:
     """A graph file as an absolute path (a study's workers, and its resumption from another
     folder, read the same file); a registry name unchanged."""
     from pathlib import Path
-
-    from dpaudit.data.graph_files import is_graph_path
 
     return str(Path(name).expanduser().resolve()) if is_graph_path(name) else name
 
@@ -73,7 +111,6 @@ def declared_facts_of(dataset: str, options: dict) -> set[str] | None:
     """The facts a graph file's ``--dataset-option``s declare (``num_nodes``, ``num_train`` ...);
     ``None`` for a registry dataset or csbm, which declare every size themselves."""
     from dpaudit.data.datasets import USER_FACTS
-    from dpaudit.data.graph_files import is_graph_path
 
     if not is_graph_path(dataset):
         return None
@@ -88,8 +125,6 @@ def check_declarations(dataset: str, options: dict, defenses: list, delta) -> No
     declared size (:func:`check_delta_declared`) and what each private defense reads from
     declared facts (:meth:`dpaudit.training.defense.Defense.missing_declarations`). ``defenses``: the run's
     defense objects (the non-private ones need only the label domain)."""
-    from dpaudit.data.datasets import check_file_declaration
-
     declared = declared_facts_of(dataset, options)
     if declared is None:
         return
@@ -124,7 +159,6 @@ def check_delta_declared(dataset: str, options: dict, units: list[str], delta) -
     nodes or edges) to be declared; say how to proceed, before any work. Registry datasets and
     csbm always declare their sizes."""
     from dpaudit.data.datasets import USER_FACTS
-    from dpaudit.data.graph_files import is_graph_path
 
     if not is_graph_path(dataset) or str(delta).strip().lower() != "auto":
         return

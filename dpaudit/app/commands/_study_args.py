@@ -8,8 +8,10 @@ import shlex
 import sys
 from typing import Any
 
+from dpaudit.app.names import builtin_attack_settings
 from dpaudit.assignments import parse_literal
 from dpaudit.assignments import split_assignment as _split
+from dpaudit.auditing.caps import check_attack_caps
 from dpaudit.errors import ConfigurationError
 
 
@@ -45,7 +47,7 @@ def attack_overrides(assignments: list[str], attacks: list[str], allow_long: boo
     """``--attack-set ATTACK.KEY=VALUE`` or ``--attack-set KEY=VALUE`` (every attack that accepts
     KEY); each count at most its cap unless ``allow_long`` (:func:`attacks.check_attack_caps`)."""
     import attacks as attack_registry
-    from attacks import check_attack_caps, check_settings
+    from attacks import check_settings
 
     out: dict[str, dict[str, Any]] = {}
     for item in assignments or []:
@@ -66,6 +68,32 @@ def attack_overrides(assignments: list[str], attacks: list[str], allow_long: boo
         if not applied:
             raise ConfigurationError(f"--attack-set {item}: no attack being run accepts {key!r}")
     return out
+
+
+def check_attack_counts(assignments: list[str] | None, attacks: list[str] | None, allow_long: bool = False) -> None:
+    """Each count of ``--attack-set [ATTACK.]KEY=VALUE`` at most its cap
+    (:func:`dpaudit.auditing.caps.check_attack_caps`) unless ``allow_long``, decided before torch
+    is imported: the settings each built-in attack has are read from its source
+    (:func:`dpaudit.app.names.builtin_attack_settings`). A malformed item, a setting no attack has
+    and a plug-in attack are left to :func:`attack_overrides`, after the import.
+
+    Args:
+        assignments: the ``--attack-set`` values.
+        attacks: the attacks being run; ``None``: every built-in attack.
+        allow_long: the user's ``--allow-long``.
+
+    Raises:
+        ConfigurationError: a count above its cap.
+    """
+    declared = builtin_attack_settings()
+    for item in assignments or []:
+        try:
+            scope, key, value = split_assignment(item, "--attack-set")
+        except ConfigurationError:
+            continue  # said by attack_overrides, in its words
+        for name in [scope] if scope else attacks or list(declared):
+            if key in declared.get(name, ()):
+                check_attack_caps(name, {key: parse_literal(value)}, allow_long)
 
 
 def list_option(text: str | None, option: str) -> list[str] | None:

@@ -11,7 +11,9 @@ from __future__ import annotations
 import argparse
 
 from dpaudit.app.commands._common import fmt as _fmt
+from dpaudit.app.names import builtin_attack_settings, check_attack_name
 from dpaudit.assignments import parse_literal, split_assignment
+from dpaudit.auditing.caps import check_attack_caps
 from dpaudit.errors import ConfigurationError, DPAuditError
 
 
@@ -32,27 +34,27 @@ def cmd_attack(args) -> int:
     Raises:
         DPAuditError: bad input, said in one line before any work (the CLI prints it and exits with 2).
     """
-    from dpaudit.app.names import check_attack_name
-
-    check_attack_name(args.attack)  # before torch loads (a fraction of a second)
-    import attacks
-    from dpaudit.auditing.statistics import coverage_phrase
-    from dpaudit.data.datasets import reload_dataset
-    from dpaudit.release.model import load
-    from dpaudit.runtime import resolve_device
-
     for required in ("model", "attack", "out"):
         if getattr(args, required) is None:
             raise DPAuditError(f"attack needs --{required}")
-    from dpaudit.app.outputs import check_output_file
-
-    attacks.get_attack(args.attack)  # unknown names fail before the model is loaded
-    check_output_file(args.out, "attack", force=args.force)
+    check_attack_name(args.attack)  # before torch loads (a fraction of a second)
     settings = dict(_parse_setting(s) for s in args.set or [])
     if args.runs is not None:
         if args.runs < 1:
             raise ConfigurationError("--runs must be >= 1")
         settings["runs"] = args.runs
+    # a count above its cap, before torch loads too: the attack's settings read from its source
+    declared = builtin_attack_settings().get(args.attack, ())
+    check_attack_caps(args.attack, {k: v for k, v in settings.items() if k in declared}, args.allow_long)
+    import attacks
+    from dpaudit.app.outputs import check_output_file
+    from dpaudit.auditing.statistics import coverage_phrase
+    from dpaudit.data.datasets import reload_dataset
+    from dpaudit.release.model import load
+    from dpaudit.runtime import resolve_device
+
+    attacks.get_attack(args.attack)  # unknown names fail before the model is loaded
+    check_output_file(args.out, "attack", force=args.force)
     settings["seed"] = args.seed
     if args.deployment is not None:
         settings["deployment"] = args.deployment

@@ -6,11 +6,12 @@ import logging
 import sys
 from pathlib import Path
 
-from dpaudit.app.commands._common import print_table
+from dpaudit.app.commands._common import print_table, threads_for_load
 from dpaudit.app.commands._study_args import (
     add_allow_long_argument,
     attack_names,
     attack_overrides,
+    check_attack_counts,
     command_line,
     list_option,
 )
@@ -34,16 +35,16 @@ def cmd_audit(args) -> int:
     from dpaudit.app.outputs import output_lock
 
     check_names(attacks=args.attacks)  # before torch loads (a fraction of a second)
-    list_option(args.attacks, "--attacks")  # an empty list too
+    # an empty list too, and a count above its cap (each attack's settings read from its source)
+    check_attack_counts(args.attack_set, list_option(args.attacks, "--attacks"), args.allow_long)
     with output_lock(args.out):  # a second audit to the same --out refuses, naming this one
         return _audit_locked(args)
 
 
 def _audit_locked(args) -> int:
-    from dpaudit.app.commands._dataset_args import parse_dataset_options, valid_bound_advice
+    from dpaudit.app.commands._dataset_args import parse_dataset_options
     from dpaudit.app.outputs import check_report_paths
-    from dpaudit.app.workflows import audit, format_plan
-    from dpaudit.app.workflows.audit import check_canary_results, check_plan_duration
+    from dpaudit.app.workflows.audit import check_canary_results
     from dpaudit.data.datasets import reload_dataset
     from dpaudit.release.model import load
 
@@ -63,9 +64,20 @@ def _audit_locked(args) -> int:
     dataset = reload_dataset(
         model.card.get("dataset"), model.provenance("dataset"), args.dataset, options, args.data_root
     )
-    if not canaries and not args.no_canaries and model.privacy.is_private:
-        canaries = _refuting_canaries(model, dataset, args.device)
-    result = audit(
+    # as many torch threads as the load leaves cores idle: on a busy machine extra threads spin at every
+    # barrier, which the plan's load correction does not model
+    with threads_for_load():
+        if not canaries and not args.no_canaries and model.privacy.is_private:
+            canaries = _refuting_canaries(model, dataset, args.device)
+        result = _run_audit(args, model, dataset, names, settings, canaries)
+    return _report(args, model, result)
+
+
+def _run_audit(args, model, dataset, names, settings, canaries):
+    from dpaudit.app.workflows import audit, format_plan
+    from dpaudit.app.workflows.audit import check_plan_duration
+
+    return audit(
         model,
         dataset=dataset,
         attacks=names,
@@ -78,6 +90,12 @@ def _audit_locked(args) -> int:
         canaries=canaries or None,
         **({} if args.deployment is None else {"deployment": args.deployment}),
     )
+
+
+def _report(args, model, result) -> int:
+    """The audit's table, verdict line and report (``--out``)."""
+    from dpaudit.app.commands._dataset_args import valid_bound_advice
+
     rows = [
         {
             "attack": n,

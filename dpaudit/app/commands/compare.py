@@ -6,17 +6,21 @@ import logging
 import math
 from pathlib import Path
 
+from dpaudit.accounting.spec import check_unit_epsilon, validate_epsilon
 from dpaudit.app.commands._common import print_table
+from dpaudit.app.commands._dataset_args import check_label_domain_first
 from dpaudit.app.commands._study_args import (
     add_study_arguments,
     attack_names,
     attack_overrides,
+    check_attack_counts,
     check_seed_count,
     command_line,
     defense_overrides,
     epsilon_grid,
     list_option,
 )
+from dpaudit.app.names import builtin_units
 from dpaudit.errors import ConfigurationError
 
 log = logging.getLogger("dpaudit")
@@ -58,12 +62,12 @@ def run_compare(args, command: str | None = None):
     parse_delta(args.delta)
     if args.split is not None:
         parse_split_spec(args.split)
+    check_before_import(args, defenses, epsilons)
     check_output_dir(args.out, "study", force=args.force)
     if not args.no_report:
         check_report_paths(args.report or Path(args.out) / "report.html", "study", force=args.force, what="--report")
     args.jobs = cap_jobs(args.jobs)
 
-    from dpaudit.accounting.spec import validate_epsilon
     from dpaudit.app.commands._dataset_args import absolute_dataset, check_declarations, parse_dataset_options
     from dpaudit.app.workflows import Study, StudyConfig
     from dpaudit.training.registry import get_defense
@@ -109,6 +113,35 @@ def run_compare(args, command: str | None = None):
     _say_power(config)
     study = Study(config, args.out, command=command or command_line(), force=args.force)
     return study.run(jobs=args.jobs, executor=args.executor, retry_failed=not args.keep_failed)
+
+
+def check_before_import(args, defenses: list[str], epsilons: list[str]) -> None:
+    """What the defenses' and attacks' sources declare decides three refusals before torch is
+    imported (:mod:`dpaudit.app.names`): non-private defenses alone at finite ε only (train's rule,
+    :func:`~dpaudit.accounting.spec.check_unit_epsilon`), a graph file's undeclared label domain when
+    no private model is trained (:func:`~dpaudit.app.commands._dataset_args.check_label_domain_first`),
+    and an attack count above its cap (:func:`~dpaudit.app.commands._study_args.check_attack_counts`).
+    A defense or attack the sources do not declare (a plug-in) is left to the checks after the import.
+
+    Args:
+        args: the parsed ``compare``-style command line.
+        defenses: the ``--defenses`` names.
+        epsilons: the ``--epsilons`` items (valid target ε).
+
+    Raises:
+        ConfigurationError: one of the refusals above.
+    """
+    units = builtin_units()
+    finite = [e for e in map(validate_epsilon, epsilons) if e < math.inf]
+    known = all(d in units for d in defenses)
+    if known and finite and len(finite) == len(epsilons) and all(units[d] is None for d in defenses):
+        check_unit_epsilon(defenses[0], None, finite[0], " (add inf to --epsilons to run it at ε = ∞)")
+    # the privacy units of what trains privately (none without a finite ε); unknown for a plug-in
+    private = None if not known else [units[d] for d in defenses] if finite else []
+    check_label_domain_first(args.dataset, args.dataset_option, private)
+    check_attack_counts(
+        args.attack_set, list_option(args.attacks, "--attacks") or None, getattr(args, "allow_long", False)
+    )
 
 
 def _say_power(config) -> None:

@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
-from dpaudit.app.commands._common import check_memory, check_target_epsilon, fmt, parse_delta
-from dpaudit.app.commands._dataset_args import DATASET_HELP, SPLIT_HELP, add_dataset_option_argument
+from dpaudit.accounting.spec import check_unit_epsilon, validate_epsilon
+from dpaudit.app.commands._common import check_memory, check_target_epsilon, fmt, parse_delta, threads_for_load
+from dpaudit.app.commands._dataset_args import (
+    DATASET_HELP,
+    SPLIT_HELP,
+    add_dataset_option_argument,
+    check_label_domain_first,
+)
+from dpaudit.app.names import builtin_units, check_defense_name
+from dpaudit.data.split_specs import parse_split_spec
 from dpaudit.errors import DPAuditError
 from dpaudit.seeds import seed_argument
 
@@ -39,16 +47,18 @@ def cmd_train(args) -> int:
         for required in ("defense", "dataset", "out"):
             if getattr(args, required) is None:
                 raise DPAuditError(f"train needs --{required}")
-        from dpaudit.app.names import check_defense_name
-
         check_defense_name(args.defense)
-        from dpaudit.accounting.spec import validate_epsilon
-        from dpaudit.data.split_specs import parse_split_spec
-
-        check_target_epsilon(validate_epsilon(args.epsilon))  # ε, δ and the split's syntax read no data:
+        epsilon = validate_epsilon(args.epsilon)
+        check_target_epsilon(epsilon)  # ε, δ and the split's syntax read no data:
         parse_delta(args.delta)  # refused here, before torch is imported
         if args.split is not None:
             parse_split_spec(args.split)
+        # what the defense's source declares (its privacy unit): a non-private defense takes only
+        # ε = ∞, and trains on a graph file only once its label domain is declared
+        units = builtin_units()
+        if args.defense in units:
+            check_unit_epsilon(args.defense, units[args.defense], epsilon)
+            check_label_domain_first(args.dataset, args.dataset_option, [units[args.defense]])
     from dpaudit.app.commands._dataset_args import (
         check_declarations,
         parse_dataset_options,
@@ -88,7 +98,9 @@ def cmd_train(args) -> int:
     options = parse_dataset_options(args.dataset_option, args.dataset, declaring=False)
     # the label domain, δ, declared sizes and the defense's own needs, all in one line
     check_declarations(args.dataset, options, [defense], args.delta)
-    from dpaudit.progress import log, log_progress
+    from dpaudit.app.workflows.audit import format_seconds
+    from dpaudit.app.workflows.audit.plan import guess_train_seconds
+    from dpaudit.progress import load_factor, load_note, log, log_progress
 
     with output_lock(args.out):  # a second `train --out` the same folder refuses, naming this one
         check_output_dir(args.out, "model", force=args.force)
@@ -97,12 +109,29 @@ def cmd_train(args) -> int:
         split = make_split(dataset, args.split, args.seed)
         defense.resolve_delta(dataset, split)  # the δ rule (δ < 1/declared units), before training
         warn_if_membership_not_random(dataset, split, args.argv)
-        log.info("training %s on %s (%d nodes) -> %s", args.defense, dataset.name, dataset.num_nodes, args.out)
-        # a bar on a terminal; otherwise a progress line every 30 s
-        with log_progress(every=30.0):
-            # the defense built (ε parsed and checked) above: pipeline.train parses nothing again;
-            # check_output_dir refused a released model there unless --force
-            result = train(defense, dataset, split=args.split, overrides=overrides, out=args.out, overwrite=True)
+        # as many torch threads as the load leaves cores idle (a busy machine makes extra threads spin);
+        # seeded noise keeps torch's own count, so that a replay runs as the first run did
+        with threads_for_load(keep=args.reproducible_noise) as threads:
+            # said before any training: a guess from the graph's size and the defense's declared cost,
+            # corrected for the machine's load; the progress lines then follow the steps
+            seconds = guess_train_seconds(defense, dataset.num_nodes)
+            log.info(
+                "training %s on %s (%d nodes) -> %s: about %s here (%s, %d torch thread(s); about %s on an idle "
+                "machine, a guess from the graph's size until the steps show)",
+                args.defense,
+                dataset.name,
+                dataset.num_nodes,
+                args.out,
+                format_seconds(seconds * load_factor(threads=threads)),
+                load_note(),
+                threads,
+                format_seconds(seconds),
+            )
+            # a bar on a terminal; otherwise a progress line every 30 s
+            with log_progress(every=30.0):
+                # the defense built (ε parsed and checked) above: pipeline.train parses nothing again;
+                # check_output_dir refused a released model there unless --force
+                result = train(defense, dataset, split=args.split, overrides=overrides, out=args.out, overwrite=True)
         m = result.metrics
         print(
             f"{m['defense']} on {m['dataset']}: test accuracy {fmt(m['test_accuracy'])}, "

@@ -43,7 +43,6 @@ if TYPE_CHECKING:  # the names below, for type checkers; loaded on first use (se
         FILE_OPTIONS,
         PREPROCESSING_OPTIONS,
         check_dataset_options,
-        check_file_declaration,
         dataset_options,
     )
     from dpaudit.data.datasets.preprocessing import (
@@ -70,6 +69,7 @@ if TYPE_CHECKING:  # the names below, for type checkers; loaded on first use (se
     from dpaudit.data.datasets.streamed import LOAD_BYTES_PER_EDGE, STREAMED, ogbn_arxiv, reddit
     from dpaudit.data.datasets.synthetic import csbm
     from dpaudit.data.datasets.user import USER_FACTS, from_data
+    from dpaudit.data.graph_paths import check_file_declaration
 
 #: where each public name lives: importing the package stays cheap (torch and PyG load on first use),
 #: so ``dpaudit datasets`` lists what is on disk without them (:func:`describe_availability`)
@@ -93,7 +93,7 @@ _HOME = {
     "available_datasets": "dpaudit.data.datasets.sources",
     "cache_root": "dpaudit.data.datasets.sources",
     "check_dataset_options": "dpaudit.data.datasets.options",
-    "check_file_declaration": "dpaudit.data.datasets.options",
+    "check_file_declaration": "dpaudit.data.graph_paths",
     "csbm": "dpaudit.data.datasets.synthetic",
     "data_root": "dpaudit.data.datasets.sources",
     "dataset_options": "dpaudit.data.datasets.options",

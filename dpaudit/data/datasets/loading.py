@@ -12,7 +12,7 @@ from torch_geometric.data import Data
 
 from dpaudit.data.datasets.facebook import FACEBOOK100_CLASSES, facebook100
 from dpaudit.data.datasets.graph import GraphDataset
-from dpaudit.data.datasets.options import _CSBM_INTEGERS, check_dataset_options, check_file_declaration
+from dpaudit.data.datasets.options import _CSBM_INTEGERS, check_dataset_options
 from dpaudit.data.datasets.preprocessing import PUBLISHED, declared_classes, prepare
 from dpaudit.data.datasets.pyg import _instantiate, _processing_root, _public_split, _try_download
 from dpaudit.data.datasets.sources import (
@@ -26,6 +26,7 @@ from dpaudit.data.datasets.sources import (
 from dpaudit.data.datasets.streamed import STREAMED
 from dpaudit.data.datasets.synthetic import csbm
 from dpaudit.data.datasets.user import _declare_user_facts
+from dpaudit.data.graph_paths import check_file_declaration
 from dpaudit.errors import DatasetError
 
 
@@ -68,7 +69,7 @@ def load_dataset(
     Returns:
         The :class:`GraphDataset`.
     """
-    from dpaudit.data.graph_files import is_graph_path
+    from dpaudit.data.graph_paths import is_graph_path
 
     check_dataset_options(name, {**options, "min_class_size": min_class_size, "remove_unlabeled": remove_unlabeled})
     chosen = {"min_class_size": min_class_size} if min_class_size is not None else {}
@@ -230,7 +231,8 @@ def reload_dataset(
     Returns:
         The dataset.
     """
-    from dpaudit.data.graph_files import LOADER, file_sha256, is_graph_path
+    from dpaudit.data.graph_files import LOADER, file_sha256
+    from dpaudit.data.graph_paths import is_graph_path
 
     card, record = dict(card or {}), dict(record or {})
     info = record.get("info") or {}

@@ -1,17 +1,17 @@
 """The options each dataset accepts (``--dataset-option KEY=VALUE``, :func:`load_dataset`'s
 keywords), checked for type and range before anything is loaded, and a graph file's required
-declarations (:func:`check_file_declaration`)."""
+declarations (:func:`dpaudit.data.graph_paths.check_file_declaration`)."""
 
 from __future__ import annotations
 
 import inspect
 import math
-from pathlib import Path
 
 from dpaudit.data.datasets.preprocessing import declared_classes
 from dpaudit.data.datasets.sources import SOURCES, available_datasets, parse_dataset_name
 from dpaudit.data.datasets.synthetic import csbm
 from dpaudit.data.datasets.user import USER_FACTS
+from dpaudit.data.graph_paths import is_graph_path
 from dpaudit.errors import DatasetError
 
 #: options of every dataset (:func:`prepare`'s): a choice, recorded with the dataset
@@ -37,8 +37,6 @@ def dataset_options(name: str) -> list[str]:
     Raises:
         DatasetError: an unknown dataset.
     """
-    from dpaudit.data.graph_files import is_graph_path
-
     if is_graph_path(name):
         return [*FILE_OPTIONS, *PREPROCESSING_OPTIONS]
     key, _ = parse_dataset_name(name)
@@ -59,8 +57,6 @@ def check_dataset_options(name: str, options: dict) -> None:
         name: a dataset name or graph file path.
         options: the options given.
     """
-    from dpaudit.data.graph_files import is_graph_path
-
     known = dataset_options(name)
     unknown = sorted(set(options) - set(known))
     if unknown:
@@ -88,29 +84,3 @@ def check_dataset_options(name: str, options: dict) -> None:
             kind = "a finite number"
         if not ok:
             raise DatasetError(f"dataset option {option}={value!r} must be {kind}")
-
-
-def check_file_declaration(name: str, options: dict) -> None:
-    """A graph file's label domain is declared (``declare_classes`` or ``declare=true``), and
-    ``min_class_size`` runs on declared counts (``declare=true``): refused before any work (the
-    commands call this on their options before reading the file; :func:`load_dataset` too).
-
-    Raises:
-        DatasetError: one line saying what to declare.
-
-    Args:
-        name: the graph file's path.
-        options: the options given.
-    """
-    label = Path(str(name)).name
-    if not options.get("declare") and options.get("declare_classes") is None:
-        raise DatasetError(
-            f"{label}: the label domain is not declared; add --dataset-option declare_classes=V1,V2,... (the label "
-            "values a model may predict, in order; or a count C for 0..C-1) or declare=true if the graph's labels "
-            "are published"
-        )
-    if options.get("min_class_size") and not options.get("declare"):
-        raise DatasetError(
-            f"{label}: min_class_size compares per-class counts, which this graph does not declare; list the classes "
-            "to keep in --dataset-option declare_classes=..., or add declare=true if the graph's labels are published"
-        )

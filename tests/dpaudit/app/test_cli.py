@@ -579,6 +579,19 @@ def test_builtin_names_are_the_registries():
     assert set(BUILTIN_PLUGINS) == {"defenses", "attacks"}
 
 
+def test_declarations_read_from_source_are_the_registries():
+    """The privacy units and attack settings the command line reads from the sources, to refuse
+    before torch is imported (dpaudit.app.names), are each registered class's and function's own."""
+    import attacks
+    from dpaudit.app.names import builtin_attack_settings, builtin_units
+    from dpaudit.training.registry import available_defenses, get_defense
+
+    shipped = [n for n in available_defenses() if get_defense(n).__module__.split(".")[0] == "defenses"]
+    assert builtin_units() == {n: get_defense(n).unit for n in shipped}
+    own = [n for n in attacks.available_attacks() if attacks.get_attack(n).__module__.split(".")[0] == "attacks"]
+    assert builtin_attack_settings() == {n: tuple(attacks.attack_settings(n)) for n in own}
+
+
 def test_unknown_names_are_refused_before_torch_is_imported(tmp_path):
     """An unknown defense or attack is refused (exit 2, one line) before torch or PyG is imported,
     in every command that takes one (asserted on sys.modules in a fresh interpreter, not timed:

@@ -230,6 +230,45 @@ def guess_cell_seconds(
     )
 
 
+#: CPU seconds a fresh ``train`` process spends on its first training beside the epochs: torch's
+#: first calls, the lazily imported accountant and the noise calibration, the evaluation and the
+#: model's files (mlp-dp, csbm 500-3,000 nodes, one thread: a first training costs about 1.3 s
+#: more than the same training repeated in the process)
+TRAIN_START_SECONDS = 1.5
+#: CPU seconds per node of a training with a defense's default epochs, times its declared
+#: :attr:`~dpaudit.training.defense.Defense.relative_cost` (fitted with one thread on csbm, 32
+#: features: mlp-dp 1.3 s at 1,500 nodes, gcn 0.6 s at 1,500 and 0.9 s at 3,000, repeated in one
+#: process; raised from 6e-4 after `dpaudit train` of mlp-dp on 4,000 nodes took 1.75× its estimate
+#: at load 13.6; benchmarks/results/estimates_load.md checks the whole line)
+TRAIN_NODE_SECONDS = 8e-4
+
+
+def guess_train_seconds(defense, num_nodes: int) -> float:
+    """One ``train``'s CPU seconds on an idle core, guessed before it starts: a fresh process's
+    start (:data:`TRAIN_START_SECONDS`) plus, per node, :data:`TRAIN_NODE_SECONDS` times the
+    defense's declared relative cost, scaled by the epochs asked over the defaults (each of the
+    defense's declared :attr:`~dpaudit.training.defense.Defense.epoch_settings` that both give as
+    counts; an automatic count counts as its default).
+
+    Args:
+        defense: the defense to train (its class declarations and hyperparameters are read).
+        num_nodes: the graph's nodes.
+
+    Returns:
+        The guessed CPU seconds; the training's progress lines then follow its steps.
+    """
+    import dataclasses
+
+    defaults = {f.name: f.default for f in dataclasses.fields(type(defense).hyperparameters_class)}
+    asked = given = 0
+    for key in type(defense).epoch_settings:
+        value, default = getattr(defense.hp, key, None), defaults.get(key)
+        if isinstance(value, int) and isinstance(default, int) and default > 0:
+            asked, given = asked + value, given + default
+    epochs = asked / given if given else 1.0
+    return TRAIN_START_SECONDS + TRAIN_NODE_SECONDS * float(type(defense).relative_cost) * num_nodes * epochs
+
+
 def _attack_cost(name: str, settings: dict[str, Any], costs: dict[str, float], dataset) -> tuple[int, float]:
     """(work units shown on the progress bar, estimated CPU seconds) of one attack with
     ``settings``, given the measured ``costs`` (:func:`calibrate`): what every attack pays
@@ -378,8 +417,10 @@ _SHADOW_SOURCE = {
 
 
 #: CPU seconds of what an audit does beside its attacks, on an idle core: writing the report (its
-#: figures) and its sidecar; measured by benchmarks/bench_estimates.py (benchmarks/results/estimates.md)
-REPORT_SECONDS = 8.0
+#: figures) and its sidecar. 8 s (benchmarks/results/estimates.md, under load) put `audit --quick`'s
+#: estimate at 2.29× the 6 s it took on an idle machine, all of it with the report
+#: (benchmarks/results/estimates_load.md, issue 49): 3 s
+REPORT_SECONDS = 3.0
 
 
 def wall_estimate(plan: dict) -> float:
