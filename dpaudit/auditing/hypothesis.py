@@ -76,8 +76,9 @@ _CUT_NODES = 2_000
 SIGMA_RATIO = 1.005
 #: the σ range searched (as :func:`dpaudit.accounting.calibrate_noise`'s)
 SIGMA_RANGE = (1e-3, 1e5)
-#: σ* is checked against larger σ at these multiples (the guesses move with σ when q < 1)
-_MONOTONE_CHECKS = (1.02, 1.1, 1.25, 1.5, 2.0, 4.0, 16.0)
+#: σ* is checked against larger σ at these multiples when q < 1 (the guesses move with σ); at q = 1
+#: they do not (the guess is s > T/2) and a larger σ's channel errs more, so the test is monotone
+_MONOTONE_CHECKS = (1.05, 1.25, 2.0, 4.0, 16.0)
 
 
 def _check_rate_steps(noise_multiplier: float, sample_rate: float, steps: int) -> None:
@@ -503,8 +504,8 @@ def sgm_epsilon_lower_bound(
     transmission dominance), so its confidence set for σ is an interval below σ* = the smallest
     σ rejected together with every larger one. σ is searched on the geometric grid of ratio
     ``sigma_ratio`` over :data:`SIGMA_RANGE` — bracketed from the claimed σ (or q√T),
-    bisected, then σ* checked against the larger σ at :data:`_MONOTONE_CHECKS` (the guesses move
-    with σ when q < 1; a σ not rejected there moves the search above it). The bound is the
+    bisected, then, when q < 1, σ* checked against the larger σ at :data:`_MONOTONE_CHECKS` (the
+    guesses move with σ; a σ not rejected there moves the search above it). The bound is the
     accountant's ε of SGM(σ*, q, T) at δ (:func:`sgm_epsilon`): with probability ≥ ``confidence``
     a run that *is* SGM(σ, q, T) at the clipping bound, for some unknown σ, has ε above it. It
     is valid for that mechanism form only — canaries that interact, another sampling or another
@@ -605,7 +606,7 @@ def sgm_epsilon_lower_bound(
         found = upward(below + 1 if grid(below + 1) <= start else below)
         sigma_star = None if found is None else grid(found)
     # σ* checked against larger σ; a σ not rejected moves the search above it
-    for _ in range(8):
+    for _ in range(8 if q < 1.0 else 0):
         if sigma_star is None:
             break
         base = int(math.floor(math.log(sigma_star) / step))

@@ -295,3 +295,39 @@ def canaries_for_ceiling(
         mid = min(max(int(math.sqrt(low * high)), low + 1), high - 1)
         low, high = (low, mid) if enough(mid) else (mid, high)
     return high
+
+
+def gaussian_one_run_test_ceiling(mu: float, canaries: int, *, delta: float, confidence: float = 0.95) -> float:
+    """What the one-run guess-count test valid for any mechanism (Steinke, Nasr & Jagielski 2023,
+    :func:`dpaudit.auditing.estimators.one_run_epsilon`) certifies on a μ-GDP channel at the
+    *expected* counts of its best guess count — an auditor who knew the channel picked how many
+    of the most confident canaries to guess (|score − μ/2| above a threshold, on a grid of 91
+    thresholds) and drew the typical run. Not a theorem about every draw: the limit of that test
+    in one run, as the canaries grow (its δ term grows with them).
+
+    Args:
+        mu: the channel's μ.
+        canaries: m (≥ 2).
+        delta: δ of the bound.
+        confidence: the test's confidence (no Bonferroni split).
+
+    Returns:
+        The certified ε (≥ 0).
+
+    Raises:
+        ConfigurationError: a parameter out of range.
+    """
+    from scipy.special import ndtr
+
+    from dpaudit.auditing.estimators import one_run_epsilon
+
+    _check_ceiling(mu, canaries, 1)
+    best = 0.0
+    for d in np.linspace(0.0, 4.5, 91):
+        right, wrong = ndtr(mu / 2 - d), ndtr(-mu / 2 - d)
+        r = int(round(canaries * (right + wrong)))
+        if r < 1:
+            continue
+        v = int(round(r * right / (right + wrong)))
+        best = max(best, float(one_run_epsilon(int(canaries), r, v, float(delta), 1.0 - float(confidence))[0]))
+    return best
