@@ -12,13 +12,15 @@ DPAUDIT_DATA=/work/shared/datasets nice python benchmarks/bench_gradient_canary.
 
 ``--tightness`` (issue 47, items 2 and D): sound mlp-dp on Cora at ε = 4 and 1, seeds 0-2, one run of
 4,000 and of 10,038 canaries (every parameter of the model), each run's scores read by every
-estimator side by side with its CPU time — ours (certified for any mechanism; the claim's
-hypothesis test), Xiang et al. 2025's order-statistics bound (``dpaudit.auditing.hypothesis``), and
+estimator side by side with its CPU time — ours (certified for any mechanism, and at 50 %
+confidence as a diagnostic; the claim's hypothesis test; the SGM-family bound), Xiang et al. 2025's order-statistics bound (``dpaudit.auditing.hypothesis``), and
 jax_privacy's auditing estimators (``jax_privacy.auditing.CanaryScoreAuditor``, loaded from the
 installed package or from the wheel given: it imports only dp_accounting, numpy and scipy, so jax
 is not needed) — and the ideal Gaussian game at the run's μ with up to 100,000 canaries: the limit
-of a one-run bound valid for any mechanism. Its rows go to ``gradient_canary_tightness.json``
-beside ``--out``; the table is appended to ``gradient_canary.md``.
+of a one-run bound valid for any mechanism, with the exact-curve ceilings
+(:func:`dpaudit.auditing.power.gaussian_one_run_ceiling`) and the canaries 0.75 ε needs. Its rows go
+to ``gradient_canary_tightness.json`` beside ``--out``; the tables are appended to
+``gradient_canary.md``.
 
 CPU time per audit is in the table: 0.2-3 s for mlp-dp, GAP and DPAR, 20-45 s for DP-GNN, whose
 own loop trains on its subgraph terms (the whole run: 84 audits, 13.5 CPU minutes).
