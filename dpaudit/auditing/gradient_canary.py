@@ -53,7 +53,7 @@ import torch
 from torch import nn
 
 from dpaudit.auditing.estimators import audit_epsilon
-from dpaudit.auditing.hypothesis import sgm_hypothesis_test
+from dpaudit.auditing.hypothesis import sgm_epsilon_lower_bound, sgm_hypothesis_test
 from dpaudit.auditing.results import NO_POWER_NOTE, canary_verdict
 from dpaudit.auditing.statistics import auc_or_none
 from dpaudit.errors import ConfigurationError
@@ -312,8 +312,12 @@ def summarise_game(
     ``mechanism`` (``noise_multiplier``, ``sample_rate``, ``steps``, ``max_grad_norm``: the SGM the
     claim names, σ from :func:`dpaudit.auditing.hypothesis.claimed_noise_multiplier`) adds
     ``hypothesis_test``: the one-run test of that mechanism on these scores
-    (:func:`dpaudit.auditing.hypothesis.sgm_hypothesis_test`, at ``confidence``; one run only) —
-    reported beside the certified bound, never merged into it."""
+    (:func:`dpaudit.auditing.hypothesis.sgm_hypothesis_test`, at ``confidence``; one run only), and
+    ``sgm_epsilon_lower_bound``: the ε lower bound if the run is SGM(σ, q, T) at the clipping bound
+    for an unknown σ (:func:`dpaudit.auditing.hypothesis.sgm_epsilon_lower_bound`, the test
+    inverted over σ; above the claim exactly when the test refutes it) — both reported beside the
+    certified bound valid for any mechanism, never merged into it; a rejection the certified
+    bound does not confirm gives the verdict :data:`dpaudit.auditing.results.MECHANISM_REFUTED`."""
     notes = [] if notes is None else notes
     s = np.asarray(scores, dtype=float).reshape(-1)
     y = np.asarray(coins, dtype=bool).reshape(-1)
@@ -350,12 +354,23 @@ def summarise_game(
     }
     if audit.get("can_refute_claim") is False:
         notes.append(NO_POWER_NOTE)
-    out["verdict"] = canary_verdict(audit, hypothesis=hypothesis)
+    test = None
     if mechanism is not None:
         if np.unique(run_ids).size > 1:
             raise ConfigurationError("the hypothesis test reads one run's canaries: pass one run's scores")
-        test = sgm_hypothesis_test(s, y, confidence=confidence, **mechanism)
-        out["hypothesis_test"] = test.to_dict()
+        test = sgm_hypothesis_test(s, y, confidence=confidence, **mechanism).to_dict()
+        out["hypothesis_test"] = test
+        out["sgm_epsilon_lower_bound"] = sgm_epsilon_lower_bound(
+            s,
+            y,
+            sample_rate=mechanism["sample_rate"],
+            steps=mechanism["steps"],
+            delta=min(delta, 0.5),
+            max_grad_norm=mechanism.get("max_grad_norm", 1.0),
+            confidence=confidence,
+            claimed_noise_multiplier=mechanism["noise_multiplier"],
+        ).to_dict()
+    out["verdict"] = canary_verdict(audit, hypothesis=hypothesis, mechanism_test=test)
     if keep_scores:
         out["scores"] = [float(v) for v in s]
         out["included"] = [bool(v) for v in y]

@@ -50,6 +50,7 @@ Shapes: scores, coins [m].
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,7 +59,7 @@ import numpy as np
 from scipy import stats
 from scipy.special import logsumexp, ndtr
 
-from dpaudit.accounting import PoissonSubsampledGaussian, calibrate_noise, gaussian_epsilon
+from dpaudit.accounting import PoissonSubsampledGaussian, calibrate_noise, epsilon_for_sigma, gaussian_epsilon
 from dpaudit.errors import ConfigurationError
 
 #: guess counts tried, as fractions of the canaries (Bonferroni over them): all guesses, and the
@@ -70,6 +71,14 @@ _BINOMIAL_TAIL = 1e-13
 _CELLS = 20_000
 #: nodes of the cut's Beta law (equal-probability midpoints)
 _CUT_NODES = 2_000
+#: :func:`sgm_epsilon_lower_bound` searches σ on the geometric grid of this ratio (σ* is the grid
+#: point rejected, never one between: the bound errs low by at most this factor in σ)
+SIGMA_RATIO = 1.005
+#: the σ range searched (as :func:`dpaudit.accounting.calibrate_noise`'s)
+SIGMA_RANGE = (1e-3, 1e5)
+#: σ* is checked against larger σ at these multiples when q < 1 (the guesses move with σ); at q = 1
+#: they do not (the guess is s > T/2) and a larger σ's channel errs more, so the test is monotone
+_MONOTONE_CHECKS = (1.05, 1.25, 2.0, 4.0, 16.0)
 
 
 def _check_rate_steps(noise_multiplier: float, sample_rate: float, steps: int) -> None:
@@ -201,6 +210,22 @@ class ScoreLaw:
         return max(out)
 
 
+@functools.lru_cache(maxsize=1024)
+def _law_profile(law: ScoreLaw) -> Profile:
+    """:meth:`ScoreLaw.profile` at the default grid, remembered per law (a bisection over σ and
+    a study over seeds revisit the same grid points)."""
+    return law.profile()
+
+
+@functools.lru_cache(maxsize=256)
+def _cut_quantiles(m: int, r: int) -> np.ndarray:
+    """The cut's Beta(m − r, r + 1) law at :data:`_CUT_NODES` equal-probability midpoints."""
+    nodes = (np.arange(_CUT_NODES) + 0.5) / _CUT_NODES
+    w = stats.beta.ppf(nodes, m - r, r + 1)
+    w.setflags(write=False)
+    return w
+
+
 def top_guesses_p_value(profile: Profile, m: int, r: int, u: int) -> float:
     """P[U ≤ u]: at most ``u`` mistakes among the ``r`` most confident of ``m`` i.i.d. guesses
     through the channel of ``profile`` (Xiang et al. 2025, the order-statistics tail; module
@@ -222,9 +247,7 @@ def top_guesses_p_value(profile: Profile, m: int, r: int, u: int) -> float:
         raise ConfigurationError(f"need 1 <= r <= m and 0 <= u <= r, got m={m}, r={r}, u={u}")
     if r == m:
         return float(stats.binom.cdf(u, r, profile.bayes_error))
-    nodes = (np.arange(_CUT_NODES) + 0.5) / _CUT_NODES
-    w = stats.beta.ppf(nodes, m - r, r + 1)
-    gamma = profile.mean_error_above(w)
+    gamma = profile.mean_error_above(_cut_quantiles(int(m), int(r)))
     return float(min(1.0, np.mean(stats.binom.cdf(u, r, gamma))))
 
 
@@ -344,7 +367,7 @@ def sgm_hypothesis_test(
     if not (max_grad_norm > 0 and math.isfinite(max_grad_norm)):
         raise ConfigurationError(f"max_grad_norm must be a positive number, got {max_grad_norm!r}")
     law = ScoreLaw(float(noise_multiplier), float(sample_rate), int(steps))
-    profile = law.profile()
+    profile = _law_profile(law)
     llr = law.log_likelihood_ratio(s / float(max_grad_norm))
     m = s.size
     counts = sorted({max(1, min(m, int(round(f * m)))) for f in fractions})
@@ -356,6 +379,264 @@ def sgm_hypothesis_test(
     mu = math.sqrt(law.steps) / law.noise_multiplier if law.sample_rate >= 1.0 else None
     return HypothesisTest(
         law.noise_multiplier, law.sample_rate, law.steps, p, float(confidence), tried, profile.bayes_error, mu
+    )
+
+
+# ------------------------------------------------------- the claim's-mechanism (SGM family) bound
+
+
+@functools.lru_cache(maxsize=4096)
+def sgm_epsilon(noise_multiplier: float, sample_rate: float, steps: int, delta: float) -> float:
+    """The project's accountant ε at δ of SGM(σ, q, T) (:func:`dpaudit.accounting.epsilon_for_sigma`
+    on :class:`~dpaudit.accounting.PoissonSubsampledGaussian`, the scale every claim is stated in;
+    remembered per argument).
+
+    Args:
+        noise_multiplier: σ.
+        sample_rate: q.
+        steps: T.
+        delta: δ.
+
+    Returns:
+        ε.
+    """
+    q, t = float(sample_rate), int(steps)
+    return float(epsilon_for_sigma(lambda s: PoissonSubsampledGaussian(s, q, t), float(noise_multiplier), float(delta)))
+
+
+def sgm_bound_label(sample_rate: float, steps: int, confidence: float) -> str:
+    """The words the SGM-family bound is printed with, everywhere (what it assumes).
+
+    Args:
+        sample_rate: q.
+        steps: T.
+        confidence: the bound's confidence.
+
+    Returns:
+        The label.
+    """
+    return (
+        f"ε lower bound if the run is SGM(σ, q={sample_rate:.4g}, T={int(steps)}) at the clipping bound "
+        f"(the claim's mechanism form), {100 * confidence:g} %"
+    )
+
+
+@dataclass(frozen=True)
+class SGMEpsilonBound:
+    """:func:`sgm_epsilon_lower_bound`'s result: a confidence lower bound on ε valid for runs of
+    the claim's mechanism form SGM(σ, q, T) at the clipping bound with σ unknown — not for any
+    mechanism (that is :func:`dpaudit.auditing.estimators.audit_epsilon`'s certified bound).
+
+    Attributes:
+        epsilon: ε_LB, the accountant's ε at ``delta`` of SGM(σ*, q, T) (0 when no σ is rejected).
+        noise_multiplier: σ*, the smallest grid σ rejected with every larger σ checked
+            (``None`` when none is).
+        sample_rate, steps: q and T of the mechanism form.
+        delta: δ of ε.
+        confidence: the test's confidence (its level is 1 − confidence, Bonferroni over the
+            guess counts, as :func:`sgm_hypothesis_test`).
+        max_grad_norm: C.
+        claimed_noise_multiplier: σ of the claim when given, else ``None``.
+        claim_mechanism_epsilon: the accountant's ε of SGM(claimed σ, q, T) (the claimed ε up to
+            the calibration's tolerance), else ``None``.
+        refutes_claim: whether the test rejects the claimed σ (⟺ σ* ≤ claimed σ ⟺ ε_LB ≥
+            ``claim_mechanism_epsilon``), else ``None``.
+        p_value_at_claim: the test's p-value at the claimed σ, else ``None``.
+        tests: hypothesis tests evaluated.
+    """
+
+    epsilon: float
+    noise_multiplier: float | None
+    sample_rate: float
+    steps: int
+    delta: float
+    confidence: float
+    max_grad_norm: float = 1.0
+    claimed_noise_multiplier: float | None = None
+    claim_mechanism_epsilon: float | None = None
+    refutes_claim: bool | None = None
+    p_value_at_claim: float | None = None
+    tests: int = 0
+
+    @property
+    def label(self) -> str:
+        """What the bound assumes, in the words it is printed with (:func:`sgm_bound_label`)."""
+        return sgm_bound_label(self.sample_rate, self.steps, self.confidence)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able fields plus ``label`` and ``valid_for``."""
+        return {
+            "epsilon": self.epsilon,
+            "label": self.label,
+            "valid_for": "runs of the claim's mechanism form SGM(sigma, q, T) at the clipping bound, sigma unknown "
+            "(not any mechanism)",
+            "noise_multiplier": self.noise_multiplier,
+            "sample_rate": self.sample_rate,
+            "steps": self.steps,
+            "delta": self.delta,
+            "confidence": self.confidence,
+            "max_grad_norm": self.max_grad_norm,
+            "claimed_noise_multiplier": self.claimed_noise_multiplier,
+            "claim_mechanism_epsilon": self.claim_mechanism_epsilon,
+            "refutes_claim": self.refutes_claim,
+            "p_value_at_claim": self.p_value_at_claim,
+            "tests": self.tests,
+        }
+
+
+def sgm_epsilon_lower_bound(
+    scores,
+    coins,
+    *,
+    sample_rate: float,
+    steps: int,
+    delta: float,
+    max_grad_norm: float = 1.0,
+    confidence: float = 0.95,
+    fractions=GUESS_FRACTIONS,
+    seed: int = 0,
+    claimed_noise_multiplier: float | None = None,
+    sigma_ratio: float = SIGMA_RATIO,
+) -> SGMEpsilonBound:
+    r"""The ε lower bound of the claim's mechanism form: :func:`sgm_hypothesis_test` inverted over σ.
+
+    The test rejects more of the noisier σ (a noisier channel makes more mistakes: Xiang et al.'s
+    transmission dominance), so its confidence set for σ is an interval below σ* = the smallest
+    σ rejected together with every larger one. σ is searched on the geometric grid of ratio
+    ``sigma_ratio`` over :data:`SIGMA_RANGE` — bracketed from the claimed σ (or q√T),
+    bisected, then, when q < 1, σ* checked against the larger σ at :data:`_MONOTONE_CHECKS` (the
+    guesses move with σ; a σ not rejected there moves the search above it). The bound is the
+    accountant's ε of SGM(σ*, q, T) at δ (:func:`sgm_epsilon`): with probability ≥ ``confidence``
+    a run that *is* SGM(σ, q, T) at the clipping bound, for some unknown σ, has ε above it. It
+    is valid for that mechanism form only — canaries that interact, another sampling or another
+    clipping are outside it — never for any mechanism. With ``claimed_noise_multiplier`` the
+    claimed σ is one of the points tested, so the bound and the test agree exactly:
+    ``refutes_claim`` ⟺ the test at the claimed σ refutes ⟺ ε_LB ≥ the claim's mechanism's ε.
+
+    Args:
+        scores: [m] canary scores (noisy gradient summed over the iterates, raw units).
+        coins: [m] bool fair coins.
+        sample_rate: q of the mechanism form.
+        steps: T.
+        delta: δ of the bound.
+        max_grad_norm: C (the scores are divided by it).
+        confidence: the test's confidence.
+        fractions: the guess counts tried (as :func:`sgm_hypothesis_test`).
+        seed: tie-breaking seed.
+        claimed_noise_multiplier: the claim's σ (:func:`claimed_noise_multiplier`), or ``None``.
+        sigma_ratio: the ratio of the σ grid (> 1; coarser: fewer tests and accountant calls,
+            a bound lower by at most that factor in σ).
+
+    Returns:
+        The :class:`SGMEpsilonBound`.
+
+    Raises:
+        ConfigurationError: mismatched or empty inputs, parameters out of range.
+
+    Shapes:
+        scores, coins: [m].
+    """
+    _check_rate_steps(1.0, sample_rate, steps)
+    if not (isinstance(delta, (int, float)) and 0 < delta < 1):
+        raise ConfigurationError(f"delta must lie in (0, 1), got {delta!r}")
+    if claimed_noise_multiplier is not None:
+        _check_rate_steps(claimed_noise_multiplier, sample_rate, steps)
+    if not (isinstance(sigma_ratio, (int, float)) and 1.0 < sigma_ratio <= 2.0):
+        raise ConfigurationError(f"sigma_ratio must lie in (1, 2], got {sigma_ratio!r}")
+    q, t, delta = float(sample_rate), int(steps), float(delta)
+    step = math.log(sigma_ratio)
+    k_min, k_max = (int(math.ceil(math.log(v) / step)) for v in SIGMA_RANGE)
+    p_values: dict[float, float] = {}
+
+    def p_value(sigma: float) -> float:
+        if sigma not in p_values:
+            p_values[sigma] = sgm_hypothesis_test(
+                scores,
+                coins,
+                noise_multiplier=sigma,
+                sample_rate=q,
+                steps=t,
+                max_grad_norm=max_grad_norm,
+                confidence=confidence,
+                fractions=fractions,
+                seed=seed,
+            ).p_value
+        return p_values[sigma]
+
+    level = 1.0 - confidence
+
+    def grid(k: int) -> float:
+        return math.exp(k * step)
+
+    def rejects(k: int) -> bool:
+        return p_value(grid(k)) <= level
+
+    def upward(lo: int) -> int | None:
+        """Above grid index ``lo`` (not rejected): the smallest rejected index, by doubling then
+        bisection; ``None`` when not even k_max is rejected."""
+        width = 1
+        while True:
+            k = min(lo + width, k_max)
+            if rejects(k):
+                return bisect(lo, k)
+            if k == k_max:
+                return None
+            lo, width = k, 2 * width
+
+    def bisect(lo: int, hi: int) -> int:
+        """The smallest rejected index in (lo, hi], lo not rejected and hi rejected."""
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (lo, mid) if rejects(mid) else (mid, hi)
+        return hi
+
+    # the bracket: from the claimed σ (tested exactly, off the grid) or from q√T
+    start = float(claimed_noise_multiplier) if claimed_noise_multiplier is not None else q * math.sqrt(t)
+    below = int(math.ceil(math.log(start) / step)) - 1  # the largest grid index strictly below start
+    sigma_star: float | None
+    if p_value(start) <= level:  # σ* <= start: the grid below it
+        if not rejects(below):
+            sigma_star = start
+        else:
+            hi, width, lo = below, 1, below
+            while lo > k_min and rejects(lo):
+                hi, lo, width = lo, max(lo - width, k_min), 2 * width
+            sigma_star = grid(k_min) if rejects(lo) else grid(bisect(lo, hi))
+    else:
+        found = upward(below + 1 if grid(below + 1) <= start else below)
+        sigma_star = None if found is None else grid(found)
+    # σ* checked against larger σ; a σ not rejected moves the search above it
+    for _ in range(8 if q < 1.0 else 0):
+        if sigma_star is None:
+            break
+        base = int(math.floor(math.log(sigma_star) / step))
+        larger = (min(base + max(1, round(math.log(c) / step)), k_max) for c in _MONOTONE_CHECKS)
+        bad = next((k for k in larger if not rejects(k)), None)
+        if bad is None:
+            break
+        found = upward(bad)
+        sigma_star = None if found is None else grid(found)
+    claim_kw: dict[str, Any] = {}
+    if claimed_noise_multiplier is not None:
+        sigma_c = float(claimed_noise_multiplier)
+        refutes = sigma_star is not None and sigma_star <= sigma_c
+        claim_kw = {
+            "claimed_noise_multiplier": sigma_c,
+            "claim_mechanism_epsilon": sgm_epsilon(sigma_c, q, t, delta),
+            "refutes_claim": bool(refutes),
+            "p_value_at_claim": float(p_values[sigma_c]),
+        }
+    epsilon = 0.0 if sigma_star is None else sgm_epsilon(sigma_star, q, t, delta)
+    return SGMEpsilonBound(
+        epsilon=float(epsilon),
+        noise_multiplier=sigma_star,
+        sample_rate=q,
+        steps=t,
+        delta=delta,
+        confidence=float(confidence),
+        max_grad_norm=float(max_grad_norm),
+        tests=len(p_values),
+        **claim_kw,
     )
 
 

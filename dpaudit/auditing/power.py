@@ -200,3 +200,134 @@ def canaries_needed_typically(
         mid = (low + high) // 2
         low, high = (low, mid) if enough(mid) else (mid, high)
     return high
+
+
+# ------------------------------------------------------------- the one-run limit of a Gaussian channel
+
+#: the event counts the tightness table reads the ceiling at: one event, the rule of three (no false
+#: positive among m_out certifies FPR ≤ 3/m_out at 95 %), ten
+CEILING_EVENTS = (1, 3, 10)
+
+
+def _check_ceiling(mu, canaries, min_events) -> None:
+    if not (isinstance(mu, (int, float)) and math.isfinite(mu) and mu > 0):
+        raise ConfigurationError(f"mu must be a positive number, got {mu!r}")
+    if isinstance(canaries, bool) or not isinstance(canaries, (int, np.integer)) or canaries < 2:
+        raise ConfigurationError(f"canaries must be an integer >= 2, got {canaries!r}")
+    if not (isinstance(min_events, (int, float)) and min_events > 0):
+        raise ConfigurationError(f"min_events must be a positive number, got {min_events!r}")
+
+
+def gaussian_one_run_ceiling(mu: float, canaries: int, *, delta: float, min_events: float = 1) -> float:
+    r"""The most a one-run ε lower bound valid for any mechanism can show from ``canaries`` Dirac
+    canaries of a μ-GDP channel (half of them in, half out), even knowing the exact trade-off
+    curve and at no cost of confidence: a bound valid for any mechanism reads the curve only where
+    the run has events, at a false-positive rate α ≥ k/m_out (and a false-negative rate ≥ k/m_in),
+    k = ``min_events``, so it is at most
+
+    .. math::
+        \max_{\alpha \ge k/m_\text{out}} \log\frac{\mathrm{TPR}(\alpha) - \delta}{\alpha},
+        \qquad \mathrm{TPR}(\alpha) = \Phi(\Phi^{-1}(\alpha) + \mu)
+
+    and the symmetric branch log((1 − δ − α)/FNR(α)), maximised on a log grid of α. The ratio
+    grows as α falls (the Gaussian's likelihood ratio is unbounded), so the ceiling is set by the
+    canary count; a certified bound also pays for its confidence, below it.
+
+    Args:
+        mu: the channel's μ (√T/σ for a full-batch DP-SGD canary).
+        canaries: m, the canaries of the run (≥ 2).
+        delta: δ of the bound.
+        min_events: k, the fewest false positives (and false negatives) a rate is read from.
+
+    Returns:
+        The ceiling ε (≥ 0).
+
+    Raises:
+        ConfigurationError: a parameter out of range.
+    """
+    from scipy.special import ndtr, ndtri
+
+    _check_ceiling(mu, canaries, min_events)
+    m_out = int(canaries) // 2
+    m_in = int(canaries) - m_out
+    alpha = np.geomspace(min(0.5, float(min_events) / m_out), 0.5, 4001)
+    tpr = ndtr(ndtri(alpha) + float(mu))
+    fnr = ndtr(-ndtri(alpha) - float(mu))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        first = np.log(np.maximum(tpr - delta, 0.0) / alpha)
+        second = np.log(np.maximum(1.0 - alpha - delta, 0.0) / fnr)
+    values = np.concatenate([first, second[fnr >= float(min_events) / m_in]])
+    values = values[np.isfinite(values)]
+    return float(max(0.0, values.max())) if values.size else 0.0
+
+
+def canaries_for_ceiling(
+    mu: float, target_epsilon: float, *, delta: float, min_events: float = 1, limit: int = 10**10
+) -> int | None:
+    """The fewest canaries (to 1 %) whose :func:`gaussian_one_run_ceiling` reaches ``target_epsilon``:
+    how many one run needs before any estimator valid for any mechanism could show that much.
+
+    Args:
+        mu: the channel's μ.
+        target_epsilon: the ε to reach (> 0).
+        delta: δ of the bound.
+        min_events: k (as :func:`gaussian_one_run_ceiling`).
+        limit: the most canaries considered.
+
+    Returns:
+        Canaries, or ``None`` when not even ``limit`` reach it.
+
+    Raises:
+        ConfigurationError: a parameter out of range.
+    """
+    if not (isinstance(target_epsilon, (int, float)) and math.isfinite(target_epsilon) and target_epsilon > 0):
+        raise ConfigurationError(f"target_epsilon must be a finite ε > 0, got {target_epsilon!r}")
+
+    def enough(m: int) -> bool:
+        return gaussian_one_run_ceiling(mu, m, delta=delta, min_events=min_events) >= target_epsilon
+
+    low, high = 2, 4
+    while not enough(high):
+        if high >= limit:
+            return None
+        low, high = high, min(4 * high, int(limit))
+    while high - low > max(1, low // 100):
+        mid = min(max(int(math.sqrt(low * high)), low + 1), high - 1)
+        low, high = (low, mid) if enough(mid) else (mid, high)
+    return high
+
+
+def gaussian_one_run_test_ceiling(mu: float, canaries: int, *, delta: float, confidence: float = 0.95) -> float:
+    """What the one-run guess-count test valid for any mechanism (Steinke, Nasr & Jagielski 2023,
+    :func:`dpaudit.auditing.estimators.one_run_epsilon`) certifies on a μ-GDP channel at the
+    *expected* counts of its best guess count — an auditor who knew the channel picked how many
+    of the most confident canaries to guess (|score − μ/2| above a threshold, on a grid of 91
+    thresholds) and drew the typical run. Not a theorem about every draw: the limit of that test
+    in one run, as the canaries grow (its δ term grows with them).
+
+    Args:
+        mu: the channel's μ.
+        canaries: m (≥ 2).
+        delta: δ of the bound.
+        confidence: the test's confidence (no Bonferroni split).
+
+    Returns:
+        The certified ε (≥ 0).
+
+    Raises:
+        ConfigurationError: a parameter out of range.
+    """
+    from scipy.special import ndtr
+
+    from dpaudit.auditing.estimators import one_run_epsilon
+
+    _check_ceiling(mu, canaries, 1)
+    best = 0.0
+    for d in np.linspace(0.0, 4.5, 91):
+        right, wrong = ndtr(mu / 2 - d), ndtr(-mu / 2 - d)
+        r = int(round(canaries * (right + wrong)))
+        if r < 1:
+            continue
+        v = int(round(r * right / (right + wrong)))
+        best = max(best, float(one_run_epsilon(int(canaries), r, v, float(delta), 1.0 - float(confidence))[0]))
+    return best

@@ -24,7 +24,18 @@ ESTIMATE_VERDICT = "likely broken (GDP estimate above the claim; not certified)"
 #: the verdict on a hypothesis (a user's or a paper's unproven claim, a fit function's) that a valid
 #: certified lower bound exceeds; a proven guarantee's is "guarantee broken"
 CLAIM_REFUTED = "claim refuted"
-CANARY_VERDICTS = ("guarantee broken", CLAIM_REFUTED, ESTIMATE_VERDICT, "consistent with the claim", "not applicable")
+#: the verdict when the one-run hypothesis test rejects the claim's own mechanism (SGM(σ, q, T) at the
+#: clipping bound, :func:`dpaudit.auditing.hypothesis.sgm_hypothesis_test`) while no certified bound valid
+#: for any mechanism exceeds the claim; "…" stands for the test's p-value (:func:`mechanism_refuted`)
+MECHANISM_REFUTED = "claim refuted (the claim's mechanism rejected, p = …)"
+CANARY_VERDICTS = (
+    "guarantee broken",
+    CLAIM_REFUTED,
+    MECHANISM_REFUTED,
+    ESTIMATE_VERDICT,
+    "consistent with the claim",
+    "not applicable",
+)
 #: the verdicts one attack's result can give on its own (:attr:`AttackResult.verdict`): a valid bound
 #: above the guarantee the attack is covered by, at or under it, or no comparison at all
 ATTACK_VERDICTS = ("guarantee broken", CLAIM_REFUTED, "consistent with the claim", "not applicable")
@@ -38,11 +49,43 @@ NO_POWER_NOTE = (
 )
 
 
-def canary_verdict(audit: dict[str, Any], *, hypothesis: bool, valid: bool = True) -> str:
+def mechanism_refuted(p_value: float) -> str:
+    """:data:`MECHANISM_REFUTED` with the test's p-value in place of "…".
+
+    Args:
+        p_value: the hypothesis test's p-value.
+
+    Returns:
+        The verdict string.
+    """
+    return MECHANISM_REFUTED.replace("…", f"{float(p_value):.2g}")
+
+
+def verdict_form(verdict: str | None) -> str | None:
+    """The entry of :data:`CANARY_VERDICTS` a verdict string is an instance of (the p-value of a
+    :data:`MECHANISM_REFUTED` verdict replaced by "…"; any other verdict unchanged).
+
+    Args:
+        verdict: a verdict string, or ``None``.
+
+    Returns:
+        Its form.
+    """
+    prefix = MECHANISM_REFUTED.split("…")[0]
+    if isinstance(verdict, str) and verdict.startswith(prefix) and verdict.endswith(")"):
+        return MECHANISM_REFUTED
+    return verdict
+
+
+def canary_verdict(
+    audit: dict[str, Any], *, hypothesis: bool, valid: bool = True, mechanism_test: dict[str, Any] | None = None
+) -> str:
     """A canary audit's verdict from :func:`dpaudit.auditing.estimators.audit_epsilon`'s output:
     "not applicable" when the game does not test the claim (``valid`` false); a valid certified
     bound above the claim refutes it — :data:`CLAIM_REFUTED` for a hypothesis (a user's or a
-    paper's unproven claim), "guarantee broken" for a proven guarantee; :data:`ESTIMATE_VERDICT`
+    paper's unproven claim), "guarantee broken" for a proven guarantee; else, when the one-run
+    test of the claim's own mechanism rejects it, :data:`MECHANISM_REFUTED` with its p-value
+    (valid for that mechanism form only, so never "guarantee broken"); :data:`ESTIMATE_VERDICT`
     when only the GDP estimate exceeds it; else "consistent with the claim" (read beside the
     audit's ``max_possible``).
 
@@ -50,6 +93,8 @@ def canary_verdict(audit: dict[str, Any], *, hypothesis: bool, valid: bool = Tru
         audit: the dict :func:`~dpaudit.auditing.estimators.audit_epsilon` returned.
         hypothesis: the claim is unproven.
         valid: the game tests the claim.
+        mechanism_test: the hypothesis test's ``to_dict()``
+            (:class:`dpaudit.auditing.hypothesis.HypothesisTest`: ``refuted``, ``p_value``), or ``None``.
 
     Returns:
         The verdict string.
@@ -58,6 +103,8 @@ def canary_verdict(audit: dict[str, Any], *, hypothesis: bool, valid: bool = Tru
         return "not applicable"
     if audit.get("claim_refuted"):
         return CLAIM_REFUTED if hypothesis else "guarantee broken"
+    if mechanism_test is not None and mechanism_test.get("refuted"):
+        return mechanism_refuted(mechanism_test["p_value"])
     if audit.get("estimate_exceeds_claim"):
         return ESTIMATE_VERDICT
     return "consistent with the claim"

@@ -352,7 +352,11 @@ class GradientCanaries:
         """The canary audit's record (:data:`dpaudit.auditing.results.CANARY_SCHEMA`, the keys of
         ``dpaudit canary``) testing your claim that the run is (``epsilon``, ``delta``)-DP for one
         example — a hypothesis: "claim refuted" when a certified bound exceeds it —:
-        ``certified_epsilon_lower_bound``, ``max_possible``, ``verdict``, ``bound_valid`` …;
+        ``certified_epsilon_lower_bound`` (valid for any mechanism), ``max_possible``, ``verdict``,
+        ``bound_valid`` …, and the claim's mechanism SGM(σ, q, T) at C tested in this one run:
+        ``hypothesis_test`` (its p-value) and ``sgm_epsilon_lower_bound`` (the ε lower bound if the
+        run is that mechanism form, σ unknown); a rejection no certified bound confirms gives the
+        verdict "claim refuted (the claim's mechanism rejected, p = …)";
         ``unit``: what one example is (module docstring, "Which unit"); ``dataset``: the name of
         the data trained on (default: the ``GraphDataset`` given as ``features``, else none), for
         ``dpaudit.audit(..., canaries=[record])``; ``keep_scores`` adds the scores and the coins

@@ -798,9 +798,11 @@ def summary_lines(result: dict[str, Any]) -> list[str]:
 
 
 def bound_lines(result: dict[str, Any]) -> list[str]:
-    """The certified ε lower bound on its own line, then the estimates, labelled as estimates
-    (never as bounds): the GDP ones assume a Gaussian trade-off curve, and the verdict never
-    rests on them alone (:data:`ESTIMATE_VERDICT` says so when they exceed the claim).
+    """The certified ε lower bound (valid for any mechanism) on its own line, then the estimates,
+    labelled as estimates (never as bounds): the GDP ones assume a Gaussian trade-off curve, and
+    the verdict never rests on them alone (:data:`ESTIMATE_VERDICT` says so when they exceed the
+    claim); for a one-run gradient audit, then one line each for the ε lower bound if the run is
+    the claim's mechanism form SGM(σ, q, T) and for the hypothesis test's p-value.
 
     Args:
         result: the canary audit's record.
@@ -820,7 +822,9 @@ def bound_lines(result: dict[str, Any]) -> list[str]:
     )
     certified = {k: v for k, v in bounds.items() if k in RIGOROUS_ESTIMATORS}
     estimates = {k: v for k, v in bounds.items() if k not in RIGOROUS_ESTIMATORS and k != "overall"}
-    lines = [f"certified ε lower bound: {fmt(result.get('certified_epsilon_lower_bound'))} {where}"]
+    lines = [
+        f"certified ε lower bound: {fmt(result.get('certified_epsilon_lower_bound'))} {where} (valid for any mechanism)"
+    ]
     if certified:
         lines.append("  certified, by estimator: " + ", ".join(f"{k} {fmt(v)}" for k, v in certified.items()))
     if estimates:
@@ -828,11 +832,14 @@ def bound_lines(result: dict[str, Any]) -> list[str]:
             "  estimates (not bounds: they assume a Gaussian trade-off curve): "
             + ", ".join(f"{k} {fmt(v)}" for k, v in estimates.items())
         )
+    sgm = result.get("sgm_epsilon_lower_bound")
+    if sgm:
+        lines.append(f"{sgm['label']}: {fmt(sgm['epsilon'])} at δ = {sgm['delta']:g} (not valid for any mechanism)")
     test = result.get("hypothesis_test")
     if test:
         outcome = "refuted" if test["refuted"] else "not refuted"
         lines.append(
-            f"the claim as a hypothesis, {test['mechanism']}: p = {test['p_value']:.3g}, {outcome} at the "
-            f"{100 * (1 - test['confidence']):g} % level (exact for that mechanism; not a bound for any other)"
+            f"hypothesis test of the claim's mechanism {test['mechanism']}: p = {test['p_value']:.3g}, {outcome} at "
+            f"the {100 * (1 - test['confidence']):g} % level (exact for that mechanism; not a bound for any other)"
         )
     return lines

@@ -17,8 +17,11 @@ from dpaudit.auditing.results import (
     CANARY_VERDICTS,
     CLAIM_REFUTED,
     ESTIMATE_VERDICT,
+    MECHANISM_REFUTED,
     AttackResult,
     canary_verdict,
+    mechanism_refuted,
+    verdict_form,
 )
 
 DOCS = Path(__file__).resolve().parents[3] / "docs"
@@ -32,14 +35,33 @@ def _table_verdicts(page: str) -> set[str]:
 
 
 def test_every_verdict_a_canary_result_can_give_is_in_the_docs_table():
+    tests = (None, {"refuted": False, "p_value": 0.4}, {"refuted": True, "p_value": 0.0012})
     produced = {
-        canary_verdict(
-            {"claim_refuted": refuted, "estimate_exceeds_claim": estimate}, hypothesis=hypothesis, valid=valid
+        verdict_form(
+            canary_verdict(
+                {"claim_refuted": refuted, "estimate_exceeds_claim": estimate},
+                hypothesis=hypothesis,
+                valid=valid,
+                mechanism_test=test,
+            )
         )
         for refuted, estimate, hypothesis, valid in itertools.product([True, False], repeat=4)
+        for test in tests
     }
     assert produced == set(CANARY_VERDICTS)
     assert set(CANARY_VERDICTS) <= _table_verdicts("canaries.md")
+
+
+def test_a_rejected_mechanism_is_its_own_verdict_below_a_certified_refutation():
+    rejected = {"refuted": True, "p_value": 0.0012}
+    verdict = canary_verdict({"claim_refuted": False}, hypothesis=False, mechanism_test=rejected)
+    assert verdict == "claim refuted (the claim's mechanism rejected, p = 0.0012)" == mechanism_refuted(0.0012)
+    assert verdict_form(verdict) == MECHANISM_REFUTED and verdict_form(CLAIM_REFUTED) == CLAIM_REFUTED
+    # a certified bound above the claim is the stronger verdict; an unrejected test changes nothing
+    assert canary_verdict({"claim_refuted": True}, hypothesis=True, mechanism_test=rejected) == CLAIM_REFUTED
+    assert canary_verdict({"claim_refuted": True}, hypothesis=False, mechanism_test=rejected) == "guarantee broken"
+    accepted = {"refuted": False, "p_value": 0.4}
+    assert canary_verdict({}, hypothesis=True, mechanism_test=accepted) == "consistent with the claim"
 
 
 def test_every_verdict_an_attack_result_can_give_is_in_the_docs_table():

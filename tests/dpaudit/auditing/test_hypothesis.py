@@ -7,6 +7,7 @@ import math
 import dp_accounting
 import numpy as np
 import pytest
+from scipy import stats
 from scipy.special import ndtr
 
 from dpaudit.accounting import gaussian_delta
@@ -14,6 +15,8 @@ from dpaudit.auditing.hypothesis import (
     ScoreLaw,
     claimed_noise_multiplier,
     epsilon_delta_profile,
+    sgm_epsilon,
+    sgm_epsilon_lower_bound,
     sgm_hypothesis_test,
     top_guesses_p_value,
     xiang_epsilon_lower_bound,
@@ -154,3 +157,84 @@ def test_the_canary_record_reports_both_results():
     assert out["certified_epsilon_lower_bound"] < 4.0  # the any-mechanism bound alone does not refute it
     with pytest.raises(ConfigurationError):
         summarise_game(s, coins, delta=1e-5, claimed_epsilon=4.0, mechanism=mechanism, run_ids=np.arange(s.size) % 2)
+
+
+# ------------------------------------------------------------------ the SGM-family ε lower bound
+
+
+@pytest.mark.parametrize(
+    "q, steps, sigma, ratio",
+    # q = 1: the Gaussian pair; q < 1: the subsampled score law (a coarser σ grid keeps the 200
+    # accountant calls few: the grid only makes σ* larger, the bound lower)
+    [(1.0, 100, 8.0, 1.02), (0.2, 20, 1.0, 1.05)],
+)
+def test_sgm_bound_exceeds_the_true_epsilon_at_most_at_the_level_and_agrees_with_the_test(q, steps, sigma, ratio):
+    true = sgm_epsilon(sigma, q, steps, 1e-5)
+    bounds = []
+    for seed in range(200):
+        s, coins = simulate(1000, sigma, q, steps, seed)
+        bound = sgm_epsilon_lower_bound(
+            s, coins, sample_rate=q, steps=steps, delta=1e-5, claimed_noise_multiplier=sigma, sigma_ratio=ratio
+        )
+        # the bound and the test agree: same level, same guesses, the claimed σ among the points tested
+        assert (
+            bound.refutes_claim == (bound.p_value_at_claim <= 0.05) == (bound.epsilon >= bound.claim_mechanism_epsilon)
+        )
+        bounds.append(bound.epsilon)
+    bounds = np.array(bounds)
+    # level 0.05 over 200 runs: the 0.999 binomial quantile is 21
+    assert (bounds > true).sum() <= stats.binom.ppf(0.999, 200, 0.05)
+    # and it is not vacuous: a bound computed with half the noise (σ*/2 fed to the accountant, or a
+    # score law of half the noise, σ* ≈ 2σ) would sit far above the truth or far below this
+    assert np.median(bounds) > sgm_epsilon(1.5 * sigma, q, steps, 1e-5)
+    assert (bounds > sgm_epsilon(0.5 * sigma, q, steps, 1e-5)).sum() == 0
+
+
+def test_sgm_bound_agrees_with_the_hypothesis_test_call():
+    sigma = 10.81  # mlp-dp on Cora at ε = 4 (q = 1, T = 100)
+    for seed, factor in ((0, 1.0), (1, 0.9), (2, 0.8)):
+        s, coins = simulate(4000, sigma, 1.0, 100, seed, factor=factor)
+        test = sgm_hypothesis_test(s, coins, noise_multiplier=sigma, sample_rate=1.0, steps=100)
+        bound = sgm_epsilon_lower_bound(
+            s, coins, sample_rate=1.0, steps=100, delta=1e-5, claimed_noise_multiplier=sigma
+        )
+        assert bound.refutes_claim == test.refuted and bound.p_value_at_claim == test.p_value
+        assert (bound.epsilon > 4.0 - 1e-3) == test.refuted
+        # the claim's mechanism's ε is the claim, up to calibrate_noise's tolerance
+        assert bound.claim_mechanism_epsilon == pytest.approx(4.0, abs=0.01)
+        assert bound.to_dict()["label"].startswith("ε lower bound if the run is SGM(σ, q=1, T=100) at the clipping")
+
+
+@pytest.mark.parametrize("q, steps, claim", [(1.0, 100, 4.0), (0.1, 100, 4.0)])
+def test_sgm_bound_at_six_tenths_of_the_noise_exceeds_the_claim(q, steps, claim):
+    sigma = claimed_noise_multiplier(claim, 1e-5, q, steps)
+    s, coins = simulate(4000, sigma, q, steps, 0, factor=0.6)
+    bound = sgm_epsilon_lower_bound(s, coins, sample_rate=q, steps=steps, delta=1e-5, claimed_noise_multiplier=sigma)
+    assert bound.refutes_claim and bound.epsilon > claim
+    assert bound.noise_multiplier < sigma
+    # without a claim the same bound (the grid alone)
+    free = sgm_epsilon_lower_bound(s, coins, sample_rate=q, steps=steps, delta=1e-5)
+    assert free.refutes_claim is None and free.epsilon == pytest.approx(bound.epsilon, rel=0.03)
+
+
+def test_sgm_bound_is_zero_when_nothing_is_rejected_and_refuses_bad_input():
+    rng = np.random.default_rng(0)
+    coins = rng.integers(0, 2, 500).astype(bool)
+    bound = sgm_epsilon_lower_bound(rng.normal(size=500) * 1e3, coins, sample_rate=1.0, steps=1, delta=1e-5)
+    assert bound.epsilon == 0.0 and bound.noise_multiplier is None
+    with pytest.raises(ConfigurationError):
+        sgm_epsilon_lower_bound([1.0], [True], sample_rate=1.0, steps=1, delta=0.0)
+    with pytest.raises(ConfigurationError):
+        sgm_epsilon_lower_bound([1.0], [True], sample_rate=1.0, steps=1, delta=1e-5, sigma_ratio=1.0)
+
+
+def test_the_canary_record_carries_the_sgm_bound_and_the_mechanism_verdict():
+    from dpaudit.auditing.gradient_canary import summarise_game
+    from dpaudit.auditing.results import MECHANISM_REFUTED, REFUTING_VERDICTS, verdict_form
+
+    s, coins = simulate(3000, 10.81, 1.0, 100, 0, factor=0.8)
+    mechanism = {"noise_multiplier": 10.81, "sample_rate": 1.0, "steps": 100, "max_grad_norm": 1.0}
+    out = summarise_game(s, coins, delta=1e-5, claimed_epsilon=4.0, mechanism=mechanism, keep_scores=False)
+    assert out["certified_epsilon_lower_bound"] < 4.0 < out["sgm_epsilon_lower_bound"]["epsilon"]
+    assert verdict_form(out["verdict"]) == MECHANISM_REFUTED and out["verdict"] not in REFUTING_VERDICTS
+    assert f"p = {out['hypothesis_test']['p_value']:.2g})" in out["verdict"]

@@ -55,3 +55,23 @@ def test_a_perfect_ranking_certifies_the_ceiling_only_with_balanced_coins():
     y[:498] = True
     seen = audit_epsilon(y.astype(float), y, delta=1e-5, confidence=0.95)["certified_epsilon_lower_bound"]
     assert interval["low"] <= seen <= interval["high"] and seen < ceiling
+
+
+def test_gaussian_one_run_ceiling_is_the_direct_computation():
+    from scipy.stats import norm
+
+    from dpaudit.auditing.power import canaries_for_ceiling, gaussian_one_run_ceiling
+
+    mu, m = 0.925, 10_038
+    for k in (1, 10):
+        alpha = k / (m // 2)  # the ratio (TPR − δ)/α falls as α grows: the max is at the smallest α
+        direct = np.log((norm.cdf(norm.ppf(alpha) + mu) - DELTA) / alpha)
+        assert gaussian_one_run_ceiling(mu, m, delta=DELTA, min_events=k) == pytest.approx(direct, rel=1e-6)
+    # never above the channel's own ε at δ (μ = 0.925 is ε = 4 at δ = 1e-5)
+    assert gaussian_one_run_ceiling(mu, 10**9, delta=DELTA) <= 4.0 + 1e-3
+    needed = canaries_for_ceiling(mu, 3.0, delta=DELTA, min_events=3)
+    assert gaussian_one_run_ceiling(mu, needed, delta=DELTA, min_events=3) >= 3.0
+    assert gaussian_one_run_ceiling(mu, int(needed / 1.02), delta=DELTA, min_events=3) < 3.0
+    assert needed > 10_038  # 0.75 ε at ε = 4 needs more canaries than mlp-dp on Cora has parameters
+    with pytest.raises(ConfigurationError):
+        gaussian_one_run_ceiling(0.0, 100, delta=DELTA)

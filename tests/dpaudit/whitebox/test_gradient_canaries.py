@@ -22,7 +22,7 @@ from torch import nn
 
 import dpaudit
 from dpaudit.app.cli import main
-from dpaudit.auditing.results import CANARY_SCHEMA
+from dpaudit.auditing.results import CANARY_SCHEMA, MECHANISM_REFUTED, verdict_form
 from dpaudit.errors import ConfigurationError
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
@@ -159,7 +159,10 @@ def test_result_is_the_canary_audit_record():
         canaries.result(epsilon="inf", delta=1e-5)
     result = canaries.result(epsilon=2.0, delta=1e-5)
     assert result["schema"] == CANARY_SCHEMA and result["kind"] == "gradient" and result.bound_valid
-    assert result.verdict in ("claim refuted", "consistent with the claim") or result.verdict.startswith("likely")
+    # σ = 1 against the σ the claim ε = 2 names at q = 0.5, T = 20: the claim's mechanism may be rejected
+    verdicts = ("claim refuted", MECHANISM_REFUTED, "consistent with the claim")
+    assert verdict_form(result.verdict) in verdicts or result.verdict.startswith("likely")
+    assert result["sgm_epsilon_lower_bound"]["refutes_claim"] == result["hypothesis_test"]["refuted"]
     assert result["unit"] == "node" and result["target_epsilon"] == 2.0 and result["dataset"] is None
     assert canaries.result(epsilon=2.0, delta=1e-5, unit="edge", dataset="cora")["dataset"] == "cora"
     for bad in ({"unit": "example"}, {"dataset": ""}, {"dataset": 3}):
