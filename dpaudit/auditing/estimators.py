@@ -796,7 +796,8 @@ def one_run_lower_bound(
         seed: tie-breaking seed.
 
     Returns:
-        The :class:`EpsilonEstimate` (``details["tried"]``: every entry with its rule and level).
+        The :class:`EpsilonEstimate` (``details["tried"]``: every entry with its rule and level;
+        ``details["split_ceilings"]``: the bound were every guess of each split entry right).
 
     Raises:
         EstimatorInputError: invalid scores, coins or guesses.
@@ -824,8 +825,8 @@ def one_run_lower_bound(
         if eps > best["epsilon"]:
             best = dict(row, p_value=p)
     ceiling = one_run_ceiling(m, max(kp + km for kp, km in grid), float(delta), level)
-    if splits:
-        ceiling = max(ceiling, one_run_ceiling(m, max(splits), float(delta), split_level))
+    split_ceilings = [one_run_ceiling(m, r, float(delta), split_level) for r in splits]
+    ceiling = max([ceiling, *split_ceilings])
     details = {
         "canaries": m,
         "included": int(y.sum()),
@@ -842,6 +843,7 @@ def one_run_lower_bound(
         "tried": tried,
         "hit_search_cap": bool(best["epsilon"] >= EPSILON_SEARCH_MAX),
         "max_possible": ceiling,
+        "split_ceilings": split_ceilings,
         "method": "Steinke, Nasr & Jagielski 2023, (eps, delta) guess-count test with abstention",
     }
     return EpsilonEstimate(
@@ -936,7 +938,8 @@ def fdp_one_run_lower_bound(
         seed: tie-breaking seed.
 
     Returns:
-        The :class:`EpsilonEstimate` (``details["tried"]``: every entry with its rule and level).
+        The :class:`EpsilonEstimate` (``details["tried"]``: every entry with its rule and level;
+        ``details["split_ceilings"]``: the bound were every guess of each split entry right).
 
     Raises:
         EstimatorInputError: invalid scores, coins, guesses or trade-off.
@@ -969,15 +972,18 @@ def fdp_one_run_lower_bound(
             return fdp_one_run.fdp_gaussian_mu(m, r, v, lvl, MU_SEARCH_MAX)
         return fdp_one_run.fdp_epsilon(m, r, v, delta, lvl, EPSILON_SEARCH_MAX)
 
-    values_parts, ceilings = [], []
+    values_parts, ceilings, split_ceilings = [], [], []
     for lo, hi, lvl in ((0, len(plan), level), (len(plan), len(counts), split_level)):
         if hi == lo:
             continue
         r = np.array([c[2] for c in counts[lo:hi]])
         v = np.array([c[3] for c in counts[lo:hi]])
-        found = search(np.append(r, r.max()), np.append(v, r.max()), lvl)  # the last: all r_max guesses right
-        values_parts.append(found[:-1])
-        ceilings.append(float(found[-1]))
+        right = r if lo else r.max(keepdims=True)  # all guesses right: at r_max (grid), at every r (split)
+        found = search(np.append(r, right), np.append(v, right), lvl)
+        values_parts.append(found[: r.size])
+        ceilings.append(float(found[r.size :].max()))
+        if lo:
+            split_ceilings = [float(x) for x in found[r.size :]]
     values, ceiling = np.concatenate(values_parts), max(ceilings)
     r = np.array([c[2] for c in counts])
     v = np.array([c[3] for c in counts])
@@ -1022,6 +1028,7 @@ def fdp_one_run_lower_bound(
         "tried": tried,
         "hit_search_cap": bool(best >= (MU_SEARCH_MAX if gaussian else EPSILON_SEARCH_MAX)),
         "max_possible": as_epsilon(ceiling),
+        "split_ceilings": [as_epsilon(x) for x in split_ceilings],
         "method": f"Mahloujifar, Melis & Chaudhuri 2024, f-DP guess-count test with abstention against the "
         f"{'mu-GDP' if gaussian else '(epsilon, delta)'} trade-off curve; {parameter} found by bisection "
         "(rejection is monotone in it)",
