@@ -106,9 +106,11 @@ def test_a_correct_claim_is_refuted_at_most_at_rate_beta(mechanism, epsilon):
     """Mechanisms exactly (ε, 1e-5)-DP in every coin, 500 canaries (a perfect attack could
     certify 4.25), 40 seeds, 95 %: the seeds on which either certified one-run estimator (its
     default menu: grid plus split rule) exceeds ε are at most the 99.9 % quantile of
-    Binomial(40, 0.05). Measured: none. A guesser that reads the coins (it scores its wrong
-    answers at the split, so the split rule abstains on them) exceeds ε = 2 on every seed: the
-    check can fail."""
+    Binomial(40, 0.05). Measured: randomized response at ε = 2, 1 of 40 (seed 8: 461 of 500 right,
+    2.03; the split rule's r = m entry is the exact test for randomized response, so it is tight),
+    at ε = 4 none (at most 3.92); Gaussian at ε = 4 none (at most 1.85). A guesser that reads
+    the coins (it scores its wrong answers at the split, so the split rule abstains on them)
+    exceeds ε = 2 on every seed: the check can fail."""
     refuted = cheated = 0
     for seed in range(40):
         if mechanism == "randomized response":
