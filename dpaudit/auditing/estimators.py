@@ -20,6 +20,13 @@ Five estimators turn per-canary attack scores into a statement about ε at a fix
 :func:`audit_epsilon` runs several of them with a Bonferroni split of the error budget and
 reports the maximum.
 
+Guesses of the one-run tests. Both theorems hold for any guesser that reads only the released
+output and makes a number of guesses fixed in advance, so each one-run estimator tries its own
+grid and the two-cluster split rule (:func:`split_guess_grid`, :func:`two_cluster_split`: the
+"in"/"out" split read from the scores), a weighted Bonferroni split of its β fixed in advance
+(:data:`SPLIT_SHARE`). A perfect ranking then guesses every canary right whatever number the
+coins included.
+
 Conventions (all functions). ``scores`` are floats, higher = "more likely included";
 ``included`` is the fair coin of each canary (True = inserted before training), decided before
 training and independently of everything the attack sees. Every result is an
