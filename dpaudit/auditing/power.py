@@ -185,21 +185,56 @@ def perfect_attack_interval(
         return max(0, int(math.ceil(stats.binom.ppf(0.5 + q / 2, m, 0.5) - m / 2)))
 
     low_draw, median_draw, high_draw = (audit(imbalance(q)) for q in ((1 + coverage) / 2, 0.5, (1 - coverage) / 2))
-    # the split inside a cluster: only the most-abstaining split count is all right (the same at every draw)
-    floors = [
-        min(est["details"]["split_ceilings"])
-        for name, est in median_draw["estimates"].items()
-        if name in RIGOROUS_ESTIMATORS and est["details"].get("split_ceilings")
-    ]
-    low = float(low_draw["certified_epsilon_lower_bound"])
-    if floors:
-        low = min(low, max(floors))
     return {
         "median": float(median_draw["certified_epsilon_lower_bound"]),
-        "low": low,
+        "low": split_floor(low_draw),
         "high": float(high_draw["certified_epsilon_lower_bound"]),
         "coverage": float(coverage),
     }
+
+
+def split_floor(audit: dict) -> float:
+    """The certified bound of a perfect ranking whose score-chosen split falls inside a cluster, so
+    that only the two-cluster split rule's most-abstaining count (80 % of the canaries) guesses all
+    right: the lower of ``audit``'s certified bound and the largest such count's ceiling over the
+    certified estimators (their ``details["split_ceilings"]``).
+
+    Args:
+        audit: an :func:`~dpaudit.auditing.estimators.audit_epsilon` result on perfectly ranked scores.
+
+    Returns:
+        The certified ε.
+    """
+    floors = [
+        min(est["details"]["split_ceilings"])
+        for name, est in audit["estimates"].items()
+        if name in RIGOROUS_ESTIMATORS and est["details"].get("split_ceilings")
+    ]
+    certified = float(audit["certified_epsilon_lower_bound"] or 0.0)
+    return min(certified, max(floors)) if floors else certified
+
+
+def fixed_grid_bound(audit: dict) -> float:
+    """The certified bound of ``audit`` counting only the estimators' fixed grids — every guess entry
+    but the two-cluster split rule's — the maximum over the certified estimators (from their
+    ``details["tried"]``). On perfectly ranked scores: what a perfect ranking certifies without
+    relying on the score-chosen split landing between the clusters, which on a few dozen canaries
+    with a wide cluster it need not.
+
+    Args:
+        audit: an :func:`~dpaudit.auditing.estimators.audit_epsilon` result.
+
+    Returns:
+        The certified ε.
+    """
+    values = [
+        row["epsilon"]
+        for name, est in audit["estimates"].items()
+        if name in RIGOROUS_ESTIMATORS
+        for row in est["details"].get("tried", [])
+        if row.get("rule") != "two-cluster split"
+    ]
+    return float(max(values, default=0.0))
 
 
 def canaries_needed_typically(
