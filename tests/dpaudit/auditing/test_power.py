@@ -57,3 +57,17 @@ def test_a_perfect_ranking_certifies_the_ceiling_whatever_the_coins():
         y[:included] = True
         seen = audit_epsilon(y.astype(float), y, delta=1e-5, confidence=0.95)["certified_epsilon_lower_bound"]
         assert seen == pytest.approx(ceiling)
+
+
+def test_the_fixed_grids_and_the_split_floor_read_off_an_audit():
+    """On a perfect ranking with 470 of 1,000 included: the fixed grids alone (what the refuting
+    plan counts on) certify less than the split rule, and the split floor (only its 80 % count all
+    right) lies between them."""
+    from dpaudit.auditing.power import fixed_grid_bound, split_floor
+
+    y = np.zeros(1000, dtype=bool)
+    y[:470] = True
+    audit = audit_epsilon(y.astype(float), y, delta=1e-5)
+    grid = fixed_grid_bound(audit)
+    assert 0 < grid < split_floor(audit) < audit["certified_epsilon_lower_bound"]
+    assert split_floor(audit) == pytest.approx(perfect_attack_interval(1000, delta=1e-5)["low"])
