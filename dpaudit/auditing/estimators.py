@@ -20,6 +20,13 @@ Five estimators turn per-canary attack scores into a statement about ε at a fix
 :func:`audit_epsilon` runs several of them with a Bonferroni split of the error budget and
 reports the maximum.
 
+Guesses of the one-run tests. Both theorems hold for any guesser that reads only the released
+output and makes a number of guesses fixed in advance, so each one-run estimator tries its own
+grid and the two-cluster split rule (:func:`split_guess_grid`, :func:`two_cluster_split`: the
+"in"/"out" split read from the scores), a weighted Bonferroni split of its β fixed in advance
+(:data:`SPLIT_SHARE`). A perfect ranking then guesses every canary right whatever number the
+coins included.
+
 Conventions (all functions). ``scores`` are floats, higher = "more likely included";
 ``included`` is the fair coin of each canary (True = inserted before training), decided before
 training and independently of everything the attack sees. Every result is an
@@ -567,6 +574,102 @@ def fdp_guess_grid(m: int) -> list[int]:
     return list(dict.fromkeys(max(floor, round(fraction * m)) for fraction in FDP_GUESS_FRACTIONS))
 
 
+#: Guess counts of the two-cluster split rule, as fractions of the number of canaries (:func:`split_guess_grid`).
+SPLIT_GUESS_FRACTIONS = (1.0, 0.9, 0.8)
+#: Share of a one-run estimator's error budget β spent on the split rule's entries by default; the
+#: estimator's own grid keeps the rest (a weighted Bonferroni split, fixed before any audit).
+SPLIT_SHARE = 0.2
+#: The two-cluster split is computed on scores winsorized at these quantiles (a far outlier does not move it).
+SPLIT_WINSOR = (0.01, 0.99)
+
+
+def split_guess_grid(m: int) -> list[int]:
+    """Guess counts r of the two-cluster split rule (:func:`two_cluster_split`), tried by default
+    by both one-run estimators beside their own grids: every canary (r = m), and 90 % and 80 % of
+    them, abstaining on the 10 % / 20 % whose scores lie nearest the split.
+
+    Chosen before any real audit for strong attacks, whose scores fall into two clusters: a
+    perfect ranking whose split lands in the gap between the clusters guesses all m right; when
+    the split falls a little inside one cluster (a long tail of the other), the canaries it
+    misplaces lie nearest the split, and the abstaining counts drop them. The fixed balanced
+    pairs guess m/2 "in" and m/2 "out" and so make |N_in − m/2| wrong guesses even for a perfect
+    ranking (issue 47: 1,000 canaries, AUC 1.000, certified 3.65 in 2 of 3 seeds; 4.72-4.84 with
+    this rule). Its cost where the scores do not cluster — the grids keep 80 % of β — measured on
+    the Gaussian mechanism exactly (4, 1e-5)-DP, m = 1,000, seeds 9000-9019 (medians, without →
+    with the rule): one-run 1.29 → 1.27, one-run-fdp 1.49 → 1.47, its Gaussian-curve ε 2.23 → 2.17.
+
+    Args:
+        m: number of canaries (≥ 1).
+
+    Returns:
+        The guess counts, largest first, duplicates removed.
+
+    Raises:
+        EstimatorInputError: m < 1.
+    """
+    m = _check_int("m", m)
+    if m < 1:
+        raise EstimatorInputError("need at least one canary")
+    return list(dict.fromkeys(max(1, int(math.ceil(fraction * m))) for fraction in SPLIT_GUESS_FRACTIONS))
+
+
+def two_cluster_split(scores) -> float:
+    """The split of the scores into two clusters (Otsu's threshold: the cut maximising the
+    between-cluster variance, i.e. 1-D 2-means), computed on the scores winsorized at
+    :data:`SPLIT_WINSOR`. A function of the scores alone, never of the coins.
+
+    Args:
+        scores: [m] finite scores.
+
+    Returns:
+        The threshold (midway between the two sorted scores it falls between); the median when
+        all winsorized scores are equal.
+
+    Shapes:
+        scores: [m] float.
+    """
+    s = _host_array(scores).astype(np.float64).reshape(-1)
+    low, high = np.quantile(s, SPLIT_WINSOR)
+    w = np.sort(np.clip(s, low, high))
+    w = w - w.mean()  # the variances below lose no precision to a large offset
+    m = w.size
+    cuts = np.flatnonzero(np.diff(w) > 0)  # split after sorted index i, between distinct values
+    if cuts.size == 0:
+        return float(np.median(s))
+    below = np.cumsum(w)[cuts]
+    k = cuts + 1.0
+    # between-cluster variance ∝ k (m − k) (mean_below − mean_above)² = m² · below² / (k (m − k)) (w centred)
+    between = below**2 / (k * (m - k))
+    i = int(cuts[int(np.argmax(between))])
+    a, b = np.sort(s)[i], np.sort(s)[i + 1]
+    # midway between the two raw scores the cut falls between (winsorizing only located the cut)
+    return float(0.5 * (a + b))
+
+
+def _split_plan(split, m: int, default: bool) -> list[int]:
+    """The split rule's guess counts: ``split`` checked, :func:`split_guess_grid` when ``split`` is None
+    and ``default``, else none."""
+    if split is None:
+        return split_guess_grid(m) if default else []
+    try:
+        counts = [_check_int("split", c) for c in split]
+    except (TypeError, EstimatorInputError):
+        raise EstimatorInputError("split must be a list of guess counts (integers)") from None
+    for r in counts:
+        if not 1 <= r <= m:
+            raise EstimatorInputError(f"split guess counts must lie in 1..{m}, got {r}")
+    return list(dict.fromkeys(counts))
+
+
+def _shares(grid_size: int, split_size: int) -> tuple[float, float]:
+    """The fractions of β for one grid entry and one split entry (weighted Bonferroni, summing to 1)."""
+    if split_size == 0:
+        return 1.0 / grid_size, 0.0
+    if grid_size == 0:
+        return 0.0, 1.0 / split_size
+    return (1.0 - SPLIT_SHARE) / grid_size, SPLIT_SHARE / split_size
+
+
 def _guess_grid(guesses, m: int) -> list[tuple[int, int]]:
     """The (k₊, k₋) pairs of the one-run test: ``guesses`` checked, or :func:`default_guess_grid`."""
     if guesses is None:
@@ -592,16 +695,19 @@ def _guess_counts(s: np.ndarray, y: np.ndarray, grid, seed: int) -> list[tuple[i
     return [(kp, km, kp + km, int(in_from_top[kp] + out_from_bottom[km])) for kp, km in grid]
 
 
-def _extreme_guess_counts(s: np.ndarray, y: np.ndarray, counts, seed: int) -> list[tuple[int, int, int, int]]:
+def _extreme_guess_counts(
+    s: np.ndarray, y: np.ndarray, counts, seed: int, centre: float | None = None
+) -> list[tuple[int, int, int, int]]:
     """(k₊, k₋, r, v) per guess count r of the extremes rule: guess on the r scores farthest from
-    the median of all m scores, "in" above it and "out" at or below it (ties in the distance broken by
-    a seeded key independent of the coins); k₊ and k₋ are the resulting splits, v the right guesses.
+    ``centre`` (default: the median of all m scores), "in" above it and "out" at or below it (ties in
+    the distance broken by a seeded key independent of the coins); k₊ and k₋ are the resulting
+    splits, v the right guesses. The split rule passes :func:`two_cluster_split` as ``centre``.
 
     The guesses, and so the split, are a function of the scores alone (the released output), never
     of the coins: a valid guesser for every r fixed in advance, so only the counts need a Bonferroni
     share. Scores whose members stand out in one tail put most guesses in that tail by themselves.
     """
-    centred = s - np.median(s)
+    centred = s - (np.median(s) if centre is None else centre)
     key = np.random.default_rng(seed).permutation(s.size)
     order = np.lexsort((key, -np.abs(centred)))  # farthest first
     guess_in = centred[order] > 0
@@ -650,6 +756,7 @@ def one_run_lower_bound(
     delta: float,
     confidence: float = 0.95,
     guesses=None,
+    split=None,
     seed: int = 0,
 ) -> EpsilonEstimate:
     r"""One-run ε lower bound (Steinke, Nasr & Jagielski 2023, guess-count test with abstention).
@@ -659,21 +766,35 @@ def one_run_lower_bound(
     only, guess "in" for some canaries, "out" for others and abstain on the rest with r
     guesses in total. If the mechanism is (ε, δ)-DP, the number V of correct guesses satisfies
     P[V ≥ v] ≤ f(v) + 2mδ·max_i (f(v−i) − f(v))/i, f(u) = P[Binomial(r, e^ε/(1+e^ε)) ≥ u].
-    ε_LB is the largest ε this test rejects at level β.
+    ε_LB is the largest ε this test rejects at level β. The guesser is *any* function of the
+    output (arXiv 2305.08846, their guesser T: a function of the released output only, with r
+    guesses): which canaries are guessed and which way may depend on the scores, never on the
+    coins; here r is fixed per entry before the audit.
 
-    Guessing rule: sort scores (ties broken by a seeded random key independent of the coins),
-    guess "in" for the k₊ highest and "out" for the k₋ lowest. Choosing (k₊, k₋) after seeing
-    which guesses were right would invalidate the test, so every pair of ``guesses`` (default:
-    :func:`default_guess_grid`) is tested at β/|grid| (Bonferroni) and the maximum ε over
-    the grid is reported — valid at 1 − β jointly. Pass a single pre-registered pair to spend
-    the whole budget on it.
+    Two guessing rules, each entry tested at its own share of β (a weighted Bonferroni split,
+    fixed in advance; the maximum ε over the entries is reported — valid at 1 − β jointly):
+
+    * ``guesses`` — fixed (k₊, k₋) pairs (default :func:`default_guess_grid`): sort the scores
+      (ties broken by a seeded random key independent of the coins), guess "in" for the k₊
+      highest and "out" for the k₋ lowest;
+    * ``split`` — guess counts r of the two-cluster split rule (default :func:`split_guess_grid`
+      when ``guesses`` is also the default, else none): guess on the r scores farthest from the
+      split :func:`two_cluster_split` of the scores, "in" above it, "out" below. The split, and
+      so how many guesses are "in", comes from the scores alone: a perfect ranking guesses every
+      canary right whatever the coins drew, where a fixed balanced pair makes |N_in − m/2|
+      mistakes.
+
+    With both, the split entries share :data:`SPLIT_SHARE` of β and the pairs the rest; with one
+    rule, its entries share all of β. Choosing an entry after seeing which guesses were right
+    would invalidate the test; the Bonferroni split pays for trying all of them.
 
     Where it is loose: abstention discards score magnitudes; with r guesses, all correct, ε_LB
     is about ln(r / ln(|grid|/β)); the δ term grows with m and caps the bound further (measured
     on Gaussian scores at δ = 1e-5: ≤ 3.2 for m = 1e3..1e5 although the true ε was 9.1 — the
-    one-run test alone cannot catch a σ-halved ε = 4 mechanism); and the Bonferroni split costs
-    ln(|grid|) in the tail. Typical values are far below the true ε (1.3 median for a sound
-    ε = 4 Gaussian with m = 1000), as in the paper's own Gaussian experiments.
+    one-run test alone cannot catch a σ-halved ε = 4 mechanism), and at small levels it is very
+    sensitive to β; the Bonferroni split costs ln(|grid|) in the tail. Typical values are far
+    below the true ε (1.3 median for a sound ε = 4 Gaussian with m = 1000), as in the paper's own
+    Gaussian experiments.
 
     Args:
         scores: [m] attack scores, higher = "more likely included".
@@ -681,34 +802,58 @@ def one_run_lower_bound(
         delta: δ of the audited claim (the same δ as the guarantee, not divided).
         confidence: 1 − β.
         guesses: iterable of (k_plus, k_minus) pairs, each with k_plus + k_minus ≤ m.
+        split: guess counts r (1..m) of the split rule; ``()``: none.
         seed: tie-breaking seed.
 
+    Returns:
+        The :class:`EpsilonEstimate` (``details["tried"]``: every entry with its rule and level;
+        ``details["split_ceilings"]``: the bound were every guess of each split entry right).
+
+    Raises:
+        EstimatorInputError: invalid scores, coins or guesses.
+
     Shapes:
-        scores: [m] float; included: [m] bool; ``details["tried"]``: one row per grid pair.
+        scores: [m] float; included: [m] bool; ``details["tried"]``: one row per entry.
     """
     s, y = _check_common(scores, included, delta, confidence)
     seed = _check_seed(seed)
     m = s.size
     grid = _guess_grid(guesses, m)
-    level = (1.0 - float(confidence)) / len(grid)
+    splits = _split_plan(split, m, default=guesses is None)
+    beta = 1.0 - float(confidence)
+    grid_share, split_share = _shares(len(grid), len(splits))
+    level, split_level = beta * grid_share, beta * split_share
+    centre = two_cluster_split(s) if splits else None
+    entries = [("top/bottom ranks", level, c) for c in _guess_counts(s, y, grid, seed)]
+    entries += [("two-cluster split", split_level, c) for c in _extreme_guess_counts(s, y, splits, seed, centre)]
     tried = []
     best = {"epsilon": 0.0}
-    for kp, km, r, v in _guess_counts(s, y, grid, seed):
-        eps, p = one_run_epsilon(m, r, v, float(delta), level)
-        row = {"k_plus": kp, "k_minus": km, "r": r, "correct": v, "epsilon": eps}
+    for rule, lvl, (kp, km, r, v) in entries:
+        eps, p = one_run_epsilon(m, r, v, float(delta), lvl)
+        row = {"rule": rule, "k_plus": kp, "k_minus": km, "r": r, "correct": v, "epsilon": eps, "level": lvl}
         tried.append(row)
         if eps > best["epsilon"]:
             best = dict(row, p_value=p)
+    ceiling = one_run_ceiling(m, max(kp + km for kp, km in grid), float(delta), level)
+    split_ceilings = [one_run_ceiling(m, r, float(delta), split_level) for r in splits]
+    ceiling = max([ceiling, *split_ceilings])
     details = {
         "canaries": m,
         "included": int(y.sum()),
-        "grid_size": len(grid),
+        "grid_size": len(entries),
         "level_per_test": level,
-        "multiple_testing": f"Bonferroni over {len(grid)} (k_plus, k_minus) pairs: each tested at beta/{len(grid)}",
+        "multiple_testing": f"Bonferroni over {len(grid)} (k_plus, k_minus) pairs"
+        + (
+            f" (each at beta*{grid_share:.4g}) and {len(splits)} split-rule counts (each at beta*{split_share:.4g})"
+            if splits
+            else f": each tested at beta/{len(grid)}"
+        ),
+        "split_threshold": centre,
         "chosen": best if best["epsilon"] > 0 else None,
         "tried": tried,
         "hit_search_cap": bool(best["epsilon"] >= EPSILON_SEARCH_MAX),
-        "max_possible": one_run_ceiling(m, max(kp + km for kp, km in grid), float(delta), level),
+        "max_possible": ceiling,
+        "split_ceilings": split_ceilings,
         "method": "Steinke, Nasr & Jagielski 2023, (eps, delta) guess-count test with abstention",
     }
     return EpsilonEstimate(
@@ -730,8 +875,8 @@ _FDP_GAME = (
     "canary's inclusion is an independent fair coin drawn before training, the rest of the training data "
     "and the attack are fixed independently of the coins, and the scores come from the released output(s) "
     "only; each canary is one unit of the privacy guarantee. The guess counts are a pre-registered grid, "
-    "each tested at beta/|grid| (Bonferroni); which canaries are guessed, and whether 'in' or 'out', is a "
-    "function of the scores alone. "
+    "each tested at its pre-registered share of beta (weighted Bonferroni); which canaries are guessed, and "
+    "whether 'in' or 'out', is a function of the scores alone. "
 )
 FDP_ASSUMPTIONS = _FDP_GAME + (
     "The test is against the (epsilon, delta) trade-off curve itself, so a rejection certifies that the "
@@ -756,18 +901,24 @@ def fdp_one_run_lower_bound(
     confidence: float = 0.95,
     tradeoff: str = "epsilon-delta",
     guesses=None,
+    split=None,
     seed: int = 0,
 ) -> EpsilonEstimate:
     r"""f-DP one-run bound (Mahloujifar, Melis & Chaudhuri 2024, *Auditing f-Differential Privacy
     in One Run*, Algorithm 3: the audit with abstention; :mod:`dpaudit.auditing.fdp_one_run`).
 
     Same game as :func:`one_run_lower_bound`; every entry of ``guesses`` (default
-    :func:`fdp_guess_grid`) is tested at β/|grid| (Bonferroni) and the maximum is reported. An
-    entry is a guess count r, guessed by the extremes rule (:func:`_extreme_guess_counts`: the r
-    scores farthest from the median, "in" above it, "out" below; the split comes from the scores,
-    so it needs no share of β), or a fixed (k₊, k₋) pair (the k₊ highest "in", the k₋ lowest
-    "out"). Their theorem holds for any guesser that reads only the output and makes a number of
-    guesses fixed in advance; only that number has to be pre-registered. The test of each entry
+    :func:`fdp_guess_grid`) and of ``split`` (default :func:`split_guess_grid` when ``guesses`` is
+    the default too, else none) is tested at its share of β (weighted Bonferroni as in
+    :func:`one_run_lower_bound`: :data:`SPLIT_SHARE` for the split entries when both are run) and
+    the maximum is reported. An entry of ``guesses`` is a guess count r, guessed by the extremes
+    rule (:func:`_extreme_guess_counts`: the r scores farthest from the median, "in" above it,
+    "out" below; the split comes from the scores, so it needs no share of β), or a fixed (k₊, k₋)
+    pair (the k₊ highest "in", the k₋ lowest "out"); an entry of ``split`` is a guess count r of
+    the same extremes rule around the two-cluster split :func:`two_cluster_split` instead of the
+    median, so a perfect ranking guesses every canary right whatever number of them the coins
+    included. Their theorem holds for any guesser that reads only the output and makes a number
+    of guesses fixed in advance; only that number has to be pre-registered. The test of each entry
     is their recursive bound on P[V ≥ v] for an f-DP mechanism instead of Steinke et al.'s
     binomial bound, with f from ``tradeoff``:
 
@@ -793,7 +944,15 @@ def fdp_one_run_lower_bound(
         tradeoff: ``"epsilon-delta"`` or ``"gaussian"``.
         guesses: iterable of guess counts r (extremes rule) and/or (k_plus, k_minus) pairs
             (default :func:`fdp_guess_grid`).
+        split: guess counts r (1..m) of the two-cluster split rule; ``()``: none.
         seed: tie-breaking seed.
+
+    Returns:
+        The :class:`EpsilonEstimate` (``details["tried"]``: every entry with its rule and level;
+        ``details["split_ceilings"]``: the bound were every guess of each split entry right).
+
+    Raises:
+        EstimatorInputError: invalid scores, coins, guesses or trade-off.
 
     Shapes:
         scores: [m] float; included: [m] bool; ``details["tried"]``: one row per grid entry.
@@ -803,20 +962,41 @@ def fdp_one_run_lower_bound(
     if tradeoff not in FDP_TRADEOFFS:
         raise EstimatorInputError(f"tradeoff must be one of {tuple(FDP_TRADEOFFS)}, got {tradeoff!r}")
     m, delta = s.size, float(delta)
-    grid = _fdp_guess_plan(guesses, m)
-    level = (1.0 - float(confidence)) / len(grid)
-    counts = _fdp_guess_counts(s, y, grid, seed)
-    r = np.array([c[2] for c in counts])
-    v = np.array([c[3] for c in counts])
-    r_max = int(r.max())
+    plan = _fdp_guess_plan(guesses, m)
+    splits = _split_plan(split, m, default=guesses is None)
+    beta = 1.0 - float(confidence)
+    grid_share, split_share = _shares(len(plan), len(splits))
+    level, split_level = beta * grid_share, beta * split_share
+    centre = two_cluster_split(s) if splits else None
+    counts = _fdp_guess_counts(s, y, plan, seed) + _extreme_guess_counts(s, y, splits, seed, centre)
+    grid = plan + [("split", r) for r in splits]  # the entries, in order
+    levels = [level] * len(plan) + [split_level] * len(splits)
     gaussian = tradeoff == "gaussian"
     if gaussian:
         inverse = fdp_one_run.gaussian_inverse
-        found = fdp_one_run.fdp_gaussian_mu(m, np.append(r, r_max), np.append(v, r_max), level, MU_SEARCH_MAX)
     else:
         inverse = fdp_one_run.epsilon_delta_inverse(delta)
-        found = fdp_one_run.fdp_epsilon(m, np.append(r, r_max), np.append(v, r_max), delta, level, EPSILON_SEARCH_MAX)
-    values, ceiling = found[:-1], float(found[-1])  # the last entry: all r_max guesses right
+
+    def search(r: np.ndarray, v: np.ndarray, lvl: float) -> np.ndarray:
+        if gaussian:
+            return fdp_one_run.fdp_gaussian_mu(m, r, v, lvl, MU_SEARCH_MAX)
+        return fdp_one_run.fdp_epsilon(m, r, v, delta, lvl, EPSILON_SEARCH_MAX)
+
+    values_parts, ceilings, split_ceilings = [], [], []
+    for lo, hi, lvl in ((0, len(plan), level), (len(plan), len(counts), split_level)):
+        if hi == lo:
+            continue
+        r = np.array([c[2] for c in counts[lo:hi]])
+        v = np.array([c[3] for c in counts[lo:hi]])
+        right = r if lo else r.max(keepdims=True)  # all guesses right: at r_max (grid), at every r (split)
+        found = search(np.append(r, right), np.append(v, right), lvl)
+        values_parts.append(found[: r.size])
+        ceilings.append(float(found[r.size :].max()))
+        if lo:
+            split_ceilings = [float(x) for x in found[r.size :]]
+    values, ceiling = np.concatenate(values_parts), max(ceilings)
+    r = np.array([c[2] for c in counts])
+    v = np.array([c[3] for c in counts])
 
     def as_epsilon(value: float) -> float:
         if not gaussian or value <= 0:
@@ -825,9 +1005,13 @@ def fdp_one_run_lower_bound(
 
     parameter = "mu" if gaussian else "epsilon"
     tried = []
-    for entry, (kp, km, rr, vv), value in zip(grid, counts, values):
-        rule = "top/bottom ranks" if isinstance(entry, tuple) else "extremes"
+    for entry, (kp, km, rr, vv), value, lvl in zip(grid, counts, values, levels):
+        if isinstance(entry, tuple):
+            rule = "two-cluster split" if entry[0] == "split" else "top/bottom ranks"
+        else:
+            rule = "extremes"
         row = {"rule": rule, "k_plus": kp, "k_minus": km, "r": rr, "correct": vv, "epsilon": as_epsilon(float(value))}
+        row["level"] = lvl
         if gaussian:
             row["mu"] = float(value)
         tried.append(row)
@@ -843,11 +1027,18 @@ def fdp_one_run_lower_bound(
         "tradeoff": tradeoff,
         "grid_size": len(grid),
         "level_per_test": level,
-        "multiple_testing": f"Bonferroni over {len(grid)} guess counts: each tested at beta/{len(grid)}",
+        "multiple_testing": f"Bonferroni over {len(plan)} guess counts"
+        + (
+            f" (each at beta*{grid_share:.4g}) and {len(splits)} split-rule counts (each at beta*{split_share:.4g})"
+            if splits
+            else f": each tested at beta/{len(plan)}"
+        ),
+        "split_threshold": centre,
         "chosen": chosen,
         "tried": tried,
         "hit_search_cap": bool(best >= (MU_SEARCH_MAX if gaussian else EPSILON_SEARCH_MAX)),
         "max_possible": as_epsilon(ceiling),
+        "split_ceilings": [as_epsilon(x) for x in split_ceilings],
         "method": f"Mahloujifar, Melis & Chaudhuri 2024, f-DP guess-count test with abstention against the "
         f"{'mu-GDP' if gaussian else '(epsilon, delta)'} trade-off curve; {parameter} found by bisection "
         "(rejection is monotone in it)",

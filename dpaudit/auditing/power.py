@@ -128,22 +128,36 @@ PREDICTION_COVERAGE = 0.9
 def perfect_attack_interval(
     canaries: int, *, runs: int = 1, delta: float, confidence: float = 0.95, coverage: float = PREDICTION_COVERAGE
 ) -> dict:
-    """What a perfect ranking certifies over the coins the audit will draw, not only with balanced
-    coins: the one-run tests guess a fixed number of canaries "in" and "out" (balanced pairs,
-    or the median split), so a perfect ranking makes |N_in − m/2| wrong guesses at the full count,
-    N_in ~ Binomial(m, ½) the included canaries, and falls back to a smaller guess count. The
-    certified bound of perfectly ranked scores is computed at the quantiles of |N_in − m/2| (it
-    falls as the imbalance grows): its median and a central ``coverage`` interval over the coin
-    draws. The ceiling of :func:`audit_power` (balanced coins) is the interval's top only when
-    an exactly balanced draw is likely.
+    """What a perfect ranking certifies, over the coins the audit will draw and over where the
+    score-chosen split of the one-run tests falls.
+
+    Two things move the bound of a perfect ranking (every included canary scored above every
+    excluded one):
+
+    * the coins: N_in ~ Binomial(m, ½) canaries are included. The fixed balanced guess pairs make
+      |N_in − m/2| wrong guesses at the full count; the two-cluster split rule
+      (:func:`dpaudit.auditing.estimators.split_guess_grid`) does not, since its split comes from the
+      scores. The certified bound of perfectly separated scores (two values) is computed at the
+      quantiles of |N_in − m/2|: its median and the ends of a central ``coverage`` interval;
+    * the split's location: on two-valued scores it falls in the gap, and every split count (all m
+      canaries first) guesses all right. Real scores have tails: when the split falls inside a
+      cluster, the canaries it misplaces lie nearest the split and only the counts that abstain
+      on them are all right. The interval's low end is the bound when only the most-abstaining
+      split count (80 % of the canaries) is all right (``details["split_ceilings"]`` of the
+      certified estimators) — a perfect ranking whose split misplaces more than 20 % of the
+      canaries certifies less, and an imperfect ranking less again.
 
     Args:
-        canaries: canaries per run. runs: runs pooled. delta, confidence: the audit's.
+        canaries: canaries per run.
+        runs: runs pooled.
+        delta: δ of the audit.
+        confidence: the audit's joint confidence.
         coverage: the interval's probability over the coin draws.
 
     Returns:
         ``{"median", "low", "high", "coverage"}``: certified ε of a perfect ranking at the
-        median imbalance and at the interval's ends.
+        median coin draw (the plan's prediction), the interval's ends (low: the lower coin
+        quantile, or the most-abstaining split count if lower; high: the upper coin quantile).
 
     Raises:
         ConfigurationError: counts below 1 or a coverage outside (0, 1).
@@ -156,23 +170,71 @@ def perfect_attack_interval(
     m = canaries * runs
     run_ids = np.repeat(np.arange(runs), canaries)
 
-    def certified(imbalance: int) -> float:
+    def audit(imbalance: int) -> dict:
         included = np.zeros(m, dtype=bool)
         included[: max(0, min(m, m // 2 - imbalance))] = True
         if included.all() or not included.any():
             estimators = ("one-run", "one-run-fdp", "one-run-fdp-gaussian")
         else:
             estimators = None
-        audit = audit_epsilon(
+        return audit_epsilon(
             included.astype(float), included, delta=delta, confidence=confidence, run_ids=run_ids, estimators=estimators
         )
-        return float(audit["certified_epsilon_lower_bound"])
 
     def imbalance(q: float) -> int:  # the q-quantile of |N_in − m/2|
         return max(0, int(math.ceil(stats.binom.ppf(0.5 + q / 2, m, 0.5) - m / 2)))
 
-    low, median, high = (certified(imbalance(q)) for q in ((1 + coverage) / 2, 0.5, (1 - coverage) / 2))
-    return {"median": median, "low": low, "high": high, "coverage": float(coverage)}
+    low_draw, median_draw, high_draw = (audit(imbalance(q)) for q in ((1 + coverage) / 2, 0.5, (1 - coverage) / 2))
+    return {
+        "median": float(median_draw["certified_epsilon_lower_bound"]),
+        "low": split_floor(low_draw),
+        "high": float(high_draw["certified_epsilon_lower_bound"]),
+        "coverage": float(coverage),
+    }
+
+
+def split_floor(audit: dict) -> float:
+    """The certified bound of a perfect ranking whose score-chosen split falls inside a cluster, so
+    that only the two-cluster split rule's most-abstaining count (80 % of the canaries) guesses all
+    right: the lower of ``audit``'s certified bound and the largest such count's ceiling over the
+    certified estimators (their ``details["split_ceilings"]``).
+
+    Args:
+        audit: an :func:`~dpaudit.auditing.estimators.audit_epsilon` result on perfectly ranked scores.
+
+    Returns:
+        The certified ε.
+    """
+    floors = [
+        min(est["details"]["split_ceilings"])
+        for name, est in audit["estimates"].items()
+        if name in RIGOROUS_ESTIMATORS and est["details"].get("split_ceilings")
+    ]
+    certified = float(audit["certified_epsilon_lower_bound"] or 0.0)
+    return min(certified, max(floors)) if floors else certified
+
+
+def fixed_grid_bound(audit: dict) -> float:
+    """The certified bound of ``audit`` counting only the estimators' fixed grids — every guess entry
+    but the two-cluster split rule's — the maximum over the certified estimators (from their
+    ``details["tried"]``). On perfectly ranked scores: what a perfect ranking certifies without
+    relying on the score-chosen split landing between the clusters, which on a few dozen canaries
+    with a wide cluster it need not.
+
+    Args:
+        audit: an :func:`~dpaudit.auditing.estimators.audit_epsilon` result.
+
+    Returns:
+        The certified ε.
+    """
+    values = [
+        row["epsilon"]
+        for name, est in audit["estimates"].items()
+        if name in RIGOROUS_ESTIMATORS
+        for row in est["details"].get("tried", [])
+        if row.get("rule") != "two-cluster split"
+    ]
+    return float(max(values, default=0.0))
 
 
 def canaries_needed_typically(

@@ -585,8 +585,9 @@ def canary_plan(
                 "is not perfect and the prediction below is optimistic; fewer canaries, --design signed=true (a "
                 "column's second canary is -e_j), or more runs"
             )
-    # what a perfect ranking certifies over the coin draws (the ceiling needs a balanced draw); skipped
-    # above PREDICTED_SCORES scores, where three audits of perfect scores would delay the plan
+    # what a perfect ranking certifies over the coin draws and the split's location
+    # (:func:`dpaudit.auditing.power.perfect_attack_interval`); skipped above PREDICTED_SCORES scores,
+    # where three audits of perfect scores would delay the plan
     predicted = None
     if count * runs <= PREDICTED_SCORES:
         predicted = perfect_attack_interval(count, runs=runs, delta=estimate_delta, confidence=confidence)
@@ -601,9 +602,10 @@ def canary_plan(
         if needed is not None and columns is not None and settings.get("feature") == "rare" and needed > columns:
             advice += f", more than the {columns} feature columns hold without interference: pool more runs (--runs)"
         plan["warning"] = (
-            f"a perfect attack refutes ε = {claim:g} only if the coins come out nearly balanced: it certifies "
-            f"{predicted['median']:.3g} at the median coin draw ({100 * predicted['coverage']:g} % of draws: "
-            f"{predicted['low']:.3g}-{predicted['high']:.3g}) with {count} canaries × {runs} run(s); {advice}"
+            f"a perfect attack refutes ε = {claim:g} only with luck: it certifies {predicted['median']:.3g} at the "
+            f"median coin draw ({predicted['low']:.3g}-{predicted['high']:.3g} over "
+            f"{100 * predicted['coverage']:g} % of draws and wherever the score-chosen split falls) with {count} "
+            f"canaries × {runs} run(s); {advice}"
         )
     if testable and not power["can_refute_claim"]:
         needed = canaries_needed(claim, runs=runs, delta=estimate_delta, confidence=confidence, start=count)
@@ -647,7 +649,8 @@ def plan_lines(plan: dict[str, Any]) -> list[str]:
         low, high = plan["predicted_interval"]
         lines.append(
             f"plan: a perfect ranking certifies {plan['predicted_epsilon']:.3g} at the median coin draw "
-            f"({100 * plan['predicted_coverage']:g} % of draws: {low:.3g}-{high:.3g})"
+            f"({low:.3g}-{high:.3g} over {100 * plan['predicted_coverage']:g} % of draws and wherever the "
+            f"score-chosen split falls)"
         )
     if plan.get("interference"):
         lines.append(f"note: {plan['interference']}")

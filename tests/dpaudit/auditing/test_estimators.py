@@ -27,6 +27,7 @@ from dpaudit.auditing.estimators import (
     one_run_epsilon,
     one_run_lower_bound,
     one_run_p_value,
+    split_guess_grid,
     standardize_per_run,
 )
 from dpaudit.errors import DPAuditError
@@ -275,7 +276,7 @@ def test_estimate_dict_shape():
     assert d["estimator"] == "one-run" and d["epsilon_lower_bound"] >= 0
     assert "fair coin" in d["assumptions"]
     json.dumps(d, allow_nan=False)
-    assert len(default_guess_grid(200)) == est.details["grid_size"]
+    assert len(default_guess_grid(200)) + len(split_guess_grid(200)) == est.details["grid_size"]
 
 
 @pytest.mark.parametrize(

@@ -197,11 +197,15 @@ def test_estimator_record_grid_and_kind():
     assert grid == [70, 150] and fdp_guess_grid(100) == [10, 15] and fdp_guess_grid(5) == [5]
     for e in (est, gauss):
         d = e.details
-        assert d["grid_size"] == len(grid) and d["level_per_test"] == pytest.approx(0.1 / len(grid))
-        assert [row["r"] for row in d["tried"]] == grid
-        assert all(row["rule"] == "extremes" and row["k_plus"] + row["k_minus"] == row["r"] for row in d["tried"])
+        # the grid at 80 % of β, the two-cluster split rule's counts (1,000, 900, 800) at 20 %
+        assert d["grid_size"] == len(grid) + 3 and d["level_per_test"] == pytest.approx(0.1 * 0.8 / len(grid))
+        assert [row["r"] for row in d["tried"]] == grid + [1000, 900, 800]
+        assert [row["rule"] for row in d["tried"]] == ["extremes"] * 2 + ["two-cluster split"] * 3
+        assert all(row["k_plus"] + row["k_minus"] == row["r"] for row in d["tried"])
+        assert [row["level"] for row in d["tried"]] == pytest.approx([0.04, 0.04] + [0.1 * 0.2 / 3] * 3)
+        assert sum(row["level"] for row in d["tried"]) == pytest.approx(0.1)
         assert e.epsilon_lower_bound == max(row["epsilon"] for row in d["tried"])
-        assert d["chosen"]["p_value"] <= d["level_per_test"]
+        assert d["chosen"]["p_value"] <= d["chosen"]["level"]
         assert 0 < e.epsilon_lower_bound <= d["max_possible"]
         json.dumps(e.to_dict(), allow_nan=False)
     assert (est.estimator, est.to_dict()["kind"]) == ("one-run-fdp", "lower bound")
@@ -217,7 +221,8 @@ def test_estimator_record_grid_and_kind():
         ("extremes", 70),
     ]
     assert mixed.details["tried"][0]["k_minus"] == 0
-    assert mixed.details["tried"][1] == dict(est.details["tried"][1], epsilon=mixed.details["tried"][1]["epsilon"])
+    same = {"epsilon": mixed.details["tried"][1]["epsilon"], "level": pytest.approx(0.1 / 3)}
+    assert mixed.details["tried"][1] == dict(est.details["tried"][1], **same)  # explicit guesses: no split rule
 
 
 def test_perfect_guesses_reach_the_ceiling_and_ties_leak_nothing():

@@ -5,9 +5,18 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from scipy.stats import norm
 
 from dpaudit.auditing.estimators import audit_epsilon
-from dpaudit.auditing.power import audit_power, canaries_needed, perfect_attack_interval
+from dpaudit.auditing.power import (
+    audit_power,
+    canaries_for_ceiling,
+    canaries_needed,
+    fixed_grid_bound,
+    gaussian_one_run_ceiling,
+    perfect_attack_interval,
+    split_floor,
+)
 from dpaudit.errors import ConfigurationError
 
 DELTA = 1e-5
@@ -43,25 +52,35 @@ def test_canaries_needed_is_the_smallest_count_that_suffices_to_ten_percent():
         canaries_needed(float("inf"), delta=DELTA)
 
 
-def test_a_perfect_ranking_certifies_the_ceiling_only_with_balanced_coins():
-    """The plan's interval over the coin draws (issue 47 item 5): the one-run tests guess a fixed
-    number "in", so a perfect ranking with 498 of 1,000 canaries included certifies less than the
-    ceiling (4.17 against 4.32), and with a typical imbalance (|N_in − 500| ≈ 11) less again."""
+def test_a_perfect_ranking_certifies_the_ceiling_whatever_the_coins():
+    """The plan's interval (issue 47 item 5): the fixed balanced pairs guessed 500 "in", so a
+    perfect ranking with 498 of 1,000 canaries included certified 4.17 of a 4.32 ceiling and a
+    typical draw 3.65; the two-cluster split rule reads the split from the scores, so every draw
+    certifies the ceiling, and the interval's low end is a split that only its 80 % count survives."""
     ceiling = audit_power(1000, delta=1e-5)["certifiable_epsilon"]
     interval = perfect_attack_interval(1000, delta=1e-5)
-    assert interval["low"] <= interval["median"] <= interval["high"] <= ceiling + 1e-9
-    assert interval["median"] < 4.0 < ceiling  # the ceiling promises ε = 4; a typical draw does not
+    assert interval["low"] < interval["median"] == pytest.approx(interval["high"]) == pytest.approx(ceiling)
+    assert 4.0 < interval["low"]
+    for included in (498, 470):
+        y = np.zeros(1000, dtype=bool)
+        y[:included] = True
+        seen = audit_epsilon(y.astype(float), y, delta=1e-5, confidence=0.95)["certified_epsilon_lower_bound"]
+        assert seen == pytest.approx(ceiling)
+
+
+def test_the_fixed_grids_and_the_split_floor_read_off_an_audit():
+    """On a perfect ranking with 470 of 1,000 included: the fixed grids alone (what the refuting
+    plan counts on) certify less than the split rule, and the split floor (only its 80 % count all
+    right) lies between them."""
     y = np.zeros(1000, dtype=bool)
-    y[:498] = True
-    seen = audit_epsilon(y.astype(float), y, delta=1e-5, confidence=0.95)["certified_epsilon_lower_bound"]
-    assert interval["low"] <= seen <= interval["high"] and seen < ceiling
+    y[:470] = True
+    audit = audit_epsilon(y.astype(float), y, delta=1e-5)
+    grid = fixed_grid_bound(audit)
+    assert 0 < grid < split_floor(audit) < audit["certified_epsilon_lower_bound"]
+    assert split_floor(audit) == pytest.approx(perfect_attack_interval(1000, delta=1e-5)["low"])
 
 
 def test_gaussian_one_run_ceiling_is_the_direct_computation():
-    from scipy.stats import norm
-
-    from dpaudit.auditing.power import canaries_for_ceiling, gaussian_one_run_ceiling
-
     mu, m = 0.925, 10_038
     for k in (1, 10):
         alpha = k / (m // 2)  # the ratio (TPR − δ)/α falls as α grows: the max is at the smallest α

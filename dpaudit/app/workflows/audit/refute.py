@@ -132,7 +132,9 @@ def canary_kind(defense: str, epsilon: float, overrides: dict | None = None) -> 
 def perfect_attack_bound(canaries: int, runs: int, delta: float, confidence: float) -> float:
     """The certified ε a *perfect* attack gets from ``canaries`` per run over ``runs`` runs, with
     the fair coins two standard deviations off balance (√m more included than excluded; fair
-    coins are at least this balanced 95 % of the time): every score right, the audit's own estimators
+    coins are at least this balanced 95 % of the time), counting the estimators' fixed guess grids
+    only (:func:`dpaudit.auditing.power.fixed_grid_bound`; the score-chosen split can only add):
+    every score right, the audit's own estimators
     (:func:`dpaudit.auditing.estimators.audit_epsilon`). Below the estimators' ``max_possible``
     ceilings (:func:`dpaudit.auditing.power.audit_power`), which count every guess right at
     balanced coins: 24 canaries have a ceiling of 1.15 at δ = 1e-5, yet a perfect attack with 16
@@ -150,6 +152,7 @@ def perfect_attack_bound(canaries: int, runs: int, delta: float, confidence: flo
     import numpy as np
 
     from dpaudit.auditing.estimators import audit_epsilon
+    from dpaudit.auditing.power import fixed_grid_bound
 
     total = canaries * runs
     included = min(total, total // 2 + math.ceil(math.sqrt(total)))
@@ -164,7 +167,10 @@ def perfect_attack_bound(canaries: int, runs: int, delta: float, confidence: flo
         run_ids=np.repeat(np.arange(runs), canaries),
         estimators=estimators,
     )
-    return float(audit["certified_epsilon_lower_bound"] or 0.0)
+    # the split of the one-run tests' score-chosen guesses may fall inside a wide cluster of a few
+    # dozen scores (measured: zoo-mlp-dp-noise-div10, 29 gradient canaries, AUC 1.0, certified 0.95
+    # where the split rule promised 1.07): plan on the fixed grids alone
+    return fixed_grid_bound(audit)
 
 
 @lru_cache(maxsize=256)
