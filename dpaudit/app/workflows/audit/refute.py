@@ -7,7 +7,7 @@ labelled nodes: :func:`plan_refuting_audit` picks the strongest canary game the 
 white-box Dirac gradient canaries inside its DP-SGD run
 (:func:`dpaudit.app.workflows.gradient_canary.dpsgd_modules`), else edge canaries for an
 edge-level claim, else node canaries — and sizes it with :func:`dpaudit.auditing.power.canaries_needed`
-so that a perfect attack certifies :data:`REFUTE_MARGIN` above the claim
+so that a perfect attack certifies :func:`refute_target` (a margin) above the claim
 (:func:`perfect_attack_bound`). Where a run holds
 fewer canaries than that (a Dirac canary needs its own coordinate of the audited module; an edge
 canary its own pair of distant endpoints), the canaries are spread over several runs, pooled
@@ -36,6 +36,24 @@ log = logging.getLogger(__name__)
 #: broken model's real attack is near perfect, not perfect, and the ceiling is not monotone in
 #: the count
 REFUTE_MARGIN = 0.05
+#: ... and at least this much above it in absolute terms: at ε = 1 a 5 % margin left the demo's
+#: broken model (σ ÷ 10) 35 canaries, whose near-perfect ranking refuted ε = 1 in 1 of 3 recorded
+#: runs (benchmarks/results/demo.md, 0.74–1.36 certified); 0.25 above it costs a few dozen canaries
+REFUTE_MARGIN_ABSOLUTE = 0.25
+
+
+def refute_target(epsilon: float) -> float:
+    """The ε a refuting plan sizes its canaries for: what a perfect attack must certify, the
+    claim plus :data:`REFUTE_MARGIN` of it, and at least :data:`REFUTE_MARGIN_ABSOLUTE` above it.
+
+    Args:
+        epsilon: the claim's ε.
+
+    Returns:
+        The target ε.
+    """
+    return max(float(epsilon) * (1.0 + REFUTE_MARGIN), float(epsilon) + REFUTE_MARGIN_ABSOLUTE)
+
 
 #: the δ :func:`plan_refuting_audit` suggests when the claim's δ leaves the one-run tests no power
 SUGGESTED_DELTA = 1e-5
@@ -214,7 +232,7 @@ def plan_refuting_audit(
     seconds_per_run: float | None = None,
 ) -> RefutingPlan:
     """The fewest canaries (and runs) whose audit of ``defense`` at (``epsilon``, ``delta``) could
-    refute the claim — a perfect attack certifying :data:`REFUTE_MARGIN` above it — or, when none
+    refute the claim — a perfect attack certifying :func:`refute_target` — or, when none
     can, a plan that says what would (module docstring).
 
     Args:
@@ -241,7 +259,7 @@ def plan_refuting_audit(
     if capacity is not None and capacity < 1:
         raise ConfigurationError(f"a run must hold at least one canary, got capacity {capacity!r}")
     kind = kind or canary_kind(defense, epsilon, overrides)
-    target = float(epsilon) * (1.0 + REFUTE_MARGIN)
+    target = refute_target(epsilon)
     total = _needed(target, float(delta), confidence)
     base = {
         "defense": defense,
@@ -303,14 +321,14 @@ def _advice(
 ) -> str:
     """What would suffice when no count does at ``delta``: the claim at a smaller δ."""
     suggested = min(SUGGESTED_DELTA, delta / 10)
-    total = _needed(float(epsilon) * (1.0 + REFUTE_MARGIN), suggested, confidence)
+    total = _needed(refute_target(epsilon), suggested, confidence)
     head = (
         f"at δ = {delta:.0e} the one-run tests pay about m·δ for m canaries, so not even "
         f"10,000 {kind} canaries could certify ε > {epsilon:g}"
     )
     if total is None:
         return head + "; audit a smaller ε or run the canary audit with many runs of one canary (dpaudit canary --runs)"
-    per_run, runs = _spread(total, capacity, suggested, confidence, float(epsilon) * (1.0 + REFUTE_MARGIN))
+    per_run, runs = _spread(total, capacity, suggested, confidence, refute_target(epsilon))
     cost = "" if seconds_per_run is None else f", about {_seconds(seconds_per_run * runs)}"
     return (
         f"{head}; a claim at δ = {suggested:.0e} (pass --delta {suggested:.0e}: the noise is calibrated to it) "
