@@ -374,9 +374,7 @@ class GradientCanaries:
             for g in rows:
                 norms = norms + g.detach().reshape(b, -1).double().pow(2).sum(1)
             factor = (clip / norms.sqrt().clamp_min(clip)).to(torch.float64)
-            real = torch.cat(
-                [torch.einsum("i,i...->...", factor, g.detach().double()).reshape(-1).cpu() for g in rows]
-            )
+            real = torch.cat([torch.einsum("i,i...->...", factor, g.detach().double()).reshape(-1).cpu() for g in rows])
             drawn: dict[torch.Tensor, torch.Tensor] = {}
             self._hook.insert(drawn)  # C along each canary sampled this step, on zeros
             canary = _flat([drawn.get(p, torch.zeros_like(p)) for p in self._params])
@@ -480,6 +478,7 @@ class GradientCanaries:
         _positive("confidence", confidence, upper=1.0)
         hook = self._hook
         self_check: dict[str, Any] = {}
+        sigma = claimed_noise_multiplier(claim, delta, hook.sample_rate, hook.steps)
         refusal = self._check.refusal(
             epsilon=claim,
             delta=delta,
@@ -487,6 +486,7 @@ class GradientCanaries:
             steps=hook.steps,
             dataset_size=self._dataset_size,
             record=self_check,
+            claimed_sigma=sigma,
         )
         if refusal is not None:
             raise ConfigurationError(f"gradient canaries refused: {refusal}")
@@ -531,7 +531,7 @@ class GradientCanaries:
             self_check=self_check,
         )
         mechanism = {
-            "noise_multiplier": claimed_noise_multiplier(claim, delta, hook.sample_rate, hook.steps),
+            "noise_multiplier": sigma,
             "sample_rate": hook.sample_rate,
             "steps": hook.steps,
             "max_grad_norm": hook.max_grad_norm,

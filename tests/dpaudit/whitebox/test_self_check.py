@@ -36,6 +36,7 @@ def _loop(
     claimed_rate: float = RATE,
     dataset_size: int | None = None,
     clip: bool = True,
+    extra_steps: int = 0,
 ):
     """A hand-rolled DP-SGD loop (Poisson sampling, per-example clipping with torch.func, Gaussian
     noise) on N synthetic rows whose last 64 feature columns are unused (where the canaries go);
@@ -46,7 +47,8 @@ def _loop(
     step); ``"examples"`` gives the canaries as per-example rows before clipping
     (``inject_examples``), ``"examples-divided"`` / ``"examples-step"`` so, observed after the
     division / the step. ``clip=False``: the loop clips after the noise (the bug: the noise is
-    added to the unclipped sum, the noisy sum is clipped to C·B after).
+    added to the unclipped sum, the noisy sum is clipped to C·B after). ``extra_steps``: steps run
+    beyond the STEPS σ was calibrated for (a step missing from the accountant).
     Returns the record or the ConfigurationError that result() raised."""
     generator = torch.Generator().manual_seed(seed)
     x = torch.zeros(N, 128)
@@ -66,7 +68,7 @@ def _loop(
     )
     batch_norm = RATE * N
     std = sigma * noise_factor * CLIP
-    for _ in range(STEPS):
+    for _ in range(STEPS + extra_steps):
         batch = torch.nonzero(torch.rand(N, generator=generator) < RATE).reshape(-1)
         g = per_example({k: v.detach() for k, v in params.items()}, x[batch], y[batch])
         if placement.startswith("examples"):
@@ -234,3 +236,20 @@ def test_inject_examples_refuses_bad_rows_and_mixing_with_inject():
         canaries.inject([torch.zeros(3, 4), torch.zeros(4)])
     with pytest.raises(ConfigurationError, match="example_norm must be > 1"):
         dpaudit.GradientCanaries(count=2).attach(params, sample_rate=0.5, max_grad_norm=1.0, example_norm=1.0)
+
+
+def test_the_noise_test_finds_a_step_missing_from_the_accountant_where_the_canaries_cannot():
+    """σ calibrated (tightest accountant) for T = 30 steps, T + 1 run: 0.6 % less noise than the
+    claim at T + 1 needs. The canaries' scores cannot tell; the noise along the ≈ 4,500 non-canary
+    coordinates × 31 steps can (χ² lower tail)."""
+    exact = claimed_noise_multiplier(EPSILON, DELTA, RATE, STEPS)
+    sound = _loop(exact, placement="examples", dataset_size=N)
+    assert sound["self_check"]["noise_test"]["p_value"] > 0.01
+    assert sound["self_check"]["noise_test"]["noise_std_over_claimed"] == pytest.approx(1.0, abs=0.01)
+    bug = _loop(exact, placement="examples", dataset_size=N, extra_steps=1)
+    assert not isinstance(bug, Exception), bug
+    test = bug["self_check"]["noise_test"]
+    ratio = exact / claimed_noise_multiplier(EPSILON, DELTA, RATE, STEPS + 1)
+    assert test["noise_std_over_claimed"] == pytest.approx(ratio, abs=0.003) and ratio < 0.995
+    assert test["p_value"] < 1e-4 and test["z"] < -4
+    assert bug["hypothesis_test"]["refuted"] is False  # the canaries' scores do not see it
