@@ -456,8 +456,10 @@ class GradientCanaries:
         (reveals them).
 
         The canaries check their own placement first (:mod:`dpaudit.whitebox.self_check`: observed
-        after a rescaling, injected after the division by the batch size, a wrong
-        ``sample_rate``); the numbers go to the record's ``self_check``.
+        after a rescaling, injected after the division by the batch size, canaries given as
+        examples that come through smaller than C, a wrong ``sample_rate``); the numbers go to the
+        record's ``self_check``, with the noise test of a loop of your own (``noise_test``: the
+        noise along the non-canary coordinates against the claim's σ·C).
 
         Raises:
             ConfigurationError: before attach or before any step, or an ε, δ, unit, dataset name
@@ -478,7 +480,6 @@ class GradientCanaries:
         _positive("confidence", confidence, upper=1.0)
         hook = self._hook
         self_check: dict[str, Any] = {}
-        sigma = claimed_noise_multiplier(claim, delta, hook.sample_rate, hook.steps)
         refusal = self._check.refusal(
             epsilon=claim,
             delta=delta,
@@ -486,10 +487,13 @@ class GradientCanaries:
             steps=hook.steps,
             dataset_size=self._dataset_size,
             record=self_check,
-            claimed_sigma=sigma,
         )
         if refusal is not None:
             raise ConfigurationError(f"gradient canaries refused: {refusal}")
+        sigma = claimed_noise_multiplier(claim, delta, hook.sample_rate, hook.steps)
+        noise_test = self._check.noise_test(sigma)
+        if noise_test is not None:
+            self_check["noise_test"] = noise_test
         s = game.scores(hook, "iterates")
         notes: list[str] = []
         per_run: dict[str, Any] = {

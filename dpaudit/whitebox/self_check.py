@@ -259,15 +259,10 @@ class PlacementCheck:
         steps: int,
         dataset_size: int | None,
         record: dict[str, Any],
-        claimed_sigma: float | None = None,
     ) -> str | None:
         """The one-line refusal, or ``None``; ``record`` (the audit's ``self_check``) gets the
-        numbers measured, and with ``claimed_sigma`` (the claim's noise multiplier) the noise test."""
+        numbers measured."""
         record.update(self.summary())
-        if claimed_sigma is not None:
-            test = self.noise_test(claimed_sigma)
-            if test is not None:
-                record["noise_test"] = test
         if self.batch_steps and dataset_size:
             seen = self.batch_total / (dataset_size * self.batch_steps)
             record["observed_sample_rate"] = seen

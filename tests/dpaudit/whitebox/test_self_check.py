@@ -253,3 +253,44 @@ def test_the_noise_test_finds_a_step_missing_from_the_accountant_where_the_canar
     assert test["noise_std_over_claimed"] == pytest.approx(ratio, abs=0.003) and ratio < 0.995
     assert test["p_value"] < 1e-4 and test["z"] < -4
     assert bug["hypothesis_test"]["refuted"] is False  # the canaries' scores do not see it
+
+
+@pytest.mark.parametrize("told", [0.1, 0.2])
+def test_an_opacus_loaders_rate_is_checked_against_the_sample_rate_given(told):
+    """Opacus' per-sample gradients give each batch's size: canaries attached with twice the
+    loader's rate (0.2 for 0.1) are refused in one line; the loader's own rate is accepted."""
+    import warnings
+
+    from opacus import PrivacyEngine
+    from torch.utils.data import DataLoader, TensorDataset
+
+    generator = torch.Generator().manual_seed(0)
+    x, y = torch.randn(200, 16, generator=generator), torch.randint(0, 4, (200,), generator=generator)
+    torch.manual_seed(0)
+    model = nn.Linear(16, 4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model, optimizer, loader = PrivacyEngine().make_private(
+            module=model,
+            optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
+            data_loader=DataLoader(TensorDataset(x, y), batch_size=20),
+            noise_multiplier=1.0,
+            max_grad_norm=1.0,
+        )
+        assert loader.sample_rate == pytest.approx(0.1)
+        canaries = dpaudit.GradientCanaries(count=20, seed=0).attach(optimizer, sample_rate=told, dataset_size=200)
+        for _ in range(5):
+            for xb, yb in loader:
+                optimizer.zero_grad()
+                nn.functional.cross_entropy(model(xb), yb).backward()
+                optimizer.step()
+    try:
+        out = canaries.result(epsilon=4.0, delta=1e-5)
+    except ConfigurationError as exc:
+        out = exc
+    if told == 0.1:
+        assert not isinstance(out, Exception), out
+        assert out["self_check"]["observed_sample_rate"] == pytest.approx(0.1, abs=0.02)
+    else:
+        assert isinstance(out, ConfigurationError) and "\n" not in str(out)
+        assert "sample_rate=0.2" in str(out) and "loader.sample_rate" in str(out)
