@@ -339,7 +339,9 @@ def render(rows: list[dict], seeds) -> str:
         )
     header = (
         "# The subtle-bug zoo: each bug, one run, white-box gradient canaries\n\n"
-        "Recorded by `nice -n 15 python benchmarks/bench_bug_zoo.py --out benchmarks/results/bug_zoo.json` "
+        "Recorded by `nice -n 15 python benchmarks/bench_bug_zoo.py --out benchmarks/results/bug_zoo.json`, the "
+        "hand-rolled bugs and `--parts floor limit` run alongside in processes of their own (`--parts hand --bugs B "
+        "[--seeds S]`, `--out` another file) and their rows merged into the JSON, then `--render` "
         f"(claim ε = {EPSILON:g}, δ = {DELTA:g}, Cora, seeds {list(seeds)}, torch "
         f"{torch.__version__}, {platform.processor() or platform.machine()}, 1 thread; CPU shared with other jobs). "
         "**Hypothesis test**: the claim's "
