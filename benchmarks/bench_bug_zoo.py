@@ -326,9 +326,9 @@ def render(rows: list[dict], seeds) -> str:
                     f"{sum(p <= LEVEL for p in ps)}/{len(ps)} / {sum(p <= 0.05 for p in ps)}/{len(ps)}" if ps else "-"
                 ),
                 "p-value (median / max)": f"{statistics.median(ps):.2g} / {max(ps):.2g}" if ps else "-",
-                "noise test: std / claimed σC (median), max p": (
+                "noise test: std / claimed σC (median), p (min–max)": (
                     f"{statistics.median(n['noise_std_over_claimed'] for n in noise):.4f}, "
-                    f"{max(n['p_value'] for n in noise):.2g}"
+                    f"{min(n['p_value'] for n in noise):.2g}–{max(n['p_value'] for n in noise):.2g}"
                     if noise
                     else "-"
                 ),
