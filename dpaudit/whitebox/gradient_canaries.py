@@ -34,9 +34,20 @@ and gradient accumulation over several batches per step are refused: a canary of
 not be one example of those mechanisms.
 
 **Your own loop.** ``attach(parameters, sample_rate=q, max_grad_norm=C)``, then at every step
-``summed = canaries.inject(summed)`` on the list of clipped gradient sums (one tensor per
-parameter, in the order given, before any division), and ``canaries.observe(noisy)`` on the
-same sums after the noise (before any division).
+either
+
+* ``summed = canaries.inject(summed)`` on the list of clipped gradient sums (one tensor per
+  parameter, in the order given, before any division) — the canaries are clipped gradients, so
+  they test the noise, the rate and the steps, not the clipping; or
+* ``rows = canaries.inject_examples(rows)`` on the per-example gradients **before clipping** (one
+  ``[B, *shape]`` tensor per parameter): each sampled canary is one more row, of norm
+  ``example_norm``·C (4·C by default) along its coordinate, which your loop then clips, sums and
+  noises like any example. A loop that clips at C makes it C·e — the claimed mechanism's example,
+  scores of the claim's law —; a loop that does not clip, clips after the noise or at a larger
+  bound lets it through louder, and its scores refute the claim. This tests the clipping too;
+
+and ``canaries.observe(noisy)`` on the noisy sums (the clipped sum plus the noise, before any
+division by the batch size and before the optimizer's step).
 
 What is claimed: the bound is valid for the example-level (ε, δ) of a run that samples every
 example with the ``sample_rate`` given here and clips at C — the guarantee DP-SGD's analysis
@@ -130,6 +141,7 @@ class GradientCanaries:
         self._params: list[torch.Tensor] = []
         self._noise_multipliers: set[float] = set()
         self._injected = False  # your loop's step is between inject() and observe()
+        self._example_norm = 4.0
         self._check: PlacementCheck | None = None
         self._dataset_size: int | None = None
 
@@ -143,6 +155,7 @@ class GradientCanaries:
         module: nn.Module | None = None,
         max_grad_norm: float | None = None,
         dataset_size: int | None = None,
+        example_norm: float = 4.0,
     ) -> GradientCanaries:
         """Fix the design, draw the coins, and join ``target``'s steps from now on.
 
@@ -155,7 +168,9 @@ class GradientCanaries:
         features and names the record's ``dataset``; ``module``: where to find that layer
         (default: the first [out, F] parameter). ``dataset_size``: how many examples the loop
         samples from (N), to check ``sample_rate`` against the batch sizes seen (Opacus' batches,
-        or ``inject(..., batch_size=b)``; :mod:`dpaudit.whitebox.self_check`). Returns ``self``.
+        or ``inject(..., batch_size=b)``; :mod:`dpaudit.whitebox.self_check`). ``example_norm``:
+        the norm, in units of C, of the canary rows :meth:`inject_examples` adds before clipping
+        (> 1, so that a loop that does not clip them shows it). Returns ``self``.
 
         Raises:
             ConfigurationError: attached already, a rate outside (0, 1], a non-DP optimizer, an
@@ -166,6 +181,11 @@ class GradientCanaries:
         if self._source is not None:
             raise ConfigurationError("these gradient canaries are attached already: one instance audits one run")
         q = _positive("sample_rate", sample_rate, upper=1.0)
+        if _positive("example_norm", example_norm) <= 1.0:
+            raise ConfigurationError(
+                f"example_norm must be > 1 (the canary rows' norm in units of C, larger than clipping lets through), "
+                f"got {example_norm!r}"
+            )
         if dataset_size is not None and (
             isinstance(dataset_size, bool) or not isinstance(dataset_size, int) or dataset_size < 1
         ):
@@ -188,6 +208,7 @@ class GradientCanaries:
         )
         self._source, self._params, self._optimizer, self._dataset = source, params, optimizer, dataset
         self._dataset_size = dataset_size
+        self._example_norm = float(example_norm)
         mask = torch.zeros(sum(p.numel() for p in params), dtype=torch.bool)
         mask[self._hook.coordinates] = True
         self._check = PlacementCheck(mask, clip, placement=optimizer is None)
@@ -290,11 +311,86 @@ class GradientCanaries:
             isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 0
         ):
             raise ConfigurationError(f"batch_size must be an integer >= 0, got {batch_size!r}")
+        if self._check.examples:
+            raise ConfigurationError(
+                "inject() after inject_examples(): give the canaries the same way at every step of the run"
+            )
         real = _flat([mapping[p] for p in self._params])
         self._hook.insert(mapping)
         self._injected = True
         out = [mapping[p] for p in self._params]
         self._check.injected(real, _flat(out), batch_size)
+        return out
+
+    def inject_examples(self, per_example: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        """This step's per-example gradients **before clipping**, with one more row per canary
+        sampled this step: ``example_norm``·C along the canary's coordinate, 0 elsewhere. Clip the
+        rows returned at C as your loop clips its examples, sum them, add the noise, and call
+        :meth:`observe` on that noisy sum (before any division). A loop that clips at C adds
+        exactly C along each sampled canary's coordinate — the claimed mechanism's example, the
+        scores' law under the claim —; one that does not clip lets ``example_norm``·C through, and
+        the scores refute the claim. The inputs are not modified; the batch size is the rows given
+        (checked against ``sample_rate`` with ``attach(..., dataset_size=N)``).
+
+        Args:
+            per_example: one tensor per attached parameter, ``[B, *shape]`` (B rows: this step's
+                examples), in order.
+
+        Returns:
+            The tensors with the canary rows appended, ``[B + k, *shape]`` each (k: canaries sampled this step).
+
+        Raises:
+            ConfigurationError: before attach, with the wrong tensors, twice without :meth:`observe`,
+                or after :meth:`inject` in the same run.
+
+        Shapes:
+            per_example: [B, *p.shape] for each attached parameter p.
+        """
+        if self._source is None:
+            raise ConfigurationError("inject_examples() before attach(): attach the loop's parameters first")
+        if self._optimizer is not None:
+            raise ConfigurationError(f"these canaries are hooked into {self._source}: it injects and observes itself")
+        rows = list(per_example)
+        if (
+            len(rows) != len(self._params)
+            or any(not isinstance(g, torch.Tensor) or g.dim() != p.dim() + 1 for g, p in zip(rows, self._params))
+            or any(g.shape[1:] != p.shape for g, p in zip(rows, self._params))
+            or len({int(g.shape[0]) for g in rows}) != 1
+        ):
+            raise ConfigurationError(
+                "inject_examples() needs one [B, *shape] tensor per attached parameter (the per-example gradients, "
+                "B rows each), in order"
+            )
+        if self._injected:
+            raise ConfigurationError("inject_examples() twice without observe(): observe each step's noisy sums first")
+        if self._check.examples is False:
+            raise ConfigurationError(
+                "inject_examples() after inject(): give the canaries the same way at every step of the run"
+            )
+        clip = self._hook.max_grad_norm
+        b = int(rows[0].shape[0])
+        with torch.no_grad():
+            norms = torch.zeros(b, dtype=torch.float64, device=rows[0].device)
+            for g in rows:
+                norms = norms + g.detach().reshape(b, -1).double().pow(2).sum(1)
+            factor = (clip / norms.sqrt().clamp_min(clip)).to(torch.float64)
+            real = torch.cat([torch.einsum("i,i...->...", factor, g.detach().double()).reshape(-1).cpu() for g in rows])
+            drawn: dict[torch.Tensor, torch.Tensor] = {}
+            self._hook.insert(drawn)  # C along each canary sampled this step, on zeros
+            canary = _flat([drawn.get(p, torch.zeros_like(p)) for p in self._params])
+            hit = torch.nonzero(canary).reshape(-1)
+            out = []
+            offset = 0
+            for g, p in zip(rows, self._params):
+                n = p.numel()
+                mine = hit[(hit >= offset) & (hit < offset + n)]
+                extra = torch.zeros(hit.numel(), n, dtype=g.dtype, device=g.device)
+                position = torch.nonzero((hit >= offset) & (hit < offset + n)).reshape(-1)
+                extra[position.to(g.device), (mine - offset).to(g.device)] = self._example_norm * clip
+                out.append(torch.cat([g, extra.reshape(hit.numel(), *p.shape)]))
+                offset += n
+        self._injected = True
+        self._check.example_rows(real, canary, self._example_norm, b)
         return out
 
     def observe(self, noisy: Sequence[torch.Tensor]) -> None:
@@ -305,7 +401,8 @@ class GradientCanaries:
             noisy: this step's noisy sums, one per attached parameter.
 
         Raises:
-            ConfigurationError: not attached to your own loop, wrong tensors, or ``observe`` without ``inject``.
+            ConfigurationError: not attached to your own loop, wrong tensors, or ``observe`` without
+                :meth:`inject` or :meth:`inject_examples`.
         """
         mapping = self._loop_tensors(noisy, "observe")
         if not self._injected:
@@ -363,8 +460,10 @@ class GradientCanaries:
         (reveals them).
 
         The canaries check their own placement first (:mod:`dpaudit.whitebox.self_check`: observed
-        after a rescaling, injected after the division by the batch size, a wrong
-        ``sample_rate``); the numbers go to the record's ``self_check``.
+        after a rescaling, injected after the division by the batch size, canaries given as
+        examples that come through smaller than C, a wrong ``sample_rate``); the numbers go to the
+        record's ``self_check``, with the noise test of a loop of your own (``noise_test``: the
+        noise along the non-canary coordinates against the claim's σ·C).
 
         Raises:
             ConfigurationError: before attach or before any step, or an ε, δ, unit, dataset name
@@ -395,6 +494,10 @@ class GradientCanaries:
         )
         if refusal is not None:
             raise ConfigurationError(f"gradient canaries refused: {refusal}")
+        sigma = claimed_noise_multiplier(claim, delta, hook.sample_rate, hook.steps)
+        noise_test = self._check.noise_test(sigma)
+        if noise_test is not None:
+            self_check["noise_test"] = noise_test
         s = game.scores(hook, "iterates")
         notes: list[str] = []
         per_run: dict[str, Any] = {
@@ -436,7 +539,7 @@ class GradientCanaries:
             self_check=self_check,
         )
         mechanism = {
-            "noise_multiplier": claimed_noise_multiplier(claim, delta, hook.sample_rate, hook.steps),
+            "noise_multiplier": sigma,
             "sample_rate": hook.sample_rate,
             "steps": hook.steps,
             "max_grad_norm": hook.max_grad_norm,

@@ -40,6 +40,36 @@ see, and each is refused with one line that says how to place the canaries
   than the loop's makes the canaries stronger than its examples (a false alarm), a smaller one,
   weaker.
 
+**Canaries given as examples, before clipping** (:meth:`~dpaudit.whitebox.GradientCanaries.inject_examples`):
+the loop's per-example gradients get one extra row per sampled canary, of norm k·C (k =
+``example_norm``, 4 by default) along its coordinate, *before* the loop clips; a loop that clips at
+C turns each into C·e, one example of the claimed mechanism, and a loop that does not clip (or
+clips after the noise, or at a larger bound) lets it through louder, so its own scores refute
+it. Here the canaries do not see the loop's clipped sum, so the checks are:
+
+* **the canaries' gain** :math:`a = \sum_t \langle (o_t - r_t)_K, c_t\rangle / \sum_t \lVert c_t\rVert^2`
+  along the canary coordinates K, where :math:`c_t` is what a loop clipping at C adds (C along
+  each sampled canary) and :math:`r_t` the real rows clipped at C (computed here). A correct loop
+  has a = 1; a loop that does not clip the canaries has 1 < a ≤ k — a bug, audited and refuted,
+  never refused; a < 1 (observed after the division by the batch size or after the optimizer's
+  step, or clipped at a smaller bound) or a > k (observed sums rescaled up) is refused when off
+  by more than :data:`SLOPE_TOLERANCE` (relative) and :data:`SLOPE_Z` standard errors;
+* **the sample rate**, as above (the batch sizes are the rows given, counted here).
+
+"Injected after the division" cannot happen to these canaries: they go through the loop's own
+clipping, summing, division and noise, as its examples do.
+
+**The noise test** (a test of the claim's mechanism, not of placement; loops of your own only,
+where the canaries see the noise itself): along the D − m non-canary coordinates the noise
+:math:`o_t - i_t` (or :math:`o_t - r_t`) of a run that *is* SGM(σ, q, T) is i.i.d. N(0, σ²C²), so
+:math:`\sum (o - i)^2 / (σ C)^2 \sim \chi^2_n` over the n = (D − m)·T coordinate-steps and the
+lower tail is the exact p-value of "the loop adds at least the claimed noise" (σ = the claim's,
+from ε, δ, q, T). With millions of coordinate-steps it resolves the noise to a few 0.01 % — a
+step missing from the accountant (0.35 % less noise than T + 1 steps need, at the zoo's q and T)
+is many standard errors away, where the canaries' scores would need ≈ 450,000 canaries. Anything
+the loop adds besides the noise (real gradients it clips differently) only raises the measured
+noise, so the test never refutes a loop for that; it is recorded (``noise_test``), never a refusal.
+
 The numbers measured go into the record (``self_check``) whether or not the run is refused.
 """
 
@@ -49,6 +79,7 @@ import math
 from typing import Any
 
 import torch
+from scipy import stats
 
 from dpaudit.accounting import PoissonSubsampledGaussian, calibrate_noise, epsilon_for_sigma
 from dpaudit.errors import PrivacyParameterError
@@ -85,9 +116,31 @@ class PlacementCheck:
         self.batch_total = 0
         self.batch_steps = 0
         self._injected: torch.Tensor | None = None
+        # canaries given as examples (before clipping): None until the first step says which
+        self.examples: bool | None = None
+        self.example_norm = math.nan
+        self.gain_num = self.gain_den = self.gain_res2 = 0.0
+        self.gain_count = 0
+        self._real: torch.Tensor | None = None
+        self._canary: torch.Tensor | None = None
+
+    def example_rows(self, real_clipped: torch.Tensor, canary: torch.Tensor, example_norm: float, rows: int) -> None:
+        """One step of canaries given as examples (before clipping).
+
+        Args:
+            real_clipped: [D] the real rows clipped at C and summed (what a correct loop sums).
+            canary: [D] what a loop clipping at C adds for this step's canaries (C along each).
+            example_norm: the canary rows' norm, in units of C.
+            rows: the real rows given (this step's batch size).
+        """
+        self.examples, self.example_norm = True, float(example_norm)
+        self.real_max = max(self.real_max, float(real_clipped.double().norm()))
+        self._real, self._canary = real_clipped.detach().double(), canary.detach().double()
+        self.batch(rows)
 
     def injected(self, real: torch.Tensor, injected: torch.Tensor, batch_size: int | None) -> None:
         """One step's clipped sum before (``real``) and after (``injected``) the canaries, flat [D]."""
+        self.examples = False
         self.real_max = max(self.real_max, float(real.double().norm()))
         self._injected = injected.detach().double().clone()
         self.batch(batch_size)
@@ -98,9 +151,12 @@ class PlacementCheck:
             self.batch_steps += 1
 
     def observed(self, noisy: torch.Tensor) -> None:
-        """One step's noisy sum, flat [D] (after :meth:`injected`)."""
-        inj, self._injected = self._injected, None
+        """One step's noisy sum, flat [D] (after :meth:`injected` or :meth:`example_rows`)."""
         obs = noisy.detach().double()
+        if self.examples:
+            self._observed_examples(obs)
+            return
+        inj, self._injected = self._injected, None
         noise = obs - inj
         self.steps += 1
         self.obs_inj += float(obs @ inj)
@@ -108,6 +164,28 @@ class PlacementCheck:
         self.obs2 += float(obs @ obs)
         self.noise2 += float(noise[self.others].pow(2).sum())
         self.noise_count += int(self.others.sum())
+
+    def _observed_examples(self, obs: torch.Tensor) -> None:
+        real, canary, self._real, self._canary = self._real, self._canary, None, None
+        rest = obs - real  # a correct loop: the canaries' C·e plus the noise
+        mask = ~self.others
+        on, c = rest[mask], canary[mask]
+        self.steps += 1
+        self.gain_num += float(on @ c)
+        self.gain_den += float(c @ c)
+        self.gain_res2 += float(on @ on)
+        self.gain_count += int(mask.sum())
+        self.noise2 += float(rest[self.others].pow(2).sum())
+        self.noise_count += int(self.others.sum())
+
+    def gain(self) -> tuple[float, float]:
+        """(a, se(a)): the canaries' amplitude in units of a clipped canary (canaries given as
+        examples; NaN before any canary was sampled)."""
+        if self.gain_den <= 0:
+            return math.nan, math.nan
+        a = self.gain_num / self.gain_den
+        residual = max(self.gain_res2 - 2 * a * self.gain_num + a * a * self.gain_den, 0.0)
+        return a, math.sqrt(residual / max(self.gain_count, 1) / self.gain_den)
 
     # --------------------------------------------------------------------------------- numbers
     def slope(self) -> tuple[float, float]:
@@ -119,14 +197,49 @@ class PlacementCheck:
         count = max(self.noise_count, 1)
         return a, math.sqrt(residual / count / self.inj2)
 
+    def noise_test(self, claimed_sigma: float) -> dict[str, Any] | None:
+        """The χ² test of "the noise along the non-canary coordinates has std ≥ σ·C" (module
+        docstring), or ``None`` where the loop's noise is not seen (Opacus' hook, no step).
+
+        Args:
+            claimed_sigma: the claim's noise multiplier σ.
+
+        Returns:
+            ``{"noise_std_over_claimed", "coordinate_steps", "z", "p_value"}``: the ratio of the
+            measured std to σ·C, the count n, the ratio's z-score (√(2n)·(ratio − 1)) and the lower
+            χ²_n tail.
+        """
+        if not (self.placement and self.noise_count and claimed_sigma > 0):
+            return None
+        n = self.noise_count
+        statistic = self.noise2 / (claimed_sigma * self.clip) ** 2
+        ratio = math.sqrt(statistic / n)
+        return {
+            "noise_std_over_claimed": ratio,
+            "coordinate_steps": n,
+            "z": math.sqrt(2 * n) * (ratio - 1),
+            "p_value": float(stats.chi2.cdf(statistic, n)),
+        }
+
     def noise_std(self) -> float:
         return math.sqrt(self.noise2 / self.noise_count) if self.noise_count else math.nan
 
     def summary(self) -> dict[str, Any]:
         a, se = self.slope()
         out: dict[str, Any] = {"steps": self.steps, "placement_checked": self.placement}
-        if self.placement:
+        if self.placement and self.examples:
+            g, g_se = self.gain()
             out.update(
+                inserted="examples, before clipping",
+                example_norm=self.example_norm,
+                canary_gain=g,
+                canary_gain_se=g_se,
+                noise_std=self.noise_std(),
+                max_clipped_sum_over_c=self.real_max / self.clip,
+            )
+        elif self.placement:
+            out.update(
+                inserted="clipped sum",
                 observed_slope=a,
                 observed_slope_se=se,
                 noise_std=self.noise_std(),
@@ -163,6 +276,8 @@ class PlacementCheck:
                 )
         if not self.placement or not self.steps:
             return None
+        if self.examples:
+            return self._gain_refusal()
         a, se = self.slope()
         if math.isfinite(a) and abs(a - 1) > max(SLOPE_TOLERANCE, SLOPE_Z * se):
             return (
@@ -171,6 +286,25 @@ class PlacementCheck:
                 "batch size and before the optimizer's step"
             )
         return self._divided(epsilon, delta, sample_rate, steps, record)
+
+    def _gain_refusal(self) -> str | None:
+        a, se = self.gain()
+        if not math.isfinite(a):
+            return None
+        k = self.example_norm
+        if a < 1 - max(SLOPE_TOLERANCE, SLOPE_Z * se):
+            return (
+                f"the canaries given as examples came through at {a:.4g}×C (expected C: clipped at C, summed, plus "
+                "the noise): clip the rows inject_examples() returned at C, and call observe() on their sum plus the "
+                "noise, before dividing by the batch size and before the optimizer's step"
+            )
+        if a > k * (1 + SLOPE_TOLERANCE) + SLOPE_Z * se:
+            return (
+                f"the canaries given as examples came through at {a:.4g}×C, more than the {k:g}×C they were given: "
+                "call observe() on the sum of the rows inject_examples() returned (clipped) plus the noise, not on a "
+                "rescaled sum"
+            )
+        return None
 
     def _divided(self, epsilon, delta, sample_rate, steps, record) -> str | None:
         s, C = self.noise_std(), self.clip

@@ -35,12 +35,20 @@ def _loop(
     seed: int = 0,
     claimed_rate: float = RATE,
     dataset_size: int | None = None,
+    clip: bool = True,
+    extra_steps: int = 0,
 ):
     """A hand-rolled DP-SGD loop (Poisson sampling, per-example clipping with torch.func, Gaussian
     noise) on N synthetic rows whose last 64 feature columns are unused (where the canaries go);
     ``placement``: ``"sum"`` (inject/observe on the clipped sum, the documented place),
     ``"after-division"`` (divides by B = qN, adds σC/B and injects/observes on the mean: correct
-    DP, misplaced canaries), ``"observe-divided"`` (injects on the sum, observes the mean).
+    DP, misplaced canaries), ``"observe-divided"`` (injects on the sum, observes the mean),
+    ``"observe-step"`` (injects on the sum, observes the parameters' change after the optimizer's
+    step); ``"examples"`` gives the canaries as per-example rows before clipping
+    (``inject_examples``), ``"examples-divided"`` / ``"examples-step"`` so, observed after the
+    division / the step. ``clip=False``: the loop clips after the noise (the bug: the noise is
+    added to the unclipped sum, the noisy sum is clipped to C·B after). ``extra_steps``: steps run
+    beyond the STEPS σ was calibrated for (a step missing from the accountant).
     Returns the record or the ConfigurationError that result() raised."""
     generator = torch.Generator().manual_seed(seed)
     x = torch.zeros(N, 128)
@@ -60,13 +68,26 @@ def _loop(
     )
     batch_norm = RATE * N
     std = sigma * noise_factor * CLIP
-    for _ in range(STEPS):
+    for _ in range(STEPS + extra_steps):
         batch = torch.nonzero(torch.rand(N, generator=generator) < RATE).reshape(-1)
         g = per_example({k: v.detach() for k, v in params.items()}, x[batch], y[batch])
+        if placement.startswith("examples"):
+            g = dict(zip(params, canaries.inject_examples([g[k] for k in params])))
         norms = torch.sqrt(sum(v.flatten(1).pow(2).sum(1) for v in g.values()))
-        factor = (CLIP / (norms + 1e-6)).clamp(max=1.0)
+        factor = (CLIP / (norms + 1e-6)).clamp(max=1.0) if clip else torch.ones_like(norms)
         summed = [torch.einsum("i,i...->...", factor, g[k]) for k in params]
-        if placement == "after-division":
+        before = [p.detach().clone() for p in params.values()]
+        if placement.startswith("examples"):
+            noisy = [s + torch.randn(s.shape, generator=generator) * std for s in summed]
+            update = [t / batch_norm for t in noisy]
+            if not clip:  # the noisy sum clipped to C·B after the noise
+                total = float(torch.sqrt(sum(t.pow(2).sum() for t in update)))
+                update = [t * min(1.0, CLIP / total) for t in update]
+            if placement == "examples":
+                canaries.observe(noisy)
+            elif placement == "examples-divided":
+                canaries.observe(update)
+        elif placement == "after-division":
             mean = canaries.inject([s / batch_norm for s in summed], batch_size=int(batch.numel()))
             update = [m + torch.randn(m.shape, generator=generator) * std / batch_norm for m in mean]
             canaries.observe(update)
@@ -74,10 +95,13 @@ def _loop(
             summed = canaries.inject(summed, batch_size=int(batch.numel()))
             noisy = [s + torch.randn(s.shape, generator=generator) * std for s in summed]
             update = [t / batch_norm for t in noisy]
-            canaries.observe(update if placement == "observe-divided" else noisy)
+            if placement != "observe-step":
+                canaries.observe(update if placement == "observe-divided" else noisy)
         with torch.no_grad():
             for p, u in zip(params.values(), update):
                 p -= 0.5 * u
+        if placement in ("observe-step", "examples-step"):
+            canaries.observe([p.detach() - b for p, b in zip(params.values(), before)])
     try:
         return canaries.result(epsilon=EPSILON, delta=DELTA)
     except ConfigurationError as exc:
@@ -151,3 +175,122 @@ def test_bad_batch_size_and_dataset_size_are_refused_before_any_work():
     canaries = dpaudit.GradientCanaries(count=2).attach(params, sample_rate=0.1, max_grad_norm=1.0)
     with pytest.raises(ConfigurationError, match="batch_size must be an integer"):
         canaries.inject([torch.zeros(4)], batch_size=-1)
+
+
+def test_observing_after_the_optimizers_step_is_refused(sigma):
+    """The parameters' change after the step is −lr·(noisy sum)/B: slope −lr/B, refused."""
+    out = _loop(sigma, placement="observe-step")
+    assert isinstance(out, ConfigurationError)
+    assert "before the optimizer's step" in str(out) and "\n" not in str(out)
+
+
+# ------------------------------------------------- canaries given as examples, before clipping
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_canaries_given_as_examples_before_clipping_are_not_refuted_in_a_correct_loop(sigma, seed):
+    """A loop that clips at C turns the 4·C canary rows into C: the claim's law, never refuted."""
+    out = _loop(sigma, placement="examples", seed=seed, dataset_size=N)
+    assert not isinstance(out, Exception), out
+    check = out["self_check"]
+    assert check["inserted"] == "examples, before clipping" and check["example_norm"] == 4.0
+    assert check["canary_gain"] == pytest.approx(1.0, abs=0.05)
+    assert check["noise_std"] == pytest.approx(sigma * CLIP, rel=0.05)
+    assert check["observed_sample_rate"] == pytest.approx(RATE, abs=0.02)
+    assert out.verdict not in REFUTING_VERDICTS and out.certified_epsilon_lower_bound <= EPSILON
+    assert out["hypothesis_test"]["refuted"] is False
+
+
+def test_clipping_after_the_noise_is_refuted_by_canaries_given_as_examples(sigma):
+    """The bug: noise added to the unclipped sum, the noisy sum clipped after. The canary rows
+    (4·C) are not clipped before the noise, their scores are 4× the claim's: refuted, not refused."""
+    out = _loop(sigma, placement="examples", clip=False, dataset_size=N)
+    assert not isinstance(out, Exception), out
+    assert out["self_check"]["canary_gain"] == pytest.approx(4.0, rel=0.05)
+    test = out["hypothesis_test"]
+    assert test["refuted"] is True and test["p_value"] < 1e-6
+    assert out.verdict == "claim refuted" and out.certified_epsilon_lower_bound > EPSILON
+
+
+@pytest.mark.parametrize("placement", ["examples-divided", "examples-step"])
+def test_canaries_given_as_examples_observed_after_the_division_or_the_step_are_refused(sigma, placement):
+    out = _loop(sigma, placement=placement)
+    assert isinstance(out, ConfigurationError), out
+    line = str(out)
+    assert "\n" not in line and "came through at" in line and "before dividing by the batch size" in line
+
+
+def test_inject_examples_refuses_bad_rows_and_mixing_with_inject():
+    params = [torch.zeros(3, 4, requires_grad=True), torch.zeros(4, requires_grad=True)]
+    canaries = dpaudit.GradientCanaries(count=5, seed=0).attach(params, sample_rate=1.0, max_grad_norm=2.0)
+    with pytest.raises(ConfigurationError, match="one \\[B, \\*shape\\] tensor per attached parameter"):
+        canaries.inject_examples([torch.zeros(3, 4), torch.zeros(4)])  # no batch dimension
+    rows = canaries.inject_examples([torch.zeros(2, 3, 4), torch.zeros(2, 4)])
+    included = int(canaries._hook.included.sum())  # q = 1: every included canary joins, no excluded one
+    assert 0 < included < 5 and rows[0].shape[0] == rows[1].shape[0] == 2 + included
+    extra = torch.cat([r[2:].reshape(included, -1) for r in rows], dim=1)
+    assert torch.allclose(extra.norm(dim=1), torch.full((included,), 8.0))  # 4·C, one coordinate each
+    assert int((extra != 0).sum()) == included
+    canaries.observe([torch.zeros(3, 4), torch.zeros(4)])
+    with pytest.raises(ConfigurationError, match="inject\\(\\) after inject_examples\\(\\)"):
+        canaries.inject([torch.zeros(3, 4), torch.zeros(4)])
+    with pytest.raises(ConfigurationError, match="example_norm must be > 1"):
+        dpaudit.GradientCanaries(count=2).attach(params, sample_rate=0.5, max_grad_norm=1.0, example_norm=1.0)
+
+
+def test_the_noise_test_finds_a_step_missing_from_the_accountant_where_the_canaries_cannot():
+    """σ calibrated (tightest accountant) for T = 30 steps, T + 1 run: 0.6 % less noise than the
+    claim at T + 1 needs. The canaries' scores cannot tell; the noise along the ≈ 4,500 non-canary
+    coordinates × 31 steps can (χ² lower tail)."""
+    exact = claimed_noise_multiplier(EPSILON, DELTA, RATE, STEPS)
+    sound = _loop(exact, placement="examples", dataset_size=N)
+    assert sound["self_check"]["noise_test"]["p_value"] > 0.01
+    assert sound["self_check"]["noise_test"]["noise_std_over_claimed"] == pytest.approx(1.0, abs=0.01)
+    bug = _loop(exact, placement="examples", dataset_size=N, extra_steps=1)
+    assert not isinstance(bug, Exception), bug
+    test = bug["self_check"]["noise_test"]
+    ratio = exact / claimed_noise_multiplier(EPSILON, DELTA, RATE, STEPS + 1)
+    assert test["noise_std_over_claimed"] == pytest.approx(ratio, abs=0.003) and ratio < 0.995
+    assert test["p_value"] < 1e-4 and test["z"] < -4
+    assert bug["hypothesis_test"]["refuted"] is False  # the canaries' scores do not see it
+
+
+@pytest.mark.parametrize("told", [0.1, 0.2])
+def test_an_opacus_loaders_rate_is_checked_against_the_sample_rate_given(told):
+    """Opacus' per-sample gradients give each batch's size: canaries attached with twice the
+    loader's rate (0.2 for 0.1) are refused in one line; the loader's own rate is accepted."""
+    import warnings
+
+    from opacus import PrivacyEngine
+    from torch.utils.data import DataLoader, TensorDataset
+
+    generator = torch.Generator().manual_seed(0)
+    x, y = torch.randn(200, 16, generator=generator), torch.randint(0, 4, (200,), generator=generator)
+    torch.manual_seed(0)
+    model = nn.Linear(16, 4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model, optimizer, loader = PrivacyEngine().make_private(
+            module=model,
+            optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
+            data_loader=DataLoader(TensorDataset(x, y), batch_size=20),
+            noise_multiplier=1.0,
+            max_grad_norm=1.0,
+        )
+        assert loader.sample_rate == pytest.approx(0.1)
+        canaries = dpaudit.GradientCanaries(count=20, seed=0).attach(optimizer, sample_rate=told, dataset_size=200)
+        for _ in range(5):
+            for xb, yb in loader:
+                optimizer.zero_grad()
+                nn.functional.cross_entropy(model(xb), yb).backward()
+                optimizer.step()
+    try:
+        out = canaries.result(epsilon=4.0, delta=1e-5)
+    except ConfigurationError as exc:
+        out = exc
+    if told == 0.1:
+        assert not isinstance(out, Exception), out
+        assert out["self_check"]["observed_sample_rate"] == pytest.approx(0.1, abs=0.02)
+    else:
+        assert isinstance(out, ConfigurationError) and "\n" not in str(out)
+        assert "sample_rate=0.2" in str(out) and "loader.sample_rate" in str(out)
