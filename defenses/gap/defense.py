@@ -69,9 +69,20 @@ best-validation epochs, reads that release and node features and labels — whic
 does not protect — so it is post-processing (Dwork & Roth 2014, Proposition 2.1) and costs no ε.
 The released model then answers query graphs with k hops (each query is a k-hop release).
 A grid over separately released mechanisms (another K_max or noise scale) would compose; none is
-run. K_max stays ``hops`` (default 2) rather than the paper's 5: every hop of the release costs
+run. K_max stays ``hops`` rather than the paper's 5: every hop of the release costs
 budget, and at K_max = 5 the per-hop noise is √(5/2) times larger (johnshopkins55:year, ε = 4,
 3 seeds: 0.703 with K_max = 5 against 0.712 with K_max = 2).
+
+*Edge level, sound architecture* (issue 50; :meth:`_GAP._fit_skip`). Features, labels of every
+split and the declared node count are public at edge level, so everything but PMA is built from
+them for free: a feature-only encoder (the public grid :data:`protocols.SKIP_ENCODER_GRID`, chosen
+by its own validation accuracy), ONE PMA release of K_max = ``hops`` (default 1 for gap-edp) hops
+of its row-normalised class probabilities (the only mechanism in the ledger, Theorem 1 with
+Δ = √2), and :class:`~defenses.gap.model.GAPSkipClassifier` — a linear head over the encoder's
+log-probabilities (the hop-0 skip) and the release's noisy sums, fitted on the validation labels,
+K ∈ 0..K_max chosen by cross-validation with K = 0 the encoder alone. All post-processing of the
+release and public data (Dwork & Roth 2014, Prop. 2.1). The derivation (Planetoid Cora, Texas,
+Wisconsin; held out: johnshopkins55, cora_ml, actor) is in docs/defenses/gap.md.
 
 *Node level, sound, the default* (``gap-ndp``, ``degree_bound=projection``). PMA aggregates over
 the maximum-entropy projection of the graph to weighted degree ≤ D

@@ -17,6 +17,11 @@ hops K            best validation accuracy over          edge / ∞: best valida
                   accounted)                             ``hops``; node: the fixed ``hops``
 degree D (node)   best validation accuracy over          the fixed ``max_degree``
                   ``degree_grid``
+architecture      the reference code's                   edge: feature-only encoder (public grid on
+                                                         validation) whose class probabilities PMA
+                                                         releases; hop-0 skip head fitted on the
+                                                         validation labels, K ∈ 0..``hops`` by
+                                                         cross-validation (:func:`uses_skip_head`)
 ================  =====================================  ==========================================
 
 Which data a choice may read for free, per protected unit (the ``sound`` rule):

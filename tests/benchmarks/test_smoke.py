@@ -37,6 +37,7 @@ SLOW = {
     "bench_selection.py",
     "bench_zoo.py",
     "bench_blackbox_power.py",
+    "bench_edge_level.py",
 }
 
 
