@@ -89,9 +89,11 @@ from tqdm.auto import tqdm
 
 from defenses.gcon.homophily import (
     HomophilyRelease,
+    encoder_dropout_rule,
     homophily_mechanism,
     homophily_share,
     label_agreement_counts,
+    mean_degree,
     release_homophily,
 )
 from defenses.gcon.mechanism import (
@@ -226,7 +228,10 @@ class GCONHyperparameters(PrivateHyperparameters):
     Attributes:
         encoder_hidden: d₁, the encoder's hidden width = feature dimension (Appendix Q: 8, 16, 64).
         encoder_epochs, encoder_lr, encoder_weight_decay, encoder_dropout, encoder_act: encoder
-            training (full batch Adam on the training nodes, cross-entropy).
+            training (full batch Adam on the training nodes, cross-entropy). Under ``sound`` with
+            ``adapt="homophily"`` the density rule of :mod:`defenses.gcon.homophily` replaces
+            ``encoder_dropout`` by 0 on a graph whose released mean degree is ≥ 20 (issue 50;
+            post-processing of the statistic's noisy edge count, no further ε).
         pseudo_labels: n₁ = n (all nodes, pseudo-labelled by the encoder) instead of n₁ = n₀.
         alpha: restart probability α of Eq. (9) (Appendix Q: 0.2, 0.4, 0.6, 0.8).
         steps: propagation steps m₁,…,m_s as text, e.g. ``"2"``, ``"1,5"``, ``"inf"`` (PPR).
@@ -387,21 +392,27 @@ class GCON(Defense):
         "card.gcon.homophily.alpha_inference",
         "card.gcon.config.alpha_inference",
         "settings.alpha_inference",
+        "card.gcon.homophily.noisy_total",
+        "card.gcon.homophily.encoder_dropout",
     )
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         _validate(self.hp)  # bad hyperparameters fail at construction, before any training
 
-    def _train_encoder(self, dataset: GraphDataset, split: Split, hidden: int | None = None) -> MLP:
+    def _train_encoder(
+        self, dataset: GraphDataset, split: Split, hidden: int | None = None, dropout: float | None = None
+    ) -> MLP:
         """Algorithm 3 on the training nodes' features and labels (no edge is read). Under
         ``sound`` the epoch with the best validation accuracy of the encoder itself is kept
         (validation features and labels only: public at edge level, so the choice is free);
-        ``paper`` and a split without validation nodes keep the last epoch."""
+        ``paper`` and a split without validation nodes keep the last epoch. ``dropout`` (default
+        the ``encoder_dropout`` field) is the density rule's under ``sound``."""
         hp = self.hp
         data = dataset.data
         width = hp.encoder_hidden if hidden is None else int(hidden)
-        encoder = MLP(dataset.num_features, [width], dataset.num_classes, hp.encoder_dropout, hp.encoder_act)
+        rate = hp.encoder_dropout if dropout is None else float(dropout)
+        encoder = MLP(dataset.num_features, [width], dataset.num_classes, rate, hp.encoder_act)
         encoder = encoder.to(self.device)
         # Sparse raw features stay sparse (first layer CSR × dense, input dropout on the non-zeros).
         x = sparse_features(data.x[split.train].float().to(self.device))
@@ -524,6 +535,19 @@ class GCON(Defense):
                 homophily = release_homophily(*counts, share * self.epsilon, rng)
                 homophily_counts = counts
                 config = dataclasses.replace(config, alpha_inference=homophily.alpha_inference)
+                # the density rule (issue 50): post-processing of the released edge count and the
+                # public n; a dense graph's encoder is retrained without dropout (features and
+                # labels only, no edge)
+                dropout = encoder_dropout_rule(mean_degree(homophily.noisy_total, n), hp.encoder_dropout)
+                if dropout != hp.encoder_dropout:
+                    seed_everything(self.seed)
+                    encoder = self._train_encoder(dataset, split, config.encoder_hidden, dropout)
+                    x_enc = encode_features(encoder, x_all)
+                    with torch.no_grad():
+                        pseudo = encoder(x_all.float()).argmax(dim=1)
+                    pseudo[train] = y_all[train]
+                    encoders[config.encoder_hidden] = (encoder, x_enc, pseudo)
+                    features.clear()
             key = (config.alpha, tuple(config.steps))
             if key not in features:
                 with torch.no_grad():
@@ -596,7 +620,13 @@ class GCON(Defense):
         # the owner's: everything the warm start and the descent measured on the edges
         gcon_record = dict(trained.diagnostics)
         if homophily is not None:
-            gcon_card["homophily"] = {"share": hp.homophily_share, **homophily.card()}
+            gcon_card["homophily"] = {
+                "share": hp.homophily_share,
+                **homophily.card(),
+                "encoder_dropout": encoder_dropout_rule(
+                    mean_degree(homophily.noisy_total, dataset.num_nodes), hp.encoder_dropout
+                ),
+            }
             gcon_record["homophily_counts"] = {"agree": homophily_counts[0], "total": homophily_counts[1]}
         unaccounted = []
         if self.paper_protocol:

@@ -23,7 +23,9 @@ Integer noise on integer counts closes Mironov's (2012) floating-point attack on
 Laplace sampler, whose double outputs are porous sets that can reveal the exact count; the
 draw is ``scipy.stats.dlaplace`` (a difference of two geometric draws) on the privacy noise
 source's generator (:mod:`dpaudit.training.noise`). ĥ = agree~ / total~ (clipped to [0, 1]) is
-post-processing, and so is everything computed from it.
+post-processing, and so is everything computed from it — including the mean degree
+2·total~/n (n, the declared node count, is public) that the density rule
+(:func:`encoder_dropout_rule`, issue 50) maps to the encoder's dropout: that rule costs no ε beyond ε_h.
 
 The rule (:func:`inference_restart`) is public: a piecewise-linear map fixed on graphs that are
 not benchmarks here (Planetoid Cora, homophilous, label agreement 0.42–0.46 with d₁ = 8 or 16,
@@ -55,6 +57,17 @@ RULE_KNOTS = ((0.25, 1.0), (0.38, 0.1))
 #: L1 sensitivity of the pair (agree, total) to one undirected edge
 COUNTS_SENSITIVITY = 2.0
 
+#: the density rule (issue 50): a graph whose released mean degree 2·total~/n is at least this is
+#: *dense*, and its encoder is trained without dropout (:data:`DENSE_ENCODER_DROPOUT`). NOT derived
+#: on a held-out set: the dropout effect was found on johnshopkins55:year (mean degree ≈ 72, a
+#: benchmark); the threshold sits between the sparse derivation graphs (Cora 3.9, Texas and
+#: Wisconsin below 4, where the rule changes nothing) and the Facebook100 graphs; on reed98:year
+#: (≈ 39, not a benchmark) it costs 1.7 points (2 seeds). See ``docs/defenses/gcon.md``.
+DENSE_DEGREE = 20.0
+
+#: the encoder dropout of a dense graph (the ``encoder_dropout`` field applies below DENSE_DEGREE)
+DENSE_ENCODER_DROPOUT = 0.0
+
 
 def label_agreement_counts(edge_index: torch.Tensor, labels: torch.Tensor) -> tuple[int, int]:
     """(agree, total) over the undirected edges of ``edge_index`` (each pair once, self-loops
@@ -75,6 +88,34 @@ def label_agreement_counts(edge_index: torch.Tensor, labels: torch.Tensor) -> tu
     pairs = torch.unique(torch.stack([lo, hi]), dim=1)
     agree = int((labels[pairs[0]] == labels[pairs[1]]).sum())
     return agree, int(pairs.shape[1])
+
+
+def mean_degree(noisy_total: int, num_nodes: int) -> float:
+    """The released mean degree 2·max(total~, 0)/n: post-processing of the noisy edge count and the
+    declared node count (public at edge level).
+
+    Args:
+        noisy_total: the released (noisy) number of undirected edges.
+        num_nodes: n.
+
+    Returns:
+        The mean degree estimate (0 for an empty node set).
+    """
+    return 2.0 * max(int(noisy_total), 0) / max(int(num_nodes), 1)
+
+
+def encoder_dropout_rule(degree: float, default: float) -> float:
+    """The public density rule: :data:`DENSE_ENCODER_DROPOUT` when the released mean degree is at
+    least :data:`DENSE_DEGREE`, else ``default`` (the ``encoder_dropout`` field).
+
+    Args:
+        degree: the released mean degree (:func:`mean_degree`).
+        default: the dropout used below the threshold.
+
+    Returns:
+        The encoder's dropout.
+    """
+    return DENSE_ENCODER_DROPOUT if float(degree) >= DENSE_DEGREE else float(default)
 
 
 def inference_restart(estimate: float) -> float:
@@ -105,6 +146,7 @@ class HomophilyRelease:
     scale: float
     estimate: float
     alpha_inference: float
+    noisy_total: int = 0
 
     def mechanism(self) -> RecordedGuarantee:
         """The ledger record: pure ε_h-DP (δ = 0) with its calibration in the details."""
@@ -124,6 +166,8 @@ class HomophilyRelease:
             "estimate": self.estimate,
             "alpha_inference": self.alpha_inference,
             "rule_knots": [list(k) for k in RULE_KNOTS],
+            "noisy_total": self.noisy_total,
+            "dense_degree": DENSE_DEGREE,
         }
 
 
@@ -173,7 +217,7 @@ def release_homophily(agree: int, total: int, epsilon: float, rng: np.random.Gen
         noisy_agree += int(noise[0])
         noisy_total += int(noise[1])
     estimate = min(max(noisy_agree / max(noisy_total, 1), 0.0), 1.0)
-    return HomophilyRelease(epsilon, scale, estimate, inference_restart(estimate))
+    return HomophilyRelease(epsilon, scale, estimate, inference_restart(estimate), noisy_total)
 
 
 def homophily_share(hp) -> float:

@@ -11,6 +11,10 @@ Eq. 16)                       from a noisy label agreement of the edges
                               (Laplace counts, pure ε_h = hε, h = 2 %,
                               charged in the ledger; ``adapt="none"``
                               keeps the fixed fields and spends nothing)
+encoder dropout (issue 50)    0 when the released mean degree             the ``encoder_dropout`` field
+                              2·total~/n ≥ 20 (the same statistic's
+                              noisy edge count: post-processing), else
+                              the field
 encoder checkpoint            the epoch of best validation accuracy of    the last epoch
                               the encoder itself (free: it reads only
                               features and labels, which edge-level DP

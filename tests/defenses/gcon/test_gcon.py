@@ -114,6 +114,24 @@ def test_lemma2_is_tight_for_one_step_and_formula_values():
     assert sensitivity_psi(0.6, [0, 2]) == pytest.approx(0.56)
 
 
+def test_hop0_block_reads_no_edge_and_the_halved_bound_is_attained():
+    """A hop-0 block (m = 0: R_0 X̄ = X̄, the encoded features alone) reads no edge, so it adds 0 to
+    Lemma 2's sum and Z = ½(X̄ ⊕ R_1 X̄) has Ψ = ½·2(1−α) = 1−α. On the isolated edge with opposite
+    unit features the removal moves Z by exactly that: the hop-0 columns do not move at all and the
+    hop-1 columns move by the full 2(1−α), scaled by 1/s. A bound halved again (or the hop-0 block
+    wrongly counted as reading edges, doubling it) would be caught from either side."""
+    edge_index = torch.tensor([[0, 1], [1, 0]])
+    x = torch.tensor([[1.0, 0.0], [-1.0, 0.0]], dtype=torch.float64)
+    adj, adj_prime = normalized_adjacency(edge_index, 2), normalized_adjacency(torch.zeros(2, 0, dtype=torch.long), 2)
+    for alpha in (0.2, 0.5, 0.9):
+        z, z_prime = gcon_features(adj, x, alpha, [0, 1]), gcon_features(adj_prime, x, alpha, [0, 1])
+        assert torch.equal(z[:, :2], z_prime[:, :2])  # the hop-0 block is the same on both graphs
+        psi, bound = psi_metric(z, z_prime), sensitivity_psi(alpha, [0, 1])
+        assert bound == pytest.approx(1 - alpha, rel=1e-12)
+        assert psi == pytest.approx(bound, rel=1e-12)  # attained: Ψ/2 would be exceeded
+        assert psi > 0.75 * bound
+
+
 # ------------------------------------------------------------------------------ propagation
 
 
