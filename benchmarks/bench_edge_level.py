@@ -206,6 +206,7 @@ def summarize(store, label, defense, configuration, epsilon, seeds) -> dict[str,
     row["mean"] = statistics.mean(accuracies)
     row["sd"] = statistics.stdev(accuracies) if len(accuracies) > 1 else 0.0
     row["deployment"] = ok[0].get("deployment")
+    row["deployment_note"] = ok[0].get("deployment_note")
     row["covered"] = all(r.get("deployment_covered") for r in ok)
     row["sound"] = all(r.get("sound") for r in ok)
     spent = [r["epsilon_spent"] for r in ok if r.get("epsilon_spent") is not None]
@@ -221,7 +222,7 @@ def cell_text(row: dict[str, Any], private: bool) -> str:
     if row["ok"] < row["runs"] or row["ok"] < 3:
         text += f" ({row['ok']} seed{'s' if row['ok'] != 1 else ''})"
     if private:
-        text += f" [{row['deployment']}: {'covered' if row['covered'] else 'not covered'}]"
+        text += f" [{row['deployment']}: {'covered' if row['covered'] else 'as the deployment note says'}]"
     return text
 
 
@@ -290,6 +291,21 @@ def render(store, labels, epsilons, seeds, command: str) -> str:
                     misses.append((label, d, check))
             cells += [helps] + checks
             lines.append("| " + " | ".join(cells) + " |")
+    notes = {}
+    for label in labels:
+        for d in PRIVATE:
+            for c in CONFIGURATIONS:
+                for epsilon in sorted(epsilons):
+                    row = summarize(store, label, d, c, epsilon, seeds)
+                    if "mean" in row and not row["covered"] and row.get("deployment_note"):
+                        notes.setdefault((d, c, row["deployment"]), row["deployment_note"])
+    lines += ["", "## Deployment notes", ""]
+    lines += [
+        "Where ε does not cover every answer at the deployment the test ran in (the owner's training graph, "
+        "transductive splits), the model's card says in which deployment its answers are covered:",
+        "",
+    ]
+    lines += [f"- {d} {c}, {dep}: {note}" for (d, c, dep), note in notes.items()] or ["- none"]
     lines += ["", "## Rows that miss the goal at ε = 4", ""]
     lines += [f"- {SPLITS[label][0]} `{SPLITS[label][1]}`, {d}: {check}" for label, d, check in misses] or ["- none"]
     return "\n".join(lines) + "\n"
