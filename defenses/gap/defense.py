@@ -69,9 +69,20 @@ best-validation epochs, reads that release and node features and labels — whic
 does not protect — so it is post-processing (Dwork & Roth 2014, Proposition 2.1) and costs no ε.
 The released model then answers query graphs with k hops (each query is a k-hop release).
 A grid over separately released mechanisms (another K_max or noise scale) would compose; none is
-run. K_max stays ``hops`` (default 2) rather than the paper's 5: every hop of the release costs
+run. K_max stays ``hops`` rather than the paper's 5: every hop of the release costs
 budget, and at K_max = 5 the per-hop noise is √(5/2) times larger (johnshopkins55:year, ε = 4,
 3 seeds: 0.703 with K_max = 5 against 0.712 with K_max = 2).
+
+*Edge level, sound architecture* (issue 50; :meth:`_GAP._fit_skip`). Features, labels of every
+split and the declared node count are public at edge level, so everything but PMA is built from
+them for free: a feature-only encoder (the public grid :data:`protocols.SKIP_ENCODER_GRID`, chosen
+by its own validation accuracy), ONE PMA release of K_max = ``hops`` (default 1 for gap-edp) hops
+of its row-normalised class probabilities (the only mechanism in the ledger, Theorem 1 with
+Δ = √2), and :class:`~defenses.gap.model.GAPSkipClassifier` — a linear head over the encoder's
+log-probabilities (the hop-0 skip) and the release's noisy sums, fitted on the validation labels,
+K ∈ 0..K_max chosen by cross-validation with K = 0 the encoder alone. All post-processing of the
+release and public data (Dwork & Roth 2014, Prop. 2.1). The derivation (Planetoid Cora, Texas,
+Wisconsin; held out: johnshopkins55, cora_ml, actor) is in docs/defenses/gap.md.
 
 *Node level, sound, the default* (``gap-ndp``, ``degree_bound=projection``). PMA aggregates over
 the maximum-entropy projection of the graph to weighted degree ≤ D
@@ -202,6 +213,8 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import torch
+from sklearn.linear_model import LogisticRegression
+from sklearn.model_selection import StratifiedKFold, cross_val_score
 from torch_geometric.data import Data
 
 from defenses.gap import protocols
@@ -224,6 +237,7 @@ from defenses.gap.model import (  # noqa: F401  (re-exported)
     GAPClassifier,
     GAPEncoder,
     GAPModel,
+    GAPSkipClassifier,
     QueryLedger,
     TrainingGraph,
     TrainingRelease,
@@ -299,6 +313,7 @@ __all__ = [
     "require_declared",
     "Split",
     "GAPHyperparameters",
+    "GAPEdgeHyperparameters",
     "GAPNodeHyperparameters",
     "_Candidate",
     "_SIGMA_MEMO",
@@ -372,6 +387,22 @@ class GAPHyperparameters(PrivateHyperparameters):
     """epochs of the classification module"""
     hop_grid: tuple[int, ...] = (1, 2, 3, 4, 5)
     """protocol=paper: the K searched, one release per K"""
+
+
+@dataclass
+class GAPEdgeHyperparameters(GAPHyperparameters):
+    """GAP-EDP's defaults: those of :class:`GAPHyperparameters` with ``hops`` = 1, the K_max of
+    the one PMA release under ``sound`` (issue 50: every released hop costs budget, and on the
+    derivation graphs — Planetoid Cora, Texas, Wisconsin — one hop of the encoder's class
+    probabilities kept more than two: Cora, ε = 4, seed 0: 0.645 against 0.624; Texas and
+    Wisconsin fall back to the encoder at either). ``paper`` searches ``hop_grid`` as before.
+
+    Attributes:
+        hops: K_max, the hops PMA releases under ``sound``.
+    """
+
+    hops: int = 1
+    """K_max: the hops PMA releases once (sound; K chosen among its prefixes)"""
 
 
 @dataclass
@@ -735,6 +766,8 @@ class _GAP(Defense):
         # Raw features stay sparse where they are (the encoder's first layer is CSR × dense).
         x = sparse_features(data.x.float().to(device))
         y = data.y.to(device)
+        if protocols.uses_skip_head(self.level, self.protocol):
+            return self._fit_skip(dataset, split, edge_index, x, y, delta, base_cfg)
         train_d, val_d = train.to(device), val.to(device)
         selects = protocols.selects_on_validation(self.level, self.protocol)
         if selects and len(val) == 0:  # sound only (paper refused above): nothing to select on
@@ -830,6 +863,142 @@ class _GAP(Defense):
                     best = candidate
         assert best is not None
         return self._release(best, dataset, edge_index, delta, base_cfg, len(hop_grid) * len(degree_grid), schedules)
+
+    def _skip_nodes(self, split: Split) -> tuple[torch.Tensor, torch.Tensor]:
+        """(encoder's training nodes, the nodes the skip head is fitted and chosen on): the split's
+        training and validation nodes, or, without validation nodes, a seeded 20 % of the training
+        nodes held out (public labels at edge level)."""
+        if len(split.val) > 0:
+            return split.train, split.val
+        gen = torch.Generator().manual_seed(self.seed + 4_000_037)
+        order = split.train[torch.randperm(len(split.train), generator=gen)]
+        held = max(1, len(order) // 5)
+        return order[held:], order[:held]
+
+    def _fit_skip(self, dataset, split, edge_index, x, y, delta, base_cfg) -> GAPModel:
+        """Sound GAP-EDP (issue 50): Algorithm 2 with a public-data encoder and a hop-0 skip.
+
+        1. Encoder: for each (width, dropout) of :data:`protocols.SKIP_ENCODER_GRID`, the
+           feature-only encoder trained without noise on the training labels (best-validation
+           epoch); the one with the best validation accuracy is kept. It reads features and
+           labels only, which edge-level DP does not protect: free.
+        2. PMA (Algorithm 1, Theorem 1 with Δ = √2): ONE release of K_max = ``hops`` hops of the
+           encoder's row-normalised class probabilities (C wide: less noise per unit of signal
+           than a ``hidden``-wide embedding), calibrated to (ε, δ) and the only mechanism in the
+           ledger. The classifier reads the noisy sums X̃⁽ᵏ⁾ (Eq. 8), not their normalisations:
+           the same release.
+        3. Skip head (:class:`~defenses.gap.model.GAPSkipClassifier`): a logistic regression
+           (scikit-learn) over [log X̌⁽⁰⁾ | X̃⁽¹⁾ … X̃⁽ᴷ⁾] fitted on the validation labels (the
+           encoder's training-node probabilities are over-fitted: a head fitted there would learn
+           to ignore the graph). K ∈ 1..K_max and the regularisation are chosen by stratified
+           cross-validation accuracy on the validation nodes, the encoder alone among the choices
+           (the fallback where the graph does not help). Every step reads the release and public
+           features and labels only: post-processing (Dwork & Roth 2014, Prop. 2.1), no ε.
+        """
+        hp, device = self.hp, self.device
+        num_classes = dataset.num_classes
+        fit_nodes, head_nodes = self._skip_nodes(split)
+        fit_d, head_d = fit_nodes.to(device), head_nodes.to(device)
+        cfg = {**base_cfg, "head": "skip"}
+        best_enc = None
+        for width, dropout in protocols.SKIP_ENCODER_GRID:
+            trial = {**cfg, "hidden": width, "dropout": dropout}
+            torch.manual_seed(self.seed)
+            encoder = _build_encoder(trial).to(device)
+            _train_full_batch(
+                encoder, x[fit_d], y[fit_d], hp.encoder_epochs, hp.lr, "gap encoder", (x[head_d], y[head_d])
+            )
+            acc = _accuracy(encoder, x[head_d], y[head_d])
+            log.info("%s: encoder width %d, dropout %g: validation accuracy %.4f", self.name, width, dropout, acc)
+            if best_enc is None or acc > best_enc[0]:
+                best_enc = (acc, encoder, trial)
+        enc_acc, encoder, cfg = best_enc
+        with torch.no_grad():
+            x0 = encoder.eval().encode(x)
+        released_hops = hp.hops
+        sigma, sens = 0.0, self.aggregation_sensitivity()
+        if self.private:
+            sigma = self._calibrate(delta, None, released_hops)
+            log.info(
+                "%s: K_max = %d, calibrated σ = %.4g for ε = %g, δ = %g",
+                self.name,
+                released_hops,
+                sigma,
+                self.epsilon,
+                delta,
+            )
+        noise_std = sigma * sens
+        with torch.no_grad():
+            gen = self.noise.torch(self.seed + 2_000_003 + 7919 * released_hops)
+            sums = torch.cat(
+                private_multi_hop_aggregation(x0, edge_index.to(device), released_hops, noise_std, gen, raw=True),
+                dim=1,
+            )
+        hops, classifier, score, grid_size = self._fit_skip_head(x0, sums, y, head_nodes, released_hops, enc_acc)
+        cache = sums[:, : hops * num_classes].contiguous()
+        mechanisms = (
+            [GaussianMechanism(noise_std, sens, released_hops, name="pma (GAP Algorithm 1)")] if self.private else []
+        )
+        best = _Candidate(
+            hops,
+            released_hops,
+            None,
+            score,
+            sigma,
+            noise_std,
+            sens,
+            encoder,
+            classifier.to(device),
+            cache,
+            mechanisms,
+            int(edge_index.size(1)),
+        )
+        return self._release(best, dataset, edge_index, delta, cfg, grid_size, None)
+
+    def _fit_skip_head(self, x0, sums, y, head_nodes, released_hops, encoder_accuracy):
+        """(K, the fitted :class:`~defenses.gap.model.GAPSkipClassifier`, its cross-validated
+        accuracy, the number of choices) from the validation nodes' public labels."""
+        num_classes = x0.size(1)
+        idx = head_nodes.cpu().numpy()
+        labels = y.cpu().numpy()[idx]
+        log_p = torch.log(x0.clamp_min(1e-6)).cpu()
+        raw = sums.cpu()
+        counts = [int((labels == c).sum()) for c in set(labels.tolist())]
+        folds = min(5, max(counts)) if counts else 0
+        # K = 0: the encoder's log-probabilities alone (hop weights zero), the fallback where the graph does not help
+        choices = [(k, c) for k in range(0, released_hops + 1) for c in protocols.SKIP_HEAD_REGULARISATION]
+
+        def inputs(k: int):
+            return torch.cat([log_p, raw[:, : k * num_classes]], dim=1).numpy()[idx]
+
+        best = (encoder_accuracy, 0, None)  # too few validation labels to cross-validate: the encoder itself
+        if folds >= 2 and len(counts) >= 2:
+            cv = StratifiedKFold(folds, shuffle=True, random_state=self.seed)
+            best = (-1.0, 0, None)
+            for k, c in choices:
+                score = float(cross_val_score(LogisticRegression(C=c, max_iter=2000), inputs(k), labels, cv=cv).mean())
+                log.info("%s: skip head K = %d, C = %g: cross-validated accuracy %.4f", self.name, k, c, score)
+                if score > best[0]:
+                    best = (score, k, c)
+        score, k, c = best
+        hops = max(1, k)
+        classifier = GAPSkipClassifier(hops, num_classes)
+        with torch.no_grad():
+            classifier.linear.weight.zero_()
+            classifier.linear.bias.zero_()
+            if c is None:  # the encoder's own prediction: identity on the hop-0 log-probabilities
+                classifier.linear.weight[:, :num_classes] = torch.eye(num_classes)
+            else:
+                head = LogisticRegression(C=c, max_iter=2000).fit(inputs(k), labels)
+                rows = torch.as_tensor(head.classes_, dtype=torch.long)
+                width = (k + 1) * num_classes
+                classifier.linear.weight[rows, :width] = torch.as_tensor(head.coef_, dtype=torch.float32)
+                classifier.linear.bias[rows] = torch.as_tensor(head.intercept_, dtype=torch.float32)
+                if len(rows) < num_classes:  # a class absent from the validation labels: never predicted
+                    missing = torch.ones(num_classes, dtype=torch.bool)
+                    missing[rows] = False
+                    classifier.linear.bias[missing] = -1e4
+        return hops, classifier.eval(), score, 1 + len(choices)
 
     def _aggregate(
         self, x0, edge_index, num_nodes, hops, released_hops, max_degree, noise_std, one_release, shared_hops
@@ -1007,7 +1176,7 @@ class GAPEdge(_GAP):
     relative_cost = 1.1
     level = "edge"
     summary = "GAP-EDP: edge-level DP by aggregation perturbation (PMA, Theorem 1 with Δ = √2), noise calibrated to ε"
-    hyperparameters_class = GAPHyperparameters
+    hyperparameters_class = GAPEdgeHyperparameters
     selection_score = Score(
         noisy=False,
         needs_training_release=True,

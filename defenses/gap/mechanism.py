@@ -95,6 +95,7 @@ def private_multi_hop_aggregation(
     noise_std: float,
     generator: torch.Generator | None = None,
     operator=None,
+    raw: bool = False,
 ) -> list[torch.Tensor]:
     r"""PMA, Algorithm 1: returns :math:`[\check X^{(1)}, \dots, \check X^{(K)}]`, each [N, d].
 
@@ -111,6 +112,8 @@ def private_multi_hop_aggregation(
         noise_std: σ of the Gaussian noise per entry (0: GAP-∞).
         generator: the noise's generator.
         operator: a propagation replacing the plain SUM, or ``None``.
+        raw: return the noisy sums :math:`\tilde X^{(k)}` (Eq. 8) instead of their normalisations
+            (Eq. 9; the next hop still reads the normalised rows): the same release, post-processed less.
 
     Raises:
         DPAuditError: a negative or non-finite ``noise_std``.
@@ -134,7 +137,7 @@ def private_multi_hop_aggregation(
             noise = randn_on(aggregated.shape, generator, aggregated.device, aggregated.dtype)
             aggregated = aggregated + noise_std * noise
         current = row_normalize(aggregated)
-        out.append(current)
+        out.append(aggregated if raw else current)
     return out
 
 

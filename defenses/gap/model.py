@@ -115,14 +115,26 @@ class GAPEncoder(nn.Module):
         batch_norm: BatchNorm in the MLP and after the normalisation.
     """
 
-    def __init__(self, in_dim: int, hidden: int, layers: int, num_classes: int, dropout: float, batch_norm: bool):
+    def __init__(
+        self,
+        in_dim: int,
+        hidden: int,
+        layers: int,
+        num_classes: int,
+        dropout: float,
+        batch_norm: bool,
+        probabilities: bool = False,
+    ):
         super().__init__()
+        self.probabilities = bool(probabilities)
         self.mlp = mlp_stack(in_dim, hidden, layers, hidden, dropout, batch_norm)
         self.post = _post_combine(hidden, dropout, batch_norm)
         self.head = nn.Linear(hidden, num_classes)
 
     def encode(self, x: torch.Tensor) -> torch.Tensor:
-        """The released X⁽⁰⁾: the row-ℓ₂-normalised encoder MLP output.
+        """The released X⁽⁰⁾: the row-ℓ₂-normalised encoder MLP output, or (``probabilities``:
+        sound GAP-EDP's skip head, :class:`GAPSkipClassifier`) the row-ℓ₂-normalised class
+        probabilities of the pre-training head [n, C].
 
         Args:
             x: node features, dense or sparse.
@@ -132,8 +144,10 @@ class GAPEncoder(nn.Module):
 
         Shapes:
             x: [n, F]
-            return: [n, hidden]
+            return: [n, hidden] ([n, C] with ``probabilities``)
         """
+        if self.probabilities:
+            return row_normalize(torch.softmax(self.forward(x), dim=1))
         return row_normalize(self.mlp(x))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -149,7 +163,7 @@ class GAPEncoder(nn.Module):
             x: [n, F]
             return: [n, C]
         """
-        return self.head(self.post(self.encode(x)))
+        return self.head(self.post(row_normalize(self.mlp(x))))
 
 
 class GAPClassifier(nn.Module):
@@ -218,13 +232,97 @@ class GAPClassifier(nn.Module):
         return self.head(self.post(row_normalize(self.embed(z))))
 
 
+class GAPSkipClassifier(nn.Module):
+    r"""Sound GAP-EDP's classification module (issue 50): one linear layer over the hop-0 skip
+    :math:`\log \check X^{(0)}` (the feature-only encoder's log class probabilities, up to a
+    per-row constant that softmax ignores) and the released noisy sums
+    :math:`\tilde X^{(1)}, \dots, \tilde X^{(K)}` (Eq. 8 before the normalisation of Eq. 9:
+    post-processing of the same release). With the hop weights at zero it is the encoder's own
+    prediction, the fallback where the graph does not help. Its weights are fitted on public labels
+    (validation nodes; edge-level DP does not protect them), never by reading an edge beyond the release.
+    Shapes: z [n, (K+1)·C] → embed [n, (K+1)·C] → logits [n, C].
+
+    Args:
+        hops: K.
+        num_classes: C (the width of every chunk).
+    """
+
+    def __init__(self, hops: int, num_classes: int):
+        super().__init__()
+        self.hidden = num_classes  # the chunk width (the config's hop width)
+        self.linear = nn.Linear((hops + 1) * num_classes, num_classes)
+
+    def embed(self, z: torch.Tensor) -> torch.Tensor:
+        """H: the hop-0 chunk's log probabilities beside the noisy hop sums.
+
+        Args:
+            z: [X̌⁽⁰⁾ | X̃⁽¹⁾ … X̃⁽ᴷ⁾].
+
+        Returns:
+            H.
+
+        Shapes:
+            z: [n, (K+1)·C]
+            return: [n, (K+1)·C]
+        """
+        return torch.cat([torch.log(z[:, : self.hidden].clamp_min(1e-6)), z[:, self.hidden :]], dim=1)
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        """Logits: one linear layer over :meth:`embed`.
+
+        Args:
+            z: [X̌⁽⁰⁾ | X̃⁽¹⁾ … X̃⁽ᴷ⁾].
+
+        Returns:
+            Class logits.
+
+        Shapes:
+            z: [n, (K+1)·C]
+            return: [n, C]
+        """
+        return self.linear(self.embed(z))
+
+
+def skip_head(cfg: dict[str, Any]) -> bool:
+    """Whether a config uses sound GAP-EDP's skip head (:class:`GAPSkipClassifier`; absent: the
+    reference architecture).
+
+    Args:
+        cfg: a GAP model config.
+
+    Returns:
+        ``cfg["head"] == "skip"``.
+    """
+    return cfg.get("head") == "skip"
+
+
+def hop_width(cfg: dict[str, Any]) -> int:
+    """The width of X⁽⁰⁾ and of every released hop: C under the skip head, else ``hidden``.
+
+    Args:
+        cfg: a GAP model config.
+
+    Returns:
+        The width.
+    """
+    return int(cfg["num_classes"]) if skip_head(cfg) else int(cfg["hidden"])
+
+
 def _build_encoder(cfg: dict[str, Any]) -> GAPEncoder:
     return GAPEncoder(
-        cfg["in_dim"], cfg["hidden"], cfg["encoder_layers"], cfg["num_classes"], cfg["dropout"], cfg["batch_norm"]
+        cfg["in_dim"],
+        cfg["hidden"],
+        cfg["encoder_layers"],
+        cfg["num_classes"],
+        cfg["dropout"],
+        cfg["batch_norm"],
+        probabilities=skip_head(cfg),
     )
 
 
-def _build_classifier(cfg: dict[str, Any], hops: int) -> GAPClassifier:
+def _build_classifier(cfg: dict[str, Any], hops: int) -> GAPClassifier | GAPSkipClassifier:
+    if skip_head(cfg):
+        return GAPSkipClassifier(hops, int(cfg["num_classes"]))
     return GAPClassifier(
         hops,
         cfg["hidden"],
@@ -807,7 +905,7 @@ class GAPModel(ReleasedModel):
         """Hold PMA's training-graph output as the owner's record (``fit`` calls this), with the
         training graph's edges (``edge_index``; kept as :func:`~defenses.gap.queries.edge_codes`)
         when given: what :meth:`charges_training` recognises a graph sharing an edge with it by."""
-        expected = (graph.num_nodes, int(self.cfg["hops"]) * int(self.cfg["hidden"]))
+        expected = (graph.num_nodes, int(self.cfg["hops"]) * hop_width(self.cfg))
         if tuple(aggregations.shape) != expected:
             raise ModelFormatError(
                 f"GAP training aggregations have shape {tuple(aggregations.shape)}; the training graph and config "
@@ -1050,12 +1148,20 @@ class GAPModel(ReleasedModel):
                 projection = projection_of(edge_index, num_nodes, self.cfg["max_degree"])
                 operator = projection.sum_operator(num_nodes, x0.dtype, self.device)
             released = private_multi_hop_aggregation(
-                x0, edge_index.to(self.device), hops, self.cfg["noise_std"], gen, operator=operator
+                x0,
+                edge_index.to(self.device),
+                hops,
+                self.cfg["noise_std"],
+                gen,
+                operator=operator,
+                raw=skip_head(self.cfg),
             )
             rows, covered, subset = torch.cat(released, dim=1), None, None
         else:
             x0 = self.encoder.encode(graph.x[subset.to(graph.x.device)].to(self.device).float())
-            released = private_multi_hop_aggregation(x0, edge_index.to(self.device), hops, self.cfg["noise_std"], gen)
+            released = private_multi_hop_aggregation(
+                x0, edge_index.to(self.device), hops, self.cfg["noise_std"], gen, raw=skip_head(self.cfg)
+            )
             rows, covered = torch.cat(released, dim=1)[positions.to(self.device)], wanted
         self._record_query_release(charged=self.charges_training(graph))
         if memo is not None:  # a session keeps its own release to answer its own repeats

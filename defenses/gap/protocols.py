@@ -17,6 +17,11 @@ hops K            best validation accuracy over          edge / ∞: best valida
                   accounted)                             ``hops``; node: the fixed ``hops``
 degree D (node)   best validation accuracy over          the fixed ``max_degree``
                   ``degree_grid``
+architecture      the reference code's                   edge: feature-only encoder (public grid on
+                                                         validation) whose class probabilities PMA
+                                                         releases; hop-0 skip head fitted on the
+                                                         validation labels, K ∈ 0..``hops`` by
+                                                         cross-validation (:func:`uses_skip_head`)
 ================  =====================================  ==========================================
 
 Which data a choice may read for free, per protected unit (the ``sound`` rule):
@@ -139,6 +144,29 @@ def hops_share_one_release(level: str, protocol: str, private: bool) -> bool:
     return level != "node" and (protocol == "sound" or not private)
 
 
+#: sound GAP-EDP's public encoder grid (issue 50): (hidden width, dropout) of the feature-only
+#: encoder, chosen by its own validation accuracy (it reads no edge: free at edge level)
+SKIP_ENCODER_GRID = ((64, 0.0), (64, 0.5), (256, 0.0), (256, 0.5))
+#: sound GAP-EDP's skip-head regularisations (inverse L2 strength of the logistic regression)
+SKIP_HEAD_REGULARISATION = (0.1, 1.0)
+
+
+def uses_skip_head(level: str, protocol: str) -> bool:
+    """Sound GAP-EDP (issue 50) releases the feature-only encoder's class probabilities through PMA
+    and classifies with :class:`~defenses.gap.model.GAPSkipClassifier` (hop-0 skip + noisy hop
+    sums) fitted on the validation labels; ``paper`` and the other levels keep the reference
+    architecture.
+
+    Args:
+        level: ``inf``, ``edge`` or ``node``.
+        protocol: ``sound`` or ``paper``.
+
+    Returns:
+        ``True`` for sound edge level.
+    """
+    return level == "edge" and protocol == "sound"
+
+
 def samples_degrees(protocol: str) -> bool:
     """``paper`` bounds node-level degrees by random out-neighbour sampling (unanalysed); ``sound``
     never changes the graph and checks the promise instead.
@@ -234,6 +262,15 @@ def privacy_text(
                 "unit: one undirected edge; removing it changes two directed entries of A, so the per-hop "
                 "sensitivity is √2; PMA is (α, Kα·2/(2s²))-RDP (Theorem 1 with Δ = √2)"
             )
+            if uses_skip_head(level, protocol):
+                notes.append(
+                    "skip head (issue 50): the encoder is a feature-only MLP trained without noise on the training "
+                    "labels, its width and dropout chosen by its own validation accuracy (it reads no edge); PMA "
+                    "releases its row-normalised class probabilities; the classifier is one linear layer over the "
+                    "encoder's log-probabilities (hop-0 skip) and the noisy hop sums, fitted on the validation "
+                    "labels; K and its regularisation chosen by cross-validation on them, the encoder alone "
+                    "among the choices: all post-processing of the one release and of public features and labels"
+                )
             notes.append(
                 f"one PMA release of K_max = {released_hops} hop(s) on the training graph, accounted for "
                 f"{released_hops}; K = {hops} and the encoder's and classifier's best-validation epochs were chosen "

@@ -38,6 +38,7 @@ SLOW = {
     "bench_zoo.py",
     "bench_blackbox_power.py",
     "bench_demo.py",
+    "bench_edge_level.py",
 }
 
 

@@ -339,7 +339,7 @@ def test_pma_hop_prefixes_are_the_shorter_release(small_graph):
 
 def test_sound_edge_level_chooses_k_among_prefixes_of_one_release(small_graph, split, tmp_path):
     """Sound gap-edp releases PMA once with ``hops`` = 3 hops (accounted for 3, calibrated to
-    the target) and picks K ∈ {1, 2, 3} and the checkpoints on validation accuracy over its
+    the target) and picks K ∈ {1, 2, 3} (0 answers with 1 hop, its weights zero) by cross-validation over its
     prefixes: post-processing, nothing unaccounted. The model answers queries with K hops; the
     card names both K and the release, and a card that misstates the release is refused."""
     model = get_defense("gap-edp")(epsilon=4.0, seed=0, encoder_epochs=10, epochs=10, hops=3).fit(small_graph, split)
@@ -352,10 +352,10 @@ def test_sound_edge_level_chooses_k_among_prefixes_of_one_release(small_graph, s
     query = model.config()["query_mechanism"]
     assert query["count"] == k and query["sigma"] == pytest.approx(model.config()["noise_std"])
     release = model.training_release()
-    assert release.aggregations.shape == (small_graph.num_nodes, k * 16)
-    assert model.record["gap"]["selection"]["val_accuracy"] == pytest.approx(
-        release.accuracy(small_graph.data, split.val)
-    )
+    # the skip head (issue 50): the release carries the encoder's class probabilities (C wide); the
+    # owner's record keeps the head's cross-validated accuracy on the validation nodes
+    assert release.aggregations.shape == (small_graph.num_nodes, k * small_graph.num_classes)
+    assert 0.0 <= model.record["gap"]["selection"]["val_accuracy"] <= 1.0
     directory = model.save(tmp_path / "m")
     assert load(directory).privacy.epsilon == pytest.approx(spec.epsilon)
     meta = json.loads((directory / "model.json").read_text())
@@ -488,7 +488,8 @@ def test_variants_train_and_report_levels(fitted, small_graph, split):
         assert proba.shape == (len(split.test), 3)
         assert torch.allclose(proba.sum(1), torch.ones(len(split.test)), atol=1e-5)
         k = model.config()["hops"]
-        assert release.embed(small_graph.data, split.test).shape == (len(split.test), (k + 1) * 16)
+        width = gap_model.hop_width(model.config())  # C under sound gap-edp's skip head, else hidden
+        assert release.embed(small_graph.data, split.test).shape == (len(split.test), (k + 1) * width)
         assert model.query_ledger.releases == 0  # reading the training release releases nothing
 
 
@@ -499,7 +500,7 @@ def test_the_training_release_reads_the_cached_noisy_aggregations(fitted, small_
     eps = model.privacy.epsilon
     release = model.training_release()
     k = model.config()["hops"]
-    assert release.aggregations.shape == (small_graph.num_nodes, k * 16)
+    assert release.aggregations.shape == (small_graph.num_nodes, k * gap_model.hop_width(model.config()))
     first = release.predict_proba(small_graph.data)
     assert torch.equal(first, release.predict_proba(small_graph.data.clone()))  # no fresh noise
     assert model._memo is None and model.query_ledger.releases == 0 and model.privacy.epsilon == eps
@@ -563,19 +564,20 @@ def _without_first_edge(data):
 
 
 def test_the_owners_copy_charges_the_training_graph_too(fitted, small_graph, tmp_path):
-    """Holding the owner's record changes nothing about predict_proba: the training graph passed
+    """(Compared on the released rows, ``representation``: they carry the noise whatever the head
+    weighs.) Holding the owner's record changes nothing about predict_proba: the training graph passed
     to the model is a new, charged release; the model object memoises nothing, so the same graph
     (permuted or not) is released again, with fresh noise."""
     model = _copy(fitted["gap-edp"], tmp_path)
     saved = model.privacy.epsilon
-    first = model.predict_proba(small_graph.data)
+    first = model.representation(small_graph.data)
     assert model.query_ledger.releases == 1 and model.privacy.epsilon == saved
     permuted = small_graph.data.clone()
     permuted.edge_index = permuted.edge_index.flip(1)
-    assert not torch.equal(model.predict_proba(permuted), first)  # no memo: a new release
-    assert not torch.equal(model.predict_proba(small_graph.data), first)
+    assert not torch.equal(model.representation(permuted), first)  # no memo: a new release
+    assert not torch.equal(model.representation(small_graph.data), first)
     assert model.query_ledger.releases == 3 and model.privacy.epsilon == saved
-    assert not torch.equal(first, model.training_release().predict_proba(small_graph.data))  # fresh noise
+    assert not torch.equal(first, model.training_release().representation(small_graph.data))  # fresh noise
 
 
 def test_a_query_session_leaves_the_models_ledgers_unchanged(fitted, small_graph):
@@ -606,11 +608,11 @@ def test_a_guess_of_the_owners_graph_is_not_answered_from_the_owners_queries(
     model = load(fitted[name].save(tmp_path / name), record=False)
     trained = model.privacy.epsilon
     graph, test = small_graph.data, split.test
-    published = model.predict_proba(graph, test)  # the owner's charged release
+    published = model.representation(graph, test)  # the owner's charged release
     assert model.query_ledger.releases == 1
     for guess in (graph.clone(), _without_first_edge(graph)):
         before = model.query_ledger.releases
-        answer = model.predict_proba(guess, test)
+        answer = model.representation(guess, test)
         assert model.query_ledger.releases == before + 1
         assert not torch.equal(answer, published)
     assert model.query_ledger.releases == 3
@@ -622,10 +624,10 @@ def test_a_repeat_is_free_only_inside_its_own_session(fitted, small_graph, split
     model = fitted["gap-edp"]
     graph = small_graph.data
     mine, theirs = model.query_session(), model.query_session()
-    first = mine.predict_proba(graph, split.test)
-    assert torch.equal(mine.predict_proba(graph.clone(), split.test), first)  # the session's own release
+    first = mine.representation(graph, split.test)
+    assert torch.equal(mine.representation(graph.clone(), split.test), first)  # the session's own release
     assert mine.query_ledger.releases == 1
-    other = theirs.predict_proba(graph, split.test)  # another session's first query: charged, fresh
+    other = theirs.representation(graph, split.test)  # another session's first query: charged, fresh
     assert theirs.query_ledger.releases == 1 and not torch.equal(other, first)
     assert model.query_ledger.releases == 0 and model._memo is None
     assert mine.query_ledger.to_dict() == theirs.query_ledger.to_dict()
