@@ -238,9 +238,10 @@ TRAIN_START_SECONDS = 1.5
 #: CPU seconds per node of a training with a defense's default epochs, times its declared
 #: :attr:`~dpaudit.training.defense.Defense.relative_cost` (fitted with one thread on csbm, 32
 #: features: mlp-dp 1.3 s at 1,500 nodes, gcn 0.6 s at 1,500 and 0.9 s at 3,000, repeated in one
-#: process; raised from 6e-4 after `dpaudit train` of mlp-dp on 4,000 nodes took 1.75× its estimate
-#: at load 13.6; benchmarks/results/estimates_load.md checks the whole line)
-TRAIN_NODE_SECONDS = 8e-4
+#: process. 8e-4, fitted at load 14-16, over-estimated an idle 1,500-node train 2.05× (6 s for 3 s);
+#: 6e-4 puts the idle row and both loaded rows of benchmarks/results/estimates_load.md within 2×:
+#: idle 1.6×, loaded 0.83× and 0.99× by the same load correction)
+TRAIN_NODE_SECONDS = 6e-4
 
 
 def guess_train_seconds(defense, num_nodes: int) -> float:
