@@ -116,6 +116,12 @@ def count_ceiling(correct: list[int], r: int, level: float, games: int = CEILING
     return {"r": r, "level": level, "median_correct": v, "mu": mu, "epsilon": gaussian_epsilon(mu, DELTA)}
 
 
+def _largest_fixed(tried: list[dict]) -> dict:
+    """The tried entry of the fixed grid (the extremes rule, not the score-chosen split) with the
+    most guesses: the count the ceiling below is computed for."""
+    return [t for t in tried if t.get("rule", "extremes") == "extremes"][-1]
+
+
 def one_seed(sigma: float, seed: int, claimed_mu: float) -> dict[str, float]:
     s, y = game(sigma, seed)
     fdp_gauss = fdp_one_run_lower_bound(s, y, delta=DELTA, confidence=CONFIDENCE, tradeoff="gaussian")
@@ -125,8 +131,9 @@ def one_seed(sigma: float, seed: int, claimed_mu: float) -> dict[str, float]:
         "one-run-fdp": fdp_one_run_lower_bound(s, y, delta=DELTA, confidence=CONFIDENCE).epsilon_lower_bound,
         "one-run-fdp-gaussian": fdp_gauss.epsilon_lower_bound,
         "one-run-fdp-gaussian mu": fdp_gauss.details["mu_lower_bound"],
-        LARGEST + "correct": fdp_gauss.details["tried"][-1]["correct"],
-        LARGEST + "mu": fdp_gauss.details["tried"][-1]["mu"],
+        LARGEST + "correct": _largest_fixed(fdp_gauss.details["tried"])["correct"],
+        LARGEST + "mu": _largest_fixed(fdp_gauss.details["tried"])["mu"],
+        LARGEST + "level": _largest_fixed(fdp_gauss.details["tried"])["level"],
         "gdp": gdp_estimate(s, y, delta=DELTA, confidence=CONFIDENCE).epsilon_lower_bound,
         "audit_epsilon certified": combined["certified_epsilon_lower_bound"],
         "audit_epsilon overall": combined["epsilon_lower_bound"]["overall"],
@@ -201,7 +208,7 @@ def main(argv=None) -> int:
     broken = run_setting(broken_sigma, seeds, "sigma halved", 1.0 / sigma)
     grid = fdp_guess_grid(CANARIES)
     games = SMOKE_CEILING_GAMES if args.smoke else CEILING_GAMES
-    ceiling = count_ceiling(sound[LARGEST + "correct"], grid[-1], (1 - CONFIDENCE) / len(grid), games)
+    ceiling = count_ceiling(sound[LARGEST + "correct"], grid[-1], min(sound[LARGEST + "level"]), games)
     cpu = time.process_time() - start
     certified = list(CERTIFIED_FOR)
     payload = {
