@@ -443,7 +443,8 @@ def check_determinism(subject: Subject, tmp_path: Path) -> None:
 
 def check_noise_source(subject: Subject, tmp_path: Path) -> None:
     """A private defense's noise cannot be replayed from the seed (issue 46): two fits with seed 0
-    and the default noise (OS entropy, :mod:`dpaudit.training.noise`) give different weights, and
+    and the default noise (OS entropy, :mod:`dpaudit.training.noise`) give different weights or owner's
+    records, and
     the cards say which noise each fit drew (``secure``; ``seeded`` for the checks' own fits)."""
     if not subject.private:
         raise CheckSkipped("non-private: no privacy noise")
@@ -451,10 +452,14 @@ def check_noise_source(subject: Subject, tmp_path: Path) -> None:
     assert first.card.get("noise") == SECURE and subject.fitted().card.get("noise") == SEEDED, (
         f"{subject.name}: the card does not say which noise the fit drew"
     )
-    a, b = first.state_tensors(), second.state_tensors()
+    # the weights and the owner's record (e.g. GAP-EDP's cached noisy release on the training
+    # graph): a sound GAP-EDP whose skip head falls back on its public encoder (K = 0) ships
+    # weights that read no noisy statistic, so only its record shows the noise it drew
+    a = {**first.state_tensors(), **{f"record.{k}": v for k, v in first.record_tensors().items()}}
+    b = {**second.state_tensors(), **{f"record.{k}": v for k, v in second.record_tensors().items()}}
     assert any(not torch.equal(a[k].cpu(), b[k].cpu()) for k in a if k in b), (
-        f"{subject.name}: two fits with seed 0 and the default noise give identical weights: its privacy noise is "
-        "replayable from the seed (draw it from the defense's noise source, dpaudit.training.noise)"
+        f"{subject.name}: two fits with seed 0 and the default noise give identical weights and records: its privacy "
+        "noise is replayable from the seed (draw it from the defense's noise source, dpaudit.training.noise)"
     )
 
 
