@@ -586,12 +586,15 @@ def _aggregation_view(model: ReleasedModel, graph: Data) -> tuple[torch.Tensor, 
     """(hop-0 encodings X0 and released hop-1 aggregations H1, both row-normalised [N, hidden],
     and the per-entry noise std τ of H1 before its normalisation) for a model that releases
     per-hop aggregations (``representation`` = [X0 | H1 | ... | HK] with ``cfg["hidden"]``
-    columns per hop, as GAP's, read from its training release on the training graph; τ is
+    columns per hop — ``num_classes`` under GAP-EDP's skip head — as GAP's, read from its training
+    release on the training graph; τ is
     ``cfg["noise_std"]``, 0 when absent); ``None`` otherwise."""
     source = C.answering(model, graph)
     rep = getattr(source, "representation", None)
     cfg = getattr(source, "cfg", None) or {}
-    hidden = cfg.get("hidden")
+    # each hop's width: ``hidden``, or the class count under sound GAP-EDP's skip head (issue 50),
+    # whose PMA releases the encoder's C class probabilities per hop
+    hidden = cfg.get("num_classes") if cfg.get("head") == "skip" else cfg.get("hidden")
     if not callable(rep) or not isinstance(hidden, int):
         return None
     h = rep(graph).detach().cpu().double()

@@ -442,8 +442,9 @@ def test_cli_input_errors(tmp_path, capsys):
 
     base = ["compare", "--dataset", "csbm", "--epsilons", "1", "--out", str(tmp_path / "x")]
     assert main([*base, "--defenses", "no-such-defense"]) == 2
-    assert main([*base, "--defenses", "gcn", "--attacks", "mia-threshold", "--set", "gcn.nope=1"]) == 2
-    assert main([*base, "--defenses", "gcn", "--attacks", "mia-threshold", "--attack-set", "nope=1"]) == 2
+    at_inf = [*base[:4], "inf", *base[5:]]  # gcn is not private: at a finite ε it is refused first
+    assert main([*at_inf, "--defenses", "gcn", "--attacks", "mia-threshold", "--set", "gcn.nope=1"]) == 2
+    assert main([*at_inf, "--defenses", "gcn", "--attacks", "mia-threshold", "--attack-set", "nope=1"]) == 2
     assert main(["report", str(tmp_path / "not-a-study")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 4 and all(line.startswith("dpaudit: error: ") for line in err)
