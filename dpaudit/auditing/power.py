@@ -21,8 +21,9 @@ import math
 
 import numpy as np
 from scipy import stats
+from scipy.special import ndtr, ndtri
 
-from dpaudit.auditing.estimators import RIGOROUS_ESTIMATORS, audit_epsilon
+from dpaudit.auditing.estimators import RIGOROUS_ESTIMATORS, audit_epsilon, one_run_epsilon
 from dpaudit.errors import ConfigurationError
 
 #: :func:`canaries_needed` looks no further than this many canaries per run
@@ -307,7 +308,6 @@ def gaussian_one_run_ceiling(mu: float, canaries: int, *, delta: float, min_even
     Raises:
         ConfigurationError: a parameter out of range.
     """
-    from scipy.special import ndtr, ndtri
 
     _check_ceiling(mu, canaries, min_events)
     m_out = int(canaries) // 2
@@ -379,9 +379,6 @@ def gaussian_one_run_test_ceiling(mu: float, canaries: int, *, delta: float, con
     Raises:
         ConfigurationError: a parameter out of range.
     """
-    from scipy.special import ndtr
-
-    from dpaudit.auditing.estimators import one_run_epsilon
 
     _check_ceiling(mu, canaries, 1)
     best = 0.0

@@ -5,6 +5,7 @@ plan too long to start without ``allow_long`` (:func:`check_plan_duration`)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from typing import Any
@@ -258,8 +259,6 @@ def guess_train_seconds(defense, num_nodes: int) -> float:
     Returns:
         The guessed CPU seconds; the training's progress lines then follow its steps.
     """
-    import dataclasses
-
     defaults = {f.name: f.default for f in dataclasses.fields(type(defense).hyperparameters_class)}
     asked = given = 0
     for key in type(defense).epoch_settings:
