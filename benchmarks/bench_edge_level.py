@@ -223,6 +223,7 @@ def summarize(store, label, defense, configuration, epsilon, seeds) -> dict[str,
     row["deployment"] = ok[0].get("deployment")
     row["deployment_note"] = ok[0].get("deployment_note")
     row["covered"] = all(r.get("deployment_covered") for r in ok)
+    row["covered_for"] = ok[0].get("deployment_covered_for")
     row["sound"] = all(r.get("sound") for r in ok)
     spent = [r["epsilon_spent"] for r in ok if r.get("epsilon_spent") is not None]
     row["epsilon_spent"] = max(spent) if spent else None
@@ -237,7 +238,13 @@ def cell_text(row: dict[str, Any], private: bool) -> str:
     if row["ok"] < row["runs"] or row["ok"] < 3:
         text += f" ({row['ok']} seed{'s' if row['ok'] != 1 else ''})"
     if private:
-        text += f" [{row['deployment']}: {'covered' if row['covered'] else 'as the deployment note says'}]"
+        if row["covered"]:
+            coverage = "covered"
+        elif row.get("covered_for"):
+            coverage = "covered for each node's own answer only; not for a third party"
+        else:
+            coverage = "not covered"
+        text += f" [{row['deployment']}: {coverage}]"
     return text
 
 
@@ -275,8 +282,10 @@ def render(store, labels, epsilons, seeds, command: str) -> str:
         f"{tree_state()}.",
         "",
         "Tuned MLP / GCN: ε = ∞, `select=validation` (each reference's public grid, best on validation nodes). "
-        "Private cells: `[deployment: covered | not covered]` — the graph the test answers were computed over and "
-        "whether the model's ε covers an answer there (read from the model's card). `sound` is the registry "
+        "Private cells: `[deployment: covered | covered for each node's own answer only | not covered]` — the graph "
+        "the test answers were computed over and whether the model's ε covers an answer there, and for whom (read "
+        "from the model's card: GCON's Eq. 16 answers read the queried node's own edges in the clear, so they are "
+        "covered when each node receives only its own answer, the paper's threat model, and not for a third party). `sound` is the registry "
         "default (every step accounted); `paper` is the authors' protocol (`sound: false`, never a guarantee). "
         f"Graph helps: tuned GCN ≥ tuned MLP + {HELPS:.2f}. Goal at ε = {GOAL_EPSILON:g} (issue 50): where the graph "
         "helps, sound − tuned MLP ≥ ½ (tuned GCN − tuned MLP); elsewhere sound ≥ tuned MLP − one seed std.",

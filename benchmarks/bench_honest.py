@@ -240,6 +240,7 @@ def fit_and_test(defense: str, dataset, split, epsilon: float, seed: int, settin
         "deployment": deployment,
         "deployment_covered": bool(covered["covered"]),
         "deployment_note": covered["note"],
+        "deployment_covered_for": covered.get("covered_for"),
         "delta": spec.delta,
         "unit": spec.unit,
         "sound": bool(spec.sound),

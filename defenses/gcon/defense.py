@@ -111,6 +111,7 @@ from defenses.gcon.mechanism import (
 from defenses.gcon.model import (
     INFERENCE_MODES,
     INFERENCE_NOTES,
+    OWN_ANSWER_AUDIENCE,
     GCONModel,
     encode_features,
     query_features,
@@ -684,6 +685,7 @@ class GCON(Defense):
             training_graph=False,
             note=INFERENCE_NOTES[hp.inference],
             feature_change=READ_IN_CLEAR,  # Eq. (16) / Algorithm 4 read the queried graph in the clear
+            training_audience=OWN_ANSWER_AUDIENCE if hp.inference == "private" else None,
         )
         card = {"inference": inference, "gcon": gcon_card}
         theta_t = torch.as_tensor(trained.theta, dtype=torch.float64, device=self.device)

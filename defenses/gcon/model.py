@@ -31,6 +31,13 @@ from dpaudit.release.model import ReleasedModel, _node_index, register_model_kin
 
 INFERENCE_MODES = ("private", "public")
 
+#: the narrower audience Eq. (16)'s answers over the training graph are covered for (the paper's
+#: threat model): v's answer reads v's own edges in the clear, which v already knows
+OWN_ANSWER_AUDIENCE = (
+    "each node receiving only its own answer (the querier is the node, as GCON assumes); a third party "
+    "querying a node is not covered"
+)
+
 INFERENCE_NOTES = {
     "private": (
         "Θ and the encoder are (ε, δ)-edge-DP (GCON Theorem 1). Predictions use Eq. (16): node v's answer "

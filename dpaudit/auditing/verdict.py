@@ -587,11 +587,14 @@ class Deployment(_Record):
         covered: whether the answers are covered by the guarantee.
         note: why, in words.
         feature_change: what a querier-chosen feature change over the private graph costs there.
+        covered_for: where ``covered`` is false, the narrower audience the answers are covered for
+            (GCON's Eq. 16: each node receiving only its own answer), or ``None``.
     """
 
     covered: bool
     note: str
     feature_change: str | None = None
+    covered_for: str | None = None
 
 
 @dataclass(frozen=True)

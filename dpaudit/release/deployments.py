@@ -104,6 +104,7 @@ def inference_entry(
     training_note: str | None = None,
     owner_graph_mechanism: str | None = None,
     feature_change: str | None = None,
+    training_audience: str | None = None,
 ) -> dict[str, Any]:
     """A card's ``inference`` entry.
 
@@ -120,6 +121,13 @@ def inference_entry(
             (:data:`FEATURE_CHANGE`: ``own-features``, ``charged-release``, ``read-in-clear``);
             ``None``: derived (a query mechanism: charged; the training graph covered without
             one: own features; else read in the clear). Said per deployment.
+        training_audience: for answers over the training graph that are NOT covered for every
+            querier, the narrower audience they are covered for (GCON's Eq. 16: each node receiving
+            only its own answer), kept as the entry's ``covered_for``; ``None``: no narrower one.
+
+    Returns:
+        The entry: ``private``, ``note``, ``feature_change`` and ``deployments`` (per deployment
+        ``covered``, ``note``, ``feature_change`` and, where declared, ``covered_for``).
 
     Raises:
         DPAuditError: an unknown ``feature_change``.
@@ -158,6 +166,7 @@ def inference_entry(
                 "covered": bool(training_graph),
                 "note": training_note or note,
                 "feature_change": costs[TRAINING_GRAPH],
+                **({"covered_for": training_audience} if training_audience and not training_graph else {}),
             },
             OWNER_GRAPH: owner,
         },
@@ -184,7 +193,8 @@ def check_deployment(name: str) -> str:
 def deployment_entry(inference: dict[str, Any] | None, deployment: str, private: bool = True) -> dict[str, Any]:
     """The ``{"covered": bool, "note": str}`` answer of a card's ``inference`` entry for
     ``deployment`` (plus ``feature_change``, what a querier-chosen feature change costs there,
-    when the card says it); for an entry written before deployments were recorded, derived from its
+    when the card says it, and ``covered_for``, the narrower audience an answer that is not
+    covered for every querier is covered for, when the defense declares one); for an entry written before deployments were recorded, derived from its
     ``private`` key (the training graph) and the weights being the only other channel.
     ``private``: whether the model's weights are private at all (a non-private model covers
     nothing, whatever an old card says).
@@ -209,6 +219,8 @@ def deployment_entry(inference: dict[str, Any] | None, deployment: str, private:
         entry = {"covered": bool(recorded["covered"]), "note": str(recorded.get("note") or "")}
         if recorded.get("feature_change"):
             entry["feature_change"] = str(recorded["feature_change"])
+        if recorded.get("covered_for") and not entry["covered"]:
+            entry["covered_for"] = str(recorded["covered_for"])
         return entry
     if deployment == TRAINING_GRAPH:
         return {"covered": bool(inference.get("private", False)), "note": str(inference.get("note") or "")}

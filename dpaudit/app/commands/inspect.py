@@ -63,6 +63,8 @@ def cmd_inspect(args) -> int:
     for deployment in DEPLOYMENTS:
         entry = deployment_entry(inference, deployment, model.privacy.is_private)
         print(f"  {deployment:<16} {yes if entry['covered'] else no}: {entry['note']}")
+        if entry.get("covered_for"):
+            print(f"  {'':<16} {yes} only for: {entry['covered_for']}")
         if entry.get("feature_change"):
             print(f"  {'':<16} a querier-chosen feature change: {entry['feature_change']}")
     print("files:")

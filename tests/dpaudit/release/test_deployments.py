@@ -209,3 +209,29 @@ def test_the_cli_prints_coverage_per_deployment_and_audits_the_one_asked(graph, 
     assert code == 0
     assert "(deployment training-graph)" in capsys.readouterr().out
     assert json.loads(result.read_text())["extra"]["deployment"] == TRAINING_GRAPH
+
+
+def test_gcon_declares_the_own_answer_audience_of_its_training_graph_answers(graph, tmp_path, capsys):
+    """GCON's Eq. 16 answers read the queried node's own edges in the clear: not covered over the
+    training graph for a third party, covered for each node receiving only its own answer (issue
+    50); the card declares it, ``inspect`` prints it, and a defense that declares nothing has none."""
+    split = make_split(graph, "random:0.5,0.25,0.25", seed=0)
+    gcon = get_defense("gcon")(epsilon=4.0, seed=0, encoder_epochs=5).fit(graph, split)
+    entry = deployment_entry(gcon.card["inference"], TRAINING_GRAPH, gcon.privacy.is_private)
+    assert entry["covered"] is False
+    assert "its own answer" in entry["covered_for"] and "third party" in entry["covered_for"]
+    assert "covered_for" not in deployment_entry(gcon.card["inference"], QUERIER_GRAPH)
+    assert main(["inspect", str(gcon.save(tmp_path / "gcon"))]) == 0
+    out = capsys.readouterr().out
+    assert "training-graph   NOT covered" in out and "covered only for: each node receiving only its own" in out
+    public = get_defense("gcon")(epsilon=4.0, seed=0, encoder_epochs=5, inference="public").fit(graph, split)
+    assert "covered_for" not in deployment_entry(public.card["inference"], TRAINING_GRAPH)
+    # never beside a covered answer, and never on a non-private model
+    assert (
+        "covered_for"
+        not in inference_entry(private=True, training_graph=True, note="n", training_audience="x")["deployments"][
+            TRAINING_GRAPH
+        ]
+    )
+    off = inference_entry(private=False, training_graph=False, note="n", training_audience="x")
+    assert "covered_for" not in deployment_entry(off, TRAINING_GRAPH, private=False)
