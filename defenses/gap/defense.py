@@ -251,6 +251,7 @@ from defenses.gap.queries import structure_key
 from defenses.gap.training import _accuracy, _train_full_batch, _train_minibatch
 from dpaudit.accounting import GaussianMechanism, PoissonSubsampledGaussian, PrivacyLedger, PrivacySpec
 from dpaudit.data.datasets import GraphDataset
+from dpaudit.data.feature_graph import FeatureSmoothing, smoothing_fits
 from dpaudit.data.splits import Split
 from dpaudit.errors import ConfigurationError, DPAuditError
 from dpaudit.nn import features as sparse_features
@@ -474,6 +475,32 @@ class _Candidate:
 _SIGMA_MEMO: dict[tuple, float] = {}
 
 
+def encoder_input_entry(cfg: dict[str, Any]) -> dict[str, Any] | None:
+    """The card's record of sound GAP-EDP's encoder input (``gap.encoder_input``): raw features or
+    the public feature-graph smoothing, chosen by the feature-only encoder's validation accuracy on
+    public labels; it reads no edge. ``None`` for a config without the choice.
+
+    Args:
+        cfg: a GAP model config (its ``feature_smoothing`` entry).
+
+    Returns:
+        ``{"transform", "smoothing", "chosen_by", "reads_edges"}``, or ``None``.
+
+    Raises:
+        ConfigurationError: a malformed smoothing record.
+    """
+    if "feature_smoothing" not in cfg:
+        return None
+    smoothing = FeatureSmoothing.from_dict(cfg["feature_smoothing"])
+    return {
+        "transform": "raw" if smoothing is None else "knn_feature_smoothing",
+        "smoothing": None if smoothing is None else smoothing.to_dict(),
+        "chosen_by": "the feature-only encoder's validation accuracy (public labels) among raw features and, where "
+        "the declared size allows it, their smoothing over the kNN feature graph (fixed in advance)",
+        "reads_edges": False,
+    }
+
+
 class _GAP(Defense):
     """Algorithm 2 for the three privacy levels and both protocols."""
 
@@ -667,7 +694,18 @@ class _GAP(Defense):
             lambda s: defense.mechanisms_for(s, schedules, released_hops, max_degree),
             recorded=recorded_sigma,
         )
-        planned = defense.plan_card(hops, max_degree, grid_size, sigma, schedules, released_hops=released_hops)
+        chosen = section.get("encoder_input")  # a public choice (features and labels only), like K
+        planned = defense.plan_card(
+            hops,
+            max_degree,
+            grid_size,
+            sigma,
+            schedules,
+            released_hops=released_hops,
+            encoder_input=None
+            if chosen is None
+            else encoder_input_entry({"feature_smoothing": chosen.get("smoothing")}),
+        )
         mismatch = plan_mismatch(section, planned, "gap")
         if mismatch:
             raise refuse(f"the card's plan section differs from the plan of its hyperparameters: {mismatch}")
@@ -684,6 +722,7 @@ class _GAP(Defense):
         schedules,
         *,
         released_hops: int | None = None,
+        encoder_input: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """The public ``gap`` card section: the configuration released (K; and ``released_hops``,
         the K_max hops PMA released on the training graph, when K is a shorter prefix of it) and
@@ -698,6 +737,8 @@ class _GAP(Defense):
         }
         if released_hops is not None and released_hops != hops:
             plan["released_hops"] = released_hops
+        if encoder_input is not None:  # sound GAP-EDP's encoder input (:func:`encoder_input_entry`)
+            plan["encoder_input"] = encoder_input
         if self._universe_nodes is not None:
             plan["universe_nodes"] = self._universe_nodes  # the declared graph size Δ is proven for
         for module, schedule in zip(("encoder", "classifier"), schedules or ()):
@@ -901,20 +942,41 @@ class _GAP(Defense):
         fit_d, head_d = fit_nodes.to(device), head_nodes.to(device)
         cfg = {**base_cfg, "head": "skip"}
         best_enc = None
-        for width, dropout in protocols.SKIP_ENCODER_GRID:
-            trial = {**cfg, "hidden": width, "dropout": dropout}
-            torch.manual_seed(self.seed)
-            encoder = _build_encoder(trial).to(device)
-            _train_full_batch(
-                encoder, x[fit_d], y[fit_d], hp.encoder_epochs, hp.lr, "gap encoder", (x[head_d], y[head_d])
-            )
-            acc = _accuracy(encoder, x[head_d], y[head_d])
-            log.info("%s: encoder width %d, dropout %g: validation accuracy %.4f", self.name, width, dropout, acc)
-            if best_enc is None or acc > best_enc[0]:
-                best_enc = (acc, encoder, trial)
-        enc_acc, encoder, cfg = best_enc
+        for smoothing, inputs in self._input_candidates(dataset, split, x):
+            name = "smoothed" if smoothing else "raw"
+            for width, dropout in protocols.SKIP_ENCODER_GRID:
+                trial = {
+                    **cfg,
+                    "hidden": width,
+                    "dropout": dropout,
+                    "feature_smoothing": smoothing and smoothing.to_dict(),
+                }
+                torch.manual_seed(self.seed)
+                encoder = _build_encoder(trial).to(device)
+                _train_full_batch(
+                    encoder,
+                    inputs[fit_d],
+                    y[fit_d],
+                    hp.encoder_epochs,
+                    hp.lr,
+                    "gap encoder",
+                    (inputs[head_d], y[head_d]),
+                )
+                acc = _accuracy(encoder, inputs[head_d], y[head_d])
+                log.info(
+                    "%s: encoder input %s, width %d, dropout %g: validation accuracy %.4f",
+                    self.name,
+                    name,
+                    width,
+                    dropout,
+                    acc,
+                )
+                if best_enc is None or acc > best_enc[0]:  # ties keep the earlier candidate (raw first)
+                    best_enc = (acc, encoder, trial, inputs)
+        enc_acc, encoder, cfg, inputs = best_enc
+        log.info("%s: encoder input %s chosen", self.name, "smoothed" if cfg["feature_smoothing"] else "raw")
         with torch.no_grad():
-            x0 = encoder.eval().encode(x)
+            x0 = encoder.eval().encode(inputs)
         released_hops = hp.hops
         sigma, sens = 0.0, self.aggregation_sensitivity()
         if self.private:
@@ -954,6 +1016,34 @@ class _GAP(Defense):
             int(edge_index.size(1)),
         )
         return self._release(best, dataset, edge_index, delta, cfg, grid_size, None)
+
+    def _input_candidates(self, dataset: GraphDataset, split: Split, x: torch.Tensor):
+        """Sound GAP-EDP's encoder inputs, fixed in advance: raw features, and the public
+        feature-graph smoothing (:class:`~dpaudit.data.feature_graph.FeatureSmoothing`) where
+        :func:`~dpaudit.data.feature_graph.smoothing_fits` the declared N and F. Yields
+        ``(smoothing or None, inputs [N, F])``. The smoothing is computed over the nodes of the graph
+        the phase reads: all nodes (transductive), or each part's nodes apart (inductive: the
+        training graph's nodes only for the training rows). It reads features only, never an edge:
+        free at edge level (features and node set public)."""
+        yield None, x
+        if not smoothing_fits(dataset.num_nodes, dataset.num_features):
+            return
+        smoothing = FeatureSmoothing()
+        if not split.inductive:
+            yield smoothing, smoothing.apply(x)
+            return
+        dense = x.to_dense() if x.layout != torch.strided else x
+        out = torch.zeros(dense.shape, dtype=torch.float32, device=dense.device)
+        placed = torch.zeros(dataset.num_nodes, dtype=torch.bool)
+        rest = torch.arange(dataset.num_nodes)
+        for part in (split.train, split.val, split.test, rest):
+            part = part.cpu()[~placed[part.cpu()]]
+            placed[part] = True
+            if part.numel() >= 2:
+                out[part.to(dense.device)] = smoothing.apply(dense[part.to(dense.device)])
+            elif part.numel() == 1:  # a one-node feature graph: Ŝ = I, the unit row
+                out[part.to(dense.device)] = torch.nn.functional.normalize(dense[part.to(dense.device)].float(), dim=1)
+        yield smoothing, out
 
     def _fit_skip_head(self, x0, sums, y, head_nodes, released_hops, encoder_accuracy):
         """(K, the fitted :class:`~defenses.gap.model.GAPSkipClassifier`, its cross-validated
@@ -1073,7 +1163,13 @@ class _GAP(Defense):
         card = {
             "inference": self._inference_card(),
             "gap": self.plan_card(
-                best.hops, best.max_degree, grid_size, best.sigma, schedules, released_hops=best.released_hops
+                best.hops,
+                best.max_degree,
+                grid_size,
+                best.sigma,
+                schedules,
+                released_hops=best.released_hops,
+                encoder_input=encoder_input_entry(cfg),
             ),
         }
         model = GAPModel(best.encoder.eval(), best.classifier.eval(), cfg, privacy, card)
