@@ -695,6 +695,11 @@ class _GAP(Defense):
             recorded=recorded_sigma,
         )
         chosen = section.get("encoder_input")  # a public choice (features and labels only), like K
+        if chosen is not None:
+            try:
+                chosen = encoder_input_entry({"feature_smoothing": chosen["smoothing"]})
+            except (ConfigurationError, KeyError, TypeError):
+                raise refuse(f"the card's gap.encoder_input is malformed: {chosen!r}") from None
         planned = defense.plan_card(
             hops,
             max_degree,
@@ -702,9 +707,7 @@ class _GAP(Defense):
             sigma,
             schedules,
             released_hops=released_hops,
-            encoder_input=None
-            if chosen is None
-            else encoder_input_entry({"feature_smoothing": chosen.get("smoothing")}),
+            encoder_input=chosen,
         )
         mismatch = plan_mismatch(section, planned, "gap")
         if mismatch:
@@ -1029,10 +1032,11 @@ class _GAP(Defense):
         if not smoothing_fits(dataset.num_nodes, dataset.num_features):
             return
         smoothing = FeatureSmoothing()
+        dense = dataset.data.x.float().to(self.device)  # the tensor (``x`` may be the encoder's sparse form)
         if not split.inductive:
-            yield smoothing, smoothing.apply(x)
+            yield smoothing, smoothing.apply(dense)
             return
-        dense = x.to_dense() if x.layout != torch.strided else x
+        dense = dense.to_dense() if dense.layout != torch.strided else dense
         out = torch.zeros(dense.shape, dtype=torch.float32, device=dense.device)
         placed = torch.zeros(dataset.num_nodes, dtype=torch.bool)
         rest = torch.arange(dataset.num_nodes)
