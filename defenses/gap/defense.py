@@ -215,6 +215,8 @@ from typing import Any, ClassVar
 import torch
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import StratifiedKFold, cross_val_score
+from sklearn.pipeline import Pipeline
+from sklearn.preprocessing import StandardScaler
 from torch_geometric.data import Data
 
 from defenses.gap import protocols
@@ -473,6 +475,15 @@ class _Candidate:
 
 #: calibrated noise multipliers by mechanism parameters (see ``_GAP._calibrate``).
 _SIGMA_MEMO: dict[tuple, float] = {}
+
+
+def _head_regression(c: float) -> Pipeline:
+    """Sound GAP-EDP's skip head before it is folded into :class:`GAPSkipClassifier`: each input
+    column standardised over the validation nodes, then an L2 logistic regression of inverse
+    strength ``c``. The standardisation makes the regularisation scale-free: an under-confident
+    encoder (e.g. over smoothed features) has log-probabilities spread over a narrow range, which a
+    fixed ``c`` on the raw columns would shrink to the prior."""
+    return Pipeline([("scale", StandardScaler()), ("regression", LogisticRegression(C=c, max_iter=2000))])
 
 
 def encoder_input_entry(cfg: dict[str, Any]) -> dict[str, Any] | None:
@@ -1070,7 +1081,7 @@ class _GAP(Defense):
             cv = StratifiedKFold(folds, shuffle=True, random_state=self.seed)
             best = (-1.0, 0, None)
             for k, c in choices:
-                score = float(cross_val_score(LogisticRegression(C=c, max_iter=2000), inputs(k), labels, cv=cv).mean())
+                score = float(cross_val_score(_head_regression(c), inputs(k), labels, cv=cv).mean())
                 log.info("%s: skip head K = %d, C = %g: cross-validated accuracy %.4f", self.name, k, c, score)
                 if score > best[0]:
                     best = (score, k, c)
@@ -1083,11 +1094,15 @@ class _GAP(Defense):
             if c is None:  # the encoder's own prediction: identity on the hop-0 log-probabilities
                 classifier.linear.weight[:, :num_classes] = torch.eye(num_classes)
             else:
-                head = LogisticRegression(C=c, max_iter=2000).fit(inputs(k), labels)
-                rows = torch.as_tensor(head.classes_, dtype=torch.long)
+                head = _head_regression(c).fit(inputs(k), labels)
+                scaler, regression = head.named_steps["scale"], head.named_steps["regression"]
+                # the standardisation folded into the linear layer: W (z − μ)/s + b = (W/s) z + (b − W μ/s)
+                coef = regression.coef_ / scaler.scale_
+                intercept = regression.intercept_ - coef @ scaler.mean_
+                rows = torch.as_tensor(regression.classes_, dtype=torch.long)
                 width = (k + 1) * num_classes
-                classifier.linear.weight[rows, :width] = torch.as_tensor(head.coef_, dtype=torch.float32)
-                classifier.linear.bias[rows] = torch.as_tensor(head.intercept_, dtype=torch.float32)
+                classifier.linear.weight[rows, :width] = torch.as_tensor(coef, dtype=torch.float32)
+                classifier.linear.bias[rows] = torch.as_tensor(intercept, dtype=torch.float32)
                 if len(rows) < num_classes:  # a class absent from the validation labels: never predicted
                     missing = torch.ones(num_classes, dtype=torch.bool)
                     missing[rows] = False
