@@ -246,6 +246,7 @@ from defenses.gap.model import (  # noqa: F401  (re-exported)
     _build_classifier,
     _build_encoder,
     _mechanism_record,
+    released_rows,
     unit_condition,
 )
 from defenses.gap.projection import DegreeProjection, projection_of
@@ -954,7 +955,8 @@ class _GAP(Defense):
         num_classes = dataset.num_classes
         fit_nodes, head_nodes = self._skip_nodes(split)
         fit_d, head_d = fit_nodes.to(device), head_nodes.to(device)
-        cfg = {**base_cfg, "head": "skip"}
+        # the release carries the encoder's predicted class (one-hot unit rows): :func:`released_rows`
+        cfg = {**base_cfg, "head": "skip", "released_rows": "prediction"}
         best_enc = None
         for smoothing, inputs in self._input_candidates(dataset, split, x):
             name = "smoothed" if smoothing else "raw"
@@ -1007,7 +1009,9 @@ class _GAP(Defense):
         with torch.no_grad():
             gen = self.noise.torch(self.seed + 2_000_003 + 7919 * released_hops)
             sums = torch.cat(
-                private_multi_hop_aggregation(x0, edge_index.to(device), released_hops, noise_std, gen, raw=True),
+                private_multi_hop_aggregation(
+                    released_rows(cfg, x0), edge_index.to(device), released_hops, noise_std, gen, raw=True
+                ),
                 dim=1,
             )
         hops, classifier, score, grid_size = self._fit_skip_head(x0, sums, y, head_nodes, released_hops, enc_acc)

@@ -315,6 +315,30 @@ def input_smoothing(cfg: dict[str, Any]) -> FeatureSmoothing | None:
     return FeatureSmoothing.from_dict(cfg.get("feature_smoothing"))
 
 
+def released_rows(cfg: dict[str, Any], x0: torch.Tensor) -> torch.Tensor:
+    """The rows PMA aggregates: X⁽⁰⁾ itself, or, where sound GAP-EDP's config says
+    ``"released_rows": "prediction"``, the one-hot row of the encoder's predicted class (a unit row,
+    so Theorem 1's Δ = √2 holds unchanged). A row-normalised probability vector spends most of its
+    unit norm on the direction common to all classes when the encoder is unsure; the one-hot row
+    spends all of it on one class, so the noisy sum of the neighbours' votes carries more class
+    signal for the same noise (the derivation in ``docs/defenses/gap.md``).
+
+    Args:
+        cfg: a GAP model config.
+        x0: the encoder's output X⁽⁰⁾.
+
+    Returns:
+        The rows to release.
+
+    Shapes:
+        x0: [n, C]
+        return: [n, C]
+    """
+    if cfg.get("released_rows") == "prediction":
+        return torch.nn.functional.one_hot(x0.argmax(dim=1), x0.size(1)).to(x0.dtype)
+    return x0
+
+
 def hop_width(cfg: dict[str, Any]) -> int:
     """The width of X⁽⁰⁾ and of every released hop: C under the skip head, else ``hidden``.
 
@@ -1193,7 +1217,7 @@ class GAPModel(ReleasedModel):
                 edge_index = bound_out_degree(
                     edge_index, num_nodes, self.cfg["max_degree"], torch.Generator().manual_seed(seed)
                 )
-            x0 = self.encoder.encode(self.encoder_inputs(graph) if inputs is None else inputs)
+            x0 = released_rows(self.cfg, self.encoder.encode(self.encoder_inputs(graph) if inputs is None else inputs))
             operator = None
             if projects:
                 projection = projection_of(edge_index, num_nodes, self.cfg["max_degree"])
@@ -1209,7 +1233,9 @@ class GAPModel(ReleasedModel):
             )
             rows, covered, subset = torch.cat(released, dim=1), None, None
         else:
-            x0 = self.encoder.encode(graph.x[subset.to(graph.x.device)].to(self.device).float())
+            x0 = released_rows(
+                self.cfg, self.encoder.encode(graph.x[subset.to(graph.x.device)].to(self.device).float())
+            )
             released = private_multi_hop_aggregation(
                 x0, edge_index.to(self.device), hops, self.cfg["noise_std"], gen, raw=skip_head(self.cfg)
             )
@@ -1447,6 +1473,10 @@ class GAPModel(ReleasedModel):
             input_smoothing(config)
         except ConfigurationError as exc:
             raise ModelFormatError(f"gap model config: {exc}") from None
+        if config.get("released_rows", "prediction") != "prediction":
+            raise ModelFormatError(
+                f"gap model config: released_rows must be 'prediction', got {config['released_rows']!r}"
+            )
         if isinstance(config.get("graph"), dict):
             # A file written before format 3 ships the training graph's key and aggregations in the
             # public files (the oracle this format removes). It loads as a public copy: both are

@@ -127,3 +127,15 @@ def test_node_level_and_paper_never_smooth(graph, split):
     for model in (ndp.fit(graph, split), paper.fit(graph, split)):
         assert "feature_smoothing" not in model.config() and "encoder_input" not in model.card["gap"]
         assert torch.equal(model.encoder_inputs(graph.data), graph.data.x.float())
+
+
+def test_the_release_sums_the_encoder_predictions(graph, split):
+    """At ε = ∞ (no noise) the training release's hop 1 is each node's sum of its in-neighbours'
+    one-hot predicted classes (unit rows: the sensitivity is unchanged)."""
+    model = get_defense("gap-edp")(epsilon=float("inf"), seed=0, **FAST).fit(graph, split)
+    assert model.config()["released_rows"] == "prediction"
+    probabilities = model.encoder.encode(model.encoder_inputs(graph.data))
+    votes = torch.nn.functional.one_hot(probabilities.argmax(1), graph.num_classes).float()
+    ei = graph.data.edge_index
+    expected = torch.zeros_like(votes).index_add_(0, ei[1], votes[ei[0]])
+    assert torch.allclose(model.training_release().aggregations[:, : graph.num_classes], expected, atol=1e-5)
