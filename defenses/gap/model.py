@@ -752,6 +752,21 @@ class TrainingRelease(Answers):
         return torch.cat([x0, self.aggregations[idx.to(self.aggregations.device)]], dim=1)
 
     @torch.no_grad()
+    def pma_rows(self, graph: Data) -> torch.Tensor:
+        """The rows PMA aggregates over ``graph`` (:meth:`GAPModel.pma_rows`; spends nothing).
+
+        Args:
+            graph: the graph.
+
+        Returns:
+            The rows.
+
+        Shapes:
+            return: [N, hop width]
+        """
+        return self.model.pma_rows(graph)
+
+    @torch.no_grad()
     def predict_proba(self, graph: Data, nodes=None) -> torch.Tensor:
         """Class posteriors from the cached training release (spends nothing).
 
@@ -1145,6 +1160,23 @@ class GAPModel(ReleasedModel):
             return x.to(self.device).float()
         smoothed = smoothing.apply(graph.x.to(self.device).float())
         return smoothed if rows is None else smoothed[rows.to(self.device)]
+
+    @torch.no_grad()
+    def pma_rows(self, graph: Data) -> torch.Tensor:
+        """The rows PMA sums over ``graph``'s edges: X⁽⁰⁾ of every node, or, under sound GAP-EDP's
+        ``released_rows``, the one-hot predicted classes (:func:`released_rows`). The encoder only:
+        reads features, no edge, and makes no release (what an auditor needs to model a release).
+
+        Args:
+            graph: the graph.
+
+        Returns:
+            The rows.
+
+        Shapes:
+            return: [N, hop width]
+        """
+        return released_rows(self.cfg, self.encoder.encode(self.encoder_inputs(graph)))
 
     @torch.no_grad()
     def _hop_features(self, graph: Data, idx: torch.Tensor, inputs: torch.Tensor | None = None) -> torch.Tensor:
