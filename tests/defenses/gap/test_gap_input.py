@@ -139,3 +139,13 @@ def test_the_release_sums_the_encoder_predictions(graph, split):
     ei = graph.data.edge_index
     expected = torch.zeros_like(votes).index_add_(0, ei[1], votes[ei[0]])
     assert torch.allclose(model.training_release().aggregations[:, : graph.num_classes], expected, atol=1e-5)
+
+
+def test_an_inductive_split_smooths_the_training_rows_over_the_training_nodes(graph):
+    split = make_split(graph, "inductive:0.5,0.3,0.2", 0)
+    defense = get_defense("gap-edp")(epsilon=4.0, seed=0, **FAST)
+    (raw, x), (smoothing, smoothed) = defense._input_candidates(graph, split, graph.data.x.float())
+    assert raw is None and torch.equal(x, graph.data.x.float()) and smoothing == FeatureSmoothing()
+    for part in (split.train, split.test):
+        assert torch.allclose(smoothed[part], FeatureSmoothing().apply(graph.data.x[part].float()))
+    assert not torch.allclose(smoothed[split.train], FeatureSmoothing().apply(graph.data.x.float())[split.train])
