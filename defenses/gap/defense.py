@@ -75,10 +75,11 @@ budget, and at K_max = 5 the per-hop noise is √(5/2) times larger (johnshopkin
 
 *Edge level, sound architecture* (issue 50; :meth:`_GAP._fit_skip`). Features, labels of every
 split and the declared node count are public at edge level, so everything but PMA is built from
-them for free: a feature-only encoder (the public grid :data:`protocols.SKIP_ENCODER_GRID`, chosen
-by its own validation accuracy), ONE PMA release of K_max = ``hops`` (default 1 for gap-edp) hops
-of its row-normalised class probabilities (the only mechanism in the ledger, Theorem 1 with
-Δ = √2), and :class:`~defenses.gap.model.GAPSkipClassifier` — a linear head over the encoder's
+them for free: a feature-only encoder over raw features or their smoothing over the public kNN
+feature graph (:mod:`dpaudit.data.feature_graph`; input and the public grid
+:data:`protocols.SKIP_ENCODER_GRID` chosen by its own validation accuracy), ONE PMA release of
+K_max = ``hops`` (default 1 for gap-edp) hops of its one-hot predicted classes (unit rows; the only
+mechanism in the ledger, Theorem 1 with Δ = √2), and :class:`~defenses.gap.model.GAPSkipClassifier` — a linear head over the encoder's
 log-probabilities (the hop-0 skip) and the release's noisy sums, fitted on the validation labels,
 K ∈ 0..K_max chosen by cross-validation with K = 0 the encoder alone. All post-processing of the
 release and public data (Dwork & Roth 2014, Prop. 2.1). The derivation (Planetoid Cora, Texas,
@@ -934,14 +935,15 @@ class _GAP(Defense):
     def _fit_skip(self, dataset, split, edge_index, x, y, delta, base_cfg) -> GAPModel:
         """Sound GAP-EDP (issue 50): Algorithm 2 with a public-data encoder and a hop-0 skip.
 
-        1. Encoder: for each (width, dropout) of :data:`protocols.SKIP_ENCODER_GRID`, the
-           feature-only encoder trained without noise on the training labels (best-validation
-           epoch); the one with the best validation accuracy is kept. It reads features and
-           labels only, which edge-level DP does not protect: free.
+        1. Encoder: for each input of :meth:`_input_candidates` (raw features; their public
+           kNN feature-graph smoothing where it fits) and each (width, dropout) of
+           :data:`protocols.SKIP_ENCODER_GRID`, the feature-only encoder trained without noise on
+           the training labels (best-validation epoch); the one with the best validation accuracy
+           is kept (ties: the earlier, raw first) and its input recorded (``feature_smoothing``).
+           It reads features and labels only, which edge-level DP does not protect: free.
         2. PMA (Algorithm 1, Theorem 1 with Δ = √2): ONE release of K_max = ``hops`` hops of the
-           encoder's row-normalised class probabilities (C wide: less noise per unit of signal
-           than a ``hidden``-wide embedding), calibrated to (ε, δ) and the only mechanism in the
-           ledger. The classifier reads the noisy sums X̃⁽ᵏ⁾ (Eq. 8), not their normalisations:
+           encoder's one-hot predicted classes (:func:`~defenses.gap.model.released_rows`: unit
+           rows, C wide), calibrated to (ε, δ) and the only mechanism in the ledger. The classifier reads the noisy sums X̃⁽ᵏ⁾ (Eq. 8), not their normalisations:
            the same release.
         3. Skip head (:class:`~defenses.gap.model.GAPSkipClassifier`): a logistic regression
            (scikit-learn) over [log X̌⁽⁰⁾ | X̃⁽¹⁾ … X̃⁽ᴷ⁾] fitted on the validation labels (the
