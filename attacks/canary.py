@@ -601,8 +601,11 @@ def _aggregation_view(model: ReleasedModel, graph: Data) -> tuple[torch.Tensor, 
     if h.size(1) < 2 * hidden:
         return None
     normalize = torch.nn.functional.normalize
+    # the rows the release sums, where the model declares them (GAP: ``pma_rows``), else hop 0
+    rows = getattr(source, "pma_rows", None)
+    x0 = rows(graph).detach().cpu().double() if callable(rows) else h[:, :hidden]
     return (
-        normalize(h[:, :hidden], dim=1),
+        normalize(x0, dim=1),
         normalize(h[:, hidden : 2 * hidden], dim=1),
         float(cfg.get("noise_std") or 0.0),
     )

@@ -75,10 +75,11 @@ budget, and at K_max = 5 the per-hop noise is √(5/2) times larger (johnshopkin
 
 *Edge level, sound architecture* (issue 50; :meth:`_GAP._fit_skip`). Features, labels of every
 split and the declared node count are public at edge level, so everything but PMA is built from
-them for free: a feature-only encoder (the public grid :data:`protocols.SKIP_ENCODER_GRID`, chosen
-by its own validation accuracy), ONE PMA release of K_max = ``hops`` (default 1 for gap-edp) hops
-of its row-normalised class probabilities (the only mechanism in the ledger, Theorem 1 with
-Δ = √2), and :class:`~defenses.gap.model.GAPSkipClassifier` — a linear head over the encoder's
+them for free: a feature-only encoder over raw features or their smoothing over the public kNN
+feature graph (:mod:`dpaudit.data.feature_graph`; input and the public grid
+:data:`protocols.SKIP_ENCODER_GRID` chosen by its own validation accuracy), ONE PMA release of
+K_max = ``hops`` (default 1 for gap-edp) hops of its one-hot predicted classes (unit rows; the only
+mechanism in the ledger, Theorem 1 with Δ = √2), and :class:`~defenses.gap.model.GAPSkipClassifier` — a linear head over the encoder's
 log-probabilities (the hop-0 skip) and the release's noisy sums, fitted on the validation labels,
 K ∈ 0..K_max chosen by cross-validation with K = 0 the encoder alone. All post-processing of the
 release and public data (Dwork & Roth 2014, Prop. 2.1). The derivation (Planetoid Cora, Texas,
@@ -215,6 +216,8 @@ from typing import Any, ClassVar
 import torch
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import StratifiedKFold, cross_val_score
+from sklearn.pipeline import Pipeline
+from sklearn.preprocessing import StandardScaler
 from torch_geometric.data import Data
 
 from defenses.gap import protocols
@@ -244,6 +247,7 @@ from defenses.gap.model import (  # noqa: F401  (re-exported)
     _build_classifier,
     _build_encoder,
     _mechanism_record,
+    released_rows,
     unit_condition,
 )
 from defenses.gap.projection import DegreeProjection, projection_of
@@ -251,6 +255,7 @@ from defenses.gap.queries import structure_key
 from defenses.gap.training import _accuracy, _train_full_batch, _train_minibatch
 from dpaudit.accounting import GaussianMechanism, PoissonSubsampledGaussian, PrivacyLedger, PrivacySpec
 from dpaudit.data.datasets import GraphDataset
+from dpaudit.data.feature_graph import FeatureSmoothing, smoothing_fits
 from dpaudit.data.splits import Split
 from dpaudit.errors import ConfigurationError, DPAuditError
 from dpaudit.nn import features as sparse_features
@@ -474,6 +479,41 @@ class _Candidate:
 _SIGMA_MEMO: dict[tuple, float] = {}
 
 
+def _head_regression(c: float) -> Pipeline:
+    """Sound GAP-EDP's skip head before it is folded into :class:`GAPSkipClassifier`: each input
+    column standardised over the validation nodes, then an L2 logistic regression of inverse
+    strength ``c``. The standardisation makes the regularisation scale-free: an under-confident
+    encoder (e.g. over smoothed features) has log-probabilities spread over a narrow range, which a
+    fixed ``c`` on the raw columns would shrink to the prior."""
+    return Pipeline([("scale", StandardScaler()), ("regression", LogisticRegression(C=c, max_iter=2000))])
+
+
+def encoder_input_entry(cfg: dict[str, Any]) -> dict[str, Any] | None:
+    """The card's record of sound GAP-EDP's encoder input (``gap.encoder_input``): raw features or
+    the public feature-graph smoothing, chosen by the feature-only encoder's validation accuracy on
+    public labels; it reads no edge. ``None`` for a config without the choice.
+
+    Args:
+        cfg: a GAP model config (its ``feature_smoothing`` entry).
+
+    Returns:
+        ``{"transform", "smoothing", "chosen_by", "reads_edges"}``, or ``None``.
+
+    Raises:
+        ConfigurationError: a malformed smoothing record.
+    """
+    if "feature_smoothing" not in cfg:
+        return None
+    smoothing = FeatureSmoothing.from_dict(cfg["feature_smoothing"])
+    return {
+        "transform": "raw" if smoothing is None else "knn_feature_smoothing",
+        "smoothing": None if smoothing is None else smoothing.to_dict(),
+        "chosen_by": "the feature-only encoder's validation accuracy (public labels) among raw features and, where "
+        "the declared size allows it, their smoothing over the kNN feature graph (fixed in advance)",
+        "reads_edges": False,
+    }
+
+
 class _GAP(Defense):
     """Algorithm 2 for the three privacy levels and both protocols."""
 
@@ -667,7 +707,21 @@ class _GAP(Defense):
             lambda s: defense.mechanisms_for(s, schedules, released_hops, max_degree),
             recorded=recorded_sigma,
         )
-        planned = defense.plan_card(hops, max_degree, grid_size, sigma, schedules, released_hops=released_hops)
+        chosen = section.get("encoder_input")  # a public choice (features and labels only), like K
+        if chosen is not None:
+            try:
+                chosen = encoder_input_entry({"feature_smoothing": chosen["smoothing"]})
+            except (ConfigurationError, KeyError, TypeError):
+                raise refuse(f"the card's gap.encoder_input is malformed: {chosen!r}") from None
+        planned = defense.plan_card(
+            hops,
+            max_degree,
+            grid_size,
+            sigma,
+            schedules,
+            released_hops=released_hops,
+            encoder_input=chosen,
+        )
         mismatch = plan_mismatch(section, planned, "gap")
         if mismatch:
             raise refuse(f"the card's plan section differs from the plan of its hyperparameters: {mismatch}")
@@ -684,6 +738,7 @@ class _GAP(Defense):
         schedules,
         *,
         released_hops: int | None = None,
+        encoder_input: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """The public ``gap`` card section: the configuration released (K; and ``released_hops``,
         the K_max hops PMA released on the training graph, when K is a shorter prefix of it) and
@@ -698,6 +753,8 @@ class _GAP(Defense):
         }
         if released_hops is not None and released_hops != hops:
             plan["released_hops"] = released_hops
+        if encoder_input is not None:  # sound GAP-EDP's encoder input (:func:`encoder_input_entry`)
+            plan["encoder_input"] = encoder_input
         if self._universe_nodes is not None:
             plan["universe_nodes"] = self._universe_nodes  # the declared graph size Δ is proven for
         for module, schedule in zip(("encoder", "classifier"), schedules or ()):
@@ -878,14 +935,15 @@ class _GAP(Defense):
     def _fit_skip(self, dataset, split, edge_index, x, y, delta, base_cfg) -> GAPModel:
         """Sound GAP-EDP (issue 50): Algorithm 2 with a public-data encoder and a hop-0 skip.
 
-        1. Encoder: for each (width, dropout) of :data:`protocols.SKIP_ENCODER_GRID`, the
-           feature-only encoder trained without noise on the training labels (best-validation
-           epoch); the one with the best validation accuracy is kept. It reads features and
-           labels only, which edge-level DP does not protect: free.
+        1. Encoder: for each input of :meth:`_input_candidates` (raw features; their public
+           kNN feature-graph smoothing where it fits) and each (width, dropout) of
+           :data:`protocols.SKIP_ENCODER_GRID`, the feature-only encoder trained without noise on
+           the training labels (best-validation epoch); the one with the best validation accuracy
+           is kept (ties: the earlier, raw first) and its input recorded (``feature_smoothing``).
+           It reads features and labels only, which edge-level DP does not protect: free.
         2. PMA (Algorithm 1, Theorem 1 with Δ = √2): ONE release of K_max = ``hops`` hops of the
-           encoder's row-normalised class probabilities (C wide: less noise per unit of signal
-           than a ``hidden``-wide embedding), calibrated to (ε, δ) and the only mechanism in the
-           ledger. The classifier reads the noisy sums X̃⁽ᵏ⁾ (Eq. 8), not their normalisations:
+           encoder's one-hot predicted classes (:func:`~defenses.gap.model.released_rows`: unit
+           rows, C wide), calibrated to (ε, δ) and the only mechanism in the ledger. The classifier reads the noisy sums X̃⁽ᵏ⁾ (Eq. 8), not their normalisations:
            the same release.
         3. Skip head (:class:`~defenses.gap.model.GAPSkipClassifier`): a logistic regression
            (scikit-learn) over [log X̌⁽⁰⁾ | X̃⁽¹⁾ … X̃⁽ᴷ⁾] fitted on the validation labels (the
@@ -899,22 +957,44 @@ class _GAP(Defense):
         num_classes = dataset.num_classes
         fit_nodes, head_nodes = self._skip_nodes(split)
         fit_d, head_d = fit_nodes.to(device), head_nodes.to(device)
-        cfg = {**base_cfg, "head": "skip"}
+        # the release carries the encoder's predicted class (one-hot unit rows): :func:`released_rows`
+        cfg = {**base_cfg, "head": "skip", "released_rows": "prediction"}
         best_enc = None
-        for width, dropout in protocols.SKIP_ENCODER_GRID:
-            trial = {**cfg, "hidden": width, "dropout": dropout}
-            torch.manual_seed(self.seed)
-            encoder = _build_encoder(trial).to(device)
-            _train_full_batch(
-                encoder, x[fit_d], y[fit_d], hp.encoder_epochs, hp.lr, "gap encoder", (x[head_d], y[head_d])
-            )
-            acc = _accuracy(encoder, x[head_d], y[head_d])
-            log.info("%s: encoder width %d, dropout %g: validation accuracy %.4f", self.name, width, dropout, acc)
-            if best_enc is None or acc > best_enc[0]:
-                best_enc = (acc, encoder, trial)
-        enc_acc, encoder, cfg = best_enc
+        for smoothing, inputs in self._input_candidates(dataset, split, x):
+            name = "smoothed" if smoothing else "raw"
+            for width, dropout in protocols.SKIP_ENCODER_GRID:
+                trial = {
+                    **cfg,
+                    "hidden": width,
+                    "dropout": dropout,
+                    "feature_smoothing": smoothing and smoothing.to_dict(),
+                }
+                torch.manual_seed(self.seed)
+                encoder = _build_encoder(trial).to(device)
+                _train_full_batch(
+                    encoder,
+                    inputs[fit_d],
+                    y[fit_d],
+                    hp.encoder_epochs,
+                    hp.lr,
+                    "gap encoder",
+                    (inputs[head_d], y[head_d]),
+                )
+                acc = _accuracy(encoder, inputs[head_d], y[head_d])
+                log.info(
+                    "%s: encoder input %s, width %d, dropout %g: validation accuracy %.4f",
+                    self.name,
+                    name,
+                    width,
+                    dropout,
+                    acc,
+                )
+                if best_enc is None or acc > best_enc[0]:  # ties keep the earlier candidate (raw first)
+                    best_enc = (acc, encoder, trial, inputs)
+        enc_acc, encoder, cfg, inputs = best_enc
+        log.info("%s: encoder input %s chosen", self.name, "smoothed" if cfg["feature_smoothing"] else "raw")
         with torch.no_grad():
-            x0 = encoder.eval().encode(x)
+            x0 = encoder.eval().encode(inputs)
         released_hops = hp.hops
         sigma, sens = 0.0, self.aggregation_sensitivity()
         if self.private:
@@ -931,7 +1011,9 @@ class _GAP(Defense):
         with torch.no_grad():
             gen = self.noise.torch(self.seed + 2_000_003 + 7919 * released_hops)
             sums = torch.cat(
-                private_multi_hop_aggregation(x0, edge_index.to(device), released_hops, noise_std, gen, raw=True),
+                private_multi_hop_aggregation(
+                    released_rows(cfg, x0), edge_index.to(device), released_hops, noise_std, gen, raw=True
+                ),
                 dim=1,
             )
         hops, classifier, score, grid_size = self._fit_skip_head(x0, sums, y, head_nodes, released_hops, enc_acc)
@@ -955,6 +1037,35 @@ class _GAP(Defense):
         )
         return self._release(best, dataset, edge_index, delta, cfg, grid_size, None)
 
+    def _input_candidates(self, dataset: GraphDataset, split: Split, x: torch.Tensor):
+        """Sound GAP-EDP's encoder inputs, fixed in advance: raw features, and the public
+        feature-graph smoothing (:class:`~dpaudit.data.feature_graph.FeatureSmoothing`) where
+        :func:`~dpaudit.data.feature_graph.smoothing_fits` the declared N and F. Yields
+        ``(smoothing or None, inputs [N, F])``. The smoothing is computed over the nodes of the graph
+        the phase reads: all nodes (transductive), or each part's nodes apart (inductive: the
+        training graph's nodes only for the training rows). It reads features only, never an edge:
+        free at edge level (features and node set public)."""
+        yield None, x
+        if not smoothing_fits(dataset.num_nodes, dataset.num_features):
+            return
+        smoothing = FeatureSmoothing()
+        dense = dataset.data.x.float().to(self.device)  # the tensor (``x`` may be the encoder's sparse form)
+        if not split.inductive:
+            yield smoothing, smoothing.apply(dense)
+            return
+        dense = dense.to_dense() if dense.layout != torch.strided else dense
+        out = torch.zeros(dense.shape, dtype=torch.float32, device=dense.device)
+        placed = torch.zeros(dataset.num_nodes, dtype=torch.bool)
+        rest = torch.arange(dataset.num_nodes)
+        for part in (split.train, split.val, split.test, rest):
+            part = part.cpu()[~placed[part.cpu()]]
+            placed[part] = True
+            if part.numel() >= 2:
+                out[part.to(dense.device)] = smoothing.apply(dense[part.to(dense.device)])
+            elif part.numel() == 1:  # a one-node feature graph: Ŝ = I, the unit row
+                out[part.to(dense.device)] = torch.nn.functional.normalize(dense[part.to(dense.device)].float(), dim=1)
+        yield smoothing, out
+
     def _fit_skip_head(self, x0, sums, y, head_nodes, released_hops, encoder_accuracy):
         """(K, the fitted :class:`~defenses.gap.model.GAPSkipClassifier`, its cross-validated
         accuracy, the number of choices) from the validation nodes' public labels."""
@@ -976,7 +1087,7 @@ class _GAP(Defense):
             cv = StratifiedKFold(folds, shuffle=True, random_state=self.seed)
             best = (-1.0, 0, None)
             for k, c in choices:
-                score = float(cross_val_score(LogisticRegression(C=c, max_iter=2000), inputs(k), labels, cv=cv).mean())
+                score = float(cross_val_score(_head_regression(c), inputs(k), labels, cv=cv).mean())
                 log.info("%s: skip head K = %d, C = %g: cross-validated accuracy %.4f", self.name, k, c, score)
                 if score > best[0]:
                     best = (score, k, c)
@@ -989,11 +1100,15 @@ class _GAP(Defense):
             if c is None:  # the encoder's own prediction: identity on the hop-0 log-probabilities
                 classifier.linear.weight[:, :num_classes] = torch.eye(num_classes)
             else:
-                head = LogisticRegression(C=c, max_iter=2000).fit(inputs(k), labels)
-                rows = torch.as_tensor(head.classes_, dtype=torch.long)
+                head = _head_regression(c).fit(inputs(k), labels)
+                scaler, regression = head.named_steps["scale"], head.named_steps["regression"]
+                # the standardisation folded into the linear layer: W (z − μ)/s + b = (W/s) z + (b − W μ/s)
+                coef = regression.coef_ / scaler.scale_
+                intercept = regression.intercept_ - coef @ scaler.mean_
+                rows = torch.as_tensor(regression.classes_, dtype=torch.long)
                 width = (k + 1) * num_classes
-                classifier.linear.weight[rows, :width] = torch.as_tensor(head.coef_, dtype=torch.float32)
-                classifier.linear.bias[rows] = torch.as_tensor(head.intercept_, dtype=torch.float32)
+                classifier.linear.weight[rows, :width] = torch.as_tensor(coef, dtype=torch.float32)
+                classifier.linear.bias[rows] = torch.as_tensor(intercept, dtype=torch.float32)
                 if len(rows) < num_classes:  # a class absent from the validation labels: never predicted
                     missing = torch.ones(num_classes, dtype=torch.bool)
                     missing[rows] = False
@@ -1073,7 +1188,13 @@ class _GAP(Defense):
         card = {
             "inference": self._inference_card(),
             "gap": self.plan_card(
-                best.hops, best.max_degree, grid_size, best.sigma, schedules, released_hops=best.released_hops
+                best.hops,
+                best.max_degree,
+                grid_size,
+                best.sigma,
+                schedules,
+                released_hops=best.released_hops,
+                encoder_input=encoder_input_entry(cfg),
             ),
         }
         model = GAPModel(best.encoder.eval(), best.classifier.eval(), cfg, privacy, card)

@@ -50,6 +50,7 @@ from defenses.gap.queries import (
 from dpaudit.accounting import GaussianMechanism, PoissonSubsampledGaussian, PrivacyLedger, PrivacySpec
 from dpaudit.accounting.mechanisms import mechanism_from_record
 from dpaudit.data.adjacency import TensorCache
+from dpaudit.data.feature_graph import FeatureSmoothing
 from dpaudit.errors import ConfigurationError, DPAuditError, ModelFormatError, PrivacyParameterError
 from dpaudit.nn import InputLinear
 from dpaudit.release.deployments import DEPLOYMENTS, QUERIER_GRAPH, TRAINING_GRAPH
@@ -294,6 +295,48 @@ def skip_head(cfg: dict[str, Any]) -> bool:
         ``cfg["head"] == "skip"``.
     """
     return cfg.get("head") == "skip"
+
+
+def input_smoothing(cfg: dict[str, Any]) -> FeatureSmoothing | None:
+    """The encoder's input transform: the public feature-graph smoothing
+    (:class:`~dpaudit.data.feature_graph.FeatureSmoothing`) sound GAP-EDP chose by its encoder's
+    validation accuracy, computed over the nodes of whichever graph is read, or ``None`` (raw
+    features; every other configuration and files written before the choice).
+
+    Args:
+        cfg: a GAP model config.
+
+    Returns:
+        The smoothing, or ``None``.
+
+    Raises:
+        ConfigurationError: a malformed ``feature_smoothing`` entry.
+    """
+    return FeatureSmoothing.from_dict(cfg.get("feature_smoothing"))
+
+
+def released_rows(cfg: dict[str, Any], x0: torch.Tensor) -> torch.Tensor:
+    """The rows PMA aggregates: X⁽⁰⁾ itself, or, where sound GAP-EDP's config says
+    ``"released_rows": "prediction"``, the one-hot row of the encoder's predicted class (a unit row,
+    so Theorem 1's Δ = √2 holds unchanged). A row-normalised probability vector spends most of its
+    unit norm on the direction common to all classes when the encoder is unsure; the one-hot row
+    spends all of it on one class, so the noisy sum of the neighbours' votes carries more class
+    signal for the same noise (the derivation in ``docs/defenses/gap.md``).
+
+    Args:
+        cfg: a GAP model config.
+        x0: the encoder's output X⁽⁰⁾.
+
+    Returns:
+        The rows to release.
+
+    Shapes:
+        x0: [n, C]
+        return: [n, C]
+    """
+    if cfg.get("released_rows") == "prediction":
+        return torch.nn.functional.one_hot(x0.argmax(dim=1), x0.size(1)).to(x0.dtype)
+    return x0
 
 
 def hop_width(cfg: dict[str, Any]) -> int:
@@ -677,6 +720,8 @@ class TrainingRelease(Answers):
         if structure_key(graph) != self.seen.structure:
             return False
         wanted = None if nodes is None else torch.unique(_node_index(graph, nodes))
+        if input_smoothing(self.cfg) is not None:  # every row's encoder input reads every node's features
+            wanted = None
         return features_unchanged(graph, wanted, int(self.cfg["hops"]), None, self.seen.digests)
 
     @torch.no_grad()
@@ -703,8 +748,23 @@ class TrainingRelease(Answers):
                 "itself: every other graph is a new PMA release counted in its query ledger)"
             )
         idx = _node_index(graph, nodes)
-        x0 = self.model.encoder.encode(graph.x[idx.to(graph.x.device)].to(self.model.device).float())
+        x0 = self.model.encoder.encode(self.model.encoder_inputs(graph, idx))
         return torch.cat([x0, self.aggregations[idx.to(self.aggregations.device)]], dim=1)
+
+    @torch.no_grad()
+    def pma_rows(self, graph: Data) -> torch.Tensor:
+        """The rows PMA aggregates over ``graph`` (:meth:`GAPModel.pma_rows`; spends nothing).
+
+        Args:
+            graph: the graph.
+
+        Returns:
+            The rows.
+
+        Shapes:
+            return: [N, hop width]
+        """
+        return self.model.pma_rows(graph)
 
     @torch.no_grad()
     def predict_proba(self, graph: Data, nodes=None) -> torch.Tensor:
@@ -1078,8 +1138,48 @@ class GAPModel(ReleasedModel):
         if degree > self.cfg["max_degree"]:
             check_degree_promise(graph.edge_index, num_nodes, self.cfg["max_degree"], "query graph")
 
+    def encoder_inputs(self, graph: Data, rows: torch.Tensor | None = None) -> torch.Tensor:
+        """The encoder's input rows of ``graph``: its raw features, or, when the config chose the
+        public feature-graph smoothing (:func:`input_smoothing`), the features smoothed over the
+        feature graph of ``graph``'s own nodes (all of them, whichever rows are asked). Reads the
+        features only, never an edge.
+
+        Args:
+            graph: the graph read (training graph or a querier's).
+            rows: the rows wanted, in order; ``None`` for all.
+
+        Returns:
+            The input rows (float32, on the model's device).
+
+        Shapes:
+            return: [len(rows), F] ([N, F] when ``rows`` is ``None``)
+        """
+        smoothing = input_smoothing(self.cfg)
+        if smoothing is None:
+            x = graph.x if rows is None else graph.x[rows.to(graph.x.device)]
+            return x.to(self.device).float()
+        smoothed = smoothing.apply(graph.x.to(self.device).float())
+        return smoothed if rows is None else smoothed[rows.to(self.device)]
+
     @torch.no_grad()
-    def _hop_features(self, graph: Data, idx: torch.Tensor) -> torch.Tensor:
+    def pma_rows(self, graph: Data) -> torch.Tensor:
+        """The rows PMA sums over ``graph``'s edges: X⁽⁰⁾ of every node, or, under sound GAP-EDP's
+        ``released_rows``, the one-hot predicted classes (:func:`released_rows`). The encoder only:
+        reads features, no edge, and makes no release (what an auditor needs to model a release).
+
+        Args:
+            graph: the graph.
+
+        Returns:
+            The rows.
+
+        Shapes:
+            return: [N, hop width]
+        """
+        return released_rows(self.cfg, self.encoder.encode(self.encoder_inputs(graph)))
+
+    @torch.no_grad()
+    def _hop_features(self, graph: Data, idx: torch.Tensor, inputs: torch.Tensor | None = None) -> torch.Tensor:
         """Hops 1..K of nodes ``idx`` of ``graph`` (in query order): a new, recorded PMA release.
         The training graph is no exception: routing it to the cached training release would
         answer "is this the training graph?".
@@ -1094,7 +1194,12 @@ class GAPModel(ReleasedModel):
         releases answer again for free the rows they computed while the features those rows
         read are unchanged (:class:`~defenses.gap.queries.QueryRelease`). Any other row — a node
         the release did not cover, or a graph whose release was evicted — is a new release,
-        charged like any. The model object itself memoises nothing: every call is a release."""
+        charged like any. The model object itself memoises nothing: every call is a release.
+
+        With the public feature-graph smoothing (:func:`input_smoothing`) every node's encoder
+        input reads every node's features: the release is over the whole graph (``inputs``: the
+        smoothed rows of all of ``graph``'s nodes when the caller has them) and a session's memo
+        answers again only while no feature row of the graph changed."""
         if self.answer_from_release:
             trained, aggregations = self._training
             if int(graph.num_nodes) == trained.num_nodes and structure_key(graph) == trained.structure:
@@ -1129,6 +1234,8 @@ class GAPModel(ReleasedModel):
         whole = whole or self.cfg["max_degree"] is not None and protocols.samples_degrees(self.cfg["protocol"])
         # the projection's weights depend on the whole graph: a neighbourhood would not give its rows
         whole = whole or projects
+        smoothed = input_smoothing(self.cfg) is not None
+        whole = whole or smoothed
         if not whole:
             subset, edge_index, positions = local_edges(graph, wanted, hops)
             whole = 2 * subset.numel() > num_nodes
@@ -1142,7 +1249,7 @@ class GAPModel(ReleasedModel):
                 edge_index = bound_out_degree(
                     edge_index, num_nodes, self.cfg["max_degree"], torch.Generator().manual_seed(seed)
                 )
-            x0 = self.encoder.encode(graph.x.to(self.device).float())
+            x0 = released_rows(self.cfg, self.encoder.encode(self.encoder_inputs(graph) if inputs is None else inputs))
             operator = None
             if projects:
                 projection = projection_of(edge_index, num_nodes, self.cfg["max_degree"])
@@ -1158,7 +1265,9 @@ class GAPModel(ReleasedModel):
             )
             rows, covered, subset = torch.cat(released, dim=1), None, None
         else:
-            x0 = self.encoder.encode(graph.x[subset.to(graph.x.device)].to(self.device).float())
+            x0 = released_rows(
+                self.cfg, self.encoder.encode(graph.x[subset.to(graph.x.device)].to(self.device).float())
+            )
             released = private_multi_hop_aggregation(
                 x0, edge_index.to(self.device), hops, self.cfg["noise_std"], gen, raw=skip_head(self.cfg)
             )
@@ -1166,7 +1275,7 @@ class GAPModel(ReleasedModel):
         self._record_query_release(charged=self.charges_training(graph))
         if memo is not None:  # a session keeps its own release to answer its own repeats
             digests = row_digests(graph.x) if subset is None else row_digests(graph.x, subset)
-            release = QueryRelease(structure_key(graph), num_nodes, covered, subset, digests, rows)
+            release = QueryRelease(structure_key(graph), num_nodes, covered, subset, digests, rows, smoothed)
             memo[max(memo, default=-1) + 1] = release
             while len(memo) > self.query_memo_size:
                 memo.popitem(last=False)
@@ -1192,8 +1301,13 @@ class GAPModel(ReleasedModel):
         """
         self._check_graph(graph)
         idx = _node_index(graph, nodes)
-        hops = self._hop_features(graph, idx)
-        x0 = self.encoder.encode(graph.x[idx.to(graph.x.device)].to(self.device).float())
+        if input_smoothing(self.cfg) is None:
+            hops = self._hop_features(graph, idx)
+            x0 = self.encoder.encode(self.encoder_inputs(graph, idx))
+        else:  # one smoothing of the query graph's nodes serves the release and the hop-0 rows
+            inputs = self.encoder_inputs(graph)
+            hops = self._hop_features(graph, idx, inputs)
+            x0 = self.encoder.encode(inputs[idx.to(inputs.device)])
         return torch.cat([x0, hops], dim=1)
 
     @torch.no_grad()
@@ -1387,6 +1501,14 @@ class GAPModel(ReleasedModel):
             )
         for record in list(config["ledger"]) + ([config["query_mechanism"]] if config["query_mechanism"] else []):
             _mechanism_from(record)
+        try:
+            input_smoothing(config)
+        except ConfigurationError as exc:
+            raise ModelFormatError(f"gap model config: {exc}") from None
+        if config.get("released_rows", "prediction") != "prediction":
+            raise ModelFormatError(
+                f"gap model config: released_rows must be 'prediction', got {config['released_rows']!r}"
+            )
         if isinstance(config.get("graph"), dict):
             # A file written before format 3 ships the training graph's key and aggregations in the
             # public files (the oracle this format removes). It loads as a public copy: both are

@@ -174,6 +174,7 @@ class QueryRelease:
         subset: sorted ids of the rows those depend on (``None``: every node).
         digests: :func:`row_digests` of ``subset``'s features at release time.
         rows: hops 1..K of ``covered``.
+        reads_all_rows: every computed row read every node's features (see the field).
     """
 
     structure: str
@@ -182,6 +183,9 @@ class QueryRelease:
     subset: torch.Tensor | None
     digests: np.ndarray
     rows: torch.Tensor
+    #: every computed row read every node's features (the public feature-graph smoothing of the
+    #: encoder's input): it answers again only while no feature row of the graph changed
+    reads_all_rows: bool = False
 
     def answers(self, graph: Data, nodes: torch.Tensor, hops: int) -> torch.Tensor | None:
         """Hops 1..K of ``nodes`` (in query order) when this release covers them on ``graph``,
@@ -204,7 +208,7 @@ class QueryRelease:
             at = torch.searchsorted(self.covered, nodes.cpu()).clamp(max=max(self.covered.numel() - 1, 0))
             if self.covered.numel() == 0 or not torch.equal(self.covered[at], nodes.cpu()):
                 return None
-        if not features_unchanged(graph, wanted, hops, self.subset, self.digests):
+        if not features_unchanged(graph, None if self.reads_all_rows else wanted, hops, self.subset, self.digests):
             return None
         return self.rows[at.to(self.rows.device)]
 
