@@ -95,6 +95,7 @@ from defenses.gcon.homophily import (
     label_agreement_counts,
     mean_degree,
     release_homophily,
+    training_restart,
 )
 from defenses.gcon.mechanism import (
     check_alpha,
@@ -113,6 +114,7 @@ from defenses.gcon.model import (
     INFERENCE_NOTES,
     GCONModel,
     encode_features,
+    encoder_input,
     query_features,
     steps_to_json,
 )
@@ -129,6 +131,7 @@ from defenses.gcon.protocols import (
 )
 from dpaudit.accounting import PrivacyLedger, PrivacySpec
 from dpaudit.data.datasets import GraphDataset
+from dpaudit.data.feature_graph import FeatureSmoothing, smoothing_fits
 from dpaudit.data.splits import Split
 from dpaudit.errors import ConfigurationError
 from dpaudit.nn import ACTIVATIONS, MLP
@@ -394,6 +397,8 @@ class GCON(Defense):
         "settings.alpha_inference",
         "card.gcon.homophily.noisy_total",
         "card.gcon.homophily.encoder_dropout",
+        "card.gcon.homophily.alpha_train",
+        "settings.alpha",
     )
 
     def __init__(self, *args, **kwargs):
@@ -401,13 +406,80 @@ class GCON(Defense):
         _validate(self.hp)  # bad hyperparameters fail at construction, before any training
 
     def _train_encoder(
-        self, dataset: GraphDataset, split: Split, hidden: int | None = None, dropout: float | None = None
+        self,
+        dataset: GraphDataset,
+        split: Split,
+        hidden: int | None = None,
+        dropout: float | None = None,
+        smoothing: FeatureSmoothing | None = None,
     ) -> MLP:
         """Algorithm 3 on the training nodes' features and labels (no edge is read). Under
         ``sound`` the epoch with the best validation accuracy of the encoder itself is kept
         (validation features and labels only: public at edge level, so the choice is free);
         ``paper`` and a split without validation nodes keep the last epoch. ``dropout`` (default
-        the ``encoder_dropout`` field) is the density rule's under ``sound``."""
+        the ``encoder_dropout`` field) is the density rule's under ``sound``; ``smoothing`` the
+        encoder's input (:meth:`_encoder_input`, ``None``: raw features)."""
+        x_input = self._encoder_input(dataset, split, smoothing)
+        return self._fit_encoder(dataset, split, x_input, hidden, dropout)[0]
+
+    def _encoder_input(self, dataset: GraphDataset, split: Split, smoothing: FeatureSmoothing | None) -> torch.Tensor:
+        """The encoder's input over every node (:func:`~defenses.gcon.model.encoder_input`): the
+        smoothing runs over the nodes of the graph each phase reads — all nodes on a transductive
+        split, each part's own nodes on an inductive one. Features only: no edge is read."""
+        x = dataset.data.x.to(self.device)
+        parts = (split.train, split.val, split.test) if split.inductive else None
+        return encoder_input(smoothing, x, parts)
+
+    def _input_candidates(self, dataset: GraphDataset, split: Split) -> list[FeatureSmoothing | None]:
+        """The encoder inputs ``sound`` chooses between, fixed in advance: raw features, and
+        :class:`~dpaudit.data.feature_graph.FeatureSmoothing` when :func:`smoothing_fits` the
+        declared sizes and the split has validation nodes to choose by. ``paper``: raw only."""
+        candidates: list[FeatureSmoothing | None] = [None]
+        if (
+            selects_encoder_checkpoint(self.hp.protocol)
+            and len(split.val) > 0
+            and smoothing_fits(dataset.num_nodes, dataset.num_features)
+        ):
+            candidates.append(FeatureSmoothing())
+        return candidates
+
+    def _choose_encoder(self, dataset: GraphDataset, split: Split, hidden: int):
+        """One encoder per input candidate (:meth:`_input_candidates`, each from the same seed); the
+        one with the best validation accuracy is kept (ties: the earlier candidate, raw first).
+        Features and public labels only: free at edge level, and the same on every edge-neighbour.
+
+        Returns:
+            ``(encoder, smoothing, x_input, choice)``: ``choice`` is the card's public entry.
+        """
+        best = None
+        scores = []
+        for smoothing in self._input_candidates(dataset, split):
+            seed_everything(self.seed)
+            x_input = self._encoder_input(dataset, split, smoothing)
+            encoder, accuracy = self._fit_encoder(dataset, split, x_input, hidden)
+            scores.append({"input": "raw" if smoothing is None else "smoothed", "val_accuracy": accuracy})
+            if best is None or (accuracy is not None and accuracy > best[3]):
+                best = (encoder, smoothing, x_input, -1.0 if accuracy is None else accuracy)
+        encoder, smoothing, x_input, _ = best
+        choice = {
+            "chosen": "raw" if smoothing is None else "smoothed",
+            "smoothing": None if smoothing is None else smoothing.to_dict(),
+            "candidates": scores,
+            "reads_edges": False,
+            "rule": "the encoder's best validation accuracy (public features and labels; ties: raw)",
+        }
+        return encoder, smoothing, x_input, choice
+
+    def _fit_encoder(
+        self,
+        dataset: GraphDataset,
+        split: Split,
+        x_input: torch.Tensor,
+        hidden: int | None = None,
+        dropout: float | None = None,
+    ) -> tuple[MLP, float | None]:
+        """:meth:`_train_encoder` on a given input; also returns the kept epoch's validation
+        accuracy (``None`` when no epoch is selected)."""
         hp = self.hp
         data = dataset.data
         width = hp.encoder_hidden if hidden is None else int(hidden)
@@ -415,11 +487,11 @@ class GCON(Defense):
         encoder = MLP(dataset.num_features, [width], dataset.num_classes, rate, hp.encoder_act)
         encoder = encoder.to(self.device)
         # Sparse raw features stay sparse (first layer CSR × dense, input dropout on the non-zeros).
-        x = sparse_features(data.x[split.train].float().to(self.device))
+        x = sparse_features(x_input[split.train.to(x_input.device)].float().to(self.device))
         y = data.y[split.train].to(self.device)
         select = selects_encoder_checkpoint(hp.protocol) and len(split.val) > 0
         if select:
-            x_val = sparse_features(data.x[split.val].float().to(self.device))
+            x_val = sparse_features(x_input[split.val.to(x_input.device)].float().to(self.device))
             y_val = data.y[split.val].to(self.device)
         best_accuracy, best_state = -1.0, None
         opt = torch.optim.Adam(encoder.parameters(), lr=hp.encoder_lr, weight_decay=hp.encoder_weight_decay)
@@ -436,7 +508,7 @@ class GCON(Defense):
                     best_accuracy, best_state = accuracy, copy.deepcopy(encoder.state_dict())
         if best_state is not None:
             encoder.load_state_dict(best_state)
-        return encoder.eval()
+        return encoder.eval(), (best_accuracy if best_state is not None else None)
 
     def _homophily_share(self) -> float:
         """h of :mod:`defenses.gcon.homophily` when this fit spends it (``sound`` with
@@ -492,7 +564,6 @@ class GCON(Defense):
         checked = _validate(hp)
         data = dataset.data
         n, c = dataset.num_nodes, dataset.num_classes
-        x_all = data.x.to(self.device)
         train = split.train.to(self.device)
         y_all = data.y.to(self.device)
         # 3. propagation on the graph training may see (Eqs. 9–11)
@@ -518,14 +589,16 @@ class GCON(Defense):
             if config.encoder_hidden not in encoders:
                 encoders.clear()
                 features.clear()
-                seed_everything(self.seed)
-                encoder = self._train_encoder(dataset, split, config.encoder_hidden)
-                x_enc = encode_features(encoder, x_all)
+                # the encoder's input: raw or feature-graph smoothed, by its own validation
+                # accuracy under sound (features and public labels only); raw under paper
+                encoder, smoothing, x_input, input_choice = self._choose_encoder(dataset, split, config.encoder_hidden)
+                x_enc = encode_features(encoder, x_input)
                 with torch.no_grad():
-                    pseudo = encoder(x_all.float()).argmax(dim=1)
+                    pseudo = encoder(x_input.float()).argmax(dim=1)
                 pseudo[train] = y_all[train]
-                encoders[config.encoder_hidden] = (encoder, x_enc, pseudo)
-            encoder, x_enc, pseudo = encoders[config.encoder_hidden]
+                encoders[config.encoder_hidden] = (encoder, x_enc, pseudo, smoothing, x_input, input_choice)
+            encoder, x_enc, pseudo, smoothing, x_input, input_choice = encoders[config.encoder_hidden]
+            run_config = config  # the configuration the propagation runs with (α may follow ĥ)
             share = 0.0 if self.paper_protocol else self._homophily_share()
             if share > 0:
                 # the accounted statistic (Laplace counts over the training graph's edges, labels
@@ -541,17 +614,20 @@ class GCON(Defense):
                 dropout = encoder_dropout_rule(mean_degree(homophily.noisy_total, n), hp.encoder_dropout)
                 if dropout != hp.encoder_dropout:
                     seed_everything(self.seed)
-                    encoder = self._train_encoder(dataset, split, config.encoder_hidden, dropout)
-                    x_enc = encode_features(encoder, x_all)
+                    encoder = self._fit_encoder(dataset, split, x_input, config.encoder_hidden, dropout)[0]
+                    x_enc = encode_features(encoder, x_input)
                     with torch.no_grad():
-                        pseudo = encoder(x_all.float()).argmax(dim=1)
+                        pseudo = encoder(x_input.float()).argmax(dim=1)
                     pseudo[train] = y_all[train]
-                    encoders[config.encoder_hidden] = (encoder, x_enc, pseudo)
+                    encoders[config.encoder_hidden] = (encoder, x_enc, pseudo, smoothing, x_input, input_choice)
                     features.clear()
-            key = (config.alpha, tuple(config.steps))
+                # the heterophily rule (issue 50): post-processing of ĥ; at or below the low knot the
+                # propagation runs with α = 1 (Z = X̄), planned with the configured α's larger Ψ
+                run_config = dataclasses.replace(config, alpha=training_restart(homophily.estimate, config.alpha))
+            key = (run_config.alpha, tuple(run_config.steps))
             if key not in features:
                 with torch.no_grad():
-                    features[key] = gcon_features(adj, x_enc, config.alpha, config.steps)
+                    features[key] = gcon_features(adj, x_enc, run_config.alpha, run_config.steps)
             # rows of the objective: the training nodes (n1 = n0), or every node visible in training
             # with encoder pseudo-labels (n1 = n; inductively only the training nodes are visible)
             if config.pseudo_labels and not split.inductive:
@@ -589,8 +665,10 @@ class GCON(Defense):
             if best is None or accuracy > best[0]:
                 best = (accuracy, config, encoder, trained)
         val_accuracy, config, encoder, trained = best
+        # sound: the encoder's input choice (public, reads no edge) and the α the propagation ran with
+        run = None if self.paper_protocol else (input_choice, run_config.alpha)
         return self._release(
-            dataset, delta, config, encoder, trained, val_accuracy, len(configs), homophily, homophily_counts
+            dataset, delta, config, encoder, trained, val_accuracy, len(configs), homophily, homophily_counts, run
         )
 
     def _release(
@@ -604,6 +682,7 @@ class GCON(Defense):
         num_candidates: int,
         homophily: HomophilyRelease | None = None,
         homophily_counts: tuple[int, int] | None = None,
+        run: tuple[dict, float] | None = None,
     ) -> GCONModel:
         hp = self.hp
         c = dataset.num_classes
@@ -628,6 +707,10 @@ class GCON(Defense):
                 ),
             }
             gcon_record["homophily_counts"] = {"agree": homophily_counts[0], "total": homophily_counts[1]}
+            if run is not None:
+                gcon_card["homophily"]["alpha_train"] = run[1]
+        if run is not None:
+            gcon_card["encoder_input"] = run[0]
         unaccounted = []
         if self.paper_protocol:
             gcon_card["selection"] = {"grid": hp.grid, "candidates": num_candidates, "chosen": config.to_dict()}
@@ -673,12 +756,14 @@ class GCON(Defense):
                 "act": hp.encoder_act,
             },
             "num_classes": c,
-            "alpha": config.alpha,
+            "alpha": config.alpha if run is None else run[1],
             "alpha_inference": config.alpha_inference,
             "steps": steps_to_json(config.steps),
             "inference": hp.inference,
             "loss": config.loss,
         }
+        if run is not None:
+            settings["feature_smoothing"] = run[0]["smoothing"]
         inference = inference_entry(
             private=privacy.is_private,
             training_graph=False,

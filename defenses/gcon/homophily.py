@@ -54,6 +54,9 @@ HOMOPHILY_RECORD = "gcon label agreement of the edges (Laplace counts)"
 #: Theorem 1's plan does not depend on the statistic.
 RULE_KNOTS = ((0.25, 1.0), (0.38, 0.1))
 
+#: the training restart α at or below the rule's low knot (:func:`training_restart`)
+HETEROPHILY_TRAINING_RESTART = 1.0
+
 #: L1 sensitivity of the pair (agree, total) to one undirected edge
 COUNTS_SENSITIVITY = 2.0
 
@@ -116,6 +119,24 @@ def encoder_dropout_rule(degree: float, default: float) -> float:
         The encoder's dropout.
     """
     return DENSE_ENCODER_DROPOUT if float(degree) >= DENSE_DEGREE else float(default)
+
+
+def training_restart(estimate: float, alpha: float) -> float:
+    """The public heterophily rule for training (issue 50): at or below the low knot of
+    :data:`RULE_KNOTS` (where :func:`inference_restart` already answers α_I = 1) training also runs
+    with α = 1, so Eq. (11)'s Z is the encoded features X̄ themselves and training matches the
+    α_I = 1 predictions; above it, the configured ``alpha``. Post-processing of the released ĥ: no
+    further ε. Theorem 1's plan stays the one of the configured α (Ψ(α) ≥ Ψ(1) = 0: a larger
+    sensitivity than the run's, conservative).
+
+    Args:
+        estimate: the released ĥ.
+        alpha: the configured training restart α.
+
+    Returns:
+        The α the propagation of Eq. (11) runs with.
+    """
+    return HETEROPHILY_TRAINING_RESTART if float(estimate) <= RULE_KNOTS[0][0] else float(alpha)
 
 
 def inference_restart(estimate: float) -> float:

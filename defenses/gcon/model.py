@@ -25,6 +25,7 @@ from defenses.gcon.mechanism import (  # noqa: F401  (json_float, steps_to_json 
 )
 from defenses.gcon.plan import amp_calibration
 from dpaudit.accounting import PrivacySpec
+from dpaudit.data.feature_graph import FeatureSmoothing
 from dpaudit.errors import ModelFormatError
 from dpaudit.nn import MLP
 from dpaudit.release.model import ReleasedModel, _node_index, register_model_kind
@@ -75,6 +76,8 @@ class GCONModel(ReleasedModel):
         self.steps = parse_steps(self.settings["steps"])
         self.alpha = check_alpha(self.settings["alpha"])
         self.alpha_inference = check_alpha(self.settings["alpha_inference"], "alpha_inference")
+        # the encoder's input (a model saved before the choice existed read raw features)
+        self.smoothing = FeatureSmoothing.from_dict(self.settings.get("feature_smoothing"))
         if self.settings["inference"] not in INFERENCE_MODES:
             raise ModelFormatError(f"gcon inference mode must be one of {INFERENCE_MODES}")
         expected = (len(self.steps) * int(self.settings["encoder"]["hidden"][0]), int(self.settings["num_classes"]))
@@ -267,11 +270,28 @@ class GCONModel(ReleasedModel):
         Shapes:
             return: [num_nodes, s·d₁]
         """
-        x = encode_features(self.encoder, graph.x.to(self.device))
+        x = encode_features(self.encoder, self.encoder_input(graph.x.to(self.device)))
         adj = normalized_adjacency(graph.edge_index.to(self.device), int(graph.num_nodes))
         if self.settings["inference"] == "public":
             return gcon_features(adj, x, self.alpha, self.steps)
         return one_hop_features(adj, x, self.alpha_inference, self.steps)
+
+    def encoder_input(self, x: torch.Tensor) -> torch.Tensor:
+        """What the encoder reads: the raw features, or their public feature-graph smoothing over the
+        nodes whose rows ``x`` holds (the queried graph's), as chosen at training
+        (:func:`encoder_input`).
+
+        Args:
+            x: node features of one graph.
+
+        Returns:
+            The encoder's input.
+
+        Shapes:
+            x: [n, F]
+            return: [n, F]
+        """
+        return encoder_input(self.smoothing, x)
 
     def predict_proba(self, graph: Data, nodes=None) -> torch.Tensor:
         """Softmax of the scores ẐΘ of the queried nodes.
@@ -341,6 +361,41 @@ class GCONModel(ReleasedModel):
         encoder.load_state_dict(encoder_state, strict=True)
         theta = tensors["theta"]
         return cls(encoder.to(theta.device), theta, config, privacy, card)
+
+
+def encoder_input(smoothing: FeatureSmoothing | None, x: torch.Tensor, parts=None) -> torch.Tensor:
+    """The encoder's input: ``x`` itself, or :class:`~dpaudit.data.feature_graph.FeatureSmoothing`
+    of it — features only, no edge (free at edge level). Without ``parts`` the smoothing runs over
+    every row of ``x`` (the graph a phase reads); with ``parts`` (an inductive split) over each part's
+    rows separately, each part its own graph; rows in no part stay zero.
+
+    Args:
+        smoothing: the smoothing, or ``None`` (raw features).
+        x: node features.
+        parts: index tensors of node sets smoothed separately, or ``None``.
+
+    Returns:
+        The encoder's input (``x`` unchanged when ``smoothing`` is ``None``).
+
+    Raises:
+        ConfigurationError: a graph above the smoothing's size limits.
+
+    Shapes:
+        x: [n, F]
+        return: [n, F]
+    """
+    if smoothing is None:
+        return x
+    if parts is None:
+        return smoothing.apply(x)
+    dense = x.to_dense() if x.layout != torch.strided else x
+    out = torch.zeros(dense.shape, dtype=torch.float32, device=x.device)
+    for nodes in parts:
+        if len(nodes) >= 2:
+            out[nodes] = smoothing.apply(dense[nodes])
+        elif len(nodes) == 1:
+            out[nodes] = F.normalize(dense[nodes].float(), p=2.0, dim=1)
+    return out
 
 
 @torch.no_grad()
