@@ -89,6 +89,7 @@ from tqdm.auto import tqdm
 
 from defenses.gcon.homophily import (
     HomophilyRelease,
+    chance_agreement,
     encoder_dropout_rule,
     homophily_mechanism,
     homophily_share,
@@ -604,8 +605,10 @@ class GCON(Defense):
                 # the accounted statistic (Laplace counts over the training graph's edges, labels
                 # = training labels + encoder pseudo-labels: no edge read but the counted ones)
                 counts = label_agreement_counts(split.edge_index_for(dataset, "train"), pseudo.cpu())
+                # q: the agreement of random pairs of the training graph's nodes (labels only, public)
+                chance = chance_agreement(pseudo[train] if split.inductive else pseudo, c)
                 rng = self.noise.numpy([self.seed, 0x40D])
-                homophily = release_homophily(*counts, share * self.epsilon, rng)
+                homophily = release_homophily(*counts, share * self.epsilon, rng, chance)
                 homophily_counts = counts
                 config = dataclasses.replace(config, alpha_inference=homophily.alpha_inference)
                 # the density rule (issue 50): post-processing of the released edge count and the
@@ -623,7 +626,9 @@ class GCON(Defense):
                     features.clear()
                 # the heterophily rule (issue 50): post-processing of ĥ; at or below the low knot the
                 # propagation runs with α = 1 (Z = X̄), planned with the configured α's larger Ψ
-                run_config = dataclasses.replace(config, alpha=training_restart(homophily.estimate, config.alpha))
+                run_config = dataclasses.replace(
+                    config, alpha=training_restart(homophily.estimate, chance, config.alpha)
+                )
             key = (run_config.alpha, tuple(run_config.steps))
             if key not in features:
                 with torch.no_grad():

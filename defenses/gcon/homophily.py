@@ -54,7 +54,14 @@ HOMOPHILY_RECORD = "gcon label agreement of the edges (Laplace counts)"
 #: Theorem 1's plan does not depend on the statistic.
 RULE_KNOTS = ((0.25, 1.0), (0.38, 0.1))
 
-#: the training restart α at or below the rule's low knot (:func:`training_restart`)
+#: the heterophily rule (issue 50, :func:`heterophilous`): a graph whose released agreement is at
+#: most this far above chance, (ĥ − q)/(1 − q) ≤ knot, trains and answers with α = α_I = 1. Derived
+#: on WebKB Texas and Wisconsin (adjusted agreement −0.03 to 0.00 with the issue-50 encoder,
+#: 3 public splits each) against Facebook100 Reed98:year (0.27, not a benchmark): the midpoint,
+#: rounded down; held out on Cornell and Actor. See ``docs/defenses/gcon.md``.
+HETEROPHILY_KNOT = 0.13
+
+#: α and α_I on a graph the heterophily rule flags
 HETEROPHILY_TRAINING_RESTART = 1.0
 
 #: L1 sensitivity of the pair (agree, total) to one undirected edge
@@ -121,33 +128,88 @@ def encoder_dropout_rule(degree: float, default: float) -> float:
     return DENSE_ENCODER_DROPOUT if float(degree) >= DENSE_DEGREE else float(default)
 
 
-def training_restart(estimate: float, alpha: float) -> float:
-    """The public heterophily rule for training (issue 50): at or below the low knot of
-    :data:`RULE_KNOTS` (where :func:`inference_restart` already answers α_I = 1) training also runs
-    with α = 1, so Eq. (11)'s Z is the encoded features X̄ themselves and training matches the
-    α_I = 1 predictions; above it, the configured ``alpha``. Post-processing of the released ĥ: no
-    further ε. Theorem 1's plan stays the one of the configured α (Ψ(α) ≥ Ψ(1) = 0: a larger
-    sensitivity than the run's, conservative).
+def chance_agreement(labels: torch.Tensor, num_classes: int) -> float:
+    """q = Σ_k p_k², the label agreement of two nodes drawn at random, p_k the share of label k
+    among ``labels`` (training labels and encoder pseudo-labels: features and public labels
+    only, no edge — public at edge level, the same on every edge-neighbour).
+
+    Shapes: labels [n].
+
+    Args:
+        labels: the labels ℓ the counts use, of the nodes of the training graph.
+        num_classes: c.
+
+    Returns:
+        q ∈ [1/c, 1] (0 for no node).
+    """
+    if len(labels) == 0:
+        return 0.0
+    share = torch.bincount(labels.cpu(), minlength=int(num_classes)).double() / len(labels)
+    return float((share**2).sum())
+
+
+def adjusted_agreement(estimate: float, chance: float) -> float:
+    """(ĥ − q) / (1 − q): the released agreement above what random pairs of the same labels give
+    (≈ 0 on a heterophilous graph whatever its class balance; post-processing of ĥ and the public q).
 
     Args:
         estimate: the released ĥ.
+        chance: q (:func:`chance_agreement`).
+
+    Returns:
+        The adjusted agreement (−∞ when q = 1 and ĥ < 1; 0 when both are 1).
+    """
+    if chance >= 1.0:
+        return 0.0 if estimate >= 1.0 else -math.inf
+    return (float(estimate) - float(chance)) / (1.0 - float(chance))
+
+
+def heterophilous(estimate: float, chance: float | None) -> bool:
+    """The public heterophily rule (issue 50): the released ĥ is at most :data:`HETEROPHILY_KNOT`
+    above chance (:func:`adjusted_agreement`). ``chance`` ``None`` (a card written before the
+    rule): never.
+
+    Args:
+        estimate: the released ĥ.
+        chance: the public q, or ``None``.
+
+    Returns:
+        Whether the graph is treated as heterophilous.
+    """
+    return chance is not None and adjusted_agreement(estimate, chance) <= HETEROPHILY_KNOT
+
+
+def training_restart(estimate: float, chance: float | None, alpha: float) -> float:
+    """The training restart the propagation of Eq. (11) runs with: α = 1 on a graph the public
+    heterophily rule (:func:`heterophilous`) flags — Z is then the encoded features X̄ themselves,
+    matching the α_I = 1 predictions — else the configured ``alpha``. Post-processing of the
+    released ĥ and the public q: no further ε. Theorem 1's plan stays the one of the configured α
+    (Ψ(α) ≥ Ψ(1) = 0: a larger sensitivity than the run's, conservative).
+
+    Args:
+        estimate: the released ĥ.
+        chance: the public q (``None``: the rule is off).
         alpha: the configured training restart α.
 
     Returns:
-        The α the propagation of Eq. (11) runs with.
+        α for training.
     """
-    return HETEROPHILY_TRAINING_RESTART if float(estimate) <= RULE_KNOTS[0][0] else float(alpha)
+    return HETEROPHILY_TRAINING_RESTART if heterophilous(estimate, chance) else float(alpha)
 
 
-def inference_restart(estimate: float) -> float:
-    """The public rule: α_I from a label-agreement rate ĥ ∈ [0, 1] (see :data:`RULE_KNOTS`).
+def inference_restart(estimate: float, chance: float | None = None) -> float:
+    """The public rule: α_I from a label-agreement rate ĥ ∈ [0, 1]: 1 on a graph
+    :func:`heterophilous` flags, else piecewise linear in ĥ (see :data:`RULE_KNOTS`).
 
     Args:
         estimate: ĥ.
+        chance: the public chance agreement q (``None``: the knots alone, as before issue 50's rule).
 
     Returns:
         α_I, interpolated linearly between the rule's knots.
     """
+    if heterophilous(estimate, chance):
+        return HETEROPHILY_TRAINING_RESTART
     (h_low, a_low), (h_high, a_high) = RULE_KNOTS
     h = float(estimate)
     if h <= h_low:
@@ -168,6 +230,7 @@ class HomophilyRelease:
     estimate: float
     alpha_inference: float
     noisy_total: int = 0
+    chance: float | None = None
 
     def mechanism(self) -> RecordedGuarantee:
         """The ledger record: pure ε_h-DP (δ = 0) with its calibration in the details."""
@@ -189,6 +252,16 @@ class HomophilyRelease:
             "rule_knots": [list(k) for k in RULE_KNOTS],
             "noisy_total": self.noisy_total,
             "dense_degree": DENSE_DEGREE,
+            **(
+                {}
+                if self.chance is None
+                else {
+                    "chance_level": self.chance,
+                    "chance_reads_edges": False,
+                    "heterophily_knot": HETEROPHILY_KNOT,
+                    "heterophilous": heterophilous(self.estimate, self.chance),
+                }
+            ),
         }
 
 
@@ -218,15 +291,19 @@ def discrete_laplace(scale: float, size: int, rng: np.random.Generator) -> np.nd
     return np.asarray(stats.dlaplace.rvs(1.0 / scale, size=size, random_state=rng), dtype=np.int64)
 
 
-def release_homophily(agree: int, total: int, epsilon: float, rng: np.random.Generator) -> HomophilyRelease:
+def release_homophily(
+    agree: int, total: int, epsilon: float, rng: np.random.Generator, chance: float | None = None
+) -> HomophilyRelease:
     """Discrete Laplace of scale 2/ε_h (:func:`discrete_laplace`) on both integer counts,
-    ĥ = agree~ / max(total~, 1) clipped to [0, 1], α_I by the rule.
+    ĥ = agree~ / max(total~, 1) clipped to [0, 1], α_I by the rule (with the public chance
+    agreement q when given: :func:`inference_restart`).
 
     Args:
         agree: the number of undirected edges whose ends share a label.
         total: the number of undirected edges.
         epsilon: ε_h (``math.inf``: exact counts, no noise).
         rng: the privacy noise source's generator.
+        chance: the public q (:func:`chance_agreement`), or ``None`` (the knots alone).
 
     Returns:
         The :class:`HomophilyRelease`.
@@ -238,7 +315,7 @@ def release_homophily(agree: int, total: int, epsilon: float, rng: np.random.Gen
         noisy_agree += int(noise[0])
         noisy_total += int(noise[1])
     estimate = min(max(noisy_agree / max(noisy_total, 1), 0.0), 1.0)
-    return HomophilyRelease(epsilon, scale, estimate, inference_restart(estimate), noisy_total)
+    return HomophilyRelease(epsilon, scale, estimate, inference_restart(estimate, chance), noisy_total, chance)
 
 
 def homophily_share(hp) -> float:

@@ -13,7 +13,13 @@ import torch
 import torch.nn.functional as F
 from torch_geometric.data import Data
 
-from defenses.gcon.homophily import HOMOPHILY_RECORD, homophily_mechanism, homophily_share, inference_restart
+from defenses.gcon.homophily import (
+    HOMOPHILY_RECORD,
+    homophily_mechanism,
+    homophily_share,
+    inference_restart,
+    training_restart,
+)
 from defenses.gcon.mechanism import (  # noqa: F401  (json_float, steps_to_json re-exported)
     check_alpha,
     gcon_features,
@@ -164,12 +170,28 @@ class GCONModel(ReleasedModel):
                 )
             released, chosen = info.get("homophily") or {}, info.get("config") or {}
             try:
-                expected = inference_restart(float(released["estimate"]))
+                chance = released.get("chance_level")  # absent on a card written before issue 50's rule
+                chance = None if chance is None else float(chance)
+                estimate = float(released["estimate"])
+                expected = inference_restart(estimate, chance)
                 given = float(chosen["alpha_inference"])
+                trained_alpha = released.get("alpha_train")
+                expected_train = training_restart(estimate, chance, float(chosen["alpha"]))
             except (KeyError, TypeError, ValueError):
                 raise refuse("the card lacks the released estimate ĥ or the α_I it set") from None
             if not close(given, expected):
                 raise refuse(f"the card's α_I = {given} is not the public rule's {expected} at the released ĥ")
+            if trained_alpha is not None and not close(
+                float((config or {}).get("alpha", math.nan)), float(trained_alpha)
+            ):
+                raise refuse(
+                    f"the model's α = {(config or {}).get('alpha')!r} is not the card's training α {trained_alpha}"
+                )
+            if trained_alpha is not None and not close(float(trained_alpha), expected_train):
+                raise refuse(
+                    f"the card's training α = {trained_alpha} is not the heterophily rule's {expected_train} "
+                    "at the released ĥ"
+                )
             verified.add(counts[0])
             target = (1.0 - h) * target
         record = privacy.mechanisms[theorem[0]]
