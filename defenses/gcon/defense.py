@@ -89,6 +89,7 @@ from tqdm.auto import tqdm
 
 from defenses.gcon.homophily import (
     HomophilyRelease,
+    answer_head,
     chance_agreement,
     encoder_dropout_rule,
     homophily_mechanism,
@@ -400,6 +401,9 @@ class GCON(Defense):
         "card.gcon.homophily.encoder_dropout",
         "card.gcon.homophily.alpha_train",
         "settings.alpha",
+        "settings.head",
+        "card.gcon.homophily.head",
+        "card.gcon.homophily.heterophilous",
     )
 
     def __init__(self, *args, **kwargs):
@@ -769,6 +773,7 @@ class GCON(Defense):
         }
         if run is not None:
             settings["feature_smoothing"] = run[0]["smoothing"]
+            settings["head"] = "theta" if homophily is None else answer_head(homophily.estimate, homophily.chance)
         inference = inference_entry(
             private=privacy.is_private,
             training_graph=False,

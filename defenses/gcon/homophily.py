@@ -61,6 +61,9 @@ RULE_KNOTS = ((0.25, 1.0), (0.38, 0.1))
 #: rounded down; held out on Cornell and Actor. See ``docs/defenses/gcon.md``.
 HETEROPHILY_KNOT = 0.13
 
+#: what answers a query: Ẑ Θ (Eq. 16), or the feature encoder alone (:func:`answer_head`)
+ANSWER_HEADS = ("theta", "encoder")
+
 #: α and α_I on a graph the heterophily rule flags
 HETEROPHILY_TRAINING_RESTART = 1.0
 
@@ -197,6 +200,21 @@ def training_restart(estimate: float, chance: float | None, alpha: float) -> flo
     return HETEROPHILY_TRAINING_RESTART if heterophilous(estimate, chance) else float(alpha)
 
 
+def answer_head(estimate: float, chance: float | None) -> str:
+    """What answers a query (issue 50): ``"encoder"`` — the public feature encoder's own softmax,
+    no edge read — on a graph :func:`heterophilous` flags, else ``"theta"`` (Ẑ Θ, Eq. 16).
+    Post-processing of the released ĥ and the public q.
+
+    Args:
+        estimate: the released ĥ.
+        chance: the public q (``None``: the rule is off).
+
+    Returns:
+        One of :data:`ANSWER_HEADS`.
+    """
+    return "encoder" if heterophilous(estimate, chance) else "theta"
+
+
 def inference_restart(estimate: float, chance: float | None = None) -> float:
     """The public rule: α_I from a label-agreement rate ĥ ∈ [0, 1]: 1 on a graph
     :func:`heterophilous` flags, else piecewise linear in ĥ (see :data:`RULE_KNOTS`).
@@ -260,6 +278,7 @@ class HomophilyRelease:
                     "chance_reads_edges": False,
                     "heterophily_knot": HETEROPHILY_KNOT,
                     "heterophilous": heterophilous(self.estimate, self.chance),
+                    "head": answer_head(self.estimate, self.chance),
                 }
             ),
         }

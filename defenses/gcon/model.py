@@ -14,7 +14,9 @@ import torch.nn.functional as F
 from torch_geometric.data import Data
 
 from defenses.gcon.homophily import (
+    ANSWER_HEADS,
     HOMOPHILY_RECORD,
+    answer_head,
     homophily_mechanism,
     homophily_share,
     inference_restart,
@@ -84,6 +86,10 @@ class GCONModel(ReleasedModel):
         self.alpha_inference = check_alpha(self.settings["alpha_inference"], "alpha_inference")
         # the encoder's input (a model saved before the choice existed read raw features)
         self.smoothing = FeatureSmoothing.from_dict(self.settings.get("feature_smoothing"))
+        # what answers a query (a model saved before issue 50's heterophily rule: Ẑ Θ)
+        self.head = self.settings.get("head", "theta")
+        if self.head not in ANSWER_HEADS:
+            raise ModelFormatError(f"gcon head must be one of {ANSWER_HEADS}, got {self.head!r}")
         if self.settings["inference"] not in INFERENCE_MODES:
             raise ModelFormatError(f"gcon inference mode must be one of {INFERENCE_MODES}")
         expected = (len(self.steps) * int(self.settings["encoder"]["hidden"][0]), int(self.settings["num_classes"]))
@@ -177,6 +183,7 @@ class GCONModel(ReleasedModel):
                 given = float(chosen["alpha_inference"])
                 trained_alpha = released.get("alpha_train")
                 expected_train = training_restart(estimate, chance, float(chosen["alpha"]))
+                expected_head = answer_head(estimate, chance)
             except (KeyError, TypeError, ValueError):
                 raise refuse("the card lacks the released estimate ĥ or the α_I it set") from None
             if not close(given, expected):
@@ -186,6 +193,10 @@ class GCONModel(ReleasedModel):
             ):
                 raise refuse(
                     f"the model's α = {(config or {}).get('alpha')!r} is not the card's training α {trained_alpha}"
+                )
+            if (config or {}).get("head", "theta") != expected_head:
+                raise refuse(
+                    f"the model's head {(config or {}).get('head', 'theta')!r} is not the rule's {expected_head!r}"
                 )
             if trained_alpha is not None and not close(float(trained_alpha), expected_train):
                 raise refuse(
@@ -329,6 +340,10 @@ class GCONModel(ReleasedModel):
             return: [len(nodes), c]
         """
         idx = _node_index(graph, nodes).to(self.device)
+        if self.head == "encoder":  # the public encoder alone (a heterophilous graph): no edge read
+            with torch.no_grad():
+                logits = self.encoder(self.encoder_input(graph.x.to(self.device)).float())
+            return torch.softmax(logits[idx].double(), dim=1).float()
         scores = self.features(graph)[idx] @ self.theta.double()
         return torch.softmax(scores, dim=1).float()
 
