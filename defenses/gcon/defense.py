@@ -313,7 +313,7 @@ class GCONHyperparameters(PrivateHyperparameters):
     descent_steps: int = 10000
     amp_share: float = 0.01
     adapt: str = "homophily"
-    homophily_share: float = 0.02
+    homophily_share: float = 0.1
     max_iter: int = 5000
     grid: str = PAPER_GRID
 
