@@ -236,7 +236,10 @@ class GCONHyperparameters(PrivateHyperparameters):
             training (full batch Adam on the training nodes, cross-entropy). Under ``sound`` with
             ``adapt="homophily"`` the density rule of :mod:`defenses.gcon.homophily` replaces
             ``encoder_dropout`` by 0 on a graph whose released mean degree is ≥ 20 (issue 50;
-            post-processing of the statistic's noisy edge count, no further ε).
+            post-processing of the statistic's noisy edge count, no further ε). Under ``sound`` the
+            encoder reads raw features or their public kNN feature-graph smoothing, whichever
+            validates better (:meth:`GCON._choose_encoder`; no edge read), and on a graph the
+            heterophily rule flags α = α_I = 1 and queries are answered by the encoder alone.
         pseudo_labels: n₁ = n (all nodes, pseudo-labelled by the encoder) instead of n₁ = n₀.
         alpha: restart probability α of Eq. (9) (Appendix Q: 0.2, 0.4, 0.6, 0.8).
         steps: propagation steps m₁,…,m_s as text, e.g. ``"2"``, ``"1,5"``, ``"inf"`` (PPR).
@@ -258,7 +261,8 @@ class GCONHyperparameters(PrivateHyperparameters):
             of :mod:`defenses.gcon.homophily` from a noisy label agreement of the edges (Laplace
             counts, pure ε_h = hε, in the ledger; the ``alpha_inference`` field is not used);
             ``"none"``: the fixed ``alpha_inference``, nothing spent.
-        homophily_share: share h of ε spent on that statistic; Theorem 1 and AMP then share (1 − h)ε.
+        homophily_share: share h of ε spent on that statistic; Theorem 1 and AMP then share (1 − h)ε
+            (10 %: the heterophily rule needs ĥ on graphs of a few hundred edges, issue 50).
         max_iter: the warm start's budget: L-BFGS iterations per (re)start and at most this many
             Newton steps (utility only: the residual bound holds whatever the warm start returns).
         grid: ``protocol=paper`` only: ``"key=v1,v2; key=..."`` over encoder_hidden, alpha, steps

@@ -32,6 +32,13 @@ not benchmarks here (Planetoid Cora, homophilous, label agreement 0.42–0.46 wi
 where α_I = 0.1 beats α_I ≥ 0.6; WebKB Texas and Wisconsin, heterophilous, 0.09–0.21 (one
 Wisconsin split 0.34), where α = α_I = 1 beats every smaller value; Cornell, 0.33, between; see
 ``docs/defenses/gcon.md``), then frozen. It is never fitted to the graph being trained on.
+
+The heterophily rule (issue 50, :func:`heterophilous`) reads the same ĥ against the chance level
+q = Σ_k p_k² of the labels ℓ (:func:`chance_agreement`: features and public labels, no edge): a
+graph whose (ĥ − q)/(1 − q) is at most :data:`HETEROPHILY_KNOT` trains with α = 1, answers with
+α_I = 1, and is answered by the encoder alone (:func:`training_restart`, :func:`answer_head`).
+Post-processing again: no ε beyond ε_h. Derived on Texas and Wisconsin against Reed98:year, held
+out on Cornell and Actor (``docs/defenses/gcon.md``).
 """
 
 from __future__ import annotations

@@ -327,7 +327,8 @@ class GCONModel(ReleasedModel):
         return encoder_input(self.smoothing, x)
 
     def predict_proba(self, graph: Data, nodes=None) -> torch.Tensor:
-        """Softmax of the scores ẐΘ of the queried nodes.
+        """Softmax of the scores ẐΘ of the queried nodes (``head="encoder"``, a graph the
+        heterophily rule flags: softmax of the encoder's own logits, no edge read).
 
         Args:
             graph: the queried graph.
