@@ -97,6 +97,7 @@ from defenses.gcon.homophily import (
     label_agreement_counts,
     mean_degree,
     release_homophily,
+    smoothing_offered,
     training_restart,
 )
 from defenses.gcon.mechanism import (
@@ -408,6 +409,10 @@ class GCON(Defense):
         "settings.head",
         "card.gcon.homophily.head",
         "card.gcon.homophily.heterophilous",
+        "card.gcon.encoder_input.chosen",
+        "card.gcon.encoder_input.smoothing",
+        "card.gcon.encoder_input.dense_override",
+        "settings.feature_smoothing",
     )
 
     def __init__(self, *args, **kwargs):
@@ -622,8 +627,17 @@ class GCON(Defense):
                 # the density rule (issue 50): post-processing of the released edge count and the
                 # public n; a dense graph's encoder is retrained without dropout (features and
                 # labels only, no edge)
-                dropout = encoder_dropout_rule(mean_degree(homophily.noisy_total, n), hp.encoder_dropout)
-                if dropout != hp.encoder_dropout:
+                degree = mean_degree(homophily.noisy_total, n)
+                dropout = encoder_dropout_rule(degree, hp.encoder_dropout)
+                if smoothing is not None and not smoothing_offered(degree):
+                    # a dense graph's encoder reads raw features (the density rule's second half:
+                    # post-processing of the same released count; derived on reed98:year)
+                    smoothing, x_input = None, self._encoder_input(dataset, split, None)
+                    input_choice = {**input_choice, "chosen": "raw", "smoothing": None, "dense_override": True}
+                    retrain = True
+                else:
+                    retrain = dropout != hp.encoder_dropout
+                if retrain:
                     seed_everything(self.seed)
                     encoder = self._fit_encoder(dataset, split, x_input, config.encoder_hidden, dropout)[0]
                     x_enc = encode_features(encoder, x_input)

@@ -222,6 +222,21 @@ def answer_head(estimate: float, chance: float | None) -> str:
     return "encoder" if heterophilous(estimate, chance) else "theta"
 
 
+def smoothing_offered(degree: float) -> bool:
+    """The density rule's second half (issue 50): an encoder that chose the public feature-graph
+    smoothing reads raw features instead on a graph whose released mean degree is at least
+    :data:`DENSE_DEGREE` (the graph's own propagation already averages many neighbours; on
+    reed98:year the smoothed encoder cost GCON about 27 points on the two seeds of three that chose it).
+
+    Args:
+        degree: the released mean degree (:func:`mean_degree`).
+
+    Returns:
+        Whether the smoothed input may be kept.
+    """
+    return float(degree) < DENSE_DEGREE
+
+
 def inference_restart(estimate: float, chance: float | None = None) -> float:
     """The public rule: α_I from a label-agreement rate ĥ ∈ [0, 1]: 1 on a graph
     :func:`heterophilous` flags, else piecewise linear in ĥ (see :data:`RULE_KNOTS`).

@@ -12,12 +12,15 @@ from editing import edited_copy
 import dpaudit.release.model
 from defenses.gcon import GCON
 from defenses.gcon.homophily import (
+    DENSE_DEGREE,
     HETEROPHILY_KNOT,
     adjusted_agreement,
     answer_head,
     chance_agreement,
     heterophilous,
     inference_restart,
+    mean_degree,
+    smoothing_offered,
     training_restart,
 )
 from defenses.gcon.model import encoder_input
@@ -151,3 +154,9 @@ def test_encoder_head_answers_with_the_encoder_alone(small_graph):
     bare = graph.clone()
     bare.edge_index = graph.edge_index[:, :0]
     assert torch.equal(model.predict_proba(bare), want)
+
+
+def test_dense_graphs_keep_raw_features():
+    """The density rule's second half: smoothing is kept only below the released mean degree threshold."""
+    assert smoothing_offered(DENSE_DEGREE - 1e-9) and not smoothing_offered(DENSE_DEGREE)
+    assert smoothing_offered(mean_degree(5278, 2708))  # Cora: 3.9
