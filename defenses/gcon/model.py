@@ -182,7 +182,10 @@ class GCONModel(ReleasedModel):
                 expected = inference_restart(estimate, chance)
                 given = float(chosen["alpha_inference"])
                 trained_alpha = released.get("alpha_train")
-                expected_train = training_restart(estimate, chance, float(chosen["alpha"]))
+                # the configured α (the hyperparameter; Ψ is checked against the card's config below)
+                expected_train = training_restart(
+                    estimate, chance, float(hyperparameters.get("alpha", chosen["alpha"]))
+                )
                 expected_head = answer_head(estimate, chance)
             except (KeyError, TypeError, ValueError):
                 raise refuse("the card lacks the released estimate ĥ or the α_I it set") from None
