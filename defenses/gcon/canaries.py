@@ -282,12 +282,13 @@ class GCONPairs:
         x = torch.cat([base.data.x, design.features.to(base.data.x.dtype)])
         y_all = torch.cat([base.data.y, design.labels])
         n = x.size(0)
-        x_enc = encode_features(model.encoder, x)
+        x_in = model.encoder_input(x)  # the encoder's input (raw or feature-graph smoothed: no edge)
+        x_enc = encode_features(model.encoder, x_in)
         train = train_split.train
         if config["pseudo_labels"] and not train_split.inductive:
             rows = torch.arange(n)
             with torch.no_grad():
-                labels = model.encoder(x.float()).argmax(dim=1)
+                labels = model.encoder(x_in.float()).argmax(dim=1)
             labels[train] = y_all[train]
         else:
             rows, labels = train, y_all

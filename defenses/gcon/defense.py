@@ -89,12 +89,16 @@ from tqdm.auto import tqdm
 
 from defenses.gcon.homophily import (
     HomophilyRelease,
+    answer_head,
+    chance_agreement,
     encoder_dropout_rule,
     homophily_mechanism,
     homophily_share,
     label_agreement_counts,
     mean_degree,
     release_homophily,
+    smoothing_offered,
+    training_restart,
 )
 from defenses.gcon.mechanism import (
     check_alpha,
@@ -114,6 +118,7 @@ from defenses.gcon.model import (
     OWN_ANSWER_AUDIENCE,
     GCONModel,
     encode_features,
+    encoder_input,
     query_features,
     steps_to_json,
 )
@@ -130,6 +135,7 @@ from defenses.gcon.protocols import (
 )
 from dpaudit.accounting import PrivacyLedger, PrivacySpec
 from dpaudit.data.datasets import GraphDataset
+from dpaudit.data.feature_graph import FeatureSmoothing, smoothing_fits
 from dpaudit.data.splits import Split
 from dpaudit.errors import ConfigurationError
 from dpaudit.nn import ACTIVATIONS, MLP
@@ -232,7 +238,10 @@ class GCONHyperparameters(PrivateHyperparameters):
             training (full batch Adam on the training nodes, cross-entropy). Under ``sound`` with
             ``adapt="homophily"`` the density rule of :mod:`defenses.gcon.homophily` replaces
             ``encoder_dropout`` by 0 on a graph whose released mean degree is ≥ 20 (issue 50;
-            post-processing of the statistic's noisy edge count, no further ε).
+            post-processing of the statistic's noisy edge count, no further ε). Under ``sound`` the
+            encoder reads raw features or their public kNN feature-graph smoothing, whichever
+            validates better (:meth:`GCON._choose_encoder`; no edge read), and on a graph the
+            heterophily rule flags α = α_I = 1 and queries are answered by the encoder alone.
         pseudo_labels: n₁ = n (all nodes, pseudo-labelled by the encoder) instead of n₁ = n₀.
         alpha: restart probability α of Eq. (9) (Appendix Q: 0.2, 0.4, 0.6, 0.8).
         steps: propagation steps m₁,…,m_s as text, e.g. ``"2"``, ``"1,5"``, ``"inf"`` (PPR).
@@ -254,7 +263,8 @@ class GCONHyperparameters(PrivateHyperparameters):
             of :mod:`defenses.gcon.homophily` from a noisy label agreement of the edges (Laplace
             counts, pure ε_h = hε, in the ledger; the ``alpha_inference`` field is not used);
             ``"none"``: the fixed ``alpha_inference``, nothing spent.
-        homophily_share: share h of ε spent on that statistic; Theorem 1 and AMP then share (1 − h)ε.
+        homophily_share: share h of ε spent on that statistic; Theorem 1 and AMP then share (1 − h)ε
+            (10 %: the heterophily rule needs ĥ on graphs of a few hundred edges, issue 50).
         max_iter: the warm start's budget: L-BFGS iterations per (re)start and at most this many
             Newton steps (utility only: the residual bound holds whatever the warm start returns).
         grid: ``protocol=paper`` only: ``"key=v1,v2; key=..."`` over encoder_hidden, alpha, steps
@@ -309,7 +319,7 @@ class GCONHyperparameters(PrivateHyperparameters):
     descent_steps: int = 10000
     amp_share: float = 0.01
     adapt: str = "homophily"
-    homophily_share: float = 0.02
+    homophily_share: float = 0.1
     max_iter: int = 5000
     grid: str = PAPER_GRID
 
@@ -395,6 +405,15 @@ class GCON(Defense):
         "settings.alpha_inference",
         "card.gcon.homophily.noisy_total",
         "card.gcon.homophily.encoder_dropout",
+        "card.gcon.homophily.alpha_train",
+        "settings.alpha",
+        "settings.head",
+        "card.gcon.homophily.head",
+        "card.gcon.homophily.heterophilous",
+        "card.gcon.encoder_input.chosen",
+        "card.gcon.encoder_input.smoothing",
+        "card.gcon.encoder_input.dense_override",
+        "settings.feature_smoothing",
     )
 
     def __init__(self, *args, **kwargs):
@@ -402,13 +421,80 @@ class GCON(Defense):
         _validate(self.hp)  # bad hyperparameters fail at construction, before any training
 
     def _train_encoder(
-        self, dataset: GraphDataset, split: Split, hidden: int | None = None, dropout: float | None = None
+        self,
+        dataset: GraphDataset,
+        split: Split,
+        hidden: int | None = None,
+        dropout: float | None = None,
+        smoothing: FeatureSmoothing | None = None,
     ) -> MLP:
         """Algorithm 3 on the training nodes' features and labels (no edge is read). Under
         ``sound`` the epoch with the best validation accuracy of the encoder itself is kept
         (validation features and labels only: public at edge level, so the choice is free);
         ``paper`` and a split without validation nodes keep the last epoch. ``dropout`` (default
-        the ``encoder_dropout`` field) is the density rule's under ``sound``."""
+        the ``encoder_dropout`` field) is the density rule's under ``sound``; ``smoothing`` the
+        encoder's input (:meth:`_encoder_input`, ``None``: raw features)."""
+        x_input = self._encoder_input(dataset, split, smoothing)
+        return self._fit_encoder(dataset, split, x_input, hidden, dropout)[0]
+
+    def _encoder_input(self, dataset: GraphDataset, split: Split, smoothing: FeatureSmoothing | None) -> torch.Tensor:
+        """The encoder's input over every node (:func:`~defenses.gcon.model.encoder_input`): the
+        smoothing runs over the nodes of the graph each phase reads — all nodes on a transductive
+        split, each part's own nodes on an inductive one. Features only: no edge is read."""
+        x = dataset.data.x.to(self.device)
+        parts = (split.train, split.val, split.test) if split.inductive else None
+        return encoder_input(smoothing, x, parts)
+
+    def _input_candidates(self, dataset: GraphDataset, split: Split) -> list[FeatureSmoothing | None]:
+        """The encoder inputs ``sound`` chooses between, fixed in advance: raw features, and
+        :class:`~dpaudit.data.feature_graph.FeatureSmoothing` when :func:`smoothing_fits` the
+        declared sizes and the split has validation nodes to choose by. ``paper``: raw only."""
+        candidates: list[FeatureSmoothing | None] = [None]
+        if (
+            selects_encoder_checkpoint(self.hp.protocol)
+            and len(split.val) > 0
+            and smoothing_fits(dataset.num_nodes, dataset.num_features)
+        ):
+            candidates.append(FeatureSmoothing())
+        return candidates
+
+    def _choose_encoder(self, dataset: GraphDataset, split: Split, hidden: int):
+        """One encoder per input candidate (:meth:`_input_candidates`, each from the same seed); the
+        one with the best validation accuracy is kept (ties: the earlier candidate, raw first).
+        Features and public labels only: free at edge level, and the same on every edge-neighbour.
+
+        Returns:
+            ``(encoder, smoothing, x_input, choice)``: ``choice`` is the card's public entry.
+        """
+        best = None
+        scores = []
+        for smoothing in self._input_candidates(dataset, split):
+            seed_everything(self.seed)
+            x_input = self._encoder_input(dataset, split, smoothing)
+            encoder, accuracy = self._fit_encoder(dataset, split, x_input, hidden)
+            scores.append({"input": "raw" if smoothing is None else "smoothed", "val_accuracy": accuracy})
+            if best is None or (accuracy is not None and accuracy > best[3]):
+                best = (encoder, smoothing, x_input, -1.0 if accuracy is None else accuracy)
+        encoder, smoothing, x_input, _ = best
+        choice = {
+            "chosen": "raw" if smoothing is None else "smoothed",
+            "smoothing": None if smoothing is None else smoothing.to_dict(),
+            "candidates": scores,
+            "reads_edges": False,
+            "rule": "the encoder's best validation accuracy (public features and labels; ties: raw)",
+        }
+        return encoder, smoothing, x_input, choice
+
+    def _fit_encoder(
+        self,
+        dataset: GraphDataset,
+        split: Split,
+        x_input: torch.Tensor,
+        hidden: int | None = None,
+        dropout: float | None = None,
+    ) -> tuple[MLP, float | None]:
+        """:meth:`_train_encoder` on a given input; also returns the kept epoch's validation
+        accuracy (``None`` when no epoch is selected)."""
         hp = self.hp
         data = dataset.data
         width = hp.encoder_hidden if hidden is None else int(hidden)
@@ -416,11 +502,11 @@ class GCON(Defense):
         encoder = MLP(dataset.num_features, [width], dataset.num_classes, rate, hp.encoder_act)
         encoder = encoder.to(self.device)
         # Sparse raw features stay sparse (first layer CSR × dense, input dropout on the non-zeros).
-        x = sparse_features(data.x[split.train].float().to(self.device))
+        x = sparse_features(x_input[split.train.to(x_input.device)].float().to(self.device))
         y = data.y[split.train].to(self.device)
         select = selects_encoder_checkpoint(hp.protocol) and len(split.val) > 0
         if select:
-            x_val = sparse_features(data.x[split.val].float().to(self.device))
+            x_val = sparse_features(x_input[split.val.to(x_input.device)].float().to(self.device))
             y_val = data.y[split.val].to(self.device)
         best_accuracy, best_state = -1.0, None
         opt = torch.optim.Adam(encoder.parameters(), lr=hp.encoder_lr, weight_decay=hp.encoder_weight_decay)
@@ -437,7 +523,7 @@ class GCON(Defense):
                     best_accuracy, best_state = accuracy, copy.deepcopy(encoder.state_dict())
         if best_state is not None:
             encoder.load_state_dict(best_state)
-        return encoder.eval()
+        return encoder.eval(), (best_accuracy if best_state is not None else None)
 
     def _homophily_share(self) -> float:
         """h of :mod:`defenses.gcon.homophily` when this fit spends it (``sound`` with
@@ -493,7 +579,6 @@ class GCON(Defense):
         checked = _validate(hp)
         data = dataset.data
         n, c = dataset.num_nodes, dataset.num_classes
-        x_all = data.x.to(self.device)
         train = split.train.to(self.device)
         y_all = data.y.to(self.device)
         # 3. propagation on the graph training may see (Eqs. 9–11)
@@ -519,40 +604,58 @@ class GCON(Defense):
             if config.encoder_hidden not in encoders:
                 encoders.clear()
                 features.clear()
-                seed_everything(self.seed)
-                encoder = self._train_encoder(dataset, split, config.encoder_hidden)
-                x_enc = encode_features(encoder, x_all)
+                # the encoder's input: raw or feature-graph smoothed, by its own validation
+                # accuracy under sound (features and public labels only); raw under paper
+                encoder, smoothing, x_input, input_choice = self._choose_encoder(dataset, split, config.encoder_hidden)
+                x_enc = encode_features(encoder, x_input)
                 with torch.no_grad():
-                    pseudo = encoder(x_all.float()).argmax(dim=1)
+                    pseudo = encoder(x_input.float()).argmax(dim=1)
                 pseudo[train] = y_all[train]
-                encoders[config.encoder_hidden] = (encoder, x_enc, pseudo)
-            encoder, x_enc, pseudo = encoders[config.encoder_hidden]
+                encoders[config.encoder_hidden] = (encoder, x_enc, pseudo, smoothing, x_input, input_choice)
+            encoder, x_enc, pseudo, smoothing, x_input, input_choice = encoders[config.encoder_hidden]
+            run_config = config  # the configuration the propagation runs with (α may follow ĥ)
             share = 0.0 if self.paper_protocol else self._homophily_share()
             if share > 0:
                 # the accounted statistic (Laplace counts over the training graph's edges, labels
                 # = training labels + encoder pseudo-labels: no edge read but the counted ones)
                 counts = label_agreement_counts(split.edge_index_for(dataset, "train"), pseudo.cpu())
+                # q: the agreement of random pairs of the training graph's nodes (labels only, public)
+                chance = chance_agreement(pseudo[train] if split.inductive else pseudo, c)
                 rng = self.noise.numpy([self.seed, 0x40D])
-                homophily = release_homophily(*counts, share * self.epsilon, rng)
+                homophily = release_homophily(*counts, share * self.epsilon, rng, chance)
                 homophily_counts = counts
                 config = dataclasses.replace(config, alpha_inference=homophily.alpha_inference)
                 # the density rule (issue 50): post-processing of the released edge count and the
                 # public n; a dense graph's encoder is retrained without dropout (features and
                 # labels only, no edge)
-                dropout = encoder_dropout_rule(mean_degree(homophily.noisy_total, n), hp.encoder_dropout)
-                if dropout != hp.encoder_dropout:
+                degree = mean_degree(homophily.noisy_total, n)
+                dropout = encoder_dropout_rule(degree, hp.encoder_dropout)
+                if smoothing is not None and not smoothing_offered(degree):
+                    # a dense graph's encoder reads raw features (the density rule's second half:
+                    # post-processing of the same released count; derived on reed98:year)
+                    smoothing, x_input = None, self._encoder_input(dataset, split, None)
+                    input_choice = {**input_choice, "chosen": "raw", "smoothing": None, "dense_override": True}
+                    retrain = True
+                else:
+                    retrain = dropout != hp.encoder_dropout
+                if retrain:
                     seed_everything(self.seed)
-                    encoder = self._train_encoder(dataset, split, config.encoder_hidden, dropout)
-                    x_enc = encode_features(encoder, x_all)
+                    encoder = self._fit_encoder(dataset, split, x_input, config.encoder_hidden, dropout)[0]
+                    x_enc = encode_features(encoder, x_input)
                     with torch.no_grad():
-                        pseudo = encoder(x_all.float()).argmax(dim=1)
+                        pseudo = encoder(x_input.float()).argmax(dim=1)
                     pseudo[train] = y_all[train]
-                    encoders[config.encoder_hidden] = (encoder, x_enc, pseudo)
+                    encoders[config.encoder_hidden] = (encoder, x_enc, pseudo, smoothing, x_input, input_choice)
                     features.clear()
-            key = (config.alpha, tuple(config.steps))
+                # the heterophily rule (issue 50): post-processing of ĥ; at or below the low knot the
+                # propagation runs with α = 1 (Z = X̄), planned with the configured α's larger Ψ
+                run_config = dataclasses.replace(
+                    config, alpha=training_restart(homophily.estimate, chance, config.alpha)
+                )
+            key = (run_config.alpha, tuple(run_config.steps))
             if key not in features:
                 with torch.no_grad():
-                    features[key] = gcon_features(adj, x_enc, config.alpha, config.steps)
+                    features[key] = gcon_features(adj, x_enc, run_config.alpha, run_config.steps)
             # rows of the objective: the training nodes (n1 = n0), or every node visible in training
             # with encoder pseudo-labels (n1 = n; inductively only the training nodes are visible)
             if config.pseudo_labels and not split.inductive:
@@ -590,8 +693,10 @@ class GCON(Defense):
             if best is None or accuracy > best[0]:
                 best = (accuracy, config, encoder, trained)
         val_accuracy, config, encoder, trained = best
+        # sound: the encoder's input choice (public, reads no edge) and the α the propagation ran with
+        run = None if self.paper_protocol else (input_choice, run_config.alpha)
         return self._release(
-            dataset, delta, config, encoder, trained, val_accuracy, len(configs), homophily, homophily_counts
+            dataset, delta, config, encoder, trained, val_accuracy, len(configs), homophily, homophily_counts, run
         )
 
     def _release(
@@ -605,6 +710,7 @@ class GCON(Defense):
         num_candidates: int,
         homophily: HomophilyRelease | None = None,
         homophily_counts: tuple[int, int] | None = None,
+        run: tuple[dict, float] | None = None,
     ) -> GCONModel:
         hp = self.hp
         c = dataset.num_classes
@@ -629,6 +735,10 @@ class GCON(Defense):
                 ),
             }
             gcon_record["homophily_counts"] = {"agree": homophily_counts[0], "total": homophily_counts[1]}
+            if run is not None:
+                gcon_card["homophily"]["alpha_train"] = run[1]
+        if run is not None:
+            gcon_card["encoder_input"] = run[0]
         unaccounted = []
         if self.paper_protocol:
             gcon_card["selection"] = {"grid": hp.grid, "candidates": num_candidates, "chosen": config.to_dict()}
@@ -674,12 +784,15 @@ class GCON(Defense):
                 "act": hp.encoder_act,
             },
             "num_classes": c,
-            "alpha": config.alpha,
+            "alpha": config.alpha if run is None else run[1],
             "alpha_inference": config.alpha_inference,
             "steps": steps_to_json(config.steps),
             "inference": hp.inference,
             "loss": config.loss,
         }
+        if run is not None:
+            settings["feature_smoothing"] = run[0]["smoothing"]
+            settings["head"] = "theta" if homophily is None else answer_head(homophily.estimate, homophily.chance)
         inference = inference_entry(
             private=privacy.is_private,
             training_graph=False,

@@ -32,6 +32,13 @@ not benchmarks here (Planetoid Cora, homophilous, label agreement 0.42–0.46 wi
 where α_I = 0.1 beats α_I ≥ 0.6; WebKB Texas and Wisconsin, heterophilous, 0.09–0.21 (one
 Wisconsin split 0.34), where α = α_I = 1 beats every smaller value; Cornell, 0.33, between; see
 ``docs/defenses/gcon.md``), then frozen. It is never fitted to the graph being trained on.
+
+The heterophily rule (issue 50, :func:`heterophilous`) reads the same ĥ against the chance level
+q = Σ_k p_k² of the labels ℓ (:func:`chance_agreement`: features and public labels, no edge): a
+graph whose (ĥ − q)/(1 − q) is at most :data:`HETEROPHILY_KNOT` trains with α = 1, answers with
+α_I = 1, and is answered by the encoder alone (:func:`training_restart`, :func:`answer_head`).
+Post-processing again: no ε beyond ε_h. Derived on Texas and Wisconsin against Reed98:year, held
+out on Cornell and Actor (``docs/defenses/gcon.md``).
 """
 
 from __future__ import annotations
@@ -53,6 +60,19 @@ HOMOPHILY_RECORD = "gcon label agreement of the edges (Laplace counts)"
 #: on Cora and WebKB (see the module docstring). α (training) stays the fixed ``alpha``, so
 #: Theorem 1's plan does not depend on the statistic.
 RULE_KNOTS = ((0.25, 1.0), (0.38, 0.1))
+
+#: the heterophily rule (issue 50, :func:`heterophilous`): a graph whose released agreement is at
+#: most this far above chance, (ĥ − q)/(1 − q) ≤ knot, trains and answers with α = α_I = 1. Derived
+#: on WebKB Texas and Wisconsin (adjusted agreement −0.03 to 0.00 with the issue-50 encoder,
+#: 3 public splits each) against Facebook100 Reed98:year (0.27, not a benchmark): the midpoint,
+#: rounded down; held out on Cornell and Actor. See ``docs/defenses/gcon.md``.
+HETEROPHILY_KNOT = 0.13
+
+#: what answers a query: Ẑ Θ (Eq. 16), or the feature encoder alone (:func:`answer_head`)
+ANSWER_HEADS = ("theta", "encoder")
+
+#: α and α_I on a graph the heterophily rule flags
+HETEROPHILY_TRAINING_RESTART = 1.0
 
 #: L1 sensitivity of the pair (agree, total) to one undirected edge
 COUNTS_SENSITIVITY = 2.0
@@ -118,15 +138,118 @@ def encoder_dropout_rule(degree: float, default: float) -> float:
     return DENSE_ENCODER_DROPOUT if float(degree) >= DENSE_DEGREE else float(default)
 
 
-def inference_restart(estimate: float) -> float:
-    """The public rule: α_I from a label-agreement rate ĥ ∈ [0, 1] (see :data:`RULE_KNOTS`).
+def chance_agreement(labels: torch.Tensor, num_classes: int) -> float:
+    """q = Σ_k p_k², the label agreement of two nodes drawn at random, p_k the share of label k
+    among ``labels`` (training labels and encoder pseudo-labels: features and public labels
+    only, no edge — public at edge level, the same on every edge-neighbour).
+
+    Shapes: labels [n].
+
+    Args:
+        labels: the labels ℓ the counts use, of the nodes of the training graph.
+        num_classes: c.
+
+    Returns:
+        q ∈ [1/c, 1] (0 for no node).
+    """
+    if len(labels) == 0:
+        return 0.0
+    share = torch.bincount(labels.cpu(), minlength=int(num_classes)).double() / len(labels)
+    return float((share**2).sum())
+
+
+def adjusted_agreement(estimate: float, chance: float) -> float:
+    """(ĥ − q) / (1 − q): the released agreement above what random pairs of the same labels give
+    (≈ 0 on a heterophilous graph whatever its class balance; post-processing of ĥ and the public q).
+
+    Args:
+        estimate: the released ĥ.
+        chance: q (:func:`chance_agreement`).
+
+    Returns:
+        The adjusted agreement (−∞ when q = 1 and ĥ < 1; 0 when both are 1).
+    """
+    if chance >= 1.0:
+        return 0.0 if estimate >= 1.0 else -math.inf
+    return (float(estimate) - float(chance)) / (1.0 - float(chance))
+
+
+def heterophilous(estimate: float, chance: float | None) -> bool:
+    """The public heterophily rule (issue 50): the released ĥ is at most :data:`HETEROPHILY_KNOT`
+    above chance (:func:`adjusted_agreement`). ``chance`` ``None`` (a card written before the
+    rule): never.
+
+    Args:
+        estimate: the released ĥ.
+        chance: the public q, or ``None``.
+
+    Returns:
+        Whether the graph is treated as heterophilous.
+    """
+    return chance is not None and adjusted_agreement(estimate, chance) <= HETEROPHILY_KNOT
+
+
+def training_restart(estimate: float, chance: float | None, alpha: float) -> float:
+    """The training restart the propagation of Eq. (11) runs with: α = 1 on a graph the public
+    heterophily rule (:func:`heterophilous`) flags — Z is then the encoded features X̄ themselves,
+    matching the α_I = 1 predictions — else the configured ``alpha``. Post-processing of the
+    released ĥ and the public q: no further ε. Theorem 1's plan stays the one of the configured α
+    (Ψ(α) ≥ Ψ(1) = 0: a larger sensitivity than the run's, conservative).
+
+    Args:
+        estimate: the released ĥ.
+        chance: the public q (``None``: the rule is off).
+        alpha: the configured training restart α.
+
+    Returns:
+        α for training.
+    """
+    return HETEROPHILY_TRAINING_RESTART if heterophilous(estimate, chance) else float(alpha)
+
+
+def answer_head(estimate: float, chance: float | None) -> str:
+    """What answers a query (issue 50): ``"encoder"`` — the public feature encoder's own softmax,
+    no edge read — on a graph :func:`heterophilous` flags, else ``"theta"`` (Ẑ Θ, Eq. 16).
+    Post-processing of the released ĥ and the public q.
+
+    Args:
+        estimate: the released ĥ.
+        chance: the public q (``None``: the rule is off).
+
+    Returns:
+        One of :data:`ANSWER_HEADS`.
+    """
+    return "encoder" if heterophilous(estimate, chance) else "theta"
+
+
+def smoothing_offered(degree: float) -> bool:
+    """The density rule's second half (issue 50): an encoder that chose the public feature-graph
+    smoothing reads raw features instead on a graph whose released mean degree is at least
+    :data:`DENSE_DEGREE` (the graph's own propagation already averages many neighbours; on
+    reed98:year the smoothed encoder cost GCON about 27 points on the two seeds of three that chose it).
+
+    Args:
+        degree: the released mean degree (:func:`mean_degree`).
+
+    Returns:
+        Whether the smoothed input may be kept.
+    """
+    return float(degree) < DENSE_DEGREE
+
+
+def inference_restart(estimate: float, chance: float | None = None) -> float:
+    """The public rule: α_I from a label-agreement rate ĥ ∈ [0, 1]: 1 on a graph
+    :func:`heterophilous` flags, else piecewise linear in ĥ (see :data:`RULE_KNOTS`).
 
     Args:
         estimate: ĥ.
+        chance: the public chance agreement q (``None``: the knots alone, as before issue 50's rule).
 
     Returns:
         α_I, interpolated linearly between the rule's knots.
     """
+    if heterophilous(estimate, chance):
+        return HETEROPHILY_TRAINING_RESTART
     (h_low, a_low), (h_high, a_high) = RULE_KNOTS
     h = float(estimate)
     if h <= h_low:
@@ -147,6 +270,7 @@ class HomophilyRelease:
     estimate: float
     alpha_inference: float
     noisy_total: int = 0
+    chance: float | None = None
 
     def mechanism(self) -> RecordedGuarantee:
         """The ledger record: pure ε_h-DP (δ = 0) with its calibration in the details."""
@@ -168,6 +292,17 @@ class HomophilyRelease:
             "rule_knots": [list(k) for k in RULE_KNOTS],
             "noisy_total": self.noisy_total,
             "dense_degree": DENSE_DEGREE,
+            **(
+                {}
+                if self.chance is None
+                else {
+                    "chance_level": self.chance,
+                    "chance_reads_edges": False,
+                    "heterophily_knot": HETEROPHILY_KNOT,
+                    "heterophilous": heterophilous(self.estimate, self.chance),
+                    "head": answer_head(self.estimate, self.chance),
+                }
+            ),
         }
 
 
@@ -197,15 +332,19 @@ def discrete_laplace(scale: float, size: int, rng: np.random.Generator) -> np.nd
     return np.asarray(stats.dlaplace.rvs(1.0 / scale, size=size, random_state=rng), dtype=np.int64)
 
 
-def release_homophily(agree: int, total: int, epsilon: float, rng: np.random.Generator) -> HomophilyRelease:
+def release_homophily(
+    agree: int, total: int, epsilon: float, rng: np.random.Generator, chance: float | None = None
+) -> HomophilyRelease:
     """Discrete Laplace of scale 2/ε_h (:func:`discrete_laplace`) on both integer counts,
-    ĥ = agree~ / max(total~, 1) clipped to [0, 1], α_I by the rule.
+    ĥ = agree~ / max(total~, 1) clipped to [0, 1], α_I by the rule (with the public chance
+    agreement q when given: :func:`inference_restart`).
 
     Args:
         agree: the number of undirected edges whose ends share a label.
         total: the number of undirected edges.
         epsilon: ε_h (``math.inf``: exact counts, no noise).
         rng: the privacy noise source's generator.
+        chance: the public q (:func:`chance_agreement`), or ``None`` (the knots alone).
 
     Returns:
         The :class:`HomophilyRelease`.
@@ -217,7 +356,7 @@ def release_homophily(agree: int, total: int, epsilon: float, rng: np.random.Gen
         noisy_agree += int(noise[0])
         noisy_total += int(noise[1])
     estimate = min(max(noisy_agree / max(noisy_total, 1), 0.0), 1.0)
-    return HomophilyRelease(epsilon, scale, estimate, inference_restart(estimate), noisy_total)
+    return HomophilyRelease(epsilon, scale, estimate, inference_restart(estimate, chance), noisy_total, chance)
 
 
 def homophily_share(hp) -> float:

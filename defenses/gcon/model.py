@@ -13,7 +13,15 @@ import torch
 import torch.nn.functional as F
 from torch_geometric.data import Data
 
-from defenses.gcon.homophily import HOMOPHILY_RECORD, homophily_mechanism, homophily_share, inference_restart
+from defenses.gcon.homophily import (
+    ANSWER_HEADS,
+    HOMOPHILY_RECORD,
+    answer_head,
+    homophily_mechanism,
+    homophily_share,
+    inference_restart,
+    training_restart,
+)
 from defenses.gcon.mechanism import (  # noqa: F401  (json_float, steps_to_json re-exported)
     check_alpha,
     gcon_features,
@@ -25,6 +33,7 @@ from defenses.gcon.mechanism import (  # noqa: F401  (json_float, steps_to_json 
 )
 from defenses.gcon.plan import amp_calibration
 from dpaudit.accounting import PrivacySpec
+from dpaudit.data.feature_graph import FeatureSmoothing
 from dpaudit.errors import ModelFormatError
 from dpaudit.nn import MLP
 from dpaudit.release.model import ReleasedModel, _node_index, register_model_kind
@@ -82,6 +91,12 @@ class GCONModel(ReleasedModel):
         self.steps = parse_steps(self.settings["steps"])
         self.alpha = check_alpha(self.settings["alpha"])
         self.alpha_inference = check_alpha(self.settings["alpha_inference"], "alpha_inference")
+        # the encoder's input (a model saved before the choice existed read raw features)
+        self.smoothing = FeatureSmoothing.from_dict(self.settings.get("feature_smoothing"))
+        # what answers a query (a model saved before issue 50's heterophily rule: Ẑ Θ)
+        self.head = self.settings.get("head", "theta")
+        if self.head not in ANSWER_HEADS:
+            raise ModelFormatError(f"gcon head must be one of {ANSWER_HEADS}, got {self.head!r}")
         if self.settings["inference"] not in INFERENCE_MODES:
             raise ModelFormatError(f"gcon inference mode must be one of {INFERENCE_MODES}")
         expected = (len(self.steps) * int(self.settings["encoder"]["hidden"][0]), int(self.settings["num_classes"]))
@@ -168,12 +183,36 @@ class GCONModel(ReleasedModel):
                 )
             released, chosen = info.get("homophily") or {}, info.get("config") or {}
             try:
-                expected = inference_restart(float(released["estimate"]))
+                chance = released.get("chance_level")  # absent on a card written before issue 50's rule
+                chance = None if chance is None else float(chance)
+                estimate = float(released["estimate"])
+                expected = inference_restart(estimate, chance)
                 given = float(chosen["alpha_inference"])
+                trained_alpha = released.get("alpha_train")
+                # the configured α (the hyperparameter; Ψ is checked against the card's config below)
+                expected_train = training_restart(
+                    estimate, chance, float(hyperparameters.get("alpha", chosen["alpha"]))
+                )
+                expected_head = answer_head(estimate, chance)
             except (KeyError, TypeError, ValueError):
                 raise refuse("the card lacks the released estimate ĥ or the α_I it set") from None
             if not close(given, expected):
                 raise refuse(f"the card's α_I = {given} is not the public rule's {expected} at the released ĥ")
+            if trained_alpha is not None and not close(
+                float((config or {}).get("alpha", math.nan)), float(trained_alpha)
+            ):
+                raise refuse(
+                    f"the model's α = {(config or {}).get('alpha')!r} is not the card's training α {trained_alpha}"
+                )
+            if (config or {}).get("head", "theta") != expected_head:
+                raise refuse(
+                    f"the model's head {(config or {}).get('head', 'theta')!r} is not the rule's {expected_head!r}"
+                )
+            if trained_alpha is not None and not close(float(trained_alpha), expected_train):
+                raise refuse(
+                    f"the card's training α = {trained_alpha} is not the heterophily rule's {expected_train} "
+                    "at the released ĥ"
+                )
             verified.add(counts[0])
             target = (1.0 - h) * target
         record = privacy.mechanisms[theorem[0]]
@@ -274,14 +313,32 @@ class GCONModel(ReleasedModel):
         Shapes:
             return: [num_nodes, s·d₁]
         """
-        x = encode_features(self.encoder, graph.x.to(self.device))
+        x = encode_features(self.encoder, self.encoder_input(graph.x.to(self.device)))
         adj = normalized_adjacency(graph.edge_index.to(self.device), int(graph.num_nodes))
         if self.settings["inference"] == "public":
             return gcon_features(adj, x, self.alpha, self.steps)
         return one_hop_features(adj, x, self.alpha_inference, self.steps)
 
+    def encoder_input(self, x: torch.Tensor) -> torch.Tensor:
+        """What the encoder reads: the raw features, or their public feature-graph smoothing over the
+        nodes whose rows ``x`` holds (the queried graph's), as chosen at training
+        (:func:`encoder_input`).
+
+        Args:
+            x: node features of one graph.
+
+        Returns:
+            The encoder's input.
+
+        Shapes:
+            x: [n, F]
+            return: [n, F]
+        """
+        return encoder_input(self.smoothing, x)
+
     def predict_proba(self, graph: Data, nodes=None) -> torch.Tensor:
-        """Softmax of the scores ẐΘ of the queried nodes.
+        """Softmax of the scores ẐΘ of the queried nodes (``head="encoder"``, a graph the
+        heterophily rule flags: softmax of the encoder's own logits, no edge read).
 
         Args:
             graph: the queried graph.
@@ -294,6 +351,10 @@ class GCONModel(ReleasedModel):
             return: [len(nodes), c]
         """
         idx = _node_index(graph, nodes).to(self.device)
+        if self.head == "encoder":  # the public encoder alone (a heterophilous graph): no edge read
+            with torch.no_grad():
+                logits = self.encoder(self.encoder_input(graph.x.to(self.device)).float())
+            return torch.softmax(logits[idx].double(), dim=1).float()
         scores = self.features(graph)[idx] @ self.theta.double()
         return torch.softmax(scores, dim=1).float()
 
@@ -348,6 +409,41 @@ class GCONModel(ReleasedModel):
         encoder.load_state_dict(encoder_state, strict=True)
         theta = tensors["theta"]
         return cls(encoder.to(theta.device), theta, config, privacy, card)
+
+
+def encoder_input(smoothing: FeatureSmoothing | None, x: torch.Tensor, parts=None) -> torch.Tensor:
+    """The encoder's input: ``x`` itself, or :class:`~dpaudit.data.feature_graph.FeatureSmoothing`
+    of it — features only, no edge (free at edge level). Without ``parts`` the smoothing runs over
+    every row of ``x`` (the graph a phase reads); with ``parts`` (an inductive split) over each part's
+    rows separately, each part its own graph; rows in no part stay zero.
+
+    Args:
+        smoothing: the smoothing, or ``None`` (raw features).
+        x: node features.
+        parts: index tensors of node sets smoothed separately, or ``None``.
+
+    Returns:
+        The encoder's input (``x`` unchanged when ``smoothing`` is ``None``).
+
+    Raises:
+        ConfigurationError: a graph above the smoothing's size limits.
+
+    Shapes:
+        x: [n, F]
+        return: [n, F]
+    """
+    if smoothing is None:
+        return x
+    if parts is None:
+        return smoothing.apply(x)
+    dense = x.to_dense() if x.layout != torch.strided else x
+    out = torch.zeros(dense.shape, dtype=torch.float32, device=x.device)
+    for nodes in parts:
+        if len(nodes) >= 2:
+            out[nodes] = smoothing.apply(dense[nodes])
+        elif len(nodes) == 1:
+            out[nodes] = F.normalize(dense[nodes].float(), p=2.0, dim=1)
+    return out
 
 
 @torch.no_grad()

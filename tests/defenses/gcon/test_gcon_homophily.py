@@ -73,13 +73,13 @@ def test_sound_fit_charges_the_statistic_and_verifies_on_load(small_graph, tmp_p
     names = [m["name"] for m in spec.mechanisms]
     assert names[-1] == HOMOPHILY_RECORD and len(names) == 3
     counts = spec.mechanisms[-1]
-    assert counts["epsilon"] == pytest.approx(0.02 * 2.0) and counts["delta"] == 0.0
-    assert counts["details"]["scale"] == pytest.approx(2 / 0.04)
-    assert spec.mechanisms[0]["details"]["epsilon"] == pytest.approx(0.99 * 0.98 * 2.0)
+    assert counts["epsilon"] == pytest.approx(0.1 * 2.0) and counts["delta"] == 0.0
+    assert counts["details"]["scale"] == pytest.approx(2 / 0.2)
+    assert spec.mechanisms[0]["details"]["epsilon"] == pytest.approx(0.99 * 0.9 * 2.0)
     assert spec.sound and spec.epsilon <= 2.0 * (1 + 1e-12)
     released = model.card["gcon"]["homophily"]
-    assert model.settings["alpha_inference"] == inference_restart(released["estimate"])
-    assert model.settings["alpha"] == 0.6  # α is fixed: the plan does not depend on the statistic
+    assert model.settings["alpha_inference"] == inference_restart(released["estimate"], released["chance_level"])
+    assert model.card["gcon"]["config"]["alpha"] == 0.6  # the plan's α is fixed: it does not depend on the statistic
     assert model.card["gcon"]["config"]["alpha_inference"] == model.settings["alpha_inference"]
     assert "homophily_counts" in model.record["gcon"] and "agree" not in json.dumps(model.card)
     directory = model.save(tmp_path / "m")
@@ -93,8 +93,8 @@ def test_sound_fit_charges_the_statistic_and_verifies_on_load(small_graph, tmp_p
     with pytest.raises(IntegrityError, match="rule"):
         dpaudit.release.model.load(edited_copy(directory, tmp_path / "alpha", other_alpha))
 
-    def bigger_share(meta):  # the records stay those of h = 0.02
-        meta["card"]["hyperparameters"]["homophily_share"] = 0.1
+    def bigger_share(meta):  # the records stay those of h = 0.1
+        meta["card"]["hyperparameters"]["homophily_share"] = 0.2
 
     with pytest.raises(IntegrityError):
         dpaudit.release.model.load(edited_copy(directory, tmp_path / "share", bigger_share))
