@@ -402,18 +402,18 @@ class GCON(Defense):
         "card.gcon.homophily.estimate",
         "card.gcon.homophily.alpha_inference",
         "card.gcon.config.alpha_inference",
-        "settings.alpha_inference",
+        "config.alpha_inference",
         "card.gcon.homophily.noisy_total",
         "card.gcon.homophily.encoder_dropout",
         "card.gcon.homophily.alpha_train",
-        "settings.alpha",
-        "settings.head",
+        "config.alpha",
+        "config.head",
         "card.gcon.homophily.head",
         "card.gcon.homophily.heterophilous",
         "card.gcon.encoder_input.chosen",
         "card.gcon.encoder_input.smoothing",
         "card.gcon.encoder_input.dense_override",
-        "settings.feature_smoothing",
+        "config.feature_smoothing",
     )
 
     def __init__(self, *args, **kwargs):

@@ -357,6 +357,13 @@ def check_release_neutrality(subject: Subject, tmp_path: Path) -> None:
     else:
         raise AssertionError(f"{subject.name}: unknown privacy unit {subject.defense.unit!r}")
     base = subject.saved
+    # a declared statistic names a leaf of model.json by its path from the top (``card.…``, ``config.…``):
+    # a path under another root never matches, and the exemption it was meant to make silently fails
+    roots = set(json.loads((base / META_FILE).read_text()))
+    misnamed = [k for k in subject.defense.released_statistics if k.split(".")[0] not in roots]
+    assert not misnamed, (
+        f"{subject.name}: released_statistics name no model.json leaf (roots {sorted(roots)}): {misnamed}"
+    )
     neighbour = subject.fit(0, dataset, split).save(tmp_path / "neighbour")
     assert public_files(base) == public_files(neighbour), f"{subject.name}: the public files differ"
     differences = leaf_differences(base, neighbour)
