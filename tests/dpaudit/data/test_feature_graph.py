@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 import torch
 
+import dpaudit.data.feature_graph as fg
 from dpaudit.data.feature_graph import (
     MAX_NODES,
     FeatureSmoothing,
@@ -67,3 +68,19 @@ def test_size_limits_refuse_before_the_search():
     assert not smoothing_fits(50_000, 10_000)
     with pytest.raises(ConfigurationError, match="feature graph is offered"):
         feature_graph(torch.zeros(1, 3))
+
+
+def test_apply_reuses_the_search_for_one_tensor_and_redoes_it_after_an_edit(monkeypatch):
+    calls = []
+    real = fg.smooth_features
+    monkeypatch.setattr(fg, "smooth_features", lambda *a: calls.append(1) or real(*a))
+    x = torch.randn(30, 5, generator=torch.Generator().manual_seed(2))
+    first = FeatureSmoothing(3, 1).apply(x)
+    second = FeatureSmoothing(3, 1).apply(x)
+    assert len(calls) == 1 and torch.equal(first, second) and first is not second
+    first.zero_()  # a caller's in-place edit never reaches the cache
+    assert torch.equal(FeatureSmoothing(3, 1).apply(x), second)
+    assert len(FeatureSmoothing(3, 2).apply(x)) == 30 and len(calls) == 2  # another setting: a new search
+    x[0] += 1.0  # an edited feature tensor is searched again
+    np.testing.assert_allclose(FeatureSmoothing(3, 1).apply(x).numpy(), real(x, 3, 1).numpy())
+    assert len(calls) == 3
