@@ -242,26 +242,6 @@ def cases(runner: Runner) -> list[Outcome]:
             reads="nothing",
         )
     )
-    d = folder("rmia-cap")
-    out.append(
-        refuse(
-            runner,
-            "attack count above its cap",
-            [
-                "attack",
-                "--model",
-                str(model),
-                "--attack",
-                "mia-rmia",
-                "--attack-set",
-                "num_references=100000",
-                "--out",
-                "r.json",
-            ],
-            d,
-            reads="nothing",
-        )
-    )
     d = folder("split-garbage")
     out.append(
         refuse(runner, "compare --split garbage", [*STUDY, "--split", "garbage", "--out", "s"], d, reads="nothing")
@@ -359,17 +339,6 @@ def cases(runner: Runner) -> list[Outcome]:
             d,
         )
     )
-    d = folder("labels-undeclared")
-    _graph(d / "g.npz", labels=[0, 5, 17])
-    out.append(
-        refuse(
-            runner,
-            "labels {0, 5, 17}, undeclared",
-            ["train", "--defense", "gcn", "--dataset", "g.npz", "--out", "m"],
-            d,
-            reads="nothing",
-        )
-    )
     d = folder("labels-declared")
     _graph(d / "g.npz", labels=[0, 5, 17])
     code, _, err, seconds = runner.run(
@@ -431,16 +400,6 @@ def cases(runner: Runner) -> list[Outcome]:
             reads="nothing",
         )
     )
-    d = folder("audit-cap")
-    out.append(
-        refuse(
-            runner,
-            "audit count above its cap",
-            ["audit", "--model", str(model), "--attack-set", "mia-rmia.num_references=100000", "--out", "a.html"],
-            d,
-            reads="nothing",
-        )
-    )
     d = folder("report-no-report")
     out.append(
         refuse(
@@ -477,6 +436,7 @@ def cases(runner: Runner) -> list[Outcome]:
             {"exits": codes},
         )
     )
+    out += declaration_refusals(runner, folder, model)
     out += issue_49(runner, folder, model, private_model(runner, fixtures), study)
     out += argument_refusals(runner, folder)
     return out
@@ -750,16 +710,6 @@ def issue_49(runner: Runner, folder, model: Path, private: Path, study: Path) ->
     meta["privacy"]["public_facts"]["num_nodes"] = 10
     (d / "m" / "model.json").write_text(json.dumps(meta, indent=1))
     out.append(refuse(runner, "inspect: public_facts.num_nodes edited to 10", ["inspect", "m"], d))
-    d = folder("compare-gcn-eps")
-    out.append(
-        refuse(
-            runner,
-            "compare --defenses gcn --epsilons 1",
-            ["compare", "--dataset", "csbm", "--defenses", "gcn", "--epsilons", "1", "--out", "s"],
-            d,
-            reads="nothing",
-        )
-    )
     d = folder("compare-seeds")
     out.append(
         refuse(
