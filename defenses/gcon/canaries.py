@@ -75,6 +75,7 @@ import torch.nn.functional as F
 
 from defenses.gcon.mechanism import gcon_features, make_loss, normalized_adjacency
 from defenses.gcon.model import GCONModel, encode_features
+from defenses.gcon.protocols import uses_pseudo_labels
 from dpaudit.auditing.canary_design import CanaryDesign, dataset_with_canaries, register_structure, undirected_pairs
 from dpaudit.data.datasets import GraphDataset
 from dpaudit.data.splits import Split
@@ -285,7 +286,8 @@ class GCONPairs:
         x_in = model.encoder_input(x)  # the encoder's input (raw or feature-graph smoothed: no edge)
         x_enc = encode_features(model.encoder, x_in)
         train = train_split.train
-        if config["pseudo_labels"] and not train_split.inductive:
+        protocol = (model.card.get("hyperparameters") or {}).get("protocol", "sound")
+        if uses_pseudo_labels(bool(config["pseudo_labels"]), protocol, len(train), n, train_split.inductive):
             rows = torch.arange(n)
             with torch.no_grad():
                 labels = model.encoder(x_in.float()).argmax(dim=1)

@@ -7,7 +7,8 @@ Training (Algorithm 1):
    only (public under edge DP — Section III), giving :math:`d_1`-dimensional features
    :math:`\bar X = H_{mlp}(XW_1^\star)`. With ``pseudo_labels`` the objective uses all n nodes
    (:math:`n_1 = n`, Appendix Q), the non-training ones labelled by the encoder's argmax — a
-   function of features and public labels only.
+   function of features and public labels only; under ``sound`` only while the training labels
+   are scarce, n₀ < n/2 (:func:`~defenses.gcon.protocols.uses_pseudo_labels`).
 2. Every row of :math:`\bar X` is L2-normalised (Line 2; all-zero rows stay zero, norm ≤ 1 is
    all Lemma 2 needs).
 3. **Propagation** on the training graph: :math:`\tilde A = D^{-1}(A + I)`,
@@ -52,7 +53,10 @@ either read from what edge-level DP leaves public or charged in the ledger — t
 only, which edge-level DP does not protect, and no edge (tested: changing only edges changes
 neither); the inference restart α_I is set by the public rule of :mod:`defenses.gcon.homophily`
 from a label-agreement rate of the edges released with Laplace noise at ε_h = hε (pure, in the
-ledger; Theorem 1 and AMP get (1 − h)ε); ``sound: true``. ``paper``: Appendix Q's protocol — every
+ledger); what answers a query — Θ or the public encoder alone — is chosen by a count of Θ's
+correct validation answers released with discrete Laplace noise at ε_s = sε
+(:mod:`defenses.gcon.head_selection`, edge sensitivity 2); Theorem 1 and AMP get (1 − h − s)ε;
+``sound: true``. ``paper``: Appendix Q's protocol — every
 configuration of ``grid`` (default :data:`PAPER_GRID`) is trained with the same mechanism and
 the best by validation accuracy is released; that selection is not accounted, so the spec is
 ``sound: false`` and lists it (each candidate alone spends ≤ the target, as the paper reports). What each protocol changes is laid out in :mod:`defenses.gcon.protocols`.
@@ -60,7 +64,8 @@ the best by validation accuracy is released; that selection is not accounted, so
 Package layout: :mod:`~defenses.gcon.mechanism` (the math: losses, propagation, Lemma 2,
 Theorem 1, Algorithm 2, the solver, AMP — pure functions), :mod:`~defenses.gcon.model` (the
 released-model kind and inference features), :mod:`~defenses.gcon.protocols` (``sound`` vs
-``paper``, the grid), and this module (hyperparameters and the registered defense).
+``paper``, the grid), :mod:`~defenses.gcon.homophily` and :mod:`~defenses.gcon.head_selection`
+(``sound``'s two accounted counts and the public rules over them), and this module (hyperparameters and the registered defense).
 
 **What inference reveals.** The released parameters (encoder + Θ) are edge-DP; predictions
 are not automatically. ``inference="private"`` (default, Eq. 16 / Algorithm 4 lines 1–4)
@@ -87,11 +92,18 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
+from defenses.gcon.head_selection import (
+    HeadSelection,
+    head_mechanism,
+    head_share,
+    release_head_selection,
+    theta_correct,
+)
 from defenses.gcon.homophily import (
     HomophilyRelease,
-    answer_head,
     chance_agreement,
     encoder_dropout_rule,
+    heterophilous,
     homophily_mechanism,
     homophily_share,
     label_agreement_counts,
@@ -132,6 +144,7 @@ from defenses.gcon.protocols import (
     parse_grid,
     selection_unaccounted,
     selects_encoder_checkpoint,
+    uses_pseudo_labels,
 )
 from dpaudit.accounting import PrivacyLedger, PrivacySpec
 from dpaudit.data.datasets import GraphDataset
@@ -243,6 +256,8 @@ class GCONHyperparameters(PrivateHyperparameters):
             validates better (:meth:`GCON._choose_encoder`; no edge read), and on a graph the
             heterophily rule flags α = α_I = 1 and queries are answered by the encoder alone.
         pseudo_labels: n₁ = n (all nodes, pseudo-labelled by the encoder) instead of n₁ = n₀.
+            Under ``sound`` only while the training labels are scarce (n₀ < n/2,
+            :func:`~defenses.gcon.protocols.uses_pseudo_labels`: the split's sizes, public).
         alpha: restart probability α of Eq. (9) (Appendix Q: 0.2, 0.4, 0.6, 0.8).
         steps: propagation steps m₁,…,m_s as text, e.g. ``"2"``, ``"1,5"``, ``"inf"`` (PPR).
         alpha_inference: α_I of Eq. (16); ``None`` means α.
@@ -265,6 +280,10 @@ class GCONHyperparameters(PrivateHyperparameters):
             ``"none"``: the fixed ``alpha_inference``, nothing spent.
         homophily_share: share h of ε spent on that statistic; Theorem 1 and AMP then share (1 − h)ε
             (10 %: the heterophily rule needs ĥ on graphs of a few hundred edges, issue 50).
+        head_share: ``protocol=sound`` with ``adapt="homophily"`` only: share s of ε spent on the
+            noisy count of Θ's correct validation answers that chooses between Θ and the public
+            encoder as the answer head (:mod:`defenses.gcon.head_selection`, issue 50); Theorem 1
+            and AMP then share (1 − h − s)ε.
         max_iter: the warm start's budget: L-BFGS iterations per (re)start and at most this many
             Newton steps (utility only: the residual bound holds whatever the warm start returns).
         grid: ``protocol=paper`` only: ``"key=v1,v2; key=..."`` over encoder_hidden, alpha, steps
@@ -295,6 +314,7 @@ class GCONHyperparameters(PrivateHyperparameters):
         "amp_share": [FRACTION],
         "adapt": [Options("homophily", "none")],
         "homophily_share": [FRACTION],
+        "head_share": [FRACTION],
         "max_iter": [COUNT],
         "grid": [str],  # parse_grid, under protocol=paper
     }
@@ -320,6 +340,7 @@ class GCONHyperparameters(PrivateHyperparameters):
     amp_share: float = 0.01
     adapt: str = "homophily"
     homophily_share: float = 0.1
+    head_share: float = 0.1
     max_iter: int = 5000
     grid: str = PAPER_GRID
 
@@ -336,6 +357,11 @@ def _validate(hp: GCONHyperparameters) -> dict:
     alpha_inference = alpha if hp.alpha_inference is None else float(hp.alpha_inference)
     steps = parse_steps(hp.steps)
     grid = parse_grid(hp.grid) if hp.protocol == "paper" else {}
+    if homophily_share(hp) + head_share(hp) >= 1.0:
+        raise ConfigurationError(
+            f"gcon homophily_share + head_share must be < 1 (Theorem 1 needs a share of ε), got "
+            f"{hp.homophily_share} + {hp.head_share}"
+        )
     return {"alpha": alpha, "alpha_inference": alpha_inference, "steps": steps, "grid": grid}
 
 
@@ -414,6 +440,9 @@ class GCON(Defense):
         "card.gcon.encoder_input.smoothing",
         "card.gcon.encoder_input.dense_override",
         "config.feature_smoothing",
+        "card.gcon.head_selection.noisy_theta_correct",
+        "card.gcon.head_selection.head",
+        "card.gcon.head_selection.heterophilous",
     )
 
     def __init__(self, *args, **kwargs):
@@ -458,7 +487,7 @@ class GCON(Defense):
             candidates.append(FeatureSmoothing())
         return candidates
 
-    def _choose_encoder(self, dataset: GraphDataset, split: Split, hidden: int):
+    def _choose_encoder(self, dataset: GraphDataset, split: Split, hidden: int, dropout: float | None = None):
         """One encoder per input candidate (:meth:`_input_candidates`, each from the same seed); the
         one with the best validation accuracy is kept (ties: the earlier candidate, raw first).
         Features and public labels only: free at edge level, and the same on every edge-neighbour.
@@ -471,7 +500,7 @@ class GCON(Defense):
         for smoothing in self._input_candidates(dataset, split):
             seed_everything(self.seed)
             x_input = self._encoder_input(dataset, split, smoothing)
-            encoder, accuracy = self._fit_encoder(dataset, split, x_input, hidden)
+            encoder, accuracy = self._fit_encoder(dataset, split, x_input, hidden, dropout)
             scores.append({"input": "raw" if smoothing is None else "smoothed", "val_accuracy": accuracy})
             if best is None or (accuracy is not None and accuracy > best[3]):
                 best = (encoder, smoothing, x_input, -1.0 if accuracy is None else accuracy)
@@ -592,6 +621,7 @@ class GCON(Defense):
             adj_val = normalized_adjacency(split.edge_index_for(dataset, "val").to(self.device), n)
 
         best = None  # (val_accuracy, config, encoder, trained)
+        selection: HeadSelection | None = None
         homophily: HomophilyRelease | None = None
         homophily_counts = None
         encoders: dict[int, tuple] = {}
@@ -627,20 +657,31 @@ class GCON(Defense):
                 config = dataclasses.replace(config, alpha_inference=homophily.alpha_inference)
                 # the density rule (issue 50): post-processing of the released edge count and the
                 # public n; a dense graph's encoder is retrained without dropout (features and
-                # labels only, no edge)
+                # labels only, no edge), and so is a flagged graph's, whose encoder alone answers
                 degree = mean_degree(homophily.noisy_total, n)
-                dropout = encoder_dropout_rule(degree, hp.encoder_dropout)
-                if smoothing is not None and not smoothing_offered(degree):
+                flagged = heterophilous(homophily.estimate, homophily.chance)
+                dropout = encoder_dropout_rule(degree, hp.encoder_dropout, flagged)
+                if flagged and smoothing_offered(degree) and dropout != hp.encoder_dropout:
+                    # a flagged graph's encoder answers alone: its input is chosen again at the
+                    # rule's dropout (features and public labels only, no edge)
+                    encoder, smoothing, x_input, input_choice = self._choose_encoder(
+                        dataset, split, config.encoder_hidden, dropout
+                    )
+                    input_choice["dropout"] = dropout
+                    retrain, refresh = False, True
+                elif smoothing is not None and not smoothing_offered(degree):
                     # a dense graph's encoder reads raw features (the density rule's second half:
                     # post-processing of the same released count; derived on reed98:year)
                     smoothing, x_input = None, self._encoder_input(dataset, split, None)
                     input_choice = {**input_choice, "chosen": "raw", "smoothing": None, "dense_override": True}
-                    retrain = True
+                    retrain, refresh = True, False
                 else:
-                    retrain = dropout != hp.encoder_dropout
+                    retrain, refresh = dropout != hp.encoder_dropout, False
                 if retrain:
                     seed_everything(self.seed)
                     encoder = self._fit_encoder(dataset, split, x_input, config.encoder_hidden, dropout)[0]
+                    refresh = True
+                if refresh:
                     x_enc = encode_features(encoder, x_input)
                     with torch.no_grad():
                         pseudo = encoder(x_input.float()).argmax(dim=1)
@@ -658,7 +699,7 @@ class GCON(Defense):
                     features[key] = gcon_features(adj, x_enc, run_config.alpha, run_config.steps)
             # rows of the objective: the training nodes (n1 = n0), or every node visible in training
             # with encoder pseudo-labels (n1 = n; inductively only the training nodes are visible)
-            if config.pseudo_labels and not split.inductive:
+            if uses_pseudo_labels(config.pseudo_labels, hp.protocol, len(split.train), n, split.inductive):
                 rows, labels = torch.arange(n, device=self.device), pseudo
             else:
                 rows, labels = train, y_all
@@ -681,11 +722,13 @@ class GCON(Defense):
                     c,
                     delta,
                     (index,) if self.paper_protocol else (),
-                    (1.0 - share) * self.epsilon,
+                    (1.0 - share - head_share(hp)) * self.epsilon,
                 )
             trained = trained_cache[train_key]
             if not self.paper_protocol:
                 best = (None, config, encoder, trained)
+                if head_share(hp) > 0:
+                    selection = self._select_head(dataset, split, x_enc, x_input, encoder, config, trained, homophily)
                 break
             z_val = query_features(adj_val, x_enc, config, hp.inference)[val]
             pred = (z_val @ torch.as_tensor(trained.theta, device=self.device)).argmax(dim=1)
@@ -696,8 +739,58 @@ class GCON(Defense):
         # sound: the encoder's input choice (public, reads no edge) and the α the propagation ran with
         run = None if self.paper_protocol else (input_choice, run_config.alpha)
         return self._release(
-            dataset, delta, config, encoder, trained, val_accuracy, len(configs), homophily, homophily_counts, run
+            dataset,
+            delta,
+            config,
+            encoder,
+            trained,
+            val_accuracy,
+            len(configs),
+            homophily,
+            homophily_counts,
+            run,
+            selection,
         )
+
+    def _select_head(
+        self,
+        dataset: GraphDataset,
+        split: Split,
+        x_enc: torch.Tensor,
+        x_input: torch.Tensor,
+        encoder: MLP,
+        config: Config,
+        trained: _Trained,
+        homophily: HomophilyRelease | None,
+    ) -> HeadSelection:
+        """The accounted answer-head choice of :mod:`defenses.gcon.head_selection`: the released
+        Θ's correct Eq. (16) validation answers over the training graph (edge sensitivity 2),
+        noised at ε_s = s·ε, against the public encoder's correct answers (no edge read)."""
+        epsilon = head_share(self.hp) * self.epsilon if self.private else math.inf
+        rng = self.noise.numpy([self.seed, 0x4EAD])
+        flagged = homophily is not None and heterophilous(homophily.estimate, homophily.chance)
+        val = split.val.to(self.device)
+        why = None
+        if split.inductive or len(val) == 0:
+            why = "no validation node in the training graph"
+        elif self.hp.inference != "private":
+            why = "inference='public' propagates over several hops: one edge moves more than two answers"
+        if why is not None:
+            return release_head_selection(None, None, 0, epsilon, rng, flagged, why)
+        y = dataset.data.y.to(self.device)
+        counted = theta_correct(
+            split.edge_index_for(dataset, "train"),
+            dataset.num_nodes,
+            x_enc,
+            torch.as_tensor(trained.theta, device=self.device),
+            config.alpha_inference,
+            config.steps,
+            val,
+            y,
+        )
+        with torch.no_grad():
+            encoder_correct = int((encoder(x_input[val].float()).argmax(dim=1) == y[val]).sum())
+        return release_head_selection(counted, encoder_correct, len(val), epsilon, rng, flagged)
 
     def _release(
         self,
@@ -711,6 +804,7 @@ class GCON(Defense):
         homophily: HomophilyRelease | None = None,
         homophily_counts: tuple[int, int] | None = None,
         run: tuple[dict, float] | None = None,
+        selection: HeadSelection | None = None,
     ) -> GCONModel:
         hp = self.hp
         c = dataset.num_classes
@@ -731,7 +825,9 @@ class GCON(Defense):
                 "share": hp.homophily_share,
                 **homophily.card(),
                 "encoder_dropout": encoder_dropout_rule(
-                    mean_degree(homophily.noisy_total, dataset.num_nodes), hp.encoder_dropout
+                    mean_degree(homophily.noisy_total, dataset.num_nodes),
+                    hp.encoder_dropout,
+                    heterophilous(homophily.estimate, homophily.chance),
                 ),
             }
             gcon_record["homophily_counts"] = {"agree": homophily_counts[0], "total": homophily_counts[1]}
@@ -739,6 +835,8 @@ class GCON(Defense):
                 gcon_card["homophily"]["alpha_train"] = run[1]
         if run is not None:
             gcon_card["encoder_input"] = run[0]
+        if selection is not None:
+            gcon_card["head_selection"] = {"share": hp.head_share, **selection.card()}
         unaccounted = []
         if self.paper_protocol:
             gcon_card["selection"] = {"grid": hp.grid, "candidates": num_candidates, "chosen": config.to_dict()}
@@ -762,10 +860,18 @@ class GCON(Defense):
                     f"released with Laplace noise (scale {homophily.scale:.4g} on two counts of edge sensitivity 1) "
                     f"at pure ε_h = {homophily.epsilon:.4g}; Theorem 1 and AMP share the remaining ε"
                 )
+            if selection is not None:
+                notes.append(
+                    "the answer head (Θ or the public encoder) chosen by the count of Θ's correct validation answers, "
+                    f"released with discrete Laplace noise (scale {selection.scale:.4g}, edge sensitivity 2) at pure "
+                    f"ε_s = {selection.epsilon:.4g}"
+                )
             for mechanism in plan.mechanisms():
                 ledger.step(mechanism)
             if homophily is not None:
                 ledger.step(homophily.mechanism())
+            if selection is not None:
+                ledger.step(selection.mechanism())
             privacy = ledger.spec(
                 delta,
                 "edge",
@@ -773,6 +879,7 @@ class GCON(Defense):
                 notes=notes,
                 accountant="GCON Theorem 1 + AMP analytic Gaussian, both (ε, δ) proven directly"
                 + (" + Laplace counts (pure ε_h)" if homophily is not None else "")
+                + (" + Laplace count (pure ε_s)" if selection is not None else "")
                 + ", basic composition",
                 unaccounted=unaccounted,
             )
@@ -792,7 +899,12 @@ class GCON(Defense):
         }
         if run is not None:
             settings["feature_smoothing"] = run[0]["smoothing"]
-            settings["head"] = "theta" if homophily is None else answer_head(homophily.estimate, homophily.chance)
+            if selection is not None:
+                settings["head"] = selection.head
+            elif homophily is not None:
+                settings["head"] = "encoder" if heterophilous(homophily.estimate, homophily.chance) else "theta"
+            else:
+                settings["head"] = "theta"
         inference = inference_entry(
             private=privacy.is_private,
             training_graph=False,
@@ -827,7 +939,8 @@ class GCON(Defense):
         """
         try:
             # a card written before ``adapt`` existed (issue 41) spent nothing on the statistic
-            hp = cls.hyperparameters_class(**{"adapt": "none", **card["hyperparameters"]})
+            # ... and one written before the head selection (issue 50) spent nothing on it
+            hp = cls.hyperparameters_class(**{"adapt": "none", "head_share": 0.0, **card["hyperparameters"]})
             checked = _validate(hp)
             gcon = card["gcon"]
             if hp.protocol == "paper":
@@ -842,9 +955,13 @@ class GCON(Defense):
         except (KeyError, TypeError, ValueError) as exc:
             raise ConfigurationError(f"gcon card cannot be re-planned: {type(exc).__name__}: {exc}") from None
         dim = len(config.steps) * config.encoder_hidden
-        share = homophily_share(hp)
-        plan = plan_configuration((1.0 - share) * target_epsilon, privacy.delta, num_classes, dim, n1, config, hp)
+        share, selection_share = homophily_share(hp), head_share(hp)
+        plan = plan_configuration(
+            (1.0 - share - selection_share) * target_epsilon, privacy.delta, num_classes, dim, n1, config, hp
+        )
         mechanisms = plan.mechanisms()
         if share > 0 and math.isfinite(target_epsilon):
             mechanisms.append(homophily_mechanism(share * target_epsilon))
+        if selection_share > 0 and math.isfinite(target_epsilon):
+            mechanisms.append(head_mechanism(selection_share * target_epsilon))
         return [mechanism.describe() for mechanism in mechanisms]

@@ -13,10 +13,11 @@ import torch
 import torch.nn.functional as F
 from torch_geometric.data import Data
 
+from defenses.gcon.head_selection import HEAD_RECORD, choose_head, head_mechanism, head_share
 from defenses.gcon.homophily import (
     ANSWER_HEADS,
     HOMOPHILY_RECORD,
-    answer_head,
+    heterophilous,
     homophily_mechanism,
     homophily_share,
     inference_restart,
@@ -150,10 +151,15 @@ class GCONModel(ReleasedModel):
         theorem = [i for i, r in enumerate(privacy.mechanisms) if str(r.get("name", "")).startswith("gcon objective")]
         amp = [i for i, r in enumerate(privacy.mechanisms) if str(r.get("name", "")).startswith("gcon AMP")]
         counts = [i for i, r in enumerate(privacy.mechanisms) if r.get("name") == HOMOPHILY_RECORD]
-        if len(theorem) != 1 or len(amp) > 1 or len(privacy.mechanisms) != len(theorem) + len(amp) + len(counts):
+        heads = [i for i, r in enumerate(privacy.mechanisms) if r.get("name") == HEAD_RECORD]
+        if (
+            len(theorem) != 1
+            or len(amp) > 1
+            or len(privacy.mechanisms) != len(theorem) + len(amp) + len(counts) + len(heads)
+        ):
             raise refuse(
-                "a GCON spec records one Theorem 1 guarantee, at most one AMP Gaussian and at most one "
-                "homophily statistic"
+                "a GCON spec records one Theorem 1 guarantee, at most one AMP Gaussian, at most one "
+                "homophily statistic and at most one answer-head count"
             )
         # the homophily statistic (defenses.gcon.homophily): pure ε_h = h·target, and the rest of
         # the chain is calibrated to (1 − h)·target
@@ -169,6 +175,33 @@ class GCONModel(ReleasedModel):
                 f"the card's hyperparameters spend a share h = {h:g} on the homophily statistic, the spec "
                 f"records {len(counts)} such statistic(s)"
             )
+        # the answer-head count (defenses.gcon.head_selection): pure ε_s = s·target; a card written
+        # before it spent nothing on it
+        s_head = head_share(
+            SimpleNamespace(
+                protocol=hyperparameters.get("protocol", "sound"),
+                adapt=hyperparameters.get("adapt", "none"),
+                head_share=float(hyperparameters.get("head_share", 0.0)),
+            )
+        )
+        if len(heads) != (1 if s_head > 0 else 0):
+            raise refuse(
+                f"the card's hyperparameters spend a share s = {s_head:g} on the answer-head count, the spec "
+                f"records {len(heads)} such count(s)"
+            )
+        if heads:
+            record, expected_record = privacy.mechanisms[heads[0]], head_mechanism(s_head * target)
+            details = dict(record.get("details") or {})
+            if not (
+                close(record["epsilon"], expected_record.epsilon)
+                and record.get("delta") == 0.0
+                and all(close(float(details.get(k, math.nan)), float(v)) for k, v in expected_record.details.items())
+            ):
+                raise refuse(
+                    f"the answer-head count records ε = {record['epsilon']!r}, details {details}; "
+                    f"s × target gives ε = {expected_record.epsilon:.6g}, {expected_record.details}"
+                )
+            verified.add(heads[0])
         if counts:
             record, expected_record = privacy.mechanisms[counts[0]], homophily_mechanism(h * target)
             details = dict(record.get("details") or {})
@@ -193,7 +226,13 @@ class GCONModel(ReleasedModel):
                 expected_train = training_restart(
                     estimate, chance, float(hyperparameters.get("alpha", chosen["alpha"]))
                 )
-                expected_head = answer_head(estimate, chance)
+                flagged = heterophilous(estimate, chance)
+                expected_head = "encoder" if flagged else "theta"
+                if heads:  # the released count decides (defenses.gcon.head_selection)
+                    chosen_by = info["head_selection"]
+                    if bool(chosen_by.get("heterophilous")) != flagged:
+                        raise refuse("the answer-head count's heterophily flag is not the rule's at the released ĥ")
+                    expected_head = choose_head(chosen_by["noisy_theta_correct"], chosen_by["encoder_correct"], flagged)
             except (KeyError, TypeError, ValueError):
                 raise refuse("the card lacks the released estimate ĥ or the α_I it set") from None
             if not close(given, expected):
@@ -214,7 +253,14 @@ class GCONModel(ReleasedModel):
                     "at the released ĥ"
                 )
             verified.add(counts[0])
-            target = (1.0 - h) * target
+        elif heads:  # a head count without the statistic (h = 0): nothing flags the graph
+            chosen_by = info.get("head_selection") or {}
+            expected_head = choose_head(chosen_by.get("noisy_theta_correct"), chosen_by.get("encoder_correct"), False)
+            if (config or {}).get("head", "theta") != expected_head:
+                raise refuse(
+                    f"the model's head {(config or {}).get('head', 'theta')!r} is not the released count's {expected_head!r}"
+                )
+        target = (1.0 - h - s_head) * target
         record = privacy.mechanisms[theorem[0]]
         details = dict(record.get("details") or {})
         if not details:  # Ψ = 0: the model reads no edge

@@ -107,7 +107,8 @@ def test_one_row_score_reads_the_coins_exactly_from_a_noiseless_release(graph):
 
 
 def test_one_row_design_warns_when_pseudo_labels_make_the_second_endpoint_a_row(graph, caplog):
-    split = make_split(graph, SPLIT, 0)
+    # scarce training labels (n₀ < n/2): sound keeps the pseudo-label rows (protocols.uses_pseudo_labels)
+    split = make_split(graph, "random:0.3,0.3,0.4", 0)
     design = game.draw_canaries(graph, split, "edge", 1, 0, structure="gcon-pairs", rows="one")
     ds, sp = game.training_data(graph, split, design, np.array([True]))
     model = get_defense("gcon")(epsilon="inf", seed=0, device="cpu", **{**SETTINGS, "pseudo_labels": True}).fit(ds, sp)

@@ -15,6 +15,7 @@ from editing import edited_copy
 
 import dpaudit.release.model
 from defenses.gcon import GCON
+from defenses.gcon.head_selection import HEAD_RECORD
 from defenses.gcon.homophily import (
     HOMOPHILY_RECORD,
     RULE_KNOTS,
@@ -71,11 +72,11 @@ def test_sound_fit_charges_the_statistic_and_verifies_on_load(small_graph, tmp_p
     model = GCON(epsilon=2.0, seed=0, encoder_epochs=20).fit(small_graph, split)
     spec = model.privacy
     names = [m["name"] for m in spec.mechanisms]
-    assert names[-1] == HOMOPHILY_RECORD and len(names) == 3
-    counts = spec.mechanisms[-1]
+    assert names[-2] == HOMOPHILY_RECORD and names[-1] == HEAD_RECORD and len(names) == 4
+    counts = spec.mechanisms[-2]
     assert counts["epsilon"] == pytest.approx(0.1 * 2.0) and counts["delta"] == 0.0
     assert counts["details"]["scale"] == pytest.approx(2 / 0.2)
-    assert spec.mechanisms[0]["details"]["epsilon"] == pytest.approx(0.99 * 0.9 * 2.0)
+    assert spec.mechanisms[0]["details"]["epsilon"] == pytest.approx(0.99 * 0.8 * 2.0)  # (1 − h − s)ε
     assert spec.sound and spec.epsilon <= 2.0 * (1 + 1e-12)
     released = model.card["gcon"]["homophily"]
     assert model.settings["alpha_inference"] == inference_restart(released["estimate"], released["chance_level"])

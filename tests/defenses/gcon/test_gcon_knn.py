@@ -11,6 +11,7 @@ from editing import edited_copy
 
 import dpaudit.release.model
 from defenses.gcon import GCON
+from defenses.gcon.head_selection import choose_head
 from defenses.gcon.homophily import (
     DENSE_DEGREE,
     HETEROPHILY_KNOT,
@@ -127,7 +128,12 @@ def test_a_fit_applies_the_rule_to_its_released_statistic(small_graph, tmp_path)
     estimate, chance = released["estimate"], released["chance_level"]
     assert released["chance_reads_edges"] is False
     assert released["heterophilous"] == heterophilous(estimate, chance)
-    assert model.settings["head"] == released["head"] == answer_head(estimate, chance)
+    assert released["head"] == answer_head(estimate, chance)  # the heterophily rule's head
+    chosen_by = model.card["gcon"]["head_selection"]  # ... and the released count's (head_selection)
+    assert model.settings["head"] == chosen_by["head"]
+    assert model.settings["head"] == choose_head(
+        chosen_by["noisy_theta_correct"], chosen_by["encoder_correct"], heterophilous(estimate, chance)
+    )
     assert model.settings["alpha"] == released["alpha_train"] == training_restart(estimate, chance, 0.6)
     assert model.settings["alpha_inference"] == inference_restart(estimate, chance)
     # the plan is the configured α's (a larger Ψ than α = 1's: conservative)
