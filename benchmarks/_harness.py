@@ -72,15 +72,29 @@ def markdown_table(rows: list[dict], columns: list[str]) -> str:
     return "\n".join(lines)
 
 
-def tree_state() -> str:
-    """The commit a benchmark measured, and whether tracked files differed from it."""
+#: what benchmarks write (results and caches): not code, so :func:`tree_state` may leave them out
+OUTPUT_PATHS = ("benchmarks/results", "benchmarks/cache")
+
+
+def tree_state(code_only: bool = False) -> str:
+    """The commit a benchmark measured, and whether tracked files differed from it.
+
+    Args:
+        code_only: leave the benchmarks' own outputs (:data:`OUTPUT_PATHS`) out of the comparison, so
+            a results file that a running benchmark (or another one beside it) has rewritten does not
+            mark the code as changed.
+
+    Returns:
+        ``"<commit> (clean)"`` or ``"<commit> + working tree with uncommitted changes"``.
+    """
     root = Path(__file__).resolve().parents[1]
 
     def git(*args: str) -> str:
         return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True).stdout.strip()
 
     head = git("rev-parse", "HEAD") or "unknown commit"
-    dirty = git("status", "--porcelain", "--untracked-files=no")
+    excluded = [f":(exclude){path}" for path in OUTPUT_PATHS] if code_only else []
+    dirty = git("status", "--porcelain", "--untracked-files=no", "--", ".", *excluded)
     return f"{head}" + (" + working tree with uncommitted changes" if dirty else " (clean)")
 
 

@@ -227,7 +227,7 @@ def save_run(store: dict[str, Any], store_path: Path, key: str, result: dict[str
 
 def run_cells(cells, seeds, store, store_path: Path, budget: float, write) -> None:
     loaded: dict[str, Any] = {}
-    measured_at = tree_state()  # the code every cell of this run is measured with
+    measured_at = tree_state(code_only=True)  # the code every cell of this run is measured with
     total, done = len(cells) * len(seeds), 0
     for label, defense, configuration, epsilon in cells:
         name, spec = SPLITS[label]

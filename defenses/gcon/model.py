@@ -24,20 +24,25 @@ from defenses.gcon.homophily import (
     training_restart,
 )
 from defenses.gcon.mechanism import (  # noqa: F401  (json_float, steps_to_json re-exported)
+    TheoremOneParameters,
     check_alpha,
     gcon_features,
     json_float,
+    make_loss,
     normalized_adjacency,
     one_hop_features,
     parse_steps,
+    sensitivity_psi,
     steps_to_json,
+    theorem1_parameters,
 )
 from defenses.gcon.plan import amp_calibration
 from dpaudit.accounting import PrivacySpec
+from dpaudit.accounting.verify import check_claims, close, refuse, verify_spec
 from dpaudit.data.feature_graph import FeatureSmoothing
 from dpaudit.errors import ModelFormatError
 from dpaudit.nn import MLP
-from dpaudit.release.model import ReleasedModel, _node_index, register_model_kind
+from dpaudit.release.model import ReleasedModel, _node_index, card_protocol, register_model_kind
 
 INFERENCE_MODES = ("private", "public")
 
@@ -134,10 +139,6 @@ class GCONModel(ReleasedModel):
         Raises:
             IntegrityError: on any mismatch (one line).
         """
-        from defenses.gcon.mechanism import TheoremOneParameters, make_loss, sensitivity_psi, theorem1_parameters
-        from dpaudit.accounting.verify import check_claims, close, refuse, verify_spec
-        from dpaudit.release.model import card_protocol
-
         check_claims(privacy, "edge", card_protocol(card))
         if not privacy.is_private:
             return verify_spec(privacy, "edge", card_protocol(card))
@@ -163,13 +164,7 @@ class GCONModel(ReleasedModel):
             )
         # the homophily statistic (defenses.gcon.homophily): pure ε_h = h·target, and the rest of
         # the chain is calibrated to (1 − h)·target
-        h = homophily_share(
-            SimpleNamespace(
-                protocol=hyperparameters.get("protocol", "sound"),
-                adapt=hyperparameters.get("adapt", "none"),
-                homophily_share=float(hyperparameters.get("homophily_share", 0.0)),
-            )
-        )
+        h = _card_share(hyperparameters, "homophily_share", homophily_share)
         if len(counts) != (1 if h > 0 else 0):
             raise refuse(
                 f"the card's hyperparameters spend a share h = {h:g} on the homophily statistic, the spec "
@@ -177,43 +172,19 @@ class GCONModel(ReleasedModel):
             )
         # the answer-head count (defenses.gcon.head_selection): pure ε_s = s·target; a card written
         # before it spent nothing on it
-        s_head = head_share(
-            SimpleNamespace(
-                protocol=hyperparameters.get("protocol", "sound"),
-                adapt=hyperparameters.get("adapt", "none"),
-                head_share=float(hyperparameters.get("head_share", 0.0)),
-            )
-        )
+        s_head = _card_share(hyperparameters, "head_share", head_share)
         if len(heads) != (1 if s_head > 0 else 0):
             raise refuse(
                 f"the card's hyperparameters spend a share s = {s_head:g} on the answer-head count, the spec "
                 f"records {len(heads)} such count(s)"
             )
         if heads:
-            record, expected_record = privacy.mechanisms[heads[0]], head_mechanism(s_head * target)
-            details = dict(record.get("details") or {})
-            if not (
-                close(record["epsilon"], expected_record.epsilon)
-                and record.get("delta") == 0.0
-                and all(close(float(details.get(k, math.nan)), float(v)) for k, v in expected_record.details.items())
-            ):
-                raise refuse(
-                    f"the answer-head count records ε = {record['epsilon']!r}, details {details}; "
-                    f"s × target gives ε = {expected_record.epsilon:.6g}, {expected_record.details}"
-                )
+            _check_pure_record(privacy.mechanisms[heads[0]], head_mechanism(s_head * target), "the answer-head count")
             verified.add(heads[0])
         if counts:
-            record, expected_record = privacy.mechanisms[counts[0]], homophily_mechanism(h * target)
-            details = dict(record.get("details") or {})
-            if not (
-                close(record["epsilon"], expected_record.epsilon)
-                and record.get("delta") == 0.0
-                and all(close(float(details.get(k, math.nan)), float(v)) for k, v in expected_record.details.items())
-            ):
-                raise refuse(
-                    f"the homophily statistic records ε = {record['epsilon']!r}, details {details}; "
-                    f"h × target gives ε = {expected_record.epsilon:.6g}, {expected_record.details}"
-                )
+            _check_pure_record(
+                privacy.mechanisms[counts[0]], homophily_mechanism(h * target), "the homophily statistic"
+            )
             released, chosen = info.get("homophily") or {}, info.get("config") or {}
             try:
                 chance = released.get("chance_level")  # absent on a card written before issue 50's rule
@@ -455,6 +426,39 @@ class GCONModel(ReleasedModel):
         encoder.load_state_dict(encoder_state, strict=True)
         theta = tensors["theta"]
         return cls(encoder.to(theta.device), theta, config, privacy, card)
+
+
+def _card_share(hyperparameters: dict, field: str, share) -> float:
+    """The share of ε a card's hyperparameters spend on one of ``sound``'s counts (``share``:
+    :func:`~defenses.gcon.homophily.homophily_share` or
+    :func:`~defenses.gcon.head_selection.head_share`); a card written before the field existed
+    spent nothing on it."""
+    return share(
+        SimpleNamespace(
+            protocol=hyperparameters.get("protocol", "sound"),
+            adapt=hyperparameters.get("adapt", "none"),
+            **{field: float(hyperparameters.get(field, 0.0))},
+        )
+    )
+
+
+def _check_pure_record(record: dict, expected, what: str) -> None:
+    """A pure-ε count's ledger record must be the one its share of the target gives (ε, δ = 0 and
+    the calibration details); ``expected`` is that :class:`RecordedGuarantee`.
+
+    Raises:
+        IntegrityError: on a mismatch (one line).
+    """
+    details = dict(record.get("details") or {})
+    if not (
+        close(record["epsilon"], expected.epsilon)
+        and record.get("delta") == 0.0
+        and all(close(float(details.get(k, math.nan)), float(v)) for k, v in expected.details.items())
+    ):
+        raise refuse(
+            f"{what} records ε = {record['epsilon']!r}, details {details}; its share of the target gives "
+            f"ε = {expected.epsilon:.6g}, {expected.details}"
+        )
 
 
 def encoder_input(smoothing: FeatureSmoothing | None, x: torch.Tensor, parts=None) -> torch.Tensor:
