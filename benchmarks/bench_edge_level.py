@@ -112,7 +112,7 @@ LIMITS = [
     "- **gcon** met its three missing rows at ε = 4 with three changes, each public or accounted "
     "(`docs/defenses/gcon.md`). (1) The objective's rows are every node with pseudo-labels only while the training "
     "labels are scarce (n₀ < n/2, the split's sizes, public): derived on reed98:year, not a benchmark (0.627 → 0.687, "
-    "seeds 0–2), held out on johnshopkins55 (0.715 → 0.788 here). (2) What answers a query, Θ or the public encoder, "
+    "seeds 0–2), held out on johnshopkins55 (0.715 → 0.782 here). (2) What answers a query, Θ or the public encoder, "
     "is chosen by Θ's count of correct validation answers released with discrete Laplace noise (edge sensitivity 2: "
     "an Eq. 16 answer reads only its own node's edges; ε_s = 10 % of ε, in the ledger): on cora_ml per-class the "
     "encoder (0.741 test, seeds 0–2) beats Θ (0.707) and is chosen, on Cora Θ (0.731) beats the encoder (0.689) and "
