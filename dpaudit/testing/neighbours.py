@@ -67,22 +67,28 @@ def _dataset(base: GraphDataset, raw: Data) -> GraphDataset:
     return rebuilt
 
 
-def without_edge(dataset: GraphDataset, split: Split, index: int = 0) -> GraphDataset:
+def without_edge(
+    dataset: GraphDataset, split: Split, index: int = 0, parts: tuple[str, str] = ("train", "train")
+) -> GraphDataset:
     """``dataset`` minus one undirected edge between two training nodes (the ``index``-th such
-    edge in canonical order), so the removal reaches every edge-reading phase.
+    edge in canonical order), so the removal reaches every edge-reading phase; ``parts`` picks
+    edges between other parts of the split instead (e.g. ``("val", "train")``, either direction).
 
     Args:
         dataset: the graph.
         split: its split (which nodes are training nodes).
-        index: which train–train edge to remove, in canonical order.
+        index: which such edge to remove, in canonical order.
+        parts: the split parts (``train``, ``val``, ``test``) of the edge's two endpoints.
 
     Returns:
         The neighbouring dataset.
     """
     row, col = dataset.data.edge_index
-    train = torch.zeros(dataset.num_nodes, dtype=torch.bool)
-    train[split.train] = True
-    candidates = ((row < col) & train[row] & train[col]).nonzero().view(-1)
+    first, second = (torch.zeros(dataset.num_nodes, dtype=torch.bool) for _ in parts)
+    first[getattr(split, parts[0])] = True
+    second[getattr(split, parts[1])] = True
+    between = (first[row] & second[col]) | (second[row] & first[col])
+    candidates = ((row < col) & between).nonzero().view(-1)
     u, v = int(row[candidates[index]]), int(col[candidates[index]])
     keep = ~(((row == u) & (col == v)) | ((row == v) & (col == u)))
     raw = raw_graph(dataset)

@@ -25,6 +25,7 @@ from defenses.gcon.protocols import SCARCE_LABELS, uses_pseudo_labels
 from dpaudit.data.splits import make_split
 from dpaudit.errors import ConfigurationError, IntegrityError
 from dpaudit.release.model import compare_records
+from dpaudit.testing.neighbours import train_and_compare, without_edge
 
 
 def _count(model, edge_index, num_nodes, x_enc, nodes, labels):
@@ -163,3 +164,26 @@ def test_pseudo_label_rows_only_while_training_labels_are_scarce(small_graph):
     for spec, rows in (("random:0.3,0.3,0.4", n), ("random:0.6,0.2,0.2", int(0.6 * n))):
         model = GCON(epsilon=2.0, seed=0, encoder_epochs=5).fit(small_graph, make_split(small_graph, spec, seed=0))
         assert model.card["gcon"]["n1"] == rows
+
+
+def test_an_edge_at_a_validation_node_moves_only_the_released_statistics(small_graph, tmp_path):
+    """G and G minus one edge at a validation node whose answer it changes (the neighbour rebuilt
+    from its own raw data, the same seeded noise): model.json differs only in accounted outputs
+    (``GCON.released_statistics``), among them the head's noisy count."""
+    split = make_split(small_graph, "random:0.3,0.3,0.4", seed=0)
+    model = GCON(epsilon=4.0, seed=0, encoder_epochs=20).fit(small_graph, split)
+    data = small_graph.data
+    x_enc = encode_features(model.encoder, model.encoder_input(data.x))
+    base = _count(model, data.edge_index, small_graph.num_nodes, x_enc, split.val, data.y)
+    for index in range(200):
+        neighbour = without_edge(small_graph, split, index, parts=("val", "train"))
+        moved = _count(model, neighbour.data.edge_index, small_graph.num_nodes, x_enc, split.val, data.y)
+        if moved != base:
+            break
+    else:
+        pytest.fail("no edge between a validation and a training node moves Θ's count")
+    diff = train_and_compare(
+        lambda: GCON(epsilon=4.0, seed=0, encoder_epochs=20), (small_graph, split), (neighbour, split), tmp_path
+    )
+    assert "card.gcon.head_selection.noisy_theta_correct" in diff
+    assert set(diff) <= set(GCON.released_statistics)
