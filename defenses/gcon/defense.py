@@ -93,9 +93,12 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from defenses.gcon.head_selection import (
+    INFORMATIVE_SHARE,
     HeadSelection,
+    count_noise_std,
     head_mechanism,
     head_share,
+    informative,
     release_head_selection,
     theta_correct,
 )
@@ -775,6 +778,11 @@ class GCON(Defense):
             why = "no validation node in the training graph"
         elif self.hp.inference != "private":
             why = "inference='public' propagates over several hops: one edge moves more than two answers"
+        elif not informative(epsilon, len(val)):
+            why = (
+                f"the count's noise (std {count_noise_std(epsilon):.3g}) is above {INFORMATIVE_SHARE:.0%} of the "
+                f"{len(val)} validation nodes: too noisy to tell the heads apart"
+            )
         if why is not None:
             return release_head_selection(None, None, 0, epsilon, rng, flagged, why)
         y = dataset.data.y.to(self.device)

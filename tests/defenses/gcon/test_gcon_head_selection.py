@@ -16,7 +16,10 @@ from defenses.gcon import GCON
 from defenses.gcon.head_selection import (
     COUNT_SENSITIVITY,
     HEAD_RECORD,
+    INFORMATIVE_SHARE,
     choose_head,
+    count_noise_std,
+    informative,
     release_head_selection,
     theta_correct,
 )
@@ -89,13 +92,14 @@ def test_one_edge_moves_the_count_by_at_most_its_sensitivity_on_cora(load_real):
 
 
 def test_a_fit_records_the_count_and_load_checks_the_head(small_graph, tmp_path):
+    # ε_s = 3: the count's noise (std 0.9) is small beside 3 % of the 90 validation nodes
     split = make_split(small_graph, "random:0.3,0.3,0.4", seed=0)
-    model = GCON(epsilon=2.0, seed=0, encoder_epochs=20).fit(small_graph, split)
+    model = GCON(epsilon=30.0, seed=0, encoder_epochs=20).fit(small_graph, split)
     spec = model.privacy
     record = spec.mechanisms[-1]
     assert record["name"] == HEAD_RECORD and record["delta"] == 0.0
-    assert record["epsilon"] == pytest.approx(0.1 * 2.0) and record["details"]["scale"] == pytest.approx(2 / 0.2)
-    assert spec.sound and spec.epsilon <= 2.0 * (1 + 1e-12)
+    assert record["epsilon"] == pytest.approx(0.1 * 30.0) and record["details"]["scale"] == pytest.approx(2 / 3.0)
+    assert spec.sound and spec.epsilon <= 30.0 * (1 + 1e-12)
     chosen = model.card["gcon"]["head_selection"]
     assert chosen["validation_nodes"] == len(split.val) and chosen["why_not_counted"] is None
     assert 0 <= chosen["encoder_correct"] <= len(split.val)
@@ -148,6 +152,24 @@ def test_no_validation_node_in_the_training_graph_counts_nothing_and_still_recor
     assert model.settings["head"] == ("encoder" if chosen["heterophilous"] else "theta")
 
 
+def test_a_count_too_noisy_to_tell_the_heads_apart_is_not_read(small_graph):
+    """The public decision of ``informative``: the noise's std against 3 % of the validation nodes.
+    Below it nothing is counted and Θ answers; the share is still recorded as spent."""
+    assert count_noise_std(math.inf) == 0.0
+    t = 2 / 0.4
+    q = math.exp(-1 / t)
+    assert count_noise_std(0.4) == pytest.approx(math.sqrt(2 * q) / (1 - q))  # ≈ 7.06
+    assert informative(0.4, 500) and informative(0.4, 300) and not informative(0.4, 200)
+    assert not informative(0.1, 500) and not informative(0.4, 0)  # ε = 1 on 500 nodes: std 28
+    assert INFORMATIVE_SHARE == 0.03
+    split = make_split(small_graph, "random:0.3,0.3,0.4", seed=0)  # 90 validation nodes
+    model = GCON(epsilon=2.0, seed=0, encoder_epochs=10).fit(small_graph, split)
+    chosen = model.card["gcon"]["head_selection"]
+    assert chosen["noisy_theta_correct"] is None and "too noisy" in chosen["why_not_counted"]
+    assert model.settings["head"] == ("encoder" if chosen["heterophilous"] else "theta")
+    assert model.privacy.mechanisms[-1]["name"] == HEAD_RECORD
+
+
 def test_shares_must_leave_theorem_one_some_epsilon():
     with pytest.raises(ConfigurationError, match="head_share"):
         GCON(epsilon=1.0, homophily_share=0.5, head_share=0.5)
@@ -166,24 +188,35 @@ def test_pseudo_label_rows_only_while_training_labels_are_scarce(small_graph):
         assert model.card["gcon"]["n1"] == rows
 
 
+def _first_moving_neighbour(model, dataset, split, x_enc, base):
+    """G minus the first edge at a validation node (to a training, test or validation node, in
+    :func:`without_edge`'s order) whose removal moves Θ's count, rebuilt from its raw data."""
+    for parts in (("val", "train"), ("val", "test"), ("val", "val")):
+        index = 0
+        while True:
+            try:
+                neighbour = without_edge(dataset, split, index, parts=parts)
+            except IndexError:  # past the last such edge
+                break
+            edges = neighbour.data.edge_index
+            if _count(model, edges, dataset.num_nodes, x_enc, split.val, dataset.data.y) != base:
+                return neighbour
+            index += 1
+    pytest.fail("no edge at a validation node moves Θ's count")
+
+
 def test_an_edge_at_a_validation_node_moves_only_the_released_statistics(small_graph, tmp_path):
     """G and G minus one edge at a validation node whose answer it changes (the neighbour rebuilt
     from its own raw data, the same seeded noise): model.json differs only in accounted outputs
     (``GCON.released_statistics``), among them the head's noisy count."""
     split = make_split(small_graph, "random:0.3,0.3,0.4", seed=0)
-    model = GCON(epsilon=4.0, seed=0, encoder_epochs=20).fit(small_graph, split)
+    model = GCON(epsilon=30.0, seed=0, encoder_epochs=20).fit(small_graph, split)
     data = small_graph.data
     x_enc = encode_features(model.encoder, model.encoder_input(data.x))
     base = _count(model, data.edge_index, small_graph.num_nodes, x_enc, split.val, data.y)
-    for index in range(200):
-        neighbour = without_edge(small_graph, split, index, parts=("val", "train"))
-        moved = _count(model, neighbour.data.edge_index, small_graph.num_nodes, x_enc, split.val, data.y)
-        if moved != base:
-            break
-    else:
-        pytest.fail("no edge between a validation and a training node moves Θ's count")
+    neighbour = _first_moving_neighbour(model, small_graph, split, x_enc, base)
     diff = train_and_compare(
-        lambda: GCON(epsilon=4.0, seed=0, encoder_epochs=20), (small_graph, split), (neighbour, split), tmp_path
+        lambda: GCON(epsilon=30.0, seed=0, encoder_epochs=20), (small_graph, split), (neighbour, split), tmp_path
     )
     assert "card.gcon.head_selection.noisy_theta_correct" in diff
     assert set(diff) <= set(GCON.released_statistics)
