@@ -24,7 +24,9 @@ answer head                   Θ or the public encoder, by a count of Θ's  Θ
                               Laplace noise (edge sensitivity 2, pure
                               ε_s = sε, s = 10 %, charged;
                               :mod:`defenses.gcon.head_selection`); the
-                              encoder on a flagged graph
+                              encoder on a flagged graph; Θ where the
+                              count's noise std is above 3 % of the
+                              validation nodes
 encoder checkpoint            the epoch of best validation accuracy of    the last epoch
                               the encoder itself (free: it reads only
                               features and labels, which edge-level DP
